@@ -1,0 +1,190 @@
+/* launch.c: runs a program on N ranks under the launcher with a timeout, in a process group
+ * of its own so that a timeout kills every rank, never only mpirun. */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OUTPUT_CAP (4u << 20)
+#define MAX_WORDS 64
+#define KILL_GRACE_S 3.0
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void pl_launch_prepare_env(int np)
+{
+    if (geteuid() == 0) {
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    }
+    /* More ranks than cores is the normal case on a laptop. */
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (np > 1 && (cores < 1 || np > cores)) setenv("OPENBLAS_NUM_THREADS", "1", 0);
+}
+
+static int is_mpirun(const char *word)
+{
+    const char *base = strrchr(word, '/');
+    base = base ? base + 1 : word;
+    return !strcmp(base, "mpirun") || !strcmp(base, "mpiexec") || !strcmp(base, "orterun");
+}
+
+/* The launcher words, then "-np N" (or srun's "-n N"), then the program and its args. */
+static int build_argv(const struct pl_launch_opts *o, char *const argv[], char **out,
+                      char *words_buf, size_t buf_len)
+{
+    int n = 0;
+    if (o->np > 0) {
+        const char *launcher = o->launcher;
+        if (!launcher || !*launcher) launcher = getenv("LAUNCHER");
+        if (!launcher || !*launcher) launcher = "mpirun";
+        snprintf(words_buf, buf_len, "%s", launcher);
+        for (char *w = strtok(words_buf, " \t"); w && n < MAX_WORDS - 8; w = strtok(NULL, " \t"))
+            out[n++] = w;
+        static char npbuf[16];
+        snprintf(npbuf, sizeof npbuf, "%d", o->np);
+        const char *base = strrchr(out[0], '/');
+        base = base ? base + 1 : out[0];
+        out[n++] = !strcmp(base, "srun") ? "-n" : "-np";
+        out[n++] = npbuf;
+        if (is_mpirun(out[0])) out[n++] = "--oversubscribe";
+    }
+    for (int i = 0; argv[i]; i++) {
+        if (n >= MAX_WORDS * 4 - 1) return -1;
+        out[n++] = argv[i];
+    }
+    out[n] = NULL;
+    return n;
+}
+
+static void append(struct pl_launch_result *res, size_t *cap, const char *data, size_t len)
+{
+    if (res->output_len >= OUTPUT_CAP) return;
+    if (res->output_len + len > OUTPUT_CAP) len = OUTPUT_CAP - res->output_len;
+    if (res->output_len + len + 1 > *cap) {
+        size_t want = (*cap ? *cap * 2 : 8192);
+        while (want < res->output_len + len + 1) want *= 2;
+        char *p = realloc(res->output, want);
+        if (!p) return;
+        res->output = p;
+        *cap = want;
+    }
+    memcpy(res->output + res->output_len, data, len);
+    res->output_len += len;
+    res->output[res->output_len] = '\0';
+}
+
+static void set_message(struct pl_launch_result *res, const char *msg)
+{
+    size_t cap = 0;
+    res->output = NULL;
+    res->output_len = 0;
+    append(res, &cap, msg, strlen(msg));
+}
+
+int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_launch_result *res)
+{
+    memset(res, 0, sizeof *res);
+    char words[1024];
+    char *full[MAX_WORDS * 4];
+    if (!argv || !argv[0] || build_argv(o, argv, full, words, sizeof words) < 1) {
+        set_message(res, "launch: nothing to run\n");
+        return -1;
+    }
+    pl_launch_prepare_env(o->np);
+
+    int fds[2] = {-1, -1};
+    if (!o->passthrough && pipe(fds) != 0) {
+        set_message(res, "launch: pipe() failed\n");
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    double start = now_s();
+    pid_t pid = fork();
+    if (pid < 0) {
+        set_message(res, "launch: fork() failed\n");
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        if (!o->passthrough) {
+            dup2(fds[1], STDOUT_FILENO);
+            dup2(fds[1], STDERR_FILENO);
+            close(fds[0]);
+            close(fds[1]);
+        }
+        if (o->status_dir) setenv("PL_STATUS_DIR", o->status_dir, 1);
+        for (int i = 0; o->env && o->env[i]; i++) putenv((char *)o->env[i]);
+        execvp(full[0], full);
+        fprintf(stderr, "launch: cannot run '%s': %s%s\n", full[0], strerror(errno),
+                errno == ENOENT && o->np > 0 ? " (is Open MPI installed? `make deps`)" : "");
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also here, so the group exists before we might signal it */
+    if (!o->passthrough) {
+        close(fds[1]);
+        fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    }
+
+    size_t cap = 0;
+    int status = 0, done = 0, open_pipe = !o->passthrough;
+    double deadline = o->timeout_s > 0 ? start + o->timeout_s : 0, kill_at = 0;
+    while (!done || open_pipe) {
+        if (!done) {
+            pid_t w = waitpid(pid, &status, WNOHANG);
+            if (w == pid) done = 1;
+        }
+        double t = now_s();
+        if (!done && deadline > 0 && t > deadline && !res->timed_out) {
+            res->timed_out = 1;
+            killpg(pid, SIGTERM);
+            kill_at = t + KILL_GRACE_S;
+        }
+        if (!done && kill_at > 0 && t > kill_at) {
+            killpg(pid, SIGKILL);
+            kill_at = t + 3600;
+        }
+        if (open_pipe) {
+            struct pollfd p = {.fd = fds[0], .events = POLLIN};
+            if (poll(&p, 1, 50) > 0) {
+                char buf[65536];
+                ssize_t r = read(fds[0], buf, sizeof buf);
+                if (r > 0) append(res, &cap, buf, (size_t)r);
+                else if (r == 0 || (errno != EAGAIN && errno != EINTR)) open_pipe = 0;
+            }
+            /* A rank that outlived mpirun may hold the pipe open: it dies with the group. */
+            if (done && open_pipe) killpg(pid, SIGKILL);
+        } else if (!done) {
+            usleep(20000);
+        }
+    }
+    killpg(pid, SIGKILL); /* anything left in the group */
+    if (!o->passthrough) close(fds[0]);
+    if (!res->output) set_message(res, "");
+
+    res->seconds = now_s() - start;
+    if (WIFEXITED(status)) res->exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) res->exit_code = 128 + WTERMSIG(status);
+    return 0;
+}
+
+void pl_launch_result_free(struct pl_launch_result *res)
+{
+    free(res->output);
+    memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,37 @@
+/* launch.h: runs a program on N ranks under the launcher (mpirun by default, $LAUNCHER or
+ * an explicit one such as "srun"), with a timeout, in its own process group, capturing its
+ * output. On timeout the whole group is killed (TERM, then KILL), so nothing is left behind.
+ * Open MPI's run-as-root and oversubscribe settings, and one OpenBLAS thread per rank when
+ * ranks outnumber cores, are set here rather than by the user. Used by the test harness and
+ * by the grader. */
+#ifndef PL_LAUNCH_H
+#define PL_LAUNCH_H
+
+#include <stddef.h>
+
+struct pl_launch_opts {
+    int np;                 /* ranks; 0 runs the program directly, without a launcher */
+    double timeout_s;
+    const char *launcher;   /* NULL: $LAUNCHER, else "mpirun" */
+    const char *status_dir; /* exported as PL_STATUS_DIR when set */
+    const char *const *env; /* extra "NAME=value" entries, NULL-terminated, may be NULL */
+    int passthrough;        /* 1: output goes to this process's stdout/stderr, not captured */
+};
+
+struct pl_launch_result {
+    int exit_code;  /* the program's exit code, 128+signal if killed by one */
+    int timed_out;
+    double seconds;
+    char *output;   /* stdout and stderr interleaved, NUL-terminated (capped at 4 MiB) */
+    size_t output_len;
+};
+
+/* Returns 0 when the program could be started (whatever it then did), -1 otherwise with a
+ * message in res->output. */
+int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_launch_result *res);
+void pl_launch_result_free(struct pl_launch_result *res);
+/* Sets the Open MPI variables a root user and an oversubscribed machine need, in this
+ * process's environment (children inherit them). */
+void pl_launch_prepare_env(int np);
+
+#endif

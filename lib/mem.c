@@ -1,0 +1,201 @@
+/* mem.c: the memory ledger. Live allocations sit in an open-addressing table keyed by
+ * pointer, so a free knows its size and category, an unknown pointer (double free) is
+ * caught, and leaks can be listed at exit. A short ring of recent frees lets the double
+ * free message name the buffer. */
+#include "mem.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+#ifdef PL_GPU
+#include <cuda_runtime.h>
+#endif
+
+#define LABEL_LEN 48
+#define FREED_RING 256
+
+struct entry {
+    void *p; /* NULL: empty; TOMBSTONE: deleted */
+    size_t bytes;
+    enum pl_mem_cat cat;
+    enum pl_where where;
+    char label[LABEL_LEN];
+};
+
+struct freed {
+    void *p;
+    char label[LABEL_LEN];
+};
+
+static struct {
+    struct entry *table;
+    size_t cap, used; /* used counts live entries and tombstones */
+    struct pl_mem_stats stats;
+    struct freed ring[FREED_RING];
+    size_t ring_next;
+} g;
+
+static char tombstone_byte;
+#define TOMBSTONE ((void *)&tombstone_byte)
+
+static const char *cat_names[PL_MEM_NCAT] = {"params", "grads", "optim", "activ", "comm", "work"};
+
+const char *pl_mem_cat_name(enum pl_mem_cat cat)
+{
+    return (cat >= 0 && cat < PL_MEM_NCAT) ? cat_names[cat] : "?";
+}
+
+static size_t slot_of(const void *p, size_t cap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return (size_t)(h & (cap - 1));
+}
+
+static struct entry *find(const void *p)
+{
+    if (!g.table) return NULL;
+    for (size_t i = slot_of(p, g.cap), n = 0; n < g.cap; i = (i + 1) & (g.cap - 1), n++) {
+        if (g.table[i].p == NULL) return NULL;
+        if (g.table[i].p == p) return &g.table[i];
+    }
+    return NULL;
+}
+
+static void insert(const struct entry *e);
+
+static void grow(void)
+{
+    struct entry *old = g.table;
+    size_t old_cap = g.cap;
+    g.cap = old_cap ? old_cap * 2 : 1024;
+    g.table = calloc(g.cap, sizeof *g.table);
+    if (!g.table) pl_fatal("out of host memory for the memory ledger's table");
+    g.used = 0;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].p && old[i].p != TOMBSTONE) insert(&old[i]);
+    free(old);
+}
+
+static void insert(const struct entry *e)
+{
+    if ((g.used + 1) * 4 > g.cap * 3) grow();
+    size_t i = slot_of(e->p, g.cap);
+    while (g.table[i].p != NULL && g.table[i].p != TOMBSTONE) i = (i + 1) & (g.cap - 1);
+    if (g.table[i].p == NULL) g.used++;
+    g.table[i] = *e;
+}
+
+static void *raw_alloc(size_t bytes, enum pl_where where, const char *label)
+{
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64; /* a unique pointer even for empty buffers */
+    void *p = NULL;
+#ifdef PL_GPU
+    if (where == PL_DEVICE) {
+        if (cudaMalloc(&p, rounded) != cudaSuccess)
+            pl_fatal("cudaMalloc of %zu bytes for '%s' failed", bytes, label);
+        PL_CHECK_CUDA(cudaMemset(p, 0, rounded));
+        return p;
+    }
+#endif
+    p = aligned_alloc(64, rounded);
+    if (!p) pl_fatal("out of memory allocating %zu bytes for '%s'", bytes, label);
+    memset(p, 0, rounded);
+    return p;
+}
+
+static void raw_free(void *p, enum pl_where where)
+{
+#ifdef PL_GPU
+    if (where == PL_DEVICE) {
+        PL_CHECK_CUDA(cudaFree(p));
+        return;
+    }
+#endif
+    free(p);
+}
+
+void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const char *label)
+{
+    if (cat < 0 || cat >= PL_MEM_NCAT) pl_fatal("pl_mem_alloc: bad category %d for '%s'", cat, label);
+    struct entry e = {.bytes = bytes, .cat = cat, .where = where};
+    snprintf(e.label, sizeof e.label, "%s", label ? label : "?");
+    e.p = raw_alloc(bytes, where, e.label);
+    insert(&e);
+
+    struct pl_mem_stats *s = &g.stats;
+    s->current[cat] += bytes;
+    s->current_total += bytes;
+    s->live_allocs++;
+    if (s->current[cat] > s->peak[cat]) s->peak[cat] = s->current[cat];
+    if (s->current_total > s->peak_total) s->peak_total = s->current_total;
+    return e.p;
+}
+
+void pl_mem_free(void *p)
+{
+    if (!p) return;
+    struct entry *e = find(p);
+    if (!e) {
+        for (size_t i = 0; i < FREED_RING; i++)
+            if (g.ring[i].p == p)
+                pl_fatal("pl_mem_free: '%s' (%p) was already freed (double free)",
+                         g.ring[i].label, p);
+        pl_fatal("pl_mem_free: %p was not allocated by pl_mem_alloc (or was freed long ago)", p);
+    }
+    struct pl_mem_stats *s = &g.stats;
+    s->current[e->cat] -= e->bytes;
+    s->current_total -= e->bytes;
+    s->live_allocs--;
+    struct freed *f = &g.ring[g.ring_next++ % FREED_RING];
+    f->p = p;
+    memcpy(f->label, e->label, LABEL_LEN);
+    raw_free(p, e->where);
+    e->p = TOMBSTONE;
+}
+
+size_t pl_mem_size(const void *p)
+{
+    struct entry *e = p ? find(p) : NULL;
+    return e ? e->bytes : 0;
+}
+
+void pl_mem_get_stats(struct pl_mem_stats *out)
+{
+    *out = g.stats;
+}
+
+void pl_mem_reset_peak(void)
+{
+    for (int c = 0; c < PL_MEM_NCAT; c++) g.stats.peak[c] = g.stats.current[c];
+    g.stats.peak_total = g.stats.current_total;
+}
+
+size_t pl_mem_report_leaks(FILE *f)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g.cap; i++) {
+        struct entry *e = &g.table[i];
+        if (!e->p || e->p == TOMBSTONE) continue;
+        if (f) {
+            if (n == 0) fprintf(f, "memory ledger: allocations never freed:\n");
+            fprintf(f, "  %-32s %-6s %zu bytes\n", e->label, pl_mem_cat_name(e->cat), e->bytes);
+        }
+        n++;
+    }
+    return n;
+}
+
+void pl_mem_print(FILE *f, const char *title)
+{
+    fprintf(f, "%s\n  %-8s %14s %14s\n", title, "category", "current(B)", "peak(B)");
+    for (int c = 0; c < PL_MEM_NCAT; c++)
+        fprintf(f, "  %-8s %14zu %14zu\n", cat_names[c], g.stats.current[c], g.stats.peak[c]);
+    fprintf(f, "  %-8s %14zu %14zu\n", "total", g.stats.current_total, g.stats.peak_total);
+}

@@ -1,0 +1,57 @@
+/* mem.h: the memory ledger. Every allocation of the kit goes through pl_mem_alloc, tagged
+ * with a category, so each rank can say how many bytes of parameters, gradients, optimizer
+ * state, activations, communication buffers and workspace it holds now and held at peak.
+ * This is what the ZeRO lab measures its savings with. */
+#ifndef PL_MEM_H
+#define PL_MEM_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+enum pl_mem_cat {
+    PL_MEM_PARAMS,
+    PL_MEM_GRADS,
+    PL_MEM_OPTIM,
+    PL_MEM_ACTIV,
+    PL_MEM_COMM,
+    PL_MEM_WORK,
+    PL_MEM_NCAT
+};
+
+/* Where a buffer lives. On the CPU build PL_DEVICE is host memory too. */
+enum pl_where { PL_HOST, PL_DEVICE };
+
+struct pl_mem_stats {
+    size_t current[PL_MEM_NCAT];
+    size_t peak[PL_MEM_NCAT]; /* peak of each category on its own */
+    size_t current_total;
+    size_t peak_total;        /* peak of the sum, which is at most the sum of the peaks */
+    size_t live_allocs;
+};
+
+const char *pl_mem_cat_name(enum pl_mem_cat cat); /* "params", "grads", "optim", ... */
+
+/* Zero-filled, 64-byte aligned; never returns NULL (out of memory is fatal, naming label).
+ * bytes == 0 is allowed and returns a unique non-NULL pointer that must still be freed. */
+void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const char *label);
+
+/* Freeing a pointer the ledger does not know (never allocated, or freed twice) is fatal
+ * and names the label it had when it was last freed, if any. NULL is ignored. */
+void pl_mem_free(void *p);
+
+/* Bytes and category of a live allocation; 0 and -1 when the pointer is unknown. */
+size_t pl_mem_size(const void *p);
+
+void pl_mem_get_stats(struct pl_mem_stats *out);
+
+/* Starts a new measurement window: peaks are set to the current values. */
+void pl_mem_reset_peak(void);
+
+/* Lists live allocations (label, category, bytes) to f and returns how many there are;
+ * pl_finalize calls it so that a leak is reported when the program ends. */
+size_t pl_mem_report_leaks(FILE *f);
+
+/* A one-line-per-category table of current and peak bytes. */
+void pl_mem_print(FILE *f, const char *title);
+
+#endif

@@ -1,0 +1,249 @@
+/* harness: runs the project's tests. Each line of a tests/NAME.tests file is one test:
+ *     name | np | timeout_s | expect | command args...
+ * np 0 runs the command through /bin/sh without a launcher; otherwise the command runs on np
+ * ranks under the launcher. expect is "ok" (exit 0) or "exit=N" optionally followed by
+ * "~ text" that the output must contain. "$B" in a command is the build directory.
+ * Every test runs with a timeout in its own process group: a crash or a hang fails that test
+ * with a message, and the run goes on. The last line is "N passed, N failed". */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+#define MAX_ARGS 128
+
+struct test {
+    char name[160];
+    int np;
+    double timeout;
+    int expect_exit;
+    char expect_text[256];
+    char command[1024];
+    char where[300]; /* file:line */
+};
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+/* Copies src to dst replacing every "$B" with build. */
+static void substitute(char *dst, size_t len, const char *src, const char *build)
+{
+    size_t n = 0;
+    for (const char *p = src; *p && n + 1 < len; p++) {
+        if (p[0] == '$' && p[1] == 'B' && !(p[2] == '_' || (p[2] >= 'A' && p[2] <= 'Z'))) {
+            n += (size_t)snprintf(dst + n, len - n, "%s", build);
+            p++;
+        } else {
+            dst[n++] = *p;
+        }
+    }
+    dst[n < len ? n : len - 1] = '\0';
+}
+
+static int parse_line(char *line, const char *file, int lineno, const char *build, struct test *t)
+{
+    char *fields[5];
+    char *p = line;
+    for (int i = 0; i < 5; i++) {
+        fields[i] = p;
+        char *bar = i < 4 ? strchr(p, '|') : NULL;
+        if (i < 4 && !bar) {
+            fprintf(stderr, "%s:%d: expected 5 fields 'name | np | timeout | expect | command'\n",
+                    file, lineno);
+            return -1;
+        }
+        if (bar) {
+            *bar = '\0';
+            p = bar + 1;
+        }
+    }
+    memset(t, 0, sizeof *t);
+    snprintf(t->where, sizeof t->where, "%s:%d", file, lineno);
+    snprintf(t->name, sizeof t->name, "%s", trim(fields[0]));
+    t->np = atoi(trim(fields[1]));
+    t->timeout = atof(trim(fields[2]));
+    char *expect = trim(fields[3]);
+    if (!strcmp(expect, "ok")) {
+        t->expect_exit = 0;
+    } else if (!strncmp(expect, "exit=", 5)) {
+        t->expect_exit = atoi(expect + 5);
+        char *tilde = strchr(expect, '~');
+        if (tilde) snprintf(t->expect_text, sizeof t->expect_text, "%s", trim(tilde + 1));
+    } else {
+        fprintf(stderr, "%s:%d: expect must be 'ok' or 'exit=N [~ text]', got '%s'\n", file,
+                lineno, expect);
+        return -1;
+    }
+    if (t->timeout <= 0 || t->np < 0) {
+        fprintf(stderr, "%s:%d: np must be >= 0 and timeout > 0\n", file, lineno);
+        return -1;
+    }
+    substitute(t->command, sizeof t->command, trim(fields[4]), build);
+    return 0;
+}
+
+static void print_tail(const char *out, int max_lines)
+{
+    const char *end = out + strlen(out);
+    const char *p = end;
+    int lines = 0;
+    while (p > out && lines <= max_lines) {
+        p--;
+        if (*p == '\n' && p + 1 < end) lines++;
+    }
+    if (p > out) p++;
+    printf("    --- last lines of output ---\n    ");
+    for (; *p; p++) {
+        putchar(*p);
+        if (*p == '\n' && p[1]) printf("    ");
+    }
+    if (end > out && end[-1] != '\n') putchar('\n');
+}
+
+static void print_status_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    int header = 0;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "rank.", 5)) continue;
+        char path[600], buf[256] = {0};
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        if (!header++) printf("    where each rank was:\n");
+        printf("      %s: %s\n", e->d_name, trim(buf));
+    }
+    closedir(d);
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static int run_test(const struct test *t, const char *build)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s", t->command);
+    char *argv[MAX_ARGS];
+    int argc = 0;
+    if (t->np == 0) {
+        argv[argc++] = "/bin/sh";
+        argv[argc++] = "-c";
+        argv[argc++] = cmd;
+    } else {
+        for (char *w = strtok(cmd, " \t"); w && argc < MAX_ARGS - 1; w = strtok(NULL, " \t"))
+            argv[argc++] = w;
+    }
+    argv[argc] = NULL;
+
+    char status_dir[] = "/tmp/pl-status-XXXXXX";
+    if (!mkdtemp(status_dir)) status_dir[0] = '\0';
+    char env_build[600];
+    snprintf(env_build, sizeof env_build, "PL_BUILD=%s", build);
+    const char *env[] = {env_build, NULL};
+    struct pl_launch_opts o = {.np = t->np, .timeout_s = t->timeout,
+                               .status_dir = status_dir[0] ? status_dir : NULL, .env = env};
+    struct pl_launch_result r;
+    int started = pl_launch(&o, argv, &r) == 0;
+
+    int ok = started && !r.timed_out && r.exit_code == t->expect_exit &&
+             (!t->expect_text[0] || strstr(r.output, t->expect_text));
+    if (t->np > 0)
+        printf("== %s [np=%d] == %s (%.1fs)\n", t->name, t->np, ok ? "OK" : "FAIL", r.seconds);
+    else
+        printf("== %s == %s (%.1fs)\n", t->name, ok ? "OK" : "FAIL", r.seconds);
+    if (!ok) {
+        printf("    %s: %s\n", t->where, t->command);
+        if (!started)
+            printf("    could not start: %s", r.output);
+        else if (r.timed_out)
+            printf("    did not finish within %.0f s: stopped (a deadlock or an endless loop)\n",
+                   t->timeout);
+        else if (r.exit_code != t->expect_exit)
+            printf("    exit code %d, expected %d%s\n", r.exit_code, t->expect_exit,
+                   r.exit_code > 128 ? " (killed by a signal: a crash)" : "");
+        else
+            printf("    the output does not contain the expected text \"%s\"\n", t->expect_text);
+        if (r.timed_out && status_dir[0]) print_status_dir(status_dir);
+        if (started) print_tail(r.output, 25);
+    }
+    fflush(stdout);
+    if (status_dir[0]) remove_dir(status_dir);
+    pl_launch_result_free(&r);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    const char *build = "build/cpu", *filter = NULL;
+    int passed = 0, failed = 0, files = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--build") && i + 1 < argc) {
+            build = argv[++i];
+            continue;
+        }
+        if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
+            filter = argv[++i];
+            continue;
+        }
+        if (!strcmp(argv[i], "--gpu")) {
+            setenv("PL_TEST_GPU", "1", 1);
+            continue;
+        }
+        FILE *f = fopen(argv[i], "r");
+        if (!f) {
+            fprintf(stderr, "error: cannot open test list %s\n", argv[i]);
+            return 2;
+        }
+        files++;
+        char line[2048];
+        int lineno = 0;
+        while (fgets(line, sizeof line, f)) {
+            lineno++;
+            char *s = trim(line);
+            if (!*s || *s == '#') continue;
+            struct test t;
+            if (parse_line(s, argv[i], lineno, build, &t) != 0) {
+                failed++;
+                continue;
+            }
+            if (filter && !strstr(t.name, filter)) continue;
+            if (run_test(&t, build)) passed++;
+            else failed++;
+        }
+        fclose(f);
+    }
+    if (!files) {
+        fprintf(stderr, "usage: harness [--build DIR] [--filter TEXT] [--gpu] tests/*.tests\n");
+        return 2;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

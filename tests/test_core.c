@@ -1,0 +1,168 @@
+/* test_core: the memory ledger, the counter-based RNG, tensors, and the error paths.
+ *     test_core            all checks (any rank count; each rank checks its own ledger)
+ *     test_core double-free | leak | zero-dim | hang | crash     one failure on purpose */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "paralab.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        checks++;                                                                          \
+        if (!(cond)) {                                                                     \
+            failures++;                                                                    \
+            printf("[rank %d] FAIL %s:%d: ", pl_rank(), __FILE__, __LINE__);               \
+            printf(__VA_ARGS__);                                                           \
+            printf("\n");                                                                  \
+        }                                                                                  \
+    } while (0)
+
+static void test_mem_ledger(void)
+{
+    struct pl_mem_stats s0, s;
+    pl_mem_get_stats(&s0);
+    void *a = pl_mem_alloc(1000, PL_MEM_PARAMS, PL_HOST, "a");
+    void *b = pl_mem_alloc(3000, PL_MEM_GRADS, PL_HOST, "b");
+    void *c = pl_mem_alloc(500, PL_MEM_PARAMS, PL_HOST, "c");
+    pl_mem_get_stats(&s);
+    CHECK(s.current[PL_MEM_PARAMS] - s0.current[PL_MEM_PARAMS] == 1500,
+          "params current grew by %zu, expected 1500", s.current[PL_MEM_PARAMS] - s0.current[PL_MEM_PARAMS]);
+    CHECK(s.current[PL_MEM_GRADS] - s0.current[PL_MEM_GRADS] == 3000, "grads current");
+    CHECK(s.live_allocs - s0.live_allocs == 3, "3 live allocations, got %zu", s.live_allocs - s0.live_allocs);
+    CHECK(pl_mem_size(b) == 3000, "pl_mem_size(b) = %zu, expected 3000", pl_mem_size(b));
+    CHECK(((size_t)a % 64) == 0, "allocations are 64-byte aligned");
+
+    pl_mem_free(b);
+    void *d = pl_mem_alloc(100, PL_MEM_GRADS, PL_HOST, "d");
+    pl_mem_get_stats(&s);
+    CHECK(s.current[PL_MEM_GRADS] - s0.current[PL_MEM_GRADS] == 100, "grads after free+alloc");
+    CHECK(s.peak[PL_MEM_GRADS] >= s0.current[PL_MEM_GRADS] + 3000, "grads peak keeps 3000");
+    CHECK(s.peak_total >= s0.current_total + 4500, "total peak covers a+b+c");
+
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&s);
+    CHECK(s.peak[PL_MEM_GRADS] == s.current[PL_MEM_GRADS], "reset_peak sets peak to current");
+
+    void *z = pl_mem_alloc(0, PL_MEM_WORK, PL_HOST, "empty");
+    CHECK(z != NULL && z != a, "a zero-byte allocation is a unique pointer");
+    pl_mem_free(z);
+    pl_mem_free(a);
+    pl_mem_free(c);
+    pl_mem_free(d);
+    pl_mem_free(NULL);
+    pl_mem_get_stats(&s);
+    for (int k = 0; k < PL_MEM_NCAT; k++)
+        CHECK(s.current[k] == s0.current[k], "category %s back to its start", pl_mem_cat_name(k));
+
+    /* Many allocations force the table to grow and rehash. */
+    enum { N = 5000 };
+    static void *many[N];
+    for (int i = 0; i < N; i++) many[i] = pl_mem_alloc((size_t)i, PL_MEM_ACTIV, PL_HOST, "many");
+    size_t expect = 0;
+    for (int i = 0; i < N; i++) expect += (size_t)i;
+    pl_mem_get_stats(&s);
+    CHECK(s.current[PL_MEM_ACTIV] - s0.current[PL_MEM_ACTIV] == expect, "activations after %d allocs", N);
+    for (int i = 0; i < N; i += 2) pl_mem_free(many[i]);
+    for (int i = 1; i < N; i += 2) CHECK(pl_mem_size(many[i]) == (size_t)i, "size after rehash");
+    for (int i = 1; i < N; i += 2) pl_mem_free(many[i]);
+    pl_mem_get_stats(&s);
+    CHECK(s.current_total == s0.current_total && s.live_allocs == s0.live_allocs, "all freed");
+}
+
+static void test_rng_shards(void)
+{
+    enum { ROWS = 37, COLS = 29, N = ROWS * COLS };
+    static float full[N], part[N];
+    uint64_t seed = 1234, stream = pl_rng_stream("h.0.mlp.w_fc");
+    CHECK(stream != pl_rng_stream("h.0.mlp.w_proj"), "different names give different streams");
+    pl_rng_fill_normal(full, N, seed, stream, 0, 0.0f, 0.02f);
+
+    /* 1-D shards of uneven size (as ZeRO pads): each equals the slice, bit for bit. */
+    for (int parts = 1; parts <= 7; parts++) {
+        size_t off = 0;
+        for (int p = 0; p < parts; p++) {
+            size_t len = N / parts + ((size_t)p < N % parts);
+            pl_rng_fill_normal(part, len, seed, stream, off, 0.0f, 0.02f);
+            CHECK(memcmp(part, full + off, len * sizeof(float)) == 0,
+                  "1-D shard %d of %d differs from the slice of the full tensor", p, parts);
+            off += len;
+        }
+    }
+    /* Column blocks (tensor parallel) and row blocks. */
+    size_t col0 = 5, cols = 11, row0 = 7, rows = 13;
+    pl_rng_fill_normal_block(part, COLS, row0, col0, rows, cols, seed, stream, 0.02f);
+    int same = 1;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            if (memcmp(&part[r * cols + c], &full[(row0 + r) * COLS + col0 + c], sizeof(float)))
+                same = 0;
+    CHECK(same, "a 2-D block differs from the same block of the full matrix");
+
+    /* Integer fill: in range and deterministic. */
+    pl_rng_fill_int(part, N, 7, 3, 0, -5, 9);
+    int in_range = 1;
+    for (int i = 0; i < N; i++)
+        if (part[i] < -5 || part[i] > 9 || part[i] != floorf(part[i])) in_range = 0;
+    CHECK(in_range, "pl_rng_fill_int gives whole numbers in [-5, 9]");
+
+    /* Moments of 100k normals: mean within 5 standard errors of 0, variance near 1. */
+    double sum = 0, sq = 0;
+    const int M = 100000;
+    for (int i = 0; i < M; i++) {
+        double x = pl_rng_normal(99, 1, (uint64_t)i);
+        sum += x;
+        sq += x * x;
+    }
+    double mean = sum / M, var = sq / M - mean * mean;
+    CHECK(fabs(mean) < 5.0 / sqrt(M), "normal mean %g is too far from 0", mean);
+    CHECK(fabs(var - 1.0) < 5.0 * sqrt(2.0 / M), "normal variance %g is too far from 1", var);
+}
+
+static void test_tensor(void)
+{
+    struct pl_tensor t = pl_tensor_3d("x", PL_MEM_ACTIV, 2, 3, 4);
+    CHECK(t.numel == 24 && pl_tensor_bytes(&t) == 96, "3-D tensor has 24 elements / 96 bytes");
+    CHECK(pl_mem_size(t.data) == 96, "the tensor's buffer is in the memory ledger");
+    char buf[64];
+    CHECK(!strcmp(pl_tensor_describe(&t, buf, sizeof buf), "x[2x3x4]"), "describe gave %s", buf);
+    float a[4] = {1, 2, 3, 4}, b[4] = {1, 2, 3, 5};
+    size_t at = 0;
+    CHECK(pl_max_abs_diff(a, b, 4, &at) == 1.0 && at == 3, "max abs diff at index 3");
+    CHECK(fabs(pl_rel_l2(a, b, 4) - 1.0 / sqrt(1 + 4 + 9 + 25)) < 1e-12, "relative L2");
+    b[1] = NAN;
+    CHECK(!pl_all_finite(b, 4, &at) && at == 1, "NaN found at index 1");
+    pl_tensor_free(&t);
+    CHECK(t.data == NULL, "free clears the tensor");
+}
+
+int main(int argc, char **argv)
+{
+    pl_init(&argc, &argv);
+    const char *mode = argc > 1 ? argv[1] : "all";
+    if (!strcmp(mode, "double-free")) {
+        void *p = pl_mem_alloc(64, PL_MEM_GRADS, PL_HOST, "grad bucket 3");
+        pl_mem_free(p);
+        pl_mem_free(p);
+    } else if (!strcmp(mode, "leak")) {
+        pl_mem_alloc(128, PL_MEM_OPTIM, PL_HOST, "adam m shard");
+    } else if (!strcmp(mode, "zero-dim")) {
+        pl_tensor_2d("w_qkv", PL_MEM_PARAMS, 4, 0);
+    } else if (!strcmp(mode, "hang")) {
+        for (;;) pause();
+    } else if (!strcmp(mode, "crash")) {
+        if (pl_rank() == pl_size() - 1) raise(SIGSEGV);
+        pl_barrier(pl_comm_world());
+    } else {
+        test_mem_ledger();
+        test_rng_shards();
+        test_tensor();
+        printf("[rank %d] test_core: %d checks, %d failed\n", pl_rank(), checks, failures);
+    }
+    pl_finalize();
+    return failures ? 1 : 0;
+}
