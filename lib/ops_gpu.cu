@@ -1,0 +1,541 @@
+/* ops_gpu.cu: the CUDA versions of the ops (GPU build only). Products go to cuBLAS; every
+ * other op is a grid-stride kernel around the same kernels.h function the CPU loop calls.
+ * Written for correctness and clarity rather than speed: row-wise ops use a thread per row,
+ * and every op synchronises before returning so that communication and host code that
+ * follow see its results. ops.c has already validated the arguments and charged the FLOPs. */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The library's C headers; ops.h and kernels.h carry their own extern "C". */
+extern "C" {
+#include "check.h"
+#include "mem.h"
+#include "rng.h"
+}
+#include "kernels.h"
+
+#define THREADS 256
+
+static int blocks_for(size_t n)
+{
+    size_t b = (n + THREADS - 1) / THREADS;
+    return (int)(b < 65535 ? (b > 0 ? b : 1) : 65535);
+}
+
+#define GRID_STRIDE(i, n)                                                                  \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);               \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Surfaces a bad launch at the op that made it, then waits for the op to finish. */
+static void finish(void)
+{
+    PL_CHECK_CUDA(cudaGetLastError());
+    PL_CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+/* One cuBLAS handle for the process, made on first use (after the runtime chose the
+ * device of this rank). */
+static cublasHandle_t blas(void)
+{
+    static cublasHandle_t handle;
+    static int ready;
+    if (!ready) {
+        PL_CHECK_CUBLAS(cublasCreate(&handle));
+        ready = 1;
+    }
+    return handle;
+}
+
+static cublasOperation_t op_of(int trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands and
+ * the M/N sizes; each row-major matrix read column-major is already its transpose. */
+static void sgemm_rm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc)
+{
+    PL_CHECK_CUBLAS(cublasSgemm(blas(), op_of(tb), op_of(ta), N, M, K, &alpha, B, ldb, A, lda,
+                                &beta, C, ldc));
+}
+
+static void sgemm_rm_batched(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                             int lda, long long sa, const float *B, int ldb, long long sb,
+                             float beta, float *C, int ldc, long long sc, int batch)
+{
+    PL_CHECK_CUBLAS(cublasSgemmStridedBatched(blas(), op_of(tb), op_of(ta), N, M, K, &alpha, B,
+                                              ldb, sb, A, lda, sa, &beta, C, ldc, sc, batch));
+}
+
+/* ---- kernels ------------------------------------------------------------------------------ */
+
+__global__ static void k_encoder_fwd(float *out, const int *tokens, const float *wte,
+                                     const float *wpe, int T, int C, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t bt = i / C, c = i % C;
+        int t = (int)(bt % T);
+        out[i] = wte[(size_t)tokens[bt] * C + c] + wpe[(size_t)t * C + c];
+    }
+}
+
+__global__ static void k_encoder_bwd(float *dwte, float *dwpe, const float *dout,
+                                     const int *tokens, int T, int C, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t bt = i / C, c = i % C;
+        int t = (int)(bt % T);
+        if (dwte) atomicAdd(&dwte[(size_t)tokens[bt] * C + c], dout[i]);
+        if (dwpe) atomicAdd(&dwpe[(size_t)t * C + c], dout[i]);
+    }
+}
+
+__global__ static void k_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
+                                       const float *w, const float *b, int N, int C)
+{
+    GRID_STRIDE(n, (size_t)N)
+    {
+        pl_k_layernorm_row(out + n * C, mean ? mean + n : NULL, rstd ? rstd + n : NULL,
+                           inp + n * C, w, b, C);
+    }
+}
+
+__global__ static void k_layernorm_bwd_rows(float *dinp, const float *dout, const float *inp,
+                                            const float *w, const float *mean,
+                                            const float *rstd, int N, int C)
+{
+    GRID_STRIDE(n, (size_t)N)
+    {
+        pl_k_layernorm_bwd_row(dinp + n * C, dout + n * C, inp + n * C, w, mean[n], rstd[n], C);
+    }
+}
+
+/* A thread per channel sums over the rows, so no atomics are needed. */
+__global__ static void k_layernorm_bwd_params(float *dweight, float *dbias, const float *dout,
+                                              const float *inp, const float *mean,
+                                              const float *rstd, int N, int C)
+{
+    GRID_STRIDE(c, (size_t)C)
+    {
+        float dw = 0.0f, db = 0.0f;
+        for (int n = 0; n < N; n++) {
+            float d = dout[(size_t)n * C + c];
+            dw += d * (inp[(size_t)n * C + c] - mean[n]) * rstd[n];
+            db += d;
+        }
+        if (dweight) dweight[c] += dw;
+        if (dbias) dbias[c] += db;
+    }
+}
+
+__global__ static void k_fill_rows(float *out, const float *row, int OC, size_t n)
+{
+    GRID_STRIDE(i, n) { out[i] = row[i % OC]; }
+}
+
+__global__ static void k_column_sums(float *dbias, const float *dout, int N, int OC)
+{
+    GRID_STRIDE(o, (size_t)OC)
+    {
+        float s = 0.0f;
+        for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
+        dbias[o] += s;
+    }
+}
+
+/* Rows of att are (b, h, t); row t sees columns 0..t. */
+__global__ static void k_causal_softmax(float *att, int T, float scale, size_t rows)
+{
+    GRID_STRIDE(r, rows)
+    {
+        int t = (int)(r % T);
+        float *row = att + r * T;
+        pl_k_softmax_row(row, row, t + 1, T, scale);
+    }
+}
+
+__global__ static void k_causal_softmax_bwd(float *ds, const float *att, int T, float scale,
+                                            size_t rows)
+{
+    GRID_STRIDE(r, rows)
+    {
+        int t = (int)(r % T);
+        float *row = ds + r * T;
+        pl_k_softmax_bwd_row(row, row, att + r * T, t + 1, scale, 0.0f);
+        for (int j = t + 1; j < T; j++) row[j] = 0.0f;
+    }
+}
+
+__global__ static void k_gelu_fwd(float *out, const float *inp, size_t n)
+{
+    GRID_STRIDE(i, n) { out[i] = pl_k_gelu(inp[i]); }
+}
+
+__global__ static void k_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n)
+{
+    GRID_STRIDE(i, n) { dinp[i] += pl_k_gelu_grad(inp[i]) * dout[i]; }
+}
+
+__global__ static void k_add(float *out, const float *a, const float *b, size_t n)
+{
+    GRID_STRIDE(i, n) { out[i] = a[i] + b[i]; }
+}
+
+__global__ static void k_accumulate(float *dst, const float *src, size_t n)
+{
+    GRID_STRIDE(i, n) { dst[i] += src[i]; }
+}
+
+__global__ static void k_scale(float *x, float s, size_t n)
+{
+    GRID_STRIDE(i, n) { x[i] *= s; }
+}
+
+__global__ static void k_softmax_fwd(float *probs, const float *logits, int N, int V)
+{
+    GRID_STRIDE(n, (size_t)N) { pl_k_softmax_row(probs + n * V, logits + n * V, V, V, 1.0f); }
+}
+
+__global__ static void k_softmax_bwd(float *dlogits, const float *dprobs, const float *probs,
+                                     int N, int V)
+{
+    GRID_STRIDE(n, (size_t)N)
+    {
+        pl_k_softmax_bwd_row(dlogits + n * V, dprobs + n * V, probs + n * V, V, 1.0f, 1.0f);
+    }
+}
+
+__global__ static void k_xent_fwd(float *losses, const float *probs, const int *targets, int N,
+                                  int V)
+{
+    GRID_STRIDE(n, (size_t)N) { losses[n] = -logf(probs[n * V + targets[n]]); }
+}
+
+__global__ static void k_xent_bwd(float *dlogits, const float *probs, const int *targets,
+                                  float dloss, int V, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t row = i / V;
+        int j = (int)(i % V);
+        dlogits[i] += dloss * (probs[i] - (j == targets[row] ? 1.0f : 0.0f));
+    }
+}
+
+__global__ static void k_dropout(float *out, const float *inp, size_t cols, size_t full_cols,
+                                 size_t row0, size_t col0, float p, uint64_t seed,
+                                 uint64_t stream, int accumulate, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float y = pl_k_dropout_mult(seed, stream, pl_k_block_index(i, cols, full_cols, row0, col0),
+                                    p) * inp[i];
+        out[i] = accumulate ? out[i] + y : y;
+    }
+}
+
+__global__ static void k_adamw(float *param, const float *grad, float *m, float *v, float lr,
+                               float beta1, float beta2, float eps, float wd, float bc1,
+                               float bc2, size_t n)
+{
+    GRID_STRIDE(i, n) { pl_k_adamw(param + i, grad[i], m + i, v + i, lr, beta1, beta2, eps, wd, bc1, bc2); }
+}
+
+/* Each block sums its share in double in shared memory, then adds it to *out. */
+__global__ static void k_sum(double *out, const float *x, int squares, size_t n)
+{
+    __shared__ double part[THREADS];
+    double s = 0.0;
+    GRID_STRIDE(i, n) { s += squares ? (double)x[i] * x[i] : (double)x[i]; }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int half = THREADS / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(out, part[0]);
+}
+
+__global__ static void k_gather_rows(float *out, const float *inp, const int *rows, int C,
+                                     size_t n)
+{
+    GRID_STRIDE(i, n) { out[i] = inp[(size_t)rows[i / C] * C + i % C]; }
+}
+
+__global__ static void k_scatter_add_rows(float *out, const float *inp, const int *rows,
+                                          const float *scale, int C, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t r = i / C;
+        float s = scale ? scale[r] : 1.0f;
+        atomicAdd(&out[(size_t)rows[r] * C + i % C], s * inp[i]);
+    }
+}
+
+__global__ static void k_row_dot(float *dot, const float *a, const int *rows, const float *b,
+                                 int C, int n)
+{
+    GRID_STRIDE(i, (size_t)n)
+    {
+        const float *x = a + (size_t)rows[i] * C, *y = b + i * C;
+        float s = 0.0f;
+        for (int c = 0; c < C; c++) s += x[c] * y[c];
+        dot[i] += s;
+    }
+}
+
+/* ---- entry points ------------------------------------------------------------------------ */
+
+extern "C" {
+
+void pl_gpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    sgemm_rm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    finish();
+}
+
+void pl_gpu_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                            int B, int T, int C)
+{
+    size_t n = (size_t)B * T * C;
+    k_encoder_fwd<<<blocks_for(n), THREADS>>>(out, tokens, wte, wpe, T, C, n);
+    finish();
+}
+
+void pl_gpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                             int B, int T, int C)
+{
+    size_t n = (size_t)B * T * C;
+    k_encoder_bwd<<<blocks_for(n), THREADS>>>(dwte, dwpe, dout, tokens, T, C, n);
+    finish();
+}
+
+void pl_gpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                              const float *weight, const float *bias, int N, int C)
+{
+    k_layernorm_fwd<<<blocks_for((size_t)N), THREADS>>>(out, mean, rstd, inp, weight, bias, N, C);
+    finish();
+}
+
+void pl_gpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                               const float *inp, const float *weight, const float *mean,
+                               const float *rstd, int N, int C)
+{
+    if (dinp)
+        k_layernorm_bwd_rows<<<blocks_for((size_t)N), THREADS>>>(dinp, dout, inp, weight, mean,
+                                                                 rstd, N, C);
+    if (dweight || dbias)
+        k_layernorm_bwd_params<<<blocks_for((size_t)C), THREADS>>>(dweight, dbias, dout, inp,
+                                                                   mean, rstd, N, C);
+    finish();
+}
+
+void pl_gpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                           int N, int C, int OC)
+{
+    if (bias) {
+        size_t n = (size_t)N * OC;
+        k_fill_rows<<<blocks_for(n), THREADS>>>(out, bias, OC, n);
+        PL_CHECK_CUDA(cudaGetLastError());
+    }
+    sgemm_rm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
+    finish();
+}
+
+void pl_gpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int N, int C, int OC)
+{
+    if (dinp) sgemm_rm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+    if (dweight) sgemm_rm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dbias) k_column_sums<<<blocks_for((size_t)OC), THREADS>>>(dbias, dout, N, OC);
+    finish();
+}
+
+/* Per sequence b, one strided batch over the NH heads: head h's Q, K, V start HS floats
+ * apart inside each qkv row, its scores T*T floats apart inside att. */
+void pl_gpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                              int NH)
+{
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    long long tt = (long long)T * T;
+    for (int b = 0; b < B; b++) {
+        const float *q = qkv + (size_t)b * T * 3 * C, *k = q + C;
+        float *s = att + (size_t)b * NH * tt;
+        sgemm_rm_batched(0, 1, T, T, HS, 1.0f, q, 3 * C, HS, k, 3 * C, HS, 0.0f, s, T, tt, NH);
+    }
+    size_t rows = (size_t)B * NH * T;
+    k_causal_softmax<<<blocks_for(rows), THREADS>>>(att, T, scale, rows);
+    PL_CHECK_CUDA(cudaGetLastError());
+    for (int b = 0; b < B; b++) {
+        const float *v = qkv + (size_t)b * T * 3 * C + 2 * C;
+        const float *s = att + (size_t)b * NH * tt;
+        sgemm_rm_batched(0, 0, T, HS, T, 1.0f, s, T, tt, v, 3 * C, HS, 0.0f,
+                         out + (size_t)b * T * C, C, HS, NH);
+    }
+    finish();
+}
+
+void pl_gpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH)
+{
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    long long tt = (long long)T * T;
+    float *ds = (float *)pl_mem_alloc((size_t)NH * tt * sizeof(float), PL_MEM_WORK, PL_DEVICE,
+                                      "attention dscores");
+    for (int b = 0; b < B; b++) {
+        size_t off = (size_t)b * T * 3 * C;
+        const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
+        float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
+        const float *p = att + (size_t)b * NH * tt;
+        const float *dO = dout + (size_t)b * T * C;
+        sgemm_rm_batched(0, 1, T, T, HS, 1.0f, dO, C, HS, v, 3 * C, HS, 0.0f, ds, T, tt, NH);
+        sgemm_rm_batched(1, 0, T, HS, T, 1.0f, p, T, tt, dO, C, HS, 1.0f, dv, 3 * C, HS, NH);
+        size_t rows = (size_t)NH * T;
+        k_causal_softmax_bwd<<<blocks_for(rows), THREADS>>>(ds, p, T, scale, rows);
+        PL_CHECK_CUDA(cudaGetLastError());
+        sgemm_rm_batched(0, 0, T, HS, T, 1.0f, ds, T, tt, k, 3 * C, HS, 1.0f, dq, 3 * C, HS, NH);
+        sgemm_rm_batched(1, 0, T, HS, T, 1.0f, ds, T, tt, q, 3 * C, HS, 1.0f, dk, 3 * C, HS, NH);
+    }
+    finish();
+    pl_mem_free(ds);
+}
+
+void pl_gpu_gelu_forward(float *out, const float *inp, size_t n)
+{
+    k_gelu_fwd<<<blocks_for(n), THREADS>>>(out, inp, n);
+    finish();
+}
+
+void pl_gpu_gelu_backward(float *dinp, const float *dout, const float *inp, size_t n)
+{
+    k_gelu_bwd<<<blocks_for(n), THREADS>>>(dinp, dout, inp, n);
+    finish();
+}
+
+void pl_gpu_residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+    k_add<<<blocks_for(n), THREADS>>>(out, a, b, n);
+    finish();
+}
+
+void pl_gpu_softmax_forward(float *probs, const float *logits, int N, int V)
+{
+    k_softmax_fwd<<<blocks_for((size_t)N), THREADS>>>(probs, logits, N, V);
+    finish();
+}
+
+void pl_gpu_softmax_backward(float *dlogits, const float *dprobs, const float *probs, int N,
+                             int V)
+{
+    k_softmax_bwd<<<blocks_for((size_t)N), THREADS>>>(dlogits, dprobs, probs, N, V);
+    finish();
+}
+
+void pl_gpu_crossentropy_forward(float *losses, const float *probs, const int *targets, int N,
+                                 int V)
+{
+    k_xent_fwd<<<blocks_for((size_t)N), THREADS>>>(losses, probs, targets, N, V);
+    finish();
+}
+
+void pl_gpu_crossentropy_softmax_backward(float *dlogits, const float *probs,
+                                          const int *targets, float dloss, int N, int V)
+{
+    size_t n = (size_t)N * V;
+    k_xent_bwd<<<blocks_for(n), THREADS>>>(dlogits, probs, targets, dloss, V, n);
+    finish();
+}
+
+void pl_gpu_dropout_block(float *out, const float *inp, size_t rows, size_t cols,
+                          size_t full_cols, size_t row0, size_t col0, float p, uint64_t seed,
+                          uint64_t stream, int accumulate)
+{
+    size_t n = rows * cols;
+    k_dropout<<<blocks_for(n), THREADS>>>(out, inp, cols, full_cols, row0, col0, p, seed, stream,
+                                          accumulate, n);
+    finish();
+}
+
+void pl_gpu_adamw_step(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                       float beta1, float beta2, float eps, float weight_decay, float bc1,
+                       float bc2)
+{
+    k_adamw<<<blocks_for(n), THREADS>>>(param, grad, m, v, lr, beta1, beta2, eps, weight_decay,
+                                        bc1, bc2, n);
+    finish();
+}
+
+double pl_gpu_sum(const float *x, size_t n, int squares)
+{
+    double *acc = (double *)pl_mem_alloc(sizeof(double), PL_MEM_WORK, PL_DEVICE, "sum");
+    k_sum<<<blocks_for(n), THREADS>>>(acc, x, squares, n);
+    finish();
+    double s = 0.0;
+    PL_CHECK_CUDA(cudaMemcpy(&s, acc, sizeof s, cudaMemcpyDeviceToHost));
+    pl_mem_free(acc);
+    return s;
+}
+
+void pl_gpu_zero(float *x, size_t n)
+{
+    PL_CHECK_CUDA(cudaMemset(x, 0, n * sizeof *x));
+    finish();
+}
+
+void pl_gpu_scale(float *x, size_t n, float s)
+{
+    k_scale<<<blocks_for(n), THREADS>>>(x, s, n);
+    finish();
+}
+
+void pl_gpu_accumulate(float *dst, const float *src, size_t n)
+{
+    k_accumulate<<<blocks_for(n), THREADS>>>(dst, src, n);
+    finish();
+}
+
+void pl_gpu_copy(float *dst, const float *src, size_t n)
+{
+    PL_CHECK_CUDA(cudaMemcpy(dst, src, n * sizeof *dst, cudaMemcpyDeviceToDevice));
+    finish();
+}
+
+void pl_gpu_to_device(void *dst_dev, const void *src_host, size_t bytes)
+{
+    PL_CHECK_CUDA(cudaMemcpy(dst_dev, src_host, bytes, cudaMemcpyHostToDevice));
+}
+
+void pl_gpu_to_host(void *dst_host, const void *src_dev, size_t bytes)
+{
+    PL_CHECK_CUDA(cudaMemcpy(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost));
+}
+
+void pl_gpu_gather_rows(float *out, const float *inp, const int *rows, int n, int C)
+{
+    size_t total = (size_t)n * C;
+    k_gather_rows<<<blocks_for(total), THREADS>>>(out, inp, rows, C, total);
+    finish();
+}
+
+void pl_gpu_scatter_add_rows(float *out, const float *inp, const int *rows, const float *scale,
+                             int n, int C)
+{
+    size_t total = (size_t)n * C;
+    k_scatter_add_rows<<<blocks_for(total), THREADS>>>(out, inp, rows, scale, C, total);
+    finish();
+}
+
+void pl_gpu_row_dot(float *dot, const float *a, const int *rows, const float *b, int n, int C)
+{
+    k_row_dot<<<blocks_for((size_t)n), THREADS>>>(dot, a, rows, b, C, n);
+    finish();
+}
+
+} /* extern "C" */
