@@ -1,0 +1,866 @@
+/* model.c: the reference GPT of model.h -- configuration, parameter layout and
+ * initialisation, the dense block halves, the head, the whole-model passes and the AdamW
+ * step. The mixture-of-experts half lives in model_moe.c. Only ops.h touches op memory,
+ * so the same code runs on the GPU build with device pointers. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "mem.h"
+#include "model_internal.h"
+#include "ops.h"
+#include "rng.h"
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+struct pl_model_config pl_model_config_default(void)
+{
+    struct pl_model_config c = {
+        .vocab = 256, .d_model = 64, .n_layers = 2, .n_heads = 4, .d_ff = 256, .seq_len = 64,
+        .dropout = 0.0f, .n_experts = 0, .top_k = 2, .capacity_factor = 1.25f,
+        .aux_loss_coef = 0.01f, .seed = 1234,
+    };
+    return c;
+}
+
+static void divisors(int n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 1; d <= n && used + 1 < len; d++) {
+        if (n % d) continue;
+        int w = snprintf(buf + used, len - used, "%s%d", used ? "," : "", d);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+const char *pl_model_config_error(const struct pl_model_config *c, char *buf, size_t len)
+{
+    static const char *const why[] = {
+        "the number of token ids, e.g. 256 for bytes", "the width of the residual stream",
+        "the number of transformer blocks", "attention heads", "the MLP hidden width",
+        "the longest sequence the position embedding covers",
+    };
+    const int sizes[] = {c->vocab, c->d_model, c->n_layers, c->n_heads, c->d_ff, c->seq_len};
+    static const char *const names[] = {"vocab", "d_model", "n_layers",
+                                        "n_heads", "d_ff", "seq_len"};
+    for (int i = 0; i < 6; i++)
+        if (sizes[i] <= 0) {
+            snprintf(buf, len, "%s=%d must be positive (%s)", names[i], sizes[i], why[i]);
+            return buf;
+        }
+    if (c->d_model % c->n_heads) {
+        char ds[256];
+        divisors(c->d_model, ds, sizeof ds);
+        snprintf(buf, len, "d_model=%d is not divisible by n_heads=%d (choose n_heads in {%s})",
+                 c->d_model, c->n_heads, ds);
+        return buf;
+    }
+    if (!(c->dropout >= 0.0f && c->dropout < 1.0f)) {
+        snprintf(buf, len, "dropout=%g must be in [0, 1) (0 turns it off)", c->dropout);
+        return buf;
+    }
+    if (c->n_experts < 0) {
+        snprintf(buf, len, "n_experts=%d must be >= 0 (0 for a dense MLP)", c->n_experts);
+        return buf;
+    }
+    if (c->n_experts > 0) {
+        if (c->top_k < 1 || c->top_k > c->n_experts) {
+            snprintf(buf, len,
+                     "top_k=%d must be between 1 and n_experts=%d (each token picks top_k "
+                     "distinct experts)",
+                     c->top_k, c->n_experts);
+            return buf;
+        }
+        if (!(c->capacity_factor > 0.0f)) {
+            snprintf(buf, len,
+                     "capacity_factor=%g must be positive (1.0 gives each expert its even "
+                     "share of tokens, 1.25 some slack)",
+                     c->capacity_factor);
+            return buf;
+        }
+        if (!(c->aux_loss_coef >= 0.0f)) {
+            snprintf(buf, len,
+                     "aux_loss_coef=%g must be >= 0 (0 turns load balancing off; 0.01 is usual)",
+                     c->aux_loss_coef);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+void pl_model_config_check_or_die(const struct pl_model_config *c)
+{
+    char buf[512];
+    const char *err = pl_model_config_error(c, buf, sizeof buf);
+    if (err) pl_usage_error("model config: %s", err);
+}
+
+const char *pl_model_config_describe(const struct pl_model_config *c, char *buf, size_t len)
+{
+    int w = snprintf(buf, len,
+                     "vocab=%d d_model=%d n_layers=%d n_heads=%d d_ff=%d seq_len=%d dropout=%g",
+                     c->vocab, c->d_model, c->n_layers, c->n_heads, c->d_ff, c->seq_len,
+                     c->dropout);
+    if (c->n_experts > 0 && w > 0 && (size_t)w < len)
+        snprintf(buf + w, len - (size_t)w,
+                 " n_experts=%d top_k=%d capacity_factor=%g aux_loss_coef=%g", c->n_experts,
+                 c->top_k, c->capacity_factor, c->aux_loss_coef);
+    return buf;
+}
+
+/* ---- layout ------------------------------------------------------------------------------
+ * part_tensors() is the one list of tensors: the layout table and the bind functions both
+ * walk it, so offsets and pointers cannot disagree. */
+
+#define MAX_PART_TENSORS 16
+
+static void add_tensor(struct pl_param_desc *out, int *n, size_t *off, const char *name,
+                       int part, int ndim, const int64_t *shape, enum pl_param_init init,
+                       float std)
+{
+    struct pl_param_desc *d = &out[(*n)++];
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->part = part;
+    d->ndim = ndim;
+    d->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        d->shape[i] = shape[i];
+        d->numel *= (size_t)shape[i];
+    }
+    d->offset = *off;
+    *off += d->numel;
+    d->init = init;
+    d->std = std;
+    d->decay = ndim >= 2;
+}
+
+/* Fills out[] with the tensors of one part, offsets relative to the part's start. */
+static int part_tensors(const struct pl_model_config *c, int part, struct pl_param_desc *out)
+{
+    int n = 0;
+    size_t off = 0;
+    const int64_t V = c->vocab, C = c->d_model, F = c->d_ff, E = c->n_experts;
+    const float std = 0.02f;
+    /* GPT-2: projections into the residual stream shrink with depth so its variance does
+     * not grow with the number of blocks. */
+    const float std_res = 0.02f / sqrtf(2.0f * (float)c->n_layers);
+    char nm[PL_NAME_LEN];
+#define T1(name, a, init, s) add_tensor(out, &n, &off, name, part, 1, (int64_t[]){a}, init, s)
+#define T2(name, a, b, init, s) \
+    add_tensor(out, &n, &off, name, part, 2, (int64_t[]){a, b}, init, s)
+#define T3(name, a, b, d, init, s) \
+    add_tensor(out, &n, &off, name, part, 3, (int64_t[]){a, b, d}, init, s)
+#define NM(suffix) (snprintf(nm, sizeof nm, "h.%d.%s", part, suffix), nm)
+    if (part == PL_PART_EMBED) {
+        T2("wte", V, C, PL_INIT_NORMAL, std);
+        T2("wpe", (int64_t)c->seq_len, C, PL_INIT_NORMAL, std);
+    } else if (part == c->n_layers) {
+        T1("lnf.w", C, PL_INIT_ONES, 0);
+        T1("lnf.b", C, PL_INIT_ZEROS, 0);
+        T2("head.w", V, C, PL_INIT_NORMAL, std);
+    } else {
+        T1(NM("ln1.w"), C, PL_INIT_ONES, 0);
+        T1(NM("ln1.b"), C, PL_INIT_ZEROS, 0);
+        T2(NM("attn.w_qkv"), 3 * C, C, PL_INIT_NORMAL, std);
+        T1(NM("attn.b_qkv"), 3 * C, PL_INIT_ZEROS, 0);
+        T2(NM("attn.w_proj"), C, C, PL_INIT_NORMAL, std_res);
+        T1(NM("attn.b_proj"), C, PL_INIT_ZEROS, 0);
+        T1(NM("ln2.w"), C, PL_INIT_ONES, 0);
+        T1(NM("ln2.b"), C, PL_INIT_ZEROS, 0);
+        if (E == 0) {
+            T2(NM("mlp.w_fc"), F, C, PL_INIT_NORMAL, std);
+            T1(NM("mlp.b_fc"), F, PL_INIT_ZEROS, 0);
+            T2(NM("mlp.w_proj"), C, F, PL_INIT_NORMAL, std_res);
+            T1(NM("mlp.b_proj"), C, PL_INIT_ZEROS, 0);
+        } else {
+            T2(NM("moe.w_router"), E, C, PL_INIT_NORMAL, std);
+            T3(NM("moe.w_fc"), E, F, C, PL_INIT_NORMAL, std);
+            T2(NM("moe.b_fc"), E, F, PL_INIT_ZEROS, 0);
+            T3(NM("moe.w_proj"), E, C, F, PL_INIT_NORMAL, std_res);
+            T2(NM("moe.b_proj"), E, C, PL_INIT_ZEROS, 0);
+            /* stacked expert biases are vectors per expert: not decayed */
+            out[n - 1].decay = out[n - 3].decay = 0;
+        }
+    }
+#undef T1
+#undef T2
+#undef T3
+#undef NM
+    PL_ASSERT(n <= MAX_PART_TENSORS);
+    return n;
+}
+
+static size_t part_numel(const struct pl_model_config *c, int part)
+{
+    struct pl_param_desc t[MAX_PART_TENSORS];
+    int n = part_tensors(c, part, t);
+    return t[n - 1].offset + t[n - 1].numel;
+}
+
+void pl_model_layout_init(struct pl_model_layout *lay, const struct pl_model_config *cfg)
+{
+    pl_model_config_check_or_die(cfg);
+    memset(lay, 0, sizeof *lay);
+    lay->cfg = *cfg;
+    struct pl_param_desc tmp[MAX_PART_TENSORS];
+    int per_block = part_tensors(cfg, 0, tmp);
+    int total = 2 + cfg->n_layers * per_block + 3;
+    lay->tensors = pl_mem_alloc((size_t)total * sizeof *lay->tensors, PL_MEM_WORK, PL_HOST,
+                                "model layout table");
+    size_t base = 0;
+    for (int part = PL_PART_EMBED; part <= cfg->n_layers; part++) {
+        int n = part_tensors(cfg, part, tmp);
+        for (int i = 0; i < n; i++) {
+            tmp[i].offset += base;
+            lay->tensors[lay->n_tensors++] = tmp[i];
+        }
+        base = tmp[n - 1].offset + tmp[n - 1].numel;
+    }
+    PL_ASSERT(lay->n_tensors == total);
+    lay->numel = base;
+    lay->embed_numel = part_numel(cfg, PL_PART_EMBED);
+    lay->block_numel = part_numel(cfg, 0);
+    lay->head_numel = part_numel(cfg, cfg->n_layers);
+}
+
+void pl_model_layout_free(struct pl_model_layout *lay)
+{
+    pl_mem_free(lay->tensors);
+    memset(lay, 0, sizeof *lay);
+}
+
+void pl_model_part_range(const struct pl_model_layout *lay, int part, size_t *offset,
+                         size_t *numel)
+{
+    PL_ASSERT(part >= PL_PART_EMBED && part <= lay->cfg.n_layers);
+    if (part == PL_PART_EMBED) {
+        *offset = 0;
+        *numel = lay->embed_numel;
+    } else if (part < lay->cfg.n_layers) {
+        *offset = lay->embed_numel + (size_t)part * lay->block_numel;
+        *numel = lay->block_numel;
+    } else {
+        *offset = lay->embed_numel + (size_t)lay->cfg.n_layers * lay->block_numel;
+        *numel = lay->head_numel;
+    }
+}
+
+const struct pl_param_desc *pl_model_find_param(const struct pl_model_layout *lay,
+                                                const char *name)
+{
+    for (int i = 0; i < lay->n_tensors; i++)
+        if (!strcmp(lay->tensors[i].name, name)) return &lay->tensors[i];
+    return NULL;
+}
+
+/* ---- initialisation ------------------------------------------------------------------------- */
+
+#define INIT_CHUNK ((size_t)1 << 16) /* host staging, so a huge tensor needs no huge buffer */
+
+void pl_model_init_param_slice(const struct pl_model_layout *lay, const struct pl_param_desc *d,
+                               size_t offset, size_t n, float *out)
+{
+    PL_ASSERT(offset + n <= d->numel);
+    if (n == 0) return;
+    uint64_t stream = pl_rng_stream(d->name);
+    size_t chunk = n < INIT_CHUNK ? n : INIT_CHUNK;
+    float *tmp = pl_mem_alloc(chunk * sizeof(float), PL_MEM_WORK, PL_HOST, "init staging");
+    for (size_t done = 0; done < n; done += chunk) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        if (d->init == PL_INIT_NORMAL)
+            pl_rng_fill_normal(tmp, k, lay->cfg.seed, stream, offset + done, 0.0f, d->std);
+        else
+            for (size_t i = 0; i < k; i++) tmp[i] = d->init == PL_INIT_ONES ? 1.0f : 0.0f;
+        pl_to_device(out + done, tmp, k * sizeof(float));
+    }
+    pl_mem_free(tmp);
+}
+
+void pl_model_init_flat(const struct pl_model_layout *lay, size_t offset, size_t n, float *out)
+{
+    PL_ASSERT(offset + n <= lay->numel);
+    for (int i = 0; i < lay->n_tensors; i++) {
+        const struct pl_param_desc *d = &lay->tensors[i];
+        size_t lo = offset > d->offset ? offset : d->offset;
+        size_t hi = offset + n < d->offset + d->numel ? offset + n : d->offset + d->numel;
+        if (lo >= hi) continue;
+        pl_model_init_param_slice(lay, d, lo - d->offset, hi - lo, out + (lo - offset));
+    }
+}
+
+/* ---- views ------------------------------------------------------------------------------------ */
+
+void pl_embed_bind(const struct pl_model_config *c, float *base, struct pl_embed_params *out)
+{
+    struct pl_param_desc t[MAX_PART_TENSORS];
+    part_tensors(c, PL_PART_EMBED, t);
+    out->wte = base + t[0].offset;
+    out->wpe = base + t[1].offset;
+}
+
+void pl_block_bind(const struct pl_model_config *c, float *base, struct pl_block_params *out)
+{
+    struct pl_param_desc t[MAX_PART_TENSORS];
+    part_tensors(c, 0, t);
+    memset(out, 0, sizeof *out);
+    float **dense[] = {&out->ln1_w, &out->ln1_b, &out->w_qkv, &out->b_qkv, &out->w_proj,
+                       &out->b_proj, &out->ln2_w, &out->ln2_b, &out->w_fc, &out->b_fc,
+                       &out->w_fc2, &out->b_fc2};
+    float **moe[] = {&out->ln1_w, &out->ln1_b, &out->w_qkv, &out->b_qkv, &out->w_proj,
+                     &out->b_proj, &out->ln2_w, &out->ln2_b, &out->w_router, &out->w_fc,
+                     &out->b_fc, &out->w_fc2, &out->b_fc2};
+    if (c->n_experts == 0)
+        for (size_t i = 0; i < sizeof dense / sizeof *dense; i++) *dense[i] = base + t[i].offset;
+    else
+        for (size_t i = 0; i < sizeof moe / sizeof *moe; i++) *moe[i] = base + t[i].offset;
+}
+
+void pl_head_bind(const struct pl_model_config *c, float *base, struct pl_head_params *out)
+{
+    struct pl_param_desc t[MAX_PART_TENSORS];
+    part_tensors(c, c->n_layers, t);
+    out->lnf_w = base + t[0].offset;
+    out->lnf_b = base + t[1].offset;
+    out->w_head = base + t[2].offset;
+}
+
+/* ---- passes: shared pieces ------------------------------------------------------------------ */
+
+struct pl_model_ctx pl_model_ctx_eval(void)
+{
+    struct pl_model_ctx ctx = {.train = 0, .seed = 0, .step = 0, .seq0 = 0, .loss_scale = 1.0f};
+    return ctx;
+}
+
+uint64_t pl_model_dropout_stream(int layer, int site, uint64_t step)
+{
+    char name[PL_NAME_LEN];
+    snprintf(name, sizeof name, "h.%d.%s.dropout", layer, site == 0 ? "attn" : "mlp");
+    return pl_mix64(pl_rng_stream(name) ^ pl_mix64(step));
+}
+
+float *pl_model_scratch(size_t n, const char *label)
+{
+    /* ops accumulate into gradients, so scratch must start at zero: pl_mem_alloc zeroes */
+    return pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_DEVICE, label);
+}
+
+static int dropout_on(const struct pl_model_config *c, const struct pl_model_ctx *ctx)
+{
+    return ctx && ctx->train && c->dropout > 0.0f;
+}
+
+void pl_model_branch_dropout(const struct pl_model_config *c, int layer, int site,
+                             const struct pl_model_ctx *ctx, float *branch, int B, int T)
+{
+    if (!dropout_on(c, ctx)) return;
+    size_t n = (size_t)B * T * c->d_model;
+    pl_dropout_forward(branch, branch, n, c->dropout, ctx->seed,
+                       pl_model_dropout_stream(layer, site, ctx->step),
+                       (uint64_t)ctx->seq0 * (uint64_t)T * (uint64_t)c->d_model);
+}
+
+void pl_model_branch_dropout_backward(const struct pl_model_config *c, int layer, int site,
+                                      const struct pl_model_ctx *ctx, float *dbranch,
+                                      const float *dy, int B, int T)
+{
+    size_t n = (size_t)B * T * c->d_model;
+    if (!dropout_on(c, ctx)) {
+        pl_copy(dbranch, dy, n);
+        return;
+    }
+    pl_dropout_backward(dbranch, dy, n, c->dropout, ctx->seed,
+                        pl_model_dropout_stream(layer, site, ctx->step),
+                        (uint64_t)ctx->seq0 * (uint64_t)T * (uint64_t)c->d_model);
+}
+
+static float *activ(size_t n, const char *label)
+{
+    return pl_mem_alloc(n * sizeof(float), PL_MEM_ACTIV, PL_DEVICE, label);
+}
+
+static void check_bt(const struct pl_model_config *c, int B, int T)
+{
+    PL_REQUIRE(B > 0, "batch B=%d must be positive", B);
+    PL_REQUIRE(T > 0 && T <= c->seq_len,
+               "sequence length T=%d must be in [1, seq_len=%d] (the position embedding has "
+               "seq_len rows)",
+               T, c->seq_len);
+}
+
+/* ---- embedding ------------------------------------------------------------------------------- */
+
+void pl_embed_forward(const struct pl_model_config *c, const struct pl_embed_params *p,
+                      const int *tokens, int B, int T, float *x)
+{
+    check_bt(c, B, T);
+    pl_encoder_forward(x, tokens, p->wte, p->wpe, B, T, c->d_model, c->vocab);
+}
+
+void pl_embed_backward(const struct pl_model_config *c, const struct pl_embed_params *g,
+                       const int *tokens, int B, int T, const float *dx)
+{
+    pl_encoder_backward(g->wte, g->wpe, dx, tokens, B, T, c->d_model, c->vocab);
+}
+
+/* ---- attention half -------------------------------------------------------------------------- */
+
+void pl_attn_acts_new(struct pl_attn_acts *a, const struct pl_model_config *c, int B, int T)
+{
+    check_bt(c, B, T);
+    size_t N = (size_t)B * T, C = (size_t)c->d_model;
+    a->B = B;
+    a->T = T;
+    a->x = activ(N * C, "attn x");
+    a->ln = activ(N * C, "attn ln1");
+    a->mean = activ(N, "attn ln1 mean");
+    a->rstd = activ(N, "attn ln1 rstd");
+    a->qkv = activ(N * 3 * C, "attn qkv");
+    a->att = activ((size_t)B * c->n_heads * T * T, "attn probs");
+    a->y = activ(N * C, "attn heads");
+}
+
+void pl_attn_acts_free(struct pl_attn_acts *a)
+{
+    pl_mem_free(a->x);
+    pl_mem_free(a->ln);
+    pl_mem_free(a->mean);
+    pl_mem_free(a->rstd);
+    pl_mem_free(a->qkv);
+    pl_mem_free(a->att);
+    pl_mem_free(a->y);
+    memset(a, 0, sizeof *a);
+}
+
+void pl_attn_forward(const struct pl_model_config *c, int layer, const struct pl_block_params *p,
+                     struct pl_attn_acts *a, const struct pl_model_ctx *ctx, const float *x,
+                     float *y)
+{
+    const int B = a->B, T = a->T, C = c->d_model, N = B * T;
+    if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
+    pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->ln1_w, p->ln1_b, N, C);
+    pl_matmul_forward(a->qkv, a->ln, p->w_qkv, p->b_qkv, N, C, 3 * C);
+    pl_attention_forward(a->y, a->att, a->qkv, B, T, C, c->n_heads);
+    float *branch = pl_model_scratch((size_t)N * C, "attn branch");
+    pl_matmul_forward(branch, a->y, p->w_proj, p->b_proj, N, C, C);
+    pl_model_branch_dropout(c, layer, 0, ctx, branch, B, T);
+    pl_residual_forward(y, a->x, branch, (size_t)N * C);
+    pl_mem_free(branch);
+}
+
+void pl_attn_backward(const struct pl_model_config *c, int layer,
+                      const struct pl_block_params *p, const struct pl_block_params *g,
+                      const struct pl_attn_acts *a, const struct pl_model_ctx *ctx,
+                      const float *dy, float *dx)
+{
+    const int B = a->B, T = a->T, C = c->d_model, N = B * T;
+    float *dbranch = pl_model_scratch((size_t)N * C, "attn d branch");
+    float *dheads = pl_model_scratch((size_t)N * C, "attn d heads");
+    float *dqkv = pl_model_scratch((size_t)N * 3 * C, "attn d qkv");
+    float *dln = pl_model_scratch((size_t)N * C, "attn d ln1");
+    pl_model_branch_dropout_backward(c, layer, 0, ctx, dbranch, dy, B, T);
+    pl_matmul_backward(dheads, g->w_proj, g->b_proj, dbranch, a->y, p->w_proj, N, C, C);
+    pl_attention_backward(dqkv, dheads, a->qkv, a->att, B, T, C, c->n_heads);
+    pl_matmul_backward(dln, g->w_qkv, g->b_qkv, dqkv, a->ln, p->w_qkv, N, C, 3 * C);
+    /* the residual path carries dy through unchanged; dy is no longer read after this */
+    if (dx != dy) pl_copy(dx, dy, (size_t)N * C);
+    pl_layernorm_backward(dx, g->ln1_w, g->ln1_b, dln, a->x, p->ln1_w, a->mean, a->rstd, N, C);
+    pl_mem_free(dbranch);
+    pl_mem_free(dheads);
+    pl_mem_free(dqkv);
+    pl_mem_free(dln);
+}
+
+/* ---- MLP half (dense here, MoE in model_moe.c) --------------------------------------------- */
+
+void pl_mlp_acts_new(struct pl_mlp_acts *a, const struct pl_model_config *c, int B, int T)
+{
+    check_bt(c, B, T);
+    memset(a, 0, sizeof *a);
+    size_t N = (size_t)B * T, C = (size_t)c->d_model, F = (size_t)c->d_ff;
+    a->B = B;
+    a->T = T;
+    a->x = activ(N * C, "mlp x");
+    a->ln = activ(N * C, "mlp ln2");
+    a->mean = activ(N, "mlp ln2 mean");
+    a->rstd = activ(N, "mlp ln2 rstd");
+    if (c->n_experts == 0) {
+        a->h = activ(N * F, "mlp fc");
+        a->g = activ(N * F, "mlp gelu");
+    } else {
+        pl_moe_acts_new(a, c, B, T);
+    }
+}
+
+void pl_mlp_acts_free(struct pl_mlp_acts *a)
+{
+    pl_mem_free(a->x);
+    pl_mem_free(a->ln);
+    pl_mem_free(a->mean);
+    pl_mem_free(a->rstd);
+    pl_mem_free(a->h);
+    pl_mem_free(a->g);
+    pl_moe_acts_free(a);
+    memset(a, 0, sizeof *a);
+}
+
+static void dense_forward(const struct pl_model_config *c, const struct pl_block_params *p,
+                          struct pl_mlp_acts *a, float *branch)
+{
+    const int N = a->B * a->T, C = c->d_model, F = c->d_ff;
+    pl_matmul_forward(a->h, a->ln, p->w_fc, p->b_fc, N, C, F);
+    pl_gelu_forward(a->g, a->h, (size_t)N * F);
+    pl_matmul_forward(branch, a->g, p->w_fc2, p->b_fc2, N, F, C);
+}
+
+static void dense_backward(const struct pl_model_config *c, const struct pl_block_params *p,
+                           const struct pl_block_params *g, const struct pl_mlp_acts *a,
+                           const float *dbranch, float *dln)
+{
+    const int N = a->B * a->T, C = c->d_model, F = c->d_ff;
+    float *dg = pl_model_scratch((size_t)N * F, "mlp d gelu");
+    float *dh = pl_model_scratch((size_t)N * F, "mlp d fc");
+    pl_matmul_backward(dg, g->w_fc2, g->b_fc2, dbranch, a->g, p->w_fc2, N, F, C);
+    pl_gelu_backward(dh, dg, a->h, (size_t)N * F);
+    pl_matmul_backward(dln, g->w_fc, g->b_fc, dh, a->ln, p->w_fc, N, C, F);
+    pl_mem_free(dg);
+    pl_mem_free(dh);
+}
+
+void pl_mlp_forward(const struct pl_model_config *c, int layer, const struct pl_block_params *p,
+                    struct pl_mlp_acts *a, const struct pl_model_ctx *ctx, const float *x,
+                    float *y)
+{
+    const int B = a->B, T = a->T, C = c->d_model, N = B * T;
+    if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
+    pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->ln2_w, p->ln2_b, N, C);
+    float *branch = pl_model_scratch((size_t)N * C, "mlp branch");
+    if (c->n_experts == 0)
+        dense_forward(c, p, a, branch);
+    else
+        pl_moe_forward(c, p, a, branch);
+    pl_model_branch_dropout(c, layer, 1, ctx, branch, B, T);
+    pl_residual_forward(y, a->x, branch, (size_t)N * C);
+    pl_mem_free(branch);
+}
+
+void pl_mlp_backward(const struct pl_model_config *c, int layer,
+                     const struct pl_block_params *p, const struct pl_block_params *g,
+                     const struct pl_mlp_acts *a, const struct pl_model_ctx *ctx,
+                     const float *dy, float *dx)
+{
+    const int B = a->B, T = a->T, C = c->d_model, N = B * T;
+    float *dbranch = pl_model_scratch((size_t)N * C, "mlp d branch");
+    float *dln = pl_model_scratch((size_t)N * C, "mlp d ln2");
+    pl_model_branch_dropout_backward(c, layer, 1, ctx, dbranch, dy, B, T);
+    if (c->n_experts == 0)
+        dense_backward(c, p, g, a, dbranch, dln);
+    else
+        pl_moe_backward(c, p, g, a, ctx ? ctx->loss_scale : 1.0f, dbranch, dln);
+    if (dx != dy) pl_copy(dx, dy, (size_t)N * C);
+    pl_layernorm_backward(dx, g->ln2_w, g->ln2_b, dln, a->x, p->ln2_w, a->mean, a->rstd, N, C);
+    pl_mem_free(dbranch);
+    pl_mem_free(dln);
+}
+
+/* ---- a block = the two halves ------------------------------------------------------------- */
+
+void pl_block_acts_new(struct pl_block_acts *a, const struct pl_model_config *c, int B, int T)
+{
+    pl_attn_acts_new(&a->attn, c, B, T);
+    pl_mlp_acts_new(&a->mlp, c, B, T);
+}
+
+void pl_block_acts_free(struct pl_block_acts *a)
+{
+    pl_attn_acts_free(&a->attn);
+    pl_mlp_acts_free(&a->mlp);
+}
+
+void pl_block_forward(const struct pl_model_config *c, int layer,
+                      const struct pl_block_params *p, struct pl_block_acts *a,
+                      const struct pl_model_ctx *ctx, const float *x, float *y)
+{
+    /* the attention half's output goes straight into the MLP half's saved input */
+    pl_attn_forward(c, layer, p, &a->attn, ctx, x, a->mlp.x);
+    pl_mlp_forward(c, layer, p, &a->mlp, ctx, a->mlp.x, y);
+}
+
+void pl_block_backward(const struct pl_model_config *c, int layer,
+                       const struct pl_block_params *p, const struct pl_block_params *g,
+                       const struct pl_block_acts *a, const struct pl_model_ctx *ctx,
+                       const float *dy, float *dx)
+{
+    pl_mlp_backward(c, layer, p, g, &a->mlp, ctx, dy, dx);
+    pl_attn_backward(c, layer, p, g, &a->attn, ctx, dx, dx);
+}
+
+/* ---- final layernorm, head, loss ------------------------------------------------------------ */
+
+void pl_head_acts_new(struct pl_head_acts *a, const struct pl_model_config *c, int B, int T)
+{
+    check_bt(c, B, T);
+    size_t N = (size_t)B * T, C = (size_t)c->d_model, V = (size_t)c->vocab;
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->T = T;
+    a->x = activ(N * C, "head x");
+    a->ln = activ(N * C, "head lnf");
+    a->mean = activ(N, "head lnf mean");
+    a->rstd = activ(N, "head lnf rstd");
+    a->logits = activ(N * V, "head logits");
+    a->probs = activ(N * V, "head probs");
+    a->losses = activ(N, "head losses");
+}
+
+void pl_head_acts_free(struct pl_head_acts *a)
+{
+    pl_mem_free(a->x);
+    pl_mem_free(a->ln);
+    pl_mem_free(a->mean);
+    pl_mem_free(a->rstd);
+    pl_mem_free(a->logits);
+    pl_mem_free(a->probs);
+    pl_mem_free(a->losses);
+    memset(a, 0, sizeof *a);
+}
+
+double pl_head_forward(const struct pl_model_config *c, const struct pl_head_params *p,
+                       struct pl_head_acts *a, const float *x, const int *targets)
+{
+    const int N = a->B * a->T, C = c->d_model, V = c->vocab;
+    if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
+    pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->lnf_w, p->lnf_b, N, C);
+    pl_matmul_forward(a->logits, a->ln, p->w_head, NULL, N, C, V);
+    pl_softmax_forward(a->probs, a->logits, N, V);
+    a->targets = targets;
+    if (!targets) return 0.0;
+    pl_crossentropy_forward(a->losses, a->probs, targets, N, V);
+    return pl_sum(a->losses, (size_t)N) / N;
+}
+
+void pl_head_backward(const struct pl_model_config *c, const struct pl_head_params *p,
+                      const struct pl_head_params *g, const struct pl_head_acts *a,
+                      const struct pl_model_ctx *ctx, float *dx)
+{
+    const int N = a->B * a->T, C = c->d_model, V = c->vocab;
+    PL_ASSERT(a->targets != NULL);
+    float scale = ctx ? ctx->loss_scale : 1.0f;
+    float *dlogits = pl_model_scratch((size_t)N * V, "head d logits");
+    float *dln = pl_model_scratch((size_t)N * C, "head d lnf");
+    pl_crossentropy_softmax_backward(dlogits, a->probs, a->targets, scale / (float)N, N, V);
+    pl_matmul_backward(dln, g->w_head, NULL, dlogits, a->ln, p->w_head, N, C, V);
+    pl_zero(dx, (size_t)N * C);
+    pl_layernorm_backward(dx, g->lnf_w, g->lnf_b, dln, a->x, p->lnf_w, a->mean, a->rstd, N, C);
+    pl_mem_free(dlogits);
+    pl_mem_free(dln);
+}
+
+/* ---- the whole model ------------------------------------------------------------------------ */
+
+static void bind_views(struct pl_model *m)
+{
+    const struct pl_model_config *c = &m->cfg;
+    size_t off, n;
+    float *bufs[2] = {m->params, m->grads};
+    for (int w = 0; w < 2; w++) {
+        if (!bufs[w]) continue;
+        pl_model_part_range(&m->layout, PL_PART_EMBED, &off, &n);
+        pl_embed_bind(c, bufs[w] + off, w ? &m->embed_g : &m->embed);
+        for (int l = 0; l < c->n_layers; l++) {
+            pl_model_part_range(&m->layout, l, &off, &n);
+            pl_block_bind(c, bufs[w] + off, w ? &m->blocks_g[l] : &m->blocks[l]);
+        }
+        pl_model_part_range(&m->layout, c->n_layers, &off, &n);
+        pl_head_bind(c, bufs[w] + off, w ? &m->head_g : &m->head);
+    }
+}
+
+static void alloc_optim(struct pl_model *m)
+{
+    size_t bytes = m->layout.numel * sizeof(float);
+    m->adam_m = pl_mem_alloc(bytes, PL_MEM_OPTIM, PL_DEVICE, "adamw m");
+    m->adam_v = pl_mem_alloc(bytes, PL_MEM_OPTIM, PL_DEVICE, "adamw v");
+}
+
+struct pl_model *pl_model_new(const struct pl_model_config *cfg, unsigned what)
+{
+    struct pl_model *m = pl_mem_alloc(sizeof *m, PL_MEM_WORK, PL_HOST, "model");
+    pl_model_layout_init(&m->layout, cfg);
+    m->cfg = *cfg;
+    size_t bytes = m->layout.numel * sizeof(float);
+    size_t nb = (size_t)cfg->n_layers * sizeof(struct pl_block_params);
+    m->blocks = pl_mem_alloc(nb, PL_MEM_WORK, PL_HOST, "model block views");
+    m->blocks_g = pl_mem_alloc(nb, PL_MEM_WORK, PL_HOST, "model block grad views");
+    if (what & PL_MODEL_PARAMS) {
+        m->params = pl_mem_alloc(bytes, PL_MEM_PARAMS, PL_DEVICE, "model params");
+        pl_model_init_flat(&m->layout, 0, m->layout.numel, m->params);
+    }
+    if (what & PL_MODEL_GRADS) {
+        m->grads = pl_mem_alloc(bytes, PL_MEM_GRADS, PL_DEVICE, "model grads");
+    }
+    if (what & PL_MODEL_OPTIM) alloc_optim(m);
+    bind_views(m);
+    return m;
+}
+
+void pl_model_free(struct pl_model *m)
+{
+    if (!m) return;
+    pl_model_free_acts(m);
+    pl_mem_free(m->params);
+    pl_mem_free(m->grads);
+    pl_mem_free(m->adam_m);
+    pl_mem_free(m->adam_v);
+    pl_mem_free(m->blocks);
+    pl_mem_free(m->blocks_g);
+    pl_model_layout_free(&m->layout);
+    pl_mem_free(m);
+}
+
+void pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg)
+{
+    m->hook = hook;
+    m->hook_arg = arg;
+}
+
+void pl_model_free_acts(struct pl_model *m)
+{
+    if (m->B == 0) return;
+    for (int l = 0; l < m->cfg.n_layers; l++) pl_block_acts_free(&m->acts[l]);
+    pl_mem_free(m->acts);
+    pl_head_acts_free(&m->head_acts);
+    pl_mem_free(m->x);
+    m->acts = NULL;
+    m->x = NULL;
+    m->tokens = NULL;
+    m->B = 0;
+}
+
+static void ensure_acts(struct pl_model *m, int B)
+{
+    if (m->B == B) return;
+    pl_model_free_acts(m);
+    const struct pl_model_config *c = &m->cfg;
+    const int T = c->seq_len;
+    check_bt(c, B, T);
+    m->acts = pl_mem_alloc((size_t)c->n_layers * sizeof *m->acts, PL_MEM_WORK, PL_HOST,
+                           "model acts table");
+    for (int l = 0; l < c->n_layers; l++) pl_block_acts_new(&m->acts[l], c, B, T);
+    pl_head_acts_new(&m->head_acts, c, B, T);
+    m->x = activ((size_t)B * T * c->d_model, "model residual stream");
+    m->B = B;
+}
+
+double pl_model_forward(struct pl_model *m, const int *tokens, const int *targets, int B,
+                        const struct pl_model_ctx *ctx)
+{
+    PL_ASSERT(m->params != NULL);
+    const struct pl_model_config *c = &m->cfg;
+    const int T = c->seq_len;
+    struct pl_model_ctx eval = pl_model_ctx_eval();
+    if (!ctx) ctx = &eval;
+    ensure_acts(m, B);
+    m->tokens = tokens;
+    pl_embed_forward(c, &m->embed, tokens, B, T, m->x);
+    double aux = 0.0;
+    for (int l = 0; l < c->n_layers; l++) {
+        pl_block_forward(c, l, &m->blocks[l], &m->acts[l], ctx, m->x, m->x);
+        aux += m->acts[l].mlp.aux_loss;
+    }
+    m->loss_ce = pl_head_forward(c, &m->head, &m->head_acts, m->x, targets);
+    m->loss_aux = aux;
+    return targets ? m->loss_ce + m->loss_aux : 0.0;
+}
+
+void pl_model_backward(struct pl_model *m, const struct pl_model_ctx *ctx)
+{
+    PL_ASSERT(m->grads != NULL && m->B > 0 && m->head_acts.targets != NULL);
+    const struct pl_model_config *c = &m->cfg;
+    struct pl_model_ctx eval = pl_model_ctx_eval();
+    if (!ctx) ctx = &eval;
+    float *dx = m->x; /* the forward is done with the residual stream */
+    pl_head_backward(c, &m->head, &m->head_g, &m->head_acts, ctx, dx);
+    if (m->hook) m->hook(m, c->n_layers, m->hook_arg);
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        pl_block_backward(c, l, &m->blocks[l], &m->blocks_g[l], &m->acts[l], ctx, dx, dx);
+        if (m->hook) m->hook(m, l, m->hook_arg);
+    }
+    pl_embed_backward(c, &m->embed_g, m->tokens, m->B, c->seq_len, dx);
+    if (m->hook) m->hook(m, PL_PART_EMBED, m->hook_arg);
+}
+
+void pl_model_zero_grad(struct pl_model *m)
+{
+    PL_ASSERT(m->grads != NULL);
+    pl_zero(m->grads, m->layout.numel);
+}
+
+double pl_model_loss(struct pl_model *m, const int *tokens, const int *targets, int B)
+{
+    PL_ASSERT(targets != NULL);
+    double loss = pl_model_forward(m, tokens, targets, B, NULL);
+    pl_model_free_acts(m);
+    return loss;
+}
+
+/* ---- optimizer --------------------------------------------------------------------------------- */
+
+struct pl_adamw_config pl_adamw_config_default(void)
+{
+    struct pl_adamw_config o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                .weight_decay = 0.1f, .grad_clip = 1.0f};
+    return o;
+}
+
+void pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_t n, float *p,
+                         const float *g, float *m, float *v, int t,
+                         const struct pl_adamw_config *opt)
+{
+    PL_ASSERT(offset + n <= lay->numel && t >= 1);
+    for (int i = 0; i < lay->n_tensors; i++) {
+        const struct pl_param_desc *d = &lay->tensors[i];
+        size_t lo = offset > d->offset ? offset : d->offset;
+        size_t hi = offset + n < d->offset + d->numel ? offset + n : d->offset + d->numel;
+        if (lo >= hi) continue;
+        size_t k = lo - offset;
+        pl_adamw_step(p + k, g + k, m + k, v + k, hi - lo, t, opt->lr, opt->beta1, opt->beta2,
+                      opt->eps, d->decay ? opt->weight_decay : 0.0f);
+    }
+}
+
+double pl_model_grad_norm(const struct pl_model *m)
+{
+    return sqrt(pl_grad_norm_sq(m->grads, m->layout.numel));
+}
+
+double pl_model_update(struct pl_model *m, const struct pl_adamw_config *opt)
+{
+    PL_ASSERT(m->params != NULL && m->grads != NULL);
+    if (!m->adam_m) alloc_optim(m);
+    double norm_sq = pl_grad_norm_sq(m->grads, m->layout.numel);
+    float scale = pl_clip_scale(norm_sq, opt->grad_clip);
+    if (scale < 1.0f) pl_scale(m->grads, m->layout.numel, scale);
+    m->adam_t++;
+    pl_model_adamw_flat(&m->layout, 0, m->layout.numel, m->params, m->grads, m->adam_m,
+                        m->adam_v, m->adam_t, opt);
+    return sqrt(norm_sq);
+}
+
+double pl_model_step(struct pl_model *m, const int *tokens, const int *targets, int B,
+                     const struct pl_adamw_config *opt, const struct pl_model_ctx *ctx)
+{
+    struct pl_model_ctx run = ctx ? *ctx : pl_model_ctx_eval();
+    run.step = (uint64_t)m->adam_t + 1;
+    pl_model_zero_grad(m);
+    double loss = pl_model_forward(m, tokens, targets, B, &run);
+    pl_model_backward(m, &run);
+    pl_model_update(m, opt);
+    return loss;
+}

@@ -1,0 +1,384 @@
+/* model.h: the single-device reference -- a tiny GPT and its mixture-of-experts variant,
+ * built only from ops.h. Forward, backward and the AdamW training step, written to be read:
+ * this is the executable spec every lab is graded against.
+ *
+ * The model, pre-layernorm GPT-2 style, for B sequences of T <= seq_len tokens (N = B*T rows):
+ *
+ *     x_0     = wte[tokens] + wpe[0..T)                              embedding
+ *     x_mid   = x_l + drop(attn(ln1(x_l)) @ w_proj^T + b_proj)        attention half of block l
+ *     x_{l+1} = x_mid + drop(mlp(ln2(x_mid)))                         MLP half of block l
+ *     logits  = lnf(x_L) @ head^T                                     final layernorm + head
+ *     loss    = mean over the N positions of -log softmax(logits)[target]
+ *               + sum over MoE blocks of the load-balancing loss
+ *
+ * mlp(h) = gelu(h @ w_fc^T + b_fc) @ w_proj^T + b_proj (dense), or the routed mixture of
+ * experts described at pl_moe_route below. Dropout sits on the two residual branches only.
+ *
+ * The LM head is NOT tied to the token embedding: every parameter then belongs to exactly
+ * one part of the model, so a pipeline stage, a tensor-parallel shard or a ZeRO shard never
+ * has to share (and all-reduce) a weight between the first and the last stage.
+ *
+ * Memory. Parameters, gradients and AdamW moments are each ONE flat buffer (categories
+ * params, grads, optim of the memory ledger), laid out part by part:
+ *     [embedding: wte, wpe][block 0]...[block L-1][head: lnf.w, lnf.b, head.w]
+ * so the gradients of a backward are produced from the end of the flat buffer to its start
+ * (DDP buckets fill in order) and one block's parameters are one contiguous range (ZeRO-3
+ * gathers one range per block). The layout's table names every tensor with its offset and
+ * shape; struct pl_block_params and friends give pointers per part, bound onto ANY buffer
+ * of the part's size (the model's own, or a gathered copy a lab owns).
+ *
+ * All float and int arrays given to the forward/backward functions are op memory (device
+ * memory on the GPU build), as in ops.h. Backward functions ACCUMULATE (+=) into parameter
+ * gradients (zero them with pl_model_zero_grad or pl_zero); activation gradients (dx) are
+ * written (=), and dx may be the same buffer as dy. */
+#ifndef PL_MODEL_H
+#define PL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "tensor.h"
+
+/* ---- configuration ----------------------------------------------------------------------- */
+
+struct pl_model_config {
+    int vocab;     /* token ids are in [0, vocab) */
+    int d_model;   /* C */
+    int n_layers;  /* L transformer blocks */
+    int n_heads;   /* must divide d_model */
+    int d_ff;      /* hidden width of the MLP (of each expert) */
+    int seq_len;   /* longest sequence: rows of the position embedding */
+    float dropout; /* residual-branch dropout, in [0, 1) */
+    /* Mixture of experts: n_experts == 0 means every block has a dense MLP. */
+    int n_experts;
+    int top_k;             /* experts per token, 1..n_experts */
+    float capacity_factor; /* > 0; see pl_moe_capacity */
+    float aux_loss_coef;   /* a in a*E*sum_i f_i P_i, >= 0 */
+    uint64_t seed;         /* parameter initialisation */
+};
+
+/* A small dense GPT (vocab 256, d_model 64, 2 layers, 4 heads, d_ff 256, seq_len 64, no
+ * dropout, n_experts 0); setting n_experts makes it MoE with top_k 2, capacity factor 1.25
+ * and aux_loss_coef 0.01. */
+struct pl_model_config pl_model_config_default(void);
+
+/* NULL when the config can work; otherwise a message in buf saying what is wrong and what
+ * would be right, e.g. "d_model=50 is not divisible by n_heads=4 (choose n_heads in
+ * {1,2,5,10,25,50})". */
+const char *pl_model_config_error(const struct pl_model_config *c, char *buf, size_t len);
+/* pl_usage_error (exit 2) with that message when the config cannot work. */
+void pl_model_config_check_or_die(const struct pl_model_config *c);
+/* "vocab=256 d_model=64 ..." for logs and checkpoints' messages. */
+const char *pl_model_config_describe(const struct pl_model_config *c, char *buf, size_t len);
+
+/* ---- parameter layout ---------------------------------------------------------------------
+ * A part is -1 (PL_PART_EMBED), a block 0..L-1, or L (the final layernorm and head; the
+ * macro PL_PART_HEAD(cfg) spells it). */
+#define PL_PART_EMBED (-1)
+#define PL_PART_HEAD(cfg) ((cfg)->n_layers)
+
+enum pl_param_init { PL_INIT_NORMAL, PL_INIT_ZEROS, PL_INIT_ONES };
+
+struct pl_param_desc {
+    char name[PL_NAME_LEN]; /* "wte", "h.3.attn.w_qkv", "lnf.b", ... */
+    int part;
+    size_t offset;          /* first element in the flat buffer */
+    size_t numel;
+    int ndim;
+    int64_t shape[PL_MAX_DIMS];
+    enum pl_param_init init;
+    float std;              /* PL_INIT_NORMAL: 0.02, residual projections 0.02/sqrt(2L) */
+    int decay;              /* AdamW weight decay applies (matrices and embeddings only) */
+};
+
+struct pl_model_layout {
+    struct pl_model_config cfg;
+    int n_tensors;
+    struct pl_param_desc *tensors; /* in flat order */
+    size_t numel;                  /* total parameters, Psi */
+    size_t embed_numel, block_numel, head_numel;
+};
+
+/* Pure arithmetic on the config (checked first); allocates only the table. */
+void pl_model_layout_init(struct pl_model_layout *lay, const struct pl_model_config *cfg);
+void pl_model_layout_free(struct pl_model_layout *lay);
+/* The flat range [*offset, *offset + *numel) of a part. */
+void pl_model_part_range(const struct pl_model_layout *lay, int part, size_t *offset,
+                         size_t *numel);
+/* The tensor of that name, or NULL. */
+const struct pl_param_desc *pl_model_find_param(const struct pl_model_layout *lay,
+                                                const char *name);
+
+/* Initial values, from the counter-based RNG: element i of tensor `name` is
+ * std * normal(cfg.seed, pl_rng_stream(name), i) (or 0 / 1 for biases and layernorm
+ * weights), so any slice filled on its own equals that slice of the full initialisation.
+ *   _slice: elements [offset, offset+n) of one tensor (its flattened index);
+ *   _flat:  elements [offset, offset+n) of the flat buffer, across tensor boundaries (a
+ *           ZeRO shard).
+ * out is op memory. */
+void pl_model_init_param_slice(const struct pl_model_layout *lay, const struct pl_param_desc *d,
+                               size_t offset, size_t n, float *out);
+void pl_model_init_flat(const struct pl_model_layout *lay, size_t offset, size_t n, float *out);
+
+/* ---- per-part views ------------------------------------------------------------------------
+ * Pointers into a buffer holding one part (base = its first element). Shapes follow
+ * nn.Linear: a weight is [out, in]. MoE experts are stacked: w_fc [E, d_ff, C]. */
+struct pl_embed_params {
+    float *wte; /* [V, C] */
+    float *wpe; /* [seq_len, C] */
+};
+
+struct pl_block_params {
+    float *ln1_w, *ln1_b;   /* [C] */
+    float *w_qkv, *b_qkv;   /* [3C, C], [3C]: rows [q | k | v] */
+    float *w_proj, *b_proj; /* [C, C], [C] */
+    float *ln2_w, *ln2_b;   /* [C] */
+    float *w_router;        /* MoE: [E, C], no bias; NULL when dense */
+    float *w_fc, *b_fc;     /* dense [F, C], [F]; MoE [E, F, C], [E, F] */
+    float *w_fc2, *b_fc2;   /* dense [C, F], [C]; MoE [E, C, F], [E, C] */
+};
+
+struct pl_head_params {
+    float *lnf_w, *lnf_b; /* [C] */
+    float *w_head;        /* [V, C], no bias */
+};
+
+void pl_embed_bind(const struct pl_model_config *c, float *base, struct pl_embed_params *out);
+void pl_block_bind(const struct pl_model_config *c, float *base, struct pl_block_params *out);
+void pl_head_bind(const struct pl_model_config *c, float *base, struct pl_head_params *out);
+
+/* ---- what a pass needs besides parameters ------------------------------------------------- */
+struct pl_model_ctx {
+    int train;        /* dropout on (off: an evaluation pass) */
+    uint64_t seed;    /* dropout seed */
+    uint64_t step;    /* optimizer step: each step draws new masks */
+    int64_t seq0;     /* global index of this batch's first sequence: a rank holding sequences
+                         [seq0, seq0+B) of a global batch draws the masks the whole batch
+                         would on one device */
+    float loss_scale; /* backward: d(objective)/d(this batch's loss): 1, or 1/microbatches */
+};
+/* {train 0, seed 0, step 0, seq0 0, loss_scale 1}. */
+struct pl_model_ctx pl_model_ctx_eval(void);
+
+/* Dropout site `site` (0: attention branch, 1: MLP branch) of block `layer` at `step`: the
+ * stream given to pl_dropout_*; the mask element of (row, col) of the full [B*T, C] branch
+ * output uses global index ((seq0*T) + row) * C + col. */
+uint64_t pl_model_dropout_stream(int layer, int site, uint64_t step);
+
+/* ---- saved activations ----------------------------------------------------------------------
+ * What each half's backward needs, for B sequences of T tokens, allocated as activations
+ * (op memory). A lab keeps one per block and microbatch in flight and frees it when the
+ * backward is done; the fields are for the reference's own use and for tests. */
+struct pl_attn_acts {
+    int B, T;
+    float *x;               /* [N, C] the half's input */
+    float *ln, *mean, *rstd;/* ln1 output [N, C], statistics [N] */
+    float *qkv;             /* [N, 3C] */
+    float *att;             /* [B, NH, T, T] softmax probabilities */
+    float *y;               /* [N, C] heads concatenated, before the projection */
+};
+
+struct pl_moe_routing; /* host-side routing decisions, see pl_moe_route */
+
+struct pl_mlp_acts {
+    int B, T;
+    float *x;
+    float *ln, *mean, *rstd;
+    /* dense */
+    float *h;   /* [N, F] fc output, before GELU */
+    float *g;   /* [N, F] GELU output */
+    /* MoE: capacity slots per expert, cap = pl_moe_capacity(N, ...) */
+    int cap;
+    float *probs;   /* [N, E] router softmax */
+    int *rows;      /* [E*cap] token row of each kept slot (op memory) */
+    float *gates;   /* [E*cap] router probability of that token for that expert */
+    int *iota;      /* [cap] 0, 1, 2, ... */
+    float *xe;      /* [E*cap, C] gathered expert inputs */
+    float *he, *ge; /* [E*cap, F] */
+    float *ye;      /* [E*cap, C] expert outputs before the gate */
+    struct pl_moe_routing *route; /* host copy of the decisions */
+    double aux_loss; /* a*E*sum_i f_i P_i of the last forward */
+};
+
+struct pl_block_acts {
+    struct pl_attn_acts attn;
+    struct pl_mlp_acts mlp;
+};
+
+struct pl_head_acts {
+    int B, T;
+    float *x, *ln, *mean, *rstd;
+    float *logits;  /* [N, V] */
+    float *probs;   /* [N, V] */
+    float *losses;  /* [N] */
+    const int *targets; /* the caller's array, kept until the backward */
+};
+
+void pl_attn_acts_new(struct pl_attn_acts *a, const struct pl_model_config *c, int B, int T);
+void pl_attn_acts_free(struct pl_attn_acts *a);
+void pl_mlp_acts_new(struct pl_mlp_acts *a, const struct pl_model_config *c, int B, int T);
+void pl_mlp_acts_free(struct pl_mlp_acts *a);
+void pl_block_acts_new(struct pl_block_acts *a, const struct pl_model_config *c, int B, int T);
+void pl_block_acts_free(struct pl_block_acts *a);
+void pl_head_acts_new(struct pl_head_acts *a, const struct pl_model_config *c, int B, int T);
+void pl_head_acts_free(struct pl_head_acts *a);
+
+/* ---- the block-level surface -----------------------------------------------------------------
+ * Each forward saves what its backward needs in its acts; x and y (dy and dx) may alias.
+ * `layer` picks the dropout streams. The full forward is exactly these calls in order:
+ *     embed -> block 0 .. block L-1 -> head          (a block = attention half, MLP half) */
+void pl_embed_forward(const struct pl_model_config *c, const struct pl_embed_params *p,
+                      const int *tokens, int B, int T, float *x);
+void pl_embed_backward(const struct pl_model_config *c, const struct pl_embed_params *g,
+                       const int *tokens, int B, int T, const float *dx);
+
+void pl_attn_forward(const struct pl_model_config *c, int layer, const struct pl_block_params *p,
+                     struct pl_attn_acts *a, const struct pl_model_ctx *ctx, const float *x,
+                     float *y);
+void pl_attn_backward(const struct pl_model_config *c, int layer,
+                      const struct pl_block_params *p, const struct pl_block_params *g,
+                      const struct pl_attn_acts *a, const struct pl_model_ctx *ctx,
+                      const float *dy, float *dx);
+/* Dense or MoE by the config. The MoE forward sets a->aux_loss and the backward adds its
+ * gradient (times ctx->loss_scale), so callers add a->aux_loss to the loss. */
+void pl_mlp_forward(const struct pl_model_config *c, int layer, const struct pl_block_params *p,
+                    struct pl_mlp_acts *a, const struct pl_model_ctx *ctx, const float *x,
+                    float *y);
+void pl_mlp_backward(const struct pl_model_config *c, int layer,
+                     const struct pl_block_params *p, const struct pl_block_params *g,
+                     const struct pl_mlp_acts *a, const struct pl_model_ctx *ctx,
+                     const float *dy, float *dx);
+
+void pl_block_forward(const struct pl_model_config *c, int layer,
+                      const struct pl_block_params *p, struct pl_block_acts *a,
+                      const struct pl_model_ctx *ctx, const float *x, float *y);
+void pl_block_backward(const struct pl_model_config *c, int layer,
+                       const struct pl_block_params *p, const struct pl_block_params *g,
+                       const struct pl_block_acts *a, const struct pl_model_ctx *ctx,
+                       const float *dy, float *dx);
+
+/* Final layernorm, head, and the mean cross-entropy over the B*T positions, returned
+ * (summed in double). targets NULL: logits and probs only, returns 0. */
+double pl_head_forward(const struct pl_model_config *c, const struct pl_head_params *p,
+                       struct pl_head_acts *a, const float *x, const int *targets);
+/* dx = d(loss_scale * loss)/dx; the head's gradients accumulate into g. */
+void pl_head_backward(const struct pl_model_config *c, const struct pl_head_params *p,
+                      const struct pl_head_params *g, const struct pl_head_acts *a,
+                      const struct pl_model_ctx *ctx, float *dx);
+
+/* ---- mixture-of-experts routing (the reference rules the MoE lab reproduces) -------------
+ * For N tokens with router probabilities p [N, E] (softmax of ln2(x) @ w_router^T):
+ *   - each token picks its top_k experts by probability (ties: the lower expert index);
+ *     choice j of token t has gate p[t, e];
+ *   - capacity: every expert takes at most cap = pl_moe_capacity(N, E, k, cf) slots,
+ *     filled choice by choice (all first choices in token order, then all second choices,
+ *     ...); a choice that finds its expert full is dropped, and a token whose choices are
+ *     all dropped passes through the residual only;
+ *   - the MoE output of token t is sum over its kept choices of gate * expert_e(ln2(x_t)),
+ *     expert_e a GELU MLP; gates are not renormalised;
+ *   - load balancing: f_i = (choices of expert i, before dropping) / (N k),
+ *     P_i = mean over tokens of p[t, i], aux = a * E * sum_i f_i P_i (1 * a when uniform);
+ *     f is a constant in the backward.
+ * Capacity, f and P are per call (per microbatch): unlike the dense model, an MoE batch
+ * split into microbatches routes (and so trains) slightly differently from the whole. */
+struct pl_moe_routing {
+    int N, E, k, cap;
+    int *expert;    /* [N*k] chosen expert of choice j of token t at t*k + j */
+    float *gate;    /* [N*k] */
+    int *slot;      /* [N*k] slot in the expert's buffer, -1 when dropped */
+    int *count;     /* [E] kept slots per expert */
+    int *rows;      /* [E*cap] token of each slot */
+    float *gates;   /* [E*cap] */
+    double *f;      /* [E] */
+    double *P;      /* [E] */
+    double aux;
+    long dropped;   /* choices dropped for capacity */
+};
+
+/* ceil(capacity_factor * N * top_k / E), at least 1: a choice counts as one token for the
+ * DESIGN.md formula tokens/experts x capacity factor (the same thing for top-1). */
+int pl_moe_capacity(int N, int E, int top_k, float capacity_factor);
+/* Host memory, allocated with the ledger as workspace. */
+struct pl_moe_routing *pl_moe_routing_new(int N, int E, int k, int cap);
+void pl_moe_routing_free(struct pl_moe_routing *r);
+/* Fills r from host probs [N, E] by the rules above. */
+void pl_moe_route(struct pl_moe_routing *r, const float *probs, float aux_coef);
+
+/* ---- the whole model ----------------------------------------------------------------------- */
+struct pl_model;
+/* Called after a part's backward has finished writing its gradients: the head first
+ * (part L), then blocks L-1 down to 0, then the embedding (part -1). */
+typedef void (*pl_model_hook)(struct pl_model *m, int part, void *arg);
+
+/* What pl_model_new allocates: a lab holding shards asks for less. */
+#define PL_MODEL_PARAMS 1u
+#define PL_MODEL_GRADS 2u
+#define PL_MODEL_OPTIM 4u
+#define PL_MODEL_ALL (PL_MODEL_PARAMS | PL_MODEL_GRADS | PL_MODEL_OPTIM)
+
+struct pl_model {
+    struct pl_model_config cfg;
+    struct pl_model_layout layout;
+    /* flat buffers of layout.numel floats (op memory), NULL when not allocated */
+    float *params, *grads, *adam_m, *adam_v;
+    int adam_t; /* optimizer steps taken */
+    /* views of params and grads per part */
+    struct pl_embed_params embed, embed_g;
+    struct pl_block_params *blocks, *blocks_g; /* [n_layers] */
+    struct pl_head_params head, head_g;
+    /* activations of the last forward, for B sequences (B 0: none held) */
+    int B;
+    const int *tokens;
+    float *x; /* [N, C] the residual stream; every block saves its own input, so one buffer
+                 serves all blocks in place, and the backward reuses it for dx */
+    struct pl_block_acts *acts; /* [n_layers] */
+    struct pl_head_acts head_acts;
+    double loss_ce, loss_aux; /* of the last forward */
+    pl_model_hook hook;
+    void *hook_arg;
+};
+
+/* Allocates what `what` asks for and initialises the parameters (when allocated). */
+struct pl_model *pl_model_new(const struct pl_model_config *cfg, unsigned what);
+void pl_model_free(struct pl_model *m);
+void pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg);
+
+/* Forward of B sequences of cfg.seq_len tokens (op memory, [B, seq_len]; kept by pointer
+ * until the backward); returns the objective: mean cross-entropy + MoE aux losses (also in
+ * m->loss_ce, m->loss_aux). targets NULL: logits only (m->head_acts.logits), returns 0.
+ * ctx NULL is pl_model_ctx_eval(). Activations stay until pl_model_free_acts or a forward
+ * with another B. */
+double pl_model_forward(struct pl_model *m, const int *tokens, const int *targets, int B,
+                        const struct pl_model_ctx *ctx);
+/* Accumulates d(ctx->loss_scale * objective)/d(params) into m->grads, calling the hook
+ * after each part. Needs the activations of the last forward (with targets). */
+void pl_model_backward(struct pl_model *m, const struct pl_model_ctx *ctx);
+void pl_model_zero_grad(struct pl_model *m);
+void pl_model_free_acts(struct pl_model *m);
+/* The objective of a batch in evaluation mode (no dropout); activations are freed after. */
+double pl_model_loss(struct pl_model *m, const int *tokens, const int *targets, int B);
+
+/* ---- optimizer ----------------------------------------------------------------------------- */
+struct pl_adamw_config {
+    float lr, beta1, beta2, eps, weight_decay;
+    float grad_clip; /* max global L2 norm; <= 0: no clipping */
+};
+/* lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1, clip 1.0. */
+struct pl_adamw_config pl_adamw_config_default(void);
+
+/* AdamW step t (from 1) on the flat range [offset, offset+n) of the parameters: p, g, m, v
+ * point at that range's first element (a ZeRO shard passes its own arrays). Weight decay
+ * applies to the tensors whose desc says decay. Clipping is the caller's: scale g first. */
+void pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_t n, float *p,
+                         const float *g, float *m, float *v, int t,
+                         const struct pl_adamw_config *opt);
+/* sqrt of the sum of squares of all gradients. */
+double pl_model_grad_norm(const struct pl_model *m);
+/* Clip (when opt->grad_clip > 0) and take one AdamW step on the whole model; returns the
+ * gradient norm before clipping. Allocates the moments on first use. */
+double pl_model_update(struct pl_model *m, const struct pl_adamw_config *opt);
+/* The reference training step: zero grads, forward, backward, clip, AdamW. ctx NULL means
+ * no dropout; its step field is set to the optimizer step taken. Returns the objective. */
+double pl_model_step(struct pl_model *m, const int *tokens, const int *targets, int B,
+                     const struct pl_adamw_config *opt, const struct pl_model_ctx *ctx);
+
+#endif

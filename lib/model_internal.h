@@ -1,0 +1,31 @@
+/* model_internal.h: what model.c and model_moe.c share and nothing else needs: scratch
+ * buffers, the residual-branch dropout, and the mixture-of-experts half's pieces. */
+#ifndef PL_MODEL_INTERNAL_H
+#define PL_MODEL_INTERNAL_H
+
+#include "model.h"
+
+/* n floats of op memory, zeroed, counted as workspace; free with pl_mem_free. */
+float *pl_model_scratch(size_t n, const char *label);
+
+/* Dropout on a [B*T, C] branch output in place (nothing when ctx is not training). */
+void pl_model_branch_dropout(const struct pl_model_config *c, int layer, int site,
+                             const struct pl_model_ctx *ctx, float *branch, int B, int T);
+/* dbranch = mask * dy / (1-p), or a copy of dy when the forward had no dropout. */
+void pl_model_branch_dropout_backward(const struct pl_model_config *c, int layer, int site,
+                                      const struct pl_model_ctx *ctx, float *dbranch,
+                                      const float *dy, int B, int T);
+
+/* The MoE fields of an MLP half's acts (x, ln, mean, rstd are model.c's). */
+void pl_moe_acts_new(struct pl_mlp_acts *a, const struct pl_model_config *c, int B, int T);
+void pl_moe_acts_free(struct pl_mlp_acts *a);
+/* branch [N, C] (zeroed) += the routed experts' combined output of a->ln. */
+void pl_moe_forward(const struct pl_model_config *c, const struct pl_block_params *p,
+                    struct pl_mlp_acts *a, float *branch);
+/* dln [N, C] += the gradient through the experts and the router, given dbranch; the aux
+ * loss's gradient enters scaled by loss_scale. */
+void pl_moe_backward(const struct pl_model_config *c, const struct pl_block_params *p,
+                     const struct pl_block_params *g, const struct pl_mlp_acts *a,
+                     float loss_scale, const float *dbranch, float *dln);
+
+#endif
