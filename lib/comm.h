@@ -2,7 +2,10 @@
  *
  * Buffers are fp32 and live where the backend wants them: host memory on the CPU build
  * (MPI), device memory on the GPU build (NCCL, or MPI staged through the host when ranks
- * share a GPU). Counts are in elements. send == recv means in place.
+ * share a GPU). Counts are in elements; 0 is allowed everywhere. send == recv means in
+ * place; any other overlap of send and recv is a usage error. The MPI backend takes at most
+ * INT_MAX elements per call (and per all-to-all-v count or displacement) and rejects more
+ * with a usage error rather than splitting the call.
  *
  * Every call is recorded twice: in the traffic ledger (bytes by kind and link class,
  * charged as the ring algorithm uses the links) and in the trace (issue and wait events),
@@ -34,30 +37,39 @@ const char *pl_coll_kind_name(enum pl_coll_kind kind); /* "all_reduce", ... */
 
 /* ---- communicators ---- */
 struct pl_comm *pl_comm_world(void);
-/* Collective over parent: ranks with the same color form a group, ordered by key.
- * name ("tp", "dp", ...) shows in traces and messages. */
+/* Collective over parent: ranks with the same color form a group, ordered by key (ties by
+ * rank in parent). A negative color leaves the rank out: it gets NULL. name ("tp", "dp",
+ * ...) shows in traces and messages. */
 struct pl_comm *pl_comm_split(struct pl_comm *parent, int color, int key, const char *name);
-void pl_comm_free(struct pl_comm *comm); /* the world comm is freed by pl_finalize */
+/* Collective over comm's members; none of its operations may be in flight. NULL is ignored;
+ * the world comm is freed by pl_finalize, and freeing it here is a usage error. */
+void pl_comm_free(struct pl_comm *comm);
 int pl_comm_rank(const struct pl_comm *comm);
 int pl_comm_size(const struct pl_comm *comm);
 const char *pl_comm_name(const struct pl_comm *comm);
-int pl_comm_id(const struct pl_comm *comm);                 /* same on every member */
+int pl_comm_id(const struct pl_comm *comm); /* same on every member, unique in the job; world 0 */
 int pl_comm_world_rank(const struct pl_comm *comm, int rank); /* group rank -> world rank */
 
 /* ---- blocking collectives ---- */
 /* recv[i] = sum (or mean) over ranks of send[i], i < count. */
 void pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
                    enum pl_red op);
-/* send holds size*recv_count elements; rank r receives the reduction of block r. */
+/* send holds size*recv_count elements; rank r receives the reduction of block r. In place:
+ * send == recv (the result lands in the first recv_count elements) or
+ * recv == send + r*recv_count (it lands in the rank's own block). */
 void pl_reduce_scatter(struct pl_comm *comm, const float *send, float *recv, size_t recv_count,
                        enum pl_red op);
-/* recv holds size*send_count elements; block r is rank r's send. */
+/* recv holds size*send_count elements; block r is rank r's send. In place:
+ * send == recv + r*send_count (the rank's block is already where it belongs) or
+ * send == recv (its block is first and is moved to block r). */
 void pl_all_gather(struct pl_comm *comm, const float *send, float *recv, size_t send_count);
 void pl_broadcast(struct pl_comm *comm, float *buf, size_t count, int root);
 /* Block j of send (count elements) goes to rank j, arriving as block r (the sender's rank)
  * of its recv. */
 void pl_all_to_all(struct pl_comm *comm, const float *send, float *recv, size_t count);
-/* Per-peer counts and displacements in elements; counts must agree pairwise. */
+/* Per-peer counts and displacements in elements; counts must agree pairwise (send_counts[j]
+ * on rank i == recv_counts[i] on rank j). In place (send == recv) needs equal send and recv
+ * counts and displacements. */
 void pl_all_to_all_v(struct pl_comm *comm, const float *send, const size_t *send_counts,
                      const size_t *send_displs, float *recv, const size_t *recv_counts,
                      const size_t *recv_displs);
@@ -71,17 +83,23 @@ struct pl_handle *pl_reduce_scatter_async(struct pl_comm *comm, const float *sen
 struct pl_handle *pl_all_gather_async(struct pl_comm *comm, const float *send, float *recv,
                                       size_t send_count);
 
-/* ---- point to point; tags must be >= 0 ---- */
+/* ---- point to point ----
+ * Tags must be >= 0. A receive must get exactly the count it posted (a shorter or longer
+ * message is a usage error on the MPI backend). NCCL has no tags: it matches sends and
+ * receives between two ranks by their order, so code that relies on tags to reorder
+ * messages runs on the CPU build only. */
 void pl_send(struct pl_comm *comm, const float *buf, size_t count, int peer, int tag);
 void pl_recv(struct pl_comm *comm, float *buf, size_t count, int peer, int tag);
-/* Sends to dest and receives from src at once: the deadlock-free step of a ring. */
+/* Sends to dest and receives from src at once: the deadlock-free step of a ring. In place
+ * (send == recv) needs send_count == recv_count. */
 void pl_sendrecv(struct pl_comm *comm, const float *send, size_t send_count, int dest,
                  float *recv, size_t recv_count, int src, int tag);
 struct pl_handle *pl_isend(struct pl_comm *comm, const float *buf, size_t count, int peer,
                            int tag);
 struct pl_handle *pl_irecv(struct pl_comm *comm, float *buf, size_t count, int peer, int tag);
 
-/* Blocks until the operation is done and frees the handle. NULL is ignored. */
+/* Blocks until the operation is done and frees the handle. NULL is ignored. On the GPU
+ * build it also orders the compute stream after the operation. */
 void pl_wait(struct pl_handle *h);
 void pl_wait_all(struct pl_handle **hs, int n);
 /* 1 (and frees the handle) when done, 0 when still in flight. */
@@ -101,7 +119,8 @@ void pl_copy_from_host(float *buf, const float *host, size_t count);
 void pl_comm_set_checks(int on);
 
 /* Name of the active backend: "mpi", "nccl", or "mpi-staged" (device buffers through the
- * host, when ranks share a GPU). */
+ * host, when ranks share a GPU). PL_COMM_BACKEND=mpi-staged forces staging (on the CPU
+ * build through host copies, which tests that path without a GPU). */
 const char *pl_comm_backend(void);
 
 #endif

@@ -71,9 +71,11 @@ void pl_trace_add(const struct pl_event *ev);
 /* Records the call being made now in the status file (the comm layer calls this). The
  * file $PL_STATUS_DIR/rank.<world rank> holds one line, "<what> (in span \"<span>\")",
  * NUL-padded to a fixed size; it is memory-mapped, so a call costs a memcpy. pl_span writes
- * "span \"<label>\"". Works whether or not recording is enabled. */
+ * "span \"<label>\"". Works whether or not recording is enabled, from pl_init on (the
+ * file is named by the rank). */
 void pl_trace_where(const char *what);
-/* Writes status files into dir instead of $PL_STATUS_DIR (NULL or "" stops writing them). */
+/* Writes status files into dir instead of $PL_STATUS_DIR (NULL or "" stops writing them);
+ * call after pl_init. */
 void pl_trace_set_status_dir(const char *dir);
 /* Reads rank's status line from dir into buf without its trailing newline, for the
  * supervisor of a killed job; returns 0, or -1 when there is no such file. */
@@ -88,7 +90,9 @@ const struct pl_event *pl_trace_events(void);
  * other ranks out is left empty (nranks 0). Flushes the pending compute first. */
 void pl_trace_gather(struct pl_merged_trace *out);
 void pl_trace_merged_free(struct pl_merged_trace *m);
-/* Chrome trace JSON, one process per rank, compute and comm as two threads. */
+/* Chrome trace JSON, one process per rank, compute and comm as two threads ("X" events,
+ * microseconds, args with flops, bytes, peer, tag, handle). Returns 0, or -1 when the file
+ * cannot be written. */
 int pl_trace_write_json(const struct pl_merged_trace *m, const char *path);
 /* Group bookkeeping used by the comm layer and by hand-built traces. */
 void pl_trace_register_group(int id, int n, const int *world_ranks);

@@ -114,8 +114,8 @@ int main(int argc, char **argv)
         char err[256];
         if (pl_replay_run(&m, profile, pl_topo(), &r, err, sizeof err) != 0)
             pl_fatal("replay failed: %s", err);
-        printf("modelled step on the %s profile: %.1f us, idle fraction %.3f\n", profile->name,
-               r.step_time * 1e6, pl_replay_idle_fraction(&r));
+        printf("the same step replayed on the %s profile (%s):\n", profile->name,
+               profile->description);
         pl_replay_print_summary(stdout, &r);
         pl_replay_print_timeline(stdout, &m, &r, 72);
         if (svg && pl_replay_write_svg(&m, &r, "paralab demo step", svg) == 0)

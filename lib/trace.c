@@ -1,0 +1,534 @@
+/* trace.c: the per-rank event trace of trace.h, its status file, the gather to rank 0 and
+ * the Chrome trace JSON writer. The event buffer is plain malloc, not the memory ledger:
+ * the trace is instrumentation, and counting it would change the memory figures that the
+ * ZeRO lab grades. */
+#include "trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ledger.h"
+#include "runtime.h"
+
+#define STATUS_BYTES 256
+
+/* The runtime context of this rank's trace. */
+static struct {
+    int enabled;
+    struct pl_event *ev;
+    int n, cap;
+    char span[PL_LABEL_LEN];
+    double flops_base; /* ledger FLOPs already in an event */
+    double t_last;     /* end of the last event, wall clock */
+    struct pl_group_def *groups;
+    int ngroups, gcap;
+    /* status file */
+    int status_tried;
+    char *status; /* mmap'd record of STATUS_BYTES */
+} tr;
+
+const char *pl_ev_type_name(enum pl_ev_type t)
+{
+    switch (t) {
+    case PL_EV_COMPUTE: return "compute";
+    case PL_EV_ISSUE: return "issue";
+    case PL_EV_WAIT: return "wait";
+    case PL_EV_SEND: return "send";
+    case PL_EV_RECV: return "recv";
+    case PL_EV_ISEND: return "isend";
+    case PL_EV_IRECV: return "irecv";
+    default: return "?";
+    }
+}
+
+static double now(void) { return pl_initialized() ? pl_now() : 0.0; }
+
+static void copy_label(char *dst, const char *src)
+{
+    snprintf(dst, PL_LABEL_LEN, "%s", src ? src : "");
+}
+
+void pl_trace_enable(int on)
+{
+    if (on && !tr.enabled) {
+        tr.flops_base = pl_ledger()->flops;
+        tr.t_last = now();
+    }
+    tr.enabled = on != 0;
+}
+
+int pl_trace_enabled(void) { return tr.enabled; }
+
+void pl_trace_clear(void)
+{
+    tr.n = 0;
+    tr.flops_base = pl_ledger()->flops;
+    tr.t_last = now();
+}
+
+static void append(const struct pl_event *ev)
+{
+    if (tr.n == tr.cap) {
+        int cap = tr.cap ? 2 * tr.cap : 256;
+        struct pl_event *p = realloc(tr.ev, (size_t)cap * sizeof *p);
+        if (!p) pl_fatal("out of memory growing the trace to %d events", cap);
+        tr.ev = p;
+        tr.cap = cap;
+    }
+    tr.ev[tr.n++] = *ev;
+}
+
+void pl_trace_flush(void)
+{
+    if (!tr.enabled) return;
+    double flops = pl_ledger()->flops;
+    if (flops < tr.flops_base) tr.flops_base = 0.0; /* the ledger was reset meanwhile */
+    double delta = flops - tr.flops_base;
+    double t = now();
+    if (delta > 0.0) {
+        struct pl_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = PL_EV_COMPUTE;
+        copy_label(ev.label, tr.span);
+        ev.flops = delta;
+        ev.peer = -1;
+        ev.t0 = tr.t_last;
+        ev.t1 = t;
+        append(&ev);
+    }
+    tr.flops_base = flops;
+    tr.t_last = t;
+}
+
+void pl_trace_add(const struct pl_event *ev)
+{
+    if (!tr.enabled) return;
+    pl_trace_flush();
+    struct pl_event e = *ev;
+    e.label[PL_LABEL_LEN - 1] = '\0';
+    if (e.t0 == 0.0 && e.t1 == 0.0) e.t0 = e.t1 = now();
+    append(&e);
+    if (e.t1 > tr.t_last) tr.t_last = e.t1;
+}
+
+int pl_trace_count(void) { return tr.n; }
+const struct pl_event *pl_trace_events(void) { return tr.ev; }
+
+/* ---- status file ---- */
+
+static int mpi_running(void)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    return init && !fin;
+}
+
+static int world_rank(void)
+{
+    if (pl_initialized()) return pl_rank();
+    int r = 0;
+    if (mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+static void status_close(void)
+{
+    if (tr.status) munmap(tr.status, STATUS_BYTES);
+    tr.status = NULL;
+}
+
+void pl_trace_set_status_dir(const char *dir)
+{
+    status_close();
+    tr.status_tried = 1;
+    if (!dir || !*dir) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank.%d", dir, world_rank());
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ftruncate(fd, STATUS_BYTES) != 0) {
+        /* A missing status file only costs the supervisor its report; the job goes on. */
+        fprintf(stderr, "warning: cannot write status file %s: %s\n", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return;
+    }
+    void *p = mmap(NULL, STATUS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "warning: cannot map status file %s: %s\n", path, strerror(errno));
+        return;
+    }
+    tr.status = p;
+}
+
+/* Writes text into the record: a memcpy into shared memory that the kernel keeps in the
+ * file even when the process is killed, so it costs no system call per communication. */
+static void status_write(const char *what)
+{
+    if (!tr.status_tried) {
+        /* Before MPI is up the rank, and so the file's name, is not known yet. */
+        if (!pl_initialized() && !mpi_running()) return;
+        pl_trace_set_status_dir(getenv("PL_STATUS_DIR"));
+    }
+    if (!tr.status) return;
+    char rec[STATUS_BYTES];
+    int n;
+    if (what && tr.span[0]) n = snprintf(rec, sizeof rec, "%s (in span \"%s\")\n", what, tr.span);
+    else if (what) n = snprintf(rec, sizeof rec, "%s\n", what);
+    else n = snprintf(rec, sizeof rec, "span \"%s\"\n", tr.span);
+    if (n < 0) return;
+    if (n >= STATUS_BYTES) {
+        n = STATUS_BYTES - 1;
+        rec[n - 1] = '\n';
+    }
+    memset(rec + n, 0, (size_t)(STATUS_BYTES - n));
+    memcpy(tr.status, rec, STATUS_BYTES);
+}
+
+void pl_trace_where(const char *what) { status_write(what ? what : ""); }
+
+int pl_trace_read_status(const char *dir, int rank, char *buf, size_t len)
+{
+    if (!len) return -1;
+    buf[0] = '\0';
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank.%d", dir, rank);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0) return -1;
+    buf[n] = '\0';
+    size_t k = strlen(buf);
+    while (k && (buf[k - 1] == '\n' || buf[k - 1] == ' ')) buf[--k] = '\0';
+    return 0;
+}
+
+void pl_span(const char *label)
+{
+    /* The FLOPs so far belong to the span that is ending. */
+    pl_trace_flush();
+    copy_label(tr.span, label);
+    status_write(NULL);
+}
+
+/* ---- groups ---- */
+
+static struct pl_group_def *find_group(struct pl_group_def *gs, int n, int id)
+{
+    for (int i = 0; i < n; i++)
+        if (gs[i].id == id) return &gs[i];
+    return NULL;
+}
+
+static int same_members(const struct pl_group_def *g, int n, const int *ranks)
+{
+    if (g->n != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (g->ranks[i] != ranks[i]) return 0;
+    return 1;
+}
+
+static void add_group(struct pl_group_def **gs, int *ngroups, int *cap, int id, int n,
+                      const int *ranks)
+{
+    struct pl_group_def *g = find_group(*gs, *ngroups, id);
+    if (g) {
+        if (!same_members(g, n, ranks))
+            pl_fatal("communicator id %d names two different groups (of %d and %d ranks)", id,
+                     g->n, n);
+        return;
+    }
+    if (*ngroups == *cap) {
+        int c = *cap ? 2 * *cap : 16;
+        struct pl_group_def *p = realloc(*gs, (size_t)c * sizeof *p);
+        if (!p) pl_fatal("out of memory registering group %d", id);
+        *gs = p;
+        *cap = c;
+    }
+    g = &(*gs)[(*ngroups)++];
+    g->id = id;
+    g->n = n;
+    g->ranks = malloc((size_t)(n > 0 ? n : 1) * sizeof *g->ranks);
+    if (!g->ranks) pl_fatal("out of memory registering group %d", id);
+    memcpy(g->ranks, ranks, (size_t)n * sizeof *ranks);
+}
+
+void pl_trace_register_group(int id, int n, const int *world_ranks)
+{
+    add_group(&tr.groups, &tr.ngroups, &tr.gcap, id, n, world_ranks);
+}
+
+/* ---- gather ---- */
+
+static void *xmalloc(size_t bytes, const char *what)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) pl_fatal("out of memory for %s (%zu bytes)", what, bytes);
+    return p;
+}
+
+/* This rank's groups as ints: id, n, ranks..., one after the other. */
+static int *pack_groups(int *len)
+{
+    int n = 0;
+    for (int i = 0; i < tr.ngroups; i++) n += 2 + tr.groups[i].n;
+    int *buf = xmalloc((size_t)n * sizeof *buf, "the group table");
+    int k = 0;
+    for (int i = 0; i < tr.ngroups; i++) {
+        buf[k++] = tr.groups[i].id;
+        buf[k++] = tr.groups[i].n;
+        memcpy(buf + k, tr.groups[i].ranks, (size_t)tr.groups[i].n * sizeof *buf);
+        k += tr.groups[i].n;
+    }
+    *len = n;
+    return buf;
+}
+
+static void unpack_groups(struct pl_merged_trace *m, const int *buf, int len, int *cap)
+{
+    for (int k = 0; k + 2 <= len;) {
+        int id = buf[k], n = buf[k + 1];
+        add_group(&m->groups, &m->ngroups, cap, id, n, buf + k + 2);
+        k += 2 + n;
+    }
+}
+
+/* Counts and displacements for MPI_Gatherv; int overflow would truncate the trace. */
+static int *displacements(const int *counts, int n, const char *what)
+{
+    int *d = xmalloc((size_t)n * sizeof *d, "displacements");
+    long long sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (sum > INT32_MAX) pl_fatal("the merged %s exceeds 2 GB; trace fewer steps", what);
+        d[i] = (int)sum;
+        sum += counts[i];
+    }
+    if (sum > INT32_MAX) pl_fatal("the merged %s exceeds 2 GB; trace fewer steps", what);
+    return d;
+}
+
+void pl_trace_gather(struct pl_merged_trace *out)
+{
+    memset(out, 0, sizeof *out);
+    pl_trace_flush();
+    int rank = 0, size = 1;
+    int running = mpi_running();
+    if (running) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+    if ((size_t)tr.n * sizeof(struct pl_event) > INT32_MAX)
+        pl_fatal("this rank's trace (%d events) exceeds 2 GB; trace fewer steps", tr.n);
+    int mybytes = tr.n * (int)sizeof(struct pl_event);
+    int glen = 0;
+    int *gbuf = pack_groups(&glen);
+
+    int *counts = NULL, *gcounts = NULL, *displ = NULL, *gdispl = NULL;
+    char *allev = NULL;
+    int *allg = NULL;
+    if (rank == 0) {
+        counts = xmalloc((size_t)size * sizeof *counts, "trace counts");
+        gcounts = xmalloc((size_t)size * sizeof *gcounts, "group counts");
+    }
+    if (running && size > 1) {
+        /* Raw MPI on the world: gathering the trace must not record or charge anything. */
+        PL_CHECK_MPI(MPI_Gather(&mybytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        PL_CHECK_MPI(MPI_Gather(&glen, 1, MPI_INT, gcounts, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        long long total = 0, gtotal = 0;
+        if (rank == 0) {
+            displ = displacements(counts, size, "trace");
+            gdispl = displacements(gcounts, size, "group table");
+            for (int r = 0; r < size; r++) {
+                total += counts[r];
+                gtotal += gcounts[r];
+            }
+            allev = xmalloc((size_t)total, "the merged trace");
+            allg = xmalloc((size_t)gtotal * sizeof *allg, "the merged group table");
+        }
+        PL_CHECK_MPI(MPI_Gatherv(tr.ev, mybytes, MPI_BYTE, allev, counts, displ, MPI_BYTE, 0,
+                                 MPI_COMM_WORLD));
+        PL_CHECK_MPI(MPI_Gatherv(gbuf, glen, MPI_INT, allg, gcounts, gdispl, MPI_INT, 0,
+                                 MPI_COMM_WORLD));
+    } else {
+        counts[0] = mybytes;
+        gcounts[0] = glen;
+        displ = displacements(counts, 1, "trace");
+        gdispl = displacements(gcounts, 1, "group table");
+        allev = xmalloc((size_t)mybytes, "the merged trace");
+        if (mybytes) memcpy(allev, tr.ev, (size_t)mybytes);
+        allg = xmalloc((size_t)glen * sizeof *allg, "the merged group table");
+        memcpy(allg, gbuf, (size_t)glen * sizeof *allg);
+    }
+    free(gbuf);
+    if (rank != 0) return;
+
+    out->nranks = size;
+    out->nevents = xmalloc((size_t)size * sizeof *out->nevents, "the merged trace");
+    out->events = xmalloc((size_t)size * sizeof *out->events, "the merged trace");
+    int gcap = 0;
+    for (int r = 0; r < size; r++) {
+        int n = counts[r] / (int)sizeof(struct pl_event);
+        out->nevents[r] = n;
+        out->events[r] = xmalloc((size_t)n * sizeof(struct pl_event), "the merged trace");
+        if (n) memcpy(out->events[r], allev + displ[r], (size_t)n * sizeof(struct pl_event));
+        unpack_groups(out, allg + gdispl[r], gcounts[r], &gcap);
+    }
+    free(counts);
+    free(gcounts);
+    free(displ);
+    free(gdispl);
+    free(allev);
+    free(allg);
+}
+
+void pl_trace_merged_free(struct pl_merged_trace *m)
+{
+    for (int r = 0; r < m->nranks; r++) free(m->events ? m->events[r] : NULL);
+    free(m->events);
+    free(m->nevents);
+    for (int i = 0; i < m->ngroups; i++) free(m->groups[i].ranks);
+    free(m->groups);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- Chrome trace JSON ---- */
+
+/* Length of the valid UTF-8 sequence at s, or 0: labels are cut at a byte count and may
+ * end inside a character, which would make the file invalid JSON. */
+static int utf8_len(const unsigned char *s)
+{
+    int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (s[0] >= 0xf5) n = 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    return n;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        if (*p == '"' || *p == '\\') {
+            fputc('\\', f);
+            fputc(*p++, f);
+        } else if (*p < 0x20) {
+            fprintf(f, "\\u%04x", *p++);
+        } else if (*p < 0x80) {
+            fputc(*p++, f);
+        } else {
+            int n = utf8_len(p);
+            if (n == 0) {
+                fputc('?', f);
+                p++;
+            } else {
+                fwrite(p, 1, (size_t)n, f);
+                p += n;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+/* JSON has no NaN or Infinity. */
+static void json_number(FILE *f, double v)
+{
+    if (isfinite(v)) fprintf(f, "%.17g", v);
+    else fputs("null", f);
+}
+
+static const struct pl_group_def *merged_group(const struct pl_merged_trace *m, int id)
+{
+    for (int i = 0; i < m->ngroups; i++)
+        if (m->groups[i].id == id) return &m->groups[i];
+    return NULL;
+}
+
+static void event_name(const struct pl_merged_trace *m, const struct pl_event *e, char *buf,
+                       size_t len)
+{
+    const struct pl_group_def *g;
+    switch (e->type) {
+    case PL_EV_COMPUTE: snprintf(buf, len, "%s", e->label[0] ? e->label : "compute"); return;
+    case PL_EV_ISSUE:
+        g = merged_group(m, e->group);
+        if (e->label[0]) snprintf(buf, len, "%s", e->label);
+        else snprintf(buf, len, "%s (%d ranks)", pl_coll_kind_name(e->kind), g ? g->n : 0);
+        return;
+    case PL_EV_WAIT: snprintf(buf, len, "wait%s%s", e->label[0] ? " " : "", e->label); return;
+    case PL_EV_SEND:
+    case PL_EV_ISEND: snprintf(buf, len, "%s to %d", pl_ev_type_name(e->type), e->peer); return;
+    case PL_EV_RECV:
+    case PL_EV_IRECV: snprintf(buf, len, "%s from %d", pl_ev_type_name(e->type), e->peer); return;
+    default: snprintf(buf, len, "event %d", (int)e->type); return;
+    }
+}
+
+int pl_trace_write_json(const struct pl_merged_trace *m, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
+    int first = 1;
+    for (int r = 0; r < m->nranks; r++) {
+        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"name\":\"rank %d\"}},\n",
+                first ? "" : ",\n", r, r);
+        fprintf(f, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"sort_index\":%d}},\n", r, r);
+        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"name\":\"compute\"}},\n", r);
+        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,"
+                   "\"args\":{\"name\":\"comm\"}}", r);
+        first = 0;
+        for (int i = 0; i < m->nevents[r]; i++) {
+            const struct pl_event *e = &m->events[r][i];
+            char name[PL_LABEL_LEN + 64];
+            event_name(m, e, name, sizeof name);
+            double dur = e->t1 > e->t0 ? e->t1 - e->t0 : 0.0;
+            fputs(",\n{\"name\":", f);
+            json_string(f, name);
+            fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":",
+                    e->type == PL_EV_COMPUTE ? "compute" : "comm", r,
+                    e->type == PL_EV_COMPUTE ? 0 : 1);
+            json_number(f, e->t0 * 1e6);
+            fputs(",\"dur\":", f);
+            json_number(f, dur * 1e6);
+            fprintf(f, ",\"args\":{\"event\":\"%s\",\"index\":%d", pl_ev_type_name(e->type), i);
+            if (e->type == PL_EV_COMPUTE) {
+                fputs(",\"flops\":", f);
+                json_number(f, e->flops);
+            } else {
+                if (e->type == PL_EV_ISSUE || e->type == PL_EV_WAIT)
+                    fprintf(f, ",\"kind\":\"%s\",\"group\":%d", pl_coll_kind_name(e->kind),
+                            e->group);
+                if (e->type != PL_EV_WAIT) {
+                    fputs(",\"bytes\":", f);
+                    json_number(f, e->bytes);
+                }
+                if (e->type >= PL_EV_SEND) fprintf(f, ",\"peer\":%d,\"tag\":%d", e->peer, e->tag);
+                if (e->handle > 0) fprintf(f, ",\"handle\":%ld", e->handle);
+            }
+            fputs("}}", f);
+        }
+    }
+    fputs("\n],\"otherData\":{\"groups\":{", f);
+    for (int i = 0; i < m->ngroups; i++) {
+        fprintf(f, "%s\"%d\":\"", i ? "," : "", m->groups[i].id);
+        for (int k = 0; k < m->groups[i].n; k++)
+            fprintf(f, "%s%d", k ? " " : "", m->groups[i].ranks[k]);
+        fputc('"', f);
+    }
+    fputs("}}}\n", f);
+    int bad = ferror(f);
+    if (fclose(f) != 0) bad = 1;
+    return bad ? -1 : 0;
+}
