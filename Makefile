@@ -132,7 +132,7 @@ bench: all
 	@sh tests/bench.sh $(B)
 
 demo: all
-	@$(B)/bin/launch -np 8 -- $(B)/bin/demo --nodes 2 --gpus-per-node 4
+	@$(B)/bin/launch -np 8 -- $(B)/bin/demo --nodes 2 --gpus-per-node 4 --svg $(B)/demo-timeline.svg
 
 clean:
 	rm -rf build
