@@ -1,0 +1,250 @@
+/* bench_train: training-step throughput of the reference model on one device, beside the two
+ * baselines measured in the same run: OpenBLAS's sgemm rate (the step's fraction of matmul
+ * peak) and, where /usr/bin/python3 can import torch, the same model stepped by PyTorch on
+ * the CPU with the same thread count (tests/bench_train.py).
+ *
+ *     bench_train [--seconds S] [--threads N]   (default: 2 s per measurement; 1 thread and
+ *                                                 the machine's core count) */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data.h"
+#include "model.h"
+#include "ops.h"
+#include "paralab.h"
+
+struct bench_config {
+    const char *name;
+    int d_model, layers, heads, d_ff, seq_len, batch, experts, top_k;
+};
+
+static const struct bench_config CONFIGS[] = {
+    {"small", 64, 2, 4, 256, 64, 8, 0, 2},
+    {"medium", 128, 4, 4, 512, 128, 8, 0, 2},
+    {"moe-small", 64, 2, 4, 256, 64, 8, 4, 2},
+};
+#define NCONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
+
+static double seconds_per_measure = 2.0;
+
+/* Best sgemm rate over repeated C[n,n] = A[n,n] B[n,n] for a fixed time. */
+static double sgemm_gflops(int n)
+{
+    size_t bytes = (size_t)n * n * sizeof(float);
+    float *a = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "bench A");
+    float *b = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "bench B");
+    float *c = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "bench C");
+    pl_rng_fill_uniform(a, (size_t)n * n, 1, 1, 0, -1, 1);
+    pl_rng_fill_uniform(b, (size_t)n * n, 1, 2, 0, -1, 1);
+    double best = 0, t_end = pl_now() + seconds_per_measure / 4;
+    for (int rep = 0; rep < 3 || pl_now() < t_end; rep++) {
+        double t0 = pl_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f,
+                    c, n);
+        double rate = 2.0 * n * n * n / (pl_now() - t0) / 1e9;
+        if (rate > best) best = rate;
+    }
+    pl_mem_free(a);
+    pl_mem_free(b);
+    pl_mem_free(c);
+    return best;
+}
+
+static struct pl_model_config model_config(const struct bench_config *bc)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.d_model = bc->d_model;
+    c.n_layers = bc->layers;
+    c.n_heads = bc->heads;
+    c.d_ff = bc->d_ff;
+    c.seq_len = bc->seq_len;
+    c.n_experts = bc->experts;
+    c.top_k = bc->top_k;
+    return c;
+}
+
+struct result {
+    double ms, tok_s, gflops;
+    size_t params;
+};
+
+/* Steps the reference model (pl_model_step) for the measuring time after a short warm-up. */
+static struct result bench_c(const struct bench_config *bc, const struct pl_tokens *data)
+{
+    struct pl_model_config cfg = model_config(bc);
+    struct pl_model *m = pl_model_new(&cfg, PL_MODEL_ALL);
+    struct pl_adamw_config opt = pl_adamw_config_default();
+    const int B = bc->batch, T = bc->seq_len;
+    struct pl_loader l;
+    pl_loader_init(&l, data, B, T, 0, 1, 1);
+    size_t bytes = (size_t)B * T * sizeof(int);
+    int *in = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "bench inputs");
+    int *tg = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "bench targets");
+    int *in_d = pl_mem_alloc(bytes, PL_MEM_ACTIV, PL_DEVICE, "bench inputs (op memory)");
+    int *tg_d = pl_mem_alloc(bytes, PL_MEM_ACTIV, PL_DEVICE, "bench targets (op memory)");
+
+    int64_t step = 0;
+    double flops = 0, t0 = 0;
+    int n = 0;
+    for (int warm = 3;; step++) {
+        if (warm == 0 && n == 0) {
+            t0 = pl_now();
+            flops = pl_ledger()->flops;
+        }
+        pl_loader_batch(&l, step, in, tg);
+        pl_to_device(in_d, in, bytes);
+        pl_to_device(tg_d, tg, bytes);
+        pl_model_step(m, in_d, tg_d, B, &opt, NULL);
+        if (warm > 0) {
+            warm--;
+            continue;
+        }
+        n++;
+        if (n >= 5 && pl_now() - t0 >= seconds_per_measure) break;
+    }
+    double dt = (pl_now() - t0) / n;
+    struct result r = {dt * 1e3, B * T / dt, (pl_ledger()->flops - flops) / n / dt / 1e9,
+                       m->layout.numel};
+    pl_mem_free(in);
+    pl_mem_free(tg);
+    pl_mem_free(in_d);
+    pl_mem_free(tg_d);
+    pl_loader_free(&l);
+    pl_model_free(m);
+    return r;
+}
+
+static int torch_available(void)
+{
+    return access("/usr/bin/python3", X_OK) == 0 &&
+           system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+}
+
+/* Runs tests/bench_train.py with the same config and threads; 0 tok/s when it fails.
+ * wait_policy is OpenMP's: PyTorch's threads spin by default, which collapses its speed when
+ * another process shares a core, so with several threads both policies are tried and the
+ * baseline gets the better one. */
+static struct result bench_torch_policy(const struct bench_config *bc, const char *data_path,
+                                        int threads, const char *wait_policy)
+{
+    struct result r = {0, 0, 0, 0};
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "OMP_WAIT_POLICY=%s OMP_NUM_THREADS=%d /usr/bin/python3 tests/bench_train.py "
+             "--data %s --threads %d "
+             "--d-model %d --layers %d --heads %d --d-ff %d --seq-len %d --batch %d "
+             "--experts %d --top-k %d --seconds %g 2>&1",
+             wait_policy, threads, data_path, threads, bc->d_model, bc->layers, bc->heads, bc->d_ff,
+             bc->seq_len, bc->batch, bc->experts, bc->top_k, seconds_per_measure);
+    FILE *p = popen(cmd, "r");
+    if (!p) return r;
+    char line[512];
+    while (fgets(line, sizeof line, p)) {
+        double tok, ms;
+        unsigned long params;
+        if (sscanf(line, "torch tok/s %lf ms/step %lf params %lu", &tok, &ms, &params) == 3) {
+            r.tok_s = tok;
+            r.ms = ms;
+            r.params = params;
+        } else {
+            printf("#   torch: %s", line);
+        }
+    }
+    pclose(p);
+    return r;
+}
+
+static struct result bench_torch(const struct bench_config *bc, const char *data_path,
+                                 int threads)
+{
+    struct result r = bench_torch_policy(bc, data_path, threads, "ACTIVE");
+    if (threads > 1) {
+        struct result q = bench_torch_policy(bc, data_path, threads, "PASSIVE");
+        if (q.tok_s > r.tok_s) r = q;
+    }
+    return r;
+}
+
+static void run_at(int threads, const struct pl_tokens *data, const char *data_path, int torch)
+{
+    openblas_set_num_threads(threads);
+    /* The matmul peak is the best rate over square sizes around the model's matrices. */
+    const int sizes[] = {256, 512, 1024};
+    double rate[3], peak = 0;
+    for (int i = 0; i < 3; i++) {
+        rate[i] = sgemm_gflops(sizes[i]);
+        if (rate[i] > peak) peak = rate[i];
+    }
+    printf("\n# threads %d: OpenBLAS sgemm GFLOP/s %.1f at 256^3, %.1f at 512^3, %.1f at "
+           "1024^3; peak %.1f\n",
+           threads, rate[0], rate[1], rate[2], peak);
+    printf("# %-10s %8s %9s %9s %10s %9s %7s | %13s %11s %6s\n", "config", "params", "B x T",
+           "ms/step", "tok/s", "GFLOP/s", "%peak", "torch ms/step", "torch tok/s", "ratio");
+    for (int i = 0; i < NCONFIGS; i++) {
+        const struct bench_config *bc = &CONFIGS[i];
+        struct result c = bench_c(bc, data);
+        char bt[32];
+        snprintf(bt, sizeof bt, "%d x %d", bc->batch, bc->seq_len);
+        printf("  %-10s %8zu %9s %9.2f %10.0f %9.2f %6.1f%%", bc->name, c.params, bt, c.ms,
+               c.tok_s, c.gflops, 100.0 * c.gflops / peak);
+        fflush(stdout);
+        if (torch) {
+            struct result t = bench_torch(bc, data_path, threads);
+            if (t.tok_s > 0) {
+                if (t.params != c.params)
+                    printf("\n#   warning: the torch model has %zu parameters, the C model %zu\n",
+                           t.params, c.params);
+                printf(" | %13.2f %11.0f %5.2fx\n", t.ms, t.tok_s, c.tok_s / t.tok_s);
+            } else {
+                printf(" | %13s %11s %6s\n", "failed", "-", "-");
+            }
+        } else {
+            printf(" | %13s %11s %6s\n", "-", "-", "-");
+        }
+        fflush(stdout);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    pl_init(&argc, &argv);
+    int only_threads = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
+            seconds_per_measure = atof(argv[++i]);
+            PL_REQUIRE(seconds_per_measure > 0, "--seconds must be positive");
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            only_threads = atoi(argv[++i]);
+            PL_REQUIRE(only_threads > 0, "--threads must be a positive whole number");
+        } else {
+            pl_usage_error("unknown argument '%s' (bench_train [--seconds S] [--threads N])",
+                           argv[i]);
+        }
+    }
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    struct pl_tokens data = pl_corpus_tokens(1, 1000000);
+    char path[] = "/tmp/pl-bench-train-XXXXXX";
+    int fd = mkstemp(path);
+    PL_REQUIRE(fd >= 0, "cannot create a temporary file in /tmp");
+    close(fd);
+    pl_tokens_write(path, &data);
+    int torch = torch_available();
+
+    printf("# training-step throughput of the reference model (pl_model_step: forward, backward,\n"
+           "# clip, AdamW) on the synthetic corpus; %%peak = achieved GFLOP/s (ledger FLOPs) over\n"
+           "# the sgemm rate; ratio = our tok/s over PyTorch's (same model, same threads)%s\n",
+           torch ? "" : "\n# torch: skipped, /usr/bin/python3 cannot import torch (python3-torch)");
+    if (only_threads)
+        run_at(only_threads, &data, path, torch);
+    else {
+        run_at(1, &data, path, torch);
+        if (cores > 1) run_at(cores, &data, path, torch);
+    }
+    unlink(path);
+    pl_tokens_free(&data);
+    pl_finalize();
+    return 0;
+}
