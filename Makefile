@@ -129,7 +129,7 @@ check-gpu-build:
 	@echo "GPU build compiled and linked warning-free (-Werror) in build/gpu"
 
 bench: all
-	@sh tests/bench.sh $(B)
+	@LAB='$(LAB)' SOLUTIONS='$(SOLUTIONS)' NP='$(NP)' sh tests/bench.sh $(B)
 
 demo: all
 	@$(B)/bin/launch -np 8 -- $(B)/bin/demo --nodes 2 --gpus-per-node 4 --svg $(B)/demo-timeline.svg

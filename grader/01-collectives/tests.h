@@ -1,0 +1,79 @@
+/* tests.h: the test plan of Lab 1 (collectives from point-to-point), read by the grader.
+ *
+ * Per collective: exact results on 1, 2, 3, 5 and 8 ranks (2 points each); the bytes each
+ * rank sends equal to the ring's volume on 2 ranks and more (1 point each); no leaked or
+ * oversized buffers on the largest rank count (1 point); bus bandwidth against the
+ * library's collective in the same run (5 points, full marks from 0.7x, only once the
+ * collective is correct). 100 points in all. The hidden suite repeats the correctness and
+ * traffic tests on 4, 6 and 7 ranks with the secret seed. */
+#ifndef LAB01_TESTS_H
+#define LAB01_TESTS_H
+
+#include <stdio.h>
+
+#include "../grade.h"
+
+static const struct {
+    const char *title;
+    const char *op;
+    const char *sizes; /* the range of sizes the driver tries, for the test name */
+} LAB01_OPS[] = {
+    {"ring reduce-scatter", "reduce_scatter", "0 B..1 MiB"},
+    {"ring all-gather", "all_gather", "0 B..1 MiB"},
+    {"ring all-reduce", "all_reduce", "0 B..1 MiB"},
+    {"pipelined broadcast", "broadcast", "0 B..1 MiB"},
+    {"pairwise all-to-all", "all_to_all", "0 B..128 KiB blocks"},
+};
+
+#define LAB01_CHECK_TIMEOUT 60
+#define LAB01_PERF_TIMEOUT 180
+#define LAB01_PERF_MIB 16
+
+/* Names live as long as the plan: the orchestrator copies them. */
+static void lab01_check_tests(const char *title, const char *op, const char *sizes,
+                              const int *nps, int hidden)
+{
+    char name[160];
+    int largest = 0;
+    for (int i = 0; nps[i]; i++)
+        if (nps[i] > largest) largest = nps[i];
+    const char *pre = hidden ? "hidden: " : "";
+    for (int i = 0; nps[i]; i++) {
+        int np = nps[i];
+        snprintf(name, sizeof name, "%s%s [np=%d, %s]", pre, title, np, sizes);
+        gr_add(&(struct gr_spec){name, op, "check", "correct", "correctness", np,
+                                 hidden ? 1 : 2, LAB01_CHECK_TIMEOUT, hidden, NULL});
+        if (np >= 2) {
+            snprintf(name, sizeof name, "%s%s traffic [np=%d]", pre, title, np);
+            gr_add(&(struct gr_spec){name, op, "check", "traffic", "performance", np, 1,
+                                     LAB01_CHECK_TIMEOUT, hidden, NULL});
+        }
+        if (np == largest && !hidden) {
+            snprintf(name, sizeof name, "%s%s memory [np=%d]", pre, title, np);
+            gr_add(&(struct gr_spec){name, op, "check", "memory", "memory", np, 1,
+                                     LAB01_CHECK_TIMEOUT, hidden, NULL});
+        }
+    }
+}
+
+static void lab01_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {1, 2, 3, 5, 8, 0}, hidden[] = {4, 6, 7, 0};
+    int n = (int)(sizeof LAB01_OPS / sizeof LAB01_OPS[0]);
+    for (int k = 0; k < n; k++)
+        lab01_check_tests(LAB01_OPS[k].title, LAB01_OPS[k].op, LAB01_OPS[k].sizes,
+                          o->np[0] ? o->np : visible, 0);
+    for (int k = 0; k < n; k++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s busbw vs library [np=%d, %d MiB]", LAB01_OPS[k].title,
+                 o->perf_np, LAB01_PERF_MIB);
+        gr_add(&(struct gr_spec){name, LAB01_OPS[k].op, "perf", "perf", "performance",
+                                 o->perf_np, 5, LAB01_PERF_TIMEOUT, 0, LAB01_OPS[k].op});
+    }
+    if (o->hidden)
+        for (int k = 0; k < n; k++)
+            lab01_check_tests(LAB01_OPS[k].title, LAB01_OPS[k].op, LAB01_OPS[k].sizes,
+                              o->np[0] ? o->np : hidden, 1);
+}
+
+#endif

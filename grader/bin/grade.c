@@ -1,0 +1,834 @@
+/* grade: the autograder's orchestrator. For each lab it runs the lab's trusted driver
+ * (linked with the student's file, the solution, or a broken variant) under the launcher,
+ * one run per group of tests, each with its own timeout and process group. Verdicts come
+ * only from the report file the driver's rank 0 writes (named in PL_GRADE_REPORT, lines
+ * carrying a per-run token), never from the program's output. A hang, crash, MPI_Abort or
+ * missing verdict fails the tests of that run with a reason: where each rank was (the status
+ * files of trace.h), which case was running, the last lines of output. The run goes on.
+ *
+ * Output in the shape of xv6's `make grade`: a line per test, reasons indented, a subtotal
+ * per lab, "Score: T/P" and last "N passed, N failed". --results FILE writes Gradescope's
+ * results.json. See docs/grader.md. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch.h"
+#include "trace.h"
+#include "../grade.h"
+#include "../labs.h"
+
+#define NLABS ((int)(sizeof GR_LABS / sizeof GR_LABS[0]))
+#define TAIL_LINES 15
+/* After a run of an op has timed out, its later runs wait this long at most: a deadlock
+ * on 3 ranks is almost always one on 5. */
+#define TIMEOUT_AFTER_HANG 15.0
+
+/* ---- growable text ---- */
+
+struct text {
+    char *s;
+    size_t n, cap;
+};
+
+static void text_add(struct text *t, const char *data, size_t len)
+{
+    if (t->n + len + 1 > t->cap) {
+        size_t want = t->cap ? t->cap * 2 : 256;
+        while (want < t->n + len + 1) want *= 2;
+        char *p = realloc(t->s, want);
+        if (!p) {
+            fprintf(stderr, "grade: out of memory\n");
+            exit(1);
+        }
+        t->s = p;
+        t->cap = want;
+    }
+    memcpy(t->s + t->n, data, len);
+    t->n += len;
+    t->s[t->n] = '\0';
+}
+
+static void __attribute__((format(printf, 2, 3))) text_printf(struct text *t, const char *fmt,
+                                                                ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    text_add(t, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static const char *text_str(const struct text *t)
+{
+    return t->s ? t->s : "";
+}
+
+/* ---- the plan ---- */
+
+struct test {
+    int lab;
+    char name[200];
+    char op[32], mode[16], part[16], tag[16], gate[32];
+    int np, hidden;
+    double points, timeout_s;
+    /* outcome */
+    int ran, passed;
+    double score, seconds;
+    struct text reason;
+};
+
+static struct test *tests;
+static int ntests, cap_tests, current_lab;
+
+void gr_add(const struct gr_spec *s)
+{
+    if (ntests == cap_tests) {
+        cap_tests = cap_tests ? cap_tests * 2 : 64;
+        tests = realloc(tests, (size_t)cap_tests * sizeof *tests);
+        if (!tests) exit(1);
+    }
+    struct test *t = &tests[ntests++];
+    memset(t, 0, sizeof *t);
+    t->lab = current_lab;
+    snprintf(t->name, sizeof t->name, "%s", s->name);
+    snprintf(t->op, sizeof t->op, "%s", s->op);
+    snprintf(t->mode, sizeof t->mode, "%s", s->mode);
+    snprintf(t->part, sizeof t->part, "%s", s->part);
+    snprintf(t->tag, sizeof t->tag, "%s", s->tag);
+    snprintf(t->gate, sizeof t->gate, "%s", s->gate ? s->gate : "");
+    t->np = s->np;
+    t->hidden = s->hidden;
+    t->points = s->points;
+    t->timeout_s = s->timeout_s;
+}
+
+/* ---- options ---- */
+
+static struct {
+    const char *build, *drivers, *lab, *test, *launcher, *results;
+    unsigned long long seed;
+    int solutions, hidden, list;
+    double timeout_s;
+    struct gr_plan_opts plan;
+} opt;
+
+static void usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "grade: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fprintf(stderr,
+            "usage: grade [--solutions | --drivers DIR] [--lab NN|NAME] [--test TEXT] "
+            "[--np N,N,...]\n"
+            "             [--launcher CMD] [--results FILE] [--seed S] [--hidden] "
+            "[--timeout S] [--build DIR] [--list]\n"
+            "(see docs/grader.md)\n");
+    exit(2);
+}
+
+static double parse_positive(const char *flag, const char *v)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !(x > 0))
+        usage("%s expects a positive number, got '%s'", flag, v);
+    return x;
+}
+
+static void parse_np(const char *v)
+{
+    int k = 0;
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *w = strtok_r(buf, ", ", &save); w; w = strtok_r(NULL, ", ", &save)) {
+        char *end;
+        long n = strtol(w, &end, 10);
+        if (*end || n < 1 || n > 64)
+            usage("--np expects rank counts from 1 to 64 separated by commas (e.g. 2,4), "
+                  "got '%s'", v);
+        if (k == GR_MAX_NP - 1) usage("--np takes at most %d rank counts", GR_MAX_NP - 1);
+        opt.plan.np[k++] = (int)n;
+    }
+    if (!k) usage("--np expects at least one rank count");
+    opt.plan.np[k] = 0;
+}
+
+static void parse_args(int argc, char **argv)
+{
+    opt.seed = 1;
+    const char *env_seed = getenv("PL_SEED");
+    if (env_seed && *env_seed) opt.seed = strtoull(env_seed, NULL, 10);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+#define VALUE() (has ? argv[++i] : (usage("%s needs a value", a), ""))
+        if (!strcmp(a, "--solutions")) opt.solutions = 1;
+        else if (!strcmp(a, "--hidden")) opt.hidden = 1;
+        else if (!strcmp(a, "--list")) opt.list = 1;
+        else if (!strcmp(a, "--build")) opt.build = VALUE();
+        else if (!strcmp(a, "--drivers")) opt.drivers = VALUE();
+        else if (!strcmp(a, "--lab")) opt.lab = VALUE();
+        else if (!strcmp(a, "--test")) opt.test = VALUE();
+        else if (!strcmp(a, "--np")) parse_np(VALUE());
+        else if (!strcmp(a, "--launcher")) opt.launcher = VALUE();
+        else if (!strcmp(a, "--results")) opt.results = VALUE();
+        else if (!strcmp(a, "--timeout")) {
+            const char *v = VALUE();
+            opt.timeout_s = parse_positive("--timeout", v);
+        } else if (!strcmp(a, "--seed")) {
+            const char *v = VALUE();
+            char *end;
+            opt.seed = strtoull(v, &end, 10);
+            if (!*v || *end) usage("--seed expects a whole number, got '%s'", v);
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage("grades the labs");
+        } else {
+            usage("unknown argument '%s'", a);
+        }
+#undef VALUE
+    }
+    if (opt.solutions && opt.drivers) usage("--solutions and --drivers exclude each other");
+}
+
+/* The build dir is the grandparent of this program (build/<b>/bin/grade). */
+static void find_build(const char *argv0)
+{
+    if (opt.build) return;
+    static char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) {
+        snprintf(buf, sizeof buf, "%s", argv0);
+        n = (ssize_t)strlen(buf);
+    }
+    buf[n] = '\0';
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(buf, '/');
+        if (slash) *slash = '\0';
+        else snprintf(buf, sizeof buf, ".");
+    }
+    opt.build = buf;
+}
+
+static int lab_selected(int k)
+{
+    if (!opt.lab) return 1;
+    const char *d = GR_LABS[k].dir;
+    size_t l = strlen(opt.lab);
+    /* "01", "1", "01-collectives" or "collectives" */
+    if (!strncmp(d, opt.lab, l)) return 1;
+    if (l == 1 && d[0] == '0' && d[1] == opt.lab[0]) return 1;
+    return strstr(d, opt.lab) != NULL;
+}
+
+static int contains_nocase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (const char *p = hay; *p; p++)
+        if (!strncasecmp(p, needle, n)) return 1;
+    return n == 0;
+}
+
+static int test_selected(const struct test *t)
+{
+    if (!opt.test) return 1;
+    char full[300];
+    snprintf(full, sizeof full, "%s: %s", GR_LABS[t->lab].dir, t->name);
+    return contains_nocase(full, opt.test);
+}
+
+/* ---- interrupt: take the running job down with us ---- */
+
+static char run_dir[64]; /* the temporary folder of the run in flight */
+
+static void remove_tree(const char *dir);
+
+/* pl_launch puts each run in its own process group, out of reach of the terminal's ^C, so
+ * the groups of our children are killed here. */
+static void on_signal(int sig)
+{
+    pid_t me = getpid();
+    DIR *d = opendir("/proc");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!isdigit((unsigned char)e->d_name[0])) continue;
+            char path[300], buf[512];
+            snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+            int fd = open(path, O_RDONLY);
+            if (fd < 0) continue;
+            ssize_t n = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            if (n <= 0) continue;
+            buf[n] = '\0';
+            char *rp = strrchr(buf, ')');
+            int ppid = 0;
+            char state;
+            if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == me)
+                killpg(atoi(e->d_name), SIGKILL);
+        }
+        closedir(d);
+    }
+    if (run_dir[0]) remove_tree(run_dir);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* ---- one run of a driver ---- */
+
+static void random_token(char *out, size_t len)
+{
+    unsigned char raw[16];
+    int fd = open("/dev/urandom", O_RDONLY);
+    ssize_t got = fd >= 0 ? read(fd, raw, sizeof raw) : -1;
+    if (fd >= 0) close(fd);
+    if (got != (ssize_t)sizeof raw) {
+        unsigned long x = (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16);
+        for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)(x >> (i % 8 * 8)) ^ (unsigned char)i;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof raw && k + 2 < len; i++) k += (size_t)snprintf(out + k, len - k, "%02x", raw[i]);
+}
+
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char p[PATH_MAX];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            struct stat st;
+            if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(p);
+            else unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    struct text t = {0};
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text_add(&t, buf, n);
+    fclose(f);
+    if (len) *len = t.n;
+    return t.s ? t.s : strdup("");
+}
+
+/* The last `lines` lines of out, each indented, without Open MPI's banner rules. */
+static void add_tail(struct text *r, const char *out, int lines)
+{
+    if (!out || !*out) return;
+    const char *end = out + strlen(out), *p = end;
+    int seen = 0;
+    while (p > out && seen <= lines) {
+        p--;
+        if (*p == '\n' && p + 1 < end) seen++;
+    }
+    if (seen > lines) p++;
+    text_printf(r, "output (last lines):\n");
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        if (l && strspn(p, "-") < l) {
+            text_add(r, "  ", 2);
+            text_add(r, p, l > 300 ? 300 : l);
+            text_add(r, "\n", 1);
+        }
+        p += l + (nl ? 1 : 0);
+    }
+}
+
+/* What Open MPI said about the end of the job, in words. */
+static void explain_exit(struct text *r, const struct pl_launch_result *res)
+{
+    const char *out = res->output ? res->output : "";
+    const char *a = strstr(out, "MPI_ABORT was invoked on rank");
+    int rank, code;
+    if (a && sscanf(a, "MPI_ABORT was invoked on rank %d in communicator %*s with errorcode %d",
+                    &rank, &code) == 2) {
+        text_printf(r, "rank %d called MPI_Abort (error code %d), which ended every rank\n",
+                    rank, code);
+        return;
+    }
+    const char *s = strstr(out, "exited on signal");
+    if (s) {
+        const char *pr = s;
+        while (pr > out && strncmp(pr, "process rank", 12)) pr--;
+        int sig = 0;
+        char name[64] = "";
+        sscanf(s, "exited on signal %d (%63[^)])", &sig, name);
+        if (!strncmp(pr, "process rank", 12) && sscanf(pr, "process rank %d", &rank) == 1)
+            text_printf(r, "rank %d crashed: signal %d (%s)%s\n", rank, sig, name,
+                        sig == 11 ? ": a read or write outside its memory, often an index "
+                                    "past the end of a buffer, a chunk offset computed "
+                                    "from a negative rank, or a recursion without end" : "");
+        else
+            text_printf(r, "a rank crashed: signal %d (%s)\n", sig, name);
+        return;
+    }
+    if (strstr(out, "was unable to launch the specified application")) {
+        text_printf(r, "the launcher could not start the program (was it being rebuilt? run "
+                       "make, then grade again)\n");
+        return;
+    }
+    if (res->exit_code == 2)
+        text_printf(r, "the program stopped with a usage error (exit code 2): see the output\n");
+    else if (res->exit_code > 128)
+        text_printf(r, "the job was killed by signal %d\n", res->exit_code - 128);
+    else
+        text_printf(r, "the job ended with exit code %d before reporting\n", res->exit_code);
+}
+
+static void where_ranks_were(struct text *r, const char *status_dir, int np)
+{
+    int any = 0;
+    for (int k = 0; k < np; k++) {
+        char buf[512];
+        if (pl_trace_read_status(status_dir, k, buf, sizeof buf) != 0) continue;
+        if (!any) text_printf(r, "where each rank was (its last communication call):\n");
+        any = 1;
+        text_printf(r, "  rank %d: %s\n", k, buf[0] ? buf : "(no call yet)");
+    }
+    if (!any) text_printf(r, "no rank reached a communication call\n");
+}
+
+struct run_outcome {
+    int has_result;
+    double fraction, seconds;
+    struct text say;
+};
+
+static double leaderboard_busbw = -1;
+
+/* Runs the tests [first, last) that share one launch. */
+static void run_group(int first, int last, const char *driver, const char *build_log,
+                      double *op_timeout_cap)
+{
+    struct test *t0 = &tests[first];
+    char parts[128] = "";
+    for (int i = first; i < last; i++) {
+        if (parts[0]) strncat(parts, ",", sizeof parts - strlen(parts) - 1);
+        strncat(parts, tests[i].part, sizeof parts - strlen(parts) - 1);
+    }
+
+    /* Not compiled: every test of the run fails with the compiler's words. */
+    if (access(driver, X_OK) != 0) {
+        size_t len = 0;
+        char *log = build_log ? read_file(build_log, &len) : NULL;
+        for (int i = first; i < last; i++) {
+            struct test *t = &tests[i];
+            t->ran = 1;
+            if (log) {
+                text_printf(&t->reason, "the lab did not compile; the compiler said:\n");
+                add_tail(&t->reason, log, TAIL_LINES);
+            } else {
+                text_printf(&t->reason, "no driver at %s: run `make` first\n", driver);
+            }
+        }
+        free(log);
+        return;
+    }
+
+    char dir[] = "/tmp/pl-grade-XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "grade: cannot create a temporary directory: %s\n", strerror(errno));
+        exit(1);
+    }
+    char status_dir[64], report_path[64], token[40];
+    snprintf(status_dir, sizeof status_dir, "%s/status", dir);
+    snprintf(report_path, sizeof report_path, "%s/report", dir);
+    mkdir(status_dir, 0755);
+    snprintf(run_dir, sizeof run_dir, "%s", dir);
+    random_token(token, sizeof token);
+    static char env_report[128], env_token[80];
+    snprintf(env_report, sizeof env_report, "PL_GRADE_REPORT=%s", report_path);
+    snprintf(env_token, sizeof env_token, "PL_GRADE_TOKEN=%s", token);
+    const char *env[] = {env_report, env_token, NULL};
+
+    char seed[32];
+    /* The hidden suite draws from its own seed, derived from the one given. */
+    snprintf(seed, sizeof seed, "%llu", t0->hidden ? opt.seed * 2654435761ULL + 97 : opt.seed);
+    char *argv[] = {(char *)driver, "--op", t0->op, "--mode", t0->mode, "--parts", parts,
+                    "--seed", seed, NULL};
+    double timeout = opt.timeout_s > 0 ? opt.timeout_s : t0->timeout_s;
+    if (opt.timeout_s <= 0 && *op_timeout_cap > 0 && timeout > *op_timeout_cap)
+        timeout = *op_timeout_cap;
+    struct pl_launch_opts lo = {.np = t0->np, .timeout_s = timeout, .launcher = opt.launcher,
+                                .status_dir = status_dir, .env = env};
+    struct pl_launch_result res;
+    int started = pl_launch(&lo, argv, &res) == 0;
+
+    /* Verdicts: only lines that carry this run's token. */
+    struct run_outcome *outc = calloc((size_t)(last - first), sizeof *outc);
+    char last_case[1024] = "";
+    size_t rlen = 0;
+    char *rep = read_file(report_path, &rlen);
+    size_t tl = strlen(token);
+    for (char *line = rep, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        if (strncmp(line, token, tl) || line[tl] != ' ') continue;
+        char *word = line + tl + 1, *rest = strchr(word, ' ');
+        if (!rest) continue;
+        *rest++ = '\0';
+        if (!strcmp(word, "case")) {
+            snprintf(last_case, sizeof last_case, "%s", rest);
+            continue;
+        }
+        if (!strcmp(word, "metric")) {
+            double v;
+            char name[64];
+            if (sscanf(rest, "%63s %lf", name, &v) == 2 && !strcmp(name, "busbw_all_reduce"))
+                leaderboard_busbw = v;
+            continue;
+        }
+        char *text = strchr(rest, ' ');
+        if (text) *text++ = '\0';
+        for (int i = first; i < last; i++) {
+            if (strcmp(tests[i].part, rest)) continue;
+            struct run_outcome *o = &outc[i - first];
+            if (!strcmp(word, "say") && text) {
+                text_printf(&o->say, "%s\n", text);
+            } else if (!strcmp(word, "result") && text) {
+                double f = 0, s = 0;
+                if (sscanf(text, "%lf %lf", &f, &s) >= 1) {
+                    o->has_result = 1;
+                    o->fraction = f < 0 ? 0 : f > 1 ? 1 : f;
+                    o->seconds = s;
+                }
+            }
+        }
+    }
+
+    struct text why = {0};
+    if (!started) {
+        text_printf(&why, "could not start the run: %s", res.output ? res.output : "");
+    } else if (res.timed_out) {
+        text_printf(&why, "timed out after %.0f s%s\n", timeout,
+                    " and was stopped (every rank killed)");
+        if (last_case[0]) text_printf(&why, "while running %s\n", last_case);
+        where_ranks_were(&why, status_dir, t0->np);
+        text_printf(&why, "ranks that wait in recv or sendrecv for each other forever are a "
+                          "deadlock: check that every receive has a matching send on the "
+                          "peer. Rerun with PL_VERBOSE=1 to see every message: "
+                          "PL_VERBOSE=1 make grade LAB=%.2s TEST='%s' NP=%d\n",
+                    GR_LABS[t0->lab].dir, t0->name, t0->np);
+        *op_timeout_cap = TIMEOUT_AFTER_HANG;
+    } else {
+        explain_exit(&why, &res);
+        if (last_case[0]) text_printf(&why, "while running %s\n", last_case);
+        if (res.exit_code != 0) where_ranks_were(&why, status_dir, t0->np);
+    }
+    if (started && res.exit_code == 0 && !res.timed_out)
+        text_printf(&why, "the run ended without a verdict for this test (did the code call "
+                          "exit()?)\n");
+
+    for (int i = first; i < last; i++) {
+        struct test *t = &tests[i];
+        struct run_outcome *o = &outc[i - first];
+        t->ran = 1;
+        t->seconds = res.seconds;
+        text_add(&t->reason, text_str(&o->say), o->say.n);
+        if (o->has_result) {
+            t->score = o->fraction * t->points;
+            t->passed = o->fraction >= 0.9999;
+            /* A verdict given before the job went down stands; say what happened after. */
+            if (!t->passed && (res.timed_out || res.exit_code != 0)) {
+                text_add(&t->reason, text_str(&why), why.n);
+                add_tail(&t->reason, res.output, TAIL_LINES);
+            }
+        } else {
+            text_add(&t->reason, text_str(&why), why.n);
+            if (res.timed_out || res.exit_code != 0 || !started)
+                add_tail(&t->reason, res.output, TAIL_LINES);
+        }
+        free(o->say.s);
+    }
+    free(why.s);
+    free(outc);
+    free(rep);
+    if (started) pl_launch_result_free(&res);
+    remove_tree(dir);
+    run_dir[0] = '\0';
+}
+
+/* ---- output ---- */
+
+static void print_test(const struct test *t, const struct test *prev)
+{
+    printf("== %s: %s == %s (%.1fs)\n", GR_LABS[t->lab].dir, t->name, t->passed ? "OK" : "FAIL",
+           t->seconds);
+    /* Tests of one run that ended badly share their story: tell it once. */
+    if (prev && !t->passed && !prev->passed && t->reason.n > 200 &&
+        !strcmp(text_str(&t->reason), text_str(&prev->reason))) {
+        printf("    (the same run as the test above, with the same reason)\n");
+        return;
+    }
+    /* Reasons of failures, and the measured figures of performance tests. */
+    if (t->reason.n && (!t->passed || !strcmp(t->tag, "performance"))) {
+        if (!t->passed && t->points > 0 && t->score > 0)
+            printf("    %.2g of %.2g points\n", t->score, t->points);
+        const char *p = t->reason.s;
+        while (*p) {
+            const char *nl = strchr(p, '\n');
+            size_t l = nl ? (size_t)(nl - p) : strlen(p);
+            printf("    %.*s\n", (int)l, p);
+            p += l + (nl ? 1 : 0);
+        }
+    }
+    fflush(stdout);
+}
+
+/* JSON string: quotes, backslashes and control characters escaped, invalid UTF-8 replaced,
+ * so the file stays valid whatever a crashing program printed. */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    while (*p) {
+        unsigned c = *p;
+        if (c == '"' || c == '\\') {
+            fprintf(f, "\\%c", c);
+            p++;
+        } else if (c == '\n') {
+            fputs("\\n", f);
+            p++;
+        } else if (c == '\t') {
+            fputs("\\t", f);
+            p++;
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(f, "\\u%04x", c);
+            p++;
+        } else if (c < 0x80) {
+            fputc((int)c, f);
+            p++;
+        } else {
+            int len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+            int ok = len > 0 && !(len == 2 && c < 0xc2) && !(len == 4 && c > 0xf4);
+            for (int k = 1; ok && k < len; k++)
+                if ((p[k] & 0xc0) != 0x80) ok = 0;
+            if (ok) {
+                fwrite(p, 1, (size_t)len, f);
+                p += len;
+            } else {
+                fputs("\\ufffd", f);
+                p++;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+static int write_results(const char *path, double score, double max, double seconds,
+                         int passed, int failed)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "grade: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char summary[256];
+    snprintf(summary, sizeof summary, "Score: %g/%g\n%d passed, %d failed\n", score, max, passed,
+             failed);
+    fprintf(f, "{\n  \"score\": %.4f,\n  \"execution_time\": %.1f,\n  \"output\": ", score,
+            seconds);
+    json_str(f, summary);
+    fprintf(f, ",\n  \"visibility\": \"visible\",\n  \"stdout_visibility\": \"hidden\",\n");
+    fprintf(f, "  \"tests\": [");
+    int first = 1;
+    for (int i = 0; i < ntests; i++) {
+        const struct test *t = &tests[i];
+        if (!t->ran) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%s: %s", GR_LABS[t->lab].dir, t->name);
+        fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
+        json_str(f, name);
+        fprintf(f, ", \"score\": %.4f, \"max_score\": %.4f, \"status\": \"%s\",\n     \"output\": ",
+                t->score, t->points, t->passed ? "passed" : "failed");
+        json_str(f, text_str(&t->reason));
+        fprintf(f, ",\n     \"tags\": [");
+        json_str(f, t->tag);
+        if (t->hidden) fprintf(f, ", \"hidden\"");
+        fprintf(f, "], \"visibility\": \"%s\"}", t->hidden ? "after_published" : "visible");
+        first = 0;
+    }
+    fprintf(f, "\n  ]");
+    if (leaderboard_busbw >= 0)
+        fprintf(f, ",\n  \"leaderboard\": [\n    {\"name\": \"all-reduce busbw (GB/s)\", "
+                   "\"value\": %.4f, \"order\": \"desc\"}\n  ]",
+                leaderboard_busbw);
+    fprintf(f, "\n}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        fprintf(stderr, "grade: writing %s failed\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A performance test counts only once its collective is correct: returns the first failed
+ * correctness test of the same collective, or NULL. */
+static const struct test *gate_failed(const struct test *t)
+{
+    if (!t->gate[0]) return NULL;
+    for (int i = 0; i < ntests; i++) {
+        const struct test *c = &tests[i];
+        if (c->lab == t->lab && c->ran && !strcmp(c->op, t->gate) &&
+            !strcmp(c->part, "correct") && !c->passed)
+            return c;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    parse_args(argc, argv);
+    find_build(argv[0]);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int perf_np = cores >= 4 ? 4 : 2;
+    if (opt.plan.np[0]) {
+        int largest = 0;
+        for (int i = 0; opt.plan.np[i]; i++)
+            if (opt.plan.np[i] > largest) largest = opt.plan.np[i];
+        if (largest < perf_np) perf_np = largest < 2 ? 2 : largest;
+    }
+    opt.plan.perf_np = perf_np;
+    opt.plan.hidden = opt.hidden;
+
+    int any_lab = 0;
+    for (int k = 0; k < NLABS; k++) {
+        if (!lab_selected(k)) continue;
+        any_lab = 1;
+        current_lab = k;
+        GR_LABS[k].plan(&opt.plan);
+    }
+    if (!any_lab) {
+        fprintf(stderr, "grade: no lab matches --lab %s; the labs are:", opt.lab);
+        for (int k = 0; k < NLABS; k++) fprintf(stderr, " %s", GR_LABS[k].dir);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    int selected = 0;
+    for (int i = 0; i < ntests; i++) selected += test_selected(&tests[i]);
+    if (!selected) {
+        fprintf(stderr, "grade: no test name contains '%s'; `grade --list` shows them\n",
+                opt.test);
+        return 2;
+    }
+    if (opt.list) {
+        for (int i = 0; i < ntests; i++)
+            if (test_selected(&tests[i]))
+                printf("%s: %s (%g points, %s%s)\n", GR_LABS[tests[i].lab].dir, tests[i].name,
+                       tests[i].points, tests[i].tag, tests[i].hidden ? ", hidden" : "");
+        return 0;
+    }
+
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+
+    char variant[PATH_MAX];
+    if (opt.drivers) snprintf(variant, sizeof variant, "%s", opt.drivers);
+    else snprintf(variant, sizeof variant, "%s/grader/%s", opt.build,
+                  opt.solutions ? "solutions" : "labs");
+    const char *launcher = opt.launcher ? opt.launcher : getenv("LAUNCHER");
+    /* With the hidden suite the seed is the instructor's secret: not printed. */
+    char seed_text[64] = "a secret seed";
+    if (!opt.hidden) snprintf(seed_text, sizeof seed_text, "seed %llu", opt.seed);
+    printf("grading %s with %s%s on %s\n",
+           opt.drivers ? opt.drivers : opt.solutions ? "solutions/" : "labs/ (your copy)",
+           seed_text, opt.hidden ? " and the hidden suite" : "",
+           launcher && *launcher ? launcher : "mpirun");
+
+    double t_start = now_s(), total = 0, max_total = 0;
+    int passed = 0, failed = 0;
+    int lab_prev = -1;
+    double lab_score = 0, lab_max = 0;
+    double op_cap[64] = {0};
+    char op_names[64][32];
+    int nop = 0;
+    for (int i = 0; i < ntests;) {
+        struct test *t = &tests[i];
+        if (!test_selected(t)) {
+            i++;
+            continue;
+        }
+        if (t->lab != lab_prev) {
+            if (lab_prev >= 0) printf("-- %s: %g/%g points\n", GR_LABS[lab_prev].dir, lab_score,
+                                      lab_max);
+            lab_prev = t->lab;
+            lab_score = lab_max = 0;
+        }
+        /* The selected tests that follow with the same run. */
+        int j = i + 1;
+        while (j < ntests && tests[j].lab == t->lab && !strcmp(tests[j].op, t->op) &&
+               !strcmp(tests[j].mode, t->mode) && tests[j].np == t->np &&
+               tests[j].hidden == t->hidden && test_selected(&tests[j]))
+            j++;
+        int k;
+        for (k = 0; k < nop && strcmp(op_names[k], t->op); k++) {}
+        if (k == nop && nop < 64) snprintf(op_names[nop++], 32, "%s", t->op);
+        const struct test *gate = gate_failed(t);
+        if (gate) {
+            for (int g = i; g < j; g++) {
+                tests[g].ran = 1;
+                text_printf(&tests[g].reason, "not graded: \"%s\" failed, and performance "
+                            "counts only for correct results\n", gate->name);
+            }
+        } else {
+            char driver[PATH_MAX + 64], log[PATH_MAX + 64];
+            snprintf(driver, sizeof driver, "%s/%s/driver", variant, GR_LABS[t->lab].dir);
+            snprintf(log, sizeof log, "%s/%s/build.log", variant, GR_LABS[t->lab].dir);
+            run_group(i, j, driver, access(log, R_OK) == 0 ? log : NULL, &op_cap[k < 64 ? k : 0]);
+        }
+        for (int g = i; g < j; g++) {
+            print_test(&tests[g], g > i ? &tests[g - 1] : NULL);
+            total += tests[g].score;
+            max_total += tests[g].points;
+            lab_score += tests[g].score;
+            lab_max += tests[g].points;
+            if (tests[g].passed) passed++;
+            else failed++;
+        }
+        i = j;
+    }
+    if (lab_prev >= 0)
+        printf("-- %s: %g/%g points\n", GR_LABS[lab_prev].dir, lab_score, lab_max);
+    double seconds = now_s() - t_start;
+    int rc = 0;
+    if (opt.results && write_results(opt.results, total, max_total, seconds, passed, failed))
+        rc = 1;
+    printf("Score: %g/%g\n", total, max_total);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed || rc ? 1 : 0;
+}

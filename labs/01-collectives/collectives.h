@@ -1,0 +1,75 @@
+/* collectives.h: Lab 1, collectives from point-to-point. The fixed surface between your
+ * collectives.c and the grader: do not change this file (the grader keeps the original and
+ * ignores an edited copy). The handout is docs/labs/01-collectives.md.
+ *
+ * Every function is called by all members of comm at once, with the same count (and root),
+ * on buffers that live where the backend wants them (pl_comm_buf_alloc). Counts are in
+ * elements (fp32). Any member count from 1 up and any count, including 0 and counts that
+ * the number of ranks does not divide, must work. You may use only the point-to-point calls
+ * of comm.h (pl_send, pl_recv, pl_sendrecv, pl_isend, pl_irecv, pl_wait, pl_wait_all),
+ * pl_comm_rank / pl_comm_size, pl_comm_buf_alloc / pl_comm_buf_free, and the helpers below;
+ * the grader checks in the traffic ledger that no library collective was called. */
+#ifndef LAB_COLLECTIVES_H
+#define LAB_COLLECTIVES_H
+
+#include <stddef.h>
+#include "comm.h"
+#include "hd.h"
+
+/* ---- what you implement (collectives.c) ---- */
+
+/* buf holds count elements on every rank. Afterwards chunk r of rank r's buf (see
+ * coll_chunk) holds the sum over all ranks of their chunk r. The other chunks of buf are
+ * scratch: any value may be left there. Handout section 3. */
+void ring_reduce_scatter(struct pl_comm *comm, float *buf, size_t count);
+
+/* On entry only chunk r of rank r's buf is meaningful. Afterwards every rank's buf holds
+ * every chunk: chunk i as rank i had it. Handout section 4. */
+void ring_all_gather(struct pl_comm *comm, float *buf, size_t count);
+
+/* buf[i] becomes the sum over ranks of buf[i], in place: a reduce-scatter followed by an
+ * all-gather. Handout section 5. */
+void ring_all_reduce(struct pl_comm *comm, float *buf, size_t count);
+
+/* root's buf is copied into every rank's buf, by a pipelined chain (or a binary tree), so
+ * that no rank sends more than two copies of the buffer. Handout section 6. */
+void pipelined_broadcast(struct pl_comm *comm, float *buf, size_t count, int root);
+
+/* send and recv hold size * count elements. Block j (count elements) of rank r's send
+ * arrives as block r of rank j's recv; block r of send goes to block r of recv on the same
+ * rank. By pairwise exchange. Handout section 7. */
+void pairwise_all_to_all(struct pl_comm *comm, const float *send, float *recv, size_t count);
+
+/* ---- what the kit gives you ---- */
+
+/* Chunk i (0 <= i < n) of a buffer of count elements cut into n nearly equal chunks: the
+ * first count % n chunks get one element more. Returns the chunk's length and stores its
+ * first element's index in *offset. Use it everywhere, so that your chunks are the
+ * grader's chunks. */
+static inline size_t coll_chunk(size_t count, int n, int i, size_t *offset)
+{
+    size_t q = count / (size_t)n, rem = count % (size_t)n, ui = (size_t)i;
+    *offset = ui * q + (ui < rem ? ui : rem);
+    return q + (ui < rem ? 1 : 0);
+}
+
+/* The reduction of one element, written once for both builds: the CPU build calls it in
+ * a host loop, the GPU build in a CUDA kernel. */
+PL_HD float coll_reduce_elem(float acc, float in)
+{
+    return acc + in;
+}
+
+/* dst[i] = coll_reduce_elem(dst[i], src[i]) for i < n, on comm buffers (host memory on the
+ * CPU build, device memory on the GPU build). */
+void coll_reduce(float *dst, const float *src, size_t n);
+
+/* Copies n elements between comm buffers (memcpy on the CPU build, a device copy on the
+ * GPU build). */
+void coll_copy(float *dst, const float *src, size_t n);
+
+/* The stubs call this: it tells the grader (and you) that `what` is not written yet and
+ * where the handout explains it, then returns so the grader can go on. */
+void lab_todo(const char *what, const char *section);
+
+#endif
