@@ -361,7 +361,8 @@ static void add_tail(struct text *r, const char *out, int lines)
 }
 
 /* What Open MPI said about the end of the job, in words. */
-static void explain_exit(struct text *r, const struct pl_launch_result *res)
+static void explain_exit(struct text *r, const struct pl_launch_result *res,
+                         const char *status_dir, int np)
 {
     const char *out = res->output ? res->output : "";
     const char *a = strstr(out, "MPI_ABORT was invoked on rank");
@@ -371,6 +372,18 @@ static void explain_exit(struct text *r, const struct pl_launch_result *res)
         text_printf(r, "rank %d called MPI_Abort (error code %d), which ended every rank\n",
                     rank, code);
         return;
+    }
+    /* Open MPI's message can come out garbled; the library records the call itself. */
+    for (rank = 0; rank < np; rank++) {
+        char buf[512];
+        const char *c;
+        if (pl_trace_read_status(status_dir, rank, buf, sizeof buf) == 0 &&
+            (c = strstr(buf, "called MPI_Abort (error code ")) &&
+            sscanf(c, "called MPI_Abort (error code %d)", &code) == 1) {
+            text_printf(r, "rank %d called MPI_Abort (error code %d), which ended every rank\n",
+                        rank, code);
+            return;
+        }
     }
     const char *s = strstr(out, "exited on signal");
     if (s) {
@@ -537,7 +550,7 @@ static void run_group(int first, int last, const char *driver, const char *build
                     GR_LABS[t0->lab].dir, t0->name, t0->np);
         *op_timeout_cap = TIMEOUT_AFTER_HANG;
     } else {
-        explain_exit(&why, &res);
+        explain_exit(&why, &res, status_dir, t0->np);
         if (last_case[0]) text_printf(&why, "while running %s\n", last_case);
         if (res.exit_code != 0) where_ranks_were(&why, status_dir, t0->np);
     }
@@ -586,8 +599,9 @@ static void print_test(const struct test *t, const struct test *prev)
         printf("    (the same run as the test above, with the same reason)\n");
         return;
     }
-    /* Reasons of failures, and the measured figures of performance tests. */
-    if (t->reason.n && (!t->passed || !strcmp(t->tag, "performance"))) {
+    /* Reasons of failures, and the measured figures of performance and memory tests. */
+    if (t->reason.n &&
+        (!t->passed || !strcmp(t->tag, "performance") || !strcmp(t->tag, "memory"))) {
         if (!t->passed && t->points > 0 && t->score > 0)
             printf("    %.2g of %.2g points\n", t->score, t->points);
         const char *p = t->reason.s;
