@@ -32,20 +32,22 @@ endif
 
 $(B)/obj/grader/%_gpu.o: grader/%_gpu.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -c $< -o $@
+	@echo "  NVCC  $<"
+	$(Q)$(NVCC) $(NVCC_FLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -c $< -o $@
 
 # $(1) variant dir under $(B)/grader, $(2) lab, $(3) student sources, $(4) extra flags.
 define grader_driver_rule
-$(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_c,$(2)) $(call grader_h,$(2)) $(call grader_cu_obj,$(2)) $(LIB)
+$(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_c,$(2)) $(call grader_h,$(2)) $(call grader_cu_obj,$(2)) $(wildcard solutions/$(2)/*.c) $(LIB)
 	@mkdir -p $$(@D)
-	$$(CC) $$(GRADER_CFLAGS) $(4) -Ilabs/$(2) -Igrader/$(2) $(call grader_c,$(2)) $(3) $(call grader_cu_obj,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new
+	@echo "  LINK  $$@"
+	$(Q)$$(CC) $$(GRADER_CFLAGS) $(4) -Ilabs/$(2) -Igrader/$(2) $(call grader_c,$(2)) $(3) $(call grader_cu_obj,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new
 	@mv -f $$@.new $$@
 endef
 
 # The student's copy may not compile, or may warn: its failure is written to build.log and
 # reported by `make grade` as a failed lab, never as a broken build.
 define grader_student_rule
-$(B)/grader/labs/$(1)/driver: $(wildcard labs/$(1)/*.c) $(call grader_c,$(1)) $(call grader_h,$(1)) $(call grader_cu_obj,$(1)) $(LIB)
+$(B)/grader/labs/$(1)/driver: $(wildcard labs/$(1)/*.c) $(call grader_c,$(1)) $(call grader_h,$(1)) $(call grader_cu_obj,$(1)) $(wildcard solutions/$(1)/*.c) $(LIB)
 	@mkdir -p $$(@D)
 	@if $$(CC) $$(GRADER_CFLAGS) -Wno-error -Ilabs/$(1) -Igrader/$(1) $(call grader_c,$(1)) $(wildcard labs/$(1)/*.c) $(call grader_cu_obj,$(1)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(1)) -o $$@.new >$$(@D)/build.log 2>&1; then \
 	  cat $$(@D)/build.log; mv -f $$@.new $$@; \
@@ -59,15 +61,19 @@ GRADER_BROKEN := $(wildcard tests/broken/*/*.c)
 broken_name = $(basename $(notdir $(1)))
 broken_lab = $(notdir $(patsubst %/,%,$(dir $(1))))
 
-# The Gradescope bundle ships without solutions/: only labs that have one get its driver.
+# A copy of the kit may come without solutions/ (a course's student copy). Labs whose driver
+# compiles the reference solution in (grader/NN-name/reference.c: the timing baseline and
+# the expected layouts) can then not be graded locally; their tests fail with "no driver"
+# and docs/grader.md explains why. Lab 1 needs no reference and always builds.
 GRADER_SOLVED := $(foreach l,$(GRADER_LABS),$(if $(wildcard solutions/$(l)/*.c),$(l)))
+GRADER_GRADABLE := $(foreach l,$(GRADER_LABS),$(if $(or $(wildcard solutions/$(l)/*.c),$(if $(wildcard grader/$(l)/reference.c),,yes)),$(l)))
 
 $(foreach l,$(GRADER_SOLVED),$(eval $(call grader_driver_rule,solutions,$(l),$(wildcard solutions/$(l)/*.c),)))
-$(foreach l,$(GRADER_LABS),$(eval $(call grader_student_rule,$(l))))
+$(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_student_rule,$(l))))
 $(foreach s,$(GRADER_BROKEN),$(eval $(call grader_driver_rule,broken/$(call broken_name,$(s)),$(call broken_lab,$(s)),$(s),)))
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
-  $(foreach l,$(GRADER_LABS),$(B)/grader/labs/$(l)/driver) \
+  $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \
   $(foreach s,$(GRADER_BROKEN),$(B)/grader/broken/$(call broken_name,$(s))/$(call broken_lab,$(s))/driver)
 
 build-only: $(GRADER_DRIVERS)

@@ -5,12 +5,16 @@
 
 #include "grade.h"
 #include "01-collectives/tests.h"
+#include "02-ddp/tests.h"
+#include "03-zero/tests.h"
 
 static const struct {
     const char *dir; /* labs/<dir>, solutions/<dir>, grader/<dir> */
     void (*plan)(const struct gr_plan_opts *o);
 } GR_LABS[] = {
     {"01-collectives", lab01_plan},
+    {"02-ddp", lab02_plan},
+    {"03-zero", lab03_plan},
 };
 
 #endif

@@ -30,3 +30,50 @@ case "${LAB:-01}" in
     fi
     ;;
 esac
+
+# Lab 2: the student's DDP step (labs/, or solutions/ with SOLUTIONS=1) for the three
+# variants on 1, 2 and 4 ranks: wall-clock step, time waiting for communication, tokens/s,
+# and the step modelled on the DGX H100 profile. Selected by LAB=02 (or no LAB at all);
+# BENCH_SVG=FILE also writes the overlapped step's modelled timeline (4 ranks).
+case "${LAB:-02}" in
+02* | 2 | *ddp*)
+    if [ "${SOLUTIONS:-0}" != 0 ]; then v=solutions; label="the solution (solutions/)"
+    else v=labs; label="yours (labs/)"; fi
+    section "Lab 2 data parallelism: $label"
+    if [ -x "$B/grader/$v/02-ddp/driver" ]; then
+        for np in 1 2 4; do
+            svg=""
+            [ "$np" = 4 ] && [ -n "${BENCH_SVG:-}" ] && svg="--svg $BENCH_SVG"
+            # shellcheck disable=SC2086
+            OPENBLAS_NUM_THREADS=1 launch -np "$np" -- "$B/grader/$v/02-ddp/driver" --mode bench \
+                --label "$label" $svg
+        done
+    else
+        echo "no $v driver: labs/02-ddp did not compile (make grade LAB=02 shows why)"
+    fi
+    ;;
+esac
+
+# Lab 3: memory per rank by category for DDP and the student's ZeRO stages (labs/, or
+# solutions/ with SOLUTIONS=1) on 2 and 4 ranks, measured by the memory ledger beside the
+# formulas, then the formulas for the ZeRO paper's 7.5B/64 example. Selected by LAB=03 (or
+# no LAB at all); BENCH_SVG=FILE also writes the bar chart of the 4-rank run.
+case "${LAB:-03}" in
+03* | 3 | *zero*)
+    if [ "${SOLUTIONS:-0}" != 0 ]; then v=solutions; label="the solution (solutions/)"
+    else v=labs; label="yours (labs/)"; fi
+    section "Lab 3 ZeRO memory per rank: $label"
+    if [ -x "$B/grader/$v/03-zero/driver" ]; then
+        for np in 2 4; do
+            svg=""
+            [ "$np" = 4 ] && [ -n "${BENCH_SVG:-}" ] && svg="--svg $BENCH_SVG"
+            # shellcheck disable=SC2086
+            OPENBLAS_NUM_THREADS=1 launch -np "$np" -- "$B/grader/$v/03-zero/driver" \
+                --mode report $svg
+        done
+    else
+        echo "no $v driver: labs/03-zero did not compile (make grade LAB=03 shows why)"
+    fi
+    "$B/bin/zero_memory"
+    ;;
+esac

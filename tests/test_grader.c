@@ -333,6 +333,11 @@ static int count_speed_shortfalls(const char *out)
         const char *verdict = strstr(p, " == FAIL");
         if (!verdict || verdict > eol) continue;
         const char *next = strchr(eol + 1, '\n');
+        /* A partial score prints "N of M points" before the reason: read the line after. */
+        if (next && strstr(eol + 1, " points\n") == next - 7) {
+            eol = next;
+            next = strchr(eol + 1, '\n');
+        }
         size_t l = next ? (size_t)(next - eol - 1) : strlen(eol + 1);
         char reason[600];
         snprintf(reason, sizeof reason, "%.*s", (int)(l < 599 ? l : 599), eol + 1);

@@ -1,6 +1,8 @@
 #!/bin/sh
 # make_zip.sh OUTDIR: builds OUTDIR/autograder.zip for Gradescope: setup.sh and
-# run_autograder at the top, the kit beside them (without solutions/, tests/ or build/).
+# run_autograder at the top, the kit beside them (without tests/ or build/). solutions/ goes
+# along: the drivers time the student's code against the reference solution compiled in
+# (grader/NN-name/reference.c); an autograder's files are not shown to students.
 # SEED (default: random) is the secret seed of the hidden suite; LAB limits the
 # assignment to one lab.
 set -eu
@@ -9,7 +11,7 @@ seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 stage="$out/stage"
 rm -rf "$stage" "$out/autograder.zip"
 mkdir -p "$stage"
-for d in Makefile lib datasets grader labs docs; do
+for d in Makefile lib datasets grader labs solutions docs; do
     [ -e "$d" ] && cp -R "$d" "$stage/"
 done
 lab_arg=""

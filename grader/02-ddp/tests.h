@@ -1,0 +1,85 @@
+/* tests.h: the test plan of Lab 2 (data parallelism), read by the grader.
+ *
+ * Per variant (naive, bucketed, overlapped) and for gradient accumulation: the same
+ * training as one device on 1, 2, 3 and 4 ranks (gradients each step, losses, parameters
+ * after K steps; 3 or 4 points each); the traffic of each step from the ledger on 2 ranks
+ * and more (2 points each); for the overlapped variant, the share of all-reduce time left
+ * exposed on the modelled timeline at the largest rank count (10 points); the step time of
+ * each variant against the reference solution's in the same run (10 points in all, only
+ * once the variant trains correctly). 100 points in all. The hidden suite repeats the
+ * correctness and traffic tests on 2 and 3 ranks with the secret seed. */
+#ifndef LAB02_TESTS_H
+#define LAB02_TESTS_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../grade.h"
+
+static const struct {
+    const char *op;        /* driver --op */
+    const char *what;      /* the correctness test's name */
+    const char *traffic;   /* the traffic test's name */
+    double correct_points, traffic_points, perf_points;
+} LAB02_OPS[] = {
+    {"naive", "naive: same training as one device", "naive traffic: one all-reduce per tensor",
+     3, 2, 3},
+    {"bucketed", "bucketed: same training as one device",
+     "bucketed traffic: one all-reduce per bucket", 4, 2, 3},
+    {"overlapped", "overlapped: same training as one device",
+     "overlapped traffic: one all-reduce per bucket", 4, 2, 4},
+    {"accumulation", "accumulation: same training with 2 microbatches",
+     "accumulation traffic: nothing sent before the last microbatch", 3, 2, 0},
+};
+
+#define LAB02_CHECK_TIMEOUT 90
+#define LAB02_PERF_TIMEOUT 120
+
+static void lab02_check_tests(int k, const int *nps, int hidden)
+{
+    char name[200];
+    int largest = 0;
+    for (int i = 0; nps[i]; i++)
+        if (nps[i] > largest) largest = nps[i];
+    const char *pre = hidden ? "hidden: " : "";
+    const char *op = LAB02_OPS[k].op;
+    for (int i = 0; nps[i]; i++) {
+        int np = nps[i];
+        snprintf(name, sizeof name, "%s%s [np=%d]", pre, LAB02_OPS[k].what, np);
+        gr_add(&(struct gr_spec){name, op, "check", "correct", "correctness", np,
+                                 hidden ? 1 : LAB02_OPS[k].correct_points, LAB02_CHECK_TIMEOUT,
+                                 hidden, NULL});
+        if (np >= 2) {
+            snprintf(name, sizeof name, "%s%s [np=%d]", pre, LAB02_OPS[k].traffic, np);
+            gr_add(&(struct gr_spec){name, op, "check", "traffic", "performance", np,
+                                     hidden ? 1 : LAB02_OPS[k].traffic_points,
+                                     LAB02_CHECK_TIMEOUT, hidden, NULL});
+        }
+        if (!hidden && np == largest && np >= 2 && !strcmp(op, "overlapped")) {
+            snprintf(name, sizeof name, "overlapped: all-reduce hidden behind backward "
+                     "(modelled dgx-h100) [np=%d]", np);
+            gr_add(&(struct gr_spec){name, op, "check", "overlap", "performance", np, 10,
+                                     LAB02_CHECK_TIMEOUT, 0, NULL});
+        }
+    }
+}
+
+static void lab02_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {1, 2, 3, 4, 0}, hidden[] = {2, 3, 0};
+    int n = (int)(sizeof LAB02_OPS / sizeof LAB02_OPS[0]);
+    for (int k = 0; k < n; k++) lab02_check_tests(k, o->np[0] ? o->np : visible, 0);
+    for (int k = 0; k < n; k++) {
+        if (LAB02_OPS[k].perf_points <= 0) continue;
+        char name[160];
+        snprintf(name, sizeof name, "%s: step time vs the reference solution [np=%d]",
+                 LAB02_OPS[k].op, o->perf_np);
+        gr_add(&(struct gr_spec){name, LAB02_OPS[k].op, "perf", "perf", "performance",
+                                 o->perf_np, LAB02_OPS[k].perf_points, LAB02_PERF_TIMEOUT, 0,
+                                 LAB02_OPS[k].op});
+    }
+    if (o->hidden)
+        for (int k = 0; k < n; k++) lab02_check_tests(k, o->np[0] ? o->np : hidden, 1);
+}
+
+#endif

@@ -1,0 +1,150 @@
+/* support.c: the helpers zero.h gives the student: the model run one part at a time over
+ * activations the kit keeps (so a ZeRO stage decides only where each part's parameters and
+ * gradients live), the sum of one number over the ranks, and lab_todo(), which the stubs
+ * call so that an unwritten function fails its tests with a pointer to the handout instead
+ * of crashing. */
+#include "check.h"
+#include "mem.h"
+#include "ops.h"
+#include "runtime.h"
+#include "train.h"
+#include "zero.h"
+
+struct zero_pass {
+    struct pl_model_config cfg;
+    int B;                       /* sequences the activations are sized for; 0: none */
+    const int *tokens, *targets;
+    float *x;                    /* [B*T, C] the residual stream, and its gradient */
+    struct pl_block_acts *acts;  /* [n_layers] */
+    struct pl_head_acts head;
+    double loss;
+    int next_fwd, next_bwd;      /* the part each pass expects next, to catch a wrong order */
+};
+
+struct zero_pass *zero_pass_new(const struct pl_model_config *cfg)
+{
+    PL_REQUIRE(cfg->dropout == 0.0f && cfg->n_experts == 0,
+               "the ZeRO lab trains the dense model without dropout (dropout=%g, n_experts=%d "
+               "given; set both to 0)", (double)cfg->dropout, cfg->n_experts);
+    struct zero_pass *s = pl_mem_alloc(sizeof *s, PL_MEM_WORK, PL_HOST, "zero pass");
+    s->cfg = *cfg;
+    return s;
+}
+
+static void free_acts(struct zero_pass *s)
+{
+    if (!s->B) return;
+    for (int l = 0; l < s->cfg.n_layers; l++) pl_block_acts_free(&s->acts[l]);
+    pl_mem_free(s->acts);
+    pl_head_acts_free(&s->head);
+    pl_mem_free(s->x);
+    s->B = 0;
+}
+
+void zero_pass_free(struct zero_pass *s)
+{
+    if (!s) return;
+    free_acts(s);
+    pl_mem_free(s);
+}
+
+void zero_pass_begin(struct zero_pass *s, const int *tokens, const int *targets, int B)
+{
+    PL_REQUIRE(B > 0, "zero_pass_begin: B=%d sequences; a rank trains on at least one", B);
+    const struct pl_model_config *c = &s->cfg;
+    if (s->B != B) {
+        free_acts(s);
+        s->acts = pl_mem_alloc((size_t)c->n_layers * sizeof *s->acts, PL_MEM_ACTIV, PL_HOST,
+                               "zero pass block acts");
+        for (int l = 0; l < c->n_layers; l++) pl_block_acts_new(&s->acts[l], c, B, c->seq_len);
+        pl_head_acts_new(&s->head, c, B, c->seq_len);
+        s->x = pl_mem_alloc((size_t)B * c->seq_len * c->d_model * sizeof(float), PL_MEM_ACTIV,
+                            PL_DEVICE, "zero pass residual stream");
+        s->B = B;
+    }
+    s->tokens = tokens;
+    s->targets = targets;
+    s->loss = 0;
+    s->next_fwd = PL_PART_EMBED;
+    s->next_bwd = PL_PART_HEAD(c) + 1; /* no backward before the forward is done */
+}
+
+static struct pl_model_ctx train_ctx(void)
+{
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1;
+    return ctx;
+}
+
+void zero_forward_part(struct zero_pass *s, int part, const float *p)
+{
+    const struct pl_model_config *c = &s->cfg;
+    PL_REQUIRE(s->B > 0, "zero_forward_part: call zero_pass_begin first");
+    PL_REQUIRE(part == s->next_fwd, "zero_forward_part(part %d): the forward runs the parts "
+               "in order -1 (embedding), 0..%d (blocks), %d (head); part %d comes next", part,
+               c->n_layers - 1, c->n_layers, s->next_fwd);
+    float *base = (float *)p;
+    struct pl_model_ctx ctx = train_ctx();
+    if (part == PL_PART_EMBED) {
+        struct pl_embed_params e;
+        pl_embed_bind(c, base, &e);
+        pl_embed_forward(c, &e, s->tokens, s->B, c->seq_len, s->x);
+    } else if (part < c->n_layers) {
+        struct pl_block_params b;
+        pl_block_bind(c, base, &b);
+        pl_block_forward(c, part, &b, &s->acts[part], &ctx, s->x, s->x);
+    } else {
+        struct pl_head_params h;
+        pl_head_bind(c, base, &h);
+        s->loss = pl_head_forward(c, &h, &s->head, s->x, s->targets);
+        s->next_bwd = part;
+    }
+    s->next_fwd = part + 1;
+}
+
+double zero_pass_loss(const struct zero_pass *s)
+{
+    return s->loss;
+}
+
+void zero_backward_part(struct zero_pass *s, int part, const float *p, float *g)
+{
+    const struct pl_model_config *c = &s->cfg;
+    PL_REQUIRE(part == s->next_bwd, "zero_backward_part(part %d): the backward runs after the "
+               "whole forward, in order %d (head), %d..0 (blocks), -1 (embedding); part %d "
+               "comes next", part, c->n_layers, c->n_layers - 1, s->next_bwd);
+    float *base = (float *)p;
+    struct pl_model_ctx ctx = train_ctx();
+    if (part == PL_PART_HEAD(c)) {
+        struct pl_head_params h, hg;
+        pl_head_bind(c, base, &h);
+        pl_head_bind(c, g, &hg);
+        pl_head_backward(c, &h, &hg, &s->head, &ctx, s->x);
+    } else if (part >= 0) {
+        struct pl_block_params b, bg;
+        pl_block_bind(c, base, &b);
+        pl_block_bind(c, g, &bg);
+        pl_block_backward(c, part, &b, &bg, &s->acts[part], &ctx, s->x, s->x);
+    } else {
+        struct pl_embed_params eg;
+        pl_embed_bind(c, g, &eg);
+        pl_embed_backward(c, &eg, s->tokens, s->B, c->seq_len, s->x);
+    }
+    s->next_bwd = part - 1;
+}
+
+double zero_sum_over_ranks(struct pl_comm *comm, double x)
+{
+    float h = (float)x;
+    float *buf = pl_comm_buf_alloc(1, "zero scalar");
+    pl_copy_from_host(buf, &h, 1);
+    pl_all_reduce(comm, buf, buf, 1, PL_SUM);
+    pl_copy_to_host(&h, buf, 1);
+    pl_comm_buf_free(buf);
+    return (double)h;
+}
+
+void lab_todo(const char *what, const char *section)
+{
+    gr_todo_note("docs/labs/03-zero.md", what, section);
+}

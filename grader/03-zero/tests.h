@@ -1,0 +1,72 @@
+/* tests.h: the test plan of Lab 3 (ZeRO), read by the grader.
+ *
+ * The shard layout on many model sizes and rank counts (4 points). Per stage: K AdamW steps
+ * on 1, 2, 3 and 4 ranks equal to the single-device reference (4 points each); on 2 ranks and
+ * more, the bytes each rank sends per step (2 points each: reduce-scatter + all-gather of the
+ * padded model, 2Psi(n-1)/n x 4 bytes for stages 1 and 2, 3Psi for stage 3, no full
+ * all-reduce) and the peak memory per category against the ZeRO formulas for this model (2
+ * points each); throughput against the grader's own implementation of the stage in the same
+ * run (4 points, full marks from 0.7x, only once the stage is correct). 100 points in all.
+ * The hidden suite repeats the correctness tests on 3 and 4 ranks with the secret seed. */
+#ifndef LAB03_TESTS_H
+#define LAB03_TESTS_H
+
+#include <stdio.h>
+
+#include "../grade.h"
+
+static const struct {
+    const char *title;
+    const char *op;
+} LAB03_STAGES[] = {
+    {"ZeRO-1 (optimizer state sharded)", "zero1"},
+    {"ZeRO-2 (+ gradients reduce-scattered)", "zero2"},
+    {"ZeRO-3 (+ parameters gathered on demand)", "zero3"},
+};
+
+#define LAB03_CHECK_TIMEOUT 90
+#define LAB03_PERF_TIMEOUT 180
+
+static void lab03_stage_tests(const char *title, const char *op, const int *nps, int hidden)
+{
+    char name[200];
+    const char *pre = hidden ? "hidden: " : "";
+    for (int i = 0; nps[i]; i++) {
+        int np = nps[i];
+        snprintf(name, sizeof name, "%s%s [np=%d]", pre, title, np);
+        gr_add(&(struct gr_spec){name, op, "check", "correct", "correctness", np,
+                                 hidden ? 1 : 4, LAB03_CHECK_TIMEOUT, hidden, NULL});
+        if (np >= 2 && !hidden) {
+            snprintf(name, sizeof name, "%s traffic [np=%d]", title, np);
+            gr_add(&(struct gr_spec){name, op, "check", "traffic", "performance", np, 2,
+                                     LAB03_CHECK_TIMEOUT, 0, NULL});
+            snprintf(name, sizeof name, "%s memory [np=%d]", title, np);
+            gr_add(&(struct gr_spec){name, op, "check", "memory", "memory", np, 2,
+                                     LAB03_CHECK_TIMEOUT, 0, NULL});
+        }
+    }
+}
+
+static void lab03_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {1, 2, 3, 4, 0}, hidden[] = {3, 4, 0};
+    int n = (int)(sizeof LAB03_STAGES / sizeof LAB03_STAGES[0]);
+    gr_add(&(struct gr_spec){"shard layout [np=1, any size, 1..9 ranks]", "layout", "check",
+                             "correct", "correctness", 1, 4, LAB03_CHECK_TIMEOUT, 0, NULL});
+    for (int k = 0; k < n; k++)
+        lab03_stage_tests(LAB03_STAGES[k].title, LAB03_STAGES[k].op, o->np[0] ? o->np : visible,
+                          0);
+    for (int k = 0; k < n; k++) {
+        char name[200];
+        snprintf(name, sizeof name, "%s throughput vs the grader's [np=%d]",
+                 LAB03_STAGES[k].title, o->perf_np);
+        gr_add(&(struct gr_spec){name, LAB03_STAGES[k].op, "perf", "perf", "performance",
+                                 o->perf_np, 4, LAB03_PERF_TIMEOUT, 0, LAB03_STAGES[k].op});
+    }
+    if (o->hidden)
+        for (int k = 0; k < n; k++)
+            lab03_stage_tests(LAB03_STAGES[k].title, LAB03_STAGES[k].op,
+                              o->np[0] ? o->np : hidden, 1);
+}
+
+#endif

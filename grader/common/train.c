@@ -1,0 +1,570 @@
+/* train.c: the helpers of train.h that the drivers of the training labs share: the report
+ * channel, stub tracking, the single-device reference run, batches, comparisons with the
+ * DESIGN tolerances, ledger deltas and the modelled overlap. */
+#include "train.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mem.h"
+#include "ops.h"
+#include "runtime.h"
+
+/* ---- the report channel ---- */
+
+static FILE *report;
+static char token[80], report_path[4096];
+
+void gr_report_take_env(void)
+{
+    const char *path = getenv("PL_GRADE_REPORT"), *tok = getenv("PL_GRADE_TOKEN");
+    snprintf(token, sizeof token, "%s", tok ? tok : "-");
+    snprintf(report_path, sizeof report_path, "%s", path ? path : "");
+    unsetenv("PL_GRADE_REPORT");
+    unsetenv("PL_GRADE_TOKEN");
+}
+
+void gr_report_open(void)
+{
+    if (report_path[0] && pl_rank() == 0) {
+        report = fopen(report_path, "a");
+        if (!report) pl_fatal("cannot open the grader's report file %s", report_path);
+    }
+}
+
+void gr_report_close(void)
+{
+    if (report) fclose(report);
+    report = NULL;
+}
+
+/* One line "TOKEN word text": control characters become spaces, so a line stays a line. */
+static void emit(const char *word, const char *text)
+{
+    if (pl_rank() != 0) return;
+    char clean[2048];
+    snprintf(clean, sizeof clean, "%s", text);
+    for (char *p = clean; *p; p++)
+        if ((unsigned char)*p < 32) *p = ' ';
+    if (report) {
+        fprintf(report, "%s %s %s\n", token, word, clean);
+        fflush(report);
+    } else {
+        printf("%s %s\n", word, clean);
+        fflush(stdout);
+    }
+}
+
+void gr_case(const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    emit("case", text);
+}
+
+void gr_say(const char *part, const char *fmt, ...)
+{
+    char text[2048], line[2200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "%s %s", part, text);
+    emit("say", line);
+}
+
+void gr_result(const char *part, double fraction, double seconds)
+{
+    char line[256];
+    snprintf(line, sizeof line, "%s %.4f %.3f", part, fraction, seconds);
+    emit("result", line);
+}
+
+void gr_metric(const char *name, double value)
+{
+    char line[256];
+    snprintf(line, sizeof line, "%s %.6g", name, value);
+    emit("metric", line);
+}
+
+int gr_has_part(const char *parts, const char *p)
+{
+    size_t l = strlen(p);
+    for (const char *s = parts; (s = strstr(s, p)); s += l)
+        if ((s == parts || s[-1] == ',') && (s[l] == ',' || s[l] == '\0')) return 1;
+    return 0;
+}
+
+/* ---- stubs reached ---- */
+
+static const char *todo_what, *todo_section;
+
+void gr_todo_note(const char *handout, const char *what, const char *section)
+{
+    if (!todo_what) {
+        todo_what = what;
+        todo_section = section;
+    }
+    static int told;
+    if (!told && (!pl_initialized() || pl_rank() == 0)) {
+        fprintf(stderr, "not implemented yet: %s: see %s section %s\n", what, handout, section);
+        told = 1;
+    }
+}
+
+const char *gr_todo_what(void) { return todo_what; }
+const char *gr_todo_section(void) { return todo_section; }
+void gr_todo_reset(void) { todo_what = todo_section = NULL; }
+
+int gr_todo_any(void)
+{
+    /* Rank 0 may not have reached the stub another rank did: it learns the name. */
+    struct {
+        int reached;
+        int rank;
+    } mine = {todo_what != NULL, pl_rank()}, first;
+    int n = pl_size();
+    int *all = malloc((size_t)n * 2 * sizeof *all);
+    PL_CHECK_MPI(MPI_Allgather(&mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD));
+    first.reached = 0;
+    first.rank = -1;
+    for (int i = 0; i < n && !first.reached; i++)
+        if (all[2 * i]) {
+            first.reached = 1;
+            first.rank = i;
+        }
+    free(all);
+    if (!first.reached) return 0;
+    if (first.rank != 0) {
+        static char what[96], section[16];
+        if (pl_rank() == first.rank) {
+            snprintf(what, sizeof what, "%s", todo_what);
+            snprintf(section, sizeof section, "%s", todo_section ? todo_section : "?");
+        }
+        PL_CHECK_MPI(MPI_Bcast(what, (int)sizeof what, MPI_CHAR, first.rank, MPI_COMM_WORLD));
+        PL_CHECK_MPI(MPI_Bcast(section, (int)sizeof section, MPI_CHAR, first.rank,
+                               MPI_COMM_WORLD));
+        if (!todo_what) {
+            todo_what = what;
+            todo_section = section;
+        }
+    }
+    return 1;
+}
+
+/* ---- batches ---- */
+
+void gr_batch_new(struct gr_batch *b, const struct gr_train_setup *s, int rank, int nranks)
+{
+    memset(b, 0, sizeof *b);
+    pl_loader_init(&b->loader, s->data, s->global_B, s->cfg.seq_len, rank, nranks,
+                   s->data_seed);
+    b->B = b->loader.local_B;
+    b->T = s->cfg.seq_len;
+    size_t bytes = (size_t)b->B * (size_t)b->T * sizeof(int);
+    b->h_tokens = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "grader batch tokens");
+    b->h_targets = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "grader batch targets");
+    if (pl_gpu_build()) {
+        b->tokens = pl_mem_alloc(bytes, PL_MEM_WORK, PL_DEVICE, "grader batch tokens (device)");
+        b->targets = pl_mem_alloc(bytes, PL_MEM_WORK, PL_DEVICE,
+                                  "grader batch targets (device)");
+    } else {
+        b->tokens = b->h_tokens;
+        b->targets = b->h_targets;
+    }
+}
+
+void gr_batch_load(struct gr_batch *b, int64_t step)
+{
+    pl_loader_batch(&b->loader, step, b->h_tokens, b->h_targets);
+    if (b->tokens != b->h_tokens) {
+        size_t bytes = (size_t)b->B * (size_t)b->T * sizeof(int);
+        pl_to_device(b->tokens, b->h_tokens, bytes);
+        pl_to_device(b->targets, b->h_targets, bytes);
+    }
+}
+
+void gr_batch_free(struct gr_batch *b)
+{
+    if (b->tokens != b->h_tokens) {
+        pl_mem_free(b->tokens);
+        pl_mem_free(b->targets);
+    }
+    pl_mem_free(b->h_tokens);
+    pl_mem_free(b->h_targets);
+    pl_loader_free(&b->loader);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- the single-device reference ---- */
+
+void gr_reference_run(struct gr_reference *ref, const struct gr_train_setup *setup)
+{
+    memset(ref, 0, sizeof *ref);
+    ref->setup = *setup;
+    pl_model_layout_init(&ref->layout, &setup->cfg);
+    ref->numel = ref->layout.numel;
+    size_t bytes = ref->numel * sizeof(float);
+    ref->loss = pl_mem_alloc((size_t)setup->steps * sizeof *ref->loss, PL_MEM_WORK, PL_HOST,
+                             "reference losses");
+    ref->init = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "reference initial params");
+    ref->params = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "reference final params");
+    ref->grads = pl_mem_alloc(bytes * (size_t)setup->steps, PL_MEM_WORK, PL_HOST,
+                              "reference gradients");
+
+    struct pl_model *m = pl_model_new(&setup->cfg, PL_MODEL_ALL);
+    pl_to_host(ref->init, m->params, bytes);
+    struct gr_batch b;
+    gr_batch_new(&b, setup, 0, 1);
+    for (int s = 0; s < setup->steps; s++) {
+        gr_batch_load(&b, s);
+        /* pl_model_step, with the gradient kept between backward and update. */
+        struct pl_model_ctx ctx = pl_model_ctx_eval();
+        ctx.step = (uint64_t)m->adam_t + 1;
+        pl_model_zero_grad(m);
+        ref->loss[s] = pl_model_forward(m, b.tokens, b.targets, b.B, &ctx);
+        pl_model_backward(m, &ctx);
+        pl_to_host(ref->grads + (size_t)s * ref->numel, m->grads, bytes);
+        pl_model_update(m, &setup->opt);
+    }
+    pl_to_host(ref->params, m->params, bytes);
+    gr_batch_free(&b);
+    pl_model_free(m);
+}
+
+void gr_reference_free(struct gr_reference *ref)
+{
+    pl_mem_free(ref->loss);
+    pl_mem_free(ref->init);
+    pl_mem_free(ref->params);
+    pl_mem_free(ref->grads);
+    pl_model_layout_free(&ref->layout);
+    memset(ref, 0, sizeof *ref);
+}
+
+/* ---- comparisons ---- */
+
+double gr_rel_err(double got, double ref)
+{
+    double d = fabs(got - ref), r = fabs(ref);
+    if (!isfinite(got)) return INFINITY;
+    return d / (r > 1e-30 ? r : 1e-30);
+}
+
+double gr_global_loss(double local_loss)
+{
+    double sum = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&local_loss, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return sum / pl_size();
+}
+
+int gr_check_losses(const double *got, const double *ref, int steps, double *err)
+{
+    for (int s = 0; s < steps; s++) {
+        double e = gr_rel_err(got[s], ref[s]);
+        if (!(e <= GR_TOL_LOSS)) {
+            if (err) *err = e;
+            return s;
+        }
+    }
+    if (err) *err = 0;
+    return -1;
+}
+
+const struct pl_param_desc *gr_tensor_at(const struct pl_model_layout *lay, size_t i)
+{
+    for (int t = 0; t < lay->n_tensors; t++) {
+        const struct pl_param_desc *d = &lay->tensors[t];
+        if (i >= d->offset && i < d->offset + d->numel) return d;
+    }
+    return NULL;
+}
+
+/* Per tensor: squared error, squared reference norm, largest element error and where, and
+ * non-finite elements, over the part of [offset, offset+n) the tensor covers. */
+struct tensor_sums {
+    double err2, ref2, max_abs;
+    double worst_elem; /* as double, so the reduction can move it with max_abs */
+    double nonfinite;
+};
+
+static void tensor_sums(const struct gr_reference *ref, const float *want, size_t offset,
+                        size_t n, const float *got, struct tensor_sums *ts)
+{
+    const struct pl_model_layout *lay = &ref->layout;
+    for (int t = 0; t < lay->n_tensors; t++) {
+        const struct pl_param_desc *d = &lay->tensors[t];
+        size_t lo = offset > d->offset ? offset : d->offset;
+        size_t hi = offset + n < d->offset + d->numel ? offset + n : d->offset + d->numel;
+        struct tensor_sums *s = &ts[t];
+        memset(s, 0, sizeof *s);
+        s->worst_elem = -1;
+        for (size_t i = lo; i < hi; i++) {
+            double g = got[i - offset], r = want[i];
+            if (!isfinite(g)) {
+                s->nonfinite += 1;
+                if (s->max_abs != INFINITY) s->worst_elem = (double)(i - d->offset);
+                s->max_abs = INFINITY;
+                continue;
+            }
+            double e = g - r;
+            s->err2 += e * e;
+            s->ref2 += r * r;
+            if (fabs(e) > s->max_abs) {
+                s->max_abs = fabs(e);
+                s->worst_elem = (double)(i - d->offset);
+            }
+        }
+    }
+}
+
+/* ||got - ref|| / ||ref||, where a tensor whose norm is below the whole model's RMS times
+ * sqrt(its size) -- a bias or layernorm shift that started at zero -- is measured against
+ * that floor instead, so rounding alone never fails it, while a wrong update still does. */
+static double tensor_rel(const struct tensor_sums *s, double floor2)
+{
+    if (s->nonfinite > 0) return INFINITY;
+    double den = s->ref2 > floor2 ? s->ref2 : floor2;
+    return den > 0 ? sqrt(s->err2 / den) : sqrt(s->err2);
+}
+
+/* Compares got with want (host, the whole flat buffer) over [offset, offset+n). */
+static void check_flat(const struct gr_reference *ref, const float *want,
+                       enum gr_params_layout mode, size_t offset, size_t n, const float *got,
+                       double tol, struct gr_param_verdict *v)
+{
+    PL_ASSERT(offset + n <= ref->numel);
+    int nt = ref->layout.n_tensors, nranks = pl_size(), me = pl_rank();
+    float *host = pl_mem_alloc(n * sizeof *host, PL_MEM_WORK, PL_HOST, "grader params copy");
+    pl_to_host(host, got, n * sizeof *host);
+    struct tensor_sums *mine = calloc((size_t)nt, sizeof *mine);
+    struct tensor_sums *all = me == 0 ? calloc((size_t)nt * (size_t)nranks, sizeof *all) : NULL;
+    tensor_sums(ref, want, offset, n, host, mine);
+    int words = (int)(sizeof *mine / sizeof(double)) * nt;
+    PL_CHECK_MPI(MPI_Gather(mine, words, MPI_DOUBLE, all, words, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    memset(v, 0, sizeof *v);
+    v->rank = -1;
+    v->tensor = -1;
+    if (me == 0) {
+        struct tensor_sums *sum = calloc((size_t)nt, sizeof *sum);
+        double err2 = 0, ref2 = 0, nonfinite = 0, ms = 0;
+        for (size_t i = 0; i < ref->numel; i++) ms += (double)want[i] * want[i];
+        ms /= (double)(ref->numel ? ref->numel : 1);
+        int groups = mode == GR_REPLICATED ? nranks : 1;
+        for (int g = 0; g < groups; g++) {
+            /* Replicas: each rank on its own. Shards: the ranks' pieces of a tensor added. */
+            for (int t = 0; t < nt; t++) {
+                struct tensor_sums *s = &sum[t];
+                if (mode == GR_REPLICATED) {
+                    *s = all[(size_t)g * nt + t];
+                } else {
+                    memset(s, 0, sizeof *s);
+                    s->worst_elem = -1;
+                    for (int r = 0; r < nranks; r++) {
+                        const struct tensor_sums *x = &all[(size_t)r * nt + t];
+                        s->err2 += x->err2;
+                        s->ref2 += x->ref2;
+                        s->nonfinite += x->nonfinite;
+                        if (x->max_abs > s->max_abs || (s->worst_elem < 0 && x->worst_elem >= 0)) {
+                            s->max_abs = x->max_abs;
+                            s->worst_elem = x->worst_elem;
+                        }
+                    }
+                }
+                double rel = tensor_rel(s, ms * (double)ref->layout.tensors[t].numel);
+                if (v->tensor < 0 || rel > v->rel) {
+                    v->tensor = t;
+                    v->rel = rel;
+                    v->rank = mode == GR_REPLICATED ? g : -1;
+                    v->max_abs = s->max_abs;
+                    v->worst_elem = s->worst_elem < 0 ? 0 : (size_t)s->worst_elem;
+                }
+                if (mode == GR_SHARDED || g == 0) {
+                    err2 += s->err2;
+                    ref2 += s->ref2;
+                }
+                nonfinite += s->nonfinite;
+            }
+        }
+        /* Replicas: "all parameters" is rank 0's overall error, or the worst rank's. */
+        if (mode == GR_REPLICATED && v->rank > 0) {
+            err2 = ref2 = 0;
+            for (int t = 0; t < nt; t++) {
+                err2 += all[(size_t)v->rank * nt + t].err2;
+                ref2 += all[(size_t)v->rank * nt + t].ref2;
+            }
+        }
+        v->overall = nonfinite > 0 ? INFINITY : ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
+        v->nonfinite = (int)nonfinite;
+        v->ok = v->nonfinite == 0 && v->rel <= tol;
+        free(sum);
+    }
+    PL_CHECK_MPI(MPI_Bcast(&v->ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    free(all);
+    free(mine);
+    pl_mem_free(host);
+}
+
+void gr_check_params(const struct gr_reference *ref, enum gr_params_layout mode, size_t offset,
+                     size_t n, const float *got, double tol, struct gr_param_verdict *v)
+{
+    check_flat(ref, ref->params, mode, offset, n, got, tol, v);
+}
+
+void gr_check_grads(const struct gr_reference *ref, int step, enum gr_params_layout mode,
+                    size_t offset, size_t n, const float *got, double tol,
+                    struct gr_param_verdict *v)
+{
+    PL_ASSERT(step >= 0 && step < ref->setup.steps);
+    check_flat(ref, ref->grads + (size_t)step * ref->numel, mode, offset, n, got, tol, v);
+}
+
+static void shape_text(const struct pl_param_desc *d, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int k = 0; k < d->ndim && used < len; k++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", k ? ", " : "",
+                                 (long long)d->shape[k]);
+    if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+const char *gr_describe_param_error(const struct gr_reference *ref,
+                                    const struct gr_param_verdict *v, char *buf, size_t len)
+{
+    if (v->tensor < 0) {
+        snprintf(buf, len, "no parameters compared");
+        return buf;
+    }
+    const struct pl_param_desc *d = &ref->layout.tensors[v->tensor];
+    char shape[64], who[32] = "";
+    shape_text(d, shape, sizeof shape);
+    if (v->rank >= 0) snprintf(who, sizeof who, "rank %d, ", v->rank);
+    if (v->nonfinite)
+        snprintf(buf, len, "%stensor %s %s: %d elements in all are NaN or Inf (first bad element "
+                 "%zu of this tensor)", who, d->name, shape, v->nonfinite, v->worst_elem);
+    else
+        snprintf(buf, len, "%stensor %s %s: relative L2 error %.2e (largest element error %.2e, "
+                 "at element %zu), all parameters %.2e", who, d->name, shape, v->rel,
+                 v->max_abs, v->worst_elem, v->overall);
+    return buf;
+}
+
+int gr_replicas_equal(const float *x, size_t n, int *bad_rank, size_t *bad_elem)
+{
+    float *mine = pl_mem_alloc(n * sizeof *mine, PL_MEM_WORK, PL_HOST, "grader replica");
+    float *root = pl_mem_alloc(n * sizeof *root, PL_MEM_WORK, PL_HOST, "grader rank 0 copy");
+    pl_to_host(mine, x, n * sizeof *mine);
+    memcpy(root, mine, n * sizeof *mine);
+    /* In pieces: MPI counts are ints. */
+    for (size_t off = 0; off < n; off += (size_t)1 << 28) {
+        size_t len = n - off < ((size_t)1 << 28) ? n - off : (size_t)1 << 28;
+        PL_CHECK_MPI(MPI_Bcast(root + off, (int)len, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    }
+    long first = -1;
+    for (size_t i = 0; i < n && first < 0; i++)
+        if (memcmp(&mine[i], &root[i], sizeof(float))) first = (long)i;
+    int nranks = pl_size();
+    long *all = malloc((size_t)nranks * sizeof *all);
+    PL_CHECK_MPI(MPI_Allgather(&first, 1, MPI_LONG, all, 1, MPI_LONG, MPI_COMM_WORLD));
+    int equal = 1;
+    for (int r = 0; r < nranks; r++)
+        if (all[r] >= 0) {
+            equal = 0;
+            if (bad_rank) *bad_rank = r;
+            if (bad_elem) *bad_elem = (size_t)all[r];
+            break;
+        }
+    free(all);
+    pl_mem_free(root);
+    pl_mem_free(mine);
+    return equal;
+}
+
+/* ---- traffic ---- */
+
+void gr_ledger_mark(struct pl_ledger *mark) { *mark = *pl_ledger(); }
+
+void gr_ledger_since(const struct pl_ledger *mark, struct pl_ledger *delta)
+{
+    pl_ledger_diff(pl_ledger(), mark, delta);
+}
+
+void gr_ledger_gather_world(const struct pl_ledger *mine, struct pl_ledger *all)
+{
+    PL_CHECK_MPI(MPI_Gather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE,
+                            0, MPI_COMM_WORLD));
+}
+
+double gr_ledger_total_bytes(const struct pl_ledger *l) { return pl_ledger_bytes(l, -1, -1); }
+
+long gr_ledger_total_calls(const struct pl_ledger *l)
+{
+    long n = 0;
+    for (int k = 0; k < PL_NKINDS; k++)
+        if (k != PL_P2P) n += l->calls[k];
+    return n;
+}
+
+const char *gr_human_bytes(double b, char *buf, size_t len)
+{
+    static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
+    int u = 0;
+    double x = b;
+    while (fabs(x) >= 1000.0 && u < 4) {
+        x /= 1000.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, len, "%.0f B", x);
+    else snprintf(buf, len, "%.1f %s", x, unit[u]);
+    return buf;
+}
+
+/* ---- the modelled overlap ---- */
+
+int gr_overlap_replay(const struct pl_merged_trace *m, const struct pl_profile *p,
+                      double flop_scale, double byte_scale, const char *svg_path,
+                      const char *title, struct gr_overlap *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    /* A scaled copy: the events are plain structs, the groups are shared read-only. */
+    struct pl_merged_trace c = *m;
+    c.events = calloc((size_t)m->nranks, sizeof *c.events);
+    for (int r = 0; r < m->nranks; r++) {
+        c.events[r] = malloc((size_t)(m->nevents[r] > 0 ? m->nevents[r] : 1) * sizeof **c.events);
+        for (int i = 0; i < m->nevents[r]; i++) {
+            struct pl_event ev = m->events[r][i];
+            ev.flops *= flop_scale;
+            ev.bytes *= byte_scale;
+            c.events[r][i] = ev;
+        }
+    }
+    struct pl_replay rp;
+    int rc = pl_replay_run(&c, p, pl_topo(), &rp, err, errlen);
+    if (rc == 0) {
+        out->step_time = rp.step_time;
+        int worst = 0;
+        for (int r = 0; r < rp.nranks; r++) {
+            const struct pl_rank_time *t = &rp.rank[r];
+            if (t->compute > out->compute) out->compute = t->compute;
+            if (t->exposed_comm > rp.rank[worst].exposed_comm) worst = r;
+        }
+        out->comm = rp.rank[worst].comm;
+        out->exposed = rp.rank[worst].exposed_comm;
+        out->not_hidden = out->comm > 0 ? out->exposed / out->comm : 0.0;
+        if (out->not_hidden > 1) out->not_hidden = 1;
+        if (svg_path && pl_replay_write_svg(&c, &rp, title, svg_path) != 0)
+            fprintf(stderr, "warning: cannot write %s\n", svg_path);
+        pl_replay_free(&rp);
+    }
+    for (int r = 0; r < m->nranks; r++) free(c.events[r]);
+    free(c.events);
+    return rc;
+}

@@ -1,0 +1,148 @@
+/* ddp.c: Lab 2, your data-parallel training step.
+ *
+ * Read docs/labs/02-ddp.md first (sections 3 to 7 explain each function below), then
+ * replace each lab_todo() call with your code. Grade your work with
+ *     make grade LAB=02                    every test of this lab
+ *     make grade LAB=02 TEST=bucketed      the tests whose name contains "bucketed"
+ *     make grade LAB=02 NP=2               only 2 ranks
+ * and see your step's timeline with `make bench LAB=02` (handout section 8).
+ *
+ * What you may call: the model (lib/model.h: pl_model_forward, pl_model_backward,
+ * pl_model_zero_grad, pl_model_set_hook, pl_model_part_range, m->layout, m->params,
+ * m->grads) and the collectives of lib/comm.h (pl_broadcast, pl_all_reduce,
+ * pl_all_reduce_async, pl_wait, pl_wait_all). The grader reads the bytes and calls you make
+ * from the traffic ledger, so every byte must go through a pl_ call. */
+#include "ddp.h"
+
+#include "check.h"
+#include "mem.h"
+
+/* Your state. The fields below are a suggestion that the solution's shape fits; add what
+ * you need. Allocate with pl_mem_alloc (zero-filled) and free with pl_mem_free. */
+struct ddp {
+    struct pl_comm *comm;
+    struct pl_model *m;
+    struct ddp_options opt;
+    int nbuckets;
+    size_t *bucket_off, *bucket_len; /* [nbuckets]; bucket 0 at the end of the flat buffer */
+    struct pl_handle **inflight;     /* [nbuckets]: all-reduces started during backward */
+    int launched;                    /* how many buckets this step's backward started */
+    int syncing;                     /* 1 while the last microbatch's backward runs */
+};
+
+/* Section 3. Every replica must start from rank 0's parameters, or the ranks train
+ * different models from the first step on. m->params is one flat buffer of
+ * m->layout.numel floats: one pl_broadcast from root 0 covers all of it. */
+static void broadcast_params(struct ddp *d)
+{
+    lab_todo("broadcast_params", "3");
+}
+
+/* Section 4. Naive DDP: for each tensor t of d->m->layout.tensors (n_tensors of them), its
+ * gradient is m->grads + tensors[t].offset, tensors[t].numel floats. All-reduce each one
+ * in place with PL_AVG: the mean over ranks of the local mean-loss gradients is the
+ * gradient of the mean loss over the whole global batch. (PL_SUM would be n times too
+ * large -- and AdamW would hide it, so the grader checks the gradient itself.) */
+static void allreduce_per_tensor(struct ddp *d)
+{
+    lab_todo("allreduce_per_tensor", "4");
+}
+
+/* Section 5. Cut the flat gradient into buckets by the rule of ddp.h: walk the tensors
+ * from the last (t = n_tensors - 1) to the first; a bucket takes the next tensor while
+ * bucket_len + numel stays within d->opt.bucket_bytes / sizeof(float), otherwise that
+ * tensor starts a new bucket (so a tensor larger than a bucket sits alone). Walking
+ * backwards, a bucket's offset is the offset of the LAST tensor you added to it. There are
+ * at most n_tensors buckets: allocate bucket_off, bucket_len and inflight for that many. */
+static void plan_buckets(struct ddp *d)
+{
+    lab_todo("plan_buckets", "5");
+}
+
+/* Section 5. One in-place pl_all_reduce (PL_AVG) per bucket: fewer, larger messages pay
+ * the per-call latency fewer times than one call per tensor. */
+static void allreduce_buckets(struct ddp *d)
+{
+    lab_todo("allreduce_buckets", "5");
+}
+
+/* Section 6. The model calls this after each part's backward: the head (part n_layers)
+ * first, then blocks n_layers-1 .. 0, then the embedding (part -1). When it is called,
+ * every gradient from the part's first element (pl_model_part_range) to the end of the
+ * flat buffer is final. So: while the next bucket not yet started (d->launched) begins at
+ * or after that element, start its all-reduce with pl_all_reduce_async and keep the handle
+ * in d->inflight. Do nothing unless d->syncing: earlier microbatches only accumulate. */
+static void on_backward_part(struct pl_model *m, int part, void *arg)
+{
+    lab_todo("on_backward_part", "6");
+}
+
+/* Section 6. Wait for every bucket started in this step (pl_wait_all) and get ready for the
+ * next step (d->launched = 0). */
+static void wait_buckets(struct ddp *d)
+{
+    lab_todo("wait_buckets", "6");
+}
+
+struct ddp *ddp_new(struct pl_comm *comm, struct pl_model *m, const struct ddp_options *opt)
+{
+    struct ddp *d = pl_mem_alloc(sizeof *d, PL_MEM_WORK, PL_HOST, "ddp state");
+    d->comm = comm;
+    d->m = m;
+    d->opt = *opt;
+    broadcast_params(d);
+    if (opt->variant != DDP_NAIVE) plan_buckets(d);
+    if (opt->variant == DDP_OVERLAPPED) pl_model_set_hook(m, on_backward_part, d);
+    return d;
+}
+
+void ddp_free(struct ddp *d)
+{
+    if (!d) return;
+    if (d->opt.variant == DDP_OVERLAPPED) pl_model_set_hook(d->m, NULL, NULL);
+    pl_mem_free(d->bucket_off);
+    pl_mem_free(d->bucket_len);
+    pl_mem_free(d->inflight);
+    pl_mem_free(d);
+}
+
+/* Section 7. One microbatch of this rank's slice (the two all-reduce lines at the end are
+ * given; write the rest where the lab_todo is):
+ *   - microbatch 0 starts the step: pl_model_zero_grad(m);
+ *   - ctx = pl_model_ctx_eval() with ctx.train = 1, ctx.step = m->adam_t + 1 and
+ *     ctx.loss_scale = 1.0f / microbatches, so the microbatches' gradients add up to the
+ *     gradient of the step's mean loss;
+ *   - loss = pl_model_forward(m, tokens, targets, B, &ctx); pl_model_backward(m, &ctx);
+ *     for the overlapped variant set d->syncing around the backward of the LAST
+ *     microbatch only, so the hook starts the all-reduces exactly once per step;
+ *   - after the last microbatch's backward, the naive and bucketed variants all-reduce
+ *     (allreduce_per_tensor or allreduce_buckets). Earlier microbatches send nothing:
+ *     that is the whole point of accumulating.
+ * Return the unscaled loss. */
+double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets, int B,
+                            int microbatch, int microbatches)
+{
+    int last = microbatch == microbatches - 1;
+    lab_todo("ddp_forward_backward", "7"); /* zero, forward and backward, as above */
+    if (last && d->opt.variant == DDP_NAIVE) allreduce_per_tensor(d);
+    if (last && d->opt.variant == DDP_BUCKETED) allreduce_buckets(d);
+    return 0.0;
+}
+
+/* Sections 4 to 6. The overlapped variant waits here for its buckets (wait_buckets); the
+ * others have nothing left to do. */
+void ddp_finish_gradients(struct ddp *d)
+{
+    if (d->opt.variant == DDP_OVERLAPPED) wait_buckets(d);
+}
+
+int ddp_num_buckets(const struct ddp *d)
+{
+    return d->nbuckets;
+}
+
+void ddp_bucket_range(const struct ddp *d, int i, size_t *offset, size_t *numel)
+{
+    *offset = d->bucket_off[i];
+    *numel = d->bucket_len[i];
+}

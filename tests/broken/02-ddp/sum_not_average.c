@@ -1,0 +1,149 @@
+/* sum_not_average.c: a deliberately broken Lab 2 (tests/grader.tests): the reference
+ * solution with every all-reduce summing the ranks' gradients instead of averaging them.
+ * AdamW would hide the factor n in the parameters, so the grader must catch it in the
+ * gradient itself, and say that it is n times too large. */
+#include "ddp.h"
+
+#include <stdlib.h>
+
+#include "check.h"
+#include "mem.h"
+
+struct ddp {
+    struct pl_comm *comm;
+    struct pl_model *m;
+    struct ddp_options opt;
+    int nbuckets;
+    size_t *bucket_off, *bucket_len; /* [nbuckets]; bucket 0 at the end of the flat buffer */
+    struct pl_handle **inflight;     /* [nbuckets]: the overlapped variant's all-reduces */
+    int launched;                    /* buckets started in this step's backward */
+    int syncing;                     /* the last microbatch's backward is running */
+};
+
+/* Section 3: every replica takes rank 0's parameters. */
+static void broadcast_params(struct ddp *d)
+{
+    pl_broadcast(d->comm, d->m->params, d->m->layout.numel, 0);
+}
+
+/* Section 4: one all-reduce (mean) per parameter tensor, in place. */
+static void allreduce_per_tensor(struct ddp *d)
+{
+    const struct pl_model_layout *lay = &d->m->layout;
+    for (int t = 0; t < lay->n_tensors; t++) {
+        float *g = d->m->grads + lay->tensors[t].offset;
+        pl_all_reduce(d->comm, g, g, lay->tensors[t].numel, PL_SUM);
+    }
+}
+
+/* Section 5: whole tensors, last to first, while they fit in bucket_bytes. */
+static void plan_buckets(struct ddp *d)
+{
+    const struct pl_model_layout *lay = &d->m->layout;
+    size_t cap = d->opt.bucket_bytes / sizeof(float);
+    d->bucket_off = pl_mem_alloc((size_t)lay->n_tensors * sizeof(size_t), PL_MEM_WORK, PL_HOST,
+                                 "ddp bucket offsets");
+    d->bucket_len = pl_mem_alloc((size_t)lay->n_tensors * sizeof(size_t), PL_MEM_WORK, PL_HOST,
+                                 "ddp bucket lengths");
+    d->inflight = pl_mem_alloc((size_t)lay->n_tensors * sizeof *d->inflight, PL_MEM_WORK,
+                               PL_HOST, "ddp handles");
+    int b = -1;
+    for (int t = lay->n_tensors - 1; t >= 0; t--) {
+        const struct pl_param_desc *p = &lay->tensors[t];
+        if (b < 0 || d->bucket_len[b] + p->numel > cap) {
+            b++;
+            d->bucket_len[b] = 0;
+        }
+        d->bucket_off[b] = p->offset;
+        d->bucket_len[b] += p->numel;
+    }
+    d->nbuckets = b + 1;
+}
+
+static void allreduce_bucket(struct ddp *d, int b)
+{
+    float *g = d->m->grads + d->bucket_off[b];
+    pl_all_reduce(d->comm, g, g, d->bucket_len[b], PL_SUM);
+}
+
+/* Section 6: after part `part`'s backward every gradient from the part's first element
+ * to the end of the buffer is final, so each bucket starting there can go. */
+static void on_backward_part(struct pl_model *m, int part, void *arg)
+{
+    struct ddp *d = arg;
+    if (!d->syncing) return;
+    size_t start, n;
+    pl_model_part_range(&m->layout, part, &start, &n);
+    while (d->launched < d->nbuckets && d->bucket_off[d->launched] >= start) {
+        float *g = m->grads + d->bucket_off[d->launched];
+        d->inflight[d->launched] = pl_all_reduce_async(d->comm, g, g,
+                                                       d->bucket_len[d->launched], PL_SUM);
+        d->launched++;
+    }
+}
+
+static void wait_buckets(struct ddp *d)
+{
+    PL_ASSERT(d->launched == d->nbuckets);
+    pl_wait_all(d->inflight, d->launched);
+    d->launched = 0;
+}
+
+struct ddp *ddp_new(struct pl_comm *comm, struct pl_model *m, const struct ddp_options *opt)
+{
+    struct ddp *d = pl_mem_alloc(sizeof *d, PL_MEM_WORK, PL_HOST, "ddp state");
+    d->comm = comm;
+    d->m = m;
+    d->opt = *opt;
+    broadcast_params(d);
+    if (opt->variant != DDP_NAIVE) plan_buckets(d);
+    if (opt->variant == DDP_OVERLAPPED) pl_model_set_hook(m, on_backward_part, d);
+    return d;
+}
+
+void ddp_free(struct ddp *d)
+{
+    if (!d) return;
+    if (d->opt.variant == DDP_OVERLAPPED) pl_model_set_hook(d->m, NULL, NULL);
+    pl_mem_free(d->bucket_off);
+    pl_mem_free(d->bucket_len);
+    pl_mem_free(d->inflight);
+    pl_mem_free(d);
+}
+
+/* Section 7: accumulate locally, communicate once, on the last microbatch. */
+double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets, int B,
+                            int microbatch, int microbatches)
+{
+    struct pl_model *m = d->m;
+    int last = microbatch == microbatches - 1;
+    if (microbatch == 0) pl_model_zero_grad(m);
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1;
+    ctx.step = (uint64_t)m->adam_t + 1;
+    ctx.loss_scale = 1.0f / (float)microbatches;
+    double loss = pl_model_forward(m, tokens, targets, B, &ctx);
+    d->syncing = last && d->opt.variant == DDP_OVERLAPPED;
+    pl_model_backward(m, &ctx);
+    d->syncing = 0;
+    if (last && d->opt.variant == DDP_NAIVE) allreduce_per_tensor(d);
+    if (last && d->opt.variant == DDP_BUCKETED)
+        for (int b = 0; b < d->nbuckets; b++) allreduce_bucket(d, b);
+    return loss;
+}
+
+void ddp_finish_gradients(struct ddp *d)
+{
+    if (d->opt.variant == DDP_OVERLAPPED) wait_buckets(d);
+}
+
+int ddp_num_buckets(const struct ddp *d)
+{
+    return d->nbuckets;
+}
+
+void ddp_bucket_range(const struct ddp *d, int i, size_t *offset, size_t *numel)
+{
+    *offset = d->bucket_off[i];
+    *numel = d->bucket_len[i];
+}
