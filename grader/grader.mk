@@ -8,7 +8,7 @@
 #
 # Each lab NN-name has a trusted driver grader/NN-name/driver.c (plus helpers in the same
 # folder) that is linked with a student file: labs/NN-name/*.c (the student's copy),
-# solutions/NN-name/*.c, or one deliberately broken variant tests/broken/NN-name/X.c. Each
+# solutions/NN-name/*.c, or one deliberately broken variant tests/broken/NN-name/X.patch. Each
 # becomes build/<b>/grader/<variant>/NN-name/driver, run by build/<b>/bin/grade.
 
 GRADER_LABS := $(patsubst grader/%/driver.c,%,$(wildcard grader/*/driver.c))
@@ -57,9 +57,17 @@ $(B)/grader/labs/$(1)/driver: $(wildcard labs/$(1)/*.c) $(call grader_c,$(1)) $(
 	fi
 endef
 
-GRADER_BROKEN := $(wildcard tests/broken/*/*.c)
+# A broken variant is a patch on the lab's solution, so the bug is exactly the diff and the
+# variant follows the solution as it changes (a patch that no longer applies fails the build).
+GRADER_BROKEN := $(wildcard tests/broken/*/*.patch)
 broken_name = $(basename $(notdir $(1)))
 broken_lab = $(notdir $(patsubst %/,%,$(dir $(1))))
+broken_src = $(B)/broken-src/$(call broken_lab,$(1))/$(call broken_name,$(1)).c
+
+$(B)/broken-src/%.c: tests/broken/%.patch $(wildcard solutions/*/*.c)
+	@mkdir -p $(@D)
+	@echo "  PATCH $@"
+	$(Q)patch -s -p1 -o $@ < $<
 
 # A copy of the kit may come without solutions/ (a course's student copy). Labs whose driver
 # compiles the reference solution in (grader/NN-name/reference.c: the timing baseline and
@@ -70,7 +78,7 @@ GRADER_GRADABLE := $(foreach l,$(GRADER_LABS),$(if $(or $(wildcard solutions/$(l
 
 $(foreach l,$(GRADER_SOLVED),$(eval $(call grader_driver_rule,solutions,$(l),$(wildcard solutions/$(l)/*.c),)))
 $(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_student_rule,$(l))))
-$(foreach s,$(GRADER_BROKEN),$(eval $(call grader_driver_rule,broken/$(call broken_name,$(s)),$(call broken_lab,$(s)),$(s),)))
+$(foreach s,$(GRADER_BROKEN),$(eval $(call grader_driver_rule,broken/$(call broken_name,$(s)),$(call broken_lab,$(s)),$(call broken_src,$(s)),)))
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
   $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \
