@@ -11,19 +11,8 @@
 #include <string.h>
 
 #include "paralab.h"
+#include "testing.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        checks++;                                                                          \
-        if (!(cond)) {                                                                     \
-            failures++;                                                                    \
-            printf("[rank %d] FAIL %s:%d: ", pl_rank(), __FILE__, __LINE__);               \
-            printf(__VA_ARGS__);                                                           \
-            printf("\n");                                                                  \
-        }                                                                                  \
-    } while (0)
 
 static int close_to(double got, double want)
 {

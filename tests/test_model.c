@@ -26,19 +26,8 @@
 #include "model.h"
 #include "ops.h"
 #include "paralab.h"
+#include "testing.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        checks++;                                                                          \
-        if (!(cond)) {                                                                     \
-            failures++;                                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                    \
-            printf(__VA_ARGS__);                                                           \
-            printf("\n");                                                                  \
-        }                                                                                  \
-    } while (0)
 
 /* Finite differences: 4-point central stencil, error O(h^4) from truncation and about
  * 1.5 * (fp32 rounding of the loss) / h from the forward running in fp32. */

@@ -15,24 +15,13 @@
 #include "kernels.h"
 #include "ops.h"
 #include "paralab.h"
+#include "testing.h"
 
 /* fp32 op versus double reference: |got - ref| <= ATOL + RTOL * |ref|, for every tensor. */
 #define ATOL 1e-4
 #define RTOL 1e-3
 #define FD_STEP 1e-6 /* central differences in double: error ~ step^2, far below ATOL */
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        checks++;                                                                          \
-        if (!(cond)) {                                                                     \
-            failures++;                                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                    \
-            printf(__VA_ARGS__);                                                           \
-            printf("\n");                                                                  \
-        }                                                                                  \
-    } while (0)
 
 /* ---- memory: host arrays in double, op arrays in op memory; freed after each case ---- */
 

@@ -9,19 +9,8 @@
 #include <unistd.h>
 
 #include "paralab.h"
+#include "testing.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        checks++;                                                                          \
-        if (!(cond)) {                                                                     \
-            failures++;                                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                    \
-            printf(__VA_ARGS__);                                                           \
-            printf("\n");                                                                  \
-        }                                                                                  \
-    } while (0)
 
 /* Equal up to rounding: the replay adds the same terms in another order. */
 static int close_to(double got, double want)

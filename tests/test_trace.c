@@ -10,19 +10,8 @@
 #include <unistd.h>
 
 #include "paralab.h"
+#include "testing.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        checks++;                                                                          \
-        if (!(cond)) {                                                                     \
-            failures++;                                                                    \
-            printf("[rank %d] FAIL %s:%d: ", pl_rank(), __FILE__, __LINE__);               \
-            printf(__VA_ARGS__);                                                           \
-            printf("\n");                                                                  \
-        }                                                                                  \
-    } while (0)
 
 /* Quotes, a backslash, control characters and a non-ASCII letter: all must survive JSON. */
 static const char *const odd_label = "fwd \"q\" \\ \n\t \xc3\xa9";

@@ -9,18 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include "testing.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            printf("FAIL: ");                                                              \
-            printf(__VA_ARGS__);                                                           \
-            printf("\n");                                                                  \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
 
 static const char *STAGES[4] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
 
