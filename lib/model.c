@@ -13,6 +13,7 @@
 #include "model_internal.h"
 #include "ops.h"
 #include "rng.h"
+#include "trace.h"
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
@@ -396,9 +397,20 @@ static void check_bt(const struct pl_model_config *c, int B, int T)
 
 /* ---- embedding ------------------------------------------------------------------------------- */
 
+/* Names the compute that follows in the trace ("F attn 3", "B head"), so a timeline shows
+ * which part of the model each stretch of compute is; timelines colour F and B apart. */
+static void trace_span(char phase, const char *part, int layer)
+{
+    char label[PL_LABEL_LEN];
+    if (layer >= 0) snprintf(label, sizeof label, "%c %s %d", phase, part, layer);
+    else snprintf(label, sizeof label, "%c %s", phase, part);
+    pl_span(label);
+}
+
 void pl_embed_forward(const struct pl_model_config *c, const struct pl_embed_params *p,
                       const int *tokens, int B, int T, float *x)
 {
+    trace_span('F', "embed", -1);
     check_bt(c, B, T);
     pl_encoder_forward(x, tokens, p->wte, p->wpe, B, T, c->d_model, c->vocab);
 }
@@ -406,6 +418,7 @@ void pl_embed_forward(const struct pl_model_config *c, const struct pl_embed_par
 void pl_embed_backward(const struct pl_model_config *c, const struct pl_embed_params *g,
                        const int *tokens, int B, int T, const float *dx)
 {
+    trace_span('B', "embed", -1);
     pl_encoder_backward(g->wte, g->wpe, dx, tokens, B, T, c->d_model, c->vocab);
 }
 
@@ -442,6 +455,7 @@ void pl_attn_forward(const struct pl_model_config *c, int layer, const struct pl
                      struct pl_attn_acts *a, const struct pl_model_ctx *ctx, const float *x,
                      float *y)
 {
+    trace_span('F', "attn", layer);
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
     if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
     pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->ln1_w, p->ln1_b, N, C);
@@ -459,6 +473,7 @@ void pl_attn_backward(const struct pl_model_config *c, int layer,
                       const struct pl_attn_acts *a, const struct pl_model_ctx *ctx,
                       const float *dy, float *dx)
 {
+    trace_span('B', "attn", layer);
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
     float *dbranch = pl_model_scratch((size_t)N * C, "attn d branch");
     float *dheads = pl_model_scratch((size_t)N * C, "attn d heads");
@@ -537,6 +552,7 @@ void pl_mlp_forward(const struct pl_model_config *c, int layer, const struct pl_
                     struct pl_mlp_acts *a, const struct pl_model_ctx *ctx, const float *x,
                     float *y)
 {
+    trace_span('F', "mlp", layer);
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
     if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
     pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->ln2_w, p->ln2_b, N, C);
@@ -555,6 +571,7 @@ void pl_mlp_backward(const struct pl_model_config *c, int layer,
                      const struct pl_mlp_acts *a, const struct pl_model_ctx *ctx,
                      const float *dy, float *dx)
 {
+    trace_span('B', "mlp", layer);
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
     float *dbranch = pl_model_scratch((size_t)N * C, "mlp d branch");
     float *dln = pl_model_scratch((size_t)N * C, "mlp d ln2");
@@ -634,6 +651,7 @@ void pl_head_acts_free(struct pl_head_acts *a)
 double pl_head_forward(const struct pl_model_config *c, const struct pl_head_params *p,
                        struct pl_head_acts *a, const float *x, const int *targets)
 {
+    trace_span('F', "head", -1);
     const int N = a->B * a->T, C = c->d_model, V = c->vocab;
     if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
     pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->lnf_w, p->lnf_b, N, C);
@@ -649,6 +667,7 @@ void pl_head_backward(const struct pl_model_config *c, const struct pl_head_para
                       const struct pl_head_params *g, const struct pl_head_acts *a,
                       const struct pl_model_ctx *ctx, float *dx)
 {
+    trace_span('B', "head", -1);
     const int N = a->B * a->T, C = c->d_model, V = c->vocab;
     PL_ASSERT(a->targets != NULL);
     float scale = ctx ? ctx->loss_scale : 1.0f;

@@ -871,10 +871,14 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
     double step = r->step_time > 0.0 ? r->step_time : 1.0;
     double axis_y = top + r->nranks * block + 4;
     int used[256] = {0};
+    const char *first_label[256] = {0}; /* names the legend entry of each letter */
     for (int rank = 0; rank < r->nranks; rank++)
         for (int i = 0; i < m->nevents[rank]; i++)
-            if (m->events[rank][i].type == PL_EV_COMPUTE)
-                used[(unsigned char)compute_letter(&m->events[rank][i])] = 1;
+            if (m->events[rank][i].type == PL_EV_COMPUTE) {
+                unsigned char c = (unsigned char)compute_letter(&m->events[rank][i]);
+                used[c] = 1;
+                if (!first_label[c]) first_label[c] = m->events[rank][i].label;
+            }
     int nlegend = 3;
     for (int c = 0; c < 256; c++) nlegend += used[c];
     double height = axis_y + 40 + 20 * ((nlegend + 5) / 6) + 10;
@@ -946,7 +950,12 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
         if (c < 256) {
             if (!used[c]) continue;
             color = letter_color((char)c);
-            snprintf(name, sizeof name, "compute %c", (char)c);
+            if (c == 'F') snprintf(name, sizeof name, "forward (F)");
+            else if (c == 'B') snprintf(name, sizeof name, "backward (B)");
+            else if (c == 'W') snprintf(name, sizeof name, "weight grad, update (W)");
+            else if (first_label[c] && first_label[c][0])
+                snprintf(name, sizeof name, "%.24s", first_label[c]);
+            else snprintf(name, sizeof name, "compute %c", (char)c);
         } else if (c == 256) {
             color = COMM_COLOR;
             snprintf(name, sizeof name, "collective");
@@ -959,8 +968,10 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
         }
         double x = left + 170 * (item % 6), y = ly + 20 * (item / 6);
         fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                   "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
-                x, y - 10, color, x + 16, y, name);
+                   "<text x=\"%.0f\" y=\"%.0f\">",
+                x, y - 10, color, x + 16, y);
+        xml_text(f, name);
+        fputs("</text>\n", f);
         item++;
     }
     fputs("</svg>\n", f);
