@@ -7,13 +7,16 @@ B=${1:-build/cpu}
 launch() { "$B/bin/launch" --timeout 600 "$@"; }
 section() { printf '\n==== %s ====\n' "$*"; }
 
-section "collectives, nccl-tests style (bench_comm)"
-for np in 2 4 8; do
-    launch -np "$np" -- "$B/tests/bench_comm"
-done
+# The library's own benchmarks run when no LAB is chosen; LAB=NN runs that lab's section only.
+if [ -z "${LAB:-}" ]; then
+    section "collectives, nccl-tests style (bench_comm)"
+    for np in 2 4 8; do
+        launch -np "$np" -- "$B/tests/bench_comm"
+    done
 
-section "training-step throughput vs OpenBLAS sgemm and PyTorch (bench_train)"
-"$B/tests/bench_train"
+    section "training-step throughput vs OpenBLAS sgemm and PyTorch (bench_train)"
+    "$B/tests/bench_train"
+fi
 
 # Lab 1: the student's collectives (labs/, or solutions/ with SOLUTIONS=1) beside the
 # library's, at NP ranks (default 4). Selected by LAB=01 (or no LAB at all).
