@@ -17,7 +17,9 @@ else
 B := build/cpu
 endif
 
-CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda /usr/lib/cuda))
+# The CUDA toolkit: $CUDA_HOME, else the usual prefixes, else wherever nvcc on PATH lives.
+NVCC_ON_PATH := $(shell command -v nvcc 2>/dev/null)
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda /usr/lib/cuda) $(if $(NVCC_ON_PATH),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC_ON_PATH)))))
 CUDA_ARCH ?= 80 90
 NP_MAX ?= 8
 
@@ -42,6 +44,7 @@ ifeq ($(GPU),1)
 ALL_CFLAGS += -DPL_GPU=1 -I$(CUDA_HOME)/include
 NVCC_FLAGS = -std=c++17 -O2 -g -DPL_GPU=1 -Ilib -Idatasets $(shell mpicc --showme:compile 2>/dev/null) \
   $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+  -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH)) \
   -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter
 GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart -lstdc++
 else
@@ -142,8 +145,11 @@ help:
 	@echo "  make                 build the CPU backend into build/cpu (installs missing packages as root)"
 	@echo "  make GPU=1           build the CUDA backend (nvcc, cuBLAS, NCCL) into build/gpu"
 	@echo "  make demo            8 ranks on a virtual 2x4 cluster: collectives, traffic and memory report"
+	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
+	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1; docs/grader.md)"
+	@echo "  make gradescope      build/gradescope/autograder.zip for Gradescope"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
-	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines)"
+	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
 	@echo "  make deps            check and install the packages the build needs"

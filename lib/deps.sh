@@ -27,6 +27,9 @@ fi
 if [ "$build" = gpu ]; then
     cuda=${CUDA_HOME:-}
     [ -n "$cuda" ] || for d in /usr/local/cuda /usr/lib/cuda; do [ -d "$d" ] && cuda=$d && break; done
+    if [ -z "$cuda" ] && command -v nvcc >/dev/null 2>&1; then
+        cuda=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+    fi
     if [ -n "$cuda" ] && [ -x "$cuda/bin/nvcc" ]; then
         note nvcc "$("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1)"
         if [ -f "$cuda/include/nccl.h" ] || [ -f /usr/include/nccl.h ] || [ -f /usr/local/include/nccl.h ]; then
