@@ -8,20 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "fileio.h"
 #include "mem.h"
 #include "rng.h"
+#include "util.h"
 
 /* ---------------------------------------------------------------- tokens in memory */
 
 uint64_t pl_tokens_checksum(const uint16_t *tok, int64_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = PL_FNV1A_START;
     for (int64_t i = 0; i < n; i++) {
-        h = (h ^ (tok[i] & 0xffu)) * 0x100000001b3ULL;
-        h = (h ^ (tok[i] >> 8)) * 0x100000001b3ULL;
+        unsigned char le[2];
+        pl_put_le(le, tok[i], 2);
+        h = pl_fnv1a(h, le, 2);
     }
     return h;
 }
@@ -53,79 +55,32 @@ void pl_tokens_free(struct pl_tokens *t)
 
 /* ---------------------------------------------------------------- the file format */
 
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 enum { TOKEN_BYTES = 2, CHUNK = 1 << 15 };
 
 void pl_tokens_write(const char *path, const struct pl_tokens *t)
 {
-    char tmp[4096];
-    int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (len < 0 || (size_t)len >= sizeof tmp) pl_usage_error("token file path too long: %s", path);
-
-    FILE *f = fopen(tmp, "wb");
-    if (!f) pl_usage_error("cannot write token file '%s': %s", tmp, strerror(errno));
+    struct pl_atomic_file a;
+    pl_atomic_open(&a, path, "token file");
 
     unsigned char hdr[PL_TOKENS_HEADER_BYTES];
     memset(hdr, 0, sizeof hdr);
     memcpy(hdr, PL_TOKENS_MAGIC, 8);
-    put_u32(hdr + 8, PL_TOKENS_VERSION);
-    put_u32(hdr + 12, (uint32_t)t->vocab);
-    put_u32(hdr + 16, TOKEN_BYTES);
-    put_u32(hdr + 20, PL_TOKENS_HEADER_BYTES);
-    put_u64(hdr + 24, (uint64_t)t->n);
-    put_u64(hdr + 32, pl_tokens_checksum(t->tok, t->n));
-    int ok = fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr;
+    pl_put_le(hdr + 8, PL_TOKENS_VERSION, 4);
+    pl_put_le(hdr + 12, (uint32_t)t->vocab, 4);
+    pl_put_le(hdr + 16, TOKEN_BYTES, 4);
+    pl_put_le(hdr + 20, PL_TOKENS_HEADER_BYTES, 4);
+    pl_put_le(hdr + 24, (uint64_t)t->n, 8);
+    pl_put_le(hdr + 32, pl_tokens_checksum(t->tok, t->n), 8);
+    pl_atomic_write(&a, hdr, sizeof hdr);
 
     /* Explicit little-endian bytes, so a file reads the same on any host. */
     static unsigned char buf[CHUNK * TOKEN_BYTES];
-    for (int64_t i = 0; ok && i < t->n; i += CHUNK) {
+    for (int64_t i = 0; !a.failed && i < t->n; i += CHUNK) {
         int64_t m = t->n - i < CHUNK ? t->n - i : CHUNK;
-        for (int64_t j = 0; j < m; j++) {
-            buf[2 * j] = (unsigned char)(t->tok[i + j] & 0xff);
-            buf[2 * j + 1] = (unsigned char)(t->tok[i + j] >> 8);
-        }
-        ok = fwrite(buf, TOKEN_BYTES, (size_t)m, f) == (size_t)m;
+        for (int64_t j = 0; j < m; j++) pl_put_le(buf + TOKEN_BYTES * j, t->tok[i + j], 2);
+        pl_atomic_write(&a, buf, (size_t)m * TOKEN_BYTES);
     }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved = errno;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) saved = errno;
-        unlink(tmp);
-        pl_fatal("writing token file '%s' failed: %s", path, strerror(saved));
-    }
-}
-
-PL_PRINTF(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
+    pl_atomic_commit(&a);
 }
 
 /* Printable form of the first 8 bytes, for the wrong-magic message. */
@@ -148,12 +103,12 @@ int pl_tokens_read_checked(const char *path, struct pl_tokens *out, char *err, s
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(err, errlen, "cannot open token file '%s': %s (%s)", path, strerror(errno),
+        return pl_err(err, errlen, "cannot open token file '%s': %s (%s)", path, strerror(errno),
                     MAKE_ONE);
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);
-        return fail(err, errlen, "token file '%s' is not a regular file", path);
+        return pl_err(err, errlen, "token file '%s' is not a regular file", path);
     }
     int64_t size = (int64_t)st.st_size;
     unsigned char hdr[PL_TOKENS_HEADER_BYTES];
@@ -163,38 +118,38 @@ int pl_tokens_read_checked(const char *path, struct pl_tokens *out, char *err, s
         char shown[64];
         show_bytes(hdr, 8, shown, sizeof shown);
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "'%s' is not a paralab token file: wrong magic \"%s\", expected \"%s\" (%s; "
                     "a text file must be tokenized first)",
                     path, shown, PL_TOKENS_MAGIC, MAKE_ONE);
     }
     if (got_hdr != sizeof hdr) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "token file '%s' is truncated: %lld bytes, shorter than the %d-byte header "
                     "(%s)",
                     path, (long long)size, PL_TOKENS_HEADER_BYTES, MAKE_ONE);
     }
-    uint32_t version = get_u32(hdr + 8), vocab = get_u32(hdr + 12);
-    uint32_t tbytes = get_u32(hdr + 16), hbytes = get_u32(hdr + 20);
-    uint64_t n = get_u64(hdr + 24), sum = get_u64(hdr + 32);
+    uint32_t version = (uint32_t)pl_get_le(hdr + 8, 4), vocab = (uint32_t)pl_get_le(hdr + 12, 4);
+    uint32_t tbytes = (uint32_t)pl_get_le(hdr + 16, 4), hbytes = (uint32_t)pl_get_le(hdr + 20, 4);
+    uint64_t n = pl_get_le(hdr + 24, 8), sum = pl_get_le(hdr + 32, 8);
     if (version != PL_TOKENS_VERSION) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "token file '%s' has format version %u; this build reads version %u "
                     "(regenerate it with this build's gencorpus or tokenize)",
                     path, version, PL_TOKENS_VERSION);
     }
     if (tbytes != TOKEN_BYTES || hbytes != PL_TOKENS_HEADER_BYTES) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "token file '%s' has a corrupt header: %u bytes per token and a %u-byte "
                     "header, expected %d and %d",
                     path, tbytes, hbytes, TOKEN_BYTES, PL_TOKENS_HEADER_BYTES);
     }
     if (vocab < 1 || vocab > PL_TOKENS_MAX_VOCAB) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "token file '%s' has vocab size %u, out of range: it must be 1..%d", path,
                     vocab, PL_TOKENS_MAX_VOCAB);
     }
@@ -202,12 +157,12 @@ int pl_tokens_read_checked(const char *path, struct pl_tokens *out, char *err, s
     if (n > (uint64_t)INT64_MAX / TOKEN_BYTES || (int64_t)n * TOKEN_BYTES != body) {
         fclose(f);
         if (n <= (uint64_t)INT64_MAX / TOKEN_BYTES && body < (int64_t)n * TOKEN_BYTES)
-            return fail(err, errlen,
+            return pl_err(err, errlen,
                         "token file '%s' is truncated: the header says %llu tokens (%llu "
                         "bytes) but only %lld bytes follow it",
                         path, (unsigned long long)n, (unsigned long long)n * TOKEN_BYTES,
                         (long long)body);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "token file '%s' has a token count mismatch: the header says %llu tokens "
                     "but %lld bytes (%lld tokens) follow it",
                     path, (unsigned long long)n, (long long)body, (long long)(body / TOKEN_BYTES));
@@ -220,18 +175,18 @@ int pl_tokens_read_checked(const char *path, struct pl_tokens *out, char *err, s
         if (fread(buf, TOKEN_BYTES, (size_t)m, f) != (size_t)m) {
             fclose(f);
             pl_tokens_free(out);
-            return fail(err, errlen, "reading token file '%s' failed at token %lld", path,
+            return pl_err(err, errlen, "reading token file '%s' failed at token %lld", path,
                         (long long)i);
         }
         for (int64_t j = 0; j < m; j++)
-            out->tok[i + j] = (uint16_t)(buf[2 * j] | (buf[2 * j + 1] << 8));
+            out->tok[i + j] = (uint16_t)pl_get_le(buf + TOKEN_BYTES * j, 2);
     }
     fclose(f);
 
     uint64_t got = pl_tokens_checksum(out->tok, out->n);
     if (got != sum) {
         pl_tokens_free(out);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "token file '%s' is corrupt: checksum %016llx in the header, but the tokens "
                     "hash to %016llx (regenerate the file)",
                     path, (unsigned long long)sum, (unsigned long long)got);
@@ -240,7 +195,7 @@ int pl_tokens_read_checked(const char *path, struct pl_tokens *out, char *err, s
         if (out->tok[i] >= vocab) {
             int v = out->tok[i];
             pl_tokens_free(out);
-            return fail(err, errlen,
+            return pl_err(err, errlen,
                         "token file '%s': token %d at index %lld is out of range for its vocab "
                         "size %u (tokens must be 0..%u)",
                         path, v, (long long)i, vocab, vocab - 1);

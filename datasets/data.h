@@ -33,7 +33,8 @@ struct pl_tokens pl_tokens_new(int64_t n, int vocab, const char *source);
 void pl_tokens_free(struct pl_tokens *t);
 
 /* Writes to a temporary file next to path, then renames it over path, so a reader never
- * sees a half-written file. A write failure is fatal (exit 1). */
+ * sees a half-written file (fileio.h). A path that cannot be written is a usage error
+ * (exit 2); a write that fails once the file exists (disk full) is fatal (exit 1). */
 void pl_tokens_write(const char *path, const struct pl_tokens *t);
 
 /* Reads and validates a token file. On a bad file returns -1 and puts into err a message

@@ -29,4 +29,10 @@ struct gr_spec {
 /* Adds one test to the plan (defined by the orchestrator). */
 void gr_add(const struct gr_spec *spec);
 
+/* The rank counts of in (0-terminated) that runs(np) accepts, into out (GR_MAX_NP); those
+ * it does not are skipped, and said once: "02-ddp runs on RUNS_ON ranks; NP=5 skipped".
+ * A rank count the driver cannot run is the grading's limit, never the student's failure.
+ * Defined by the orchestrator. */
+void gr_filter_np(const int *in, int (*runs)(int np), const char *runs_on, int *out);
+
 #endif

@@ -13,76 +13,129 @@
 
 GRADER_LABS := $(patsubst grader/%/driver.c,%,$(wildcard grader/*/driver.c))
 
-# Drivers are linked from several sources at once, so no dependency files (-MMD) here; the
-# headers are listed as prerequisites instead.
+# The trusted objects of a lab's driver (driver, helpers, the compiled-in reference,
+# grader/common) are compiled one by one, then linked into one relocatable object whose
+# symbols are all made local except those the code under test legitimately uses: what the
+# lab's solution calls that the driver defines (lab_todo, the lab's helpers), main, and Lab 1's
+# __wrap_* counters. A student file that calls the reference (ref_ddp_new) or the report
+# channel (gr_result) then does not link, and `make grade` reports it as a compile failure.
 GRADER_CFLAGS = $(filter-out -MMD -MP,$(ALL_CFLAGS)) -Igrader/common
 # Lab 1 counts the bytes each rank receives by wrapping the receiving calls (its own link
 # flags: GRADER_WRAP_<lab>).
 GRADER_WRAP_01-collectives := -Wl,--wrap=pl_recv -Wl,--wrap=pl_sendrecv -Wl,--wrap=pl_irecv
-# Helpers every lab's driver links (the report channel, the single-device reference, ...).
 GRADER_COMMON := $(wildcard grader/common/*.c)
+# Headers are few: every trusted object depends on all of them (no dependency files here).
+GRADER_HEADERS := $(wildcard grader/*.h grader/*/*.h labs/*/*.h)
 
-grader_c = $(wildcard grader/$(1)/*.c) $(GRADER_COMMON)
-grader_h = $(wildcard grader/$(1)/*.h labs/$(1)/*.h grader/common/*.h)
+grader_obj = $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/$(1)/*.c) $(GRADER_COMMON))
+grader_trusted = $(B)/grader/trusted/$(1).o
 ifeq ($(GPU),1)
 grader_cu_obj = $(patsubst %.cu,$(B)/obj/%.o,$(wildcard grader/$(1)/*_gpu.cu))
 else
 grader_cu_obj =
 endif
+# The code under test's view of the lab: its solution's objects name what it may call.
+grader_solution_obj = $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard solutions/$(1)/*.c))
 
 $(B)/obj/grader/%_gpu.o: grader/%_gpu.cu
 	@mkdir -p $(@D)
 	@echo "  NVCC  $<"
 	$(Q)$(NVCC) $(NVCC_FLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -c $< -o $@
 
-# $(1) variant dir under $(B)/grader, $(2) lab, $(3) student sources, $(4) extra flags.
+# grader/NN-name/x.c and solutions/NN-name/x.c see labs/NN-name and grader/NN-name.
+$(B)/grader/obj/grader/%.o: grader/%.c $(GRADER_HEADERS) $(wildcard solutions/*/*.c)
+	@mkdir -p $(@D)
+	@echo "  CC    $<"
+	$(Q)$(CC) $(GRADER_CFLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -Igrader/$(firstword $(subst /, ,$*)) -c $< -o $@
+
+$(B)/grader/obj/solutions/%.o: solutions/%.c $(GRADER_HEADERS)
+	@mkdir -p $(@D)
+	@echo "  CC    $<"
+	$(Q)$(CC) $(GRADER_CFLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -c $< -o $@
+
+# The keep-list: main, __wrap_*, weak definitions (the CUDA objects' shared C++ runtime
+# references, which the library's CUDA objects resolve to), what the lab's helpers (grader/NN-name/support*.c: lab_todo
+# and what the lab's header declares) define, and what the solution leaves undefined (of
+# which those the driver defines stay global; the rest are the library's and libc's and
+# unaffected).
+define grader_trusted_rule
+$(call grader_trusted,$(1)): grader/grader.mk $(call grader_obj,$(1)) $(call grader_cu_obj,$(1)) $(call grader_solution_obj,$(1))
+	@mkdir -p $$(@D)
+	@echo "  LD -r $$@"
+	$(Q)ld -r -o $$@.r $(call grader_obj,$(1)) $(call grader_cu_obj,$(1))
+	$(Q){ echo main; \
+	  nm -g --defined-only -P $$@.r | awk '$$$$1 ~ /^__wrap_/ || $$$$2 ~ /^[VW]$$$$/ { print $$$$1 }'; \
+	  nm -g --defined-only -P $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/$(1)/support*.c)) | awk 'NF > 1 { print $$$$1 }'; \
+	  $(if $(call grader_solution_obj,$(1)),nm -u -P $(call grader_solution_obj,$(1)) | awk 'NF > 1 { print $$$$1 }';) \
+	} | sort -u >$$@.keep
+	$(Q)objcopy --keep-global-symbols=$$@.keep $$@.r $$@
+	@rm -f $$@.r
+endef
+
+# $(1) variant dir under $(B)/grader, $(2) lab, $(3) the sources under test.
 define grader_driver_rule
-$(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_c,$(2)) $(call grader_h,$(2)) $(call grader_cu_obj,$(2)) $(wildcard solutions/$(2)/*.c) $(LIB)
+$(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB)
 	@mkdir -p $$(@D)
 	@echo "  LINK  $$@"
-	$(Q)$$(CC) $$(GRADER_CFLAGS) $(4) -Ilabs/$(2) -Igrader/$(2) $(call grader_c,$(2)) $(3) $(call grader_cu_obj,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new
+	$(Q)$$(CC) $$(GRADER_CFLAGS) -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new
 	@mv -f $$@.new $$@
 endef
 
-# The student's copy may not compile, or may warn: its failure is written to build.log and
-# reported by `make grade` as a failed lab, never as a broken build.
+# Code that may not compile, or may warn, or may not link (the student's copy, a forgery
+# variant): its failure is written to build.log and reported by `make grade` as a failed
+# lab, never as a broken build.
 define grader_student_rule
-$(B)/grader/labs/$(1)/driver: $(wildcard labs/$(1)/*.c) $(call grader_c,$(1)) $(call grader_h,$(1)) $(call grader_cu_obj,$(1)) $(wildcard solutions/$(1)/*.c) $(LIB)
+$(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB)
 	@mkdir -p $$(@D)
-	@if $$(CC) $$(GRADER_CFLAGS) -Wno-error -Ilabs/$(1) -Igrader/$(1) $(call grader_c,$(1)) $(wildcard labs/$(1)/*.c) $(call grader_cu_obj,$(1)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(1)) -o $$@.new >$$(@D)/build.log 2>&1; then \
+	@if $$(CC) $$(GRADER_CFLAGS) -Wno-error -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new >$$(@D)/build.log 2>&1; then \
 	  cat $$(@D)/build.log; mv -f $$@.new $$@; \
 	else \
 	  cat $$(@D)/build.log; rm -f $$@ $$@.new; \
-	  echo "labs/$(1) did not compile: make grade reports it as failed"; \
+	  echo "$(3) did not compile: make grade reports it as failed"; \
 	fi
+endef
+
+# A forgery variant is meant not to link: its target is the build.log `make grade` reports,
+# written once and quietly (a driver, should it link after all, is graded and scores).
+define grader_forge_rule
+$(B)/grader/$(1)/$(2)/build.log: $(3) $(call grader_trusted,$(2)) $(LIB)
+	@mkdir -p $$(@D)
+	@rm -f $$(@D)/driver
+	@$$(CC) $$(GRADER_CFLAGS) -Wno-error -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$(@D)/driver >$$@.new 2>&1 || rm -f $$(@D)/driver
+	@mv -f $$@.new $$@
 endef
 
 # A broken variant is a patch on the lab's solution, so the bug is exactly the diff and the
 # variant follows the solution as it changes (a patch that no longer applies fails the build).
-GRADER_BROKEN := $(wildcard tests/broken/*/*.patch)
+# Variants named forge_* try to reach what the code under test must not (grader_forge_rule).
+GRADER_BROKEN := $(foreach p,$(wildcard tests/broken/*/*.patch),$(if $(wildcard solutions/$(notdir $(patsubst %/,%,$(dir $(p))))/*.c),$(p)))
 broken_name = $(basename $(notdir $(1)))
 broken_lab = $(notdir $(patsubst %/,%,$(dir $(1))))
 broken_src = $(B)/broken-src/$(call broken_lab,$(1))/$(call broken_name,$(1)).c
+broken_forged = $(filter forge_%,$(call broken_name,$(1)))
+broken_rule = $(if $(call broken_forged,$(1)),grader_forge_rule,grader_driver_rule)
 
 $(B)/broken-src/%.c: tests/broken/%.patch $(wildcard solutions/*/*.c)
 	@mkdir -p $(@D)
 	@echo "  PATCH $@"
 	$(Q)patch -s -p1 -o $@ < $<
 
-# A copy of the kit may come without solutions/ (a course's student copy). Labs whose driver
-# compiles the reference solution in (grader/NN-name/reference.c: the timing baseline and
-# the expected layouts) can then not be graded locally; their tests fail with "no driver"
-# and docs/grader.md explains why. Lab 1 needs no reference and always builds.
+# A copy of the kit may come without solutions/ (a course's student copy, which may also
+# lack tests/). Labs whose driver compiles the reference solution in (grader/NN-name/
+# reference.c: the timing baseline) are then not built, and `make grade` says that their
+# driver needs solutions/; broken variants of a lab without its solution are skipped. Lab 1
+# needs no reference and always builds.
 GRADER_SOLVED := $(foreach l,$(GRADER_LABS),$(if $(wildcard solutions/$(l)/*.c),$(l)))
 GRADER_GRADABLE := $(foreach l,$(GRADER_LABS),$(if $(or $(wildcard solutions/$(l)/*.c),$(if $(wildcard grader/$(l)/reference.c),,yes)),$(l)))
 
-$(foreach l,$(GRADER_SOLVED),$(eval $(call grader_driver_rule,solutions,$(l),$(wildcard solutions/$(l)/*.c),)))
-$(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_student_rule,$(l))))
-$(foreach s,$(GRADER_BROKEN),$(eval $(call grader_driver_rule,broken/$(call broken_name,$(s)),$(call broken_lab,$(s)),$(call broken_src,$(s)),)))
+$(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_trusted_rule,$(l))))
+$(foreach l,$(GRADER_SOLVED),$(eval $(call grader_driver_rule,solutions,$(l),$(wildcard solutions/$(l)/*.c))))
+$(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_student_rule,labs,$(l),$(wildcard labs/$(l)/*.c))))
+$(foreach s,$(GRADER_BROKEN),$(eval $(call $(call broken_rule,$(s)),broken/$(call broken_name,$(s)),$(call broken_lab,$(s)),$(call broken_src,$(s)))))
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
   $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \
-  $(foreach s,$(GRADER_BROKEN),$(B)/grader/broken/$(call broken_name,$(s))/$(call broken_lab,$(s))/driver)
+  $(foreach s,$(GRADER_BROKEN),$(B)/grader/broken/$(call broken_name,$(s))/$(call broken_lab,$(s))/$(if $(call broken_forged,$(s)),build.log,driver))
 
 build-only: $(GRADER_DRIVERS)
 

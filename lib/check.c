@@ -1,6 +1,7 @@
 /* check.c: the error paths of check.h. Every message starts with the rank when the job has
  * several, so a student reading interleaved output knows whose error it is. */
 #include "check.h"
+#include "util.h"
 #include "trace.h"
 
 #include <mpi.h>
@@ -13,17 +14,9 @@
 #include <nccl.h>
 #endif
 
-static int mpi_running(void)
-{
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    return init && !fin;
-}
-
 static void print_prefix(void)
 {
-    if (!mpi_running()) return;
+    if (!pl_mpi_running()) return;
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -34,7 +27,7 @@ void pl_abort_all(int code)
 {
     fflush(stdout);
     fflush(stderr);
-    if (mpi_running()) {
+    if (pl_mpi_running()) {
         int size = 1;
         MPI_Comm_size(MPI_COMM_WORLD, &size);
         if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
@@ -58,7 +51,7 @@ void pl_usage_error(const char *fmt, ...)
 void pl_usage_error_all(const char *fmt, ...)
 {
     int rank = 0;
-    if (mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (pl_mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) {
         va_list ap;
         fprintf(stderr, "error: ");
@@ -69,7 +62,7 @@ void pl_usage_error_all(const char *fmt, ...)
     }
     fflush(stdout);
     fflush(stderr);
-    if (mpi_running()) MPI_Finalize();
+    if (pl_mpi_running()) MPI_Finalize();
     exit(PL_EXIT_USAGE);
 }
 

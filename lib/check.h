@@ -5,7 +5,10 @@
  *     what was wrong and what would be right, and ends the job with exit code 2;
  *   - a failing library call or broken invariant: PL_CHECK_* / pl_fatal() print
  *     "file:line: call: reason" and end the job with exit code 1.
- * Under MPI both abort every rank (MPI_Abort), so a job never hangs on a dead peer. */
+ * Under MPI on several ranks, pl_usage_error and the fatal errors abort every rank
+ * (MPI_Abort), so a job never hangs on a dead peer. pl_usage_error_all is for a verdict
+ * every rank reaches together: it finalizes MPI and exits 2 on each rank instead, without
+ * the launcher's abort banner. */
 #ifndef PL_CHECK_H
 #define PL_CHECK_H
 

@@ -14,24 +14,17 @@
 #include "checkpoint.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "fileio.h"
 #include "mem.h"
 #include "ops.h"
+#include "util.h"
 
 enum { BODY_SUM_AT = 496, HEAD_SUM_AT = 504, CHUNK = 1 << 16 };
-
-static uint64_t fnv(uint64_t h, const unsigned char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
-    return h;
-}
-#define FNV_START 0xcbf29ce484222325ULL
 
 /* ---------------------------------------------------------------- header fields */
 
@@ -43,13 +36,14 @@ struct cursor {
 static void put(struct cursor *c, uint64_t v, int bytes)
 {
     PL_ASSERT(c->at + (size_t)bytes <= BODY_SUM_AT);
-    for (int i = 0; i < bytes; i++) c->p[c->at++] = (unsigned char)(v >> (8 * i));
+    pl_put_le(c->p + c->at, v, bytes);
+    c->at += (size_t)bytes;
 }
 
 static uint64_t get(struct cursor *c, int bytes)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= (uint64_t)c->p[c->at++] << (8 * i);
+    uint64_t v = pl_get_le(c->p + c->at, bytes);
+    c->at += (size_t)bytes;
     return v;
 }
 
@@ -188,77 +182,52 @@ const char *pl_checkpoint_config_diff(const struct pl_model_config *a,
 
 /* ---------------------------------------------------------------- save */
 
-/* Streams one op-memory array to f as little-endian fp32, adding its bytes to *sum. */
-static int write_array(FILE *f, const float *dev, size_t n, float *host, unsigned char *bytes,
-                       uint64_t *sum)
+/* Streams one op-memory array to the file as little-endian fp32, adding its bytes to *sum. */
+static void write_array(struct pl_atomic_file *a, const float *dev, size_t n, float *host,
+                        unsigned char *bytes, uint64_t *sum)
 {
-    for (size_t i = 0; i < n; i += CHUNK) {
+    for (size_t i = 0; i < n && !a->failed; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         if (dev)
             pl_to_host(host, dev + i, m * sizeof(float));
         else
             memset(host, 0, m * sizeof(float));
-        for (size_t j = 0; j < m; j++) {
-            uint32_t u = f32_bits(host[j]);
-            for (int b = 0; b < 4; b++) bytes[4 * j + (size_t)b] = (unsigned char)(u >> (8 * b));
-        }
-        *sum = fnv(*sum, bytes, 4 * m);
-        if (fwrite(bytes, 4, m, f) != m) return -1;
+        for (size_t j = 0; j < m; j++) pl_put_le(bytes + 4 * j, f32_bits(host[j]), 4);
+        *sum = pl_fnv1a(*sum, bytes, 4 * m);
+        pl_atomic_write(a, bytes, 4 * m);
     }
-    return 0;
 }
 
 void pl_checkpoint_save(const char *path, const struct pl_model *m,
                         const struct pl_train_state *st)
 {
     PL_ASSERT(m->params != NULL);
-    char tmp[4096];
-    int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (len < 0 || (size_t)len >= sizeof tmp) pl_usage_error("checkpoint path too long: %s", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        pl_usage_error("cannot write checkpoint '%s': %s (does its directory exist?)", tmp,
-                       strerror(errno));
+    struct pl_atomic_file a;
+    pl_atomic_open(&a, path, "checkpoint");
 
     unsigned char h[PL_CKPT_HEADER_BYTES];
     uint64_t numel = m->layout.numel;
     encode_header(h, &m->cfg, numel, (uint64_t)m->adam_t, st);
-    int ok = fwrite(h, 1, sizeof h, f) == sizeof h;
+    pl_atomic_write(&a, h, sizeof h);
 
     float *host = pl_mem_alloc(CHUNK * sizeof(float), PL_MEM_WORK, PL_HOST, "checkpoint io");
     unsigned char *bytes = pl_mem_alloc(CHUNK * 4, PL_MEM_WORK, PL_HOST, "checkpoint io bytes");
-    uint64_t sum = FNV_START;
-    ok = ok && write_array(f, m->params, numel, host, bytes, &sum) == 0;
-    ok = ok && write_array(f, m->adam_m, numel, host, bytes, &sum) == 0;
-    ok = ok && write_array(f, m->adam_v, numel, host, bytes, &sum) == 0;
+    uint64_t sum = PL_FNV1A_START;
+    write_array(&a, m->params, numel, host, bytes, &sum);
+    write_array(&a, m->adam_m, numel, host, bytes, &sum);
+    write_array(&a, m->adam_v, numel, host, bytes, &sum);
     pl_mem_free(host);
     pl_mem_free(bytes);
 
     /* The checksums go in last, over the finished body and header. */
-    for (int i = 0; i < 8; i++) h[BODY_SUM_AT + i] = (unsigned char)(sum >> (8 * i));
-    uint64_t hs = fnv(FNV_START, h, HEAD_SUM_AT);
-    for (int i = 0; i < 8; i++) h[HEAD_SUM_AT + i] = (unsigned char)(hs >> (8 * i));
-    ok = ok && fseek(f, 0, SEEK_SET) == 0 && fwrite(h, 1, sizeof h, f) == sizeof h;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved = errno;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) saved = errno;
-        unlink(tmp);
-        pl_fatal("writing checkpoint '%s' failed: %s", path, strerror(saved));
-    }
+    pl_put_le(h + BODY_SUM_AT, sum, 8);
+    pl_put_le(h + HEAD_SUM_AT, pl_fnv1a(PL_FNV1A_START, h, HEAD_SUM_AT), 8);
+    if (!a.failed) pl_atomic_ok(&a, fseek(a.f, 0, SEEK_SET) == 0);
+    pl_atomic_write(&a, h, sizeof h);
+    pl_atomic_commit(&a);
 }
 
 /* ---------------------------------------------------------------- load */
-
-PL_PRINTF(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* Opens path and validates the header; on success f is positioned at the body. */
 static int open_checked(const char *path, FILE **fp, struct pl_model_config *cfg,
@@ -266,24 +235,24 @@ static int open_checked(const char *path, FILE **fp, struct pl_model_config *cfg
                         uint64_t *body_sum, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "cannot open checkpoint '%s': %s", path, strerror(errno));
+    if (!f) return pl_err(err, errlen, "cannot open checkpoint '%s': %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);
-        return fail(err, errlen, "checkpoint '%s' is not a regular file", path);
+        return pl_err(err, errlen, "checkpoint '%s' is not a regular file", path);
     }
     unsigned char h[PL_CKPT_HEADER_BYTES];
     size_t got = fread(h, 1, sizeof h, f);
     if (got >= 8 && memcmp(h, PL_CKPT_MAGIC, 8) != 0) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "'%s' is not a paralab checkpoint: wrong magic (expected \"%s\"; checkpoints "
                     "are written by train --save)",
                     path, PL_CKPT_MAGIC);
     }
     if (got != sizeof h) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "checkpoint '%s' is truncated: %lld bytes, shorter than its %d-byte header",
                     path, (long long)sb.st_size, PL_CKPT_HEADER_BYTES);
     }
@@ -291,16 +260,16 @@ static int open_checked(const char *path, FILE **fp, struct pl_model_config *cfg
     uint32_t version = (uint32_t)get(&c, 4), hbytes = (uint32_t)get(&c, 4);
     if (version != PL_CKPT_VERSION) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "checkpoint '%s' has format version %u; this build reads version %u "
                     "(train again, or load it with the build that wrote it)",
                     path, version, PL_CKPT_VERSION);
     }
     c.at = HEAD_SUM_AT;
     uint64_t hs = get(&c, 8);
-    if (hbytes != PL_CKPT_HEADER_BYTES || hs != fnv(FNV_START, h, HEAD_SUM_AT)) {
+    if (hbytes != PL_CKPT_HEADER_BYTES || hs != pl_fnv1a(PL_FNV1A_START, h, HEAD_SUM_AT)) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "checkpoint '%s' is corrupt: its header checksum does not match (the file "
                     "was damaged after it was written)",
                     path);
@@ -312,7 +281,7 @@ static int open_checked(const char *path, FILE **fp, struct pl_model_config *cfg
     char why[512];
     if (pl_model_config_error(cfg, why, sizeof why)) {
         fclose(f);
-        return fail(err, errlen, "checkpoint '%s' holds a config that cannot work: %s", path,
+        return pl_err(err, errlen, "checkpoint '%s' holds a config that cannot work: %s", path,
                     why);
     }
     struct pl_model_layout lay;
@@ -321,7 +290,7 @@ static int open_checked(const char *path, FILE **fp, struct pl_model_config *cfg
     pl_model_layout_free(&lay);
     if (*numel != expect) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "checkpoint '%s' is corrupt: it says %llu parameters but its config has %zu",
                     path, (unsigned long long)*numel, expect);
     }
@@ -329,7 +298,7 @@ static int open_checked(const char *path, FILE **fp, struct pl_model_config *cfg
     long long want = (long long)(3 * *numel * sizeof(float));
     if (body != want) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "checkpoint '%s' is %s: %lld bytes follow the header, the %llu parameters "
                     "and their two AdamW moments need %lld",
                     path, body < want ? "truncated" : "too long (count mismatch)", body,
@@ -355,12 +324,8 @@ static int read_array(FILE *f, float *dev, size_t n, float *host, unsigned char 
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         if (fread(bytes, 4, m, f) != m) return -1;
-        *sum = fnv(*sum, bytes, 4 * m);
-        for (size_t j = 0; j < m; j++) {
-            uint32_t u = 0;
-            for (int b = 0; b < 4; b++) u |= (uint32_t)bytes[4 * j + (size_t)b] << (8 * b);
-            host[j] = bits_f32(u);
-        }
+        *sum = pl_fnv1a(*sum, bytes, 4 * m);
+        for (size_t j = 0; j < m; j++) host[j] = bits_f32((uint32_t)pl_get_le(bytes + 4 * j, 4));
         pl_to_device(dev + i, host, m * sizeof(float));
     }
     return 0;
@@ -378,23 +343,23 @@ int pl_checkpoint_load_checked(const char *path, struct pl_model *m, struct pl_t
     char why[256];
     if (pl_checkpoint_config_diff(&cfg, &m->cfg, why, sizeof why)) {
         fclose(f);
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "checkpoint '%s' does not match this model's config: %s (drop the config "
                     "flags to take the checkpoint's, or start without loading it)",
                     path, why);
     }
     float *host = pl_mem_alloc(CHUNK * sizeof(float), PL_MEM_WORK, PL_HOST, "checkpoint io");
     unsigned char *bytes = pl_mem_alloc(CHUNK * 4, PL_MEM_WORK, PL_HOST, "checkpoint io bytes");
-    uint64_t sum = FNV_START;
+    uint64_t sum = PL_FNV1A_START;
     int rc = read_array(f, m->params, numel, host, bytes, &sum);
     rc = rc ? rc : read_array(f, m->adam_m, numel, host, bytes, &sum);
     rc = rc ? rc : read_array(f, m->adam_v, numel, host, bytes, &sum);
     pl_mem_free(host);
     pl_mem_free(bytes);
     fclose(f);
-    if (rc != 0) return fail(err, errlen, "reading checkpoint '%s' failed", path);
+    if (rc != 0) return pl_err(err, errlen, "reading checkpoint '%s' failed", path);
     if (sum != body_sum)
-        return fail(err, errlen,
+        return pl_err(err, errlen,
                     "checkpoint '%s' is corrupt: the parameters and moments do not match the "
                     "checksum in its header (the file was damaged after it was written)",
                     path);

@@ -34,8 +34,11 @@ struct pl_train_state {
 };
 
 /* Writes m (params, moments, adam_t) and st to path through a temporary file and a rename,
- * so an interrupted save leaves the previous checkpoint intact. Moments not yet allocated
- * (no step taken) are saved as zeros. A write failure is fatal (exit 1). */
+ * so an interrupted save leaves the previous checkpoint intact (fileio.h). Moments not yet
+ * allocated (no step taken) are saved as zeros. A path that cannot be written (no such
+ * directory, no permission, a directory) is the user's bad input: a usage error, exit 2;
+ * check it before training with pl_atomic_check (train does, for --save). A write that
+ * fails once the file exists (disk full, I/O error) is fatal, exit 1. */
 void pl_checkpoint_save(const char *path, const struct pl_model *m,
                         const struct pl_train_state *st);
 

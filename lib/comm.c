@@ -1,8 +1,10 @@
 /* comm.c: the front end of the communication layer, shared by every backend. Each call is
- * validated (arguments, and with checks on, agreement of counts and roots among members),
- * printed under PL_VERBOSE=1, recorded in the trace and charged to the traffic ledger as
- * the ring algorithm uses the links; then a backend (comm_mpi.c, comm_nccl_gpu.c) moves
- * the bytes. */
+ * validated (arguments, and with checks on, agreement among members on which collective is
+ * called, its count, op and root), printed under PL_VERBOSE=1, recorded in the trace and
+ * charged to the traffic ledger as the ring algorithm uses the links; then a backend
+ * (comm_mpi.c, comm_nccl_gpu.c) moves the bytes. Handles of asynchronous calls carry a
+ * magic number and are recycled through a free list rather than returned to malloc, so a
+ * handle waited on twice is reported, not a crash. */
 #include "comm_internal.h"
 
 #include <limits.h>
@@ -68,6 +70,8 @@ static struct pl_comm *comm_from_mpi(MPI_Comm mc, const char *name)
     int me = pl_rank();
     PL_CHECK_MPI(MPI_Allgather(&me, 1, MPI_INT, c->world_ranks, 1, MPI_INT, mc));
     pl_mpi_comm_setup(mc);
+    PL_CHECK_MPI(MPI_Comm_dup(mc, &c->check));
+    pl_mpi_comm_setup(c->check);
     return c;
 }
 
@@ -124,9 +128,61 @@ static void comm_destroy(struct pl_comm *c)
 #ifdef PL_GPU
     if (c->gpu) pl_nccl_comm_free(c);
 #endif
+    PL_CHECK_MPI(MPI_Comm_free(&c->check));
     PL_CHECK_MPI(MPI_Comm_free(&c->mpi));
     free(c->world_ranks);
     free(c);
+}
+
+/* ---- handles ---- */
+
+#define HANDLE_LIVE 0x706c684cu /* "plhL" */
+#define HANDLE_DONE 0x706c6844u /* "plhD" */
+/* Completed handles wait this long in the free list before reuse, so that a stale handle
+ * still reads as completed for the next this-many asynchronous calls. */
+#define HANDLE_QUARANTINE 64
+
+static struct {
+    struct pl_handle *head, *tail; /* oldest first */
+    int n;
+} done_handles;
+
+static struct pl_handle *handle_new(void)
+{
+    struct pl_handle *h;
+    if (done_handles.n > HANDLE_QUARANTINE) {
+        h = done_handles.head;
+        done_handles.head = h->next_free;
+        if (!done_handles.head) done_handles.tail = NULL;
+        done_handles.n--;
+    } else {
+        h = malloc(sizeof *h);
+        if (!h) pl_fatal("out of memory for a handle");
+    }
+    memset(h, 0, sizeof *h);
+    h->magic = HANDLE_LIVE;
+    return h;
+}
+
+static void handle_release(struct pl_handle *h)
+{
+    h->magic = HANDLE_DONE;
+    h->next_free = NULL;
+    if (done_handles.tail) done_handles.tail->next_free = h;
+    else done_handles.head = h;
+    done_handles.tail = h;
+    done_handles.n++;
+}
+
+static void check_handle(const struct pl_handle *h, const char *fn)
+{
+    if (h->magic == HANDLE_LIVE) return;
+    if (h->magic == HANDLE_DONE)
+        pl_usage_error("%s: this handle was already completed by pl_wait/pl_test; each handle "
+                       "is waited on once (set your copy to NULL after waiting: pl_wait(NULL) "
+                       "does nothing, and pl_wait_all clears the handles it completes)", fn);
+    pl_usage_error("%s: %p is not a handle from an asynchronous call (pl_*_async, pl_isend, "
+                   "pl_irecv)", fn, (const void *)h);
 }
 
 void pl_comm_shutdown(void)
@@ -134,6 +190,13 @@ void pl_comm_shutdown(void)
     if (!cs.world) return;
     comm_destroy(cs.world);
     cs.world = NULL;
+    while (done_handles.head) {
+        struct pl_handle *h = done_handles.head;
+        done_handles.head = h->next_free;
+        free(h);
+    }
+    done_handles.tail = NULL;
+    done_handles.n = 0;
 }
 
 struct pl_comm *pl_comm_world(void) { return require_world(); }
@@ -215,17 +278,27 @@ const char *pl_comm_backend(void)
 
 /* ---- errors every member reaches together ---- */
 
-void pl_comm_group_usage_error(const struct pl_comm *c, const char *msg)
+/* in_flight: operations may have been started (asynchronous calls); finalizing MPI over
+ * them could hang, so the job is aborted instead of ended cleanly. */
+static void group_error(const struct pl_comm *c, const char *msg, int in_flight)
+    __attribute__((noreturn));
+static void group_error(const struct pl_comm *c, const char *msg, int in_flight)
 {
-    if (c->size == pl_size()) pl_usage_error_all("%s", msg);
+    if (c->size == pl_size() && !in_flight) pl_usage_error_all("%s", msg);
     if (c->rank == 0) pl_usage_error("%s", msg);
-    /* Ranks outside the group are elsewhere, so the job cannot end cleanly: the group's
-     * rank 0 prints once and aborts the job; the others wait to be stopped by it. */
+    /* Ranks outside the group (or operations in flight) keep the job from ending cleanly:
+     * the group's rank 0 prints once and aborts the job; the others wait to be stopped by
+     * it, and speak up themselves only if it never comes (it may reach its check later). */
     for (int i = 0; i < 60; i++) {
         struct timespec ts = {0, 500 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    pl_abort_all(PL_EXIT_USAGE);
+    pl_usage_error("%s", msg);
+}
+
+void pl_comm_group_usage_error(const struct pl_comm *c, const char *msg)
+{
+    group_error(c, msg, 0);
 }
 
 /* ---- validation ---- */
@@ -361,50 +434,87 @@ static void check_tag(const struct call *k)
                        k->op.tag, cs.tag_ub);
 }
 
-/* With checks on, the members agree on count, op and root, or all stop with one message
- * naming the first rank that differs from rank 0. */
-static void agree(const struct call *k)
-{
-    const struct pl_op *op = &k->op;
-    struct pl_comm *c = k->c;
-    enum { NV = 3 };
-    static const char *names[NV] = {"count", "op", "root"};
-    long long mine[NV] = {(long long)op->count, (long long)op->red, (long long)op->root};
-    long long mm[2 * NV];
-    for (int i = 0; i < NV; i++) {
-        mm[2 * i] = mine[i];
-        mm[2 * i + 1] = -mine[i];
-    }
-    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, mm, 2 * NV, MPI_LONG_LONG, MPI_MIN, c->mpi));
-    int bad = -1;
-    for (int i = 0; i < NV && bad < 0; i++)
-        if (mm[2 * i] != -mm[2 * i + 1]) bad = i;
-    if (bad < 0) return;
+/* ---- agreement: with checks on, every member makes the same call ----
+ * Each member's call (which collective, whether asynchronous, count, op, root) is gathered
+ * on the communicator's check duplicate. A blocking call completes the gather before it
+ * starts, so a mismatch stops every member with one message before anything can hang. An
+ * asynchronous call only starts the gather and completes it in pl_wait/pl_test: issuing
+ * stays nonblocking, so issue orders that are legal across communicators stay legal. */
 
-    long long *all = malloc((size_t)c->size * NV * sizeof *all);
+enum { AG_CALL, AG_ASYNC, AG_COUNT, AG_OP, AG_ROOT, AG_NV };
+
+static const char *op_word(enum pl_op_type t);
+
+/* The public function a gathered call came from: "pl_all_reduce_async". */
+static void call_name(char *buf, size_t len, const long long *v)
+{
+    snprintf(buf, len, "pl_%s%s", op_word((enum pl_op_type)v[AG_CALL]),
+             v[AG_ASYNC] ? "_async" : "");
+}
+
+/* Starts the gather; the returned array holds every member's call once req completes
+ * (and this rank's own after them, which the nonblocking gather reads meanwhile). */
+static long long *agree_start(const struct call *k, MPI_Request *req)
+{
+    struct pl_comm *c = k->c;
+    long long *all = malloc(((size_t)c->size + 1) * AG_NV * sizeof *all);
     if (!all) pl_fatal("out of memory");
-    PL_CHECK_MPI(MPI_Allgather(mine, NV, MPI_LONG_LONG, all, NV, MPI_LONG_LONG, c->mpi));
-    int r = 1;
-    while (r < c->size && all[(size_t)r * NV + bad] == all[bad]) r++;
-    char va[32], v0[32];
-    if (bad == 1) {
-        snprintf(va, sizeof va, "%s", red_name((enum pl_red)all[(size_t)r * NV + bad]));
-        snprintf(v0, sizeof v0, "%s", red_name((enum pl_red)all[bad]));
-    } else {
-        snprintf(va, sizeof va, "%lld", all[(size_t)r * NV + bad]);
-        snprintf(v0, sizeof v0, "%lld", all[bad]);
+    long long *mine = all + (size_t)c->size * AG_NV;
+    mine[AG_CALL] = k->op.type;
+    mine[AG_ASYNC] = k->async;
+    mine[AG_COUNT] = (long long)k->op.count;
+    mine[AG_OP] = k->op.red;
+    mine[AG_ROOT] = k->op.root;
+    PL_CHECK_MPI(MPI_Iallgather(mine, AG_NV, MPI_LONG_LONG, all, AG_NV, MPI_LONG_LONG, c->check,
+                                req));
+    return all;
+}
+
+/* Every member holds the same gathered calls, so all reach the same verdict: nothing, or one
+ * message naming the first rank that differs from rank 0. Frees all. */
+static void agree_finish(const struct pl_comm *c, long long *all)
+{
+    int bad = -1, r = 0, any_async = 0;
+    for (int i = 0; i < c->size; i++) any_async |= all[(size_t)i * AG_NV + AG_ASYNC] != 0;
+    for (int f = 0; f < AG_NV && bad < 0; f++)
+        for (r = 1; r < c->size; r++)
+            if (all[(size_t)r * AG_NV + f] != all[f]) {
+                bad = f;
+                break;
+            }
+    if (bad < 0) {
+        free(all);
+        return;
     }
-    char who[64] = "";
+    const long long *v0 = all, *vr = all + (size_t)r * AG_NV;
+    char f0[48], fr[48], who[64] = "", msg[512];
+    call_name(f0, sizeof f0, v0);
+    call_name(fr, sizeof fr, vr);
     if (c->size != pl_size())
         snprintf(who, sizeof who, " (world ranks %d and %d)", c->world_ranks[r],
                  c->world_ranks[0]);
-    char msg[512];
-    snprintf(msg, sizeof msg,
-             "%s on group '%s': rank %d passed %s=%s but rank 0 passed %s=%s%s (every member "
-             "must pass the same %s)", k->fn, c->name, r, names[bad], va, names[bad], v0, who,
-             names[bad]);
+    if (bad == AG_CALL || bad == AG_ASYNC) {
+        snprintf(msg, sizeof msg,
+                 "collectives differ on group '%s': rank %d called %s but rank 0 called %s%s "
+                 "(every member must make the same collective calls, in the same order)",
+                 c->name, r, fr, f0, who);
+    } else {
+        static const char *names[AG_NV] = {"call", "async", "count", "op", "root"};
+        char va[32], vz[32];
+        if (bad == AG_OP) {
+            snprintf(va, sizeof va, "%s", red_name((enum pl_red)vr[bad]));
+            snprintf(vz, sizeof vz, "%s", red_name((enum pl_red)v0[bad]));
+        } else {
+            snprintf(va, sizeof va, "%lld", vr[bad]);
+            snprintf(vz, sizeof vz, "%lld", v0[bad]);
+        }
+        snprintf(msg, sizeof msg,
+                 "%s on group '%s': rank %d passed %s=%s but rank 0 passed %s=%s%s (every "
+                 "member must pass the same %s)", f0, c->name, r, names[bad], va, names[bad], vz,
+                 who, names[bad]);
+    }
     free(all);
-    pl_comm_group_usage_error(c, msg);
+    group_error(c, msg, any_async);
 }
 
 /* all-to-all-v: what rank j sends to rank i must be what rank i expects from rank j. */
@@ -609,12 +719,22 @@ static struct pl_handle *run(struct call *k)
 
     int p2p = kind == PL_P2P;
     validate_local(k);
+    long long *pending_check = NULL;
+    MPI_Request check_req = MPI_REQUEST_NULL;
     if (p2p) {
         check_peer(k, op->type == PL_OP_SENDRECV ? "dest" : "peer", op->peer);
         if (op->type == PL_OP_SENDRECV) check_peer(k, "src", op->src);
         check_tag(k);
-    } else if (op->type != PL_OP_BARRIER) {
-        if (cs.checks) agree(k);
+    } else {
+        if (cs.checks) {
+            long long *all = agree_start(k, &check_req);
+            if (k->async) {
+                pending_check = all;
+            } else {
+                PL_CHECK_MPI(MPI_Wait(&check_req, MPI_STATUS_IGNORE));
+                agree_finish(c, all);
+            }
+        }
         if (op->type == PL_OP_BROADCAST && (op->root < 0 || op->root >= c->size)) {
             char msg[256];
             snprintf(msg, sizeof msg, "%s on group '%s': root=%d is out of range (the group "
@@ -626,8 +746,11 @@ static struct pl_handle *run(struct call *k)
         if (cs.checks && op->type == PL_OP_ALL_TO_ALL_V) agree_pairwise(k);
     }
 
-    struct pl_handle *h = calloc(1, sizeof *h);
-    if (!h) pl_fatal("out of memory for a handle");
+    /* A blocking call's handle never leaves this function. */
+    struct pl_handle local, *owned = k->async ? handle_new() : NULL, *h = owned ? owned : &local;
+    if (!owned) memset(&local, 0, sizeof local);
+    h->check_req = check_req;
+    h->check_all = pending_check;
     h->op = *op;
     h->comm = c;
     h->blocking = !k->async;
@@ -644,7 +767,7 @@ static struct pl_handle *run(struct call *k)
         backend_start(h);
         trace_event(t, h, p2p ? op->peer : -1, op->tag, h->bytes, t0, pl_now());
         c->in_flight++;
-        return h;
+        return owned;
     }
     if (!p2p) trace_event(PL_EV_ISSUE, h, -1, 0, h->bytes, t0, t0);
     backend_start(h);
@@ -660,7 +783,6 @@ static struct pl_handle *run(struct call *k)
         break;
     default: trace_event(PL_EV_WAIT, h, -1, 0, h->bytes, t0, t1); break;
     }
-    free(h);
     return NULL;
 }
 
@@ -675,17 +797,33 @@ static void finish(struct pl_handle *h, double t0)
         fflush(stdout);
     }
     h->comm->in_flight--;
-    free(h);
+    handle_release(h);
+}
+
+/* An asynchronous collective's argument check, before its completion can hang on it. */
+static int check_done(struct pl_handle *h, int block)
+{
+    if (!h->check_all) return 1;
+    int flag = 1;
+    if (block) PL_CHECK_MPI(MPI_Wait(&h->check_req, MPI_STATUS_IGNORE));
+    else PL_CHECK_MPI(MPI_Test(&h->check_req, &flag, MPI_STATUS_IGNORE));
+    if (!flag) return 0;
+    long long *all = h->check_all;
+    h->check_all = NULL;
+    agree_finish(h->comm, all);
+    return 1;
 }
 
 void pl_wait(struct pl_handle *h)
 {
     if (!h) return;
+    check_handle(h, "pl_wait");
     double t0 = pl_now();
     char where[96];
     snprintf(where, sizeof where, "wait h=%ld %s %s", h->id, op_word(h->op.type),
              h->comm->name);
     pl_trace_where(where);
+    check_done(h, 1);
     backend_progress(h, 1);
     finish(h, t0);
 }
@@ -701,8 +839,9 @@ void pl_wait_all(struct pl_handle **hs, int n)
 int pl_test(struct pl_handle *h)
 {
     if (!h) return 1;
+    check_handle(h, "pl_test");
     double t0 = pl_now();
-    if (!backend_progress(h, 0)) return 0;
+    if (!check_done(h, 0) || !backend_progress(h, 0)) return 0;
     finish(h, t0);
     return 1;
 }

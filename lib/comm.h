@@ -99,8 +99,10 @@ struct pl_handle *pl_isend(struct pl_comm *comm, const float *buf, size_t count,
 struct pl_handle *pl_irecv(struct pl_comm *comm, float *buf, size_t count, int peer, int tag);
 
 /* Blocks until the operation is done and frees the handle. NULL is ignored. On the GPU
- * build it also orders the compute stream after the operation. */
+ * build it also orders the compute stream after the operation. A handle is completed once:
+ * waiting on (or testing) a completed handle is a usage error that says so. */
 void pl_wait(struct pl_handle *h);
+/* Waits on each and sets hs[i] to NULL. */
 void pl_wait_all(struct pl_handle **hs, int n);
 /* 1 (and frees the handle) when done, 0 when still in flight. */
 int pl_test(struct pl_handle *h);
@@ -114,8 +116,17 @@ void pl_copy_to_host(float *host, const float *buf, size_t count);
 void pl_copy_from_host(float *buf, const float *host, size_t count);
 
 /* Validation: with checks on (the default; PL_CHECK_COUNTS=0 or pl_comm_set_checks(0) turns
- * them off, as benchmarks do), each collective first agrees on its count and root among all
- * members, and a mismatch is a usage error naming the ranks and counts. */
+ * them off, as benchmarks do; every rank must use the same setting), the members of a
+ * collective agree that they make the same call (the same collective, blocking or not, the
+ * barrier included) with the same count, op and root; a mismatch is a usage error (exit 2)
+ * naming the ranks and both calls or values.
+ *   - Blocking collectives check before they start, so a mismatch is reported instead of a
+ *     hang.
+ *   - Asynchronous collectives start a nonblocking check beside the operation and complete
+ *     it in pl_wait/pl_test, which report a mismatch there (the job is then aborted, since
+ *     the mismatched operations are already in flight). Issuing never blocks on the check,
+ *     so issue orders that are legal across communicators stay legal, and a GPU build's
+ *     host is not held up at issue. */
 void pl_comm_set_checks(int on);
 
 /* Name of the active backend: "mpi", "nccl", or "mpi-staged" (device buffers through the

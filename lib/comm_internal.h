@@ -20,6 +20,8 @@ void pl_comm_shutdown(void);
 
 struct pl_comm {
     MPI_Comm mpi;
+    MPI_Comm check;   /* a duplicate for the argument checks: a check in flight never matches
+                       * a data operation, whatever order ranks issue them in */
     int rank, size;
     int id;
     char name[PL_COMM_NAME_LEN];
@@ -60,6 +62,8 @@ struct pl_op {
 };
 
 struct pl_handle {
+    unsigned magic;          /* live or completed: catches a second pl_wait on a handle */
+    struct pl_handle *next_free;
     struct pl_op op;
     struct pl_comm *comm;
     int blocking;
@@ -82,6 +86,9 @@ struct pl_handle {
     void *stage_extra;       /* a second staging buffer, freed with the first */
     /* NCCL backend */
     void *event;
+    /* The argument check of an asynchronous collective, completed before the operation */
+    MPI_Request check_req;
+    long long *check_all;    /* every member's call, filled by the check; NULL: none */
 };
 
 /* Elements the op reads from send and writes to recv on this rank. */
@@ -105,7 +112,8 @@ void pl_comm_group_usage_error(const struct pl_comm *c, const char *msg)
 #ifdef PL_GPU
 /* The GPU build (comm_nccl_gpu.c). */
 /* Sets this rank's device by local rank and decides the backend, the same on every rank
- * of world: returns 1 for NCCL, 0 for mpi-staged. */
+ * of world: returns 1 for NCCL (no two ranks of a node on one physical GPU), 0 for
+ * mpi-staged. */
 int pl_gpu_comm_startup(MPI_Comm world);
 void pl_nccl_comm_world(struct pl_comm *world);
 void pl_nccl_comm_split(struct pl_comm *child, const struct pl_comm *parent, int color,

@@ -4,8 +4,9 @@
  * after the work already queued on the compute stream (an event recorded there, waited on by
  * the communicator's stream) and records an event when it is done; completing it makes the
  * compute stream wait on that event and synchronizes the host, so the blocking API means
- * what it says. When ranks share a GPU, NCCL cannot run and the layer uses the MPI backend
- * on staged copies instead ("mpi-staged"); this file then only picks the device and copies.
+ * what it says. When two ranks of a node share a physical GPU (same PCI bus id), NCCL cannot
+ * run and the layer uses the MPI backend on staged copies instead ("mpi-staged"); this file
+ * then only picks the device and copies.
  *
  * NCCL matches a send with a receive by their order between two ranks; tags label the
  * trace and the MPI backend only. */
@@ -13,8 +14,10 @@
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "runtime.h"
@@ -30,32 +33,70 @@ struct pl_nccl_comm {
     float *scratch;     /* one float for the barrier's all-reduce */
 };
 
-int pl_gpu_comm_startup(MPI_Comm world)
+#define BUS_ID_LEN 32 /* "0000:00:00.0" and then some */
+
+/* Whether two ranks would share a GPU is a question about physical devices, not about how
+ * many devices each rank sees: under srun --gpus-per-task=1 every rank sees exactly one
+ * (its own), and on a plain node every rank sees all of them. So each rank names the
+ * device it picked by PCI bus id, and the node's ranks compare the names. Returns 1 when
+ * every rank of this node has a GPU of its own; fills a description of a clash otherwise. */
+static int own_gpus_on_node(MPI_Comm world, char *clash, size_t len)
 {
-    int ndev = 0;
-    cudaError_t err = cudaGetDeviceCount(&ndev);
-    if (err != cudaSuccess) ndev = 0;
-    MPI_Comm node;
-    int local_size = 1, rank = 0;
+    int rank = 0, dev = 0;
     PL_CHECK_MPI(MPI_Comm_rank(world, &rank));
+    PL_CHECK_CUDA(cudaGetDevice(&dev));
+    char bus[BUS_ID_LEN] = {0};
+    PL_CHECK_CUDA(cudaDeviceGetPCIBusId(bus, BUS_ID_LEN, dev));
+    MPI_Comm node;
+    int local_size = 1;
     PL_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     PL_CHECK_MPI(MPI_Comm_size(node, &local_size));
+    char *all = calloc((size_t)local_size, BUS_ID_LEN);
+    int *world_of = calloc((size_t)local_size, sizeof *world_of);
+    if (!all || !world_of) pl_fatal("out of memory");
+    PL_CHECK_MPI(MPI_Allgather(bus, BUS_ID_LEN, MPI_CHAR, all, BUS_ID_LEN, MPI_CHAR, node));
+    PL_CHECK_MPI(MPI_Allgather(&rank, 1, MPI_INT, world_of, 1, MPI_INT, node));
     PL_CHECK_MPI(MPI_Comm_free(&node));
+    int own = 1;
+    for (int a = 0; a < local_size && own; a++)
+        for (int b = a + 1; b < local_size && own; b++)
+            if (!strncmp(all + (size_t)a * BUS_ID_LEN, all + (size_t)b * BUS_ID_LEN, BUS_ID_LEN)) {
+                own = 0;
+                snprintf(clash, len, "ranks %d and %d both use the GPU at PCI bus %.*s",
+                         world_of[a], world_of[b], BUS_ID_LEN, all + (size_t)a * BUS_ID_LEN);
+            }
+    free(all);
+    free(world_of);
+    return own;
+}
 
-    int v[2] = {ndev, ndev >= local_size}; /* every rank must see a GPU; NCCL on all or none */
-    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MIN, world));
-    if (v[0] == 0)
+int pl_gpu_comm_startup(MPI_Comm world)
+{
+    int ndev = 0, rank = 0;
+    cudaError_t err = cudaGetDeviceCount(&ndev);
+    if (err != cudaSuccess) ndev = 0;
+    PL_CHECK_MPI(MPI_Comm_rank(world, &rank));
+    int fewest = ndev; /* every rank must see a GPU */
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_INT, MPI_MIN, world));
+    if (fewest == 0)
         pl_usage_error_all("this is the GPU build (make GPU=1) but a rank sees no CUDA device "
                            "(%s); use the CPU build (make) on machines without GPUs, or check "
                            "CUDA_VISIBLE_DEVICES", cudaGetErrorString(err));
     PL_CHECK_CUDA(cudaSetDevice(pl_local_rank() % ndev));
-    if (!v[1] && rank == 0) {
-        printf("paralab: %d ranks share %d GPU(s) on a node and NCCL needs one GPU per rank: "
-               "communication runs on MPI with device buffers staged through host memory "
-               "(backend mpi-staged)\n", local_size, ndev);
+
+    char clash[128] = "";
+    int own = own_gpus_on_node(world, clash, sizeof clash);
+    /* NCCL on every rank or on none; the lowest rank that saw a clash explains it. */
+    int all_own = own, reporter = own ? INT_MAX : rank;
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &all_own, 1, MPI_INT, MPI_MIN, world));
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &reporter, 1, MPI_INT, MPI_MIN, world));
+    if (!all_own && rank == reporter) {
+        printf("paralab: %s, and NCCL needs a GPU of its own for every rank: communication "
+               "runs on MPI with device buffers staged through host memory (backend "
+               "mpi-staged); give each rank its own GPU to use NCCL\n", clash);
         fflush(stdout);
     }
-    return v[1];
+    return all_own;
 }
 
 static struct pl_nccl_comm *nccl_state(ncclComm_t nc)

@@ -3,12 +3,12 @@
  * work. */
 #include "grid.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "util.h"
 #include "comm.h"
 
 static const char *const known_axes[] = {"tp", "cp", "ep", "dp", "pp"};
@@ -16,18 +16,6 @@ static const char *const known_axes[] = {"tp", "cp", "ep", "dp", "pp"};
 #define KNOWN_LIST "tp, cp, ep, dp, pp"
 /* Keeps products of degrees far from int overflow; no job is this large. */
 #define DEGREE_LIMIT (1 << 20)
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) PL_PRINTF(3, 4);
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static int known_axis(const char *name, size_t len)
 {
@@ -67,20 +55,20 @@ static void list_divisors(int n, char *buf, size_t len)
 static int parse_order(struct pl_grid *g, const char *order, char *err, size_t errlen)
 {
     if (!order || !*order)
-        return fail(err, errlen, "empty grid order; give axes joined by '-', leftmost fastest, "
+        return pl_err(err, errlen, "empty grid order; give axes joined by '-', leftmost fastest, "
                                  "e.g. \"tp-cp-ep-dp-pp\" (known axes: " KNOWN_LIST ")");
     const char *p = order;
     while (1) {
         const char *dash = strchr(p, '-');
         size_t len = dash ? (size_t)(dash - p) : strlen(p);
         if (len == 0)
-            return fail(err, errlen, "grid order \"%s\" has an empty axis name; join axes with "
+            return pl_err(err, errlen, "grid order \"%s\" has an empty axis name; join axes with "
                                      "single dashes, e.g. \"tp-dp-pp\"", order);
         if (known_axis(p, len) < 0)
-            return fail(err, errlen, "unknown axis \"%.*s\" in grid order \"%s\" (known axes: "
+            return pl_err(err, errlen, "unknown axis \"%.*s\" in grid order \"%s\" (known axes: "
                                      KNOWN_LIST ")", (int)len, p, order);
         if (find_axis(g, p, len) >= 0)
-            return fail(err, errlen, "axis \"%.*s\" appears twice in grid order \"%s\"; name "
+            return pl_err(err, errlen, "axis \"%.*s\" appears twice in grid order \"%s\"; name "
                                      "each axis once", (int)len, p, order);
         memcpy(g->axis[g->naxes], p, len);
         g->axis[g->naxes][len] = '\0';
@@ -105,29 +93,29 @@ static int parse_degrees(struct pl_grid *g, const char *order, const char *degre
         while (*eq && *eq != '=' && *eq != ',' && *eq != ' ') eq++;
         size_t len = (size_t)(eq - p);
         if (*eq != '=')
-            return fail(err, errlen, "degree \"%.*s\" in \"%s\" has no value; write axis=degree, "
+            return pl_err(err, errlen, "degree \"%.*s\" in \"%s\" has no value; write axis=degree, "
                                      "e.g. \"tp=2,pp=2\"", (int)len, p, degrees);
         if (known_axis(p, len) < 0)
-            return fail(err, errlen, "unknown axis \"%.*s\" in degrees \"%s\" (known axes: "
+            return pl_err(err, errlen, "unknown axis \"%.*s\" in degrees \"%s\" (known axes: "
                                      KNOWN_LIST ")", (int)len, p, degrees);
         int a = find_axis(g, p, len);
         if (a < 0)
-            return fail(err, errlen, "degree given for \"%.*s\", but the grid order \"%s\" has no "
+            return pl_err(err, errlen, "degree given for \"%.*s\", but the grid order \"%s\" has no "
                                      "%.*s axis; add it to the order or drop the degree",
                          (int)len, p, order, (int)len, p);
         if (given[a])
-            return fail(err, errlen, "axis \"%s\" is given twice in degrees \"%s\"", g->axis[a],
+            return pl_err(err, errlen, "axis \"%s\" is given twice in degrees \"%s\"", g->axis[a],
                         degrees);
         char *end = NULL;
         long v = strtol(eq + 1, &end, 10);
         if (end == eq + 1 || (*end && *end != ',' && *end != ' '))
-            return fail(err, errlen, "degree of %s in \"%s\" is not a whole number", g->axis[a],
+            return pl_err(err, errlen, "degree of %s in \"%s\" is not a whole number", g->axis[a],
                         degrees);
         if (v < 1)
-            return fail(err, errlen, "%s=%ld: a degree must be at least 1 (1 means the axis is "
+            return pl_err(err, errlen, "%s=%ld: a degree must be at least 1 (1 means the axis is "
                                      "not split)", g->axis[a], v);
         if (v > DEGREE_LIMIT)
-            return fail(err, errlen, "%s=%ld is larger than any job this kit runs", g->axis[a], v);
+            return pl_err(err, errlen, "%s=%ld is larger than any job this kit runs", g->axis[a], v);
         g->size[a] = (int)v;
         given[a] = 1;
         p = end;
@@ -140,7 +128,7 @@ int pl_grid_init(struct pl_grid *g, const char *order, const char *degrees, int 
 {
     memset(g, 0, sizeof *g);
     if (err && errlen) err[0] = '\0';
-    if (world < 1) return fail(err, errlen, "a grid needs at least 1 rank, got %d", world);
+    if (world < 1) return pl_err(err, errlen, "a grid needs at least 1 rank, got %d", world);
     if (parse_order(g, order, err, errlen) != 0) return -1;
     int given[PL_GRID_MAX_AXES] = {0};
     if (parse_degrees(g, order, degrees, given, err, errlen) != 0) return -1;
@@ -161,16 +149,19 @@ int pl_grid_init(struct pl_grid *g, const char *order, const char *degrees, int 
     list_divisors(world, divs, sizeof divs);
     if (dp >= 0) {
         if (product > world || world % product != 0)
-            return fail(err, errlen, "%s = %ld does not divide %d ranks, so dp cannot be "
+            return pl_err(err, errlen, "%s = %ld does not divide %d ranks, so dp cannot be "
                                      "inferred; choose degrees whose product divides %d (%s), "
                                      "or run on a multiple of %ld ranks",
                         prod, product, world, world, divs, product);
         g->size[dp] = (int)(world / product);
     } else if (product != world) {
-        return fail(err, errlen, "%s = %ld, but the job has %d ranks; the degrees must multiply "
-                                 "to %d (leave dp out of the degrees to have it inferred), or "
-                                 "run on %ld ranks",
-                    prod, product, world, world, product);
+        /* Inferring dp is only a way out when the order has a dp axis (its degree was given). */
+        int has_dp = 0;
+        for (int i = 0; i < g->naxes; i++) has_dp |= !strcmp(g->axis[i], "dp");
+        return pl_err(err, errlen, "%s = %ld, but the job has %d ranks; the degrees must multiply "
+                                   "to %d%s, or run on %ld ranks",
+                      prod, product, world, world,
+                      has_dp ? " (leave dp out of the degrees to have it inferred)" : "", product);
     }
     g->world = world;
     return 0;

@@ -133,6 +133,48 @@ PL_HD void pl_k_softmax_bwd_row(float *dx, const float *dp, const float *p, int 
     }
 }
 
+/* Cross-entropy of one row of logits for target `target`, from the logits rather than from
+ * the softmax probabilities: max + log(sum exp(z - max)) - z[target] stays finite where
+ * the target's probability underflows fp32 and -log p would be inf. */
+PL_HD float pl_k_crossentropy_row(const float *z, int V, int target)
+{
+    float mx = -INFINITY;
+    for (int j = 0; j < V; j++) mx = fmaxf(mx, z[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < V; j++) sum += expf(z[j] - mx);
+    return logf(sum) + (mx - z[target]);
+}
+
+/* ---- accumulations into shared rows -------------------------------------------------------
+ * Several inputs add into the same output element (a token repeated in a batch, a row
+ * chosen twice, a position shared by every sequence). Each output element below receives
+ * its contributions in input order, whoever computes it: the CPU runs a function over all
+ * columns, the GPU one thread per column. No atomics, so the sums are the same bits on
+ * every run and on both backends. */
+
+/* Columns [c0, c1) of out[rows[i], :] += scale[i] * inp[i, :] for i = 0..n-1 in order
+ * (scale NULL means 1). */
+PL_HD void pl_k_scatter_add_cols(float *out, const float *inp, const int *rows,
+                                 const float *scale, int n, int C, int c0, int c1)
+{
+    for (int i = 0; i < n; i++) {
+        float s = scale ? scale[i] : 1.0f;
+        float *o = out + (size_t)rows[i] * C;
+        const float *x = inp + (size_t)i * C;
+        for (int c = c0; c < c1; c++) o[c] += s * x[c];
+    }
+}
+
+/* Elements [j0, j1) of the flattened dwpe[T, C] += dout[b, :, :] for b = 0..B-1 in order. */
+PL_HD void pl_k_encoder_dwpe(float *dwpe, const float *dout, int B, size_t TC, size_t j0,
+                             size_t j1)
+{
+    for (int b = 0; b < B; b++) {
+        const float *d = dout + (size_t)b * TC;
+        for (size_t j = j0; j < j1; j++) dwpe[j] += d[j];
+    }
+}
+
 /* ---- CUDA entry points (GPU build) ----------------------------------------------------- */
 #ifdef PL_GPU
 #ifdef __cplusplus
@@ -163,8 +205,8 @@ void pl_gpu_residual_forward(float *out, const float *a, const float *b, size_t 
 void pl_gpu_softmax_forward(float *probs, const float *logits, int N, int V);
 void pl_gpu_softmax_backward(float *dlogits, const float *dprobs, const float *probs, int N,
                              int V);
-void pl_gpu_crossentropy_forward(float *losses, const float *probs, const int *targets, int N,
-                                 int V);
+void pl_gpu_crossentropy_forward(float *losses, const float *logits, const int *targets,
+                                 int N, int V);
 void pl_gpu_crossentropy_softmax_backward(float *dlogits, const float *probs,
                                           const int *targets, float dloss, int N, int V);
 void pl_gpu_dropout_block(float *out, const float *inp, size_t rows, size_t cols,

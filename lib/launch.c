@@ -1,5 +1,7 @@
 /* launch.c: runs a program on N ranks under the launcher with a timeout, in a process group
- * of its own so that a timeout kills every rank, never only mpirun. */
+ * of its own so that a timeout kills every rank, never only mpirun. Because the group is out
+ * of reach of the terminal's ^C, SIGINT, SIGTERM and SIGHUP sent to this process while a job
+ * runs are forwarded to the whole group before this process takes them itself. */
 #include "launch.h"
 
 #include <errno.h>
@@ -24,7 +26,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void pl_launch_prepare_env(int np)
+void pl_launch_prepare_env(void)
 {
     if (geteuid() == 0) {
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
@@ -32,8 +34,74 @@ void pl_launch_prepare_env(int np)
     }
     /* More ranks than cores is the normal case on a laptop. */
     setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+}
+
+/* "OPENBLAS_NUM_THREADS=N" for a job of np ranks, or "" when the user chose a count or
+ * nothing runs under a launcher: the cores shared out between the ranks, so that ranks do
+ * not oversubscribe the machine with BLAS threads. It depends on np, so it goes into the
+ * job's environment only, never into this process's, where a later job would inherit it. */
+static void blas_threads_entry(int np, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (np < 1 || getenv("OPENBLAS_NUM_THREADS")) return;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (np > 1 && (cores < 1 || np > cores)) setenv("OPENBLAS_NUM_THREADS", "1", 0);
+    long per_rank = cores / np;
+    snprintf(buf, len, "OPENBLAS_NUM_THREADS=%ld", per_rank > 1 ? per_rank : 1);
+}
+
+/* ---- signals sent to this process while a job runs ---- */
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP};
+#define NFORWARDED ((int)(sizeof forwarded / sizeof forwarded[0]))
+static volatile sig_atomic_t caught;
+
+static void on_signal(int sig) { caught = sig; }
+
+struct saved_signals {
+    struct sigaction old[NFORWARDED];
+    int installed[NFORWARDED];
+    sigset_t old_mask;
+};
+
+/* Installs the recording handler only around a run, keeping the caller's handlers (a
+ * grader's cleanup) to be restored and run afterwards. A signal the caller ignores (nohup)
+ * stays ignored. The signals stay blocked until the job's group exists. */
+static void catch_signals(struct saved_signals *sv)
+{
+    sigset_t block;
+    sigemptyset(&block);
+    for (int i = 0; i < NFORWARDED; i++) sigaddset(&block, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &block, &sv->old_mask);
+    caught = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < NFORWARDED; i++) {
+        sigaction(forwarded[i], NULL, &sv->old[i]);
+        sv->installed[i] = sv->old[i].sa_handler != SIG_IGN;
+        if (sv->installed[i]) sigaction(forwarded[i], &sa, NULL);
+    }
+}
+
+static void restore_signals(const struct saved_signals *sv)
+{
+    for (int i = 0; i < NFORWARDED; i++)
+        if (sv->installed[i]) sigaction(forwarded[i], &sv->old[i], NULL);
+    sigprocmask(SIG_SETMASK, &sv->old_mask, NULL);
+}
+
+/* TERM to the whole group, a grace period for it to exit cleanly, then KILL. */
+static void stop_group(pid_t pid, int *status, int *done)
+{
+    killpg(pid, SIGTERM);
+    double kill_at = now_s() + KILL_GRACE_S;
+    while (!*done && now_s() < kill_at) {
+        if (waitpid(pid, status, WNOHANG) == pid) *done = 1;
+        else usleep(20000);
+    }
+    killpg(pid, SIGKILL);
+    if (!*done && waitpid(pid, status, 0) == pid) *done = 1;
 }
 
 static int is_mpirun(const char *word)
@@ -105,7 +173,9 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
         set_message(res, "launch: nothing to run\n");
         return -1;
     }
-    pl_launch_prepare_env(o->np);
+    pl_launch_prepare_env();
+    char blas_env[64];
+    blas_threads_entry(o->np, blas_env, sizeof blas_env);
 
     int fds[2] = {-1, -1};
     if (!o->passthrough && pipe(fds) != 0) {
@@ -115,13 +185,21 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
     fflush(stdout);
     fflush(stderr);
     double start = now_s();
+    struct saved_signals sv;
+    catch_signals(&sv);
     pid_t pid = fork();
     if (pid < 0) {
+        restore_signals(&sv);
+        if (!o->passthrough) {
+            close(fds[0]);
+            close(fds[1]);
+        }
         set_message(res, "launch: fork() failed\n");
         return -1;
     }
     if (pid == 0) {
         setpgid(0, 0);
+        restore_signals(&sv);
         if (!o->passthrough) {
             dup2(fds[1], STDOUT_FILENO);
             dup2(fds[1], STDERR_FILENO);
@@ -129,6 +207,7 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
             close(fds[1]);
         }
         if (o->status_dir) setenv("PL_STATUS_DIR", o->status_dir, 1);
+        if (blas_env[0]) putenv(blas_env);
         for (int i = 0; o->env && o->env[i]; i++) putenv((char *)o->env[i]);
         execvp(full[0], full);
         fprintf(stderr, "launch: cannot run '%s': %s%s\n", full[0], strerror(errno),
@@ -136,6 +215,10 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
         _exit(127);
     }
     setpgid(pid, pid); /* also here, so the group exists before we might signal it */
+    sigset_t forward_set;
+    sigemptyset(&forward_set);
+    for (int i = 0; i < NFORWARDED; i++) sigaddset(&forward_set, forwarded[i]);
+    sigprocmask(SIG_UNBLOCK, &forward_set, NULL);
     if (!o->passthrough) {
         close(fds[1]);
         fcntl(fds[0], F_SETFL, O_NONBLOCK);
@@ -145,6 +228,22 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
     int status = 0, done = 0, open_pipe = !o->passthrough;
     double deadline = o->timeout_s > 0 ? start + o->timeout_s : 0, kill_at = 0;
     while (!done || open_pipe) {
+        if (caught) {
+            /* Take the job down first, then let the caller's disposition act (for most
+             * callers: die of the same signal). */
+            int sig = caught;
+            stop_group(pid, &status, &done);
+            if (!o->passthrough) close(fds[0]);
+            free(res->output);
+            memset(res, 0, sizeof *res);
+            restore_signals(&sv);
+            raise(sig);
+            /* A caller's handler returned: report the job as killed by that signal. */
+            set_message(res, "");
+            res->exit_code = 128 + sig;
+            res->seconds = now_s() - start;
+            return 0;
+        }
         if (!done) {
             pid_t w = waitpid(pid, &status, WNOHANG);
             if (w == pid) done = 1;
@@ -174,6 +273,8 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
         }
     }
     killpg(pid, SIGKILL); /* anything left in the group */
+    restore_signals(&sv);
+    if (caught) raise(caught); /* arrived as the job ended: the caller's disposition acts */
     if (!o->passthrough) close(fds[0]);
     if (!res->output) set_message(res, "");
 

@@ -1,9 +1,12 @@
 /* launch.h: runs a program on N ranks under the launcher (mpirun by default, $LAUNCHER or
  * an explicit one such as "srun"), with a timeout, in its own process group, capturing its
  * output. On timeout the whole group is killed (TERM, then KILL), so nothing is left behind.
- * Open MPI's run-as-root and oversubscribe settings, and one OpenBLAS thread per rank when
- * ranks outnumber cores, are set here rather than by the user. Used by the test harness and
- * by the grader. */
+ * While a job runs, SIGINT, SIGTERM and SIGHUP sent to the caller are forwarded to the
+ * job's group the same way; then the caller's own handlers (restored after every run) or
+ * the default action take the signal. Open MPI's run-as-root and oversubscribe settings,
+ * and OpenBLAS threads shared out between the ranks (max(1, cores / np) each, unless
+ * OPENBLAS_NUM_THREADS is already set), are set here rather than by the user. Used by the
+ * test harness and by the grader. */
 #ifndef PL_LAUNCH_H
 #define PL_LAUNCH_H
 
@@ -31,7 +34,7 @@ struct pl_launch_result {
 int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_launch_result *res);
 void pl_launch_result_free(struct pl_launch_result *res);
 /* Sets the Open MPI variables a root user and an oversubscribed machine need, in this
- * process's environment (children inherit them). */
-void pl_launch_prepare_env(int np);
+ * process's environment (children inherit them; they do not depend on the job). */
+void pl_launch_prepare_env(void);
 
 #endif

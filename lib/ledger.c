@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "util.h"
 #include "comm_internal.h"
 
 double pl_ring_bytes_sent(enum pl_coll_kind kind, int n, double S)
@@ -64,14 +65,21 @@ double pl_coll_time(enum pl_coll_kind kind, int n, double S, double lat, double 
     }
 }
 
-/* The runtime context of this rank's ledger. */
+/* The runtime context of this rank's ledger, and the FLOPs counter no reset touches. */
 static struct pl_ledger ledger;
+static double flops_ever;
 
 struct pl_ledger *pl_ledger(void) { return &ledger; }
 
 void pl_ledger_reset(void) { memset(&ledger, 0, sizeof ledger); }
 
-void pl_ledger_add_flops(double flops) { ledger.flops += flops; }
+void pl_ledger_add_flops(double flops)
+{
+    ledger.flops += flops;
+    flops_ever += flops;
+}
+
+double pl_ledger_flops_total(void) { return flops_ever; }
 
 static void check_kind(enum pl_coll_kind kind)
 {
@@ -127,18 +135,10 @@ double pl_ledger_modelled_time(const struct pl_ledger *l, const struct pl_profil
     return t;
 }
 
-static int mpi_running(void)
-{
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    return init && !fin;
-}
-
 /* Raw MPI rather than a library collective, so that reading the ledger does not add to it. */
 void pl_ledger_gather(struct pl_comm *comm, const struct pl_ledger *mine, struct pl_ledger *all)
 {
-    if (!mpi_running() || !comm || comm->size == 1) {
+    if (!pl_mpi_running() || !comm || comm->size == 1) {
         if (all) all[0] = *mine;
         return;
     }

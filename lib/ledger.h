@@ -32,6 +32,9 @@ double pl_coll_time(enum pl_coll_kind kind, int n, double S, double lat, double 
 struct pl_ledger *pl_ledger(void);
 void pl_ledger_reset(void);
 void pl_ledger_add_flops(double flops);
+/* Every FLOP added since the program started, untouched by pl_ledger_reset: the trace cuts
+ * its compute events from this counter, so a reset between two events loses nothing. */
+double pl_ledger_flops_total(void);
 void pl_ledger_charge(enum pl_coll_kind kind, enum pl_link link, double bytes);
 void pl_ledger_count_call(enum pl_coll_kind kind);
 

@@ -27,18 +27,6 @@ struct pl_model_config pl_model_config_default(void)
     return c;
 }
 
-static void divisors(int n, char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int d = 1; d <= n && used + 1 < len; d++) {
-        if (n % d) continue;
-        int w = snprintf(buf + used, len - used, "%s%d", used ? "," : "", d);
-        if (w < 0) break;
-        used += (size_t)w;
-    }
-}
-
 const char *pl_model_config_error(const struct pl_model_config *c, char *buf, size_t len)
 {
     static const char *const why[] = {
@@ -56,9 +44,8 @@ const char *pl_model_config_error(const struct pl_model_config *c, char *buf, si
         }
     if (c->d_model % c->n_heads) {
         char ds[256];
-        divisors(c->d_model, ds, sizeof ds);
         snprintf(buf, len, "d_model=%d is not divisible by n_heads=%d (choose n_heads in {%s})",
-                 c->d_model, c->n_heads, ds);
+                 c->d_model, c->n_heads, pl_divisors(c->d_model, ds, sizeof ds));
         return buf;
     }
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f)) {
@@ -283,16 +270,38 @@ void pl_model_init_param_slice(const struct pl_model_layout *lay, const struct p
     pl_mem_free(tmp);
 }
 
-void pl_model_init_flat(const struct pl_model_layout *lay, size_t offset, size_t n, float *out)
+/* The tensors overlapping a flat range [offset, offset+n) -- a ZeRO shard may start and end
+ * inside tensors -- in flat order: each overlap is `len` elements from element `in_tensor`
+ * of tensor d, at element `at` of the range. Loop:
+ *     for (struct overlap o = {0}; next_overlap(lay, offset, n, &o);) ... */
+struct overlap {
+    const struct pl_param_desc *d;
+    size_t in_tensor, at, len;
+    int next; /* index of the tensor to look at next */
+};
+
+static int next_overlap(const struct pl_model_layout *lay, size_t offset, size_t n,
+                        struct overlap *o)
 {
     PL_ASSERT(offset + n <= lay->numel);
-    for (int i = 0; i < lay->n_tensors; i++) {
-        const struct pl_param_desc *d = &lay->tensors[i];
+    while (o->next < lay->n_tensors) {
+        const struct pl_param_desc *d = &lay->tensors[o->next++];
         size_t lo = offset > d->offset ? offset : d->offset;
         size_t hi = offset + n < d->offset + d->numel ? offset + n : d->offset + d->numel;
         if (lo >= hi) continue;
-        pl_model_init_param_slice(lay, d, lo - d->offset, hi - lo, out + (lo - offset));
+        o->d = d;
+        o->in_tensor = lo - d->offset;
+        o->at = lo - offset;
+        o->len = hi - lo;
+        return 1;
     }
+    return 0;
+}
+
+void pl_model_init_flat(const struct pl_model_layout *lay, size_t offset, size_t n, float *out)
+{
+    for (struct overlap o = {0}; next_overlap(lay, offset, n, &o);)
+        pl_model_init_param_slice(lay, o.d, o.in_tensor, o.len, out + o.at);
 }
 
 /* ---- views ------------------------------------------------------------------------------------ */
@@ -659,7 +668,7 @@ double pl_head_forward(const struct pl_model_config *c, const struct pl_head_par
     pl_softmax_forward(a->probs, a->logits, N, V);
     a->targets = targets;
     if (!targets) return 0.0;
-    pl_crossentropy_forward(a->losses, a->probs, targets, N, V);
+    pl_crossentropy_forward(a->losses, a->logits, targets, N, V);
     return pl_sum(a->losses, (size_t)N) / N;
 }
 
@@ -842,15 +851,11 @@ void pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_
                          const float *g, float *m, float *v, int t,
                          const struct pl_adamw_config *opt)
 {
-    PL_ASSERT(offset + n <= lay->numel && t >= 1);
-    for (int i = 0; i < lay->n_tensors; i++) {
-        const struct pl_param_desc *d = &lay->tensors[i];
-        size_t lo = offset > d->offset ? offset : d->offset;
-        size_t hi = offset + n < d->offset + d->numel ? offset + n : d->offset + d->numel;
-        if (lo >= hi) continue;
-        size_t k = lo - offset;
-        pl_adamw_step(p + k, g + k, m + k, v + k, hi - lo, t, opt->lr, opt->beta1, opt->beta2,
-                      opt->eps, d->decay ? opt->weight_decay : 0.0f);
+    PL_ASSERT(t >= 1);
+    for (struct overlap o = {0}; next_overlap(lay, offset, n, &o);) {
+        size_t k = o.at;
+        pl_adamw_step(p + k, g + k, m + k, v + k, o.len, t, opt->lr, opt->beta1, opt->beta2,
+                      opt->eps, o.d->decay ? opt->weight_decay : 0.0f);
     }
 }
 

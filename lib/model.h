@@ -295,9 +295,12 @@ struct pl_moe_routing {
 };
 
 /* ceil(capacity_factor * N * top_k / E), at least 1: a choice counts as one token for the
- * DESIGN.md formula tokens/experts x capacity factor (the same thing for top-1). */
+ * DESIGN.md formula tokens/experts x capacity factor (the same thing for top-1). At most N,
+ * since an expert receives at most one choice per token: a factor that asks for more (any
+ * factor >= E / top_k) means no choice is ever dropped. */
 int pl_moe_capacity(int N, int E, int top_k, float capacity_factor);
-/* Host memory, allocated with the ledger as workspace. */
+/* Host memory, counted by the ledger as workspace (PL_MEM_WORK): bookkeeping of the
+ * routing, not activations; it is held, like the acts it belongs to, until they are freed. */
 struct pl_moe_routing *pl_moe_routing_new(int N, int E, int k, int cap);
 void pl_moe_routing_free(struct pl_moe_routing *r);
 /* Fills r from host probs [N, E] by the rules above. */

@@ -20,9 +20,11 @@ int pl_moe_capacity(int N, int E, int top_k, float capacity_factor)
     return pl_moe_capacity_of(N, E, top_k, capacity_factor);
 }
 
+/* The routing decisions are host-side bookkeeping (indices, counts, a copy of the gates),
+ * not the forward's op-memory tensors: the ledger counts them as workspace (model.h). */
 static void *host_alloc(size_t bytes, const char *label)
 {
-    return pl_mem_alloc(bytes, PL_MEM_ACTIV, PL_HOST, label);
+    return pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, label);
 }
 
 struct pl_moe_routing *pl_moe_routing_new(int N, int E, int k, int cap)

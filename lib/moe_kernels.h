@@ -23,11 +23,15 @@ PL_HD void pl_moe_topk_row(const float *p, int E, int k, int *idx, float *val)
     }
 }
 
-/* Slots per expert: ceil(cf * N * k / E), at least 1. Computed in double so that the
- * usual factors (1.0, 1.25, 2.0) give the exact ceiling. */
+/* Slots per expert: ceil(cf * N * k / E), at least 1 and at most N. A token's k choices
+ * are k distinct experts, so an expert receives at most one choice per token, N in all:
+ * slots beyond N would stay empty, and a huge factor would only allocate memory. Computed
+ * in double, so that the usual factors (1.0, 1.25, 2.0) give the exact ceiling, and
+ * clamped before converting, so that no factor can overflow the int. */
 PL_HD int pl_moe_capacity_of(int N, int E, int k, float cf)
 {
     double want = (double)cf * (double)N * (double)k / (double)E;
+    if (!(want < (double)N)) return N;
     int cap = (int)want;
     if ((double)cap < want) cap++;
     return cap < 1 ? 1 : cap;

@@ -47,17 +47,26 @@ static void require_ptr(const char *op, const char *name, const void *p)
     if (!p) pl_usage_error("%s: %s is NULL; it must point to the op's memory", op, name);
 }
 
+const char *pl_divisors(int n, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len) buf[0] = '\0';
+    for (int d = 1; d <= n && used + 1 < len; d++) {
+        if (n % d) continue;
+        int w = snprintf(buf + used, len - used, "%s%d", used ? "," : "", d);
+        if (w < 0 || (size_t)w >= len - used) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
 static void require_heads(const char *op, int C, int NH)
 {
     if (C % NH == 0) return;
     char divisors[256];
-    size_t len = 0;
-    divisors[0] = '\0';
-    for (int d = 1; d <= C && len + 16 < sizeof divisors; d++)
-        if (C % d == 0) len += (size_t)snprintf(divisors + len, sizeof divisors - len, "%s%d",
-                                                len ? ", " : "", d);
     pl_usage_error("%s: C=%d channels are not divisible by NH=%d heads (each head needs "
-                   "C/NH channels; choose NH in {%s})", op, C, NH, divisors);
+                   "C/NH channels; choose NH in {%s})", op, C, NH,
+                   pl_divisors(C, divisors, sizeof divisors));
 }
 
 static void require_p(const char *op, float p)
@@ -113,18 +122,8 @@ static void cpu_encoder_forward(float *out, const int *tokens, const float *wte,
 static void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout,
                                  const int *tokens, int B, int T, int C)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            const float *d = dout + ((size_t)b * T + t) * C;
-            if (dwte) {
-                float *dw = dwte + (size_t)tokens[b * T + t] * C;
-                for (int i = 0; i < C; i++) dw[i] += d[i];
-            }
-            if (dwpe) {
-                float *dp = dwpe + (size_t)t * C;
-                for (int i = 0; i < C; i++) dp[i] += d[i];
-            }
-        }
+    if (dwte) pl_k_scatter_add_cols(dwte, dout, tokens, NULL, B * T, C, 0, C);
+    if (dwpe) pl_k_encoder_dwpe(dwpe, dout, B, (size_t)T * C, 0, (size_t)T * C);
 }
 
 static void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
@@ -245,10 +244,11 @@ static void cpu_softmax_backward(float *dlogits, const float *dprobs, const floa
                              probs + (size_t)n * V, V, 1.0f, 1.0f);
 }
 
-static void cpu_crossentropy_forward(float *losses, const float *probs, const int *targets,
+static void cpu_crossentropy_forward(float *losses, const float *logits, const int *targets,
                                      int N, int V)
 {
-    for (int n = 0; n < N; n++) losses[n] = -logf(probs[(size_t)n * V + targets[n]]);
+    for (int n = 0; n < N; n++)
+        losses[n] = pl_k_crossentropy_row(logits + (size_t)n * V, V, targets[n]);
 }
 
 static void cpu_crossentropy_softmax_backward(float *dlogits, const float *probs,
@@ -327,12 +327,7 @@ static void cpu_gather_rows(float *out, const float *inp, const int *rows, int n
 static void cpu_scatter_add_rows(float *out, const float *inp, const int *rows,
                                  const float *scale, int n, int C)
 {
-    for (int i = 0; i < n; i++) {
-        float s = scale ? scale[i] : 1.0f;
-        float *o = out + (size_t)rows[i] * C;
-        const float *x = inp + (size_t)i * C;
-        for (int c = 0; c < C; c++) o[c] += s * x[c];
-    }
+    pl_k_scatter_add_cols(out, inp, rows, scale, n, C, 0, C);
 }
 
 static void cpu_row_dot(float *dot, const float *a, const int *rows, const float *b, int n,
@@ -392,6 +387,7 @@ void pl_layernorm_backward(float *dinp, float *dweight, float *dbias, const floa
                            const float *rstd, int N, int C)
 {
     require_sizes("pl_layernorm_backward", "N C", N, C, 1, 1);
+    if (!dinp && !dweight && !dbias) return;
     require_ptr("pl_layernorm_backward", "dout", dout);
     require_ptr("pl_layernorm_backward", "inp", inp);
     require_ptr("pl_layernorm_backward", "weight", weight);
@@ -416,6 +412,7 @@ void pl_matmul_backward(float *dinp, float *dweight, float *dbias, const float *
                         const float *inp, const float *weight, int N, int C, int OC)
 {
     require_sizes("pl_matmul_backward", "N C OC", N, C, OC, 1);
+    if (!dinp && !dweight && !dbias) return;
     require_ptr("pl_matmul_backward", "dout", dout);
     if (dinp) require_ptr("pl_matmul_backward", "weight", weight);
     if (dweight) require_ptr("pl_matmul_backward", "inp", inp);
@@ -456,7 +453,7 @@ void pl_attention_backward(float *dqkv, const float *dout, const float *qkv, con
 {
     require_sizes("pl_attention_backward", "B T C NH", B, T, C, NH);
     require_heads("pl_attention_backward", C, NH);
-    require_ptr("pl_attention_backward", "dqkv", dqkv);
+    if (!dqkv) return;
     require_ptr("pl_attention_backward", "dout", dout);
     require_ptr("pl_attention_backward", "qkv", qkv);
     require_ptr("pl_attention_backward", "att (saved by the forward)", att);
@@ -513,29 +510,30 @@ void pl_softmax_forward(float *probs, const float *logits, int N, int V)
 void pl_softmax_backward(float *dlogits, const float *dprobs, const float *probs, int N, int V)
 {
     require_sizes("pl_softmax_backward", "N V", N, V, 1, 1);
-    require_ptr("pl_softmax_backward", "dlogits", dlogits);
+    if (!dlogits) return;
     require_ptr("pl_softmax_backward", "dprobs", dprobs);
     require_ptr("pl_softmax_backward", "probs", probs);
     charge((double)PL_FLOPS_SOFTMAX_BWD * N * V);
     BACKEND(softmax_backward)(dlogits, dprobs, probs, N, V);
 }
 
-void pl_crossentropy_forward(float *losses, const float *probs, const int *targets, int N, int V)
+void pl_crossentropy_forward(float *losses, const float *logits, const int *targets, int N,
+                             int V)
 {
     require_sizes("pl_crossentropy_forward", "N V", N, V, 1, 1);
     require_ptr("pl_crossentropy_forward", "losses", losses);
-    require_ptr("pl_crossentropy_forward", "probs", probs);
+    require_ptr("pl_crossentropy_forward", "logits", logits);
     require_ptr("pl_crossentropy_forward", "targets", targets);
     require_indices("pl_crossentropy_forward", "targets", targets, (size_t)N, V);
-    charge((double)PL_FLOPS_XENT_FWD * N);
-    BACKEND(crossentropy_forward)(losses, probs, targets, N, V);
+    charge((double)PL_FLOPS_XENT_FWD * N * V);
+    BACKEND(crossentropy_forward)(losses, logits, targets, N, V);
 }
 
 void pl_crossentropy_softmax_backward(float *dlogits, const float *probs, const int *targets,
                                       float dloss, int N, int V)
 {
     require_sizes("pl_crossentropy_softmax_backward", "N V", N, V, 1, 1);
-    require_ptr("pl_crossentropy_softmax_backward", "dlogits", dlogits);
+    if (!dlogits) return;
     require_ptr("pl_crossentropy_softmax_backward", "probs", probs);
     require_ptr("pl_crossentropy_softmax_backward", "targets", targets);
     require_indices("pl_crossentropy_softmax_backward", "targets", targets, (size_t)N, V);
@@ -548,8 +546,8 @@ static void dropout(const char *op, float *out, const float *inp, size_t rows, s
                     uint64_t stream, int accumulate)
 {
     require_p(op, p);
-    if (rows == 0 || cols == 0) return;
-    require_ptr(op, accumulate ? "dinp" : "out", out);
+    if (rows == 0 || cols == 0 || (accumulate && !out)) return;
+    require_ptr(op, "out", out);
     require_ptr(op, accumulate ? "dout" : "inp", inp);
     if (col0 + cols > full_cols)
         pl_usage_error("%s: block columns [%zu, %zu) run past the full matrix's %zu columns",

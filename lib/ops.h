@@ -10,7 +10,10 @@
  *   - Backward functions ACCUMULATE (+=) into every gradient they write, so gradient
  *     accumulation over micro-batches, shared (tied) parameters and a residual stream that
  *     several ops feed all work by calling them in turn. Zero gradients with pl_zero first.
- *   - A gradient pointer that is NULL is not computed (e.g. no dinp for the first layer).
+ *   - A gradient output of a backward that is NULL is not computed (e.g. no dinp for the
+ *     first layer); a backward given no gradient to write at all returns after checking
+ *     its sizes, charging nothing. The inputs it reads (dout, saved activations) must be
+ *     given.
  *   - Ops keep no state and allocate no persistent memory; scratch goes through
  *     pl_mem_alloc(..., PL_MEM_WORK, PL_DEVICE) and is freed before returning.
  *   - Impossible sizes (zero, C not divisible by NH, a token outside [0, V)) are usage
@@ -31,8 +34,7 @@
  *   pl_scatter_add_rows and pl_row_dot 2*n*C; pl_sum n; pl_gather_rows, pl_zero, pl_copy
  *   and the host/device copies nothing.
  * Element-wise ops count the PL_FLOPS_* constants below per element they touch (per
- * N*C element for layernorm, per N*V element for softmax and the cross-entropy backward,
- * per row for the cross-entropy forward). */
+ * N*C element for layernorm, per N*V element for softmax and cross-entropy). */
 #ifndef PL_OPS_H
 #define PL_OPS_H
 
@@ -54,7 +56,7 @@ extern "C" {
 #define PL_FLOPS_RESIDUAL_BWD 2
 #define PL_FLOPS_SOFTMAX_FWD 4   /* max, subtract, exp, normalise */
 #define PL_FLOPS_SOFTMAX_BWD 4
-#define PL_FLOPS_XENT_FWD 1      /* per row: -log p[target] */
+#define PL_FLOPS_XENT_FWD 3      /* per element: max, exp of the difference, sum */
 #define PL_FLOPS_XENT_BWD 3      /* per element: (p - onehot) * dloss, accumulate */
 #define PL_FLOPS_DROPOUT 2       /* compare, scale (forward and backward alike) */
 #define PL_FLOPS_ADAMW 16
@@ -127,8 +129,11 @@ void pl_softmax_forward(float *probs, const float *logits, int N, int V);
 /* dlogits += probs * (dprobs - sum_j dprobs_j probs_j), per row. */
 void pl_softmax_backward(float *dlogits, const float *dprobs, const float *probs, int N, int V);
 
-/* losses[N] = -log probs[n, targets[n]], targets in [0, V). */
-void pl_crossentropy_forward(float *losses, const float *probs, const int *targets, int N,
+/* losses[n] = -log softmax(logits[n,:])[targets[n]], targets in [0, V), computed from the
+ * logits as PyTorch does: max + log(sum_j exp(logits[n,j] - max)) - logits[n, target].
+ * Taking the log of the softmax probability instead would give inf once that probability
+ * underflows fp32 (a logit gap above ~104), where the true loss is large but finite. */
+void pl_crossentropy_forward(float *losses, const float *logits, const int *targets, int N,
                              int V);
 /* The fused softmax + cross-entropy backward: dlogits[n,:] += dloss * (probs[n,:] -
  * onehot(targets[n])). For the mean loss over N positions pass dloss = 1/N. */
@@ -175,6 +180,11 @@ double pl_grad_norm_sq(const float *g, size_t n);
  * min(1, max_norm / (sqrt(norm_sq) + 1e-6)), as torch.nn.utils.clip_grad_norm_.
  * max_norm <= 0 means no clipping (1). Apply it with pl_scale. Pure arithmetic. */
 float pl_clip_scale(double norm_sq, float max_norm);
+
+/* ---- messages ------------------------------------------------------------------------------ */
+/* The divisors of n as "1,2,4,8" into buf (cut short when buf is full); returns buf. For
+ * messages that say which sizes would work: "choose n_heads in {1,2,4,8}". */
+const char *pl_divisors(int n, char *buf, size_t len);
 
 /* ---- small helpers on op memory (device memory on the GPU build) ---------------------- */
 void pl_zero(float *x, size_t n);                           /* x = 0 */

@@ -2,7 +2,10 @@
  * other op is a grid-stride kernel around the same kernels.h function the CPU loop calls.
  * Written for correctness and clarity rather than speed: row-wise ops use a thread per row,
  * and every op synchronises before returning so that communication and host code that
- * follow see its results. ops.c has already validated the arguments and charged the FLOPs. */
+ * follow see its results. No kernel uses atomics: where several inputs add into one output
+ * (repeated tokens and rows, sums over a batch, reductions) a thread owns each output and
+ * adds in a fixed order, so a run repeats bit for bit, as checkpoint resumes promise.
+ * ops.c has already validated the arguments and charged the FLOPs. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -81,16 +84,10 @@ __global__ static void k_encoder_fwd(float *out, const int *tokens, const float 
     }
 }
 
-__global__ static void k_encoder_bwd(float *dwte, float *dwpe, const float *dout,
-                                     const int *tokens, int T, int C, size_t n)
+/* A thread per element (t, c) of dwpe, summing over the batch in order. */
+__global__ static void k_encoder_dwpe(float *dwpe, const float *dout, int B, size_t TC)
 {
-    GRID_STRIDE(i, n)
-    {
-        size_t bt = i / C, c = i % C;
-        int t = (int)(bt % T);
-        if (dwte) atomicAdd(&dwte[(size_t)tokens[bt] * C + c], dout[i]);
-        if (dwpe) atomicAdd(&dwpe[(size_t)t * C + c], dout[i]);
-    }
+    GRID_STRIDE(j, TC) { pl_k_encoder_dwpe(dwpe, dout, B, TC, j, j + 1); }
 }
 
 __global__ static void k_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
@@ -208,10 +205,10 @@ __global__ static void k_softmax_bwd(float *dlogits, const float *dprobs, const 
     }
 }
 
-__global__ static void k_xent_fwd(float *losses, const float *probs, const int *targets, int N,
+__global__ static void k_xent_fwd(float *losses, const float *logits, const int *targets, int N,
                                   int V)
 {
-    GRID_STRIDE(n, (size_t)N) { losses[n] = -logf(probs[n * V + targets[n]]); }
+    GRID_STRIDE(n, (size_t)N) { losses[n] = pl_k_crossentropy_row(logits + n * V, V, targets[n]); }
 }
 
 __global__ static void k_xent_bwd(float *dlogits, const float *probs, const int *targets,
@@ -244,19 +241,37 @@ __global__ static void k_adamw(float *param, const float *grad, float *m, float 
     GRID_STRIDE(i, n) { pl_k_adamw(param + i, grad[i], m + i, v + i, lr, beta1, beta2, eps, wd, bc1, bc2); }
 }
 
-/* Each block sums its share in double in shared memory, then adds it to *out. */
-__global__ static void k_sum(double *out, const float *x, int squares, size_t n)
+/* The sum of every thread's s in a block, by a fixed tree in shared memory; valid in
+ * thread 0. Launched with THREADS threads per block. */
+__device__ static double block_sum(double s)
 {
     __shared__ double part[THREADS];
-    double s = 0.0;
-    GRID_STRIDE(i, n) { s += squares ? (double)x[i] * x[i] : (double)x[i]; }
     part[threadIdx.x] = s;
     __syncthreads();
     for (int half = THREADS / 2; half > 0; half /= 2) {
         if ((int)threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
         __syncthreads();
     }
-    if (threadIdx.x == 0) atomicAdd(out, part[0]);
+    return part[0];
+}
+
+/* Each block sums its grid-stride share in double into partial[block]; k_sum_partials then
+ * adds the partials in a fixed order, so the total does not depend on which block ends
+ * first (an atomicAdd of the block totals would). */
+__global__ static void k_sum_blocks(double *partial, const float *x, int squares, size_t n)
+{
+    double s = 0.0;
+    GRID_STRIDE(i, n) { s += squares ? (double)x[i] * x[i] : (double)x[i]; }
+    s = block_sum(s);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+__global__ static void k_sum_partials(double *out, const double *partial, int nblocks)
+{
+    double s = 0.0;
+    for (int b = (int)threadIdx.x; b < nblocks; b += THREADS) s += partial[b];
+    s = block_sum(s);
+    if (threadIdx.x == 0) *out = s;
 }
 
 __global__ static void k_gather_rows(float *out, const float *inp, const int *rows, int C,
@@ -265,14 +280,14 @@ __global__ static void k_gather_rows(float *out, const float *inp, const int *ro
     GRID_STRIDE(i, n) { out[i] = inp[(size_t)rows[i / C] * C + i % C]; }
 }
 
-__global__ static void k_scatter_add_rows(float *out, const float *inp, const int *rows,
-                                          const float *scale, int C, size_t n)
+/* A thread per column, adding the n rows in order (the encoder's dwte is this with the
+ * tokens as rows). */
+__global__ static void k_scatter_add_cols(float *out, const float *inp, const int *rows,
+                                          const float *scale, int n, int C)
 {
-    GRID_STRIDE(i, n)
+    GRID_STRIDE(c, (size_t)C)
     {
-        size_t r = i / C;
-        float s = scale ? scale[r] : 1.0f;
-        atomicAdd(&out[(size_t)rows[r] * C + i % C], s * inp[i]);
+        pl_k_scatter_add_cols(out, inp, rows, scale, n, C, (int)c, (int)c + 1);
     }
 }
 
@@ -310,8 +325,12 @@ void pl_gpu_encoder_forward(float *out, const int *tokens, const float *wte, con
 void pl_gpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
                              int B, int T, int C)
 {
-    size_t n = (size_t)B * T * C;
-    k_encoder_bwd<<<blocks_for(n), THREADS>>>(dwte, dwpe, dout, tokens, T, C, n);
+    if (dwte)
+        k_scatter_add_cols<<<blocks_for((size_t)C), THREADS>>>(dwte, dout, tokens, NULL, B * T, C);
+    if (dwpe) {
+        size_t TC = (size_t)T * C;
+        k_encoder_dwpe<<<blocks_for(TC), THREADS>>>(dwpe, dout, B, TC);
+    }
     finish();
 }
 
@@ -438,10 +457,10 @@ void pl_gpu_softmax_backward(float *dlogits, const float *dprobs, const float *p
     finish();
 }
 
-void pl_gpu_crossentropy_forward(float *losses, const float *probs, const int *targets, int N,
-                                 int V)
+void pl_gpu_crossentropy_forward(float *losses, const float *logits, const int *targets,
+                                 int N, int V)
 {
-    k_xent_fwd<<<blocks_for((size_t)N), THREADS>>>(losses, probs, targets, N, V);
+    k_xent_fwd<<<blocks_for((size_t)N), THREADS>>>(losses, logits, targets, N, V);
     finish();
 }
 
@@ -474,8 +493,12 @@ void pl_gpu_adamw_step(float *param, const float *grad, float *m, float *v, size
 
 double pl_gpu_sum(const float *x, size_t n, int squares)
 {
-    double *acc = (double *)pl_mem_alloc(sizeof(double), PL_MEM_WORK, PL_DEVICE, "sum");
-    k_sum<<<blocks_for(n), THREADS>>>(acc, x, squares, n);
+    int nblocks = blocks_for(n);
+    double *acc = (double *)pl_mem_alloc(((size_t)nblocks + 1) * sizeof(double), PL_MEM_WORK,
+                                         PL_DEVICE, "sum partials");
+    k_sum_blocks<<<nblocks, THREADS>>>(acc + 1, x, squares, n);
+    PL_CHECK_CUDA(cudaGetLastError());
+    k_sum_partials<<<1, THREADS>>>(acc, acc + 1, nblocks);
     finish();
     double s = 0.0;
     PL_CHECK_CUDA(cudaMemcpy(&s, acc, sizeof s, cudaMemcpyDeviceToHost));
@@ -527,8 +550,7 @@ void pl_gpu_gather_rows(float *out, const float *inp, const int *rows, int n, in
 void pl_gpu_scatter_add_rows(float *out, const float *inp, const int *rows, const float *scale,
                              int n, int C)
 {
-    size_t total = (size_t)n * C;
-    k_scatter_add_rows<<<blocks_for(total), THREADS>>>(out, inp, rows, scale, C, total);
+    k_scatter_add_cols<<<blocks_for((size_t)C), THREADS>>>(out, inp, rows, scale, n, C);
     finish();
 }
 

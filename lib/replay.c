@@ -7,13 +7,13 @@
 
 #include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "ledger.h"
+#include "util.h"
 
 /* ---- small growable arrays ---- */
 
@@ -107,17 +107,8 @@ struct sim {
     size_t errlen;
 };
 
-static int fail(struct sim *s, const char *fmt, ...) PL_PRINTF(2, 3);
-static int fail(struct sim *s, const char *fmt, ...)
-{
-    if (s->err && s->errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(s->err, s->errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
+/* The replay's errors go to the caller's (err, errlen). */
+#define fail(s, ...) pl_err((s)->err, (s)->errlen, __VA_ARGS__)
 
 static enum pl_link link_between(const struct sim *s, int a, int b)
 {

@@ -1,7 +1,9 @@
 /* rng.h: counter-based random numbers. A value is a pure function of (seed, stream,
  * index): the element index in the FULL tensor. A shard of a parameter filled on its own
- * is therefore bit-for-bit the same slice of the full tensor, on any rank count and on
- * either backend (the functions are PL_HD). Streams are derived from tensor names. */
+ * is therefore bit-for-bit the same slice of the full tensor, on any rank count. pl_mix64,
+ * pl_rng_u64 and pl_rng_uniform are PL_HD, so kernels draw the same numbers as host code;
+ * pl_rng_normal, pl_rng_stream and the fills run on the host (fill host memory, then copy
+ * to the device). Streams are derived from tensor names. */
 #ifndef PL_RNG_H
 #define PL_RNG_H
 

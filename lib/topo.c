@@ -2,11 +2,11 @@
  * profiles that turn FLOPs and bytes into modelled time. */
 #include "topo.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
+#include "util.h"
 
 const char *pl_link_name(enum pl_link link)
 {
@@ -17,29 +17,17 @@ const char *pl_link_name(enum pl_link link)
     }
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) PL_PRINTF(3, 4);
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 int pl_topo_virtual(struct pl_topo *t, int world, int nodes, int per_node, char *err,
                     size_t errlen)
 {
     memset(t, 0, sizeof *t);
     if (world < 1 || world > PL_TOPO_MAX_RANKS)
-        return fail(err, errlen, "a job of %d ranks is outside 1..%d", world, PL_TOPO_MAX_RANKS);
+        return pl_err(err, errlen, "a job of %d ranks is outside 1..%d", world, PL_TOPO_MAX_RANKS);
     if (nodes < 1 || per_node < 1)
-        return fail(err, errlen, "%d nodes x %d gpus-per-node: both must be at least 1", nodes,
+        return pl_err(err, errlen, "%d nodes x %d gpus-per-node: both must be at least 1", nodes,
                     per_node);
     if ((long)nodes * per_node != world)
-        return fail(err, errlen, "%d nodes x %d gpus-per-node = %ld ranks, but the job has %d "
+        return pl_err(err, errlen, "%d nodes x %d gpus-per-node = %ld ranks, but the job has %d "
                                  "ranks; choose nodes x gpus-per-node = %d",
                     nodes, per_node, (long)nodes * per_node, world, world);
     t->world = world;
@@ -55,13 +43,13 @@ int pl_topo_from_hostnames(struct pl_topo *t, int world, const char *const *host
 {
     memset(t, 0, sizeof *t);
     if (world < 1 || world > PL_TOPO_MAX_RANKS)
-        return fail(err, errlen, "a job of %d ranks is outside 1..%d", world, PL_TOPO_MAX_RANKS);
+        return pl_err(err, errlen, "a job of %d ranks is outside 1..%d", world, PL_TOPO_MAX_RANKS);
     /* first[k]: the first rank seen on node k, whose name stands for the node. */
     int first[PL_TOPO_MAX_RANKS], count[PL_TOPO_MAX_RANKS];
     int nodes = 0;
     for (int r = 0; r < world; r++) {
         if (!hostnames[r] || !hostnames[r][0])
-            return fail(err, errlen, "rank %d reported no hostname", r);
+            return pl_err(err, errlen, "rank %d reported no hostname", r);
         int k = 0;
         while (k < nodes && strcmp(hostnames[first[k]], hostnames[r]) != 0) k++;
         if (k == nodes) {
@@ -158,13 +146,17 @@ const struct pl_profile *pl_profile_get(const char *name)
     const struct pl_profile *p = pl_profile_find(name);
     if (p) return p;
     char known[256];
-    size_t n = 0;
-    known[0] = '\0';
-    for (int i = 0; i < NPROFILES && n < sizeof known; i++)
-        n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "",
-                              profiles[i].name);
     pl_usage_error("unknown cluster profile \"%s\" (known profiles: %s)", name ? name : "(none)",
-                   known);
+                   pl_profile_names(known, sizeof known));
+}
+
+const char *pl_profile_names(char *buf, size_t len)
+{
+    size_t n = 0;
+    if (len) buf[0] = '\0';
+    for (int i = 0; i < NPROFILES && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", profiles[i].name);
+    return buf;
 }
 
 int pl_profile_count(void) { return NPROFILES; }

@@ -48,9 +48,13 @@ struct pl_profile {
 /* Known profiles: "dgx-h100", "dgx-a100", "cpu" (a laptop, one rank per core; "laptop" is
  * accepted for it); NULL if unknown. pl_profile_at lists them. */
 const struct pl_profile *pl_profile_find(const char *name);
-/* Like find, but an unknown name is a usage error listing the known ones. */
+/* Like find, but an unknown name is a usage error listing the known ones, printed by the
+ * calling rank alone: on several ranks with the same name, validate once instead with
+ * pl_profile_find and pl_usage_error_all, listing pl_profile_names. */
 const struct pl_profile *pl_profile_get(const char *name);
 int pl_profile_count(void);
 const struct pl_profile *pl_profile_at(int i);
+/* "dgx-h100, dgx-a100, cpu": the known names for a message, in buf (returned). */
+const char *pl_profile_names(char *buf, size_t len);
 
 #endif

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "util.h"
 #include "ledger.h"
 #include "runtime.h"
 
@@ -26,7 +27,7 @@ static struct {
     struct pl_event *ev;
     int n, cap;
     char span[PL_LABEL_LEN];
-    double flops_base; /* ledger FLOPs already in an event */
+    double flops_base; /* pl_ledger_flops_total() already in an event */
     double t_last;     /* end of the last event, wall clock */
     struct pl_group_def *groups;
     int ngroups, gcap;
@@ -59,7 +60,7 @@ static void copy_label(char *dst, const char *src)
 void pl_trace_enable(int on)
 {
     if (on && !tr.enabled) {
-        tr.flops_base = pl_ledger()->flops;
+        tr.flops_base = pl_ledger_flops_total();
         tr.t_last = now();
     }
     tr.enabled = on != 0;
@@ -70,7 +71,7 @@ int pl_trace_enabled(void) { return tr.enabled; }
 void pl_trace_clear(void)
 {
     tr.n = 0;
-    tr.flops_base = pl_ledger()->flops;
+    tr.flops_base = pl_ledger_flops_total();
     tr.t_last = now();
 }
 
@@ -89,8 +90,7 @@ static void append(const struct pl_event *ev)
 void pl_trace_flush(void)
 {
     if (!tr.enabled) return;
-    double flops = pl_ledger()->flops;
-    if (flops < tr.flops_base) tr.flops_base = 0.0; /* the ledger was reset meanwhile */
+    double flops = pl_ledger_flops_total();
     double delta = flops - tr.flops_base;
     double t = now();
     if (delta > 0.0) {
@@ -124,19 +124,11 @@ const struct pl_event *pl_trace_events(void) { return tr.ev; }
 
 /* ---- status file ---- */
 
-static int mpi_running(void)
-{
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    return init && !fin;
-}
-
 static int world_rank(void)
 {
     if (pl_initialized()) return pl_rank();
     int r = 0;
-    if (mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    if (pl_mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
     return r;
 }
 
@@ -175,7 +167,7 @@ static void status_write(const char *what)
 {
     if (!tr.status_tried) {
         /* Before MPI is up the rank, and so the file's name, is not known yet. */
-        if (!pl_initialized() && !mpi_running()) return;
+        if (!pl_initialized() && !pl_mpi_running()) return;
         pl_trace_set_status_dir(getenv("PL_STATUS_DIR"));
     }
     if (!tr.status) return;
@@ -321,7 +313,7 @@ void pl_trace_gather(struct pl_merged_trace *out)
     memset(out, 0, sizeof *out);
     pl_trace_flush();
     int rank = 0, size = 1;
-    int running = mpi_running();
+    int running = pl_mpi_running();
     if (running) {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         MPI_Comm_size(MPI_COMM_WORLD, &size);

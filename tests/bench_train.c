@@ -1,7 +1,8 @@
 /* bench_train: training-step throughput of the reference model on one device, beside the two
- * baselines measured in the same run: OpenBLAS's sgemm rate (the step's fraction of matmul
- * peak) and, where /usr/bin/python3 can import torch, the same model stepped by PyTorch on
- * the CPU with the same thread count (tests/bench_train.py).
+ * baselines measured in the same run: the sgemm rate of the backend the step runs on
+ * (OpenBLAS on the CPU build, cuBLAS on the GPU build: the step's fraction of matmul peak)
+ * and, where /usr/bin/python3 can import torch, the same model stepped by PyTorch on the
+ * CPU with the same thread count (tests/bench_train.py).
  *
  *     bench_train [--seconds S] [--threads N]   (default: 2 s per measurement; 1 thread and
  *                                                 the machine's core count) */
@@ -30,23 +31,35 @@ static const struct bench_config CONFIGS[] = {
 
 static double seconds_per_measure = 2.0;
 
-/* Best sgemm rate over repeated C[n,n] = A[n,n] B[n,n] for a fixed time. */
+/* The peak is measured with pl_sgemm on op memory, so it is the library the model's own
+ * matmuls run on: OpenBLAS on the CPU build, cuBLAS on the GPU build. */
+#ifdef PL_GPU
+#define SGEMM_NAME "cuBLAS"
+#else
+#define SGEMM_NAME "OpenBLAS"
+#endif
+
+/* Best sgemm rate over repeated C[n,n] = A[n,n] B[n,n] for a fixed time (pl_sgemm returns
+ * once the product is done, on either backend). */
 static double sgemm_gflops(int n)
 {
-    size_t bytes = (size_t)n * n * sizeof(float);
-    float *a = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "bench A");
-    float *b = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "bench B");
-    float *c = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "bench C");
-    pl_rng_fill_uniform(a, (size_t)n * n, 1, 1, 0, -1, 1);
-    pl_rng_fill_uniform(b, (size_t)n * n, 1, 2, 0, -1, 1);
+    size_t count = (size_t)n * n, bytes = count * sizeof(float);
+    float *h = pl_mem_alloc(bytes, PL_MEM_WORK, PL_HOST, "bench host");
+    float *a = pl_mem_alloc(bytes, PL_MEM_WORK, PL_DEVICE, "bench A");
+    float *b = pl_mem_alloc(bytes, PL_MEM_WORK, PL_DEVICE, "bench B");
+    float *c = pl_mem_alloc(bytes, PL_MEM_WORK, PL_DEVICE, "bench C");
+    pl_rng_fill_uniform(h, count, 1, 1, 0, -1, 1);
+    pl_to_device(a, h, bytes);
+    pl_rng_fill_uniform(h, count, 1, 2, 0, -1, 1);
+    pl_to_device(b, h, bytes);
     double best = 0, t_end = pl_now() + seconds_per_measure / 4;
     for (int rep = 0; rep < 3 || pl_now() < t_end; rep++) {
         double t0 = pl_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f,
-                    c, n);
+        pl_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         double rate = 2.0 * n * n * n / (pl_now() - t0) / 1e9;
         if (rate > best) best = rate;
     }
+    pl_mem_free(h);
     pl_mem_free(a);
     pl_mem_free(b);
     pl_mem_free(c);
@@ -178,7 +191,7 @@ static void run_at(int threads, const struct pl_tokens *data, const char *data_p
         rate[i] = sgemm_gflops(sizes[i]);
         if (rate[i] > peak) peak = rate[i];
     }
-    printf("\n# threads %d: OpenBLAS sgemm GFLOP/s %.1f at 256^3, %.1f at 512^3, %.1f at "
+    printf("\n# threads %d: " SGEMM_NAME " sgemm GFLOP/s %.1f at 256^3, %.1f at 512^3, %.1f at "
            "1024^3; peak %.1f\n",
            threads, rate[0], rate[1], rate[2], peak);
     printf("# %-10s %8s %9s %9s %10s %9s %7s | %13s %11s %6s\n", "config", "params", "B x T",
@@ -233,9 +246,16 @@ int main(int argc, char **argv)
     pl_tokens_write(path, &data);
     int torch = torch_available();
 
+#ifdef PL_GPU
+    const char *torch_where = "; PyTorch runs on the CPU, so the ratio sets this GPU against it";
+#else
+    const char *torch_where = "";
+#endif
     printf("# training-step throughput of the reference model (pl_model_step: forward, backward,\n"
            "# clip, AdamW) on the synthetic corpus; %%peak = achieved GFLOP/s (ledger FLOPs) over\n"
-           "# the sgemm rate; ratio = our tok/s over PyTorch's (same model, same threads)%s\n",
+           "# the " SGEMM_NAME " sgemm rate of the same device; ratio = our tok/s over PyTorch's\n"
+           "# (same model, same threads%s)%s\n",
+           torch_where,
            torch ? "" : "\n# torch: skipped, /usr/bin/python3 cannot import torch (python3-torch)");
     if (only_threads)
         run_at(only_threads, &data, path, torch);

@@ -3,8 +3,15 @@
  * np 0 runs the command through /bin/sh without a launcher; otherwise the command runs on np
  * ranks under the launcher. expect is "ok" (exit 0) or "exit=N" optionally followed by
  * "~ text" that the output must contain. "$B" in a command is the build directory.
+ * A name may start with a build tag: "[cpu] name" runs only on the CPU build, "[gpu] name"
+ * only on the GPU build (make GPU=1; the harness knows which build it belongs to). On the
+ * other build such a test is printed as skipped and counted, not run.
+ * Lines starting with # are comments.
  * Every test runs with a timeout in its own process group: a crash or a hang fails that test
- * with a message, and the run goes on. The last line is "N passed, N failed". */
+ * with a message, and the run goes on. The last line is "N passed, N failed", with
+ * ", N skipped" appended when tests were skipped.
+ *     harness [--build DIR] [--filter TEXT] [--gpu] tests/NAME.tests...
+ * --gpu states that this is the GPU build's run and is refused by the CPU build's harness. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +23,17 @@
 
 #define MAX_ARGS 128
 
+enum only { ANY_BUILD, CPU_ONLY, GPU_ONLY };
+
+#ifdef PL_GPU
+#define THIS_BUILD GPU_ONLY
+#else
+#define THIS_BUILD CPU_ONLY
+#endif
+
 struct test {
     char name[160];
+    enum only only;
     int np;
     double timeout;
     int expect_exit;
@@ -69,7 +85,16 @@ static int parse_line(char *line, const char *file, int lineno, const char *buil
     }
     memset(t, 0, sizeof *t);
     snprintf(t->where, sizeof t->where, "%s:%d", file, lineno);
-    snprintf(t->name, sizeof t->name, "%s", trim(fields[0]));
+    char *name = trim(fields[0]);
+    if (!strncmp(name, "[cpu]", 5) || !strncmp(name, "[gpu]", 5)) {
+        t->only = name[1] == 'c' ? CPU_ONLY : GPU_ONLY;
+        name = trim(name + 5);
+    } else if (name[0] == '[') {
+        fprintf(stderr, "%s:%d: a build tag must be [cpu] or [gpu], got '%.*s'\n", file, lineno,
+                (int)strcspn(name, "]") + 1, name);
+        return -1;
+    }
+    snprintf(t->name, sizeof t->name, "%s", name);
     t->np = atoi(trim(fields[1]));
     t->timeout = atof(trim(fields[2]));
     char *expect = trim(fields[3]);
@@ -147,7 +172,7 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-static int run_test(const struct test *t, const char *build)
+static int run_test(const struct test *t)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s", t->command);
@@ -165,11 +190,8 @@ static int run_test(const struct test *t, const char *build)
 
     char status_dir[] = "/tmp/pl-status-XXXXXX";
     if (!mkdtemp(status_dir)) status_dir[0] = '\0';
-    char env_build[600];
-    snprintf(env_build, sizeof env_build, "PL_BUILD=%s", build);
-    const char *env[] = {env_build, NULL};
     struct pl_launch_opts o = {.np = t->np, .timeout_s = t->timeout,
-                               .status_dir = status_dir[0] ? status_dir : NULL, .env = env};
+                               .status_dir = status_dir[0] ? status_dir : NULL};
     struct pl_launch_result r;
     int started = pl_launch(&o, argv, &r) == 0;
 
@@ -202,8 +224,8 @@ static int run_test(const struct test *t, const char *build)
 
 int main(int argc, char **argv)
 {
-    const char *build = "build/cpu", *filter = NULL;
-    int passed = 0, failed = 0, files = 0;
+    const char *build = THIS_BUILD == GPU_ONLY ? "build/gpu" : "build/cpu", *filter = NULL;
+    int passed = 0, failed = 0, skipped = 0, files = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--build") && i + 1 < argc) {
             build = argv[++i];
@@ -214,7 +236,11 @@ int main(int argc, char **argv)
             continue;
         }
         if (!strcmp(argv[i], "--gpu")) {
-            setenv("PL_TEST_GPU", "1", 1);
+            if (THIS_BUILD != GPU_ONLY) {
+                fprintf(stderr, "error: --gpu: this harness belongs to the CPU build; the GPU "
+                                "tests run with build/gpu/tests/harness (make test-gpu)\n");
+                return 2;
+            }
             continue;
         }
         FILE *f = fopen(argv[i], "r");
@@ -235,7 +261,13 @@ int main(int argc, char **argv)
                 continue;
             }
             if (filter && !strstr(t.name, filter)) continue;
-            if (run_test(&t, build)) passed++;
+            if (t.only != ANY_BUILD && t.only != THIS_BUILD) {
+                printf("== %s == SKIP (%s build only)\n", t.name,
+                       t.only == CPU_ONLY ? "CPU" : "GPU");
+                skipped++;
+                continue;
+            }
+            if (run_test(&t)) passed++;
             else failed++;
         }
         fclose(f);
@@ -244,6 +276,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: harness [--build DIR] [--filter TEXT] [--gpu] tests/*.tests\n");
         return 2;
     }
-    printf("%d passed, %d failed\n", passed, failed);
+    if (skipped) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -7,41 +7,23 @@
  *     test_comm                 all checks (any rank count; --nodes/--gpus-per-node apply)
  *     test_comm --mode verbose  a few calls, for PL_VERBOSE=1
  *     test_comm --bad WHAT      one usage error on purpose: count, count-group, root, peer,
- *                               a2av, recv-count, overlap, tag */
+ *                               a2av, recv-count, overlap, tag, kind, kind-async, barrier,
+ *                               wait-twice */
 #include <math.h>
 #include <mpi.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "paralab.h"
+#include "testing.h"
 
 #define SEED 0x5eed2024ULL
 #define STRIDE (1ULL << 34) /* per-rank offset in a case's random stream */
 #define GARBAGE (-1000.0f)  /* never produced by the inputs (they lie in [-9, 9]) */
 
-static int failures, checks;
 static int me, nw;
-
-PL_PRINTF(1, 2) static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("[rank %d] FAIL ", me);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-    failures++;
-}
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        checks++;                                                                          \
-        if (!(cond)) fail(__VA_ARGS__);                                                    \
-    } while (0)
 
 static void *xmalloc(size_t bytes)
 {
@@ -85,10 +67,8 @@ static void compare(const char *what, const float *got, const float *want, size_
             bad++;
         }
     }
-    checks++;
-    if (bad)
-        fail("%s: element [%zu] expected %g got %g (%zu of %zu differ)", what, first,
-             (double)want[first], (double)got[first], bad, n);
+    CHECK(!bad, "%s: element [%zu] expected %g got %g (%zu of %zu differ)", what, first,
+          (double)want[first], (double)got[first], bad, n);
 }
 
 /* ---- ledger expectations ---- */
@@ -107,8 +87,6 @@ static enum pl_link link_between(int wa, int wb)
 {
     return node_of(wa) == node_of(wb) ? PL_LINK_INTRA : PL_LINK_INTER;
 }
-
-static int close_to(double a, double b) { return fabs(a - b) <= 1e-9 * (1.0 + fabs(b)); }
 
 /* want[link]: the bytes this rank must have sent since ledger_begin, by link class. */
 static void ledger_expect(const char *what, enum pl_coll_kind kind, const double want[PL_NLINKS],
@@ -720,6 +698,41 @@ static void test_buffers(void)
           "pl_coll_kind_name");
 }
 
+/* Asynchronous collectives on two communicators, issued in opposite orders on odd and even
+ * ranks: legal, so with the agreement checks on it must complete, not deadlock on a check
+ * that blocks at issue. NCCL wants one order across communicators; this is the MPI case. */
+static void test_async_issue_order(void)
+{
+    if (!strcmp(pl_comm_backend(), "nccl")) return;
+    struct pl_comm *w = pl_comm_world(), *b = pl_comm_split(w, 0, me, "b");
+    enum { N = 5 };
+    float hx[N], hy[N], want_x[N], want_y[N];
+    fill(hx, N, (float)(me + 1));
+    fill(hy, N, (float)(10 * (me + 1)));
+    fill(want_x, N, (float)(nw * (nw + 1) / 2));
+    fill(want_y, N, (float)(10 * nw * (nw + 1) / 2));
+    float *x = dev_copy(hx, N, "order x"), *y = dev_copy(hy, N, "order y");
+    struct pl_handle *h1, *h2;
+    if (me % 2) {
+        h1 = pl_all_reduce_async(b, y, y, N, PL_SUM);
+        h2 = pl_all_reduce_async(w, x, x, N, PL_SUM);
+    } else {
+        h1 = pl_all_reduce_async(w, x, x, N, PL_SUM);
+        h2 = pl_all_reduce_async(b, y, y, N, PL_SUM);
+    }
+    pl_wait(h2);
+    pl_wait(h1);
+    pl_copy_to_host(hx, x, N);
+    pl_copy_to_host(hy, y, N);
+    compare("async all-reduces issued in opposite orders on two communicators (x)", hx, want_x,
+            N, 0.0);
+    compare("async all-reduces issued in opposite orders on two communicators (y)", hy, want_y,
+            N, 0.0);
+    pl_comm_buf_free(x);
+    pl_comm_buf_free(y);
+    pl_comm_free(b);
+}
+
 /* ---- usage errors on purpose ---- */
 
 static void bad_input(const char *what)
@@ -755,9 +768,22 @@ static void bad_input(const char *what)
         pl_barrier(w);
     } else if (!strcmp(what, "overlap")) {
         pl_all_gather(w, buf + 1, buf, 4);
+    } else if (!strcmp(what, "kind")) {
+        if (me == 0) pl_all_reduce(w, buf, buf, 4, PL_SUM);
+        else pl_all_gather(w, buf, buf + 8, 4);
+    } else if (!strcmp(what, "kind-async")) {
+        if (me == 0) pl_wait(pl_all_reduce_async(w, buf, buf, 4, PL_SUM));
+        else pl_wait(pl_all_gather_async(w, buf, buf + 8, 4));
+    } else if (!strcmp(what, "barrier")) {
+        if (me == 0) pl_barrier(w);
+        else pl_all_reduce(w, buf, buf, 1, PL_SUM);
+    } else if (!strcmp(what, "wait-twice")) {
+        struct pl_handle *h = pl_all_reduce_async(w, buf, buf, 4, PL_SUM);
+        pl_wait(h);
+        pl_wait(h);
     } else {
         pl_usage_error("--bad %s: unknown (count, count-group, root, peer, tag, a2av, "
-                       "recv-count, overlap)", what);
+                       "recv-count, overlap, kind, kind-async, barrier, wait-twice)", what);
     }
     pl_comm_buf_free(buf);
 }
@@ -803,6 +829,7 @@ int main(int argc, char **argv)
     test_everything(pl_comm_world(), sizes, nsizes);
     test_groups(sizes, nsizes);
     test_trace();
+    test_async_issue_order();
 
     int total_fail = failures, total_checks = checks;
     MPI_Allreduce(MPI_IN_PLACE, &total_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -1,8 +1,12 @@
 /* test_core: the memory ledger, the counter-based RNG, tensors, and the error paths.
- *     test_core            all checks (any rank count; each rank checks its own ledger)
+ *     test_core            all checks (any rank count: on several ranks, also that each rank's
+ *                          ledger holds only its own allocations and that every rank draws
+ *                          the same random numbers)
  *     test_core double-free | leak | zero-dim | hang | crash     one failure on purpose */
 #include <math.h>
+#include <mpi.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +18,7 @@
 static void test_mem_ledger(void)
 {
     struct pl_mem_stats s0, s;
+    pl_mem_reset_peak(); /* peaks from here on are exactly what this test allocates */
     pl_mem_get_stats(&s0);
     void *a = pl_mem_alloc(1000, PL_MEM_PARAMS, PL_HOST, "a");
     void *b = pl_mem_alloc(3000, PL_MEM_GRADS, PL_HOST, "b");
@@ -30,8 +35,13 @@ static void test_mem_ledger(void)
     void *d = pl_mem_alloc(100, PL_MEM_GRADS, PL_HOST, "d");
     pl_mem_get_stats(&s);
     CHECK(s.current[PL_MEM_GRADS] - s0.current[PL_MEM_GRADS] == 100, "grads after free+alloc");
-    CHECK(s.peak[PL_MEM_GRADS] >= s0.current[PL_MEM_GRADS] + 3000, "grads peak keeps 3000");
-    CHECK(s.peak_total >= s0.current_total + 4500, "total peak covers a+b+c");
+    CHECK(s.peak[PL_MEM_GRADS] == s0.current[PL_MEM_GRADS] + 3000,
+          "grads peak is b's 3000 bytes, got %zu", s.peak[PL_MEM_GRADS] - s0.current[PL_MEM_GRADS]);
+    CHECK(s.peak[PL_MEM_PARAMS] == s0.current[PL_MEM_PARAMS] + 1500,
+          "params peak is a+c = 1500 bytes, got %zu",
+          s.peak[PL_MEM_PARAMS] - s0.current[PL_MEM_PARAMS]);
+    CHECK(s.peak_total == s0.current_total + 4500, "total peak is a+b+c = 4500 bytes, got %zu",
+          s.peak_total - s0.current_total);
 
     pl_mem_reset_peak();
     pl_mem_get_stats(&s);
@@ -129,6 +139,34 @@ static void test_tensor(void)
     CHECK(t.data == NULL, "free clears the tensor");
 }
 
+/* Every rank holds its own ledger and draws the same numbers: rank r allocates (r+1) KB and
+ * must see exactly that; a fill must be bit-identical to rank 0's. */
+static void test_across_ranks(void)
+{
+    int n = pl_size(), me = pl_rank();
+    struct pl_mem_stats s0, s;
+    pl_mem_get_stats(&s0);
+    void *p = pl_mem_alloc((size_t)(me + 1) * 1000, PL_MEM_WORK, PL_HOST, "per-rank work");
+    pl_mem_get_stats(&s);
+    unsigned long long mine = s.current[PL_MEM_WORK] - s0.current[PL_MEM_WORK];
+    unsigned long long *all = calloc((size_t)n, sizeof *all);
+    MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG,
+                  MPI_COMM_WORLD);
+    for (int r = 0; r < n; r++)
+        CHECK(all[r] == (unsigned long long)(r + 1) * 1000,
+              "rank %d's ledger grew by %llu bytes, expected its own %d", r, all[r], (r + 1) * 1000);
+    pl_mem_free(p);
+    free(all);
+
+    enum { N = 4096 };
+    static float mine_f[N], rank0[N];
+    pl_rng_fill_normal(mine_f, N, 77, pl_rng_stream("h.0.attn.w_qkv"), 12345, 0.0f, 1.0f);
+    memcpy(rank0, mine_f, sizeof rank0);
+    MPI_Bcast(rank0, N, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    CHECK(memcmp(mine_f, rank0, sizeof rank0) == 0,
+          "rank %d's random fill differs from rank 0's for the same (seed, stream, index)", me);
+}
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
@@ -150,6 +188,7 @@ int main(int argc, char **argv)
         test_mem_ledger();
         test_rng_shards();
         test_tensor();
+        test_across_ranks();
         printf("[rank %d] test_core: %d checks, %d failed\n", pl_rank(), checks, failures);
     }
     pl_finalize();

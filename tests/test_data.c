@@ -2,32 +2,21 @@
  * refused with its message (and exit 2 through pl_tokens_read); the loader's rank slices are
  * disjoint and concatenate to the single-device batch on 1..4 ranks; the corpus generator is
  * deterministic and its facts are true; byte tokenisation of UTF-8 round-trips. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "data.h"
+#include "fileio.h"
 #include "mem.h"
 #include "rng.h"
+#include "testing.h"
 
-static int failures;
 static char dir[] = "/tmp/pl-test-data-XXXXXX";
-
-PL_PRINTF(2, 3) static void check(int ok, const char *fmt, ...)
-{
-    if (ok) return;
-    failures++;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("FAIL: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-}
 
 static const char *path_of(const char *name)
 {
@@ -85,8 +74,8 @@ static void expect_exit(const char *what, void (*fn)(const void *), const void *
     int status = 0;
     waitpid(pid, &status, 0);
     int got = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    check(got == code, "%s: exit code %d, expected %d (output: %s)", what, got, code, out);
-    check(strstr(out, needle) != NULL, "%s: message \"%s\" does not contain \"%s\"", what, out,
+    CHECK(got == code, "%s: exit code %d, expected %d (output: %s)", what, got, code, out);
+    CHECK(strstr(out, needle) != NULL, "%s: message \"%s\" does not contain \"%s\"", what, out,
           needle);
 }
 
@@ -111,15 +100,15 @@ static void test_roundtrip(void)
             struct pl_tokens u;
             char err[1024];
             int rc = pl_tokens_read_checked(p, &u, err, sizeof err);
-            check(rc == 0, "round trip vocab %d n %lld: read failed: %s", vocabs[v],
+            CHECK(rc == 0, "round trip vocab %d n %lld: read failed: %s", vocabs[v],
                   (long long)sizes[s], err);
             if (rc == 0) {
-                check(u.n == t.n && u.vocab == t.vocab,
+                CHECK(u.n == t.n && u.vocab == t.vocab,
                       "round trip: got n=%lld vocab=%d, wrote n=%lld vocab=%d", (long long)u.n,
                       u.vocab, (long long)t.n, t.vocab);
-                check(u.n != t.n || memcmp(u.tok, t.tok, (size_t)t.n * 2) == 0,
+                CHECK(u.n != t.n || memcmp(u.tok, t.tok, (size_t)t.n * 2) == 0,
                       "round trip vocab %d n %lld: tokens differ", vocabs[v], (long long)t.n);
-                check(strstr(u.source, "rt.tok") != NULL, "source '%s' should name the file",
+                CHECK(strstr(u.source, "rt.tok") != NULL, "source '%s' should name the file",
                       u.source);
                 pl_tokens_free(&u);
             }
@@ -129,23 +118,23 @@ static void test_roundtrip(void)
     /* No temporary file is left beside the output by the atomic write. */
     char cmd[600];
     snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", dir);
-    check(system(cmd) != 0, "a temporary file was left in %s after writing", dir);
+    CHECK(system(cmd) != 0, "a temporary file was left in %s after writing", dir);
 
     /* The header layout documented in datasets/README.md, byte by byte. */
     struct pl_tokens t = random_tokens(5, 300, 99);
     pl_tokens_write(path_of("layout.tok"), &t);
     size_t n;
     unsigned char *b = read_raw(path_of("layout.tok"), &n);
-    check(n == PL_TOKENS_HEADER_BYTES + 10, "file of 5 tokens is %zu bytes, expected %d", n,
+    CHECK(n == PL_TOKENS_HEADER_BYTES + 10, "file of 5 tokens is %zu bytes, expected %d", n,
           PL_TOKENS_HEADER_BYTES + 10);
-    check(memcmp(b, "PLTOKENS", 8) == 0, "magic is not PLTOKENS at offset 0");
-    check(b[8] == PL_TOKENS_VERSION && b[12] == (300 & 0xff) && b[13] == (300 >> 8) &&
+    CHECK(memcmp(b, "PLTOKENS", 8) == 0, "magic is not PLTOKENS at offset 0");
+    CHECK(b[8] == PL_TOKENS_VERSION && b[12] == (300 & 0xff) && b[13] == (300 >> 8) &&
               b[16] == 2 && b[20] == PL_TOKENS_HEADER_BYTES && b[24] == 5,
           "header fields are not at their documented offsets");
     uint64_t sum = 0;
     for (int i = 0; i < 8; i++) sum |= (uint64_t)b[32 + i] << (8 * i);
-    check(sum == pl_tokens_checksum(t.tok, t.n), "checksum at offset 32 does not match");
-    check(b[64] == (t.tok[0] & 0xff) && b[65] == (t.tok[0] >> 8),
+    CHECK(sum == pl_tokens_checksum(t.tok, t.n), "checksum at offset 32 does not match");
+    CHECK(b[64] == (t.tok[0] & 0xff) && b[65] == (t.tok[0] >> 8),
           "first token is not little-endian uint16 at offset 64");
     free(b);
     pl_tokens_free(&t);
@@ -176,11 +165,11 @@ static void test_bad_files(void)
         p = path_of(label ".tok");                                                            \
         write_raw(p, bytes, len_);                                                            \
         int rc_ = pl_tokens_read_checked(p, &u, err, sizeof err);                            \
-        check(rc_ == -1, "%s: a bad file was accepted", label);                               \
+        CHECK(rc_ == -1, "%s: a bad file was accepted", label);                               \
         if (rc_ == 0) pl_tokens_free(&u);                                                     \
-        check(rc_ != -1 || strstr(err, needle_), "%s: message \"%s\" lacks \"%s\"", label,     \
+        CHECK(rc_ != -1 || strstr(err, needle_), "%s: message \"%s\" lacks \"%s\"", label,     \
               err, needle_);                                                                  \
-        check(rc_ != -1 || strstr(err, p), "%s: message \"%s\" does not name the file",      \
+        CHECK(rc_ != -1 || strstr(err, p), "%s: message \"%s\" does not name the file",      \
               label, err);                                                                    \
         expect_exit(label " (exit path)", read_or_exit, p, PL_EXIT_USAGE, needle_);         \
     } while (0)
@@ -188,8 +177,9 @@ static void test_bad_files(void)
     memcpy(c, b, n);
     memcpy(c, "GPT2DATA", 8);
     BAD("wrong-magic", c, n, "wrong magic");
-    BAD("text-file", "Hello, world. This is text.\n" "more text to pass the header size......\n",
-        70, "not a paralab token file");
+    static const char text[] = "Hello, world. This is text.\n"
+                               "more text to pass the header size......\n";
+    BAD("text-file", text, sizeof text - 1, "not a paralab token file");
 
     memcpy(c, b, n);
     c[8] = 9;
@@ -221,7 +211,7 @@ static void test_bad_files(void)
     big.tok[42] = 300;
     pl_tokens_write(path_of("range.tok"), &big);
     int rc = pl_tokens_read_checked(path_of("range.tok"), &u, err, sizeof err);
-    check(rc == -1 && strstr(err, "token 300 at index 42 is out of range"),
+    CHECK(rc == -1 && strstr(err, "token 300 at index 42 is out of range"),
           "out-of-range token: rc %d, message \"%s\"", rc, err);
     if (rc == 0) pl_tokens_free(&u);
     expect_exit("out-of-range token (exit path)", read_or_exit, path_of("range.tok"),
@@ -229,12 +219,12 @@ static void test_bad_files(void)
     pl_tokens_free(&big);
 
     rc = pl_tokens_read_checked(path_of("missing.tok"), &u, err, sizeof err);
-    check(rc == -1 && strstr(err, "cannot open") && strstr(err, "missing.tok"),
+    CHECK(rc == -1 && strstr(err, "cannot open") && strstr(err, "missing.tok"),
           "missing file: rc %d, message \"%s\"", rc, err);
     expect_exit("missing file (exit path)", read_or_exit, path_of("missing.tok"), PL_EXIT_USAGE,
                 "cannot open");
     rc = pl_tokens_read_checked(dir, &u, err, sizeof err);
-    check(rc == -1 && strstr(err, "not a regular file"), "directory: rc %d, message \"%s\"",
+    CHECK(rc == -1 && strstr(err, "not a regular file"), "directory: rc %d, message \"%s\"",
           rc, err);
 #undef BAD
     free(b);
@@ -244,6 +234,54 @@ static void test_bad_files(void)
 
 /* ------------------------------------------------------------------ loader */
 
+/* ------------------------------------------------------------------ fileio.h */
+
+static void write_or_exit(const void *path)
+{
+    struct pl_tokens t = random_tokens(10, 256, 1);
+    pl_tokens_write(path, &t);
+    pl_tokens_free(&t);
+}
+
+static void test_fileio(void)
+{
+    /* FNV-1a 64: the offset basis for no bytes, and the published vector for "a" */
+    CHECK(pl_fnv1a(PL_FNV1A_START, "", 0) == PL_FNV1A_START, "FNV-1a of no bytes");
+    CHECK(pl_fnv1a(PL_FNV1A_START, "a", 1) == 0xaf63dc4c8601ec8cULL, "FNV-1a of \"a\": %016llx",
+          (unsigned long long)pl_fnv1a(PL_FNV1A_START, "a", 1));
+    /* the token checksum is FNV-1a over the little-endian bytes the file holds */
+    const uint16_t tok[3] = {0x0102, 0xff00, 7};
+    const unsigned char le[6] = {0x02, 0x01, 0x00, 0xff, 7, 0};
+    CHECK(pl_tokens_checksum(tok, 3) == pl_fnv1a(PL_FNV1A_START, le, 6),
+          "pl_tokens_checksum is not FNV-1a of the little-endian tokens");
+    unsigned char b[8];
+    pl_put_le(b, 0x0807060504030201ULL, 8);
+    CHECK(b[0] == 1 && b[7] == 8 && pl_get_le(b, 8) == 0x0807060504030201ULL &&
+              pl_get_le(b, 3) == 0x030201,
+          "little-endian put/get");
+
+    /* Output paths are checked for real; a bad one is the user's error, exit 2. */
+    char err[8400];
+    CHECK(pl_atomic_check("/nonexistent-pl-dir/x.tok", "token file", err, sizeof err) == -1 &&
+              strstr(err, "does its directory exist"),
+          "a missing directory: %s", err);
+    CHECK(pl_atomic_check(dir, "token file", err, sizeof err) == -1 &&
+              strstr(err, "is a directory"),
+          "a directory as the file: %s", err);
+    const char *ok = path_of("writable.tok");
+    struct stat st;
+    CHECK(pl_atomic_check(ok, "token file", err, sizeof err) == 0, "writable path refused: %s",
+          err);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", ok, (long)getpid());
+    CHECK(stat(ok, &st) != 0 && stat(tmp, &st) != 0, "pl_atomic_check left %s or %s behind",
+          ok, tmp);
+    expect_exit("token file into a missing directory", write_or_exit,
+                "/nonexistent-pl-dir/x.tok", PL_EXIT_USAGE, "cannot write token file");
+    expect_exit("token file over a directory", write_or_exit, dir, PL_EXIT_USAGE,
+                "is a directory");
+}
+
 static void test_loader(void)
 {
     const int B = 12, T = 7;
@@ -251,8 +289,8 @@ static void test_loader(void)
     struct pl_tokens data = pl_corpus_tokens(3, 40 * T + 1 + 3);
     struct pl_loader full;
     pl_loader_init(&full, &data, B, T, 0, 1, 11);
-    check(full.windows == 40, "windows: got %lld, expected %d", (long long)full.windows, 40);
-    check(full.local_B == B, "single device local batch %d, expected %d", full.local_B, B);
+    CHECK(full.windows == 40, "windows: got %lld, expected %d", (long long)full.windows, 40);
+    CHECK(full.local_B == B, "single device local batch %d, expected %d", full.local_B, B);
 
     int *fin = malloc(sizeof(int) * B * T), *ftg = malloc(sizeof(int) * B * T);
     int *in = malloc(sizeof(int) * B * T), *tg = malloc(sizeof(int) * B * T);
@@ -266,13 +304,13 @@ static void test_loader(void)
         }
         int once = 1;
         for (int w = 0; w < 40; w++) once &= seen[w] == 1;
-        check(once, "epoch %lld does not visit each of the 40 windows exactly once",
+        CHECK(once, "epoch %lld does not visit each of the 40 windows exactly once",
               (long long)e);
     }
     int differ = 0;
     for (int64_t g = 0; g < 40; g++)
         differ |= pl_loader_window(&full, g) != pl_loader_window(&full, g + 40);
-    check(differ, "epochs 0 and 1 have the same order: the shuffle ignores the epoch");
+    CHECK(differ, "epochs 0 and 1 have the same order: the shuffle ignores the epoch");
 
     for (int64_t step = 0; step < 9; step++) {
         pl_loader_batch(&full, step, fin, ftg);
@@ -282,7 +320,7 @@ static void test_loader(void)
             for (int t = 0; t < T; t++) {
                 int ei = data.tok[w * T + t], et = data.tok[w * T + t + 1];
                 if (fin[i * T + t] != ei || ftg[i * T + t] != et) {
-                    check(0, "step %lld row %d pos %d: got (%d,%d), stream has (%d,%d)",
+                    CHECK(0, "step %lld row %d pos %d: got (%d,%d), stream has (%d,%d)",
                           (long long)step, i, t, fin[i * T + t], ftg[i * T + t], ei, et);
                     i = B;
                     break;
@@ -294,17 +332,17 @@ static void test_loader(void)
             for (int r = 0; r < R; r++) {
                 struct pl_loader l;
                 pl_loader_init(&l, &data, B, T, r, R, 11);
-                check(l.local_B == B / R, "R=%d: local batch %d, expected %d", R, l.local_B,
+                CHECK(l.local_B == B / R, "R=%d: local batch %d, expected %d", R, l.local_B,
                       B / R);
                 pl_loader_batch(&l, step, in, tg);
-                check(pl_loader_seq0(&l, step) == step * B + (int64_t)r * (B / R),
+                CHECK(pl_loader_seq0(&l, step) == step * B + (int64_t)r * (B / R),
                       "R=%d rank %d step %lld: seq0 %lld, expected %lld", R, r, (long long)step,
                       (long long)pl_loader_seq0(&l, step), (long long)(step * B + r * (B / R)));
                 memcpy(cat_in + (size_t)r * l.local_B * T, in, sizeof(int) * l.local_B * T);
                 memcpy(cat_tg + (size_t)r * l.local_B * T, tg, sizeof(int) * l.local_B * T);
                 pl_loader_free(&l);
             }
-            check(memcmp(cat_in, fin, sizeof(int) * B * T) == 0 &&
+            CHECK(memcmp(cat_in, fin, sizeof(int) * B * T) == 0 &&
                       memcmp(cat_tg, ftg, sizeof(int) * B * T) == 0,
                   "step %lld, %d ranks: the ranks' slices do not concatenate to the "
                   "single-device batch",
@@ -317,7 +355,7 @@ static void test_loader(void)
      * in content, not only in position. */
     for (int i = 0; i < B; i++)
         for (int j = i + 1; j < B; j++)
-            check(pl_loader_window(&full, i) != pl_loader_window(&full, j),
+            CHECK(pl_loader_window(&full, i) != pl_loader_window(&full, j),
                   "rows %d and %d of step 0 use the same window", i, j);
 
     /* A fresh loader (a resumed run) gives the same batch for a late step. */
@@ -325,7 +363,7 @@ static void test_loader(void)
     pl_loader_init(&again, &data, B, T, 0, 1, 11);
     pl_loader_batch(&full, 7, fin, ftg);
     pl_loader_batch(&again, 7, in, tg);
-    check(memcmp(in, fin, sizeof(int) * B * T) == 0, "a new loader gives another batch at step 7");
+    CHECK(memcmp(in, fin, sizeof(int) * B * T) == 0, "a new loader gives another batch at step 7");
     pl_loader_free(&again);
 
     free(fin);
@@ -371,12 +409,12 @@ static void test_corpus(void)
     char *a = malloc(n), *b = malloc(n), *c = malloc(n);
     pl_corpus_generate(42, a, n);
     pl_corpus_generate(42, b, n);
-    check(memcmp(a, b, n) == 0, "seed 42 generated two different corpora");
+    CHECK(memcmp(a, b, n) == 0, "seed 42 generated two different corpora");
     pl_corpus_generate(43, c, n);
-    check(memcmp(a, c, n) != 0, "seeds 42 and 43 generated the same corpus");
+    CHECK(memcmp(a, c, n) != 0, "seeds 42 and 43 generated the same corpus");
     pl_corpus_generate(42, c, 1234);
-    check(memcmp(a, c, 1234) == 0, "a shorter corpus is not a prefix of the longer one");
-    check(pl_utf8_first_invalid((unsigned char *)a, n) < 0, "the corpus is not valid UTF-8");
+    CHECK(memcmp(a, c, 1234) == 0, "a shorter corpus is not a prefix of the longer one");
+    CHECK(pl_utf8_first_invalid((unsigned char *)a, n) < 0, "the corpus is not valid UTF-8");
 
     /* Structure a model can learn must really be there: every arithmetic fact is true,
      * counting runs step by one, and several kinds of paragraph appear. */
@@ -417,8 +455,8 @@ static void test_corpus(void)
             }
         }
     }
-    check(wrong == 0, "%d arithmetic facts or counting steps in the corpus are wrong", wrong);
-    check(facts > 100 && counts > 20 && stories > 20 && scenes > 20,
+    CHECK(wrong == 0, "%d arithmetic facts or counting steps in the corpus are wrong", wrong);
+    CHECK(facts > 100 && counts > 20 && stories > 20 && scenes > 20,
           "too little structure: %d facts, %d counting runs, %d stories, %d scenes", facts,
           counts, stories, scenes);
     free(text);
@@ -427,7 +465,7 @@ static void test_corpus(void)
     free(c);
 
     struct pl_tokens t = pl_corpus_tokens(42, 1000);
-    check(t.vocab == PL_BYTE_VOCAB && t.n == 1000, "corpus tokens: vocab %d n %lld", t.vocab,
+    CHECK(t.vocab == PL_BYTE_VOCAB && t.n == 1000, "corpus tokens: vocab %d n %lld", t.vocab,
           (long long)t.n);
     pl_tokens_free(&t);
 }
@@ -439,20 +477,20 @@ static void test_utf8(void)
     const char *text = "plain ascii, caf\xc3\xa9, \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e, "
                        "\xf0\x9f\x98\x80 and \xce\xb1\xce\xb2\xce\xb3\n";
     size_t n = strlen(text);
-    check(pl_utf8_first_invalid((const unsigned char *)text, n) == -1,
+    CHECK(pl_utf8_first_invalid((const unsigned char *)text, n) == -1,
           "valid UTF-8 reported invalid at %lld",
           (long long)pl_utf8_first_invalid((const unsigned char *)text, n));
     write_raw(path_of("u.txt"), text, n);
     size_t m;
     unsigned char *raw = read_raw(path_of("u.txt"), &m);
     struct pl_tokens t = pl_tokens_from_bytes(raw, m, path_of("u.txt"));
-    check(t.n == (int64_t)n && t.vocab == 256, "byte tokens: n %lld (expected %zu) vocab %d",
+    CHECK(t.n == (int64_t)n && t.vocab == 256, "byte tokens: n %lld (expected %zu) vocab %d",
           (long long)t.n, n, t.vocab);
     pl_tokens_write(path_of("u.tok"), &t);
     struct pl_tokens u = pl_tokens_read(path_of("u.tok"));
     unsigned char *back = malloc((size_t)u.n + 1);
     pl_tokens_to_bytes(&u, back);
-    check(u.n == (int64_t)n && memcmp(back, text, n) == 0,
+    CHECK(u.n == (int64_t)n && memcmp(back, text, n) == 0,
           "UTF-8 text did not survive tokenize -> file -> bytes");
     free(back);
     free(raw);
@@ -473,7 +511,7 @@ static void test_utf8(void)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int64_t got = pl_utf8_first_invalid((const unsigned char *)bad[i].bytes,
                                             strlen(bad[i].bytes));
-        check(got == bad[i].at, "invalid UTF-8 case %zu: first bad byte at %lld, expected %lld",
+        CHECK(got == bad[i].at, "invalid UTF-8 case %zu: first bad byte at %lld, expected %lld",
               i, (long long)got, (long long)bad[i].at);
     }
 }
@@ -486,6 +524,7 @@ int main(void)
     }
     test_roundtrip();
     test_bad_files();
+    test_fileio();
     test_loader();
     test_loader_errors();
     test_corpus();
@@ -493,15 +532,11 @@ int main(void)
 
     struct pl_mem_stats st;
     pl_mem_get_stats(&st);
-    check(st.live_allocs == 0, "%zu allocations still live at the end: a leak", st.live_allocs);
+    CHECK(st.live_allocs == 0, "%zu allocations still live at the end: a leak", st.live_allocs);
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", dir);
-    if (failures) {
-        printf("test_data: %d checks failed\n", failures);
-        return 1;
-    }
-    printf("test_data: all checks passed\n");
-    return 0;
+    printf("test_data: %d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
 }

@@ -224,9 +224,10 @@ static void validate_results(const char *path, double score, int passed, int fai
         fail("results.json: the top level must be an object");
         return;
     }
+    /* The top-level score is the total, except with hidden tests, whose outcome it would
+     * show before publication: then it must be absent and Gradescope totals tests[]. */
     const struct jv *s = jget(root, "score"), *et = jget(root, "execution_time");
-    const struct jv *tests = jget(root, "tests");
-    if (!s || s->type != J_NUM) fail("results.json: \"score\" missing or not a number");
+    const struct jv *tests = jget(root, "tests"), *summary = jget(root, "output");
     if (!et || et->type != J_NUM || et->num < 0)
         fail("results.json: \"execution_time\" missing or not a non-negative number");
     if (!tests || tests->type != J_ARR) {
@@ -238,8 +239,8 @@ static void validate_results(const char *path, double score, int passed, int fai
                                        "hidden", NULL};
     static const char *const vis[] = {"visible", "hidden", "after_due_date", "after_published",
                                       NULL};
-    double sum = 0;
-    int np = 0, nf = 0;
+    double sum = 0, vis_sum = 0, vis_max = 0;
+    int np = 0, nf = 0, vis_np = 0, vis_nf = 0;
     for (int i = 0; i < tests->n; i++) {
         const struct jv *t = tests->items[i];
         const struct jv *name = jget(t, "name"), *sc = jget(t, "score"),
@@ -275,11 +276,35 @@ static void validate_results(const char *path, double score, int passed, int fai
         }
         if (!vi || vi->type != J_STR || !one_of(vi->str, vis))
             fail("results.json: test '%s' visibility is not one Gradescope knows", nm);
+        else if (!strcmp(vi->str, "visible")) {
+            vis_sum += sc->num;
+            vis_max += mx->num;
+            if (st && st->type == J_STR && !strcmp(st->str, "passed")) vis_np++;
+            else vis_nf++;
+        }
     }
-    if (s && s->type == J_NUM && fabs(s->num - sum) > 1e-3)
-        fail("results.json: score %g is not the sum of the tests' scores %g", s->num, sum);
-    if (s && s->type == J_NUM && fabs(s->num - score) > 1e-2)
-        fail("results.json: score %g, but the grader printed Score: %g", s->num, score);
+    if (fabs(sum - score) > 1e-2)
+        fail("results.json: the tests' scores add up to %g, but the grader printed Score: %g",
+             sum, score);
+    int any_hidden = tests->n > 0 && vis_np + vis_nf < tests->n;
+    if (any_hidden && s)
+        fail("results.json: a top-level \"score\" would reveal the hidden tests' results");
+    if (!any_hidden && (!s || s->type != J_NUM || fabs(s->num - sum) > 1e-2))
+        fail("results.json: without hidden tests the top-level \"score\" must be the total %g",
+             sum);
+    /* The summary Gradescope shows at once counts the visible tests only. */
+    double got_sum = -1, got_max = -1;
+    int got_np = -1, got_nf = -1;
+    if (!summary || summary->type != J_STR ||
+        sscanf(summary->str, "Visible tests: %lf/%lf points, %d passed, %d failed", &got_sum,
+               &got_max, &got_np, &got_nf) != 4)
+        fail("results.json: \"output\" should begin \"Visible tests: S/M points, N passed, N "
+             "failed\"");
+    else if (fabs(got_sum - vis_sum) > 1e-2 || fabs(got_max - vis_max) > 1e-2 ||
+             got_np != vis_np || got_nf != vis_nf)
+        fail("results.json: \"output\" says %g/%g points, %d passed, %d failed; the visible "
+             "tests hold %g/%g, %d passed, %d failed", got_sum, got_max, got_np, got_nf,
+             vis_sum, vis_max, vis_np, vis_nf);
     if (np != passed || nf != failed)
         fail("results.json: %d passed and %d failed tests, but the grader printed %d passed, "
              "%d failed", np, nf, passed, failed);

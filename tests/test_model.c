@@ -18,6 +18,7 @@
  *       per tensor: char name[64], int32 ndim, int32 shape[4], float32 value[numel],
  *       float32 grad[numel] | int32 tokens[B*T] | int32 targets[B*T] |
  *       float64 loss loss_ce loss_aux | float32 logits[B*T*V]      (little-endian) */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -471,7 +472,7 @@ static double gelu(double x)
 static void test_moe_reference(void)
 {
     struct pl_model_config c = tiny_moe();
-    c.capacity_factor = 0.5f; /* cap 3: 12 slots for 20 choices, some tokens lose both */
+    c.capacity_factor = 0.5f; /* 12 slots for 20 choices: some tokens lose both */
     const int B = 2, T = c.seq_len, N = B * T, C = c.d_model, F = c.d_ff, E = c.n_experts;
     const int k = c.top_k;
     struct pl_model *m = pl_model_new(&c, PL_MODEL_PARAMS);
@@ -491,7 +492,9 @@ static void test_moe_reference(void)
     pl_mlp_forward(&c, 0, &m->blocks[0], &a, NULL, dx, dy);
     float *y = to_host(dy, (size_t)N * C);
     const struct pl_moe_routing *r = a.route;
-    CHECK(a.cap == 3 && r->cap == 3, "capacity %d, want ceil(0.5 * 10 * 2 / 4) = 3", a.cap);
+    const int want_cap = (int)ceil((double)c.capacity_factor * N * k / E);
+    CHECK(a.cap == want_cap && r->cap == want_cap, "capacity %d, want ceil(%g * %d * %d / %d) = %d",
+          a.cap, (double)c.capacity_factor, N, k, E, want_cap);
 
     /* routing in double from the same rules */
     double *ln = malloc((size_t)N * C * sizeof *ln), *probs = malloc((size_t)N * E * sizeof *probs);
@@ -588,6 +591,61 @@ static void test_moe_reference(void)
     free(probs);
     free(want);
     free(p);
+    pl_model_free(m);
+}
+
+/* ---- capacity --------------------------------------------------------------------------------- */
+
+/* model.h's rule: ceil(cf * N * k / E) in exact arithmetic, at least 1, at most N. */
+static int capacity_rule(int N, int E, int k, double cf)
+{
+    double want = ceil(cf * N * k / E);
+    return want < 1 ? 1 : want > N ? N : (int)want;
+}
+
+static void test_capacity(void)
+{
+    const int shapes[][3] = {{10, 4, 2}, {512, 8, 2}, {4096, 64, 1}, {7, 3, 3}, {1, 1, 1}};
+    const float factors[] = {1e-6f, 0.5f, 1.0f, 1.25f, 2.0f, 3.0f, 1000.0f, 1e8f, 1e30f, FLT_MAX};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (size_t j = 0; j < sizeof factors / sizeof factors[0]; j++) {
+            int N = shapes[i][0], E = shapes[i][1], k = shapes[i][2];
+            int got = pl_moe_capacity(N, E, k, factors[j]);
+            int want = capacity_rule(N, E, k, factors[j]);
+            CHECK(got == want, "pl_moe_capacity(N=%d, E=%d, k=%d, cf=%g) = %d, want %d", N, E,
+                  k, (double)factors[j], got, want);
+        }
+
+    /* A factor far above E/k: every expert gets N slots and no choice is dropped. The
+     * routing is bookkeeping, counted as workspace rather than activations. */
+    struct pl_model_config c = tiny_moe();
+    c.capacity_factor = 1e30f;
+    const int B = 2, N = B * c.seq_len, C = c.d_model;
+    struct pl_model *m = pl_model_new(&c, PL_MODEL_PARAMS);
+    randomize_params(m, 5);
+    float *xh = malloc((size_t)N * C * sizeof *xh);
+    PL_ASSERT(xh);
+    pl_rng_fill_normal(xh, (size_t)N * C, 3, 5, 0, 0.0f, 1.0f);
+    float *x = pl_mem_alloc((size_t)N * C * sizeof(float), PL_MEM_ACTIV, PL_DEVICE, "x");
+    pl_to_device(x, xh, (size_t)N * C * sizeof *xh);
+    free(xh);
+    struct pl_mem_stats s0, s1;
+    pl_mem_get_stats(&s0);
+    struct pl_moe_routing *r = pl_moe_routing_new(N, c.n_experts, c.top_k, N);
+    pl_mem_get_stats(&s1);
+    CHECK(s1.current[PL_MEM_WORK] > s0.current[PL_MEM_WORK] &&
+              s1.current[PL_MEM_ACTIV] == s0.current[PL_MEM_ACTIV],
+          "routing memory: workspace +%zu, activations +%zu bytes; model.h counts it as "
+          "workspace", s1.current[PL_MEM_WORK] - s0.current[PL_MEM_WORK],
+          s1.current[PL_MEM_ACTIV] - s0.current[PL_MEM_ACTIV]);
+    pl_moe_routing_free(r);
+    struct pl_mlp_acts a;
+    pl_mlp_acts_new(&a, &c, B, c.seq_len);
+    pl_mlp_forward(&c, 0, &m->blocks[0], &a, NULL, x, x);
+    CHECK(a.cap == N && a.route->dropped == 0, "capacity factor 1e30: cap %d (want N = %d), "
+          "%ld choices dropped (want 0)", a.cap, N, a.route->dropped);
+    pl_mlp_acts_free(&a);
+    pl_mem_free(x);
     pl_model_free(m);
 }
 
@@ -963,6 +1021,7 @@ int main(int argc, char **argv)
     test_fd(&dense, "dense");
     test_fd(&moe, "MoE");
     test_moe_reference();
+    test_capacity();
     test_blocks_by_hand(dense, "dense");
     test_blocks_by_hand(moe, "MoE");
     test_hook(&dense);

@@ -3,7 +3,9 @@
  * finite differences of the double forward, for the loss L = sum(out * w) with random w.
  * Gradient buffers start from random values, so the checks also prove that backwards
  * accumulate (+=). Also: dropout masks of shards equal slices of the full mask, AdamW
- * against its formula, grad norm against a double sum, and each op's FLOP count.
+ * against its formula, grad norm against a double sum, each op's FLOP count, cross-entropy
+ * where the target's probability underflows, backwards given NULL gradients, and sums into
+ * shared outputs that repeat bit for bit (no atomics on the GPU).
  * Runs on either build (device memory on the GPU build).
  *     test_ops                                        all checks
  *     test_ops bad-heads | zero-size | bad-token | bad-dropout   one usage error on purpose */
@@ -416,12 +418,13 @@ static void test_sgemm(int M, int N, int K)
             float alpha = 0.75f, beta = -0.5f;
             for (int i = 0; i < M; i++)
                 for (int j = 0; j < ldc; j++) {
+                    ref[(size_t)i * ldc + j] = C0[(size_t)i * ldc + j]; /* padding: untouched */
+                    if (j >= N) continue; /* op(B) has N columns: nothing to read beyond */
                     double s = 0;
                     for (int k = 0; k < K; k++)
                         s += (ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
                              (tb ? Bm[(size_t)j * ldb + k] : Bm[(size_t)k * ldb + j]);
-                    ref[(size_t)i * ldc + j] =
-                        j < N ? alpha * s + beta * C0[(size_t)i * ldc + j] : C0[(size_t)i * ldc + j];
+                    ref[(size_t)i * ldc + j] = alpha * s + beta * C0[(size_t)i * ldc + j];
                 }
             float *Cd = to_dev(C0, (size_t)M * ldc);
             flops_start();
@@ -547,14 +550,43 @@ static void test_softmax_xent(int N, int V)
     int *tgt = to_dev_int(x.idx, (size_t)N);
     float *losses = dalloc((size_t)N * sizeof(float));
     flops_start();
-    pl_crossentropy_forward(losses, probs, tgt, N, V);
-    expect_flops(x.label, "forward", (double)PL_FLOPS_XENT_FWD * N);
+    pl_crossentropy_forward(losses, logits, tgt, N, V);
+    expect_flops(x.label, "forward", (double)PL_FLOPS_XENT_FWD * N * V);
     expect_forward(&x, from_dev(losses, (size_t)N));
     float *dx = to_dev(p0, s.nout);
     flops_start();
     pl_crossentropy_softmax_backward(dx, probs, tgt, dloss, N, V);
     expect_flops(x.label, "backward", (double)PL_FLOPS_XENT_BWD * N * V);
     expect_grad(&x, 0, grad_from_dev(dx, p0, s.nout));
+    release_all();
+}
+
+/* Logits so far apart that the target's softmax probability underflows fp32 (exp of a gap
+ * above ~104 is below the smallest float): the loss is large but finite, and the op must
+ * agree with log-sum-exp in double. */
+static void test_xent_extreme(void)
+{
+    const int N = 4, V = 6;
+    const double gaps[] = {120.0, 200.0, 104.5, 0.0};
+    double *z = rand_vec((size_t)N * V, 1.0);
+    int tgt[4];
+    for (int n = 0; n < N; n++) {
+        tgt[n] = n % V;
+        z[(size_t)n * V + (tgt[n] + 1) % V] = z[(size_t)n * V + tgt[n]] + gaps[n];
+    }
+    float *losses = dalloc((size_t)N * sizeof(float));
+    pl_crossentropy_forward(losses, to_dev(z, (size_t)N * V), to_dev_int(tgt, (size_t)N), N, V);
+    double *got = from_dev(losses, (size_t)N), *ref = hvec((size_t)N);
+    for (int n = 0; n < N; n++) {
+        const double *row = z + (size_t)n * V;
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < V; j++) mx = fmax(mx, row[j]);
+        for (int j = 0; j < V; j++) sum += exp(row[j] - mx);
+        ref[n] = mx + log(sum) - row[tgt[n]];
+        CHECK(isfinite(got[n]), "crossentropy: logit gap %g gives loss %g, expected %.6g "
+              "(finite)", gaps[n], got[n], ref[n]);
+    }
+    expect_close("crossentropy with underflowing probabilities", "loss", ref, got, (size_t)N);
     release_all();
 }
 
@@ -748,38 +780,175 @@ static void test_norms(void)
     release_all();
 }
 
-/* Gather, scatter-add and row-dot are exact rearrangements: compare with double loops, and
- * the row-dot with the finite-difference gradient of the scatter's scale. */
+/* Gather, scatter-add and row-dot, as the MoE layer chains them: gather's backward is a
+ * scatter-add, and the scatter-add's gradients are a gather scaled per row (for its input)
+ * and the row-dot (for its scale). Forwards against double loops, backwards against finite
+ * differences. Rows repeat (9 rows drawn from 5), so accumulation into one row is covered. */
+static void ref_gather(const struct gcase *c, double *out)
+{
+    int n = c->d[0], C = c->d[1];
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < C; j++) out[(size_t)i * C + j] = c->x[0][(size_t)c->idx[i] * C + j];
+}
+
+/* out = scatter of scale[i] * inp[i] into the rows (the prior value does not move L's
+ * gradient, so the reference starts from zero). */
+static void ref_scatter(const struct gcase *c, double *out)
+{
+    int n = c->d[0], C = c->d[1];
+    memset(out, 0, c->nout * sizeof *out);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < C; j++)
+            out[(size_t)c->idx[i] * C + j] += c->x[1][i] * c->x[0][(size_t)i * C + j];
+}
+
 static void test_rows(void)
 {
     const int R = 5, n = 9, C = 7;
-    double *src = rand_vec((size_t)R * C, 1.0), *x = rand_vec((size_t)n * C, 1.0);
-    double *sc = rand_vec((size_t)n, 1.0), *prior = rand_vec((size_t)R * C, 1.0);
     int *rows = rand_ints((size_t)n, R);
     int *rd = to_dev_int(rows, (size_t)n);
 
-    float *g = dalloc((size_t)n * C * sizeof(float));
-    pl_gather_rows(g, to_dev(src, (size_t)R * C), rd, n, C);
-    double *ref = hvec((size_t)n * C);
-    for (int i = 0; i < n; i++)
-        for (int c = 0; c < C; c++) ref[(size_t)i * C + c] = src[(size_t)rows[i] * C + c];
-    expect_close("rows", "pl_gather_rows", ref, from_dev(g, (size_t)n * C), (size_t)n * C);
+    /* gather: out[i] = inp[rows[i]]; d inp = scatter-add of dout */
+    struct gcase g = {.nin = 1, .name = {"inp"}, .ref = ref_gather, .d = {n, C}, .idx = rows};
+    snprintf(g.label, sizeof g.label, "gather rows n=%d C=%d from %d", n, C, R);
+    g.len[0] = (size_t)R * C;
+    g.nout = (size_t)n * C;
+    g.x[0] = rand_vec(g.len[0], 1.0);
+    g.w = rand_vec(g.nout, 1.0);
+    float *out = dalloc(g.nout * sizeof(float));
+    flops_start();
+    pl_gather_rows(out, to_dev(g.x[0], g.len[0]), rd, n, C);
+    expect_flops(g.label, "pl_gather_rows", 0.0);
+    expect_forward(&g, from_dev(out, g.nout));
+    double *p0 = rand_vec(g.len[0], 1.0);
+    float *dinp = to_dev(p0, g.len[0]);
+    flops_start();
+    pl_scatter_add_rows(dinp, to_dev(g.w, g.nout), rd, NULL, n, C);
+    expect_flops(g.label, "pl_scatter_add_rows", 2.0 * n * C);
+    expect_grad(&g, 0, grad_from_dev(dinp, p0, g.len[0]));
 
-    float *o = to_dev(prior, (size_t)R * C);
-    pl_scatter_add_rows(o, to_dev(x, (size_t)n * C), rd, to_dev(sc, (size_t)n), n, C);
-    double *sref = hvec((size_t)R * C);
-    memcpy(sref, prior, (size_t)R * C * sizeof *sref);
-    for (int i = 0; i < n; i++)
-        for (int c = 0; c < C; c++) sref[(size_t)rows[i] * C + c] += sc[i] * x[(size_t)i * C + c];
-    expect_close("rows", "pl_scatter_add_rows", sref, from_dev(o, (size_t)R * C), (size_t)R * C);
+    /* scatter-add: out[rows[i]] += scale[i] * inp[i] */
+    struct gcase s = {.nin = 2, .name = {"inp", "scale"}, .ref = ref_scatter, .d = {n, C},
+                      .idx = rows};
+    snprintf(s.label, sizeof s.label, "scatter-add rows n=%d C=%d into %d", n, C, R);
+    s.len[0] = (size_t)n * C;
+    s.len[1] = (size_t)n;
+    s.nout = (size_t)R * C;
+    s.x[0] = rand_vec(s.len[0], 1.0);
+    s.x[1] = rand_vec(s.len[1], 1.0);
+    s.w = rand_vec(s.nout, 1.0);
+    double *prior = rand_vec(s.nout, 1.0);
+    float *o = to_dev(prior, s.nout), *xd = to_dev(s.x[0], s.len[0]);
+    float *scd = to_dev(s.x[1], s.len[1]);
+    pl_scatter_add_rows(o, xd, rd, scd, n, C);
+    double *got = grad_from_dev(o, prior, s.nout); /* what was added */
+    expect_forward(&s, got);
 
-    double *dout = rand_vec((size_t)R * C, 1.0), *d0 = rand_vec((size_t)n, 1.0);
-    float *dd = to_dev(d0, (size_t)n);
-    pl_row_dot(dd, to_dev(dout, (size_t)R * C), rd, to_dev(x, (size_t)n * C), n, C);
-    double *dref = hvec((size_t)n);
-    for (int i = 0; i < n; i++) /* dL/dscale_i of L = sum(out * dout), in closed form */
-        for (int c = 0; c < C; c++) dref[i] += dout[(size_t)rows[i] * C + c] * x[(size_t)i * C + c];
-    expect_close("rows", "pl_row_dot", dref, grad_from_dev(dd, d0, (size_t)n), (size_t)n);
+    /* d inp[i] = scale[i] * dout[rows[i]]: a gather, then a scaled scatter onto rows 0..n-1 */
+    float *dout = to_dev(s.w, s.nout), *picked = dalloc(s.len[0] * sizeof(float));
+    pl_gather_rows(picked, dout, rd, n, C);
+    int *iota = (int *)hvec((size_t)n); /* ints fit in the doubles' bytes */
+    for (int i = 0; i < n; i++) iota[i] = i;
+    double *pi = rand_vec(s.len[0], 1.0);
+    float *dx = to_dev(pi, s.len[0]);
+    pl_scatter_add_rows(dx, picked, to_dev_int(iota, (size_t)n), scd, n, C);
+    expect_grad(&s, 0, grad_from_dev(dx, pi, s.len[0]));
+
+    /* d scale[i] = dout[rows[i]] . inp[i]: the row-dot */
+    double *ps = rand_vec(s.len[1], 1.0);
+    float *dscale = to_dev(ps, s.len[1]);
+    flops_start();
+    pl_row_dot(dscale, dout, rd, xd, n, C);
+    expect_flops(s.label, "pl_row_dot", 2.0 * n * C);
+    expect_grad(&s, 1, grad_from_dev(dscale, ps, s.len[1]));
+    release_all();
+}
+
+/* A backward given no gradient to write computes and charges nothing (ops.h), where a
+ * NULL used to be refused by some of them. */
+static void test_null_grads(void)
+{
+    const int B = 2, T = 3, C = 4, NH = 2, N = B * T, V = 5;
+    double *x = rand_vec((size_t)N * 3 * C, 1.0); /* read by none of the calls */
+    float *buf = to_dev(x, (size_t)N * 3 * C);
+    int tg[6] = {0, 1, 2, 3, 4, 0};
+    int *td = to_dev_int(tg, (size_t)N);
+    flops_start();
+    pl_attention_backward(NULL, buf, buf, buf, B, T, C, NH);
+    pl_softmax_backward(NULL, buf, buf, N, V);
+    pl_crossentropy_softmax_backward(NULL, buf, td, 1.0f, N, V);
+    pl_dropout_backward(NULL, buf, (size_t)N * C, 0.5f, 1, 2, 0);
+    pl_dropout_backward_block(NULL, buf, (size_t)N, (size_t)C, (size_t)C, 0, 0, 0.5f, 1, 2);
+    pl_layernorm_backward(NULL, NULL, NULL, buf, buf, buf, buf, buf, N, C);
+    pl_matmul_backward(NULL, NULL, NULL, buf, buf, buf, N, C, C);
+    pl_encoder_backward(NULL, NULL, buf, td, B, T, C, V);
+    pl_gelu_backward(NULL, buf, buf, (size_t)N * C);
+    expect_flops("backwards with NULL gradients", "all of them", 0.0);
+    release_all();
+}
+
+/* Sums into shared outputs (a token repeated in the batch, a row chosen twice, the total of
+ * a reduction) come out the same bits on every run: on the GPU build no kernel may add with
+ * atomics, whose order changes between runs. The encoder's gradients add in input order,
+ * so they equal a sequential fp32 loop exactly. */
+static void test_repeatable(void)
+{
+    const int B = 8, T = 16, C = 24, V = 3; /* 128 tokens of 3 ids: every id repeats */
+    const size_t nbt = (size_t)B * T * C, nw = (size_t)V * C, np = (size_t)T * C;
+    double *dout = rand_vec(nbt, 1.0);
+    int *tok = rand_ints((size_t)B * T, V);
+    float *dd = to_dev(dout, nbt);
+    int *tk = to_dev_int(tok, (size_t)B * T);
+    float *wte = malloc(nw * sizeof *wte), *wpe = malloc(np * sizeof *wpe);
+    PL_ASSERT(wte && wpe);
+    memset(wte, 0, nw * sizeof *wte);
+    memset(wpe, 0, np * sizeof *wpe);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                float d = (float)dout[((size_t)b * T + t) * C + c];
+                wte[(size_t)tok[b * T + t] * C + c] += d;
+                wpe[(size_t)t * C + c] += d;
+            }
+    float *got_wte = malloc(nw * sizeof *got_wte), *got_wpe = malloc(np * sizeof *got_wpe);
+    PL_ASSERT(got_wte && got_wpe);
+    for (int run = 0; run < 3; run++) {
+        float *dwte = dalloc(nw * sizeof(float)), *dwpe = dalloc(np * sizeof(float));
+        pl_encoder_backward(dwte, dwpe, dd, tk, B, T, C, V);
+        pl_to_host(got_wte, dwte, nw * sizeof(float));
+        pl_to_host(got_wpe, dwpe, np * sizeof(float));
+        CHECK(!memcmp(got_wte, wte, nw * sizeof(float)), "encoder backward run %d: dwte differs "
+              "from the fp32 sum in token order", run);
+        CHECK(!memcmp(got_wpe, wpe, np * sizeof(float)), "encoder backward run %d: dwpe differs "
+              "from the fp32 sum in batch order", run);
+    }
+    free(wte);
+    free(wpe);
+    free(got_wte);
+    free(got_wpe);
+
+    /* scatter-add of 128 rows into 3, and a sum of squares over many blocks: three runs */
+    const int n = B * T;
+    double *sc = rand_vec((size_t)n, 1.0);
+    float *scd = to_dev(sc, (size_t)n);
+    double *first = NULL;
+    for (int run = 0; run < 3; run++) {
+        float *o = dalloc(nw * sizeof(float));
+        pl_scatter_add_rows(o, dd, tk, scd, n, C);
+        double *got = from_dev(o, nw);
+        if (!first) first = got;
+        CHECK(count_diff(got, first, nw) == 0, "scatter-add run %d differs from run 0", run);
+    }
+    const size_t big = (size_t)1 << 20;
+    double *g = rand_vec(big, 1.0);
+    float *gd = to_dev(g, big);
+    double s0 = pl_grad_norm_sq(gd, big), t0 = pl_sum(gd, big);
+    for (int run = 1; run < 3; run++) {
+        double s = pl_grad_norm_sq(gd, big), t = pl_sum(gd, big);
+        CHECK(!memcmp(&s, &s0, sizeof s) && !memcmp(&t, &t0, sizeof t),
+              "run %d: grad norm %.17g and sum %.17g, run 0 gave %.17g and %.17g", run, s, t,
+              s0, t0);
+    }
     release_all();
 }
 
@@ -836,12 +1005,15 @@ int main(int argc, char **argv)
     test_gelu_residual(37);
     test_softmax_xent(10, 7);
     test_softmax_xent(3, 65);
+    test_xent_extreme();
     test_dropout_grad(37, 0.3f, 0);
     test_dropout_grad(21, 0.5f, 1000003);
     test_dropout_shards();
     test_adamw();
     test_norms();
     test_rows();
+    test_null_grads();
+    test_repeatable();
     printf("test_ops: %d checks, %d failed\n", checks, failures);
     pl_finalize();
     return failures ? 1 : 0;

@@ -22,20 +22,27 @@ static const char *const odd_json = "\"fwd \\\"q\\\" \\\\ \\u000a\\u0009 \xc3\xa
 
 static double flops_of(int rank, int phase) { return 100.0 * (rank + 1) * phase; }
 
-/* What each rank records, in order. */
+/* What each rank records, in order. The buffers are comm buffers (device memory on the GPU
+ * build), allocated before recording starts; their values do not matter here. */
 static void record(int n, int me, long *async_handle)
 {
+    float *x = pl_comm_buf_alloc(1, "x"), *y = pl_comm_buf_alloc(1, "y");
+    float *ring = pl_comm_buf_alloc(3, "ring"), *got = pl_comm_buf_alloc(3, "got");
+    float *part = pl_comm_buf_alloc(2, "part"), *whole = pl_comm_buf_alloc(2 * (size_t)n, "whole");
+    const float zeros[3] = {0, 0, 0};
+    pl_copy_from_host(x, zeros, 1);
+    pl_copy_from_host(ring, zeros, 3);
+    pl_copy_from_host(part, zeros, 2);
+    pl_trace_clear();
+
     pl_span(odd_label);
     pl_ledger_add_flops(flops_of(me, 1));
-    float x = (float)me, y = 0.0f;
-    pl_all_reduce(pl_comm_world(), &x, &y, 1, PL_SUM);       /* issue + wait */
+    pl_all_reduce(pl_comm_world(), x, y, 1, PL_SUM);       /* issue + wait */
 
     pl_span("bwd");
     pl_ledger_add_flops(flops_of(me, 2));
-    float ring[3] = {1, 2, 3}, got[3];
     pl_sendrecv(pl_comm_world(), ring, 3, (me + 1) % n, got, 3, (me - 1 + n) % n, 5);
 
-    float part[2] = {(float)me, (float)me}, whole[2 * 64];
     struct pl_handle *h = pl_all_gather_async(pl_comm_world(), part, whole, 2);
     *async_handle = pl_trace_events()[pl_trace_count() - 1].handle;
     pl_span("opt");
@@ -45,6 +52,12 @@ static void record(int n, int me, long *async_handle)
     pl_span(LONG_LABEL);
     pl_ledger_add_flops(1.0);
     pl_trace_flush();
+    pl_comm_buf_free(x);
+    pl_comm_buf_free(y);
+    pl_comm_buf_free(ring);
+    pl_comm_buf_free(got);
+    pl_comm_buf_free(part);
+    pl_comm_buf_free(whole);
 }
 
 struct want {
@@ -102,8 +115,9 @@ static void check_rank_events(const struct pl_merged_trace *m, int r, long handl
                          i - 1);
     }
     if (m->nevents[r] == nw) {
-        CHECK(m->events[r][1].handle == m->events[r][2].handle, "blocking all-reduce: issue and "
-              "wait share a handle");
+        CHECK(m->events[r][1].handle == 0 && m->events[r][2].handle == 0,
+              "blocking all-reduce: issue and wait carry no handle (0), got %ld and %ld",
+              m->events[r][1].handle, m->events[r][2].handle);
         CHECK(m->events[r][6].handle > 0 && m->events[r][6].handle == m->events[r][8].handle,
               "async all-gather: issue and wait share handle %ld", m->events[r][6].handle);
         if (r == 0) CHECK(m->events[r][6].handle == handle, "rank 0's handle");
@@ -264,9 +278,11 @@ int main(int argc, char **argv)
 
     /* Disabled: nothing is recorded. */
     pl_trace_enable(0);
-    float x = 1, y;
+    float *x = pl_comm_buf_alloc(1, "x");
+    pl_copy_from_host(x, (const float[]){1.0f}, 1);
     pl_ledger_add_flops(5);
-    pl_all_reduce(pl_comm_world(), &x, &y, 1, PL_SUM);
+    pl_all_reduce(pl_comm_world(), x, x, 1, PL_SUM);
+    pl_comm_buf_free(x);
     CHECK(pl_trace_count() == 0, "a disabled trace records nothing (%d events)", pl_trace_count());
     char status[256];
     CHECK(pl_trace_read_status(dir, me, status, sizeof status) == 0 &&
@@ -274,7 +290,6 @@ int main(int argc, char **argv)
           "the status file under $PL_STATUS_DIR names the last call, got '%s'", status);
 
     pl_trace_enable(1);
-    pl_trace_clear();
     long handle = 0;
     record(n, me, &handle);
     struct pl_merged_trace m;
@@ -300,6 +315,21 @@ int main(int argc, char **argv)
     pl_trace_clear();
     pl_trace_flush();
     CHECK(pl_trace_count() == 0, "clear forgets everything (%d events)", pl_trace_count());
+
+    /* A ledger reset between two events must not eat into the next compute event. */
+    pl_span("before reset");
+    pl_ledger_add_flops(100);
+    pl_trace_flush();
+    pl_ledger_reset();
+    pl_span("after reset");
+    pl_ledger_add_flops(150);
+    pl_trace_flush();
+    const struct pl_event *ev = pl_trace_events();
+    CHECK(pl_trace_count() == 2 && ev[0].flops == 100 && ev[1].flops == 150,
+          "100 FLOPs, flush, ledger reset, 150 FLOPs, flush: expected events of 100 and 150 "
+          "FLOPs, got %d event(s): %g, %g", pl_trace_count(),
+          pl_trace_count() > 0 ? ev[0].flops : -1.0, pl_trace_count() > 1 ? ev[1].flops : -1.0);
+    pl_trace_clear();
     pl_trace_enable(0);
 
     check_status(dir, me);
@@ -314,10 +344,9 @@ int main(int argc, char **argv)
         rmdir(dir);
     }
 
-    float bad = (float)failures, total = 0.0f;
-    pl_all_reduce(pl_comm_world(), &bad, &total, 1, PL_SUM);
+    double total = world_sum(failures);
     pl_print0("test_trace on %d ranks: %s (%d checks on rank 0)\n", n,
-              total == 0.0f ? "all checks passed" : "checks FAILED", checks);
+              total == 0.0 ? "all checks passed" : "checks FAILED", checks);
     pl_finalize();
-    return total == 0.0f ? 0 : 1;
+    return total == 0.0 ? 0 : 1;
 }

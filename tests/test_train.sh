@@ -2,8 +2,10 @@
 # test_train.sh BUILD [part]: the `train` command end to end.
 #   learn   the loss on the synthetic corpus falls from about ln(256) by a clear margin
 #   resume  N steps + save + load + N steps print bit-identical losses to 2N straight steps
-#           (dense with dropout, and MoE), on the in-memory corpus and on a token file
-#   bad     corrupt, truncated and mismatched checkpoints and data files exit 2 with a message
+#           (dense with dropout, and MoE), on the in-memory corpus and on a token file; a
+#           second resume of the same checkpoint leaves each step once in the losses file
+#   bad     corrupt, truncated and mismatched checkpoints and data files, and unwritable
+#           output paths (before training), exit 2 with a message
 # Every failed check prints a line; the exit code is the number of failures (0: all passed).
 B=${1:?usage: test_train.sh BUILD [learn|resume|bad]}
 PART=${2:-all}
@@ -73,6 +75,14 @@ resume_case() {
         fail "resume $name: losses after resuming differ from the straight run (step, straight, resumed):"
         paste "$D/$name.straight" "$D/$name.resumed" | awk '$2 != $4 { print "    " $1, $2, $4 }' | head -5
     fi
+    # Resuming the same checkpoint again (as after a crash past it) rewrites steps n+1..2n:
+    # the losses file must hold each step once, not append a second copy.
+    $TRAIN --load "$D/$name.ckpt" $data_flag --steps $n --losses "$D/$name.resumed" >"$D/$name.log4" 2>&1 ||
+        { fail "resume $name: second resume failed: $(tail -3 "$D/$name.log4")"; return; }
+    lines=$(wc -l <"$D/$name.resumed")
+    [ "$lines" -eq $((2 * n)) ] || fail "resume $name: resumed twice, $lines losses in the file, expected $((2 * n))"
+    cmp -s "$D/$name.straight" "$D/$name.resumed" ||
+        fail "resume $name: resumed twice, the losses file differs from the straight run"
 }
 
 resume() {
@@ -112,6 +122,21 @@ bad() {
     expect_exit2 "other corpus seed on resume" "was trained with --corpus-seed 1 but --corpus-seed 9" $TRAIN --load "$D/good.ckpt" --corpus-seed 9 --steps 1
     $B/bin/gencorpus --out "$D/other.tok" --tokens 50000 --seed 4 >/dev/null
     expect_exit2 "other data on resume" "was trained on other data" $TRAIN --load "$D/good.ckpt" --data "$D/other.tok" --steps 1
+
+    # Output paths are checked before step 1, not after the training they would lose.
+    for bad_path in "$D/no-such-dir/x.ckpt" "$D"; do
+        out=$($TRAIN $TINY --steps 3 --save "$bad_path" 2>&1)
+        rc=$?
+        [ $rc -eq 2 ] || fail "unwritable --save $bad_path: exit code $rc, expected 2"
+        case $out in
+        *"--save: cannot write checkpoint"*) ;;
+        *) fail "unwritable --save $bad_path: message: $(echo "$out" | tail -2)" ;;
+        esac
+        case $out in *"step "*) fail "unwritable --save $bad_path: it trained before refusing" ;; esac
+    done
+    echo "not a losses file" >"$D/other.txt"
+    expect_exit2 "--losses file of something else on resume" "is not a 'step loss' line" $TRAIN --load "$D/good.ckpt" --losses "$D/other.txt" --steps 1
+    grep -q "not a losses file" "$D/other.txt" || fail "--losses: a file that is not a losses file was changed"
 
     # Data files: short, corrupt, not a token file.
     expect_exit2 "data shorter than one batch" "shorter than one batch" $TRAIN --data "$D/small.tok" --batch 8 --seq-len 128 --steps 1

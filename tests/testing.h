@@ -1,11 +1,14 @@
 /* testing.h: the one CHECK of the project's test programs. It counts checks and failures
  * and prints each failure with file, line and (under MPI) rank; a program exits non-zero
- * when `failures` is not zero. One translation unit per test program includes it. */
+ * when `failures` is not zero. One translation unit per test program includes it. Also the
+ * shared comparison of computed doubles and the job-wide sum a verdict is taken from. */
 #ifndef PL_TESTING_H
 #define PL_TESTING_H
 
+#include <math.h>
 #include <stdio.h>
 
+#include "comm.h"
 #include "runtime.h"
 
 static int checks, failures;
@@ -19,7 +22,27 @@ static int checks, failures;
                    __LINE__);                                                              \
             printf(__VA_ARGS__);                                                           \
             printf("\n");                                                                  \
+            fflush(stdout);                                                                \
         }                                                                                  \
     } while (0)
+
+/* Equal up to rounding: the same formula computed in a different order. */
+static inline int close_to(double got, double want)
+{
+    return fabs(got - want) <= 1e-12 * fmax(1.0, fabs(want));
+}
+
+/* Sum of v over all ranks through the library's own all-reduce, with the value in a comm
+ * buffer as the GPU build requires (device memory there). */
+static inline double world_sum(double v)
+{
+    float *buf = pl_comm_buf_alloc(1, "test verdict");
+    float x = (float)v;
+    pl_copy_from_host(buf, &x, 1);
+    pl_all_reduce(pl_comm_world(), buf, buf, 1, PL_SUM);
+    pl_copy_to_host(&x, buf, 1);
+    pl_comm_buf_free(buf);
+    return x;
+}
 
 #endif

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "data.h"
+#include "fileio.h"
 #include "mem.h"
 
 static const char *USAGE =
@@ -25,20 +25,6 @@ static long long parse_count(const char *flag, const char *s, long long lo)
     if (errno || end == s || *end || v < lo)
         pl_usage_error("%s '%s' is not a whole number >= %lld\n%s", flag, s, lo, USAGE);
     return v;
-}
-
-static void write_text(const char *path, const char *text, size_t n)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) pl_usage_error("cannot write text file '%s': %s", tmp, strerror(errno));
-    int ok = fwrite(text, 1, n, f) == n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        pl_fatal("writing text file '%s' failed: %s", path, strerror(errno));
-    }
 }
 
 int main(int argc, char **argv)
@@ -66,7 +52,7 @@ int main(int argc, char **argv)
     if (text) {
         char *buf = pl_mem_alloc((size_t)n, PL_MEM_WORK, PL_HOST, "corpus text");
         pl_tokens_to_bytes(&t, (unsigned char *)buf);
-        write_text(text, buf, (size_t)n);
+        pl_write_file_atomic(text, "text file", buf, (size_t)n);
         pl_mem_free(buf);
     }
     printf("gencorpus: %lld tokens (vocab %d, seed %lld) -> %s%s%s\n", n, t.vocab, seed, out,

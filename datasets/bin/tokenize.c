@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "data.h"
+#include "fileio.h"
 #include "mem.h"
 
 static const char *USAGE =
@@ -32,36 +32,27 @@ static unsigned char *read_all(const char *path, size_t *n)
     return buf;
 }
 
-static void write_all(const char *path, const unsigned char *buf, size_t n)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) pl_usage_error("cannot write '%s': %s", tmp, strerror(errno));
-    int ok = fwrite(buf, 1, n, f) == n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        pl_fatal("writing '%s' failed: %s", path, strerror(errno));
-    }
-}
-
 int main(int argc, char **argv)
 {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(USAGE, stdout);
         return 0;
     }
-    int decode = argc == 4 && !strcmp(argv[1], "--decode");
+    int decode = argc > 1 && !strcmp(argv[1], "--decode");
+    if (decode && argc != 4)
+        pl_usage_error("--decode needs an input token file and an output file "
+                       "(tokenize --decode INPUT.tok OUTPUT.txt)\n%s", USAGE);
+    for (int i = 1 + decode; i < argc; i++)
+        if (argv[i][0] == '-' && argv[i][1] == '-')
+            pl_usage_error("unknown flag '%s'\n%s", argv[i], USAGE);
     if (!decode && argc != 3) pl_usage_error("expected an input and an output file\n%s", USAGE);
     const char *in = argv[decode ? 2 : 1], *out = argv[decode ? 3 : 2];
-    if (in[0] == '-' && in[1] == '-') pl_usage_error("unknown flag '%s'\n%s", in, USAGE);
 
     if (decode) {
         struct pl_tokens t = pl_tokens_read(in);
         unsigned char *buf = pl_mem_alloc((size_t)t.n, PL_MEM_WORK, PL_HOST, "text");
         pl_tokens_to_bytes(&t, buf);
-        write_all(out, buf, (size_t)t.n);
+        pl_write_file_atomic(out, "text file", buf, (size_t)t.n);
         printf("tokenize: %lld tokens from %s -> %lld bytes of text in %s\n", (long long)t.n, in,
                (long long)t.n, out);
         pl_mem_free(buf);

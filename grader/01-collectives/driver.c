@@ -21,6 +21,7 @@
 #include "collectives.h"
 #include "paralab.h"
 #include "support.h"
+#include "train.h"
 
 enum op { OP_RS, OP_AG, OP_AR, OP_BC, OP_A2A, NOPS };
 
@@ -44,77 +45,8 @@ static const struct {
 /* Put in every element the student must write, so an element never written is told apart
  * from one written wrong. Exactly representable, and no sum of inputs can reach it. */
 #define SENTINEL (-999999.0f)
-/* Full marks for performance from this fraction of the library's bus bandwidth. */
-#define PERF_FULL_RATIO 0.7
 #define PERF_ROUNDS 6
 #define PERF_BATCHES 3
-
-/* ---- the report channel ---- */
-
-static FILE *report;
-static char token[80], report_path[4096];
-
-/* Called before pl_init: the variables leave the environment before any student code can
- * read them. Only rank 0 opens the file, after pl_init. */
-static void report_take_env(void)
-{
-    const char *path = getenv("PL_GRADE_REPORT"), *tok = getenv("PL_GRADE_TOKEN");
-    snprintf(token, sizeof token, "%s", tok ? tok : "-");
-    snprintf(report_path, sizeof report_path, "%s", path ? path : "");
-    unsetenv("PL_GRADE_REPORT");
-    unsetenv("PL_GRADE_TOKEN");
-}
-
-static void report_open(void)
-{
-    if (report_path[0] && pl_rank() == 0) {
-        report = fopen(report_path, "a");
-        if (!report) pl_fatal("cannot open the grader's report file %s", report_path);
-    }
-}
-
-/* One line "TOKEN word text": text loses its control characters, so a line stays a line. */
-static void say_raw(const char *word, const char *fmt, va_list ap)
-{
-    char text[2048];
-    vsnprintf(text, sizeof text, fmt, ap);
-    for (char *p = text; *p; p++)
-        if ((unsigned char)*p < 32) *p = ' ';
-    if (report) {
-        fprintf(report, "%s %s %s\n", token, word, text);
-        fflush(report);
-    } else {
-        printf("%s %s\n", word, text);
-        fflush(stdout);
-    }
-}
-
-static void __attribute__((format(printf, 2, 3))) report_word(const char *word, const char *fmt,
-                                                               ...)
-{
-    if (pl_rank() != 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    say_raw(word, fmt, ap);
-    va_end(ap);
-}
-
-/* A reason line of a part: "say PART text". */
-static void __attribute__((format(printf, 2, 3))) say(const char *part, const char *fmt, ...)
-{
-    if (pl_rank() != 0) return;
-    char text[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    report_word("say", "%s %s", part, text);
-}
-
-static void result(const char *part, double fraction, double seconds)
-{
-    report_word("result", "%s %.4f %.3f", part, fraction, seconds);
-}
 
 /* ---- counting what the student's code receives ---- */
 /* The ledger records the bytes a rank sends; these wrappers (linked with --wrap) add the
@@ -419,18 +351,18 @@ static int judge_correct(const struct test_case *c, const struct verdict *all, i
         if (all[i].todo_what[0]) {
             const char *w = all[i].todo_what;
             if (strcmp(w, OPS[the_op].func))
-                say("correct", "%s calls %s, which is not implemented yet: see "
+                gr_say("correct", "%s calls %s, which is not implemented yet: see "
                     "docs/labs/01-collectives.md section %s", OPS[the_op].func, w,
                     all[i].todo_section);
             else
-                say("correct", "not implemented yet: %s (see docs/labs/01-collectives.md "
+                gr_say("correct", "not implemented yet: %s (see docs/labs/01-collectives.md "
                     "section %s)", w, all[i].todo_section);
             return 0;
         }
     }
     for (int i = 0; i < nranks; i++) {
         if (all[i].coll_calls > 0) {
-            say("correct", "rank %d called the library's %s: this lab builds every collective "
+            gr_say("correct", "rank %d called the library's %s: this lab builds every collective "
                 "from pl_send/pl_recv/pl_sendrecv/pl_isend/pl_irecv, so library collectives "
                 "do not count (handout section 2)", i,
                 pl_coll_kind_name((enum pl_coll_kind)all[i].coll_kind));
@@ -442,27 +374,27 @@ static int judge_correct(const struct test_case *c, const struct verdict *all, i
         if (!v->nwrong) continue;
         describe_case(c, nranks, cs, sizeof cs);
         size_t total = buffer_count(the_op, c->count, v->n);
-        say("correct", "wrong result for %s", cs);
+        gr_say("correct", "wrong result for %s", cs);
         const char *who = c->split ? "group rank" : "rank";
         if (v->nonfinite) {
             locate(the_op, c->count, v->n, v->first_nonfinite, where, sizeof where);
-            say("correct", "%s %d: %s is not a number (expected %g); %ld of %zu elements are "
+            gr_say("correct", "%s %d: %s is not a number (expected %g); %ld of %zu elements are "
                 "NaN or Inf. NaN comes from arithmetic on memory that was never written "
                 "(a scratch buffer received into the wrong place) or from 0/0", who, v->rank,
                 where, (double)v->nonfinite_expected, v->nonfinite, total);
             return 0;
         }
         locate(the_op, c->count, v->n, v->first_bad, where, sizeof where);
-        say("correct", "%s %d: %s: expected %g, got %g; %ld of %zu elements wrong, max abs "
+        gr_say("correct", "%s %d: %s: expected %g, got %g; %ld of %zu elements wrong, max abs "
             "error %g, max rel error %.3g", who, v->rank, where, (double)v->expected,
             (double)v->got, v->nwrong, total, v->max_abs, v->max_rel);
         if (v->got == SENTINEL)
-            say("correct", "%g is the value the grader put there before the call: that "
+            gr_say("correct", "%g is the value the grader put there before the call: that "
                 "element was never written (a chunk not received, or received elsewhere)",
                 (double)SENTINEL);
         if (divisible_passed && (c->count % (size_t)v->n) != 0 && the_op != OP_BC &&
             the_op != OP_A2A)
-            say("correct", "sizes that %d divides passed, this one does not divide: cut chunks "
+            gr_say("correct", "sizes that %d divides passed, this one does not divide: cut chunks "
                 "with coll_chunk, which gives the first count %% n chunks one extra element",
                 v->n);
         return 0;
@@ -531,13 +463,13 @@ static int judge_traffic(const struct test_case *c, const struct verdict *all, i
             }
             if (busiest < 0) continue;
             if (sum != (gn - 1) * S) {
-                say("traffic", "%s: the ranks sent %s in all; a broadcast sends each of the "
+                gr_say("traffic", "%s: the ranks sent %s in all; a broadcast sends each of the "
                     "n-1 other ranks one copy: (n-1) x S = %s", cs, human(sum, a, sizeof a),
                     human((gn - 1) * S, b, sizeof b));
                 return 0;
             }
             if (max > 2 * S) {
-                say("traffic", "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
+                gr_say("traffic", "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
                     "sends everyone a copy makes its own link carry (n-1) x S while the other "
                     "links idle. In a pipelined chain every rank forwards one copy, so the "
                     "time stays near S/B whatever n (handout section 6)", cs,
@@ -560,22 +492,22 @@ static int judge_traffic(const struct test_case *c, const struct verdict *all, i
             snprintf(e, sizeof e, "%s", human(lo, a, sizeof a));
         else
             snprintf(e, sizeof e, "%.0f..%.0f B", lo, hi);
-        say("traffic", "%s: rank %d sent %s and received %s; a ring rank sends %s = %s%s", cs,
+        gr_say("traffic", "%s: rank %d sent %s and received %s; a ring rank sends %s = %s%s", cs,
             v->rank, human(v->sent, a, sizeof a), human(v->received, b, sizeof b),
             formula(the_op), e,
             lo == hi ? "" : " (n does not divide the count, so chunks differ by one element "
                             "and so may the volumes, by at most one element per step)");
         if (funnel)
-            say("traffic", "rank %d moves a whole buffer for every other rank: your algorithm "
+            gr_say("traffic", "rank %d moves a whole buffer for every other rank: your algorithm "
                 "funnels the data through one rank, whose link carries (n-1) x S where a ring "
                 "link carries %s, so its time grows with n. A ring keeps every link equally "
                 "busy and the time flat whatever n (handout section 3)", v->rank,
                 formula(the_op));
         else if (v->sent > hi)
-            say("traffic", "%.0f bytes more than the ring needs: is a chunk sent twice, or a "
+            gr_say("traffic", "%.0f bytes more than the ring needs: is a chunk sent twice, or a "
                 "whole buffer where a chunk would do?", v->sent - hi);
         else
-            say("traffic", "%.0f bytes fewer than any correct algorithm sends: were some "
+            gr_say("traffic", "%.0f bytes fewer than any correct algorithm sends: were some "
                 "messages sent outside pl_send/pl_isend/pl_sendrecv?", lo - v->sent);
         return 0;
     }
@@ -590,13 +522,13 @@ static int judge_memory(const struct test_case *c, const struct verdict *all, in
         double S = 4.0 * (double)buffer_count(the_op, c->count, v->n);
         describe_case(c, nranks, cs, sizeof cs);
         if (v->leaked != 0) {
-            say("memory", "%s: rank %d still holds %s allocated by %s after it returned: free "
+            gr_say("memory", "%s: rank %d still holds %s allocated by %s after it returned: free "
                 "every pl_comm_buf_alloc with pl_comm_buf_free", cs, v->rank,
                 human(v->leaked, a, sizeof a), OPS[the_op].func);
             return 0;
         }
         if (v->scratch > S) {
-            say("memory", "%s: rank %d held %s of extra buffers at once, more than the %s "
+            gr_say("memory", "%s: rank %d held %s of extra buffers at once, more than the %s "
                 "buffer itself; a ring needs one chunk of scratch", cs, v->rank,
                 human(v->scratch, a, sizeof a), human(S, b, sizeof b));
             return 0;
@@ -655,27 +587,19 @@ static int make_cases(enum op op, int n, struct test_case *cs)
     return k;
 }
 
-static int has_part(const char *parts, const char *p)
-{
-    size_t l = strlen(p);
-    for (const char *s = parts; (s = strstr(s, p)); s += l)
-        if ((s == parts || s[-1] == ',') && (s[l] == ',' || s[l] == '\0')) return 1;
-    return 0;
-}
-
 static void check_mode(const char *parts)
 {
     int n = pl_size(), me = pl_rank();
     struct test_case cases[16];
     int ncases = make_cases(the_op, n, cases);
-    int want_traffic = has_part(parts, "traffic"), want_memory = has_part(parts, "memory");
+    int want_traffic = gr_has_part(parts, "traffic"), want_memory = gr_has_part(parts, "memory");
     int ok_correct = 1, ok_traffic = 1, ok_memory = 1;
     struct verdict *all = me == 0 ? calloc((size_t)n, sizeof *all) : NULL;
     double t_start = MPI_Wtime();
     for (int i = 0; i < ncases; i++) {
         char cs[384];
         describe_case(&cases[i], n, cs, sizeof cs);
-        report_word("case", "%s(%s)", OPS[the_op].func, cs);
+        gr_case("%s(%s)", OPS[the_op].func, cs);
         struct verdict v;
         run_case(the_op, &cases[i], i, &v);
         MPI_Gather(&v, (int)sizeof v, MPI_BYTE, all, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -697,16 +621,16 @@ static void check_mode(const char *parts)
         if (!go_on) break;
     }
     double secs = MPI_Wtime() - t_start;
-    result("correct", ok_correct, secs);
+    gr_result("correct", ok_correct, secs);
     if (want_traffic) {
         if (!ok_correct)
-            say("traffic", "not graded: %s must give correct results first", OPS[the_op].func);
-        result("traffic", ok_correct && ok_traffic, secs);
+            gr_say("traffic", "not graded: %s must give correct results first", OPS[the_op].func);
+        gr_result("traffic", ok_correct && ok_traffic, secs);
     }
     if (want_memory) {
         if (!ok_correct)
-            say("memory", "not graded: %s must give correct results first", OPS[the_op].func);
-        result("memory", ok_correct && ok_memory, secs);
+            gr_say("memory", "not graded: %s must give correct results first", OPS[the_op].func);
+        gr_result("memory", ok_correct && ok_memory, secs);
     }
     free(all);
 }
@@ -752,6 +676,19 @@ static double time_calls(int mine, enum op op, struct pl_comm *comm, struct benc
     double t = (MPI_Wtime() - t0) / iters, tmax;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return tmax;
+}
+
+/* One round of gr_perf_compare: iters calls of the library's collective or the student's. */
+struct perf_ctx {
+    struct pl_comm *comm;
+    struct bench_bufs *x;
+    int iters;
+};
+
+static double perf_round(void *ctx, int mine)
+{
+    struct perf_ctx *c = ctx;
+    return time_calls(mine, the_op, c->comm, c->x, c->iters);
 }
 
 /* Elements wrong on any rank after one call on integer data (the nccl-tests #wrong). */
@@ -827,21 +764,21 @@ static void perf_mode(double mib)
     double S = 4.0 * (double)count;
     char sz[32];
     human(S, sz, sizeof sz);
-    report_word("case", "%s on %s, %d ranks, beside %s", OPS[the_op].func, sz, n,
+    gr_case("%s on %s, %d ranks, beside %s", OPS[the_op].func, sz, n,
                 OPS[the_op].lib);
 
     lab01_todo_reset();
     long wrong = count_wrong(1, the_op, comm, count);
     if (lab01_todo_what()) {
-        say("perf", "not implemented yet: %s (see docs/labs/01-collectives.md section %s)",
+        gr_say("perf", "not implemented yet: %s (see docs/labs/01-collectives.md section %s)",
             lab01_todo_what(), lab01_todo_section());
-        result("perf", 0, 0);
+        gr_result("perf", 0, 0);
         return;
     }
     if (wrong) {
-        say("perf", "not graded: %s gave %ld wrong elements on %s (performance counts only "
+        gr_say("perf", "not graded: %s gave %ld wrong elements on %s (performance counts only "
             "for correct results)", OPS[the_op].func, wrong, sz);
-        result("perf", 0, 0);
+        gr_result("perf", 0, 0);
         return;
     }
 
@@ -851,37 +788,26 @@ static void perf_mode(double mib)
     double t0 = MPI_Wtime();
     time_calls(0, the_op, comm, &x, 1);
     time_calls(1, the_op, comm, &x, 1);
-    /* Interleaved rounds, best of each side: both see the same machine, load and caches, and
-     * noise only ever slows a side down. Another batch is measured only while the ratio is
-     * short of full marks, so a busy moment cannot cost points. */
-    double best_lib = 1e30, best_mine = 1e30;
-    int iters = S >= 8 * 1048576.0 ? 2 : 4;
-    for (int batch = 0; batch < PERF_BATCHES; batch++) {
-        for (int round = 0; round < PERF_ROUNDS; round++) {
-            double tl = time_calls(0, the_op, comm, &x, iters);
-            double tm = time_calls(1, the_op, comm, &x, iters);
-            if (tl < best_lib) best_lib = tl;
-            if (tm < best_mine) best_mine = tm;
-        }
-        if (best_lib / best_mine >= PERF_FULL_RATIO) break;
-    }
+    struct perf_ctx pc = {comm, &x, S >= 8 * 1048576.0 ? 2 : 4};
+    struct gr_perf pf;
+    gr_perf_compare(perf_round, &pc, PERF_ROUNDS, PERF_BATCHES, &pf);
     pl_comm_set_checks(1);
     pl_comm_buf_free(x.b);
     pl_comm_buf_free(x.a);
 
     double factor = pl_busbw_factor(OPS[the_op].kind, n);
-    double bus_mine = S / best_mine * factor / 1e9, bus_lib = S / best_lib * factor / 1e9;
-    double ratio = best_lib / best_mine;
-    double fraction = ratio >= PERF_FULL_RATIO ? 1.0 : ratio / PERF_FULL_RATIO;
-    say("perf", "yours %.3f GB/s busbw (%.0f us), library %s %.3f GB/s (%.0f us): %.2fx; full "
-        "marks from %.2fx", bus_mine, best_mine * 1e6, OPS[the_op].lib, bus_lib,
-        best_lib * 1e6, ratio, PERF_FULL_RATIO);
-    if (fraction < 1)
-        say("perf", "a ring moves the same bytes as the library: look for blocking sends that "
+    double bus_mine = S / pf.best_mine * factor / 1e9, bus_lib = S / pf.best_base * factor / 1e9;
+    gr_say("perf", "yours %.3f GB/s busbw (%.0f us), library %s %.3f GB/s (%.0f us): %.2fx; full "
+        "marks from %.2fx", bus_mine, pf.best_mine * 1e6, OPS[the_op].lib, bus_lib,
+        pf.best_base * 1e6, pf.ratio, GR_PERF_FULL_RATIO);
+    if (pf.fraction < 1)
+        gr_say("perf", "a ring moves the same bytes as the library: look for blocking sends that "
             "serialize the steps, a scratch buffer allocated on every step, or copies the "
             "algorithm does not need");
-    report_word("metric", "busbw_%s %.4f", OPS[the_op].name, bus_mine);
-    result("perf", fraction, MPI_Wtime() - t0);
+    char metric[64];
+    snprintf(metric, sizeof metric, "busbw_%s", OPS[the_op].name);
+    gr_metric(metric, bus_mine);
+    gr_result("perf", pf.fraction, MPI_Wtime() - t0);
 }
 
 static void bench_row(enum op op, size_t count)
@@ -940,9 +866,9 @@ static int find_op(const char *name)
 
 int main(int argc, char **argv)
 {
-    report_take_env();
+    gr_report_take_env();
     pl_init(&argc, &argv);
-    report_open();
+    gr_report_open();
     const char *op = NULL, *mode = "check", *parts = "correct", *label = "yours";
     double mib = 16, max_mib = 16;
     for (int i = 1; i < argc; i++) {
@@ -974,7 +900,7 @@ int main(int argc, char **argv)
         else if (!strcmp(mode, "perf")) perf_mode(mib);
         else pl_usage_error_all("--mode %s: choose check, perf or bench", mode);
     }
-    if (report) fclose(report);
+    gr_report_close();
     pl_finalize();
     return 0;
 }

@@ -1,11 +1,12 @@
 /* tests.h: the test plan of Lab 1 (collectives from point-to-point), read by the grader.
  *
- * Per collective: exact results on 1, 2, 3, 5 and 8 ranks (2 points each); the bytes each
- * rank sends equal to the ring's volume on 2 ranks and more (1 point each); no leaked or
- * oversized buffers on the largest rank count (1 point); bus bandwidth against the
- * library's collective in the same run (5 points, full marks from 0.7x, only once the
- * collective is correct). 100 points in all. The hidden suite repeats the correctness and
- * traffic tests on 4, 6 and 7 ranks with the secret seed. */
+ * Per collective: exact results on 2, 3, 5 and 8 ranks (2.5 points each) and on 1 rank (a
+ * sanity test worth no points: one rank needs no message, so an empty body passes it); the
+ * bytes each rank sends equal to the ring's volume on 2 ranks and more (1 point each); no
+ * leaked or oversized buffers on the largest rank count (1 point; none when that is 1 rank);
+ * bus bandwidth against the library's collective in the same run (5 points, full marks from
+ * 0.7x, only once the collective is correct). 100 points in all. The hidden suite repeats the
+ * correctness and traffic tests on 4, 6 and 7 ranks with the secret seed (1 point each). */
 #ifndef LAB01_TESTS_H
 #define LAB01_TESTS_H
 
@@ -42,7 +43,8 @@ static void lab01_check_tests(const char *title, const char *op, const char *siz
         int np = nps[i];
         snprintf(name, sizeof name, "%s%s [np=%d, %s]", pre, title, np, sizes);
         gr_add(&(struct gr_spec){name, op, "check", "correct", "correctness", np,
-                                 hidden ? 1 : 2, LAB01_CHECK_TIMEOUT, hidden, NULL});
+                                 np == 1 ? 0 : hidden ? 1 : 2.5, LAB01_CHECK_TIMEOUT, hidden,
+                                 NULL});
         if (np >= 2) {
             snprintf(name, sizeof name, "%s%s traffic [np=%d]", pre, title, np);
             gr_add(&(struct gr_spec){name, op, "check", "traffic", "performance", np, 1,
@@ -50,8 +52,8 @@ static void lab01_check_tests(const char *title, const char *op, const char *siz
         }
         if (np == largest && !hidden) {
             snprintf(name, sizeof name, "%s%s memory [np=%d]", pre, title, np);
-            gr_add(&(struct gr_spec){name, op, "check", "memory", "memory", np, 1,
-                                     LAB01_CHECK_TIMEOUT, hidden, NULL});
+            gr_add(&(struct gr_spec){name, op, "check", "memory", "memory", np,
+                                     np == 1 ? 0 : 1, LAB01_CHECK_TIMEOUT, hidden, NULL});
         }
     }
 }

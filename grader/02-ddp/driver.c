@@ -45,8 +45,6 @@
  * reference solution's plus this; none from OVERLAP_NONE (where blocking calls are). */
 #define OVERLAP_SLACK 0.10
 #define OVERLAP_NONE 0.95
-/* Full throughput marks from this fraction of the reference solution's steps per second. */
-#define PERF_FULL_RATIO 0.7
 #define PERF_ROUNDS 5
 #define PERF_STEPS 10
 #define PERF_BATCHES 3
@@ -239,7 +237,9 @@ struct setup {
     struct gr_reference ref;
 };
 
-static void setup_init(struct setup *s)
+/* The run's corpus, model and batches; with_reference also trains the single-device
+ * reference for `steps` steps (the check mode's), otherwise only its layout is filled in. */
+static void setup_init(struct setup *s, int steps, uint64_t data_seed, int with_reference)
 {
     memset(s, 0, sizeof *s);
     s->data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
@@ -247,9 +247,14 @@ static void setup_init(struct setup *s)
     s->train.opt = pl_adamw_config_default();
     s->train.data = &s->data;
     s->train.global_B = GLOBAL_B;
-    s->train.steps = K_STEPS;
-    s->train.data_seed = pl_mix64(base_seed ^ 0x5eed);
-    gr_reference_run(&s->ref, &s->train);
+    s->train.steps = steps;
+    s->train.data_seed = data_seed;
+    if (with_reference) {
+        gr_reference_run(&s->ref, &s->train);
+    } else {
+        pl_model_layout_init(&s->ref.layout, &s->train.cfg);
+        s->ref.numel = s->ref.layout.numel;
+    }
 }
 
 static void setup_free(struct setup *s)
@@ -687,7 +692,7 @@ static void check_mode(const char *op, const char *parts)
                            "slices of whole microbatches (use 1, 2, 3, 4, 6 or 12 ranks)",
                            n, GLOBAL_B);
     struct setup s;
-    setup_init(&s);
+    setup_init(&s, K_STEPS, pl_mix64(base_seed ^ 0x5eed), 1);
     double t0 = MPI_Wtime();
     int ok_correct = 1, ok_traffic = 1, want_overlap = gr_has_part(parts, "overlap");
     int todo = 0;
@@ -754,6 +759,21 @@ static double time_steps(const struct impl *im, void *d, struct pl_model *m,
     return tmax;
 }
 
+/* One round of gr_perf_compare: PERF_STEPS steps of the reference (0) or the student's (1). */
+struct perf_ctx {
+    void *d[2];
+    struct pl_model *m[2];
+    const struct gr_batch *b;
+    const struct pl_adamw_config *opt;
+};
+
+static double perf_round(void *ctx, int mine)
+{
+    struct perf_ctx *c = ctx;
+    return time_steps(mine ? &MINE : &REFERENCE, c->d[mine], c->m[mine], c->b, c->opt,
+                      PERF_STEPS, 1);
+}
+
 static enum ddp_variant variant_of(const char *op)
 {
     for (int v = 0; v < 3; v++)
@@ -766,14 +786,7 @@ static void perf_mode(const char *op)
 {
     enum ddp_variant v = variant_of(op);
     struct setup s;
-    memset(&s, 0, sizeof s);
-    s.data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
-    s.train.cfg = lab_config(pl_mix64(base_seed ^ 0x1417));
-    s.train.opt = pl_adamw_config_default();
-    s.train.data = &s.data;
-    s.train.global_B = GLOBAL_B;
-    s.train.steps = 1;
-    s.train.data_seed = 1;
+    setup_init(&s, 1, 1, 0);
     struct ddp_options o = {v, BUCKET_SMALL};
     int n = pl_size();
     gr_case("%s step time beside the reference solution's, %d ranks", op, n);
@@ -789,20 +802,11 @@ static void perf_mode(const char *op)
     pl_comm_set_checks(0);
     time_steps(&MINE, dm, mm, &b, &s.train.opt, 1, 1);
     int todo = gr_todo_any();
-    double best_mine = 1e30, best_ref = 1e30;
+    struct gr_perf pf = {0};
     if (!todo) {
         time_steps(&REFERENCE, dr, mr, &b, &s.train.opt, 1, 1);
-        /* Interleaved rounds, best of each side: both see the same load, and noise only
-         * ever slows a side down. More batches only while short of full marks. */
-        for (int batch = 0; batch < PERF_BATCHES; batch++) {
-            for (int r = 0; r < PERF_ROUNDS; r++) {
-                double tr = time_steps(&REFERENCE, dr, mr, &b, &s.train.opt, PERF_STEPS, 1);
-                double tm = time_steps(&MINE, dm, mm, &b, &s.train.opt, PERF_STEPS, 1);
-                if (tr < best_ref) best_ref = tr;
-                if (tm < best_mine) best_mine = tm;
-            }
-            if (best_ref / best_mine >= PERF_FULL_RATIO) break;
-        }
+        struct perf_ctx pc = {{dr, dm}, {mr, mm}, &b, &s.train.opt};
+        gr_perf_compare(perf_round, &pc, PERF_ROUNDS, PERF_BATCHES, &pf);
     }
     pl_comm_set_checks(1);
     gr_batch_free(&b);
@@ -810,26 +814,24 @@ static void perf_mode(const char *op)
     MINE.destroy(dm);
     pl_model_free(mr);
     pl_model_free(mm);
-    pl_tokens_free(&s.data);
+    setup_free(&s);
     if (todo) {
         say_todo("perf");
         gr_result("perf", 0, MPI_Wtime() - t0);
         return;
     }
-    double ratio = best_ref / best_mine;
-    double fraction = ratio >= PERF_FULL_RATIO ? 1.0 : ratio / PERF_FULL_RATIO;
     double tokens = (double)GLOBAL_B * s.train.cfg.seq_len;
     gr_say("perf", "yours %.3f ms per step (%.0f tokens/s), the reference solution's %s "
-           "variant %.3f ms: %.2fx; full marks from %.2fx", 1e3 * best_mine,
-           tokens / best_mine, op, 1e3 * best_ref, ratio, PERF_FULL_RATIO);
-    if (fraction < 1)
+           "variant %.3f ms: %.2fx; full marks from %.2fx", 1e3 * pf.best_mine,
+           tokens / pf.best_mine, op, 1e3 * pf.best_base, pf.ratio, GR_PERF_FULL_RATIO);
+    if (pf.fraction < 1)
         gr_say("perf", "the same bytes move in both: look for buffers allocated every step, "
                "copies into staging buffers the flat gradient does not need, or extra "
                "synchronisation (a barrier, a blocking wait inside the hook)");
     char name[64];
     snprintf(name, sizeof name, "tokens_per_s_%s", op);
-    gr_metric(name, tokens / best_mine);
-    gr_result("perf", fraction, MPI_Wtime() - t0);
+    gr_metric(name, tokens / pf.best_mine);
+    gr_result("perf", pf.fraction, MPI_Wtime() - t0);
 }
 
 /* The table of `make bench LAB=02`: per variant, wall-clock step time, time waiting for
@@ -839,18 +841,8 @@ static void bench_mode(const char *only, const char *label)
 {
     int n = pl_size(), me = pl_rank();
     struct setup s;
-    memset(&s, 0, sizeof s);
-    s.data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
-    s.train.cfg = lab_config(pl_mix64(base_seed ^ 0x1417));
-    s.train.opt = pl_adamw_config_default();
-    s.train.data = &s.data;
-    s.train.global_B = GLOBAL_B;
-    s.train.steps = 1;
-    s.train.data_seed = 1;
-    s.ref.numel = 0;
-    struct pl_model_layout lay;
-    pl_model_layout_init(&lay, &s.train.cfg);
-    s.ref.numel = lay.numel;
+    setup_init(&s, 1, 1, 0);
+    const struct pl_model_layout lay = s.ref.layout;
     int tokens_rank = GLOBAL_B / n * s.train.cfg.seq_len;
     const struct pl_profile *prof = pl_profile_get(OVERLAP_PROFILE);
     pl_print0("# Lab 2 DDP: %s, %d ranks, backend %s; model Psi = %zu parameters (%s), global "
@@ -932,8 +924,7 @@ static void bench_mode(const char *only, const char *label)
         pl_model_free(m);
     }
     if (svg_path) pl_print0("# wrote the overlapped step's modelled timeline to %s\n", svg_path);
-    pl_model_layout_free(&lay);
-    pl_tokens_free(&s.data);
+    setup_free(&s);
 }
 
 /* ---- main ---- */

@@ -115,6 +115,24 @@ void gr_add(const struct gr_spec *s)
     t->timeout_s = s->timeout_s;
 }
 
+void gr_filter_np(const int *in, int (*runs)(int np), const char *runs_on, int *out)
+{
+    int k = 0;
+    char skipped[128] = "";
+    for (int i = 0; in[i]; i++) {
+        if (runs(in[i])) {
+            if (k < GR_MAX_NP - 1) out[k++] = in[i];
+        } else {
+            size_t l = strlen(skipped);
+            snprintf(skipped + l, sizeof skipped - l, "%s%d", l ? "," : "", in[i]);
+        }
+    }
+    out[k] = 0;
+    if (skipped[0])
+        printf("%s runs on %s ranks; NP=%s skipped\n", GR_LABS[current_lab].dir, runs_on,
+               skipped);
+}
+
 /* ---- options ---- */
 
 static struct {
@@ -414,17 +432,20 @@ static void explain_exit(struct text *r, const struct pl_launch_result *res,
         text_printf(r, "the job ended with exit code %d before reporting\n", res->exit_code);
 }
 
-static void where_ranks_were(struct text *r, const char *status_dir, int np)
+/* Returns 1 when some rank had reached a communication call. */
+static int where_ranks_were(struct text *r, const char *status_dir, int np)
 {
-    int any = 0;
+    int any = 0, reached = 0;
     for (int k = 0; k < np; k++) {
         char buf[512];
         if (pl_trace_read_status(status_dir, k, buf, sizeof buf) != 0) continue;
         if (!any) text_printf(r, "where each rank was (its last communication call):\n");
         any = 1;
+        if (buf[0] && !strstr(buf, "before its first message")) reached = 1;
         text_printf(r, "  rank %d: %s\n", k, buf[0] ? buf : "(no call yet)");
     }
     if (!any) text_printf(r, "no rank reached a communication call\n");
+    return reached;
 }
 
 struct run_outcome {
@@ -433,7 +454,25 @@ struct run_outcome {
     struct text say;
 };
 
-static double leaderboard_busbw = -1;
+/* The figures the leaderboard shows, one per lab, from the metrics of the perf runs. */
+static struct {
+    const char *metric, *title;
+    double value;
+} LEADERBOARD[] = {
+    {"busbw_all_reduce", "Lab 1: ring all-reduce busbw (GB/s)", -1},
+    {"tokens_per_s_overlapped", "Lab 2: overlapped DDP tokens/s", -1},
+    {"zero3_tokens_per_s", "Lab 3: ZeRO-3 tokens/s", -1},
+};
+#define NLEADERBOARD ((int)(sizeof LEADERBOARD / sizeof LEADERBOARD[0]))
+
+/* A kit without solutions/ (a student's copy) cannot build the drivers that compile the
+ * reference solution in. `make grade` runs at the kit's root. */
+static int lab_has_solution(int lab)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "solutions/%s", GR_LABS[lab].dir);
+    return access(path, F_OK) == 0;
+}
 
 /* Runs the tests [first, last) that share one launch. */
 static void run_group(int first, int last, const char *driver, const char *build_log,
@@ -456,6 +495,9 @@ static void run_group(int first, int last, const char *driver, const char *build
             if (log) {
                 text_printf(&t->reason, "the lab did not compile; the compiler said:\n");
                 add_tail(&t->reason, log, TAIL_LINES);
+            } else if (GR_LABS[t->lab].needs_solution && !lab_has_solution(t->lab)) {
+                text_printf(&t->reason, "this lab's driver needs solutions/ (grade it on "
+                            "Gradescope, whose bundle carries them)\n");
             } else {
                 text_printf(&t->reason, "no driver at %s: run `make` first\n", driver);
             }
@@ -469,15 +511,24 @@ static void run_group(int first, int last, const char *driver, const char *build
         fprintf(stderr, "grade: cannot create a temporary directory: %s\n", strerror(errno));
         exit(1);
     }
-    char status_dir[64], report_path[64], token[40];
+    char status_dir[64], report_path[64], token_path[64], token[40];
     snprintf(status_dir, sizeof status_dir, "%s/status", dir);
     snprintf(report_path, sizeof report_path, "%s/report", dir);
+    snprintf(token_path, sizeof token_path, "%s/token", dir);
     mkdir(status_dir, 0755);
     snprintf(run_dir, sizeof run_dir, "%s", dir);
     random_token(token, sizeof token);
-    static char env_report[128], env_token[80];
+    /* The token goes in a file, not the environment (which every process of the job, and
+     * the launcher's, would show): the driver's rank 0 reads it and removes the file before
+     * any code under test runs. */
+    int tfd = open(token_path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (tfd < 0 || write(tfd, token, strlen(token)) != (ssize_t)strlen(token) || close(tfd)) {
+        fprintf(stderr, "grade: cannot write %s: %s\n", token_path, strerror(errno));
+        exit(1);
+    }
+    static char env_report[128], env_token[128];
     snprintf(env_report, sizeof env_report, "PL_GRADE_REPORT=%s", report_path);
-    snprintf(env_token, sizeof env_token, "PL_GRADE_TOKEN=%s", token);
+    snprintf(env_token, sizeof env_token, "PL_GRADE_TOKEN_FILE=%s", token_path);
     const char *env[] = {env_report, env_token, NULL};
 
     char seed[32];
@@ -513,8 +564,9 @@ static void run_group(int first, int last, const char *driver, const char *build
         if (!strcmp(word, "metric")) {
             double v;
             char name[64];
-            if (sscanf(rest, "%63s %lf", name, &v) == 2 && !strcmp(name, "busbw_all_reduce"))
-                leaderboard_busbw = v;
+            if (sscanf(rest, "%63s %lf", name, &v) == 2 && !t0->hidden)
+                for (int k = 0; k < NLEADERBOARD; k++)
+                    if (!strcmp(name, LEADERBOARD[k].metric)) LEADERBOARD[k].value = v;
             continue;
         }
         char *text = strchr(rest, ' ');
@@ -524,7 +576,9 @@ static void run_group(int first, int last, const char *driver, const char *build
             struct run_outcome *o = &outc[i - first];
             if (!strcmp(word, "say") && text) {
                 text_printf(&o->say, "%s\n", text);
-            } else if (!strcmp(word, "result") && text) {
+            } else if (!strcmp(word, "result") && text && !o->has_result) {
+                /* The first verdict of a part stands: the driver gives each one once, and a
+                 * line added later cannot overturn it. */
                 double f = 0, s = 0;
                 if (sscanf(text, "%lf %lf", &f, &s) >= 1) {
                     o->has_result = 1;
@@ -542,10 +596,14 @@ static void run_group(int first, int last, const char *driver, const char *build
         text_printf(&why, "timed out after %.0f s%s\n", timeout,
                     " and was stopped (every rank killed)");
         if (last_case[0]) text_printf(&why, "while running %s\n", last_case);
-        where_ranks_were(&why, status_dir, t0->np);
-        text_printf(&why, "ranks that wait in recv or sendrecv for each other forever are a "
-                          "deadlock: check that every receive has a matching send on the "
-                          "peer. Rerun with PL_VERBOSE=1 to see every message: "
+        if (where_ranks_were(&why, status_dir, t0->np))
+            text_printf(&why, "ranks that wait in recv or sendrecv for each other forever are "
+                              "a deadlock: check that every receive has a matching send on the "
+                              "peer. ");
+        else
+            text_printf(&why, "no rank reached a communication call: an endless loop before "
+                              "the first message? ");
+        text_printf(&why, "Rerun with PL_VERBOSE=1 to see every message: "
                           "PL_VERBOSE=1 make grade LAB=%.2s TEST='%s' NP=%d\n",
                     GR_LABS[t0->lab].dir, t0->name, t0->np);
         *op_timeout_cap = TIMEOUT_AFTER_HANG;
@@ -655,19 +713,38 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static int write_results(const char *path, double score, double max, double seconds,
-                         int passed, int failed)
+/* Gradescope's results.json. The top-level "score" is the total of every test. With the
+ * hidden suite, whose tests are marked after_published, nothing may tell their outcome
+ * before then: the top-level score (which overrides the tests' sum and shows at once) is
+ * left out, so Gradescope totals tests[] itself, and the summary counts visible tests only. */
+static int write_results(const char *path, double seconds)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "grade: cannot write %s: %s\n", path, strerror(errno));
         return -1;
     }
-    char summary[256];
-    snprintf(summary, sizeof summary, "Score: %g/%g\n%d passed, %d failed\n", score, max, passed,
-             failed);
-    fprintf(f, "{\n  \"score\": %.4f,\n  \"execution_time\": %.1f,\n  \"output\": ", score,
-            seconds);
+    double score = 0, max = 0;
+    int passed = 0, failed = 0, hidden = 0;
+    for (int i = 0; i < ntests; i++) {
+        const struct test *t = &tests[i];
+        if (!t->ran) continue;
+        if (t->hidden) {
+            hidden++;
+            continue;
+        }
+        score += t->score;
+        max += t->points;
+        if (t->passed) passed++;
+        else failed++;
+    }
+    char summary[512];
+    snprintf(summary, sizeof summary, "Visible tests: %g/%g points, %d passed, %d failed\n%s",
+             score, max, passed, failed,
+             hidden ? "The hidden suite's results appear when grades are published.\n" : "");
+    fprintf(f, "{\n");
+    if (!hidden) fprintf(f, "  \"score\": %.4f,\n", score);
+    fprintf(f, "  \"execution_time\": %.1f,\n  \"output\": ", seconds);
     json_str(f, summary);
     fprintf(f, ",\n  \"visibility\": \"visible\",\n  \"stdout_visibility\": \"hidden\",\n");
     fprintf(f, "  \"tests\": [");
@@ -689,10 +766,15 @@ static int write_results(const char *path, double score, double max, double seco
         first = 0;
     }
     fprintf(f, "\n  ]");
-    if (leaderboard_busbw >= 0)
-        fprintf(f, ",\n  \"leaderboard\": [\n    {\"name\": \"all-reduce busbw (GB/s)\", "
-                   "\"value\": %.4f, \"order\": \"desc\"}\n  ]",
-                leaderboard_busbw);
+    int board = 0;
+    for (int k = 0; k < NLEADERBOARD; k++) {
+        if (LEADERBOARD[k].value < 0) continue;
+        fprintf(f, "%s\n    {\"name\": ", board ? "," : ",\n  \"leaderboard\": [");
+        json_str(f, LEADERBOARD[k].title);
+        fprintf(f, ", \"value\": %.4f, \"order\": \"desc\"}", LEADERBOARD[k].value);
+        board = 1;
+    }
+    if (board) fprintf(f, "\n  ]");
     fprintf(f, "\n}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
@@ -840,7 +922,7 @@ int main(int argc, char **argv)
         printf("-- %s: %g/%g points\n", GR_LABS[lab_prev].dir, lab_score, lab_max);
     double seconds = now_s() - t_start;
     int rc = 0;
-    if (opt.results && write_results(opt.results, total, max_total, seconds, passed, failed))
+    if (opt.results && write_results(opt.results, seconds))
         rc = 1;
     printf("Score: %g/%g\n", total, max_total);
     printf("%d passed, %d failed\n", passed, failed);

@@ -1,6 +1,7 @@
 /* collectives.h: Lab 1, collectives from point-to-point. The fixed surface between your
- * collectives.c and the grader: do not change this file (the grader keeps the original and
- * ignores an edited copy). The handout is docs/labs/01-collectives.md.
+ * collectives.c and the grader: do not change this file. Gradescope takes only your .c file
+ * and compiles it against the original; `make grade` here uses this copy as it is, so an
+ * edit could pass here and fail there. The handout is docs/labs/01-collectives.md.
  *
  * Every function is called by all members of comm at once, with the same count (and root),
  * on buffers that live where the backend wants them (pl_comm_buf_alloc). Counts are in

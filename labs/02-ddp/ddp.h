@@ -1,6 +1,7 @@
 /* ddp.h: Lab 2, data parallelism. The fixed surface between your ddp.c and the grader: do
- * not change this file (the grader keeps the original and ignores an edited copy). The
- * handout is docs/labs/02-ddp.md.
+ * not change this file. Gradescope takes only your .c file and compiles it against the
+ * original; `make grade` here uses this copy as it is, so an edit could pass here and fail
+ * there. The handout is docs/labs/02-ddp.md.
  *
  * Every rank holds a whole replica of the reference GPT (lib/model.h) and its slice of each
  * global batch. The grader drives a training step like this, on every rank at once:

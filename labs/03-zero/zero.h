@@ -1,6 +1,7 @@
 /* zero.h: Lab 3, ZeRO stages 1, 2 and 3 (sharded data parallelism). The fixed surface
- * between your zero.c and the grader: do not change this file (the grader keeps the original
- * and ignores an edited copy). The handout is docs/labs/03-zero.md.
+ * between your zero.c and the grader: do not change this file. Gradescope takes only your .c
+ * file and compiles it against the original; `make grade` here uses this copy as it is, so
+ * an edit could pass here and fail there. The handout is docs/labs/03-zero.md.
  *
  * n ranks train one model on a global batch split across them, as in DDP (Lab 2), but each
  * rank keeps only 1/n of what DDP replicates:
@@ -19,7 +20,9 @@
  *
  * Every buffer you keep goes through pl_mem_alloc with the category of what it holds
  * (PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM) and PL_DEVICE, so that the memory ledger
- * measures your savings; the grader compares each category's peak with the ZeRO formulas. */
+ * measures your savings; the grader compares each category's peak with the ZeRO formulas,
+ * and activations (the kit's, PL_MEM_ACTIV) with what your slice of the batch needs. Never
+ * malloc what you keep: the ledger cannot see it. */
 #ifndef LAB_ZERO_H
 #define LAB_ZERO_H
 

@@ -5,6 +5,7 @@
  * the modelled timeline of that step on a DGX H100 profile.
  *     launch -np 8 -- demo --nodes 2 --gpus-per-node 4 [--order tp-dp-pp] [--degrees tp=2,pp=2]
  *                          [--profile dgx-h100] [--svg demo.svg] */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,12 @@ int main(int argc, char **argv)
         else pl_usage_error_all("unknown option '%s' (known: --order, --degrees, --profile, --svg, "
                                 "--nodes, --gpus-per-node, --trace)", argv[i]);
     }
-    const struct pl_profile *profile = pl_profile_get(profile_name);
+    /* Every rank has the same arguments, so the verdict is collective: one message. */
+    const struct pl_profile *profile = pl_profile_find(profile_name);
+    char known[256];
+    if (!profile)
+        pl_usage_error_all("--profile %s: unknown cluster profile (known profiles: %s)",
+                           profile_name, pl_profile_names(known, sizeof known));
     int world = pl_size(), me = pl_rank();
     if (!degrees) degrees = world % 8 == 0 ? "tp=2,pp=2" : world % 2 == 0 ? "tp=2" : "";
     struct pl_grid grid;
@@ -105,8 +111,7 @@ int main(int argc, char **argv)
         pl_ledger_print(stdout, all, world);
         printf("\n");
     }
-    struct pl_mem_stats ms;
-    pl_mem_get_stats(&ms);
+    int code = 0;
     if (me == 0) {
         pl_mem_print(stdout, "memory ledger of rank 0 (bytes):");
         printf("\n");
@@ -118,8 +123,14 @@ int main(int argc, char **argv)
                profile->description);
         pl_replay_print_summary(stdout, &r);
         pl_replay_print_timeline(stdout, &m, &r, 72);
-        if (svg && pl_replay_write_svg(&m, &r, "paralab demo step", svg) == 0)
+        errno = 0;
+        if (svg && pl_replay_write_svg(&m, &r, "paralab demo step", svg) == 0) {
             printf("timeline written to %s\n", svg);
+        } else if (svg) {
+            fprintf(stderr, "error: cannot write the timeline to %s: %s (check that its folder "
+                            "exists and is writable)\n", svg, errno ? strerror(errno) : "write failed");
+            code = PL_EXIT_FAIL;
+        }
         pl_replay_free(&r);
     }
     pl_trace_merged_free(&m);
@@ -132,5 +143,5 @@ int main(int argc, char **argv)
     if (tp) pl_comm_free(tp);
     if (dp) pl_comm_free(dp);
     pl_finalize();
-    return 0;
+    return code;
 }

@@ -1,5 +1,6 @@
 /* launch: runs a program on N ranks with the settings this machine needs (run-as-root,
- * oversubscription, one OpenBLAS thread per rank) and a timeout that kills every rank.
+ * oversubscription, OpenBLAS threads shared out between the ranks) and a timeout that kills
+ * every rank, as does stopping launch itself (^C, SIGTERM, SIGHUP).
  *     launch -np 8 [--timeout 600] [--launcher "srun"] -- program args... */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,10 +9,21 @@
 #include "check.h"
 #include "launch.h"
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: launch -np N [--timeout SECONDS] [--launcher CMD] -- program [args...]\n"
-                    "  runs program on N ranks under mpirun (or $LAUNCHER / --launcher, e.g. srun)\n");
+    fprintf(f, "usage: launch -np N [--timeout SECONDS] [--launcher CMD] -- program [args...]\n"
+               "  runs program on N ranks under mpirun (or $LAUNCHER / --launcher, e.g. srun);\n"
+               "  after the timeout (default 600 s), or on ^C, every rank is stopped\n");
+}
+
+/* The value after option argv[i], or a usage error that names the option. */
+static const char *value_of(int argc, char **argv, int i, const char *what)
+{
+    if (i + 1 >= argc || !strcmp(argv[i + 1], "--")) {
+        usage(stderr);
+        pl_usage_error("%s needs a value (%s)", argv[i], what);
+    }
+    return argv[i + 1];
 }
 
 int main(int argc, char **argv)
@@ -19,23 +31,29 @@ int main(int argc, char **argv)
     struct pl_launch_opts o = {.np = 1, .timeout_s = 600, .passthrough = 1};
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--"); i++) {
-        if (i + 1 >= argc) break;
         char *end = NULL;
-        if (!strcmp(argv[i], "-np")) {
-            o.np = (int)strtol(argv[++i], &end, 10);
-            if (*end || o.np < 1) pl_usage_error("-np expects a positive rank count, got '%s'", argv[i]);
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "-np")) {
+            const char *v = value_of(argc, argv, i++, "a positive rank count, e.g. -np 4");
+            o.np = (int)strtol(v, &end, 10);
+            if (!*v || *end || o.np < 1)
+                pl_usage_error("-np expects a positive rank count, got '%s'", v);
         } else if (!strcmp(argv[i], "--timeout")) {
-            o.timeout_s = strtod(argv[++i], &end);
-            if (*end || o.timeout_s <= 0) pl_usage_error("--timeout expects seconds > 0, got '%s'", argv[i]);
+            const char *v = value_of(argc, argv, i++, "seconds > 0, e.g. --timeout 120");
+            o.timeout_s = strtod(v, &end);
+            if (!*v || *end || o.timeout_s <= 0)
+                pl_usage_error("--timeout expects seconds > 0, got '%s'", v);
         } else if (!strcmp(argv[i], "--launcher")) {
-            o.launcher = argv[++i];
+            o.launcher = value_of(argc, argv, i++, "a launcher command, e.g. --launcher srun");
         } else {
-            usage();
-            pl_usage_error("unknown option '%s'", argv[i]);
+            usage(stderr);
+            pl_usage_error("unknown option '%s' (the program to run goes after --)", argv[i]);
         }
     }
     if (i >= argc - 1) {
-        usage();
+        usage(stderr);
         pl_usage_error("no program given after --");
     }
     struct pl_launch_result res;

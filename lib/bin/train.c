@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "data.h"
+#include "fileio.h"
 #include "model.h"
 #include "ops.h"
 #include "paralab.h"
@@ -65,7 +67,7 @@ static struct flag flags[] = {
     F("--save", K_STR, save, "FILE", "write a checkpoint here at the end"),
     F("--save-every", K_I64, save_every, "N", "also write it every N steps (0: only at the end)"),
     F("--load", K_STR, load, "FILE", "resume from this checkpoint"),
-    F("--losses", K_STR, losses, "FILE", "write 'step loss' per step, loss as an exact hex float (appended to on --load)"),
+    F("--losses", K_STR, losses, "FILE", "write 'step loss' per step, loss as an exact hex float (on --load: kept up to the checkpoint's step, then appended to)"),
     F("--log-every", K_I64, log_every, "N", "print a progress line every N steps"),
 };
 #undef F
@@ -240,6 +242,10 @@ static void check_training_flags(void)
     PL_REQUIRE(o.save_every >= 0, "--save-every %lld must be 0 (off) or more",
                (long long)o.save_every);
     PL_REQUIRE(!o.save_every || o.save, "--save-every needs --save FILE to know where to write");
+    /* A bad output path found after an hour of training loses the hour: try it now. */
+    char err[8400];
+    if (o.save && pl_atomic_check(o.save, "checkpoint", err, sizeof err) != 0)
+        pl_usage_error("--save: %s", err);
 }
 
 /* ---------------------------------------------------------------- resuming */
@@ -321,6 +327,38 @@ static void write_losses_line(FILE *f, int64_t step, double loss)
     if (f) fprintf(f, "%lld %a\n", (long long)step, loss);
 }
 
+/* The --losses file. A fresh run starts it empty. A resumed run keeps its lines up to the
+ * checkpoint's step and cuts the rest: they were written by a run that went on past the
+ * checkpoint, and this run writes those steps again, so the file always holds each step
+ * once, as a run that never stopped would have written it. */
+static FILE *open_losses(const char *path, int resumed, int64_t ckpt_step)
+{
+    FILE *f = resumed ? fopen(path, "r+") : NULL;
+    if (!f) {
+        if (resumed && errno != ENOENT)
+            pl_usage_error("cannot open --losses file '%s': %s", path, strerror(errno));
+        f = fopen(path, "w");
+        if (!f) pl_usage_error("cannot write --losses file '%s': %s", path, strerror(errno));
+        return f;
+    }
+    char line[256];
+    long keep = 0;
+    for (long long no = 1; fgets(line, sizeof line, f); no++) {
+        long long step;
+        char loss[64], extra;
+        if (!strchr(line, '\n') || sscanf(line, "%lld %63s %c", &step, loss, &extra) != 2)
+            pl_usage_error("--losses file '%s' line %lld is not a 'step loss' line of train: "
+                           "it was not written by train (give a new file, or the one of the "
+                           "run being resumed)", path, no);
+        if (step > ckpt_step) break;
+        keep = ftell(f);
+    }
+    if (ftruncate(fileno(f), keep) != 0 || fseek(f, 0, SEEK_END) != 0)
+        pl_fatal("cutting --losses file '%s' back to step %lld failed: %s", path,
+                 (long long)ckpt_step, strerror(errno));
+    return f;
+}
+
 static const char *human(double v, char *buf, size_t len)
 {
     if (v >= 1e9) snprintf(buf, len, "%.2fG", v / 1e9);
@@ -389,11 +427,7 @@ int main(int argc, char **argv)
               o.load ? o.load : "");
     if (o.load) pl_print0("train: resuming at step %lld\n", (long long)st.step + 1);
 
-    FILE *losses = NULL;
-    if (o.losses) {
-        losses = fopen(o.losses, o.load ? "a" : "w");
-        if (!losses) pl_usage_error("cannot write --losses file '%s': %s", o.losses, strerror(errno));
-    }
+    FILE *losses = o.losses ? open_losses(o.losses, o.load != NULL, st.step) : NULL;
 
     size_t tok_bytes = (size_t)B * T * sizeof(int);
     int *in = pl_mem_alloc(tok_bytes, PL_MEM_WORK, PL_HOST, "batch inputs");
