@@ -139,10 +139,19 @@ static int build_argv(const struct pl_launch_opts *o, char *const argv[], char *
     return n;
 }
 
+/* Keeps the last OUTPUT_CAP bytes: when a job floods its output, the end (where it failed)
+ * is what a reader needs. */
 static void append(struct pl_launch_result *res, size_t *cap, const char *data, size_t len)
 {
-    if (res->output_len >= OUTPUT_CAP) return;
-    if (res->output_len + len > OUTPUT_CAP) len = OUTPUT_CAP - res->output_len;
+    if (len > OUTPUT_CAP) {
+        data += len - OUTPUT_CAP;
+        len = OUTPUT_CAP;
+    }
+    if (res->output_len + len > OUTPUT_CAP) {
+        size_t drop = res->output_len + len - OUTPUT_CAP;
+        memmove(res->output, res->output + drop, res->output_len - drop);
+        res->output_len -= drop;
+    }
     if (res->output_len + len + 1 > *cap) {
         size_t want = (*cap ? *cap * 2 : 8192);
         while (want < res->output_len + len + 1) want *= 2;

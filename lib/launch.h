@@ -25,7 +25,7 @@ struct pl_launch_result {
     int exit_code;  /* the program's exit code, 128+signal if killed by one */
     int timed_out;
     double seconds;
-    char *output;   /* stdout and stderr interleaved, NUL-terminated (capped at 4 MiB) */
+    char *output;   /* stdout and stderr interleaved, NUL-terminated (its last 4 MiB) */
     size_t output_len;
 };
 
