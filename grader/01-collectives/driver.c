@@ -351,11 +351,11 @@ static int judge_correct(const struct test_case *c, const struct verdict *all, i
         if (all[i].todo_what[0]) {
             const char *w = all[i].todo_what;
             if (strcmp(w, OPS[the_op].func))
-                gr_say("correct", "%s calls %s, which is not implemented yet: see "
+                gr_say("correct", "%s calls %s, which is still a stub: see "
                     "docs/labs/01-collectives.md section %s", OPS[the_op].func, w,
                     all[i].todo_section);
             else
-                gr_say("correct", "not implemented yet: %s (see docs/labs/01-collectives.md "
+                gr_say("correct", "still a stub: %s (see docs/labs/01-collectives.md "
                     "section %s)", w, all[i].todo_section);
             return 0;
         }
@@ -770,7 +770,7 @@ static void perf_mode(double mib)
     lab01_todo_reset();
     long wrong = count_wrong(1, the_op, comm, count);
     if (lab01_todo_what()) {
-        gr_say("perf", "not implemented yet: %s (see docs/labs/01-collectives.md section %s)",
+        gr_say("perf", "still a stub: %s (see docs/labs/01-collectives.md section %s)",
             lab01_todo_what(), lab01_todo_section());
         gr_result("perf", 0, 0);
         return;

@@ -31,7 +31,7 @@ void lab_todo(const char *what, const char *section)
     }
     static int told;
     if (!told && (!pl_initialized() || pl_rank() == 0)) {
-        fprintf(stderr, "not implemented yet: %s: see docs/labs/01-collectives.md section %s\n",
+        fprintf(stderr, "still a stub: %s: see docs/labs/01-collectives.md section %s\n",
                 what, section);
         told = 1;
     }

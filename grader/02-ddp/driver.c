@@ -286,7 +286,7 @@ static void say_todo(const char *parts)
     const char *all[] = {"correct", "traffic", "overlap", "perf"};
     for (int i = 0; i < 4; i++)
         if (gr_has_part(parts, all[i]))
-            gr_say(all[i], "not implemented yet: %s (see %s section %s)", w ? w : "?", HANDOUT,
+            gr_say(all[i], "still a stub: %s (see %s section %s)", w ? w : "?", HANDOUT,
                    sec ? sec : "?");
 }
 
@@ -871,7 +871,7 @@ static void bench_mode(const char *only, const char *label)
         pl_comm_set_checks(0);
         time_steps(&MINE, d, m, &b, &s.train.opt, 1, 1);
         if (gr_todo_any()) {
-            pl_print0("  %-11s not implemented yet: %s (see %s section %s)\n", VARIANT_NAME[v],
+            pl_print0("  %-11s still a stub: %s (see %s section %s)\n", VARIANT_NAME[v],
                       gr_todo_what(), HANDOUT, gr_todo_section());
         } else {
             double best = 1e30;

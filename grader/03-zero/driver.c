@@ -59,7 +59,7 @@ static uint64_t base_seed = 1;
 /* The reason of a part whose run reached a stub (rank 0 knows which, after gr_todo_any). */
 static void say_todo(const char *part)
 {
-    gr_say(part, "not implemented yet: %s (see %s section %s)", gr_todo_what(), HANDOUT,
+    gr_say(part, "still a stub: %s (see %s section %s)", gr_todo_what(), HANDOUT,
            gr_todo_section());
 }
 
@@ -935,7 +935,7 @@ static void report_mode(const char *svg)
         bar->formula[1] = fz.grads;
         bar->formula[2] = fz.optim;
         if (todo) {
-            pl_print0("# ZeRO-%d is not implemented yet (see %s): no row\n", stage, HANDOUT);
+            pl_print0("# ZeRO-%d is still a stub (see %s): no row\n", stage, HANDOUT);
             continue;
         }
         nb++;

@@ -156,7 +156,7 @@ void gr_todo_note(const char *handout, const char *what, const char *section)
     }
     static int told;
     if (!told && (!pl_initialized() || pl_rank() == 0)) {
-        fprintf(stderr, "not implemented yet: %s: see %s section %s\n", what, handout, section);
+        fprintf(stderr, "still a stub: %s: see %s section %s\n", what, handout, section);
         told = 1;
     }
 }

@@ -7,8 +7,8 @@
  *                        then removed), written by world rank 0 only;
  *   performance          gr_perf_compare(): the code under test timed against a baseline in
  *                        interleaved rounds, and the fraction of the points it earns;
- *   stubs reached        gr_todo_*(): what a lab's lab_todo() records, for "not implemented
- *                        yet" messages that point at the handout;
+ *   stubs reached        gr_todo_*(): what a lab's lab_todo() records, for "still a stub"
+ *                        messages that point at the handout;
  *   the reference        gr_reference_run(): K AdamW steps of the single-device reference
  *                        (lib/model.h) on the whole global batch of each step, keeping every
  *                        step's loss and the final flat parameters (host copies). Every rank
