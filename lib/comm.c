@@ -852,16 +852,8 @@ static struct pl_handle *coll(const char *fn, struct pl_comm *comm, enum pl_op_t
                               const float *send, float *recv, size_t count, enum pl_red op,
                               int async)
 {
-    struct call k;
-    memset(&k, 0, sizeof k);
-    k.fn = fn;
-    k.c = comm;
-    k.async = async;
-    k.op.type = type;
-    k.op.send = send;
-    k.op.recv = recv;
-    k.op.count = count;
-    k.op.red = op;
+    struct call k = {.fn = fn, .c = comm, .async = async,
+                     .op = {.type = type, .send = send, .recv = recv, .count = count, .red = op}};
     if (op != PL_SUM && op != PL_AVG)
         pl_usage_error("%s: op=%d is not a reduction (use PL_SUM or PL_AVG)", fn, (int)op);
     return run(&k);
@@ -907,18 +899,11 @@ void pl_all_to_all_v(struct pl_comm *comm, const float *send, const size_t *send
                      const size_t *send_displs, float *recv, const size_t *recv_counts,
                      const size_t *recv_displs)
 {
-    struct call k;
-    memset(&k, 0, sizeof k);
-    k.fn = "pl_all_to_all_v";
-    k.c = comm;
-    k.op.type = PL_OP_ALL_TO_ALL_V;
-    k.op.send = send;
-    k.op.recv = recv;
-    k.op.send_counts = send_counts;
-    k.op.send_displs = send_displs;
-    k.op.recv_counts = recv_counts;
-    k.op.recv_displs = recv_displs;
     /* The agreed "count" of a v-collective is only that every member calls it. */
+    struct call k = {.fn = "pl_all_to_all_v", .c = comm,
+                     .op = {.type = PL_OP_ALL_TO_ALL_V, .send = send, .recv = recv,
+                            .send_counts = send_counts, .send_displs = send_displs,
+                            .recv_counts = recv_counts, .recv_displs = recv_displs}};
     run(&k);
 }
 
@@ -951,17 +936,9 @@ static struct pl_handle *p2p(const char *fn, struct pl_comm *comm, enum pl_op_ty
                              const float *send, float *recv, size_t count, int peer, int tag,
                              int async)
 {
-    struct call k;
-    memset(&k, 0, sizeof k);
-    k.fn = fn;
-    k.c = comm;
-    k.async = async;
-    k.op.type = type;
-    k.op.send = send;
-    k.op.recv = recv;
-    k.op.count = count;
-    k.op.peer = peer;
-    k.op.tag = tag;
+    struct call k = {.fn = fn, .c = comm, .async = async,
+                     .op = {.type = type, .send = send, .recv = recv, .count = count,
+                            .peer = peer, .tag = tag}};
     return run(&k);
 }
 
@@ -978,18 +955,10 @@ void pl_recv(struct pl_comm *comm, float *buf, size_t count, int peer, int tag)
 void pl_sendrecv(struct pl_comm *comm, const float *send, size_t send_count, int dest,
                  float *recv, size_t recv_count, int src, int tag)
 {
-    struct call k;
-    memset(&k, 0, sizeof k);
-    k.fn = "pl_sendrecv";
-    k.c = comm;
-    k.op.type = PL_OP_SENDRECV;
-    k.op.send = send;
-    k.op.recv = recv;
-    k.op.count = send_count;
-    k.op.recv_count = recv_count;
-    k.op.peer = dest;
-    k.op.src = src;
-    k.op.tag = tag;
+    struct call k = {.fn = "pl_sendrecv", .c = comm,
+                     .op = {.type = PL_OP_SENDRECV, .send = send, .recv = recv,
+                            .count = send_count, .recv_count = recv_count, .peer = dest,
+                            .src = src, .tag = tag}};
     run(&k);
 }
 
