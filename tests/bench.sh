@@ -7,6 +7,17 @@ B=${1:-build/cpu}
 launch() { "$B/bin/launch" --timeout 600 "$@"; }
 section() { printf '\n==== %s ====\n' "$*"; }
 
+# Which copy of a lab runs: the student's (labs/) or, with SOLUTIONS=1, the solution.
+if [ "${SOLUTIONS:-0}" != 0 ]; then v=solutions; label="the solution (solutions/)"
+else v=labs; label="yours (labs/)"; fi
+# lab_driver NN-name: sets $d to that lab's driver built with that copy, or says why not.
+lab_driver() {
+    d="$B/grader/$v/$1/driver"
+    [ -x "$d" ] && return 0
+    echo "no $v driver: labs/$1 did not compile (make grade LAB=${1%%-*} shows why)"
+    return 1
+}
+
 # The library's own benchmarks run when no LAB is chosen; LAB=NN runs that lab's section only.
 if [ -z "${LAB:-}" ]; then
     section "collectives, nccl-tests style (bench_comm)"
@@ -22,14 +33,10 @@ fi
 # library's, at NP ranks (default 4). Selected by LAB=01 (or no LAB at all).
 case "${LAB:-01}" in
 01* | 1 | *collectives*)
-    if [ "${SOLUTIONS:-0}" != 0 ]; then v=solutions; label="the solution (solutions/)"
-    else v=labs; label="yours (labs/)"; fi
     section "Lab 1 collectives: $label beside the library's"
-    if [ -x "$B/grader/$v/01-collectives/driver" ]; then
-        launch -np "${NP:-4}" -- "$B/grader/$v/01-collectives/driver" --mode bench \
+    if lab_driver 01-collectives; then
+        launch -np "${NP:-4}" -- "$d" --mode bench \
             --label "$label" --max-mib "${BENCH_MAX_MIB:-16}"
-    else
-        echo "no $v driver: labs/01-collectives did not compile (make grade LAB=01 shows why)"
     fi
     ;;
 esac
@@ -40,19 +47,15 @@ esac
 # BENCH_SVG=FILE also writes the overlapped step's modelled timeline (4 ranks).
 case "${LAB:-02}" in
 02* | 2 | *ddp*)
-    if [ "${SOLUTIONS:-0}" != 0 ]; then v=solutions; label="the solution (solutions/)"
-    else v=labs; label="yours (labs/)"; fi
     section "Lab 2 data parallelism: $label"
-    if [ -x "$B/grader/$v/02-ddp/driver" ]; then
+    if lab_driver 02-ddp; then
         for np in 1 2 4; do
             svg=""
             [ "$np" = 4 ] && [ -n "${BENCH_SVG:-}" ] && svg="--svg $BENCH_SVG"
             # shellcheck disable=SC2086
-            OPENBLAS_NUM_THREADS=1 launch -np "$np" -- "$B/grader/$v/02-ddp/driver" --mode bench \
+            OPENBLAS_NUM_THREADS=1 launch -np "$np" -- "$d" --mode bench \
                 --label "$label" $svg
         done
-    else
-        echo "no $v driver: labs/02-ddp did not compile (make grade LAB=02 shows why)"
     fi
     ;;
 esac
@@ -63,19 +66,15 @@ esac
 # no LAB at all); BENCH_SVG=FILE also writes the bar chart of the 4-rank run.
 case "${LAB:-03}" in
 03* | 3 | *zero*)
-    if [ "${SOLUTIONS:-0}" != 0 ]; then v=solutions; label="the solution (solutions/)"
-    else v=labs; label="yours (labs/)"; fi
     section "Lab 3 ZeRO memory per rank: $label"
-    if [ -x "$B/grader/$v/03-zero/driver" ]; then
+    if lab_driver 03-zero; then
         for np in 2 4; do
             svg=""
             [ "$np" = 4 ] && [ -n "${BENCH_SVG:-}" ] && svg="--svg $BENCH_SVG"
             # shellcheck disable=SC2086
-            OPENBLAS_NUM_THREADS=1 launch -np "$np" -- "$B/grader/$v/03-zero/driver" \
+            OPENBLAS_NUM_THREADS=1 launch -np "$np" -- "$d" \
                 --mode report $svg
         done
-    else
-        echo "no $v driver: labs/03-zero did not compile (make grade LAB=03 shows why)"
     fi
     "$B/bin/zero_memory"
     ;;

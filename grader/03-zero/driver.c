@@ -786,18 +786,14 @@ static void perf_mode(int stage)
         struct perf_ctx pc = {zz, &b};
         struct gr_perf pf;
         gr_perf_compare(perf_round, &pc, PERF_ROUNDS, PERF_BATCHES, &pf);
-        double tokens = (double)GLOBAL_B * SEQ_LEN;
-        gr_say("perf", "yours %.2f ms/step (%.0f tokens/s), the grader's ZeRO-%d %.2f ms/step: "
-               "%.2fx; full marks from %.2fx", pf.best_mine * 1e3, tokens / pf.best_mine, stage,
-               pf.best_base * 1e3, pf.ratio, GR_PERF_FULL_RATIO);
-        if (pf.fraction < 1)
-            gr_say("perf", "the same collectives on the same bytes: look for a buffer "
-                   "allocated per element or per step that need not be, copies the algorithm "
-                   "does not need, or waits that serialise the prefetch");
-        char name[32];
-        snprintf(name, sizeof name, "zero%d_tokens_per_s", stage);
-        gr_metric(name, tokens / pf.best_mine);
-        gr_result("perf", pf.fraction, MPI_Wtime() - t0);
+        char baseline[32], metric[32];
+        snprintf(baseline, sizeof baseline, "the grader's ZeRO-%d", stage);
+        snprintf(metric, sizeof metric, "zero%d_tokens_per_s", stage);
+        gr_perf_report_step(&pf, (double)GLOBAL_B * SEQ_LEN, baseline,
+                            "the same collectives on the same bytes: look for a buffer "
+                            "allocated per element or per step that need not be, copies the "
+                            "algorithm does not need, or waits that serialise the prefetch",
+                            metric, t0);
     }
     gr_batch_free(&b);
     ref_zero_free(zr);
