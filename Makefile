@@ -118,6 +118,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 -include grader/grader.mk
+-include tests/gpu_emu/gpu_emu.mk
 
 # ---- running ----
 test: all
