@@ -15,6 +15,7 @@
  *   - device-wide synchronisations (cudaDeviceSynchronize, and cudaFree, which implies one)
  *     are counted, so tests can assert that a training step has none.
  * MPI_Init is wrapped to ask for MPI_THREAD_MULTIPLE, which the device thread needs. */
+#include <cblas.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -23,11 +24,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "cublas_v2.h"
 #include "cuda_runtime.h"
 #include "gpu_emu.h"
 #include "nccl.h"
 
-enum item_kind { IT_COPY, IT_SET, IT_RECORD, IT_WAIT, IT_FREE, IT_NCCL };
+enum item_kind { IT_COPY, IT_SET, IT_RECORD, IT_WAIT, IT_FREE, IT_NCCL, IT_HOST };
 enum nop_kind { NOP_SEND, NOP_RECV, NOP_ALL_REDUCE, NOP_REDUCE_SCATTER, NOP_ALL_GATHER,
                 NOP_BROADCAST };
 
@@ -68,6 +70,8 @@ struct item {
     long seq;
     struct nccl_op *ops;
     int nops, started;
+    void (*fn)(void *); /* IT_HOST: a kernel or a cuBLAS call */
+    void *arg;
 };
 
 struct pl_emu_stream {
@@ -215,6 +219,7 @@ static int step(struct item *it)
         alloc_remove(it->dst);
         free(it->dst);
         return 1;
+    case IT_HOST: it->fn(it->arg); return 1;
     case IT_NCCL:
         if (!it->started) {
             for (int i = 0; i < it->nops; i++) nccl_start(&it->ops[i]);
@@ -706,6 +711,79 @@ void pl_emu_counts(struct pl_emu_counts *out)
     pthread_mutex_lock(&E.mu);
     *out = E.n;
     pthread_mutex_unlock(&E.mu);
+}
+
+void pl_emu_enqueue_host(cudaStream_t s, void (*fn)(void *), void *arg)
+{
+    pthread_mutex_lock(&E.mu);
+    struct item *it = item_new(IT_HOST);
+    it->fn = fn;
+    it->arg = arg;
+    enqueue(s, it);
+    pthread_mutex_unlock(&E.mu);
+}
+
+/* ---- cuBLAS: OpenBLAS in stream order ---- */
+
+struct pl_emu_cublas {
+    int unused;
+};
+
+struct gemm {
+    cublasOperation_t ta, tb;
+    int m, n, k, lda, ldb, ldc, batch;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    long long sa, sb, sc;
+};
+
+static void run_gemm(void *arg)
+{
+    struct gemm *g = arg;
+    for (int i = 0; i < g->batch; i++)
+        cblas_sgemm(CblasColMajor, g->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+                    g->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, g->m, g->n, g->k,
+                    g->alpha, g->A + i * g->sa, g->lda, g->B + i * g->sb, g->ldb, g->beta,
+                    g->C + i * g->sc, g->ldc);
+    free(g);
+}
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle)
+{
+    *handle = xcalloc(1, sizeof **handle);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t handle)
+{
+    free(handle);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta,
+                                         cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda,
+                                         long long strideA, const float *B, int ldb,
+                                         long long strideB, const float *beta, float *C,
+                                         int ldc, long long strideC, int batch)
+{
+    if (!handle || m < 0 || n < 0 || k < 0 || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    struct gemm *g = xcalloc(1, sizeof *g);
+    /* The default pointer mode: alpha and beta are read on the host, at the call. */
+    *g = (struct gemm){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
+                       .ldc = ldc, .batch = batch, .alpha = *alpha, .beta = *beta, .A = A,
+                       .B = B, .C = C, .sa = strideA, .sb = strideB, .sc = strideC};
+    pl_emu_enqueue_host(NULL, run_gemm, g);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb,
+                           int m, int n, int k, const float *alpha, const float *A, int lda,
+                           const float *B, int ldb, const float *beta, float *C, int ldc)
+{
+    return cublasSgemmStridedBatched(handle, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta,
+                                     C, ldc, 0, 1);
 }
 
 /* ---- NCCL ---- */

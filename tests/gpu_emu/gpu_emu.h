@@ -10,6 +10,18 @@ struct pl_emu_counts {
     long nccl_groups;  /* NCCL launches: one per group, or per call outside a group */
 };
 
+#include "cuda_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 void pl_emu_counts(struct pl_emu_counts *out);
+/* Queues fn(arg) on stream s, to run on the device thread in stream order (kernels). */
+void pl_emu_enqueue_host(cudaStream_t s, void (*fn)(void *), void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
