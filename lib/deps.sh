@@ -11,6 +11,8 @@ need() { missing="$missing $1"; note "$2" "missing (package $1)"; }
 echo "paralab: checking the $build build's tools"
 if command -v gcc >/dev/null 2>&1; then note gcc "$(gcc -dumpfullversion 2>/dev/null)"; else need gcc gcc; fi
 command -v make >/dev/null 2>&1 || need make make
+# g++: the tests' CUDA stand-in runs the GPU build's kernels as host C++ (make test-gpu-emu).
+command -v g++ >/dev/null 2>&1 || need g++ g++
 command -v patch >/dev/null 2>&1 || need patch patch
 if command -v pkg-config >/dev/null 2>&1; then :; else need pkg-config pkg-config; fi
 if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
