@@ -4,9 +4,10 @@
  * Every op is queued on the compute stream (the legacy default stream) and returns without
  * waiting: what follows on that stream, the communication layer (whose streams wait on an
  * event recorded there) and host copies (cudaMemcpy on the same stream) are ordered after
- * it, so no op synchronises the device and communication can overlap compute. No kernel uses atomics: where several inputs add into one output
- * (repeated tokens and rows, sums over a batch, reductions) a thread owns each output and
- * adds in a fixed order, so a run repeats bit for bit, as checkpoint resumes promise.
+ * it, so no op synchronises the device and communication can overlap compute. No kernel
+ * uses atomics: where several inputs add into one output (repeated tokens and rows, sums
+ * over a batch, reductions) a thread owns each output and adds in a fixed order, so a run
+ * repeats bit for bit, as checkpoint resumes promise.
  * ops.c has already validated the arguments and charged the FLOPs. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -528,42 +528,43 @@ static int copy_sides_ok(const void *dst, const void *src, size_t bytes, enum cu
     return 0;
 }
 
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
-                            cudaStream_t s)
+/* Queues a copy on s, with the lock held; its sequence number in *seq. */
+static cudaError_t queue_copy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                              cudaStream_t s, long *seq)
 {
-    pthread_mutex_lock(&E.mu);
-    if (bytes && !copy_sides_ok(dst, src, bytes, kind)) {
-        pthread_mutex_unlock(&E.mu);
-        return cudaErrorInvalidValue;
-    }
+    if (bytes && !copy_sides_ok(dst, src, bytes, kind)) return cudaErrorInvalidValue;
     struct item *it = item_new(IT_COPY);
     it->dst = dst;
     it->src = src;
     it->bytes = bytes;
-    it->seq = ++E.seq;
+    *seq = it->seq = ++E.seq;
     enqueue(s, it);
-    pthread_mutex_unlock(&E.mu);
     return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                            cudaStream_t s)
+{
+    long seq;
+    pthread_mutex_lock(&E.mu);
+    cudaError_t e = queue_copy(dst, src, bytes, kind, s, &seq);
+    pthread_mutex_unlock(&E.mu);
+    return e;
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
+    long seq;
     pthread_mutex_lock(&E.mu);
-    if (bytes && !copy_sides_ok(dst, src, bytes, kind)) {
-        pthread_mutex_unlock(&E.mu);
-        return cudaErrorInvalidValue;
+    cudaError_t e = queue_copy(dst, src, bytes, kind, NULL, &seq);
+    if (e == cudaSuccess) {
+        /* A synchronous copy returns once the default stream has done it: a wait on one
+         * stream, not on the device. */
+        E.n.host_waits++;
+        wait_until(item_gone, &seq, "cudaMemcpy on the default stream");
     }
-    struct item *it = item_new(IT_COPY);
-    it->dst = dst;
-    it->src = src;
-    it->bytes = bytes;
-    long seq = it->seq = ++E.seq;
-    enqueue(NULL, it);
-    /* A synchronous copy returns once the default stream has done it: a wait on one stream. */
-    E.n.host_waits++;
-    wait_until(item_gone, &seq, "cudaMemcpy on the default stream");
     pthread_mutex_unlock(&E.mu);
-    return cudaSuccess;
+    return e;
 }
 
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)

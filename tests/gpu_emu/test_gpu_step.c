@@ -13,10 +13,9 @@
 
 #include "check.h"
 #include "ddp.h"
-#include "gpu_emu.h"
+#include "emu_testing.h"
 #include "mem.h"
 #include "ops.h"
-#include "testing.h"
 
 #define STEPS 3
 #define BATCH 2
@@ -42,17 +41,6 @@ static int *batch(const struct pl_model_config *cfg, int step, int targets)
     return d;
 }
 
-static void expect_no_sync(const char *what, int step, const struct pl_emu_counts *a,
-                           const struct pl_emu_counts *b)
-{
-    CHECK(b->device_syncs == a->device_syncs, "%s step %d: %ld device-wide synchronisation(s) "
-          "(cudaDeviceSynchronize or cudaFree) inside the step", what, step,
-          b->device_syncs - a->device_syncs);
-    if (step > 0)
-        CHECK(b->mallocs == a->mallocs, "%s step %d: %ld cudaMalloc call(s) once the caching "
-              "allocator is warm", what, step, b->mallocs - a->mallocs);
-}
-
 static void reference_steps(const struct pl_model_config *cfg)
 {
     struct pl_model *m = pl_model_new(cfg, PL_MODEL_ALL);
@@ -63,7 +51,7 @@ static void reference_steps(const struct pl_model_config *cfg)
         pl_emu_counts(&a);
         double loss = pl_model_step(m, tok, tgt, BATCH, &opt, NULL);
         pl_emu_counts(&b);
-        expect_no_sync("reference", s, &a, &b);
+        expect_no_device_sync("reference", s, &a, &b);
         CHECK(isfinite(loss), "reference step %d: loss %g", s, loss);
         pl_mem_free(tok);
         pl_mem_free(tgt);
@@ -96,7 +84,7 @@ static void ddp_steps(const struct pl_model_config *cfg)
         ddp_finish_gradients(d);
         double grads[2], lo[2], hi[2];
         pl_emu_counts(&b);
-        expect_no_sync("overlapped DDP", s, &a, &b);
+        expect_no_device_sync("overlapped DDP", s, &a, &b);
         CHECK(isfinite(loss), "overlapped DDP step %d: loss %g", s, loss);
         checksum(m->grads, m->layout.numel, grads);
         MPI_Allreduce(grads, lo, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
@@ -106,7 +94,7 @@ static void ddp_steps(const struct pl_model_config *cfg)
         pl_emu_counts(&a);
         pl_model_update(m, &opt);
         pl_emu_counts(&b);
-        expect_no_sync("optimizer", s, &a, &b);
+        expect_no_device_sync("optimizer", s, &a, &b);
         pl_mem_free(tok);
         pl_mem_free(tgt);
     }
