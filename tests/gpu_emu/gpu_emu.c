@@ -94,7 +94,7 @@ static struct {
     int next_stream_id;
     long seq, items_done;
     struct pl_emu_counts n;
-    int device;
+    int device, device_set;
     struct alloc *allocs;
     size_t nallocs, cap_allocs;
     int group_depth;
@@ -429,6 +429,7 @@ cudaError_t cudaSetDevice(int dev)
 {
     if (dev < 0 || dev >= emulated_devices()) return cudaErrorInvalidDevice;
     E.device = dev;
+    E.device_set = 1;
     return cudaSuccess;
 }
 
@@ -1018,6 +1019,7 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
 
 int MPI_Init(int *argc, char ***argv)
 {
+    E.n.device_before_mpi = E.device_set;
     int provided = 0;
     int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     if (rc == MPI_SUCCESS && provided < MPI_THREAD_MULTIPLE) {

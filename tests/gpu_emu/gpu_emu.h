@@ -8,6 +8,7 @@ struct pl_emu_counts {
     long host_waits;   /* the host waited for one stream or event (not device-wide) */
     long mallocs;      /* cudaMalloc calls (each may synchronise on a real device) */
     long nccl_groups;  /* NCCL launches: one per group, or per call outside a group */
+    int device_before_mpi; /* cudaSetDevice was called before MPI_Init */
 };
 
 #include "cuda_runtime.h"

@@ -235,6 +235,16 @@ int main(int argc, char **argv)
         return 0;
     }
     CHECK(!strcmp(pl_comm_backend(), "nccl"), "backend is %s, not nccl", pl_comm_backend());
+    /* The launcher states the local rank: the device is chosen from it before MPI_Init. */
+    struct pl_emu_counts n;
+    pl_emu_counts(&n);
+    int dev = -1, ndev = 0;
+    PL_CHECK_CUDA(cudaGetDevice(&dev));
+    PL_CHECK_CUDA(cudaGetDeviceCount(&ndev));
+    if (getenv("OMPI_COMM_WORLD_LOCAL_RANK") || getenv("SLURM_LOCALID"))
+        CHECK(n.device_before_mpi, "the device was set after MPI_Init, not before");
+    CHECK(dev == pl_local_rank() % ndev, "rank %d (local %d) uses device %d of %d", me,
+          pl_local_rank(), dev, ndev);
     ddp_steps();
     zero3_steps();
     if (nw > 1) p2p_patterns();
