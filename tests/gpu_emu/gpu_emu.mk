@@ -83,7 +83,8 @@ $(EMU_B)/tests/test_comm_ungrouped: tests/test_comm.c $(EMU_B)/broken/comm_nccl_
 -include $(wildcard $(EMU_B)/obj/lib/*.d $(EMU_B)/obj/datasets/*.d $(EMU_B)/obj/*.d)
 
 .PHONY: test-gpu-emu
-test-gpu-emu: $(EMU_TESTS) $(B)/tests/harness
+# After `all` (which builds the harness), never beside it: both would write $(B).
+test-gpu-emu: $(EMU_TESTS) all
 	@$(B)/tests/harness --build $(EMU_B) tests/gpu_emu/gpu_emu.tests
 
 test: test-gpu-emu
