@@ -1,0 +1,986 @@
+/* driver.c: the trusted test driver of Lab 4 (tensor parallelism). It owns main, builds
+ * the single-device oracle from the library (lib/model.h, lib/ops.h) on randomised full
+ * tensors, gives each rank the row or column block of them that its shard holds
+ * (lib/tp_shard.h), runs the student's TP functions (tp.h) and compares outputs, input
+ * gradients and each shard's gradient with the matching block of the full gradient. The
+ * all-reduces each pass makes come from the traffic ledger, and placement from its link
+ * classes on a virtual 2 nodes x 4 ranks cluster. Verdicts go to the grader through the
+ * report channel (train.h). The judges are separate functions, one per part.
+ *
+ *   driver --op conjugates|linear|mlp|attention|block --mode check [--parts correct,traffic]
+ *          [--seed S]                                       t = the world size
+ *   driver --op placement --mode check [--parts correct,placement,order] [--seed S]
+ *                                                           8 ranks: 2 nodes x 4, tp = 4
+ *   driver --op placement --mode bench [--tp T] [--order ORDER]   the modelled cost table */
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "paralab.h"
+#include "tp.h"
+#include "tp_shard.h"
+#include "train.h"
+
+#define HANDOUT "docs/labs/04-tensor-parallel.md"
+#define TOL_FWD 1e-5 /* DESIGN.md: relative L2 per tensor, fp32 forward */
+#define TOL_BWD GR_TOL_GRADS
+#define PLACE_NODES 2
+#define PLACE_PER_NODE 4
+#define PLACE_TP 4
+
+static uint64_t base_seed = 1;
+
+/* 8 heads so that t = 8 splits them too; every degree that divides 8 divides d_ff and
+ * vocab. */
+static struct pl_model_config graded_config(void)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = 256;
+    c.d_model = 64;
+    c.n_layers = 1;
+    c.n_heads = 8;
+    c.d_ff = 128;
+    c.seq_len = 16;
+    c.dropout = 0.0f;
+    c.n_experts = 0;
+    c.seed = base_seed;
+    return c;
+}
+
+static const struct {
+    int B, T;
+} CASES[] = {{2, 16}, {1, 7}};
+#define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+/* ---- this rank's verdict of a part, gathered to rank 0 ---- */
+
+struct verdict {
+    int ok;
+    char msg[640];
+};
+
+static struct verdict verdict;
+
+static void verdict_reset(void)
+{
+    verdict.ok = 1;
+    verdict.msg[0] = 0;
+}
+
+/* The first failure of a rank is the one it reports. */
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    if (!verdict.ok) return;
+    verdict.ok = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(verdict.msg, sizeof verdict.msg, fmt, ap);
+    va_end(ap);
+}
+
+/* Collective (raw MPI): rank 0 says the first failing rank's reason (or ok_msg) and the
+ * result of part. */
+static void judge_close(const char *part, double t0, const char *ok_msg)
+{
+    int n = pl_size();
+    struct verdict *all = pl_rank() == 0 ? malloc((size_t)n * sizeof *all) : NULL;
+    PL_CHECK_MPI(MPI_Gather(&verdict, (int)sizeof verdict, MPI_BYTE, all, (int)sizeof verdict,
+                            MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (pl_rank() == 0) {
+        int bad = -1;
+        for (int i = 0; i < n && bad < 0; i++)
+            if (!all[i].ok) bad = i;
+        if (bad >= 0) gr_say(part, "rank %d: %s", bad, all[bad].msg);
+        else if (ok_msg) gr_say(part, "%s", ok_msg);
+        gr_result(part, bad < 0, MPI_Wtime() - t0);
+        free(all);
+    }
+    verdict_reset();
+}
+
+/* A part that cannot be judged because a stub was reached. */
+static int stub_reached(const char *parts)
+{
+    if (!gr_todo_any()) return 0;
+    static const char *all[] = {"correct", "traffic", "placement", "order"};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (gr_has_part(parts, all[i])) {
+            gr_say(all[i], "still a stub: %s (see %s section %s)", gr_todo_what(), HANDOUT,
+                   gr_todo_section());
+            gr_result(all[i], 0, 0);
+        }
+    return 1;
+}
+
+/* ---- comparisons ---- */
+
+static float *op_alloc(size_t n, const char *label)
+{
+    return pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_DEVICE, label);
+}
+
+static float *host_copy(const float *op, size_t n)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    pl_to_host(h, op, n * sizeof *h);
+    return h;
+}
+
+/* got against ref (op memory, n floats): a failure names what, the error and hint. */
+static int compare(const char *what, const float *got, const float *ref, size_t n, double tol,
+                   const char *hint)
+{
+    float *g = host_copy(got, n), *r = host_copy(ref, n);
+    size_t bad = 0, at = 0;
+    int ok = 1;
+    if (!pl_all_finite(g, n, &bad)) {
+        fail("%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
+             (double)r[bad], hint ? ": " : "", hint ? hint : "");
+        ok = 0;
+    } else {
+        double rel = pl_rel_l2(g, r, n);
+        if (rel > tol) {
+            double mx = pl_max_abs_diff(g, r, n, &at);
+            fail("%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element %zu: "
+                 "expected %.6g, got %.6g)%s%s", what, rel, tol, mx, at, (double)r[at],
+                 (double)g[at], hint ? ": " : "", hint ? hint : "");
+            ok = 0;
+        }
+    }
+    free(g);
+    free(r);
+    return ok;
+}
+
+/* got / ref by least squares: how many times the reference a wrong result is (t when a
+ * replicated gradient was summed over the group). */
+static double scale_of(const float *got, const float *ref, size_t n)
+{
+    float *g = host_copy(got, n), *r = host_copy(ref, n);
+    double gr = 0, rr = 0;
+    for (size_t i = 0; i < n; i++) {
+        gr += (double)g[i] * r[i];
+        rr += (double)r[i] * r[i];
+    }
+    free(g);
+    free(r);
+    return rr > 0 ? gr / rr : 0;
+}
+
+/* 1 when got - ref is (t-1) copies of bias b [OC] added to each of the N rows: a bias added
+ * on every rank before the reduction. */
+static int extra_bias(const float *got, const float *ref, const float *b, int N, int OC, int t)
+{
+    if (t < 2) return 0;
+    float *g = host_copy(got, (size_t)N * OC), *r = host_copy(ref, (size_t)N * OC);
+    float *hb = host_copy(b, (size_t)OC);
+    double num = 0, den = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < OC; j++) {
+            double e = (double)(t - 1) * hb[j], d = (double)g[i * OC + j] - r[i * OC + j];
+            num += (d - e) * (d - e);
+            den += e * e;
+        }
+    free(g);
+    free(r);
+    free(hb);
+    return den > 0 && sqrt(num / den) < 1e-3;
+}
+
+/* ---- inputs ---- */
+
+static uint64_t stream_of(const char *name)
+{
+    return pl_rng_stream(name);
+}
+
+/* n normal floats of stream name, the same on every rank (op memory). */
+static float *normal(const char *name, size_t n, float mean, float std)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    pl_rng_fill_normal(h, n, base_seed, stream_of(name), 0, mean, std);
+    float *d = op_alloc(n, name);
+    pl_to_device(d, h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
+/* A full block with every tensor random (biases and layernorm weights too, so that a bias
+ * added t times or a layernorm gradient summed shows), as one flat part of the model's
+ * layout, and the shard of TP rank r of t sliced from it. */
+struct block_case {
+    struct pl_model_config cfg;
+    int t, r, B, T, N;
+    size_t full_numel, shard_numel;
+    float *full, *full_g;     /* one block, the model's order */
+    float *shard, *shard_g;
+    struct pl_block_params p, g, sp, sg;
+    float *x, *dy;            /* [N, C] the same on every rank */
+};
+
+static void block_case_new(struct block_case *k, int t, int r, int B, int T)
+{
+    memset(k, 0, sizeof *k);
+    k->cfg = graded_config();
+    k->t = t;
+    k->r = r;
+    k->B = B;
+    k->T = T;
+    k->N = B * T;
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &k->cfg);
+    k->full_numel = lay.block_numel;
+    pl_model_layout_free(&lay);
+    k->shard_numel = pl_tp_block_numel(&k->cfg, t);
+    k->full = normal("lab04.block", k->full_numel, 0.0f, 0.1f);
+    /* layernorm weights near 1, as trained ones are */
+    struct pl_block_params p;
+    pl_block_bind(&k->cfg, k->full, &p);
+    float *one = normal("lab04.ln", (size_t)k->cfg.d_model, 1.0f, 0.1f);
+    pl_copy(p.ln1_w, one, (size_t)k->cfg.d_model);
+    pl_copy(p.ln2_w, one, (size_t)k->cfg.d_model);
+    pl_mem_free(one);
+    k->full_g = op_alloc(k->full_numel, "lab04 full grads");
+    pl_zero(k->full_g, k->full_numel);
+    k->shard = op_alloc(k->shard_numel, "lab04 shard");
+    k->shard_g = op_alloc(k->shard_numel, "lab04 shard grads");
+    pl_zero(k->shard_g, k->shard_numel);
+    pl_tp_block_slice(&k->cfg, t, r, k->full, k->shard);
+    pl_block_bind(&k->cfg, k->full, &k->p);
+    pl_block_bind(&k->cfg, k->full_g, &k->g);
+    pl_tp_block_bind(&k->cfg, t, k->shard, &k->sp);
+    pl_tp_block_bind(&k->cfg, t, k->shard_g, &k->sg);
+    size_t nc = (size_t)k->N * k->cfg.d_model;
+    k->x = normal("lab04.x", nc, 0.0f, 1.0f);
+    k->dy = normal("lab04.dy", nc, 0.0f, 1.0f);
+}
+
+static void block_case_free(struct block_case *k)
+{
+    float *p[] = {k->full, k->full_g, k->shard, k->shard_g, k->x, k->dy};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+}
+
+/* Each shard gradient of the tensors in `which` (indices into the block's tensor table)
+ * against its block of the full gradient. */
+static void compare_shard_grads(const struct block_case *k, const int *which, int n,
+                                const char *hint)
+{
+    float *want = op_alloc(k->shard_numel, "lab04 expected shard");
+    pl_tp_block_slice(&k->cfg, k->t, k->r, k->full_g, want);
+    struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+    pl_tp_block_tensors(&k->cfg, 0, k->t, d);
+    for (int i = 0; i < n && verdict.ok; i++) {
+        const struct pl_tp_tensor *e = &d[which[i]];
+        char what[160];
+        snprintf(what, sizeof what, "gradient of your shard of %s (%s)", e->name,
+                 e->split == PL_TP_REPLICATED ? "replicated"
+                 : e->split == PL_TP_ROWS     ? "a row block" : "a column block");
+        const float *got = k->shard_g + e->shard_offset, *ref = want + e->shard_offset;
+        double s = scale_of(got, ref, e->shard_numel);
+        char why[320] = "";
+        if (k->t > 1 && fabs(s - k->t) < 1e-3 * k->t)
+            snprintf(why, sizeof why, "it is %d (= t) times the single device's: a gradient "
+                     "every rank already holds whole was summed over the group again "
+                     "(section 7, question 3)", k->t);
+        compare(what, got, ref, e->shard_numel, TOL_BWD, why[0] ? why : hint);
+    }
+    pl_mem_free(want);
+}
+
+/* ---- traffic of one pass, from the ledger ---- */
+
+struct pass_traffic {
+    long ar_calls, other_calls;
+    double ar_bytes, other_bytes;
+};
+
+static void traffic_since(const struct pl_ledger *mark, struct pass_traffic *out)
+{
+    struct pl_ledger d;
+    gr_ledger_since(mark, &d);
+    out->ar_calls = d.calls[PL_ALL_REDUCE];
+    out->ar_bytes = pl_ledger_bytes(&d, PL_ALL_REDUCE, -1);
+    out->other_calls = gr_ledger_total_calls(&d) - d.calls[PL_ALL_REDUCE];
+    out->other_bytes = gr_ledger_total_bytes(&d) - out->ar_bytes;
+}
+
+/* Every rank's pass made `calls` all-reduces of `count` floats each and nothing else. */
+static void judge_pass_traffic(const char *pass, const struct pass_traffic *tr, long calls,
+                               double count, int t, const char *where)
+{
+    /* the ring all-reduce: each rank sends 2(t-1)/t of the buffer */
+    double want = (double)calls * 2.0 * (t - 1) / t * count * 4.0;
+    char a[32], b[32];
+    if (tr->other_calls || tr->other_bytes > 0)
+        fail("the %s made %ld operations other than all-reduce (%s): tensor parallelism "
+             "needs only the all-reduces of f and g", pass, tr->other_calls,
+             gr_human_bytes(tr->other_bytes, a, sizeof a));
+    else if (tr->ar_calls != calls)
+        fail("the %s made %ld all-reduce%s on the TP group where it needs %ld (%s)%s", pass,
+             tr->ar_calls, tr->ar_calls == 1 ? "" : "s", calls, where,
+             tr->ar_calls < calls ? ": a g (forward) or f (backward) that skips its "
+                                    "all-reduce leaves each rank with a partial sum"
+                                  : ": f is the identity forward and g the identity "
+                                    "backward; an all-reduce there adds traffic (and sums "
+                                    "what is already whole)");
+    else if (fabs(tr->ar_bytes - want) > 0.5)
+        fail("the %s sent %s per rank where %ld all-reduce%s of %.0f floats on %d ranks send "
+             "%s (2(t-1)/t of each buffer): reduce exactly the [N, C] activation", pass,
+             gr_human_bytes(tr->ar_bytes, a, sizeof a), calls, calls == 1 ? "" : "s", count,
+             t, gr_human_bytes(want, b, sizeof b));
+}
+
+/* ---- op conjugates: f and g on integer-valued data, exact ---- */
+
+static void member_data(int w, size_t n, float *out)
+{
+    pl_rng_fill_int(out, n, base_seed, stream_of("lab04.conj"), (uint64_t)w * n, -64, 64);
+}
+
+static void check_conjugate(struct pl_comm *tp, int which, const float *mine,
+                            const float *sum, size_t n, struct pass_traffic *tr)
+{
+    static const char *names[] = {"f's forward", "f's backward", "g's forward",
+                                  "g's backward"};
+    static const char *rules[] = {
+        "f (copy to the TP region) is the identity forward: every rank already holds x",
+        "f's backward all-reduces (sums) the gradient over the TP group",
+        "g (reduce from the TP region) all-reduces (sums) over the TP group forward",
+        "g's backward is the identity: the sum's gradient reaches every term unchanged"};
+    float *buf = op_alloc(n, "lab04 conj buf");
+    pl_to_device(buf, mine, n * sizeof(float));
+    struct pl_ledger mark;
+    gr_ledger_mark(&mark);
+    switch (which) {
+    case 0: tp_copy_to_region_forward(tp, buf, n); break;
+    case 1: tp_copy_to_region_backward(tp, buf, n); break;
+    case 2: tp_reduce_from_region_forward(tp, buf, n); break;
+    default: tp_reduce_from_region_backward(tp, buf, n); break;
+    }
+    traffic_since(&mark, &tr[which]);
+    int sums = which == 1 || which == 2;
+    float *got = host_copy(buf, n);
+    const float *want = sums ? sum : mine;
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i]) {
+            fail("%s: element %zu is %g, expected %g (%s%s)", names[which], i, (double)got[i],
+                 (double)want[i], rules[which],
+                 !sums && got[i] == sum[i] ? "; you summed over the ranks" : "");
+            break;
+        }
+    free(got);
+    pl_mem_free(buf);
+}
+
+static void op_conjugates(struct pl_comm *tp, const char *parts)
+{
+    double t0 = MPI_Wtime();
+    int t = pl_comm_size(tp);
+    const size_t n = 1000;
+    float *mine = malloc(n * sizeof *mine), *sum = calloc(n, sizeof *sum);
+    float *tmp = malloc(n * sizeof *tmp);
+    member_data(pl_comm_world_rank(tp, pl_comm_rank(tp)), n, mine);
+    for (int m = 0; m < t; m++) {
+        member_data(pl_comm_world_rank(tp, m), n, tmp);
+        for (size_t i = 0; i < n; i++) sum[i] += tmp[i];
+    }
+    struct pass_traffic tr[4];
+    gr_case("f and g on %zu floats, t=%d", n, t);
+    for (int k = 0; k < 4; k++) check_conjugate(tp, k, mine, sum, n, tr);
+    free(mine);
+    free(sum);
+    free(tmp);
+    if (stub_reached(parts)) return;
+    if (gr_has_part(parts, "correct"))
+        judge_close("correct", t0, "f and g forward and backward exact on every rank");
+    if (gr_has_part(parts, "traffic")) {
+        static const char *names[] = {"f forward", "f backward", "g forward", "g backward"};
+        if (t > 1)
+            for (int k = 0; k < 4; k++)
+                judge_pass_traffic(names[k], &tr[k], k == 1 || k == 2, (double)n, t,
+                                   "one for f's backward and g's forward, none otherwise");
+        judge_close("traffic", t0, "one all-reduce in f's backward and g's forward, none in "
+                    "f's forward and g's backward");
+    }
+}
+
+/* ---- op linear: column- and row-parallel against nn.Linear on the full weight ---- */
+
+struct linear_run {
+    struct pass_traffic fwd, bwd;
+};
+
+static void column_linear_case(struct pl_comm *tp, int N, int C, int OC, struct linear_run *lr)
+{
+    int t = pl_comm_size(tp), r = pl_comm_rank(tp), OCt = OC / t;
+    float *w = normal("lab04.lin.w", (size_t)OC * C, 0, 0.1f);
+    float *b = normal("lab04.lin.b", (size_t)OC, 0, 0.1f);
+    float *x = normal("lab04.lin.x", (size_t)N * C, 0, 1);
+    float *dy = normal("lab04.lin.dy", (size_t)N * OC, 0, 1);
+    float *y = op_alloc((size_t)N * OC, "y"), *dx = op_alloc((size_t)N * C, "dx");
+    float *dw = op_alloc((size_t)OC * C, "dw"), *db = op_alloc((size_t)OC, "db");
+    pl_zero(dx, (size_t)N * C);
+    pl_zero(dw, (size_t)OC * C);
+    pl_zero(db, (size_t)OC);
+    pl_matmul_forward(y, x, w, b, N, C, OC);
+    pl_matmul_backward(dx, dw, db, dy, x, w, N, C, OC);
+    /* this rank's rows of w and b, columns of y and dy */
+    struct pl_tp_rect rows = {(size_t)r * OCt, 0, (size_t)OCt, (size_t)C};
+    struct pl_tp_rect brow = {(size_t)r * OCt, 0, (size_t)OCt, 1};
+    struct pl_tp_rect cols = {0, (size_t)r * OCt, (size_t)N, (size_t)OCt};
+    float *sw = op_alloc((size_t)OCt * C, "w shard"), *sb = op_alloc((size_t)OCt, "b shard");
+    float *sdy = op_alloc((size_t)N * OCt, "dy cols"), *sy = op_alloc((size_t)N * OCt, "y");
+    float *gy = op_alloc((size_t)N * OCt, "your y"), *gdx = op_alloc((size_t)N * C, "your dx");
+    float *gdw = op_alloc((size_t)OCt * C, "your dw"), *gdb = op_alloc((size_t)OCt, "your db");
+    float *ew = op_alloc((size_t)OCt * C, "expected dw"), *eb = op_alloc((size_t)OCt, "db");
+    pl_tp_copy_rect_out(sw, w, (size_t)C, &rows);
+    pl_tp_copy_rect_out(sb, b, 1, &brow);
+    pl_tp_copy_rect_out(sdy, dy, (size_t)OC, &cols);
+    pl_tp_copy_rect_out(sy, y, (size_t)OC, &cols);
+    pl_tp_copy_rect_out(ew, dw, (size_t)C, &rows);
+    pl_tp_copy_rect_out(eb, db, 1, &brow);
+    pl_zero(gdw, (size_t)OCt * C);
+    pl_zero(gdb, (size_t)OCt);
+    struct pl_ledger mark;
+    gr_ledger_mark(&mark);
+    tp_column_linear_forward(tp, gy, x, sw, sb, N, C, OCt);
+    traffic_since(&mark, &lr->fwd);
+    gr_ledger_mark(&mark);
+    tp_column_linear_backward(tp, gdx, gdw, gdb, sdy, x, sw, N, C, OCt);
+    traffic_since(&mark, &lr->bwd);
+    compare("column-parallel y (your columns of the output)", gy, sy, (size_t)N * OCt,
+            TOL_FWD, "y = x w^T + b with this rank's rows of w: the output stays split");
+    compare("column-parallel dx", gdx, dx, (size_t)N * C, TOL_BWD,
+            "every rank's dy w is a part of dx: f's backward sums them over the group");
+    compare("column-parallel dw (your rows)", gdw, ew, (size_t)OCt * C, TOL_BWD, NULL);
+    compare("column-parallel db (your slice)", gdb, eb, (size_t)OCt, TOL_BWD, NULL);
+    float *p[] = {w, b, x, dy, y, dx, dw, db, sw, sb, sdy, sy, gy, gdx, gdw, gdb, ew, eb};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+}
+
+static void row_linear_case(struct pl_comm *tp, int N, int IC, int OC, struct linear_run *lr)
+{
+    int t = pl_comm_size(tp), r = pl_comm_rank(tp), ICt = IC / t;
+    float *w = normal("lab04.row.w", (size_t)OC * IC, 0, 0.1f);
+    float *b = normal("lab04.row.b", (size_t)OC, 0, 0.5f);
+    float *x = normal("lab04.row.x", (size_t)N * IC, 0, 1);
+    float *dy = normal("lab04.row.dy", (size_t)N * OC, 0, 1);
+    float *y = op_alloc((size_t)N * OC, "y"), *dx = op_alloc((size_t)N * IC, "dx");
+    float *dw = op_alloc((size_t)OC * IC, "dw"), *db = op_alloc((size_t)OC, "db");
+    pl_zero(dx, (size_t)N * IC);
+    pl_zero(dw, (size_t)OC * IC);
+    pl_zero(db, (size_t)OC);
+    pl_matmul_forward(y, x, w, b, N, IC, OC);
+    pl_matmul_backward(dx, dw, db, dy, x, w, N, IC, OC);
+    struct pl_tp_rect wc = {0, (size_t)r * ICt, (size_t)OC, (size_t)ICt};
+    struct pl_tp_rect xc = {0, (size_t)r * ICt, (size_t)N, (size_t)ICt};
+    float *sw = op_alloc((size_t)OC * ICt, "w cols"), *sx = op_alloc((size_t)N * ICt, "x cols");
+    float *gy = op_alloc((size_t)N * OC, "your y"), *gdx = op_alloc((size_t)N * ICt, "dx");
+    float *gdw = op_alloc((size_t)OC * ICt, "your dw"), *gdb = op_alloc((size_t)OC, "db");
+    float *ex = op_alloc((size_t)N * ICt, "dx cols"), *ew = op_alloc((size_t)OC * ICt, "dw");
+    float *gdy = op_alloc((size_t)N * OC, "dy");
+    pl_tp_copy_rect_out(sw, w, (size_t)IC, &wc);
+    pl_tp_copy_rect_out(sx, x, (size_t)IC, &xc);
+    pl_tp_copy_rect_out(ex, dx, (size_t)IC, &xc);
+    pl_tp_copy_rect_out(ew, dw, (size_t)IC, &wc);
+    pl_copy(gdy, dy, (size_t)N * OC);
+    pl_zero(gdw, (size_t)OC * ICt);
+    pl_zero(gdb, (size_t)OC);
+    struct pl_ledger mark;
+    gr_ledger_mark(&mark);
+    tp_row_linear_forward(tp, gy, sx, sw, b, N, ICt, OC);
+    traffic_since(&mark, &lr->fwd);
+    gr_ledger_mark(&mark);
+    tp_row_linear_backward(tp, gdx, gdw, gdb, gdy, sx, sw, N, ICt, OC);
+    traffic_since(&mark, &lr->bwd);
+    const char *hint = extra_bias(gy, y, b, N, OC, t)
+        ? "the output is the right sum plus t-1 extra copies of the bias: it was added on "
+          "every rank before the reduction; add it once, after g (section 4)"
+        : "each rank's x_r w_r^T is a partial sum: g's forward adds them, then the bias "
+          "once";
+    compare("row-parallel y (full, every rank)", gy, y, (size_t)N * OC, TOL_FWD, hint);
+    compare("row-parallel dx (your columns)", gdx, ex, (size_t)N * ICt, TOL_BWD, NULL);
+    compare("row-parallel dw (your columns)", gdw, ew, (size_t)OC * ICt, TOL_BWD, NULL);
+    compare("row-parallel db (replicated)", gdb, db, (size_t)OC, TOL_BWD, NULL);
+    float *p[] = {w, b, x, dy, y, dx, dw, db, sw, sx, gy, gdx, gdw, gdb, ex, ew, gdy};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+}
+
+static void op_linear(struct pl_comm *tp, const char *parts)
+{
+    double t0 = MPI_Wtime();
+    int t = pl_comm_size(tp);
+    struct linear_run col[NCASES], row[NCASES];
+    for (int i = 0; i < NCASES; i++) {
+        int N = CASES[i].B * CASES[i].T;
+        gr_case("column-parallel linear, N=%d, 64 -> 128, t=%d", N, t);
+        column_linear_case(tp, N, 64, 128, &col[i]);
+        gr_case("row-parallel linear, N=%d, 128 -> 64, t=%d", N, t);
+        row_linear_case(tp, N, 128, 64, &row[i]);
+    }
+    if (stub_reached(parts)) return;
+    if (gr_has_part(parts, "correct"))
+        judge_close("correct", t0, "column- and row-parallel outputs and gradients match the "
+                    "full nn.Linear's blocks");
+    if (gr_has_part(parts, "traffic")) {
+        for (int i = 0; i < NCASES && t > 1; i++) {
+            double N = CASES[i].B * CASES[i].T;
+            judge_pass_traffic("column-parallel forward", &col[i].fwd, 0, N * 64, t,
+                               "f is the identity forward");
+            judge_pass_traffic("column-parallel backward", &col[i].bwd, 1, N * 64, t,
+                               "f's backward on dx");
+            judge_pass_traffic("row-parallel forward", &row[i].fwd, 1, N * 64, t,
+                               "g's forward on y");
+            judge_pass_traffic("row-parallel backward", &row[i].bwd, 0, N * 64, t,
+                               "g is the identity backward");
+        }
+        judge_close("traffic", t0, "one all-reduce of [N, C] in the column backward and the "
+                    "row forward, none elsewhere");
+    }
+}
+
+/* ---- the sub-layers and the block against the single-device oracle ---- */
+
+enum sub { SUB_MLP, SUB_ATTN, SUB_BLOCK };
+
+static const struct {
+    const char *op, *title, *section;
+    int ars;          /* all-reduces per pass */
+    int tensors[PL_TP_BLOCK_TENSORS];
+    int ntensors;
+} SUBS[] = {
+    {"mlp", "TP MLP", "5", 1, {8, 9, 10, 11}, 4},
+    {"attention", "TP attention", "6", 1, {2, 3, 4, 5}, 4},
+    {"block", "TP block", "7", 2, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 12},
+};
+
+/* The oracle of the MLP and the attention as sub-layers: y = sub(x) on the full weights,
+ * its dx and parameter gradients, from lib's ops alone. */
+static void oracle_sub(struct block_case *k, enum sub s, float *y, float *dx)
+{
+    const struct pl_model_config *c = &k->cfg;
+    const int N = k->N, C = c->d_model, F = c->d_ff;
+    pl_zero(dx, (size_t)N * C);
+    if (s == SUB_MLP) {
+        float *h = op_alloc((size_t)N * F, "h"), *g = op_alloc((size_t)N * F, "g");
+        float *dg = op_alloc((size_t)N * F, "dg"), *dh = op_alloc((size_t)N * F, "dh");
+        pl_matmul_forward(h, k->x, k->p.w_fc, k->p.b_fc, N, C, F);
+        pl_gelu_forward(g, h, (size_t)N * F);
+        pl_matmul_forward(y, g, k->p.w_fc2, k->p.b_fc2, N, F, C);
+        pl_zero(dg, (size_t)N * F);
+        pl_zero(dh, (size_t)N * F);
+        pl_matmul_backward(dg, k->g.w_fc2, k->g.b_fc2, k->dy, g, k->p.w_fc2, N, F, C);
+        pl_gelu_backward(dh, dg, h, (size_t)N * F);
+        pl_matmul_backward(dx, k->g.w_fc, k->g.b_fc, dh, k->x, k->p.w_fc, N, C, F);
+        float *p[] = {h, g, dg, dh};
+        for (int i = 0; i < 4; i++) pl_mem_free(p[i]);
+    } else {
+        float *qkv = op_alloc((size_t)N * 3 * C, "qkv"), *hd = op_alloc((size_t)N * C, "heads");
+        float *att = op_alloc((size_t)k->B * c->n_heads * k->T * k->T, "att");
+        float *dqkv = op_alloc((size_t)N * 3 * C, "dqkv"), *dhd = op_alloc((size_t)N * C, "dh");
+        pl_matmul_forward(qkv, k->x, k->p.w_qkv, k->p.b_qkv, N, C, 3 * C);
+        pl_attention_forward(hd, att, qkv, k->B, k->T, C, c->n_heads);
+        pl_matmul_forward(y, hd, k->p.w_proj, k->p.b_proj, N, C, C);
+        pl_zero(dqkv, (size_t)N * 3 * C);
+        pl_zero(dhd, (size_t)N * C);
+        pl_matmul_backward(dhd, k->g.w_proj, k->g.b_proj, k->dy, hd, k->p.w_proj, N, C, C);
+        pl_attention_backward(dqkv, dhd, qkv, att, k->B, k->T, C, c->n_heads);
+        pl_matmul_backward(dx, k->g.w_qkv, k->g.b_qkv, dqkv, k->x, k->p.w_qkv, N, C, 3 * C);
+        float *p[] = {qkv, hd, att, dqkv, dhd};
+        for (int i = 0; i < 5; i++) pl_mem_free(p[i]);
+    }
+}
+
+/* The block's oracle: pl_block_forward and pl_block_backward of the reference model. */
+static void oracle_block(struct block_case *k, float *y, float *dx)
+{
+    struct pl_block_acts a;
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    pl_block_acts_new(&a, &k->cfg, k->B, k->T);
+    pl_block_forward(&k->cfg, 0, &k->p, &a, &ctx, k->x, y);
+    pl_block_backward(&k->cfg, 0, &k->p, &k->g, &a, &ctx, k->dy, dx);
+    pl_block_acts_free(&a);
+}
+
+/* q, k, v of this rank right but its heads' outputs not: the head dimension was split. */
+static int heads_split_wrong(struct block_case *k, const struct pl_tp_attn_acts *a)
+{
+    const struct pl_model_config *c = &k->cfg;
+    const int N = k->N, C = c->d_model, t = k->t, Ct = C / t;
+    if (t < 2) return 0;
+    float *qkv = op_alloc((size_t)N * 3 * C, "qkv"), *hd = op_alloc((size_t)N * C, "heads");
+    float *att = op_alloc((size_t)k->B * c->n_heads * k->T * k->T, "att");
+    float *mine = op_alloc((size_t)N * 3 * Ct, "my qkv"), *my_hd = op_alloc((size_t)N * Ct, "");
+    pl_matmul_forward(qkv, k->x, k->p.w_qkv, k->p.b_qkv, N, C, 3 * C);
+    pl_attention_forward(hd, att, qkv, k->B, k->T, C, c->n_heads);
+    for (int j = 0; j < 3; j++) {
+        struct pl_tp_rect q = {0, (size_t)j * C + (size_t)k->r * Ct, (size_t)N, (size_t)Ct};
+        float *col = op_alloc((size_t)N * Ct, "");
+        pl_tp_copy_rect_out(col, qkv, (size_t)3 * C, &q);
+        for (int n = 0; n < N; n++)
+            pl_copy(mine + (size_t)n * 3 * Ct + (size_t)j * Ct, col + (size_t)n * Ct,
+                    (size_t)Ct);
+        pl_mem_free(col);
+    }
+    struct pl_tp_rect hc = {0, (size_t)k->r * Ct, (size_t)N, (size_t)Ct};
+    pl_tp_copy_rect_out(my_hd, hd, (size_t)C, &hc);
+    float *gq = host_copy(a->qkv, (size_t)N * 3 * Ct), *eq = host_copy(mine, (size_t)N * 3 * Ct);
+    float *gh = host_copy(a->y, (size_t)N * Ct), *eh = host_copy(my_hd, (size_t)N * Ct);
+    int wrong = pl_rel_l2(gq, eq, (size_t)N * 3 * Ct) < TOL_FWD &&
+                pl_rel_l2(gh, eh, (size_t)N * Ct) > TOL_FWD;
+    free(gq);
+    free(eq);
+    free(gh);
+    free(eh);
+    float *p[] = {qkv, hd, att, mine, my_hd};
+    for (int i = 0; i < 5; i++) pl_mem_free(p[i]);
+    return wrong;
+}
+
+struct sub_run {
+    struct pass_traffic fwd, bwd;
+};
+
+static void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct sub_run *run)
+{
+    struct block_case k;
+    block_case_new(&k, pl_comm_size(tp), pl_comm_rank(tp), B, T);
+    const size_t nc = (size_t)k.N * k.cfg.d_model;
+    float *y = op_alloc(nc, "ref y"), *dx = op_alloc(nc, "ref dx");
+    float *gy = op_alloc(nc, "your y"), *gdx = op_alloc(nc, "your dx");
+    float *gdy = op_alloc(nc, "dy"), *gx = op_alloc(nc, "x");
+    if (s == SUB_BLOCK) oracle_block(&k, y, dx);
+    else oracle_sub(&k, s, y, dx);
+    struct pl_tp_block_acts a;
+    pl_tp_block_acts_new(&a, &k.cfg, k.t, B, T);
+    pl_copy(gdy, k.dy, nc);
+    pl_copy(gx, k.x, nc);
+    struct pl_ledger mark;
+    gr_ledger_mark(&mark);
+    if (s == SUB_MLP) tp_mlp_forward(tp, &k.cfg, &k.sp, &a.mlp, gx, gy);
+    else if (s == SUB_ATTN) tp_attention_forward(tp, &k.cfg, &k.sp, &a.attn, gx, gy);
+    else tp_block_forward(tp, &k.cfg, &k.sp, &a, gx, gy);
+    traffic_since(&mark, &run->fwd);
+    gr_ledger_mark(&mark);
+    if (s == SUB_MLP) tp_mlp_backward(tp, &k.cfg, &k.sp, &k.sg, &a.mlp, gx, gdy, gdx);
+    else if (s == SUB_ATTN) tp_attention_backward(tp, &k.cfg, &k.sp, &k.sg, &a.attn, gx, gdy, gdx);
+    else tp_block_backward(tp, &k.cfg, &k.sp, &k.sg, &a, gdy, gdx);
+    traffic_since(&mark, &run->bwd);
+
+    char what[96], hint[400] = "";
+    snprintf(what, sizeof what, "%s output y (B=%d, T=%d, t=%d)", SUBS[s].title, B, T, k.t);
+    const float *bias = s == SUB_MLP ? k.p.b_fc2 : k.p.b_proj;
+    if (s != SUB_BLOCK && extra_bias(gy, y, bias, k.N, k.cfg.d_model, k.t))
+        snprintf(hint, sizeof hint, "it is the right sum plus t-1 extra copies of the output "
+                 "bias: the row-parallel bias was added on every rank before the reduction "
+                 "(section 4)");
+    else if (s == SUB_ATTN && heads_split_wrong(&k, &a.attn))
+        snprintf(hint, sizeof hint, "your q, k and v are right but the heads' outputs are not: "
+                 "this rank's C/t channels are NH/t WHOLE heads of size C/NH; attention over "
+                 "all NH heads of size C/(NH t) splits each head's q.k dot product (section 6)");
+    else if (run->fwd.ar_calls < SUBS[s].ars && k.t > 1)
+        snprintf(hint, sizeof hint, "your forward made %ld all-reduce%s where it needs %d: "
+                 "without g's all-reduce each rank holds only its partial sum (section 3)",
+                 run->fwd.ar_calls, run->fwd.ar_calls == 1 ? "" : "s", SUBS[s].ars);
+    else if (run->fwd.ar_calls > SUBS[s].ars && k.t > 1)
+        snprintf(hint, sizeof hint, "your forward made %ld all-reduces where it needs %d: f is "
+                 "the identity forward; summing x over the ranks multiplies it by t (section 3)",
+                 run->fwd.ar_calls, SUBS[s].ars);
+    if (compare(what, gy, y, nc, TOL_FWD, hint[0] ? hint : NULL)) {
+        snprintf(what, sizeof what, "%s input gradient dx (B=%d, T=%d, t=%d)", SUBS[s].title, B,
+                 T, k.t);
+        compare(what, gdx, dx, nc, TOL_BWD, "every rank's branch saw all of x, so its dx is a "
+                "part of the whole: f's backward sums them (section 3)");
+        compare_shard_grads(&k, SUBS[s].tensors, SUBS[s].ntensors, NULL);
+    }
+    pl_tp_block_acts_free(&a);
+    float *p[] = {y, dx, gy, gdx, gdy, gx};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+    block_case_free(&k);
+}
+
+static void op_sub(struct pl_comm *tp, enum sub s, const char *parts)
+{
+    double t0 = MPI_Wtime();
+    int t = pl_comm_size(tp);
+    struct sub_run run[NCASES];
+    for (int i = 0; i < NCASES; i++) {
+        gr_case("%s, B=%d T=%d, t=%d", SUBS[s].title, CASES[i].B, CASES[i].T, t);
+        run_sub_case(tp, s, CASES[i].B, CASES[i].T, &run[i]);
+    }
+    if (stub_reached(parts)) return;
+    char ok[200];
+    snprintf(ok, sizeof ok, "output, dx and every shard's gradient match the single device "
+             "(t=%d, %d cases)", t, NCASES);
+    if (gr_has_part(parts, "correct")) judge_close("correct", t0, ok);
+    if (gr_has_part(parts, "traffic")) {
+        double bytes = 0;
+        for (int i = 0; i < NCASES && t > 1; i++) {
+            double nc = (double)CASES[i].B * CASES[i].T * 64;
+            judge_pass_traffic("forward", &run[i].fwd, SUBS[s].ars, nc, t,
+                               "g after each row-parallel linear");
+            judge_pass_traffic("backward", &run[i].bwd, SUBS[s].ars, nc, t,
+                               "f's backward before each column-parallel linear");
+            bytes += run[i].fwd.ar_bytes + run[i].bwd.ar_bytes;
+        }
+        /* DESIGN.md: a block moves 8bsh(t-1)/t elements per rank per microbatch */
+        double want = 0;
+        for (int i = 0; i < NCASES; i++)
+            want += 8.0 * CASES[i].B * CASES[i].T * 64 * (t - 1) / t * 4.0 * SUBS[s].ars / 2;
+        char a[32];
+        snprintf(ok, sizeof ok, "%d all-reduce%s forward and %d backward per pass; %s per rank "
+                 "over the %d cases = %s8bsh(t-1)/t x 4 bytes", SUBS[s].ars,
+                 SUBS[s].ars == 1 ? "" : "s", SUBS[s].ars, gr_human_bytes(want, a, sizeof a),
+                 NCASES, s == SUB_BLOCK ? "" : "1/2 of ");
+        if (verdict.ok && fabs(bytes - want) > 0.5 && t > 1)
+            fail("%.0f bytes sent where 8bsh(t-1)/t gives %.0f", bytes, want);
+        judge_close("traffic", t0, ok);
+    }
+}
+
+/* ---- op placement: 2 nodes x 4 ranks, tp = 4 ---- */
+
+/* The ranks of this rank's TP group, in world ranks, as "{0,1,2,3}". */
+static void describe_members(struct pl_comm *tp, char *buf, size_t len)
+{
+    size_t at = 0;
+    at += (size_t)snprintf(buf + at, len - at, "{");
+    for (int m = 0; m < pl_comm_size(tp) && at < len; m++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%d", m ? "," : "",
+                               pl_comm_world_rank(tp, m));
+    if (at < len) snprintf(buf + at, len - at, "}");
+}
+
+/* Modelled time on dgx-h100 of one block's forward and backward as traced in delta, and of
+ * the same bytes had they all stayed on NVLink. */
+static void modelled_cost(const struct pl_ledger *d, double *as_run, double *inside)
+{
+    const struct pl_profile *p = pl_profile_find("dgx-h100");
+    struct pl_ledger in = *d;
+    for (int k = 0; k < PL_NKINDS; k++) {
+        in.bytes[k][PL_LINK_INTRA] += in.bytes[k][PL_LINK_INTER];
+        in.bytes[k][PL_LINK_INTER] = 0;
+    }
+    *as_run = pl_ledger_modelled_time(d, p);
+    *inside = pl_ledger_modelled_time(&in, p);
+}
+
+/* One block under grid order `order`; judges correctness, and returns the ledger delta. */
+static void placement_run(const char *order, struct pl_comm **tp_out, struct pl_ledger *delta)
+{
+    struct pl_grid grid;
+    char deg[32];
+    snprintf(deg, sizeof deg, "tp=%d", PLACE_TP);
+    pl_grid_init_or_die(&grid, order, deg, pl_size());
+    struct pl_comm *tp = tp_group(&grid, pl_comm_world());
+    *tp_out = tp;
+    if (!tp || pl_comm_size(tp) != PLACE_TP) {
+        fail("tp_group gave a group of %d ranks under order %s, where the grid's tp axis has %d",
+             tp ? pl_comm_size(tp) : 0, order, PLACE_TP);
+        memset(delta, 0, sizeof *delta);
+        return;
+    }
+    struct sub_run run;
+    struct pl_ledger mark;
+    gr_ledger_mark(&mark);
+    run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
+    gr_ledger_since(&mark, delta);
+}
+
+static void op_placement(const char *parts)
+{
+    double t0 = MPI_Wtime();
+    const struct pl_topo *topo = pl_topo();
+    if (topo->nodes != PLACE_NODES || topo->per_node != PLACE_PER_NODE)
+        pl_usage_error_all("--op placement runs on a virtual %d nodes x %d ranks (launch 8 "
+                           "ranks; the driver sets the topology itself)", PLACE_NODES,
+                           PLACE_PER_NODE);
+    struct pl_comm *tp = NULL;
+    struct pl_ledger d;
+    gr_case("TP block on order tp-dp (tp=%d, 2 nodes x 4 ranks)", PLACE_TP);
+    placement_run("tp-dp", &tp, &d);
+    if (stub_reached(parts)) return;
+    if (gr_has_part(parts, "correct"))
+        judge_close("correct", t0, "the block matches the single device in every TP group");
+    if (gr_has_part(parts, "placement")) {
+        double inter = pl_ledger_bytes(&d, -1, PL_LINK_INTER), all = pl_ledger_bytes(&d, -1, -1);
+        if (inter > 0 && tp) {
+            char mem[64], a[32], b[32];
+            double run, inside;
+            describe_members(tp, mem, sizeof mem);
+            modelled_cost(&d, &run, &inside);
+            fail("your TP group %s spans nodes: %s of its %s crossed the network. Modelled on "
+                 "dgx-h100 this block's traffic and compute take %.2f us where inside a node "
+                 "they take %.2f us (%.1fx). With tp leftmost in the order, the grid puts a TP "
+                 "group on consecutive ranks, one node: build the group from the grid's tp "
+                 "axis (section 8)", mem, gr_human_bytes(inter, a, sizeof a),
+                 gr_human_bytes(all, b, sizeof b), run * 1e6, inside * 1e6, run / inside);
+        }
+        judge_close("placement", t0, "every TP group of order tp-dp lies inside a node: all of "
+                    "its all-reduce bytes on intra-node links");
+    }
+    if (gr_has_part(parts, "order")) {
+        gr_case("TP block on order dp-tp (TP across nodes)");
+        struct pl_comm *tp2 = NULL;
+        struct pl_ledger d2;
+        placement_run("dp-tp", &tp2, &d2);
+        /* the slowest rank and the busiest rank's network bytes: a ring charges each
+         * rank the link to its successor, so only some members cross nodes */
+        double v[3];
+        modelled_cost(&d2, &v[0], &v[1]);
+        v[2] = pl_ledger_bytes(&d2, -1, PL_LINK_INTER);
+        PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        double run = v[0], inside = v[1], inter = v[2];
+        char mem[64] = "?", a[32];
+        if (tp2) describe_members(tp2, mem, sizeof mem);
+        if (verdict.ok && inter <= 0)
+            fail("under order dp-tp the TP group %s should cross nodes, yet no byte went "
+                 "inter-node: does tp_group follow the grid it is given?", mem);
+        char ok[600];
+        snprintf(ok, sizeof ok, "order dp-tp is a placement violation, found and costed: TP "
+                 "group %s crosses nodes, up to %s per rank inter-node; modelled on dgx-h100 %.2f us "
+                 "per block forward+backward vs %.2f us inside a node (%.1fx slower). Your "
+                 "code gave the right numbers under this order too", mem,
+                 gr_human_bytes(inter, a, sizeof a), run * 1e6, inside * 1e6, run / inside);
+        judge_close("order", t0, ok);
+        pl_comm_free(tp2);
+    }
+    pl_comm_free(tp);
+}
+
+/* ---- bench: the modelled cost of one block for a TP degree and order ---- */
+
+static void bench_mode(int t, const char *order)
+{
+    struct pl_grid grid;
+    char deg[32];
+    snprintf(deg, sizeof deg, "tp=%d", t);
+    pl_grid_init_or_die(&grid, order, deg, pl_size());
+    const struct pl_topo *topo = pl_topo();
+    if (t > topo->per_node && topo->nodes > 1 && pl_grid_axis(&grid, "tp") >= 0)
+        pl_print0("# tp=%d is larger than a node's %d ranks: every TP group crosses nodes\n", t,
+                  topo->per_node);
+    struct pl_comm *tp = tp_group(&grid, pl_comm_world());
+    struct sub_run run;
+    struct pl_ledger mark, d;
+    gr_ledger_mark(&mark);
+    run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
+    gr_ledger_since(&mark, &d);
+    double as_run, inside;
+    modelled_cost(&d, &as_run, &inside);
+    struct pl_ledger *all = pl_rank() == 0 ? malloc((size_t)pl_size() * sizeof *all) : NULL;
+    gr_ledger_gather_world(&d, all);
+    if (pl_rank() == 0) {
+        double inter = 0, intra = 0, worst = 0;
+        const struct pl_profile *p = pl_profile_find("dgx-h100");
+        for (int i = 0; i < pl_size(); i++) {
+            inter += pl_ledger_bytes(&all[i], -1, PL_LINK_INTER);
+            intra += pl_ledger_bytes(&all[i], -1, PL_LINK_INTRA);
+            double tm = pl_ledger_modelled_time(&all[i], p);
+            if (tm > worst) worst = tm;
+        }
+        printf("%-8s %4d %12.0f %12.0f %14.2f\n", order, t, intra / pl_size(),
+               inter / pl_size(), worst * 1e6);
+        free(all);
+    }
+    pl_comm_free(tp);
+}
+
+/* ---- main ---- */
+
+/* NULL (every part reported) when tp_group is still a stub. */
+static struct pl_comm *world_tp_group(const char *parts)
+{
+    char err[256];
+    struct pl_model_config c = graded_config();
+    if (pl_tp_degree_error(&c, pl_size(), err, sizeof err))
+        pl_usage_error_all("%d ranks form one TP group here: %s", pl_size(), err);
+    struct pl_grid grid;
+    char deg[32];
+    snprintf(deg, sizeof deg, "tp=%d", pl_size());
+    pl_grid_init_or_die(&grid, "tp", deg, pl_size());
+    struct pl_comm *tp = tp_group(&grid, pl_comm_world());
+    int none = tp == NULL, any_none = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&none, &any_none, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (!any_none) return tp;
+    if (!stub_reached(parts))
+        pl_usage_error_all("tp_group returned no communicator (see %s section 2)", HANDOUT);
+    return NULL;
+}
+
+/* --op placement (and bench) need the virtual 2 x 4 cluster before pl_init reads argv. */
+static char **with_topology(int *argc, char **argv)
+{
+    int place = 0;
+    for (int i = 1; i + 1 < *argc; i++)
+        if (!strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "placement")) place = 1;
+    if (!place) return argv;
+    static char nodes[8], per[8];
+    snprintf(nodes, sizeof nodes, "%d", PLACE_NODES);
+    snprintf(per, sizeof per, "%d", PLACE_PER_NODE);
+    char **out = calloc((size_t)*argc + 5, sizeof *out);
+    for (int i = 0; i < *argc; i++) out[i] = argv[i];
+    out[(*argc)++] = "--nodes";
+    out[(*argc)++] = nodes;
+    out[(*argc)++] = "--gpus-per-node";
+    out[(*argc)++] = per;
+    return out;
+}
+
+int main(int argc, char **argv)
+{
+    gr_report_take_env();
+    argv = with_topology(&argc, argv);
+    pl_init(&argc, &argv);
+    gr_report_open();
+    verdict_reset();
+    const char *op = NULL, *mode = "check", *parts = "correct", *order = "tp-dp";
+    int tp_degree = PLACE_TP;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--op") && val) op = argv[++i];
+        else if (!strcmp(a, "--mode") && val) mode = argv[++i];
+        else if (!strcmp(a, "--parts") && val) parts = argv[++i];
+        else if (!strcmp(a, "--seed") && val) base_seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--tp") && val) tp_degree = atoi(argv[++i]);
+        else if (!strcmp(a, "--order") && val) order = argv[++i];
+        else
+            pl_usage_error_all("unknown argument '%s' (the driver takes --op conjugates|linear|"
+                               "mlp|attention|block|placement --mode check|bench --parts LIST "
+                               "--seed S --tp T --order ORDER)", a);
+    }
+    if (!op)
+        pl_usage_error_all("--op is needed: conjugates, linear, mlp, attention, block or "
+                           "placement");
+    if (!strcmp(mode, "bench")) {
+        struct pl_model_config c = graded_config();
+        char err[256];
+        if (pl_tp_degree_error(&c, tp_degree, err, sizeof err)) pl_usage_error_all("%s", err);
+        bench_mode(tp_degree, order);
+    } else if (strcmp(mode, "check")) {
+        pl_usage_error_all("--mode %s: choose check or bench", mode);
+    } else if (!strcmp(op, "placement")) {
+        op_placement(parts);
+    } else {
+        enum sub s = SUB_MLP;
+        int known = 0;
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(op, SUBS[k].op)) s = (enum sub)k, known = 1;
+        if (!known && strcmp(op, "conjugates") && strcmp(op, "linear"))
+            pl_usage_error_all("--op %s is not a Lab 4 test (choose conjugates, linear, mlp, "
+                               "attention, block or placement)", op);
+        struct pl_comm *tp = world_tp_group(parts);
+        if (tp && !strcmp(op, "conjugates")) op_conjugates(tp, parts);
+        else if (tp && !strcmp(op, "linear")) op_linear(tp, parts);
+        else if (tp) op_sub(tp, s, parts);
+        pl_comm_free(tp);
+    }
+    gr_report_close();
+    pl_finalize();
+    return 0;
+}

@@ -1,0 +1,84 @@
+/* tests.h: the test plan of Lab 4 (tensor parallelism), read by the grader.
+ *
+ * On t = 1, 2 and 4 ranks (one TP group of the world; t = 1 is a sanity run worth no
+ * points): f and g exact (3 points each t), the column- and row-parallel linears (4), the
+ * TP MLP and the TP attention (6 each) and the whole block (10) against the single-device
+ * model, every shard's gradient against its block of the full gradient; on 2 ranks and
+ * more the all-reduces of each pass from the traffic ledger (2, 2, 3, 3, 3 points: count,
+ * and bytes = the ring volume, for the block 8bsh(t-1)/t x 4 bytes). On 8 ranks of a
+ * virtual 2 nodes x 4 cluster with tp = 4: the block correct under the default order
+ * (4 points), every TP byte on intra-node links (8), and under order dp-tp the code still
+ * right and the placement violation reported with its modelled cost (4). 100 points in
+ * all. The hidden suite repeats the MLP, attention and block on 2 and 4 ranks and the
+ * block on 8 (t = 8 splits the 8 heads one per rank) with the secret seed. */
+#ifndef LAB04_TESTS_H
+#define LAB04_TESTS_H
+
+#include <stdio.h>
+
+#include "../grade.h"
+
+static const struct {
+    const char *title;
+    const char *op;
+    double correct, traffic;
+} LAB04_OPS[] = {
+    {"f and g conjugates", "conjugates", 3, 2},
+    {"column- and row-parallel linear", "linear", 4, 2},
+    {"TP MLP", "mlp", 6, 3},
+    {"TP attention (heads split)", "attention", 6, 3},
+    {"TP block", "block", 10, 3},
+};
+
+#define LAB04_TIMEOUT 90
+
+/* t must divide the graded model's 8 heads, d_ff 128 and vocabulary 256. */
+static int lab04_runs(int np)
+{
+    return np == 1 || np == 2 || np == 4 || np == 8;
+}
+
+static void lab04_op_tests(int k, const int *nps, int hidden)
+{
+    char name[200];
+    for (int i = 0; nps[i]; i++) {
+        int np = nps[i];
+        if (hidden && k < 2) continue;
+        snprintf(name, sizeof name, "%s%s [np=%d]", hidden ? "hidden: " : "",
+                 LAB04_OPS[k].title, np);
+        gr_add(&(struct gr_spec){name, LAB04_OPS[k].op, "check", "correct", "correctness", np,
+                                 np == 1 ? 0 : hidden ? 1 : LAB04_OPS[k].correct,
+                                 LAB04_TIMEOUT, hidden, NULL});
+        if (np >= 2 && !hidden) {
+            snprintf(name, sizeof name, "%s traffic [np=%d]", LAB04_OPS[k].title, np);
+            gr_add(&(struct gr_spec){name, LAB04_OPS[k].op, "check", "traffic", "performance",
+                                     np, LAB04_OPS[k].traffic, LAB04_TIMEOUT, 0, NULL});
+        }
+    }
+}
+
+static void lab04_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {1, 2, 4, 0}, hidden[] = {2, 4, 8, 0};
+    int given[GR_MAX_NP];
+    if (o->np[0]) gr_filter_np(o->np, lab04_runs, "1, 2, 4 or 8", given);
+    int n = (int)(sizeof LAB04_OPS / sizeof LAB04_OPS[0]);
+    for (int k = 0; k < n; k++) lab04_op_tests(k, o->np[0] ? given : visible, 0);
+    int eight = !o->np[0];
+    for (int i = 0; o->np[0] && given[i]; i++) eight |= given[i] == 8;
+    if (eight) {
+        gr_add(&(struct gr_spec){"TP block on 2 nodes x 4 ranks, order tp-dp [np=8]",
+                                 "placement", "check", "correct", "correctness", 8, 4,
+                                 LAB04_TIMEOUT, 0, NULL});
+        gr_add(&(struct gr_spec){"TP groups inside a node (placement) [np=8]", "placement",
+                                 "check", "placement", "placement", 8, 8, LAB04_TIMEOUT, 0,
+                                 "placement"});
+        gr_add(&(struct gr_spec){"order dp-tp: TP across nodes reported and costed [np=8]",
+                                 "placement", "check", "order", "placement", 8, 4,
+                                 LAB04_TIMEOUT, 0, "placement"});
+    }
+    if (o->hidden)
+        for (int k = 0; k < n; k++) lab04_op_tests(k, o->np[0] ? given : hidden, 1);
+}
+
+#endif

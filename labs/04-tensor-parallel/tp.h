@@ -1,0 +1,108 @@
+/* tp.h: Lab 4, tensor parallelism (Megatron-LM style). The fixed surface between your tp.c
+ * and the grader: do not change this file. Gradescope takes only your .c file and compiles
+ * it against the original; `make grade` here uses this copy as it is, so an edit could pass
+ * here and fail there. The handout is docs/labs/04-tensor-parallel.md.
+ *
+ * t ranks (one TP group) hold one transformer block between them: each rank keeps 1/t of
+ * every matrix, as a row or a column block of the full tensor (lib/tp_shard.h draws the
+ * layout), and the whole activation x [N, C] (N = B*T tokens, C = d_model) enters and
+ * leaves the block replicated on every rank. Two conjugate operators join the pieces:
+ *
+ *     f  (copy to the TP region)       forward: identity        backward: all-reduce
+ *     g  (reduce from the TP region)   forward: all-reduce      backward: identity
+ *
+ * A column-parallel linear (f, then the local product) leaves its output split along the
+ * features; a row-parallel linear takes that split input and ends with g. The MLP is
+ * column then row, the attention column (q, k, v by heads) then row, so a block makes
+ * exactly two all-reduces forward and two backward, each of N*C floats.
+ *
+ * Invariants the grader checks:
+ *   - outputs, input gradients and replicated gradients equal the single-device block's;
+ *     every shard's gradient equals the matching row or column block of the full gradient;
+ *   - communication only on the TP group, only pl_all_reduce, only where f and g say;
+ *   - a bias of a row-parallel linear is added once, after the reduction;
+ *   - tp_group works with any grid order, and with the default one ("tp" leftmost) the
+ *     group lies inside a node.
+ * All float arrays are op memory (device memory on the GPU build). Backward functions
+ * WRITE (=) activation gradients (dx) and ACCUMULATE (+=) parameter gradients, as model.h
+ * does. The block is the dense model without dropout (cfg->dropout == 0). */
+#ifndef LAB_TP_H
+#define LAB_TP_H
+
+#include <stddef.h>
+
+#include "comm.h"
+#include "grid.h"
+#include "model.h"
+#include "tp_shard.h"
+
+/* The stubs call this: it tells the grader (and you) that `what` is not written yet and
+ * where the handout explains it, then returns so the grader can go on. */
+void lab_todo(const char *what, const char *section);
+
+/* ---- the group (handout section 2) ---- */
+
+/* This rank's tensor-parallel group: the ranks that share its coordinates on every axis of
+ * the grid but "tp", ordered by their tp coordinate (group rank = tp coordinate). */
+struct pl_comm *tp_group(const struct pl_grid *grid, struct pl_comm *world);
+
+/* ---- the conjugate operators (section 3), in place on n floats ---- */
+
+void tp_copy_to_region_forward(struct pl_comm *tp, float *x, size_t n);      /* f */
+void tp_copy_to_region_backward(struct pl_comm *tp, float *dx, size_t n);
+void tp_reduce_from_region_forward(struct pl_comm *tp, float *x, size_t n);  /* g */
+void tp_reduce_from_region_backward(struct pl_comm *tp, float *dx, size_t n);
+
+/* ---- parallel linear layers (section 4), nn.Linear's shapes: weight [out, in] ---- */
+
+/* Column-parallel: x [N, C] replicated (f acts on it in place, so it is not const; a
+ * correct f leaves it as it is), w [OCt, C] this rank's rows, b [OCt], y [N, OCt] this
+ * rank's columns of the output, left split. */
+void tp_column_linear_forward(struct pl_comm *tp, float *y, float *x, const float *w,
+                              const float *b, int N, int C, int OCt);
+/* dx [N, C] = the full gradient of x (the same on every rank); dw [OCt, C] and db [OCt]
+ * accumulate this rank's block of the full gradients. dy [N, OCt] this rank's columns. */
+void tp_column_linear_backward(struct pl_comm *tp, float *dx, float *dw, float *db,
+                               const float *dy, const float *x, const float *w, int N, int C,
+                               int OCt);
+/* Row-parallel: x [N, Ct] this rank's columns of the input, w [OC, Ct] this rank's columns
+ * of the weight, b [OC] replicated, y [N, OC] the full output on every rank. */
+void tp_row_linear_forward(struct pl_comm *tp, float *y, const float *x, const float *w,
+                           const float *b, int N, int Ct, int OC);
+/* dy [N, OC] replicated (g's backward acts on it in place); dx [N, Ct] written, dw [OC, Ct]
+ * and db [OC] accumulate. */
+void tp_row_linear_backward(struct pl_comm *tp, float *dx, float *dw, float *db, float *dy,
+                            const float *x, const float *w, int N, int Ct, int OC);
+
+/* ---- the MLP and the attention of a block (sections 5 and 6) ----
+ * p and g are this rank's shard and its gradient (pl_tp_block_bind); x [N, C] is the
+ * sub-layer's input (the layernorm's output in a block), kept by the caller until the
+ * backward; y [N, C] its output before the residual, the same on every rank. The acts
+ * (pl_tp_block_acts_new) keep the split activations: a->h and a->g of the MLP, a->qkv,
+ * a->att and a->y of the attention. */
+void tp_mlp_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                    const struct pl_block_params *p, struct pl_tp_mlp_acts *a, float *x,
+                    float *y);
+void tp_mlp_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                     const struct pl_block_params *p, const struct pl_block_params *g,
+                     const struct pl_tp_mlp_acts *a, const float *x, float *dy, float *dx);
+void tp_attention_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                          const struct pl_block_params *p, struct pl_tp_attn_acts *a, float *x,
+                          float *y);
+void tp_attention_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                           const struct pl_block_params *p, const struct pl_block_params *g,
+                           const struct pl_tp_attn_acts *a, const float *x, float *dy,
+                           float *dx);
+
+/* ---- the whole block (section 7) ----
+ * x_mid = x + attn(ln1(x)); y = x_mid + mlp(ln2(x_mid)), as pl_block_forward, with the
+ * layernorms replicated. x and y [N, C] are distinct; dy and dx [N, C] are distinct (dy
+ * may be changed). */
+void tp_block_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                      const struct pl_block_params *p, struct pl_tp_block_acts *a,
+                      const float *x, float *y);
+void tp_block_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                       const struct pl_block_params *p, const struct pl_block_params *g,
+                       const struct pl_tp_block_acts *a, float *dy, float *dx);
+
+#endif
