@@ -1,4 +1,4 @@
-/* tests.h: the test plan of Lab 4 (tensor parallelism), read by the grader.
+/* plan.c: the descriptor and test plan of Lab 4 (tensor parallelism), read by the grader.
  *
  * On t = 1, 2 and 4 ranks (one TP group of the world; t = 1 is a sanity run worth no
  * points): f and g exact (3 points each t), the column- and row-parallel linears (4), the
@@ -11,12 +11,9 @@
  * right and the placement violation reported with its modelled cost (4). 100 points in
  * all. The hidden suite repeats the MLP, attention and block on 2 and 4 ranks and the
  * block on 8 (t = 8 splits the 8 heads one per rank) with the secret seed. */
-#ifndef LAB04_TESTS_H
-#define LAB04_TESTS_H
-
 #include <stdio.h>
 
-#include "../grade.h"
+#include "grade.h"
 
 static const struct {
     const char *title;
@@ -81,4 +78,13 @@ static void lab04_plan(const struct gr_plan_opts *o)
         for (int k = 0; k < n; k++) lab04_op_tests(k, o->np[0] ? given : hidden, 1);
 }
 
-#endif
+static const struct gr_lab lab04 = {
+    .dir = "04-tensor-parallel",
+    .title = "tensor parallelism (Megatron-style)",
+    .plan = lab04_plan,
+    .metric = NULL,
+    .metric_title = NULL,
+    .bench_args = "--op placement",
+    .bench_np = "8",
+};
+GR_REGISTER_LAB(lab04)
