@@ -636,6 +636,35 @@ struct sub_run {
     struct pass_traffic fwd, bwd;
 };
 
+/* The sub-layer's output against the oracle's, with the likeliest reason when it is
+ * wrong; 1 when right. */
+static int check_sub_output(struct block_case *k, enum sub s, const struct pl_tp_block_acts *a,
+                            const struct sub_run *run, const float *gy, const float *y)
+{
+    const int B = k->B, T = k->T;
+    const size_t nc = (size_t)k->N * k->cfg.d_model;
+    char what[96], hint[400] = "";
+    snprintf(what, sizeof what, "%s output y (B=%d, T=%d, t=%d)", SUBS[s].title, B, T, k->t);
+    const float *bias = s == SUB_MLP ? k->p.b_fc2 : k->p.b_proj;
+    if (s != SUB_BLOCK && extra_bias(gy, y, bias, k->N, k->cfg.d_model, k->t))
+        snprintf(hint, sizeof hint, "it is the right sum plus t-1 extra copies of the output "
+                 "bias: the row-parallel bias was added on every rank before the reduction "
+                 "(section 4)");
+    else if (s == SUB_ATTN && heads_split_wrong(k, &a->attn))
+        snprintf(hint, sizeof hint, "your q, k and v are right but the heads' outputs are not: "
+                 "this rank's C/t channels are NH/t WHOLE heads of size C/NH; attention over "
+                 "all NH heads of size C/(NH t) splits each head's q.k dot product (section 6)");
+    else if (run->fwd.ar_calls < SUBS[s].ars && k->t > 1)
+        snprintf(hint, sizeof hint, "your forward made %ld all-reduce%s where it needs %d: "
+                 "without g's all-reduce each rank holds only its partial sum (section 3)",
+                 run->fwd.ar_calls, run->fwd.ar_calls == 1 ? "" : "s", SUBS[s].ars);
+    else if (run->fwd.ar_calls > SUBS[s].ars && k->t > 1)
+        snprintf(hint, sizeof hint, "your forward made %ld all-reduces where it needs %d: f is "
+                 "the identity forward; summing x over the ranks multiplies it by t (section 3)",
+                 run->fwd.ar_calls, SUBS[s].ars);
+    return compare(what, gy, y, nc, TOL_FWD, hint[0] ? hint : NULL);
+}
+
 static void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct sub_run *run)
 {
     struct block_case k;
@@ -656,34 +685,21 @@ static void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct su
     else if (s == SUB_ATTN) tp_attention_forward(tp, &k.cfg, &k.sp, &a.attn, gx, gy);
     else tp_block_forward(tp, &k.cfg, &k.sp, &a, gx, gy);
     traffic_since(&mark, &run->fwd);
-    gr_ledger_mark(&mark);
-    if (s == SUB_MLP) tp_mlp_backward(tp, &k.cfg, &k.sp, &k.sg, &a.mlp, gx, gdy, gdx);
-    else if (s == SUB_ATTN) tp_attention_backward(tp, &k.cfg, &k.sp, &k.sg, &a.attn, gx, gdy, gdx);
-    else tp_block_backward(tp, &k.cfg, &k.sp, &k.sg, &a, gdy, gdx);
-    traffic_since(&mark, &run->bwd);
-
-    char what[96], hint[400] = "";
-    snprintf(what, sizeof what, "%s output y (B=%d, T=%d, t=%d)", SUBS[s].title, B, T, k.t);
-    const float *bias = s == SUB_MLP ? k.p.b_fc2 : k.p.b_proj;
-    if (s != SUB_BLOCK && extra_bias(gy, y, bias, k.N, k.cfg.d_model, k.t))
-        snprintf(hint, sizeof hint, "it is the right sum plus t-1 extra copies of the output "
-                 "bias: the row-parallel bias was added on every rank before the reduction "
-                 "(section 4)");
-    else if (s == SUB_ATTN && heads_split_wrong(&k, &a.attn))
-        snprintf(hint, sizeof hint, "your q, k and v are right but the heads' outputs are not: "
-                 "this rank's C/t channels are NH/t WHOLE heads of size C/NH; attention over "
-                 "all NH heads of size C/(NH t) splits each head's q.k dot product (section 6)");
-    else if (run->fwd.ar_calls < SUBS[s].ars && k.t > 1)
-        snprintf(hint, sizeof hint, "your forward made %ld all-reduce%s where it needs %d: "
-                 "without g's all-reduce each rank holds only its partial sum (section 3)",
-                 run->fwd.ar_calls, run->fwd.ar_calls == 1 ? "" : "s", SUBS[s].ars);
-    else if (run->fwd.ar_calls > SUBS[s].ars && k.t > 1)
-        snprintf(hint, sizeof hint, "your forward made %ld all-reduces where it needs %d: f is "
-                 "the identity forward; summing x over the ranks multiplies it by t (section 3)",
-                 run->fwd.ar_calls, SUBS[s].ars);
-    if (compare(what, gy, y, nc, TOL_FWD, hint[0] ? hint : NULL)) {
-        snprintf(what, sizeof what, "%s input gradient dx (B=%d, T=%d, t=%d)", SUBS[s].title, B,
-                 T, k.t);
+    memset(&run->bwd, 0, sizeof run->bwd);
+    /* a wrong forward is the reason; the backward runs (on every rank) only after a right
+     * one, so what it reads was written as the contract says */
+    int ok = check_sub_output(&k, s, &a, run, gy, y), all_ok = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (all_ok) {
+        gr_ledger_mark(&mark);
+        if (s == SUB_MLP) tp_mlp_backward(tp, &k.cfg, &k.sp, &k.sg, &a.mlp, gx, gdy, gdx);
+        else if (s == SUB_ATTN)
+            tp_attention_backward(tp, &k.cfg, &k.sp, &k.sg, &a.attn, gx, gdy, gdx);
+        else tp_block_backward(tp, &k.cfg, &k.sp, &k.sg, &a, gdy, gdx);
+        traffic_since(&mark, &run->bwd);
+        char what[96];
+        snprintf(what, sizeof what, "%s input gradient dx (B=%d, T=%d, t=%d)", SUBS[s].title,
+                 B, T, k.t);
         compare(what, gdx, dx, nc, TOL_BWD, "every rank's branch saw all of x, so its dx is a "
                 "part of the whole: f's backward sums them (section 3)");
         compare_shard_grads(&k, SUBS[s].tensors, SUBS[s].ntensors, NULL);
