@@ -634,7 +634,18 @@ static int heads_split_wrong(struct block_case *k, const struct pl_tp_attn_acts 
 
 struct sub_run {
     struct pass_traffic fwd, bwd;
+    struct pl_ledger code; /* the student's forward and backward alone (not the oracle) */
 };
+
+/* a += b, field by field. */
+static void ledger_add(struct pl_ledger *a, const struct pl_ledger *b)
+{
+    for (int k = 0; k < PL_NKINDS; k++) {
+        for (int l = 0; l < PL_NLINKS; l++) a->bytes[k][l] += b->bytes[k][l];
+        a->calls[k] += b->calls[k];
+    }
+    a->flops += b->flops;
+}
 
 /* The sub-layer's output against the oracle's, with the likeliest reason when it is
  * wrong; 1 when right. */
@@ -685,6 +696,7 @@ static void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct su
     else if (s == SUB_ATTN) tp_attention_forward(tp, &k.cfg, &k.sp, &a.attn, gx, gy);
     else tp_block_forward(tp, &k.cfg, &k.sp, &a, gx, gy);
     traffic_since(&mark, &run->fwd);
+    gr_ledger_since(&mark, &run->code);
     memset(&run->bwd, 0, sizeof run->bwd);
     /* a wrong forward is the reason; the backward runs (on every rank) only after a right
      * one, so what it reads was written as the contract says */
@@ -697,6 +709,9 @@ static void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct su
             tp_attention_backward(tp, &k.cfg, &k.sp, &k.sg, &a.attn, gx, gdy, gdx);
         else tp_block_backward(tp, &k.cfg, &k.sp, &k.sg, &a, gdy, gdx);
         traffic_since(&mark, &run->bwd);
+        struct pl_ledger bwd;
+        gr_ledger_since(&mark, &bwd);
+        ledger_add(&run->code, &bwd);
         char what[96];
         snprintf(what, sizeof what, "%s input gradient dx (B=%d, T=%d, t=%d)", SUBS[s].title,
                  B, T, k.t);
@@ -781,10 +796,8 @@ static void placement_run(const char *order, struct pl_comm **tp_out, struct pl_
         return;
     }
     struct sub_run run;
-    struct pl_ledger mark;
-    gr_ledger_mark(&mark);
     run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
-    gr_ledger_since(&mark, delta);
+    *delta = run.code;
 }
 
 /* Case 0: the default order tp-dp, every TP group inside a node. Case 1: order dp-tp,
@@ -851,10 +864,8 @@ static void bench_row(int t, const char *order)
         return;
     }
     struct sub_run run;
-    struct pl_ledger mark, d;
-    gr_ledger_mark(&mark);
     run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
-    gr_ledger_since(&mark, &d);
+    struct pl_ledger d = run.code;
     double v[4];
     modelled_cost(&d, &v[0], &v[1]);
     v[2] = pl_ledger_bytes(&d, -1, PL_LINK_INTRA);
@@ -866,6 +877,30 @@ static void bench_row(int t, const char *order)
               v[1] * 1e6, all_ok ? "yes" : "NO");
     verdicts_reset();
     pl_comm_free(tp);
+}
+
+/* The tiny graded block is latency-bound; a GPT-3 sized block shows what TP buys and what
+ * the network costs: compute 72bsh^2(1 + s/(6h)) FLOPs per block forward and backward,
+ * split t ways, plus four ring all-reduces of bsh 16-bit values (DESIGN.md's 8bsh(t-1)/t
+ * per rank), on dgx-h100's links inside and across nodes. */
+static void big_block_table(void)
+{
+    const struct pl_profile *p = pl_profile_find("dgx-h100");
+    const double b = 1, sq = 2048, h = 12288, S = 2 * b * sq * h;
+    const double flops = 72 * b * sq * h * h * (1 + sq / (6 * h));
+    pl_print0("#\n# one GPT-3 175B block (b=1, s=2048, h=12288, bf16) forward and backward on "
+              "dgx-h100, modelled serially:\n# compute/t + 4 ring all-reduces of bsh values\n");
+    pl_print0("# %4s %14s %16s %16s %12s\n", "tp", "compute (ms)", "TP in node (ms)",
+              "TP across (ms)", "across/in");
+    for (int t = 1; t <= 8; t *= 2) {
+        double comp = flops / t / p->flops;
+        double in = 4 * pl_coll_time(PL_ALL_REDUCE, t, S, p->latency[PL_LINK_INTRA],
+                                     p->bw[PL_LINK_INTRA]);
+        double out = 4 * pl_coll_time(PL_ALL_REDUCE, t, S, p->latency[PL_LINK_INTER],
+                                      p->bw[PL_LINK_INTER]);
+        pl_print0("  %4d %14.3f %16.3f %16.3f %12.2f\n", t, comp * 1e3, (comp + in) * 1e3,
+                  (comp + out) * 1e3, (comp + out) / (comp + in));
+    }
 }
 
 static void bench(const struct gr_args *args)
@@ -892,6 +927,7 @@ static void bench(const struct gr_args *args)
         bench_row(t, "tp-dp");
         if (t > 1) bench_row(t, "dp-tp");
     }
+    big_block_table();
     pl_print0("#\n# activation bytes per rank of one TP block (fp32, the ledger's PL_MEM_ACTIV "
               "of pl_tp_block_acts_new)\n# beside Korthikanti et al.'s 16-bit sbh(10 + 24/t + "
               "5as/(ht)) for the same shape\n");
