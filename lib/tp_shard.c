@@ -3,10 +3,13 @@
  * of a shard, a TP block's activations, and the row-broadcast bias. */
 #include "tp_shard.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "ledger.h"
 #include "mem.h"
 #include "ops.h"
 
@@ -294,4 +297,163 @@ void pl_tp_add_bias(float *y, const float *b, int N, int OC)
     pl_sgemm(0, 0, N, OC, 1, 1.0f, ones, 1, b, OC, 1.0f, y, OC);
     pl_mem_free(h);
     pl_mem_free(ones);
+}
+
+/* ---- the vocabulary-parallel cross-entropy ---- */
+
+void pl_tp_head_acts_new(struct pl_tp_head_acts *a, const struct pl_model_config *c, int t,
+                         int B, int T)
+{
+    char err[256];
+    if (pl_tp_degree_error(c, t, err, sizeof err)) pl_usage_error("%s", err);
+    PL_REQUIRE(B > 0 && T > 0 && T <= c->seq_len, "B=%d sequences of T=%d tokens (need B >= 1 "
+               "and 1 <= T <= seq_len=%d)", B, T, c->seq_len);
+    size_t N = (size_t)B * T;
+    a->B = B;
+    a->T = T;
+    a->t = t;
+    a->logits = activ(N * (size_t)(c->vocab / t), "tp head logits");
+    a->shift = activ(N, "tp head row max");
+    a->sumexp = activ(N, "tp head sum exp");
+    a->target_logit = activ(N, "tp head target logit");
+}
+
+void pl_tp_head_acts_free(struct pl_tp_head_acts *a)
+{
+    float *p[] = {a->logits, a->shift, a->sumexp, a->target_logit};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+    memset(a, 0, sizeof *a);
+}
+
+/* Host views of op memory: the memory itself on the CPU build; on the GPU build a staging
+ * copy, transient and not counted by the memory ledger (it measures what an algorithm
+ * holds, and these few rows are the helpers' way around having no kernel). */
+static float *to_host_f(const float *x, size_t n)
+{
+#ifdef PL_GPU
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    PL_REQUIRE(h, "out of host memory staging %zu floats", n);
+    pl_to_host(h, x, n * sizeof *h);
+    return h;
+#else
+    (void)n;
+    return (float *)x;
+#endif
+}
+
+static int *to_host_i(const int *x, size_t n)
+{
+#ifdef PL_GPU
+    int *h = malloc((n ? n : 1) * sizeof *h);
+    PL_REQUIRE(h, "out of host memory staging %zu ids", n);
+    pl_to_host(h, x, n * sizeof *h);
+    return h;
+#else
+    (void)n;
+    return (int *)x;
+#endif
+}
+
+/* Ends a view: written back to x when x is given. */
+static void host_done(void *h, void *x, size_t bytes)
+{
+#ifdef PL_GPU
+    if (x) pl_to_device(x, h, bytes);
+    free(h);
+#else
+    (void)h;
+    (void)x;
+    (void)bytes;
+#endif
+}
+
+void pl_tp_row_max(float *max, const float *logits, int N, int V)
+{
+    PL_REQUIRE(N > 0 && V > 0, "pl_tp_row_max: N=%d rows of V=%d (both must be positive)", N, V);
+    float *l = to_host_f(logits, (size_t)N * V), *m = to_host_f(max, (size_t)N);
+    for (int n = 0; n < N; n++) {
+        m[n] = l[(size_t)n * V];
+        for (int j = 1; j < V; j++) m[n] = fmaxf(m[n], l[(size_t)n * V + j]);
+    }
+    host_done(l, NULL, 0);
+    host_done(m, max, (size_t)N * sizeof *m);
+}
+
+void pl_tp_max_of_blocks(float *out, const float *blocks, int nblocks, int N)
+{
+    PL_REQUIRE(nblocks > 0 && N > 0, "pl_tp_max_of_blocks: %d blocks of N=%d", nblocks, N);
+    float *b = to_host_f(blocks, (size_t)nblocks * N), *o = to_host_f(out, (size_t)N);
+    for (int n = 0; n < N; n++) {
+        o[n] = b[n];
+        for (int k = 1; k < nblocks; k++) o[n] = fmaxf(o[n], b[(size_t)k * N + n]);
+    }
+    host_done(b, NULL, 0);
+    host_done(o, out, (size_t)N * sizeof *o);
+}
+
+void pl_tp_row_sumexp(float *sum, const float *logits, const float *shift, int N, int V)
+{
+    PL_REQUIRE(N > 0 && V > 0, "pl_tp_row_sumexp: N=%d rows of V=%d", N, V);
+    float *l = to_host_f(logits, (size_t)N * V), *sh = to_host_f(shift, (size_t)N);
+    float *s = to_host_f(sum, (size_t)N);
+    for (int n = 0; n < N; n++) {
+        double acc = 0;
+        for (int j = 0; j < V; j++) acc += exp((double)l[(size_t)n * V + j] - sh[n]);
+        s[n] = (float)acc;
+    }
+    pl_ledger_add_flops(2.0 * N * V);
+    host_done(l, NULL, 0);
+    host_done(sh, NULL, 0);
+    host_done(s, sum, (size_t)N * sizeof *s);
+}
+
+void pl_tp_pick_target(float *out, const float *logits, const int *targets, int v0, int N,
+                       int V)
+{
+    PL_REQUIRE(N > 0 && V > 0, "pl_tp_pick_target: N=%d rows of V=%d", N, V);
+    float *l = to_host_f(logits, (size_t)N * V), *o = to_host_f(out, (size_t)N);
+    int *tg = to_host_i(targets, (size_t)N);
+    for (int n = 0; n < N; n++) {
+        int j = tg[n] - v0;
+        o[n] = j >= 0 && j < V ? l[(size_t)n * V + j] : 0.0f;
+    }
+    host_done(l, NULL, 0);
+    host_done(tg, NULL, 0);
+    host_done(o, out, (size_t)N * sizeof *o);
+}
+
+double pl_tp_xent_mean(const float *shift, const float *sumexp, const float *target_logit,
+                       int N)
+{
+    PL_REQUIRE(N > 0, "pl_tp_xent_mean: N=%d rows", N);
+    float *sh = to_host_f(shift, (size_t)N), *s = to_host_f(sumexp, (size_t)N);
+    float *tl = to_host_f(target_logit, (size_t)N);
+    double acc = 0;
+    for (int n = 0; n < N; n++) acc += log((double)s[n]) + sh[n] - tl[n];
+    host_done(sh, NULL, 0);
+    host_done(s, NULL, 0);
+    host_done(tl, NULL, 0);
+    return acc / N;
+}
+
+void pl_tp_xent_backward(float *dlogits, const float *logits, const float *shift,
+                         const float *sumexp, const int *targets, int v0, float dloss, int N,
+                         int V)
+{
+    PL_REQUIRE(N > 0 && V > 0, "pl_tp_xent_backward: N=%d rows of V=%d", N, V);
+    size_t nv = (size_t)N * V;
+    float *d = to_host_f(dlogits, nv), *l = to_host_f(logits, nv);
+    float *sh = to_host_f(shift, (size_t)N), *s = to_host_f(sumexp, (size_t)N);
+    int *tg = to_host_i(targets, (size_t)N);
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < V; j++) {
+            double p = exp((double)l[(size_t)n * V + j] - sh[n]) / s[n];
+            d[(size_t)n * V + j] += (float)(dloss * (p - (j == tg[n] - v0)));
+        }
+    pl_ledger_add_flops(3.0 * N * V);
+    host_done(l, NULL, 0);
+    host_done(sh, NULL, 0);
+    host_done(s, NULL, 0);
+    host_done(tg, NULL, 0);
+    host_done(d, dlogits, nv * sizeof *d);
 }

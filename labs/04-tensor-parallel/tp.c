@@ -118,3 +118,32 @@ void tp_block_backward(struct pl_comm *tp, const struct pl_model_config *c,
 {
     lab_todo("tp_block_backward", "7");
 }
+
+/* Section 9: the vocabulary-parallel embedding. */
+void tp_embed_forward(struct pl_comm *tp, const struct pl_model_config *c, const float *wte_r,
+                      const float *wpe, const int *tokens, int B, int T, float *x)
+{
+    lab_todo("tp_embed_forward", "9");
+}
+
+void tp_embed_backward(struct pl_comm *tp, const struct pl_model_config *c, float *dwte_r,
+                       float *dwpe, const int *tokens, int B, int T, const float *dx)
+{
+    lab_todo("tp_embed_backward", "9");
+}
+
+/* Section 10: the vocabulary-parallel head and cross-entropy. */
+double tp_head_loss_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                            const float *w_r, struct pl_tp_head_acts *a, float *x,
+                            const int *targets)
+{
+    lab_todo("tp_head_loss_forward", "10");
+    return 0;
+}
+
+void tp_head_loss_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                           const float *w_r, float *dw_r, const struct pl_tp_head_acts *a,
+                           const float *x, const int *targets, float *dx)
+{
+    lab_todo("tp_head_loss_backward", "10");
+}

@@ -102,4 +102,28 @@ void tp_block_backward(struct pl_comm *tp, const struct pl_model_config *c,
                        const struct pl_block_params *p, const struct pl_block_params *g,
                        const struct pl_tp_block_acts *a, float *dy, float *dx);
 
+/* ---- the vocabulary-parallel embedding and loss (sections 9 and 10) ----
+ * Rank r of t holds rows [r V/t, (r+1) V/t) of the token embedding and of the LM head, the
+ * ids v0 = r V/t .. v0 + V/t - 1; the position embedding is replicated. tokens and targets
+ * are op memory [B*T] (ints). */
+
+/* x [N, C] = wte[tokens] + wpe[position] on every rank. wte_r [V/t, C], wpe [seq_len, C]. */
+void tp_embed_forward(struct pl_comm *tp, const struct pl_model_config *c, const float *wte_r,
+                      const float *wpe, const int *tokens, int B, int T, float *x);
+/* dwte_r [V/t, C] and dwpe [seq_len, C] accumulate; dx [N, C] is the same on every rank. */
+void tp_embed_backward(struct pl_comm *tp, const struct pl_model_config *c, float *dwte_r,
+                       float *dwpe, const int *tokens, int B, int T, const float *dx);
+
+/* The LM head as a column-parallel linear (no bias) and the mean cross-entropy of its
+ * logits against targets, without the full [N, V] logits on any rank. x [N, C] replicated
+ * (the final layernorm's output; f acts on it in place), w_r [V/t, C]. Returns the loss,
+ * the same on every rank; a (pl_tp_head_acts_new) keeps what the backward needs. */
+double tp_head_loss_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                            const float *w_r, struct pl_tp_head_acts *a, float *x,
+                            const int *targets);
+/* dx [N, C] = d(loss)/dx (written, the same on every rank); dw_r accumulates. */
+void tp_head_loss_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                           const float *w_r, float *dw_r, const struct pl_tp_head_acts *a,
+                           const float *x, const int *targets, float *dx);
+
 #endif

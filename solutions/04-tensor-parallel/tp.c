@@ -184,3 +184,123 @@ void tp_block_backward(struct pl_comm *tp, const struct pl_model_config *c,
     pl_mem_free(dmid);
     pl_mem_free(dbranch);
 }
+
+/* ---- the vocabulary-parallel embedding: each rank looks up the ids it owns ---- */
+
+/* The positions of this rank's ids among the N tokens and their rows in its slice, in op
+ * memory; returns how many. */
+static int own_ids(const int *tokens, int N, int v0, int Vt, int **pos, int **rows)
+{
+    int *h = pl_mem_alloc((size_t)N * sizeof *h, PL_MEM_WORK, PL_HOST, "tp token ids");
+    int *hp = pl_mem_alloc((size_t)N * sizeof *hp, PL_MEM_WORK, PL_HOST, "tp own positions");
+    int *hr = pl_mem_alloc((size_t)N * sizeof *hr, PL_MEM_WORK, PL_HOST, "tp own rows");
+    pl_to_host(h, tokens, (size_t)N * sizeof *h);
+    int n = 0;
+    for (int i = 0; i < N; i++)
+        if (h[i] >= v0 && h[i] < v0 + Vt) {
+            hp[n] = i;
+            hr[n++] = h[i] - v0;
+        }
+    *pos = pl_mem_alloc((size_t)(n ? n : 1) * sizeof **pos, PL_MEM_WORK, PL_DEVICE, "pos");
+    *rows = pl_mem_alloc((size_t)(n ? n : 1) * sizeof **rows, PL_MEM_WORK, PL_DEVICE, "rows");
+    pl_to_device(*pos, hp, (size_t)n * sizeof *hp);
+    pl_to_device(*rows, hr, (size_t)n * sizeof *hr);
+    pl_mem_free(h);
+    pl_mem_free(hp);
+    pl_mem_free(hr);
+    return n;
+}
+
+/* Position t of every token, [N] in op memory. */
+static int *positions(int B, int T)
+{
+    int *h = pl_mem_alloc((size_t)B * T * sizeof *h, PL_MEM_WORK, PL_HOST, "tp positions");
+    for (int i = 0; i < B * T; i++) h[i] = i % T;
+    int *d = pl_mem_alloc((size_t)B * T * sizeof *d, PL_MEM_WORK, PL_DEVICE, "tp positions");
+    pl_to_device(d, h, (size_t)B * T * sizeof *h);
+    pl_mem_free(h);
+    return d;
+}
+
+void tp_embed_forward(struct pl_comm *tp, const struct pl_model_config *c, const float *wte_r,
+                      const float *wpe, const int *tokens, int B, int T, float *x)
+{
+    const int N = B * T, C = c->d_model, Vt = c->vocab / pl_comm_size(tp);
+    int *pos, *rows;
+    int n = own_ids(tokens, N, pl_comm_rank(tp) * Vt, Vt, &pos, &rows);
+    /* the ids of other ranks contribute zero rows */
+    pl_zero(x, (size_t)N * C);
+    if (n) {
+        float *mine = scratch((size_t)n * C, "tp embed own rows");
+        pl_gather_rows(mine, wte_r, rows, n, C);
+        pl_scatter_add_rows(x, mine, pos, NULL, n, C);
+        pl_mem_free(mine);
+    }
+    tp_reduce_from_region_forward(tp, x, (size_t)N * C);
+    /* the replicated position embedding, once, after the sum */
+    int *tpos = positions(B, T);
+    float *pe = scratch((size_t)N * C, "tp embed positions");
+    pl_gather_rows(pe, wpe, tpos, N, C);
+    pl_accumulate(x, pe, (size_t)N * C);
+    pl_mem_free(pe);
+    pl_mem_free(tpos);
+    pl_mem_free(pos);
+    pl_mem_free(rows);
+}
+
+void tp_embed_backward(struct pl_comm *tp, const struct pl_model_config *c, float *dwte_r,
+                       float *dwpe, const int *tokens, int B, int T, const float *dx)
+{
+    const int N = B * T, C = c->d_model, Vt = c->vocab / pl_comm_size(tp);
+    int *pos, *rows;
+    int n = own_ids(tokens, N, pl_comm_rank(tp) * Vt, Vt, &pos, &rows);
+    if (n) {
+        float *d = scratch((size_t)n * C, "tp embed d own rows");
+        pl_gather_rows(d, dx, pos, n, C);
+        pl_scatter_add_rows(dwte_r, d, rows, NULL, n, C);
+        pl_mem_free(d);
+    }
+    for (int b = 0; b < B; b++) pl_accumulate(dwpe, dx + (size_t)b * T * C, (size_t)T * C);
+    pl_mem_free(pos);
+    pl_mem_free(rows);
+}
+
+/* ---- the vocabulary-parallel head and cross-entropy ---- */
+
+double tp_head_loss_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                            const float *w_r, struct pl_tp_head_acts *a, float *x,
+                            const int *targets)
+{
+    const int t = pl_comm_size(tp), N = a->B * a->T, C = c->d_model, Vt = c->vocab / t;
+    tp_column_linear_forward(tp, a->logits, x, w_r, NULL, N, C, Vt);
+    /* the row maximum over the whole vocabulary: every rank's own, gathered */
+    float *mx = scratch((size_t)N, "tp head own max");
+    float *all = scratch((size_t)t * N, "tp head all max");
+    pl_tp_row_max(mx, a->logits, N, Vt);
+    pl_all_gather(tp, mx, all, (size_t)N);
+    pl_tp_max_of_blocks(a->shift, all, t, N);
+    /* sum of exponentials and the target's logit, summed over the ranks in one all-reduce */
+    float *stats = scratch((size_t)2 * N, "tp head stats");
+    pl_tp_row_sumexp(stats, a->logits, a->shift, N, Vt);
+    pl_tp_pick_target(stats + N, a->logits, targets, pl_comm_rank(tp) * Vt, N, Vt);
+    pl_all_reduce(tp, stats, stats, (size_t)2 * N, PL_SUM);
+    pl_copy(a->sumexp, stats, (size_t)N);
+    pl_copy(a->target_logit, stats + N, (size_t)N);
+    pl_mem_free(mx);
+    pl_mem_free(all);
+    pl_mem_free(stats);
+    return pl_tp_xent_mean(a->shift, a->sumexp, a->target_logit, N);
+}
+
+void tp_head_loss_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                           const float *w_r, float *dw_r, const struct pl_tp_head_acts *a,
+                           const float *x, const int *targets, float *dx)
+{
+    const int t = pl_comm_size(tp), N = a->B * a->T, C = c->d_model, Vt = c->vocab / t;
+    float *dlogits = scratch((size_t)N * Vt, "tp head d logits");
+    pl_zero(dlogits, (size_t)N * Vt);
+    pl_tp_xent_backward(dlogits, a->logits, a->shift, a->sumexp, targets,
+                        pl_comm_rank(tp) * Vt, 1.0f / (float)N, N, Vt);
+    tp_column_linear_backward(tp, dx, dw_r, NULL, dlogits, x, w_r, N, C, Vt);
+    pl_mem_free(dlogits);
+}
