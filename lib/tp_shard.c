@@ -149,25 +149,31 @@ void pl_tp_copy_rect_in(float *dst, size_t full_cols, const float *src,
         pl_copy(dst + (q->row0 + i) * full_cols + q->col0, src + i * q->cols, q->cols);
 }
 
-/* Calls fn on each block rank r holds, with where it starts in the full block and the
+typedef void (*rect_fn)(const struct pl_tp_tensor *d, const struct pl_tp_rect *q,
+                        size_t shard_at, void *arg);
+
+/* Calls fn on each block of the n tensors d that rank r holds, with where it starts in the
  * shard. */
-static void each_rect(const struct pl_model_config *c, int layer, int t, int r,
-                      void (*fn)(const struct pl_tp_tensor *d, const struct pl_tp_rect *q,
-                                 size_t shard_at, void *arg),
-                      void *arg)
+static void for_rects(const struct pl_tp_tensor *d, int n, int t, int r, rect_fn fn, void *arg)
 {
     PL_REQUIRE(r >= 0 && r < t, "TP rank %d is not in [0, %d)", r, t);
-    struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
-    pl_tp_block_tensors(c, layer, t, d);
-    for (int i = 0; i < PL_TP_BLOCK_TENSORS; i++) {
+    for (int i = 0; i < n; i++) {
         struct pl_tp_rect q[PL_TP_MAX_RECTS];
-        int n = pl_tp_tensor_rects(&d[i], t, r, q);
+        int nq = pl_tp_tensor_rects(&d[i], t, r, q);
         size_t at = d[i].shard_offset;
-        for (int k = 0; k < n; k++) {
+        for (int k = 0; k < nq; k++) {
             fn(&d[i], &q[k], at, arg);
             at += q[k].rows * q[k].cols;
         }
     }
+}
+
+static void each_rect(const struct pl_model_config *c, int layer, int t, int r, rect_fn fn,
+                      void *arg)
+{
+    struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+    pl_tp_block_tensors(c, layer, t, d);
+    for_rects(d, PL_TP_BLOCK_TENSORS, t, r, fn, arg);
 }
 
 struct copy_arg {
@@ -226,6 +232,83 @@ void pl_tp_block_init(const struct pl_model_layout *lay, int layer, int t, int r
                lay->cfg.n_layers);
     struct init_arg a = {lay, shard};
     each_rect(&lay->cfg, layer, t, r, init_one, &a);
+}
+
+/* ---- the whole model ---- */
+
+int pl_tp_model_ntensors(const struct pl_model_config *c)
+{
+    return 5 + PL_TP_BLOCK_TENSORS * c->n_layers;
+}
+
+int pl_tp_model_tensors(const struct pl_model_layout *lay, int t, struct pl_tp_tensor *out)
+{
+    const struct pl_model_config *c = &lay->cfg;
+    int n = pl_tp_model_ntensors(c);
+    PL_REQUIRE(lay->n_tensors == n, "tensor parallelism here splits the dense model (%d "
+               "tensors in the layout, %d expected; set n_experts to 0)", lay->n_tensors, n);
+    struct pl_tp_tensor blk[PL_TP_BLOCK_TENSORS];
+    pl_tp_block_tensors(c, 0, t, blk);
+    size_t shard = 0;
+    for (int i = 0; i < n; i++) {
+        const struct pl_param_desc *p = &lay->tensors[i];
+        struct pl_tp_tensor *d = &out[i];
+        memset(d, 0, sizeof *d);
+        snprintf(d->name, sizeof d->name, "%s", p->name);
+        d->rows = (size_t)p->shape[0];
+        d->cols = p->ndim == 2 ? (size_t)p->shape[1] : 1;
+        d->groups = 1;
+        d->decay = p->decay;
+        if (i >= 2 && i < n - 3) {
+            const struct pl_tp_tensor *b = &blk[(i - 2) % PL_TP_BLOCK_TENSORS];
+            d->split = b->split;
+            d->groups = b->groups;
+        } else {
+            /* the token embedding and the LM head split by vocabulary rows */
+            d->split = !strcmp(p->name, "wte") || !strcmp(p->name, "head.w") ? PL_TP_ROWS
+                                                                             : PL_TP_REPLICATED;
+        }
+        d->full_offset = p->offset;
+        d->shard_offset = shard;
+        d->shard_numel = d->split == PL_TP_REPLICATED ? p->numel : p->numel / (size_t)t;
+        shard += d->shard_numel;
+    }
+    return n;
+}
+
+size_t pl_tp_model_numel(const struct pl_model_layout *lay, int t)
+{
+    int n = pl_tp_model_ntensors(&lay->cfg);
+    struct pl_tp_tensor *d = pl_mem_alloc((size_t)n * sizeof *d, PL_MEM_WORK, PL_HOST, "tp t");
+    pl_tp_model_tensors(lay, t, d);
+    size_t numel = d[n - 1].shard_offset + d[n - 1].shard_numel;
+    pl_mem_free(d);
+    return numel;
+}
+
+/* fn over every block of every tensor of the model that rank r holds. */
+static void model_rects(const struct pl_model_layout *lay, int t, int r, rect_fn fn, void *arg)
+{
+    char err[256];
+    if (pl_tp_degree_error(&lay->cfg, t, err, sizeof err)) pl_usage_error("%s", err);
+    int n = pl_tp_model_ntensors(&lay->cfg);
+    struct pl_tp_tensor *d = pl_mem_alloc((size_t)n * sizeof *d, PL_MEM_WORK, PL_HOST, "tp t");
+    pl_tp_model_tensors(lay, t, d);
+    for_rects(d, n, t, r, fn, arg);
+    pl_mem_free(d);
+}
+
+void pl_tp_model_slice(const struct pl_model_layout *lay, int t, int r, const float *full,
+                       float *shard)
+{
+    struct copy_arg a = {full, shard};
+    model_rects(lay, t, r, slice_one, &a);
+}
+
+void pl_tp_model_init(const struct pl_model_layout *lay, int t, int r, float *shard)
+{
+    struct init_arg a = {lay, shard};
+    model_rects(lay, t, r, init_one, &a);
 }
 
 /* ---- activations ---- */

@@ -53,6 +53,7 @@ struct pl_tp_tensor {
     size_t full_offset;      /* in the full block (pl_model_part_range's order) */
     size_t shard_offset;     /* in the shard */
     size_t shard_numel;
+    int decay;               /* AdamW weight decay applies (pl_tp_model_tensors only) */
 };
 
 /* A rows x cols block of a full matrix with its first element at (row0, col0). */
@@ -89,6 +90,25 @@ void pl_tp_block_unslice(const struct pl_model_config *c, int t, int r, const fl
 /* Initialises rank r's shard of block `layer` with the counter RNG: bit for bit the slice
  * of the full model's initial values, without ever building the full tensors. */
 void pl_tp_block_init(const struct pl_model_layout *lay, int layer, int t, int r, float *shard);
+
+/* ---- the whole model on one rank of t ----
+ * Every tensor of the dense model in its flat order (model.h), each held as above: a
+ * block's by the table of this header, the token embedding wte and the LM head head.w by
+ * vocabulary rows [r V/t, (r+1) V/t), the position embedding and the final layernorm
+ * replicated. A rank's shard is those blocks one after the other, pl_tp_model_numel
+ * floats: [wte_r, wpe][block 0 shard]...[block L-1 shard][lnf.w, lnf.b, head_r]. */
+
+/* How many tensors the model has: 5 + 12 n_layers. */
+int pl_tp_model_ntensors(const struct pl_model_config *c);
+/* The model's tensors with their split, offsets and decay flag, into out
+ * (pl_tp_model_ntensors of them); returns that count. */
+int pl_tp_model_tensors(const struct pl_model_layout *lay, int t, struct pl_tp_tensor *out);
+size_t pl_tp_model_numel(const struct pl_model_layout *lay, int t);
+/* shard = rank r's blocks of the full flat model (op memory), and its initial values by the
+ * counter RNG (the same as slicing the full model's). */
+void pl_tp_model_slice(const struct pl_model_layout *lay, int t, int r, const float *full,
+                       float *shard);
+void pl_tp_model_init(const struct pl_model_layout *lay, int t, int r, float *shard);
 
 /* ---- what one rank keeps between a TP block's forward and backward ---- */
 

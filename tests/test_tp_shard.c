@@ -190,6 +190,34 @@ static void check_xent(int t)
           pl_rel_l2(mine, dl, (size_t)N * V));
 }
 
+/* The whole model: a rank's shard initialised alone is the slice of the full model's
+ * initial values, its first rows are its rows of wte, and it holds the right count. */
+static void check_model(int t)
+{
+    struct pl_model_config c = config();
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &c);
+    size_t C = (size_t)c.d_model, V = (size_t)c.vocab, n = pl_tp_model_numel(&lay, t);
+    size_t want = lay.numel - (V * C) * 2 + 2 * V * C / t - c.n_layers *
+                  (4 * C * C + 3 * C + 2 * C * (size_t)c.d_ff + (size_t)c.d_ff) * (t - 1) / t;
+    CHECK(n == want, "t=%d: model shard of %zu floats, expected %zu", t, n, want);
+    float *full = malloc(lay.numel * sizeof *full);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    pl_model_init_flat(&lay, 0, lay.numel, full);
+    for (int r = 0; r < t; r++) {
+        pl_tp_model_init(&lay, t, r, a);
+        pl_tp_model_slice(&lay, t, r, full, b);
+        CHECK(!memcmp(a, b, n * sizeof *a), "t=%d rank %d: model shard init is not the slice", t,
+              r);
+        CHECK(!memcmp(b, full + (size_t)r * (V / t) * C, (V / t) * C * sizeof *b),
+              "t=%d rank %d: the shard does not start with its rows of wte", t, r);
+    }
+    free(full);
+    free(a);
+    free(b);
+    pl_model_layout_free(&lay);
+}
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
@@ -198,6 +226,7 @@ int main(int argc, char **argv)
     check_degrees();
     check_acts_and_bias();
     for (int t = 1; t <= 8; t *= 2) check_xent(t);
+    for (int t = 1; t <= 8; t *= 2) check_model(t);
     printf("test_tp_shard: %d checks, %d failed\n", checks, failures);
     pl_finalize();
     return failures != 0;

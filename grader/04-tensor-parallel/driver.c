@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data.h"
 #include "harness.h"
 #include "paralab.h"
 #include "todo.h"
@@ -912,6 +913,87 @@ static void run_vocab(struct pl_comm *tp, int i)
     vocab_full_free(&f);
 }
 
+/* ---- op train: K steps of the whole model against pl_model_step ---- */
+
+#define TRAIN_STEPS 3
+#define TRAIN_B 4
+#define TRAIN_LAYERS 2
+#define CORPUS_TOKENS 8192
+
+static void run_train(struct pl_comm *tp)
+{
+    int t = pl_comm_size(tp), r = pl_comm_rank(tp);
+    struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed + 5), CORPUS_TOKENS);
+    struct gr_train_setup setup;
+    memset(&setup, 0, sizeof setup);
+    setup.cfg = graded_config();
+    setup.cfg.n_layers = TRAIN_LAYERS;
+    setup.opt = pl_adamw_config_default();
+    setup.data = &data;
+    setup.global_B = TRAIN_B;
+    setup.steps = TRAIN_STEPS;
+    setup.data_seed = pl_mix64(base_seed + 11);
+    struct gr_reference ref;
+    gr_reference_run(&ref, &setup);
+    /* every rank of the group trains on the whole batch */
+    struct gr_batch b;
+    gr_batch_new(&b, &setup, 0, 1);
+    double loss[TRAIN_STEPS] = {0};
+    struct tp_gpt *m = tp_gpt_new(&setup.cfg, &setup.opt, tp);
+    for (int s = 0; m && s < TRAIN_STEPS && !pl_todo_what(); s++) {
+        gr_batch_load(&b, s);
+        loss[s] = tp_gpt_step(m, b.tokens, b.targets, b.B);
+    }
+    double err = 0;
+    int bad = m ? gr_check_losses(loss, ref.loss, TRAIN_STEPS, &err) : 0;
+    if (!m && !pl_todo_what()) fail("tp_gpt_new returned NULL (section 11)");
+    else if (bad >= 0 && m)
+        fail("the loss of step %d is %.7f where the single device's is %.7f (relative error "
+             "%.1e, tolerance %.0e)%s", bad + 1, loss[bad], ref.loss[bad], err, GR_TOL_LOSS,
+             bad > 0 ? ": the first steps agree, so the forward is right; look at the "
+                       "gradient clipping (replicated tensors count once in the global norm) "
+                       "and AdamW's weight decay per tensor (section 11)"
+                     : "");
+    if (m && verdicts[cur].ok) {
+        /* every tensor's shard against the slice of the reference's final weights */
+        float *want = op_alloc(m->numel, "expected shard");
+        float *full = op_alloc(ref.numel, "reference params");
+        pl_to_device(full, ref.params, ref.numel * sizeof(float));
+        pl_tp_model_slice(&ref.layout, t, r, full, want);
+        float *h = host_copy(want, m->numel), *g = host_copy(m->params, m->numel);
+        double all = 0;
+        for (size_t k = 0; k < m->numel; k++) all += (double)h[k] * h[k];
+        double rms = sqrt(all / (double)m->numel);
+        for (int i = 0; i < m->ntensors && verdicts[cur].ok; i++) {
+            const struct pl_tp_tensor *d = &m->tensors[i];
+            /* as gr_check_params: a tensor that started at zero (a bias) is measured against
+             * the whole shard's RMS, so that rounding alone never fails it */
+            double e = 0, nr = 0;
+            for (size_t k = d->shard_offset; k < d->shard_offset + d->shard_numel; k++) {
+                e += ((double)g[k] - h[k]) * ((double)g[k] - h[k]);
+                nr += (double)h[k] * h[k];
+            }
+            double rel = sqrt(e) / fmax(sqrt(nr), rms * sqrt((double)d->shard_numel));
+            if (!(rel <= GR_TOL_PARAMS))
+                fail("your shard of %s after %d steps: relative L2 error %.2e (tolerance %.0e)%s",
+                     d->name, TRAIN_STEPS, rel, GR_TOL_PARAMS,
+                     d->split == PL_TP_REPLICATED ? ": a replicated tensor, updated the same "
+                                                    "on every rank" : "");
+        }
+        free(h);
+        free(g);
+        pl_mem_free(want);
+        pl_mem_free(full);
+    }
+    say_ok(P_CORRECT, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
+           "weights match the single device (last loss %.5f)", TRAIN_STEPS, TRAIN_LAYERS, t,
+           ref.loss[TRAIN_STEPS - 1]);
+    tp_gpt_free(m);
+    gr_batch_free(&b);
+    gr_reference_free(&ref);
+    pl_tokens_free(&data);
+}
+
 /* ---- op placement: 2 nodes x 4 ranks, tp = 4 ---- */
 
 /* The ranks of this rank's TP group, in world ranks, as "{0,1,2,3}". */
@@ -1111,14 +1193,14 @@ static void bench(const struct gr_args *args)
 
 /* ---- the lab's part of the harness ---- */
 
-enum kind { K_CONJ, K_LINEAR, K_MLP, K_ATTN, K_BLOCK, K_VOCAB, K_PLACE };
+enum kind { K_CONJ, K_LINEAR, K_MLP, K_ATTN, K_BLOCK, K_VOCAB, K_TRAIN, K_PLACE };
 
-static const char *KIND_OPS[] = {"conjugates", "linear",  "mlp",      "attention",
-                                 "block",      "vocab",   "placement"};
+static const char *KIND_OPS[] = {"conjugates", "linear", "mlp",   "attention",
+                                 "block",      "vocab",  "train", "placement"};
 static const char *KIND_SUBJECTS[] = {"f and g",          "the parallel linears",
                                       "the TP MLP",       "the TP attention",
                                       "the TP block",     "the vocabulary-parallel loss",
-                                      "the TP block"};
+                                      "TP training",      "the TP block"};
 
 static enum kind the_kind;
 
@@ -1165,12 +1247,15 @@ static const char *subject(void *st)
 
 static int count_cases(void *st)
 {
-    return the_kind == K_CONJ ? 1 : the_kind == K_PLACE ? 2 : NCASES;
+    return the_kind == K_CONJ || the_kind == K_TRAIN ? 1 : the_kind == K_PLACE ? 2 : NCASES;
 }
 
 static void describe(void *st, int i, char *buf, size_t len)
 {
     if (the_kind == K_CONJ) snprintf(buf, len, "f and g on 1000 floats, t=%d", pl_size());
+    else if (the_kind == K_TRAIN)
+        snprintf(buf, len, "%d AdamW steps of a %d-block GPT on %d sequences, t=%d",
+                 TRAIN_STEPS, TRAIN_LAYERS, TRAIN_B, pl_size());
     else if (the_kind == K_PLACE)
         snprintf(buf, len, "TP block, tp=%d on %d nodes x %d ranks, order %s", PLACE_TP,
                  PLACE_NODES, PLACE_PER_NODE, i == 0 ? "tp-dp" : "dp-tp");
@@ -1203,6 +1288,7 @@ static void run(void *st, int i)
     if (the_kind == K_CONJ) run_conjugates(tp);
     else if (the_kind == K_LINEAR) run_linear(tp, i);
     else if (the_kind == K_VOCAB) run_vocab(tp, i);
+    else if (the_kind == K_TRAIN) run_train(tp);
     else run_sub(tp, (enum sub)(the_kind - K_MLP), i);
     pl_comm_free(tp);
 }

@@ -147,3 +147,22 @@ void tp_head_loss_backward(struct pl_comm *tp, const struct pl_model_config *c,
 {
     lab_todo("tp_head_loss_backward", "10");
 }
+
+/* Section 11: training the whole model. */
+struct tp_gpt *tp_gpt_new(const struct pl_model_config *cfg, const struct pl_adamw_config *opt,
+                          struct pl_comm *tp)
+{
+    lab_todo("tp_gpt_new", "11");
+    return NULL;
+}
+
+void tp_gpt_free(struct tp_gpt *m)
+{
+    lab_todo("tp_gpt_free", "11");
+}
+
+double tp_gpt_step(struct tp_gpt *m, const int *tokens, const int *targets, int B)
+{
+    lab_todo("tp_gpt_step", "11");
+    return 0;
+}

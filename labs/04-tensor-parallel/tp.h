@@ -126,4 +126,29 @@ void tp_head_loss_backward(struct pl_comm *tp, const struct pl_model_config *c,
                            const float *w_r, float *dw_r, const struct pl_tp_head_acts *a,
                            const float *x, const int *targets, float *dx);
 
+/* ---- training the whole model (section 11) ----
+ * One rank of a TP group trains its shard of the kit's dense GPT (no dropout): the same
+ * losses and, slice by slice, the same weights as pl_model_step on one device, with
+ * gradient clipping by the global norm and AdamW. */
+struct tp_gpt {
+    struct pl_model_config cfg;
+    struct pl_adamw_config opt;
+    struct pl_comm *tp;             /* the TP group (not freed by tp_gpt_free) */
+    struct pl_model_layout lay;     /* the full model's layout (names, decay flags) */
+    int ntensors;
+    struct pl_tp_tensor *tensors;   /* pl_tp_model_tensors: where each tensor's shard lies */
+    size_t numel;                   /* pl_tp_model_numel */
+    float *params, *grads, *m, *v;  /* this rank's shard, each through pl_mem_alloc in its
+                                       category (PL_MEM_PARAMS, _GRADS, _OPTIM), PL_DEVICE */
+    int step;                       /* AdamW steps taken */
+};
+
+/* Fills every field above; params initialised with pl_tp_model_init, the rest zero. */
+struct tp_gpt *tp_gpt_new(const struct pl_model_config *cfg, const struct pl_adamw_config *opt,
+                          struct pl_comm *tp);
+void tp_gpt_free(struct tp_gpt *m);
+/* One step on B sequences of cfg.seq_len tokens (op memory, the same on every rank of the
+ * group): zero the gradients, forward, backward, clip, AdamW. Returns the loss. */
+double tp_gpt_step(struct tp_gpt *m, const int *tokens, const int *targets, int B);
+
 #endif

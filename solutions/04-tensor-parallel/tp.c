@@ -304,3 +304,133 @@ void tp_head_loss_backward(struct pl_comm *tp, const struct pl_model_config *c,
     tp_column_linear_backward(tp, dx, dw_r, NULL, dlogits, x, w_r, N, C, Vt);
     pl_mem_free(dlogits);
 }
+
+/* ---- training: the parts above in the model's order, then clip and AdamW ---- */
+
+struct tp_gpt *tp_gpt_new(const struct pl_model_config *cfg, const struct pl_adamw_config *opt,
+                          struct pl_comm *tp)
+{
+    struct tp_gpt *m = pl_mem_alloc(sizeof *m, PL_MEM_WORK, PL_HOST, "tp gpt");
+    m->cfg = *cfg;
+    m->opt = *opt;
+    m->tp = tp;
+    pl_model_layout_init(&m->lay, cfg);
+    m->ntensors = pl_tp_model_ntensors(cfg);
+    m->tensors = pl_mem_alloc((size_t)m->ntensors * sizeof *m->tensors, PL_MEM_WORK, PL_HOST,
+                              "tp gpt tensors");
+    pl_tp_model_tensors(&m->lay, pl_comm_size(tp), m->tensors);
+    m->numel = pl_tp_model_numel(&m->lay, pl_comm_size(tp));
+    size_t bytes = m->numel * sizeof(float);
+    m->params = pl_mem_alloc(bytes, PL_MEM_PARAMS, PL_DEVICE, "tp params");
+    m->grads = pl_mem_alloc(bytes, PL_MEM_GRADS, PL_DEVICE, "tp grads");
+    m->m = pl_mem_alloc(bytes, PL_MEM_OPTIM, PL_DEVICE, "tp adamw m");
+    m->v = pl_mem_alloc(bytes, PL_MEM_OPTIM, PL_DEVICE, "tp adamw v");
+    pl_tp_model_init(&m->lay, pl_comm_size(tp), pl_comm_rank(tp), m->params);
+    pl_zero(m->grads, m->numel);
+    pl_zero(m->m, m->numel);
+    pl_zero(m->v, m->numel);
+    m->step = 0;
+    return m;
+}
+
+void tp_gpt_free(struct tp_gpt *m)
+{
+    if (!m) return;
+    float *p[] = {m->params, m->grads, m->m, m->v};
+    for (int i = 0; i < 4; i++) pl_mem_free(p[i]);
+    pl_mem_free(m->tensors);
+    pl_model_layout_free(&m->lay);
+    pl_mem_free(m);
+}
+
+/* The first element of tensor i in a flat shard buffer. */
+static float *at(const struct tp_gpt *m, float *base, int i)
+{
+    return base + m->tensors[i].shard_offset;
+}
+
+/* Block l's shard inside a flat buffer: its first tensor is tensor 2 + 12 l. */
+static void block_view(const struct tp_gpt *m, float *base, int l, struct pl_block_params *out)
+{
+    pl_tp_block_bind(&m->cfg, pl_comm_size(m->tp), at(m, base, 2 + PL_TP_BLOCK_TENSORS * l),
+                     out);
+}
+
+/* Clipping needs the norm of the WHOLE gradient: a split tensor's squares are summed over
+ * the group, but a replicated one is the same on every rank and must count once. */
+static float clip_scale(const struct tp_gpt *m)
+{
+    double sq = 0;
+    int t = pl_comm_size(m->tp);
+    for (int i = 0; i < m->ntensors; i++) {
+        const struct pl_tp_tensor *d = &m->tensors[i];
+        double s = pl_grad_norm_sq(m->grads + d->shard_offset, d->shard_numel);
+        sq += d->split == PL_TP_REPLICATED ? s / t : s;
+    }
+    float *buf = pl_comm_buf_alloc(1, "tp norm");
+    float h = (float)sq;
+    pl_copy_from_host(buf, &h, 1);
+    pl_all_reduce(m->tp, buf, buf, 1, PL_SUM);
+    pl_copy_to_host(&h, buf, 1);
+    pl_comm_buf_free(buf);
+    return pl_clip_scale(h, m->opt.grad_clip);
+}
+
+double tp_gpt_step(struct tp_gpt *m, const int *tokens, const int *targets, int B)
+{
+    const struct pl_model_config *c = &m->cfg;
+    const int t = pl_comm_size(m->tp), T = c->seq_len, N = B * T, C = c->d_model, L = c->n_layers;
+    const size_t n = (size_t)N * C;
+    const int head = m->ntensors - 3; /* lnf.w, lnf.b, head.w */
+    pl_zero(m->grads, m->numel);
+    float *x = scratch(n, "tp x"), *y = scratch(n, "tp y"), *ln = scratch(n, "tp lnf");
+    float *mean = scratch((size_t)N, "tp lnf mean"), *rstd = scratch((size_t)N, "tp lnf rstd");
+    struct pl_tp_block_acts *acts = pl_mem_alloc((size_t)L * sizeof *acts, PL_MEM_ACTIV,
+                                                 PL_HOST, "tp block acts");
+    struct pl_tp_head_acts ha;
+    pl_tp_head_acts_new(&ha, c, t, B, T);
+    /* forward */
+    tp_embed_forward(m->tp, c, at(m, m->params, 0), at(m, m->params, 1), tokens, B, T, x);
+    for (int l = 0; l < L; l++) {
+        struct pl_block_params p;
+        block_view(m, m->params, l, &p);
+        pl_tp_block_acts_new(&acts[l], c, t, B, T);
+        tp_block_forward(m->tp, c, &p, &acts[l], x, y);
+        float *s = x; x = y; y = s;
+    }
+    pl_layernorm_forward(ln, mean, rstd, x, at(m, m->params, head), at(m, m->params, head + 1),
+                         N, C);
+    double loss = tp_head_loss_forward(m->tp, c, at(m, m->params, head + 2), &ha, ln, targets);
+    /* backward: y holds each part's input gradient in turn */
+    float *dln = scratch(n, "tp d lnf");
+    tp_head_loss_backward(m->tp, c, at(m, m->params, head + 2), at(m, m->grads, head + 2), &ha,
+                          ln, targets, dln);
+    pl_zero(y, n);
+    pl_layernorm_backward(y, at(m, m->grads, head), at(m, m->grads, head + 1), dln, x,
+                          at(m, m->params, head), mean, rstd, N, C);
+    for (int l = L - 1; l >= 0; l--) {
+        struct pl_block_params p, g;
+        block_view(m, m->params, l, &p);
+        block_view(m, m->grads, l, &g);
+        tp_block_backward(m->tp, c, &p, &g, &acts[l], y, x);
+        float *s = x; x = y; y = s;
+        pl_tp_block_acts_free(&acts[l]);
+    }
+    tp_embed_backward(m->tp, c, at(m, m->grads, 0), at(m, m->grads, 1), tokens, B, T, y);
+    /* clip by the global norm, then AdamW tensor by tensor */
+    float scale = clip_scale(m);
+    if (scale != 1.0f) pl_scale(m->grads, m->numel, scale);
+    m->step++;
+    const struct pl_adamw_config *o = &m->opt;
+    for (int i = 0; i < m->ntensors; i++) {
+        const struct pl_tp_tensor *d = &m->tensors[i];
+        size_t off = d->shard_offset;
+        pl_adamw_step(m->params + off, m->grads + off, m->m + off, m->v + off, d->shard_numel,
+                      m->step, o->lr, o->beta1, o->beta2, o->eps, d->decay ? o->weight_decay : 0);
+    }
+    pl_tp_head_acts_free(&ha);
+    pl_mem_free(acts);
+    float *f[] = {x, y, ln, mean, rstd, dln};
+    for (int i = 0; i < 6; i++) pl_mem_free(f[i]);
+    return loss;
+}
