@@ -1,7 +1,7 @@
 /* tp.c: Lab 4, your tensor parallelism (Megatron-LM style).
  *
  * Read docs/labs/04-tensor-parallel.md first: section 1 shows why a block splits the way
- * tp.h describes, section 2 the group, and sections 3 to 7 each function below, in this
+ * tp.h describes, section 2 the group, and sections 3 to 11 each function below, in this
  * order. Its Hints appendix turns each step into a handful of pl_ calls. Replace each
  * lab_todo() call with your code. Grade your work with
  *     make grade LAB=04                       every test of this lab
