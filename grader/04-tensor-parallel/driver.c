@@ -920,6 +920,57 @@ static void run_vocab(struct pl_comm *tp, int i)
 #define TRAIN_LAYERS 2
 #define CORPUS_TOKENS 8192
 
+/* Per category, bytes held at peak during training beyond what was held before. */
+static double grown(const struct pl_mem_stats *before, const struct pl_mem_stats *after,
+                    enum pl_mem_cat cat)
+{
+    return (double)after->peak[cat] - (double)before->current[cat];
+}
+
+/* Parameters, gradients and AdamW's moments per rank: the split tensors' 1/t plus the
+ * replicated ones whole, from the shapes; activations within the kit's TP formula for the
+ * blocks, the head's [N, V/t] logits and four [N, C] buffers of the step's own. */
+static void judge_train_memory(const struct pl_model_config *c, int t, int B,
+                               const struct pl_mem_stats *before, const struct pl_mem_stats *after)
+{
+    cur = P_MEMORY;
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, c);
+    const double C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layers;
+    const double N = (double)B * c->seq_len;
+    double split = 2 * V * C + L * (4 * C * C + 3 * C + 2 * F * C + F);
+    double want = 4.0 * ((double)lay.numel - split + split / t);
+    pl_model_layout_free(&lay);
+    const struct {
+        enum pl_mem_cat cat;
+        double bound;
+        const char *what;
+    } K[] = {{PL_MEM_PARAMS, want, "parameters"},
+             {PL_MEM_GRADS, want, "gradients"},
+             {PL_MEM_OPTIM, 2 * want, "AdamW moments"}};
+    char a[32], b[32];
+    for (int k = 0; k < 3; k++) {
+        double got = grown(before, after, K[k].cat);
+        if (got > K[k].bound * 1.001)
+            fail("%s held %s at peak where a rank's shard needs %s: the split tensors' 1/t "
+                 "(t=%d) plus the replicated layernorms, position embedding and biases whole",
+                 K[k].what, gr_human_bytes(got, a, sizeof a),
+                 gr_human_bytes(K[k].bound, b, sizeof b), t);
+    }
+    double act = L * pl_tp_block_act_bytes(c, t, B, c->seq_len) + 4 * N * (V / t + 3) +
+                 4 * 4 * N * C;
+    double got = grown(before, after, PL_MEM_ACTIV);
+    if (got > act)
+        fail("activations held %s at peak, more than the kit's TP formula allows (%s: the "
+             "blocks' split activations, the head's [N, V/t] logits, four [N, C] buffers)",
+             gr_human_bytes(got, a, sizeof a), gr_human_bytes(act, b, sizeof b));
+    say_ok(P_MEMORY, "per rank: %s of parameters (as many of gradients, twice of AdamW "
+           "moments) for t=%d, from the shapes; activations %s at peak within %s",
+           gr_human_bytes(want, a, sizeof a), t, gr_human_bytes(got, b, sizeof b),
+           gr_human_bytes(act, (char[32]){0}, 32));
+    cur = P_CORRECT;
+}
+
 static void run_train(struct pl_comm *tp)
 {
     int t = pl_comm_size(tp), r = pl_comm_rank(tp);
@@ -939,11 +990,15 @@ static void run_train(struct pl_comm *tp)
     struct gr_batch b;
     gr_batch_new(&b, &setup, 0, 1);
     double loss[TRAIN_STEPS] = {0};
+    struct pl_mem_stats before, after;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&before);
     struct tp_gpt *m = tp_gpt_new(&setup.cfg, &setup.opt, tp);
     for (int s = 0; m && s < TRAIN_STEPS && !pl_todo_what(); s++) {
         gr_batch_load(&b, s);
         loss[s] = tp_gpt_step(m, b.tokens, b.targets, b.B);
     }
+    pl_mem_get_stats(&after);
     double err = 0;
     int bad = m ? gr_check_losses(loss, ref.loss, TRAIN_STEPS, &err) : 0;
     if (!m && !pl_todo_what()) fail("tp_gpt_new returned NULL (section 11)");
@@ -985,6 +1040,7 @@ static void run_train(struct pl_comm *tp)
         pl_mem_free(want);
         pl_mem_free(full);
     }
+    judge_train_memory(&setup.cfg, t, b.B, &before, &after);
     say_ok(P_CORRECT, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
            "weights match the single device (last loss %.5f)", TRAIN_STEPS, TRAIN_LAYERS, t,
            ref.loss[TRAIN_STEPS - 1]);
