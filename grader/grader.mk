@@ -5,6 +5,7 @@
 #     LAB=01 (or a name)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
 #     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)
 #   make gradescope                 build/gradescope/autograder.zip
+#   make handout                    build/handout/paralab-kit.tar.gz, the student kit
 #
 # Each lab NN-name has a descriptor and test plan grader/NN-name/plan.c (linked into the
 # orchestrator: every plan.c found registers its lab) and a trusted driver: its
@@ -149,9 +150,12 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(SEED),--seed '$(SEED)') $(if $(filter-out 0,$(HIDDEN)),--hidden) \
   $(if $(TIMEOUT),--timeout '$(TIMEOUT)')
 
-.PHONY: grade gradescope
+.PHONY: grade gradescope handout
 grade: all
 	@$(B)/bin/grade $(GRADE_FLAGS)
 
 gradescope:
 	@sh grader/gradescope/make_zip.sh build/gradescope
+
+handout:
+	@sh grader/handout.sh build/handout
