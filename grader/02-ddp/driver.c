@@ -796,97 +796,180 @@ static double perf(void *st)
     return f;
 }
 
-/* The table of `make bench LAB=02`: per variant, wall-clock step time, time waiting for
- * communication, tokens/s, and the modelled step on the DGX H100 profile (replayed trace
- * at GPT-2 small scale, and the ledger's serial figure for the bytes actually sent). */
-static void bench(const struct gr_args *a)
+/* ---- bench mode: the table of `make bench LAB=02` and the handout's figures ---- */
+
+/* What one variant's traced step gave, for the table and the handout. */
+struct bench_row {
+    double best, waiting_share, sent, ledger_us;
+    long calls;               /* all-reduce calls per step */
+    int replayed;
+    struct gr_overlap ov;
+    char err[512];
+};
+
+/* "51 136": digits grouped by three, as the handouts print large counts. */
+static const char *grouped(size_t x, char *buf, size_t len)
 {
-    const char *only = a->op, *label = a->label;
-    base_seed = a->seed;
-    int n = pl_size(), me = pl_rank();
-    struct setup s;
-    setup_init(&s, 1, 1, 0);
-    const struct pl_model_layout lay = s.ref.layout;
-    int tokens_rank = GLOBAL_B / n * s.train.cfg.seq_len;
-    const struct pl_profile *prof = pl_profile_get(OVERLAP_PROFILE);
+    char raw[32];
+    snprintf(raw, sizeof raw, "%zu", x);
+    size_t n = strlen(raw), k = 0;
+    for (size_t i = 0; i < n && k + 2 < len; i++) {
+        if (i && (n - i) % 3 == 0) buf[k++] = ' ';
+        buf[k++] = raw[i];
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+/* One traced step of the student's DDP after timing it: the row's figures (rank 0). */
+static void bench_trace(struct ddp *d, struct pl_model *m, struct gr_batch *b,
+                        const struct setup *s, enum ddp_variant v, struct bench_row *row)
+{
+    struct pl_ledger mark, delta;
+    gr_ledger_mark(&mark);
+    pl_trace_enable(1);
+    pl_trace_clear();
+    pl_span("fwd+bwd");
+    ddp_forward_backward(d, b->tokens, b->targets, b->B, 0, 1);
+    pl_span("wait");
+    ddp_finish_gradients(d);
+    pl_span("adamw");
+    pl_model_update(m, &s->train.opt);
+    pl_trace_flush();
+    pl_trace_enable(0);
+    gr_ledger_since(&mark, &delta);
+    struct pl_merged_trace t;
+    pl_trace_gather(&t);
+    if (pl_rank() == 0) {
+        char title[128];
+        int n = pl_size();
+        snprintf(title, sizeof title, "Lab 2: %s DDP, %d ranks, one step modelled on %s",
+                 VARIANT_NAME[v], n, OVERLAP_PROFILE);
+        double ws, ww;
+        wall_figures(&t, &ws, &ww);
+        row->waiting_share = ws > 0 ? ww / ws : 0;
+        row->sent = gr_ledger_total_bytes(&delta);
+        row->calls = delta.calls[PL_ALL_REDUCE];
+        row->ledger_us = 1e6 * pl_ledger_modelled_time(&delta, pl_profile_get(OVERLAP_PROFILE));
+        row->replayed = replay_step(&t, s, GLOBAL_B / n * s->train.cfg.seq_len,
+                                    svg_path && v == DDP_OVERLAPPED ? svg_path : NULL, title,
+                                    &row->ov, row->err, sizeof row->err) == 0;
+    }
+    pl_trace_merged_free(&t);
+}
+
+/* Times variant v of the student's DDP and traces one step; 0 when a stub was reached. */
+static int bench_variant(const struct setup *s, enum ddp_variant v, struct bench_row *row)
+{
+    struct ddp_options o = {v, bench_bucket};
+    struct pl_model *m = new_replica(s);
+    pl_todo_reset();
+    struct ddp *d = ddp_new(pl_comm_world(), m, &o);
+    struct gr_batch b;
+    gr_batch_new(&b, &s->train, pl_rank(), pl_size());
+    gr_batch_load(&b, 0);
+    pl_comm_set_checks(0);
+    time_steps(d, m, &b, &s->train.opt, 1, 1);
+    int ok = !gr_todo_any();
+    if (ok) {
+        row->best = 1e30;
+        for (int r = 0; r < 5; r++) {
+            double t = time_steps(d, m, &b, &s->train.opt, 10, 1);
+            if (t < row->best) row->best = t;
+        }
+        bench_trace(d, m, &b, s, v, row);
+    }
+    pl_comm_set_checks(1);
+    gr_batch_free(&b);
+    ddp_free(d);
+    pl_model_free(m);
+    return ok;
+}
+
+static void bench_header(const struct setup *s, const char *label)
+{
+    const struct pl_model_layout *lay = &s->ref.layout;
     pl_print0("# Lab 2 DDP: %s, %d ranks, backend %s; model Psi = %zu parameters (%s), global "
-              "batch %d x %d tokens, buckets %zu bytes\n", label, n, pl_comm_backend(), lay.numel,
-              "d_model 32, 4 layers", GLOBAL_B, s.train.cfg.seq_len, bench_bucket);
+              "batch %d x %d tokens, buckets %zu bytes\n", label, pl_size(), pl_comm_backend(),
+              lay->numel, "d_model 32, 4 layers", GLOBAL_B, s->train.cfg.seq_len, bench_bucket);
     pl_print0("# wall clock on this machine: step (best of 5 x 10), the share of a traced step "
               "spent waiting for communication (pl_wait and blocking collectives, rank 0), "
               "tokens/s.\n# modelled on %s: the step's trace replayed at GPT-2 small scale "
-              "(Psi x %.0f, %g tokens/rank): step, exposed all-reduce, share of all-reduce time "
-              "hidden behind compute\n", OVERLAP_PROFILE,
-              MODEL_PSI / (double)lay.numel, MODEL_TOKENS);
+              "(Psi x %.0f, %g tokens/rank): step, all-reduce time, exposed all-reduce, share of "
+              "all-reduce time hidden behind compute\n", OVERLAP_PROFILE,
+              MODEL_PSI / (double)lay->numel, MODEL_TOKENS);
     pl_print0("# ledger(us): this model's step on %s from the ledger alone (FLOPs, bytes and "
-              "latencies added up, no overlap)\n#\n", OVERLAP_PROFILE);
-    pl_print0("# %-11s %9s %9s %10s %10s %10s | %10s %11s %7s\n", "variant", "step(ms)",
-              "waiting", "tokens/s", "sent/rank", "ledger(us)", "model(ms)", "exposed(ms)",
-              "hidden");
+              "latencies added up, no overlap); calls: all-reduces per step\n#\n",
+              OVERLAP_PROFILE);
+    pl_print0("# %-11s %9s %9s %10s %10s %10s %5s | %10s %9s %11s %7s\n", "variant", "step(ms)",
+              "waiting", "tokens/s", "sent/rank", "ledger(us)", "calls", "model(ms)",
+              "comm(ms)", "exposed(ms)", "hidden");
+}
+
+/* The figures docs/labs/02-ddp.md quotes, one "# handout: TEXT" line each, TEXT verbatim
+ * as the handout has it (tests/handout_figures.sh checks that it does). */
+static void bench_figures(const struct setup *s, const struct bench_row *row, int have_all)
+{
+    const struct pl_model_layout *lay = &s->ref.layout;
+    char g[32], h[32];
+    size_t off[256], len[256];
+    int nb = expected_plan(lay, BUCKET_SMALL, off, len);
+    double psi = (double)lay->numel, kib = BUCKET_SMALL / 1024.0;
+    printf("# handout: Ψ = %s parameters in %d\n", grouped(lay->numel, g, sizeof g),
+           lay->n_tensors);
+    printf("# handout: cut this model's %s gradient into %d buckets\n",
+           gr_human_bytes(4 * psi, h, sizeof h), nb);
+    printf("# handout: a %.0f KiB bucket stands for %.1f MB\n", kib,
+           BUCKET_SMALL * MODEL_PSI / psi / 1e6);
+    printf("# handout: full marks from %.0f%% hidden, none up to %.0f%%\n", 100 * OVERLAP_FULL,
+           100 * OVERLAP_NONE);
+    if (!have_all || pl_size() != 4) return;
+    for (int v = 0; v < 3; v++)
+        printf("# handout: | %s | %.3f ms | %.3f ms | %.3f ms | %.0f%% | %ld |\n", VARIANT_NAME[v],
+               1e3 * row[v].ov.step_time, 1e3 * row[v].ov.comm, 1e3 * row[v].ov.exposed,
+               100 * row[v].ov.not_hidden, row[v].calls);
+    printf("# handout: Bucketing saves %ld of %ld calls' latencies; overlap hides %.0f%%\n",
+           row[0].calls - row[1].calls, row[0].calls, 100 * (1 - row[2].ov.not_hidden));
+}
+
+static void bench_print_row(const struct setup *s, enum ddp_variant v, const struct bench_row *r)
+{
+    char h[32], hid[16] = "-";
+    if (!r->replayed) {
+        printf("  %-11s replay failed: %s\n", VARIANT_NAME[v], r->err);
+        return;
+    }
+    if (r->ov.comm > 0) snprintf(hid, sizeof hid, "%.0f%%", 100 * (1 - r->ov.not_hidden));
+    printf("  %-11s %9.3f %8.0f%% %10.0f %10s %10.1f %5ld | %10.3f %9.3f %11.3f %7s\n",
+           VARIANT_NAME[v], 1e3 * r->best, 100 * r->waiting_share,
+           GLOBAL_B * s->train.cfg.seq_len / r->best, gr_human_bytes(r->sent, h, sizeof h),
+           r->ledger_us, r->calls, 1e3 * r->ov.step_time, 1e3 * r->ov.comm, 1e3 * r->ov.exposed,
+           hid);
+}
+
+static void bench(const struct gr_args *a)
+{
+    base_seed = a->seed;
+    struct setup s;
+    setup_init(&s, 1, 1, 0);
+    bench_header(&s, a->label);
+    struct bench_row row[3];
+    memset(row, 0, sizeof row);
+    int have_all = 1;
     for (int v = 0; v < 3; v++) {
-        if (only && strcmp(only, VARIANT_NAME[v])) continue;
-        struct ddp_options o = {(enum ddp_variant)v, bench_bucket};
-        struct pl_model *m = new_replica(&s);
-        pl_todo_reset();
-        struct ddp *d = ddp_new(pl_comm_world(), m, &o);
-        struct gr_batch b;
-        gr_batch_new(&b, &s.train, me, n);
-        gr_batch_load(&b, 0);
-        pl_comm_set_checks(0);
-        time_steps(d, m, &b, &s.train.opt, 1, 1);
-        if (gr_todo_any()) {
+        if (a->op && strcmp(a->op, VARIANT_NAME[v])) {
+            have_all = 0;
+            continue;
+        }
+        if (!bench_variant(&s, (enum ddp_variant)v, &row[v])) {
+            have_all = 0;
             pl_print0("  %-11s still a stub: %s (see %s section %s)\n", VARIANT_NAME[v],
                       pl_todo_what(), gr_handout(), pl_todo_section());
-        } else {
-            double best = 1e30;
-            for (int r = 0; r < 5; r++) {
-                double t = time_steps(d, m, &b, &s.train.opt, 10, 1);
-                if (t < best) best = t;
-            }
-            struct pl_ledger mark, delta;
-            gr_ledger_mark(&mark);
-            pl_trace_enable(1);
-            pl_trace_clear();
-            pl_span("fwd+bwd");
-            ddp_forward_backward(d, b.tokens, b.targets, b.B, 0, 1);
-            pl_span("wait");
-            ddp_finish_gradients(d);
-            pl_span("adamw");
-            pl_model_update(m, &s.train.opt);
-            pl_trace_flush();
-            pl_trace_enable(0);
-            gr_ledger_since(&mark, &delta);
-            struct pl_merged_trace t;
-            pl_trace_gather(&t);
-            if (me == 0) {
-                struct gr_overlap ov;
-                char err[512], title[128];
-                snprintf(title, sizeof title, "Lab 2: %s DDP, %d ranks, one step modelled on %s",
-                         VARIANT_NAME[v], n, OVERLAP_PROFILE);
-                const char *svg = svg_path && v == DDP_OVERLAPPED ? svg_path : NULL;
-                double ws, ww, sent = gr_ledger_total_bytes(&delta);
-                wall_figures(&t, &ws, &ww);
-                char h[32];
-                char hid[16] = "-";
-                int ok = replay_step(&t, &s, tokens_rank, svg, title, &ov, err, sizeof err) == 0;
-                if (ok && ov.comm > 0) snprintf(hid, sizeof hid, "%.0f%%", 100 * (1 - ov.not_hidden));
-                if (ok)
-                    printf("  %-11s %9.3f %8.0f%% %10.0f %10s %10.1f | %10.3f %11.3f %7s\n",
-                           VARIANT_NAME[v], 1e3 * best, ws > 0 ? 100 * ww / ws : 0.0,
-                           GLOBAL_B * s.train.cfg.seq_len / best,
-                           gr_human_bytes(sent, h, sizeof h),
-                           1e6 * pl_ledger_modelled_time(&delta, prof), 1e3 * ov.step_time,
-                           1e3 * ov.exposed, hid);
-                else
-                    printf("  %-11s replay failed: %s\n", VARIANT_NAME[v], err);
-            }
-            pl_trace_merged_free(&t);
+        } else if (pl_rank() == 0) {
+            bench_print_row(&s, (enum ddp_variant)v, &row[v]);
         }
-        pl_comm_set_checks(1);
-        gr_batch_free(&b);
-        ddp_free(d);
-        pl_model_free(m);
     }
+    if (pl_rank() == 0) bench_figures(&s, row, have_all && bench_bucket == BUCKET_SMALL);
     if (svg_path) pl_print0("# wrote the overlapped step's modelled timeline to %s\n", svg_path);
     setup_free(&s);
 }

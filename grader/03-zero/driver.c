@@ -977,11 +977,118 @@ static void write_svg(const char *path, const struct bar *bars, int nb, int n, d
 
 static const char *svg_path; /* --svg */
 
+/* One bar of the chart: the peak per category of the student's stage over two steps (the
+ * largest rank's) and its formula; 0 when a stub was reached. */
+static int bench_stage(const struct gr_train_setup *setup, int stage, int prefetch, double psi,
+                       struct bar *bar)
+{
+    int n = pl_size();
+    bar->stage = stage;
+    snprintf(bar->label, sizeof bar->label, "ZeRO-%d%s", stage, prefetch ? "+prefetch" : "");
+    double base[PL_MEM_NCAT];
+    mem_current(base);
+    pl_mem_reset_peak();
+    pl_todo_reset();
+    struct zero *z = zero_new(&setup->cfg, &setup->opt, stage, prefetch, pl_comm_world());
+    struct gr_batch b;
+    gr_batch_new(&b, setup, pl_rank(), n);
+    if (!gr_todo_any())
+        for (int s = 0; s < 2; s++) {
+            gr_batch_load(&b, s);
+            zero_step(z, b.tokens, b.targets, b.B);
+            if (gr_todo_any()) break;
+        }
+    int todo = gr_todo_any();
+    gr_batch_free(&b);
+    struct pl_mem_stats st;
+    pl_mem_get_stats(&st);
+    const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
+    for (int c = 0; c < 3; c++) {
+        double mine = (double)st.peak[cats[c]] - base[cats[c]];
+        PL_CHECK_MPI(MPI_Allreduce(&mine, &bar->measured[c], 1, MPI_DOUBLE, MPI_MAX,
+                                   MPI_COMM_WORLD));
+    }
+    zero_free(z);
+    struct zero_bytes fz = zero_fp32(stage, psi, n);
+    bar->formula[0] = fz.params;
+    bar->formula[1] = fz.grads;
+    bar->formula[2] = fz.optim;
+    if (todo) pl_print0("# ZeRO-%d is still a stub (see %s): no row\n", stage, gr_handout());
+    return !todo;
+}
+
+static void bench_table(const struct bar *bars, int nb, const struct zero_layout *e)
+{
+    char b[6][32];
+    pl_print0("# Lab 3 memory per rank by category: measured peak (the largest rank's) and the "
+              "fp32 formula\n# Psi = %zu parameters, %d ranks, full_numel %zu, shard_numel %zu "
+              "(padding %zu)\n", e->numel, pl_size(), e->full_numel, e->shard_numel,
+              e->full_numel - e->numel);
+    pl_print0("# %-16s %-16s %12s %12s %12s %12s %12s %12s\n", "stage", "formula", "params",
+              "(formula)", "grads", "(formula)", "optim", "(formula)");
+    for (int i = 0; i < nb; i++) {
+        for (int c = 0; c < 3; c++) {
+            human(bars[i].measured[c], b[2 * c], sizeof b[0]);
+            human(bars[i].formula[c], b[2 * c + 1], sizeof b[0]);
+        }
+        pl_print0("  %-16s %-16s %12s %12s %12s %12s %12s %12s\n", bars[i].label,
+                  zero_fp32_text(bars[i].stage), b[0], b[1], b[2], b[3], b[4], b[5]);
+    }
+}
+
+/* "58 156": digits grouped by three, as the handouts print large counts. */
+static const char *grouped(size_t x, char *buf, size_t len)
+{
+    char raw[32];
+    snprintf(raw, sizeof raw, "%zu", x);
+    size_t n = strlen(raw), k = 0;
+    for (size_t i = 0; i < n && k + 2 < len; i++) {
+        if (i && (n - i) % 3 == 0) buf[k++] = ' ';
+        buf[k++] = raw[i];
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+/* The figures docs/labs/03-zero.md quotes, one "# handout: TEXT" line each, TEXT verbatim as
+ * the handout has it (tests/handout_figures.sh checks that it does): the graded model's
+ * sizes and padding, and the paper's 7.5B example in mixed precision. */
+static void bench_figures(const struct pl_model_layout *lay)
+{
+    char g[32], h[32], divides[32] = "", not[32] = "";
+    size_t off, block;
+    pl_model_part_range(lay, 0, &off, &block);
+    for (int n = 2; n <= 4; n++) {
+        char *list = block % (size_t)n ? not : divides;
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof divides - l, "%s%d", l ? " and " : "", n);
+    }
+    printf("# handout: Ψ = %s\n", grouped(lay->numel, g, sizeof g));
+    printf("# handout: four blocks of %s parameters each, which %s %s not divide%s%s%s\n",
+           grouped(block, h, sizeof h), not, strchr(not, ' ') ? "do" : "does",
+           divides[0] ? " and " : "", divides, divides[0] ? (strchr(divides, ' ') ? " do" : " does") : "");
+    for (int n = 2; n <= 4; n++) {
+        struct zero_layout e;
+        expected_layout(&e, lay, n, 0);
+        printf("# handout: on %d ranks full_numel is %zu (%zu of padding)\n", n, e.full_numel,
+               e.full_numel - e.numel);
+    }
+    for (int stage = 0; stage <= 3; stage++) {
+        double t = zero_bytes_total(zero_mixed(stage, 7.5e9, 64, ZERO_PAPER_K)) / 1e9;
+        char text[64];
+        snprintf(text, sizeof text, "%s", zero_fp32_text(stage));
+        for (char *p; (p = strstr(text, "Psi"));) {
+            memmove(p + 2, p + 3, strlen(p + 3) + 1);
+            memcpy(p, "Ψ", 2);
+        }
+        printf("# handout: | %s | %.*f GB |\n", text, t >= 100 ? 0 : 1, t);
+    }
+}
+
 static void bench(const struct gr_args *a)
 {
-    const char *svg = svg_path;
     base_seed = a->seed;
-    int n = pl_size(), me = pl_rank();
+    int n = pl_size();
     struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed + 5), CORPUS_TOKENS);
     struct gr_train_setup setup = graded_setup(&data);
     struct gr_reference ref;
@@ -1001,64 +1108,14 @@ static void bench(const struct gr_args *a)
     bars[0].formula[1] = f0.grads;
     bars[0].formula[2] = f0.optim;
     int nb = 1;
-    for (int k = 1; k <= 4; k++) {
-        int stage = k < 4 ? k : 3, prefetch = k == 4;
-        struct bar *bar = &bars[nb];
-        bar->stage = stage;
-        snprintf(bar->label, sizeof bar->label, "ZeRO-%d%s", stage, prefetch ? "+prefetch" : "");
-        double base[PL_MEM_NCAT];
-        mem_current(base);
-        pl_mem_reset_peak();
-        pl_todo_reset();
-        struct zero *z = zero_new(&setup.cfg, &setup.opt, stage, prefetch, pl_comm_world());
-        struct gr_batch b;
-        gr_batch_new(&b, &setup, me, n);
-        if (!gr_todo_any())
-            for (int s = 0; s < 2; s++) {
-                gr_batch_load(&b, s);
-                zero_step(z, b.tokens, b.targets, b.B);
-                if (gr_todo_any()) break;
-            }
-        int todo = pl_todo_what() != NULL;
-        PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &todo, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-        gr_batch_free(&b);
-        struct pl_mem_stats st;
-        pl_mem_get_stats(&st);
-        const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
-        for (int c = 0; c < 3; c++) {
-            double mine = (double)st.peak[cats[c]] - base[cats[c]];
-            PL_CHECK_MPI(MPI_Allreduce(&mine, &bar->measured[c], 1, MPI_DOUBLE, MPI_MAX,
-                                       MPI_COMM_WORLD));
-        }
-        zero_free(z);
-        struct zero_bytes fz = zero_fp32(stage, psi, n);
-        bar->formula[0] = fz.params;
-        bar->formula[1] = fz.grads;
-        bar->formula[2] = fz.optim;
-        if (todo) {
-            pl_print0("# ZeRO-%d is still a stub (see %s): no row\n", stage, gr_handout());
-            continue;
-        }
-        nb++;
+    for (int k = 1; k <= 4; k++)
+        nb += bench_stage(&setup, k < 4 ? k : 3, k == 4, psi, &bars[nb]);
+    bench_table(bars, nb, &e);
+    if (svg_path && pl_rank() == 0) {
+        write_svg(svg_path, bars, nb, n, psi);
+        pl_print0("# bar chart written to %s\n", svg_path);
     }
-    char b[6][32];
-    pl_print0("# Lab 3 memory per rank by category: measured peak (the largest rank's) and the "
-              "fp32 formula\n# Psi = %.0f parameters, %d ranks, full_numel %zu, shard_numel %zu "
-              "(padding %zu)\n", psi, n, e.full_numel, e.shard_numel, e.full_numel - e.numel);
-    pl_print0("# %-16s %-16s %12s %12s %12s %12s %12s %12s\n", "stage", "formula", "params",
-              "(formula)", "grads", "(formula)", "optim", "(formula)");
-    for (int i = 0; i < nb; i++) {
-        for (int c = 0; c < 3; c++) {
-            human(bars[i].measured[c], b[2 * c], sizeof b[0]);
-            human(bars[i].formula[c], b[2 * c + 1], sizeof b[0]);
-        }
-        pl_print0("  %-16s %-16s %12s %12s %12s %12s %12s %12s\n", bars[i].label,
-                  zero_fp32_text(bars[i].stage), b[0], b[1], b[2], b[3], b[4], b[5]);
-    }
-    if (svg && me == 0) {
-        write_svg(svg, bars, nb, n, psi);
-        pl_print0("# bar chart written to %s\n", svg);
-    }
+    if (pl_rank() == 0) bench_figures(&lay);
     pl_model_layout_free(&lay);
     gr_reference_free(&ref);
     pl_tokens_free(&data);
