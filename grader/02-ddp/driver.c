@@ -285,7 +285,7 @@ static int judge_step_traffic(const struct setup *s, const struct ddp_case *c, i
             tsay("step %d: rank %d sent %.0f B (%.0f B of it in all-reduces); the "
                  "all-reduce of the gradient of Psi = %.0f parameters sends 2(n-1)/n x 4 Psi "
                  "= %.0f B (%s) per rank on %d ranks", step, r, got, ar, psi, want,
-                 gr_human_bytes(want, a, sizeof a), n);
+                 pl_format_bytes(want, a, sizeof a), n);
             if (got < want)
                 tsay("less than the whole gradient: some gradients were not "
                        "all-reduced, or not with pl_all_reduce");
@@ -319,8 +319,8 @@ static int judge_broadcast_traffic(const struct setup *s, const struct pl_ledger
     if (n > 1 && fabs(sum - (n - 1) * S) > 1e-9 * S) {
         tsay("ddp_new: the ranks sent %s in broadcasts in all; broadcasting the "
                "Psi = %zu parameters of rank 0 once sends (n-1) x 4 Psi = %s in all (handout "
-               "section 3)", gr_human_bytes(sum, a, sizeof a), s->ref.numel,
-               gr_human_bytes((n - 1) * S, b, sizeof b));
+               "section 3)", pl_format_bytes(sum, a, sizeof a), s->ref.numel,
+               pl_format_bytes((n - 1) * S, b, sizeof b));
         return 0;
     }
     return 1;
@@ -445,7 +445,7 @@ static void run_case(const struct setup *s, const struct ddp_case *c, int want_t
                                    "%ld collective calls. Only the last microbatch may "
                                    "communicate: accumulate the gradients locally and "
                                    "all-reduce once per step (handout section 7)", step, mb + 1,
-                                   M, r, gr_human_bytes(by, h, sizeof h), calls);
+                                   M, r, pl_format_bytes(by, h, sizeof h), calls);
                         out->traffic = 0;
                         break;
                     }
@@ -784,10 +784,12 @@ static double perf(void *st)
     snprintf(metric, sizeof metric, "tokens_per_s_%s", l->op);
     double f = gr_perf_report_step(&pf, (double)GLOBAL_B * l->s.train.cfg.seq_len,
                                    "the kit's model step and the library's all-reduces of "
-                                   "the same ranges, one after the other,", "the same bytes move in both: look for "
+                                   "the same ranges, one after the other,",
+                                   "the same bytes move in both: look for "
                                    "buffers allocated every step, copies into staging buffers "
                                    "the flat gradient does not need, or extra synchronisation "
-                                   "(a barrier, a blocking wait inside the hook)", metric);
+                                   "(a barrier, a blocking wait inside the hook)",
+                                   metric);
     gr_batch_free(&l->b);
     ddp_free(l->d);
     pl_model_free(l->base);
@@ -806,20 +808,6 @@ struct bench_row {
     struct gr_overlap ov;
     char err[512];
 };
-
-/* "51 136": digits grouped by three, as the handouts print large counts. */
-static const char *grouped(size_t x, char *buf, size_t len)
-{
-    char raw[32];
-    snprintf(raw, sizeof raw, "%zu", x);
-    size_t n = strlen(raw), k = 0;
-    for (size_t i = 0; i < n && k + 2 < len; i++) {
-        if (i && (n - i) % 3 == 0) buf[k++] = ' ';
-        buf[k++] = raw[i];
-    }
-    buf[k] = '\0';
-    return buf;
-}
 
 /* One traced step of the student's DDP after timing it: the row's figures (rank 0). */
 static void bench_trace(struct ddp *d, struct pl_model *m, struct gr_batch *b,
@@ -915,10 +903,10 @@ static void bench_figures(const struct setup *s, const struct bench_row *row, in
     size_t off[256], len[256];
     int nb = expected_plan(lay, BUCKET_SMALL, off, len);
     double psi = (double)lay->numel, kib = BUCKET_SMALL / 1024.0;
-    printf("# handout: Ψ = %s parameters in %d\n", grouped(lay->numel, g, sizeof g),
+    printf("# handout: Ψ = %s parameters in %d\n", pl_format_count(lay->numel, g, sizeof g),
            lay->n_tensors);
     printf("# handout: cut this model's %s gradient into %d buckets\n",
-           gr_human_bytes(4 * psi, h, sizeof h), nb);
+           pl_format_bytes(4 * psi, h, sizeof h), nb);
     printf("# handout: a %.0f KiB bucket stands for %.1f MB\n", kib,
            BUCKET_SMALL * MODEL_PSI / psi / 1e6);
     printf("# handout: full marks from %.0f%% hidden, none up to %.0f%%\n", 100 * OVERLAP_FULL,
@@ -942,7 +930,7 @@ static void bench_print_row(const struct setup *s, enum ddp_variant v, const str
     if (r->ov.comm > 0) snprintf(hid, sizeof hid, "%.0f%%", 100 * (1 - r->ov.not_hidden));
     printf("  %-11s %9.3f %8.0f%% %10.0f %10s %10.1f %5ld | %10.3f %9.3f %11.3f %7s\n",
            VARIANT_NAME[v], 1e3 * r->best, 100 * r->waiting_share,
-           GLOBAL_B * s->train.cfg.seq_len / r->best, gr_human_bytes(r->sent, h, sizeof h),
+           GLOBAL_B * s->train.cfg.seq_len / r->best, pl_format_bytes(r->sent, h, sizeof h),
            r->ledger_us, r->calls, 1e3 * r->ov.step_time, 1e3 * r->ov.comm, 1e3 * r->ov.exposed,
            hid);
 }

@@ -86,11 +86,6 @@ static struct gr_train_setup graded_setup(const struct pl_tokens *data)
     return s;
 }
 
-static const char *human(double bytes, char *buf, size_t len)
-{
-    return gr_human_bytes(bytes, buf, len);
-}
-
 /* ---- what a stage may hold: the formulas for this model, with the padding of its shards */
 
 struct allowance {
@@ -462,25 +457,30 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
     /* The report: rank 0's measured bytes beside the formula, and what DDP holds. */
     gr_say("memory", "per rank (fp32, Psi=%.0f, n=%d; formula %s = %s): measured on rank 0 "
            "(formula, accepted):", a.psi, n, zero_fp32_text(stage),
-           human(zero_bytes_total(a.formula), b1, sizeof b1));
+           pl_format_bytes(zero_bytes_total(a.formula), b1, sizeof b1));
     for (int k = 0; k < 3; k++)
         gr_say("memory", "  %-6s %10s  (%s, <= %s)", pl_mem_cat_name((enum pl_mem_cat)cats[k]),
-               human(all[0].peak[cats[k]], b1, sizeof b1), human(formula[k], b2, sizeof b2),
-               human(allowed[k], b3, sizeof b3));
+               pl_format_bytes(all[0].peak[cats[k]], b1, sizeof b1),
+               pl_format_bytes(formula[k], b2, sizeof b2),
+               pl_format_bytes(allowed[k], b3, sizeof b3));
     gr_say("memory", "  %-6s %10s  (the single-device reference's on the whole batch / %d "
-           "ranks, <= %s)", "activ", human(all[0].peak[PL_MEM_ACTIV], b1, sizeof b1), n,
-           human(ddp[4] / n + MEM_SLACK_ACTIV, b2, sizeof b2));
-    gr_say("memory", "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
-           "reference); padding: full_numel %.0f, shard_numel %.0f", human(ddp[0], b1, sizeof b1),
-           human(ddp[1], b2, sizeof b2), human(ddp[2], b3, sizeof b3), a.full, a.shard);
+           "ranks, <= %s)", "activ", pl_format_bytes(all[0].peak[PL_MEM_ACTIV], b1, sizeof b1), n,
+           pl_format_bytes(ddp[4] / n + MEM_SLACK_ACTIV, b2, sizeof b2));
+    gr_say("memory",
+           "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
+           "reference); padding: full_numel %.0f, shard_numel %.0f",
+           pl_format_bytes(ddp[0], b1, sizeof b1), pl_format_bytes(ddp[1], b2, sizeof b2),
+           pl_format_bytes(ddp[2], b3, sizeof b3), a.full, a.shard);
     for (int i = 0; i < n; i++) {
         const struct verdict *v = &all[i];
         if (v->leak_step >= 0) {
             for (int c = 0; c < PL_MEM_NCAT; c++)
                 if (v->leak[c] > 0) {
-                    gr_say("memory", "rank %d: zero_step %d left %s of %s allocated that it "
-                           "did not hold before the step: %s", i, v->leak_step + 1,
-                           human(v->leak[c], b1, sizeof b1), pl_mem_cat_name((enum pl_mem_cat)c),
+                    gr_say("memory",
+                           "rank %d: zero_step %d left %s of %s allocated that it "
+                           "did not hold before the step: %s",
+                           i, v->leak_step + 1, pl_format_bytes(v->leak[c], b1, sizeof b1),
+                           pl_mem_cat_name((enum pl_mem_cat)c),
                            c == PL_MEM_PARAMS ? "a gathered unit never freed? pl_mem_free "
                                                 "each one right after its forward or backward "
                                                 "(handout section 5)"
@@ -491,11 +491,13 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
         }
         for (int k = 0; k < 3; k++) {
             if (v->peak[cats[k]] <= allowed[k]) continue;
-            gr_say("memory", "rank %d held %s of %s (%s) at peak; ZeRO-%d on %d ranks accepts "
-                   "%s (formula %s): %s", i, human(v->peak[cats[k]], b1, sizeof b1),
+            gr_say("memory",
+                   "rank %d held %s of %s (%s) at peak; ZeRO-%d on %d ranks accepts "
+                   "%s (formula %s): %s",
+                   i, pl_format_bytes(v->peak[cats[k]], b1, sizeof b1),
                    pl_mem_cat_name((enum pl_mem_cat)cats[k]), cat_what(cats[k]), stage, n,
-                   human(allowed[k], b2, sizeof b2), human(formula[k], b3, sizeof b3),
-                   cat_rule(stage, cats[k]));
+                   pl_format_bytes(allowed[k], b2, sizeof b2),
+                   pl_format_bytes(formula[k], b3, sizeof b3), cat_rule(stage, cats[k]));
             gr_say("memory", "%s", cat_hint(stage, cats[k], v->peak[cats[k]], &a));
             return 0;
         }
@@ -507,13 +509,15 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
                                  ddp[4] / n + MEM_SLACK_ACTIV};
         for (int k = 0; k < 3; k++) {
             if (v->peak[other[k]] <= limit[k]) continue;
-            gr_say("memory", "rank %d held %s of %s at peak, more than the %s a stage needs "
+            gr_say("memory",
+                   "rank %d held %s of %s at peak, more than the %s a stage needs "
                    "there: parameters, gradients and optimizer state belong in their own "
                    "categories (pl_mem_alloc with PL_MEM_PARAMS, PL_MEM_GRADS or "
                    "PL_MEM_OPTIM, not pl_comm_buf_alloc or PL_MEM_ACTIV), where the formulas "
-                   "count them", i,
-                   human(v->peak[other[k]], b1, sizeof b1),
-                   pl_mem_cat_name((enum pl_mem_cat)other[k]), human(limit[k], b2, sizeof b2));
+                   "count them",
+                   i, pl_format_bytes(v->peak[other[k]], b1, sizeof b1),
+                   pl_mem_cat_name((enum pl_mem_cat)other[k]),
+                   pl_format_bytes(limit[k], b2, sizeof b2));
             return 0;
         }
     }
@@ -532,12 +536,13 @@ static int judge_traffic(int stage, const struct verdict *all, int n, const stru
     const struct verdict *v0 = &all[0];
     double tot0 = 0;
     for (int k = 0; k < PL_NKINDS; k++) tot0 += v0->bytes[0][k];
-    gr_say("traffic", "rank 0 sent per step: reduce-scatter %s, all-gather %s, all-reduce %s: "
+    gr_say("traffic",
+           "rank 0 sent per step: reduce-scatter %s, all-gather %s, all-reduce %s: "
            "%.3f x 4Psi(n-1)/n (formula %.0fPsi; padded to full_numel=%zu)",
-           human(v0->bytes[0][PL_REDUCE_SCATTER], b1, sizeof b1),
-           human(v0->bytes[0][PL_ALL_GATHER], b2, sizeof b2),
-           human(v0->bytes[0][PL_ALL_REDUCE], b3, sizeof b3), unit > 0 ? tot0 / unit : 0.0,
-           zero_comm_psi(stage), e->full_numel);
+           pl_format_bytes(v0->bytes[0][PL_REDUCE_SCATTER], b1, sizeof b1),
+           pl_format_bytes(v0->bytes[0][PL_ALL_GATHER], b2, sizeof b2),
+           pl_format_bytes(v0->bytes[0][PL_ALL_REDUCE], b3, sizeof b3),
+           unit > 0 ? tot0 / unit : 0.0, zero_comm_psi(stage), e->full_numel);
     for (int i = 0; i < n; i++)
         for (int s = 0; s < all[i].steps_done; s++) {
             const double *by = all[i].bytes[s];
@@ -545,14 +550,16 @@ static int judge_traffic(int stage, const struct verdict *all, int n, const stru
                 if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||
                     k == PL_BARRIER || by[k] == 0)
                     continue;
-                gr_say("traffic", "rank %d, step %d: %s of %s: ZeRO needs only reduce-scatter "
-                       "(gradients) and all-gather (parameters)", i, s + 1,
-                       human(by[k], b1, sizeof b1), pl_coll_kind_name((enum pl_coll_kind)k));
+                gr_say("traffic",
+                       "rank %d, step %d: %s of %s: ZeRO needs only reduce-scatter "
+                       "(gradients) and all-gather (parameters)",
+                       i, s + 1, pl_format_bytes(by[k], b1, sizeof b1),
+                       pl_coll_kind_name((enum pl_coll_kind)k));
                 return 0;
             }
             if (by[PL_ALL_REDUCE] > scalar) {
                 gr_say("traffic", "rank %d, step %d: all-reduce of %s: %s", i, s + 1,
-                       human(by[PL_ALL_REDUCE], b1, sizeof b1),
+                       pl_format_bytes(by[PL_ALL_REDUCE], b1, sizeof b1),
                        stage == 1
                            ? "an all-reduce of the gradient followed by the all-gather of the "
                              "parameters moves 3Psi; a rank updates only its own chunk, so it "
@@ -569,25 +576,29 @@ static int judge_traffic(int stage, const struct verdict *all, int n, const stru
             if (fabs(by[PL_REDUCE_SCATTER] - rs) > 0.5) {
                 gr_say("traffic", "rank %d, step %d: reduce-scatter sent %s; the gradient of "
                        "every unit, padded, reduce-scattered once: 4 x full_numel x (n-1)/n = "
-                       "%s%s", i, s + 1, human(by[PL_REDUCE_SCATTER], b1, sizeof b1),
-                       human(rs, b2, sizeof b2),
+                       "%s%s", i, s + 1, pl_format_bytes(by[PL_REDUCE_SCATTER], b1, sizeof b1),
+                       pl_format_bytes(rs, b2, sizeof b2),
                        by[PL_REDUCE_SCATTER] > rs ? " (a unit reduced twice?)"
                                                   : " (a unit's gradient not reduced?)");
                 return 0;
             }
             if (by[PL_ALL_GATHER] < ag_lo - 0.5 || by[PL_ALL_GATHER] > ag_hi + 0.5) {
                 if (stage == 3)
-                    gr_say("traffic", "rank %d, step %d: all-gather sent %s; stage 3 gathers "
+                    gr_say("traffic",
+                           "rank %d, step %d: all-gather sent %s; stage 3 gathers "
                            "every unit before its forward and again before its backward: 2 x "
                            "4 x full_numel x (n-1)/n = %s (%s if the head stays gathered "
-                           "from its forward to its backward)", i, s + 1,
-                           human(by[PL_ALL_GATHER], b1, sizeof b1), human(ag_hi, b2, sizeof b2),
-                           human(ag_lo, b3, sizeof b3));
+                           "from its forward to its backward)",
+                           i, s + 1, pl_format_bytes(by[PL_ALL_GATHER], b1, sizeof b1),
+                           pl_format_bytes(ag_hi, b2, sizeof b2),
+                           pl_format_bytes(ag_lo, b3, sizeof b3));
                 else
-                    gr_say("traffic", "rank %d, step %d: all-gather sent %s; after the update "
+                    gr_say("traffic",
+                           "rank %d, step %d: all-gather sent %s; after the update "
                            "every unit's parameters are gathered once: 4 x full_numel x "
-                           "(n-1)/n = %s", i, s + 1, human(by[PL_ALL_GATHER], b1, sizeof b1),
-                           human(ag, b4, sizeof b4));
+                           "(n-1)/n = %s",
+                           i, s + 1, pl_format_bytes(by[PL_ALL_GATHER], b1, sizeof b1),
+                           pl_format_bytes(ag, b4, sizeof b4));
                 return 0;
             }
         }
@@ -1028,26 +1039,12 @@ static void bench_table(const struct bar *bars, int nb, const struct zero_layout
               "(formula)", "grads", "(formula)", "optim", "(formula)");
     for (int i = 0; i < nb; i++) {
         for (int c = 0; c < 3; c++) {
-            human(bars[i].measured[c], b[2 * c], sizeof b[0]);
-            human(bars[i].formula[c], b[2 * c + 1], sizeof b[0]);
+            pl_format_bytes(bars[i].measured[c], b[2 * c], sizeof b[0]);
+            pl_format_bytes(bars[i].formula[c], b[2 * c + 1], sizeof b[0]);
         }
         pl_print0("  %-16s %-16s %12s %12s %12s %12s %12s %12s\n", bars[i].label,
                   zero_fp32_text(bars[i].stage), b[0], b[1], b[2], b[3], b[4], b[5]);
     }
-}
-
-/* "58 156": digits grouped by three, as the handouts print large counts. */
-static const char *grouped(size_t x, char *buf, size_t len)
-{
-    char raw[32];
-    snprintf(raw, sizeof raw, "%zu", x);
-    size_t n = strlen(raw), k = 0;
-    for (size_t i = 0; i < n && k + 2 < len; i++) {
-        if (i && (n - i) % 3 == 0) buf[k++] = ' ';
-        buf[k++] = raw[i];
-    }
-    buf[k] = '\0';
-    return buf;
 }
 
 /* The figures docs/labs/03-zero.md quotes, one "# handout: TEXT" line each, TEXT verbatim as
@@ -1063,10 +1060,11 @@ static void bench_figures(const struct pl_model_layout *lay)
         size_t l = strlen(list);
         snprintf(list + l, sizeof divides - l, "%s%d", l ? " and " : "", n);
     }
-    printf("# handout: Ψ = %s\n", grouped(lay->numel, g, sizeof g));
+    printf("# handout: Ψ = %s\n", pl_format_count(lay->numel, g, sizeof g));
     printf("# handout: four blocks of %s parameters each, which %s %s not divide%s%s%s\n",
-           grouped(block, h, sizeof h), not, strchr(not, ' ') ? "do" : "does",
-           divides[0] ? " and " : "", divides, divides[0] ? (strchr(divides, ' ') ? " do" : " does") : "");
+           pl_format_count(block, h, sizeof h), not, strchr(not, ' ') ? "do" : "does",
+           divides[0] ? " and " : "", divides,
+           divides[0] ? (strchr(divides, ' ') ? " do" : " does") : "");
     for (int n = 2; n <= 4; n++) {
         struct zero_layout e;
         expected_layout(&e, lay, n, 0);

@@ -337,10 +337,12 @@ static void random_token(char *out, size_t len)
     if (fd >= 0) close(fd);
     if (got != (ssize_t)sizeof raw) {
         unsigned long x = (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16);
-        for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)(x >> (i % 8 * 8)) ^ (unsigned char)i;
+        for (size_t i = 0; i < sizeof raw; i++)
+            raw[i] = (unsigned char)(x >> (i % 8 * 8)) ^ (unsigned char)i;
     }
     size_t k = 0;
-    for (size_t i = 0; i < sizeof raw && k + 2 < len; i++) k += (size_t)snprintf(out + k, len - k, "%02x", raw[i]);
+    for (size_t i = 0; i < sizeof raw && k + 2 < len; i++)
+        k += (size_t)snprintf(out + k, len - k, "%02x", raw[i]);
 }
 
 static void remove_tree(const char *dir)
@@ -808,7 +810,8 @@ static int print_labs(void)
 {
     for (int k = 0; k < nlabs; k++)
         if (lab_selected(k))
-            printf("%s\t%s\t%s\t%s\n", lab_of[k]->dir, lab_of[k]->bench_np ? lab_of[k]->bench_np : "",
+            printf("%s\t%s\t%s\t%s\n", lab_of[k]->dir,
+                   lab_of[k]->bench_np ? lab_of[k]->bench_np : "",
                    lab_of[k]->bench_args ? lab_of[k]->bench_args : "", lab_of[k]->title);
     return 0;
 }
