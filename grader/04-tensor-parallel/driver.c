@@ -27,6 +27,7 @@
 #include "tp.h"
 #include "tp_shard.h"
 #include "train.h"
+#include "units.h"
 
 #define TOL_FWD 1e-5 /* DESIGN.md: relative L2 per tensor, fp32 forward */
 #define TOL_BWD GR_TOL_GRADS
@@ -325,7 +326,7 @@ static void judge_pass_traffic(const char *pass, const struct pass_traffic *tr, 
     if (tr->other_calls || tr->other_bytes > 0)
         fail("the %s made %ld operations other than all-reduce (%s): tensor parallelism "
              "needs only the all-reduces of f and g", pass, tr->other_calls,
-             gr_human_bytes(tr->other_bytes, a, sizeof a));
+             pl_format_bytes(tr->other_bytes, a, sizeof a));
     else if (tr->ar_calls != calls)
         fail("the %s made %ld all-reduce%s on the TP group where it needs %ld (%s)%s", pass,
              tr->ar_calls, tr->ar_calls == 1 ? "" : "s", calls, where,
@@ -337,8 +338,8 @@ static void judge_pass_traffic(const char *pass, const struct pass_traffic *tr, 
     else if (fabs(tr->ar_bytes - want) > 0.5)
         fail("the %s sent %s per rank where %ld all-reduce%s of %.0f floats on %d ranks send "
              "%s (2(t-1)/t of each buffer): reduce exactly the [N, C] activation", pass,
-             gr_human_bytes(tr->ar_bytes, a, sizeof a), calls, calls == 1 ? "" : "s", count,
-             t, gr_human_bytes(want, b, sizeof b));
+             pl_format_bytes(tr->ar_bytes, a, sizeof a), calls, calls == 1 ? "" : "s", count,
+             t, pl_format_bytes(want, b, sizeof b));
 }
 
 /* ---- op conjugates: f and g on integer-valued data, exact ---- */
@@ -748,7 +749,7 @@ static void run_sub(struct pl_comm *tp, enum sub s, int i)
     say_ok(P_TRAFFIC, "%d all-reduce%s forward and %d backward per pass on the TP group; the "
            "last case (b=%d, s=%d, h=64) sent %s per rank = %s8bsh(t-1)/t x 4 bytes",
            SUBS[s].ars, SUBS[s].ars == 1 ? "" : "s", SUBS[s].ars, B, T,
-           gr_human_bytes(want, a, sizeof a), s == SUB_BLOCK ? "" : "1/2 of ");
+           pl_format_bytes(want, a, sizeof a), s == SUB_BLOCK ? "" : "1/2 of ");
 }
 
 /* ---- op vocab: the vocabulary-parallel embedding, head and cross-entropy ---- */
@@ -888,14 +889,14 @@ static void run_vocab(struct pl_comm *tp, int i)
         fail("the embedding and the loss sent %s per rank in %ld all-reduces and %ld "
              "all-gathers where they need %s in 3 all-reduces ([N, C] forward in the "
              "embedding, [N, C] backward in the head, 2N for the sums) and 1 all-gather of "
-             "the N row maxima%s", gr_human_bytes(got, a1, sizeof a1),
-             d.calls[PL_ALL_REDUCE], d.calls[PL_ALL_GATHER], gr_human_bytes(want, a2, sizeof a2),
+             "the N row maxima%s", pl_format_bytes(got, a1, sizeof a1),
+             d.calls[PL_ALL_REDUCE], d.calls[PL_ALL_GATHER], pl_format_bytes(want, a2, sizeof a2),
              pl_ledger_bytes(&d, PL_ALL_GATHER, -1) > (t - 1.0) * N * 4
                  ? ": gathering logits moves N x V floats; only the row maxima, the sums of "
                    "exponentials and the target logits need to cross ranks (section 10)"
                  : "");
     say_ok(P_TRAFFIC, "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
-           gr_human_bytes(want, a1, sizeof a1), B, T);
+           pl_format_bytes(want, a1, sizeof a1), B, T);
     /* memory: nothing the size of the full logits */
     cur = P_MEMORY;
     double full = 4.0 * N * V;
@@ -903,9 +904,9 @@ static void run_vocab(struct pl_comm *tp, int i)
         fail("your head and loss held %s at peak beyond their activations: as much as the "
              "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
              "keeps its [N, V/t] columns and three numbers per row (section 10)",
-             gr_human_bytes(held, a1, sizeof a1), gr_human_bytes(full, a2, sizeof a2));
+             pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
     say_ok(P_MEMORY, "the head held at most %s beyond its activations, below the full logits' "
-           "%s", gr_human_bytes(held, a1, sizeof a1), gr_human_bytes(full, a2, sizeof a2));
+           "%s", pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
     cur = P_CORRECT;
     pl_tp_head_acts_free(&a);
     float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w};
@@ -954,8 +955,8 @@ static void judge_train_memory(const struct pl_model_config *c, int t, int B,
         if (got > K[k].bound * 1.001)
             fail("%s held %s at peak where a rank's shard needs %s: the split tensors' 1/t "
                  "(t=%d) plus the replicated layernorms, position embedding and biases whole",
-                 K[k].what, gr_human_bytes(got, a, sizeof a),
-                 gr_human_bytes(K[k].bound, b, sizeof b), t);
+                 K[k].what, pl_format_bytes(got, a, sizeof a),
+                 pl_format_bytes(K[k].bound, b, sizeof b), t);
     }
     double act = L * pl_tp_block_act_bytes(c, t, B, c->seq_len) + 4 * N * (V / t + 3) +
                  4 * 4 * N * C;
@@ -963,11 +964,11 @@ static void judge_train_memory(const struct pl_model_config *c, int t, int B,
     if (got > act)
         fail("activations held %s at peak, more than the kit's TP formula allows (%s: the "
              "blocks' split activations, the head's [N, V/t] logits, four [N, C] buffers)",
-             gr_human_bytes(got, a, sizeof a), gr_human_bytes(act, b, sizeof b));
+             pl_format_bytes(got, a, sizeof a), pl_format_bytes(act, b, sizeof b));
     say_ok(P_MEMORY, "per rank: %s of parameters (as many of gradients, twice of AdamW "
            "moments) for t=%d, from the shapes; activations %s at peak within %s",
-           gr_human_bytes(want, a, sizeof a), t, gr_human_bytes(got, b, sizeof b),
-           gr_human_bytes(act, (char[32]){0}, 32));
+           pl_format_bytes(want, a, sizeof a), t, pl_format_bytes(got, b, sizeof b),
+           pl_format_bytes(act, (char[32]){0}, 32));
     cur = P_CORRECT;
 }
 
@@ -1128,8 +1129,8 @@ static void run_placement(int i)
                  "dgx-h100 this block takes %.2f us where inside a node it takes %.2f us "
                  "(%.1fx). With tp leftmost in the order the grid puts a TP group on "
                  "consecutive ranks, one node: build the group from the grid's tp axis "
-                 "(section 2)", mem, gr_human_bytes(mine, a, sizeof a),
-                 gr_human_bytes(pl_ledger_bytes(&d, -1, -1), b, sizeof b), run * 1e6,
+                 "(section 2)", mem, pl_format_bytes(mine, a, sizeof a),
+                 pl_format_bytes(pl_ledger_bytes(&d, -1, -1), b, sizeof b), run * 1e6,
                  inside * 1e6, run / inside);
         say_ok(P_PLACEMENT, "every TP group of order tp-dp lies inside a node: all of its "
                "all-reduce bytes on intra-node links; modelled on dgx-h100 %.2f us per block "
@@ -1143,7 +1144,7 @@ static void run_placement(int i)
                "crosses nodes, up to %s per rank inter-node; modelled on dgx-h100 %.2f us per "
                "block forward+backward vs %.2f us inside a node (%.1fx slower). Your code gave "
                "the right numbers under this order too", mem,
-               gr_human_bytes(inter, a, sizeof a), run * 1e6, inside * 1e6, run / inside);
+               pl_format_bytes(inter, a, sizeof a), run * 1e6, inside * 1e6, run / inside);
     }
     cur = P_CORRECT;
     pl_comm_free(tp);
