@@ -1152,7 +1152,8 @@ static void run_placement(int i)
 
 /* ---- bench: the modelled cost of one block per TP degree and order ---- */
 
-static void bench_row(int t, const char *order)
+/* One row of the table; returns the slowest rank's modelled time (s), -1 when no row. */
+static double bench_row(int t, const char *order)
 {
     struct pl_grid grid;
     char deg[32];
@@ -1162,7 +1163,7 @@ static void bench_row(int t, const char *order)
     struct pl_comm *tp = tp_group(&grid, pl_comm_world());
     if (gr_todo_any() || !tp) {
         pl_print0("%-8s %4d   tp_group is still a stub: no row\n", order, t);
-        return;
+        return -1;
     }
     struct sub_run run;
     run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
@@ -1178,6 +1179,7 @@ static void bench_row(int t, const char *order)
               v[1] * 1e6, all_ok ? "yes" : "NO");
     verdicts_reset();
     pl_comm_free(tp);
+    return v[0];
 }
 
 /* The tiny graded block is latency-bound; a GPT-3 sized block shows what TP buys and what
@@ -1189,6 +1191,7 @@ static void big_block_table(void)
     const struct pl_profile *p = pl_profile_find("dgx-h100");
     const double b = 1, sq = 2048, h = 12288, S = 2 * b * sq * h;
     const double flops = 72 * b * sq * h * h * (1 + sq / (6 * h));
+    double two = 0;
     pl_print0("#\n# one GPT-3 175B block (b=1, s=2048, h=12288, bf16) forward and backward on "
               "dgx-h100, modelled serially:\n# compute/t + 4 ring all-reduces of bsh values\n");
     pl_print0("# %4s %14s %16s %16s %12s\n", "tp", "compute (ms)", "TP in node (ms)",
@@ -1201,6 +1204,11 @@ static void big_block_table(void)
                                       p->bw[PL_LINK_INTER]);
         pl_print0("  %4d %14.3f %16.3f %16.3f %12.2f\n", t, comp * 1e3, (comp + in) * 1e3,
                   (comp + out) * 1e3, (comp + out) / (comp + in));
+        if (t == 8)
+            pl_print0("# handout: a GPT-3 175B block on tp = 8 takes %.3f ms inside a node and "
+                      "%.3f ms across nodes (%.2fx), where tp = 2 inside a node takes %.3f ms\n",
+                      (comp + in) * 1e3, (comp + out) * 1e3, (comp + out) / (comp + in), two);
+        if (t == 2) two = (comp + in) * 1e3;
     }
 }
 
@@ -1225,8 +1233,12 @@ static void bench(const struct gr_args *args)
                       topo->per_node);
             continue;
         }
-        bench_row(t, "tp-dp");
-        if (t > 1) bench_row(t, "dp-tp");
+        double in = bench_row(t, "tp-dp");
+        double across = t > 1 ? bench_row(t, "dp-tp") : -1;
+        if (t == PLACE_TP && in > 0 && across > 0)
+            pl_print0("# handout: with tp = %d across nodes the graded block's modelled time on "
+                      "dgx-h100 grows from %.2f us to %.2f us (%.1fx)\n", t, in * 1e6,
+                      across * 1e6, across / in);
     }
     big_block_table();
     pl_print0("#\n# activation bytes per rank of one TP block (fp32, the ledger's PL_MEM_ACTIV "
@@ -1245,6 +1257,8 @@ static void bench(const struct gr_args *args)
         double korth = s * b * h * (10 + 24.0 / t + 5 * as * s / (h * t));
         pl_print0("  %4d %14.0f %14.0f %16.0f\n", t, measured,
                   pl_tp_block_act_bytes(&c, t, CASES[0].B, CASES[0].T), korth);
+        pl_print0("# handout: t = %d: %.0f bytes measured, %.0f by Korthikanti's formula\n", t,
+                  measured, korth);
     }
 }
 
