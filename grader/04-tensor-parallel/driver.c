@@ -834,6 +834,44 @@ static double peak_since(const struct pl_mem_stats *before)
     return (double)now.peak_total - (double)before->current_total;
 }
 
+/* The traffic of the vocabulary-parallel embedding and loss, and the head's memory. */
+static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int B, int T, int C,
+                             int V)
+{
+    const struct pl_ledger d = *dp;
+    const int N = B * T;
+    /* traffic: g of the embedding and f's backward of the head ([N, C] each), the row
+     * maxima gathered (N per rank), and one all-reduce of the 2N sums */
+    cur = P_TRAFFIC;
+    double want = 2.0 * (t - 1) / t * (2.0 * N * C + 2.0 * N) * 4 + (t - 1.0) * N * 4;
+    double got = gr_ledger_total_bytes(&d);
+    char a1[32], a2[32];
+    if (t > 1 && (d.calls[PL_ALL_REDUCE] != 3 || d.calls[PL_ALL_GATHER] != 1 ||
+                  gr_ledger_total_calls(&d) != 4 || fabs(got - want) > 0.5))
+        fail("the embedding and the loss sent %s per rank in %ld all-reduces and %ld "
+             "all-gathers where they need %s in 3 all-reduces ([N, C] forward in the "
+             "embedding, [N, C] backward in the head, 2N for the sums) and 1 all-gather of "
+             "the N row maxima%s", pl_format_bytes(got, a1, sizeof a1),
+             d.calls[PL_ALL_REDUCE], d.calls[PL_ALL_GATHER], pl_format_bytes(want, a2, sizeof a2),
+             pl_ledger_bytes(&d, PL_ALL_GATHER, -1) > (t - 1.0) * N * 4
+                 ? ": gathering logits moves N x V floats; only the row maxima, the sums of "
+                   "exponentials and the target logits need to cross ranks (section 10)"
+                 : "");
+    say_ok(P_TRAFFIC, "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
+           pl_format_bytes(want, a1, sizeof a1), B, T);
+    /* memory: nothing the size of the full logits */
+    cur = P_MEMORY;
+    double full = 4.0 * N * V;
+    if (t > 1 && held >= full)
+        fail("your head and loss held %s at peak beyond their activations: as much as the "
+             "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
+             "keeps its [N, V/t] columns and three numbers per row (section 10)",
+             pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
+    say_ok(P_MEMORY, "the head held at most %s beyond its activations, below the full logits' "
+           "%s", pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
+    cur = P_CORRECT;
+}
+
 static void run_vocab(struct pl_comm *tp, int i)
 {
     struct pl_model_config c = graded_config();
@@ -878,35 +916,7 @@ static void run_vocab(struct pl_comm *tp, int i)
     compare("gradient of your rows of the head", dw_r, e_w, (size_t)Vt * C, TOL_BWD, NULL);
     say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)", t);
 
-    /* traffic: g of the embedding and f's backward of the head ([N, C] each), the row
-     * maxima gathered (N per rank), and one all-reduce of the 2N sums */
-    cur = P_TRAFFIC;
-    double want = 2.0 * (t - 1) / t * (2.0 * N * C + 2.0 * N) * 4 + (t - 1.0) * N * 4;
-    double got = gr_ledger_total_bytes(&d);
-    char a1[32], a2[32];
-    if (t > 1 && (d.calls[PL_ALL_REDUCE] != 3 || d.calls[PL_ALL_GATHER] != 1 ||
-                  gr_ledger_total_calls(&d) != 4 || fabs(got - want) > 0.5))
-        fail("the embedding and the loss sent %s per rank in %ld all-reduces and %ld "
-             "all-gathers where they need %s in 3 all-reduces ([N, C] forward in the "
-             "embedding, [N, C] backward in the head, 2N for the sums) and 1 all-gather of "
-             "the N row maxima%s", pl_format_bytes(got, a1, sizeof a1),
-             d.calls[PL_ALL_REDUCE], d.calls[PL_ALL_GATHER], pl_format_bytes(want, a2, sizeof a2),
-             pl_ledger_bytes(&d, PL_ALL_GATHER, -1) > (t - 1.0) * N * 4
-                 ? ": gathering logits moves N x V floats; only the row maxima, the sums of "
-                   "exponentials and the target logits need to cross ranks (section 10)"
-                 : "");
-    say_ok(P_TRAFFIC, "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
-           pl_format_bytes(want, a1, sizeof a1), B, T);
-    /* memory: nothing the size of the full logits */
-    cur = P_MEMORY;
-    double full = 4.0 * N * V;
-    if (t > 1 && held >= full)
-        fail("your head and loss held %s at peak beyond their activations: as much as the "
-             "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
-             "keeps its [N, V/t] columns and three numbers per row (section 10)",
-             pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
-    say_ok(P_MEMORY, "the head held at most %s beyond its activations, below the full logits' "
-           "%s", pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
+    judge_vocab_comm(&d, held, t, B, T, C, V);
     cur = P_CORRECT;
     pl_tp_head_acts_free(&a);
     float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w};
@@ -972,6 +982,41 @@ static void judge_train_memory(const struct pl_model_config *c, int t, int B,
     cur = P_CORRECT;
 }
 
+/* Every tensor's shard against its slice of the reference's final weights. */
+static void check_train_weights(const struct tp_gpt *m, const struct gr_reference *ref, int t,
+                                int r)
+{
+    /* every tensor's shard against the slice of the reference's final weights */
+    float *want = op_alloc(m->numel, "expected shard");
+    float *full = op_alloc(ref->numel, "reference params");
+    pl_to_device(full, ref->params, ref->numel * sizeof(float));
+    pl_tp_model_slice(&ref->layout, t, r, full, want);
+    float *h = host_copy(want, m->numel), *g = host_copy(m->params, m->numel);
+    double all = 0;
+    for (size_t k = 0; k < m->numel; k++) all += (double)h[k] * h[k];
+    double rms = sqrt(all / (double)m->numel);
+    for (int i = 0; i < m->ntensors && verdicts[cur].ok; i++) {
+        const struct pl_tp_tensor *d = &m->tensors[i];
+        /* as gr_check_params: a tensor that started at zero (a bias) is measured against
+         * the whole shard's RMS, so that rounding alone never fails it */
+        double e = 0, nr = 0;
+        for (size_t k = d->shard_offset; k < d->shard_offset + d->shard_numel; k++) {
+            e += ((double)g[k] - h[k]) * ((double)g[k] - h[k]);
+            nr += (double)h[k] * h[k];
+        }
+        double rel = sqrt(e) / fmax(sqrt(nr), rms * sqrt((double)d->shard_numel));
+        if (!(rel <= GR_TOL_PARAMS))
+            fail("your shard of %s after %d steps: relative L2 error %.2e (tolerance %.0e)%s",
+                 d->name, TRAIN_STEPS, rel, GR_TOL_PARAMS,
+                 d->split == PL_TP_REPLICATED ? ": a replicated tensor, updated the same "
+                                                "on every rank" : "");
+    }
+    free(h);
+    free(g);
+    pl_mem_free(want);
+    pl_mem_free(full);
+}
+
 static void run_train(struct pl_comm *tp)
 {
     int t = pl_comm_size(tp), r = pl_comm_rank(tp);
@@ -1010,37 +1055,7 @@ static void run_train(struct pl_comm *tp)
                        "gradient clipping (replicated tensors count once in the global norm) "
                        "and AdamW's weight decay per tensor (section 11)"
                      : "");
-    if (m && verdicts[cur].ok) {
-        /* every tensor's shard against the slice of the reference's final weights */
-        float *want = op_alloc(m->numel, "expected shard");
-        float *full = op_alloc(ref.numel, "reference params");
-        pl_to_device(full, ref.params, ref.numel * sizeof(float));
-        pl_tp_model_slice(&ref.layout, t, r, full, want);
-        float *h = host_copy(want, m->numel), *g = host_copy(m->params, m->numel);
-        double all = 0;
-        for (size_t k = 0; k < m->numel; k++) all += (double)h[k] * h[k];
-        double rms = sqrt(all / (double)m->numel);
-        for (int i = 0; i < m->ntensors && verdicts[cur].ok; i++) {
-            const struct pl_tp_tensor *d = &m->tensors[i];
-            /* as gr_check_params: a tensor that started at zero (a bias) is measured against
-             * the whole shard's RMS, so that rounding alone never fails it */
-            double e = 0, nr = 0;
-            for (size_t k = d->shard_offset; k < d->shard_offset + d->shard_numel; k++) {
-                e += ((double)g[k] - h[k]) * ((double)g[k] - h[k]);
-                nr += (double)h[k] * h[k];
-            }
-            double rel = sqrt(e) / fmax(sqrt(nr), rms * sqrt((double)d->shard_numel));
-            if (!(rel <= GR_TOL_PARAMS))
-                fail("your shard of %s after %d steps: relative L2 error %.2e (tolerance %.0e)%s",
-                     d->name, TRAIN_STEPS, rel, GR_TOL_PARAMS,
-                     d->split == PL_TP_REPLICATED ? ": a replicated tensor, updated the same "
-                                                    "on every rank" : "");
-        }
-        free(h);
-        free(g);
-        pl_mem_free(want);
-        pl_mem_free(full);
-    }
+    if (m && verdicts[cur].ok) check_train_weights(m, &ref, t, r);
     judge_train_memory(&setup.cfg, t, b.B, &before, &after);
     say_ok(P_CORRECT, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
            "weights match the single device (last loss %.5f)", TRAIN_STEPS, TRAIN_LAYERS, t,
