@@ -1,6 +1,7 @@
-/* tp_shard.c: the trusted pieces of tensor parallelism (tp_shard.h): degrees, the shard layout of a
- * block as row and column blocks of the full tensors, copies and counter-RNG initialisation
- * of a shard, a TP block's activations, and the row-broadcast bias. */
+/* tp_shard.c: the trusted pieces of tensor parallelism (tp_shard.h): degrees, the shard
+ * layout of a block and of the whole model as row and column blocks of the full tensors,
+ * copies and counter-RNG initialisation of a shard, a TP block's activations, the
+ * row-broadcast bias and the vocabulary-parallel cross-entropy's per-row pieces. */
 #include "tp_shard.h"
 
 #include <math.h>
@@ -61,12 +62,18 @@ int pl_tp_block_tensors(const struct pl_model_config *c, int layer, int t,
         int groups;
         int rows, cols; /* 'C', 'F', '3' (3C) or '1' */
     } T[PL_TP_BLOCK_TENSORS] = {
-        {"ln1.w", PL_TP_REPLICATED, 1, 'C', '1'},     {"ln1.b", PL_TP_REPLICATED, 1, 'C', '1'},
-        {"attn.w_qkv", PL_TP_ROWS, 3, '3', 'C'},      {"attn.b_qkv", PL_TP_ROWS, 3, '3', '1'},
-        {"attn.w_proj", PL_TP_COLS, 1, 'C', 'C'},     {"attn.b_proj", PL_TP_REPLICATED, 1, 'C', '1'},
-        {"ln2.w", PL_TP_REPLICATED, 1, 'C', '1'},     {"ln2.b", PL_TP_REPLICATED, 1, 'C', '1'},
-        {"mlp.w_fc", PL_TP_ROWS, 1, 'F', 'C'},        {"mlp.b_fc", PL_TP_ROWS, 1, 'F', '1'},
-        {"mlp.w_proj", PL_TP_COLS, 1, 'C', 'F'},      {"mlp.b_proj", PL_TP_REPLICATED, 1, 'C', '1'},
+        {"ln1.w", PL_TP_REPLICATED, 1, 'C', '1'},
+        {"ln1.b", PL_TP_REPLICATED, 1, 'C', '1'},
+        {"attn.w_qkv", PL_TP_ROWS, 3, '3', 'C'},
+        {"attn.b_qkv", PL_TP_ROWS, 3, '3', '1'},
+        {"attn.w_proj", PL_TP_COLS, 1, 'C', 'C'},
+        {"attn.b_proj", PL_TP_REPLICATED, 1, 'C', '1'},
+        {"ln2.w", PL_TP_REPLICATED, 1, 'C', '1'},
+        {"ln2.b", PL_TP_REPLICATED, 1, 'C', '1'},
+        {"mlp.w_fc", PL_TP_ROWS, 1, 'F', 'C'},
+        {"mlp.b_fc", PL_TP_ROWS, 1, 'F', '1'},
+        {"mlp.w_proj", PL_TP_COLS, 1, 'C', 'F'},
+        {"mlp.b_proj", PL_TP_REPLICATED, 1, 'C', '1'},
     };
     size_t full = 0, shard = 0;
     for (int i = 0; i < PL_TP_BLOCK_TENSORS; i++) {

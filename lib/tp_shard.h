@@ -1,4 +1,4 @@
-/* tp_shard.h: the trusted pieces of Megatron-style tensor parallelism that labs build on: which
+/* tp_shard.h: the trusted pieces of Megatron-style tensor parallelism labs build on: which
  * degrees t a model allows, where each rank's shard of a transformer block lies in the full
  * tensors (a row or column block), copying and initialising a shard as exactly that block,
  * the activations one rank of a TP block keeps, and a bias added over rows on either backend.

@@ -1382,7 +1382,8 @@ static void run(void *st, int i)
 static int judge(void *st, int i, const char *part)
 {
     for (int p = 0; p < NPARTS; p++)
-        if (!strcmp(part, PART_NAMES[p])) return gather_verdict((enum part)p, i == count_cases(st) - 1);
+        if (!strcmp(part, PART_NAMES[p]))
+            return gather_verdict((enum part)p, i == count_cases(st) - 1);
     pl_usage_error_all("--parts %s: Lab 4 judges correct, traffic, memory, placement and order",
                        part);
 }
