@@ -694,6 +694,45 @@ static void print_test(const struct test *t, const struct test *prev)
     fflush(stdout);
 }
 
+/* results.json's "tests": every test that ran, with its reason, tags and visibility. */
+static void write_tests(FILE *f)
+{
+    fprintf(f, "  \"tests\": [");
+    int first = 1;
+    for (int i = 0; i < ntests; i++) {
+        const struct test *t = &tests[i];
+        if (!t->ran) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%s: %s", lab_of[t->lab]->dir, t->name);
+        fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
+        pl_json_string(f, name);
+        fprintf(f, ", \"score\": %.4f, \"max_score\": %.4f, \"status\": \"%s\",\n     \"output\": ",
+                t->score, t->points, t->passed ? "passed" : "failed");
+        pl_json_string(f, text_str(&t->reason));
+        fprintf(f, ",\n     \"tags\": [");
+        pl_json_string(f, t->tag);
+        if (t->hidden) fprintf(f, ", \"hidden\"");
+        fprintf(f, "], \"visibility\": \"%s\"}", t->hidden ? "after_published" : "visible");
+        first = 0;
+    }
+    fprintf(f, "\n  ]");
+}
+
+/* results.json's "leaderboard": each graded lab's metric (grade.h), when its perf run gave
+ * it. */
+static void write_leaderboard(FILE *f)
+{
+    int board = 0;
+    for (int k = 0; k < nlabs; k++) {
+        if (board_value[k] < 0) continue;
+        fprintf(f, "%s\n    {\"name\": ", board ? "," : ",\n  \"leaderboard\": [");
+        pl_json_string(f, lab_of[k]->metric_title);
+        fprintf(f, ", \"value\": %.4f, \"order\": \"desc\"}", board_value[k]);
+        board = 1;
+    }
+    if (board) fprintf(f, "\n  ]");
+}
+
 /* Gradescope's results.json. The top-level "score" is the total of every test. With the
  * hidden suite, whose tests are marked after_published, nothing may tell their outcome
  * before then: the top-level score (which overrides the tests' sum and shows at once) is
@@ -728,34 +767,8 @@ static int write_results(const char *path, double seconds)
     fprintf(f, "  \"execution_time\": %.1f,\n  \"output\": ", seconds);
     pl_json_string(f, summary);
     fprintf(f, ",\n  \"visibility\": \"visible\",\n  \"stdout_visibility\": \"hidden\",\n");
-    fprintf(f, "  \"tests\": [");
-    int first = 1;
-    for (int i = 0; i < ntests; i++) {
-        const struct test *t = &tests[i];
-        if (!t->ran) continue;
-        char name[300];
-        snprintf(name, sizeof name, "%s: %s", lab_of[t->lab]->dir, t->name);
-        fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
-        pl_json_string(f, name);
-        fprintf(f, ", \"score\": %.4f, \"max_score\": %.4f, \"status\": \"%s\",\n     \"output\": ",
-                t->score, t->points, t->passed ? "passed" : "failed");
-        pl_json_string(f, text_str(&t->reason));
-        fprintf(f, ",\n     \"tags\": [");
-        pl_json_string(f, t->tag);
-        if (t->hidden) fprintf(f, ", \"hidden\"");
-        fprintf(f, "], \"visibility\": \"%s\"}", t->hidden ? "after_published" : "visible");
-        first = 0;
-    }
-    fprintf(f, "\n  ]");
-    int board = 0;
-    for (int k = 0; k < nlabs; k++) {
-        if (board_value[k] < 0) continue;
-        fprintf(f, "%s\n    {\"name\": ", board ? "," : ",\n  \"leaderboard\": [");
-        pl_json_string(f, lab_of[k]->metric_title);
-        fprintf(f, ", \"value\": %.4f, \"order\": \"desc\"}", board_value[k]);
-        board = 1;
-    }
-    if (board) fprintf(f, "\n  ]");
+    write_tests(f);
+    write_leaderboard(f);
     fprintf(f, "\n}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
