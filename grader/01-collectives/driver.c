@@ -209,6 +209,44 @@ static void compare(const float *got, const float *expected, size_t total, struc
     }
 }
 
+/* Calls the student's collective once, and records in v what the ledgers saw: bytes sent
+ * and received, library collectives called, memory left and held at peak, and the time. */
+static void observe_call(enum op op, struct pl_comm *comm, float *buf, float *buf2, size_t count,
+                         int root, struct verdict *v)
+{
+    struct pl_mem_stats m0, m1;
+    pl_mem_get_stats(&m0);
+    pl_mem_reset_peak();
+    struct pl_ledger l0 = *pl_ledger(), l1, d;
+    recv_bytes = 0;
+    counting = 1;
+    char where[96];
+    snprintf(where, sizeof where, "in %s, before its first message", OPS[op].func);
+    pl_trace_where(where);
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = MPI_Wtime();
+    call_student(op, comm, buf, buf2, count, root);
+    v->seconds = MPI_Wtime() - t0;
+    counting = 0;
+    /* What a supervisor reads if the other ranks never come back. */
+    snprintf(where, sizeof where, "returned from %s, waiting for the other ranks",
+             OPS[op].func);
+    pl_trace_where(where);
+    l1 = *pl_ledger();
+    pl_mem_get_stats(&m1);
+    pl_ledger_diff(&l1, &l0, &d);
+    v->sent = pl_ledger_bytes(&d, PL_P2P, -1);
+    v->received = recv_bytes;
+    v->coll_kind = -1;
+    for (int k = 0; k < PL_NKINDS; k++) {
+        if (k == PL_P2P || k == PL_BARRIER) continue;
+        if (d.calls[k] > 0 && v->coll_kind < 0) v->coll_kind = k;
+        v->coll_calls += (double)d.calls[k];
+    }
+    v->leaked = (double)m1.current_total - (double)m0.current_total;
+    v->scratch = (double)m1.peak_total - (double)m0.current_total;
+}
+
 /* Runs one case on this rank and fills its verdict. */
 static void run_case(enum op op, const struct test_case *c, int index, struct verdict *v)
 {
@@ -236,38 +274,7 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     v->rank = r;
     v->world_rank = wr;
     v->root = root;
-    struct pl_mem_stats m0, m1;
-    pl_mem_get_stats(&m0);
-    pl_mem_reset_peak();
-    struct pl_ledger l0 = *pl_ledger(), l1, d;
-    recv_bytes = 0;
-    counting = 1;
-    char where[96];
-    snprintf(where, sizeof where, "in %s, before its first message", OPS[op].func);
-    pl_trace_where(where);
-    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = MPI_Wtime();
-    call_student(op, comm, buf, buf2, c->count, root);
-    v->seconds = MPI_Wtime() - t0;
-    counting = 0;
-    /* What a supervisor reads if the other ranks never come back. */
-    snprintf(where, sizeof where, "returned from %s, waiting for the other ranks",
-             OPS[op].func);
-    pl_trace_where(where);
-    l1 = *pl_ledger();
-    pl_mem_get_stats(&m1);
-    pl_ledger_diff(&l1, &l0, &d);
-
-    v->sent = pl_ledger_bytes(&d, PL_P2P, -1);
-    v->received = recv_bytes;
-    v->coll_kind = -1;
-    for (int k = 0; k < PL_NKINDS; k++) {
-        if (k == PL_P2P || k == PL_BARRIER) continue;
-        if (d.calls[k] > 0 && v->coll_kind < 0) v->coll_kind = k;
-        v->coll_calls += (double)d.calls[k];
-    }
-    v->leaked = (double)m1.current_total - (double)m0.current_total;
-    v->scratch = (double)m1.peak_total - (double)m0.current_total;
+    observe_call(op, comm, buf, buf2, c->count, root, v);
 
     pl_copy_to_host(got, op == OP_A2A ? buf2 : buf, total);
     compare(got, expected, total, v);
@@ -403,6 +410,47 @@ static const char *formula(enum op op)
     }
 }
 
+/* Broadcast: every spanning tree sends n-1 copies in all; a chain or a binary tree at most
+ * two per rank, a flat tree n-1 from the root. Split cases hold two groups. */
+static int judge_broadcast_traffic(const struct test_case *c, const struct verdict *all,
+                                   int nranks, const char *cs, double S)
+{
+    char a[32], b[32];
+    for (int g = 0; g < (c->split ? 2 : 1); g++) {
+        double sum = 0, max = 0;
+        int busiest = -1, gn = 0;
+        for (int j = 0; j < nranks; j++) {
+            if (c->split && all[j].world_rank % 2 != g) continue;
+            gn = all[j].n;
+            sum += all[j].sent;
+            if (busiest < 0 || all[j].sent > max) {
+                max = all[j].sent;
+                busiest = j;
+            }
+        }
+        if (busiest < 0) continue;
+        if (sum != (gn - 1) * S) {
+            gr_say("traffic",
+                   "%s: the ranks sent %s in all; a broadcast sends each of the "
+                   "n-1 other ranks one copy: (n-1) x S = %s",
+                   cs, pl_format_bytes(sum, a, sizeof a),
+                   pl_format_bytes((gn - 1) * S, b, sizeof b));
+            return 0;
+        }
+        if (max > 2 * S) {
+            gr_say("traffic",
+                   "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
+                   "sends everyone a copy makes its own link carry (n-1) x S while the other "
+                   "links idle. In a pipelined chain every rank forwards one copy, so the "
+                   "time stays near S/B whatever n (handout section 6)",
+                   cs, all[busiest].rank, pl_format_bytes(max, a, sizeof a), max / S,
+                   pl_format_bytes(S, b, sizeof b));
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Returns 1 when every rank sent the ring's volume; otherwise says why (once). */
 static int judge_traffic(const struct test_case *c, const struct verdict *all, int nranks)
 {
@@ -410,43 +458,7 @@ static int judge_traffic(const struct test_case *c, const struct verdict *all, i
     char cs[384], a[32], b[32], e[32];
     describe_case(c, nranks, cs, sizeof cs);
     double S = 4.0 * (double)buffer_count(the_op, c->count, n);
-    if (the_op == OP_BC) {
-        /* Every spanning tree sends n-1 copies in all; a chain or a binary tree at most two
-         * per rank, a flat tree n-1 from the root. Split cases hold two groups. */
-        for (int g = 0; g < (c->split ? 2 : 1); g++) {
-            double sum = 0, max = 0;
-            int busiest = -1, gn = 0;
-            for (int j = 0; j < nranks; j++) {
-                if (c->split && all[j].world_rank % 2 != g) continue;
-                gn = all[j].n;
-                sum += all[j].sent;
-                if (busiest < 0 || all[j].sent > max) {
-                    max = all[j].sent;
-                    busiest = j;
-                }
-            }
-            if (busiest < 0) continue;
-            if (sum != (gn - 1) * S) {
-                gr_say("traffic",
-                       "%s: the ranks sent %s in all; a broadcast sends each of the "
-                       "n-1 other ranks one copy: (n-1) x S = %s",
-                       cs, pl_format_bytes(sum, a, sizeof a),
-                       pl_format_bytes((gn - 1) * S, b, sizeof b));
-                return 0;
-            }
-            if (max > 2 * S) {
-                gr_say("traffic",
-                       "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
-                       "sends everyone a copy makes its own link carry (n-1) x S while the other "
-                       "links idle. In a pipelined chain every rank forwards one copy, so the "
-                       "time stays near S/B whatever n (handout section 6)",
-                       cs, all[busiest].rank, pl_format_bytes(max, a, sizeof a), max / S,
-                       pl_format_bytes(S, b, sizeof b));
-                return 0;
-            }
-        }
-        return 1;
-    }
+    if (the_op == OP_BC) return judge_broadcast_traffic(c, all, nranks, cs, S);
     for (int i = 0; i < nranks; i++) {
         const struct verdict *v = &all[i];
         double lo, hi;
