@@ -108,7 +108,7 @@ define bin_rule
 $(B)/bin/$(basename $(notdir $(1))): $(1) $(LIB)
 	@mkdir -p $$(@D)
 	@echo "  LINK  $$@"
-	$(Q)$$(CC) $$(ALL_CFLAGS) $$< $(LIB) $$(LDLIBS) -o $$@
+	$(Q)$$(CC) $$(ALL_CFLAGS) $$< $$(BIN_OBJ_$(basename $(notdir $(1)))) $(LIB) $$(LDLIBS) -o $$@
 endef
 $(foreach s,$(BIN_SRC),$(eval $(call bin_rule,$(s))))
 
@@ -122,11 +122,11 @@ $(B)/tests/%: tests/%.c $(LIB)
 
 # ---- running ----
 test: all
-	@$(B)/tests/harness --build $(B) tests/*.tests
+	@$(B)/tests/harness --build $(B) tests/*.tests $(wildcard tests/labs/*.tests)
 
 test-gpu:
 	@$(MAKE) --no-print-directory GPU=1 all
-	@build/gpu/tests/harness --build build/gpu --gpu tests/*.tests
+	@build/gpu/tests/harness --build build/gpu --gpu tests/*.tests $(wildcard tests/labs/*.tests)
 
 check-gpu-build:
 	@$(MAKE) --no-print-directory GPU=1 all
@@ -149,6 +149,7 @@ help:
 	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
 	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1; docs/grader.md)"
 	@echo "  make gradescope      build/gradescope/autograder.zip for Gradescope"
+	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"

@@ -5,24 +5,26 @@
 #     LAB=01 (or a name)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
 #     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)
 #   make gradescope                 build/gradescope/autograder.zip
+#   make handout                    build/handout/paralab-kit.tar.gz, the student kit
 #
-# Each lab NN-name has a trusted driver grader/NN-name/driver.c (plus helpers in the same
-# folder) that is linked with a student file: labs/NN-name/*.c (the student's copy),
+# Each lab NN-name has a descriptor and test plan grader/NN-name/plan.c (linked into the
+# orchestrator: every plan.c found registers its lab) and a trusted driver: its
+# grader/NN-name/driver.c with the lab harness (grader/common) linked with a student file: labs/NN-name/*.c (the student's copy),
 # solutions/NN-name/*.c, or one deliberately broken variant tests/broken/NN-name/X.patch. Each
 # becomes build/<b>/grader/<variant>/NN-name/driver, run by build/<b>/bin/grade.
 
-GRADER_LABS := $(patsubst grader/%/driver.c,%,$(wildcard grader/*/driver.c))
+GRADER_LABS := $(patsubst grader/%/plan.c,%,$(wildcard grader/*/plan.c))
+# A lab's own make settings, if any (e.g. GRADER_WRAP_<lab>): grader/NN-name/lab.mk.
+-include $(wildcard grader/*/lab.mk)
 
-# The trusted objects of a lab's driver (driver, helpers, the compiled-in reference,
+# The trusted objects of a lab's driver (plan, driver part, helpers,
 # grader/common) are compiled one by one, then linked into one relocatable object whose
-# symbols are all made local except those the code under test legitimately uses: what the
-# lab's solution calls that the driver defines (lab_todo, the lab's helpers), main, and Lab 1's
-# __wrap_* counters. A student file that calls the reference (ref_ddp_new) or the report
+# symbols are all made local except those the code under test legitimately uses: the
+# lab's helpers (grader/NN-name/helpers*.c, what its header gives the student), what the
+# lab's solution calls that the driver defines, main, and the __wrap_* counters a lab's
+# lab.mk asks for. A student file that calls the harness (gr_partial) or the report
 # channel (gr_result) then does not link, and `make grade` reports it as a compile failure.
-GRADER_CFLAGS = $(filter-out -MMD -MP,$(ALL_CFLAGS)) -Igrader/common
-# Lab 1 counts the bytes each rank receives by wrapping the receiving calls (its own link
-# flags: GRADER_WRAP_<lab>).
-GRADER_WRAP_01-collectives := -Wl,--wrap=pl_recv -Wl,--wrap=pl_sendrecv -Wl,--wrap=pl_irecv
+GRADER_CFLAGS = $(filter-out -MMD -MP,$(ALL_CFLAGS)) -Igrader -Igrader/common
 GRADER_COMMON := $(wildcard grader/common/*.c)
 # Headers are few: every trusted object depends on all of them (no dependency files here).
 GRADER_HEADERS := $(wildcard grader/*.h grader/*/*.h labs/*/*.h)
@@ -43,7 +45,7 @@ $(B)/obj/grader/%_gpu.o: grader/%_gpu.cu
 	$(Q)$(NVCC) $(NVCC_FLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -c $< -o $@
 
 # grader/NN-name/x.c and solutions/NN-name/x.c see labs/NN-name and grader/NN-name.
-$(B)/grader/obj/grader/%.o: grader/%.c $(GRADER_HEADERS) $(wildcard solutions/*/*.c)
+$(B)/grader/obj/grader/%.o: grader/%.c $(GRADER_HEADERS)
 	@mkdir -p $(@D)
 	@echo "  CC    $<"
 	$(Q)$(CC) $(GRADER_CFLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -Igrader/$(firstword $(subst /, ,$*)) -c $< -o $@
@@ -54,8 +56,8 @@ $(B)/grader/obj/solutions/%.o: solutions/%.c $(GRADER_HEADERS)
 	$(Q)$(CC) $(GRADER_CFLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -c $< -o $@
 
 # The keep-list: main, __wrap_*, weak definitions (the CUDA objects' shared C++ runtime
-# references, which the library's CUDA objects resolve to), what the lab's helpers (grader/NN-name/support*.c: lab_todo
-# and what the lab's header declares) define, and what the solution leaves undefined (of
+# references, which the library's CUDA objects resolve to), what the lab's helpers
+# (grader/NN-name/helpers*.c: what the lab's header declares) define, and what the solution leaves undefined (of
 # which those the driver defines stay global; the rest are the library's and libc's and
 # unaffected).
 define grader_trusted_rule
@@ -65,7 +67,7 @@ $(call grader_trusted,$(1)): grader/grader.mk $(call grader_obj,$(1)) $(call gra
 	$(Q)ld -r -o $$@.r $(call grader_obj,$(1)) $(call grader_cu_obj,$(1))
 	$(Q){ echo main; \
 	  nm -g --defined-only -P $$@.r | awk '$$$$1 ~ /^__wrap_/ || $$$$2 ~ /^[VW]$$$$/ { print $$$$1 }'; \
-	  nm -g --defined-only -P $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/$(1)/support*.c)) | awk 'NF > 1 { print $$$$1 }'; \
+	  $(if $(wildcard grader/$(1)/helpers*.c),nm -g --defined-only -P $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/$(1)/helpers*.c)) | awk 'NF > 1 { print $$$$1 }';) \
 	  $(if $(call grader_solution_obj,$(1)),nm -u -P $(call grader_solution_obj,$(1)) | awk 'NF > 1 { print $$$$1 }';) \
 	} | sort -u >$$@.keep
 	$(Q)objcopy --keep-global-symbols=$$@.keep $$@.r $$@
@@ -120,18 +122,21 @@ $(B)/broken-src/%.c: tests/broken/%.patch $(wildcard solutions/*/*.c)
 	@echo "  PATCH $@"
 	$(Q)patch -s -p1 -o $@ < $<
 
-# A copy of the kit may come without solutions/ (a course's student copy, which may also
-# lack tests/). Labs whose driver compiles the reference solution in (grader/NN-name/
-# reference.c: the timing baseline) are then not built, and `make grade` says that their
-# driver needs solutions/; broken variants of a lab without its solution are skipped. Lab 1
-# needs no reference and always builds.
+# A copy of the kit may come without solutions/ (a course's student kit, `make handout`):
+# every lab's driver still builds, since no driver compiles a solution in; the solution
+# drivers and broken variants of a lab without its solution are skipped.
 GRADER_SOLVED := $(foreach l,$(GRADER_LABS),$(if $(wildcard solutions/$(l)/*.c),$(l)))
-GRADER_GRADABLE := $(foreach l,$(GRADER_LABS),$(if $(or $(wildcard solutions/$(l)/*.c),$(if $(wildcard grader/$(l)/reference.c),,yes)),$(l)))
+GRADER_GRADABLE := $(GRADER_LABS)
 
 $(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_trusted_rule,$(l))))
 $(foreach l,$(GRADER_SOLVED),$(eval $(call grader_driver_rule,solutions,$(l),$(wildcard solutions/$(l)/*.c))))
 $(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_student_rule,labs,$(l),$(wildcard labs/$(l)/*.c))))
 $(foreach s,$(GRADER_BROKEN),$(eval $(call $(call broken_rule,$(s)),broken/$(call broken_name,$(s)),$(call broken_lab,$(s)),$(call broken_src,$(s)))))
+
+# The orchestrator links every lab's plan.c: that is how it knows the labs.
+GRADER_PLAN_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/*/plan.c))
+BIN_OBJ_grade := $(GRADER_PLAN_OBJ)
+$(B)/bin/grade: $(GRADER_PLAN_OBJ)
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
   $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \
@@ -145,9 +150,12 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(SEED),--seed '$(SEED)') $(if $(filter-out 0,$(HIDDEN)),--hidden) \
   $(if $(TIMEOUT),--timeout '$(TIMEOUT)')
 
-.PHONY: grade gradescope
+.PHONY: grade gradescope handout
 grade: all
 	@$(B)/bin/grade $(GRADE_FLAGS)
 
 gradescope:
 	@sh grader/gradescope/make_zip.sh build/gradescope
+
+handout:
+	@sh grader/handout.sh build/handout

@@ -1,5 +1,5 @@
-/* train.c: the helpers of train.h that the drivers of the training labs share: the report
- * channel, stub tracking, the single-device reference run, batches, comparisons with the
+/* train.c: the helpers of train.h that the drivers of the training labs share: the
+ * single-device reference run, batches, comparisons with the
  * DESIGN tolerances, ledger deltas and the modelled overlap. */
 #include "train.h"
 
@@ -15,202 +15,6 @@
 #include "mem.h"
 #include "ops.h"
 #include "runtime.h"
-
-/* ---- the report channel ---- */
-
-static FILE *report;
-static char token[80], report_path[4096], token_path[4096];
-
-/* Copies a variable's value and overwrites it in place before removing it: the strings of
- * the initial environment are what /proc/PID/environ shows, and unsetenv alone leaves them. */
-static void take_var(const char *name, char *out, size_t len)
-{
-    char *v = getenv(name);
-    snprintf(out, len, "%s", v ? v : "");
-    if (v) memset(v, 'x', strlen(v));
-    unsetenv(name);
-}
-
-void gr_report_take_env(void)
-{
-    take_var("PL_GRADE_REPORT", report_path, sizeof report_path);
-    take_var("PL_GRADE_TOKEN_FILE", token_path, sizeof token_path);
-    snprintf(token, sizeof token, "-");
-}
-
-/* The token is in a file only rank 0 reads, removed before any rank goes on: once the
- * barrier is passed, no code under test can find it on disk or in the environment. */
-void gr_report_open(void)
-{
-    if (pl_rank() == 0 && token_path[0]) {
-        FILE *f = fopen(token_path, "r");
-        if (!f || !fgets(token, sizeof token, f))
-            pl_fatal("cannot read the grader's token file %s", token_path);
-        fclose(f);
-        token[strcspn(token, "\r\n")] = '\0';
-        unlink(token_path);
-    }
-    memset(token_path, 0, sizeof token_path);
-    if (report_path[0] && pl_rank() == 0) {
-        report = fopen(report_path, "a");
-        if (!report) pl_fatal("cannot open the grader's report file %s", report_path);
-    }
-    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-}
-
-void gr_report_close(void)
-{
-    if (report) fclose(report);
-    report = NULL;
-}
-
-/* One line "TOKEN word text": control characters become spaces, so a line stays a line. */
-static void emit(const char *word, const char *text)
-{
-    if (pl_rank() != 0) return;
-    char clean[2048];
-    snprintf(clean, sizeof clean, "%s", text);
-    for (char *p = clean; *p; p++)
-        if ((unsigned char)*p < 32) *p = ' ';
-    if (report) {
-        fprintf(report, "%s %s %s\n", token, word, clean);
-        fflush(report);
-    } else {
-        printf("%s %s\n", word, clean);
-        fflush(stdout);
-    }
-}
-
-void gr_case(const char *fmt, ...)
-{
-    char text[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    emit("case", text);
-}
-
-void gr_say(const char *part, const char *fmt, ...)
-{
-    char text[2048], line[2200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    snprintf(line, sizeof line, "%s %s", part, text);
-    emit("say", line);
-}
-
-void gr_result(const char *part, double fraction, double seconds)
-{
-    char line[256];
-    snprintf(line, sizeof line, "%s %.4f %.3f", part, fraction, seconds);
-    emit("result", line);
-}
-
-void gr_metric(const char *name, double value)
-{
-    char line[256];
-    snprintf(line, sizeof line, "%s %.6g", name, value);
-    emit("metric", line);
-}
-
-int gr_has_part(const char *parts, const char *p)
-{
-    size_t l = strlen(p);
-    for (const char *s = parts; (s = strstr(s, p)); s += l)
-        if ((s == parts || s[-1] == ',') && (s[l] == ',' || s[l] == '\0')) return 1;
-    return 0;
-}
-
-/* ---- performance against a baseline ---- */
-
-void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
-                     struct gr_perf *out)
-{
-    double best_base = 1e30, best_mine = 1e30;
-    for (int batch = 0; batch < batches; batch++) {
-        for (int r = 0; r < rounds; r++) {
-            double tb = time(ctx, 0), tm = time(ctx, 1);
-            if (tb < best_base) best_base = tb;
-            if (tm < best_mine) best_mine = tm;
-        }
-        if (best_base / best_mine >= GR_PERF_FULL_RATIO) break;
-    }
-    out->best_base = best_base;
-    out->best_mine = best_mine;
-    out->ratio = best_base / best_mine;
-    out->fraction = out->ratio >= GR_PERF_FULL_RATIO ? 1.0 : out->ratio / GR_PERF_FULL_RATIO;
-}
-
-void gr_perf_report_step(const struct gr_perf *pf, double tokens, const char *baseline,
-                         const char *hint, const char *metric, double t0)
-{
-    gr_say("perf", "yours %.3f ms per step (%.0f tokens/s), %s %.3f ms per step: %.2fx; full "
-           "marks from %.2fx", 1e3 * pf->best_mine, tokens / pf->best_mine, baseline,
-           1e3 * pf->best_base, pf->ratio, GR_PERF_FULL_RATIO);
-    if (pf->fraction < 1) gr_say("perf", "%s", hint);
-    gr_metric(metric, tokens / pf->best_mine);
-    gr_result("perf", pf->fraction, MPI_Wtime() - t0);
-}
-
-/* ---- stubs reached ---- */
-
-static const char *todo_what, *todo_section;
-
-void gr_todo_note(const char *handout, const char *what, const char *section)
-{
-    if (!todo_what) {
-        todo_what = what;
-        todo_section = section;
-    }
-    static int told;
-    if (!told && (!pl_initialized() || pl_rank() == 0)) {
-        fprintf(stderr, "still a stub: %s: see %s section %s\n", what, handout, section);
-        told = 1;
-    }
-}
-
-const char *gr_todo_what(void) { return todo_what; }
-const char *gr_todo_section(void) { return todo_section; }
-void gr_todo_reset(void) { todo_what = todo_section = NULL; }
-
-int gr_todo_any(void)
-{
-    /* Rank 0 may not have reached the stub another rank did: it learns the name. */
-    struct {
-        int reached;
-        int rank;
-    } mine = {todo_what != NULL, pl_rank()}, first;
-    int n = pl_size();
-    int *all = malloc((size_t)n * 2 * sizeof *all);
-    PL_CHECK_MPI(MPI_Allgather(&mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD));
-    first.reached = 0;
-    first.rank = -1;
-    for (int i = 0; i < n && !first.reached; i++)
-        if (all[2 * i]) {
-            first.reached = 1;
-            first.rank = i;
-        }
-    free(all);
-    if (!first.reached) return 0;
-    if (first.rank != 0) {
-        static char what[96], section[16];
-        if (pl_rank() == first.rank) {
-            snprintf(what, sizeof what, "%s", todo_what);
-            snprintf(section, sizeof section, "%s", todo_section ? todo_section : "?");
-        }
-        PL_CHECK_MPI(MPI_Bcast(what, (int)sizeof what, MPI_CHAR, first.rank, MPI_COMM_WORLD));
-        PL_CHECK_MPI(MPI_Bcast(section, (int)sizeof section, MPI_CHAR, first.rank,
-                               MPI_COMM_WORLD));
-        if (!todo_what) {
-            todo_what = what;
-            todo_section = section;
-        }
-    }
-    return 1;
-}
 
 /* ---- batches ---- */
 
@@ -388,6 +192,24 @@ static double tensor_rel(const struct tensor_sums *s, double floor2)
     return den > 0 ? sqrt(s->err2 / den) : sqrt(s->err2);
 }
 
+/* Tensor t's sums over the ranks holding pieces of it (all: every rank's nt sums). */
+static void add_shards(const struct tensor_sums *all, int nt, int nranks, int t,
+                       struct tensor_sums *s)
+{
+    memset(s, 0, sizeof *s);
+    s->worst_elem = -1;
+    for (int r = 0; r < nranks; r++) {
+        const struct tensor_sums *x = &all[(size_t)r * nt + t];
+        s->err2 += x->err2;
+        s->ref2 += x->ref2;
+        s->nonfinite += x->nonfinite;
+        if (x->max_abs > s->max_abs || (s->worst_elem < 0 && x->worst_elem >= 0)) {
+            s->max_abs = x->max_abs;
+            s->worst_elem = x->worst_elem;
+        }
+    }
+}
+
 /* Compares got with want (host, the whole flat buffer) over [offset, offset+n). */
 static void check_flat(const struct gr_reference *ref, const float *want,
                        enum gr_params_layout mode, size_t offset, size_t n, const float *got,
@@ -415,22 +237,8 @@ static void check_flat(const struct gr_reference *ref, const float *want,
             /* Replicas: each rank on its own. Shards: the ranks' pieces of a tensor added. */
             for (int t = 0; t < nt; t++) {
                 struct tensor_sums *s = &sum[t];
-                if (mode == GR_REPLICATED) {
-                    *s = all[(size_t)g * nt + t];
-                } else {
-                    memset(s, 0, sizeof *s);
-                    s->worst_elem = -1;
-                    for (int r = 0; r < nranks; r++) {
-                        const struct tensor_sums *x = &all[(size_t)r * nt + t];
-                        s->err2 += x->err2;
-                        s->ref2 += x->ref2;
-                        s->nonfinite += x->nonfinite;
-                        if (x->max_abs > s->max_abs || (s->worst_elem < 0 && x->worst_elem >= 0)) {
-                            s->max_abs = x->max_abs;
-                            s->worst_elem = x->worst_elem;
-                        }
-                    }
-                }
+                if (mode == GR_REPLICATED) *s = all[(size_t)g * nt + t];
+                else add_shards(all, nt, nranks, t, s);
                 double rel = tensor_rel(s, ms * (double)ref->layout.tensors[t].numel);
                 if (v->tensor < 0 || rel > v->rel) {
                     v->tensor = t;
@@ -563,20 +371,6 @@ long gr_ledger_total_calls(const struct pl_ledger *l)
     for (int k = 0; k < PL_NKINDS; k++)
         if (k != PL_P2P) n += l->calls[k];
     return n;
-}
-
-const char *gr_human_bytes(double b, char *buf, size_t len)
-{
-    static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
-    int u = 0;
-    double x = b;
-    while (fabs(x) >= 1000.0 && u < 4) {
-        x /= 1000.0;
-        u++;
-    }
-    if (u == 0) snprintf(buf, len, "%.0f B", x);
-    else snprintf(buf, len, "%.1f %s", x, unit[u]);
-    return buf;
 }
 
 /* ---- the modelled overlap ---- */
