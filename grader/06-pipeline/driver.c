@@ -1,0 +1,736 @@
+/* driver.c: the trusted test driver of Lab 6. It owns main, gives every rank the same tiny
+ * GPT and the whole global batch of each step, drives the student's pipeline (pipeline.h)
+ * for K steps per case (AFAB or 1F1B, m = 1..8 microbatches) on p = world-size stages, and
+ * judges, each in its own function so the parts stay separate:
+ *   correct   every step's loss (last stage) and gradients (every stage), the parameters
+ *             after K steps, against the single-device reference (grader/common);
+ *   balance   the student's partition against the best contiguous cut by the kit's FLOPs;
+ *   schedule  the order of F and B each rank ran, read from its own trace (the marks of
+ *             lib/pipe_parts), against the schedule's definition (schedule.c);
+ *   bubble    that trace replayed with uniform stage times against (p-1)/(m+p-1) and the
+ *             ideal run of the definition;
+ *   memory    each stage's peak activation bytes in the memory ledger against the
+ *             microbatches the schedule may hold in flight;
+ *   traffic   every message's peer, tag and bytes from the trace: one per microbatch per
+ *             boundary, the activation's size.
+ * Verdicts go to the grader's report file (PL_GRADE_REPORT), never to stdout.
+ *
+ *   driver --op afab|1f1b --mode check [--parts LIST] [--seed S]
+ *   driver --mode bench [--op afab|1f1b] [--microbatches M] [--svg-dir DIR] */
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "paralab.h"
+#include "pipeline.h"
+#include "schedule.h"
+#include "train.h"
+
+/* ---- the setup every test shares ---- */
+
+#define K_STEPS 3
+#define GLOBAL_B 24 /* sequences per step: every m of CASES divides it */
+#define CORPUS_TOKENS 65536
+#define MAX_STAGES 64
+#define MAX_OPS 64
+static const int CASES[] = {1, 2, 3, 4, 6, 8}; /* microbatches, m < p among them */
+#define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+#define BUBBLE_TOL 1e-9
+#define BENCH_PROFILE "dgx-h100"
+
+static const char *const HANDOUT = "docs/labs/06-pipeline.md";
+static uint64_t base_seed = 1;
+
+static struct pl_model_config lab_config(uint64_t seed)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = PL_BYTE_VOCAB;
+    c.d_model = 32;
+    c.n_layers = 6;
+    c.n_heads = 2;
+    c.d_ff = 64;
+    c.seq_len = 16;
+    c.dropout = 0.0f;
+    c.n_experts = 0;
+    c.seed = seed;
+    return c;
+}
+
+/* No clipping: a clipped step needs the global gradient norm, one more message across
+ * the stages that this lab does not teach (the capstone does). */
+static struct pl_adamw_config lab_adamw(void)
+{
+    struct pl_adamw_config o = pl_adamw_config_default();
+    o.grad_clip = 0.0f;
+    return o;
+}
+
+struct setup {
+    struct pl_tokens data;
+    struct gr_train_setup train;
+    struct gr_reference ref;
+};
+
+static void setup_init(struct setup *s, int with_reference)
+{
+    memset(s, 0, sizeof *s);
+    s->data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
+    s->train.cfg = lab_config(pl_mix64(base_seed ^ 0x1417));
+    s->train.opt = lab_adamw();
+    s->train.data = &s->data;
+    s->train.global_B = GLOBAL_B;
+    s->train.steps = K_STEPS;
+    s->train.data_seed = pl_mix64(base_seed ^ 0x5eed);
+    if (with_reference) {
+        gr_reference_run(&s->ref, &s->train);
+    } else {
+        pl_model_layout_init(&s->ref.layout, &s->train.cfg);
+        s->ref.numel = s->ref.layout.numel;
+    }
+}
+
+static void setup_free(struct setup *s)
+{
+    gr_reference_free(&s->ref);
+    pl_tokens_free(&s->data);
+}
+
+/* ---- verdicts: the first failing case of each part, told once training is correct ---- */
+
+enum part { P_BALANCE, P_SCHEDULE, P_BUBBLE, P_MEMORY, P_TRAFFIC, NPARTS };
+static const char *const PART_NAME[NPARTS] = {"balance", "schedule", "bubble", "memory",
+                                              "traffic"};
+
+struct verdict {
+    int ok;
+    char text[8192];
+};
+static struct verdict verdicts[NPARTS];
+
+static void __attribute__((format(printf, 2, 3))) fail(enum part p, const char *fmt, ...)
+{
+    struct verdict *v = &verdicts[p];
+    v->ok = 0;
+    size_t used = strlen(v->text);
+    if (used + 2 >= sizeof v->text) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->text + used, sizeof v->text - used - 1, fmt, ap);
+    va_end(ap);
+    strcat(v->text, "\n");
+}
+
+static void flush_part(enum part p)
+{
+    for (char *line = verdicts[p].text, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl) break;
+        *nl = '\0';
+        gr_say(PART_NAME[p], "%s", line);
+    }
+}
+
+/* ---- one case: K steps of one schedule with m microbatches ---- */
+
+struct stage_stats {
+    int first, last;
+    double activ_peak;  /* bytes above the level before the step */
+    double activ_left;  /* bytes still held after it */
+};
+
+struct outcome {
+    int correct, todo;
+    struct stage_stats st[MAX_STAGES]; /* rank 0: every stage's */
+    struct pl_merged_trace trace;      /* rank 0: the last step */
+};
+
+static const char *op_sched_name(enum pipe_schedule k)
+{
+    return k == PIPE_AFAB ? "afab" : "1f1b";
+}
+
+static void say_todo(const char *parts)
+{
+    const char *w = gr_todo_what(), *sec = gr_todo_section();
+    const char *all[] = {"correct", "balance", "schedule", "bubble", "memory", "traffic"};
+    for (int i = 0; i < 6; i++)
+        if (gr_has_part(parts, all[i]))
+            gr_say(all[i], "still a stub: %s (see %s section %s)", w ? w : "?", HANDOUT,
+                   sec ? sec : "?");
+}
+
+/* Rank 0: a partition that is not a contiguous cover of the parts. */
+static int judge_cover(const struct stage_stats *st, int p, const struct pl_model_config *c)
+{
+    int want = PL_PART_EMBED;
+    for (int s = 0; s < p; s++) {
+        if (st[s].first != want || st[s].last < st[s].first) {
+            gr_say("correct", "pipe_stage_parts: stage %d holds parts %d..%d, but after stage "
+                   "%d it must start at part %d and hold at least one part (the parts run from "
+                   "-1, the embedding, through the %d blocks to %d, the head: handout section "
+                   "2)", s, st[s].first, st[s].last, s - 1, want, c->n_layers,
+                   PL_PART_HEAD(c));
+            return 0;
+        }
+        want = st[s].last + 1;
+    }
+    if (want != PL_PART_HEAD(c) + 1) {
+        gr_say("correct", "pipe_stage_parts: the last stage ends at part %d, but the head is "
+               "part %d: every part must belong to a stage (handout section 2)", want - 1,
+               PL_PART_HEAD(c));
+        return 0;
+    }
+    return 1;
+}
+
+/* Rank 0, from figures every rank computed: what the gradient error suggests. */
+static void explain_grads(const struct setup *s, int m, int step,
+                          const struct gr_param_verdict *v, double ratio)
+{
+    char what[512];
+    gr_describe_param_error(&s->ref, v, what, sizeof what);
+    gr_say("correct", "step %d: after pipe_step the gradient differs from the single-device "
+           "gradient of the whole batch: %s (tolerance %.0e)", step, what, GR_TOL_GRADS);
+    if (m > 1 && fabs(ratio * m - 1) < 0.05)
+        gr_say("correct", "your gradient is about 1/%d of the reference's: only one "
+               "microbatch's gradient survived. Zero the gradients once per step, before the "
+               "first microbatch, and let the backwards accumulate (handout section 4)", m);
+    else if (m > 1 && fabs(ratio - m) < 0.05 * m)
+        gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
+               "scale each microbatch's loss by 1/m (ctx.loss_scale) so their sum is the "
+               "mean (handout section 3)", ratio, m);
+    else if (m > 1 && fabs(ratio * m * m - 1) < 0.05)
+        gr_say("correct", "your gradient is 1/%d of the reference's: it was scaled by 1/m "
+               "twice (handout section 3)", m * m);
+}
+
+/* This stage's flat range of the parameters. */
+static void stage_range(const struct pl_model_layout *lay, int first, int last, size_t *off,
+                        size_t *n)
+{
+    size_t o1, n1, o2, n2;
+    pl_model_part_range(lay, first, &o1, &n1);
+    pl_model_part_range(lay, last, &o2, &n2);
+    *off = o1;
+    *n = o2 + n2 - o1;
+}
+
+/* The step's loss as the last stage returned it, on every rank. */
+static double last_stage_loss(double mine)
+{
+    double l = mine;
+    PL_CHECK_MPI(MPI_Bcast(&l, 1, MPI_DOUBLE, pl_size() - 1, MPI_COMM_WORLD));
+    return l;
+}
+
+/* The share of the reference's gradient in ours: <g, r> / <r, r> over every stage. */
+static double grad_ratio(const struct gr_reference *ref, int step, size_t off, size_t n,
+                         const float *g)
+{
+    float *h = malloc(sizeof(float) * (n ? n : 1));
+    PL_ASSERT(h);
+    pl_copy_to_host(h, g, n);
+    const float *r = ref->grads + (size_t)step * ref->numel + off;
+    double d[2] = {0, 0}, all[2];
+    for (size_t i = 0; i < n; i++) d[0] += (double)h[i] * r[i], d[1] += (double)r[i] * r[i];
+    free(h);
+    PL_CHECK_MPI(MPI_Allreduce(d, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return all[1] > 0 ? all[0] / all[1] : 0;
+}
+
+/* One optimizer step on the stage's range, as the reference's pl_model_update does it. */
+static void stage_adamw(struct pl_model *m, size_t off, size_t n,
+                        const struct pl_adamw_config *opt)
+{
+    m->adam_t++;
+    pl_model_adamw_flat(&m->layout, off, n, m->params + off, m->grads + off, m->adam_m + off,
+                        m->adam_v + off, m->adam_t, opt);
+}
+
+/* Gathers (first, last, peak, left) of every rank to rank 0. */
+static void gather_stats(const struct stage_stats *mine, struct stage_stats *all)
+{
+    double d[4] = {mine->first, mine->last, mine->activ_peak, mine->activ_left};
+    double *buf = malloc(sizeof(double) * 4 * (size_t)pl_size());
+    PL_ASSERT(buf);
+    PL_CHECK_MPI(MPI_Gather(d, 4, MPI_DOUBLE, buf, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (pl_rank() == 0)
+        for (int r = 0; r < pl_size(); r++)
+            all[r] = (struct stage_stats){(int)buf[4 * r], (int)buf[4 * r + 1], buf[4 * r + 2],
+                                          buf[4 * r + 3]};
+    free(buf);
+}
+
+/* Runs the K steps and judges correctness on the way; the last step is traced and its
+ * activation peak measured. */
+static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    const struct pl_model_config *c = &s->train.cfg;
+    struct pl_adamw_config opt = s->train.opt;
+    struct pl_model *model = pl_model_new(c, PL_MODEL_ALL);
+    struct pipe_options po = {k, m};
+    gr_todo_reset();
+    struct pipe *pp = pipe_new(pl_comm_world(), model, &po);
+    struct stage_stats mine = {0, 0, 0, 0};
+    if ((o->todo = gr_todo_any())) goto done;
+    pipe_stage_parts(pp, &mine.first, &mine.last);
+    gather_stats(&mine, o->st);
+    int cover = pl_rank() == 0 ? judge_cover(o->st, pl_size(), c) : 0;
+    PL_CHECK_MPI(MPI_Bcast(&cover, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (!cover) goto done;
+    size_t off, n;
+    stage_range(&model->layout, mine.first, mine.last, &off, &n);
+    struct gr_batch b;
+    gr_batch_new(&b, &s->train, 0, 1);
+    o->correct = 1;
+    for (int step = 0; step < K_STEPS && o->correct; step++) {
+        gr_batch_load(&b, step);
+        int traced = step == K_STEPS - 1;
+        struct pl_mem_stats before, after;
+        if (traced) {
+            pl_trace_enable(1);
+            pl_trace_clear();
+            pl_mem_reset_peak();
+            pl_mem_get_stats(&before);
+        }
+        double loss = last_stage_loss(pipe_step(pp, b.tokens, b.targets, b.B));
+        if (traced) {
+            pl_trace_flush();
+            pl_trace_enable(0);
+            pl_mem_get_stats(&after);
+            mine.activ_peak = (double)after.peak[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+            mine.activ_left = (double)after.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+        }
+        if ((o->todo = gr_todo_any())) {
+            o->correct = 0;
+            break;
+        }
+        double err = fabs(loss - s->ref.loss[step]) / fabs(s->ref.loss[step]);
+        if (!(err <= GR_TOL_LOSS)) {
+            if (pl_rank() == 0)
+                gr_say("correct", "step %d: the last stage's loss is %.6f, the single-device "
+                       "loss %.6f (relative error %.1e): return the mean of the microbatches' "
+                       "losses, each the mean over its own tokens (handout section 3)", step,
+                       loss, s->ref.loss[step], err);
+            o->correct = 0;
+            break;
+        }
+        struct gr_param_verdict v;
+        gr_check_grads(&s->ref, step, GR_SHARDED, off, n, model->grads + off, GR_TOL_GRADS, &v);
+        if (!v.ok) {
+            double ratio = grad_ratio(&s->ref, step, off, n, model->grads + off);
+            if (pl_rank() == 0) explain_grads(s, m, step, &v, ratio);
+            o->correct = 0;
+            break;
+        }
+        stage_adamw(model, off, n, &opt);
+    }
+    if (o->correct) {
+        struct gr_param_verdict v;
+        gr_check_params(&s->ref, GR_SHARDED, off, n, model->params + off, GR_TOL_PARAMS, &v);
+        if (!v.ok) {
+            char what[512];
+            if (pl_rank() == 0)
+                gr_say("correct", "after %d steps the parameters differ from the single-device "
+                       "model's: %s", K_STEPS, gr_describe_param_error(&s->ref, &v, what,
+                                                                       sizeof what));
+            o->correct = 0;
+        }
+    }
+    gr_batch_free(&b);
+    gather_stats(&mine, o->st);
+    pl_trace_gather(&o->trace);
+done:
+    pipe_free(pp);
+    pl_model_free(model);
+}
+
+/* ---- the judges (rank 0) ---- */
+
+static const char *op_text(const struct sched_op *op, char *buf, size_t len)
+{
+    snprintf(buf, len, "%c%d", op->phase, op->mb);
+    return buf;
+}
+
+/* "F0 F1 F2 B0 ..." of up to n ops into buf. */
+static const char *ops_text(const struct sched_op *ops, int n, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char one[16];
+        size_t used = strlen(buf);
+        if (used + 12 >= len) break;
+        snprintf(buf + used, len - used, "%s%s", i ? " " : "", op_text(&ops[i], one, sizeof one));
+    }
+    return buf;
+}
+
+static void judge_schedule(enum pipe_schedule k, int m, const struct pl_merged_trace *t)
+{
+    if (!verdicts[P_SCHEDULE].ok) return;
+    int p = t->nranks;
+    struct sched_op want[MAX_OPS], got[MAX_OPS];
+    for (int s = 0; s < p; s++) {
+        sched_order(k, p, s, m, want);
+        int n = sched_read_marks(t->events[s], t->nevents[s], got, MAX_OPS);
+        int bad = n == 2 * m ? -1 : (n < 2 * m ? n : 2 * m);
+        for (int i = 0; i < 2 * m && i < n && bad < 0; i++)
+            if (got[i].phase != want[i].phase || got[i].mb != want[i].mb) bad = i;
+        if (bad < 0) continue;
+        char a[512], b[512];
+        fail(P_SCHEDULE, "%s, %d stages, %d microbatches: stage %d ran %s; the schedule is %s",
+             sched_name(k), p, m, s, ops_text(got, n < MAX_OPS ? n : MAX_OPS, a, sizeof a),
+             ops_text(want, 2 * m, b, sizeof b));
+        if (bad < n && bad < 2 * m) {
+            char x[16], y[16];
+            fail(P_SCHEDULE, "the first difference is operation %d: %s where the schedule has "
+                 "%s", bad + 1, op_text(&got[bad], x, sizeof x), op_text(&want[bad], y, sizeof y));
+        }
+        if (k == PIPE_1F1B)
+            fail(P_SCHEDULE, "1F1B on stage s: min(p - s - 1, m) warm-up forwards, then F of the "
+                 "next microbatch and B of the oldest in turn, then the remaining backwards "
+                 "(handout section 5)");
+        else
+            fail(P_SCHEDULE, "AFAB: every forward in microbatch order, then every backward in "
+                 "microbatch order (handout section 4)");
+        return;
+    }
+}
+
+static void judge_bubble(enum pipe_schedule k, int m, const struct pl_merged_trace *t)
+{
+    if (!verdicts[P_BUBBLE].ok) return;
+    int p = t->nranks;
+    struct pl_merged_trace uni, ideal;
+    sched_uniform_copy(t, &uni);
+    sched_ideal_trace(k, p, m, 1.0, &ideal);
+    double got = 0, best = 0, formula = sched_bubble_formula(k, p, m);
+    char err[512];
+    if (sched_replay_bubble(&uni, NULL, NULL, &got, err, sizeof err) != 0) {
+        fail(P_BUBBLE, "%s, %d microbatches: your step's trace could not be replayed: %s",
+             sched_name(k), m, err);
+    } else if (sched_replay_bubble(&ideal, NULL, NULL, &best, err, sizeof err) != 0) {
+        fail(P_BUBBLE, "the ideal %s could not be replayed: %s", sched_name(k), err);
+    } else if (fabs(got - best) > BUBBLE_TOL || fabs(best - formula) > BUBBLE_TOL) {
+        fail(P_BUBBLE, "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, free "
+             "links): your stages idle %.4f of the step; the schedule idles (p-1)/(m+p-1) = "
+             "%d/%d = %.4f", sched_name(k), p, m, SCHED_UNIT_F, SCHED_UNIT_B, got, p - 1,
+             m + p - 1, formula);
+        fail(P_BUBBLE, "%s", got > best ? "a stage waits where the schedule lets it work: a "
+             "blocking send or a receive posted too early holds it (handout section 3.2)"
+             : "less idle time than the schedule allows: is some work missing from the trace?");
+    }
+    pl_trace_merged_free(&uni);
+    pl_trace_merged_free(&ideal);
+}
+
+static void judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
+                         const struct pl_model_config *c)
+{
+    if (!verdicts[P_MEMORY].ok) return;
+    int p = o->trace.nranks;
+    int Bmb = GLOBAL_B / m;
+    for (int s = 0; s < p; s++) {
+        const struct stage_stats *st = &o->st[s];
+        double per = (double)pl_parts_acts_bytes(c, st->first, st->last, Bmb, c->seq_len);
+        int allowed = sched_in_flight(k, p, s, m);
+        double held = st->activ_peak / per;
+        char a[32], b[32];
+        if (st->activ_left > 0) {
+            fail(P_MEMORY, "%s, %d microbatches: stage %d still holds %s of activations after "
+                 "pipe_step: free each microbatch's (pl_parts_acts_free) after its backward",
+                 sched_name(k), m, s, gr_human_bytes(st->activ_left, a, sizeof a));
+            return;
+        }
+        /* one boundary buffer of slack: a copy of the input the student may keep */
+        double slack = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, c->seq_len);
+        if (st->activ_peak > allowed * per + slack) {
+            fail(P_MEMORY, "%s, %d stages, %d microbatches: stage %d's activations peaked at %s, "
+                 "%.1f microbatches of %s; the schedule holds at most %d there", sched_name(k),
+                 p, m, s, gr_human_bytes(st->activ_peak, a, sizeof a), held,
+                 gr_human_bytes(per, b, sizeof b), allowed);
+            fail(P_MEMORY, "%s", k == PIPE_1F1B
+                 ? "1F1B bounds the warm-up by min(p - s - 1, m) forwards and runs a backward "
+                   "after every later forward, so a stage never holds more than p - s "
+                   "microbatches (handout section 5)"
+                 : "AFAB holds at most the m microbatches of the step (handout section 4)");
+            return;
+        }
+        if (k == PIPE_AFAB && s == 0 && st->activ_peak < m * per) {
+            fail(P_MEMORY, "AFAB, %d microbatches: stage 0's activations peaked at %.1f "
+                 "microbatches, but all m forwards run before the first backward", m, held);
+            return;
+        }
+    }
+}
+
+/* Every send of the traced step: to a neighbour, one per microbatch and direction, tag
+ * PIPE_TAG_ACT/PIPE_TAG_GRAD, the activation's bytes; no other communication. */
+static void judge_traffic(enum pipe_schedule k, int m, const struct pl_merged_trace *t,
+                          const struct pl_model_config *c)
+{
+    if (!verdicts[P_TRAFFIC].ok) return;
+    int p = t->nranks;
+    double bytes = 4.0 * (double)pl_parts_boundary_numel(c, GLOBAL_B / m, c->seq_len);
+    char hb[32];
+    for (int s = 0; s < p; s++) {
+        int seen[2 * 8 + 2] = {0}, nsend = 0;
+        for (int i = 0; i < t->nevents[s]; i++) {
+            const struct pl_event *e = &t->events[s][i];
+            if (e->type == PL_EV_ISSUE) {
+                fail(P_TRAFFIC, "%s, %d microbatches: stage %d called a collective (%s): a "
+                     "pipeline only sends to its neighbours", sched_name(k), m, s,
+                     pl_coll_kind_name(e->kind));
+                return;
+            }
+            if (e->type != PL_EV_SEND && e->type != PL_EV_ISEND) continue;
+            nsend++;
+            int fwd = e->peer == s + 1, bwd = e->peer == s - 1;
+            int mb = e->tag / 2;
+            if (!fwd && !bwd) {
+                fail(P_TRAFFIC, "%s: stage %d sent to rank %d; a stage sends only to stage %d "
+                     "(activations) and %d (gradients)", sched_name(k), s, e->peer, s + 1, s - 1);
+                return;
+            }
+            if (e->tag < 0 || mb >= m || (fwd ? e->tag != PIPE_TAG_ACT(mb)
+                                              : e->tag != PIPE_TAG_GRAD(mb))
+                || seen[e->tag]++) {
+                fail(P_TRAFFIC, "%s, %d microbatches: stage %d sent %s to stage %d with tag %d, "
+                     "%s", sched_name(k), m, s, fwd ? "an activation" : "a gradient", e->peer,
+                     e->tag, e->tag >= 0 && e->tag < 2 * m && seen[e->tag] > 1
+                     ? "a tag it had already used in this step: two microbatches' messages "
+                       "can then be taken for each other"
+                     : "not the tag pipeline.h gives it");
+                fail(P_TRAFFIC, "microbatch i's activation goes with PIPE_TAG_ACT(i) = 2i and "
+                     "its gradient with PIPE_TAG_GRAD(i) = 2i + 1 (handout section 3)");
+                return;
+            }
+            if (e->bytes != bytes) {
+                fail(P_TRAFFIC, "%s: stage %d's message to stage %d for microbatch %d has %.0f "
+                     "bytes; one microbatch's activation is B/m x T x d_model floats = %.0f "
+                     "bytes (%s)", sched_name(k), s, e->peer, mb, e->bytes, bytes,
+                     gr_human_bytes(bytes, hb, sizeof hb));
+                return;
+            }
+        }
+        int want = (s > 0) * m + (s < p - 1) * m;
+        if (nsend != want) {
+            fail(P_TRAFFIC, "%s, %d microbatches: stage %d sent %d messages; it sends one per "
+                 "microbatch to each neighbour, %d", sched_name(k), m, s, nsend, want);
+            return;
+        }
+    }
+}
+
+static void judge_balance(const struct stage_stats *st, int p, const struct pl_model_config *c)
+{
+    if (!verdicts[P_BALANCE].ok) return;
+    int n = c->n_layers + 2;
+    double cost[MAX_STAGES + 2];
+    for (int k = 0; k < n; k++) cost[k] = pl_part_flops(c, k - 1, 1, c->seq_len);
+    double best = sched_best_max(cost, n, p), worst = 0;
+    int ws = 0;
+    for (int s = 0; s < p; s++) {
+        double sum = 0;
+        for (int q = st[s].first; q <= st[s].last; q++) sum += cost[q + 1];
+        if (sum > worst) worst = sum, ws = s;
+    }
+    if (worst > best * (1 + 1e-9)) {
+        fail(P_BALANCE, "%d stages: your largest stage, %d (parts %d..%d), computes %.0f "
+             "FLOPs per sequence; the best contiguous cut's largest computes %.0f (%.2fx)",
+             p, ws, st[ws].first, st[ws].last, worst, best, worst / best);
+        fail(P_BALANCE, "the pipeline runs at the pace of its slowest stage. Count the "
+             "embedding (%.0f) and the head (%.0f, about a block's %.0f) too, and minimise the "
+             "largest stage (handout section 2)", cost[0], cost[n - 1], cost[1]);
+    }
+}
+
+/* ---- check mode ---- */
+
+static enum pipe_schedule schedule_of(const char *op)
+{
+    if (!strcmp(op, "afab")) return PIPE_AFAB;
+    if (!strcmp(op, "1f1b")) return PIPE_1F1B;
+    pl_usage_error_all("--op %s is not a Lab 6 schedule (choose afab or 1f1b)", op);
+}
+
+static void check_stages(const struct pl_model_config *c)
+{
+    int p = pl_size();
+    if (p > c->n_layers + 2)
+        pl_usage_error_all("%d stages but the model has %d blocks: a pipeline has at most "
+                           "L + 2 = %d stages (the embedding, each block, the head), or a "
+                           "stage would be empty; run on 1 to %d ranks",
+                           p, c->n_layers, c->n_layers + 2, c->n_layers + 2);
+}
+
+static void check_mode(const char *op, const char *parts)
+{
+    enum pipe_schedule k = schedule_of(op);
+    struct setup s;
+    setup_init(&s, 1);
+    check_stages(&s.train.cfg);
+    for (int i = 0; i < NPARTS; i++) verdicts[i].ok = 1;
+    double t0 = MPI_Wtime();
+    int correct = 1, todo = 0;
+    for (int i = 0; i < NCASES && correct; i++) {
+        int m = CASES[i];
+        gr_case("%s, %d stages, %d microbatch%s of %d sequences, %d steps", sched_name(k),
+                pl_size(), m, m > 1 ? "es" : "", GLOBAL_B / m, K_STEPS);
+        struct outcome o;
+        run_case(&s, k, m, &o);
+        todo |= o.todo;
+        correct &= o.correct;
+        if (!o.correct && !o.todo && pl_rank() == 0)
+            gr_say("correct", "in: %s, %d stages, %d microbatches", sched_name(k), pl_size(), m);
+        if (o.correct && pl_rank() == 0) {
+            if (i == 0) judge_balance(o.st, pl_size(), &s.train.cfg);
+            judge_schedule(k, m, &o.trace);
+            judge_bubble(k, m, &o.trace);
+            judge_memory(k, m, &o, &s.train.cfg);
+            judge_traffic(k, m, &o.trace, &s.train.cfg);
+        }
+        pl_trace_merged_free(&o.trace);
+    }
+    double secs = MPI_Wtime() - t0;
+    if (todo) say_todo(parts);
+    gr_result("correct", correct, secs);
+    for (int p = 0; p < NPARTS; p++) {
+        if (!gr_has_part(parts, PART_NAME[p])) continue;
+        if (!correct && !todo)
+            gr_say(PART_NAME[p], "not graded: %s must train correctly first", sched_name(k));
+        if (correct) flush_part((enum part)p);
+        gr_result(PART_NAME[p], correct && verdicts[p].ok, secs);
+    }
+    setup_free(&s);
+}
+
+/* ---- bench mode: bubble, memory and modelled step per schedule and m ---- */
+
+/* The modelled step of a trace on a real profile, with the topology of the run. */
+static double modelled_step(const struct pl_merged_trace *t, const char *profile)
+{
+    struct pl_replay r;
+    char err[256];
+    if (pl_replay_run(t, pl_profile_get(profile), pl_topo(), &r, err, sizeof err) != 0) return -1;
+    double step = r.step_time;
+    pl_replay_free(&r);
+    return step;
+}
+
+static void bench_mode(const char *only, int only_m, const char *svg_dir)
+{
+    struct setup s;
+    setup_init(&s, 1);
+    const struct pl_model_config *c = &s.train.cfg;
+    check_stages(c);
+    int p = pl_size();
+    pl_print0("# Lab 6 pipeline: %d stages, backend %s; model %d blocks, d_model %d, global "
+              "batch %d x %d tokens\n", p, pl_comm_backend(), c->n_layers, c->d_model, GLOBAL_B,
+              c->seq_len);
+    pl_print0("# bubble: your trace replayed with uniform stage times (F %g, B %g, free "
+              "links); ideal: (p-1)/(m+p-1). peak: stage 0's activations at their peak, in "
+              "microbatches. %s(us): the trace on that profile\n", SCHED_UNIT_F, SCHED_UNIT_B,
+              BENCH_PROFILE);
+    pl_print0("# %-13s %3s %9s %9s %11s %11s %12s\n", "schedule", "m", "bubble", "ideal",
+              "peak(mb)", "peak(kB)", "dgx-h100(us)");
+    for (int kk = 0; kk < 2; kk++) {
+        enum pipe_schedule k = (enum pipe_schedule)kk;
+        if (only && strcmp(only, op_sched_name(k))) continue;
+        for (int i = 0; i < NCASES; i++) {
+            int m = CASES[i];
+            if (only_m && m != only_m) continue;
+            struct outcome o;
+            run_case(&s, k, m, &o);
+            if (pl_rank() == 0 && o.todo) {
+                printf("  %-13s still a stub: %s (see %s section %s)\n", sched_name(k),
+                       gr_todo_what(), HANDOUT, gr_todo_section());
+            } else if (pl_rank() == 0 && o.trace.nranks) {
+                struct pl_merged_trace uni;
+                sched_uniform_copy(&o.trace, &uni);
+                double bubble = -1;
+                char err[256], svg[512], title[160];
+                snprintf(svg, sizeof svg, "%s/06-%s-p%d-m%d.svg", svg_dir ? svg_dir : ".",
+                         op_sched_name(k), p, m);
+                snprintf(title, sizeof title, "Lab 6: your %s, %d stages, %d microbatches, "
+                         "uniform stage times", sched_name(k), p, m);
+                sched_replay_bubble(&uni, svg_dir ? svg : NULL, title, &bubble, err, sizeof err);
+                if (svg_dir) {
+                    struct pl_merged_trace ideal;
+                    double b2;
+                    sched_ideal_trace(k, p, m, 1.0, &ideal);
+                    snprintf(svg, sizeof svg, "%s/06-%s-p%d-m%d-ideal.svg", svg_dir,
+                             op_sched_name(k), p, m);
+                    snprintf(title, sizeof title, "Lab 6: %s as defined, %d stages, %d "
+                             "microbatches", sched_name(k), p, m);
+                    sched_replay_bubble(&ideal, svg, title, &b2, err, sizeof err);
+                    pl_trace_merged_free(&ideal);
+                }
+                double per = (double)pl_parts_acts_bytes(c, o.st[0].first, o.st[0].last,
+                                                         GLOBAL_B / m, c->seq_len);
+                printf("  %-13s %3d %9.4f %9.4f %11.2f %11.1f %12.1f\n", sched_name(k), m,
+                       bubble, sched_bubble_formula(k, p, m), o.st[0].activ_peak / per,
+                       o.st[0].activ_peak / 1e3, 1e6 * modelled_step(&o.trace, BENCH_PROFILE));
+                pl_trace_merged_free(&uni);
+            }
+            pl_trace_merged_free(&o.trace);
+            if (o.todo) break;
+        }
+    }
+    if (svg_dir) pl_print0("# wrote each schedule's timeline (yours and the ideal) to %s\n", svg_dir);
+    setup_free(&s);
+}
+
+/* ---- main ---- */
+
+static int parse_microbatches(const char *v)
+{
+    char *end;
+    long m = strtol(v, &end, 10);
+    int ok = 0;
+    for (int i = 0; i < NCASES; i++) ok |= m == CASES[i];
+    if (*end || m < 1 || !ok)
+        pl_usage_error_all("--microbatches '%s': a step needs m >= 1 microbatches that divide "
+                           "its %d sequences (choose 1, 2, 3, 4, 6 or 8)", v, GLOBAL_B);
+    return (int)m;
+}
+
+int main(int argc, char **argv)
+{
+    gr_report_take_env();
+    pl_init(&argc, &argv);
+    gr_report_open();
+    const char *op = NULL, *mode = "check", *parts = "correct", *svg_dir = NULL;
+    int m = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--op") && val) op = argv[++i];
+        else if (!strcmp(a, "--mode") && val) mode = argv[++i];
+        else if (!strcmp(a, "--parts") && val) parts = argv[++i];
+        else if (!strcmp(a, "--seed") && val) base_seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--svg-dir") && val) svg_dir = argv[++i];
+        else if (!strcmp(a, "--microbatches") && val) m = parse_microbatches(argv[++i]);
+        else
+            pl_usage_error_all("unknown argument '%s' (the driver takes --op afab|1f1b --mode "
+                               "check|bench --parts LIST --seed S --microbatches M --svg-dir "
+                               "DIR)", a);
+    }
+    if (!strcmp(mode, "bench")) {
+        if (op) schedule_of(op);
+        bench_mode(op, m, svg_dir);
+    } else if (!strcmp(mode, "check")) {
+        if (!op) pl_usage_error_all("--mode check needs --op (afab or 1f1b)");
+        check_mode(op, parts);
+    } else {
+        pl_usage_error_all("--mode %s: choose check or bench", mode);
+    }
+    gr_report_close();
+    pl_finalize();
+    return 0;
+}

@@ -1,0 +1,199 @@
+/* schedule.c: the grader's own schedule definitions, partition optimum and ideal runs for
+ * Lab 6. See schedule.h. */
+#include "schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "replay.h"
+
+const char *sched_name(enum pipe_schedule k)
+{
+    return k == PIPE_AFAB ? "AFAB (GPipe)" : "1F1B";
+}
+
+/* AFAB: F 0..m-1, then B 0..m-1. 1F1B: w = min(p - s - 1, m) warm-up forwards, then
+ * F(w + i) B(i) for i < m - w, then the last w backwards. */
+void sched_order(enum pipe_schedule k, int p, int s, int m, struct sched_op *ops)
+{
+    int n = 0;
+    if (k == PIPE_AFAB) {
+        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'F', i};
+        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'B', i};
+        return;
+    }
+    int w = p - s - 1 < m ? p - s - 1 : m;
+    for (int i = 0; i < w; i++) ops[n++] = (struct sched_op){'F', i};
+    for (int i = 0; i < m - w; i++) {
+        ops[n++] = (struct sched_op){'F', w + i};
+        ops[n++] = (struct sched_op){'B', i};
+    }
+    for (int i = m - w; i < m; i++) ops[n++] = (struct sched_op){'B', i};
+}
+
+double sched_bubble_formula(enum pipe_schedule k, int p, int m)
+{
+    (void)k;
+    return (double)(p - 1) / (double)(m + p - 1);
+}
+
+int sched_in_flight(enum pipe_schedule k, int p, int s, int m)
+{
+    if (k == PIPE_AFAB) return m;
+    return p - s < m ? p - s : m;
+}
+
+/* ---- ideal runs as traces ---- */
+
+struct ev_list {
+    struct pl_event *ev;
+    int n;
+};
+
+static void push(struct ev_list *l, enum pl_ev_type t, const char *label, double flops, int peer,
+                 int tag, double bytes)
+{
+    struct pl_event *e = &l->ev[l->n++];
+    memset(e, 0, sizeof *e);
+    e->type = t;
+    if (label) snprintf(e->label, sizeof e->label, "%s", label);
+    e->flops = flops;
+    e->peer = peer;
+    e->tag = tag;
+    e->bytes = bytes;
+}
+
+void sched_ideal_trace(enum pipe_schedule k, int p, int m, double bytes,
+                       struct pl_merged_trace *out)
+{
+    memset(out, 0, sizeof *out);
+    out->nranks = p;
+    out->nevents = calloc((size_t)p, sizeof *out->nevents);
+    out->events = calloc((size_t)p, sizeof *out->events);
+    PL_ASSERT(out->nevents && out->events);
+    struct sched_op *ops = calloc((size_t)(2 * m), sizeof *ops);
+    PL_ASSERT(ops);
+    for (int s = 0; s < p; s++) {
+        struct ev_list l = {calloc((size_t)(6 * m), sizeof(struct pl_event)), 0};
+        PL_ASSERT(l.ev);
+        sched_order(k, p, s, m, ops);
+        for (int i = 0; i < 2 * m; i++) {
+            char label[PL_LABEL_LEN];
+            int mb = ops[i].mb, fwd = ops[i].phase == 'F';
+            snprintf(label, sizeof label, PL_PIPE_MARK "%c %d", ops[i].phase, mb);
+            int from = fwd ? s - 1 : s + 1, to = fwd ? s + 1 : s - 1;
+            int tag = fwd ? PIPE_TAG_ACT(mb) : PIPE_TAG_GRAD(mb);
+            if (from >= 0 && from < p) push(&l, PL_EV_RECV, NULL, 0, from, tag, bytes);
+            push(&l, PL_EV_COMPUTE, label, fwd ? SCHED_UNIT_F : SCHED_UNIT_B, -1, 0, 0);
+            if (to >= 0 && to < p) push(&l, PL_EV_SEND, NULL, 0, to, tag, bytes);
+        }
+        out->events[s] = l.ev;
+        out->nevents[s] = l.n;
+    }
+    free(ops);
+}
+
+double sched_best_max(const double *cost, int n, int p)
+{
+    /* best[j][k]: the smallest largest stage when the first k costs make j stages */
+    double *best = malloc(sizeof(double) * (size_t)(p + 1) * (size_t)(n + 1));
+    PL_ASSERT(best);
+#define BEST(j, k) best[(size_t)(j) * (size_t)(n + 1) + (size_t)(k)]
+    double run = 0;
+    for (int k = 0; k <= n; k++) {
+        BEST(1, k) = run;
+        if (k < n) run += cost[k];
+    }
+    for (int j = 2; j <= p; j++)
+        for (int k = j; k <= n; k++) {
+            double b = 1e300, tail = 0;
+            for (int i = k - 1; i >= j - 1; i--) {
+                tail += cost[i];
+                double worst = BEST(j - 1, i) > tail ? BEST(j - 1, i) : tail;
+                if (worst < b) b = worst;
+            }
+            BEST(j, k) = b;
+        }
+    double r = BEST(p, n);
+#undef BEST
+    free(best);
+    return r;
+}
+
+/* ---- the student's trace with uniform stage times ---- */
+
+static int parse_mark(const struct pl_event *e, struct sched_op *op)
+{
+    size_t k = strlen(PL_PIPE_MARK);
+    if (e->type != PL_EV_COMPUTE || strncmp(e->label, PL_PIPE_MARK, k)) return 0;
+    char ph;
+    int mb;
+    if (sscanf(e->label + k, "%c %d", &ph, &mb) != 2 || (ph != 'F' && ph != 'B')) return 0;
+    op->phase = ph;
+    op->mb = mb;
+    return 1;
+}
+
+int sched_read_marks(const struct pl_event *ev, int n, struct sched_op *ops, int cap)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        struct sched_op op;
+        if (!parse_mark(&ev[i], &op)) continue;
+        if (k < cap) ops[k] = op;
+        k++;
+    }
+    return k;
+}
+
+void sched_uniform_copy(const struct pl_merged_trace *in, struct pl_merged_trace *out)
+{
+    memset(out, 0, sizeof *out);
+    out->nranks = in->nranks;
+    out->nevents = calloc((size_t)in->nranks, sizeof *out->nevents);
+    out->events = calloc((size_t)in->nranks, sizeof *out->events);
+    PL_ASSERT(out->nevents && out->events);
+    for (int r = 0; r < in->nranks; r++) {
+        int n = in->nevents[r];
+        out->nevents[r] = n;
+        out->events[r] = calloc((size_t)(n > 0 ? n : 1), sizeof(struct pl_event));
+        PL_ASSERT(out->events[r]);
+        for (int i = 0; i < n; i++) {
+            struct pl_event e = in->events[r][i];
+            struct sched_op op;
+            if (e.type == PL_EV_COMPUTE)
+                e.flops = parse_mark(&e, &op) ? (op.phase == 'F' ? SCHED_UNIT_F : SCHED_UNIT_B)
+                                              : 0.0;
+            out->events[r][i] = e;
+        }
+    }
+    out->ngroups = in->ngroups;
+    out->groups = calloc((size_t)(in->ngroups > 0 ? in->ngroups : 1), sizeof *out->groups);
+    PL_ASSERT(out->groups);
+    for (int g = 0; g < in->ngroups; g++) {
+        out->groups[g] = in->groups[g];
+        out->groups[g].ranks = malloc(sizeof(int) * (size_t)(in->groups[g].n + 1));
+        PL_ASSERT(out->groups[g].ranks);
+        memcpy(out->groups[g].ranks, in->groups[g].ranks, sizeof(int) * (size_t)in->groups[g].n);
+    }
+}
+
+int sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const char *title,
+                        double *bubble, char *err, size_t errlen)
+{
+    /* one FLOP per second and free links: a compute's time is its units */
+    struct pl_profile uniform = {"uniform", "uniform stage times, free communication", 1.0,
+                                 {1e30, 1e30}, {0.0, 0.0}, 8, 1e30};
+    struct pl_replay r;
+    if (pl_replay_run(t, &uniform, NULL, &r, err, errlen) != 0) return -1;
+    *bubble = pl_replay_idle_fraction(&r);
+    int rc = 0;
+    if (svg && pl_replay_write_svg(t, &r, title, svg) != 0) {
+        snprintf(err, errlen, "cannot write %s", svg);
+        rc = -1;
+    }
+    pl_replay_free(&r);
+    return rc;
+}
