@@ -7,6 +7,7 @@
 #include "01-collectives/tests.h"
 #include "02-ddp/tests.h"
 #include "03-zero/tests.h"
+#include "06-pipeline/tests.h"
 
 static const struct {
     const char *dir; /* labs/<dir>, solutions/<dir>, grader/<dir> */
@@ -16,6 +17,7 @@ static const struct {
     {"01-collectives", lab01_plan, 0},
     {"02-ddp", lab02_plan, 1},
     {"03-zero", lab03_plan, 1},
+    {"06-pipeline", lab06_plan, 0},
 };
 
 #endif

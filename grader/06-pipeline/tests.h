@@ -1,0 +1,77 @@
+/* tests.h: the test plan of Lab 6 (pipeline parallelism), read by the grader.
+ *
+ * Per schedule (AFAB, 1F1B) on 2, 3 and 4 stages, one run each covering m = 1, 2, 3, 4, 6
+ * and 8 microbatches: the same training as one device (6 points), the order of F and B per
+ * stage from the trace (2), the bubble with uniform stage times (2), the activations in
+ * flight per stage from the memory ledger (3), one tagged message per microbatch per
+ * boundary (2); and the partition's balance by FLOPs (3, 3 and 4 points on 2, 3 and 4
+ * stages). 100 points in all. The hidden suite repeats the correctness test of each
+ * schedule on 5 and 6 stages with the secret seed. */
+#ifndef LAB06_TESTS_H
+#define LAB06_TESTS_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../grade.h"
+
+static const struct {
+    const char *op;   /* driver --op */
+    const char *name; /* as test names show it */
+} LAB06_OPS[] = {
+    {"afab", "AFAB (GPipe)"},
+    {"1f1b", "1F1B"},
+};
+
+static const struct {
+    const char *part, *tag, *what;
+    double points;
+} LAB06_PARTS[] = {
+    {"correct", "correctness", "same training as one device, m = 1..8", 6},
+    {"schedule", "correctness", "order of F and B per stage", 2},
+    {"bubble", "performance", "bubble (p-1)/(m+p-1) with uniform stage times", 2},
+    {"memory", "memory", "activations in flight per stage", 3},
+    {"traffic", "performance", "one tagged message per microbatch per boundary", 2},
+};
+
+#define LAB06_TIMEOUT 90
+
+static int lab06_runs(int np)
+{
+    return np >= 1 && np <= 8; /* the lab's model has 6 blocks: at most L + 2 stages */
+}
+
+static void lab06_tests(int k, int np, int hidden)
+{
+    char name[200];
+    int nparts = (int)(sizeof LAB06_PARTS / sizeof LAB06_PARTS[0]);
+    for (int i = 0; i < (hidden ? 1 : nparts); i++) {
+        snprintf(name, sizeof name, "%s%s: %s [np=%d]", hidden ? "hidden: " : "",
+                 LAB06_OPS[k].name, LAB06_PARTS[i].what, np);
+        double points = hidden ? 1 : np == 1 ? 0 : LAB06_PARTS[i].points;
+        gr_add(&(struct gr_spec){name, LAB06_OPS[k].op, "check", LAB06_PARTS[i].part,
+                                 LAB06_PARTS[i].tag, np, points, LAB06_TIMEOUT, hidden, NULL});
+    }
+    if (!hidden && k == 0) {
+        snprintf(name, sizeof name, "partition balanced by FLOPs, embedding and head counted "
+                 "[np=%d]", np);
+        gr_add(&(struct gr_spec){name, LAB06_OPS[k].op, "check", "balance", "performance", np,
+                                 np == 1 ? 0 : np == 4 ? 4 : 3, LAB06_TIMEOUT, 0, NULL});
+    }
+}
+
+static void lab06_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {2, 3, 4, 0}, hidden[] = {5, 6, 0};
+    int given[GR_MAX_NP];
+    if (o->np[0]) gr_filter_np(o->np, lab06_runs, "1 to 8", given);
+    const int *nps = o->np[0] ? given : visible;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; nps[i]; i++) lab06_tests(k, nps[i], 0);
+    if (o->hidden)
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; (o->np[0] ? given : hidden)[i]; i++)
+                lab06_tests(k, (o->np[0] ? given : hidden)[i], 1);
+}
+
+#endif
