@@ -11,6 +11,15 @@
 #include "ops.h"
 #include "trace.h"
 
+/* Names what the stage has just finished ("after F 3"), so that a rank stuck in the send or
+ * receive that follows shows, in its status line, which microbatch it was passing on. */
+static void done(char phase, int mb)
+{
+    char label[PL_LABEL_LEN];
+    snprintf(label, sizeof label, "after %c %d", phase, mb);
+    pl_span(label);
+}
+
 void pl_parts_check(const struct pl_model_config *c, int first, int last)
 {
     int head = PL_PART_HEAD(c);
@@ -81,9 +90,13 @@ double pl_parts_forward(struct pl_model *m, int first, int last, int mb,
             pl_block_forward(c, l, &m->blocks[l], &a->blocks[l - b0], ctx, a->x, a->x);
         }
     }
-    if (!holds(a, PL_PART_HEAD(c))) return 0;
-    pl_head_acts_new(&a->head, c, B, T);
-    return pl_head_forward(c, &m->head, &a->head, a->x, targets);
+    double loss = 0;
+    if (holds(a, PL_PART_HEAD(c))) {
+        pl_head_acts_new(&a->head, c, B, T);
+        loss = pl_head_forward(c, &m->head, &a->head, a->x, targets);
+    }
+    done('F', mb);
+    return loss;
 }
 
 void pl_parts_backward(struct pl_model *m, struct pl_parts_acts *a,
@@ -110,6 +123,7 @@ void pl_parts_backward(struct pl_model *m, struct pl_parts_acts *a,
         pl_block_backward(c, l, &m->blocks[l], &m->blocks_g[l], &a->blocks[l - b0], ctx, a->x,
                           a->x);
     if (holds(a, PL_PART_EMBED)) pl_embed_backward(c, &m->embed_g, a->tokens, a->B, a->T, a->x);
+    done('B', a->mb);
 }
 
 void pl_parts_acts_free(struct pl_parts_acts *a)
