@@ -13,7 +13,7 @@
  *             microbatches the schedule may hold in flight;
  *   traffic   every message's peer, tag and bytes from the trace: one per microbatch per
  *             boundary, the activation's size.
- * Verdicts go to the grader's report file (PL_GRADE_REPORT), never to stdout.
+ * main, flags, the case loop and the report are the lab harness's (grader/common/harness.h).
  *
  *   driver --op afab|1f1b --mode check [--parts LIST] [--seed S]
  *   driver --mode bench [--op afab|1f1b] [--microbatches M] [--svg-dir DIR] */
@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ops.h"
 #include "paralab.h"
 #include "pipeline.h"
@@ -42,7 +43,6 @@ static const int CASES[] = {1, 2, 3, 4, 6, 8}; /* microbatches, m < p among them
 #define BUBBLE_TOL 1e-9
 #define BENCH_PROFILE "dgx-h100"
 
-static const char *const HANDOUT = "docs/labs/06-pipeline.md";
 static uint64_t base_seed = 1;
 static int one_microbatch_ok; /* the case m = 1 trained correctly */
 
@@ -100,41 +100,6 @@ static void setup_free(struct setup *s)
     pl_tokens_free(&s->data);
 }
 
-/* ---- verdicts: the first failing case of each part, told once training is correct ---- */
-
-enum part { P_BALANCE, P_SCHEDULE, P_BUBBLE, P_MEMORY, P_TRAFFIC, NPARTS };
-static const char *const PART_NAME[NPARTS] = {"balance", "schedule", "bubble", "memory",
-                                              "traffic"};
-
-struct verdict {
-    int ok;
-    char text[8192];
-};
-static struct verdict verdicts[NPARTS];
-
-static void __attribute__((format(printf, 2, 3))) fail(enum part p, const char *fmt, ...)
-{
-    struct verdict *v = &verdicts[p];
-    v->ok = 0;
-    size_t used = strlen(v->text);
-    if (used + 2 >= sizeof v->text) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(v->text + used, sizeof v->text - used - 1, fmt, ap);
-    va_end(ap);
-    strcat(v->text, "\n");
-}
-
-static void flush_part(enum part p)
-{
-    for (char *line = verdicts[p].text, *nl; *line; line = nl + 1) {
-        nl = strchr(line, '\n');
-        if (!nl) break;
-        *nl = '\0';
-        gr_say(PART_NAME[p], "%s", line);
-    }
-}
-
 /* ---- one case: K steps of one schedule with m microbatches ---- */
 
 struct stage_stats {
@@ -152,16 +117,6 @@ struct outcome {
 static const char *op_sched_name(enum pipe_schedule k)
 {
     return k == PIPE_AFAB ? "afab" : "1f1b";
-}
-
-static void say_todo(const char *parts)
-{
-    const char *w = gr_todo_what(), *sec = gr_todo_section();
-    const char *all[] = {"correct", "balance", "schedule", "bubble", "memory", "traffic"};
-    for (int i = 0; i < 6; i++)
-        if (gr_has_part(parts, all[i]))
-            gr_say(all[i], "still a stub: %s (see %s section %s)", w ? w : "?", HANDOUT,
-                   sec ? sec : "?");
 }
 
 /* Rank 0: a partition that is not a contiguous cover of the parts. */
@@ -276,7 +231,7 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     struct pl_adamw_config opt = s->train.opt;
     struct pl_model *model = pl_model_new(c, PL_MODEL_ALL);
     struct pipe_options po = {k, m};
-    gr_todo_reset();
+    pl_todo_reset();
     struct pipe *pp = pipe_new(pl_comm_world(), model, &po);
     struct stage_stats mine = {0, 0, 0, 0};
     if ((o->todo = gr_todo_any())) goto done;
@@ -373,9 +328,8 @@ static const char *ops_text(const struct sched_op *ops, int n, char *buf, size_t
     return buf;
 }
 
-static void judge_schedule(enum pipe_schedule k, int m, const struct pl_merged_trace *t)
+static int judge_schedule(enum pipe_schedule k, int m, const struct pl_merged_trace *t)
 {
-    if (!verdicts[P_SCHEDULE].ok) return;
     int p = t->nranks;
     struct sched_op want[MAX_OPS], got[MAX_OPS];
     for (int s = 0; s < p; s++) {
@@ -386,56 +340,59 @@ static void judge_schedule(enum pipe_schedule k, int m, const struct pl_merged_t
             if (got[i].phase != want[i].phase || got[i].mb != want[i].mb) bad = i;
         if (bad < 0) continue;
         char a[512], b[512];
-        fail(P_SCHEDULE, "%s, %d stages, %d microbatches: stage %d ran %s; the schedule is %s",
+        gr_say("schedule", "%s, %d stages, %d microbatches: stage %d ran %s; the schedule is %s",
              sched_name(k), p, m, s, ops_text(got, n < MAX_OPS ? n : MAX_OPS, a, sizeof a),
              ops_text(want, 2 * m, b, sizeof b));
         if (bad < n && bad < 2 * m) {
             char x[16], y[16];
-            fail(P_SCHEDULE, "the first difference is operation %d: %s where the schedule has "
+            gr_say("schedule", "the first difference is operation %d: %s where the schedule has "
                  "%s", bad + 1, op_text(&got[bad], x, sizeof x), op_text(&want[bad], y, sizeof y));
         }
         if (k == PIPE_1F1B)
-            fail(P_SCHEDULE, "1F1B on stage s: min(p - s - 1, m) warm-up forwards, then F of the "
+            gr_say("schedule", "1F1B on stage s: min(p - s - 1, m) warm-up forwards, then F of the "
                  "next microbatch and B of the oldest in turn, then the remaining backwards "
                  "(handout section 5)");
         else
-            fail(P_SCHEDULE, "AFAB: every forward in microbatch order, then every backward in "
+            gr_say("schedule", "AFAB: every forward in microbatch order, then every backward in "
                  "microbatch order (handout section 4)");
-        return;
+        return 0;
     }
+    return 1;
 }
 
-static void judge_bubble(enum pipe_schedule k, int m, const struct pl_merged_trace *t)
+static int judge_bubble(enum pipe_schedule k, int m, const struct pl_merged_trace *t)
 {
-    if (!verdicts[P_BUBBLE].ok) return;
     int p = t->nranks;
     struct pl_merged_trace uni, ideal;
     sched_uniform_copy(t, &uni);
     sched_ideal_trace(k, p, m, 1.0, &ideal);
     double got = 0, best = 0, formula = sched_bubble_formula(k, p, m);
     char err[512];
+    int ok = 0;
     if (sched_replay_bubble(&uni, NULL, NULL, &got, err, sizeof err) != 0) {
-        fail(P_BUBBLE, "%s, %d microbatches: your step's trace could not be replayed: %s",
+        gr_say("bubble", "%s, %d microbatches: your step's trace could not be replayed: %s",
              sched_name(k), m, err);
     } else if (sched_replay_bubble(&ideal, NULL, NULL, &best, err, sizeof err) != 0) {
-        fail(P_BUBBLE, "the ideal %s could not be replayed: %s", sched_name(k), err);
+        gr_say("bubble", "the ideal %s could not be replayed: %s", sched_name(k), err);
     } else if (fabs(got - best) > BUBBLE_TOL || fabs(best - formula) > BUBBLE_TOL) {
-        fail(P_BUBBLE, "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, free "
+        gr_say("bubble", "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, free "
              "links): your stages idle %.4f of the step; the schedule idles (p-1)/(m+p-1) = "
              "%d/%d = %.4f", sched_name(k), p, m, SCHED_UNIT_F, SCHED_UNIT_B, got, p - 1,
              m + p - 1, formula);
-        fail(P_BUBBLE, "%s", got > best ? "a stage waits where the schedule lets it work: a "
+        gr_say("bubble", "%s", got > best ? "a stage waits where the schedule lets it work: a "
              "blocking send or a receive posted too early holds it (handout section 3.2)"
              : "less idle time than the schedule allows: is some work missing from the trace?");
+    } else {
+        ok = 1;
     }
     pl_trace_merged_free(&uni);
     pl_trace_merged_free(&ideal);
+    return ok;
 }
 
-static void judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
+static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
                          const struct pl_model_config *c)
 {
-    if (!verdicts[P_MEMORY].ok) return;
     int p = o->trace.nranks;
     int Bmb = GLOBAL_B / m;
     for (int s = 0; s < p; s++) {
@@ -445,39 +402,39 @@ static void judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
         double held = st->activ_peak / per;
         char a[32], b[32];
         if (st->activ_left > 0) {
-            fail(P_MEMORY, "%s, %d microbatches: stage %d still holds %s of activations after "
+            gr_say("memory", "%s, %d microbatches: stage %d still holds %s of activations after "
                  "pipe_step: free each microbatch's (pl_parts_acts_free) after its backward",
                  sched_name(k), m, s, gr_human_bytes(st->activ_left, a, sizeof a));
-            return;
+            return 0;
         }
         /* one boundary buffer of slack: a copy of the input the student may keep */
         double slack = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, c->seq_len);
         if (st->activ_peak > allowed * per + slack) {
-            fail(P_MEMORY, "%s, %d stages, %d microbatches: stage %d's activations peaked at %s, "
+            gr_say("memory", "%s, %d stages, %d microbatches: stage %d's activations peaked at %s, "
                  "%.1f microbatches of %s; the schedule holds at most %d there", sched_name(k),
                  p, m, s, gr_human_bytes(st->activ_peak, a, sizeof a), held,
                  gr_human_bytes(per, b, sizeof b), allowed);
-            fail(P_MEMORY, "%s", k == PIPE_1F1B
+            gr_say("memory", "%s", k == PIPE_1F1B
                  ? "1F1B bounds the warm-up by min(p - s - 1, m) forwards and runs a backward "
                    "after every later forward, so a stage never holds more than p - s "
                    "microbatches (handout section 5)"
                  : "AFAB holds at most the m microbatches of the step (handout section 4)");
-            return;
+            return 0;
         }
         if (k == PIPE_AFAB && s == 0 && st->activ_peak < m * per) {
-            fail(P_MEMORY, "AFAB, %d microbatches: stage 0's activations peaked at %.1f "
+            gr_say("memory", "AFAB, %d microbatches: stage 0's activations peaked at %.1f "
                  "microbatches, but all m forwards run before the first backward", m, held);
-            return;
+            return 0;
         }
     }
+    return 1;
 }
 
 /* Every send of the traced step: to a neighbour, one per microbatch and direction, tag
  * PIPE_TAG_ACT/PIPE_TAG_GRAD, the activation's bytes; no other communication. */
-static void judge_traffic(enum pipe_schedule k, int m, const struct pl_merged_trace *t,
+static int judge_traffic(enum pipe_schedule k, int m, const struct pl_merged_trace *t,
                           const struct pl_model_config *c)
 {
-    if (!verdicts[P_TRAFFIC].ok) return;
     int p = t->nranks;
     double bytes = 4.0 * (double)pl_parts_boundary_numel(c, GLOBAL_B / m, c->seq_len);
     char hb[32];
@@ -486,53 +443,53 @@ static void judge_traffic(enum pipe_schedule k, int m, const struct pl_merged_tr
         for (int i = 0; i < t->nevents[s]; i++) {
             const struct pl_event *e = &t->events[s][i];
             if (e->type == PL_EV_ISSUE) {
-                fail(P_TRAFFIC, "%s, %d microbatches: stage %d called a collective (%s): a "
+                gr_say("traffic", "%s, %d microbatches: stage %d called a collective (%s): a "
                      "pipeline only sends to its neighbours", sched_name(k), m, s,
                      pl_coll_kind_name(e->kind));
-                return;
+                return 0;
             }
             if (e->type != PL_EV_SEND && e->type != PL_EV_ISEND) continue;
             nsend++;
             int fwd = e->peer == s + 1, bwd = e->peer == s - 1;
             int mb = e->tag / 2;
             if (!fwd && !bwd) {
-                fail(P_TRAFFIC, "%s: stage %d sent to rank %d; a stage sends only to stage %d "
+                gr_say("traffic", "%s: stage %d sent to rank %d; a stage sends only to stage %d "
                      "(activations) and %d (gradients)", sched_name(k), s, e->peer, s + 1, s - 1);
-                return;
+                return 0;
             }
             if (e->tag < 0 || mb >= m || (fwd ? e->tag != PIPE_TAG_ACT(mb)
                                               : e->tag != PIPE_TAG_GRAD(mb))
                 || seen[e->tag]++) {
-                fail(P_TRAFFIC, "%s, %d microbatches: stage %d sent %s to stage %d with tag %d, "
+                gr_say("traffic", "%s, %d microbatches: stage %d sent %s to stage %d with tag %d, "
                      "%s", sched_name(k), m, s, fwd ? "an activation" : "a gradient", e->peer,
                      e->tag, e->tag >= 0 && e->tag < 2 * m && seen[e->tag] > 1
                      ? "a tag it had already used in this step: two microbatches' messages "
                        "can then be taken for each other"
                      : "not the tag pipeline.h gives it");
-                fail(P_TRAFFIC, "microbatch i's activation goes with PIPE_TAG_ACT(i) = 2i and "
+                gr_say("traffic", "microbatch i's activation goes with PIPE_TAG_ACT(i) = 2i and "
                      "its gradient with PIPE_TAG_GRAD(i) = 2i + 1 (handout section 3)");
-                return;
+                return 0;
             }
             if (e->bytes != bytes) {
-                fail(P_TRAFFIC, "%s: stage %d's message to stage %d for microbatch %d has %.0f "
+                gr_say("traffic", "%s: stage %d's message to stage %d for microbatch %d has %.0f "
                      "bytes; one microbatch's activation is B/m x T x d_model floats = %.0f "
                      "bytes (%s)", sched_name(k), s, e->peer, mb, e->bytes, bytes,
                      gr_human_bytes(bytes, hb, sizeof hb));
-                return;
+                return 0;
             }
         }
         int want = (s > 0) * m + (s < p - 1) * m;
         if (nsend != want) {
-            fail(P_TRAFFIC, "%s, %d microbatches: stage %d sent %d messages; it sends one per "
+            gr_say("traffic", "%s, %d microbatches: stage %d sent %d messages; it sends one per "
                  "microbatch to each neighbour, %d", sched_name(k), m, s, nsend, want);
-            return;
+            return 0;
         }
     }
+    return 1;
 }
 
-static void judge_balance(const struct stage_stats *st, int p, const struct pl_model_config *c)
+static int judge_balance(const struct stage_stats *st, int p, const struct pl_model_config *c)
 {
-    if (!verdicts[P_BALANCE].ok) return;
     int n = c->n_layers + 2;
     double cost[MAX_STAGES + 2];
     for (int k = 0; k < n; k++) cost[k] = pl_part_flops(c, k - 1, 1, c->seq_len);
@@ -543,17 +500,17 @@ static void judge_balance(const struct stage_stats *st, int p, const struct pl_m
         for (int q = st[s].first; q <= st[s].last; q++) sum += cost[q + 1];
         if (sum > worst) worst = sum, ws = s;
     }
-    if (worst > best * (1 + 1e-9)) {
-        fail(P_BALANCE, "%d stages: your largest stage, %d (parts %d..%d), computes %.0f "
-             "FLOPs per sequence; the best contiguous cut's largest computes %.0f (%.2fx)",
-             p, ws, st[ws].first, st[ws].last, worst, best, worst / best);
-        fail(P_BALANCE, "the pipeline runs at the pace of its slowest stage. Count the "
-             "embedding (%.0f) and the head (%.0f, about a block's %.0f) too, and minimise the "
-             "largest stage (handout section 2)", cost[0], cost[n - 1], cost[1]);
-    }
+    if (worst <= best * (1 + 1e-9)) return 1;
+    gr_say("balance", "%d stages: your largest stage, %d (parts %d..%d), computes %.0f FLOPs per "
+           "sequence; the best contiguous cut's largest computes %.0f (%.2fx)", p, ws,
+           st[ws].first, st[ws].last, worst, best, worst / best);
+    gr_say("balance", "the pipeline runs at the pace of its slowest stage. Count the embedding "
+           "(%.0f) and the head (%.0f, about a block's %.0f) too, and minimise the largest "
+           "stage (handout section 2)", cost[0], cost[n - 1], cost[1]);
+    return 0;
 }
 
-/* ---- check mode ---- */
+/* ---- check mode: the harness's callbacks ---- */
 
 static enum pipe_schedule schedule_of(const char *op)
 {
@@ -572,46 +529,79 @@ static void check_stages(const struct pl_model_config *c)
                            p, c->n_layers, c->n_layers + 2, c->n_layers + 2);
 }
 
-static void check_mode(const char *op, const char *parts)
-{
-    enum pipe_schedule k = schedule_of(op);
+struct state {
+    enum pipe_schedule k;
     struct setup s;
-    setup_init(&s, 1);
-    check_stages(&s.train.cfg);
-    for (int i = 0; i < NPARTS; i++) verdicts[i].ok = 1;
-    double t0 = MPI_Wtime();
-    int correct = 1, todo = 0;
-    for (int i = 0; i < NCASES && correct; i++) {
-        int m = CASES[i];
-        gr_case("%s, %d stages, %d microbatch%s of %d sequences, %d steps", sched_name(k),
-                pl_size(), m, m > 1 ? "es" : "", GLOBAL_B / m, K_STEPS);
-        struct outcome o;
-        run_case(&s, k, m, &o);
-        todo |= o.todo;
-        correct &= o.correct;
-        if (m == 1) one_microbatch_ok = o.correct;
-        if (!o.correct && !o.todo && pl_rank() == 0)
-            gr_say("correct", "in: %s, %d stages, %d microbatches", sched_name(k), pl_size(), m);
-        if (o.correct && pl_rank() == 0) {
-            if (i == 0) judge_balance(o.st, pl_size(), &s.train.cfg);
-            judge_schedule(k, m, &o.trace);
-            judge_bubble(k, m, &o.trace);
-            judge_memory(k, m, &o, &s.train.cfg);
-            judge_traffic(k, m, &o.trace, &s.train.cfg);
-        }
-        pl_trace_merged_free(&o.trace);
+    struct outcome o; /* the case that ran last */
+};
+
+static void *setup(const struct gr_args *a)
+{
+    base_seed = a->seed;
+    struct state *st = calloc(1, sizeof *st);
+    PL_ASSERT(st);
+    st->k = schedule_of(a->op);
+    struct pl_model_config c = lab_config(1);
+    check_stages(&c);
+    setup_init(&st->s, 1);
+    return st;
+}
+
+static const char *subject(void *p)
+{
+    return sched_name(((struct state *)p)->k);
+}
+
+static int count_cases(void *p)
+{
+    (void)p;
+    return NCASES;
+}
+
+static void describe(void *p, int i, char *buf, size_t len)
+{
+    struct state *st = p;
+    int m = CASES[i];
+    snprintf(buf, len, "%s, %d stages, %d microbatch%s of %d sequences, %d steps",
+             sched_name(st->k), pl_size(), m, m > 1 ? "es" : "", GLOBAL_B / m, K_STEPS);
+}
+
+static void run(void *p, int i)
+{
+    struct state *st = p;
+    pl_trace_merged_free(&st->o.trace);
+    run_case(&st->s, st->k, CASES[i], &st->o);
+    if (CASES[i] == 1) one_microbatch_ok = st->o.correct;
+}
+
+static int judge(void *p, int i, const char *part)
+{
+    struct state *st = p;
+    int m = CASES[i];
+    const struct pl_model_config *c = &st->s.train.cfg;
+    if (!strcmp(part, "correct")) {
+        if (!st->o.correct && pl_rank() == 0)
+            gr_say("correct", "in: %s, %d stages, %d microbatches", sched_name(st->k),
+                   pl_size(), m);
+        return st->o.correct;
     }
-    double secs = MPI_Wtime() - t0;
-    if (todo) say_todo(parts);
-    gr_result("correct", correct, secs);
-    for (int p = 0; p < NPARTS; p++) {
-        if (!gr_has_part(parts, PART_NAME[p])) continue;
-        if (!correct && !todo)
-            gr_say(PART_NAME[p], "not graded: %s must train correctly first", sched_name(k));
-        if (correct) flush_part((enum part)p);
-        gr_result(PART_NAME[p], correct && verdicts[p].ok, secs);
-    }
-    setup_free(&s);
+    if (pl_rank() != 0) return 1;
+    if (!strcmp(part, "balance")) return i > 0 || judge_balance(st->o.st, pl_size(), c);
+    if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, &st->o.trace);
+    if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, &st->o.trace);
+    if (!strcmp(part, "memory")) return judge_memory(st->k, m, &st->o, c);
+    if (!strcmp(part, "traffic")) return judge_traffic(st->k, m, &st->o.trace, c);
+    gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
+           "traffic)", part);
+    return 0;
+}
+
+static void finish(void *p)
+{
+    struct state *st = p;
+    pl_trace_merged_free(&st->o.trace);
+    setup_free(&st->s);
+    free(st);
 }
 
 /* ---- bench mode: bubble, memory and modelled step per schedule and m ---- */
@@ -653,7 +643,7 @@ static void bench_mode(const char *only, int only_m, const char *svg_dir)
             run_case(&s, k, m, &o);
             if (pl_rank() == 0 && o.todo) {
                 printf("  %-13s still a stub: %s (see %s section %s)\n", sched_name(k),
-                       gr_todo_what(), HANDOUT, gr_todo_section());
+                       pl_todo_what(), gr_handout(), pl_todo_section());
             } else if (pl_rank() == 0 && o.trace.nranks) {
                 struct pl_merged_trace uni;
                 sched_uniform_copy(&o.trace, &uni);
@@ -690,50 +680,41 @@ static void bench_mode(const char *only, int only_m, const char *svg_dir)
     setup_free(&s);
 }
 
-/* ---- main ---- */
+/* ---- the driver ---- */
 
-static int parse_microbatches(const char *v)
+static int bench_m;
+static const char *svg_dir;
+
+static void bench(const struct gr_args *a)
 {
-    char *end;
-    long m = strtol(v, &end, 10);
-    int ok = 0;
-    for (int i = 0; i < NCASES; i++) ok |= m == CASES[i];
-    if (*end || m < 1 || !ok)
-        pl_usage_error_all("--microbatches '%s': a step needs m >= 1 microbatches that divide "
-                           "its %d sequences (choose 1, 2, 3, 4, 6 or 8)", v, GLOBAL_B);
-    return (int)m;
+    base_seed = a->seed;
+    if (bench_m) {
+        int ok = 0;
+        for (int i = 0; i < NCASES; i++) ok |= bench_m == CASES[i];
+        if (!ok)
+            pl_usage_error_all("--microbatches %d: a step needs m >= 1 microbatches that divide "
+                               "its %d sequences (choose 1, 2, 3, 4, 6 or 8)", bench_m, GLOBAL_B);
+    }
+    if (a->op) schedule_of(a->op);
+    bench_mode(a->op, bench_m, svg_dir);
 }
 
-int main(int argc, char **argv)
-{
-    gr_report_take_env();
-    pl_init(&argc, &argv);
-    gr_report_open();
-    const char *op = NULL, *mode = "check", *parts = "correct", *svg_dir = NULL;
-    int m = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--op") && val) op = argv[++i];
-        else if (!strcmp(a, "--mode") && val) mode = argv[++i];
-        else if (!strcmp(a, "--parts") && val) parts = argv[++i];
-        else if (!strcmp(a, "--seed") && val) base_seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--svg-dir") && val) svg_dir = argv[++i];
-        else if (!strcmp(a, "--microbatches") && val) m = parse_microbatches(argv[++i]);
-        else
-            pl_usage_error_all("unknown argument '%s' (the driver takes --op afab|1f1b --mode "
-                               "check|bench --parts LIST --seed S --microbatches M --svg-dir "
-                               "DIR)", a);
-    }
-    if (!strcmp(mode, "bench")) {
-        if (op) schedule_of(op);
-        bench_mode(op, m, svg_dir);
-    } else if (!strcmp(mode, "check")) {
-        if (!op) pl_usage_error_all("--mode check needs --op (afab or 1f1b)");
-        check_mode(op, parts);
-    } else {
-        pl_usage_error_all("--mode %s: choose check or bench", mode);
-    }
-    gr_report_close();
-    pl_finalize();
-    return 0;
-}
+static struct pl_flag lab06_flags[] = {
+    {"--microbatches", PL_FLAG_INT, &bench_m, "M", "bench: only m = M microbatches", 0},
+    {"--svg-dir", PL_FLAG_STR, &svg_dir, "DIR",
+     "bench: draw each schedule's timeline, yours and the ideal, into DIR", 0},
+};
+
+const struct gr_driver gr_lab_driver = {
+    .flags = lab06_flags,
+    .nflags = 2,
+    .setup = setup,
+    .subject = subject,
+    .correct_first = "must train correctly first",
+    .ncases = count_cases,
+    .describe = describe,
+    .run = run,
+    .judge = judge,
+    .bench = bench,
+    .finish = finish,
+};

@@ -27,6 +27,7 @@
 #include "comm.h"
 #include "model.h"
 #include "pipe_parts.h"
+#include "todo.h"
 
 enum pipe_schedule {
     PIPE_AFAB, /* all forwards, then all backwards (GPipe): section 4 */
@@ -77,10 +78,7 @@ void pipe_stage_parts(const struct pipe *pp, int *first, int *last);
  * stage (which alone computes it) and 0 on the others. Sections 4 and 5. */
 double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B);
 
-/* ---- what the kit gives you ---- */
-
-/* The stubs call this: it tells the grader (and you) that `what` is not written yet and
- * where the handout explains it, then returns so the grader can go on. */
-void lab_todo(const char *what, const char *section);
+/* What the kit gives you besides: lab_todo(what, section) (todo.h), which the stubs call
+ * so that an unwritten function fails its tests with a pointer to the handout. */
 
 #endif

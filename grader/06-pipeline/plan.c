@@ -1,4 +1,4 @@
-/* tests.h: the test plan of Lab 6 (pipeline parallelism), read by the grader.
+/* plan.c: the descriptor and test plan of Lab 6 (pipeline parallelism), read by the grader.
  *
  * Per schedule (AFAB, 1F1B) on 2, 3 and 4 stages, one run each covering m = 1, 2, 3, 4, 6
  * and 8 microbatches: the same training as one device (6 points), the order of F and B per
@@ -7,13 +7,10 @@
  * boundary (2); and the partition's balance by FLOPs (3, 3 and 4 points on 2, 3 and 4
  * stages). 100 points in all. The hidden suite repeats the correctness test of each
  * schedule on 5 and 6 stages with the secret seed. */
-#ifndef LAB06_TESTS_H
-#define LAB06_TESTS_H
-
 #include <stdio.h>
 #include <string.h>
 
-#include "../grade.h"
+#include "grade.h"
 
 static const struct {
     const char *op;   /* driver --op */
@@ -74,4 +71,11 @@ static void lab06_plan(const struct gr_plan_opts *o)
                 lab06_tests(k, (o->np[0] ? given : hidden)[i], 1);
 }
 
-#endif
+static const struct gr_lab lab06 = {
+    .dir = "06-pipeline",
+    .title = "pipeline parallelism: AFAB and 1F1B, bubbles and memory measured",
+    .plan = lab06_plan,
+    .bench_args = "--svg-dir build/plots",
+    .bench_np = "4",
+};
+GR_REGISTER_LAB(lab06)
