@@ -581,8 +581,8 @@ static int judge(void *p, int i, const char *part)
     const struct pl_model_config *c = &st->s.train.cfg;
     if (!strcmp(part, "correct")) {
         if (!st->o.correct && pl_rank() == 0)
-            gr_say("correct", "in: %s, %d stages, %d microbatches", sched_name(st->k),
-                   pl_size(), m);
+            gr_say("correct", "in: %s, %d stages, %d microbatch%s", sched_name(st->k),
+                   pl_size(), m, m > 1 ? "es" : "");
         return st->o.correct;
     }
     if (pl_rank() != 0) return 1;
@@ -682,13 +682,13 @@ static void bench_mode(const char *only, int only_m, const char *svg_dir)
 
 /* ---- the driver ---- */
 
-static int bench_m;
+static int bench_m = -1; /* -1: every m of CASES */
 static const char *svg_dir;
 
 static void bench(const struct gr_args *a)
 {
     base_seed = a->seed;
-    if (bench_m) {
+    if (bench_m != -1) {
         int ok = 0;
         for (int i = 0; i < NCASES; i++) ok |= bench_m == CASES[i];
         if (!ok)
@@ -696,7 +696,7 @@ static void bench(const struct gr_args *a)
                                "its %d sequences (choose 1, 2, 3, 4, 6 or 8)", bench_m, GLOBAL_B);
     }
     if (a->op) schedule_of(a->op);
-    bench_mode(a->op, bench_m, svg_dir);
+    bench_mode(a->op, bench_m > 0 ? bench_m : 0, svg_dir);
 }
 
 static struct pl_flag lab06_flags[] = {
