@@ -79,3 +79,16 @@ case "${LAB:-03}" in
     "$B/bin/zero_memory"
     ;;
 esac
+
+# Lab 6: the student's pipeline (labs/, or solutions/ with SOLUTIONS=1) on 4 stages, per
+# schedule and m: the bubble of the trace replayed with uniform stage times beside
+# (p-1)/(m+p-1), stage 0's activation peak in microbatches and bytes, and the step modelled
+# on the DGX H100 profile. Selected by LAB=06 (or no LAB at all).
+case "${LAB:-06}" in
+06* | 6 | *pipeline*)
+    section "Lab 6 pipeline bubble and memory per schedule: $label"
+    if lab_driver 06-pipeline; then
+        OPENBLAS_NUM_THREADS=1 launch -np 4 -- "$d" --mode bench --label "$label"
+    fi
+    ;;
+esac

@@ -617,15 +617,15 @@ static double modelled_step(const struct pl_merged_trace *t, const char *profile
     return step;
 }
 
-static void bench_mode(const char *only, int only_m, const char *svg_dir)
+static void bench_mode(const char *only, int only_m, const char *svg_dir, const char *label)
 {
     struct setup s;
     setup_init(&s, 1);
     const struct pl_model_config *c = &s.train.cfg;
     check_stages(c);
     int p = pl_size();
-    pl_print0("# Lab 6 pipeline: %d stages, backend %s; model %d blocks, d_model %d, global "
-              "batch %d x %d tokens\n", p, pl_comm_backend(), c->n_layers, c->d_model, GLOBAL_B,
+    pl_print0("# Lab 6 pipeline: %s, %d stages, backend %s; model %d blocks, d_model %d, global "
+              "batch %d x %d tokens\n", label ? label : "yours", p, pl_comm_backend(), c->n_layers, c->d_model, GLOBAL_B,
               c->seq_len);
     pl_print0("# bubble: your trace replayed with uniform stage times (F %g, B %g, free "
               "links); ideal: (p-1)/(m+p-1). peak: stage 0's activations at their peak, in "
@@ -696,7 +696,7 @@ static void bench(const struct gr_args *a)
                                "its %d sequences (choose 1, 2, 3, 4, 6 or 8)", bench_m, GLOBAL_B);
     }
     if (a->op) schedule_of(a->op);
-    bench_mode(a->op, bench_m > 0 ? bench_m : 0, svg_dir);
+    bench_mode(a->op, bench_m > 0 ? bench_m : 0, svg_dir, a->label);
 }
 
 static struct pl_flag lab06_flags[] = {
