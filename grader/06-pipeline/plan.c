@@ -75,7 +75,7 @@ static const struct gr_lab lab06 = {
     .dir = "06-pipeline",
     .title = "pipeline parallelism: AFAB and 1F1B, bubbles and memory measured",
     .plan = lab06_plan,
-    .bench_args = "--svg-dir build/plots",
+    .bench_args = "",
     .bench_np = "4",
 };
 GR_REGISTER_LAB(lab06)

@@ -337,10 +337,12 @@ static void random_token(char *out, size_t len)
     if (fd >= 0) close(fd);
     if (got != (ssize_t)sizeof raw) {
         unsigned long x = (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16);
-        for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)(x >> (i % 8 * 8)) ^ (unsigned char)i;
+        for (size_t i = 0; i < sizeof raw; i++)
+            raw[i] = (unsigned char)(x >> (i % 8 * 8)) ^ (unsigned char)i;
     }
     size_t k = 0;
-    for (size_t i = 0; i < sizeof raw && k + 2 < len; i++) k += (size_t)snprintf(out + k, len - k, "%02x", raw[i]);
+    for (size_t i = 0; i < sizeof raw && k + 2 < len; i++)
+        k += (size_t)snprintf(out + k, len - k, "%02x", raw[i]);
 }
 
 static void remove_tree(const char *dir)
@@ -474,16 +476,6 @@ struct run_outcome {
     struct text say;
 };
 
-/* A kit without solutions/ (a student's copy) cannot build a driver that compiles the
- * reference solution in (grader/NN-name/reference.c). `make grade` runs at the kit's root. */
-static int lab_needs_solution(int lab)
-{
-    char path[PATH_MAX], ref[PATH_MAX];
-    snprintf(path, sizeof path, "solutions/%s", lab_of[lab]->dir);
-    snprintf(ref, sizeof ref, "grader/%s/reference.c", lab_of[lab]->dir);
-    return access(path, F_OK) != 0 && access(ref, F_OK) == 0;
-}
-
 /* Runs the tests [first, last) that share one launch. */
 static void run_group(int first, int last, const char *driver, const char *build_log,
                       double *op_timeout_cap)
@@ -505,9 +497,6 @@ static void run_group(int first, int last, const char *driver, const char *build
             if (log) {
                 text_printf(&t->reason, "the lab did not compile; the compiler said:\n");
                 add_tail(&t->reason, log, TAIL_LINES);
-            } else if (lab_needs_solution(t->lab)) {
-                text_printf(&t->reason, "this lab's driver needs solutions/ (grade it on "
-                            "Gradescope, whose bundle carries them)\n");
             } else {
                 text_printf(&t->reason, "no driver at %s: run `make` first\n", driver);
             }
@@ -821,7 +810,8 @@ static int print_labs(void)
 {
     for (int k = 0; k < nlabs; k++)
         if (lab_selected(k))
-            printf("%s\t%s\t%s\t%s\n", lab_of[k]->dir, lab_of[k]->bench_np ? lab_of[k]->bench_np : "",
+            printf("%s\t%s\t%s\t%s\n", lab_of[k]->dir,
+                   lab_of[k]->bench_np ? lab_of[k]->bench_np : "",
                    lab_of[k]->bench_args ? lab_of[k]->bench_args : "", lab_of[k]->title);
     return 0;
 }
