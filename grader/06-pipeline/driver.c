@@ -30,6 +30,7 @@
 #include "pipeline.h"
 #include "schedule.h"
 #include "train.h"
+#include "units.h"
 
 /* ---- the setup every test shares ---- */
 
@@ -404,7 +405,7 @@ static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
         if (st->activ_left > 0) {
             gr_say("memory", "%s, %d microbatches: stage %d still holds %s of activations after "
                  "pipe_step: free each microbatch's (pl_parts_acts_free) after its backward",
-                 sched_name(k), m, s, gr_human_bytes(st->activ_left, a, sizeof a));
+                 sched_name(k), m, s, pl_format_bytes(st->activ_left, a, sizeof a));
             return 0;
         }
         /* one boundary buffer of slack: a copy of the input the student may keep */
@@ -412,8 +413,8 @@ static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
         if (st->activ_peak > allowed * per + slack) {
             gr_say("memory", "%s, %d stages, %d microbatches: stage %d's activations peaked at %s, "
                  "%.1f microbatches of %s; the schedule holds at most %d there", sched_name(k),
-                 p, m, s, gr_human_bytes(st->activ_peak, a, sizeof a), held,
-                 gr_human_bytes(per, b, sizeof b), allowed);
+                 p, m, s, pl_format_bytes(st->activ_peak, a, sizeof a), held,
+                 pl_format_bytes(per, b, sizeof b), allowed);
             gr_say("memory", "%s", k == PIPE_1F1B
                  ? "1F1B bounds the warm-up by min(p - s - 1, m) forwards and runs a backward "
                    "after every later forward, so a stage never holds more than p - s "
@@ -474,7 +475,7 @@ static int judge_traffic(enum pipe_schedule k, int m, const struct pl_merged_tra
                 gr_say("traffic", "%s: stage %d's message to stage %d for microbatch %d has %.0f "
                      "bytes; one microbatch's activation is B/m x T x d_model floats = %.0f "
                      "bytes (%s)", sched_name(k), s, e->peer, mb, e->bytes, bytes,
-                     gr_human_bytes(bytes, hb, sizeof hb));
+                     pl_format_bytes(bytes, hb, sizeof hb));
                 return 0;
             }
         }
