@@ -35,14 +35,15 @@ size_t pl_parts_boundary_numel(const struct pl_model_config *c, int B, int T)
     return (size_t)B * (size_t)T * (size_t)c->d_model;
 }
 
-/* The zero-FLOP event that tells which microbatch the compute after it belongs to. */
-static void mark(char phase, int mb)
+/* The zero-FLOP event that tells which microbatch, and which range of parts, the compute
+ * after it belongs to. */
+static void mark(char phase, int mb, int first)
 {
     if (!pl_trace_enabled()) return;
     struct pl_event ev;
     memset(&ev, 0, sizeof ev);
     ev.type = PL_EV_COMPUTE;
-    snprintf(ev.label, sizeof ev.label, PL_PIPE_MARK "%c %d", phase, mb);
+    snprintf(ev.label, sizeof ev.label, PL_PIPE_MARK "%c %d @%d", phase, mb, first);
     pl_trace_add(&ev);
 }
 
@@ -65,7 +66,7 @@ double pl_parts_forward(struct pl_model *m, int first, int last, int mb,
                "the stage holding the head needs the targets to compute the loss");
     struct pl_model_ctx eval = pl_model_ctx_eval();
     if (!ctx) ctx = &eval;
-    mark('F', mb);
+    mark('F', mb, first);
     memset(a, 0, sizeof *a);
     a->first = first;
     a->last = last;
@@ -108,7 +109,7 @@ void pl_parts_backward(struct pl_model *m, struct pl_parts_acts *a,
     PL_REQUIRE(m->grads != NULL, "pl_parts_backward needs the model's gradients");
     struct pl_model_ctx eval = pl_model_ctx_eval();
     if (!ctx) ctx = &eval;
-    mark('B', a->mb);
+    mark('B', a->mb, a->first);
     size_t n = pl_parts_boundary_numel(c, a->B, a->T);
     if (holds(a, PL_PART_HEAD(c))) {
         pl_head_backward(c, &m->head, &m->head_g, &a->head, ctx, a->x);

@@ -8,8 +8,8 @@
  * backward needs is kept in one struct pl_parts_acts per microbatch in flight, allocated as
  * activations in the memory ledger, so a schedule's activation memory is what it holds.
  *
- * Every forward and backward also leaves a mark in the trace: an event named "pipe F 3"
- * or "pipe B 3" (microbatch 3) before its compute, so a stage's order of work can be read
+ * Every forward and backward also leaves a mark in the trace: an event named "pipe F 3 @2"
+ * or "pipe B 3 @2" (microbatch 3, the range starting at part 2) before its compute, so a stage's order of work can be read
  * back from its own trace and replayed with uniform stage times. */
 #ifndef PL_PIPE_PARTS_H
 #define PL_PIPE_PARTS_H

@@ -42,6 +42,7 @@
 static const int CASES[] = {1, 2, 3, 4, 6, 8}; /* microbatches, m < p among them */
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 #define BUBBLE_TOL 1e-9
+#define V_INTERLEAVED 2 /* chunks per rank of the interleaved schedule */
 #define BENCH_PROFILE "dgx-h100"
 
 static uint64_t base_seed = 1;
@@ -109,15 +110,22 @@ struct stage_stats {
     double activ_left;  /* bytes still held after it */
 };
 
+/* The model's chunks (virtual stages) and which this rank holds: chunk c is on rank c % p. */
+struct chunks {
+    int n;                      /* p v */
+    int first[MAX_STAGES], last[MAX_STAGES];
+};
+
 struct outcome {
     int correct, todo;
     struct stage_stats st[MAX_STAGES]; /* rank 0: every stage's */
     struct pl_merged_trace trace;      /* rank 0: the last step */
+    struct chunks chunks;              /* every rank */
 };
 
 static const char *op_sched_name(enum pipe_schedule k)
 {
-    return k == PIPE_AFAB ? "afab" : "1f1b";
+    return k == PIPE_AFAB ? "afab" : k == PIPE_1F1B ? "1f1b" : "interleaved";
 }
 
 /* Rank 0: a partition that is not a contiguous cover of the parts. */
@@ -166,8 +174,8 @@ static void explain_grads(const struct setup *s, int m, int step,
                "each microbatch's loss by 1/m (handout sections 3 and 4)", m);
 }
 
-/* This stage's flat range of the parameters. */
-static void stage_range(const struct pl_model_layout *lay, int first, int last, size_t *off,
+/* The flat range of parts [first, last]. */
+static void parts_range(const struct pl_model_layout *lay, int first, int last, size_t *off,
                         size_t *n)
 {
     size_t o1, n1, o2, n2;
@@ -178,35 +186,57 @@ static void stage_range(const struct pl_model_layout *lay, int first, int last, 
 }
 
 /* The step's loss as the last stage returned it, on every rank. */
-static double last_stage_loss(double mine)
+static double last_stage_loss(double mine, int from)
 {
     double l = mine;
-    PL_CHECK_MPI(MPI_Bcast(&l, 1, MPI_DOUBLE, pl_size() - 1, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Bcast(&l, 1, MPI_DOUBLE, from, MPI_COMM_WORLD));
     return l;
 }
 
-/* The share of the reference's gradient in ours: <g, r> / <r, r> over every stage. */
-static double grad_ratio(const struct gr_reference *ref, int step, size_t off, size_t n,
-                         const float *g)
+/* Every rank's values of src over the parts it holds, assembled into dst (op memory, the
+ * whole flat buffer, the same on every rank): what the pipeline holds, as one model. */
+static void assemble(const struct pl_model_layout *lay, const struct chunks *ch, const float *src,
+                     float *dst)
 {
-    float *h = malloc(sizeof(float) * (n ? n : 1));
-    PL_ASSERT(h);
-    pl_copy_to_host(h, g, n);
-    const float *r = ref->grads + (size_t)step * ref->numel + off;
-    double d[2] = {0, 0}, all[2];
-    for (size_t i = 0; i < n; i++) d[0] += (double)h[i] * r[i], d[1] += (double)r[i] * r[i];
+    size_t N = lay->numel;
+    float *h = calloc(N, sizeof *h), *all = malloc(N * sizeof *all);
+    PL_ASSERT(h && all);
+    for (int c = pl_rank(); c < ch->n; c += pl_size()) {
+        size_t off, n;
+        parts_range(lay, ch->first[c], ch->last[c], &off, &n);
+        pl_copy_to_host(h + off, src + off, n);
+    }
+    PL_CHECK_MPI(MPI_Allreduce(h, all, (int)N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    pl_copy_from_host(dst, all, N);
     free(h);
-    PL_CHECK_MPI(MPI_Allreduce(d, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    return all[1] > 0 ? all[0] / all[1] : 0;
+    free(all);
 }
 
-/* One optimizer step on the stage's range, as the reference's pl_model_update does it. */
-static void stage_adamw(struct pl_model *m, size_t off, size_t n,
+/* The share of the reference's gradient in ours: <g, r> / <r, r> (g on every rank). */
+static double grad_ratio(const struct gr_reference *ref, int step, const float *g)
+{
+    size_t n = ref->numel;
+    float *h = malloc(sizeof(float) * n);
+    PL_ASSERT(h);
+    pl_copy_to_host(h, g, n);
+    const float *r = ref->grads + (size_t)step * n;
+    double d = 0, rr = 0;
+    for (size_t i = 0; i < n; i++) d += (double)h[i] * r[i], rr += (double)r[i] * r[i];
+    free(h);
+    return rr > 0 ? d / rr : 0;
+}
+
+/* One optimizer step on this rank's chunks, as the reference's pl_model_update does it. */
+static void stage_adamw(struct pl_model *m, const struct chunks *ch,
                         const struct pl_adamw_config *opt)
 {
     m->adam_t++;
-    pl_model_adamw_flat(&m->layout, off, n, m->params + off, m->grads + off, m->adam_m + off,
-                        m->adam_v + off, m->adam_t, opt);
+    for (int c = pl_rank(); c < ch->n; c += pl_size()) {
+        size_t off, n;
+        parts_range(&m->layout, ch->first[c], ch->last[c], &off, &n);
+        pl_model_adamw_flat(&m->layout, off, n, m->params + off, m->grads + off,
+                            m->adam_m + off, m->adam_v + off, m->adam_t, opt);
+    }
 }
 
 /* Gathers (first, last, peak, left) of every rank to rank 0. */
@@ -223,6 +253,54 @@ static void gather_stats(const struct stage_stats *mine, struct stage_stats *all
     free(buf);
 }
 
+/* The chunks of the run: each rank's parts from pipe_stage_parts (one chunk per rank), or,
+ * interleaved, the student's pipe_partition into p v chunks. 0 (said) when they are not a
+ * contiguous cover of the model. */
+static int find_chunks(const struct pipe *pp, const struct pl_model_config *c, int v,
+                       struct chunks *ch, struct outcome *o)
+{
+    struct stage_stats mine = {0, 0, 0, 0};
+    pipe_stage_parts(pp, &mine.first, &mine.last);
+    gather_stats(&mine, o->st);
+    int p = pl_size();
+    ch->n = p * v;
+    if (v == 1) {
+        for (int s = 0; s < p && pl_rank() == 0; s++)
+            ch->first[s] = o->st[s].first, ch->last[s] = o->st[s].last;
+        PL_CHECK_MPI(MPI_Bcast(ch->first, p, MPI_INT, 0, MPI_COMM_WORLD));
+        PL_CHECK_MPI(MPI_Bcast(ch->last, p, MPI_INT, 0, MPI_COMM_WORLD));
+    } else {
+        pipe_partition(c, p * v, 1, c->seq_len, ch->first, ch->last);
+    }
+    struct stage_stats st[MAX_STAGES];
+    for (int i = 0; i < ch->n; i++) st[i] = (struct stage_stats){ch->first[i], ch->last[i], 0, 0};
+    int cover = pl_rank() == 0 ? judge_cover(st, ch->n, c) : 0;
+    PL_CHECK_MPI(MPI_Bcast(&cover, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return cover;
+}
+
+/* Step `step`'s loss and gradients against the reference; 0 (said) when wrong. */
+static int check_step(const struct setup *s, struct pl_model *model, const struct chunks *ch,
+                      int m, int step, double loss, float *full)
+{
+    double err = fabs(loss - s->ref.loss[step]) / fabs(s->ref.loss[step]);
+    if (!(err <= GR_TOL_LOSS)) {
+        if (pl_rank() == 0)
+            gr_say("correct", "step %d: the last stage's loss is %.6f, the single-device loss "
+                   "%.6f (relative error %.1e): return the mean of the microbatches' losses, "
+                   "each the mean over its own tokens (handout section 3)", step, loss,
+                   s->ref.loss[step], err);
+        return 0;
+    }
+    struct gr_param_verdict v;
+    assemble(&model->layout, ch, model->grads, full);
+    gr_check_grads(&s->ref, step, GR_REPLICATED, 0, s->ref.numel, full, GR_TOL_GRADS, &v);
+    if (v.ok) return 1;
+    double ratio = grad_ratio(&s->ref, step, full);
+    if (pl_rank() == 0) explain_grads(s, m, step, &v, ratio);
+    return 0;
+}
+
 /* Runs the K steps and judges correctness on the way; the last step is traced and its
  * activation peak measured. */
 static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct outcome *o)
@@ -230,19 +308,20 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     memset(o, 0, sizeof *o);
     const struct pl_model_config *c = &s->train.cfg;
     struct pl_adamw_config opt = s->train.opt;
+    int v = sched_chunks(k, V_INTERLEAVED);
     struct pl_model *model = pl_model_new(c, PL_MODEL_ALL);
-    struct pipe_options po = {k, m};
+    struct pipe_options po = {k, m, v};
     pl_todo_reset();
     struct pipe *pp = pipe_new(pl_comm_world(), model, &po);
     struct stage_stats mine = {0, 0, 0, 0};
+    struct chunks ch;
     if ((o->todo = gr_todo_any())) goto done;
+    if (!find_chunks(pp, c, v, &ch, o)) goto done;
+    o->chunks = ch;
     pipe_stage_parts(pp, &mine.first, &mine.last);
-    gather_stats(&mine, o->st);
-    int cover = pl_rank() == 0 ? judge_cover(o->st, pl_size(), c) : 0;
-    PL_CHECK_MPI(MPI_Bcast(&cover, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (!cover) goto done;
-    size_t off, n;
-    stage_range(&model->layout, mine.first, mine.last, &off, &n);
+    int last_rank = (ch.n - 1) % pl_size();
+    float *full = pl_mem_alloc(s->ref.numel * sizeof(float), PL_MEM_WORK, PL_DEVICE,
+                               "assembled model");
     struct gr_batch b;
     gr_batch_new(&b, &s->train, 0, 1);
     o->correct = 1;
@@ -256,7 +335,7 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
             pl_mem_reset_peak();
             pl_mem_get_stats(&before);
         }
-        double loss = last_stage_loss(pipe_step(pp, b.tokens, b.targets, b.B));
+        double loss = last_stage_loss(pipe_step(pp, b.tokens, b.targets, b.B), last_rank);
         if (traced) {
             pl_trace_flush();
             pl_trace_enable(0);
@@ -268,29 +347,16 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
             o->correct = 0;
             break;
         }
-        double err = fabs(loss - s->ref.loss[step]) / fabs(s->ref.loss[step]);
-        if (!(err <= GR_TOL_LOSS)) {
-            if (pl_rank() == 0)
-                gr_say("correct", "step %d: the last stage's loss is %.6f, the single-device "
-                       "loss %.6f (relative error %.1e): return the mean of the microbatches' "
-                       "losses, each the mean over its own tokens (handout section 3)", step,
-                       loss, s->ref.loss[step], err);
+        if (!check_step(s, model, &ch, m, step, loss, full)) {
             o->correct = 0;
             break;
         }
-        struct gr_param_verdict v;
-        gr_check_grads(&s->ref, step, GR_SHARDED, off, n, model->grads + off, GR_TOL_GRADS, &v);
-        if (!v.ok) {
-            double ratio = grad_ratio(&s->ref, step, off, n, model->grads + off);
-            if (pl_rank() == 0) explain_grads(s, m, step, &v, ratio);
-            o->correct = 0;
-            break;
-        }
-        stage_adamw(model, off, n, &opt);
+        stage_adamw(model, &ch, &opt);
     }
     if (o->correct) {
         struct gr_param_verdict v;
-        gr_check_params(&s->ref, GR_SHARDED, off, n, model->params + off, GR_TOL_PARAMS, &v);
+        assemble(&model->layout, &ch, model->params, full);
+        gr_check_params(&s->ref, GR_REPLICATED, 0, s->ref.numel, full, GR_TOL_PARAMS, &v);
         if (!v.ok) {
             char what[512];
             if (pl_rank() == 0)
@@ -301,6 +367,7 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
         }
     }
     gr_batch_free(&b);
+    pl_mem_free(full);
     gather_stats(&mine, o->st);
     pl_trace_gather(&o->trace);
 done:
@@ -312,7 +379,9 @@ done:
 
 static const char *op_text(const struct sched_op *op, char *buf, size_t len)
 {
-    snprintf(buf, len, "%c%d", op->phase, op->mb);
+    if (op->chunk > 0) snprintf(buf, len, "%c%d/c%d", op->phase, op->mb, op->chunk);
+    else if (op->chunk < 0) snprintf(buf, len, "%c%d/c?", op->phase, op->mb);
+    else snprintf(buf, len, "%c%d", op->phase, op->mb);
     return buf;
 }
 
@@ -321,68 +390,91 @@ static const char *ops_text(const struct sched_op *ops, int n, char *buf, size_t
 {
     buf[0] = '\0';
     for (int i = 0; i < n; i++) {
-        char one[16];
+        char one[24];
         size_t used = strlen(buf);
-        if (used + 12 >= len) break;
+        if (used + 16 >= len) break;
         snprintf(buf + used, len - used, "%s%s", i ? " " : "", op_text(&ops[i], one, sizeof one));
     }
     return buf;
 }
 
-static int judge_schedule(enum pipe_schedule k, int m, const struct pl_merged_trace *t)
+static const char *schedule_rule(enum pipe_schedule k)
 {
-    int p = t->nranks;
+    if (k == PIPE_AFAB)
+        return "AFAB: every forward in microbatch order, then every backward in microbatch "
+               "order (handout section 4)";
+    if (k == PIPE_1F1B)
+        return "1F1B on stage s: min(p - s - 1, m) warm-up forwards, then F of the next "
+               "microbatch and B of the oldest in turn, then the remaining backwards (handout "
+               "section 5)";
+    return "interleaved 1F1B: p microbatches through chunk 0, the same through chunk 1, ...; "
+           "a warm-up of 2(p - s - 1) + (v - 1)p forwards (all of them when m = p), then one "
+           "forward one backward, backwards through the chunks in reverse (handout section 8)";
+}
+
+static int judge_schedule(enum pipe_schedule k, int m, const struct outcome *o)
+{
+    const struct pl_merged_trace *t = &o->trace;
+    int p = t->nranks, v = o->chunks.n / p, nops = 2 * v * m;
     struct sched_op want[MAX_OPS], got[MAX_OPS];
     for (int s = 0; s < p; s++) {
-        sched_order(k, p, s, m, want);
-        int n = sched_read_marks(t->events[s], t->nevents[s], got, MAX_OPS);
-        int bad = n == 2 * m ? -1 : (n < 2 * m ? n : 2 * m);
-        for (int i = 0; i < 2 * m && i < n && bad < 0; i++)
-            if (got[i].phase != want[i].phase || got[i].mb != want[i].mb) bad = i;
+        int chunk_first[MAX_STAGES];
+        for (int j = 0; j < v; j++) chunk_first[j] = o->chunks.first[j * p + s];
+        sched_order(k, p, v, s, m, want);
+        int n = sched_read_marks(t->events[s], t->nevents[s], chunk_first, v, got, MAX_OPS);
+        int bad = n == nops ? -1 : (n < nops ? n : nops);
+        for (int i = 0; i < nops && i < n && bad < 0; i++)
+            if (got[i].phase != want[i].phase || got[i].mb != want[i].mb
+                || got[i].chunk != want[i].chunk)
+                bad = i;
         if (bad < 0) continue;
-        char a[512], b[512];
+        char a[1024], b[1024];
         gr_say("schedule", "%s, %d stages, %d microbatches: stage %d ran %s; the schedule is %s",
-             sched_name(k), p, m, s, ops_text(got, n < MAX_OPS ? n : MAX_OPS, a, sizeof a),
-             ops_text(want, 2 * m, b, sizeof b));
-        if (bad < n && bad < 2 * m) {
-            char x[16], y[16];
+               sched_name(k), p, m, s, ops_text(got, n < MAX_OPS ? n : MAX_OPS, a, sizeof a),
+               ops_text(want, nops, b, sizeof b));
+        if (bad < n && bad < nops) {
+            char x[24], y[24];
             gr_say("schedule", "the first difference is operation %d: %s where the schedule has "
-                 "%s", bad + 1, op_text(&got[bad], x, sizeof x), op_text(&want[bad], y, sizeof y));
+                   "%s", bad + 1, op_text(&got[bad], x, sizeof x), op_text(&want[bad], y, sizeof y));
         }
-        if (k == PIPE_1F1B)
-            gr_say("schedule", "1F1B on stage s: min(p - s - 1, m) warm-up forwards, then F of the "
-                 "next microbatch and B of the oldest in turn, then the remaining backwards "
-                 "(handout section 5)");
-        else
-            gr_say("schedule", "AFAB: every forward in microbatch order, then every backward in "
-                 "microbatch order (handout section 4)");
+        gr_say("schedule", "%s", schedule_rule(k));
         return 0;
     }
     return 1;
 }
 
-static int judge_bubble(enum pipe_schedule k, int m, const struct pl_merged_trace *t)
+/* Idle fraction of the trace replayed with uniform stage times against the schedule as
+ * defined, replayed the same way (and, for AFAB and 1F1B, against (p-1)/(m+p-1)). */
+static int judge_bubble(enum pipe_schedule k, int m, const struct outcome *o)
 {
-    int p = t->nranks;
+    const struct pl_merged_trace *t = &o->trace;
+    int p = t->nranks, v = o->chunks.n / p;
     struct pl_merged_trace uni, ideal;
-    sched_uniform_copy(t, &uni);
-    sched_ideal_trace(k, p, m, 1.0, &ideal);
-    double got = 0, best = 0, formula = sched_bubble_formula(k, p, m);
+    sched_uniform_copy(t, v, &uni);
+    sched_ideal_trace(k, p, v, m, 1.0, &ideal);
+    double got = 0, best = 0;
+    double formula = k == PIPE_INTERLEAVED ? -1 : sched_bubble_formula(k, p, m);
     char err[512];
     int ok = 0;
     if (sched_replay_bubble(&uni, NULL, NULL, &got, err, sizeof err) != 0) {
         gr_say("bubble", "%s, %d microbatches: your step's trace could not be replayed: %s",
-             sched_name(k), m, err);
+               sched_name(k), m, err);
     } else if (sched_replay_bubble(&ideal, NULL, NULL, &best, err, sizeof err) != 0) {
         gr_say("bubble", "the ideal %s could not be replayed: %s", sched_name(k), err);
-    } else if (fabs(got - best) > BUBBLE_TOL || fabs(best - formula) > BUBBLE_TOL) {
-        gr_say("bubble", "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, free "
-             "links): your stages idle %.4f of the step; the schedule idles (p-1)/(m+p-1) = "
-             "%d/%d = %.4f", sched_name(k), p, m, SCHED_UNIT_F, SCHED_UNIT_B, got, p - 1,
-             m + p - 1, formula);
+    } else if (fabs(got - best) > BUBBLE_TOL || (formula >= 0 && fabs(best - formula) > BUBBLE_TOL)) {
+        if (formula >= 0)
+            gr_say("bubble", "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, "
+                   "free links): your stages idle %.4f of the step; the schedule idles "
+                   "(p-1)/(m+p-1) = %d/%d = %.4f", sched_name(k), p, m, SCHED_UNIT_F,
+                   SCHED_UNIT_B, got, p - 1, m + p - 1, formula);
+        else
+            gr_say("bubble", "%s, %d stages, %d chunks each, %d microbatches, uniform chunk "
+                   "times (F %g/%d, B %g/%d, free links): your stages idle %.4f of the step; "
+                   "the schedule as defined idles %.4f", sched_name(k), p, v, m, SCHED_UNIT_F,
+                   v, SCHED_UNIT_B, v, got, best);
         gr_say("bubble", "%s", got > best ? "a stage waits where the schedule lets it work: a "
-             "blocking send or a receive posted too early holds it (handout section 3.2)"
-             : "less idle time than the schedule allows: is some work missing from the trace?");
+               "blocking send or a receive posted too early holds it (handout section 3.2)"
+               : "less idle time than the schedule allows: is some work missing from the trace?");
     } else {
         ok = 1;
     }
@@ -431,58 +523,61 @@ static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
     return 1;
 }
 
-/* Every send of the traced step: to a neighbour, one per microbatch and direction, tag
- * PIPE_TAG_ACT/PIPE_TAG_GRAD, the activation's bytes; no other communication. */
-static int judge_traffic(enum pipe_schedule k, int m, const struct pl_merged_trace *t,
-                          const struct pl_model_config *c)
+/* Every send of the traced step: to the next stage for an activation (even tag), the
+ * previous for a gradient (odd tag), interleaved wrapping around from the last rank to the
+ * first; tags PIPE_TAG_ACT/GRAD(j m + mb) for the sender's chunk j, each used once; the
+ * activation's bytes; no collectives. */
+static int judge_traffic(enum pipe_schedule k, int m, const struct outcome *o,
+                         const struct pl_model_config *c)
 {
-    int p = t->nranks;
+    const struct pl_merged_trace *t = &o->trace;
+    int p = t->nranks, v = o->chunks.n / p, nc = o->chunks.n;
     double bytes = 4.0 * (double)pl_parts_boundary_numel(c, GLOBAL_B / m, c->seq_len);
     char hb[32];
     for (int s = 0; s < p; s++) {
-        int seen[2 * 8 + 2] = {0}, nsend = 0;
+        int seen[2 * MAX_OPS] = {0}, nsend = 0, want = 0;
+        for (int j = 0; j < v; j++) want += m * ((j * p + s > 0) + (j * p + s < nc - 1));
         for (int i = 0; i < t->nevents[s]; i++) {
             const struct pl_event *e = &t->events[s][i];
             if (e->type == PL_EV_ISSUE) {
                 gr_say("traffic", "%s, %d microbatches: stage %d called a collective (%s): a "
-                     "pipeline only sends to its neighbours", sched_name(k), m, s,
-                     pl_coll_kind_name(e->kind));
+                       "pipeline only sends to its neighbours", sched_name(k), m, s,
+                       pl_coll_kind_name(e->kind));
                 return 0;
             }
             if (e->type != PL_EV_SEND && e->type != PL_EV_ISEND) continue;
             nsend++;
-            int fwd = e->peer == s + 1, bwd = e->peer == s - 1;
-            int mb = e->tag / 2;
-            if (!fwd && !bwd) {
-                gr_say("traffic", "%s: stage %d sent to rank %d; a stage sends only to stage %d "
-                     "(activations) and %d (gradients)", sched_name(k), s, e->peer, s + 1, s - 1);
+            int grad = e->tag >= 0 && e->tag % 2, to = grad ? s - 1 : s + 1;
+            if (v > 1) to = (to + p) % p;
+            if (e->peer != to) {
+                gr_say("traffic", "%s: stage %d sent %s (tag %d) to rank %d; %s go to stage %d",
+                       sched_name(k), s, grad ? "a gradient" : "an activation", e->tag, e->peer,
+                       grad ? "gradients" : "activations", to);
                 return 0;
             }
-            if (e->tag < 0 || mb >= m || (fwd ? e->tag != PIPE_TAG_ACT(mb)
-                                              : e->tag != PIPE_TAG_GRAD(mb))
-                || seen[e->tag]++) {
+            if (e->tag < 0 || e->tag >= 2 * v * m || seen[e->tag]++) {
                 gr_say("traffic", "%s, %d microbatches: stage %d sent %s to stage %d with tag %d, "
-                     "%s", sched_name(k), m, s, fwd ? "an activation" : "a gradient", e->peer,
-                     e->tag, e->tag >= 0 && e->tag < 2 * m && seen[e->tag] > 1
-                     ? "a tag it had already used in this step: two microbatches' messages "
-                       "can then be taken for each other"
-                     : "not the tag pipeline.h gives it");
+                       "%s", sched_name(k), m, s, grad ? "a gradient" : "an activation", e->peer,
+                       e->tag, e->tag >= 0 && e->tag < 2 * v * m
+                       ? "a tag it had already used in this step: two microbatches' messages "
+                         "can then be taken for each other"
+                       : "not a tag pipeline.h gives it");
                 gr_say("traffic", "microbatch i's activation goes with PIPE_TAG_ACT(i) = 2i and "
-                     "its gradient with PIPE_TAG_GRAD(i) = 2i + 1 (handout section 3)");
+                       "its gradient with PIPE_TAG_GRAD(i) = 2i + 1 (handout section 3)");
                 return 0;
             }
             if (e->bytes != bytes) {
-                gr_say("traffic", "%s: stage %d's message to stage %d for microbatch %d has %.0f "
-                     "bytes; one microbatch's activation is B/m x T x d_model floats = %.0f "
-                     "bytes (%s)", sched_name(k), s, e->peer, mb, e->bytes, bytes,
-                     pl_format_bytes(bytes, hb, sizeof hb));
+                gr_say("traffic", "%s: stage %d's message to stage %d with tag %d has %.0f bytes; "
+                       "one microbatch's activation is B/m x T x d_model floats = %.0f bytes "
+                       "(%s)", sched_name(k), s, e->peer, e->tag, e->bytes, bytes,
+                       pl_format_bytes(bytes, hb, sizeof hb));
                 return 0;
             }
         }
-        int want = (s > 0) * m + (s < p - 1) * m;
         if (nsend != want) {
             gr_say("traffic", "%s, %d microbatches: stage %d sent %d messages; it sends one per "
-                 "microbatch to each neighbour, %d", sched_name(k), m, s, nsend, want);
+                   "microbatch across each boundary of its chunks, %d", sched_name(k), m, s,
+                   nsend, want);
             return 0;
         }
     }
@@ -517,12 +612,18 @@ static enum pipe_schedule schedule_of(const char *op)
 {
     if (!strcmp(op, "afab")) return PIPE_AFAB;
     if (!strcmp(op, "1f1b")) return PIPE_1F1B;
-    pl_usage_error_all("--op %s is not a Lab 6 schedule (choose afab or 1f1b)", op);
+    if (!strcmp(op, "interleaved")) return PIPE_INTERLEAVED;
+    pl_usage_error_all("--op %s is not a Lab 6 schedule (choose afab, 1f1b or interleaved)", op);
 }
 
-static void check_stages(const struct pl_model_config *c)
+static void check_stages(const struct pl_model_config *c, enum pipe_schedule k)
 {
     int p = pl_size();
+    if (k == PIPE_INTERLEAVED && p * V_INTERLEAVED > c->n_layers + 2)
+        pl_usage_error_all("interleaved 1F1B on %d stages cuts the model into %d x %d = %d "
+                           "chunks, but it has only L + 2 = %d parts: run it on 1 to %d ranks",
+                           p, p, V_INTERLEAVED, p * V_INTERLEAVED, c->n_layers + 2,
+                           (c->n_layers + 2) / V_INTERLEAVED);
     if (p > c->n_layers + 2)
         pl_usage_error_all("%d stages but the model has %d blocks: a pipeline has at most "
                            "L + 2 = %d stages (the embedding, each block, the head), or a "
@@ -532,6 +633,7 @@ static void check_stages(const struct pl_model_config *c)
 
 struct state {
     enum pipe_schedule k;
+    int ncases, cases[NCASES]; /* the m of CASES the schedule runs with on p stages */
     struct setup s;
     struct outcome o; /* the case that ran last */
 };
@@ -543,7 +645,9 @@ static void *setup(const struct gr_args *a)
     PL_ASSERT(st);
     st->k = schedule_of(a->op);
     struct pl_model_config c = lab_config(1);
-    check_stages(&c);
+    check_stages(&c, st->k);
+    for (int i = 0; i < NCASES; i++)
+        if (sched_runs(st->k, pl_size(), CASES[i])) st->cases[st->ncases++] = CASES[i];
     setup_init(&st->s, 1);
     return st;
 }
@@ -555,14 +659,13 @@ static const char *subject(void *p)
 
 static int count_cases(void *p)
 {
-    (void)p;
-    return NCASES;
+    return ((struct state *)p)->ncases;
 }
 
 static void describe(void *p, int i, char *buf, size_t len)
 {
     struct state *st = p;
-    int m = CASES[i];
+    int m = st->cases[i];
     snprintf(buf, len, "%s, %d stages, %d microbatch%s of %d sequences, %d steps",
              sched_name(st->k), pl_size(), m, m > 1 ? "es" : "", GLOBAL_B / m, K_STEPS);
 }
@@ -571,14 +674,14 @@ static void run(void *p, int i)
 {
     struct state *st = p;
     pl_trace_merged_free(&st->o.trace);
-    run_case(&st->s, st->k, CASES[i], &st->o);
-    if (CASES[i] == 1) one_microbatch_ok = st->o.correct;
+    run_case(&st->s, st->k, st->cases[i], &st->o);
+    if (st->cases[i] == 1) one_microbatch_ok = st->o.correct;
 }
 
 static int judge(void *p, int i, const char *part)
 {
     struct state *st = p;
-    int m = CASES[i];
+    int m = st->cases[i];
     const struct pl_model_config *c = &st->s.train.cfg;
     if (!strcmp(part, "correct")) {
         if (!st->o.correct && pl_rank() == 0)
@@ -588,10 +691,11 @@ static int judge(void *p, int i, const char *part)
     }
     if (pl_rank() != 0) return 1;
     if (!strcmp(part, "balance")) return i > 0 || judge_balance(st->o.st, pl_size(), c);
-    if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, &st->o.trace);
-    if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, &st->o.trace);
-    if (!strcmp(part, "memory")) return judge_memory(st->k, m, &st->o, c);
-    if (!strcmp(part, "traffic")) return judge_traffic(st->k, m, &st->o.trace, c);
+    if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, &st->o);
+    if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, &st->o);
+    if (!strcmp(part, "memory"))
+        return st->k == PIPE_INTERLEAVED || judge_memory(st->k, m, &st->o, c);
+    if (!strcmp(part, "traffic")) return judge_traffic(st->k, m, &st->o, c);
     gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
            "traffic)", part);
     return 0;
@@ -618,67 +722,74 @@ static double modelled_step(const struct pl_merged_trace *t, const char *profile
     return step;
 }
 
+/* One row of the bench table (rank 0); SVGs into svg_dir when given. */
+static void bench_row(enum pipe_schedule k, int m, const struct outcome *o,
+                      const struct pl_model_config *c, const char *svg_dir, char *row, size_t len)
+{
+    int p = o->trace.nranks, v = o->chunks.n / p;
+    struct pl_merged_trace uni, ideal;
+    sched_uniform_copy(&o->trace, v, &uni);
+    sched_ideal_trace(k, p, v, m, 1.0, &ideal);
+    double bubble = -1, best = -1;
+    char err[256], svg[512], title[160];
+    snprintf(svg, sizeof svg, "%s/06-%s-p%d-m%d.svg", svg_dir ? svg_dir : ".", op_sched_name(k),
+             p, m);
+    snprintf(title, sizeof title, "Lab 6: your %s, %d stages, %d microbatches, uniform stage "
+             "times", sched_name(k), p, m);
+    sched_replay_bubble(&uni, svg_dir ? svg : NULL, title, &bubble, err, sizeof err);
+    snprintf(svg, sizeof svg, "%s/06-%s-p%d-m%d-ideal.svg", svg_dir ? svg_dir : ".",
+             op_sched_name(k), p, m);
+    snprintf(title, sizeof title, "Lab 6: %s as defined, %d stages, %d microbatches",
+             sched_name(k), p, m);
+    sched_replay_bubble(&ideal, svg_dir ? svg : NULL, title, &best, err, sizeof err);
+    char held[16] = "-";
+    if (v == 1)
+        snprintf(held, sizeof held, "%.2f", o->st[0].activ_peak /
+                 (double)pl_parts_acts_bytes(c, o->st[0].first, o->st[0].last, GLOBAL_B / m,
+                                             c->seq_len));
+    snprintf(row, len, "%-16s %3d %9.4f %9.4f %11s %11.1f %12.1f", sched_name(k), m, bubble,
+             best, held, o->st[0].activ_peak / 1e3, 1e6 * modelled_step(&o->trace, BENCH_PROFILE));
+    pl_trace_merged_free(&uni);
+    pl_trace_merged_free(&ideal);
+}
+
 static void bench_mode(const char *only, int only_m, const char *svg_dir, const char *label)
 {
     struct setup s;
     setup_init(&s, 1);
     const struct pl_model_config *c = &s.train.cfg;
-    check_stages(c);
+    check_stages(c, PIPE_AFAB);
     int p = pl_size(), nquoted = 0;
-    char quoted[2 * NCASES][160];
+    char quoted[3 * NCASES][160];
     pl_print0("# Lab 6 pipeline: %s, %d stages, backend %s; model %d blocks, d_model %d, global "
-              "batch %d x %d tokens\n", label ? label : "yours", p, pl_comm_backend(), c->n_layers, c->d_model, GLOBAL_B,
-              c->seq_len);
-    pl_print0("# bubble: your trace replayed with uniform stage times (F %g, B %g, free "
-              "links); ideal: (p-1)/(m+p-1). peak: stage 0's activations at their peak, in "
-              "microbatches. %s(us): the trace on that profile\n", SCHED_UNIT_F, SCHED_UNIT_B,
-              BENCH_PROFILE);
-    pl_print0("# %-13s %3s %9s %9s %11s %11s %12s\n", "schedule", "m", "bubble", "ideal",
+              "batch %d x %d tokens\n", label ? label : "yours", p, pl_comm_backend(),
+              c->n_layers, c->d_model, GLOBAL_B, c->seq_len);
+    pl_print0("# bubble: your trace replayed with uniform stage times (F %g, B %g, free links; "
+              "a chunk of the interleaved schedule 1/%d of that); ideal: the schedule as "
+              "defined, replayed the same way. peak: stage 0's activations at their peak, in "
+              "microbatches and kB. %s(us): the trace on that profile\n", SCHED_UNIT_F,
+              SCHED_UNIT_B, V_INTERLEAVED, BENCH_PROFILE);
+    pl_print0("# %-16s %3s %9s %9s %11s %11s %12s\n", "schedule", "m", "bubble", "ideal",
               "peak(mb)", "peak(kB)", "dgx-h100(us)");
-    for (int kk = 0; kk < 2; kk++) {
+    for (int kk = 0; kk < 3; kk++) {
         enum pipe_schedule k = (enum pipe_schedule)kk;
         if (only && strcmp(only, op_sched_name(k))) continue;
+        if (k == PIPE_INTERLEAVED && p * V_INTERLEAVED > c->n_layers + 2) continue;
         for (int i = 0; i < NCASES; i++) {
             int m = CASES[i];
-            if (only_m && m != only_m) continue;
+            if ((only_m && m != only_m) || !sched_runs(k, p, m)) continue;
             struct outcome o;
             run_case(&s, k, m, &o);
             if (pl_rank() == 0 && o.todo) {
-                printf("  %-13s still a stub: %s (see %s section %s)\n", sched_name(k),
+                printf("  %-16s still a stub: %s (see %s section %s)\n", sched_name(k),
                        pl_todo_what(), gr_handout(), pl_todo_section());
             } else if (pl_rank() == 0 && o.trace.nranks) {
-                struct pl_merged_trace uni;
-                sched_uniform_copy(&o.trace, &uni);
-                double bubble = -1;
-                char err[256], svg[512], title[160];
-                snprintf(svg, sizeof svg, "%s/06-%s-p%d-m%d.svg", svg_dir ? svg_dir : ".",
-                         op_sched_name(k), p, m);
-                snprintf(title, sizeof title, "Lab 6: your %s, %d stages, %d microbatches, "
-                         "uniform stage times", sched_name(k), p, m);
-                sched_replay_bubble(&uni, svg_dir ? svg : NULL, title, &bubble, err, sizeof err);
-                if (svg_dir) {
-                    struct pl_merged_trace ideal;
-                    double b2;
-                    sched_ideal_trace(k, p, m, 1.0, &ideal);
-                    snprintf(svg, sizeof svg, "%s/06-%s-p%d-m%d-ideal.svg", svg_dir,
-                             op_sched_name(k), p, m);
-                    snprintf(title, sizeof title, "Lab 6: %s as defined, %d stages, %d "
-                             "microbatches", sched_name(k), p, m);
-                    sched_replay_bubble(&ideal, svg, title, &b2, err, sizeof err);
-                    pl_trace_merged_free(&ideal);
-                }
-                double per = (double)pl_parts_acts_bytes(c, o.st[0].first, o.st[0].last,
-                                                         GLOBAL_B / m, c->seq_len);
                 char row[160];
-                snprintf(row, sizeof row, "%-13s %3d %9.4f %9.4f %11.2f %11.1f %12.1f",
-                         sched_name(k), m, bubble, sched_bubble_formula(k, p, m),
-                         o.st[0].activ_peak / per, o.st[0].activ_peak / 1e3,
-                         1e6 * modelled_step(&o.trace, BENCH_PROFILE));
+                bench_row(k, m, &o, c, svg_dir, row, sizeof row);
                 printf("  %s\n", row);
                 /* the rows the handout quotes, on the 4 stages it describes */
                 if (p == 4 && (m == 1 || m == 2 || m == 4 || m == 8))
                     snprintf(quoted[nquoted++], sizeof quoted[0], "%s", row);
-                pl_trace_merged_free(&uni);
             }
             pl_trace_merged_free(&o.trace);
             if (o.todo) break;

@@ -11,26 +11,52 @@
 
 const char *sched_name(enum pipe_schedule k)
 {
-    return k == PIPE_AFAB ? "AFAB (GPipe)" : "1F1B";
+    return k == PIPE_AFAB ? "AFAB (GPipe)" : k == PIPE_1F1B ? "1F1B" : "interleaved 1F1B";
+}
+
+int sched_chunks(enum pipe_schedule k, int v)
+{
+    return k == PIPE_INTERLEAVED ? v : 1;
+}
+
+int sched_runs(enum pipe_schedule k, int p, int m)
+{
+    return k != PIPE_INTERLEAVED || m % p == 0;
+}
+
+/* Interleaved: the k-th forward of a stage is microbatch (k / pv) p + k % p of chunk
+ * (k / p) % v: p microbatches through chunk 0, the same p through chunk 1, ...; backwards
+ * run the chunks in reverse. */
+static struct sched_op interleaved_op(char phase, int k, int p, int v)
+{
+    int j = (k % (p * v)) / p;
+    return (struct sched_op){phase, (k / (p * v)) * p + k % p, phase == 'F' ? j : v - 1 - j};
 }
 
 /* AFAB: F 0..m-1, then B 0..m-1. 1F1B: w = min(p - s - 1, m) warm-up forwards, then
- * F(w + i) B(i) for i < m - w, then the last w backwards. */
-void sched_order(enum pipe_schedule k, int p, int s, int m, struct sched_op *ops)
+ * F(w + i) B(i) for i < m - w, then the last w backwards. Interleaved (Megatron-LM): the
+ * same shape over the v m operations of the stage, with a warm-up of
+ * (p - s - 1) 2 + (v - 1) p (all of them when m = p). */
+void sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct sched_op *ops)
 {
     int n = 0;
     if (k == PIPE_AFAB) {
-        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'F', i};
-        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'B', i};
+        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'F', i, 0};
+        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'B', i, 0};
         return;
     }
-    int w = p - s - 1 < m ? p - s - 1 : m;
-    for (int i = 0; i < w; i++) ops[n++] = (struct sched_op){'F', i};
-    for (int i = 0; i < m - w; i++) {
-        ops[n++] = (struct sched_op){'F', w + i};
-        ops[n++] = (struct sched_op){'B', i};
+    int total = k == PIPE_INTERLEAVED ? v * m : m;
+    int w = k == PIPE_INTERLEAVED ? (m == p ? total : (p - s - 1) * 2 + (v - 1) * p)
+                                  : p - s - 1;
+    if (w > total) w = total;
+#define OP(ph, i) (k == PIPE_INTERLEAVED ? interleaved_op(ph, i, p, v) : (struct sched_op){ph, i, 0})
+    for (int i = 0; i < w; i++) ops[n++] = OP('F', i);
+    for (int i = 0; i < total - w; i++) {
+        ops[n++] = OP('F', w + i);
+        ops[n++] = OP('B', i);
     }
-    for (int i = m - w; i < m; i++) ops[n++] = (struct sched_op){'B', i};
+    for (int i = total - w; i < total; i++) ops[n++] = OP('B', i);
+#undef OP
 }
 
 double sched_bubble_formula(enum pipe_schedule k, int p, int m)
@@ -65,29 +91,38 @@ static void push(struct ev_list *l, enum pl_ev_type t, const char *label, double
     e->bytes = bytes;
 }
 
-void sched_ideal_trace(enum pipe_schedule k, int p, int m, double bytes,
+void sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
                        struct pl_merged_trace *out)
 {
+    int nv = sched_chunks(k, v), last = nv * p - 1;
     memset(out, 0, sizeof *out);
     out->nranks = p;
     out->nevents = calloc((size_t)p, sizeof *out->nevents);
     out->events = calloc((size_t)p, sizeof *out->events);
     PL_ASSERT(out->nevents && out->events);
-    struct sched_op *ops = calloc((size_t)(2 * m), sizeof *ops);
+    struct sched_op *ops = calloc((size_t)(2 * nv * m), sizeof *ops);
     PL_ASSERT(ops);
     for (int s = 0; s < p; s++) {
-        struct ev_list l = {calloc((size_t)(6 * m), sizeof(struct pl_event)), 0};
+        struct ev_list l = {calloc((size_t)(6 * nv * m), sizeof(struct pl_event)), 0};
         PL_ASSERT(l.ev);
-        sched_order(k, p, s, m, ops);
-        for (int i = 0; i < 2 * m; i++) {
+        sched_order(k, p, nv, s, m, ops);
+        for (int i = 0; i < 2 * nv * m; i++) {
             char label[PL_LABEL_LEN];
-            int mb = ops[i].mb, fwd = ops[i].phase == 'F';
+            int mb = ops[i].mb, j = ops[i].chunk, fwd = ops[i].phase == 'F';
+            int c = j * p + s; /* the virtual stage */
             snprintf(label, sizeof label, "%c %d", ops[i].phase, mb);
-            int from = fwd ? s - 1 : s + 1, to = fwd ? s + 1 : s - 1;
-            int tag = fwd ? PIPE_TAG_ACT(mb) : PIPE_TAG_GRAD(mb);
-            if (from >= 0 && from < p) push(&l, PL_EV_RECV, NULL, 0, from, tag, bytes);
-            push(&l, PL_EV_COMPUTE, label, fwd ? SCHED_UNIT_F : SCHED_UNIT_B, -1, 0, 0);
-            if (to >= 0 && to < p) push(&l, PL_EV_SEND, NULL, 0, to, tag, bytes);
+            /* what comes in: the previous virtual stage's activation, or the next one's
+             * gradient, tagged by the chunk that sent it */
+            int in_c = fwd ? c - 1 : c + 1, out_c = fwd ? c + 1 : c - 1;
+            if (in_c >= 0 && in_c <= last) {
+                int tag = fwd ? PIPE_TAG_ACT((in_c / p) * m + mb) : PIPE_TAG_GRAD((in_c / p) * m + mb);
+                push(&l, PL_EV_RECV, NULL, 0, in_c % p, tag, bytes);
+            }
+            push(&l, PL_EV_COMPUTE, label, (fwd ? SCHED_UNIT_F : SCHED_UNIT_B) / nv, -1, 0, 0);
+            if (out_c >= 0 && out_c <= last) {
+                int tag = fwd ? PIPE_TAG_ACT(j * m + mb) : PIPE_TAG_GRAD(j * m + mb);
+                push(&l, PL_EV_SEND, NULL, 0, out_c % p, tag, bytes);
+            }
         }
         out->events[s] = l.ev;
         out->nevents[s] = l.n;
@@ -124,31 +159,39 @@ double sched_best_max(const double *cost, int n, int p)
 
 /* ---- the student's trace with uniform stage times ---- */
 
-static int parse_mark(const struct pl_event *e, struct sched_op *op)
+/* "pipe F 3 @2": phase, microbatch and first part of a mark. */
+static int parse_mark(const struct pl_event *e, struct sched_op *op, int *first)
 {
     size_t k = strlen(PL_PIPE_MARK);
     if (e->type != PL_EV_COMPUTE || strncmp(e->label, PL_PIPE_MARK, k)) return 0;
     char ph;
-    int mb;
-    if (sscanf(e->label + k, "%c %d", &ph, &mb) != 2 || (ph != 'F' && ph != 'B')) return 0;
+    int mb, f = 0;
+    if (sscanf(e->label + k, "%c %d @%d", &ph, &mb, &f) < 2 || (ph != 'F' && ph != 'B')) return 0;
     op->phase = ph;
     op->mb = mb;
+    op->chunk = 0;
+    if (first) *first = f;
     return 1;
 }
 
-int sched_read_marks(const struct pl_event *ev, int n, struct sched_op *ops, int cap)
+int sched_read_marks(const struct pl_event *ev, int n, const int *chunk_first, int v,
+                     struct sched_op *ops, int cap)
 {
     int k = 0;
     for (int i = 0; i < n; i++) {
         struct sched_op op;
-        if (!parse_mark(&ev[i], &op)) continue;
+        int first;
+        if (!parse_mark(&ev[i], &op, &first)) continue;
+        op.chunk = v == 1 ? 0 : -1;
+        for (int j = 0; j < v && v > 1; j++)
+            if (chunk_first[j] == first) op.chunk = j;
         if (k < cap) ops[k] = op;
         k++;
     }
     return k;
 }
 
-void sched_uniform_copy(const struct pl_merged_trace *in, struct pl_merged_trace *out)
+void sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merged_trace *out)
 {
     memset(out, 0, sizeof *out);
     out->nranks = in->nranks;
@@ -163,8 +206,8 @@ void sched_uniform_copy(const struct pl_merged_trace *in, struct pl_merged_trace
         for (int i = 0; i < n; i++) {
             struct pl_event e = in->events[r][i];
             struct sched_op op;
-            if (e.type == PL_EV_COMPUTE && parse_mark(&e, &op)) {
-                e.flops = op.phase == 'F' ? SCHED_UNIT_F : SCHED_UNIT_B;
+            if (e.type == PL_EV_COMPUTE && parse_mark(&e, &op, NULL)) {
+                e.flops = (op.phase == 'F' ? SCHED_UNIT_F : SCHED_UNIT_B) / v;
                 snprintf(e.label, sizeof e.label, "%c %d", op.phase, op.mb);
             } else if (e.type == PL_EV_COMPUTE) {
                 e.flops = 0.0;

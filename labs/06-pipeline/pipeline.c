@@ -125,6 +125,18 @@ static void one_f_one_b(struct pipe *pp)
     lab_todo("one_f_one_b", "5");
 }
 
+/* Section 8 (the lesser part). Interleaved 1F1B: the model is cut into p * v chunks
+ * (pipe_partition with p * v stages) and this rank holds chunks stage, stage + p, ...; the
+ * k-th forward of the rank is microbatch (k / (p v)) p + k % p of chunk (k / p) % v, and
+ * the backwards take the chunks in reverse; a warm-up of 2(p - stage - 1) + (v - 1) p
+ * forwards (all v m of them when m = p), then one forward one backward, then the
+ * cool-down. Messages cross from the last rank back to rank 0 between chunks; the sender's
+ * chunk j tags microbatch mb's messages as j * m + mb. */
+static void interleaved(struct pipe *pp)
+{
+    lab_todo("interleaved", "8");
+}
+
 /* Sections 3 to 5. Zero the gradients once (they accumulate over the microbatches), set up
  * the microbatch size (B / microbatches) and the boundary buffer (pl_comm_buf_alloc), run
  * the schedule, free the buffer. Return the mean loss (pp->loss / m) on the last stage, 0
@@ -137,6 +149,7 @@ double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B)
     pp->T = pp->m->cfg.seq_len;
     pp->loss = 0;
     if (pp->opt.schedule == PIPE_AFAB) afab(pp);
-    else one_f_one_b(pp);
+    else if (pp->opt.schedule == PIPE_1F1B) one_f_one_b(pp);
+    else interleaved(pp);
     return 0.0;
 }

@@ -30,18 +30,22 @@
 #include "todo.h"
 
 enum pipe_schedule {
-    PIPE_AFAB, /* all forwards, then all backwards (GPipe): section 4 */
-    PIPE_1F1B  /* warm-up, one forward one backward, cool-down: section 5 */
+    PIPE_AFAB,       /* all forwards, then all backwards (GPipe): section 4 */
+    PIPE_1F1B,       /* warm-up, one forward one backward, cool-down: section 5 */
+    PIPE_INTERLEAVED /* 1F1B over v chunks per rank (Megatron-LM): section 8 */
 };
 
 struct pipe_options {
     enum pipe_schedule schedule;
-    int microbatches; /* m >= 1; it divides the B of every pipe_step */
+    int microbatches;   /* m >= 1; it divides the B of every pipe_step (interleaved: m is
+                           also a multiple of p) */
+    int virtual_stages; /* v: chunks per rank, PIPE_INTERLEAVED only (1 otherwise) */
 };
 
 /* Tags of the point-to-point messages: microbatch mb's activation (stage s to s+1) and its
  * gradient (s+1 back to s). Distinct per microbatch and direction, so a message can never
- * be taken for another's (section 3). */
+ * be taken for another's (section 3). Interleaved, a message sent by the sender's chunk j
+ * carries the tag of "microbatch" j * m + mb (section 8). */
 #define PIPE_TAG_ACT(mb) (2 * (mb))
 #define PIPE_TAG_GRAD(mb) (2 * (mb) + 1)
 
@@ -64,7 +68,8 @@ void pipe_partition(const struct pl_model_config *cfg, int stages, int B, int T,
 struct pipe *pipe_new(struct pl_comm *comm, struct pl_model *m, const struct pipe_options *o);
 void pipe_free(struct pipe *pp);
 
-/* This stage's parts, as pipe_partition cut them for this pipe. */
+/* This stage's parts, as pipe_partition cut them for this pipe. Interleaved, the parts of
+ * its chunk 0; the model is cut into p v chunks and rank s holds chunks s, s + p, ... */
 void pipe_stage_parts(const struct pipe *pp, int *first, int *last);
 
 /* One training step's forward and backward of a global batch of B sequences (tokens and

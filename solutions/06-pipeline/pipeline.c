@@ -1,8 +1,9 @@
 /* pipeline.c: Lab 6, pipeline parallelism -- the reference solution. The model is cut into
  * stages balanced by FLOPs; each microbatch's activation goes forward and its gradient back
  * with one tagged message per boundary; AFAB runs every forward before any backward, 1F1B
- * bounds the microbatches in flight by the stage's distance to the end of the pipeline.
- * The handout's sections 2 to 5 in C. */
+ * bounds the microbatches in flight by the stage's distance to the end of the pipeline,
+ * and interleaved 1F1B runs it over v chunks per rank. The handout's sections 2 to 5 and 8
+ * in C. */
 #include "pipeline.h"
 
 #include "check.h"
@@ -13,9 +14,11 @@ struct pipe {
     struct pl_model *m;
     struct pipe_options opt;
     int stage, p;
-    int first, last;              /* this stage's parts */
-    struct pl_parts_acts *acts;   /* [microbatches]: those in flight */
-    struct pl_handle **act_sent;  /* [microbatches]: the activation's isend */
+    int v;                        /* chunks per rank: 1, or v when interleaved */
+    int first[8], last[8];        /* parts of each chunk of this rank */
+    struct pl_parts_acts *acts;   /* [v * microbatches]: those in flight, chunk-major */
+    struct pl_handle **act_sent;  /* [v * microbatches]: the activation's isend */
+    struct pl_handle **grad_sent; /* [v * microbatches]: the gradient's isend (interleaved) */
     float *inbuf;                 /* one boundary: what the neighbour sent */
     const int *tokens, *targets;
     int Bmb, T;
@@ -76,15 +79,22 @@ struct pipe *pipe_new(struct pl_comm *comm, struct pl_model *m, const struct pip
     pp->opt = *o;
     pp->stage = pl_comm_rank(comm);
     pp->p = pl_comm_size(comm);
-    int first[64], last[64];
-    PL_REQUIRE(pp->p <= m->cfg.n_layers + 2, "%d stages but only %d parts (L + 2): a stage "
-               "would be empty", pp->p, m->cfg.n_layers + 2);
-    pipe_partition(&m->cfg, pp->p, 1, m->cfg.seq_len, first, last);
-    pp->first = first[pp->stage];
-    pp->last = last[pp->stage];
-    size_t mb = (size_t)o->microbatches;
-    pp->acts = pl_mem_alloc(mb * sizeof *pp->acts, PL_MEM_WORK, PL_HOST, "pipe acts");
-    pp->act_sent = pl_mem_alloc(mb * sizeof *pp->act_sent, PL_MEM_WORK, PL_HOST, "pipe sends");
+    pp->v = o->schedule == PIPE_INTERLEAVED ? o->virtual_stages : 1;
+    int chunks = pp->p * pp->v, first[64], last[64];
+    PL_REQUIRE(pp->v >= 1 && pp->v <= 8, "virtual_stages=%d: choose 1 to 8", pp->v);
+    PL_REQUIRE(chunks <= m->cfg.n_layers + 2, "%d stages x %d chunks but only %d parts (L + 2): "
+               "a chunk would be empty", pp->p, pp->v, m->cfg.n_layers + 2);
+    PL_REQUIRE(pp->v == 1 || o->microbatches % pp->p == 0, "interleaved 1F1B runs microbatches "
+               "in groups of p = %d: m = %d is not a multiple", pp->p, o->microbatches);
+    pipe_partition(&m->cfg, chunks, 1, m->cfg.seq_len, first, last);
+    for (int j = 0; j < pp->v; j++) {
+        pp->first[j] = first[j * pp->p + pp->stage];
+        pp->last[j] = last[j * pp->p + pp->stage];
+    }
+    size_t n = (size_t)o->microbatches * (size_t)pp->v;
+    pp->acts = pl_mem_alloc(n * sizeof *pp->acts, PL_MEM_WORK, PL_HOST, "pipe acts");
+    pp->act_sent = pl_mem_alloc(n * sizeof *pp->act_sent, PL_MEM_WORK, PL_HOST, "pipe sends");
+    pp->grad_sent = pl_mem_alloc(n * sizeof *pp->grad_sent, PL_MEM_WORK, PL_HOST, "pipe sends");
     return pp;
 }
 
@@ -93,13 +103,14 @@ void pipe_free(struct pipe *pp)
     if (!pp) return;
     pl_mem_free(pp->acts);
     pl_mem_free(pp->act_sent);
+    pl_mem_free(pp->grad_sent);
     pl_mem_free(pp);
 }
 
 void pipe_stage_parts(const struct pipe *pp, int *first, int *last)
 {
-    *first = pp->first;
-    *last = pp->last;
+    *first = pp->first[0];
+    *last = pp->last[0];
 }
 
 static struct pl_model_ctx microbatch_ctx(const struct pipe *pp, int mb)
@@ -112,38 +123,59 @@ static struct pl_model_ctx microbatch_ctx(const struct pipe *pp, int mb)
     return ctx;
 }
 
-/* Receive microbatch mb's activation (unless first), run the stage, send it on (unless
- * last). The send is asynchronous: its buffer, the stage's output, stays untouched until
- * the backward of mb waits for it. */
-static void forward(struct pipe *pp, int mb)
+/* The virtual stage of this rank's chunk j, and the last one of the pipeline. */
+static int vstage(const struct pipe *pp, int j) { return j * pp->p + pp->stage; }
+static int vlast(const struct pipe *pp) { return pp->v * pp->p - 1; }
+
+/* Receive microbatch mb's activation for chunk j (unless it is the first virtual stage),
+ * run the chunk, send it on (unless last). The message of the sender's chunk i carries
+ * "microbatch" i m + mb; the stage before this one is rank stage - 1, or, for rank 0's
+ * later chunks, the last rank's previous chunk. The send is asynchronous: its buffer, the
+ * chunk's output, stays untouched until the backward of mb waits for it. */
+static void forward(struct pipe *pp, int j, int mb)
 {
+    int m = pp->opt.microbatches, c = vstage(pp, j), slot = j * m + mb;
     size_t n = pl_parts_boundary_numel(&pp->m->cfg, pp->Bmb, pp->T);
     size_t at = (size_t)mb * (size_t)pp->Bmb * (size_t)pp->T;
-    if (pp->stage > 0) pl_recv(pp->comm, pp->inbuf, n, pp->stage - 1, PIPE_TAG_ACT(mb));
+    if (c > 0) {
+        int from_chunk = pp->stage > 0 ? j : j - 1;
+        pl_recv(pp->comm, pp->inbuf, n, (pp->stage + pp->p - 1) % pp->p,
+                PIPE_TAG_ACT(from_chunk * m + mb));
+    }
     struct pl_model_ctx ctx = microbatch_ctx(pp, mb);
-    pp->loss += pl_parts_forward(pp->m, pp->first, pp->last, mb, &pp->acts[mb], &ctx,
+    pp->loss += pl_parts_forward(pp->m, pp->first[j], pp->last[j], mb, &pp->acts[slot], &ctx,
                                  pp->tokens + at, pp->targets + at, pp->Bmb, pp->T, pp->inbuf);
-    if (pp->stage < pp->p - 1)
-        pp->act_sent[mb] = pl_isend(pp->comm, pp->acts[mb].x, n, pp->stage + 1,
-                                    PIPE_TAG_ACT(mb));
+    if (c < vlast(pp))
+        pp->act_sent[slot] = pl_isend(pp->comm, pp->acts[slot].x, n, (pp->stage + 1) % pp->p,
+                                      PIPE_TAG_ACT(slot));
 }
 
-/* Receive the gradient of mb's output (unless last), run the backward, send the gradient
- * of its input back (unless first), and free what the forward kept. */
-static void backward(struct pipe *pp, int mb)
+/* Receive the gradient of the chunk's output (unless last), run the backward, send the
+ * gradient of its input back (unless first), and free what the forward kept. With one
+ * chunk per rank the gradient goes with a blocking send: the previous stage is waiting in
+ * its receive for exactly it. Interleaved, it goes asynchronously and its buffer is freed at
+ * the end of the step. */
+static void backward(struct pipe *pp, int j, int mb)
 {
+    int m = pp->opt.microbatches, c = vstage(pp, j), slot = j * m + mb;
     size_t n = pl_parts_boundary_numel(&pp->m->cfg, pp->Bmb, pp->T);
     const float *dy = NULL;
-    if (pp->stage < pp->p - 1) {
-        pl_wait(pp->act_sent[mb]);
-        pl_recv(pp->comm, pp->inbuf, n, pp->stage + 1, PIPE_TAG_GRAD(mb));
+    if (c < vlast(pp)) {
+        int from_chunk = pp->stage < pp->p - 1 ? j : j + 1;
+        pl_wait(pp->act_sent[slot]);
+        pl_recv(pp->comm, pp->inbuf, n, (pp->stage + 1) % pp->p,
+                PIPE_TAG_GRAD(from_chunk * m + mb));
         dy = pp->inbuf;
     }
     struct pl_model_ctx ctx = microbatch_ctx(pp, mb);
-    pl_parts_backward(pp->m, &pp->acts[mb], &ctx, dy);
-    if (pp->stage > 0)
-        pl_send(pp->comm, pp->acts[mb].x, n, pp->stage - 1, PIPE_TAG_GRAD(mb));
-    pl_parts_acts_free(&pp->acts[mb]);
+    pl_parts_backward(pp->m, &pp->acts[slot], &ctx, dy);
+    int to = (pp->stage + pp->p - 1) % pp->p;
+    if (c > 0 && pp->v > 1) {
+        pp->grad_sent[slot] = pl_isend(pp->comm, pp->acts[slot].x, n, to, PIPE_TAG_GRAD(slot));
+        return;
+    }
+    if (c > 0) pl_send(pp->comm, pp->acts[slot].x, n, to, PIPE_TAG_GRAD(slot));
+    pl_parts_acts_free(&pp->acts[slot]);
 }
 
 /* ---- sections 4 and 5: the schedules ---- */
@@ -151,20 +183,48 @@ static void backward(struct pipe *pp, int mb)
 static void afab(struct pipe *pp)
 {
     int m = pp->opt.microbatches;
-    for (int i = 0; i < m; i++) forward(pp, i);
-    for (int i = 0; i < m; i++) backward(pp, i);
+    for (int i = 0; i < m; i++) forward(pp, 0, i);
+    for (int i = 0; i < m; i++) backward(pp, 0, i);
 }
 
 static void one_f_one_b(struct pipe *pp)
 {
     int m = pp->opt.microbatches;
     int warmup = pp->p - pp->stage - 1 < m ? pp->p - pp->stage - 1 : m;
-    for (int i = 0; i < warmup; i++) forward(pp, i);
+    for (int i = 0; i < warmup; i++) forward(pp, 0, i);
     for (int i = 0; i < m - warmup; i++) {
-        forward(pp, warmup + i);
-        backward(pp, i);
+        forward(pp, 0, warmup + i);
+        backward(pp, 0, i);
     }
-    for (int i = m - warmup; i < m; i++) backward(pp, i);
+    for (int i = m - warmup; i < m; i++) backward(pp, 0, i);
+}
+
+/* ---- section 8: interleaved 1F1B ---- */
+
+/* The k-th forward (or backward) of this rank: microbatches go through the chunks in
+ * groups of p; backwards take the chunks in reverse. */
+static void interleaved_op(struct pipe *pp, int fwd, int k)
+{
+    int p = pp->p, v = pp->v, j = (k % (p * v)) / p, mb = (k / (p * v)) * p + k % p;
+    if (fwd) forward(pp, j, mb);
+    else backward(pp, v - 1 - j, mb);
+}
+
+static void interleaved(struct pipe *pp)
+{
+    int m = pp->opt.microbatches, total = pp->v * m;
+    int warmup = m == pp->p ? total : (pp->p - pp->stage - 1) * 2 + (pp->v - 1) * pp->p;
+    if (warmup > total) warmup = total;
+    for (int k = 0; k < warmup; k++) interleaved_op(pp, 1, k);
+    for (int k = 0; k < total - warmup; k++) {
+        interleaved_op(pp, 1, warmup + k);
+        interleaved_op(pp, 0, k);
+    }
+    for (int k = total - warmup; k < total; k++) interleaved_op(pp, 0, k);
+    for (int slot = 0; slot < total; slot++) {
+        if (vstage(pp, slot / m) > 0) pl_wait(pp->grad_sent[slot]);
+        pl_parts_acts_free(&pp->acts[slot]);
+    }
 }
 
 double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B)
@@ -180,8 +240,9 @@ double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B)
                                   "pipe boundary");
     pl_model_zero_grad(pp->m);
     if (pp->opt.schedule == PIPE_AFAB) afab(pp);
-    else one_f_one_b(pp);
+    else if (pp->opt.schedule == PIPE_1F1B) one_f_one_b(pp);
+    else interleaved(pp);
     pl_comm_buf_free(pp->inbuf);
     pp->inbuf = NULL;
-    return pp->stage == pp->p - 1 ? pp->loss / m : 0.0;
+    return pp->stage == vlast(pp) % pp->p ? pp->loss / m : 0.0;
 }
