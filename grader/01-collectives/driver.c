@@ -403,6 +403,47 @@ static const char *formula(enum op op)
     }
 }
 
+/* Broadcast: every spanning tree sends n-1 copies in all; a chain or a binary tree at most
+ * two per rank, a flat tree n-1 from the root. Split cases hold two groups. */
+static int judge_broadcast_traffic(const struct test_case *c, const struct verdict *all,
+                                   int nranks, const char *cs, double S)
+{
+    char a[32], b[32];
+    for (int g = 0; g < (c->split ? 2 : 1); g++) {
+        double sum = 0, max = 0;
+        int busiest = -1, gn = 0;
+        for (int j = 0; j < nranks; j++) {
+            if (c->split && all[j].world_rank % 2 != g) continue;
+            gn = all[j].n;
+            sum += all[j].sent;
+            if (busiest < 0 || all[j].sent > max) {
+                max = all[j].sent;
+                busiest = j;
+            }
+        }
+        if (busiest < 0) continue;
+        if (sum != (gn - 1) * S) {
+            gr_say("traffic",
+                   "%s: the ranks sent %s in all; a broadcast sends each of the "
+                   "n-1 other ranks one copy: (n-1) x S = %s",
+                   cs, pl_format_bytes(sum, a, sizeof a),
+                   pl_format_bytes((gn - 1) * S, b, sizeof b));
+            return 0;
+        }
+        if (max > 2 * S) {
+            gr_say("traffic",
+                   "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
+                   "sends everyone a copy makes its own link carry (n-1) x S while the other "
+                   "links idle. In a pipelined chain every rank forwards one copy, so the "
+                   "time stays near S/B whatever n (handout section 6)",
+                   cs, all[busiest].rank, pl_format_bytes(max, a, sizeof a), max / S,
+                   pl_format_bytes(S, b, sizeof b));
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Returns 1 when every rank sent the ring's volume; otherwise says why (once). */
 static int judge_traffic(const struct test_case *c, const struct verdict *all, int nranks)
 {
@@ -410,43 +451,7 @@ static int judge_traffic(const struct test_case *c, const struct verdict *all, i
     char cs[384], a[32], b[32], e[32];
     describe_case(c, nranks, cs, sizeof cs);
     double S = 4.0 * (double)buffer_count(the_op, c->count, n);
-    if (the_op == OP_BC) {
-        /* Every spanning tree sends n-1 copies in all; a chain or a binary tree at most two
-         * per rank, a flat tree n-1 from the root. Split cases hold two groups. */
-        for (int g = 0; g < (c->split ? 2 : 1); g++) {
-            double sum = 0, max = 0;
-            int busiest = -1, gn = 0;
-            for (int j = 0; j < nranks; j++) {
-                if (c->split && all[j].world_rank % 2 != g) continue;
-                gn = all[j].n;
-                sum += all[j].sent;
-                if (busiest < 0 || all[j].sent > max) {
-                    max = all[j].sent;
-                    busiest = j;
-                }
-            }
-            if (busiest < 0) continue;
-            if (sum != (gn - 1) * S) {
-                gr_say("traffic",
-                       "%s: the ranks sent %s in all; a broadcast sends each of the "
-                       "n-1 other ranks one copy: (n-1) x S = %s",
-                       cs, pl_format_bytes(sum, a, sizeof a),
-                       pl_format_bytes((gn - 1) * S, b, sizeof b));
-                return 0;
-            }
-            if (max > 2 * S) {
-                gr_say("traffic",
-                       "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
-                       "sends everyone a copy makes its own link carry (n-1) x S while the other "
-                       "links idle. In a pipelined chain every rank forwards one copy, so the "
-                       "time stays near S/B whatever n (handout section 6)",
-                       cs, all[busiest].rank, pl_format_bytes(max, a, sizeof a), max / S,
-                       pl_format_bytes(S, b, sizeof b));
-                return 0;
-            }
-        }
-        return 1;
-    }
+    if (the_op == OP_BC) return judge_broadcast_traffic(c, all, nranks, cs, S);
     for (int i = 0; i < nranks; i++) {
         const struct verdict *v = &all[i];
         double lo, hi;

@@ -356,188 +356,226 @@ static int judge_plan(const struct setup *s, const struct ddp_case *c, int got_n
     return ok;
 }
 
-/* Runs one case of the student's DDP; fills out. trace_step >= 0 records that step's trace. Every
- * check is collective, so all ranks follow the same path. */
-static void run_case(const struct setup *s, const struct ddp_case *c, int want_traffic,
-                     int trace_step, struct outcome *out)
+/* One case in flight: what its phases share. Every check is collective, so all ranks follow
+ * the same path. */
+struct run {
+    const struct setup *s;
+    const struct ddp_case *c;
+    struct outcome *out;
+    struct pl_model *m;
+    struct ddp *d;
+    struct pl_ledger *all; /* rank 0: every rank's ledger delta */
+    int want_traffic, nplan;
+};
+
+/* Rank 0's traffic verdict on every rank, when traffic is judged. */
+static void traffic_verdict(struct run *r, int ok)
 {
-    memset(out, 0, sizeof *out);
-    out->correct = out->traffic = 1;
-    int n = pl_size(), me = pl_rank();
-    want_traffic = want_traffic && n > 1 && !traffic_failed;
-    int report = 1;
-    const struct pl_model_layout *lay = &s->ref.layout;
-    size_t numel = s->ref.numel;
-    struct pl_ledger *all = me == 0 ? calloc((size_t)n, sizeof *all) : NULL;
-    struct pl_ledger mark, delta, step_delta;
+    if (!ok) r->out->traffic = 0;
+    r->out->traffic = gr_agree(r->out->traffic);
+}
 
-    struct pl_model *m = new_replica(s);
-    pl_todo_reset();
-    gr_ledger_mark(&mark);
-    struct ddp *d = ddp_new(pl_comm_world(), m, &c->opt);
-    gr_ledger_since(&mark, &delta);
-    if (gr_todo_any()) {
-        out->todo = 1;
-        out->correct = out->traffic = 0;
-        goto done;
-    }
-
-    /* Section 3: replicas equal to rank 0's. */
-    int bad_rank = -1;
+/* Section 3: replicas equal to rank 0's after ddp_new, and what it broadcast; section 5: the
+ * bucket plan against the rule of ddp.h. Returns 0 when the case cannot go on. */
+static int check_setup(struct run *r, const struct pl_ledger *delta)
+{
+    int bad_rank = -1, me = pl_rank();
     size_t bad_elem = 0;
-    if (!gr_replicas_equal(m->params, numel, &bad_rank, &bad_elem)) {
-        const struct pl_param_desc *t = gr_tensor_at(lay, bad_elem);
-        if (report)
-            gr_say("correct", "after ddp_new, rank %d's parameters differ from rank 0's (tensor "
-                   "%s, element %zu of the flat buffer): the ranks initialise their replicas "
-                   "differently, so ddp_new must broadcast rank 0's parameters (handout "
-                   "section 3)", bad_rank, t ? t->name : "?", bad_elem);
-        out->correct = 0;
-        goto done;
+    if (!gr_replicas_equal(r->m->params, r->s->ref.numel, &bad_rank, &bad_elem)) {
+        const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad_elem);
+        gr_say("correct", "after ddp_new, rank %d's parameters differ from rank 0's (tensor "
+               "%s, element %zu of the flat buffer): the ranks initialise their replicas "
+               "differently, so ddp_new must broadcast rank 0's parameters (handout "
+               "section 3)", bad_rank, t ? t->name : "?", bad_elem);
+        r->out->correct = 0;
+        return 0;
     }
-    if (want_traffic) {
-        gr_ledger_gather_world(&delta, all);
-        if (me == 0 && report && !judge_broadcast_traffic(s, all)) out->traffic = 0;
-        out->traffic = gr_agree(out->traffic);
-    }
-
-    /* The bucket plan, against the rule of ddp.h. */
-    int nplan = c->opt.variant == DDP_NAIVE ? 0 : ddp_num_buckets(d);
-    if (c->opt.variant != DDP_NAIVE && want_traffic && report && me == 0) {
-        size_t *off = calloc((size_t)(nplan > 0 ? nplan : 1), sizeof *off);
-        size_t *len = calloc((size_t)(nplan > 0 ? nplan : 1), sizeof *len);
-        for (int i = 0; i < nplan; i++) ddp_bucket_range(d, i, &off[i], &len[i]);
-        if (out->traffic && !judge_plan(s, c, nplan, off, len)) out->traffic = 0;
+    r->nplan = r->c->opt.variant == DDP_NAIVE ? 0 : ddp_num_buckets(r->d);
+    if (!r->want_traffic) return 1;
+    gr_ledger_gather_world(delta, r->all);
+    traffic_verdict(r, me != 0 || judge_broadcast_traffic(r->s, r->all));
+    int ok = 1;
+    if (r->c->opt.variant != DDP_NAIVE && me == 0 && r->out->traffic) {
+        size_t *off = calloc((size_t)(r->nplan > 0 ? r->nplan : 1), sizeof *off);
+        size_t *len = calloc((size_t)(r->nplan > 0 ? r->nplan : 1), sizeof *len);
+        for (int i = 0; i < r->nplan; i++) ddp_bucket_range(r->d, i, &off[i], &len[i]);
+        ok = judge_plan(r->s, r->c, r->nplan, off, len);
         free(off);
         free(len);
     }
-    if (want_traffic) out->traffic = gr_agree(out->traffic);
+    traffic_verdict(r, ok);
+    return 1;
+}
 
+/* Accumulation microbatches send nothing: rank 0 checks what every rank sent. */
+static int judge_silent_microbatch(const struct run *r, int step, int mb)
+{
+    for (int k = 0; k < pl_size(); k++) {
+        double by = gr_ledger_total_bytes(&r->all[k]);
+        long calls = gr_ledger_total_calls(&r->all[k]);
+        if (by == 0 && calls == 0) continue;
+        char h[32];
+        tsay("step %d, microbatch %d of %d: rank %d sent %s in %ld collective calls. Only the "
+             "last microbatch may communicate: accumulate the gradients locally and all-reduce "
+             "once per step (handout section 7)", step, mb + 1, r->c->microbatches, k,
+             pl_format_bytes(by, h, sizeof h), calls);
+        return 0;
+    }
+    return 1;
+}
+
+static void ledger_add(struct pl_ledger *sum, const struct pl_ledger *d)
+{
+    for (int k = 0; k < PL_NKINDS; k++) {
+        sum->calls[k] += d->calls[k];
+        for (int l = 0; l < PL_NLINKS; l++) sum->bytes[k][l] += d->bytes[k][l];
+    }
+}
+
+/* Forward and backward of every microbatch of this step and the synchronisation, with the
+ * traffic of each; returns the sum of the microbatches' losses. */
+static double run_step(struct run *r, const struct gr_batch *b, int step)
+{
+    int M = r->c->microbatches, mbB = b->B / M;
+    struct pl_ledger mark, delta, step_delta;
+    memset(&step_delta, 0, sizeof step_delta);
+    double loss = 0;
+    for (int mb = 0; mb < M; mb++) {
+        size_t at = (size_t)mb * (size_t)mbB * (size_t)b->T;
+        gr_ledger_mark(&mark);
+        pl_span("fwd+bwd");
+        loss += ddp_forward_backward(r->d, b->tokens + at, b->targets + at, mbB, mb, M);
+        gr_ledger_since(&mark, &delta);
+        if (mb < M - 1 && r->want_traffic) {
+            gr_ledger_gather_world(&delta, r->all);
+            traffic_verdict(r, pl_rank() != 0 || !r->out->traffic ||
+                                   judge_silent_microbatch(r, step, mb));
+        }
+        ledger_add(&step_delta, &delta);
+    }
+    gr_ledger_mark(&mark);
+    pl_span("wait");
+    ddp_finish_gradients(r->d);
+    gr_ledger_since(&mark, &delta);
+    ledger_add(&step_delta, &delta);
+    if (r->want_traffic && !gr_todo_any()) {
+        gr_ledger_gather_world(&step_delta, r->all);
+        traffic_verdict(r, pl_rank() != 0 || !r->out->traffic ||
+                               judge_step_traffic(r->s, r->c, step, r->all, r->nplan));
+    }
+    return loss;
+}
+
+/* The averaged gradient of step against the single-device gradient of the whole batch;
+ * on a difference, rank 0 says why from figures every rank computed. */
+static int check_grads(const struct run *r, int step)
+{
+    size_t numel = r->s->ref.numel;
+    struct gr_param_verdict v;
+    gr_check_grads(&r->s->ref, step, GR_REPLICATED, 0, numel, r->m->grads, GR_TOL_GRADS, &v);
+    if (v.ok) return 1;
+    int bad_rank = -1;
+    size_t bad_elem = 0;
+    int eq = gr_replicas_equal(r->m->grads, numel, &bad_rank, &bad_elem);
+    double g2 = 0, r2 = 0, g2all = 0, r2all = 0;
+    float *host = malloc(numel * sizeof *host);
+    pl_to_host(host, r->m->grads, numel * sizeof *host);
+    const float *want = r->s->ref.grads + (size_t)step * numel;
+    for (size_t i = 0; i < numel; i++) {
+        g2 += (double)host[i] * host[i];
+        r2 += (double)want[i] * want[i];
+    }
+    free(host);
+    PL_CHECK_MPI(MPI_Reduce(&g2, &g2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&r2, &r2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+    if (pl_rank() == 0)
+        explain_grads(r->s, r->c, step, &v, eq, bad_rank, bad_elem,
+                      r2all > 0 ? sqrt(g2all / r2all) : 0);
+    return 0;
+}
+
+static int check_loss(const struct run *r, int step, double loss)
+{
+    double global = gr_global_loss(loss), want = r->s->ref.loss[step];
+    double e = gr_rel_err(global, want);
+    if (e <= GR_TOL_LOSS) return 1;
+    gr_say("correct", "step %d: the loss of the whole batch is %.7g, the single-device "
+           "reference's %.7g (relative error %.2e, tolerance %.0e): ddp_forward_backward "
+           "returns each microbatch's mean loss, unscaled", step, global, want, e, GR_TOL_LOSS);
+    return 0;
+}
+
+static int check_params(const struct run *r)
+{
+    struct gr_param_verdict v;
+    gr_check_params(&r->s->ref, GR_REPLICATED, 0, r->s->ref.numel, r->m->params,
+                    GR_TOL_PARAMS, &v);
+    if (v.ok) return 1;
+    char what[512];
+    gr_say("correct", "after %d steps the parameters differ from the single-device reference's: "
+           "%s (tolerance %.0e)", K_STEPS,
+           gr_describe_param_error(&r->s->ref, &v, what, sizeof what), GR_TOL_PARAMS);
+    return 0;
+}
+
+/* K steps of training; trace_step's trace is kept in out. */
+static void run_steps(struct run *r, int trace_step)
+{
     struct gr_batch b;
-    gr_batch_new(&b, &s->train, me, n);
-    int M = c->microbatches, mbB = b.B / M, T = b.T;
-    double *losses = calloc(K_STEPS, sizeof *losses);
-    for (int step = 0; step < K_STEPS && out->correct; step++) {
+    gr_batch_new(&b, &r->s->train, pl_rank(), pl_size());
+    for (int step = 0; step < K_STEPS && r->out->correct; step++) {
         gr_batch_load(&b, step);
         if (step == trace_step) {
             pl_trace_enable(1);
             pl_trace_clear();
         }
-        double loss = 0;
-        memset(&step_delta, 0, sizeof step_delta);
-        for (int mb = 0; mb < M; mb++) {
-            size_t at = (size_t)mb * (size_t)mbB * (size_t)T;
-            gr_ledger_mark(&mark);
-            pl_span("fwd+bwd");
-            loss += ddp_forward_backward(d, b.tokens + at, b.targets + at, mbB, mb, M);
-            gr_ledger_since(&mark, &delta);
-            /* Accumulation microbatches send nothing. */
-            if (mb < M - 1 && want_traffic) {
-                gr_ledger_gather_world(&delta, all);
-                if (me == 0 && out->traffic) {
-                    for (int r = 0; r < n; r++) {
-                        double by = gr_ledger_total_bytes(&all[r]);
-                        long calls = gr_ledger_total_calls(&all[r]);
-                        if (by == 0 && calls == 0) continue;
-                        char h[32];
-                        if (report)
-                            tsay("step %d, microbatch %d of %d: rank %d sent %s in "
-                                   "%ld collective calls. Only the last microbatch may "
-                                   "communicate: accumulate the gradients locally and "
-                                   "all-reduce once per step (handout section 7)", step, mb + 1,
-                                   M, r, pl_format_bytes(by, h, sizeof h), calls);
-                        out->traffic = 0;
-                        break;
-                    }
-                }
-                out->traffic = gr_agree(out->traffic);
-            }
-            for (int k = 0; k < PL_NKINDS; k++) {
-                step_delta.calls[k] += delta.calls[k];
-                for (int l = 0; l < PL_NLINKS; l++) step_delta.bytes[k][l] += delta.bytes[k][l];
-            }
-        }
-        gr_ledger_mark(&mark);
-        pl_span("wait");
-        ddp_finish_gradients(d);
-        gr_ledger_since(&mark, &delta);
-        for (int k = 0; k < PL_NKINDS; k++) {
-            step_delta.calls[k] += delta.calls[k];
-            for (int l = 0; l < PL_NLINKS; l++) step_delta.bytes[k][l] += delta.bytes[k][l];
-        }
+        double loss = run_step(r, &b, step);
         if (gr_todo_any()) {
-            out->todo = 1;
-            out->correct = out->traffic = 0;
-                if (step == trace_step) pl_trace_enable(0);
-            break;
-        }
-        if (want_traffic) {
-            gr_ledger_gather_world(&step_delta, all);
-            if (me == 0 && out->traffic && report && !judge_step_traffic(s, c, step, all, nplan))
-                out->traffic = 0;
-            out->traffic = gr_agree(out->traffic);
-        }
-
-        /* The averaged gradient against the single-device gradient of the whole batch. */
-        struct gr_param_verdict v;
-        gr_check_grads(&s->ref, step, GR_REPLICATED, 0, numel, m->grads, GR_TOL_GRADS, &v);
-        if (!v.ok) {
-            int eq = gr_replicas_equal(m->grads, numel, &bad_rank, &bad_elem);
-            double g2 = 0, r2 = 0, g2all = 0, r2all = 0;
-            float *host = malloc(numel * sizeof *host);
-            pl_to_host(host, m->grads, numel * sizeof *host);
-            const float *want = s->ref.grads + (size_t)step * numel;
-            for (size_t i = 0; i < numel; i++) {
-                g2 += (double)host[i] * host[i];
-                r2 += (double)want[i] * want[i];
+            r->out->todo = 1;
+            r->out->correct = r->out->traffic = 0;
+        } else if (!check_grads(r, step)) {
+            r->out->correct = 0;
+        } else {
+            pl_span("adamw");
+            pl_model_update(r->m, &r->s->train.opt);
+            if (step == trace_step) {
+                pl_trace_flush();
+                pl_trace_enable(0);
+                pl_trace_gather(&r->out->trace);
+                r->out->traced = 1;
             }
-            free(host);
-            PL_CHECK_MPI(MPI_Reduce(&g2, &g2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
-            PL_CHECK_MPI(MPI_Reduce(&r2, &r2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
-            if (me == 0 && report)
-                explain_grads(s, c, step, &v, eq, bad_rank, bad_elem,
-                              r2all > 0 ? sqrt(g2all / r2all) : 0);
-            out->correct = 0;
-            if (step == trace_step) pl_trace_enable(0);
-            break;
+            r->out->correct = check_loss(r, step, loss / r->c->microbatches);
         }
-        pl_span("adamw");
-        pl_model_update(m, &s->train.opt);
-        if (step == trace_step) {
-            pl_trace_flush();
-            pl_trace_enable(0);
-            pl_trace_gather(&out->trace);
-            out->traced = 1;
-        }
-        losses[step] = gr_global_loss(loss / M);
-        double e = gr_rel_err(losses[step], s->ref.loss[step]);
-        if (!(e <= GR_TOL_LOSS)) {
-            if (report)
-                gr_say("correct", "step %d: the loss of the whole batch is %.7g, the single-"
-                       "device reference's %.7g (relative error %.2e, tolerance %.0e): "
-                       "ddp_forward_backward returns each microbatch's mean loss, unscaled",
-                       step, losses[step], s->ref.loss[step], e, GR_TOL_LOSS);
-            out->correct = 0;
-        }
+        if (step == trace_step) pl_trace_enable(0);
     }
-    if (out->correct) {
-        struct gr_param_verdict v;
-        gr_check_params(&s->ref, GR_REPLICATED, 0, numel, m->params, GR_TOL_PARAMS, &v);
-        if (!v.ok) {
-            char what[512];
-            if (report)
-                gr_say("correct", "after %d steps the parameters differ from the single-device "
-                       "reference's: %s (tolerance %.0e)", K_STEPS,
-                       gr_describe_param_error(&s->ref, &v, what, sizeof what), GR_TOL_PARAMS);
-            out->correct = 0;
-        }
-    }
-    free(losses);
+    if (r->out->correct) r->out->correct = check_params(r);
     gr_batch_free(&b);
-done:
-    ddp_free(d);
-    pl_model_free(m);
-    free(all);
+}
+
+/* Runs one case of the student's DDP; fills out. trace_step >= 0 records that step's trace. */
+static void run_case(const struct setup *s, const struct ddp_case *c, int want_traffic,
+                     int trace_step, struct outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    out->correct = out->traffic = 1;
+    struct run r = {s, c, out, NULL, NULL, NULL, want_traffic && pl_size() > 1 && !traffic_failed,
+                    0};
+    r.all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.all) : NULL;
+    r.m = new_replica(s);
+    pl_todo_reset();
+    struct pl_ledger mark, delta;
+    gr_ledger_mark(&mark);
+    r.d = ddp_new(pl_comm_world(), r.m, &c->opt);
+    gr_ledger_since(&mark, &delta);
+    if (gr_todo_any()) {
+        out->todo = 1;
+        out->correct = out->traffic = 0;
+    } else if (check_setup(&r, &delta)) {
+        run_steps(&r, trace_step);
+    }
+    ddp_free(r.d);
+    pl_model_free(r.m);
+    free(r.all);
 }
 
 /* ---- overlap on the modelled timeline ---- */

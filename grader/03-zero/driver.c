@@ -446,6 +446,57 @@ static const char *cat_hint(int stage, int c, double peak, const struct allowanc
     return "allocate exactly what the stage keeps (handout section 2 lists it)";
 }
 
+/* The report under the memory test: rank 0's measured bytes beside the formula, and what
+ * DDP holds. */
+static void memory_report(int stage, const struct verdict *v0, int n, const struct allowance *pa,
+                          const double *ddp)
+{
+    struct allowance a = *pa;
+    char b1[32], b2[32], b3[32];
+    const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
+    const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
+    const double formula[3] = {a.formula.params, a.formula.grads, a.formula.optim};
+    gr_say("memory", "per rank (fp32, Psi=%.0f, n=%d; formula %s = %s): measured on rank 0 "
+           "(formula, accepted):", a.psi, n, zero_fp32_text(stage),
+           pl_format_bytes(zero_bytes_total(a.formula), b1, sizeof b1));
+    for (int k = 0; k < 3; k++)
+        gr_say("memory", "  %-6s %10s  (%s, <= %s)", pl_mem_cat_name((enum pl_mem_cat)cats[k]),
+               pl_format_bytes(v0->peak[cats[k]], b1, sizeof b1),
+               pl_format_bytes(formula[k], b2, sizeof b2),
+               pl_format_bytes(allowed[k], b3, sizeof b3));
+    gr_say("memory", "  %-6s %10s  (the single-device reference's on the whole batch / %d "
+           "ranks, <= %s)", "activ", pl_format_bytes(v0->peak[PL_MEM_ACTIV], b1, sizeof b1), n,
+           pl_format_bytes(ddp[4] / n + MEM_SLACK_ACTIV, b2, sizeof b2));
+    gr_say("memory",
+           "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
+           "reference); padding: full_numel %.0f, shard_numel %.0f",
+           pl_format_bytes(ddp[0], b1, sizeof b1), pl_format_bytes(ddp[1], b2, sizeof b2),
+           pl_format_bytes(ddp[2], b3, sizeof b3), a.full, a.shard);
+}
+
+/* A step that left memory allocated (rank i). */
+static int judge_leak(int i, const struct verdict *v)
+{
+    char b1[32];
+    if (v->leak_step >= 0) {
+        for (int c = 0; c < PL_MEM_NCAT; c++)
+            if (v->leak[c] > 0) {
+                gr_say("memory",
+                       "rank %d: zero_step %d left %s of %s allocated that it "
+                       "did not hold before the step: %s",
+                       i, v->leak_step + 1, pl_format_bytes(v->leak[c], b1, sizeof b1),
+                       pl_mem_cat_name((enum pl_mem_cat)c),
+                       c == PL_MEM_PARAMS ? "a gathered unit never freed? pl_mem_free "
+                                            "each one right after its forward or backward "
+                                            "(handout section 5)"
+                                          : "every buffer a step allocates must be freed "
+                                            "before it returns");
+                return 0;
+            }
+    }
+    return 1;
+}
+
 static int judge_memory(int stage, const struct verdict *all, int n, const struct zero_layout *e,
                         const double *ddp)
 {
@@ -454,41 +505,10 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
     const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
     const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
     const double formula[3] = {a.formula.params, a.formula.grads, a.formula.optim};
-    /* The report: rank 0's measured bytes beside the formula, and what DDP holds. */
-    gr_say("memory", "per rank (fp32, Psi=%.0f, n=%d; formula %s = %s): measured on rank 0 "
-           "(formula, accepted):", a.psi, n, zero_fp32_text(stage),
-           pl_format_bytes(zero_bytes_total(a.formula), b1, sizeof b1));
-    for (int k = 0; k < 3; k++)
-        gr_say("memory", "  %-6s %10s  (%s, <= %s)", pl_mem_cat_name((enum pl_mem_cat)cats[k]),
-               pl_format_bytes(all[0].peak[cats[k]], b1, sizeof b1),
-               pl_format_bytes(formula[k], b2, sizeof b2),
-               pl_format_bytes(allowed[k], b3, sizeof b3));
-    gr_say("memory", "  %-6s %10s  (the single-device reference's on the whole batch / %d "
-           "ranks, <= %s)", "activ", pl_format_bytes(all[0].peak[PL_MEM_ACTIV], b1, sizeof b1), n,
-           pl_format_bytes(ddp[4] / n + MEM_SLACK_ACTIV, b2, sizeof b2));
-    gr_say("memory",
-           "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
-           "reference); padding: full_numel %.0f, shard_numel %.0f",
-           pl_format_bytes(ddp[0], b1, sizeof b1), pl_format_bytes(ddp[1], b2, sizeof b2),
-           pl_format_bytes(ddp[2], b3, sizeof b3), a.full, a.shard);
+    memory_report(stage, &all[0], n, &a, ddp);
     for (int i = 0; i < n; i++) {
         const struct verdict *v = &all[i];
-        if (v->leak_step >= 0) {
-            for (int c = 0; c < PL_MEM_NCAT; c++)
-                if (v->leak[c] > 0) {
-                    gr_say("memory",
-                           "rank %d: zero_step %d left %s of %s allocated that it "
-                           "did not hold before the step: %s",
-                           i, v->leak_step + 1, pl_format_bytes(v->leak[c], b1, sizeof b1),
-                           pl_mem_cat_name((enum pl_mem_cat)c),
-                           c == PL_MEM_PARAMS ? "a gathered unit never freed? pl_mem_free "
-                                                "each one right after its forward or backward "
-                                                "(handout section 5)"
-                                              : "every buffer a step allocates must be freed "
-                                                "before it returns");
-                    return 0;
-                }
-        }
+        if (!judge_leak(i, v)) return 0;
         for (int k = 0; k < 3; k++) {
             if (v->peak[cats[k]] <= allowed[k]) continue;
             gr_say("memory",
@@ -524,7 +544,9 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
     return 1;
 }
 
-static int judge_traffic(int stage, const struct verdict *all, int n, const struct zero_layout *e)
+/* The bytes by collective kind rank i sent in step s, against the stage's volumes. */
+static int judge_step_bytes(int stage, int i, int s, const double *by, int n,
+                            const struct zero_layout *e)
 {
     char b1[32], b2[32], b3[32], b4[32];
     double per = 4.0 * (double)(n - 1) / n; /* bytes sent per element of a collective's size */
@@ -532,7 +554,68 @@ static int judge_traffic(int stage, const struct verdict *all, int n, const stru
     double head = per * (double)e->unit[e->nunits - 1].padded;
     double ag_lo = stage == 3 ? 2 * ag - head : ag, ag_hi = stage == 3 ? 2 * ag : ag;
     double scalar = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * 4); /* up to 4 numbers */
-    double unit = per * (double)e->numel; /* 4 Psi (n-1)/n */
+    for (int k = 0; k < PL_NKINDS; k++) {
+        if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||
+            k == PL_BARRIER || by[k] == 0)
+            continue;
+        gr_say("traffic",
+               "rank %d, step %d: %s of %s: ZeRO needs only reduce-scatter "
+               "(gradients) and all-gather (parameters)",
+               i, s + 1, pl_format_bytes(by[k], b1, sizeof b1),
+               pl_coll_kind_name((enum pl_coll_kind)k));
+        return 0;
+    }
+    if (by[PL_ALL_REDUCE] > scalar) {
+        gr_say("traffic", "rank %d, step %d: all-reduce of %s: %s", i, s + 1,
+               pl_format_bytes(by[PL_ALL_REDUCE], b1, sizeof b1),
+               stage == 1
+                   ? "an all-reduce of the gradient followed by the all-gather of the "
+                     "parameters moves 3Psi; a rank updates only its own chunk, so it "
+                     "needs only its chunk of the averaged gradient: reduce-scatter "
+                     "it (half an all-reduce), and stage 1 costs 2Psi like DDP "
+                     "(handout section 3)"
+                   : "the gradient was all-reduced where ZeRO reduce-scatters it: "
+                     "each rank keeps only its chunk, so the all-reduce's second half "
+                     "(an all-gather of the gradient) is wasted traffic, and the full "
+                     "gradient it produces is memory the stage promised not to hold "
+                     "(handout section 4)");
+        return 0;
+    }
+    if (fabs(by[PL_REDUCE_SCATTER] - rs) > 0.5) {
+        gr_say("traffic", "rank %d, step %d: reduce-scatter sent %s; the gradient of "
+               "every unit, padded, reduce-scattered once: 4 x full_numel x (n-1)/n = "
+               "%s%s", i, s + 1, pl_format_bytes(by[PL_REDUCE_SCATTER], b1, sizeof b1),
+               pl_format_bytes(rs, b2, sizeof b2),
+               by[PL_REDUCE_SCATTER] > rs ? " (a unit reduced twice?)"
+                                          : " (a unit's gradient not reduced?)");
+        return 0;
+    }
+    if (by[PL_ALL_GATHER] < ag_lo - 0.5 || by[PL_ALL_GATHER] > ag_hi + 0.5) {
+        if (stage == 3)
+            gr_say("traffic",
+                   "rank %d, step %d: all-gather sent %s; stage 3 gathers "
+                   "every unit before its forward and again before its backward: 2 x "
+                   "4 x full_numel x (n-1)/n = %s (%s if the head stays gathered "
+                   "from its forward to its backward)",
+                   i, s + 1, pl_format_bytes(by[PL_ALL_GATHER], b1, sizeof b1),
+                   pl_format_bytes(ag_hi, b2, sizeof b2),
+                   pl_format_bytes(ag_lo, b3, sizeof b3));
+        else
+            gr_say("traffic",
+                   "rank %d, step %d: all-gather sent %s; after the update "
+                   "every unit's parameters are gathered once: 4 x full_numel x "
+                   "(n-1)/n = %s",
+                   i, s + 1, pl_format_bytes(by[PL_ALL_GATHER], b1, sizeof b1),
+                   pl_format_bytes(ag, b4, sizeof b4));
+        return 0;
+    }
+    return 1;
+}
+
+static int judge_traffic(int stage, const struct verdict *all, int n, const struct zero_layout *e)
+{
+    char b1[32], b2[32], b3[32];
+    double unit = 4.0 * (double)(n - 1) / n * (double)e->numel; /* 4 Psi (n-1)/n */
     const struct verdict *v0 = &all[0];
     double tot0 = 0;
     for (int k = 0; k < PL_NKINDS; k++) tot0 += v0->bytes[0][k];
@@ -544,64 +627,8 @@ static int judge_traffic(int stage, const struct verdict *all, int n, const stru
            pl_format_bytes(v0->bytes[0][PL_ALL_REDUCE], b3, sizeof b3),
            unit > 0 ? tot0 / unit : 0.0, zero_comm_psi(stage), e->full_numel);
     for (int i = 0; i < n; i++)
-        for (int s = 0; s < all[i].steps_done; s++) {
-            const double *by = all[i].bytes[s];
-            for (int k = 0; k < PL_NKINDS; k++) {
-                if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||
-                    k == PL_BARRIER || by[k] == 0)
-                    continue;
-                gr_say("traffic",
-                       "rank %d, step %d: %s of %s: ZeRO needs only reduce-scatter "
-                       "(gradients) and all-gather (parameters)",
-                       i, s + 1, pl_format_bytes(by[k], b1, sizeof b1),
-                       pl_coll_kind_name((enum pl_coll_kind)k));
-                return 0;
-            }
-            if (by[PL_ALL_REDUCE] > scalar) {
-                gr_say("traffic", "rank %d, step %d: all-reduce of %s: %s", i, s + 1,
-                       pl_format_bytes(by[PL_ALL_REDUCE], b1, sizeof b1),
-                       stage == 1
-                           ? "an all-reduce of the gradient followed by the all-gather of the "
-                             "parameters moves 3Psi; a rank updates only its own chunk, so it "
-                             "needs only its chunk of the averaged gradient: reduce-scatter "
-                             "it (half an all-reduce), and stage 1 costs 2Psi like DDP "
-                             "(handout section 3)"
-                           : "the gradient was all-reduced where ZeRO reduce-scatters it: "
-                             "each rank keeps only its chunk, so the all-reduce's second half "
-                             "(an all-gather of the gradient) is wasted traffic, and the full "
-                             "gradient it produces is memory the stage promised not to hold "
-                             "(handout section 4)");
-                return 0;
-            }
-            if (fabs(by[PL_REDUCE_SCATTER] - rs) > 0.5) {
-                gr_say("traffic", "rank %d, step %d: reduce-scatter sent %s; the gradient of "
-                       "every unit, padded, reduce-scattered once: 4 x full_numel x (n-1)/n = "
-                       "%s%s", i, s + 1, pl_format_bytes(by[PL_REDUCE_SCATTER], b1, sizeof b1),
-                       pl_format_bytes(rs, b2, sizeof b2),
-                       by[PL_REDUCE_SCATTER] > rs ? " (a unit reduced twice?)"
-                                                  : " (a unit's gradient not reduced?)");
-                return 0;
-            }
-            if (by[PL_ALL_GATHER] < ag_lo - 0.5 || by[PL_ALL_GATHER] > ag_hi + 0.5) {
-                if (stage == 3)
-                    gr_say("traffic",
-                           "rank %d, step %d: all-gather sent %s; stage 3 gathers "
-                           "every unit before its forward and again before its backward: 2 x "
-                           "4 x full_numel x (n-1)/n = %s (%s if the head stays gathered "
-                           "from its forward to its backward)",
-                           i, s + 1, pl_format_bytes(by[PL_ALL_GATHER], b1, sizeof b1),
-                           pl_format_bytes(ag_hi, b2, sizeof b2),
-                           pl_format_bytes(ag_lo, b3, sizeof b3));
-                else
-                    gr_say("traffic",
-                           "rank %d, step %d: all-gather sent %s; after the update "
-                           "every unit's parameters are gathered once: 4 x full_numel x "
-                           "(n-1)/n = %s",
-                           i, s + 1, pl_format_bytes(by[PL_ALL_GATHER], b1, sizeof b1),
-                           pl_format_bytes(ag, b4, sizeof b4));
-                return 0;
-            }
-        }
+        for (int s = 0; s < all[i].steps_done; s++)
+            if (!judge_step_bytes(stage, i, s, all[i].bytes[s], n, e)) return 0;
     return 1;
 }
 
