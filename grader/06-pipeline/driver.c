@@ -1,9 +1,10 @@
 /* driver.c: the trusted test driver of Lab 6. It owns main, gives every rank the same tiny
  * GPT and the whole global batch of each step, drives the student's pipeline (pipeline.h)
- * for K steps per case (AFAB or 1F1B, m = 1..8 microbatches) on p = world-size stages, and
- * judges, each in its own function so the parts stay separate:
- *   correct   every step's loss (last stage) and gradients (every stage), the parameters
- *             after K steps, against the single-device reference (grader/common);
+ * for K steps per case (AFAB, 1F1B or interleaved 1F1B, m = 1..8 microbatches) on p =
+ * world-size stages, and judges, each in its own function so the parts stay separate:
+ *   correct   every step's loss (last stage) and gradients, the parameters after K steps,
+ *             each stage's parts assembled into one model, against the single-device
+ *             reference (grader/common);
  *   balance   the student's partition against the best contiguous cut by the kit's FLOPs;
  *   schedule  the order of F and B each rank ran, read from its own trace (the marks of
  *             lib/pipe_parts), against the schedule's definition (schedule.c);
@@ -15,8 +16,8 @@
  *             boundary, the activation's size.
  * main, flags, the case loop and the report are the lab harness's (grader/common/harness.h).
  *
- *   driver --op afab|1f1b --mode check [--parts LIST] [--seed S]
- *   driver --mode bench [--op afab|1f1b] [--microbatches M] [--svg-dir DIR] */
+ *   driver --op afab|1f1b|interleaved --mode check [--parts LIST] [--seed S]
+ *   driver --mode bench [--op afab|1f1b|interleaved] [--microbatches M] [--svg-dir DIR] */
 #include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
@@ -301,6 +302,44 @@ static int check_step(const struct setup *s, struct pl_model *model, const struc
     return 0;
 }
 
+/* One step of pipe_step; the traced one also records the trace and this rank's activation
+ * peak above the level before it, and what is left after. Returns the last stage's loss. */
+static double one_step(struct pipe *pp, const struct gr_batch *b, int traced, int last_rank,
+                       struct stage_stats *mine)
+{
+    struct pl_mem_stats before, after;
+    if (traced) {
+        pl_trace_enable(1);
+        pl_trace_clear();
+        pl_mem_reset_peak();
+        pl_mem_get_stats(&before);
+    }
+    double loss = last_stage_loss(pipe_step(pp, b->tokens, b->targets, b->B), last_rank);
+    if (traced) {
+        pl_trace_flush();
+        pl_trace_enable(0);
+        pl_mem_get_stats(&after);
+        mine->activ_peak = (double)after.peak[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+        mine->activ_left = (double)after.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+    }
+    return loss;
+}
+
+/* The parameters after K steps against the reference; 0 (said) when wrong. */
+static int check_params(const struct setup *s, struct pl_model *model, const struct chunks *ch,
+                        float *full)
+{
+    struct gr_param_verdict v;
+    assemble(&model->layout, ch, model->params, full);
+    gr_check_params(&s->ref, GR_REPLICATED, 0, s->ref.numel, full, GR_TOL_PARAMS, &v);
+    if (v.ok) return 1;
+    char what[512];
+    if (pl_rank() == 0)
+        gr_say("correct", "after %d steps the parameters differ from the single-device model's: "
+               "%s", K_STEPS, gr_describe_param_error(&s->ref, &v, what, sizeof what));
+    return 0;
+}
+
 /* Runs the K steps and judges correctness on the way; the last step is traced and its
  * activation peak measured. */
 static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct outcome *o)
@@ -319,7 +358,6 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     if (!find_chunks(pp, c, v, &ch, o)) goto done;
     o->chunks = ch;
     pipe_stage_parts(pp, &mine.first, &mine.last);
-    int last_rank = (ch.n - 1) % pl_size();
     float *full = pl_mem_alloc(s->ref.numel * sizeof(float), PL_MEM_WORK, PL_DEVICE,
                                "assembled model");
     struct gr_batch b;
@@ -327,45 +365,13 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     o->correct = 1;
     for (int step = 0; step < K_STEPS && o->correct; step++) {
         gr_batch_load(&b, step);
-        int traced = step == K_STEPS - 1;
-        struct pl_mem_stats before, after;
-        if (traced) {
-            pl_trace_enable(1);
-            pl_trace_clear();
-            pl_mem_reset_peak();
-            pl_mem_get_stats(&before);
-        }
-        double loss = last_stage_loss(pipe_step(pp, b.tokens, b.targets, b.B), last_rank);
-        if (traced) {
-            pl_trace_flush();
-            pl_trace_enable(0);
-            pl_mem_get_stats(&after);
-            mine.activ_peak = (double)after.peak[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
-            mine.activ_left = (double)after.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
-        }
-        if ((o->todo = gr_todo_any())) {
+        double loss = one_step(pp, &b, step == K_STEPS - 1, (ch.n - 1) % pl_size(), &mine);
+        if ((o->todo = gr_todo_any()) || !check_step(s, model, &ch, m, step, loss, full))
             o->correct = 0;
-            break;
-        }
-        if (!check_step(s, model, &ch, m, step, loss, full)) {
-            o->correct = 0;
-            break;
-        }
-        stage_adamw(model, &ch, &opt);
+        else
+            stage_adamw(model, &ch, &opt);
     }
-    if (o->correct) {
-        struct gr_param_verdict v;
-        assemble(&model->layout, &ch, model->params, full);
-        gr_check_params(&s->ref, GR_REPLICATED, 0, s->ref.numel, full, GR_TOL_PARAMS, &v);
-        if (!v.ok) {
-            char what[512];
-            if (pl_rank() == 0)
-                gr_say("correct", "after %d steps the parameters differ from the single-device "
-                       "model's: %s", K_STEPS, gr_describe_param_error(&s->ref, &v, what,
-                                                                       sizeof what));
-            o->correct = 0;
-        }
-    }
+    if (o->correct) o->correct = check_params(s, model, &ch, full);
     gr_batch_free(&b);
     pl_mem_free(full);
     gather_stats(&mine, o->st);
