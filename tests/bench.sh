@@ -79,3 +79,16 @@ case "${LAB:-03}" in
     "$B/bin/zero_memory"
     ;;
 esac
+
+# Lab 4: one TP block of the student's code (labs/, or solutions/ with SOLUTIONS=1) on a
+# virtual 2 nodes x 4 ranks: bytes by link class and modelled time for TP inside and across
+# nodes, the same for a GPT-3 sized block from the formulas, and the activation bytes per
+# rank beside Korthikanti et al.'s. Selected by LAB=04 (or no LAB at all).
+case "${LAB:-04}" in
+04* | 4 | *tensor*)
+    section "Lab 4 tensor parallelism: $label"
+    if lab_driver 04-tensor-parallel; then
+        OPENBLAS_NUM_THREADS=1 launch -np 8 -- "$d" --mode bench --label "$label"
+    fi
+    ;;
+esac

@@ -634,7 +634,47 @@ static int heads_split_wrong(struct block_case *k, const struct pl_tp_attn_acts 
 
 struct sub_run {
     struct pass_traffic fwd, bwd;
+    struct pl_ledger code; /* the student's forward and backward alone (not the oracle) */
 };
+
+/* a += b, field by field. */
+static void ledger_add(struct pl_ledger *a, const struct pl_ledger *b)
+{
+    for (int k = 0; k < PL_NKINDS; k++) {
+        for (int l = 0; l < PL_NLINKS; l++) a->bytes[k][l] += b->bytes[k][l];
+        a->calls[k] += b->calls[k];
+    }
+    a->flops += b->flops;
+}
+
+/* The sub-layer's output against the oracle's, with the likeliest reason when it is
+ * wrong; 1 when right. */
+static int check_sub_output(struct block_case *k, enum sub s, const struct pl_tp_block_acts *a,
+                            const struct sub_run *run, const float *gy, const float *y)
+{
+    const int B = k->B, T = k->T;
+    const size_t nc = (size_t)k->N * k->cfg.d_model;
+    char what[96], hint[400] = "";
+    snprintf(what, sizeof what, "%s output y (B=%d, T=%d, t=%d)", SUBS[s].title, B, T, k->t);
+    const float *bias = s == SUB_MLP ? k->p.b_fc2 : k->p.b_proj;
+    if (s != SUB_BLOCK && extra_bias(gy, y, bias, k->N, k->cfg.d_model, k->t))
+        snprintf(hint, sizeof hint, "it is the right sum plus t-1 extra copies of the output "
+                 "bias: the row-parallel bias was added on every rank before the reduction "
+                 "(section 4)");
+    else if (s == SUB_ATTN && heads_split_wrong(k, &a->attn))
+        snprintf(hint, sizeof hint, "your q, k and v are right but the heads' outputs are not: "
+                 "this rank's C/t channels are NH/t WHOLE heads of size C/NH; attention over "
+                 "all NH heads of size C/(NH t) splits each head's q.k dot product (section 6)");
+    else if (run->fwd.ar_calls < SUBS[s].ars && k->t > 1)
+        snprintf(hint, sizeof hint, "your forward made %ld all-reduce%s where it needs %d: "
+                 "without g's all-reduce each rank holds only its partial sum (section 3)",
+                 run->fwd.ar_calls, run->fwd.ar_calls == 1 ? "" : "s", SUBS[s].ars);
+    else if (run->fwd.ar_calls > SUBS[s].ars && k->t > 1)
+        snprintf(hint, sizeof hint, "your forward made %ld all-reduces where it needs %d: f is "
+                 "the identity forward; summing x over the ranks multiplies it by t (section 3)",
+                 run->fwd.ar_calls, SUBS[s].ars);
+    return compare(what, gy, y, nc, TOL_FWD, hint[0] ? hint : NULL);
+}
 
 static void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct sub_run *run)
 {
@@ -656,34 +696,25 @@ static void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct su
     else if (s == SUB_ATTN) tp_attention_forward(tp, &k.cfg, &k.sp, &a.attn, gx, gy);
     else tp_block_forward(tp, &k.cfg, &k.sp, &a, gx, gy);
     traffic_since(&mark, &run->fwd);
-    gr_ledger_mark(&mark);
-    if (s == SUB_MLP) tp_mlp_backward(tp, &k.cfg, &k.sp, &k.sg, &a.mlp, gx, gdy, gdx);
-    else if (s == SUB_ATTN) tp_attention_backward(tp, &k.cfg, &k.sp, &k.sg, &a.attn, gx, gdy, gdx);
-    else tp_block_backward(tp, &k.cfg, &k.sp, &k.sg, &a, gdy, gdx);
-    traffic_since(&mark, &run->bwd);
-
-    char what[96], hint[400] = "";
-    snprintf(what, sizeof what, "%s output y (B=%d, T=%d, t=%d)", SUBS[s].title, B, T, k.t);
-    const float *bias = s == SUB_MLP ? k.p.b_fc2 : k.p.b_proj;
-    if (s != SUB_BLOCK && extra_bias(gy, y, bias, k.N, k.cfg.d_model, k.t))
-        snprintf(hint, sizeof hint, "it is the right sum plus t-1 extra copies of the output "
-                 "bias: the row-parallel bias was added on every rank before the reduction "
-                 "(section 4)");
-    else if (s == SUB_ATTN && heads_split_wrong(&k, &a.attn))
-        snprintf(hint, sizeof hint, "your q, k and v are right but the heads' outputs are not: "
-                 "this rank's C/t channels are NH/t WHOLE heads of size C/NH; attention over "
-                 "all NH heads of size C/(NH t) splits each head's q.k dot product (section 6)");
-    else if (run->fwd.ar_calls < SUBS[s].ars && k.t > 1)
-        snprintf(hint, sizeof hint, "your forward made %ld all-reduce%s where it needs %d: "
-                 "without g's all-reduce each rank holds only its partial sum (section 3)",
-                 run->fwd.ar_calls, run->fwd.ar_calls == 1 ? "" : "s", SUBS[s].ars);
-    else if (run->fwd.ar_calls > SUBS[s].ars && k.t > 1)
-        snprintf(hint, sizeof hint, "your forward made %ld all-reduces where it needs %d: f is "
-                 "the identity forward; summing x over the ranks multiplies it by t (section 3)",
-                 run->fwd.ar_calls, SUBS[s].ars);
-    if (compare(what, gy, y, nc, TOL_FWD, hint[0] ? hint : NULL)) {
-        snprintf(what, sizeof what, "%s input gradient dx (B=%d, T=%d, t=%d)", SUBS[s].title, B,
-                 T, k.t);
+    gr_ledger_since(&mark, &run->code);
+    memset(&run->bwd, 0, sizeof run->bwd);
+    /* a wrong forward is the reason; the backward runs (on every rank) only after a right
+     * one, so what it reads was written as the contract says */
+    int ok = check_sub_output(&k, s, &a, run, gy, y), all_ok = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (all_ok) {
+        gr_ledger_mark(&mark);
+        if (s == SUB_MLP) tp_mlp_backward(tp, &k.cfg, &k.sp, &k.sg, &a.mlp, gx, gdy, gdx);
+        else if (s == SUB_ATTN)
+            tp_attention_backward(tp, &k.cfg, &k.sp, &k.sg, &a.attn, gx, gdy, gdx);
+        else tp_block_backward(tp, &k.cfg, &k.sp, &k.sg, &a, gdy, gdx);
+        traffic_since(&mark, &run->bwd);
+        struct pl_ledger bwd;
+        gr_ledger_since(&mark, &bwd);
+        ledger_add(&run->code, &bwd);
+        char what[96];
+        snprintf(what, sizeof what, "%s input gradient dx (B=%d, T=%d, t=%d)", SUBS[s].title,
+                 B, T, k.t);
         compare(what, gdx, dx, nc, TOL_BWD, "every rank's branch saw all of x, so its dx is a "
                 "part of the whole: f's backward sums them (section 3)");
         compare_shard_grads(&k, SUBS[s].tensors, SUBS[s].ntensors, NULL);
@@ -765,10 +796,8 @@ static void placement_run(const char *order, struct pl_comm **tp_out, struct pl_
         return;
     }
     struct sub_run run;
-    struct pl_ledger mark;
-    gr_ledger_mark(&mark);
     run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
-    gr_ledger_since(&mark, delta);
+    *delta = run.code;
 }
 
 /* Case 0: the default order tp-dp, every TP group inside a node. Case 1: order dp-tp,
@@ -835,10 +864,8 @@ static void bench_row(int t, const char *order)
         return;
     }
     struct sub_run run;
-    struct pl_ledger mark, d;
-    gr_ledger_mark(&mark);
     run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
-    gr_ledger_since(&mark, &d);
+    struct pl_ledger d = run.code;
     double v[4];
     modelled_cost(&d, &v[0], &v[1]);
     v[2] = pl_ledger_bytes(&d, -1, PL_LINK_INTRA);
@@ -850,6 +877,30 @@ static void bench_row(int t, const char *order)
               v[1] * 1e6, all_ok ? "yes" : "NO");
     verdicts_reset();
     pl_comm_free(tp);
+}
+
+/* The tiny graded block is latency-bound; a GPT-3 sized block shows what TP buys and what
+ * the network costs: compute 72bsh^2(1 + s/(6h)) FLOPs per block forward and backward,
+ * split t ways, plus four ring all-reduces of bsh 16-bit values (DESIGN.md's 8bsh(t-1)/t
+ * per rank), on dgx-h100's links inside and across nodes. */
+static void big_block_table(void)
+{
+    const struct pl_profile *p = pl_profile_find("dgx-h100");
+    const double b = 1, sq = 2048, h = 12288, S = 2 * b * sq * h;
+    const double flops = 72 * b * sq * h * h * (1 + sq / (6 * h));
+    pl_print0("#\n# one GPT-3 175B block (b=1, s=2048, h=12288, bf16) forward and backward on "
+              "dgx-h100, modelled serially:\n# compute/t + 4 ring all-reduces of bsh values\n");
+    pl_print0("# %4s %14s %16s %16s %12s\n", "tp", "compute (ms)", "TP in node (ms)",
+              "TP across (ms)", "across/in");
+    for (int t = 1; t <= 8; t *= 2) {
+        double comp = flops / t / p->flops;
+        double in = 4 * pl_coll_time(PL_ALL_REDUCE, t, S, p->latency[PL_LINK_INTRA],
+                                     p->bw[PL_LINK_INTRA]);
+        double out = 4 * pl_coll_time(PL_ALL_REDUCE, t, S, p->latency[PL_LINK_INTER],
+                                      p->bw[PL_LINK_INTER]);
+        pl_print0("  %4d %14.3f %16.3f %16.3f %12.2f\n", t, comp * 1e3, (comp + in) * 1e3,
+                  (comp + out) * 1e3, (comp + out) / (comp + in));
+    }
 }
 
 static void bench(const struct gr_args *args)
@@ -876,6 +927,7 @@ static void bench(const struct gr_args *args)
         bench_row(t, "tp-dp");
         if (t > 1) bench_row(t, "dp-tp");
     }
+    big_block_table();
     pl_print0("#\n# activation bytes per rank of one TP block (fp32, the ledger's PL_MEM_ACTIV "
               "of pl_tp_block_acts_new)\n# beside Korthikanti et al.'s 16-bit sbh(10 + 24/t + "
               "5as/(ht)) for the same shape\n");
