@@ -556,7 +556,7 @@ static void judge_block_memory(const struct block_run *run, const struct pl_mode
 {
     const double want = pl_sp_block_act_bytes(c, t, B, T);
     const double lab4 = pl_tp_block_act_bytes(c, t, B, T), NC = (double)B * T * c->d_model;
-    char a[32], b[32], e[32];
+    char a[32], b[32], e[32], l4[32];
     if (run->held > want + 0.5)
         fail("your block held %s between its forward and its backward where TP+SP keeps %s "
              "(4/t (8NC + 2NF + 4N + B NH T^2), sp_shard.h); the extra %s is %.2f full "
@@ -566,7 +566,7 @@ static void judge_block_memory(const struct block_run *run, const struct pl_mode
              "layernorm, just before the TP region, and keep only the local shards "
              "(section 5)", gr_human_bytes(run->held, a, sizeof a),
              gr_human_bytes(want, b, sizeof b), gr_human_bytes(run->held - want, e, sizeof e),
-             (run->held - want) / (NC * 4.0), gr_human_bytes(lab4, e, sizeof e));
+             (run->held - want) / (NC * 4.0), gr_human_bytes(lab4, l4, sizeof l4));
 }
 
 static void run_block(struct pl_comm *tp, int i)
