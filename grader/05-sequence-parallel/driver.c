@@ -606,6 +606,268 @@ static void run_block(struct pl_comm *tp, int i)
            gr_human_bytes(run.peak, e, sizeof e));
 }
 
+/* ---- op train: K AdamW steps of a 2-block model, dropout on, against pl_model_step ----
+ * The embedding and the head are the grader's (replicated, their gradients summed with raw
+ * MPI); the blocks are the student's SP blocks on Lab 4's shards, with the student's
+ * synchronisation of the replicated gradients. */
+
+#define TRAIN_STEPS 3
+#define TRAIN_B 2
+
+struct sp_model {
+    struct pl_model_config cfg;
+    struct pl_model *m; /* embedding and head (its blocks unused); the layout */
+    int t, r;
+    float *shard[2], *grad[2], *am[2], *av[2];
+    struct pl_block_params sp[2], sg[2];
+    int adam_t;
+};
+
+static void step_tokens(const struct pl_model_config *c, int step, int *tok, int *tgt)
+{
+    size_t n = (size_t)TRAIN_B * c->seq_len;
+    float *f = malloc(2 * n * sizeof *f);
+    pl_rng_fill_int(f, 2 * n, base_seed, pl_rng_stream("lab05.tokens"), (uint64_t)step * 2 * n,
+                    0, c->vocab - 1);
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = (int)f[i];
+        tgt[i] = (int)f[n + i];
+    }
+    free(f);
+}
+
+static void sp_model_new(struct sp_model *s, const struct pl_model_config *c, int t, int r)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *c;
+    s->t = t;
+    s->r = r;
+    s->m = pl_model_new(c, PL_MODEL_ALL);
+    size_t sn = pl_tp_block_numel(c, t);
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t off, n;
+        pl_model_part_range(&s->m->layout, l, &off, &n);
+        s->shard[l] = op_alloc(sn, "lab05 train shard");
+        s->grad[l] = op_alloc(sn, "lab05 train shard grads");
+        s->am[l] = op_alloc(sn, "lab05 train m");
+        s->av[l] = op_alloc(sn, "lab05 train v");
+        pl_zero(s->am[l], sn);
+        pl_zero(s->av[l], sn);
+        pl_tp_block_slice(c, t, r, s->m->params + off, s->shard[l]);
+        pl_tp_block_bind(c, t, s->shard[l], &s->sp[l]);
+        pl_tp_block_bind(c, t, s->grad[l], &s->sg[l]);
+    }
+}
+
+static void sp_model_free(struct sp_model *s)
+{
+    for (int l = 0; l < s->cfg.n_layers; l++) {
+        pl_mem_free(s->shard[l]);
+        pl_mem_free(s->grad[l]);
+        pl_mem_free(s->am[l]);
+        pl_mem_free(s->av[l]);
+    }
+    pl_model_free(s->m);
+}
+
+/* Raw MPI sum of a replicated gradient (the grader's part: embedding and head). */
+static void world_sum(float *x, size_t n)
+{
+    float *h = host_copy(x, n);
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    pl_to_device(x, h, n * sizeof *h);
+    free(h);
+}
+
+/* One step as pl_model_step: zero, forward, backward, sync, clip on the global norm, AdamW.
+ * Returns the global batch's loss. */
+static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *tok,
+                            const int *tgt, const struct pl_adamw_config *opt)
+{
+    const struct pl_model_config *c = &s->cfg;
+    const int t = s->t, r = s->r, T = c->seq_len, Ts = T / t, C = c->d_model, L = c->n_layers;
+    const size_t nl = (size_t)TRAIN_B * Ts * C, sn = pl_tp_block_numel(c, t);
+    struct pl_model *m = s->m;
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1;
+    ctx.seed = base_seed ^ 0x5eedULL;
+    ctx.step = (uint64_t)s->adam_t + 1;
+    ctx.loss_scale = 1.0f / t; /* the head's loss is the mean over this rank's tokens */
+    pl_model_zero_grad(m);
+    for (int l = 0; l < L; l++) pl_zero(s->grad[l], sn);
+    /* this rank's tokens, and the positions they sit at */
+    int *ltok = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_HOST, "tok");
+    int *ltgt = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_HOST, "tgt");
+    for (int b = 0; b < TRAIN_B; b++)
+        for (int i = 0; i < Ts; i++) {
+            ltok[b * Ts + i] = tok[b * T + r * Ts + i];
+            ltgt[b * Ts + i] = tgt[b * T + r * Ts + i];
+        }
+    int *dtok = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tok");
+    int *dtgt = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tgt");
+    pl_to_device(dtok, ltok, (size_t)TRAIN_B * Ts * sizeof(int));
+    pl_to_device(dtgt, ltgt, (size_t)TRAIN_B * Ts * sizeof(int));
+    struct pl_embed_params e = m->embed, eg = m->embed_g;
+    e.wpe += (size_t)r * Ts * C;
+    eg.wpe += (size_t)r * Ts * C;
+    float *xs[3];
+    for (int k = 0; k < 3; k++) xs[k] = op_alloc(nl, "lab05 train stream");
+    struct pl_sp_block_acts acts[2];
+    pl_embed_forward(c, &e, dtok, TRAIN_B, Ts, xs[0]);
+    for (int l = 0; l < L; l++) {
+        pl_sp_block_acts_new(&acts[l], c, t, TRAIN_B, T);
+        sp_block_forward(tp, c, l, &s->sp[l], &acts[l], &ctx, xs[l % 2], xs[(l + 1) % 2]);
+    }
+    struct pl_head_acts ha;
+    pl_head_acts_new(&ha, c, TRAIN_B, Ts);
+    double loss = gr_global_loss(pl_head_forward(c, &m->head, &ha, xs[L % 2], dtgt));
+    pl_head_backward(c, &m->head, &m->head_g, &ha, &ctx, xs[2]);
+    pl_head_acts_free(&ha);
+    for (int l = L - 1; l >= 0; l--) {
+        float *dy = xs[2], *dx = xs[(l + 1) % 2];
+        sp_block_backward(tp, c, l, &s->sp[l], &s->sg[l], &acts[l], &ctx, dy, dx);
+        pl_sp_block_acts_free(&acts[l]);
+        float *tmp = xs[2];
+        xs[2] = dx;
+        xs[(l + 1) % 2] = tmp;
+    }
+    pl_embed_backward(c, &eg, dtok, TRAIN_B, Ts, xs[2]);
+    for (int l = 0; l < L; l++) sp_sync_replicated_grads(tp, c, &s->sg[l]);
+    size_t eo, en, ho, hn;
+    pl_model_part_range(&m->layout, PL_PART_EMBED, &eo, &en);
+    pl_model_part_range(&m->layout, PL_PART_HEAD(c), &ho, &hn);
+    world_sum(m->grads + eo, en);
+    world_sum(m->grads + ho, hn);
+    /* the global norm: replicated tensors once, split ones summed over the ranks */
+    struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+    pl_tp_block_tensors(c, 0, t, d);
+    double rep = pl_grad_norm_sq(m->grads + eo, en) + pl_grad_norm_sq(m->grads + ho, hn);
+    double split = 0;
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            double q = pl_grad_norm_sq(s->grad[l] + d[k].shard_offset, d[k].shard_numel);
+            if (d[k].split == PL_TP_REPLICATED) rep += q;
+            else split += q;
+        }
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &split, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    float scale = pl_clip_scale(rep + split, opt->grad_clip);
+    s->adam_t++;
+    if (!m->adam_m) {
+        m->adam_m = pl_mem_alloc(m->layout.numel * sizeof(float), PL_MEM_OPTIM, PL_DEVICE, "m");
+        m->adam_v = pl_mem_alloc(m->layout.numel * sizeof(float), PL_MEM_OPTIM, PL_DEVICE, "v");
+    }
+    size_t parts[2][2] = {{eo, en}, {ho, hn}};
+    for (int k = 0; k < 2; k++) {
+        if (scale < 1.0f) pl_scale(m->grads + parts[k][0], parts[k][1], scale);
+        pl_model_adamw_flat(&m->layout, parts[k][0], parts[k][1], m->params + parts[k][0],
+                            m->grads + parts[k][0], m->adam_m + parts[k][0],
+                            m->adam_v + parts[k][0], s->adam_t, opt);
+    }
+    for (int l = 0; l < L; l++) {
+        struct pl_tp_tensor dl[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(c, l, t, dl);
+        if (scale < 1.0f) pl_scale(s->grad[l], sn, scale);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            const struct pl_param_desc *pd = pl_model_find_param(&m->layout, dl[k].name);
+            size_t o = dl[k].shard_offset;
+            pl_adamw_step(s->shard[l] + o, s->grad[l] + o, s->am[l] + o, s->av[l] + o,
+                          dl[k].shard_numel, s->adam_t, opt->lr, opt->beta1, opt->beta2,
+                          opt->eps, pd && pd->decay ? opt->weight_decay : 0.0f);
+        }
+    }
+    for (int k = 0; k < 3; k++) pl_mem_free(xs[k]);
+    pl_mem_free(ltok);
+    pl_mem_free(ltgt);
+    pl_mem_free(dtok);
+    pl_mem_free(dtgt);
+    return loss;
+}
+
+/* As train.h's parameter check: a tensor whose norm is below the shard's RMS times
+ * sqrt(its size) (a bias that started at zero, whose gradient may be rounding alone, as the
+ * key bias's is) is measured against that floor, so that rounding alone never fails it. */
+static void compare_floor(const char *what, const float *got, const float *ref, size_t n,
+                          double rms, const char *hint)
+{
+    float *g = host_copy(got, n), *r = host_copy(ref, n);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)g[i] - r[i]) * ((double)g[i] - r[i]);
+        den += (double)r[i] * r[i];
+    }
+    double floor = rms * rms * (double)n, e = sqrt(num / (den > floor ? den : floor));
+    if (!(e <= GR_TOL_PARAMS))
+        fail("%s: relative L2 error %.2e (tolerance %.0e)%s%s", what, e, GR_TOL_PARAMS,
+             hint ? ": " : "", hint ? hint : "");
+    free(g);
+    free(r);
+}
+
+static void run_train(struct pl_comm *tp)
+{
+    const int t = pl_comm_size(tp), r = pl_comm_rank(tp);
+    struct pl_model_config c = graded_config(DROPOUT);
+    c.n_layers = 2;
+    struct pl_adamw_config opt = pl_adamw_config_default();
+    const size_t n = (size_t)TRAIN_B * c.seq_len;
+    int *tok = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_HOST, "tokens");
+    int *tgt = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_HOST, "targets");
+    int *dtok = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tokens");
+    int *dtgt = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "targets");
+    struct pl_model *ref = pl_model_new(&c, PL_MODEL_ALL);
+    struct sp_model s;
+    sp_model_new(&s, &c, t, r);
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1;
+    ctx.seed = base_seed ^ 0x5eedULL;
+    double want[TRAIN_STEPS], got[TRAIN_STEPS];
+    for (int k = 0; k < TRAIN_STEPS; k++) {
+        step_tokens(&c, k, tok, tgt);
+        pl_to_device(dtok, tok, n * sizeof(int));
+        pl_to_device(dtgt, tgt, n * sizeof(int));
+        want[k] = pl_model_step(ref, dtok, dtgt, TRAIN_B, &opt, &ctx);
+        got[k] = sp_model_step(tp, &s, tok, tgt, &opt);
+        if (pl_todo_what()) break;
+    }
+    double err = 0;
+    int bad = pl_todo_what() ? -1 : gr_check_losses(got, want, TRAIN_STEPS, &err);
+    if (bad >= 0)
+        fail("the loss of step %d is %.7g where the single device's is %.7g (relative error "
+             "%.2e): the SP blocks in a model with dropout on train a different model "
+             "(sections 4 to 6)", bad + 1, got[bad], want[bad], err);
+    /* every parameter after K steps: the shards against their blocks of the reference */
+    for (int l = 0; l < c.n_layers && verdicts[cur].ok && !pl_todo_what(); l++) {
+        size_t off, nb;
+        pl_model_part_range(&ref->layout, l, &off, &nb);
+        size_t sn = pl_tp_block_numel(&c, t);
+        float *w = op_alloc(sn, "expected shard");
+        pl_tp_block_slice(&c, t, r, ref->params + off, w);
+        double floor_rms = sqrt(pl_grad_norm_sq(w, sn) / (double)sn);
+        struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(&c, l, t, d);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS && verdicts[cur].ok; k++) {
+            char what[PL_NAME_LEN + 96];
+            snprintf(what, sizeof what, "%.64s (your shard) after %d steps", d[k].name,
+                     TRAIN_STEPS);
+            compare_floor(what, s.shard[l] + d[k].shard_offset, w + d[k].shard_offset,
+                          d[k].shard_numel, floor_rms,
+                          d[k].split == PL_TP_REPLICATED ? "a replicated tensor whose gradient "
+                          "was not the whole one on every rank steps differently (section 6)"
+                          : NULL);
+        }
+        pl_mem_free(w);
+    }
+    say_ok(P_CORRECT, "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
+           "every parameter shard match pl_model_step (t=%d)", TRAIN_STEPS, c.n_layers,
+           (double)DROPOUT, t);
+    sp_model_free(&s);
+    pl_model_free(ref);
+    pl_mem_free(tok);
+    pl_mem_free(tgt);
+    pl_mem_free(dtok);
+    pl_mem_free(dtgt);
+}
+
 /* ---- bench: activation bytes per rank against t ---- */
 
 static double acts_bytes_of(int kind, const struct pl_model_config *c, int t, int B, int T)
@@ -669,7 +931,8 @@ static void bench(const struct gr_args *args)
 
 /* ---- the lab's part of the harness ---- */
 
-static int the_block;
+enum kind { K_CONJ, K_BLOCK, K_TRAIN };
+static enum kind the_kind;
 
 static struct pl_flag lab_flags[] = {
     {"--seq", PL_FLAG_INT, &seq_flag, "T",
@@ -679,7 +942,8 @@ static struct pl_flag lab_flags[] = {
 static void *setup(const struct gr_args *a)
 {
     base_seed = a->seed;
-    the_block = a->op && !strcmp(a->op, "block");
+    the_kind = !a->op ? K_CONJ : !strcmp(a->op, "block") ? K_BLOCK
+               : !strcmp(a->op, "train") ? K_TRAIN : K_CONJ;
     struct pl_model_config c = graded_config(0);
     char err[320];
     if (pl_tp_degree_error(&c, pl_size(), err, sizeof err))
@@ -694,17 +958,23 @@ static void *setup(const struct gr_args *a)
 
 static const char *subject(void *st)
 {
-    return the_block ? "the SP block" : "the conjugates";
+    return the_kind == K_BLOCK ? "the SP block" : the_kind == K_TRAIN ? "SP training"
+           : "the conjugates";
 }
 
 static int count_cases(void *st)
 {
-    return the_block ? NCASES : 1;
+    return the_kind == K_BLOCK ? NCASES : 1;
 }
 
 static void describe(void *st, int i, char *buf, size_t len)
 {
-    if (!the_block) {
+    if (the_kind == K_TRAIN) {
+        snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, t=%d", TRAIN_STEPS,
+                 pl_size());
+        return;
+    }
+    if (the_kind == K_CONJ) {
         snprintf(buf, len, "gather and scatter on B=3 sequences of %d tokens, t=%d",
                  4 * pl_size(), pl_size());
         return;
@@ -722,7 +992,8 @@ static void run(void *st, int i)
     snprintf(deg, sizeof deg, "tp=%d", pl_size());
     pl_grid_init_or_die(&grid, "tp", deg, pl_size());
     struct pl_comm *tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
-    if (the_block) run_block(tp, i);
+    if (the_kind == K_BLOCK) run_block(tp, i);
+    else if (the_kind == K_TRAIN) run_train(tp);
     else run_conjugates(tp);
     pl_comm_free(tp);
 }
