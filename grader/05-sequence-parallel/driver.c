@@ -868,6 +868,152 @@ static void run_train(struct pl_comm *tp)
     pl_mem_free(dtgt);
 }
 
+/* ---- figures: `make plots LAB=05` (bench mode with --plots-dir) ---- */
+
+static const char *plots_dir;
+
+static FILE *svg_open(const char *name, int w, int h)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", plots_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) pl_usage_error("--plots-dir %s: cannot write %s (does the folder exist?)", plots_dir,
+                           path);
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" "
+            "height=\"100%%\" fill=\"white\"/>\n", w, h);
+    return f;
+}
+
+static void svg_close(FILE *f, const char *name)
+{
+    fprintf(f, "</svg>\n");
+    fclose(f);
+    printf("wrote %s/%s\n", plots_dir, name);
+}
+
+/* One stored [s, h] activation of rank r as a cell: the whole outlined, the part the rank
+ * holds filled (rows: tokens [r0, r1) of s; columns: channels [c0, c1) of h). */
+static void svg_cell(FILE *f, double x, double y, double w, double h, double r0, double r1,
+                     double c0, double c1, const char *fill)
+{
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"#888\"/>\n", x, y, w, h);
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
+            x + c0 * w, y + r0 * h, (c1 - c0) * w, (r1 - r0) * h, fill);
+}
+
+/* TP (Lab 4) above TP+SP (this lab), t = 2: what each rank holds at each step of a half,
+ * from the layouts of tp_shard.h and sp_shard.h (rows: tokens, columns: channels). */
+static void plot_layout(void)
+{
+    static const char *steps[] = {"x", "layernorm", "TP region in", "heads / fc1",
+                                  "TP region out", "dropout + residual"};
+    const int t = 2, ns = 6;
+    const double cw = 70, ch = 46, gap = 40, left = 150, top = 40, panel = 2 * (ch + 18) + 50;
+    FILE *f = svg_open("05-sequence-parallel-layout.svg", (int)(left + ns * (cw + gap) + 60),
+                       (int)(top + 2 * panel + 22));
+    for (int sp = 0; sp < 2; sp++) {
+        double y0 = top + sp * panel;
+        fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">%s</text>\n", y0 - 12,
+                sp ? "TP + SP (Lab 5): f, g become all-gather / reduce-scatter along s"
+                   : "TP (Lab 4): f is the identity forward, g an all-reduce");
+        for (int k = 0; k < ns; k++)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+                    left + k * (cw + gap) + cw / 2, y0 + 4, steps[k]);
+        for (int r = 0; r < t; r++) {
+            double y = y0 + 12 + r * (ch + 18);
+            fprintf(f, "<text x=\"10\" y=\"%.1f\">rank %d</text>\n", y + ch / 2 + 4, r);
+            for (int k = 0; k < ns; k++) {
+                double x = left + k * (cw + gap);
+                /* outside the TP region: every token (TP) or this rank's s/t (SP), all h */
+                double r0 = 0, r1 = 1, c0 = 0, c1 = 1;
+                const char *fill = "#e07b39"; /* replicated */
+                if (k == 3) { /* inside: every token, this rank's channels */
+                    c0 = (double)r / t;
+                    c1 = (double)(r + 1) / t;
+                    fill = "#3a7dc9";
+                } else if (sp && k != 2) { /* the gathered input is whole on every rank */
+                    r0 = (double)r / t;
+                    r1 = (double)(r + 1) / t;
+                    fill = "#4caf50";
+                }
+                svg_cell(f, x, y, cw, ch, r0, r1, c0, c1, fill);
+                if (k + 1 < ns)
+                    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                            "stroke=\"#444\"/>\n", x + cw, y + ch / 2, x + cw + gap, y + ch / 2);
+            }
+        }
+        const char *in = sp ? "all-gather" : "f: identity", *out = sp ? "reduce-scatter" : "g: all-reduce";
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",
+                left + 2 * (cw + gap) - gap / 2, y0 + panel - 30, in);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",
+                left + 4 * (cw + gap) - gap / 2, y0 + panel - 30, out);
+    }
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" fill=\"#555\" font-size=\"11\">a cell is an "
+            "[s, h] activation (rows: tokens, columns: channels), filled where the rank holds "
+            "it:</text>\n<text x=\"10\" y=\"%.1f\" fill=\"#555\" font-size=\"11\">orange "
+            "whole on every rank, green split along s, blue split along h</text>\n",
+            top + 2 * panel - 2, top + 2 * panel + 12);
+    svg_close(f, "05-sequence-parallel-layout.svg");
+}
+
+/* Bytes per rank against t: the three measured series as points, the kit's formulas as
+ * lines. */
+static void plot_bytes(const struct pl_model_config *c, int B, int T, const double *meas,
+                       int nt)
+{
+    const double W = 700, H = 360, L = 80, R = 170, TOP = 30, BOT = 50;
+    double ymax = 0;
+    for (int i = 0; i < 3 * nt; i++) ymax = meas[i] > ymax ? meas[i] : ymax;
+    ymax *= 1.1;
+    FILE *f = svg_open("05-sequence-parallel-activations.svg", (int)W, (int)H);
+#define PX(t) (L + ((t) - 1) / 3.0 * (W - L - R))
+#define PY(v) (H - BOT - (v) / ymax * (H - TOP - BOT))
+    fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", L, H - BOT,
+            W - R, H - BOT);
+    fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", L, TOP, L,
+            H - BOT);
+    for (int t = 1; t <= 4; t++)
+        fprintf(f, "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%d</text>\n", PX(t),
+                H - BOT + 16, t);
+    fprintf(f, "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">t (TP degree)</text>\n",
+            PX(2.5), H - 12);
+    for (int k = 0; k <= 4; k++)
+        fprintf(f, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.0f kB</text>\n", L - 6,
+                PY(ymax * k / 4) + 4, ymax * k / 4 / 1000);
+    fprintf(f, "<text x=\"10\" y=\"18\">activation bytes per rank of one block (b=%d, s=%d, "
+            "h=%d), measured (points) and the kit's formulas (lines)</text>\n", B, T,
+            c->d_model);
+    static const char *names[] = {"no TP", "TP (Lab 4)", "TP + SP"};
+    static const char *colors[] = {"#777", "#e07b39", "#4caf50"};
+    for (int sr = 0; sr < 3; sr++) {
+        if (sr > 0) { /* the formula's line */
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", colors[sr]);
+            for (int k = 0; k <= 30; k++) {
+                double t = 1 + 3.0 * k / 30;
+                double N = (double)B * T, C = c->d_model, F = c->d_ff, NH = c->n_heads;
+                double v = sr == 2 ? pl_sp_block_act_bytes(c, 1, B, T) / t
+                                   : 4.0 * (4 * N * C + 4 * N) +
+                                         4.0 / t * (4 * N * C + 2 * N * F + B * NH * (double)T * T);
+                fprintf(f, "%.1f,%.1f ", PX(t), PY(v));
+            }
+            fprintf(f, "\"/>\n");
+        }
+        for (int i = 0; i < nt; i++) {
+            int t = 1 << i;
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n", PX(t),
+                    PY(meas[sr * nt + i]), colors[sr]);
+        }
+        fprintf(f, "<circle cx=\"%g\" cy=\"%g\" r=\"4\" fill=\"%s\"/><text x=\"%g\" "
+                "y=\"%g\">%s</text>\n", W - R + 20, TOP + 20 + 20.0 * sr, colors[sr],
+                W - R + 30, TOP + 24 + 20.0 * sr, names[sr]);
+    }
+#undef PX
+#undef PY
+    svg_close(f, "05-sequence-parallel-activations.svg");
+}
+
 /* ---- bench: activation bytes per rank against t ---- */
 
 static double acts_bytes_of(int kind, const struct pl_model_config *c, int t, int B, int T)
@@ -895,6 +1041,8 @@ static void bench(const struct gr_args *args)
               "block's forward\n# and backward (b=%d, s=%d, h=%d, %d heads, d_ff %d), from the "
               "memory ledger; the kit's fp32\n# formulas beside Korthikanti et al.'s 16-bit "
               "ones for the same shape\n#\n", args->label, B, T, c.d_model, c.n_heads, c.d_ff);
+    double meas[9] = {0};
+    int nt = 0;
     pl_print0("# %3s %12s %12s %12s %12s %14s %14s %8s\n", "t", "no TP", "TP", "TP+SP",
               "TP+SP kit", "K. TP 16-bit", "K. TP+SP 16b", "correct");
     for (int t = 1; t <= 4 && t <= pl_size(); t *= 2) {
@@ -922,10 +1070,22 @@ static void bench(const struct gr_args *args)
         double s = T, b = B, h = c.d_model, as = c.n_heads;
         double ktp = s * b * h * (10 + 24.0 / t + 5 * as * s / (h * t));
         double ksp = s * b * h * (34.0 / t + 5 * as * s / (h * t));
-        pl_print0("  %3d %12.0f %12.0f %12.0f %12.0f %14.0f %14.0f %8s\n", t,
-                  acts_bytes_of(0, &c, t, B, T), acts_bytes_of(1, &c, t, B, T), v[0],
-                  pl_sp_block_act_bytes(&c, t, B, T), ktp, ksp, v[1] > 0 ? "yes" : "NO");
+        int i = t == 1 ? 0 : t == 2 ? 1 : 2;
+        meas[i] = acts_bytes_of(0, &c, t, B, T);
+        meas[3 + i] = acts_bytes_of(1, &c, t, B, T);
+        meas[6 + i] = v[0];
+        nt = i + 1;
+        pl_print0("  %3d %12.0f %12.0f %12.0f %12.0f %14.0f %14.0f %8s\n", t, meas[i],
+                  meas[3 + i], v[0], pl_sp_block_act_bytes(&c, t, B, T), ktp, ksp,
+                  v[1] > 0 ? "yes" : "NO");
         verdicts_reset();
+    }
+    if (plots_dir && pl_rank() == 0) {
+        double m[9];
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < nt; i++) m[k * nt + i] = meas[k * 3 + i];
+        plot_layout();
+        plot_bytes(&c, B, T, m, nt);
     }
 }
 
@@ -937,6 +1097,9 @@ static enum kind the_kind;
 static struct pl_flag lab_flags[] = {
     {"--seq", PL_FLAG_INT, &seq_flag, "T",
      "tokens per sequence of every case, a multiple of t up to 16 (default: the cases' own)", 0},
+    {"--plots-dir", PL_FLAG_STR, &plots_dir, "DIR",
+     "bench: also draw the handout's figures (layout, bytes vs t) as SVGs in DIR (default "
+     "none)", 0},
 };
 
 static void *setup(const struct gr_args *a)
