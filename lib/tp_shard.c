@@ -3,10 +3,13 @@
  * of a shard, a TP block's activations, and the row-broadcast bias. */
 #include "tp_shard.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "ledger.h"
 #include "mem.h"
 #include "ops.h"
 
@@ -146,25 +149,31 @@ void pl_tp_copy_rect_in(float *dst, size_t full_cols, const float *src,
         pl_copy(dst + (q->row0 + i) * full_cols + q->col0, src + i * q->cols, q->cols);
 }
 
-/* Calls fn on each block rank r holds, with where it starts in the full block and the
+typedef void (*rect_fn)(const struct pl_tp_tensor *d, const struct pl_tp_rect *q,
+                        size_t shard_at, void *arg);
+
+/* Calls fn on each block of the n tensors d that rank r holds, with where it starts in the
  * shard. */
-static void each_rect(const struct pl_model_config *c, int layer, int t, int r,
-                      void (*fn)(const struct pl_tp_tensor *d, const struct pl_tp_rect *q,
-                                 size_t shard_at, void *arg),
-                      void *arg)
+static void for_rects(const struct pl_tp_tensor *d, int n, int t, int r, rect_fn fn, void *arg)
 {
     PL_REQUIRE(r >= 0 && r < t, "TP rank %d is not in [0, %d)", r, t);
-    struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
-    pl_tp_block_tensors(c, layer, t, d);
-    for (int i = 0; i < PL_TP_BLOCK_TENSORS; i++) {
+    for (int i = 0; i < n; i++) {
         struct pl_tp_rect q[PL_TP_MAX_RECTS];
-        int n = pl_tp_tensor_rects(&d[i], t, r, q);
+        int nq = pl_tp_tensor_rects(&d[i], t, r, q);
         size_t at = d[i].shard_offset;
-        for (int k = 0; k < n; k++) {
+        for (int k = 0; k < nq; k++) {
             fn(&d[i], &q[k], at, arg);
             at += q[k].rows * q[k].cols;
         }
     }
+}
+
+static void each_rect(const struct pl_model_config *c, int layer, int t, int r, rect_fn fn,
+                      void *arg)
+{
+    struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+    pl_tp_block_tensors(c, layer, t, d);
+    for_rects(d, PL_TP_BLOCK_TENSORS, t, r, fn, arg);
 }
 
 struct copy_arg {
@@ -223,6 +232,83 @@ void pl_tp_block_init(const struct pl_model_layout *lay, int layer, int t, int r
                lay->cfg.n_layers);
     struct init_arg a = {lay, shard};
     each_rect(&lay->cfg, layer, t, r, init_one, &a);
+}
+
+/* ---- the whole model ---- */
+
+int pl_tp_model_ntensors(const struct pl_model_config *c)
+{
+    return 5 + PL_TP_BLOCK_TENSORS * c->n_layers;
+}
+
+int pl_tp_model_tensors(const struct pl_model_layout *lay, int t, struct pl_tp_tensor *out)
+{
+    const struct pl_model_config *c = &lay->cfg;
+    int n = pl_tp_model_ntensors(c);
+    PL_REQUIRE(lay->n_tensors == n, "tensor parallelism here splits the dense model (%d "
+               "tensors in the layout, %d expected; set n_experts to 0)", lay->n_tensors, n);
+    struct pl_tp_tensor blk[PL_TP_BLOCK_TENSORS];
+    pl_tp_block_tensors(c, 0, t, blk);
+    size_t shard = 0;
+    for (int i = 0; i < n; i++) {
+        const struct pl_param_desc *p = &lay->tensors[i];
+        struct pl_tp_tensor *d = &out[i];
+        memset(d, 0, sizeof *d);
+        snprintf(d->name, sizeof d->name, "%s", p->name);
+        d->rows = (size_t)p->shape[0];
+        d->cols = p->ndim == 2 ? (size_t)p->shape[1] : 1;
+        d->groups = 1;
+        d->decay = p->decay;
+        if (i >= 2 && i < n - 3) {
+            const struct pl_tp_tensor *b = &blk[(i - 2) % PL_TP_BLOCK_TENSORS];
+            d->split = b->split;
+            d->groups = b->groups;
+        } else {
+            /* the token embedding and the LM head split by vocabulary rows */
+            d->split = !strcmp(p->name, "wte") || !strcmp(p->name, "head.w") ? PL_TP_ROWS
+                                                                             : PL_TP_REPLICATED;
+        }
+        d->full_offset = p->offset;
+        d->shard_offset = shard;
+        d->shard_numel = d->split == PL_TP_REPLICATED ? p->numel : p->numel / (size_t)t;
+        shard += d->shard_numel;
+    }
+    return n;
+}
+
+size_t pl_tp_model_numel(const struct pl_model_layout *lay, int t)
+{
+    int n = pl_tp_model_ntensors(&lay->cfg);
+    struct pl_tp_tensor *d = pl_mem_alloc((size_t)n * sizeof *d, PL_MEM_WORK, PL_HOST, "tp t");
+    pl_tp_model_tensors(lay, t, d);
+    size_t numel = d[n - 1].shard_offset + d[n - 1].shard_numel;
+    pl_mem_free(d);
+    return numel;
+}
+
+/* fn over every block of every tensor of the model that rank r holds. */
+static void model_rects(const struct pl_model_layout *lay, int t, int r, rect_fn fn, void *arg)
+{
+    char err[256];
+    if (pl_tp_degree_error(&lay->cfg, t, err, sizeof err)) pl_usage_error("%s", err);
+    int n = pl_tp_model_ntensors(&lay->cfg);
+    struct pl_tp_tensor *d = pl_mem_alloc((size_t)n * sizeof *d, PL_MEM_WORK, PL_HOST, "tp t");
+    pl_tp_model_tensors(lay, t, d);
+    for_rects(d, n, t, r, fn, arg);
+    pl_mem_free(d);
+}
+
+void pl_tp_model_slice(const struct pl_model_layout *lay, int t, int r, const float *full,
+                       float *shard)
+{
+    struct copy_arg a = {full, shard};
+    model_rects(lay, t, r, slice_one, &a);
+}
+
+void pl_tp_model_init(const struct pl_model_layout *lay, int t, int r, float *shard)
+{
+    struct init_arg a = {lay, shard};
+    model_rects(lay, t, r, init_one, &a);
 }
 
 /* ---- activations ---- */
@@ -294,4 +380,163 @@ void pl_tp_add_bias(float *y, const float *b, int N, int OC)
     pl_sgemm(0, 0, N, OC, 1, 1.0f, ones, 1, b, OC, 1.0f, y, OC);
     pl_mem_free(h);
     pl_mem_free(ones);
+}
+
+/* ---- the vocabulary-parallel cross-entropy ---- */
+
+void pl_tp_head_acts_new(struct pl_tp_head_acts *a, const struct pl_model_config *c, int t,
+                         int B, int T)
+{
+    char err[256];
+    if (pl_tp_degree_error(c, t, err, sizeof err)) pl_usage_error("%s", err);
+    PL_REQUIRE(B > 0 && T > 0 && T <= c->seq_len, "B=%d sequences of T=%d tokens (need B >= 1 "
+               "and 1 <= T <= seq_len=%d)", B, T, c->seq_len);
+    size_t N = (size_t)B * T;
+    a->B = B;
+    a->T = T;
+    a->t = t;
+    a->logits = activ(N * (size_t)(c->vocab / t), "tp head logits");
+    a->shift = activ(N, "tp head row max");
+    a->sumexp = activ(N, "tp head sum exp");
+    a->target_logit = activ(N, "tp head target logit");
+}
+
+void pl_tp_head_acts_free(struct pl_tp_head_acts *a)
+{
+    float *p[] = {a->logits, a->shift, a->sumexp, a->target_logit};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+    memset(a, 0, sizeof *a);
+}
+
+/* Host views of op memory: the memory itself on the CPU build; on the GPU build a staging
+ * copy, transient and not counted by the memory ledger (it measures what an algorithm
+ * holds, and these few rows are the helpers' way around having no kernel). */
+static float *to_host_f(const float *x, size_t n)
+{
+#ifdef PL_GPU
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    PL_REQUIRE(h, "out of host memory staging %zu floats", n);
+    pl_to_host(h, x, n * sizeof *h);
+    return h;
+#else
+    (void)n;
+    return (float *)x;
+#endif
+}
+
+static int *to_host_i(const int *x, size_t n)
+{
+#ifdef PL_GPU
+    int *h = malloc((n ? n : 1) * sizeof *h);
+    PL_REQUIRE(h, "out of host memory staging %zu ids", n);
+    pl_to_host(h, x, n * sizeof *h);
+    return h;
+#else
+    (void)n;
+    return (int *)x;
+#endif
+}
+
+/* Ends a view: written back to x when x is given. */
+static void host_done(void *h, void *x, size_t bytes)
+{
+#ifdef PL_GPU
+    if (x) pl_to_device(x, h, bytes);
+    free(h);
+#else
+    (void)h;
+    (void)x;
+    (void)bytes;
+#endif
+}
+
+void pl_tp_row_max(float *max, const float *logits, int N, int V)
+{
+    PL_REQUIRE(N > 0 && V > 0, "pl_tp_row_max: N=%d rows of V=%d (both must be positive)", N, V);
+    float *l = to_host_f(logits, (size_t)N * V), *m = to_host_f(max, (size_t)N);
+    for (int n = 0; n < N; n++) {
+        m[n] = l[(size_t)n * V];
+        for (int j = 1; j < V; j++) m[n] = fmaxf(m[n], l[(size_t)n * V + j]);
+    }
+    host_done(l, NULL, 0);
+    host_done(m, max, (size_t)N * sizeof *m);
+}
+
+void pl_tp_max_of_blocks(float *out, const float *blocks, int nblocks, int N)
+{
+    PL_REQUIRE(nblocks > 0 && N > 0, "pl_tp_max_of_blocks: %d blocks of N=%d", nblocks, N);
+    float *b = to_host_f(blocks, (size_t)nblocks * N), *o = to_host_f(out, (size_t)N);
+    for (int n = 0; n < N; n++) {
+        o[n] = b[n];
+        for (int k = 1; k < nblocks; k++) o[n] = fmaxf(o[n], b[(size_t)k * N + n]);
+    }
+    host_done(b, NULL, 0);
+    host_done(o, out, (size_t)N * sizeof *o);
+}
+
+void pl_tp_row_sumexp(float *sum, const float *logits, const float *shift, int N, int V)
+{
+    PL_REQUIRE(N > 0 && V > 0, "pl_tp_row_sumexp: N=%d rows of V=%d", N, V);
+    float *l = to_host_f(logits, (size_t)N * V), *sh = to_host_f(shift, (size_t)N);
+    float *s = to_host_f(sum, (size_t)N);
+    for (int n = 0; n < N; n++) {
+        double acc = 0;
+        for (int j = 0; j < V; j++) acc += exp((double)l[(size_t)n * V + j] - sh[n]);
+        s[n] = (float)acc;
+    }
+    pl_ledger_add_flops(2.0 * N * V);
+    host_done(l, NULL, 0);
+    host_done(sh, NULL, 0);
+    host_done(s, sum, (size_t)N * sizeof *s);
+}
+
+void pl_tp_pick_target(float *out, const float *logits, const int *targets, int v0, int N,
+                       int V)
+{
+    PL_REQUIRE(N > 0 && V > 0, "pl_tp_pick_target: N=%d rows of V=%d", N, V);
+    float *l = to_host_f(logits, (size_t)N * V), *o = to_host_f(out, (size_t)N);
+    int *tg = to_host_i(targets, (size_t)N);
+    for (int n = 0; n < N; n++) {
+        int j = tg[n] - v0;
+        o[n] = j >= 0 && j < V ? l[(size_t)n * V + j] : 0.0f;
+    }
+    host_done(l, NULL, 0);
+    host_done(tg, NULL, 0);
+    host_done(o, out, (size_t)N * sizeof *o);
+}
+
+double pl_tp_xent_mean(const float *shift, const float *sumexp, const float *target_logit,
+                       int N)
+{
+    PL_REQUIRE(N > 0, "pl_tp_xent_mean: N=%d rows", N);
+    float *sh = to_host_f(shift, (size_t)N), *s = to_host_f(sumexp, (size_t)N);
+    float *tl = to_host_f(target_logit, (size_t)N);
+    double acc = 0;
+    for (int n = 0; n < N; n++) acc += log((double)s[n]) + sh[n] - tl[n];
+    host_done(sh, NULL, 0);
+    host_done(s, NULL, 0);
+    host_done(tl, NULL, 0);
+    return acc / N;
+}
+
+void pl_tp_xent_backward(float *dlogits, const float *logits, const float *shift,
+                         const float *sumexp, const int *targets, int v0, float dloss, int N,
+                         int V)
+{
+    PL_REQUIRE(N > 0 && V > 0, "pl_tp_xent_backward: N=%d rows of V=%d", N, V);
+    size_t nv = (size_t)N * V;
+    float *d = to_host_f(dlogits, nv), *l = to_host_f(logits, nv);
+    float *sh = to_host_f(shift, (size_t)N), *s = to_host_f(sumexp, (size_t)N);
+    int *tg = to_host_i(targets, (size_t)N);
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < V; j++) {
+            double p = exp((double)l[(size_t)n * V + j] - sh[n]) / s[n];
+            d[(size_t)n * V + j] += (float)(dloss * (p - (j == tg[n] - v0)));
+        }
+    pl_ledger_add_flops(3.0 * N * V);
+    host_done(l, NULL, 0);
+    host_done(sh, NULL, 0);
+    host_done(s, NULL, 0);
+    host_done(tg, NULL, 0);
+    host_done(d, dlogits, nv * sizeof *d);
 }

@@ -53,6 +53,7 @@ struct pl_tp_tensor {
     size_t full_offset;      /* in the full block (pl_model_part_range's order) */
     size_t shard_offset;     /* in the shard */
     size_t shard_numel;
+    int decay;               /* AdamW weight decay applies (pl_tp_model_tensors only) */
 };
 
 /* A rows x cols block of a full matrix with its first element at (row0, col0). */
@@ -90,6 +91,25 @@ void pl_tp_block_unslice(const struct pl_model_config *c, int t, int r, const fl
  * of the full model's initial values, without ever building the full tensors. */
 void pl_tp_block_init(const struct pl_model_layout *lay, int layer, int t, int r, float *shard);
 
+/* ---- the whole model on one rank of t ----
+ * Every tensor of the dense model in its flat order (model.h), each held as above: a
+ * block's by the table of this header, the token embedding wte and the LM head head.w by
+ * vocabulary rows [r V/t, (r+1) V/t), the position embedding and the final layernorm
+ * replicated. A rank's shard is those blocks one after the other, pl_tp_model_numel
+ * floats: [wte_r, wpe][block 0 shard]...[block L-1 shard][lnf.w, lnf.b, head_r]. */
+
+/* How many tensors the model has: 5 + 12 n_layers. */
+int pl_tp_model_ntensors(const struct pl_model_config *c);
+/* The model's tensors with their split, offsets and decay flag, into out
+ * (pl_tp_model_ntensors of them); returns that count. */
+int pl_tp_model_tensors(const struct pl_model_layout *lay, int t, struct pl_tp_tensor *out);
+size_t pl_tp_model_numel(const struct pl_model_layout *lay, int t);
+/* shard = rank r's blocks of the full flat model (op memory), and its initial values by the
+ * counter RNG (the same as slicing the full model's). */
+void pl_tp_model_slice(const struct pl_model_layout *lay, int t, int r, const float *full,
+                       float *shard);
+void pl_tp_model_init(const struct pl_model_layout *lay, int t, int r, float *shard);
+
 /* ---- what one rank keeps between a TP block's forward and backward ---- */
 
 struct pl_tp_attn_acts {
@@ -126,5 +146,44 @@ double pl_tp_block_act_bytes(const struct pl_model_config *c, int t, int B, int 
 /* y[n, :] += b for each of the N rows (op memory): the bias of a row-parallel linear,
  * added once after its partial sums are reduced. */
 void pl_tp_add_bias(float *y, const float *b, int N, int OC);
+
+/* ---- the vocabulary-parallel embedding and cross-entropy ----
+ * Rank r of t holds rows [r V/t, (r+1) V/t) of the token embedding wte and of the LM head
+ * (both [V, C]); the position embedding is replicated. Its logits [N, V/t] are columns
+ * [r V/t, (r+1) V/t) of the full logits, which never exist on one rank. The per-row pieces
+ * of a cross-entropy split that way are below; each reads and writes op memory (on the GPU
+ * build through host copies: the vocabulary of a lab model is small). */
+
+struct pl_tp_head_acts {
+    int B, T, t;
+    float *logits;       /* [N, V/t] this rank's columns */
+    float *shift;        /* [N] the row's maximum over the whole vocabulary */
+    float *sumexp;       /* [N] sum over the whole vocabulary of exp(logit - shift) */
+    float *target_logit; /* [N] the target's logit */
+};
+
+void pl_tp_head_acts_new(struct pl_tp_head_acts *a, const struct pl_model_config *c, int t,
+                         int B, int T);
+void pl_tp_head_acts_free(struct pl_tp_head_acts *a);
+
+/* max[n] = the largest of logits[n, 0..V). */
+void pl_tp_row_max(float *max, const float *logits, int N, int V);
+/* out[n] = the largest of blocks[k*N + n] over k < nblocks (e.g. gathered row maxima). */
+void pl_tp_max_of_blocks(float *out, const float *blocks, int nblocks, int N);
+/* sum[n] = sum over j < V of exp(logits[n, j] - shift[n]). */
+void pl_tp_row_sumexp(float *sum, const float *logits, const float *shift, int N, int V);
+/* out[n] = logits[n, targets[n] - v0] when v0 <= targets[n] < v0 + V, else 0: the target's
+ * logit on the one rank whose columns hold it. */
+void pl_tp_pick_target(float *out, const float *logits, const int *targets, int v0, int N,
+                       int V);
+/* The mean over n of log(sumexp[n]) + shift[n] - target_logit[n] (in double): the mean
+ * cross-entropy once the three are summed (or maximised) over the vocabulary. */
+double pl_tp_xent_mean(const float *shift, const float *sumexp, const float *target_logit,
+                       int N);
+/* dlogits[n, j] += dloss * (exp(logits[n, j] - shift[n]) / sumexp[n] - [j == targets[n] - v0]):
+ * this rank's columns of softmax minus one-hot. */
+void pl_tp_xent_backward(float *dlogits, const float *logits, const float *shift,
+                         const float *sumexp, const int *targets, int v0, float dloss, int N,
+                         int V);
 
 #endif

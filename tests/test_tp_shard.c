@@ -3,7 +3,8 @@
  * the full tensors the header draws, the counter-RNG initialisation of a shard equals that
  * slice of the full model's bit for bit, the ranks' blocks cover each full tensor, the
  * degree check names what t fails to divide, the activation bytes are what the ledger
- * sees, and the row-broadcast bias adds b to every row. */
+ * sees, the row-broadcast bias adds b to every row, and the vocabulary-parallel
+ * cross-entropy pieces combine into the whole rows' loss and gradient. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,79 @@ static void check_acts_and_bias(void)
     CHECK(!bad, "pl_tp_add_bias: %d elements off", bad);
 }
 
+/* The cross-entropy pieces over t column blocks of random logits, combined as a TP group
+ * would (max of maxima, sums summed), against pl_crossentropy_forward and the fused
+ * softmax + cross-entropy backward on the whole rows. */
+static void check_xent(int t)
+{
+    const int N = 6, V = 40, Vt = V / t;
+    float logits[240], losses[6], probs[240], dl[240] = {0}, mine[240] = {0};
+    int targets[6];
+    pl_rng_fill_normal(logits, (size_t)N * V, 3, 5, 0, 0, 4);
+    for (int n = 0; n < N; n++) targets[n] = (n * 7 + 3) % V;
+    pl_crossentropy_forward(losses, logits, targets, N, V);
+    double want = 0;
+    for (int n = 0; n < N; n++) want += losses[n];
+    want /= N;
+    pl_softmax_forward(probs, logits, N, V);
+    pl_crossentropy_softmax_backward(dl, probs, targets, 1.0f / N, N, V);
+    float cols[240], maxes[6 * 8], shift[6], sum[6] = {0}, tl[6] = {0}, part[6];
+    for (int r = 0; r < t; r++) {
+        struct pl_tp_rect q = {0, (size_t)r * Vt, (size_t)N, (size_t)Vt};
+        pl_tp_copy_rect_out(cols, logits, (size_t)V, &q);
+        pl_tp_row_max(maxes + r * N, cols, N, Vt);
+    }
+    pl_tp_max_of_blocks(shift, maxes, t, N);
+    for (int r = 0; r < t; r++) {
+        struct pl_tp_rect q = {0, (size_t)r * Vt, (size_t)N, (size_t)Vt};
+        pl_tp_copy_rect_out(cols, logits, (size_t)V, &q);
+        pl_tp_row_sumexp(part, cols, shift, N, Vt);
+        for (int n = 0; n < N; n++) sum[n] += part[n];
+        pl_tp_pick_target(part, cols, targets, r * Vt, N, Vt);
+        for (int n = 0; n < N; n++) tl[n] += part[n];
+    }
+    for (int r = 0; r < t; r++) {
+        struct pl_tp_rect q = {0, (size_t)r * Vt, (size_t)N, (size_t)Vt};
+        float d[240] = {0};
+        pl_tp_copy_rect_out(cols, logits, (size_t)V, &q);
+        pl_tp_xent_backward(d, cols, shift, sum, targets, r * Vt, 1.0f / N, N, Vt);
+        pl_tp_copy_rect_in(mine, (size_t)V, d, &q);
+    }
+    double got = pl_tp_xent_mean(shift, sum, tl, N);
+    CHECK(fabs(got - want) <= 1e-6 * fabs(want), "t=%d: loss %.9f, whole rows %.9f", t, got,
+          want);
+    CHECK(pl_rel_l2(mine, dl, (size_t)N * V) < 1e-6, "t=%d: dlogits off by %.2e", t,
+          pl_rel_l2(mine, dl, (size_t)N * V));
+}
+
+/* The whole model: a rank's shard initialised alone is the slice of the full model's
+ * initial values, its first rows are its rows of wte, and it holds the right count. */
+static void check_model(int t)
+{
+    struct pl_model_config c = config();
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &c);
+    size_t C = (size_t)c.d_model, V = (size_t)c.vocab, n = pl_tp_model_numel(&lay, t);
+    size_t want = lay.numel - (V * C) * 2 + 2 * V * C / t - c.n_layers *
+                  (4 * C * C + 3 * C + 2 * C * (size_t)c.d_ff + (size_t)c.d_ff) * (t - 1) / t;
+    CHECK(n == want, "t=%d: model shard of %zu floats, expected %zu", t, n, want);
+    float *full = malloc(lay.numel * sizeof *full);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    pl_model_init_flat(&lay, 0, lay.numel, full);
+    for (int r = 0; r < t; r++) {
+        pl_tp_model_init(&lay, t, r, a);
+        pl_tp_model_slice(&lay, t, r, full, b);
+        CHECK(!memcmp(a, b, n * sizeof *a), "t=%d rank %d: model shard init is not the slice", t,
+              r);
+        CHECK(!memcmp(b, full + (size_t)r * (V / t) * C, (V / t) * C * sizeof *b),
+              "t=%d rank %d: the shard does not start with its rows of wte", t, r);
+    }
+    free(full);
+    free(a);
+    free(b);
+    pl_model_layout_free(&lay);
+}
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
@@ -151,6 +225,8 @@ int main(int argc, char **argv)
     for (int t = 1; t <= 8; t *= 2) check_layout(&c, t);
     check_degrees();
     check_acts_and_bias();
+    for (int t = 1; t <= 8; t *= 2) check_xent(t);
+    for (int t = 1; t <= 8; t *= 2) check_model(t);
     printf("test_tp_shard: %d checks, %d failed\n", checks, failures);
     pl_finalize();
     return failures != 0;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data.h"
 #include "harness.h"
 #include "paralab.h"
 #include "todo.h"
@@ -59,8 +60,8 @@ static const struct {
 
 /* ---- this rank's verdict of each part, gathered to rank 0 by judge() ---- */
 
-enum part { P_CORRECT, P_TRAFFIC, P_PLACEMENT, P_ORDER, NPARTS };
-static const char *PART_NAMES[NPARTS] = {"correct", "traffic", "placement", "order"};
+enum part { P_CORRECT, P_TRAFFIC, P_MEMORY, P_PLACEMENT, P_ORDER, NPARTS };
+static const char *PART_NAMES[NPARTS] = {"correct", "traffic", "memory", "placement", "order"};
 
 struct verdict {
     int ok;
@@ -750,6 +751,249 @@ static void run_sub(struct pl_comm *tp, enum sub s, int i)
            gr_human_bytes(want, a, sizeof a), s == SUB_BLOCK ? "" : "1/2 of ");
 }
 
+/* ---- op vocab: the vocabulary-parallel embedding, head and cross-entropy ---- */
+
+/* n ids in [0, V) drawn from stream name, the same on every rank (op memory). */
+static int *ids(const char *name, int n, int V)
+{
+    int *h = malloc((size_t)n * sizeof *h);
+    for (int i = 0; i < n; i++)
+        h[i] = (int)(pl_rng_u64(base_seed, stream_of(name), (uint64_t)i) % (uint64_t)V);
+    int *d = pl_mem_alloc((size_t)n * sizeof *d, PL_MEM_WORK, PL_DEVICE, name);
+    pl_to_device(d, h, (size_t)n * sizeof *h);
+    free(h);
+    return d;
+}
+
+/* Rows [r V/t, (r+1) V/t) of a [V, C] matrix, copied (op memory). */
+static float *vocab_rows(const float *full, int V, int C, int t, int r)
+{
+    size_t Vt = (size_t)(V / t);
+    struct pl_tp_rect q = {(size_t)r * Vt, 0, Vt, (size_t)C};
+    float *out = op_alloc(Vt * C, "vocab rows");
+    pl_tp_copy_rect_out(out, full, (size_t)C, &q);
+    return out;
+}
+
+struct vocab_full {
+    float *wte, *wpe, *w, *x, *dxe;    /* inputs */
+    int *tokens, *targets;
+    float *xe, *dwte, *dwpe, *dx, *dw; /* the oracle's results */
+    double loss;
+};
+
+/* The single device's embedding and head + mean cross-entropy, from lib's ops. */
+static void vocab_oracle(const struct pl_model_config *c, int B, int T, struct vocab_full *f)
+{
+    const int N = B * T, C = c->d_model, V = c->vocab;
+    f->wte = normal("lab04.wte", (size_t)V * C, 0, 0.5f);
+    f->wpe = normal("lab04.wpe", (size_t)c->seq_len * C, 0, 0.5f);
+    f->w = normal("lab04.head", (size_t)V * C, 0, 0.5f);
+    f->x = normal("lab04.head.x", (size_t)N * C, 0, 1);
+    f->dxe = normal("lab04.embed.dx", (size_t)N * C, 0, 1);
+    f->tokens = ids("lab04.tokens", N, V);
+    f->targets = ids("lab04.targets", N, V);
+    f->xe = op_alloc((size_t)N * C, "xe");
+    f->dwte = op_alloc((size_t)V * C, "dwte");
+    f->dwpe = op_alloc((size_t)c->seq_len * C, "dwpe");
+    f->dx = op_alloc((size_t)N * C, "dx");
+    f->dw = op_alloc((size_t)V * C, "dw");
+    pl_zero(f->dwte, (size_t)V * C);
+    pl_zero(f->dwpe, (size_t)c->seq_len * C);
+    pl_zero(f->dx, (size_t)N * C);
+    pl_zero(f->dw, (size_t)V * C);
+    pl_encoder_forward(f->xe, f->tokens, f->wte, f->wpe, B, T, C, V);
+    pl_encoder_backward(f->dwte, f->dwpe, f->dxe, f->tokens, B, T, C, V);
+    float *logits = op_alloc((size_t)N * V, "logits"), *probs = op_alloc((size_t)N * V, "p");
+    float *losses = op_alloc((size_t)N, "losses"), *dl = op_alloc((size_t)N * V, "dlogits");
+    pl_matmul_forward(logits, f->x, f->w, NULL, N, C, V);
+    pl_crossentropy_forward(losses, logits, f->targets, N, V);
+    f->loss = pl_sum(losses, (size_t)N) / N;
+    pl_softmax_forward(probs, logits, N, V);
+    pl_zero(dl, (size_t)N * V);
+    pl_crossentropy_softmax_backward(dl, probs, f->targets, 1.0f / (float)N, N, V);
+    pl_matmul_backward(f->dx, f->dw, NULL, dl, f->x, f->w, N, C, V);
+    float *p[] = {logits, probs, losses, dl};
+    for (int i = 0; i < 4; i++) pl_mem_free(p[i]);
+}
+
+static void vocab_full_free(struct vocab_full *f)
+{
+    float *p[] = {f->wte, f->wpe, f->w, f->x, f->dxe, f->xe, f->dwte, f->dwpe, f->dx, f->dw};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+    pl_mem_free(f->tokens);
+    pl_mem_free(f->targets);
+}
+
+/* Bytes held at peak beyond what was held before, while the student's head ran. */
+static double peak_since(const struct pl_mem_stats *before)
+{
+    struct pl_mem_stats now;
+    pl_mem_get_stats(&now);
+    return (double)now.peak_total - (double)before->current_total;
+}
+
+static void run_vocab(struct pl_comm *tp, int i)
+{
+    struct pl_model_config c = graded_config();
+    const int t = pl_comm_size(tp), r = pl_comm_rank(tp), B = CASES[i].B, T = CASES[i].T;
+    const int N = B * T, C = c.d_model, V = c.vocab, Vt = V / t;
+    struct vocab_full f;
+    vocab_oracle(&c, B, T, &f);
+    float *wte_r = vocab_rows(f.wte, V, C, t, r), *w_r = vocab_rows(f.w, V, C, t, r);
+    float *gx = op_alloc((size_t)N * C, "your x"), *gdx = op_alloc((size_t)N * C, "your dx");
+    float *dwte_r = op_alloc((size_t)Vt * C, "dwte_r"), *dw_r = op_alloc((size_t)Vt * C, "dw");
+    float *dwpe = op_alloc((size_t)c.seq_len * C, "dwpe"), *hx = op_alloc((size_t)N * C, "x");
+    pl_zero(dwte_r, (size_t)Vt * C);
+    pl_zero(dw_r, (size_t)Vt * C);
+    pl_zero(dwpe, (size_t)c.seq_len * C);
+    pl_copy(hx, f.x, (size_t)N * C);
+    struct pl_tp_head_acts a;
+    pl_tp_head_acts_new(&a, &c, t, B, T);
+    struct pl_ledger mark, d;
+    gr_ledger_mark(&mark);
+    tp_embed_forward(tp, &c, wte_r, f.wpe, f.tokens, B, T, gx);
+    tp_embed_backward(tp, &c, dwte_r, dwpe, f.tokens, B, T, f.dxe);
+    struct pl_mem_stats before;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&before);
+    double loss = tp_head_loss_forward(tp, &c, w_r, &a, hx, f.targets);
+    tp_head_loss_backward(tp, &c, w_r, dw_r, &a, hx, f.targets, gdx);
+    double held = peak_since(&before);
+    gr_ledger_since(&mark, &d);
+
+    float *e_wte = vocab_rows(f.dwte, V, C, t, r), *e_w = vocab_rows(f.dw, V, C, t, r);
+    compare("embedding output x", gx, f.xe, (size_t)N * C, TOL_FWD, "ids outside your slice "
+            "contribute zero rows; g sums the ranks' rows; the position embedding is added "
+            "once, after the sum (section 9)");
+    compare("gradient of your rows of wte", dwte_r, e_wte, (size_t)Vt * C, TOL_BWD, NULL);
+    compare("gradient of wpe (replicated)", dwpe, f.dwpe, (size_t)c.seq_len * C, TOL_BWD, NULL);
+    if (verdicts[cur].ok && gr_rel_err(loss, f.loss) > TOL_FWD)
+        fail("loss %.7f, the single device's %.7f: the row maximum, the sum of exponentials "
+             "and the target's logit must each cover the whole vocabulary (section 10)", loss,
+             f.loss);
+    compare("head input gradient dx", gdx, f.dx, (size_t)N * C, TOL_BWD, "f's backward sums "
+            "the ranks' dlogits_r w_r (section 10)");
+    compare("gradient of your rows of the head", dw_r, e_w, (size_t)Vt * C, TOL_BWD, NULL);
+    say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)", t);
+
+    /* traffic: g of the embedding and f's backward of the head ([N, C] each), the row
+     * maxima gathered (N per rank), and one all-reduce of the 2N sums */
+    cur = P_TRAFFIC;
+    double want = 2.0 * (t - 1) / t * (2.0 * N * C + 2.0 * N) * 4 + (t - 1.0) * N * 4;
+    double got = gr_ledger_total_bytes(&d);
+    char a1[32], a2[32];
+    if (t > 1 && (d.calls[PL_ALL_REDUCE] != 3 || d.calls[PL_ALL_GATHER] != 1 ||
+                  gr_ledger_total_calls(&d) != 4 || fabs(got - want) > 0.5))
+        fail("the embedding and the loss sent %s per rank in %ld all-reduces and %ld "
+             "all-gathers where they need %s in 3 all-reduces ([N, C] forward in the "
+             "embedding, [N, C] backward in the head, 2N for the sums) and 1 all-gather of "
+             "the N row maxima%s", gr_human_bytes(got, a1, sizeof a1),
+             d.calls[PL_ALL_REDUCE], d.calls[PL_ALL_GATHER], gr_human_bytes(want, a2, sizeof a2),
+             pl_ledger_bytes(&d, PL_ALL_GATHER, -1) > (t - 1.0) * N * 4
+                 ? ": gathering logits moves N x V floats; only the row maxima, the sums of "
+                   "exponentials and the target logits need to cross ranks (section 10)"
+                 : "");
+    say_ok(P_TRAFFIC, "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
+           gr_human_bytes(want, a1, sizeof a1), B, T);
+    /* memory: nothing the size of the full logits */
+    cur = P_MEMORY;
+    double full = 4.0 * N * V;
+    if (t > 1 && held >= full)
+        fail("your head and loss held %s at peak beyond their activations: as much as the "
+             "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
+             "keeps its [N, V/t] columns and three numbers per row (section 10)",
+             gr_human_bytes(held, a1, sizeof a1), gr_human_bytes(full, a2, sizeof a2));
+    say_ok(P_MEMORY, "the head held at most %s beyond its activations, below the full logits' "
+           "%s", gr_human_bytes(held, a1, sizeof a1), gr_human_bytes(full, a2, sizeof a2));
+    cur = P_CORRECT;
+    pl_tp_head_acts_free(&a);
+    float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w};
+    for (size_t k = 0; k < sizeof p / sizeof *p; k++) pl_mem_free(p[k]);
+    vocab_full_free(&f);
+}
+
+/* ---- op train: K steps of the whole model against pl_model_step ---- */
+
+#define TRAIN_STEPS 3
+#define TRAIN_B 4
+#define TRAIN_LAYERS 2
+#define CORPUS_TOKENS 8192
+
+static void run_train(struct pl_comm *tp)
+{
+    int t = pl_comm_size(tp), r = pl_comm_rank(tp);
+    struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed + 5), CORPUS_TOKENS);
+    struct gr_train_setup setup;
+    memset(&setup, 0, sizeof setup);
+    setup.cfg = graded_config();
+    setup.cfg.n_layers = TRAIN_LAYERS;
+    setup.opt = pl_adamw_config_default();
+    setup.data = &data;
+    setup.global_B = TRAIN_B;
+    setup.steps = TRAIN_STEPS;
+    setup.data_seed = pl_mix64(base_seed + 11);
+    struct gr_reference ref;
+    gr_reference_run(&ref, &setup);
+    /* every rank of the group trains on the whole batch */
+    struct gr_batch b;
+    gr_batch_new(&b, &setup, 0, 1);
+    double loss[TRAIN_STEPS] = {0};
+    struct tp_gpt *m = tp_gpt_new(&setup.cfg, &setup.opt, tp);
+    for (int s = 0; m && s < TRAIN_STEPS && !pl_todo_what(); s++) {
+        gr_batch_load(&b, s);
+        loss[s] = tp_gpt_step(m, b.tokens, b.targets, b.B);
+    }
+    double err = 0;
+    int bad = m ? gr_check_losses(loss, ref.loss, TRAIN_STEPS, &err) : 0;
+    if (!m && !pl_todo_what()) fail("tp_gpt_new returned NULL (section 11)");
+    else if (bad >= 0 && m)
+        fail("the loss of step %d is %.7f where the single device's is %.7f (relative error "
+             "%.1e, tolerance %.0e)%s", bad + 1, loss[bad], ref.loss[bad], err, GR_TOL_LOSS,
+             bad > 0 ? ": the first steps agree, so the forward is right; look at the "
+                       "gradient clipping (replicated tensors count once in the global norm) "
+                       "and AdamW's weight decay per tensor (section 11)"
+                     : "");
+    if (m && verdicts[cur].ok) {
+        /* every tensor's shard against the slice of the reference's final weights */
+        float *want = op_alloc(m->numel, "expected shard");
+        float *full = op_alloc(ref.numel, "reference params");
+        pl_to_device(full, ref.params, ref.numel * sizeof(float));
+        pl_tp_model_slice(&ref.layout, t, r, full, want);
+        float *h = host_copy(want, m->numel), *g = host_copy(m->params, m->numel);
+        double all = 0;
+        for (size_t k = 0; k < m->numel; k++) all += (double)h[k] * h[k];
+        double rms = sqrt(all / (double)m->numel);
+        for (int i = 0; i < m->ntensors && verdicts[cur].ok; i++) {
+            const struct pl_tp_tensor *d = &m->tensors[i];
+            /* as gr_check_params: a tensor that started at zero (a bias) is measured against
+             * the whole shard's RMS, so that rounding alone never fails it */
+            double e = 0, nr = 0;
+            for (size_t k = d->shard_offset; k < d->shard_offset + d->shard_numel; k++) {
+                e += ((double)g[k] - h[k]) * ((double)g[k] - h[k]);
+                nr += (double)h[k] * h[k];
+            }
+            double rel = sqrt(e) / fmax(sqrt(nr), rms * sqrt((double)d->shard_numel));
+            if (!(rel <= GR_TOL_PARAMS))
+                fail("your shard of %s after %d steps: relative L2 error %.2e (tolerance %.0e)%s",
+                     d->name, TRAIN_STEPS, rel, GR_TOL_PARAMS,
+                     d->split == PL_TP_REPLICATED ? ": a replicated tensor, updated the same "
+                                                    "on every rank" : "");
+        }
+        free(h);
+        free(g);
+        pl_mem_free(want);
+        pl_mem_free(full);
+    }
+    say_ok(P_CORRECT, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
+           "weights match the single device (last loss %.5f)", TRAIN_STEPS, TRAIN_LAYERS, t,
+           ref.loss[TRAIN_STEPS - 1]);
+    tp_gpt_free(m);
+    gr_batch_free(&b);
+    gr_reference_free(&ref);
+    pl_tokens_free(&data);
+}
+
 /* ---- op placement: 2 nodes x 4 ranks, tp = 4 ---- */
 
 /* The ranks of this rank's TP group, in world ranks, as "{0,1,2,3}". */
@@ -949,12 +1193,14 @@ static void bench(const struct gr_args *args)
 
 /* ---- the lab's part of the harness ---- */
 
-enum kind { K_CONJ, K_LINEAR, K_MLP, K_ATTN, K_BLOCK, K_PLACE };
+enum kind { K_CONJ, K_LINEAR, K_MLP, K_ATTN, K_BLOCK, K_VOCAB, K_TRAIN, K_PLACE };
 
-static const char *KIND_OPS[] = {"conjugates", "linear", "mlp", "attention", "block",
-                                 "placement"};
-static const char *KIND_SUBJECTS[] = {"f and g", "the parallel linears", "the TP MLP",
-                                      "the TP attention", "the TP block", "the TP block"};
+static const char *KIND_OPS[] = {"conjugates", "linear", "mlp",   "attention",
+                                 "block",      "vocab",  "train", "placement"};
+static const char *KIND_SUBJECTS[] = {"f and g",          "the parallel linears",
+                                      "the TP MLP",       "the TP attention",
+                                      "the TP block",     "the vocabulary-parallel loss",
+                                      "TP training",      "the TP block"};
 
 static enum kind the_kind;
 
@@ -1001,12 +1247,15 @@ static const char *subject(void *st)
 
 static int count_cases(void *st)
 {
-    return the_kind == K_CONJ ? 1 : the_kind == K_PLACE ? 2 : NCASES;
+    return the_kind == K_CONJ || the_kind == K_TRAIN ? 1 : the_kind == K_PLACE ? 2 : NCASES;
 }
 
 static void describe(void *st, int i, char *buf, size_t len)
 {
     if (the_kind == K_CONJ) snprintf(buf, len, "f and g on 1000 floats, t=%d", pl_size());
+    else if (the_kind == K_TRAIN)
+        snprintf(buf, len, "%d AdamW steps of a %d-block GPT on %d sequences, t=%d",
+                 TRAIN_STEPS, TRAIN_LAYERS, TRAIN_B, pl_size());
     else if (the_kind == K_PLACE)
         snprintf(buf, len, "TP block, tp=%d on %d nodes x %d ranks, order %s", PLACE_TP,
                  PLACE_NODES, PLACE_PER_NODE, i == 0 ? "tp-dp" : "dp-tp");
@@ -1038,6 +1287,8 @@ static void run(void *st, int i)
     if (!tp) return;
     if (the_kind == K_CONJ) run_conjugates(tp);
     else if (the_kind == K_LINEAR) run_linear(tp, i);
+    else if (the_kind == K_VOCAB) run_vocab(tp, i);
+    else if (the_kind == K_TRAIN) run_train(tp);
     else run_sub(tp, (enum sub)(the_kind - K_MLP), i);
     pl_comm_free(tp);
 }
@@ -1046,7 +1297,8 @@ static int judge(void *st, int i, const char *part)
 {
     for (int p = 0; p < NPARTS; p++)
         if (!strcmp(part, PART_NAMES[p])) return gather_verdict((enum part)p, i == count_cases(st) - 1);
-    pl_usage_error_all("--parts %s: Lab 4 judges correct, traffic, placement and order", part);
+    pl_usage_error_all("--parts %s: Lab 4 judges correct, traffic, memory, placement and order",
+                       part);
 }
 
 const struct gr_driver gr_lab_driver = {

@@ -1,16 +1,18 @@
 /* plan.c: the descriptor and test plan of Lab 4 (tensor parallelism), read by the grader.
  *
  * On t = 1, 2 and 4 ranks (one TP group of the world; t = 1 is a sanity run worth no
- * points): f and g exact (3 points each t), the column- and row-parallel linears (4), the
- * TP MLP and the TP attention (6 each) and the whole block (10) against the single-device
- * model, every shard's gradient against its block of the full gradient; on 2 ranks and
- * more the all-reduces of each pass from the traffic ledger (2, 2, 3, 3, 3 points: count,
- * and bytes = the ring volume, for the block 8bsh(t-1)/t x 4 bytes). On 8 ranks of a
- * virtual 2 nodes x 4 cluster with tp = 4: the block correct under the default order
- * (4 points), every TP byte on intra-node links (8), and under order dp-tp the code still
- * right and the placement violation reported with its modelled cost (4). 100 points in
- * all. The hidden suite repeats the MLP, attention and block on 2 and 4 ranks and the
- * block on 8 (t = 8 splits the 8 heads one per rank) with the secret seed. */
+ * points), against the single-device model with every shard compared to its block of the
+ * full tensor: f and g exact (2 points each t), the column- and row-parallel linears (3),
+ * the TP MLP and the TP attention (4 each), the whole block (8), the vocabulary-parallel
+ * embedding and cross-entropy (4), K AdamW steps of the whole model, losses and weights
+ * (7). On 2 ranks and more the communication of each from the traffic ledger (1, 1, 2, 2,
+ * 2, 1 points: the collectives of each pass and their bytes, for the block 8bsh(t-1)/t x
+ * 4), and for the loss no buffer the size of the full logits (1). On 8 ranks of a virtual
+ * 2 nodes x 4 cluster with tp = 4: the block correct under the default order (4), every TP
+ * byte on intra-node links (8), and under order dp-tp the code still right and the
+ * placement violation reported with its modelled cost (4). 100 points in all. The hidden
+ * suite repeats the MLP, attention, block, loss and training on 2, 4 and 8 ranks (t = 8:
+ * one head per rank) with the secret seed. */
 #include <stdio.h>
 
 #include "grade.h"
@@ -18,13 +20,15 @@
 static const struct {
     const char *title;
     const char *op;
-    double correct, traffic;
+    double correct, traffic, memory; /* points per rank count; memory 0: not judged */
 } LAB04_OPS[] = {
-    {"f and g conjugates", "conjugates", 3, 2},
-    {"column- and row-parallel linear", "linear", 4, 2},
-    {"TP MLP", "mlp", 6, 3},
-    {"TP attention (heads split)", "attention", 6, 3},
-    {"TP block", "block", 10, 3},
+    {"f and g conjugates", "conjugates", 2, 1, 0},
+    {"column- and row-parallel linear", "linear", 3, 1, 0},
+    {"TP MLP", "mlp", 4, 2, 0},
+    {"TP attention (heads split)", "attention", 4, 2, 0},
+    {"TP block", "block", 8, 2, 0},
+    {"vocab-parallel embedding and cross-entropy", "vocab", 4, 1, 1},
+    {"TP training, K AdamW steps", "train", 7, 0, 0},
 };
 
 #define LAB04_TIMEOUT 90
@@ -46,10 +50,15 @@ static void lab04_op_tests(int k, const int *nps, int hidden)
         gr_add(&(struct gr_spec){name, LAB04_OPS[k].op, "check", "correct", "correctness", np,
                                  np == 1 ? 0 : hidden ? 1 : LAB04_OPS[k].correct,
                                  LAB04_TIMEOUT, hidden, NULL});
-        if (np >= 2 && !hidden) {
+        if (np >= 2 && !hidden && LAB04_OPS[k].traffic > 0) {
             snprintf(name, sizeof name, "%s traffic [np=%d]", LAB04_OPS[k].title, np);
             gr_add(&(struct gr_spec){name, LAB04_OPS[k].op, "check", "traffic", "performance",
                                      np, LAB04_OPS[k].traffic, LAB04_TIMEOUT, 0, NULL});
+        }
+        if (np >= 2 && !hidden && LAB04_OPS[k].memory > 0) {
+            snprintf(name, sizeof name, "%s memory [np=%d]", LAB04_OPS[k].title, np);
+            gr_add(&(struct gr_spec){name, LAB04_OPS[k].op, "check", "memory", "memory", np,
+                                     LAB04_OPS[k].memory, LAB04_TIMEOUT, 0, NULL});
         }
     }
 }

@@ -1,7 +1,7 @@
 /* tp.c: Lab 4, your tensor parallelism (Megatron-LM style).
  *
  * Read docs/labs/04-tensor-parallel.md first: section 1 shows why a block splits the way
- * tp.h describes, section 2 the group, and sections 3 to 7 each function below, in this
+ * tp.h describes, section 2 the group, and sections 3 to 11 each function below, in this
  * order. Its Hints appendix turns each step into a handful of pl_ calls. Replace each
  * lab_todo() call with your code. Grade your work with
  *     make grade LAB=04                       every test of this lab
@@ -117,4 +117,52 @@ void tp_block_backward(struct pl_comm *tp, const struct pl_model_config *c,
                        const struct pl_tp_block_acts *a, float *dy, float *dx)
 {
     lab_todo("tp_block_backward", "7");
+}
+
+/* Section 9: the vocabulary-parallel embedding. */
+void tp_embed_forward(struct pl_comm *tp, const struct pl_model_config *c, const float *wte_r,
+                      const float *wpe, const int *tokens, int B, int T, float *x)
+{
+    lab_todo("tp_embed_forward", "9");
+}
+
+void tp_embed_backward(struct pl_comm *tp, const struct pl_model_config *c, float *dwte_r,
+                       float *dwpe, const int *tokens, int B, int T, const float *dx)
+{
+    lab_todo("tp_embed_backward", "9");
+}
+
+/* Section 10: the vocabulary-parallel head and cross-entropy. */
+double tp_head_loss_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                            const float *w_r, struct pl_tp_head_acts *a, float *x,
+                            const int *targets)
+{
+    lab_todo("tp_head_loss_forward", "10");
+    return 0;
+}
+
+void tp_head_loss_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                           const float *w_r, float *dw_r, const struct pl_tp_head_acts *a,
+                           const float *x, const int *targets, float *dx)
+{
+    lab_todo("tp_head_loss_backward", "10");
+}
+
+/* Section 11: training the whole model. */
+struct tp_gpt *tp_gpt_new(const struct pl_model_config *cfg, const struct pl_adamw_config *opt,
+                          struct pl_comm *tp)
+{
+    lab_todo("tp_gpt_new", "11");
+    return NULL;
+}
+
+void tp_gpt_free(struct tp_gpt *m)
+{
+    lab_todo("tp_gpt_free", "11");
+}
+
+double tp_gpt_step(struct tp_gpt *m, const int *tokens, const int *targets, int B)
+{
+    lab_todo("tp_gpt_step", "11");
+    return 0;
 }

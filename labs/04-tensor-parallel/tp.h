@@ -102,4 +102,53 @@ void tp_block_backward(struct pl_comm *tp, const struct pl_model_config *c,
                        const struct pl_block_params *p, const struct pl_block_params *g,
                        const struct pl_tp_block_acts *a, float *dy, float *dx);
 
+/* ---- the vocabulary-parallel embedding and loss (sections 9 and 10) ----
+ * Rank r of t holds rows [r V/t, (r+1) V/t) of the token embedding and of the LM head, the
+ * ids v0 = r V/t .. v0 + V/t - 1; the position embedding is replicated. tokens and targets
+ * are op memory [B*T] (ints). */
+
+/* x [N, C] = wte[tokens] + wpe[position] on every rank. wte_r [V/t, C], wpe [seq_len, C]. */
+void tp_embed_forward(struct pl_comm *tp, const struct pl_model_config *c, const float *wte_r,
+                      const float *wpe, const int *tokens, int B, int T, float *x);
+/* dwte_r [V/t, C] and dwpe [seq_len, C] accumulate; dx [N, C] is the same on every rank. */
+void tp_embed_backward(struct pl_comm *tp, const struct pl_model_config *c, float *dwte_r,
+                       float *dwpe, const int *tokens, int B, int T, const float *dx);
+
+/* The LM head as a column-parallel linear (no bias) and the mean cross-entropy of its
+ * logits against targets, without the full [N, V] logits on any rank. x [N, C] replicated
+ * (the final layernorm's output; f acts on it in place), w_r [V/t, C]. Returns the loss,
+ * the same on every rank; a (pl_tp_head_acts_new) keeps what the backward needs. */
+double tp_head_loss_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                            const float *w_r, struct pl_tp_head_acts *a, float *x,
+                            const int *targets);
+/* dx [N, C] = d(loss)/dx (written, the same on every rank); dw_r accumulates. */
+void tp_head_loss_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                           const float *w_r, float *dw_r, const struct pl_tp_head_acts *a,
+                           const float *x, const int *targets, float *dx);
+
+/* ---- training the whole model (section 11) ----
+ * One rank of a TP group trains its shard of the kit's dense GPT (no dropout): the same
+ * losses and, slice by slice, the same weights as pl_model_step on one device, with
+ * gradient clipping by the global norm and AdamW. */
+struct tp_gpt {
+    struct pl_model_config cfg;
+    struct pl_adamw_config opt;
+    struct pl_comm *tp;             /* the TP group (not freed by tp_gpt_free) */
+    struct pl_model_layout lay;     /* the full model's layout (names, decay flags) */
+    int ntensors;
+    struct pl_tp_tensor *tensors;   /* pl_tp_model_tensors: where each tensor's shard lies */
+    size_t numel;                   /* pl_tp_model_numel */
+    float *params, *grads, *m, *v;  /* this rank's shard, each through pl_mem_alloc in its
+                                       category (PL_MEM_PARAMS, _GRADS, _OPTIM), PL_DEVICE */
+    int step;                       /* AdamW steps taken */
+};
+
+/* Fills every field above; params initialised with pl_tp_model_init, the rest zero. */
+struct tp_gpt *tp_gpt_new(const struct pl_model_config *cfg, const struct pl_adamw_config *opt,
+                          struct pl_comm *tp);
+void tp_gpt_free(struct tp_gpt *m);
+/* One step on B sequences of cfg.seq_len tokens (op memory, the same on every rank of the
+ * group): zero the gradients, forward, backward, clip, AdamW. Returns the loss. */
+double tp_gpt_step(struct tp_gpt *m, const int *tokens, const int *targets, int B);
+
 #endif
