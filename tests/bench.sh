@@ -92,3 +92,16 @@ case "${LAB:-04}" in
     fi
     ;;
 esac
+
+# Lab 5: the student's SP block (labs/, or solutions/ with SOLUTIONS=1) on 4 ranks: activation
+# bytes per rank kept between forward and backward for t = 1, 2, 4, beside no TP and Lab 4's
+# TP (all from the memory ledger), the kit's TP+SP formula and Korthikanti et al.'s 16-bit
+# ones. Selected by LAB=05 (or no LAB at all).
+case "${LAB:-05}" in
+05* | 5 | *sequence*)
+    section "Lab 5 sequence parallelism, activation memory: $label"
+    if lab_driver 05-sequence-parallel; then
+        OPENBLAS_NUM_THREADS=1 launch -np 4 -- "$d" --mode bench --label "$label"
+    fi
+    ;;
+esac

@@ -5,12 +5,15 @@
  * activations (lib/sp_shard.h), runs the student's SP block (sp.h), and is compared with
  * its rows of the output and input gradient and its block of every gradient. The
  * collectives of each pass come from the traffic ledger, the bytes kept between forward
- * and backward from the memory ledger. Each rank records its verdict of every part while a
- * case runs; judge() gathers them to rank 0.
+ * and backward from the memory ledger. A training op runs K AdamW steps of a 2-block model
+ * with dropout (the grader's embedding and head around the student's blocks) against
+ * pl_model_step. Each rank records its verdict of every part while a case runs; judge()
+ * gathers them to rank 0.
  *
- *   driver --op conjugates|block --mode check [--parts correct,replicas,traffic,memory]
+ *   driver --op conjugates|block|train --mode check [--parts correct,replicas,traffic,memory]
  *          [--seed S] [--seq T]                         t = the world size
- *   driver --mode bench [--seq T]                       activation bytes per rank vs t */
+ *   driver --mode bench [--seq T] [--plots-dir DIR]     activation bytes per rank vs t (4
+ *                                                       ranks), and the handout's figures */
 #include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
