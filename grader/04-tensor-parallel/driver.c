@@ -27,6 +27,7 @@
 #include "tp.h"
 #include "tp_shard.h"
 #include "train.h"
+#include "units.h"
 
 #define TOL_FWD 1e-5 /* DESIGN.md: relative L2 per tensor, fp32 forward */
 #define TOL_BWD GR_TOL_GRADS
@@ -325,7 +326,7 @@ static void judge_pass_traffic(const char *pass, const struct pass_traffic *tr, 
     if (tr->other_calls || tr->other_bytes > 0)
         fail("the %s made %ld operations other than all-reduce (%s): tensor parallelism "
              "needs only the all-reduces of f and g", pass, tr->other_calls,
-             gr_human_bytes(tr->other_bytes, a, sizeof a));
+             pl_format_bytes(tr->other_bytes, a, sizeof a));
     else if (tr->ar_calls != calls)
         fail("the %s made %ld all-reduce%s on the TP group where it needs %ld (%s)%s", pass,
              tr->ar_calls, tr->ar_calls == 1 ? "" : "s", calls, where,
@@ -337,8 +338,8 @@ static void judge_pass_traffic(const char *pass, const struct pass_traffic *tr, 
     else if (fabs(tr->ar_bytes - want) > 0.5)
         fail("the %s sent %s per rank where %ld all-reduce%s of %.0f floats on %d ranks send "
              "%s (2(t-1)/t of each buffer): reduce exactly the [N, C] activation", pass,
-             gr_human_bytes(tr->ar_bytes, a, sizeof a), calls, calls == 1 ? "" : "s", count,
-             t, gr_human_bytes(want, b, sizeof b));
+             pl_format_bytes(tr->ar_bytes, a, sizeof a), calls, calls == 1 ? "" : "s", count,
+             t, pl_format_bytes(want, b, sizeof b));
 }
 
 /* ---- op conjugates: f and g on integer-valued data, exact ---- */
@@ -748,7 +749,7 @@ static void run_sub(struct pl_comm *tp, enum sub s, int i)
     say_ok(P_TRAFFIC, "%d all-reduce%s forward and %d backward per pass on the TP group; the "
            "last case (b=%d, s=%d, h=64) sent %s per rank = %s8bsh(t-1)/t x 4 bytes",
            SUBS[s].ars, SUBS[s].ars == 1 ? "" : "s", SUBS[s].ars, B, T,
-           gr_human_bytes(want, a, sizeof a), s == SUB_BLOCK ? "" : "1/2 of ");
+           pl_format_bytes(want, a, sizeof a), s == SUB_BLOCK ? "" : "1/2 of ");
 }
 
 /* ---- op vocab: the vocabulary-parallel embedding, head and cross-entropy ---- */
@@ -888,14 +889,14 @@ static void run_vocab(struct pl_comm *tp, int i)
         fail("the embedding and the loss sent %s per rank in %ld all-reduces and %ld "
              "all-gathers where they need %s in 3 all-reduces ([N, C] forward in the "
              "embedding, [N, C] backward in the head, 2N for the sums) and 1 all-gather of "
-             "the N row maxima%s", gr_human_bytes(got, a1, sizeof a1),
-             d.calls[PL_ALL_REDUCE], d.calls[PL_ALL_GATHER], gr_human_bytes(want, a2, sizeof a2),
+             "the N row maxima%s", pl_format_bytes(got, a1, sizeof a1),
+             d.calls[PL_ALL_REDUCE], d.calls[PL_ALL_GATHER], pl_format_bytes(want, a2, sizeof a2),
              pl_ledger_bytes(&d, PL_ALL_GATHER, -1) > (t - 1.0) * N * 4
                  ? ": gathering logits moves N x V floats; only the row maxima, the sums of "
                    "exponentials and the target logits need to cross ranks (section 10)"
                  : "");
     say_ok(P_TRAFFIC, "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
-           gr_human_bytes(want, a1, sizeof a1), B, T);
+           pl_format_bytes(want, a1, sizeof a1), B, T);
     /* memory: nothing the size of the full logits */
     cur = P_MEMORY;
     double full = 4.0 * N * V;
@@ -903,9 +904,9 @@ static void run_vocab(struct pl_comm *tp, int i)
         fail("your head and loss held %s at peak beyond their activations: as much as the "
              "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
              "keeps its [N, V/t] columns and three numbers per row (section 10)",
-             gr_human_bytes(held, a1, sizeof a1), gr_human_bytes(full, a2, sizeof a2));
+             pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
     say_ok(P_MEMORY, "the head held at most %s beyond its activations, below the full logits' "
-           "%s", gr_human_bytes(held, a1, sizeof a1), gr_human_bytes(full, a2, sizeof a2));
+           "%s", pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
     cur = P_CORRECT;
     pl_tp_head_acts_free(&a);
     float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w};
@@ -919,6 +920,57 @@ static void run_vocab(struct pl_comm *tp, int i)
 #define TRAIN_B 4
 #define TRAIN_LAYERS 2
 #define CORPUS_TOKENS 8192
+
+/* Per category, bytes held at peak during training beyond what was held before. */
+static double grown(const struct pl_mem_stats *before, const struct pl_mem_stats *after,
+                    enum pl_mem_cat cat)
+{
+    return (double)after->peak[cat] - (double)before->current[cat];
+}
+
+/* Parameters, gradients and AdamW's moments per rank: the split tensors' 1/t plus the
+ * replicated ones whole, from the shapes; activations within the kit's TP formula for the
+ * blocks, the head's [N, V/t] logits and four [N, C] buffers of the step's own. */
+static void judge_train_memory(const struct pl_model_config *c, int t, int B,
+                               const struct pl_mem_stats *before, const struct pl_mem_stats *after)
+{
+    cur = P_MEMORY;
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, c);
+    const double C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layers;
+    const double N = (double)B * c->seq_len;
+    double split = 2 * V * C + L * (4 * C * C + 3 * C + 2 * F * C + F);
+    double want = 4.0 * ((double)lay.numel - split + split / t);
+    pl_model_layout_free(&lay);
+    const struct {
+        enum pl_mem_cat cat;
+        double bound;
+        const char *what;
+    } K[] = {{PL_MEM_PARAMS, want, "parameters"},
+             {PL_MEM_GRADS, want, "gradients"},
+             {PL_MEM_OPTIM, 2 * want, "AdamW moments"}};
+    char a[32], b[32];
+    for (int k = 0; k < 3; k++) {
+        double got = grown(before, after, K[k].cat);
+        if (got > K[k].bound * 1.001)
+            fail("%s held %s at peak where a rank's shard needs %s: the split tensors' 1/t "
+                 "(t=%d) plus the replicated layernorms, position embedding and biases whole",
+                 K[k].what, pl_format_bytes(got, a, sizeof a),
+                 pl_format_bytes(K[k].bound, b, sizeof b), t);
+    }
+    double act = L * pl_tp_block_act_bytes(c, t, B, c->seq_len) + 4 * N * (V / t + 3) +
+                 4 * 4 * N * C;
+    double got = grown(before, after, PL_MEM_ACTIV);
+    if (got > act)
+        fail("activations held %s at peak, more than the kit's TP formula allows (%s: the "
+             "blocks' split activations, the head's [N, V/t] logits, four [N, C] buffers)",
+             pl_format_bytes(got, a, sizeof a), pl_format_bytes(act, b, sizeof b));
+    say_ok(P_MEMORY, "per rank: %s of parameters (as many of gradients, twice of AdamW "
+           "moments) for t=%d, from the shapes; activations %s at peak within %s",
+           pl_format_bytes(want, a, sizeof a), t, pl_format_bytes(got, b, sizeof b),
+           pl_format_bytes(act, (char[32]){0}, 32));
+    cur = P_CORRECT;
+}
 
 static void run_train(struct pl_comm *tp)
 {
@@ -939,11 +991,15 @@ static void run_train(struct pl_comm *tp)
     struct gr_batch b;
     gr_batch_new(&b, &setup, 0, 1);
     double loss[TRAIN_STEPS] = {0};
+    struct pl_mem_stats before, after;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&before);
     struct tp_gpt *m = tp_gpt_new(&setup.cfg, &setup.opt, tp);
     for (int s = 0; m && s < TRAIN_STEPS && !pl_todo_what(); s++) {
         gr_batch_load(&b, s);
         loss[s] = tp_gpt_step(m, b.tokens, b.targets, b.B);
     }
+    pl_mem_get_stats(&after);
     double err = 0;
     int bad = m ? gr_check_losses(loss, ref.loss, TRAIN_STEPS, &err) : 0;
     if (!m && !pl_todo_what()) fail("tp_gpt_new returned NULL (section 11)");
@@ -985,6 +1041,7 @@ static void run_train(struct pl_comm *tp)
         pl_mem_free(want);
         pl_mem_free(full);
     }
+    judge_train_memory(&setup.cfg, t, b.B, &before, &after);
     say_ok(P_CORRECT, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
            "weights match the single device (last loss %.5f)", TRAIN_STEPS, TRAIN_LAYERS, t,
            ref.loss[TRAIN_STEPS - 1]);
@@ -1072,8 +1129,8 @@ static void run_placement(int i)
                  "dgx-h100 this block takes %.2f us where inside a node it takes %.2f us "
                  "(%.1fx). With tp leftmost in the order the grid puts a TP group on "
                  "consecutive ranks, one node: build the group from the grid's tp axis "
-                 "(section 2)", mem, gr_human_bytes(mine, a, sizeof a),
-                 gr_human_bytes(pl_ledger_bytes(&d, -1, -1), b, sizeof b), run * 1e6,
+                 "(section 2)", mem, pl_format_bytes(mine, a, sizeof a),
+                 pl_format_bytes(pl_ledger_bytes(&d, -1, -1), b, sizeof b), run * 1e6,
                  inside * 1e6, run / inside);
         say_ok(P_PLACEMENT, "every TP group of order tp-dp lies inside a node: all of its "
                "all-reduce bytes on intra-node links; modelled on dgx-h100 %.2f us per block "
@@ -1087,7 +1144,7 @@ static void run_placement(int i)
                "crosses nodes, up to %s per rank inter-node; modelled on dgx-h100 %.2f us per "
                "block forward+backward vs %.2f us inside a node (%.1fx slower). Your code gave "
                "the right numbers under this order too", mem,
-               gr_human_bytes(inter, a, sizeof a), run * 1e6, inside * 1e6, run / inside);
+               pl_format_bytes(inter, a, sizeof a), run * 1e6, inside * 1e6, run / inside);
     }
     cur = P_CORRECT;
     pl_comm_free(tp);
@@ -1095,7 +1152,8 @@ static void run_placement(int i)
 
 /* ---- bench: the modelled cost of one block per TP degree and order ---- */
 
-static void bench_row(int t, const char *order)
+/* One row of the table; returns the slowest rank's modelled time (s), -1 when no row. */
+static double bench_row(int t, const char *order)
 {
     struct pl_grid grid;
     char deg[32];
@@ -1105,7 +1163,7 @@ static void bench_row(int t, const char *order)
     struct pl_comm *tp = tp_group(&grid, pl_comm_world());
     if (gr_todo_any() || !tp) {
         pl_print0("%-8s %4d   tp_group is still a stub: no row\n", order, t);
-        return;
+        return -1;
     }
     struct sub_run run;
     run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
@@ -1121,6 +1179,7 @@ static void bench_row(int t, const char *order)
               v[1] * 1e6, all_ok ? "yes" : "NO");
     verdicts_reset();
     pl_comm_free(tp);
+    return v[0];
 }
 
 /* The tiny graded block is latency-bound; a GPT-3 sized block shows what TP buys and what
@@ -1132,6 +1191,7 @@ static void big_block_table(void)
     const struct pl_profile *p = pl_profile_find("dgx-h100");
     const double b = 1, sq = 2048, h = 12288, S = 2 * b * sq * h;
     const double flops = 72 * b * sq * h * h * (1 + sq / (6 * h));
+    double two = 0;
     pl_print0("#\n# one GPT-3 175B block (b=1, s=2048, h=12288, bf16) forward and backward on "
               "dgx-h100, modelled serially:\n# compute/t + 4 ring all-reduces of bsh values\n");
     pl_print0("# %4s %14s %16s %16s %12s\n", "tp", "compute (ms)", "TP in node (ms)",
@@ -1144,6 +1204,11 @@ static void big_block_table(void)
                                       p->bw[PL_LINK_INTER]);
         pl_print0("  %4d %14.3f %16.3f %16.3f %12.2f\n", t, comp * 1e3, (comp + in) * 1e3,
                   (comp + out) * 1e3, (comp + out) / (comp + in));
+        if (t == 8)
+            pl_print0("# handout: a GPT-3 175B block on tp = 8 takes %.3f ms inside a node and "
+                      "%.3f ms across nodes (%.2fx), where tp = 2 inside a node takes %.3f ms\n",
+                      (comp + in) * 1e3, (comp + out) * 1e3, (comp + out) / (comp + in), two);
+        if (t == 2) two = (comp + in) * 1e3;
     }
 }
 
@@ -1168,8 +1233,12 @@ static void bench(const struct gr_args *args)
                       topo->per_node);
             continue;
         }
-        bench_row(t, "tp-dp");
-        if (t > 1) bench_row(t, "dp-tp");
+        double in = bench_row(t, "tp-dp");
+        double across = t > 1 ? bench_row(t, "dp-tp") : -1;
+        if (t == PLACE_TP && in > 0 && across > 0)
+            pl_print0("# handout: with tp = %d across nodes the graded block's modelled time on "
+                      "dgx-h100 grows from %.2f us to %.2f us (%.1fx)\n", t, in * 1e6,
+                      across * 1e6, across / in);
     }
     big_block_table();
     pl_print0("#\n# activation bytes per rank of one TP block (fp32, the ledger's PL_MEM_ACTIV "
@@ -1188,6 +1257,8 @@ static void bench(const struct gr_args *args)
         double korth = s * b * h * (10 + 24.0 / t + 5 * as * s / (h * t));
         pl_print0("  %4d %14.0f %14.0f %16.0f\n", t, measured,
                   pl_tp_block_act_bytes(&c, t, CASES[0].B, CASES[0].T), korth);
+        pl_print0("# handout: t = %d: %.0f bytes measured, %.0f by Korthikanti's formula\n", t,
+                  measured, korth);
     }
 }
 

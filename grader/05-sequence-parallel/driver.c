@@ -325,7 +325,7 @@ static void run_conjugates(struct pl_comm *tp)
                  "rank and sends 2(t-1)/t of the buffer where a reduce-scatter sends (t-1)/t "
                  "and leaves each rank only its tokens, which is all it keeps (section 3)",
                  names[k], tr[k].ar, tr[k].ar == 1 ? "" : "s",
-                 gr_human_bytes(tr[k].ar_bytes, a, sizeof a));
+                 pl_format_bytes(tr[k].ar_bytes, a, sizeof a));
         else if (tr[k].other || tr[k].ag != want_ag || tr[k].rs != want_rs)
             fail("%s made %ld all-gather%s, %ld reduce-scatter%s and %ld other operation%s "
                  "where it needs exactly one %s (section 3)", names[k], tr[k].ag,
@@ -333,8 +333,8 @@ static void run_conjugates(struct pl_comm *tp)
                  tr[k].other == 1 ? "" : "s", gathers ? "all-gather" : "reduce-scatter");
         else if (fabs(tr[k].ag_bytes + tr[k].rs_bytes - want) > 0.5)
             fail("%s sent %s per rank where one %s of the full [B*T, C] sends %s ((t-1)/t of "
-                 "it)", names[k], gr_human_bytes(tr[k].ag_bytes + tr[k].rs_bytes, a, sizeof a),
-                 gathers ? "all-gather" : "reduce-scatter", gr_human_bytes(want, b, sizeof b));
+                 "it)", names[k], pl_format_bytes(tr[k].ag_bytes + tr[k].rs_bytes, a, sizeof a),
+                 gathers ? "all-gather" : "reduce-scatter", pl_format_bytes(want, b, sizeof b));
     }
     cur = P_CORRECT;
     say_ok(P_TRAFFIC, "one all-gather in sp_gather_forward and sp_scatter_backward, one "
@@ -524,7 +524,7 @@ static void judge_block_traffic(const struct block_run *run, int t, double NC, i
              "activation lives split along the sequence (section 3)",
              f->ar ? "forward" : "backward", f->ar ? f->ar : k->ar,
              (f->ar ? f->ar : k->ar) == 1 ? "" : "s",
-             gr_human_bytes(f->ar ? f->ar_bytes : k->ar_bytes, a, sizeof a));
+             pl_format_bytes(f->ar ? f->ar_bytes : k->ar_bytes, a, sizeof a));
     else if (f->ag != 2 || f->rs != 2 || f->other)
         fail("the forward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
              "where a block needs 2 and 2: one gather entering and one scatter leaving each of "
@@ -533,8 +533,8 @@ static void judge_block_traffic(const struct block_run *run, int t, double NC, i
         fail("the forward sent %s per rank where 2 all-gathers and 2 reduce-scatters of the "
              "[B*T, C] activation send %s, Lab 4's two all-reduces' worth: gather and scatter "
              "exactly the layernorm output and the branch",
-             gr_human_bytes(f->ag_bytes + f->rs_bytes, a, sizeof a),
-             gr_human_bytes(lab4_pass, b, sizeof b));
+             pl_format_bytes(f->ag_bytes + f->rs_bytes, a, sizeof a),
+             pl_format_bytes(lab4_pass, b, sizeof b));
     else if (k->rs != 2 || k->ag < 2 || k->ag > 4 || k->other)
         fail("the backward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
              "where a block needs 2 reduce-scatters (the gathers' backward) and 2 all-gathers "
@@ -542,16 +542,16 @@ static void judge_block_traffic(const struct block_run *run, int t, double NC, i
              "shards (section 5)", k->ag, k->rs, k->other);
     else if (fabs(k->ag_bytes + k->rs_bytes - one * (double)(k->ag + k->rs)) > 0.5)
         fail("the backward sent %s per rank where its %ld collectives of the [B*T, C] "
-             "activation send %s", gr_human_bytes(k->ag_bytes + k->rs_bytes, a, sizeof a),
-             k->ag + k->rs, gr_human_bytes(one * (double)(k->ag + k->rs), b, sizeof b));
+             "activation send %s", pl_format_bytes(k->ag_bytes + k->rs_bytes, a, sizeof a),
+             k->ag + k->rs, pl_format_bytes(one * (double)(k->ag + k->rs), b, sizeof b));
     else if (s->ag || s->rs || s->other ||
              fabs(s->ar_bytes - sync) > 0.5)
         fail("sp_sync_replicated_grads sent %s per rank in %ld all-reduce%s and %ld other "
              "operation%s where all-reducing the six replicated vectors of C floats sends %s",
-             gr_human_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
+             pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
                             sizeof a), s->ar, s->ar == 1 ? "" : "s", s->ag + s->rs + s->other,
              s->ag + s->rs + s->other == 1 ? "" : "s",
-             gr_human_bytes(sync, b, sizeof b));
+             pl_format_bytes(sync, b, sizeof b));
 }
 
 static void judge_block_memory(const struct block_run *run, const struct pl_model_config *c,
@@ -567,9 +567,9 @@ static void judge_block_memory(const struct block_run *run, const struct pl_mode
              "keeps %s, its replicated part (inputs, layernorm outputs and statistics of every "
              "token) is what the layernorm on your T/t tokens removes: gather after the "
              "layernorm, just before the TP region, and keep only the local shards "
-             "(section 5)", gr_human_bytes(run->held, a, sizeof a),
-             gr_human_bytes(want, b, sizeof b), gr_human_bytes(run->held - want, e, sizeof e),
-             (run->held - want) / (NC * 4.0), gr_human_bytes(lab4, l4, sizeof l4));
+             "(section 5)", pl_format_bytes(run->held, a, sizeof a),
+             pl_format_bytes(want, b, sizeof b), pl_format_bytes(run->held - want, e, sizeof e),
+             (run->held - want) / (NC * 4.0), pl_format_bytes(lab4, l4, sizeof l4));
 }
 
 static void run_block(struct pl_comm *tp, int i)
@@ -600,13 +600,13 @@ static void run_block(struct pl_comm *tp, int i)
            "re-gather%s of the stored layernorm shards, no all-reduce in the block: its "
            "conjugates sent %s per rank = Lab 4's 8bsh(t-1)/t x 4 bytes (b=%d, s=%d, h=%d), "
            "the re-gathers %s more", run.bwd.ag - 2, run.bwd.ag - 2 == 1 ? "" : "s",
-           gr_human_bytes(lab4, a, sizeof a), kc.B, kc.T, c.d_model,
-           gr_human_bytes(one_coll_bytes(NC, t) * (double)(run.bwd.ag - 2), b, sizeof b));
+           pl_format_bytes(lab4, a, sizeof a), kc.B, kc.T, c.d_model,
+           pl_format_bytes(one_coll_bytes(NC, t) * (double)(run.bwd.ag - 2), b, sizeof b));
     say_ok(P_MEMORY, "held %s between forward and backward (B=%d, T=%d, t=%d) = the TP+SP "
            "formula 4/t (8NC + 2NF + 4N + B NH T^2); Lab 4's TP block keeps %s; peak of the "
-           "step %s", gr_human_bytes(run.held, a, sizeof a), kc.B, kc.T, t,
-           gr_human_bytes(pl_tp_block_act_bytes(&c, t, kc.B, kc.T), b, sizeof b),
-           gr_human_bytes(run.peak, e, sizeof e));
+           "step %s", pl_format_bytes(run.held, a, sizeof a), kc.B, kc.T, t,
+           pl_format_bytes(pl_tp_block_act_bytes(&c, t, kc.B, kc.T), b, sizeof b),
+           pl_format_bytes(run.peak, e, sizeof e));
 }
 
 /* ---- op train: K AdamW steps of a 2-block model, dropout on, against pl_model_step ----
