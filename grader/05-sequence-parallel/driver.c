@@ -1081,6 +1081,12 @@ static void bench(const struct gr_args *args)
         pl_print0("  %3d %12.0f %12.0f %12.0f %12.0f %14.0f %14.0f %8s\n", t, meas[i],
                   meas[3 + i], v[0], pl_sp_block_act_bytes(&c, t, B, T), ktp, ksp,
                   v[1] > 0 ? "yes" : "NO");
+        if (t > 1 && v[1] > 0) {
+            char a[32], b[32];
+            pl_print0("# handout: at t = %d a rank keeps %s per block with sequence parallelism "
+                      "where Lab 4's TP keeps %s\n", t, pl_format_bytes(v[0], a, sizeof a),
+                      pl_format_bytes(meas[3 + i], b, sizeof b));
+        }
         verdicts_reset();
     }
     if (plots_dir && pl_rank() == 0) {
