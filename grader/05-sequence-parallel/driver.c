@@ -1,0 +1,1192 @@
+/* driver.c: the trusted test driver of Lab 5 (sequence parallelism on top of tensor
+ * parallelism), on the lab harness (grader/common/harness.h). The oracle is the
+ * single-device block of lib/model.h on randomised full tensors, with dropout off and on;
+ * each rank gets Lab 4's TP shard of the weights (lib/tp_shard.h) and its tokens of the
+ * activations (lib/sp_shard.h), runs the student's SP block (sp.h), and is compared with
+ * its rows of the output and input gradient and its block of every gradient. The
+ * collectives of each pass come from the traffic ledger, the bytes kept between forward
+ * and backward from the memory ledger. A training op runs K AdamW steps of a 2-block model
+ * with dropout (the grader's embedding and head around the student's blocks) against
+ * pl_model_step. Each rank records its verdict of every part while a case runs; judge()
+ * gathers them to rank 0.
+ *
+ *   driver --op conjugates|block|train --mode check [--parts correct,replicas,traffic,memory]
+ *          [--seed S] [--seq T]                         t = the world size
+ *   driver --mode bench [--seq T] [--plots-dir DIR]     activation bytes per rank vs t (4
+ *                                                       ranks), and the handout's figures */
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "paralab.h"
+#include "sp.h"
+#include "sp_shard.h"
+#include "todo.h"
+#include "tp_shard.h"
+#include "train.h"
+
+#define TOL_FWD 1e-5 /* DESIGN.md: relative L2 per tensor, fp32 forward */
+#define TOL_BWD GR_TOL_GRADS
+#define DROPOUT 0.1f
+
+static uint64_t base_seed = 1;
+static int seq_flag; /* --seq: every case's T (0: the cases' own) */
+
+/* 8 heads so that t = 1, 2, 4 split them; seq_len 16 so that T/t is 4 tokens at t = 4. */
+static struct pl_model_config graded_config(float dropout)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = 256;
+    c.d_model = 64;
+    c.n_layers = 1;
+    c.n_heads = 8;
+    c.d_ff = 128;
+    c.seq_len = 16;
+    c.dropout = dropout;
+    c.n_experts = 0;
+    c.seed = base_seed;
+    return c;
+}
+
+struct sp_case {
+    int B, T, dropout, seq0, step;
+};
+#define NCASES 3
+
+/* Case 0: dropout off; case 1: on, at a later sequence and step; case 2: on, batch and
+ * sequence length drawn from the seed (a multiple of t up to seq_len). */
+static struct sp_case case_of(int i, int t)
+{
+    struct sp_case k = {2, 16, 0, 0, 0};
+    if (i >= 1) k = (struct sp_case){2, 16, 1, 3, 7};
+    if (i == 2) {
+        float r[3];
+        pl_rng_fill_uniform(r, 3, base_seed, pl_rng_stream("lab05.shape"), 0, 0.0f, 1.0f);
+        k.B = 1 + (int)(r[0] * 3) % 3;
+        k.T = t * (1 + (int)(r[1] * (16 / t)) % (16 / t));
+        k.seq0 = (int)(r[2] * 50);
+        k.step = 11;
+    }
+    if (seq_flag) k.T = seq_flag;
+    return k;
+}
+
+/* ---- this rank's verdict of each part, gathered to rank 0 by judge() ---- */
+
+enum part { P_CORRECT, P_REPLICAS, P_TRAFFIC, P_MEMORY, NPARTS };
+static const char *PART_NAMES[NPARTS] = {"correct", "replicas", "traffic", "memory"};
+
+struct verdict {
+    int ok;
+    char msg[768];
+};
+
+static struct verdict verdicts[NPARTS];
+static char ok_msg[NPARTS][768];
+static enum part cur = P_CORRECT;
+
+static void verdicts_reset(void)
+{
+    for (int p = 0; p < NPARTS; p++) {
+        verdicts[p].ok = 1;
+        verdicts[p].msg[0] = 0;
+    }
+    cur = P_CORRECT;
+}
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    struct verdict *v = &verdicts[cur];
+    if (!v->ok) return;
+    v->ok = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->msg, sizeof v->msg, fmt, ap);
+    va_end(ap);
+}
+
+static void say_ok(enum part p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say_ok(enum part p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ok_msg[p], sizeof ok_msg[p], fmt, ap);
+    va_end(ap);
+}
+
+static int gather_verdict(enum part p, int last)
+{
+    int n = pl_size();
+    struct verdict *all = pl_rank() == 0 ? malloc((size_t)n * sizeof *all) : NULL;
+    PL_CHECK_MPI(MPI_Gather(&verdicts[p], (int)sizeof verdicts[p], MPI_BYTE, all,
+                            (int)sizeof verdicts[p], MPI_BYTE, 0, MPI_COMM_WORLD));
+    int bad = -1;
+    if (pl_rank() == 0) {
+        for (int i = 0; i < n && bad < 0; i++)
+            if (!all[i].ok) bad = i;
+        if (bad >= 0) gr_say(PART_NAMES[p], "rank %d: %s", bad, all[bad].msg);
+        else if (last && ok_msg[p][0]) gr_say(PART_NAMES[p], "%s", ok_msg[p]);
+        free(all);
+    }
+    return bad < 0;
+}
+
+/* ---- buffers and comparisons ---- */
+
+static float *op_alloc(size_t n, const char *label)
+{
+    return pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_DEVICE, label);
+}
+
+static float *host_copy(const float *op, size_t n)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    pl_to_host(h, op, n * sizeof *h);
+    return h;
+}
+
+static float *normal(const char *name, size_t n, float mean, float std)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    pl_rng_fill_normal(h, n, base_seed, pl_rng_stream(name), 0, mean, std);
+    float *d = op_alloc(n, name);
+    pl_to_device(d, h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
+static int compare(const char *what, const float *got, const float *ref, size_t n, double tol,
+                   const char *hint)
+{
+    float *g = host_copy(got, n), *r = host_copy(ref, n);
+    size_t bad = 0, at = 0;
+    int ok = 1;
+    if (!pl_all_finite(g, n, &bad)) {
+        fail("%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
+             (double)r[bad], hint ? ": " : "", hint ? hint : "");
+        ok = 0;
+    } else {
+        double rel = pl_rel_l2(g, r, n);
+        if (rel > tol) {
+            double mx = pl_max_abs_diff(g, r, n, &at);
+            fail("%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element %zu: "
+                 "expected %.6g, got %.6g)%s%s", what, rel, tol, mx, at, (double)r[at],
+                 (double)g[at], hint ? ": " : "", hint ? hint : "");
+            ok = 0;
+        }
+    }
+    free(g);
+    free(r);
+    return ok;
+}
+
+/* got / ref by least squares (t when a gradient was summed once too often). */
+static double scale_of(const float *got, const float *ref, size_t n)
+{
+    float *g = host_copy(got, n), *r = host_copy(ref, n);
+    double gr = 0, rr = 0;
+    for (size_t i = 0; i < n; i++) {
+        gr += (double)g[i] * r[i];
+        rr += (double)r[i] * r[i];
+    }
+    free(g);
+    free(r);
+    return rr > 0 ? gr / rr : 0;
+}
+
+/* ---- traffic of one pass, from the ledger ---- */
+
+struct pass_traffic {
+    long ag, rs, ar, other;
+    double ag_bytes, rs_bytes, ar_bytes, other_bytes;
+};
+
+static void traffic_since(const struct pl_ledger *mark, struct pass_traffic *out)
+{
+    struct pl_ledger d;
+    gr_ledger_since(mark, &d);
+    out->ag = d.calls[PL_ALL_GATHER];
+    out->rs = d.calls[PL_REDUCE_SCATTER];
+    out->ar = d.calls[PL_ALL_REDUCE];
+    out->ag_bytes = pl_ledger_bytes(&d, PL_ALL_GATHER, -1);
+    out->rs_bytes = pl_ledger_bytes(&d, PL_REDUCE_SCATTER, -1);
+    out->ar_bytes = pl_ledger_bytes(&d, PL_ALL_REDUCE, -1);
+    out->other = gr_ledger_total_calls(&d) - out->ag - out->rs - out->ar;
+    out->other_bytes = gr_ledger_total_bytes(&d) - out->ag_bytes - out->rs_bytes - out->ar_bytes;
+}
+
+/* A ring all-gather or reduce-scatter of a full [N, C] sends (t-1)/t of it per rank. */
+static double one_coll_bytes(double NC, int t)
+{
+    return (double)(t - 1) / t * NC * 4.0;
+}
+
+/* ---- the layout's rows ---- */
+
+static float *local_rows(const float *full, int B, int T, int C, int t, int r)
+{
+    float *l = op_alloc((size_t)B * T / t * C, "lab05 local rows");
+    pl_sp_slice(l, full, B, T, C, t, r);
+    return l;
+}
+
+/* ---- op conjugates: integer-valued data, exact ---- */
+
+static void member_data(const char *what, int w, size_t n, float *out)
+{
+    pl_rng_fill_int(out, n, base_seed, pl_rng_stream(what), (uint64_t)w * n, -64, 64);
+}
+
+/* got (host, n) against want: 0 and a failure naming the first wrong element. */
+static int exact(const char *what, const float *got, const float *want, const float *rank_major,
+                 size_t n, const char *rule)
+{
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i]) {
+            int ordered = rank_major != NULL;
+            for (size_t j = 0; rank_major && j < n && ordered; j++)
+                ordered = got[j] == rank_major[j];
+            fail("%s: element %zu is %g, expected %g (%s)%s", what, i, (double)got[i],
+                 (double)want[i], rule,
+                 ordered ? ": the rows are in the collective's rank-major order; sequence b's "
+                           "tokens from rank r belong at rows b T + r T/t "
+                           "(pl_sp_from_rank_major, section 3)"
+                         : "");
+            return 0;
+        }
+    return 1;
+}
+
+static void run_conjugates(struct pl_comm *tp)
+{
+    const int t = pl_comm_size(tp), r = pl_comm_rank(tp), B = 3, T = 4 * t, C = 5;
+    const size_t nf = (size_t)B * T * C, nl = nf / t;
+    float *mine_l = malloc(nl * sizeof *mine_l), *mine_f = malloc(nf * sizeof *mine_f);
+    float *gath = calloc(nf, sizeof *gath), *sum = calloc(nf, sizeof *sum);
+    float *tmp = malloc(nf * sizeof *tmp), *rm = malloc(nf * sizeof *rm);
+    member_data("lab05.conj.local", pl_comm_world_rank(tp, r), nl, mine_l);
+    member_data("lab05.conj.full", pl_comm_world_rank(tp, r), nf, mine_f);
+    /* the expected results, on the host: every rank's rows in place, and the sum */
+    for (int m = 0; m < t; m++) {
+        member_data("lab05.conj.local", pl_comm_world_rank(tp, m), nl, tmp);
+        memcpy(rm + m * nl, tmp, nl * sizeof *tmp);
+        for (int b = 0; b < B; b++)
+            memcpy(gath + ((size_t)b * T + (size_t)m * (T / t)) * C, tmp + (size_t)b * (T / t) * C,
+                   (size_t)(T / t) * C * sizeof *tmp);
+        member_data("lab05.conj.full", pl_comm_world_rank(tp, m), nf, tmp);
+        for (size_t i = 0; i < nf; i++) sum[i] += tmp[i];
+    }
+    float *want_l = malloc(nl * sizeof *want_l);
+    for (int b = 0; b < B; b++)
+        memcpy(want_l + (size_t)b * (T / t) * C, sum + ((size_t)b * T + (size_t)r * (T / t)) * C,
+               (size_t)(T / t) * C * sizeof *sum);
+    float *dl = op_alloc(nl, "lab05 local"), *df = op_alloc(nf, "lab05 full");
+    float *ol = op_alloc(nl, "lab05 out local"), *of = op_alloc(nf, "lab05 out full");
+    static const char *names[] = {"sp_gather_forward", "sp_gather_backward",
+                                  "sp_scatter_forward", "sp_scatter_backward"};
+    static const char *rules[] = {
+        "all-gather along the sequence: every rank's T/t tokens of each sequence in place",
+        "reduce-scatter: this rank's tokens of the sum over the group",
+        "reduce-scatter: this rank's tokens of the sum over the group",
+        "all-gather along the sequence: every rank's T/t tokens of each sequence in place"};
+    struct pass_traffic tr[4];
+    for (int k = 0; k < 4 && verdicts[P_CORRECT].ok; k++) {
+        int gathers = k == 0 || k == 3;
+        pl_to_device(dl, mine_l, nl * sizeof *mine_l);
+        pl_to_device(df, mine_f, nf * sizeof *mine_f);
+        struct pl_ledger mark;
+        gr_ledger_mark(&mark);
+        if (k == 0) sp_gather_forward(tp, of, dl, B, T, C);
+        else if (k == 1) sp_gather_backward(tp, ol, df, B, T, C);
+        else if (k == 2) sp_scatter_forward(tp, ol, df, B, T, C);
+        else sp_scatter_backward(tp, of, dl, B, T, C);
+        traffic_since(&mark, &tr[k]);
+        if (pl_todo_what()) break;
+        float *got = host_copy(gathers ? of : ol, gathers ? nf : nl);
+        exact(names[k], got, gathers ? gath : want_l, gathers && B > 1 ? rm : NULL,
+              gathers ? nf : nl, rules[k]);
+        free(got);
+    }
+    say_ok(P_CORRECT, "both conjugates exact forward and backward on every rank (t=%d, B=%d, "
+           "T=%d, C=%d)", t, B, T, C);
+    cur = P_TRAFFIC;
+    for (int k = 0; k < 4 && t > 1 && !pl_todo_what(); k++) {
+        int gathers = k == 0 || k == 3;
+        long want_ag = gathers, want_rs = !gathers;
+        double want = one_coll_bytes((double)nf, t);
+        char a[32], b[32];
+        if (tr[k].ar)
+            fail("%s made %ld all-reduce%s (%s): an all-reduce leaves the whole sum on every "
+                 "rank and sends 2(t-1)/t of the buffer where a reduce-scatter sends (t-1)/t "
+                 "and leaves each rank only its tokens, which is all it keeps (section 3)",
+                 names[k], tr[k].ar, tr[k].ar == 1 ? "" : "s",
+                 pl_format_bytes(tr[k].ar_bytes, a, sizeof a));
+        else if (tr[k].other || tr[k].ag != want_ag || tr[k].rs != want_rs)
+            fail("%s made %ld all-gather%s, %ld reduce-scatter%s and %ld other operation%s "
+                 "where it needs exactly one %s (section 3)", names[k], tr[k].ag,
+                 tr[k].ag == 1 ? "" : "s", tr[k].rs, tr[k].rs == 1 ? "" : "s", tr[k].other,
+                 tr[k].other == 1 ? "" : "s", gathers ? "all-gather" : "reduce-scatter");
+        else if (fabs(tr[k].ag_bytes + tr[k].rs_bytes - want) > 0.5)
+            fail("%s sent %s per rank where one %s of the full [B*T, C] sends %s ((t-1)/t of "
+                 "it)", names[k], pl_format_bytes(tr[k].ag_bytes + tr[k].rs_bytes, a, sizeof a),
+                 gathers ? "all-gather" : "reduce-scatter", pl_format_bytes(want, b, sizeof b));
+    }
+    cur = P_CORRECT;
+    say_ok(P_TRAFFIC, "one all-gather in sp_gather_forward and sp_scatter_backward, one "
+           "reduce-scatter in sp_gather_backward and sp_scatter_forward, each (t-1)/t of the "
+           "full activation per rank");
+    float *p[] = {dl, df, ol, of};
+    for (int i = 0; i < 4; i++) pl_mem_free(p[i]);
+    free(mine_l);
+    free(mine_f);
+    free(gath);
+    free(sum);
+    free(tmp);
+    free(rm);
+    free(want_l);
+}
+
+/* ---- op block: the SP block against the single device ---- */
+
+struct block_run {
+    struct pass_traffic fwd, bwd, sync;
+    double held, peak; /* bytes kept from the forward to the backward; peak of the step */
+};
+
+static const char *split_name(enum pl_tp_split s)
+{
+    return s == PL_TP_REPLICATED ? "replicated" : s == PL_TP_ROWS ? "a row block" : "a column block";
+}
+
+/* The replicated tensors after the synchronisation: bitwise equal on every rank (collective),
+ * then equal to the single device's. */
+static int in_bench; /* the bench runs a TP group smaller than the world: no replica test */
+
+static void judge_replicas(const struct pl_model_config *c, int t, const float *shard_g,
+                           const float *want)
+{
+    struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+    pl_tp_block_tensors(c, 0, t, d);
+    /* collective first, every tensor on every rank; then each rank's values */
+    for (int i = 0; i < PL_TP_BLOCK_TENSORS; i++) {
+        if (d[i].split != PL_TP_REPLICATED) continue;
+        int bad_rank = -1;
+        size_t bad = 0;
+        if (!gr_replicas_equal(shard_g + d[i].shard_offset, d[i].shard_numel, &bad_rank, &bad))
+            fail("the gradient of %s (replicated on every rank) differs between the ranks "
+                 "after sp_sync_replicated_grads: rank %d's element %zu is not rank 0's. Each "
+                 "rank's layernorm and bias saw only its own T/t tokens, so its gradient is a "
+                 "partial sum: all-reduce it over the TP group, or every rank steps its copy "
+                 "differently and the replicas drift apart (section 6)", d[i].name, bad_rank,
+                 bad);
+    }
+    for (int i = 0; i < PL_TP_BLOCK_TENSORS && verdicts[cur].ok; i++) {
+        if (d[i].split != PL_TP_REPLICATED) continue;
+        const float *got = shard_g + d[i].shard_offset, *ref = want + d[i].shard_offset;
+        double s = scale_of(got, ref, d[i].shard_numel);
+        char why[320] = "", what[PL_NAME_LEN + 128];
+        if (t > 1 && fabs(s - t) < 1e-3 * t)
+            snprintf(why, sizeof why, "it is %d (= t) times the single device's: summed over "
+                     "the group twice, or reduced where every rank already held it whole", t);
+        else if (t > 1 && fabs(s - 1.0 / t) < 1e-2 / t)
+            snprintf(why, sizeof why, "it is about 1/t of the single device's: one rank's "
+                     "tokens only (section 6)");
+        snprintf(what, sizeof what, "gradient of %.64s (replicated) after the synchronisation",
+                 d[i].name);
+        compare(what, got, ref, d[i].shard_numel, TOL_BWD, why[0] ? why : NULL);
+    }
+}
+
+static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, struct block_run *run)
+{
+    const int t = pl_comm_size(tp), r = pl_comm_rank(tp), B = kc->B, T = kc->T;
+    struct pl_model_config c = graded_config(kc->dropout ? DROPOUT : 0.0f);
+    const int C = c.d_model, N = B * T;
+    const size_t nc = (size_t)N * C, nl = nc / t;
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &c);
+    const size_t full_numel = lay.block_numel, shard_numel = pl_tp_block_numel(&c, t);
+    pl_model_layout_free(&lay);
+
+    /* a full block with every tensor random, layernorm weights near 1 */
+    float *full = normal("lab05.block", full_numel, 0.0f, 0.1f);
+    struct pl_block_params p, g, sp, sg;
+    pl_block_bind(&c, full, &p);
+    float *one = normal("lab05.ln", (size_t)C, 1.0f, 0.1f);
+    pl_copy(p.ln1_w, one, (size_t)C);
+    pl_copy(p.ln2_w, one, (size_t)C);
+    pl_mem_free(one);
+    float *full_g = op_alloc(full_numel, "lab05 full grads");
+    float *shard = op_alloc(shard_numel, "lab05 shard"), *shard_g = op_alloc(shard_numel, "");
+    pl_zero(full_g, full_numel);
+    pl_zero(shard_g, shard_numel);
+    pl_block_bind(&c, full_g, &g);
+    pl_tp_block_slice(&c, t, r, full, shard);
+    pl_tp_block_bind(&c, t, shard, &sp);
+    pl_tp_block_bind(&c, t, shard_g, &sg);
+    float *x = normal("lab05.x", nc, 0.0f, 1.0f), *dy = normal("lab05.dy", nc, 0.0f, 1.0f);
+
+    /* the oracle: the reference model's block on every token */
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = kc->dropout;
+    ctx.seed = base_seed ^ 0x5eedULL;
+    ctx.step = (uint64_t)kc->step;
+    ctx.seq0 = kc->seq0;
+    float *y = op_alloc(nc, "ref y"), *dx = op_alloc(nc, "ref dx");
+    struct pl_block_acts ra;
+    pl_block_acts_new(&ra, &c, B, T);
+    pl_block_forward(&c, 0, &p, &ra, &ctx, x, y);
+    pl_block_backward(&c, 0, &p, &g, &ra, &ctx, dy, dx);
+    pl_block_acts_free(&ra);
+
+    /* this rank's tokens through the student's block */
+    float *lx = local_rows(x, B, T, C, t, r), *ldy = local_rows(dy, B, T, C, t, r);
+    float *ly = op_alloc(nl, "your y"), *ldx = op_alloc(nl, "your dx");
+    struct pl_mem_stats before, after;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&before);
+    struct pl_sp_block_acts a;
+    pl_sp_block_acts_new(&a, &c, t, B, T);
+    struct pl_ledger mark;
+    gr_ledger_mark(&mark);
+    sp_block_forward(tp, &c, 0, &sp, &a, &ctx, lx, ly);
+    traffic_since(&mark, &run->fwd);
+    pl_mem_get_stats(&after);
+    run->held = (double)after.current_total - (double)before.current_total;
+    gr_ledger_mark(&mark);
+    sp_block_backward(tp, &c, 0, &sp, &sg, &a, &ctx, ldy, ldx);
+    traffic_since(&mark, &run->bwd);
+    pl_mem_get_stats(&after);
+    run->peak = (double)after.peak_total - (double)before.current_total;
+    pl_sp_block_acts_free(&a);
+
+    char what[PL_NAME_LEN + 128], hint[400] = "";
+    if (kc->dropout)
+        snprintf(hint, sizeof hint, "dropout is on in this case (p=%.1f, sequences from %d, "
+                 "step %d) and the case without dropout matched: each rank must draw the "
+                 "single device's mask of the same global tokens, row (seq0 + b) T + r T/t + i "
+                 "of the full [B*T, C] (section 4)", (double)DROPOUT, kc->seq0, kc->step);
+    float *want = op_alloc(nl, "expected rows");
+    pl_sp_slice(want, y, B, T, C, t, r);
+    snprintf(what, sizeof what, "output y, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
+    int fwd_ok = compare(what, ly, want, nl, TOL_FWD, hint[0] ? hint : NULL);
+    pl_sp_slice(want, dx, B, T, C, t, r);
+    snprintf(what, sizeof what, "input gradient dx, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
+    if (fwd_ok)
+        compare(what, ldx, want, nl, TOL_BWD, hint[0] ? hint : "every rank's TP branch saw "
+                "every token, so its layernorm-output gradient is a part of the whole: the "
+                "gather's backward sums the parts and keeps this rank's tokens (section 3)");
+    pl_mem_free(want);
+
+    /* every split tensor's gradient (before the synchronisation, which must not touch it) */
+    float *wg = op_alloc(shard_numel, "expected shard grads");
+    pl_tp_block_slice(&c, t, r, full_g, wg);
+    struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+    pl_tp_block_tensors(&c, 0, t, d);
+    for (int i = 0; i < PL_TP_BLOCK_TENSORS && fwd_ok && verdicts[cur].ok; i++) {
+        if (d[i].split == PL_TP_REPLICATED) continue;
+        snprintf(what, sizeof what, "gradient of your shard of %.64s (%s)", d[i].name,
+                 split_name(d[i].split));
+        compare(what, shard_g + d[i].shard_offset, wg + d[i].shard_offset, d[i].shard_numel,
+                TOL_BWD, NULL);
+    }
+
+    /* the synchronisation of the replicated gradients */
+    gr_ledger_mark(&mark);
+    sp_sync_replicated_grads(tp, &c, &sg);
+    traffic_since(&mark, &run->sync);
+    if (!pl_todo_what() && !in_bench) {
+        cur = P_REPLICAS;
+        judge_replicas(&c, t, shard_g, wg);
+        cur = P_CORRECT;
+    }
+    pl_mem_free(wg);
+    float *fr[] = {full, full_g, shard, shard_g, x, dy, y, dx, lx, ldy, ly, ldx};
+    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) pl_mem_free(fr[i]);
+}
+
+static void judge_block_traffic(const struct block_run *run, int t, double NC, int C)
+{
+    const double sync = 2.0 * (t - 1) / t * 6 * C * 4.0;
+    char a[32], b[32];
+    const double one = one_coll_bytes(NC, t);
+    /* Lab 4: two all-reduces of [N, C] per pass, 2(t-1)/t of each */
+    const double lab4_pass = 2 * 2.0 * (t - 1) / t * NC * 4.0;
+    const struct pass_traffic *f = &run->fwd, *k = &run->bwd, *s = &run->sync;
+    if (f->ar || k->ar)
+        fail("the %s made %ld all-reduce%s (%s): sequence parallelism replaces each of Lab 4's "
+             "all-reduces by a reduce-scatter and an all-gather, so that between them the "
+             "activation lives split along the sequence (section 3)",
+             f->ar ? "forward" : "backward", f->ar ? f->ar : k->ar,
+             (f->ar ? f->ar : k->ar) == 1 ? "" : "s",
+             pl_format_bytes(f->ar ? f->ar_bytes : k->ar_bytes, a, sizeof a));
+    else if (f->ag != 2 || f->rs != 2 || f->other)
+        fail("the forward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
+             "where a block needs 2 and 2: one gather entering and one scatter leaving each of "
+             "the two TP regions (section 5)", f->ag, f->rs, f->other);
+    else if (fabs(f->ag_bytes + f->rs_bytes - lab4_pass) > 0.5)
+        fail("the forward sent %s per rank where 2 all-gathers and 2 reduce-scatters of the "
+             "[B*T, C] activation send %s, Lab 4's two all-reduces' worth: gather and scatter "
+             "exactly the layernorm output and the branch",
+             pl_format_bytes(f->ag_bytes + f->rs_bytes, a, sizeof a),
+             pl_format_bytes(lab4_pass, b, sizeof b));
+    else if (k->rs != 2 || k->ag < 2 || k->ag > 4 || k->other)
+        fail("the backward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
+             "where a block needs 2 reduce-scatters (the gathers' backward) and 2 all-gathers "
+             "(the scatters' backward), plus at most 2 all-gathers of the stored layernorm "
+             "shards (section 5)", k->ag, k->rs, k->other);
+    else if (fabs(k->ag_bytes + k->rs_bytes - one * (double)(k->ag + k->rs)) > 0.5)
+        fail("the backward sent %s per rank where its %ld collectives of the [B*T, C] "
+             "activation send %s", pl_format_bytes(k->ag_bytes + k->rs_bytes, a, sizeof a),
+             k->ag + k->rs, pl_format_bytes(one * (double)(k->ag + k->rs), b, sizeof b));
+    else if (s->ag || s->rs || s->other ||
+             fabs(s->ar_bytes - sync) > 0.5)
+        fail("sp_sync_replicated_grads sent %s per rank in %ld all-reduce%s and %ld other "
+             "operation%s where all-reducing the six replicated vectors of C floats sends %s",
+             pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
+                            sizeof a), s->ar, s->ar == 1 ? "" : "s", s->ag + s->rs + s->other,
+             s->ag + s->rs + s->other == 1 ? "" : "s",
+             pl_format_bytes(sync, b, sizeof b));
+}
+
+static void judge_block_memory(const struct block_run *run, const struct pl_model_config *c,
+                               int t, int B, int T)
+{
+    const double want = pl_sp_block_act_bytes(c, t, B, T);
+    const double lab4 = pl_tp_block_act_bytes(c, t, B, T), NC = (double)B * T * c->d_model;
+    char a[32], b[32], e[32], l4[32];
+    if (run->held > want + 0.5)
+        fail("your block held %s between its forward and its backward where TP+SP keeps %s "
+             "(4/t (8NC + 2NF + 4N + B NH T^2), sp_shard.h); the extra %s is %.2f full "
+             "[B*T, C] activations: something of the whole sequence was kept. Lab 4's TP block "
+             "keeps %s, its replicated part (inputs, layernorm outputs and statistics of every "
+             "token) is what the layernorm on your T/t tokens removes: gather after the "
+             "layernorm, just before the TP region, and keep only the local shards "
+             "(section 5)", pl_format_bytes(run->held, a, sizeof a),
+             pl_format_bytes(want, b, sizeof b), pl_format_bytes(run->held - want, e, sizeof e),
+             (run->held - want) / (NC * 4.0), pl_format_bytes(lab4, l4, sizeof l4));
+}
+
+static void run_block(struct pl_comm *tp, int i)
+{
+    const int t = pl_comm_size(tp);
+    struct sp_case kc = case_of(i, t);
+    struct block_run run;
+    memset(&run, 0, sizeof run);
+    run_block_case(tp, &kc, &run);
+    if (pl_todo_what()) return;
+    struct pl_model_config c = graded_config(0);
+    const double NC = (double)kc.B * kc.T * c.d_model;
+    char a[32], b[32], e[32];
+    say_ok(P_CORRECT, "outputs, input gradients and every split shard's gradient match the "
+           "single device with dropout off and on (t=%d, %d cases, the last B=%d T=%d)", t,
+           NCASES, kc.B, kc.T);
+    say_ok(P_REPLICAS, "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
+           "bit, equal to the single device's (t=%d)", t);
+    if (t > 1) {
+        cur = P_TRAFFIC;
+        judge_block_traffic(&run, t, NC, c.d_model);
+        cur = P_MEMORY;
+        judge_block_memory(&run, &c, t, kc.B, kc.T);
+        cur = P_CORRECT;
+    }
+    const double lab4 = 2 * 2 * 2.0 * (t - 1) / t * NC * 4.0;
+    say_ok(P_TRAFFIC, "forward 2 all-gathers + 2 reduce-scatters, backward 2 + 2 and %ld "
+           "re-gather%s of the stored layernorm shards, no all-reduce in the block: its "
+           "conjugates sent %s per rank = Lab 4's 8bsh(t-1)/t x 4 bytes (b=%d, s=%d, h=%d), "
+           "the re-gathers %s more", run.bwd.ag - 2, run.bwd.ag - 2 == 1 ? "" : "s",
+           pl_format_bytes(lab4, a, sizeof a), kc.B, kc.T, c.d_model,
+           pl_format_bytes(one_coll_bytes(NC, t) * (double)(run.bwd.ag - 2), b, sizeof b));
+    say_ok(P_MEMORY, "held %s between forward and backward (B=%d, T=%d, t=%d) = the TP+SP "
+           "formula 4/t (8NC + 2NF + 4N + B NH T^2); Lab 4's TP block keeps %s; peak of the "
+           "step %s", pl_format_bytes(run.held, a, sizeof a), kc.B, kc.T, t,
+           pl_format_bytes(pl_tp_block_act_bytes(&c, t, kc.B, kc.T), b, sizeof b),
+           pl_format_bytes(run.peak, e, sizeof e));
+}
+
+/* ---- op train: K AdamW steps of a 2-block model, dropout on, against pl_model_step ----
+ * The embedding and the head are the grader's (replicated, their gradients summed with raw
+ * MPI); the blocks are the student's SP blocks on Lab 4's shards, with the student's
+ * synchronisation of the replicated gradients. */
+
+#define TRAIN_STEPS 3
+#define TRAIN_B 2
+
+struct sp_model {
+    struct pl_model_config cfg;
+    struct pl_model *m; /* embedding and head (its blocks unused); the layout */
+    int t, r;
+    float *shard[2], *grad[2], *am[2], *av[2];
+    struct pl_block_params sp[2], sg[2];
+    int adam_t;
+};
+
+static void step_tokens(const struct pl_model_config *c, int step, int *tok, int *tgt)
+{
+    size_t n = (size_t)TRAIN_B * c->seq_len;
+    float *f = malloc(2 * n * sizeof *f);
+    pl_rng_fill_int(f, 2 * n, base_seed, pl_rng_stream("lab05.tokens"), (uint64_t)step * 2 * n,
+                    0, c->vocab - 1);
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = (int)f[i];
+        tgt[i] = (int)f[n + i];
+    }
+    free(f);
+}
+
+static void sp_model_new(struct sp_model *s, const struct pl_model_config *c, int t, int r)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *c;
+    s->t = t;
+    s->r = r;
+    s->m = pl_model_new(c, PL_MODEL_ALL);
+    size_t sn = pl_tp_block_numel(c, t);
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t off, n;
+        pl_model_part_range(&s->m->layout, l, &off, &n);
+        s->shard[l] = op_alloc(sn, "lab05 train shard");
+        s->grad[l] = op_alloc(sn, "lab05 train shard grads");
+        s->am[l] = op_alloc(sn, "lab05 train m");
+        s->av[l] = op_alloc(sn, "lab05 train v");
+        pl_zero(s->am[l], sn);
+        pl_zero(s->av[l], sn);
+        pl_tp_block_slice(c, t, r, s->m->params + off, s->shard[l]);
+        pl_tp_block_bind(c, t, s->shard[l], &s->sp[l]);
+        pl_tp_block_bind(c, t, s->grad[l], &s->sg[l]);
+    }
+}
+
+static void sp_model_free(struct sp_model *s)
+{
+    for (int l = 0; l < s->cfg.n_layers; l++) {
+        pl_mem_free(s->shard[l]);
+        pl_mem_free(s->grad[l]);
+        pl_mem_free(s->am[l]);
+        pl_mem_free(s->av[l]);
+    }
+    pl_model_free(s->m);
+}
+
+/* Raw MPI sum of a replicated gradient (the grader's part: embedding and head). */
+static void world_sum(float *x, size_t n)
+{
+    float *h = host_copy(x, n);
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    pl_to_device(x, h, n * sizeof *h);
+    free(h);
+}
+
+/* One step as pl_model_step: zero, forward, backward, sync, clip on the global norm, AdamW.
+ * Returns the global batch's loss. */
+static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *tok,
+                            const int *tgt, const struct pl_adamw_config *opt)
+{
+    const struct pl_model_config *c = &s->cfg;
+    const int t = s->t, r = s->r, T = c->seq_len, Ts = T / t, C = c->d_model, L = c->n_layers;
+    const size_t nl = (size_t)TRAIN_B * Ts * C, sn = pl_tp_block_numel(c, t);
+    struct pl_model *m = s->m;
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1;
+    ctx.seed = base_seed ^ 0x5eedULL;
+    ctx.step = (uint64_t)s->adam_t + 1;
+    ctx.loss_scale = 1.0f / t; /* the head's loss is the mean over this rank's tokens */
+    pl_model_zero_grad(m);
+    for (int l = 0; l < L; l++) pl_zero(s->grad[l], sn);
+    /* this rank's tokens, and the positions they sit at */
+    int *ltok = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_HOST, "tok");
+    int *ltgt = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_HOST, "tgt");
+    for (int b = 0; b < TRAIN_B; b++)
+        for (int i = 0; i < Ts; i++) {
+            ltok[b * Ts + i] = tok[b * T + r * Ts + i];
+            ltgt[b * Ts + i] = tgt[b * T + r * Ts + i];
+        }
+    int *dtok = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tok");
+    int *dtgt = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tgt");
+    pl_to_device(dtok, ltok, (size_t)TRAIN_B * Ts * sizeof(int));
+    pl_to_device(dtgt, ltgt, (size_t)TRAIN_B * Ts * sizeof(int));
+    struct pl_embed_params e = m->embed, eg = m->embed_g;
+    e.wpe += (size_t)r * Ts * C;
+    eg.wpe += (size_t)r * Ts * C;
+    float *xs[3];
+    for (int k = 0; k < 3; k++) xs[k] = op_alloc(nl, "lab05 train stream");
+    struct pl_sp_block_acts acts[2];
+    pl_embed_forward(c, &e, dtok, TRAIN_B, Ts, xs[0]);
+    for (int l = 0; l < L; l++) {
+        pl_sp_block_acts_new(&acts[l], c, t, TRAIN_B, T);
+        sp_block_forward(tp, c, l, &s->sp[l], &acts[l], &ctx, xs[l % 2], xs[(l + 1) % 2]);
+    }
+    struct pl_head_acts ha;
+    pl_head_acts_new(&ha, c, TRAIN_B, Ts);
+    double loss = gr_global_loss(pl_head_forward(c, &m->head, &ha, xs[L % 2], dtgt));
+    pl_head_backward(c, &m->head, &m->head_g, &ha, &ctx, xs[2]);
+    pl_head_acts_free(&ha);
+    for (int l = L - 1; l >= 0; l--) {
+        float *dy = xs[2], *dx = xs[(l + 1) % 2];
+        sp_block_backward(tp, c, l, &s->sp[l], &s->sg[l], &acts[l], &ctx, dy, dx);
+        pl_sp_block_acts_free(&acts[l]);
+        float *tmp = xs[2];
+        xs[2] = dx;
+        xs[(l + 1) % 2] = tmp;
+    }
+    pl_embed_backward(c, &eg, dtok, TRAIN_B, Ts, xs[2]);
+    for (int l = 0; l < L; l++) sp_sync_replicated_grads(tp, c, &s->sg[l]);
+    size_t eo, en, ho, hn;
+    pl_model_part_range(&m->layout, PL_PART_EMBED, &eo, &en);
+    pl_model_part_range(&m->layout, PL_PART_HEAD(c), &ho, &hn);
+    world_sum(m->grads + eo, en);
+    world_sum(m->grads + ho, hn);
+    /* the global norm: replicated tensors once, split ones summed over the ranks */
+    struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+    pl_tp_block_tensors(c, 0, t, d);
+    double rep = pl_grad_norm_sq(m->grads + eo, en) + pl_grad_norm_sq(m->grads + ho, hn);
+    double split = 0;
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            double q = pl_grad_norm_sq(s->grad[l] + d[k].shard_offset, d[k].shard_numel);
+            if (d[k].split == PL_TP_REPLICATED) rep += q;
+            else split += q;
+        }
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &split, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    float scale = pl_clip_scale(rep + split, opt->grad_clip);
+    s->adam_t++;
+    if (!m->adam_m) {
+        m->adam_m = pl_mem_alloc(m->layout.numel * sizeof(float), PL_MEM_OPTIM, PL_DEVICE, "m");
+        m->adam_v = pl_mem_alloc(m->layout.numel * sizeof(float), PL_MEM_OPTIM, PL_DEVICE, "v");
+    }
+    size_t parts[2][2] = {{eo, en}, {ho, hn}};
+    for (int k = 0; k < 2; k++) {
+        if (scale < 1.0f) pl_scale(m->grads + parts[k][0], parts[k][1], scale);
+        pl_model_adamw_flat(&m->layout, parts[k][0], parts[k][1], m->params + parts[k][0],
+                            m->grads + parts[k][0], m->adam_m + parts[k][0],
+                            m->adam_v + parts[k][0], s->adam_t, opt);
+    }
+    for (int l = 0; l < L; l++) {
+        struct pl_tp_tensor dl[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(c, l, t, dl);
+        if (scale < 1.0f) pl_scale(s->grad[l], sn, scale);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            const struct pl_param_desc *pd = pl_model_find_param(&m->layout, dl[k].name);
+            size_t o = dl[k].shard_offset;
+            pl_adamw_step(s->shard[l] + o, s->grad[l] + o, s->am[l] + o, s->av[l] + o,
+                          dl[k].shard_numel, s->adam_t, opt->lr, opt->beta1, opt->beta2,
+                          opt->eps, pd && pd->decay ? opt->weight_decay : 0.0f);
+        }
+    }
+    for (int k = 0; k < 3; k++) pl_mem_free(xs[k]);
+    pl_mem_free(ltok);
+    pl_mem_free(ltgt);
+    pl_mem_free(dtok);
+    pl_mem_free(dtgt);
+    return loss;
+}
+
+/* As train.h's parameter check: a tensor whose norm is below the shard's RMS times
+ * sqrt(its size) (a bias that started at zero, whose gradient may be rounding alone, as the
+ * key bias's is) is measured against that floor, so that rounding alone never fails it. */
+static void compare_floor(const char *what, const float *got, const float *ref, size_t n,
+                          double rms, const char *hint)
+{
+    float *g = host_copy(got, n), *r = host_copy(ref, n);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)g[i] - r[i]) * ((double)g[i] - r[i]);
+        den += (double)r[i] * r[i];
+    }
+    double floor = rms * rms * (double)n, e = sqrt(num / (den > floor ? den : floor));
+    if (!(e <= GR_TOL_PARAMS))
+        fail("%s: relative L2 error %.2e (tolerance %.0e)%s%s", what, e, GR_TOL_PARAMS,
+             hint ? ": " : "", hint ? hint : "");
+    free(g);
+    free(r);
+}
+
+static void run_train(struct pl_comm *tp)
+{
+    const int t = pl_comm_size(tp), r = pl_comm_rank(tp);
+    struct pl_model_config c = graded_config(DROPOUT);
+    c.n_layers = 2;
+    struct pl_adamw_config opt = pl_adamw_config_default();
+    const size_t n = (size_t)TRAIN_B * c.seq_len;
+    int *tok = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_HOST, "tokens");
+    int *tgt = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_HOST, "targets");
+    int *dtok = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tokens");
+    int *dtgt = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "targets");
+    struct pl_model *ref = pl_model_new(&c, PL_MODEL_ALL);
+    struct sp_model s;
+    sp_model_new(&s, &c, t, r);
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1;
+    ctx.seed = base_seed ^ 0x5eedULL;
+    double want[TRAIN_STEPS], got[TRAIN_STEPS];
+    for (int k = 0; k < TRAIN_STEPS; k++) {
+        step_tokens(&c, k, tok, tgt);
+        pl_to_device(dtok, tok, n * sizeof(int));
+        pl_to_device(dtgt, tgt, n * sizeof(int));
+        want[k] = pl_model_step(ref, dtok, dtgt, TRAIN_B, &opt, &ctx);
+        got[k] = sp_model_step(tp, &s, tok, tgt, &opt);
+        if (pl_todo_what()) break;
+    }
+    double err = 0;
+    int bad = pl_todo_what() ? -1 : gr_check_losses(got, want, TRAIN_STEPS, &err);
+    if (bad >= 0)
+        fail("the loss of step %d is %.7g where the single device's is %.7g (relative error "
+             "%.2e): the SP blocks in a model with dropout on train a different model "
+             "(sections 4 to 6)", bad + 1, got[bad], want[bad], err);
+    /* every parameter after K steps: the shards against their blocks of the reference */
+    for (int l = 0; l < c.n_layers && verdicts[cur].ok && !pl_todo_what(); l++) {
+        size_t off, nb;
+        pl_model_part_range(&ref->layout, l, &off, &nb);
+        size_t sn = pl_tp_block_numel(&c, t);
+        float *w = op_alloc(sn, "expected shard");
+        pl_tp_block_slice(&c, t, r, ref->params + off, w);
+        double floor_rms = sqrt(pl_grad_norm_sq(w, sn) / (double)sn);
+        struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(&c, l, t, d);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS && verdicts[cur].ok; k++) {
+            char what[PL_NAME_LEN + 96];
+            snprintf(what, sizeof what, "%.64s (your shard) after %d steps", d[k].name,
+                     TRAIN_STEPS);
+            compare_floor(what, s.shard[l] + d[k].shard_offset, w + d[k].shard_offset,
+                          d[k].shard_numel, floor_rms,
+                          d[k].split == PL_TP_REPLICATED ? "a replicated tensor whose gradient "
+                          "was not the whole one on every rank steps differently (section 6)"
+                          : NULL);
+        }
+        pl_mem_free(w);
+    }
+    say_ok(P_CORRECT, "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
+           "every parameter shard match pl_model_step (t=%d)", TRAIN_STEPS, c.n_layers,
+           (double)DROPOUT, t);
+    sp_model_free(&s);
+    pl_model_free(ref);
+    pl_mem_free(tok);
+    pl_mem_free(tgt);
+    pl_mem_free(dtok);
+    pl_mem_free(dtgt);
+}
+
+/* ---- figures: `make plots LAB=05` (bench mode with --plots-dir) ---- */
+
+static const char *plots_dir;
+
+static FILE *svg_open(const char *name, int w, int h)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", plots_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) pl_usage_error("--plots-dir %s: cannot write %s (does the folder exist?)", plots_dir,
+                           path);
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" "
+            "height=\"100%%\" fill=\"white\"/>\n", w, h);
+    return f;
+}
+
+static void svg_close(FILE *f, const char *name)
+{
+    fprintf(f, "</svg>\n");
+    fclose(f);
+    printf("wrote %s/%s\n", plots_dir, name);
+}
+
+/* One stored [s, h] activation of rank r as a cell: the whole outlined, the part the rank
+ * holds filled (rows: tokens [r0, r1) of s; columns: channels [c0, c1) of h). */
+static void svg_cell(FILE *f, double x, double y, double w, double h, double r0, double r1,
+                     double c0, double c1, const char *fill)
+{
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"#888\"/>\n", x, y, w, h);
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
+            x + c0 * w, y + r0 * h, (c1 - c0) * w, (r1 - r0) * h, fill);
+}
+
+/* TP (Lab 4) above TP+SP (this lab), t = 2: what each rank holds at each step of a half,
+ * from the layouts of tp_shard.h and sp_shard.h (rows: tokens, columns: channels). */
+static void plot_layout(void)
+{
+    static const char *steps[] = {"x", "layernorm", "TP region in", "heads / fc1",
+                                  "TP region out", "dropout + residual"};
+    const int t = 2, ns = 6;
+    const double cw = 70, ch = 46, gap = 40, left = 150, top = 40, panel = 2 * (ch + 18) + 50;
+    FILE *f = svg_open("05-sequence-parallel-layout.svg", (int)(left + ns * (cw + gap) + 60),
+                       (int)(top + 2 * panel + 22));
+    for (int sp = 0; sp < 2; sp++) {
+        double y0 = top + sp * panel;
+        fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">%s</text>\n", y0 - 12,
+                sp ? "TP + SP (Lab 5): f, g become all-gather / reduce-scatter along s"
+                   : "TP (Lab 4): f is the identity forward, g an all-reduce");
+        for (int k = 0; k < ns; k++)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+                    left + k * (cw + gap) + cw / 2, y0 + 4, steps[k]);
+        for (int r = 0; r < t; r++) {
+            double y = y0 + 12 + r * (ch + 18);
+            fprintf(f, "<text x=\"10\" y=\"%.1f\">rank %d</text>\n", y + ch / 2 + 4, r);
+            for (int k = 0; k < ns; k++) {
+                double x = left + k * (cw + gap);
+                /* outside the TP region: every token (TP) or this rank's s/t (SP), all h */
+                double r0 = 0, r1 = 1, c0 = 0, c1 = 1;
+                const char *fill = "#e07b39"; /* replicated */
+                if (k == 3) { /* inside: every token, this rank's channels */
+                    c0 = (double)r / t;
+                    c1 = (double)(r + 1) / t;
+                    fill = "#3a7dc9";
+                } else if (sp && k != 2) { /* the gathered input is whole on every rank */
+                    r0 = (double)r / t;
+                    r1 = (double)(r + 1) / t;
+                    fill = "#4caf50";
+                }
+                svg_cell(f, x, y, cw, ch, r0, r1, c0, c1, fill);
+                if (k + 1 < ns)
+                    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                            "stroke=\"#444\"/>\n", x + cw, y + ch / 2, x + cw + gap, y + ch / 2);
+            }
+        }
+        const char *in = sp ? "all-gather" : "f: identity", *out = sp ? "reduce-scatter" : "g: all-reduce";
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",
+                left + 2 * (cw + gap) - gap / 2, y0 + panel - 30, in);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",
+                left + 4 * (cw + gap) - gap / 2, y0 + panel - 30, out);
+    }
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" fill=\"#555\" font-size=\"11\">a cell is an "
+            "[s, h] activation (rows: tokens, columns: channels), filled where the rank holds "
+            "it:</text>\n<text x=\"10\" y=\"%.1f\" fill=\"#555\" font-size=\"11\">orange "
+            "whole on every rank, green split along s, blue split along h</text>\n",
+            top + 2 * panel - 2, top + 2 * panel + 12);
+    svg_close(f, "05-sequence-parallel-layout.svg");
+}
+
+/* Bytes per rank against t: the three measured series as points, the kit's formulas as
+ * lines. */
+static void plot_bytes(const struct pl_model_config *c, int B, int T, const double *meas,
+                       int nt)
+{
+    const double W = 700, H = 360, L = 80, R = 170, TOP = 30, BOT = 50;
+    double ymax = 0;
+    for (int i = 0; i < 3 * nt; i++) ymax = meas[i] > ymax ? meas[i] : ymax;
+    ymax *= 1.1;
+    FILE *f = svg_open("05-sequence-parallel-activations.svg", (int)W, (int)H);
+#define PX(t) (L + ((t) - 1) / 3.0 * (W - L - R))
+#define PY(v) (H - BOT - (v) / ymax * (H - TOP - BOT))
+    fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", L, H - BOT,
+            W - R, H - BOT);
+    fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", L, TOP, L,
+            H - BOT);
+    for (int t = 1; t <= 4; t++)
+        fprintf(f, "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%d</text>\n", PX(t),
+                H - BOT + 16, t);
+    fprintf(f, "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">t (TP degree)</text>\n",
+            PX(2.5), H - 12);
+    for (int k = 0; k <= 4; k++)
+        fprintf(f, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.0f kB</text>\n", L - 6,
+                PY(ymax * k / 4) + 4, ymax * k / 4 / 1000);
+    fprintf(f, "<text x=\"10\" y=\"18\">activation bytes per rank of one block (b=%d, s=%d, "
+            "h=%d), measured (points) and the kit's formulas (lines)</text>\n", B, T,
+            c->d_model);
+    static const char *names[] = {"no TP", "TP (Lab 4)", "TP + SP"};
+    static const char *colors[] = {"#777", "#e07b39", "#4caf50"};
+    for (int sr = 0; sr < 3; sr++) {
+        if (sr > 0) { /* the formula's line */
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" points=\"", colors[sr]);
+            for (int k = 0; k <= 30; k++) {
+                double t = 1 + 3.0 * k / 30;
+                double N = (double)B * T, C = c->d_model, F = c->d_ff, NH = c->n_heads;
+                double v = sr == 2 ? pl_sp_block_act_bytes(c, 1, B, T) / t
+                                   : 4.0 * (4 * N * C + 4 * N) +
+                                         4.0 / t * (4 * N * C + 2 * N * F + B * NH * (double)T * T);
+                fprintf(f, "%.1f,%.1f ", PX(t), PY(v));
+            }
+            fprintf(f, "\"/>\n");
+        }
+        for (int i = 0; i < nt; i++) {
+            int t = 1 << i;
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n", PX(t),
+                    PY(meas[sr * nt + i]), colors[sr]);
+        }
+        fprintf(f, "<circle cx=\"%g\" cy=\"%g\" r=\"4\" fill=\"%s\"/><text x=\"%g\" "
+                "y=\"%g\">%s</text>\n", W - R + 20, TOP + 20 + 20.0 * sr, colors[sr],
+                W - R + 30, TOP + 24 + 20.0 * sr, names[sr]);
+    }
+#undef PX
+#undef PY
+    svg_close(f, "05-sequence-parallel-activations.svg");
+}
+
+/* ---- bench: activation bytes per rank against t ---- */
+
+static double acts_bytes_of(int kind, const struct pl_model_config *c, int t, int B, int T)
+{
+    struct pl_mem_stats s0, s1;
+    pl_mem_get_stats(&s0);
+    struct pl_block_acts ba;
+    struct pl_tp_block_acts ta;
+    if (kind == 0) pl_block_acts_new(&ba, c, B, T);
+    else pl_tp_block_acts_new(&ta, c, t, B, T);
+    pl_mem_get_stats(&s1);
+    if (kind == 0) pl_block_acts_free(&ba);
+    else pl_tp_block_acts_free(&ta);
+    return (double)(s1.current[PL_MEM_ACTIV] - s0.current[PL_MEM_ACTIV]);
+}
+
+static void bench(const struct gr_args *args)
+{
+    base_seed = args->seed;
+    in_bench = 1;
+    verdicts_reset();
+    struct pl_model_config c = graded_config(0);
+    const int B = 2, T = seq_flag ? seq_flag : 16;
+    pl_print0("# Lab 5 sequence parallelism: %s, activation bytes per rank kept between one "
+              "block's forward\n# and backward (b=%d, s=%d, h=%d, %d heads, d_ff %d), from the "
+              "memory ledger; the kit's fp32\n# formulas beside Korthikanti et al.'s 16-bit "
+              "ones for the same shape\n#\n", args->label, B, T, c.d_model, c.n_heads, c.d_ff);
+    double meas[9] = {0};
+    int nt = 0;
+    pl_print0("# %3s %12s %12s %12s %12s %14s %14s %8s\n", "t", "no TP", "TP", "TP+SP",
+              "TP+SP kit", "K. TP 16-bit", "K. TP+SP 16b", "correct");
+    for (int t = 1; t <= 4 && t <= pl_size(); t *= 2) {
+        char err[320];
+        if (pl_sp_seq_error(&c, t, T, err, sizeof err)) {
+            pl_print0("  %3d   refused: %s\n", t, err);
+            continue;
+        }
+        struct pl_comm *tp = pl_comm_split(pl_comm_world(), pl_rank() < t ? 0 : -1,
+                                           pl_rank(), "tp");
+        double v[2] = {0, 0};
+        int ok = 1;
+        if (tp) {
+            struct block_run run;
+            memset(&run, 0, sizeof run);
+            struct sp_case kc = {B, T, 1, 0, 1};
+            pl_todo_reset();
+            run_block_case(tp, &kc, &run);
+            v[0] = run.held;
+            ok = verdicts[P_CORRECT].ok && verdicts[P_REPLICAS].ok && !pl_todo_what();
+            pl_comm_free(tp);
+        }
+        v[1] = ok;
+        PL_CHECK_MPI(MPI_Bcast(v, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+        double s = T, b = B, h = c.d_model, as = c.n_heads;
+        double ktp = s * b * h * (10 + 24.0 / t + 5 * as * s / (h * t));
+        double ksp = s * b * h * (34.0 / t + 5 * as * s / (h * t));
+        int i = t == 1 ? 0 : t == 2 ? 1 : 2;
+        meas[i] = acts_bytes_of(0, &c, t, B, T);
+        meas[3 + i] = acts_bytes_of(1, &c, t, B, T);
+        meas[6 + i] = v[0];
+        nt = i + 1;
+        pl_print0("  %3d %12.0f %12.0f %12.0f %12.0f %14.0f %14.0f %8s\n", t, meas[i],
+                  meas[3 + i], v[0], pl_sp_block_act_bytes(&c, t, B, T), ktp, ksp,
+                  v[1] > 0 ? "yes" : "NO");
+        if (t > 1 && v[1] > 0) {
+            char a[32], b[32];
+            pl_print0("# handout: at t = %d a rank keeps %s per block with sequence parallelism "
+                      "where Lab 4's TP keeps %s\n", t, pl_format_bytes(v[0], a, sizeof a),
+                      pl_format_bytes(meas[3 + i], b, sizeof b));
+        }
+        verdicts_reset();
+    }
+    if (plots_dir && pl_rank() == 0) {
+        double m[9];
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < nt; i++) m[k * nt + i] = meas[k * 3 + i];
+        plot_layout();
+        plot_bytes(&c, B, T, m, nt);
+    }
+}
+
+/* ---- the lab's part of the harness ---- */
+
+enum kind { K_CONJ, K_BLOCK, K_TRAIN };
+static enum kind the_kind;
+
+static struct pl_flag lab_flags[] = {
+    {"--seq", PL_FLAG_INT, &seq_flag, "T",
+     "tokens per sequence of every case, a multiple of t up to 16 (default: the cases' own)", 0},
+    {"--plots-dir", PL_FLAG_STR, &plots_dir, "DIR",
+     "bench: also draw the handout's figures (layout, bytes vs t) as SVGs in DIR (default "
+     "none)", 0},
+};
+
+static void *setup(const struct gr_args *a)
+{
+    base_seed = a->seed;
+    the_kind = !a->op ? K_CONJ : !strcmp(a->op, "block") ? K_BLOCK
+               : !strcmp(a->op, "train") ? K_TRAIN : K_CONJ;
+    struct pl_model_config c = graded_config(0);
+    char err[320];
+    if (pl_tp_degree_error(&c, pl_size(), err, sizeof err))
+        pl_usage_error_all("%d ranks form one TP group here: %s", pl_size(), err);
+    if (seq_flag && (seq_flag > c.seq_len ||
+                     pl_sp_seq_error(&c, pl_size(), seq_flag, err, sizeof err)))
+        pl_usage_error_all("--seq %d: %s", seq_flag,
+                           seq_flag > c.seq_len ? "longer than the graded model's seq_len=16"
+                                                : err);
+    return NULL;
+}
+
+static const char *subject(void *st)
+{
+    return the_kind == K_BLOCK ? "the SP block" : the_kind == K_TRAIN ? "SP training"
+           : "the conjugates";
+}
+
+static int count_cases(void *st)
+{
+    return the_kind == K_BLOCK ? NCASES : 1;
+}
+
+static void describe(void *st, int i, char *buf, size_t len)
+{
+    if (the_kind == K_TRAIN) {
+        snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, t=%d", TRAIN_STEPS,
+                 pl_size());
+        return;
+    }
+    if (the_kind == K_CONJ) {
+        snprintf(buf, len, "gather and scatter on B=3 sequences of %d tokens, t=%d",
+                 4 * pl_size(), pl_size());
+        return;
+    }
+    struct sp_case k = case_of(i, pl_size());
+    snprintf(buf, len, "SP block, B=%d T=%d, t=%d, dropout %s", k.B, k.T, pl_size(),
+             k.dropout ? "on" : "off");
+}
+
+static void run(void *st, int i)
+{
+    verdicts_reset();
+    struct pl_grid grid;
+    char deg[32];
+    snprintf(deg, sizeof deg, "tp=%d", pl_size());
+    pl_grid_init_or_die(&grid, "tp", deg, pl_size());
+    struct pl_comm *tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
+    if (the_kind == K_BLOCK) run_block(tp, i);
+    else if (the_kind == K_TRAIN) run_train(tp);
+    else run_conjugates(tp);
+    pl_comm_free(tp);
+}
+
+static int judge(void *st, int i, const char *part)
+{
+    for (int p = 0; p < NPARTS; p++)
+        if (!strcmp(part, PART_NAMES[p]))
+            return gather_verdict((enum part)p, i == count_cases(st) - 1);
+    pl_usage_error_all("--parts %s: Lab 5 judges correct, replicas, traffic and memory", part);
+}
+
+const struct gr_driver gr_lab_driver = {
+    .flags = lab_flags,
+    .nflags = (int)(sizeof lab_flags / sizeof lab_flags[0]),
+    .setup = setup,
+    .subject = subject,
+    .correct_first = "must match the single device first",
+    .ncases = count_cases,
+    .describe = describe,
+    .run = run,
+    .judge = judge,
+    .bench = bench,
+};

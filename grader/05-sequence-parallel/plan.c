@@ -1,0 +1,83 @@
+/* plan.c: the descriptor and test plan of Lab 5 (sequence parallelism on top of tensor
+ * parallelism), read by the grader.
+ *
+ * On t = 1, 2 and 4 ranks (one TP group of the world; t = 1 is a sanity run worth no
+ * points): the gather and scatter conjugates exact on integer data (6 points each t) and
+ * their collectives from the traffic ledger (3); the SP block against the single-device
+ * model with dropout off and on (10), the replicated gradients bitwise equal on every rank
+ * after the synchronisation and equal to the single device's (8), its traffic per pass
+ * from the ledger against Lab 4's TP volume (6), and the bytes it holds between forward
+ * and backward against the kit's TP+SP activation formula (13); 3 AdamW steps of a 2-block
+ * model with dropout on against pl_model_step, losses and every parameter (4). 100 points. The
+ * hidden suite repeats the block on 2 and 4 ranks with the secret seed, whose last case
+ * also draws the batch and sequence length. */
+#include <stdio.h>
+
+#include "grade.h"
+
+#define LAB05_TIMEOUT 90
+
+static int lab05_runs(int np)
+{
+    return np == 1 || np == 2 || np == 4;
+}
+
+static void lab05_tests(int np, int hidden)
+{
+    char name[200];
+    const char *h = hidden ? "hidden: " : "";
+    double zero = np == 1;
+    if (!hidden) {
+        snprintf(name, sizeof name, "gather and scatter conjugates [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "conjugates", "check", "correct", "correctness", np,
+                                 zero ? 0 : 6, LAB05_TIMEOUT, 0, NULL});
+        if (np >= 2) {
+            snprintf(name, sizeof name, "gather and scatter conjugates traffic [np=%d]", np);
+            gr_add(&(struct gr_spec){name, "conjugates", "check", "traffic", "performance", np,
+                                     3, LAB05_TIMEOUT, 0, NULL});
+        }
+    }
+    snprintf(name, sizeof name, "%sSP block, dropout off and on [np=%d]", h, np);
+    gr_add(&(struct gr_spec){name, "block", "check", "correct", "correctness", np,
+                             zero ? 0 : hidden ? 2 : 10, LAB05_TIMEOUT, hidden, NULL});
+    snprintf(name, sizeof name, "%sSP block replicated gradients equal on every rank [np=%d]",
+             h, np);
+    gr_add(&(struct gr_spec){name, "block", "check", "replicas", "correctness", np,
+                             zero ? 0 : hidden ? 1 : 8, LAB05_TIMEOUT, hidden, NULL});
+    if (np >= 2 && !hidden) {
+        snprintf(name, sizeof name, "SP block traffic [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "block", "check", "traffic", "performance", np, 6,
+                                 LAB05_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "SP block activation memory [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "block", "check", "memory", "memory", np, 13,
+                                 LAB05_TIMEOUT, 0, NULL});
+    }
+    if (!hidden) {
+        snprintf(name, sizeof name, "SP training, %s [np=%d]", "3 AdamW steps with dropout", np);
+        gr_add(&(struct gr_spec){name, "train", "check", "correct", "correctness", np,
+                                 zero ? 0 : 4, LAB05_TIMEOUT, 0, NULL});
+    }
+}
+
+static void lab05_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {1, 2, 4, 0}, hidden[] = {2, 4, 0};
+    int given[GR_MAX_NP];
+    if (o->np[0]) gr_filter_np(o->np, lab05_runs, "1, 2 or 4", given);
+    const int *nps = o->np[0] ? given : visible;
+    for (int i = 0; nps[i]; i++) lab05_tests(nps[i], 0);
+    if (o->hidden)
+        for (int i = 0; (o->np[0] ? given : hidden)[i]; i++)
+            lab05_tests((o->np[0] ? given : hidden)[i], 1);
+}
+
+static const struct gr_lab lab05 = {
+    .dir = "05-sequence-parallel",
+    .title = "sequence parallelism on top of tensor parallelism",
+    .plan = lab05_plan,
+    .metric = NULL,
+    .metric_title = NULL,
+    .bench_args = "",
+    .bench_np = "4",
+};
+GR_REGISTER_LAB(lab05)

@@ -1,0 +1,83 @@
+/* sp.c: Lab 5, your sequence parallelism on top of tensor parallelism.
+ *
+ * Read docs/labs/05-sequence-parallel.md first: section 1 shows what Lab 4 left replicated
+ * and what it cost, section 2 the layout, and sections 3 to 6 each function below, in this
+ * order. Replace each lab_todo() call with your code. Grade your work with
+ *     make grade LAB=05                       every test of this lab
+ *     make grade LAB=05 TEST=conjugates       the tests whose name contains "conjugates"
+ *     make grade LAB=05 NP=2                  only 2 ranks
+ * and see the activation memory per rank against t with `make bench LAB=05`.
+ *
+ * The invariants the grader checks are in sp.h. The kit gives you (sp_shard.h, tp_shard.h,
+ * ops.h, comm.h): the rank-major reordering (pl_sp_to_rank_major, pl_sp_from_rank_major),
+ * pl_all_gather, pl_reduce_scatter and pl_all_reduce, the activations of an SP block, the
+ * TP region's compute (pl_sp_attn_core_*, pl_sp_mlp_core_*), pl_tp_add_bias and its
+ * backward pl_sp_bias_backward, the layernorm, dropout and residual ops. */
+#include "sp.h"
+
+#include "mem.h"
+#include "ops.h"
+
+/* Section 3: entering the TP region, all-gather forward and reduce-scatter backward. */
+void sp_gather_forward(struct pl_comm *tp, float *full, const float *local, int B, int T,
+                       int C)
+{
+    lab_todo("sp_gather_forward", "3");
+}
+
+void sp_gather_backward(struct pl_comm *tp, float *dlocal, const float *dfull, int B, int T,
+                        int C)
+{
+    lab_todo("sp_gather_backward", "3");
+}
+
+/* Section 3: leaving it, reduce-scatter forward and all-gather backward. */
+void sp_scatter_forward(struct pl_comm *tp, float *local, const float *full, int B, int T,
+                        int C)
+{
+    lab_todo("sp_scatter_forward", "3");
+}
+
+void sp_scatter_backward(struct pl_comm *tp, float *dfull, const float *dlocal, int B, int T,
+                         int C)
+{
+    lab_todo("sp_scatter_backward", "3");
+}
+
+/* Section 4: the single device's mask for the same global token positions. */
+void sp_dropout_forward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
+                        int site, const struct pl_model_ctx *ctx, float *branch, int B, int T)
+{
+    lab_todo("sp_dropout_forward", "4");
+}
+
+void sp_dropout_backward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
+                         int site, const struct pl_model_ctx *ctx, float *dbranch,
+                         const float *dy, int B, int T)
+{
+    lab_todo("sp_dropout_backward", "4");
+}
+
+/* Section 5: layernorm, bias, dropout and residual on your tokens; the TP region between
+ * the two conjugates. */
+void sp_block_forward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
+                      const struct pl_block_params *p, struct pl_sp_block_acts *a,
+                      const struct pl_model_ctx *ctx, const float *x, float *y)
+{
+    lab_todo("sp_block_forward", "5");
+}
+
+void sp_block_backward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
+                       const struct pl_block_params *p, const struct pl_block_params *g,
+                       const struct pl_sp_block_acts *a, const struct pl_model_ctx *ctx,
+                       const float *dy, float *dx)
+{
+    lab_todo("sp_block_backward", "5");
+}
+
+/* Section 6: the gradients of the replicated tensors, whole and equal on every rank. */
+void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *c,
+                              const struct pl_block_params *g)
+{
+    lab_todo("sp_sync_replicated_grads", "6");
+}
