@@ -1,0 +1,1009 @@
+/* driver.c: the trusted test driver of Lab 7 (MoE expert parallelism). It owns main and
+ * drives the student's router, permutation and expert-parallel MoE (moe.h):
+ *
+ *   router / permute  the host functions on router probabilities the driver draws (skewed,
+ *                     tied, uniform), against lib/model.h's pl_moe_route and pl_moe_capacity
+ *                     and a counting sort of its own: exact;
+ *   top1 / top2       K training steps of the MoE-GPT on ep = world ranks, the driver running
+ *                     every part but the MoE branch (embedding, attention, layernorms, head,
+ *                     AdamW), against the single-device reference on the same slices
+ *                     (oracle.c): the MoE outputs of the first step, every step's loss and
+ *                     gradients, the parameters after K steps (correct); the routing of the
+ *                     first step, exactly (counts); the all-to-all calls and bytes of the
+ *                     first step from the ledger, against the bytes the routing sends
+ *                     off-rank (traffic).
+ *
+ *   driver --op router|permute|top1|top2 --mode check [--parts correct,counts,traffic]
+ *          [--seed S]
+ *   driver --mode bench [--experts E] [--top-k K] [--capacity-factor F] [--skew S]
+ *
+ * Each judge is its own function; verdicts go to the grader's report file, never stdout. */
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe.h"
+#include "oracle.h"
+#include "ops.h"
+#include "paralab.h"
+#include "train.h"
+
+#define K_STEPS 3
+#define GLOBAL_B 8 /* sequences per step: 1, 2 and 4 ranks all divide it */
+#define CORPUS_TOKENS 32768
+#define CF_NONE 0.0f /* "no dropping": the case uses a factor of E / k */
+
+static const char *const HANDOUT = "docs/labs/07-moe.md";
+static uint64_t base_seed = 1;
+
+static struct pl_model_config lab_config(uint64_t seed, int E, int k, float cf)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = PL_BYTE_VOCAB;
+    c.d_model = 32;
+    c.n_layers = 2;
+    c.n_heads = 2;
+    c.d_ff = 48;
+    c.seq_len = 16;
+    c.dropout = 0.0f;
+    c.n_experts = E;
+    c.top_k = k;
+    c.capacity_factor = cf == CF_NONE ? (float)E / (float)k : cf;
+    c.aux_loss_coef = 0.01f;
+    c.seed = seed;
+    return c;
+}
+
+static int agree(int ok)
+{
+    int all = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    return all;
+}
+
+/* Says which stub was reached, once, under every part asked for. */
+static int say_todo(const char *parts)
+{
+    if (!gr_todo_any()) return 0;
+    const char *w = gr_todo_what(), *sec = gr_todo_section();
+    const char *all[] = {"correct", "counts", "traffic"};
+    for (int i = 0; i < 3; i++)
+        if (gr_has_part(parts, all[i]))
+            gr_say(all[i], "still a stub: %s (see %s section %s)", w ? w : "?", HANDOUT,
+                   sec ? sec : "?");
+    return 1;
+}
+
+/* ---- verdicts of several ranks: the first failing rank's reason, said by rank 0 ---- */
+
+static char why_text[1024];
+
+/* Adds a line to this rank's reason. */
+static void __attribute__((format(printf, 1, 2))) why(const char *fmt, ...)
+{
+    size_t used = strlen(why_text);
+    if (used + 2 >= sizeof why_text) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why_text + used, sizeof why_text - used - 1, fmt, ap);
+    va_end(ap);
+    strcat(why_text, "\n");
+}
+
+/* Collective: 1 when every rank's ok; otherwise rank 0 says the lowest failing rank's
+ * reason under part. Clears the reason. */
+static int verdict(const char *part, int ok)
+{
+    int n = pl_size(), me = pl_rank();
+    char *all = me == 0 ? pl_mem_alloc((size_t)n * sizeof why_text, PL_MEM_WORK, PL_HOST,
+                                       "verdict reasons")
+                        : NULL;
+    PL_CHECK_MPI(MPI_Gather(why_text, sizeof why_text, MPI_CHAR, all, sizeof why_text, MPI_CHAR,
+                            0, MPI_COMM_WORLD));
+    int all_ok = agree(ok);
+    if (me == 0 && !all_ok)
+        for (int r = 0; r < n; r++)
+            if (all[(size_t)r * sizeof why_text]) {
+                char *line = all + (size_t)r * sizeof why_text, *nl;
+                for (int first = 1; *line; line = nl + 1, first = 0) {
+                    nl = strchr(line, '\n');
+                    if (!nl) break;
+                    *nl = '\0';
+                    if (first && n > 1) gr_say(part, "rank %d: %s", r, line);
+                    else gr_say(part, "%s", line);
+                }
+                break;
+            }
+    pl_mem_free(all);
+    why_text[0] = '\0';
+    return all_ok;
+}
+
+/* ---- router and permutation: host arithmetic on drawn probabilities ---- */
+
+/* Router probabilities of one test: a softmax of drawn logits, scaled by `sharp` (large:
+ * confident routing), with `hot` added to expert 0's logit (a hot expert), and every fifth
+ * token a copy of the previous one with two experts tied. */
+static void draw_probs(float *p, int N, int E, uint64_t seed, float sharp, float hot)
+{
+    for (int t = 0; t < N; t++) {
+        float *row = p + (size_t)t * E;
+        double z[64], mx = -1e30, sum = 0;
+        for (int e = 0; e < E; e++) {
+            z[e] = sharp * pl_rng_normal(seed, 77, (uint64_t)t * E + e) + (e == 0 ? hot : 0);
+            if (t % 5 == 4 && e == 1) z[e] = z[0];
+            if (z[e] > mx) mx = z[e];
+        }
+        for (int e = 0; e < E; e++) sum += exp(z[e] - mx);
+        for (int e = 0; e < E; e++) row[e] = (float)(exp(z[e] - mx) / sum);
+    }
+}
+
+struct route_case {
+    int N, E, k;
+    float cf, sharp, hot;
+};
+
+static const struct route_case ROUTE_CASES[] = {
+    {40, 4, 1, 1.0f, 1.0f, 0.0f},  {40, 4, 2, 1.0f, 1.0f, 0.0f},  {40, 8, 2, 0.5f, 2.0f, 0.0f},
+    {40, 8, 1, 1.25f, 1.0f, 2.0f}, {40, 8, 2, 1.25f, 2.0f, 3.0f}, {50, 4, 2, 1.1f, 1.0f, 1.0f},
+    {32, 8, 2, 8.0f, 1.0f, 0.0f},  {7, 4, 1, 0.3f, 1.0f, 0.0f},   {33, 4, 2, 1.0f, 0.0f, 0.0f},
+};
+#define N_ROUTE_CASES ((int)(sizeof ROUTE_CASES / sizeof ROUTE_CASES[0]))
+
+static int judge_capacity(void)
+{
+    static const int Ns[] = {7, 32, 40, 50, 100, 128};
+    static const float cfs[] = {0.3f, 0.5f, 1.0f, 1.1f, 1.25f, 2.0f, 8.0f};
+    for (int a = 0; a < 6; a++)
+        for (int e = 4; e <= 8; e += 4)
+            for (int k = 1; k <= 2; k++)
+                for (int f = 0; f < 7; f++) {
+                    int got = moe_capacity(Ns[a], e, k, cfs[f]);
+                    int want = pl_moe_capacity(Ns[a], e, k, cfs[f]);
+                    if (got == want) continue;
+                    why("moe_capacity(N=%d, E=%d, k=%d, cf=%g) = %d, the kit's "
+                           "rule gives %d: ceil(cf x N x k / E) computed in double from the "
+                           "float factor, at least 1 and at most N (section 2)%s",
+                           Ns[a], e, k, (double)cfs[f], got, want,
+                           got == want - 1 ? "; yours rounds down where the rule rounds up"
+                                           : "");
+                    return 0;
+                }
+    return 1;
+}
+
+static void describe_route_case(const struct route_case *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "N=%d tokens, E=%d experts, top-%d, capacity factor %g (%d slots)%s%s",
+             c->N, c->E, c->k, (double)c->cf, pl_moe_capacity(c->N, c->E, c->k, c->cf),
+             c->hot > 0 ? ", a hot expert 0" : "", c->sharp == 0 ? ", all experts tied" : "");
+}
+
+/* The first difference between two routings, said with its meaning; 1 when equal. */
+static int compare_routing(const struct pl_moe_routing *got, const struct pl_moe_routing *want)
+{
+    const int N = want->N, k = want->k, E = want->E;
+    for (int i = 0; i < N * k; i++)
+        if (got->expert[i] != want->expert[i]) {
+            why("choice %d of token %d: expert %d, the reference picks %d (top-k by "
+                   "probability, ties to the lower expert index)", i % k + 1, i / k,
+                   got->expert[i], want->expert[i]);
+            return 0;
+        }
+    for (int i = 0; i < N * k; i++)
+        if ((got->slot[i] < 0) != (want->slot[i] < 0) || got->slot[i] != want->slot[i]) {
+            why("choice %d of token %d (expert %d): %s, the reference %s. Slots fill "
+                   "choice by choice: every first choice in token order, then every second "
+                   "choice; a choice finding its expert full is dropped (section 2)",
+                   i % k + 1, i / k, want->expert[i],
+                   got->slot[i] < 0 ? "dropped" : "kept", want->slot[i] < 0 ? "drops it"
+                                                                            : "keeps it");
+            if (got->slot[i] >= 0 && want->slot[i] >= 0)
+                why("(both keep it, but in slot %d where the reference has slot %d)",
+                       got->slot[i], want->slot[i]);
+            return 0;
+        }
+    for (int e = 0; e < E; e++)
+        if (got->count[e] != want->count[e]) {
+            why("expert %d holds %d tokens, the reference %d", e, got->count[e],
+                   want->count[e]);
+            return 0;
+        }
+    if (got->dropped != want->dropped) {
+        why("%ld choices dropped, the reference drops %ld", got->dropped,
+               want->dropped);
+        return 0;
+    }
+    return 1;
+}
+
+static int compare_router_rest(const struct pl_moe_routing *got,
+                               const struct pl_moe_routing *want)
+{
+    for (int i = 0; i < want->N * want->k; i++)
+        if (got->gate[i] != want->gate[i]) {
+            why("gate of choice %d of token %d is %g, the reference %g: the "
+                   "gate is the router probability itself, not renormalised",
+                   i % want->k + 1, i / want->k, (double)got->gate[i], (double)want->gate[i]);
+            return 0;
+        }
+    for (int e = 0; e < want->E; e++)
+        for (int s = 0; s < want->count[e]; s++) {
+            size_t i = (size_t)e * want->cap + s;
+            if (got->rows[i] != want->rows[i] || got->gates[i] != want->gates[i]) {
+                why("slot %d of expert %d holds token %d (gate %g), the "
+                       "reference token %d (gate %g)", s, e, got->rows[i],
+                       (double)got->gates[i], want->rows[i], (double)want->gates[i]);
+                return 0;
+            }
+        }
+    for (int e = 0; e < want->E; e++)
+        if (fabs(got->f[e] - want->f[e]) > 1e-12 || fabs(got->P[e] - want->P[e]) > 1e-9) {
+            why("expert %d: f = %.9g, P = %.9g; the reference f = %.9g (its "
+                   "share of the N k choices, before dropping), P = %.9g (its mean "
+                   "probability)", e, got->f[e], got->P[e], want->f[e], want->P[e]);
+            return 0;
+        }
+    if (gr_rel_err(got->aux, want->aux) > 1e-9) {
+        why("aux loss %.9g, the reference %.9g = a x E x sum_i f_i P_i",
+               got->aux, want->aux);
+        return 0;
+    }
+    return 1;
+}
+
+static int judge_route_case(const struct route_case *c, int index)
+{
+    int cap = pl_moe_capacity(c->N, c->E, c->k, c->cf);
+    float *p = pl_mem_alloc((size_t)c->N * c->E * sizeof(float), PL_MEM_WORK, PL_HOST,
+                            "router test probs");
+    draw_probs(p, c->N, c->E, pl_mix64(base_seed + 31u * (uint64_t)index), c->sharp, c->hot);
+    struct pl_moe_routing *got = pl_moe_routing_new(c->N, c->E, c->k, cap);
+    struct pl_moe_routing *want = pl_moe_routing_new(c->N, c->E, c->k, cap);
+    pl_moe_route(want, p, 0.01f);
+    moe_route(got, p, 0.01f);
+    int ok = !gr_todo_what() && compare_routing(got, want) &&
+             compare_router_rest(got, want);
+    if (!ok && !gr_todo_what()) {
+        char d[200];
+        describe_route_case(c, d, sizeof d);
+        why("in: %s", d);
+    }
+    pl_moe_routing_free(got);
+    pl_moe_routing_free(want);
+    pl_mem_free(p);
+    return ok;
+}
+
+static void router_check(void)
+{
+    double t0 = MPI_Wtime();
+    gr_case("moe_capacity and moe_route on drawn router probabilities");
+    int ok = judge_capacity();
+    for (int i = 0; ok && i < N_ROUTE_CASES; i++) ok = judge_route_case(&ROUTE_CASES[i], i);
+    if (say_todo("correct")) {
+        ok = 0;
+        why_text[0] = '\0';
+    }
+    ok = verdict("correct", ok);
+    gr_result("correct", ok, MPI_Wtime() - t0);
+}
+
+static int judge_permute_case(const struct route_case *c, int index)
+{
+    int cap = pl_moe_capacity(c->N, c->E, c->k, c->cf), nk = c->N * c->k;
+    float *p = pl_mem_alloc((size_t)c->N * c->E * sizeof(float), PL_MEM_WORK, PL_HOST,
+                            "permute test probs");
+    draw_probs(p, c->N, c->E, pl_mix64(base_seed + 31u * (uint64_t)index), c->sharp, c->hot);
+    struct pl_moe_routing *r = pl_moe_routing_new(c->N, c->E, c->k, cap);
+    pl_moe_route(r, p, 0.01f);
+    int *buf = pl_mem_alloc((size_t)(2 * (c->E + 1) + 4 * nk) * sizeof(int), PL_MEM_WORK,
+                            PL_HOST, "permute test");
+    int *ws = buf, *wp = ws + c->E + 1, *wi = wp + nk;
+    int *gs = wi + nk, *gp = gs + c->E + 1, *gi = gp + nk;
+    or_permutation(r, ws, wp, wi);
+    moe_permute(r, gs, gp, gi);
+    int ok = !gr_todo_what();
+    for (int e = 0; ok && e <= c->E; e++)
+        if (gs[e] != ws[e]) {
+            why("start[%d] = %d, expected %d: the kept choices of experts "
+                   "0..%d (an exclusive prefix sum of count)", e, gs[e], ws[e], e - 1);
+            ok = 0;
+        }
+    for (int q = 0; ok && q < ws[c->E]; q++)
+        if (gp[q] != wp[q]) {
+            why("perm[%d] = %d, expected token %d: position start[e] + slot "
+                   "holds the token of expert e's slot", q, gp[q], wp[q]);
+            ok = 0;
+        }
+    for (int i = 0; ok && i < nk; i++)
+        if (gi[i] != wi[i]) {
+            why("inv[%d] (choice %d of token %d) = %d, expected %d%s", i,
+                   i % c->k + 1, i / c->k, gi[i], wi[i],
+                   wi[i] < 0 ? " (-1: it was dropped)" : "");
+            ok = 0;
+        }
+    if (!ok && !gr_todo_what()) {
+        char d[200];
+        describe_route_case(c, d, sizeof d);
+        why("in: %s", d);
+    }
+    pl_mem_free(buf);
+    pl_moe_routing_free(r);
+    pl_mem_free(p);
+    return ok;
+}
+
+static void permute_check(void)
+{
+    double t0 = MPI_Wtime();
+    gr_case("moe_permute on the reference routing of drawn probabilities");
+    int ok = 1;
+    for (int i = 0; ok && i < N_ROUTE_CASES; i++) ok = judge_permute_case(&ROUTE_CASES[i], i);
+    if (say_todo("correct")) {
+        ok = 0;
+        why_text[0] = '\0';
+    }
+    ok = verdict("correct", ok);
+    gr_result("correct", ok, MPI_Wtime() - t0);
+}
+
+/* ---- training: the driver's pass around the student's MoE branch ---- */
+
+struct pass {
+    const struct pl_model_config *c;
+    int B, T, N;
+    struct pl_attn_acts *attn;  /* [L] */
+    float **xm, **ln, **mean, **rstd; /* [L]: the MLP half's input, ln2 and its statistics */
+    struct pl_head_acts head;
+    const int *tokens; /* of the last forward */
+    float *x, *branch, *dln, *dbranch;
+};
+
+static float *activ(size_t n, const char *label)
+{
+    return pl_mem_alloc(n * sizeof(float), PL_MEM_ACTIV, PL_DEVICE, label);
+}
+
+static void pass_new(struct pass *ps, const struct pl_model_config *c, int B)
+{
+    memset(ps, 0, sizeof *ps);
+    const int L = c->n_layers, C = c->d_model;
+    ps->c = c;
+    ps->B = B;
+    ps->T = c->seq_len;
+    ps->N = B * c->seq_len;
+    const size_t NC = (size_t)ps->N * C;
+    ps->attn = pl_mem_alloc((size_t)L * sizeof *ps->attn, PL_MEM_WORK, PL_HOST, "pass attn");
+    float ***lists[] = {&ps->xm, &ps->ln, &ps->mean, &ps->rstd};
+    for (int i = 0; i < 4; i++)
+        *lists[i] = pl_mem_alloc((size_t)L * sizeof(float *), PL_MEM_WORK, PL_HOST, "pass");
+    for (int l = 0; l < L; l++) {
+        pl_attn_acts_new(&ps->attn[l], c, B, ps->T);
+        ps->xm[l] = activ(NC, "pass mlp input");
+        ps->ln[l] = activ(NC, "pass ln2");
+        ps->mean[l] = activ((size_t)ps->N, "pass ln2 mean");
+        ps->rstd[l] = activ((size_t)ps->N, "pass ln2 rstd");
+    }
+    pl_head_acts_new(&ps->head, c, B, ps->T);
+    ps->x = activ(NC, "pass residual");
+    ps->branch = activ(NC, "pass branch");
+    ps->dln = activ(NC, "pass d ln2");
+    ps->dbranch = activ(NC, "pass d branch");
+}
+
+static void pass_free(struct pass *ps)
+{
+    for (int l = 0; l < ps->c->n_layers; l++) {
+        pl_attn_acts_free(&ps->attn[l]);
+        pl_mem_free(ps->xm[l]);
+        pl_mem_free(ps->ln[l]);
+        pl_mem_free(ps->mean[l]);
+        pl_mem_free(ps->rstd[l]);
+    }
+    pl_mem_free(ps->attn);
+    pl_mem_free(ps->xm);
+    pl_mem_free(ps->ln);
+    pl_mem_free(ps->mean);
+    pl_mem_free(ps->rstd);
+    pl_head_acts_free(&ps->head);
+    pl_mem_free(ps->x);
+    pl_mem_free(ps->branch);
+    pl_mem_free(ps->dln);
+    pl_mem_free(ps->dbranch);
+}
+
+/* The forward of lib/model.c with the MoE branch the student's; branches_h (host [L*N*C],
+ * or NULL) receives each layer's branch. Returns this rank's objective. */
+static double pass_forward(struct pass *ps, struct pl_model *m, struct moe *s,
+                           const struct gr_batch *b, float *branches_h)
+{
+    const struct pl_model_config *c = ps->c;
+    const int N = ps->N, C = c->d_model;
+    const size_t NC = (size_t)N * C;
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ps->tokens = b->tokens;
+    pl_embed_forward(c, &m->embed, b->tokens, ps->B, ps->T, ps->x);
+    double aux = 0.0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct pl_block_params *p = &m->blocks[l];
+        pl_attn_forward(c, l, p, &ps->attn[l], &ctx, ps->x, ps->xm[l]);
+        pl_layernorm_forward(ps->ln[l], ps->mean[l], ps->rstd[l], ps->xm[l], p->ln2_w, p->ln2_b,
+                             N, C);
+        pl_zero(ps->branch, NC);
+        aux += moe_forward(s, l, ps->ln[l], ps->branch);
+        if (branches_h) pl_to_host(branches_h + (size_t)l * NC, ps->branch, NC * sizeof(float));
+        pl_residual_forward(ps->x, ps->xm[l], ps->branch, NC);
+    }
+    return pl_head_forward(c, &m->head, &ps->head, ps->x, b->targets) + aux;
+}
+
+static void pass_backward(struct pass *ps, struct pl_model *m, struct moe *s, float scale)
+{
+    const struct pl_model_config *c = ps->c;
+    const int N = ps->N, C = c->d_model;
+    const size_t NC = (size_t)N * C;
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.loss_scale = scale;
+    float *dx = ps->x;
+    pl_head_backward(c, &m->head, &m->head_g, &ps->head, &ctx, dx);
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        const struct pl_block_params *p = &m->blocks[l], *g = &m->blocks_g[l];
+        pl_copy(ps->dbranch, dx, NC);
+        pl_zero(ps->dln, NC);
+        moe_backward(s, l, ps->dbranch, ps->dln, scale);
+        pl_layernorm_backward(dx, g->ln2_w, g->ln2_b, ps->dln, ps->xm[l], p->ln2_w, ps->mean[l],
+                              ps->rstd[l], N, C);
+        pl_attn_backward(c, l, p, g, &ps->attn[l], &ctx, dx, dx);
+    }
+    pl_embed_backward(c, &m->embed_g, ps->tokens, ps->B, ps->T, dx);
+}
+
+/* ---- training cases ---- */
+
+struct train_case {
+    int E, k;
+    float cf; /* CF_NONE: no dropping */
+};
+
+static int make_cases(const char *op, struct train_case *cs)
+{
+    static const float cfs[] = {0.5f, 1.0f, 1.25f, CF_NONE};
+    int k = !strcmp(op, "top1") ? 1 : !strcmp(op, "top2") ? 2 : 0, n = 0;
+    if (!k) return 0;
+    for (int e = 4; e <= 8; e += 4)
+        for (int f = 0; f < 4; f++) cs[n++] = (struct train_case){e, k, cfs[f]};
+    return n;
+}
+
+static void describe_case(const struct train_case *c, int N, char *buf, size_t len)
+{
+    char cf[64];
+    if (c->cf == CF_NONE) snprintf(cf, sizeof cf, "no capacity limit");
+    else snprintf(cf, sizeof cf, "capacity factor %g", (double)c->cf);
+    struct pl_model_config cfg = lab_config(0, c->E, c->k, c->cf);
+    snprintf(buf, len, "%d experts on %d ranks, top-%d, %s (%d slots for %d tokens a rank), "
+             "%d steps of %d sequences", c->E, pl_size(), c->k, cf,
+             pl_moe_capacity(N, c->E, c->k, cfg.capacity_factor), N, K_STEPS, GLOBAL_B);
+}
+
+/* How far got is from want over n floats: ||got - want|| / max(||want||, floor); *scale is
+ * the least-squares factor got ~ scale * want. */
+static double rel_l2(const float *got, const float *want, size_t n, double floor, double *scale,
+                     int *nonfinite)
+{
+    double d = 0, w = 0, gw = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) (*nonfinite)++;
+        double e = (double)got[i] - want[i];
+        d += e * e;
+        w += (double)want[i] * want[i];
+        gw += (double)got[i] * want[i];
+    }
+    *scale = w > 0 ? gw / w : 1.0;
+    double den = sqrt(w) > floor ? sqrt(w) : floor;
+    return den > 0 ? sqrt(d) / den : sqrt(d);
+}
+
+/* This rank's part of every tensor (got, host [numel]) against want: the first tensor off by
+ * more than tol fails with a reason that names it. */
+static int judge_tensors(const struct or_reference *o, const float *got, const float *want,
+                         double tol, const char *what)
+{
+    const struct pl_model_layout *lay = &o->layout;
+    double all = 0;
+    for (size_t i = 0; i < o->numel; i++) all += (double)want[i] * want[i];
+    for (int t = 0; t < lay->n_tensors; t++) {
+        size_t off, n;
+        or_owned_range(lay, t, o->me, o->ep, &off, &n);
+        double scale;
+        int bad = 0;
+        double floor = sqrt(all) * sqrt((double)n / (double)o->numel);
+        double rel = rel_l2(got + off, want + off, n, floor, &scale, &bad);
+        if (!bad && rel <= tol) continue;
+        const struct pl_param_desc *d = &lay->tensors[t];
+        int expert = or_is_expert_tensor(d);
+        char hint[400] = "";
+        if (bad)
+            snprintf(hint, sizeof hint, "; %d elements are not numbers", bad);
+        else if (expert && o->ep > 1 && fabs(scale * o->ep - 1) < 0.05)
+            snprintf(hint, sizeof hint, "; yours is 1/%d of it: expert gradients were averaged "
+                     "across the EP ranks, but each rank holds different experts, whose "
+                     "gradients already hold every rank's tokens (section 7)", o->ep);
+        else if (!expert && o->ep > 1 && fabs(scale * o->ep - 1) < 0.05)
+            snprintf(hint, sizeof hint, "; yours is 1/%d of it: the backward already scaled "
+                     "each rank's loss by 1/ep, so the ranks' shares are summed, not averaged "
+                     "(section 7)", o->ep);
+        else if (!expert && o->ep > 1 && fabs(scale - 1) > 0.05 && strstr(d->name, "w_router"))
+            snprintf(hint, sizeof hint, "; the router's gradient is off while the experts' "
+                     "are right: check the gates' gradient and the load-balancing loss's "
+                     "(a E f_e / N times loss_scale on every token, section 6)");
+        else if (strstr(d->name, "w_router"))
+            snprintf(hint, sizeof hint, "; only the router is off: is the load-balancing "
+                     "loss's gradient (a E f_e / N times loss_scale on every token) in your "
+                     "backward? (section 6)");
+        why("%s of %s%s: relative L2 error %.2e, more than %.0e%s", what, d->name,
+            expert ? " (this rank's experts)" : "", rel, tol, hint);
+        return 0;
+    }
+    return 1;
+}
+
+/* The MoE outputs of the first step against the reference's for this rank's tokens. */
+static int judge_branches(const struct or_reference *o, const float *got, int C)
+{
+    const size_t NC = (size_t)o->N * C;
+    for (int l = 0; l < o->layout.cfg.n_layers; l++) {
+        double scale, su;
+        int bad = 0;
+        double rel = rel_l2(got + l * NC, o->branch + l * NC, NC, 0, &scale, &bad);
+        if (!bad && rel <= GR_TOL_LOSS) continue;
+        double ungated = rel_l2(got + l * NC, o->ungated + l * NC, NC, 0, &su, &bad);
+        why("block %d's MoE output: relative L2 error %.2e against the reference, more than "
+            "%.0e%s", l, rel, GR_TOL_LOSS,
+            ungated <= GR_TOL_LOSS ? "; it equals the experts' outputs summed WITHOUT the "
+                                     "gates: the combine multiplies each expert's output by "
+                                     "its gate (section 5)"
+                                   : "");
+        return 0;
+    }
+    return 1;
+}
+
+/* The routing of the first step: per layer, the same choices kept and dropped. */
+static int judge_counts(const struct or_reference *o, const struct moe *st)
+{
+    const struct pl_model_config *c = &o->layout.cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct pl_moe_routing *got = moe_last_routing(st, l);
+        const struct or_routing *w = &o->route[(size_t)o->me * c->n_layers + l];
+        if (!got) {
+            why("moe_last_routing(%d) is NULL after a forward", l);
+            return 0;
+        }
+        if (got->N != o->N || got->E != c->n_experts || got->k != c->top_k || got->cap != w->cap) {
+            why("block %d's routing is for N=%d E=%d k=%d with %d slots; the reference routes "
+                "N=%d tokens to E=%d experts, top-%d, %d slots", l, got->N, got->E, got->k,
+                got->cap, o->N, c->n_experts, c->top_k, w->cap);
+            return 0;
+        }
+        struct pl_moe_routing want = {.N = o->N, .E = c->n_experts, .k = c->top_k,
+                                      .cap = w->cap, .expert = w->expert, .slot = w->slot,
+                                      .count = w->count, .dropped = w->dropped};
+        if (!compare_routing(got, &want)) {
+            why("in block %d", l);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The ledger of the first step against what its routing must send: per MoE layer one
+ * pl_all_to_all of the counts and four pl_all_to_all_v (dispatch, combine, and both in
+ * reverse), whose off-rank bytes are the rows of kept choices crossing ranks. */
+static int judge_traffic(const struct or_reference *o, const struct pl_ledger *d)
+{
+    const struct pl_model_config *c = &o->layout.cfg;
+    const int L = c->n_layers, El = c->n_experts / o->ep;
+    const double row = (double)c->d_model * sizeof(float);
+    double want = 0, balanced = 0;
+    for (int l = 0; l < L; l++) {
+        long dispatch, combine;
+        or_a2a_rows(o, l, o->me, &dispatch, &combine);
+        want += 2.0 * (double)(dispatch + combine) * row;
+    }
+    balanced = 2.0 * L * 2.0 * (o->ep - 1) / o->ep * o->N * c->top_k * row;
+    double got = pl_ledger_bytes(d, PL_ALL_TO_ALL_V, -1);
+    double counts = pl_ledger_bytes(d, PL_ALL_TO_ALL, -1);
+    double want_counts = (double)L * (o->ep - 1) * El * sizeof(float);
+    char g[32], w[32], b[32];
+    if (d->calls[PL_ALL_TO_ALL_V] != 4L * L || d->calls[PL_ALL_TO_ALL] != L) {
+        why("%ld pl_all_to_all and %ld pl_all_to_all_v in a step of %d MoE layers; expected %d "
+            "and %d: per layer one all-to-all of the counts, then dispatch and combine "
+            "forward and the same two in reverse backward (moe.h)", d->calls[PL_ALL_TO_ALL],
+            d->calls[PL_ALL_TO_ALL_V], L, L, 4 * L);
+        return 0;
+    }
+    if (pl_ledger_bytes(d, PL_P2P, -1) > 0) {
+        why("%s sent point to point: the tokens travel in the all-to-all-v calls only",
+            gr_human_bytes(pl_ledger_bytes(d, PL_P2P, -1), g, sizeof g));
+        return 0;
+    }
+    if (counts != want_counts) {
+        why("the counts exchange sent %s; %d layers x %d peers x %d experts each x 4 bytes = "
+            "%s", gr_human_bytes(counts, g, sizeof g), L, o->ep - 1, El,
+            gr_human_bytes(want_counts, w, sizeof w));
+        return 0;
+    }
+    if (got != want) {
+        double padded = 2.0 * L * 2.0 * (o->ep - 1) * El * o->route[0].cap * row;
+        why("all-to-all-v sent %s off this rank in a step; the routing sends %s (the rows of "
+            "kept choices whose expert lives on another rank, and the outputs of this rank's "
+            "experts for other ranks' tokens, both ways)%s",
+            gr_human_bytes(got, g, sizeof g), gr_human_bytes(want, w, sizeof w),
+            got == padded ? ": yours is every expert's whole capacity. Exchange the counts "
+                            "first and send only the rows that exist (section 4)"
+                          : "");
+        why("for scale: a balanced routing would send (ep-1)/ep x N x k x C x 4 bytes each "
+            "way, %s a step", gr_human_bytes(balanced, b, sizeof b));
+        return 0;
+    }
+    return 1;
+}
+
+/* AdamW step t on what this rank holds: the non-expert tensors and its experts. */
+static void update_owned(struct pl_model *m, int ep, int rank, int t,
+                         const struct pl_adamw_config *opt)
+{
+    const struct pl_model_layout *lay = &m->layout;
+    for (int i = 0; i < lay->n_tensors; i++) {
+        size_t off, n;
+        or_owned_range(lay, i, rank, ep, &off, &n);
+        pl_model_adamw_flat(lay, off, n, m->params + off, m->grads + off, m->adam_m + off,
+                            m->adam_v + off, t, opt);
+    }
+}
+
+struct outcome {
+    int correct, counts, traffic, todo;
+    struct pl_ledger step0; /* this rank's traffic in the first step */
+};
+
+struct run {
+    struct gr_train_setup setup;
+    struct or_reference ref;
+    struct pl_model *m;
+    struct gr_batch batch;
+    struct pass pass;
+    struct moe *st;
+    float *host; /* [numel] */
+    float *branches; /* [L * N * C] */
+};
+
+static void run_open(struct run *r, const struct pl_tokens *data, const struct train_case *c)
+{
+    int n = pl_size(), me = pl_rank();
+    memset(r, 0, sizeof *r);
+    r->setup.cfg = lab_config(pl_mix64(base_seed ^ 0x1417), c->E, c->k, c->cf);
+    r->setup.opt = pl_adamw_config_default();
+    r->setup.opt.grad_clip = 0;
+    r->setup.data = data;
+    r->setup.global_B = GLOBAL_B;
+    r->setup.steps = K_STEPS;
+    r->setup.data_seed = pl_mix64(base_seed ^ 0x5eed);
+    or_reference_run(&r->ref, &r->setup, n, me);
+    r->m = pl_model_new(&r->setup.cfg, PL_MODEL_ALL);
+    gr_batch_new(&r->batch, &r->setup, me, n);
+    pass_new(&r->pass, &r->m->cfg, r->batch.B);
+    r->host = pl_mem_alloc(r->ref.numel * sizeof(float), PL_MEM_WORK, PL_HOST, "grader host");
+    r->branches = pl_mem_alloc((size_t)r->m->cfg.n_layers * r->pass.N * r->m->cfg.d_model *
+                               sizeof(float), PL_MEM_WORK, PL_HOST, "grader branches");
+}
+
+static void run_close(struct run *r)
+{
+    moe_free(r->st);
+    pass_free(&r->pass);
+    gr_batch_free(&r->batch);
+    pl_model_free(r->m);
+    or_reference_free(&r->ref);
+    pl_mem_free(r->host);
+    pl_mem_free(r->branches);
+}
+
+/* One training step of the student's MoE; 0 when a stub was reached. */
+static int train_step(struct run *r, int step, double *loss)
+{
+    int n = pl_size();
+    pl_model_zero_grad(r->m);
+    gr_batch_load(&r->batch, step);
+    double mine = pass_forward(&r->pass, r->m, r->st, &r->batch, step == 0 ? r->branches : NULL);
+    if (gr_todo_any()) return 0;
+    pass_backward(&r->pass, r->m, r->st, 1.0f / (float)n);
+    moe_finish_gradients(r->st);
+    if (gr_todo_any()) return 0;
+    *loss = gr_global_loss(mine);
+    return 1;
+}
+
+static void run_case(const struct pl_tokens *data, const struct train_case *c, const char *parts,
+                     struct outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    out->correct = out->counts = out->traffic = 1;
+    struct run r;
+    run_open(&r, data, c);
+    const int C = r.m->cfg.d_model, n = pl_size();
+    r.st = moe_new(pl_comm_world(), r.m, r.pass.N);
+    if (gr_todo_any()) goto todo;
+    for (int step = 0; step < K_STEPS; step++) {
+        struct pl_ledger mark, delta;
+        gr_ledger_mark(&mark);
+        double loss;
+        if (!train_step(&r, step, &loss)) goto todo;
+        gr_ledger_since(&mark, &delta);
+        if (step == 0) {
+            if (gr_has_part(parts, "counts")) out->counts = verdict("counts", judge_counts(&r.ref, r.st));
+            if (!verdict("correct", judge_branches(&r.ref, r.branches, C))) goto wrong;
+            if (n > 1 && gr_has_part(parts, "traffic"))
+                out->traffic = verdict("traffic", judge_traffic(&r.ref, &delta));
+        }
+        double e = gr_rel_err(loss, r.ref.loss[step]);
+        if (!(e <= GR_TOL_LOSS)) {
+            why("step %d: loss %.7f, the reference %.7f (relative error %.1e, more than %.0e)",
+                step, loss, r.ref.loss[step], e, GR_TOL_LOSS);
+            verdict("correct", 0);
+            goto wrong;
+        }
+        pl_to_host(r.host, r.m->grads, r.ref.numel * sizeof(float));
+        char what[64];
+        snprintf(what, sizeof what, "step %d: the gradient", step);
+        if (!verdict("correct", judge_tensors(&r.ref, r.host,
+                                              r.ref.grads + (size_t)step * r.ref.numel,
+                                              GR_TOL_GRADS, what)))
+            goto wrong;
+        update_owned(r.m, n, pl_rank(), step + 1, &r.setup.opt);
+    }
+    pl_to_host(r.host, r.m->params, r.ref.numel * sizeof(float));
+    if (!verdict("correct", judge_tensors(&r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
+                                          "after the last step, the parameters")))
+        goto wrong;
+    run_close(&r);
+    return;
+todo:
+    out->todo = 1;
+wrong:
+    out->correct = 0;
+    run_close(&r);
+}
+
+static void train_check(const char *op, const char *parts)
+{
+    struct train_case cases[16];
+    int ncases = make_cases(op, cases), n = pl_size();
+    if (GLOBAL_B % n || 4 % n)
+        pl_usage_error_all("%d ranks: this lab runs on 1, 2 or 4 ranks (they must divide the "
+                           "global batch of %d sequences and the 4 experts)", n, GLOBAL_B);
+    struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
+    double t0 = MPI_Wtime();
+    int ok = 1, counts = 1, traffic = 1, todo = 0;
+    for (int i = 0; i < ncases && ok; i++) {
+        char cs[256];
+        describe_case(&cases[i], GLOBAL_B / n * lab_config(0, 4, 1, 1).seq_len, cs, sizeof cs);
+        gr_case("%s", cs);
+        struct outcome o;
+        run_case(&data, &cases[i], parts, &o);
+        todo |= o.todo;
+        if (o.todo) break;
+        if (!o.correct) gr_say("correct", "in: %s", cs);
+        if (!o.counts && counts) gr_say("counts", "in: %s", cs);
+        if (!o.traffic && traffic) gr_say("traffic", "in: %s", cs);
+        ok &= o.correct;
+        counts &= o.counts;
+        traffic &= o.traffic;
+    }
+    if (todo) say_todo(parts);
+    double secs = MPI_Wtime() - t0;
+    gr_result("correct", ok, secs);
+    if (gr_has_part(parts, "counts")) gr_result("counts", !todo && counts, secs);
+    if (gr_has_part(parts, "traffic")) {
+        if (!ok && !todo && traffic)
+            gr_say("traffic", "not graded: the %s MoE must train correctly first", op);
+        gr_result("traffic", ok && traffic, secs);
+    }
+    pl_tokens_free(&data);
+}
+
+/* ---- bench: all-to-all volume and balance as routing skews towards expert 0 ---- */
+
+/* Makes expert 0 hot: ln2's bias gets a 1 in channel 0 and the router's row 0 a weight of
+ * `skew` on it, so expert 0's logit rises by about skew for every token. */
+static void make_hot(struct pl_model *m, float skew)
+{
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        float one = 1.0f, w;
+        pl_to_device(m->blocks[l].ln2_b, &one, sizeof one);
+        pl_to_host(&w, m->blocks[l].w_router, sizeof w);
+        w += skew;
+        pl_to_device(m->blocks[l].w_router, &w, sizeof w);
+    }
+}
+
+static void bench_row(const struct pl_tokens *data, int E, int k, float cf, float skew,
+                      const struct pl_profile *prof)
+{
+    struct train_case c = {E, k, cf};
+    struct run r;
+    memset(&r, 0, sizeof r);
+    int n = pl_size(), me = pl_rank();
+    r.setup.cfg = lab_config(pl_mix64(base_seed ^ 0x1417), E, k, cf);
+    r.setup.opt = pl_adamw_config_default();
+    r.setup.data = data;
+    r.setup.global_B = GLOBAL_B;
+    r.setup.steps = 1;
+    r.setup.data_seed = pl_mix64(base_seed ^ 0x5eed);
+    r.m = pl_model_new(&r.setup.cfg, PL_MODEL_ALL);
+    make_hot(r.m, skew);
+    gr_batch_new(&r.batch, &r.setup, me, n);
+    pass_new(&r.pass, &r.m->cfg, r.batch.B);
+    r.st = moe_new(pl_comm_world(), r.m, r.pass.N);
+    struct pl_ledger mark, d, *all = pl_mem_alloc((size_t)n * sizeof *all, PL_MEM_WORK, PL_HOST,
+                                                   "bench ledgers");
+    gr_ledger_mark(&mark);
+    double loss;
+    int ran = train_step(&r, 0, &loss);
+    gr_ledger_since(&mark, &d);
+    gr_ledger_gather_world(&d, all);
+    long counts[64] = {0}, total[64] = {0}, dropped = 0;
+    const struct pl_moe_routing *rt = ran ? moe_last_routing(r.st, 0) : NULL;
+    for (int e = 0; e < E && rt; e++) counts[e] = rt->count[e];
+    long mydrop = rt ? rt->dropped : 0;
+    PL_CHECK_MPI(MPI_Reduce(counts, total, E, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&mydrop, &dropped, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+    if (me == 0 && ran) {
+        double vmax = 0, vsum = 0, tmax = 0;
+        for (int i = 0; i < n; i++) {
+            double v = pl_ledger_bytes(&all[i], PL_ALL_TO_ALL_V, -1);
+            double t = pl_ledger_modelled_time(&all[i], prof);
+            vsum += v;
+            if (v > vmax) vmax = v;
+            if (t > tmax) tmax = t;
+        }
+        long hot = 0, sum = 0;
+        for (int e = 0; e < E; e++) {
+            sum += total[e];
+            if (total[e] > hot) hot = total[e];
+        }
+        char cf_s[16], v[32];
+        if (cf == CF_NONE) snprintf(cf_s, sizeof cf_s, "none");
+        else snprintf(cf_s, sizeof cf_s, "%g", (double)cf);
+        printf("%4d %3d %5s %5.1f %10s %9.2f %8.2f %8.1f%% %10.3f   ", E, k, cf_s,
+               (double)skew, gr_human_bytes(vsum / n, v, sizeof v), vsum > 0 ? vmax / (vsum / n) : 1.0,
+               sum ? (double)hot * E / sum : 0.0, 100.0 * dropped / ((double)r.pass.N * n * k),
+               tmax * 1e6);
+        for (int e = 0; e < E; e++) printf("%s%ld", e ? "," : "", total[e]);
+        printf("\n");
+    }
+    (void)c;
+    pl_mem_free(all);
+    moe_free(r.st);
+    pass_free(&r.pass);
+    gr_batch_free(&r.batch);
+    pl_model_free(r.m);
+}
+
+static void bench_mode(int E, int k, float cf, float skew)
+{
+    struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
+    const struct pl_profile *prof = pl_profile_find("dgx-h100");
+    if (pl_rank() == 0) {
+        printf("# MoE all-to-all volume and balance, %d ranks, %d tokens a rank, block 0's "
+               "routing, one training step\n", pl_size(), GLOBAL_B / pl_size() * 16);
+        printf("# a2a/rank: all-to-all-v bytes sent per rank (mean); a2a max/mean: the busiest "
+               "rank's share; hot: the busiest expert's tokens / the mean; step: modelled on "
+               "%s, the slowest rank's ledger, serial (us)\n", prof->name);
+        printf("%4s %3s %5s %5s %10s %9s %8s %9s %10s   %s\n", "E", "k", "cf", "skew",
+               "a2a/rank", "max/mean", "hot", "dropped", "step(us)", "tokens per expert");
+    }
+    if (skew >= 0) {
+        bench_row(&data, E, k, cf, skew, prof);
+    } else {
+        static const float cfs[] = {1.0f, 1.25f, CF_NONE};
+        static const float skews[] = {0.0f, 1.0f, 2.0f, 4.0f};
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 4; j++) bench_row(&data, E, k, cfs[i], skews[j], prof);
+    }
+    pl_tokens_free(&data);
+}
+
+/* ---- main ---- */
+
+static float parse_float(const char *flag, const char *s)
+{
+    char *end;
+    float v = strtof(s, &end);
+    if (*end || !isfinite(v))
+        pl_usage_error_all("%s expects a number, got '%s'", flag, s);
+    return v;
+}
+
+static int parse_int(const char *flag, const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 1 || v > 64)
+        pl_usage_error_all("%s expects a whole number from 1 to 64, got '%s'", flag, s);
+    return (int)v;
+}
+
+/* The configuration errors a course's student or instructor can make, exit 2. */
+static void check_moe_args(int E, int k, float cf)
+{
+    int n = pl_size();
+    if (E % n) {
+        char d[128];
+        pl_usage_error_all("n_experts=%d is not divisible by ep=%d ranks: every rank must own "
+                           "the same number of experts (choose n_experts a multiple of %d, or "
+                           "ep in {%s})", E, n, n, pl_divisors(E, d, sizeof d));
+    }
+    if (k > E)
+        pl_usage_error_all("top_k=%d is more than n_experts=%d: a token picks k distinct "
+                           "experts (choose top_k from 1 to %d)", k, E, E);
+    if (!(cf > 0) && cf != CF_NONE)
+        pl_usage_error_all("capacity factor %g must be > 0 (1.0 gives each expert its even "
+                           "share of the choices; leave it out for no limit)", (double)cf);
+}
+
+int main(int argc, char **argv)
+{
+    gr_report_take_env();
+    pl_init(&argc, &argv);
+    gr_report_open();
+    const char *op = NULL, *mode = "check", *parts = "correct";
+    int E = 8, k = 2;
+    float cf = 1.25f, skew = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--op") && val) op = argv[++i];
+        else if (!strcmp(a, "--mode") && val) mode = argv[++i];
+        else if (!strcmp(a, "--parts") && val) parts = argv[++i];
+        else if (!strcmp(a, "--seed") && val) base_seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--experts") && val) E = parse_int(a, argv[++i]);
+        else if (!strcmp(a, "--top-k") && val) k = parse_int(a, argv[++i]);
+        else if (!strcmp(a, "--capacity-factor") && val) {
+            cf = parse_float(a, argv[++i]);
+            if (cf <= 0)
+                pl_usage_error_all("--capacity-factor %s must be > 0 (1.0 gives each expert "
+                                   "its even share of the choices; leave it out for 1.25)",
+                                   argv[i]);
+        } else if (!strcmp(a, "--skew") && val) skew = parse_float(a, argv[++i]);
+        else
+            pl_usage_error_all("unknown argument '%s' (the driver takes --op OP --mode "
+                               "check|bench --parts LIST --seed S --experts E --top-k K "
+                               "--capacity-factor F --skew S)", a);
+    }
+    if (!strcmp(mode, "bench")) {
+        check_moe_args(E, k, cf);
+        bench_mode(E, k, cf, skew);
+    } else if (strcmp(mode, "check")) {
+        pl_usage_error_all("--mode %s: choose check or bench", mode);
+    } else if (!op) {
+        pl_usage_error_all("--mode check needs --op (router, permute, top1 or top2)");
+    } else if (!strcmp(op, "router")) {
+        router_check();
+    } else if (!strcmp(op, "permute")) {
+        permute_check();
+    } else if (!strcmp(op, "top1") || !strcmp(op, "top2")) {
+        train_check(op, parts);
+    } else {
+        pl_usage_error_all("--op %s is not a Lab 7 test (choose router, permute, top1 or top2)",
+                           op);
+    }
+    gr_report_close();
+    pl_finalize();
+    return 0;
+}
