@@ -1,23 +1,24 @@
-/* driver.c: the trusted test driver of Lab 7 (MoE expert parallelism). It owns main and
- * drives the student's router, permutation and expert-parallel MoE (moe.h):
+/* driver.c: the trusted test driver of Lab 7 (MoE expert parallelism), on the lab harness
+ * (grader/common/harness.h). It drives the student's router, permutation and expert-parallel
+ * MoE (moe.h):
  *
  *   router / permute  the host functions on router probabilities the driver draws (skewed,
- *                     tied, uniform), against lib/model.h's pl_moe_route and pl_moe_capacity
- *                     and a counting sort of its own: exact;
+ *                     tied, a hot expert), against lib/model.h's pl_moe_capacity and
+ *                     pl_moe_route and a counting sort of its own: exact;
  *   top1 / top2       K training steps of the MoE-GPT on ep = world ranks, the driver running
  *                     every part but the MoE branch (embedding, attention, layernorms, head,
  *                     AdamW), against the single-device reference on the same slices
  *                     (oracle.c): the MoE outputs of the first step, every step's loss and
  *                     gradients, the parameters after K steps (correct); the routing of the
  *                     first step, exactly (counts); the all-to-all calls and bytes of the
- *                     first step from the ledger, against the bytes the routing sends
- *                     off-rank (traffic).
+ *                     first step from the ledger, against what the routing sends off-rank
+ *                     (traffic).
  *
  *   driver --op router|permute|top1|top2 --mode check [--parts correct,counts,traffic]
- *          [--seed S]
  *   driver --mode bench [--experts E] [--top-k K] [--capacity-factor F] [--skew S]
  *
- * Each judge is its own function; verdicts go to the grader's report file, never stdout. */
+ * Every judge is its own function writing its reason with why(); run() records each rank's
+ * reasons per part and judge() gathers them to rank 0, which says the first failing rank's. */
 #include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@
 #include "oracle.h"
 #include "ops.h"
 #include "paralab.h"
+#include "harness.h"
 #include "train.h"
 
 #define K_STEPS 3
@@ -36,7 +38,6 @@
 #define CORPUS_TOKENS 32768
 #define CF_NONE 0.0f /* "no dropping": the case uses a factor of E / k */
 
-static const char *const HANDOUT = "docs/labs/07-moe.md";
 static uint64_t base_seed = 1;
 
 static struct pl_model_config lab_config(uint64_t seed, int E, int k, float cf)
@@ -57,31 +58,16 @@ static struct pl_model_config lab_config(uint64_t seed, int E, int k, float cf)
     return c;
 }
 
-static int agree(int ok)
-{
-    int all = 0;
-    PL_CHECK_MPI(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    return all;
-}
-
-/* Says which stub was reached, once, under every part asked for. */
-static int say_todo(const char *parts)
-{
-    if (!gr_todo_any()) return 0;
-    const char *w = gr_todo_what(), *sec = gr_todo_section();
-    const char *all[] = {"correct", "counts", "traffic"};
-    for (int i = 0; i < 3; i++)
-        if (gr_has_part(parts, all[i]))
-            gr_say(all[i], "still a stub: %s (see %s section %s)", w ? w : "?", HANDOUT,
-                   sec ? sec : "?");
-    return 1;
-}
-
 /* ---- verdicts of several ranks: the first failing rank's reason, said by rank 0 ---- */
 
-static char why_text[1024];
+/* This rank's reasons, per part (correct, counts, traffic), and the part why() writes. */
+static const char *const PARTS[] = {"correct", "counts", "traffic"};
+#define NPARTS 3
+static char reasons[NPARTS][1024];
+static int why_part;
+#define why_text (reasons[why_part])
 
-/* Adds a line to this rank's reason. */
+/* Adds a line to this rank's reason of the current part. */
 static void __attribute__((format(printf, 1, 2))) why(const char *fmt, ...)
 {
     size_t used = strlen(why_text);
@@ -93,17 +79,27 @@ static void __attribute__((format(printf, 1, 2))) why(const char *fmt, ...)
     strcat(why_text, "\n");
 }
 
-/* Collective: 1 when every rank's ok; otherwise rank 0 says the lowest failing rank's
- * reason under part. Clears the reason. */
-static int verdict(const char *part, int ok)
+static int part_index(const char *part)
 {
+    for (int i = 0; i < NPARTS; i++)
+        if (!strcmp(part, PARTS[i])) return i;
+    pl_usage_error_all("--parts %s: Lab 7 judges correct, counts and traffic", part);
+}
+
+/* Collective: 1 when no rank has a reason for part; otherwise rank 0 says the lowest
+ * failing rank's. Clears the reasons. */
+static int verdict(const char *part)
+{
+    why_part = part_index(part);
+    int ok = !why_text[0];
     int n = pl_size(), me = pl_rank();
     char *all = me == 0 ? pl_mem_alloc((size_t)n * sizeof why_text, PL_MEM_WORK, PL_HOST,
                                        "verdict reasons")
                         : NULL;
     PL_CHECK_MPI(MPI_Gather(why_text, sizeof why_text, MPI_CHAR, all, sizeof why_text, MPI_CHAR,
                             0, MPI_COMM_WORLD));
-    int all_ok = agree(ok);
+    int all_ok = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (me == 0 && !all_ok)
         for (int r = 0; r < n; r++)
             if (all[(size_t)r * sizeof why_text]) {
@@ -266,9 +262,9 @@ static int judge_route_case(const struct route_case *c, int index)
     struct pl_moe_routing *want = pl_moe_routing_new(c->N, c->E, c->k, cap);
     pl_moe_route(want, p, 0.01f);
     moe_route(got, p, 0.01f);
-    int ok = !gr_todo_what() && compare_routing(got, want) &&
+    int ok = !pl_todo_what() && compare_routing(got, want) &&
              compare_router_rest(got, want);
-    if (!ok && !gr_todo_what()) {
+    if (!ok && !pl_todo_what()) {
         char d[200];
         describe_route_case(c, d, sizeof d);
         why("in: %s", d);
@@ -279,19 +275,6 @@ static int judge_route_case(const struct route_case *c, int index)
     return ok;
 }
 
-static void router_check(void)
-{
-    double t0 = MPI_Wtime();
-    gr_case("moe_capacity and moe_route on drawn router probabilities");
-    int ok = judge_capacity();
-    for (int i = 0; ok && i < N_ROUTE_CASES; i++) ok = judge_route_case(&ROUTE_CASES[i], i);
-    if (say_todo("correct")) {
-        ok = 0;
-        why_text[0] = '\0';
-    }
-    ok = verdict("correct", ok);
-    gr_result("correct", ok, MPI_Wtime() - t0);
-}
 
 static int judge_permute_case(const struct route_case *c, int index)
 {
@@ -307,7 +290,7 @@ static int judge_permute_case(const struct route_case *c, int index)
     int *gs = wi + nk, *gp = gs + c->E + 1, *gi = gp + nk;
     or_permutation(r, ws, wp, wi);
     moe_permute(r, gs, gp, gi);
-    int ok = !gr_todo_what();
+    int ok = !pl_todo_what();
     for (int e = 0; ok && e <= c->E; e++)
         if (gs[e] != ws[e]) {
             why("start[%d] = %d, expected %d: the kept choices of experts "
@@ -327,7 +310,7 @@ static int judge_permute_case(const struct route_case *c, int index)
                    wi[i] < 0 ? " (-1: it was dropped)" : "");
             ok = 0;
         }
-    if (!ok && !gr_todo_what()) {
+    if (!ok && !pl_todo_what()) {
         char d[200];
         describe_route_case(c, d, sizeof d);
         why("in: %s", d);
@@ -338,19 +321,6 @@ static int judge_permute_case(const struct route_case *c, int index)
     return ok;
 }
 
-static void permute_check(void)
-{
-    double t0 = MPI_Wtime();
-    gr_case("moe_permute on the reference routing of drawn probabilities");
-    int ok = 1;
-    for (int i = 0; ok && i < N_ROUTE_CASES; i++) ok = judge_permute_case(&ROUTE_CASES[i], i);
-    if (say_todo("correct")) {
-        ok = 0;
-        why_text[0] = '\0';
-    }
-    ok = verdict("correct", ok);
-    gr_result("correct", ok, MPI_Wtime() - t0);
-}
 
 /* ---- training: the driver's pass around the student's MoE branch ---- */
 
@@ -668,11 +638,6 @@ static void update_owned(struct pl_model *m, int ep, int rank, int t,
     }
 }
 
-struct outcome {
-    int correct, counts, traffic, todo;
-    struct pl_ledger step0; /* this rank's traffic in the first step */
-};
-
 struct run {
     struct gr_train_setup setup;
     struct or_reference ref;
@@ -680,11 +645,12 @@ struct run {
     struct gr_batch batch;
     struct pass pass;
     struct moe *st;
-    float *host; /* [numel] */
+    float *host;     /* [numel] */
     float *branches; /* [L * N * C] */
 };
 
-static void run_open(struct run *r, const struct pl_tokens *data, const struct train_case *c)
+static void run_open(struct run *r, const struct pl_tokens *data, const struct train_case *c,
+                     int steps, int with_reference)
 {
     int n = pl_size(), me = pl_rank();
     memset(r, 0, sizeof *r);
@@ -693,20 +659,21 @@ static void run_open(struct run *r, const struct pl_tokens *data, const struct t
     r->setup.opt.grad_clip = 0;
     r->setup.data = data;
     r->setup.global_B = GLOBAL_B;
-    r->setup.steps = K_STEPS;
+    r->setup.steps = steps;
     r->setup.data_seed = pl_mix64(base_seed ^ 0x5eed);
-    or_reference_run(&r->ref, &r->setup, n, me);
+    if (with_reference) or_reference_run(&r->ref, &r->setup, n, me);
     r->m = pl_model_new(&r->setup.cfg, PL_MODEL_ALL);
     gr_batch_new(&r->batch, &r->setup, me, n);
     pass_new(&r->pass, &r->m->cfg, r->batch.B);
-    r->host = pl_mem_alloc(r->ref.numel * sizeof(float), PL_MEM_WORK, PL_HOST, "grader host");
+    r->host = pl_mem_alloc(r->m->layout.numel * sizeof(float), PL_MEM_WORK, PL_HOST,
+                           "grader host");
     r->branches = pl_mem_alloc((size_t)r->m->cfg.n_layers * r->pass.N * r->m->cfg.d_model *
                                sizeof(float), PL_MEM_WORK, PL_HOST, "grader branches");
 }
 
 static void run_close(struct run *r)
 {
-    moe_free(r->st);
+    if (r->st) moe_free(r->st);
     pass_free(&r->pass);
     gr_batch_free(&r->batch);
     pl_model_free(r->m);
@@ -730,92 +697,61 @@ static int train_step(struct run *r, int step, double *loss)
     return 1;
 }
 
-static void run_case(const struct pl_tokens *data, const struct train_case *c, const char *parts,
-                     struct outcome *out)
+/* The judges of one step: what went wrong first goes into the part's reason. */
+static int judge_step(struct run *r, int step, double loss, const struct pl_ledger *delta)
 {
-    memset(out, 0, sizeof *out);
-    out->correct = out->counts = out->traffic = 1;
+    const int C = r->m->cfg.d_model;
+    if (step == 0) {
+        why_part = 1;
+        judge_counts(&r->ref, r->st);
+        why_part = 2;
+        if (pl_size() > 1) judge_traffic(&r->ref, delta);
+        why_part = 0;
+        if (!judge_branches(&r->ref, r->branches, C)) return 0;
+    }
+    why_part = 0;
+    double e = gr_rel_err(loss, r->ref.loss[step]);
+    if (!(e <= GR_TOL_LOSS)) {
+        why("step %d: loss %.7f, the reference %.7f (relative error %.1e, more than %.0e)", step,
+            loss, r->ref.loss[step], e, GR_TOL_LOSS);
+        return 0;
+    }
+    pl_to_host(r->host, r->m->grads, r->ref.numel * sizeof(float));
+    char what[64];
+    snprintf(what, sizeof what, "step %d: the gradient", step);
+    return judge_tensors(&r->ref, r->host, r->ref.grads + (size_t)step * r->ref.numel,
+                         GR_TOL_GRADS, what);
+}
+
+/* Trains case c for K steps, every rank recording its reasons per part. */
+static void run_training(const struct pl_tokens *data, const struct train_case *c)
+{
     struct run r;
-    run_open(&r, data, c);
-    const int C = r.m->cfg.d_model, n = pl_size();
+    run_open(&r, data, c, K_STEPS, 1);
+    int n = pl_size();
     r.st = moe_new(pl_comm_world(), r.m, r.pass.N);
-    if (gr_todo_any()) goto todo;
+    if (gr_todo_any()) {
+        run_close(&r);
+        return;
+    }
+    int ok = 1;
     for (int step = 0; step < K_STEPS; step++) {
         struct pl_ledger mark, delta;
         gr_ledger_mark(&mark);
-        double loss;
-        if (!train_step(&r, step, &loss)) goto todo;
+        double loss = 0;
+        if (!train_step(&r, step, &loss)) {
+            run_close(&r);
+            return;
+        }
         gr_ledger_since(&mark, &delta);
-        if (step == 0) {
-            if (gr_has_part(parts, "counts")) out->counts = verdict("counts", judge_counts(&r.ref, r.st));
-            if (!verdict("correct", judge_branches(&r.ref, r.branches, C))) goto wrong;
-            if (n > 1 && gr_has_part(parts, "traffic"))
-                out->traffic = verdict("traffic", judge_traffic(&r.ref, &delta));
-        }
-        double e = gr_rel_err(loss, r.ref.loss[step]);
-        if (!(e <= GR_TOL_LOSS)) {
-            why("step %d: loss %.7f, the reference %.7f (relative error %.1e, more than %.0e)",
-                step, loss, r.ref.loss[step], e, GR_TOL_LOSS);
-            verdict("correct", 0);
-            goto wrong;
-        }
-        pl_to_host(r.host, r.m->grads, r.ref.numel * sizeof(float));
-        char what[64];
-        snprintf(what, sizeof what, "step %d: the gradient", step);
-        if (!verdict("correct", judge_tensors(&r.ref, r.host,
-                                              r.ref.grads + (size_t)step * r.ref.numel,
-                                              GR_TOL_GRADS, what)))
-            goto wrong;
+        if (ok) ok = judge_step(&r, step, loss, &delta);
         update_owned(r.m, n, pl_rank(), step + 1, &r.setup.opt);
     }
     pl_to_host(r.host, r.m->params, r.ref.numel * sizeof(float));
-    if (!verdict("correct", judge_tensors(&r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
-                                          "after the last step, the parameters")))
-        goto wrong;
+    why_part = 0;
+    if (ok) judge_tensors(&r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
+                          "after the last step, the parameters");
     run_close(&r);
-    return;
-todo:
-    out->todo = 1;
-wrong:
-    out->correct = 0;
-    run_close(&r);
-}
-
-static void train_check(const char *op, const char *parts)
-{
-    struct train_case cases[16];
-    int ncases = make_cases(op, cases), n = pl_size();
-    if (GLOBAL_B % n || 4 % n)
-        pl_usage_error_all("%d ranks: this lab runs on 1, 2 or 4 ranks (they must divide the "
-                           "global batch of %d sequences and the 4 experts)", n, GLOBAL_B);
-    struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
-    double t0 = MPI_Wtime();
-    int ok = 1, counts = 1, traffic = 1, todo = 0;
-    for (int i = 0; i < ncases && ok; i++) {
-        char cs[256];
-        describe_case(&cases[i], GLOBAL_B / n * lab_config(0, 4, 1, 1).seq_len, cs, sizeof cs);
-        gr_case("%s", cs);
-        struct outcome o;
-        run_case(&data, &cases[i], parts, &o);
-        todo |= o.todo;
-        if (o.todo) break;
-        if (!o.correct) gr_say("correct", "in: %s", cs);
-        if (!o.counts && counts) gr_say("counts", "in: %s", cs);
-        if (!o.traffic && traffic) gr_say("traffic", "in: %s", cs);
-        ok &= o.correct;
-        counts &= o.counts;
-        traffic &= o.traffic;
-    }
-    if (todo) say_todo(parts);
-    double secs = MPI_Wtime() - t0;
-    gr_result("correct", ok, secs);
-    if (gr_has_part(parts, "counts")) gr_result("counts", !todo && counts, secs);
-    if (gr_has_part(parts, "traffic")) {
-        if (!ok && !todo && traffic)
-            gr_say("traffic", "not graded: the %s MoE must train correctly first", op);
-        gr_result("traffic", ok && traffic, secs);
-    }
-    pl_tokens_free(&data);
 }
 
 /* ---- bench: all-to-all volume and balance as routing skews towards expert 0 ---- */
@@ -838,18 +774,9 @@ static void bench_row(const struct pl_tokens *data, int E, int k, float cf, floa
 {
     struct train_case c = {E, k, cf};
     struct run r;
-    memset(&r, 0, sizeof r);
     int n = pl_size(), me = pl_rank();
-    r.setup.cfg = lab_config(pl_mix64(base_seed ^ 0x1417), E, k, cf);
-    r.setup.opt = pl_adamw_config_default();
-    r.setup.data = data;
-    r.setup.global_B = GLOBAL_B;
-    r.setup.steps = 1;
-    r.setup.data_seed = pl_mix64(base_seed ^ 0x5eed);
-    r.m = pl_model_new(&r.setup.cfg, PL_MODEL_ALL);
+    run_open(&r, data, &c, 1, 0);
     make_hot(r.m, skew);
-    gr_batch_new(&r.batch, &r.setup, me, n);
-    pass_new(&r.pass, &r.m->cfg, r.batch.B);
     r.st = moe_new(pl_comm_world(), r.m, r.pass.N);
     struct pl_ledger mark, d, *all = pl_mem_alloc((size_t)n * sizeof *all, PL_MEM_WORK, PL_HOST,
                                                    "bench ledgers");
@@ -888,12 +815,8 @@ static void bench_row(const struct pl_tokens *data, int E, int k, float cf, floa
         for (int e = 0; e < E; e++) printf("%s%ld", e ? "," : "", total[e]);
         printf("\n");
     }
-    (void)c;
     pl_mem_free(all);
-    moe_free(r.st);
-    pass_free(&r.pass);
-    gr_batch_free(&r.batch);
-    pl_model_free(r.m);
+    run_close(&r);
 }
 
 static void bench_mode(int E, int k, float cf, float skew)
@@ -920,90 +843,146 @@ static void bench_mode(int E, int k, float cf, float skew)
     pl_tokens_free(&data);
 }
 
-/* ---- main ---- */
+/* ---- the lab's part of the harness ---- */
 
-static float parse_float(const char *flag, const char *s)
-{
-    char *end;
-    float v = strtof(s, &end);
-    if (*end || !isfinite(v))
-        pl_usage_error_all("%s expects a number, got '%s'", flag, s);
-    return v;
-}
+enum op { OP_ROUTER, OP_PERMUTE, OP_TRAIN };
 
-static int parse_int(const char *flag, const char *s)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v < 1 || v > 64)
-        pl_usage_error_all("%s expects a whole number from 1 to 64, got '%s'", flag, s);
-    return (int)v;
-}
+struct state {
+    enum op op;
+    struct train_case cases[16];
+    int ncases;
+    struct pl_tokens data;
+};
+
+/* Lab flags: the bench's configuration (and what a misconfigured course would pass). */
+static int flag_experts = 8, flag_top_k = 2;
+static float flag_cf = 1.25f, flag_skew = -1;
+
+static struct pl_flag lab07_flags[] = {
+    {"--experts", PL_FLAG_INT, &flag_experts, "E", "bench: experts per MoE layer", 0},
+    {"--top-k", PL_FLAG_INT, &flag_top_k, "K", "bench: experts per token", 0},
+    {"--capacity-factor", PL_FLAG_FLOAT, &flag_cf, "F", "bench: capacity factor, > 0", 0},
+    {"--skew", PL_FLAG_FLOAT, &flag_skew, "S",
+     "bench: one row with expert 0's logit raised by S (default: a table of skews)", 0},
+};
 
 /* The configuration errors a course's student or instructor can make, exit 2. */
 static void check_moe_args(int E, int k, float cf)
 {
     int n = pl_size();
+    if (E < 1 || E > 64)
+        pl_usage_error_all("--experts %d: choose from 1 to 64 experts", E);
     if (E % n) {
         char d[128];
         pl_usage_error_all("n_experts=%d is not divisible by ep=%d ranks: every rank must own "
                            "the same number of experts (choose n_experts a multiple of %d, or "
                            "ep in {%s})", E, n, n, pl_divisors(E, d, sizeof d));
     }
-    if (k > E)
-        pl_usage_error_all("top_k=%d is more than n_experts=%d: a token picks k distinct "
-                           "experts (choose top_k from 1 to %d)", k, E, E);
-    if (!(cf > 0) && cf != CF_NONE)
+    if (k < 1 || k > E)
+        pl_usage_error_all("top_k=%d: a token picks k distinct experts of n_experts=%d "
+                           "(choose top_k from 1 to %d)", k, E, E);
+    if (!(cf > 0))
         pl_usage_error_all("capacity factor %g must be > 0 (1.0 gives each expert its even "
-                           "share of the choices; leave it out for no limit)", (double)cf);
+                           "share of the choices; a factor >= n_experts/top_k never drops)",
+                           (double)cf);
 }
 
-int main(int argc, char **argv)
+static void *setup(const struct gr_args *a)
 {
-    gr_report_take_env();
-    pl_init(&argc, &argv);
-    gr_report_open();
-    const char *op = NULL, *mode = "check", *parts = "correct";
-    int E = 8, k = 2;
-    float cf = 1.25f, skew = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--op") && val) op = argv[++i];
-        else if (!strcmp(a, "--mode") && val) mode = argv[++i];
-        else if (!strcmp(a, "--parts") && val) parts = argv[++i];
-        else if (!strcmp(a, "--seed") && val) base_seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--experts") && val) E = parse_int(a, argv[++i]);
-        else if (!strcmp(a, "--top-k") && val) k = parse_int(a, argv[++i]);
-        else if (!strcmp(a, "--capacity-factor") && val) {
-            cf = parse_float(a, argv[++i]);
-            if (cf <= 0)
-                pl_usage_error_all("--capacity-factor %s must be > 0 (1.0 gives each expert "
-                                   "its even share of the choices; leave it out for 1.25)",
-                                   argv[i]);
-        } else if (!strcmp(a, "--skew") && val) skew = parse_float(a, argv[++i]);
-        else
-            pl_usage_error_all("unknown argument '%s' (the driver takes --op OP --mode "
-                               "check|bench --parts LIST --seed S --experts E --top-k K "
-                               "--capacity-factor F --skew S)", a);
-    }
-    if (!strcmp(mode, "bench")) {
-        check_moe_args(E, k, cf);
-        bench_mode(E, k, cf, skew);
-    } else if (strcmp(mode, "check")) {
-        pl_usage_error_all("--mode %s: choose check or bench", mode);
-    } else if (!op) {
-        pl_usage_error_all("--mode check needs --op (router, permute, top1 or top2)");
-    } else if (!strcmp(op, "router")) {
-        router_check();
-    } else if (!strcmp(op, "permute")) {
-        permute_check();
-    } else if (!strcmp(op, "top1") || !strcmp(op, "top2")) {
-        train_check(op, parts);
+    static struct state st;
+    base_seed = a->seed;
+    int n = pl_size();
+    check_moe_args(flag_experts, flag_top_k, flag_cf);
+    st.op = !strcmp(a->op, "router") ? OP_ROUTER : !strcmp(a->op, "permute") ? OP_PERMUTE
+                                                                             : OP_TRAIN;
+    if (st.op == OP_TRAIN) {
+        if (GLOBAL_B % n || 4 % n)
+            pl_usage_error_all("%d ranks: Lab 7 trains on 1, 2 or 4 ranks (they must divide "
+                               "the global batch of %d sequences and the 4 experts)", n,
+                               GLOBAL_B);
+        st.ncases = make_cases(a->op, st.cases);
+        st.data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
     } else {
-        pl_usage_error_all("--op %s is not a Lab 7 test (choose router, permute, top1 or top2)",
-                           op);
+        st.ncases = st.op == OP_ROUTER ? N_ROUTE_CASES + 1 : N_ROUTE_CASES;
     }
-    gr_report_close();
-    pl_finalize();
-    return 0;
+    return &st;
 }
+
+static const char *subject(void *vst)
+{
+    const struct state *st = vst;
+    return st->op == OP_ROUTER ? "moe_route" : st->op == OP_PERMUTE ? "moe_permute"
+                                                                     : "the expert-parallel MoE";
+}
+
+static int count_cases(void *vst)
+{
+    return ((const struct state *)vst)->ncases;
+}
+
+static void describe(void *vst, int i, char *buf, size_t len)
+{
+    const struct state *st = vst;
+    char d[256];
+    if (st->op == OP_ROUTER && i == 0) {
+        snprintf(buf, len, "moe_capacity over N, E, k and factors 0.3 to 8");
+    } else if (st->op != OP_TRAIN) {
+        describe_route_case(&ROUTE_CASES[st->op == OP_ROUTER ? i - 1 : i], d, sizeof d);
+        snprintf(buf, len, "%s(%s)", subject(vst), d);
+    } else {
+        describe_case(&st->cases[i], GLOBAL_B / pl_size() * lab_config(0, 4, 1, 1).seq_len, d,
+                      sizeof d);
+        snprintf(buf, len, "%s", d);
+    }
+}
+
+static void run(void *vst, int i)
+{
+    const struct state *st = vst;
+    for (int p = 0; p < NPARTS; p++) reasons[p][0] = '\0';
+    why_part = 0;
+    if (st->op == OP_ROUTER && i == 0) judge_capacity();
+    else if (st->op == OP_ROUTER) judge_route_case(&ROUTE_CASES[i - 1], i - 1);
+    else if (st->op == OP_PERMUTE) judge_permute_case(&ROUTE_CASES[i], i);
+    else run_training(&st->data, &st->cases[i]);
+}
+
+static int judge(void *vst, int i, const char *part)
+{
+    const struct state *st = vst;
+    int ok = verdict(part);
+    if (!ok && st->op == OP_TRAIN && pl_rank() == 0) {
+        char d[256];
+        describe_case(&st->cases[i], GLOBAL_B / pl_size() * lab_config(0, 4, 1, 1).seq_len, d,
+                      sizeof d);
+        gr_say(part, "in: %s", d);
+    }
+    return ok;
+}
+
+static void finish(void *vst)
+{
+    struct state *st = vst;
+    if (st->op == OP_TRAIN) pl_tokens_free(&st->data);
+}
+
+static void bench(const struct gr_args *a)
+{
+    base_seed = a->seed;
+    check_moe_args(flag_experts, flag_top_k, flag_cf);
+    bench_mode(flag_experts, flag_top_k, flag_cf, flag_skew);
+}
+
+const struct gr_driver gr_lab_driver = {
+    .flags = lab07_flags,
+    .nflags = (int)(sizeof lab07_flags / sizeof lab07_flags[0]),
+    .setup = setup,
+    .subject = subject,
+    .correct_first = "must train as the single-device MoE first",
+    .ncases = count_cases,
+    .describe = describe,
+    .run = run,
+    .judge = judge,
+    .bench = bench,
+    .finish = finish,
+};
