@@ -190,17 +190,20 @@ static int compare_routing(const struct pl_moe_routing *got, const struct pl_moe
                    got->expert[i], want->expert[i]);
             return 0;
         }
+    static const char *const order = "Slots fill choice by choice: every first choice in "
+                                     "token order, then every second choice; a choice "
+                                     "finding its expert full is dropped (section 2)";
     for (int i = 0; i < N * k; i++)
-        if ((got->slot[i] < 0) != (want->slot[i] < 0) || got->slot[i] != want->slot[i]) {
-            why("choice %d of token %d (expert %d): %s, the reference %s. Slots fill "
-                   "choice by choice: every first choice in token order, then every second "
-                   "choice; a choice finding its expert full is dropped (section 2)",
-                   i % k + 1, i / k, want->expert[i],
-                   got->slot[i] < 0 ? "dropped" : "kept", want->slot[i] < 0 ? "drops it"
-                                                                            : "keeps it");
-            if (got->slot[i] >= 0 && want->slot[i] >= 0)
-                why("(both keep it, but in slot %d where the reference has slot %d)",
-                       got->slot[i], want->slot[i]);
+        if ((got->slot[i] < 0) != (want->slot[i] < 0)) {
+            why("choice %d of token %d (expert %d): %s, the reference %s. %s", i % k + 1, i / k,
+                want->expert[i], got->slot[i] < 0 ? "dropped" : "kept",
+                want->slot[i] < 0 ? "drops it" : "keeps it", order);
+            return 0;
+        }
+    for (int i = 0; i < N * k; i++)
+        if (got->slot[i] != want->slot[i]) {
+            why("choice %d of token %d (expert %d) is in slot %d, the reference's slot %d. %s",
+                i % k + 1, i / k, want->expert[i], got->slot[i], want->slot[i], order);
             return 0;
         }
     for (int e = 0; e < E; e++)
@@ -479,8 +482,39 @@ static double rel_l2(const float *got, const float *want, size_t n, double floor
     return den > 0 ? sqrt(d) / den : sqrt(d);
 }
 
+/* The relative error of this rank's part of tensor t; scale and nonfinite as rel_l2's. */
+static double tensor_error(const struct or_reference *o, int t, const float *got,
+                           const float *want, double all, double *scale, int *bad)
+{
+    size_t off, n;
+    or_owned_range(&o->layout, t, o->me, o->ep, &off, &n);
+    double floor = sqrt(all) * sqrt((double)n / (double)o->numel);
+    *bad = 0;
+    return rel_l2(got + off, want + off, n, floor, scale, bad);
+}
+
+/* 1 when the last block's router gradient is off while its experts' are right: the
+ * experts' backward saw the right d outputs, so the router's backward is where it went
+ * wrong. */
+static int router_alone_wrong(const struct or_reference *o, const float *got, const float *want,
+                              double all, double tol)
+{
+    char router[PL_NAME_LEN], fc[PL_NAME_LEN];
+    int L = o->layout.cfg.n_layers;
+    snprintf(router, sizeof router, "h.%d.moe.w_router", L - 1);
+    snprintf(fc, sizeof fc, "h.%d.moe.w_fc", L - 1);
+    int r = -1, f = -1, bad;
+    for (int t = 0; t < o->layout.n_tensors; t++) {
+        if (!strcmp(o->layout.tensors[t].name, router)) r = t;
+        if (!strcmp(o->layout.tensors[t].name, fc)) f = t;
+    }
+    double scale;
+    return r >= 0 && f >= 0 && tensor_error(o, r, got, want, all, &scale, &bad) > tol &&
+           tensor_error(o, f, got, want, all, &scale, &bad) <= tol;
+}
+
 /* This rank's part of every tensor (got, host [numel]) against want: the first tensor off by
- * more than tol fails with a reason that names it. */
+ * more than tol fails with a reason that names it, and what the pattern of errors suggests. */
 static int judge_tensors(const struct or_reference *o, const float *got, const float *want,
                          double tol, const char *what)
 {
@@ -488,12 +522,9 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
     double all = 0;
     for (size_t i = 0; i < o->numel; i++) all += (double)want[i] * want[i];
     for (int t = 0; t < lay->n_tensors; t++) {
-        size_t off, n;
-        or_owned_range(lay, t, o->me, o->ep, &off, &n);
         double scale;
-        int bad = 0;
-        double floor = sqrt(all) * sqrt((double)n / (double)o->numel);
-        double rel = rel_l2(got + off, want + off, n, floor, &scale, &bad);
+        int bad;
+        double rel = tensor_error(o, t, got, want, all, &scale, &bad);
         if (!bad && rel <= tol) continue;
         const struct pl_param_desc *d = &lay->tensors[t];
         int expert = or_is_expert_tensor(d);
@@ -508,14 +539,11 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
             snprintf(hint, sizeof hint, "; yours is 1/%d of it: the backward already scaled "
                      "each rank's loss by 1/ep, so the ranks' shares are summed, not averaged "
                      "(section 7)", o->ep);
-        else if (!expert && o->ep > 1 && fabs(scale - 1) > 0.05 && strstr(d->name, "w_router"))
-            snprintf(hint, sizeof hint, "; the router's gradient is off while the experts' "
-                     "are right: check the gates' gradient and the load-balancing loss's "
-                     "(a E f_e / N times loss_scale on every token, section 6)");
-        else if (strstr(d->name, "w_router"))
-            snprintf(hint, sizeof hint, "; only the router is off: is the load-balancing "
-                     "loss's gradient (a E f_e / N times loss_scale on every token) in your "
-                     "backward? (section 6)");
+        else if (router_alone_wrong(o, got, want, all, tol))
+            snprintf(hint, sizeof hint, "; the last block's router gradient is off while its "
+                     "experts' are right, so the router's backward is where it goes wrong: "
+                     "the gates' gradient at the kept choices, and the load-balancing loss's "
+                     "(loss_scale x a E f_e / N on every token, section 6)");
         why("%s of %s%s: relative L2 error %.2e, more than %.0e%s", what, d->name,
             expert ? " (this rank's experts)" : "", rel, tol, hint);
         return 0;
@@ -707,7 +735,12 @@ static int judge_step(struct run *r, int step, double loss, const struct pl_ledg
         why_part = 2;
         if (pl_size() > 1) judge_traffic(&r->ref, delta);
         why_part = 0;
-        if (!judge_branches(&r->ref, r->branches, C)) return 0;
+        if (!judge_branches(&r->ref, r->branches, C)) {
+            if (reasons[1][0])
+                why("your routing differs from the reference's: %.*s", (int)strcspn(reasons[1], "\n"),
+                    reasons[1]);
+            return 0;
+        }
     }
     why_part = 0;
     double e = gr_rel_err(loss, r->ref.loss[step]);
@@ -892,7 +925,6 @@ static void *setup(const struct gr_args *a)
     static struct state st;
     base_seed = a->seed;
     int n = pl_size();
-    check_moe_args(flag_experts, flag_top_k, flag_cf);
     st.op = !strcmp(a->op, "router") ? OP_ROUTER : !strcmp(a->op, "permute") ? OP_PERMUTE
                                                                              : OP_TRAIN;
     if (st.op == OP_TRAIN) {
