@@ -150,6 +150,7 @@ help:
 	@echo "  make gradescope      build/gradescope/autograder.zip for Gradescope"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
+	@echo "  make plots LAB=07    redraw a lab's handout figures from your code (SOLUTIONS=1: the solution's)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
 	@echo "  make deps            check and install the packages the build needs"

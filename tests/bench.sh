@@ -79,3 +79,15 @@ case "${LAB:-03}" in
     "$B/bin/zero_memory"
     ;;
 esac
+
+# Lab 7: the student's expert-parallel MoE (labs/, or solutions/ with SOLUTIONS=1) on 4 ranks:
+# all-to-all-v volume and balance, dropped choices and tokens per expert as the routing skews
+# towards one expert, and the MoE layer modelled on dgx-h100. Selected by LAB=07 (or no LAB).
+case "${LAB:-07}" in
+07* | 7 | *moe*)
+    section "Lab 7 MoE all-to-all volume and balance: $label"
+    if lab_driver 07-moe; then
+        OPENBLAS_NUM_THREADS=1 launch -np 4 -- "$d" --mode bench
+    fi
+    ;;
+esac
