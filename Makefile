@@ -148,6 +148,7 @@ help:
 	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
 	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1; docs/grader.md)"
 	@echo "  make gradescope      build/gradescope/autograder.zip for Gradescope"
+	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
 	@echo "  make plots LAB=07    redraw a lab's handout figures from your code (SOLUTIONS=1: the solution's)"

@@ -474,16 +474,6 @@ struct run_outcome {
     struct text say;
 };
 
-/* A kit without solutions/ (a student's copy) cannot build a driver that compiles the
- * reference solution in (grader/NN-name/reference.c). `make grade` runs at the kit's root. */
-static int lab_needs_solution(int lab)
-{
-    char path[PATH_MAX], ref[PATH_MAX];
-    snprintf(path, sizeof path, "solutions/%s", lab_of[lab]->dir);
-    snprintf(ref, sizeof ref, "grader/%s/reference.c", lab_of[lab]->dir);
-    return access(path, F_OK) != 0 && access(ref, F_OK) == 0;
-}
-
 /* Runs the tests [first, last) that share one launch. */
 static void run_group(int first, int last, const char *driver, const char *build_log,
                       double *op_timeout_cap)
@@ -505,9 +495,6 @@ static void run_group(int first, int last, const char *driver, const char *build
             if (log) {
                 text_printf(&t->reason, "the lab did not compile; the compiler said:\n");
                 add_tail(&t->reason, log, TAIL_LINES);
-            } else if (lab_needs_solution(t->lab)) {
-                text_printf(&t->reason, "this lab's driver needs solutions/ (grade it on "
-                            "Gradescope, whose bundle carries them)\n");
             } else {
                 text_printf(&t->reason, "no driver at %s: run `make` first\n", driver);
             }
