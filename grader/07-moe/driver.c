@@ -959,7 +959,7 @@ struct state {
 /* Lab flags: the bench's configuration (and what a misconfigured course would pass). */
 static int flag_experts = 8, flag_top_k = 2;
 static float flag_cf = 1.25f, flag_skew = -1;
-static const char *flag_svg_dir;
+static const char *flag_plots_dir;
 
 static struct pl_flag lab07_flags[] = {
     {"--experts", PL_FLAG_INT, &flag_experts, "E", "bench: experts per MoE layer", 0},
@@ -967,7 +967,7 @@ static struct pl_flag lab07_flags[] = {
     {"--capacity-factor", PL_FLAG_FLOAT, &flag_cf, "F", "bench: capacity factor, > 0", 0},
     {"--skew", PL_FLAG_FLOAT, &flag_skew, "S",
      "bench: one row with expert 0's logit raised by S (default: a table of skews)", 0},
-    {"--svg-dir", PL_FLAG_STR, &flag_svg_dir, "DIR",
+    {"--plots-dir", PL_FLAG_STR, &flag_plots_dir, "DIR",
      "bench: write the figures 07-moe-tokens.svg and 07-moe-skew.svg there (default none)", 0},
 };
 
@@ -1074,7 +1074,7 @@ static void bench(const struct gr_args *a)
 {
     base_seed = a->seed;
     check_moe_args(flag_experts, flag_top_k, flag_cf);
-    bench_mode(flag_experts, flag_top_k, flag_cf, flag_skew, flag_svg_dir);
+    bench_mode(flag_experts, flag_top_k, flag_cf, flag_skew, flag_plots_dir);
 }
 
 const struct gr_driver gr_lab_driver = {

@@ -7,4 +7,4 @@ LAB07_COPY = $(if $(filter-out 0,$(SOLUTIONS)),solutions,labs)
 plots:: all
 	@case "$(LAB)" in '' | 07* | 7 | *moe*) \
 	  $(B)/bin/launch -np 4 -- $(B)/grader/$(LAB07_COPY)/07-moe/driver --mode bench \
-	    --svg-dir docs/labs/img ;; esac
+	    --plots-dir docs/labs/img ;; esac
