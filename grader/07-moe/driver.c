@@ -837,7 +837,23 @@ static double model_layer_time(const long *cnt, int n, int E, int N, const struc
 struct bench_result {
     long total[MAX_E]; /* kept choices per expert, all ranks, block 0 */
     double layer_time; /* seconds, the modelled layer */
+    double step_time;  /* seconds, the traced step replayed (-1: could not be) */
 };
+
+/* Rank 0: the merged trace of one step replayed on p, every compute event's FLOPs and every
+ * transfer's bytes scaled to the modelled layer's size (tokens and widths). */
+static double replay_step(const struct pl_merged_trace *t, const struct pl_profile *p, int N,
+                          const struct pl_model_config *c)
+{
+    double tokens = MODEL_TOKENS / N;
+    double flops_x = tokens * (MODEL_C * MODEL_F) / ((double)c->d_model * c->d_ff);
+    double bytes_x = tokens * MODEL_C / c->d_model;
+    struct gr_overlap ov;
+    char err[256];
+    if (gr_overlap_replay(t, p, flops_x, bytes_x, NULL, NULL, &ov, err, sizeof err) != 0)
+        return -1;
+    return ov.step_time;
+}
 
 static int bench_row(const struct pl_tokens *data, int E, int k, float cf, float skew,
                      const struct pl_profile *prof, struct bench_result *out)
@@ -852,7 +868,14 @@ static int bench_row(const struct pl_tokens *data, int E, int k, float cf, float
                                                    "bench ledgers");
     gr_ledger_mark(&mark);
     double loss;
+    pl_trace_enable(1);
+    pl_trace_clear();
     int ran = !gr_todo_any() && train_step(&r, 0, &loss);
+    pl_trace_flush();
+    pl_trace_enable(0);
+    struct pl_merged_trace trace;
+    memset(&trace, 0, sizeof trace);
+    pl_trace_gather(&trace);
     gr_ledger_since(&mark, &d);
     gr_ledger_gather_world(&d, all);
     long counts[MAX_E] = {0}, *cnt = pl_mem_alloc((size_t)n * MAX_E * sizeof(long), PL_MEM_WORK,
@@ -877,19 +900,22 @@ static int bench_row(const struct pl_tokens *data, int E, int k, float cf, float
             if (out->total[e] > hot) hot = out->total[e];
         }
         out->layer_time = model_layer_time(cnt, n, E, r.pass.N, prof);
+        out->step_time = replay_step(&trace, prof, r.pass.N, &r.m->cfg);
         char cf_s[16], v[32];
         if (cf == CF_NONE) snprintf(cf_s, sizeof cf_s, "none");
         else snprintf(cf_s, sizeof cf_s, "%g", (double)cf);
-        printf("%4d %3d %5s %5.3f %10s %9.2f %8.2f %8.1f%% %11.3f   ", E, k, cf_s,
+        printf("%4d %3d %5s %5.3f %10s %9.2f %8.2f %8.1f%% %11.3f %10.3f   ", E, k, cf_s,
                (double)skew, gr_human_bytes(vsum / n, v, sizeof v),
                vsum > 0 ? vmax / (vsum / n) : 1.0, sum ? (double)hot * E / sum : 0.0,
-               100.0 * dropped / ((double)r.pass.N * n * k), out->layer_time * 1e3);
+               100.0 * dropped / ((double)r.pass.N * n * k), out->layer_time * 1e3,
+               out->step_time * 1e3);
         for (int e = 0; e < E; e++) printf("%s%ld", e ? "," : "", out->total[e]);
         printf("\n");
     }
     if (!ran && me == 0)
         printf("not run: %s is still a stub (see docs/labs/07-moe.md section %s)\n",
                pl_todo_what() ? pl_todo_what() : "?", pl_todo_section() ? pl_todo_section() : "?");
+    pl_trace_merged_free(&trace);
     pl_mem_free(cnt);
     pl_mem_free(all);
     run_close(&r);
@@ -906,10 +932,12 @@ static void bench_mode(int E, int k, float cf, float skew, const char *svg_dir)
         printf("# a2a/rank: all-to-all-v bytes sent per rank (mean, all blocks); max/mean: the "
                "busiest rank's share; hot: the busiest expert's tokens / the mean;\n# layer: "
                "block 0 forward+backward modelled on %s for a layer of C %.0f, F %.0f, %.0f "
-               "tokens a rank (the busiest rank's expert FLOPs and all-to-all bytes)\n",
-               prof->name, MODEL_C, MODEL_F, MODEL_TOKENS);
-        printf("%4s %3s %5s %5s %10s %9s %8s %9s %11s   %s\n", "E", "k", "cf", "skew ",
-               "a2a/rank", "max/mean", "hot", "dropped", "layer(ms)", "tokens per expert");
+               "tokens a rank (the busiest rank's expert FLOPs and all-to-all bytes);\n# step: your "
+               "step's trace replayed on %s, FLOPs and bytes scaled to that size\n",
+               prof->name, MODEL_C, MODEL_F, MODEL_TOKENS, prof->name);
+        printf("%4s %3s %5s %5s %10s %9s %8s %9s %11s %10s   %s\n", "E", "k", "cf", "skew ",
+               "a2a/rank", "max/mean", "hot", "dropped", "layer(ms)", "step(ms)",
+               "tokens per expert");
     }
     struct bench_result res;
     if (skew >= 0) {
@@ -926,7 +954,7 @@ static void bench_mode(int E, int k, float cf, float skew, const char *svg_dir)
     for (int i = 0; i < NCF && ok; i++)
         for (int j = 0; j < NSKEW && ok; j++) {
             ok = bench_row(&data, E, k, cfs[i], skews[j], prof, &res);
-            times[i][j] = res.layer_time * 1e3;
+            times[i][j] = res.step_time * 1e3;
             if (skews[j] == 0.1f && i != 1) memcpy(tokens[i ? 1 : 0], res.total, sizeof res.total);
         }
     if (ok && svg_dir && pl_rank() == 0) {
@@ -939,7 +967,8 @@ static void bench_mode(int E, int k, float cf, float skew, const char *svg_dir)
         const char *labels[NCF] = {"capacity factor 1.0", "capacity factor 1.25",
                                    "no capacity limit"};
         plot_lines(path, NSKEW, skews, NCF, &times[0][0], labels,
-                   "modelled MoE layer on dgx-h100 (ms) vs skew towards expert 0", "skew");
+                   "your step's trace replayed on dgx-h100 (ms) vs skew towards expert 0",
+                   "skew");
         printf("wrote %s\n", path);
     }
     pl_tokens_free(&data);
