@@ -41,6 +41,13 @@
 
 static uint64_t base_seed = 1;
 
+/* The EP degree at n ranks: all of them up to 4; beyond, EP groups of 4 (a node's worth on
+ * the placement test's 2 nodes of 4) and expert data parallelism across them. */
+static int ep_of(int n)
+{
+    return n <= 4 ? n : 4;
+}
+
 static struct pl_model_config lab_config(uint64_t seed, int E, int k, float cf)
 {
     struct pl_model_config c = pl_model_config_default();
@@ -62,8 +69,8 @@ static struct pl_model_config lab_config(uint64_t seed, int E, int k, float cf)
 /* ---- verdicts of several ranks: the first failing rank's reason, said by rank 0 ---- */
 
 /* This rank's reasons, per part (correct, counts, traffic), and the part why() writes. */
-static const char *const PARTS[] = {"correct", "counts", "traffic"};
-#define NPARTS 3
+static const char *const PARTS[] = {"correct", "counts", "traffic", "placement"};
+#define NPARTS 4
 static char reasons[NPARTS][1024];
 static int why_part;
 #define why_text (reasons[why_part])
@@ -84,7 +91,7 @@ static int part_index(const char *part)
 {
     for (int i = 0; i < NPARTS; i++)
         if (!strcmp(part, PARTS[i])) return i;
-    pl_usage_error_all("--parts %s: Lab 7 judges correct, counts and traffic", part);
+    pl_usage_error_all("--parts %s: Lab 7 judges correct, counts, traffic and placement", part);
 }
 
 /* Collective: 1 when no rank has a reason for part; otherwise rank 0 says the lowest
@@ -460,8 +467,11 @@ static void describe_case(const struct train_case *c, int N, char *buf, size_t l
     if (c->cf == CF_NONE) snprintf(cf, sizeof cf, "no capacity limit");
     else snprintf(cf, sizeof cf, "capacity factor %g", (double)c->cf);
     struct pl_model_config cfg = lab_config(0, c->E, c->k, c->cf);
-    snprintf(buf, len, "%d experts on %d ranks, top-%d, %s (%d slots for %d tokens a rank), "
-             "%d steps of %d sequences", c->E, pl_size(), c->k, cf,
+    char groups[64] = "";
+    if (ep_of(pl_size()) < pl_size())
+        snprintf(groups, sizeof groups, " (EP groups of %d)", ep_of(pl_size()));
+    snprintf(buf, len, "%d experts on %d ranks%s, top-%d, %s (%d slots for %d tokens a rank), "
+             "%d steps of %d sequences", c->E, pl_size(), groups, c->k, cf,
              pl_moe_capacity(N, c->E, c->k, cfg.capacity_factor), N, K_STEPS, GLOBAL_B);
 }
 
@@ -488,7 +498,7 @@ static double tensor_error(const struct or_reference *o, int t, const float *got
                            const float *want, double all, double *scale, int *bad)
 {
     size_t off, n;
-    or_owned_range(&o->layout, t, o->me, o->ep, &off, &n);
+    or_owned_range(&o->layout, t, o->ep_rank, o->ep, &off, &n);
     double floor = sqrt(all) * sqrt((double)n / (double)o->numel);
     *bad = 0;
     return rel_l2(got + off, want + off, n, floor, scale, bad);
@@ -534,12 +544,16 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
             snprintf(hint, sizeof hint, "; %d elements are not numbers", bad);
         else if (expert && o->ep > 1 && fabs(scale * o->ep - 1) < 0.05)
             snprintf(hint, sizeof hint, "; yours is 1/%d of it: expert gradients were averaged "
-                     "across the EP ranks, but each rank holds different experts, whose "
-                     "gradients already hold every rank's tokens (section 7)", o->ep);
-        else if (!expert && o->ep > 1 && fabs(scale * o->ep - 1) < 0.05)
+                     "across the EP group, but its ranks hold different experts, whose "
+                     "gradients already hold the group's tokens (section 7)", o->ep);
+        else if (!expert && o->slices > 1 && fabs(scale * o->slices - 1) < 0.05)
             snprintf(hint, sizeof hint, "; yours is 1/%d of it: the backward already scaled "
-                     "each rank's loss by 1/ep, so the ranks' shares are summed, not averaged "
-                     "(section 7)", o->ep);
+                     "each rank's loss by 1/n, so the ranks' shares are summed, not averaged "
+                     "(section 7)", o->slices);
+        else if (expert && o->slices > o->ep && fabs(scale * o->slices - o->ep) < 0.05 * o->ep)
+            snprintf(hint, sizeof hint, "; yours is %d/%d of it: only your EP group's tokens "
+                     "are in it. Sum each expert's gradient over its copies in the other EP "
+                     "groups (the expert-data-parallel group, section 7)", o->ep, o->slices);
         else if (router_alone_wrong(o, got, want, all, tol))
             snprintf(hint, sizeof hint, "; the last block's router gradient is off while its "
                      "experts' are right, so the router's backward is where it goes wrong: "
@@ -612,7 +626,7 @@ static int judge_traffic(const struct or_reference *o, const struct pl_ledger *d
     double want = 0, balanced = 0;
     for (int l = 0; l < L; l++) {
         long dispatch, combine;
-        or_a2a_rows(o, l, o->me, &dispatch, &combine);
+        or_a2a_rows(o, l, &dispatch, &combine);
         want += 2.0 * (double)(dispatch + combine) * row;
     }
     balanced = 2.0 * L * 2.0 * (o->ep - 1) / o->ep * o->N * c->top_k * row;
@@ -654,14 +668,60 @@ static int judge_traffic(const struct or_reference *o, const struct pl_ledger *d
     return 1;
 }
 
+/* The code under test's EP group, from moe_ep_comm: its size must be the lab's EP degree;
+ * the grader then follows whichever experts each rank owns. 0 with a reason otherwise. */
+static int learn_ep_group(struct or_reference *o, const struct moe *st)
+{
+    struct pl_comm *c = moe_ep_comm(st);
+    int want = ep_of(pl_size());
+    if (!c || pl_comm_size(c) != want) {
+        why("moe_ep_comm gives %s; with %d ranks the EP groups have %d ranks (moe_new's ep)",
+            c ? "a group of another size" : "no group", pl_size(), want);
+        return 0;
+    }
+    o->ep = want;
+    o->ep_rank = pl_comm_rank(c);
+    for (int i = 0; i < want; i++) o->members[i] = pl_comm_world_rank(c, i);
+    return 1;
+}
+
+/* Where the EP group sits on a cluster of 2 nodes (the world's ranks split in two, as
+ * `--nodes 2` places them): inside one node, or across, flagged with what this step's
+ * all-to-all bytes would cost on dgx-h100's network instead of its NVLink. */
+static int judge_placement(const struct or_reference *o, const struct pl_ledger *d)
+{
+    int n = pl_size();
+    if (n < 2 || n % 2) return 1;
+    struct pl_topo t;
+    char err[200];
+    if (pl_topo_virtual(&t, n, 2, n / 2, err, sizeof err) != 0) pl_fatal("%s", err);
+    if (pl_topo_group_link(&t, o->members, o->ep) == PL_LINK_INTRA) return 1;
+    const struct pl_profile *p = pl_profile_find("dgx-h100");
+    double bytes = pl_ledger_bytes(d, PL_ALL_TO_ALL_V, -1) + pl_ledger_bytes(d, PL_ALL_TO_ALL, -1);
+    long calls = d->calls[PL_ALL_TO_ALL_V] + d->calls[PL_ALL_TO_ALL];
+    double intra = bytes / p->bw[PL_LINK_INTRA] + calls * p->latency[PL_LINK_INTRA];
+    double inter = bytes / p->bw[PL_LINK_INTER] + calls * p->latency[PL_LINK_INTER];
+    char list[128] = "";
+    for (int i = 0; i < o->ep; i++) {
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", o->members[i]);
+    }
+    why("your EP group (world ranks %s) spans both nodes of 2 x %d: every all-to-all crosses "
+        "the network. On dgx-h100 this step's all-to-all bytes take %.1f us across nodes "
+        "against %.1f us inside one (%.1fx). Build the grid in the default order, ep before "
+        "dp, so that an EP group is %d consecutive ranks (section 4)", list, n / 2, inter * 1e6,
+        intra * 1e6, inter / intra, o->ep);
+    return 0;
+}
+
 /* AdamW step t on what this rank holds: the non-expert tensors and its experts. */
-static void update_owned(struct pl_model *m, int ep, int rank, int t,
+static void update_owned(struct pl_model *m, int ep, int ep_rank, int t,
                          const struct pl_adamw_config *opt)
 {
     const struct pl_model_layout *lay = &m->layout;
     for (int i = 0; i < lay->n_tensors; i++) {
         size_t off, n;
-        or_owned_range(lay, i, rank, ep, &off, &n);
+        or_owned_range(lay, i, ep_rank, ep, &off, &n);
         pl_model_adamw_flat(lay, off, n, m->params + off, m->grads + off, m->adam_m + off,
                             m->adam_v + off, t, opt);
     }
@@ -735,6 +795,8 @@ static int judge_step(struct run *r, int step, double loss, const struct pl_ledg
         judge_counts(&r->ref, r->st);
         why_part = 2;
         if (pl_size() > 1) judge_traffic(&r->ref, delta);
+        why_part = 3;
+        judge_placement(&r->ref, delta);
         why_part = 0;
         if (!judge_branches(&r->ref, r->branches, C)) {
             if (reasons[1][0])
@@ -763,8 +825,13 @@ static void run_training(const struct pl_tokens *data, const struct train_case *
     struct run r;
     run_open(&r, data, c, K_STEPS, 1);
     int n = pl_size();
-    r.st = moe_new(pl_comm_world(), r.m, r.pass.N);
+    r.st = moe_new(pl_comm_world(), r.m, r.pass.N, ep_of(n));
     if (gr_todo_any()) {
+        run_close(&r);
+        return;
+    }
+    why_part = 0;
+    if (!learn_ep_group(&r.ref, r.st)) {
         run_close(&r);
         return;
     }
@@ -779,7 +846,7 @@ static void run_training(const struct pl_tokens *data, const struct train_case *
         }
         gr_ledger_since(&mark, &delta);
         if (ok) ok = judge_step(&r, step, loss, &delta);
-        update_owned(r.m, n, pl_rank(), step + 1, &r.setup.opt);
+        update_owned(r.m, r.ref.ep, r.ref.ep_rank, step + 1, &r.setup.opt);
     }
     pl_to_host(r.host, r.m->params, r.ref.numel * sizeof(float));
     why_part = 0;
@@ -863,7 +930,7 @@ static int bench_row(const struct pl_tokens *data, int E, int k, float cf, float
     int n = pl_size(), me = pl_rank();
     run_open(&r, data, &c, 1, 0);
     make_hot(r.m, skew);
-    r.st = moe_new(pl_comm_world(), r.m, r.pass.N);
+    r.st = moe_new(pl_comm_world(), r.m, r.pass.N, n);
     struct pl_ledger mark, d, *all = pl_mem_alloc((size_t)n * sizeof *all, PL_MEM_WORK, PL_HOST,
                                                    "bench ledgers");
     gr_ledger_mark(&mark);
@@ -1029,10 +1096,10 @@ static void *setup(const struct gr_args *a)
     st.op = !strcmp(a->op, "router") ? OP_ROUTER : !strcmp(a->op, "permute") ? OP_PERMUTE
                                                                              : OP_TRAIN;
     if (st.op == OP_TRAIN) {
-        if (GLOBAL_B % n || 4 % n)
-            pl_usage_error_all("%d ranks: Lab 7 trains on 1, 2 or 4 ranks (they must divide "
-                               "the global batch of %d sequences and the 4 experts)", n,
-                               GLOBAL_B);
+        if (GLOBAL_B % n || 4 % ep_of(n))
+            pl_usage_error_all("%d ranks: Lab 7 trains on 1, 2, 4 or 8 ranks (they must divide "
+                               "the global batch of %d sequences, and the EP groups the 4 "
+                               "experts)", n, GLOBAL_B);
         st.ncases = make_cases(a->op, st.cases);
         st.data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
     } else {
@@ -1102,6 +1169,9 @@ static void finish(void *vst)
 static void bench(const struct gr_args *a)
 {
     base_seed = a->seed;
+    if (pl_size() > 4)
+        pl_usage_error_all("the bench runs on 1, 2 or 4 ranks (one EP group), not %d",
+                           pl_size());
     check_moe_args(flag_experts, flag_top_k, flag_cf);
     bench_mode(flag_experts, flag_top_k, flag_cf, flag_skew, flag_plots_dir);
 }

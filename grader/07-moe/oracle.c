@@ -26,7 +26,7 @@ int or_is_expert_tensor(const struct pl_param_desc *d)
     return 0;
 }
 
-void or_owned_range(const struct pl_model_layout *lay, int t, int rank, int ep, size_t *off,
+void or_owned_range(const struct pl_model_layout *lay, int t, int ep_rank, int ep, size_t *off,
                     size_t *n)
 {
     const struct pl_param_desc *d = &lay->tensors[t];
@@ -34,7 +34,7 @@ void or_owned_range(const struct pl_model_layout *lay, int t, int rank, int ep, 
     *n = d->numel;
     if (!or_is_expert_tensor(d)) return;
     size_t per_rank = d->numel / (size_t)ep; /* experts are the first dimension */
-    *off += per_rank * (size_t)rank;
+    *off += per_rank * (size_t)ep_rank;
     *n = per_rank;
 }
 
@@ -76,23 +76,24 @@ static void keep_routing(struct or_reference *o, int step, int slice, const stru
     }
 }
 
-void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, int ep, int me)
+void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, int slices,
+                      int me)
 {
     memset(o, 0, sizeof *o);
     const struct pl_model_config *c = &s->cfg;
     const int L = c->n_layers, E = c->n_experts, k = c->top_k;
     struct pl_model *m = pl_model_new(c, PL_MODEL_ALL);
-    o->ep = ep;
+    o->slices = slices;
     o->me = me;
     o->steps = s->steps;
     o->numel = m->layout.numel;
-    o->N = s->global_B / ep * c->seq_len;
+    o->N = s->global_B / slices * c->seq_len;
     pl_model_layout_init(&o->layout, c);
     o->loss = host((size_t)s->steps * sizeof(double), "oracle losses");
     o->grads = host((size_t)s->steps * o->numel * sizeof(float), "oracle grads");
     o->params = host(o->numel * sizeof(float), "oracle params");
-    o->route = host((size_t)ep * L * sizeof *o->route, "oracle routing");
-    for (int i = 0; i < ep * L; i++) {
+    o->route = host((size_t)slices * L * sizeof *o->route, "oracle routing");
+    for (int i = 0; i < slices * L; i++) {
         o->route[i].count = host((size_t)E * sizeof(int), "oracle count");
         o->route[i].expert = host((size_t)o->N * k * sizeof(int), "oracle expert");
         o->route[i].slot = host((size_t)o->N * k * sizeof(int), "oracle slot");
@@ -100,27 +101,27 @@ void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, in
     o->branch = host((size_t)L * o->N * c->d_model * sizeof(float), "oracle branch");
     o->ungated = host((size_t)L * o->N * c->d_model * sizeof(float), "oracle ungated");
 
-    struct gr_batch *b = host((size_t)ep * sizeof *b, "oracle batches");
-    for (int r = 0; r < ep; r++) gr_batch_new(&b[r], s, r, ep);
+    struct gr_batch *b = host((size_t)slices * sizeof *b, "oracle batches");
+    for (int r = 0; r < slices; r++) gr_batch_new(&b[r], s, r, slices);
     struct pl_adamw_config opt = s->opt;
     opt.grad_clip = 0; /* the lab trains without clipping (moe.h) */
     struct pl_model_ctx ctx = pl_model_ctx_eval();
-    ctx.loss_scale = 1.0f / (float)ep;
+    ctx.loss_scale = 1.0f / (float)slices;
     for (int step = 0; step < s->steps; step++) {
         pl_model_zero_grad(m);
         double loss = 0.0;
-        for (int r = 0; r < ep; r++) {
+        for (int r = 0; r < slices; r++) {
             gr_batch_load(&b[r], step);
             loss += pl_model_forward(m, b[r].tokens, b[r].targets, b[r].B, &ctx);
             if (step == 0) keep_routing(o, step, r, m);
             pl_model_backward(m, &ctx);
         }
-        o->loss[step] = loss / ep;
+        o->loss[step] = loss / slices;
         pl_to_host(o->grads + (size_t)step * o->numel, m->grads, o->numel * sizeof(float));
         pl_model_update(m, &opt);
     }
     pl_to_host(o->params, m->params, o->numel * sizeof(float));
-    for (int r = 0; r < ep; r++) gr_batch_free(&b[r]);
+    for (int r = 0; r < slices; r++) gr_batch_free(&b[r]);
     pl_mem_free(b);
     pl_model_free(m);
 }
@@ -128,7 +129,7 @@ void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, in
 void or_reference_free(struct or_reference *o)
 {
     if (!o->loss) return;
-    for (int i = 0; i < o->ep * o->layout.cfg.n_layers; i++) {
+    for (int i = 0; i < o->slices * o->layout.cfg.n_layers; i++) {
         pl_mem_free(o->route[i].count);
         pl_mem_free(o->route[i].expert);
         pl_mem_free(o->route[i].slot);
@@ -161,18 +162,18 @@ void or_permutation(const struct pl_moe_routing *r, int *start, int *perm, int *
         }
 }
 
-void or_a2a_rows(const struct or_reference *o, int layer, int rank, long *dispatch,
-                 long *combine)
+void or_a2a_rows(const struct or_reference *o, int layer, long *dispatch, long *combine)
 {
     const int E = o->layout.cfg.n_experts, k = o->layout.cfg.top_k, El = E / o->ep;
     *dispatch = *combine = 0;
-    for (int src = 0; src < o->ep; src++) {
+    for (int m = 0; m < o->ep; m++) {
+        int src = o->members[m];
         const struct or_routing *r = &o->route[(size_t)src * o->layout.cfg.n_layers + layer];
         for (size_t i = 0; i < (size_t)o->N * k; i++) {
             if (r->slot[i] < 0) continue;
-            int owner = r->expert[i] / El;
-            if (src == rank && owner != rank) (*dispatch)++;
-            if (src != rank && owner == rank) (*combine)++;
+            int owner = r->expert[i] / El; /* the EP group's rank of the expert's owner */
+            if (m == o->ep_rank && owner != o->ep_rank) (*dispatch)++;
+            if (m != o->ep_rank && owner == o->ep_rank) (*combine)++;
         }
     }
 }

@@ -13,7 +13,8 @@
  * the ops of lib/ops.h (pl_matmul_forward/backward, pl_softmax_forward/backward,
  * pl_gelu_forward/backward, pl_gather_rows, pl_scatter_add_rows, pl_row_dot, pl_zero,
  * pl_to_device, pl_to_host), and the collectives of lib/comm.h (pl_all_to_all,
- * pl_all_to_all_v, pl_all_reduce, pl_comm_buf_alloc). The grader reads the bytes and calls
+ * pl_all_to_all_v, pl_all_reduce, pl_comm_buf_alloc), and the rank grid of lib/grid.h for
+ * the groups. The grader reads the bytes and calls
  * you make from the traffic ledger. */
 #include "moe.h"
 
@@ -64,16 +65,24 @@ void moe_permute(const struct pl_moe_routing *r, int *start, int *perm, int *inv
  * permutation, the all-to-all counts and displacements both ways, the received rows in
  * expert order and the experts' activations). Allocate with pl_mem_alloc (zero-filled). */
 struct moe {
-    struct pl_comm *ep;
+    struct pl_comm *world, *ep, *edp; /* all ranks; this EP group; this expert's copies */
     struct pl_model *m;
     int N;
 };
 
-struct moe *moe_new(struct pl_comm *ep, struct pl_model *m, int N)
+/* Build the groups with lib/grid.h: pl_grid_init_or_die(&g, "ep-dp", "ep=4", world size),
+ * then pl_grid_comm along "ep" (your EP group) and along "dp" (the copies of your experts in
+ * the other EP groups). Then the sizes and per-layer buffers of section 4. */
+struct moe *moe_new(struct pl_comm *world, struct pl_model *m, int N, int ep)
 {
     lab_todo("moe_new", "4");
-    (void)ep, (void)m, (void)N;
+    (void)world, (void)m, (void)N, (void)ep;
     return NULL;
+}
+
+struct pl_comm *moe_ep_comm(const struct moe *s)
+{
+    return s ? s->ep : NULL;
 }
 
 void moe_free(struct moe *s)
@@ -118,8 +127,10 @@ void moe_backward(struct moe *s, int layer, const float *dbranch, float *dln, fl
 
 /* ---- section 7: the gradients ---- */
 
-/* Sum the non-expert gradients over the ranks (pl_all_reduce, PL_SUM: each rank's backward
- * already carries 1/ep); leave the expert tensors (h.L.moe.w_fc, b_fc, w_proj, b_proj) alone. */
+/* Sum the non-expert gradients over all the ranks (pl_all_reduce, PL_SUM: each rank's
+ * backward already carries 1/n). Sum this rank's experts' rows of the expert tensors
+ * (h.L.moe.w_fc, b_fc, w_proj, b_proj) over the expert-data-parallel group only (when it has
+ * more than one rank); never across the EP group, whose ranks hold different experts. */
 void moe_finish_gradients(struct moe *s)
 {
     lab_todo("moe_finish_gradients", "7");

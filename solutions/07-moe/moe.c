@@ -7,7 +7,10 @@
 
 #include <string.h>
 
+#include <stdio.h>
+
 #include "check.h"
+#include "grid.h"
 #include "mem.h"
 #include "ops.h"
 
@@ -115,7 +118,7 @@ struct moe_layer {
 };
 
 struct moe {
-    struct pl_comm *ep;
+    struct pl_comm *world, *ep, *edp; /* all ranks; this EP group; this expert's copies */
     struct pl_model *m;
     int N, E, k, C, F, cap, nranks, rank, El; /* El experts per rank */
     int *iota;                      /* [N*k] op memory: 0, 1, 2, ... */
@@ -187,11 +190,24 @@ static void layer_free(struct moe_layer *L)
     pl_mem_free(L->ye);
 }
 
-struct moe *moe_new(struct pl_comm *ep, struct pl_model *m, int N)
+/* EP groups of ep consecutive ranks, the expert-data-parallel groups across them: the
+ * default order of the rank grid, ep before dp. */
+static void make_groups(struct moe *s, struct pl_comm *world, int ep)
+{
+    struct pl_grid g;
+    char degrees[32];
+    snprintf(degrees, sizeof degrees, "ep=%d", ep);
+    pl_grid_init_or_die(&g, "ep-dp", degrees, pl_comm_size(world));
+    s->world = world;
+    s->ep = pl_grid_comm(&g, world, pl_grid_axis(&g, "ep"));
+    s->edp = pl_grid_comm(&g, world, pl_grid_axis(&g, "dp"));
+}
+
+struct moe *moe_new(struct pl_comm *world, struct pl_model *m, int N, int ep)
 {
     const struct pl_model_config *c = &m->cfg;
     struct moe *s = host_alloc(sizeof *s, "moe state");
-    s->ep = ep;
+    make_groups(s, world, ep);
     s->m = m;
     s->N = N;
     s->E = c->n_experts;
@@ -199,8 +215,8 @@ struct moe *moe_new(struct pl_comm *ep, struct pl_model *m, int N)
     s->C = c->d_model;
     s->F = c->d_ff;
     s->cap = moe_capacity(N, s->E, s->k, c->capacity_factor);
-    s->nranks = pl_comm_size(ep);
-    s->rank = pl_comm_rank(ep);
+    s->nranks = pl_comm_size(s->ep);
+    s->rank = pl_comm_rank(s->ep);
     s->El = s->E / s->nranks;
     const size_t nk = (size_t)N * s->k;
     int *iota = host_alloc(nk * sizeof(int), "moe iota host");
@@ -219,7 +235,14 @@ void moe_free(struct moe *s)
     for (int l = 0; l < s->m->cfg.n_layers; l++) layer_free(&s->layers[l]);
     pl_mem_free(s->layers);
     pl_mem_free(s->iota);
+    pl_comm_free(s->ep);
+    pl_comm_free(s->edp);
     pl_mem_free(s);
+}
+
+struct pl_comm *moe_ep_comm(const struct moe *s)
+{
+    return s->ep;
 }
 
 const struct pl_moe_routing *moe_last_routing(const struct moe *s, int layer)
@@ -452,20 +475,34 @@ static int is_expert_tensor(const char *name)
     return 0;
 }
 
-void moe_finish_gradients(struct moe *s)
+/* Sums, over comm, this rank's part of every tensor whose expert-ness is `experts`: whole
+ * runs of consecutive non-expert tensors in one call, and of each expert tensor the rows of
+ * this rank's experts. */
+static void sum_tensors(struct moe *s, struct pl_comm *comm, int experts)
 {
-    /* each rank's backward scaled its loss by 1/ep: the sum over ranks is the gradient.
-     * Runs of consecutive non-expert tensors go in one call. */
     const struct pl_model_layout *lay = &s->m->layout;
+    float *g = s->m->grads;
     size_t off = 0, len = 0;
     for (int t = 0; t <= lay->n_tensors; t++) {
         const struct pl_param_desc *d = t < lay->n_tensors ? &lay->tensors[t] : NULL;
-        if (d && !is_expert_tensor(d->name)) {
+        int run = d && !experts && !is_expert_tensor(d->name);
+        if (run) {
             if (!len) off = d->offset;
             len += d->numel;
             continue;
         }
-        if (len) pl_all_reduce(s->ep, s->m->grads + off, s->m->grads + off, len, PL_SUM);
+        if (len) pl_all_reduce(comm, g + off, g + off, len, PL_SUM);
         len = 0;
+        if (d && experts && is_expert_tensor(d->name)) {
+            size_t mine = d->numel / (size_t)s->nranks, at = d->offset + mine * s->rank;
+            pl_all_reduce(comm, g + at, g + at, mine, PL_SUM);
+        }
     }
+}
+
+void moe_finish_gradients(struct moe *s)
+{
+    /* each rank's backward scaled its loss by 1/n: the sum over the ranks is the gradient */
+    sum_tensors(s, s->world, 0);
+    if (pl_comm_size(s->edp) > 1) sum_tensors(s, s->edp, 1);
 }
