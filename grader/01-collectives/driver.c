@@ -13,6 +13,7 @@
 
 #include "collectives.h"
 #include "paralab.h"
+#include "units.h"
 #include "harness.h"
 
 enum op { OP_RS, OP_AG, OP_AR, OP_BC, OP_A2A, NOPS };
@@ -208,6 +209,44 @@ static void compare(const float *got, const float *expected, size_t total, struc
     }
 }
 
+/* Calls the student's collective once, and records in v what the ledgers saw: bytes sent
+ * and received, library collectives called, memory left and held at peak, and the time. */
+static void observe_call(enum op op, struct pl_comm *comm, float *buf, float *buf2, size_t count,
+                         int root, struct verdict *v)
+{
+    struct pl_mem_stats m0, m1;
+    pl_mem_get_stats(&m0);
+    pl_mem_reset_peak();
+    struct pl_ledger l0 = *pl_ledger(), l1, d;
+    recv_bytes = 0;
+    counting = 1;
+    char where[96];
+    snprintf(where, sizeof where, "in %s, before its first message", OPS[op].func);
+    pl_trace_where(where);
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = MPI_Wtime();
+    call_student(op, comm, buf, buf2, count, root);
+    v->seconds = MPI_Wtime() - t0;
+    counting = 0;
+    /* What a supervisor reads if the other ranks never come back. */
+    snprintf(where, sizeof where, "returned from %s, waiting for the other ranks",
+             OPS[op].func);
+    pl_trace_where(where);
+    l1 = *pl_ledger();
+    pl_mem_get_stats(&m1);
+    pl_ledger_diff(&l1, &l0, &d);
+    v->sent = pl_ledger_bytes(&d, PL_P2P, -1);
+    v->received = recv_bytes;
+    v->coll_kind = -1;
+    for (int k = 0; k < PL_NKINDS; k++) {
+        if (k == PL_P2P || k == PL_BARRIER) continue;
+        if (d.calls[k] > 0 && v->coll_kind < 0) v->coll_kind = k;
+        v->coll_calls += (double)d.calls[k];
+    }
+    v->leaked = (double)m1.current_total - (double)m0.current_total;
+    v->scratch = (double)m1.peak_total - (double)m0.current_total;
+}
+
 /* Runs one case on this rank and fills its verdict. */
 static void run_case(enum op op, const struct test_case *c, int index, struct verdict *v)
 {
@@ -235,38 +274,7 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     v->rank = r;
     v->world_rank = wr;
     v->root = root;
-    struct pl_mem_stats m0, m1;
-    pl_mem_get_stats(&m0);
-    pl_mem_reset_peak();
-    struct pl_ledger l0 = *pl_ledger(), l1, d;
-    recv_bytes = 0;
-    counting = 1;
-    char where[96];
-    snprintf(where, sizeof where, "in %s, before its first message", OPS[op].func);
-    pl_trace_where(where);
-    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = MPI_Wtime();
-    call_student(op, comm, buf, buf2, c->count, root);
-    v->seconds = MPI_Wtime() - t0;
-    counting = 0;
-    /* What a supervisor reads if the other ranks never come back. */
-    snprintf(where, sizeof where, "returned from %s, waiting for the other ranks",
-             OPS[op].func);
-    pl_trace_where(where);
-    l1 = *pl_ledger();
-    pl_mem_get_stats(&m1);
-    pl_ledger_diff(&l1, &l0, &d);
-
-    v->sent = pl_ledger_bytes(&d, PL_P2P, -1);
-    v->received = recv_bytes;
-    v->coll_kind = -1;
-    for (int k = 0; k < PL_NKINDS; k++) {
-        if (k == PL_P2P || k == PL_BARRIER) continue;
-        if (d.calls[k] > 0 && v->coll_kind < 0) v->coll_kind = k;
-        v->coll_calls += (double)d.calls[k];
-    }
-    v->leaked = (double)m1.current_total - (double)m0.current_total;
-    v->scratch = (double)m1.peak_total - (double)m0.current_total;
+    observe_call(op, comm, buf, buf2, c->count, root, v);
 
     pl_copy_to_host(got, op == OP_A2A ? buf2 : buf, total);
     compare(got, expected, total, v);
@@ -278,16 +286,6 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     free(expected);
     free(got);
     if (comm != world) pl_comm_free(comm);
-}
-
-/* ---- judging, on rank 0 ---- */
-
-static const char *human(double bytes, char *buf, size_t len)
-{
-    if (bytes >= 1048576.0) snprintf(buf, len, "%.2f MiB", bytes / 1048576.0);
-    else if (bytes >= 1024.0) snprintf(buf, len, "%.1f KiB", bytes / 1024.0);
-    else snprintf(buf, len, "%.0f B", bytes);
-    return buf;
 }
 
 /* Where element i of a rank's result sits, in the words of the handout. */
@@ -412,6 +410,47 @@ static const char *formula(enum op op)
     }
 }
 
+/* Broadcast: every spanning tree sends n-1 copies in all; a chain or a binary tree at most
+ * two per rank, a flat tree n-1 from the root. Split cases hold two groups. */
+static int judge_broadcast_traffic(const struct test_case *c, const struct verdict *all,
+                                   int nranks, const char *cs, double S)
+{
+    char a[32], b[32];
+    for (int g = 0; g < (c->split ? 2 : 1); g++) {
+        double sum = 0, max = 0;
+        int busiest = -1, gn = 0;
+        for (int j = 0; j < nranks; j++) {
+            if (c->split && all[j].world_rank % 2 != g) continue;
+            gn = all[j].n;
+            sum += all[j].sent;
+            if (busiest < 0 || all[j].sent > max) {
+                max = all[j].sent;
+                busiest = j;
+            }
+        }
+        if (busiest < 0) continue;
+        if (sum != (gn - 1) * S) {
+            gr_say("traffic",
+                   "%s: the ranks sent %s in all; a broadcast sends each of the "
+                   "n-1 other ranks one copy: (n-1) x S = %s",
+                   cs, pl_format_bytes(sum, a, sizeof a),
+                   pl_format_bytes((gn - 1) * S, b, sizeof b));
+            return 0;
+        }
+        if (max > 2 * S) {
+            gr_say("traffic",
+                   "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
+                   "sends everyone a copy makes its own link carry (n-1) x S while the other "
+                   "links idle. In a pipelined chain every rank forwards one copy, so the "
+                   "time stays near S/B whatever n (handout section 6)",
+                   cs, all[busiest].rank, pl_format_bytes(max, a, sizeof a), max / S,
+                   pl_format_bytes(S, b, sizeof b));
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Returns 1 when every rank sent the ring's volume; otherwise says why (once). */
 static int judge_traffic(const struct test_case *c, const struct verdict *all, int nranks)
 {
@@ -419,39 +458,7 @@ static int judge_traffic(const struct test_case *c, const struct verdict *all, i
     char cs[384], a[32], b[32], e[32];
     describe_case(c, nranks, cs, sizeof cs);
     double S = 4.0 * (double)buffer_count(the_op, c->count, n);
-    if (the_op == OP_BC) {
-        /* Every spanning tree sends n-1 copies in all; a chain or a binary tree at most two
-         * per rank, a flat tree n-1 from the root. Split cases hold two groups. */
-        for (int g = 0; g < (c->split ? 2 : 1); g++) {
-            double sum = 0, max = 0;
-            int busiest = -1, gn = 0;
-            for (int j = 0; j < nranks; j++) {
-                if (c->split && all[j].world_rank % 2 != g) continue;
-                gn = all[j].n;
-                sum += all[j].sent;
-                if (busiest < 0 || all[j].sent > max) {
-                    max = all[j].sent;
-                    busiest = j;
-                }
-            }
-            if (busiest < 0) continue;
-            if (sum != (gn - 1) * S) {
-                gr_say("traffic", "%s: the ranks sent %s in all; a broadcast sends each of the "
-                    "n-1 other ranks one copy: (n-1) x S = %s", cs, human(sum, a, sizeof a),
-                    human((gn - 1) * S, b, sizeof b));
-                return 0;
-            }
-            if (max > 2 * S) {
-                gr_say("traffic", "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
-                    "sends everyone a copy makes its own link carry (n-1) x S while the other "
-                    "links idle. In a pipelined chain every rank forwards one copy, so the "
-                    "time stays near S/B whatever n (handout section 6)", cs,
-                    all[busiest].rank, human(max, a, sizeof a), max / S, human(S, b, sizeof b));
-                return 0;
-            }
-        }
-        return 1;
-    }
+    if (the_op == OP_BC) return judge_broadcast_traffic(c, all, nranks, cs, S);
     for (int i = 0; i < nranks; i++) {
         const struct verdict *v = &all[i];
         double lo, hi;
@@ -462,14 +469,15 @@ static int judge_traffic(const struct test_case *c, const struct verdict *all, i
         double whole = 4.0 * (double)c->count * (v->n - 1);
         int funnel = v->n > 2 && whole > 0 && (v->sent >= whole || v->received >= whole);
         if (lo == hi)
-            snprintf(e, sizeof e, "%s", human(lo, a, sizeof a));
+            snprintf(e, sizeof e, "%s", pl_format_bytes(lo, a, sizeof a));
         else
             snprintf(e, sizeof e, "%.0f..%.0f B", lo, hi);
         gr_say("traffic", "%s: rank %d sent %s and received %s; a ring rank sends %s = %s%s", cs,
-            v->rank, human(v->sent, a, sizeof a), human(v->received, b, sizeof b),
-            formula(the_op), e,
-            lo == hi ? "" : " (n does not divide the count, so chunks differ by one element "
-                            "and so may the volumes, by at most one element per step)");
+               v->rank, pl_format_bytes(v->sent, a, sizeof a),
+               pl_format_bytes(v->received, b, sizeof b), formula(the_op), e,
+               lo == hi ? ""
+                        : " (n does not divide the count, so chunks differ by one element "
+                          "and so may the volumes, by at most one element per step)");
         if (funnel)
             gr_say("traffic", "rank %d moves a whole buffer for every other rank: your algorithm "
                 "funnels the data through one rank, whose link carries (n-1) x S where a ring "
@@ -497,13 +505,13 @@ static int judge_memory(const struct test_case *c, const struct verdict *all, in
         if (v->leaked != 0) {
             gr_say("memory", "%s: rank %d still holds %s allocated by %s after it returned: free "
                 "every pl_comm_buf_alloc with pl_comm_buf_free", cs, v->rank,
-                human(v->leaked, a, sizeof a), OPS[the_op].func);
+                pl_format_bytes(v->leaked, a, sizeof a), OPS[the_op].func);
             return 0;
         }
         if (v->scratch > S) {
             gr_say("memory", "%s: rank %d held %s of extra buffers at once, more than the %s "
                 "buffer itself; a ring needs one chunk of scratch", cs, v->rank,
-                human(v->scratch, a, sizeof a), human(S, b, sizeof b));
+                pl_format_bytes(v->scratch, a, sizeof a), pl_format_bytes(S, b, sizeof b));
             return 0;
         }
     }
@@ -693,7 +701,7 @@ static int probe(void *st)
     (void)st;
     size_t count = perf_count();
     char sz[32];
-    human(4.0 * (double)count, sz, sizeof sz);
+    pl_format_bytes(4.0 * (double)count, sz, sizeof sz);
     gr_case("%s on %s, %d ranks, beside %s", OPS[the_op].func, sz, pl_size(), OPS[the_op].lib);
     long wrong = count_wrong(1, the_op, pl_comm_world(), count);
     if (wrong)

@@ -285,7 +285,7 @@ static int judge_step_traffic(const struct setup *s, const struct ddp_case *c, i
             tsay("step %d: rank %d sent %.0f B (%.0f B of it in all-reduces); the "
                  "all-reduce of the gradient of Psi = %.0f parameters sends 2(n-1)/n x 4 Psi "
                  "= %.0f B (%s) per rank on %d ranks", step, r, got, ar, psi, want,
-                 gr_human_bytes(want, a, sizeof a), n);
+                 pl_format_bytes(want, a, sizeof a), n);
             if (got < want)
                 tsay("less than the whole gradient: some gradients were not "
                        "all-reduced, or not with pl_all_reduce");
@@ -319,8 +319,8 @@ static int judge_broadcast_traffic(const struct setup *s, const struct pl_ledger
     if (n > 1 && fabs(sum - (n - 1) * S) > 1e-9 * S) {
         tsay("ddp_new: the ranks sent %s in broadcasts in all; broadcasting the "
                "Psi = %zu parameters of rank 0 once sends (n-1) x 4 Psi = %s in all (handout "
-               "section 3)", gr_human_bytes(sum, a, sizeof a), s->ref.numel,
-               gr_human_bytes((n - 1) * S, b, sizeof b));
+               "section 3)", pl_format_bytes(sum, a, sizeof a), s->ref.numel,
+               pl_format_bytes((n - 1) * S, b, sizeof b));
         return 0;
     }
     return 1;
@@ -356,188 +356,226 @@ static int judge_plan(const struct setup *s, const struct ddp_case *c, int got_n
     return ok;
 }
 
-/* Runs one case of the student's DDP; fills out. trace_step >= 0 records that step's trace. Every
- * check is collective, so all ranks follow the same path. */
-static void run_case(const struct setup *s, const struct ddp_case *c, int want_traffic,
-                     int trace_step, struct outcome *out)
+/* One case in flight: what its phases share. Every check is collective, so all ranks follow
+ * the same path. */
+struct run {
+    const struct setup *s;
+    const struct ddp_case *c;
+    struct outcome *out;
+    struct pl_model *m;
+    struct ddp *d;
+    struct pl_ledger *all; /* rank 0: every rank's ledger delta */
+    int want_traffic, nplan;
+};
+
+/* Rank 0's traffic verdict on every rank, when traffic is judged. */
+static void traffic_verdict(struct run *r, int ok)
 {
-    memset(out, 0, sizeof *out);
-    out->correct = out->traffic = 1;
-    int n = pl_size(), me = pl_rank();
-    want_traffic = want_traffic && n > 1 && !traffic_failed;
-    int report = 1;
-    const struct pl_model_layout *lay = &s->ref.layout;
-    size_t numel = s->ref.numel;
-    struct pl_ledger *all = me == 0 ? calloc((size_t)n, sizeof *all) : NULL;
-    struct pl_ledger mark, delta, step_delta;
+    if (!ok) r->out->traffic = 0;
+    r->out->traffic = gr_agree(r->out->traffic);
+}
 
-    struct pl_model *m = new_replica(s);
-    pl_todo_reset();
-    gr_ledger_mark(&mark);
-    struct ddp *d = ddp_new(pl_comm_world(), m, &c->opt);
-    gr_ledger_since(&mark, &delta);
-    if (gr_todo_any()) {
-        out->todo = 1;
-        out->correct = out->traffic = 0;
-        goto done;
-    }
-
-    /* Section 3: replicas equal to rank 0's. */
-    int bad_rank = -1;
+/* Section 3: replicas equal to rank 0's after ddp_new, and what it broadcast; section 5: the
+ * bucket plan against the rule of ddp.h. Returns 0 when the case cannot go on. */
+static int check_setup(struct run *r, const struct pl_ledger *delta)
+{
+    int bad_rank = -1, me = pl_rank();
     size_t bad_elem = 0;
-    if (!gr_replicas_equal(m->params, numel, &bad_rank, &bad_elem)) {
-        const struct pl_param_desc *t = gr_tensor_at(lay, bad_elem);
-        if (report)
-            gr_say("correct", "after ddp_new, rank %d's parameters differ from rank 0's (tensor "
-                   "%s, element %zu of the flat buffer): the ranks initialise their replicas "
-                   "differently, so ddp_new must broadcast rank 0's parameters (handout "
-                   "section 3)", bad_rank, t ? t->name : "?", bad_elem);
-        out->correct = 0;
-        goto done;
+    if (!gr_replicas_equal(r->m->params, r->s->ref.numel, &bad_rank, &bad_elem)) {
+        const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad_elem);
+        gr_say("correct", "after ddp_new, rank %d's parameters differ from rank 0's (tensor "
+               "%s, element %zu of the flat buffer): the ranks initialise their replicas "
+               "differently, so ddp_new must broadcast rank 0's parameters (handout "
+               "section 3)", bad_rank, t ? t->name : "?", bad_elem);
+        r->out->correct = 0;
+        return 0;
     }
-    if (want_traffic) {
-        gr_ledger_gather_world(&delta, all);
-        if (me == 0 && report && !judge_broadcast_traffic(s, all)) out->traffic = 0;
-        out->traffic = gr_agree(out->traffic);
-    }
-
-    /* The bucket plan, against the rule of ddp.h. */
-    int nplan = c->opt.variant == DDP_NAIVE ? 0 : ddp_num_buckets(d);
-    if (c->opt.variant != DDP_NAIVE && want_traffic && report && me == 0) {
-        size_t *off = calloc((size_t)(nplan > 0 ? nplan : 1), sizeof *off);
-        size_t *len = calloc((size_t)(nplan > 0 ? nplan : 1), sizeof *len);
-        for (int i = 0; i < nplan; i++) ddp_bucket_range(d, i, &off[i], &len[i]);
-        if (out->traffic && !judge_plan(s, c, nplan, off, len)) out->traffic = 0;
+    r->nplan = r->c->opt.variant == DDP_NAIVE ? 0 : ddp_num_buckets(r->d);
+    if (!r->want_traffic) return 1;
+    gr_ledger_gather_world(delta, r->all);
+    traffic_verdict(r, me != 0 || judge_broadcast_traffic(r->s, r->all));
+    int ok = 1;
+    if (r->c->opt.variant != DDP_NAIVE && me == 0 && r->out->traffic) {
+        size_t *off = calloc((size_t)(r->nplan > 0 ? r->nplan : 1), sizeof *off);
+        size_t *len = calloc((size_t)(r->nplan > 0 ? r->nplan : 1), sizeof *len);
+        for (int i = 0; i < r->nplan; i++) ddp_bucket_range(r->d, i, &off[i], &len[i]);
+        ok = judge_plan(r->s, r->c, r->nplan, off, len);
         free(off);
         free(len);
     }
-    if (want_traffic) out->traffic = gr_agree(out->traffic);
+    traffic_verdict(r, ok);
+    return 1;
+}
 
+/* Accumulation microbatches send nothing: rank 0 checks what every rank sent. */
+static int judge_silent_microbatch(const struct run *r, int step, int mb)
+{
+    for (int k = 0; k < pl_size(); k++) {
+        double by = gr_ledger_total_bytes(&r->all[k]);
+        long calls = gr_ledger_total_calls(&r->all[k]);
+        if (by == 0 && calls == 0) continue;
+        char h[32];
+        tsay("step %d, microbatch %d of %d: rank %d sent %s in %ld collective calls. Only the "
+             "last microbatch may communicate: accumulate the gradients locally and all-reduce "
+             "once per step (handout section 7)", step, mb + 1, r->c->microbatches, k,
+             pl_format_bytes(by, h, sizeof h), calls);
+        return 0;
+    }
+    return 1;
+}
+
+static void ledger_add(struct pl_ledger *sum, const struct pl_ledger *d)
+{
+    for (int k = 0; k < PL_NKINDS; k++) {
+        sum->calls[k] += d->calls[k];
+        for (int l = 0; l < PL_NLINKS; l++) sum->bytes[k][l] += d->bytes[k][l];
+    }
+}
+
+/* Forward and backward of every microbatch of this step and the synchronisation, with the
+ * traffic of each; returns the sum of the microbatches' losses. */
+static double run_step(struct run *r, const struct gr_batch *b, int step)
+{
+    int M = r->c->microbatches, mbB = b->B / M;
+    struct pl_ledger mark, delta, step_delta;
+    memset(&step_delta, 0, sizeof step_delta);
+    double loss = 0;
+    for (int mb = 0; mb < M; mb++) {
+        size_t at = (size_t)mb * (size_t)mbB * (size_t)b->T;
+        gr_ledger_mark(&mark);
+        pl_span("fwd+bwd");
+        loss += ddp_forward_backward(r->d, b->tokens + at, b->targets + at, mbB, mb, M);
+        gr_ledger_since(&mark, &delta);
+        if (mb < M - 1 && r->want_traffic) {
+            gr_ledger_gather_world(&delta, r->all);
+            traffic_verdict(r, pl_rank() != 0 || !r->out->traffic ||
+                                   judge_silent_microbatch(r, step, mb));
+        }
+        ledger_add(&step_delta, &delta);
+    }
+    gr_ledger_mark(&mark);
+    pl_span("wait");
+    ddp_finish_gradients(r->d);
+    gr_ledger_since(&mark, &delta);
+    ledger_add(&step_delta, &delta);
+    if (r->want_traffic && !gr_todo_any()) {
+        gr_ledger_gather_world(&step_delta, r->all);
+        traffic_verdict(r, pl_rank() != 0 || !r->out->traffic ||
+                               judge_step_traffic(r->s, r->c, step, r->all, r->nplan));
+    }
+    return loss;
+}
+
+/* The averaged gradient of step against the single-device gradient of the whole batch;
+ * on a difference, rank 0 says why from figures every rank computed. */
+static int check_grads(const struct run *r, int step)
+{
+    size_t numel = r->s->ref.numel;
+    struct gr_param_verdict v;
+    gr_check_grads(&r->s->ref, step, GR_REPLICATED, 0, numel, r->m->grads, GR_TOL_GRADS, &v);
+    if (v.ok) return 1;
+    int bad_rank = -1;
+    size_t bad_elem = 0;
+    int eq = gr_replicas_equal(r->m->grads, numel, &bad_rank, &bad_elem);
+    double g2 = 0, r2 = 0, g2all = 0, r2all = 0;
+    float *host = malloc(numel * sizeof *host);
+    pl_to_host(host, r->m->grads, numel * sizeof *host);
+    const float *want = r->s->ref.grads + (size_t)step * numel;
+    for (size_t i = 0; i < numel; i++) {
+        g2 += (double)host[i] * host[i];
+        r2 += (double)want[i] * want[i];
+    }
+    free(host);
+    PL_CHECK_MPI(MPI_Reduce(&g2, &g2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&r2, &r2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+    if (pl_rank() == 0)
+        explain_grads(r->s, r->c, step, &v, eq, bad_rank, bad_elem,
+                      r2all > 0 ? sqrt(g2all / r2all) : 0);
+    return 0;
+}
+
+static int check_loss(const struct run *r, int step, double loss)
+{
+    double global = gr_global_loss(loss), want = r->s->ref.loss[step];
+    double e = gr_rel_err(global, want);
+    if (e <= GR_TOL_LOSS) return 1;
+    gr_say("correct", "step %d: the loss of the whole batch is %.7g, the single-device "
+           "reference's %.7g (relative error %.2e, tolerance %.0e): ddp_forward_backward "
+           "returns each microbatch's mean loss, unscaled", step, global, want, e, GR_TOL_LOSS);
+    return 0;
+}
+
+static int check_params(const struct run *r)
+{
+    struct gr_param_verdict v;
+    gr_check_params(&r->s->ref, GR_REPLICATED, 0, r->s->ref.numel, r->m->params,
+                    GR_TOL_PARAMS, &v);
+    if (v.ok) return 1;
+    char what[512];
+    gr_say("correct", "after %d steps the parameters differ from the single-device reference's: "
+           "%s (tolerance %.0e)", K_STEPS,
+           gr_describe_param_error(&r->s->ref, &v, what, sizeof what), GR_TOL_PARAMS);
+    return 0;
+}
+
+/* K steps of training; trace_step's trace is kept in out. */
+static void run_steps(struct run *r, int trace_step)
+{
     struct gr_batch b;
-    gr_batch_new(&b, &s->train, me, n);
-    int M = c->microbatches, mbB = b.B / M, T = b.T;
-    double *losses = calloc(K_STEPS, sizeof *losses);
-    for (int step = 0; step < K_STEPS && out->correct; step++) {
+    gr_batch_new(&b, &r->s->train, pl_rank(), pl_size());
+    for (int step = 0; step < K_STEPS && r->out->correct; step++) {
         gr_batch_load(&b, step);
         if (step == trace_step) {
             pl_trace_enable(1);
             pl_trace_clear();
         }
-        double loss = 0;
-        memset(&step_delta, 0, sizeof step_delta);
-        for (int mb = 0; mb < M; mb++) {
-            size_t at = (size_t)mb * (size_t)mbB * (size_t)T;
-            gr_ledger_mark(&mark);
-            pl_span("fwd+bwd");
-            loss += ddp_forward_backward(d, b.tokens + at, b.targets + at, mbB, mb, M);
-            gr_ledger_since(&mark, &delta);
-            /* Accumulation microbatches send nothing. */
-            if (mb < M - 1 && want_traffic) {
-                gr_ledger_gather_world(&delta, all);
-                if (me == 0 && out->traffic) {
-                    for (int r = 0; r < n; r++) {
-                        double by = gr_ledger_total_bytes(&all[r]);
-                        long calls = gr_ledger_total_calls(&all[r]);
-                        if (by == 0 && calls == 0) continue;
-                        char h[32];
-                        if (report)
-                            tsay("step %d, microbatch %d of %d: rank %d sent %s in "
-                                   "%ld collective calls. Only the last microbatch may "
-                                   "communicate: accumulate the gradients locally and "
-                                   "all-reduce once per step (handout section 7)", step, mb + 1,
-                                   M, r, gr_human_bytes(by, h, sizeof h), calls);
-                        out->traffic = 0;
-                        break;
-                    }
-                }
-                out->traffic = gr_agree(out->traffic);
-            }
-            for (int k = 0; k < PL_NKINDS; k++) {
-                step_delta.calls[k] += delta.calls[k];
-                for (int l = 0; l < PL_NLINKS; l++) step_delta.bytes[k][l] += delta.bytes[k][l];
-            }
-        }
-        gr_ledger_mark(&mark);
-        pl_span("wait");
-        ddp_finish_gradients(d);
-        gr_ledger_since(&mark, &delta);
-        for (int k = 0; k < PL_NKINDS; k++) {
-            step_delta.calls[k] += delta.calls[k];
-            for (int l = 0; l < PL_NLINKS; l++) step_delta.bytes[k][l] += delta.bytes[k][l];
-        }
+        double loss = run_step(r, &b, step);
         if (gr_todo_any()) {
-            out->todo = 1;
-            out->correct = out->traffic = 0;
-                if (step == trace_step) pl_trace_enable(0);
-            break;
-        }
-        if (want_traffic) {
-            gr_ledger_gather_world(&step_delta, all);
-            if (me == 0 && out->traffic && report && !judge_step_traffic(s, c, step, all, nplan))
-                out->traffic = 0;
-            out->traffic = gr_agree(out->traffic);
-        }
-
-        /* The averaged gradient against the single-device gradient of the whole batch. */
-        struct gr_param_verdict v;
-        gr_check_grads(&s->ref, step, GR_REPLICATED, 0, numel, m->grads, GR_TOL_GRADS, &v);
-        if (!v.ok) {
-            int eq = gr_replicas_equal(m->grads, numel, &bad_rank, &bad_elem);
-            double g2 = 0, r2 = 0, g2all = 0, r2all = 0;
-            float *host = malloc(numel * sizeof *host);
-            pl_to_host(host, m->grads, numel * sizeof *host);
-            const float *want = s->ref.grads + (size_t)step * numel;
-            for (size_t i = 0; i < numel; i++) {
-                g2 += (double)host[i] * host[i];
-                r2 += (double)want[i] * want[i];
+            r->out->todo = 1;
+            r->out->correct = r->out->traffic = 0;
+        } else if (!check_grads(r, step)) {
+            r->out->correct = 0;
+        } else {
+            pl_span("adamw");
+            pl_model_update(r->m, &r->s->train.opt);
+            if (step == trace_step) {
+                pl_trace_flush();
+                pl_trace_enable(0);
+                pl_trace_gather(&r->out->trace);
+                r->out->traced = 1;
             }
-            free(host);
-            PL_CHECK_MPI(MPI_Reduce(&g2, &g2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
-            PL_CHECK_MPI(MPI_Reduce(&r2, &r2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
-            if (me == 0 && report)
-                explain_grads(s, c, step, &v, eq, bad_rank, bad_elem,
-                              r2all > 0 ? sqrt(g2all / r2all) : 0);
-            out->correct = 0;
-            if (step == trace_step) pl_trace_enable(0);
-            break;
+            r->out->correct = check_loss(r, step, loss / r->c->microbatches);
         }
-        pl_span("adamw");
-        pl_model_update(m, &s->train.opt);
-        if (step == trace_step) {
-            pl_trace_flush();
-            pl_trace_enable(0);
-            pl_trace_gather(&out->trace);
-            out->traced = 1;
-        }
-        losses[step] = gr_global_loss(loss / M);
-        double e = gr_rel_err(losses[step], s->ref.loss[step]);
-        if (!(e <= GR_TOL_LOSS)) {
-            if (report)
-                gr_say("correct", "step %d: the loss of the whole batch is %.7g, the single-"
-                       "device reference's %.7g (relative error %.2e, tolerance %.0e): "
-                       "ddp_forward_backward returns each microbatch's mean loss, unscaled",
-                       step, losses[step], s->ref.loss[step], e, GR_TOL_LOSS);
-            out->correct = 0;
-        }
+        if (step == trace_step) pl_trace_enable(0);
     }
-    if (out->correct) {
-        struct gr_param_verdict v;
-        gr_check_params(&s->ref, GR_REPLICATED, 0, numel, m->params, GR_TOL_PARAMS, &v);
-        if (!v.ok) {
-            char what[512];
-            if (report)
-                gr_say("correct", "after %d steps the parameters differ from the single-device "
-                       "reference's: %s (tolerance %.0e)", K_STEPS,
-                       gr_describe_param_error(&s->ref, &v, what, sizeof what), GR_TOL_PARAMS);
-            out->correct = 0;
-        }
-    }
-    free(losses);
+    if (r->out->correct) r->out->correct = check_params(r);
     gr_batch_free(&b);
-done:
-    ddp_free(d);
-    pl_model_free(m);
-    free(all);
+}
+
+/* Runs one case of the student's DDP; fills out. trace_step >= 0 records that step's trace. */
+static void run_case(const struct setup *s, const struct ddp_case *c, int want_traffic,
+                     int trace_step, struct outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    out->correct = out->traffic = 1;
+    struct run r = {s, c, out, NULL, NULL, NULL, want_traffic && pl_size() > 1 && !traffic_failed,
+                    0};
+    r.all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.all) : NULL;
+    r.m = new_replica(s);
+    pl_todo_reset();
+    struct pl_ledger mark, delta;
+    gr_ledger_mark(&mark);
+    r.d = ddp_new(pl_comm_world(), r.m, &c->opt);
+    gr_ledger_since(&mark, &delta);
+    if (gr_todo_any()) {
+        out->todo = 1;
+        out->correct = out->traffic = 0;
+    } else if (check_setup(&r, &delta)) {
+        run_steps(&r, trace_step);
+    }
+    ddp_free(r.d);
+    pl_model_free(r.m);
+    free(r.all);
 }
 
 /* ---- overlap on the modelled timeline ---- */
@@ -784,10 +822,12 @@ static double perf(void *st)
     snprintf(metric, sizeof metric, "tokens_per_s_%s", l->op);
     double f = gr_perf_report_step(&pf, (double)GLOBAL_B * l->s.train.cfg.seq_len,
                                    "the kit's model step and the library's all-reduces of "
-                                   "the same ranges, one after the other,", "the same bytes move in both: look for "
+                                   "the same ranges, one after the other,",
+                                   "the same bytes move in both: look for "
                                    "buffers allocated every step, copies into staging buffers "
                                    "the flat gradient does not need, or extra synchronisation "
-                                   "(a barrier, a blocking wait inside the hook)", metric);
+                                   "(a barrier, a blocking wait inside the hook)",
+                                   metric);
     gr_batch_free(&l->b);
     ddp_free(l->d);
     pl_model_free(l->base);
@@ -796,97 +836,166 @@ static double perf(void *st)
     return f;
 }
 
-/* The table of `make bench LAB=02`: per variant, wall-clock step time, time waiting for
- * communication, tokens/s, and the modelled step on the DGX H100 profile (replayed trace
- * at GPT-2 small scale, and the ledger's serial figure for the bytes actually sent). */
-static void bench(const struct gr_args *a)
+/* ---- bench mode: the table of `make bench LAB=02` and the handout's figures ---- */
+
+/* What one variant's traced step gave, for the table and the handout. */
+struct bench_row {
+    double best, waiting_share, sent, ledger_us;
+    long calls;               /* all-reduce calls per step */
+    int replayed;
+    struct gr_overlap ov;
+    char err[512];
+};
+
+/* One traced step of the student's DDP after timing it: the row's figures (rank 0). */
+static void bench_trace(struct ddp *d, struct pl_model *m, struct gr_batch *b,
+                        const struct setup *s, enum ddp_variant v, struct bench_row *row)
 {
-    const char *only = a->op, *label = a->label;
-    base_seed = a->seed;
-    int n = pl_size(), me = pl_rank();
-    struct setup s;
-    setup_init(&s, 1, 1, 0);
-    const struct pl_model_layout lay = s.ref.layout;
-    int tokens_rank = GLOBAL_B / n * s.train.cfg.seq_len;
-    const struct pl_profile *prof = pl_profile_get(OVERLAP_PROFILE);
+    struct pl_ledger mark, delta;
+    gr_ledger_mark(&mark);
+    pl_trace_enable(1);
+    pl_trace_clear();
+    pl_span("fwd+bwd");
+    ddp_forward_backward(d, b->tokens, b->targets, b->B, 0, 1);
+    pl_span("wait");
+    ddp_finish_gradients(d);
+    pl_span("adamw");
+    pl_model_update(m, &s->train.opt);
+    pl_trace_flush();
+    pl_trace_enable(0);
+    gr_ledger_since(&mark, &delta);
+    struct pl_merged_trace t;
+    pl_trace_gather(&t);
+    if (pl_rank() == 0) {
+        char title[128];
+        int n = pl_size();
+        snprintf(title, sizeof title, "Lab 2: %s DDP, %d ranks, one step modelled on %s",
+                 VARIANT_NAME[v], n, OVERLAP_PROFILE);
+        double ws, ww;
+        wall_figures(&t, &ws, &ww);
+        row->waiting_share = ws > 0 ? ww / ws : 0;
+        row->sent = gr_ledger_total_bytes(&delta);
+        row->calls = delta.calls[PL_ALL_REDUCE];
+        row->ledger_us = 1e6 * pl_ledger_modelled_time(&delta, pl_profile_get(OVERLAP_PROFILE));
+        row->replayed = replay_step(&t, s, GLOBAL_B / n * s->train.cfg.seq_len,
+                                    svg_path && v == DDP_OVERLAPPED ? svg_path : NULL, title,
+                                    &row->ov, row->err, sizeof row->err) == 0;
+    }
+    pl_trace_merged_free(&t);
+}
+
+/* Times variant v of the student's DDP and traces one step; 0 when a stub was reached. */
+static int bench_variant(const struct setup *s, enum ddp_variant v, struct bench_row *row)
+{
+    struct ddp_options o = {v, bench_bucket};
+    struct pl_model *m = new_replica(s);
+    pl_todo_reset();
+    struct ddp *d = ddp_new(pl_comm_world(), m, &o);
+    struct gr_batch b;
+    gr_batch_new(&b, &s->train, pl_rank(), pl_size());
+    gr_batch_load(&b, 0);
+    pl_comm_set_checks(0);
+    time_steps(d, m, &b, &s->train.opt, 1, 1);
+    int ok = !gr_todo_any();
+    if (ok) {
+        row->best = 1e30;
+        for (int r = 0; r < 5; r++) {
+            double t = time_steps(d, m, &b, &s->train.opt, 10, 1);
+            if (t < row->best) row->best = t;
+        }
+        bench_trace(d, m, &b, s, v, row);
+    }
+    pl_comm_set_checks(1);
+    gr_batch_free(&b);
+    ddp_free(d);
+    pl_model_free(m);
+    return ok;
+}
+
+static void bench_header(const struct setup *s, const char *label)
+{
+    const struct pl_model_layout *lay = &s->ref.layout;
     pl_print0("# Lab 2 DDP: %s, %d ranks, backend %s; model Psi = %zu parameters (%s), global "
-              "batch %d x %d tokens, buckets %zu bytes\n", label, n, pl_comm_backend(), lay.numel,
-              "d_model 32, 4 layers", GLOBAL_B, s.train.cfg.seq_len, bench_bucket);
+              "batch %d x %d tokens, buckets %zu bytes\n", label, pl_size(), pl_comm_backend(),
+              lay->numel, "d_model 32, 4 layers", GLOBAL_B, s->train.cfg.seq_len, bench_bucket);
     pl_print0("# wall clock on this machine: step (best of 5 x 10), the share of a traced step "
               "spent waiting for communication (pl_wait and blocking collectives, rank 0), "
               "tokens/s.\n# modelled on %s: the step's trace replayed at GPT-2 small scale "
-              "(Psi x %.0f, %g tokens/rank): step, exposed all-reduce, share of all-reduce time "
-              "hidden behind compute\n", OVERLAP_PROFILE,
-              MODEL_PSI / (double)lay.numel, MODEL_TOKENS);
+              "(Psi x %.0f, %g tokens/rank): step, all-reduce time, exposed all-reduce, share of "
+              "all-reduce time hidden behind compute\n", OVERLAP_PROFILE,
+              MODEL_PSI / (double)lay->numel, MODEL_TOKENS);
     pl_print0("# ledger(us): this model's step on %s from the ledger alone (FLOPs, bytes and "
-              "latencies added up, no overlap)\n#\n", OVERLAP_PROFILE);
-    pl_print0("# %-11s %9s %9s %10s %10s %10s | %10s %11s %7s\n", "variant", "step(ms)",
-              "waiting", "tokens/s", "sent/rank", "ledger(us)", "model(ms)", "exposed(ms)",
-              "hidden");
+              "latencies added up, no overlap); calls: all-reduces per step\n#\n",
+              OVERLAP_PROFILE);
+    pl_print0("# %-11s %9s %9s %10s %10s %10s %5s | %10s %9s %11s %7s\n", "variant", "step(ms)",
+              "waiting", "tokens/s", "sent/rank", "ledger(us)", "calls", "model(ms)",
+              "comm(ms)", "exposed(ms)", "hidden");
+}
+
+/* The figures docs/labs/02-ddp.md quotes, one "# handout: TEXT" line each, TEXT verbatim
+ * as the handout has it (tests/handout_figures.sh checks that it does). */
+static void bench_figures(const struct setup *s, const struct bench_row *row, int have_all)
+{
+    const struct pl_model_layout *lay = &s->ref.layout;
+    char g[32], h[32];
+    size_t off[256], len[256];
+    int nb = expected_plan(lay, BUCKET_SMALL, off, len);
+    double psi = (double)lay->numel, kib = BUCKET_SMALL / 1024.0;
+    printf("# handout: Ψ = %s parameters in %d\n", pl_format_count(lay->numel, g, sizeof g),
+           lay->n_tensors);
+    printf("# handout: cut this model's %s gradient into %d buckets\n",
+           pl_format_bytes(4 * psi, h, sizeof h), nb);
+    printf("# handout: a %.0f KiB bucket stands for %.1f MB\n", kib,
+           BUCKET_SMALL * MODEL_PSI / psi / 1e6);
+    printf("# handout: full marks from %.0f%% hidden, none up to %.0f%%\n", 100 * OVERLAP_FULL,
+           100 * OVERLAP_NONE);
+    if (!have_all || pl_size() != 4) return;
+    for (int v = 0; v < 3; v++)
+        printf("# handout: | %s | %.3f ms | %.3f ms | %.3f ms | %.0f%% | %ld |\n", VARIANT_NAME[v],
+               1e3 * row[v].ov.step_time, 1e3 * row[v].ov.comm, 1e3 * row[v].ov.exposed,
+               100 * row[v].ov.not_hidden, row[v].calls);
+    printf("# handout: Bucketing saves %ld of %ld calls' latencies; overlap hides %.0f%%\n",
+           row[0].calls - row[1].calls, row[0].calls, 100 * (1 - row[2].ov.not_hidden));
+}
+
+static void bench_print_row(const struct setup *s, enum ddp_variant v, const struct bench_row *r)
+{
+    char h[32], hid[16] = "-";
+    if (!r->replayed) {
+        printf("  %-11s replay failed: %s\n", VARIANT_NAME[v], r->err);
+        return;
+    }
+    if (r->ov.comm > 0) snprintf(hid, sizeof hid, "%.0f%%", 100 * (1 - r->ov.not_hidden));
+    printf("  %-11s %9.3f %8.0f%% %10.0f %10s %10.1f %5ld | %10.3f %9.3f %11.3f %7s\n",
+           VARIANT_NAME[v], 1e3 * r->best, 100 * r->waiting_share,
+           GLOBAL_B * s->train.cfg.seq_len / r->best, pl_format_bytes(r->sent, h, sizeof h),
+           r->ledger_us, r->calls, 1e3 * r->ov.step_time, 1e3 * r->ov.comm, 1e3 * r->ov.exposed,
+           hid);
+}
+
+static void bench(const struct gr_args *a)
+{
+    base_seed = a->seed;
+    struct setup s;
+    setup_init(&s, 1, 1, 0);
+    bench_header(&s, a->label);
+    struct bench_row row[3];
+    memset(row, 0, sizeof row);
+    int have_all = 1;
     for (int v = 0; v < 3; v++) {
-        if (only && strcmp(only, VARIANT_NAME[v])) continue;
-        struct ddp_options o = {(enum ddp_variant)v, bench_bucket};
-        struct pl_model *m = new_replica(&s);
-        pl_todo_reset();
-        struct ddp *d = ddp_new(pl_comm_world(), m, &o);
-        struct gr_batch b;
-        gr_batch_new(&b, &s.train, me, n);
-        gr_batch_load(&b, 0);
-        pl_comm_set_checks(0);
-        time_steps(d, m, &b, &s.train.opt, 1, 1);
-        if (gr_todo_any()) {
+        if (a->op && strcmp(a->op, VARIANT_NAME[v])) {
+            have_all = 0;
+            continue;
+        }
+        if (!bench_variant(&s, (enum ddp_variant)v, &row[v])) {
+            have_all = 0;
             pl_print0("  %-11s still a stub: %s (see %s section %s)\n", VARIANT_NAME[v],
                       pl_todo_what(), gr_handout(), pl_todo_section());
-        } else {
-            double best = 1e30;
-            for (int r = 0; r < 5; r++) {
-                double t = time_steps(d, m, &b, &s.train.opt, 10, 1);
-                if (t < best) best = t;
-            }
-            struct pl_ledger mark, delta;
-            gr_ledger_mark(&mark);
-            pl_trace_enable(1);
-            pl_trace_clear();
-            pl_span("fwd+bwd");
-            ddp_forward_backward(d, b.tokens, b.targets, b.B, 0, 1);
-            pl_span("wait");
-            ddp_finish_gradients(d);
-            pl_span("adamw");
-            pl_model_update(m, &s.train.opt);
-            pl_trace_flush();
-            pl_trace_enable(0);
-            gr_ledger_since(&mark, &delta);
-            struct pl_merged_trace t;
-            pl_trace_gather(&t);
-            if (me == 0) {
-                struct gr_overlap ov;
-                char err[512], title[128];
-                snprintf(title, sizeof title, "Lab 2: %s DDP, %d ranks, one step modelled on %s",
-                         VARIANT_NAME[v], n, OVERLAP_PROFILE);
-                const char *svg = svg_path && v == DDP_OVERLAPPED ? svg_path : NULL;
-                double ws, ww, sent = gr_ledger_total_bytes(&delta);
-                wall_figures(&t, &ws, &ww);
-                char h[32];
-                char hid[16] = "-";
-                int ok = replay_step(&t, &s, tokens_rank, svg, title, &ov, err, sizeof err) == 0;
-                if (ok && ov.comm > 0) snprintf(hid, sizeof hid, "%.0f%%", 100 * (1 - ov.not_hidden));
-                if (ok)
-                    printf("  %-11s %9.3f %8.0f%% %10.0f %10s %10.1f | %10.3f %11.3f %7s\n",
-                           VARIANT_NAME[v], 1e3 * best, ws > 0 ? 100 * ww / ws : 0.0,
-                           GLOBAL_B * s.train.cfg.seq_len / best,
-                           gr_human_bytes(sent, h, sizeof h),
-                           1e6 * pl_ledger_modelled_time(&delta, prof), 1e3 * ov.step_time,
-                           1e3 * ov.exposed, hid);
-                else
-                    printf("  %-11s replay failed: %s\n", VARIANT_NAME[v], err);
-            }
-            pl_trace_merged_free(&t);
+        } else if (pl_rank() == 0) {
+            bench_print_row(&s, (enum ddp_variant)v, &row[v]);
         }
-        pl_comm_set_checks(1);
-        gr_batch_free(&b);
-        ddp_free(d);
-        pl_model_free(m);
     }
+    if (pl_rank() == 0) bench_figures(&s, row, have_all && bench_bucket == BUCKET_SMALL);
     if (svg_path) pl_print0("# wrote the overlapped step's modelled timeline to %s\n", svg_path);
     setup_free(&s);
 }

@@ -86,11 +86,6 @@ static struct gr_train_setup graded_setup(const struct pl_tokens *data)
     return s;
 }
 
-static const char *human(double bytes, char *buf, size_t len)
-{
-    return gr_human_bytes(bytes, buf, len);
-}
-
 /* ---- what a stage may hold: the formulas for this model, with the padding of its shards */
 
 struct allowance {
@@ -451,6 +446,57 @@ static const char *cat_hint(int stage, int c, double peak, const struct allowanc
     return "allocate exactly what the stage keeps (handout section 2 lists it)";
 }
 
+/* The report under the memory test: rank 0's measured bytes beside the formula, and what
+ * DDP holds. */
+static void memory_report(int stage, const struct verdict *v0, int n, const struct allowance *pa,
+                          const double *ddp)
+{
+    struct allowance a = *pa;
+    char b1[32], b2[32], b3[32];
+    const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
+    const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
+    const double formula[3] = {a.formula.params, a.formula.grads, a.formula.optim};
+    gr_say("memory", "per rank (fp32, Psi=%.0f, n=%d; formula %s = %s): measured on rank 0 "
+           "(formula, accepted):", a.psi, n, zero_fp32_text(stage),
+           pl_format_bytes(zero_bytes_total(a.formula), b1, sizeof b1));
+    for (int k = 0; k < 3; k++)
+        gr_say("memory", "  %-6s %10s  (%s, <= %s)", pl_mem_cat_name((enum pl_mem_cat)cats[k]),
+               pl_format_bytes(v0->peak[cats[k]], b1, sizeof b1),
+               pl_format_bytes(formula[k], b2, sizeof b2),
+               pl_format_bytes(allowed[k], b3, sizeof b3));
+    gr_say("memory", "  %-6s %10s  (the single-device reference's on the whole batch / %d "
+           "ranks, <= %s)", "activ", pl_format_bytes(v0->peak[PL_MEM_ACTIV], b1, sizeof b1), n,
+           pl_format_bytes(ddp[4] / n + MEM_SLACK_ACTIV, b2, sizeof b2));
+    gr_say("memory",
+           "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
+           "reference); padding: full_numel %.0f, shard_numel %.0f",
+           pl_format_bytes(ddp[0], b1, sizeof b1), pl_format_bytes(ddp[1], b2, sizeof b2),
+           pl_format_bytes(ddp[2], b3, sizeof b3), a.full, a.shard);
+}
+
+/* A step that left memory allocated (rank i). */
+static int judge_leak(int i, const struct verdict *v)
+{
+    char b1[32];
+    if (v->leak_step >= 0) {
+        for (int c = 0; c < PL_MEM_NCAT; c++)
+            if (v->leak[c] > 0) {
+                gr_say("memory",
+                       "rank %d: zero_step %d left %s of %s allocated that it "
+                       "did not hold before the step: %s",
+                       i, v->leak_step + 1, pl_format_bytes(v->leak[c], b1, sizeof b1),
+                       pl_mem_cat_name((enum pl_mem_cat)c),
+                       c == PL_MEM_PARAMS ? "a gathered unit never freed? pl_mem_free "
+                                            "each one right after its forward or backward "
+                                            "(handout section 5)"
+                                          : "every buffer a step allocates must be freed "
+                                            "before it returns");
+                return 0;
+            }
+    }
+    return 1;
+}
+
 static int judge_memory(int stage, const struct verdict *all, int n, const struct zero_layout *e,
                         const double *ddp)
 {
@@ -459,43 +505,19 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
     const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
     const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
     const double formula[3] = {a.formula.params, a.formula.grads, a.formula.optim};
-    /* The report: rank 0's measured bytes beside the formula, and what DDP holds. */
-    gr_say("memory", "per rank (fp32, Psi=%.0f, n=%d; formula %s = %s): measured on rank 0 "
-           "(formula, accepted):", a.psi, n, zero_fp32_text(stage),
-           human(zero_bytes_total(a.formula), b1, sizeof b1));
-    for (int k = 0; k < 3; k++)
-        gr_say("memory", "  %-6s %10s  (%s, <= %s)", pl_mem_cat_name((enum pl_mem_cat)cats[k]),
-               human(all[0].peak[cats[k]], b1, sizeof b1), human(formula[k], b2, sizeof b2),
-               human(allowed[k], b3, sizeof b3));
-    gr_say("memory", "  %-6s %10s  (the single-device reference's on the whole batch / %d "
-           "ranks, <= %s)", "activ", human(all[0].peak[PL_MEM_ACTIV], b1, sizeof b1), n,
-           human(ddp[4] / n + MEM_SLACK_ACTIV, b2, sizeof b2));
-    gr_say("memory", "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
-           "reference); padding: full_numel %.0f, shard_numel %.0f", human(ddp[0], b1, sizeof b1),
-           human(ddp[1], b2, sizeof b2), human(ddp[2], b3, sizeof b3), a.full, a.shard);
+    memory_report(stage, &all[0], n, &a, ddp);
     for (int i = 0; i < n; i++) {
         const struct verdict *v = &all[i];
-        if (v->leak_step >= 0) {
-            for (int c = 0; c < PL_MEM_NCAT; c++)
-                if (v->leak[c] > 0) {
-                    gr_say("memory", "rank %d: zero_step %d left %s of %s allocated that it "
-                           "did not hold before the step: %s", i, v->leak_step + 1,
-                           human(v->leak[c], b1, sizeof b1), pl_mem_cat_name((enum pl_mem_cat)c),
-                           c == PL_MEM_PARAMS ? "a gathered unit never freed? pl_mem_free "
-                                                "each one right after its forward or backward "
-                                                "(handout section 5)"
-                                              : "every buffer a step allocates must be freed "
-                                                "before it returns");
-                    return 0;
-                }
-        }
+        if (!judge_leak(i, v)) return 0;
         for (int k = 0; k < 3; k++) {
             if (v->peak[cats[k]] <= allowed[k]) continue;
-            gr_say("memory", "rank %d held %s of %s (%s) at peak; ZeRO-%d on %d ranks accepts "
-                   "%s (formula %s): %s", i, human(v->peak[cats[k]], b1, sizeof b1),
+            gr_say("memory",
+                   "rank %d held %s of %s (%s) at peak; ZeRO-%d on %d ranks accepts "
+                   "%s (formula %s): %s",
+                   i, pl_format_bytes(v->peak[cats[k]], b1, sizeof b1),
                    pl_mem_cat_name((enum pl_mem_cat)cats[k]), cat_what(cats[k]), stage, n,
-                   human(allowed[k], b2, sizeof b2), human(formula[k], b3, sizeof b3),
-                   cat_rule(stage, cats[k]));
+                   pl_format_bytes(allowed[k], b2, sizeof b2),
+                   pl_format_bytes(formula[k], b3, sizeof b3), cat_rule(stage, cats[k]));
             gr_say("memory", "%s", cat_hint(stage, cats[k], v->peak[cats[k]], &a));
             return 0;
         }
@@ -507,20 +529,24 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
                                  ddp[4] / n + MEM_SLACK_ACTIV};
         for (int k = 0; k < 3; k++) {
             if (v->peak[other[k]] <= limit[k]) continue;
-            gr_say("memory", "rank %d held %s of %s at peak, more than the %s a stage needs "
+            gr_say("memory",
+                   "rank %d held %s of %s at peak, more than the %s a stage needs "
                    "there: parameters, gradients and optimizer state belong in their own "
                    "categories (pl_mem_alloc with PL_MEM_PARAMS, PL_MEM_GRADS or "
                    "PL_MEM_OPTIM, not pl_comm_buf_alloc or PL_MEM_ACTIV), where the formulas "
-                   "count them", i,
-                   human(v->peak[other[k]], b1, sizeof b1),
-                   pl_mem_cat_name((enum pl_mem_cat)other[k]), human(limit[k], b2, sizeof b2));
+                   "count them",
+                   i, pl_format_bytes(v->peak[other[k]], b1, sizeof b1),
+                   pl_mem_cat_name((enum pl_mem_cat)other[k]),
+                   pl_format_bytes(limit[k], b2, sizeof b2));
             return 0;
         }
     }
     return 1;
 }
 
-static int judge_traffic(int stage, const struct verdict *all, int n, const struct zero_layout *e)
+/* The bytes by collective kind rank i sent in step s, against the stage's volumes. */
+static int judge_step_bytes(int stage, int i, int s, const double *by, int n,
+                            const struct zero_layout *e)
 {
     char b1[32], b2[32], b3[32], b4[32];
     double per = 4.0 * (double)(n - 1) / n; /* bytes sent per element of a collective's size */
@@ -528,69 +554,81 @@ static int judge_traffic(int stage, const struct verdict *all, int n, const stru
     double head = per * (double)e->unit[e->nunits - 1].padded;
     double ag_lo = stage == 3 ? 2 * ag - head : ag, ag_hi = stage == 3 ? 2 * ag : ag;
     double scalar = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * 4); /* up to 4 numbers */
-    double unit = per * (double)e->numel; /* 4 Psi (n-1)/n */
+    for (int k = 0; k < PL_NKINDS; k++) {
+        if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||
+            k == PL_BARRIER || by[k] == 0)
+            continue;
+        gr_say("traffic",
+               "rank %d, step %d: %s of %s: ZeRO needs only reduce-scatter "
+               "(gradients) and all-gather (parameters)",
+               i, s + 1, pl_format_bytes(by[k], b1, sizeof b1),
+               pl_coll_kind_name((enum pl_coll_kind)k));
+        return 0;
+    }
+    if (by[PL_ALL_REDUCE] > scalar) {
+        gr_say("traffic", "rank %d, step %d: all-reduce of %s: %s", i, s + 1,
+               pl_format_bytes(by[PL_ALL_REDUCE], b1, sizeof b1),
+               stage == 1
+                   ? "an all-reduce of the gradient followed by the all-gather of the "
+                     "parameters moves 3Psi; a rank updates only its own chunk, so it "
+                     "needs only its chunk of the averaged gradient: reduce-scatter "
+                     "it (half an all-reduce), and stage 1 costs 2Psi like DDP "
+                     "(handout section 3)"
+                   : "the gradient was all-reduced where ZeRO reduce-scatters it: "
+                     "each rank keeps only its chunk, so the all-reduce's second half "
+                     "(an all-gather of the gradient) is wasted traffic, and the full "
+                     "gradient it produces is memory the stage promised not to hold "
+                     "(handout section 4)");
+        return 0;
+    }
+    if (fabs(by[PL_REDUCE_SCATTER] - rs) > 0.5) {
+        gr_say("traffic", "rank %d, step %d: reduce-scatter sent %s; the gradient of "
+               "every unit, padded, reduce-scattered once: 4 x full_numel x (n-1)/n = "
+               "%s%s", i, s + 1, pl_format_bytes(by[PL_REDUCE_SCATTER], b1, sizeof b1),
+               pl_format_bytes(rs, b2, sizeof b2),
+               by[PL_REDUCE_SCATTER] > rs ? " (a unit reduced twice?)"
+                                          : " (a unit's gradient not reduced?)");
+        return 0;
+    }
+    if (by[PL_ALL_GATHER] < ag_lo - 0.5 || by[PL_ALL_GATHER] > ag_hi + 0.5) {
+        if (stage == 3)
+            gr_say("traffic",
+                   "rank %d, step %d: all-gather sent %s; stage 3 gathers "
+                   "every unit before its forward and again before its backward: 2 x "
+                   "4 x full_numel x (n-1)/n = %s (%s if the head stays gathered "
+                   "from its forward to its backward)",
+                   i, s + 1, pl_format_bytes(by[PL_ALL_GATHER], b1, sizeof b1),
+                   pl_format_bytes(ag_hi, b2, sizeof b2),
+                   pl_format_bytes(ag_lo, b3, sizeof b3));
+        else
+            gr_say("traffic",
+                   "rank %d, step %d: all-gather sent %s; after the update "
+                   "every unit's parameters are gathered once: 4 x full_numel x "
+                   "(n-1)/n = %s",
+                   i, s + 1, pl_format_bytes(by[PL_ALL_GATHER], b1, sizeof b1),
+                   pl_format_bytes(ag, b4, sizeof b4));
+        return 0;
+    }
+    return 1;
+}
+
+static int judge_traffic(int stage, const struct verdict *all, int n, const struct zero_layout *e)
+{
+    char b1[32], b2[32], b3[32];
+    double unit = 4.0 * (double)(n - 1) / n * (double)e->numel; /* 4 Psi (n-1)/n */
     const struct verdict *v0 = &all[0];
     double tot0 = 0;
     for (int k = 0; k < PL_NKINDS; k++) tot0 += v0->bytes[0][k];
-    gr_say("traffic", "rank 0 sent per step: reduce-scatter %s, all-gather %s, all-reduce %s: "
+    gr_say("traffic",
+           "rank 0 sent per step: reduce-scatter %s, all-gather %s, all-reduce %s: "
            "%.3f x 4Psi(n-1)/n (formula %.0fPsi; padded to full_numel=%zu)",
-           human(v0->bytes[0][PL_REDUCE_SCATTER], b1, sizeof b1),
-           human(v0->bytes[0][PL_ALL_GATHER], b2, sizeof b2),
-           human(v0->bytes[0][PL_ALL_REDUCE], b3, sizeof b3), unit > 0 ? tot0 / unit : 0.0,
-           zero_comm_psi(stage), e->full_numel);
+           pl_format_bytes(v0->bytes[0][PL_REDUCE_SCATTER], b1, sizeof b1),
+           pl_format_bytes(v0->bytes[0][PL_ALL_GATHER], b2, sizeof b2),
+           pl_format_bytes(v0->bytes[0][PL_ALL_REDUCE], b3, sizeof b3),
+           unit > 0 ? tot0 / unit : 0.0, zero_comm_psi(stage), e->full_numel);
     for (int i = 0; i < n; i++)
-        for (int s = 0; s < all[i].steps_done; s++) {
-            const double *by = all[i].bytes[s];
-            for (int k = 0; k < PL_NKINDS; k++) {
-                if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||
-                    k == PL_BARRIER || by[k] == 0)
-                    continue;
-                gr_say("traffic", "rank %d, step %d: %s of %s: ZeRO needs only reduce-scatter "
-                       "(gradients) and all-gather (parameters)", i, s + 1,
-                       human(by[k], b1, sizeof b1), pl_coll_kind_name((enum pl_coll_kind)k));
-                return 0;
-            }
-            if (by[PL_ALL_REDUCE] > scalar) {
-                gr_say("traffic", "rank %d, step %d: all-reduce of %s: %s", i, s + 1,
-                       human(by[PL_ALL_REDUCE], b1, sizeof b1),
-                       stage == 1
-                           ? "an all-reduce of the gradient followed by the all-gather of the "
-                             "parameters moves 3Psi; a rank updates only its own chunk, so it "
-                             "needs only its chunk of the averaged gradient: reduce-scatter "
-                             "it (half an all-reduce), and stage 1 costs 2Psi like DDP "
-                             "(handout section 3)"
-                           : "the gradient was all-reduced where ZeRO reduce-scatters it: "
-                             "each rank keeps only its chunk, so the all-reduce's second half "
-                             "(an all-gather of the gradient) is wasted traffic, and the full "
-                             "gradient it produces is memory the stage promised not to hold "
-                             "(handout section 4)");
-                return 0;
-            }
-            if (fabs(by[PL_REDUCE_SCATTER] - rs) > 0.5) {
-                gr_say("traffic", "rank %d, step %d: reduce-scatter sent %s; the gradient of "
-                       "every unit, padded, reduce-scattered once: 4 x full_numel x (n-1)/n = "
-                       "%s%s", i, s + 1, human(by[PL_REDUCE_SCATTER], b1, sizeof b1),
-                       human(rs, b2, sizeof b2),
-                       by[PL_REDUCE_SCATTER] > rs ? " (a unit reduced twice?)"
-                                                  : " (a unit's gradient not reduced?)");
-                return 0;
-            }
-            if (by[PL_ALL_GATHER] < ag_lo - 0.5 || by[PL_ALL_GATHER] > ag_hi + 0.5) {
-                if (stage == 3)
-                    gr_say("traffic", "rank %d, step %d: all-gather sent %s; stage 3 gathers "
-                           "every unit before its forward and again before its backward: 2 x "
-                           "4 x full_numel x (n-1)/n = %s (%s if the head stays gathered "
-                           "from its forward to its backward)", i, s + 1,
-                           human(by[PL_ALL_GATHER], b1, sizeof b1), human(ag_hi, b2, sizeof b2),
-                           human(ag_lo, b3, sizeof b3));
-                else
-                    gr_say("traffic", "rank %d, step %d: all-gather sent %s; after the update "
-                           "every unit's parameters are gathered once: 4 x full_numel x "
-                           "(n-1)/n = %s", i, s + 1, human(by[PL_ALL_GATHER], b1, sizeof b1),
-                           human(ag, b4, sizeof b4));
-                return 0;
-            }
-        }
+        for (int s = 0; s < all[i].steps_done; s++)
+            if (!judge_step_bytes(stage, i, s, all[i].bytes[s], n, e)) return 0;
     return 1;
 }
 
@@ -977,11 +1015,105 @@ static void write_svg(const char *path, const struct bar *bars, int nb, int n, d
 
 static const char *svg_path; /* --svg */
 
+/* One bar of the chart: the peak per category of the student's stage over two steps (the
+ * largest rank's) and its formula; 0 when a stub was reached. */
+static int bench_stage(const struct gr_train_setup *setup, int stage, int prefetch, double psi,
+                       struct bar *bar)
+{
+    int n = pl_size();
+    bar->stage = stage;
+    snprintf(bar->label, sizeof bar->label, "ZeRO-%d%s", stage, prefetch ? "+prefetch" : "");
+    double base[PL_MEM_NCAT];
+    mem_current(base);
+    pl_mem_reset_peak();
+    pl_todo_reset();
+    struct zero *z = zero_new(&setup->cfg, &setup->opt, stage, prefetch, pl_comm_world());
+    struct gr_batch b;
+    gr_batch_new(&b, setup, pl_rank(), n);
+    if (!gr_todo_any())
+        for (int s = 0; s < 2; s++) {
+            gr_batch_load(&b, s);
+            zero_step(z, b.tokens, b.targets, b.B);
+            if (gr_todo_any()) break;
+        }
+    int todo = gr_todo_any();
+    gr_batch_free(&b);
+    struct pl_mem_stats st;
+    pl_mem_get_stats(&st);
+    const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
+    for (int c = 0; c < 3; c++) {
+        double mine = (double)st.peak[cats[c]] - base[cats[c]];
+        PL_CHECK_MPI(MPI_Allreduce(&mine, &bar->measured[c], 1, MPI_DOUBLE, MPI_MAX,
+                                   MPI_COMM_WORLD));
+    }
+    zero_free(z);
+    struct zero_bytes fz = zero_fp32(stage, psi, n);
+    bar->formula[0] = fz.params;
+    bar->formula[1] = fz.grads;
+    bar->formula[2] = fz.optim;
+    if (todo) pl_print0("# ZeRO-%d is still a stub (see %s): no row\n", stage, gr_handout());
+    return !todo;
+}
+
+static void bench_table(const struct bar *bars, int nb, const struct zero_layout *e)
+{
+    char b[6][32];
+    pl_print0("# Lab 3 memory per rank by category: measured peak (the largest rank's) and the "
+              "fp32 formula\n# Psi = %zu parameters, %d ranks, full_numel %zu, shard_numel %zu "
+              "(padding %zu)\n", e->numel, pl_size(), e->full_numel, e->shard_numel,
+              e->full_numel - e->numel);
+    pl_print0("# %-16s %-16s %12s %12s %12s %12s %12s %12s\n", "stage", "formula", "params",
+              "(formula)", "grads", "(formula)", "optim", "(formula)");
+    for (int i = 0; i < nb; i++) {
+        for (int c = 0; c < 3; c++) {
+            pl_format_bytes(bars[i].measured[c], b[2 * c], sizeof b[0]);
+            pl_format_bytes(bars[i].formula[c], b[2 * c + 1], sizeof b[0]);
+        }
+        pl_print0("  %-16s %-16s %12s %12s %12s %12s %12s %12s\n", bars[i].label,
+                  zero_fp32_text(bars[i].stage), b[0], b[1], b[2], b[3], b[4], b[5]);
+    }
+}
+
+/* The figures docs/labs/03-zero.md quotes, one "# handout: TEXT" line each, TEXT verbatim as
+ * the handout has it (tests/handout_figures.sh checks that it does): the graded model's
+ * sizes and padding, and the paper's 7.5B example in mixed precision. */
+static void bench_figures(const struct pl_model_layout *lay)
+{
+    char g[32], h[32], divides[32] = "", not[32] = "";
+    size_t off, block;
+    pl_model_part_range(lay, 0, &off, &block);
+    for (int n = 2; n <= 4; n++) {
+        char *list = block % (size_t)n ? not : divides;
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof divides - l, "%s%d", l ? " and " : "", n);
+    }
+    printf("# handout: Ψ = %s\n", pl_format_count(lay->numel, g, sizeof g));
+    printf("# handout: four blocks of %s parameters each, which %s %s not divide%s%s%s\n",
+           pl_format_count(block, h, sizeof h), not, strchr(not, ' ') ? "do" : "does",
+           divides[0] ? " and " : "", divides,
+           divides[0] ? (strchr(divides, ' ') ? " do" : " does") : "");
+    for (int n = 2; n <= 4; n++) {
+        struct zero_layout e;
+        expected_layout(&e, lay, n, 0);
+        printf("# handout: on %d ranks full_numel is %zu (%zu of padding)\n", n, e.full_numel,
+               e.full_numel - e.numel);
+    }
+    for (int stage = 0; stage <= 3; stage++) {
+        double t = zero_bytes_total(zero_mixed(stage, 7.5e9, 64, ZERO_PAPER_K)) / 1e9;
+        char text[64];
+        snprintf(text, sizeof text, "%s", zero_fp32_text(stage));
+        for (char *p; (p = strstr(text, "Psi"));) {
+            memmove(p + 2, p + 3, strlen(p + 3) + 1);
+            memcpy(p, "Ψ", 2);
+        }
+        printf("# handout: | %s | %.*f GB |\n", text, t >= 100 ? 0 : 1, t);
+    }
+}
+
 static void bench(const struct gr_args *a)
 {
-    const char *svg = svg_path;
     base_seed = a->seed;
-    int n = pl_size(), me = pl_rank();
+    int n = pl_size();
     struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed + 5), CORPUS_TOKENS);
     struct gr_train_setup setup = graded_setup(&data);
     struct gr_reference ref;
@@ -1001,64 +1133,14 @@ static void bench(const struct gr_args *a)
     bars[0].formula[1] = f0.grads;
     bars[0].formula[2] = f0.optim;
     int nb = 1;
-    for (int k = 1; k <= 4; k++) {
-        int stage = k < 4 ? k : 3, prefetch = k == 4;
-        struct bar *bar = &bars[nb];
-        bar->stage = stage;
-        snprintf(bar->label, sizeof bar->label, "ZeRO-%d%s", stage, prefetch ? "+prefetch" : "");
-        double base[PL_MEM_NCAT];
-        mem_current(base);
-        pl_mem_reset_peak();
-        pl_todo_reset();
-        struct zero *z = zero_new(&setup.cfg, &setup.opt, stage, prefetch, pl_comm_world());
-        struct gr_batch b;
-        gr_batch_new(&b, &setup, me, n);
-        if (!gr_todo_any())
-            for (int s = 0; s < 2; s++) {
-                gr_batch_load(&b, s);
-                zero_step(z, b.tokens, b.targets, b.B);
-                if (gr_todo_any()) break;
-            }
-        int todo = pl_todo_what() != NULL;
-        PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &todo, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-        gr_batch_free(&b);
-        struct pl_mem_stats st;
-        pl_mem_get_stats(&st);
-        const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
-        for (int c = 0; c < 3; c++) {
-            double mine = (double)st.peak[cats[c]] - base[cats[c]];
-            PL_CHECK_MPI(MPI_Allreduce(&mine, &bar->measured[c], 1, MPI_DOUBLE, MPI_MAX,
-                                       MPI_COMM_WORLD));
-        }
-        zero_free(z);
-        struct zero_bytes fz = zero_fp32(stage, psi, n);
-        bar->formula[0] = fz.params;
-        bar->formula[1] = fz.grads;
-        bar->formula[2] = fz.optim;
-        if (todo) {
-            pl_print0("# ZeRO-%d is still a stub (see %s): no row\n", stage, gr_handout());
-            continue;
-        }
-        nb++;
+    for (int k = 1; k <= 4; k++)
+        nb += bench_stage(&setup, k < 4 ? k : 3, k == 4, psi, &bars[nb]);
+    bench_table(bars, nb, &e);
+    if (svg_path && pl_rank() == 0) {
+        write_svg(svg_path, bars, nb, n, psi);
+        pl_print0("# bar chart written to %s\n", svg_path);
     }
-    char b[6][32];
-    pl_print0("# Lab 3 memory per rank by category: measured peak (the largest rank's) and the "
-              "fp32 formula\n# Psi = %.0f parameters, %d ranks, full_numel %zu, shard_numel %zu "
-              "(padding %zu)\n", psi, n, e.full_numel, e.shard_numel, e.full_numel - e.numel);
-    pl_print0("# %-16s %-16s %12s %12s %12s %12s %12s %12s\n", "stage", "formula", "params",
-              "(formula)", "grads", "(formula)", "optim", "(formula)");
-    for (int i = 0; i < nb; i++) {
-        for (int c = 0; c < 3; c++) {
-            human(bars[i].measured[c], b[2 * c], sizeof b[0]);
-            human(bars[i].formula[c], b[2 * c + 1], sizeof b[0]);
-        }
-        pl_print0("  %-16s %-16s %12s %12s %12s %12s %12s %12s\n", bars[i].label,
-                  zero_fp32_text(bars[i].stage), b[0], b[1], b[2], b[3], b[4], b[5]);
-    }
-    if (svg && me == 0) {
-        write_svg(svg, bars, nb, n, psi);
-        pl_print0("# bar chart written to %s\n", svg);
-    }
+    if (pl_rank() == 0) bench_figures(&lay);
     pl_model_layout_free(&lay);
     gr_reference_free(&ref);
     pl_tokens_free(&data);
