@@ -29,6 +29,7 @@
 #include "moe.h"
 #include "oracle.h"
 #include "plots.h"
+#include "units.h"
 #include "ops.h"
 #include "paralab.h"
 #include "harness.h"
@@ -643,13 +644,13 @@ static int judge_traffic(const struct or_reference *o, const struct pl_ledger *d
     }
     if (pl_ledger_bytes(d, PL_P2P, -1) > 0) {
         why("%s sent point to point: the tokens travel in the all-to-all-v calls only",
-            gr_human_bytes(pl_ledger_bytes(d, PL_P2P, -1), g, sizeof g));
+            pl_format_bytes(pl_ledger_bytes(d, PL_P2P, -1), g, sizeof g));
         return 0;
     }
     if (counts != want_counts) {
         why("the counts exchange sent %s; %d layers x %d peers x %d experts each x 4 bytes = "
-            "%s", gr_human_bytes(counts, g, sizeof g), L, o->ep - 1, El,
-            gr_human_bytes(want_counts, w, sizeof w));
+            "%s", pl_format_bytes(counts, g, sizeof g), L, o->ep - 1, El,
+            pl_format_bytes(want_counts, w, sizeof w));
         return 0;
     }
     if (got != want) {
@@ -657,12 +658,12 @@ static int judge_traffic(const struct or_reference *o, const struct pl_ledger *d
         why("all-to-all-v sent %s off this rank in a step; the routing sends %s (the rows of "
             "kept choices whose expert lives on another rank, and the outputs of this rank's "
             "experts for other ranks' tokens, both ways)%s",
-            gr_human_bytes(got, g, sizeof g), gr_human_bytes(want, w, sizeof w),
+            pl_format_bytes(got, g, sizeof g), pl_format_bytes(want, w, sizeof w),
             got == padded ? ": yours is every expert's whole capacity. Exchange the counts "
                             "first and send only the rows that exist (section 4)"
                           : "");
         why("for scale: a balanced routing would send (ep-1)/ep x N x k x C x 4 bytes each "
-            "way, %s a step", gr_human_bytes(balanced, b, sizeof b));
+            "way, %s a step", pl_format_bytes(balanced, b, sizeof b));
         return 0;
     }
     return 1;
@@ -972,7 +973,7 @@ static int bench_row(const struct pl_tokens *data, int E, int k, float cf, float
         if (cf == CF_NONE) snprintf(cf_s, sizeof cf_s, "none");
         else snprintf(cf_s, sizeof cf_s, "%g", (double)cf);
         printf("%4d %3d %5s %5.3f %10s %9.2f %8.2f %8.1f%% %11.3f %10.3f   ", E, k, cf_s,
-               (double)skew, gr_human_bytes(vsum / n, v, sizeof v),
+               (double)skew, pl_format_bytes(vsum / n, v, sizeof v),
                vsum > 0 ? vmax / (vsum / n) : 1.0, sum ? (double)hot * E / sum : 0.0,
                100.0 * dropped / ((double)r.pass.N * n * k), out->layer_time * 1e3,
                out->step_time * 1e3);
