@@ -801,8 +801,8 @@ static int judge_step(struct run *r, int step, double loss, const struct pl_ledg
         why_part = 0;
         if (!judge_branches(&r->ref, r->branches, C)) {
             if (reasons[1][0])
-                why("your routing differs from the reference's: %.*s", (int)strcspn(reasons[1], "\n"),
-                    reasons[1]);
+                why("your routing differs from the reference's: %.*s",
+                    (int)strcspn(reasons[1], "\n"), reasons[1]);
             return 0;
         }
     }
@@ -990,8 +990,21 @@ static int bench_row(const struct pl_tokens *data, int E, int k, float cf, float
     return ran;
 }
 
-static void bench_mode(int E, int k, float cf, float skew, const char *svg_dir)
+/* The figures docs/labs/07-moe.md quotes, one "# handout: TEXT" line each, TEXT verbatim
+ * as the handout says it (tests/handout_figures.sh): the capacity rule on a factor binary
+ * floating point cannot hold exactly. */
+static void handout_figures(void)
 {
+    const float cf = 1.1f;
+    printf("# handout: 1.1 becomes %.11f...\n", (double)cf);
+    printf("# handout: for N k / E = 10 the kit computes %.7f and gives %d slots where exact "
+           "decimal arithmetic says 11\n",
+           (double)cf * 40 * 1 / 4, pl_moe_capacity(40, 4, 1, cf));
+}
+
+static void bench_mode(int E, int k, float cf, float skew, const char *plots_dir)
+{
+    if (pl_rank() == 0) handout_figures();
     struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
     const struct pl_profile *prof = pl_profile_find("dgx-h100");
     if (pl_rank() == 0) {
@@ -1000,8 +1013,8 @@ static void bench_mode(int E, int k, float cf, float skew, const char *svg_dir)
         printf("# a2a/rank: all-to-all-v bytes sent per rank (mean, all blocks); max/mean: the "
                "busiest rank's share; hot: the busiest expert's tokens / the mean;\n# layer: "
                "block 0 forward+backward modelled on %s for a layer of C %.0f, F %.0f, %.0f "
-               "tokens a rank (the busiest rank's expert FLOPs and all-to-all bytes);\n# step: your "
-               "step's trace replayed on %s, FLOPs and bytes scaled to that size\n",
+               "tokens a rank (the busiest rank's expert FLOPs and all-to-all bytes);\n"
+               "# step: your step's trace replayed on %s, FLOPs and bytes scaled to that size\n",
                prof->name, MODEL_C, MODEL_F, MODEL_TOKENS, prof->name);
         printf("%4s %3s %5s %5s %10s %9s %8s %9s %11s %10s   %s\n", "E", "k", "cf", "skew ",
                "a2a/rank", "max/mean", "hot", "dropped", "layer(ms)", "step(ms)",
@@ -1025,13 +1038,13 @@ static void bench_mode(int E, int k, float cf, float skew, const char *svg_dir)
             times[i][j] = res.step_time * 1e3;
             if (skews[j] == 0.1f && i != 1) memcpy(tokens[i ? 1 : 0], res.total, sizeof res.total);
         }
-    if (ok && svg_dir && pl_rank() == 0) {
+    if (ok && plots_dir && pl_rank() == 0) {
         char path[512];
-        snprintf(path, sizeof path, "%s/07-moe-tokens.svg", svg_dir);
+        snprintf(path, sizeof path, "%s/07-moe-tokens.svg", plots_dir);
         plot_tokens(path, E, tokens[0], tokens[1], "capacity factor 1.0", "no capacity limit",
                     "tokens per expert (4 ranks, top-2, skew 0.1: expert 0 hot)");
         printf("wrote %s\n", path);
-        snprintf(path, sizeof path, "%s/07-moe-skew.svg", svg_dir);
+        snprintf(path, sizeof path, "%s/07-moe-skew.svg", plots_dir);
         const char *labels[NCF] = {"capacity factor 1.0", "capacity factor 1.25",
                                    "no capacity limit"};
         plot_lines(path, NSKEW, skews, NCF, &times[0][0], labels,

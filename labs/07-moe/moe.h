@@ -79,13 +79,14 @@ struct pl_comm *moe_ep_comm(const struct moe *s);
 
 /* The MoE branch of block `layer` for this rank's N tokens: ln [N, C] (op memory) in,
  * branch [N, C] written: for each token, the sum over its kept choices of
- * gate * expert_e(ln_t), where expert e lives on the EP group's rank e / (E/ep). Route, permute, exchange
- * the counts, dispatch with one all-to-all-v, run the local experts, return their outputs
- * with a second all-to-all-v, and combine with the gates on the token's own rank. Keeps
- * what the backward needs (ln itself stays valid and unchanged until this layer's
- * moe_backward: keep the pointer). Returns this rank's load-balancing loss of the layer. Sections
- * 4 and 5. Traffic per forward: one pl_all_to_all of the counts and two pl_all_to_all_v;
- * only the rows of kept choices travel (C floats each); the gates stay home. */
+ * gate * expert_e(ln_t), where expert e lives on the EP group's rank e / (E/ep). Route,
+ * permute, exchange the counts, dispatch with one all-to-all-v, run the local experts,
+ * return their outputs with a second all-to-all-v, and combine with the gates on the
+ * token's own rank. Keeps what the backward needs (ln itself stays valid and unchanged
+ * until this layer's moe_backward: keep the pointer). Returns this rank's load-balancing
+ * loss of the layer. Sections 4 and 5. Traffic per forward, on the EP group: one
+ * pl_all_to_all of the counts and two pl_all_to_all_v; only the rows of kept choices travel
+ * (C floats each); the gates stay home. */
 double moe_forward(struct moe *s, int layer, const float *ln, float *branch);
 
 /* Backward of the last moe_forward of `layer`: dbranch [N, C] (op memory) is d(objective)/
