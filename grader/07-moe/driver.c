@@ -1,0 +1,1205 @@
+/* driver.c: the trusted test driver of Lab 7 (MoE expert parallelism), on the lab harness
+ * (grader/common/harness.h). It drives the student's router, permutation and expert-parallel
+ * MoE (moe.h):
+ *
+ *   router / permute  the host functions on router probabilities the driver draws (skewed,
+ *                     tied, a hot expert), against lib/model.h's pl_moe_capacity and
+ *                     pl_moe_route and a counting sort of its own: exact;
+ *   top1 / top2       K training steps of the MoE-GPT on ep = world ranks, the driver running
+ *                     every part but the MoE branch (embedding, attention, layernorms, head,
+ *                     AdamW), against the single-device reference on the same slices
+ *                     (oracle.c): the MoE outputs of the first step, every step's loss and
+ *                     gradients, the parameters after K steps (correct); the routing of the
+ *                     first step, exactly (counts); the all-to-all calls and bytes of the
+ *                     first step from the ledger, against what the routing sends off-rank
+ *                     (traffic).
+ *
+ *   driver --op router|permute|top1|top2 --mode check [--parts correct,counts,traffic]
+ *   driver --mode bench [--experts E] [--top-k K] [--capacity-factor F] [--skew S]
+ *
+ * Every judge is its own function writing its reason with why(); run() records each rank's
+ * reasons per part and judge() gathers them to rank 0, which says the first failing rank's. */
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe.h"
+#include "oracle.h"
+#include "plots.h"
+#include "units.h"
+#include "ops.h"
+#include "paralab.h"
+#include "harness.h"
+#include "train.h"
+
+#define K_STEPS 3
+#define GLOBAL_B 8 /* sequences per step: 1, 2 and 4 ranks all divide it */
+#define CORPUS_TOKENS 32768
+#define CF_NONE 0.0f /* "no dropping": the case uses a factor of E / k */
+
+static uint64_t base_seed = 1;
+
+/* The EP degree at n ranks: all of them up to 4; beyond, EP groups of 4 (a node's worth on
+ * the placement test's 2 nodes of 4) and expert data parallelism across them. */
+static int ep_of(int n)
+{
+    return n <= 4 ? n : 4;
+}
+
+static struct pl_model_config lab_config(uint64_t seed, int E, int k, float cf)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = PL_BYTE_VOCAB;
+    c.d_model = 32;
+    c.n_layers = 2;
+    c.n_heads = 2;
+    c.d_ff = 48;
+    c.seq_len = 16;
+    c.dropout = 0.0f;
+    c.n_experts = E;
+    c.top_k = k;
+    c.capacity_factor = cf == CF_NONE ? (float)E / (float)k : cf;
+    c.aux_loss_coef = 0.01f;
+    c.seed = seed;
+    return c;
+}
+
+/* ---- verdicts of several ranks: the first failing rank's reason, said by rank 0 ---- */
+
+/* This rank's reasons, per part (correct, counts, traffic), and the part why() writes. */
+static const char *const PARTS[] = {"correct", "counts", "traffic", "placement"};
+#define NPARTS 4
+static char reasons[NPARTS][1024];
+static int why_part;
+#define why_text (reasons[why_part])
+
+/* Adds a line to this rank's reason of the current part. */
+static void __attribute__((format(printf, 1, 2))) why(const char *fmt, ...)
+{
+    size_t used = strlen(why_text);
+    if (used + 2 >= sizeof why_text) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why_text + used, sizeof why_text - used - 1, fmt, ap);
+    va_end(ap);
+    strcat(why_text, "\n");
+}
+
+static int part_index(const char *part)
+{
+    for (int i = 0; i < NPARTS; i++)
+        if (!strcmp(part, PARTS[i])) return i;
+    pl_usage_error_all("--parts %s: Lab 7 judges correct, counts, traffic and placement", part);
+}
+
+/* Collective: 1 when no rank has a reason for part; otherwise rank 0 says the lowest
+ * failing rank's. Clears the reasons. */
+static int verdict(const char *part)
+{
+    why_part = part_index(part);
+    int ok = !why_text[0];
+    int n = pl_size(), me = pl_rank();
+    char *all = me == 0 ? pl_mem_alloc((size_t)n * sizeof why_text, PL_MEM_WORK, PL_HOST,
+                                       "verdict reasons")
+                        : NULL;
+    PL_CHECK_MPI(MPI_Gather(why_text, sizeof why_text, MPI_CHAR, all, sizeof why_text, MPI_CHAR,
+                            0, MPI_COMM_WORLD));
+    int all_ok = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (me == 0 && !all_ok)
+        for (int r = 0; r < n; r++)
+            if (all[(size_t)r * sizeof why_text]) {
+                char *line = all + (size_t)r * sizeof why_text, *nl;
+                for (int first = 1; *line; line = nl + 1, first = 0) {
+                    nl = strchr(line, '\n');
+                    if (!nl) break;
+                    *nl = '\0';
+                    if (first && n > 1) gr_say(part, "rank %d: %s", r, line);
+                    else gr_say(part, "%s", line);
+                }
+                break;
+            }
+    pl_mem_free(all);
+    why_text[0] = '\0';
+    return all_ok;
+}
+
+/* ---- router and permutation: host arithmetic on drawn probabilities ---- */
+
+/* Router probabilities of one test: a softmax of drawn logits, scaled by `sharp` (large:
+ * confident routing), with `hot` added to expert 0's logit (a hot expert), and every fifth
+ * token a copy of the previous one with two experts tied. */
+static void draw_probs(float *p, int N, int E, uint64_t seed, float sharp, float hot)
+{
+    for (int t = 0; t < N; t++) {
+        float *row = p + (size_t)t * E;
+        double z[64], mx = -1e30, sum = 0;
+        for (int e = 0; e < E; e++) {
+            z[e] = sharp * pl_rng_normal(seed, 77, (uint64_t)t * E + e) + (e == 0 ? hot : 0);
+            if (t % 5 == 4 && e == 1) z[e] = z[0];
+            if (z[e] > mx) mx = z[e];
+        }
+        for (int e = 0; e < E; e++) sum += exp(z[e] - mx);
+        for (int e = 0; e < E; e++) row[e] = (float)(exp(z[e] - mx) / sum);
+    }
+}
+
+struct route_case {
+    int N, E, k;
+    float cf, sharp, hot;
+};
+
+static const struct route_case ROUTE_CASES[] = {
+    {40, 4, 1, 1.0f, 1.0f, 0.0f},  {40, 4, 2, 1.0f, 1.0f, 0.0f},  {40, 8, 2, 0.5f, 2.0f, 0.0f},
+    {40, 8, 1, 1.25f, 1.0f, 2.0f}, {40, 8, 2, 1.25f, 2.0f, 3.0f}, {50, 4, 2, 1.1f, 1.0f, 1.0f},
+    {32, 8, 2, 8.0f, 1.0f, 0.0f},  {7, 4, 1, 0.3f, 1.0f, 0.0f},   {33, 4, 2, 1.0f, 0.0f, 0.0f},
+};
+#define N_ROUTE_CASES ((int)(sizeof ROUTE_CASES / sizeof ROUTE_CASES[0]))
+
+static int judge_capacity(void)
+{
+    static const int Ns[] = {7, 32, 40, 50, 100, 128};
+    static const float cfs[] = {0.3f, 0.5f, 1.0f, 1.1f, 1.25f, 2.0f, 8.0f};
+    for (int a = 0; a < 6; a++)
+        for (int e = 4; e <= 8; e += 4)
+            for (int k = 1; k <= 2; k++)
+                for (int f = 0; f < 7; f++) {
+                    int got = moe_capacity(Ns[a], e, k, cfs[f]);
+                    int want = pl_moe_capacity(Ns[a], e, k, cfs[f]);
+                    if (got == want) continue;
+                    why("moe_capacity(N=%d, E=%d, k=%d, cf=%g) = %d, the kit's "
+                           "rule gives %d: ceil(cf x N x k / E) computed in double from the "
+                           "float factor, at least 1 and at most N (section 2)%s",
+                           Ns[a], e, k, (double)cfs[f], got, want,
+                           got == want - 1 ? "; yours rounds down where the rule rounds up"
+                                           : "");
+                    return 0;
+                }
+    return 1;
+}
+
+static void describe_route_case(const struct route_case *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "N=%d tokens, E=%d experts, top-%d, capacity factor %g (%d slots)%s%s",
+             c->N, c->E, c->k, (double)c->cf, pl_moe_capacity(c->N, c->E, c->k, c->cf),
+             c->hot > 0 ? ", a hot expert 0" : "", c->sharp == 0 ? ", all experts tied" : "");
+}
+
+/* The first difference between two routings, said with its meaning; 1 when equal. */
+static int compare_routing(const struct pl_moe_routing *got, const struct pl_moe_routing *want)
+{
+    const int N = want->N, k = want->k, E = want->E;
+    for (int i = 0; i < N * k; i++)
+        if (got->expert[i] != want->expert[i]) {
+            why("choice %d of token %d: expert %d, the reference picks %d (top-k by "
+                   "probability, ties to the lower expert index)", i % k + 1, i / k,
+                   got->expert[i], want->expert[i]);
+            return 0;
+        }
+    static const char *const order = "Slots fill choice by choice: every first choice in "
+                                     "token order, then every second choice; a choice "
+                                     "finding its expert full is dropped (section 2)";
+    for (int i = 0; i < N * k; i++)
+        if ((got->slot[i] < 0) != (want->slot[i] < 0)) {
+            why("choice %d of token %d (expert %d): %s, the reference %s. %s", i % k + 1, i / k,
+                want->expert[i], got->slot[i] < 0 ? "dropped" : "kept",
+                want->slot[i] < 0 ? "drops it" : "keeps it", order);
+            return 0;
+        }
+    for (int i = 0; i < N * k; i++)
+        if (got->slot[i] != want->slot[i]) {
+            why("choice %d of token %d (expert %d) is in slot %d, the reference's slot %d. %s",
+                i % k + 1, i / k, want->expert[i], got->slot[i], want->slot[i], order);
+            return 0;
+        }
+    for (int e = 0; e < E; e++)
+        if (got->count[e] != want->count[e]) {
+            why("expert %d holds %d tokens, the reference %d", e, got->count[e],
+                   want->count[e]);
+            return 0;
+        }
+    if (got->dropped != want->dropped) {
+        why("%ld choices dropped, the reference drops %ld", got->dropped,
+               want->dropped);
+        return 0;
+    }
+    return 1;
+}
+
+static int compare_router_rest(const struct pl_moe_routing *got,
+                               const struct pl_moe_routing *want)
+{
+    for (int i = 0; i < want->N * want->k; i++)
+        if (got->gate[i] != want->gate[i]) {
+            why("gate of choice %d of token %d is %g, the reference %g: the "
+                   "gate is the router probability itself, not renormalised",
+                   i % want->k + 1, i / want->k, (double)got->gate[i], (double)want->gate[i]);
+            return 0;
+        }
+    for (int e = 0; e < want->E; e++)
+        for (int s = 0; s < want->count[e]; s++) {
+            size_t i = (size_t)e * want->cap + s;
+            if (got->rows[i] != want->rows[i] || got->gates[i] != want->gates[i]) {
+                why("slot %d of expert %d holds token %d (gate %g), the "
+                       "reference token %d (gate %g)", s, e, got->rows[i],
+                       (double)got->gates[i], want->rows[i], (double)want->gates[i]);
+                return 0;
+            }
+        }
+    for (int e = 0; e < want->E; e++)
+        if (fabs(got->f[e] - want->f[e]) > 1e-12 || fabs(got->P[e] - want->P[e]) > 1e-9) {
+            why("expert %d: f = %.9g, P = %.9g; the reference f = %.9g (its "
+                   "share of the N k choices, before dropping), P = %.9g (its mean "
+                   "probability)", e, got->f[e], got->P[e], want->f[e], want->P[e]);
+            return 0;
+        }
+    if (gr_rel_err(got->aux, want->aux) > 1e-9) {
+        why("aux loss %.9g, the reference %.9g = a x E x sum_i f_i P_i",
+               got->aux, want->aux);
+        return 0;
+    }
+    return 1;
+}
+
+static int judge_route_case(const struct route_case *c, int index)
+{
+    int cap = pl_moe_capacity(c->N, c->E, c->k, c->cf);
+    float *p = pl_mem_alloc((size_t)c->N * c->E * sizeof(float), PL_MEM_WORK, PL_HOST,
+                            "router test probs");
+    draw_probs(p, c->N, c->E, pl_mix64(base_seed + 31u * (uint64_t)index), c->sharp, c->hot);
+    struct pl_moe_routing *got = pl_moe_routing_new(c->N, c->E, c->k, cap);
+    struct pl_moe_routing *want = pl_moe_routing_new(c->N, c->E, c->k, cap);
+    pl_moe_route(want, p, 0.01f);
+    moe_route(got, p, 0.01f);
+    int ok = !pl_todo_what() && compare_routing(got, want) &&
+             compare_router_rest(got, want);
+    if (!ok && !pl_todo_what()) {
+        char d[200];
+        describe_route_case(c, d, sizeof d);
+        why("in: %s", d);
+    }
+    pl_moe_routing_free(got);
+    pl_moe_routing_free(want);
+    pl_mem_free(p);
+    return ok;
+}
+
+
+static int judge_permute_case(const struct route_case *c, int index)
+{
+    int cap = pl_moe_capacity(c->N, c->E, c->k, c->cf), nk = c->N * c->k;
+    float *p = pl_mem_alloc((size_t)c->N * c->E * sizeof(float), PL_MEM_WORK, PL_HOST,
+                            "permute test probs");
+    draw_probs(p, c->N, c->E, pl_mix64(base_seed + 31u * (uint64_t)index), c->sharp, c->hot);
+    struct pl_moe_routing *r = pl_moe_routing_new(c->N, c->E, c->k, cap);
+    pl_moe_route(r, p, 0.01f);
+    int *buf = pl_mem_alloc((size_t)(2 * (c->E + 1) + 4 * nk) * sizeof(int), PL_MEM_WORK,
+                            PL_HOST, "permute test");
+    int *ws = buf, *wp = ws + c->E + 1, *wi = wp + nk;
+    int *gs = wi + nk, *gp = gs + c->E + 1, *gi = gp + nk;
+    or_permutation(r, ws, wp, wi);
+    moe_permute(r, gs, gp, gi);
+    int ok = !pl_todo_what();
+    for (int e = 0; ok && e <= c->E; e++)
+        if (gs[e] != ws[e]) {
+            why("start[%d] = %d, expected %d: the kept choices of experts "
+                   "0..%d (an exclusive prefix sum of count)", e, gs[e], ws[e], e - 1);
+            ok = 0;
+        }
+    for (int q = 0; ok && q < ws[c->E]; q++)
+        if (gp[q] != wp[q]) {
+            why("perm[%d] = %d, expected token %d: position start[e] + slot "
+                   "holds the token of expert e's slot", q, gp[q], wp[q]);
+            ok = 0;
+        }
+    for (int i = 0; ok && i < nk; i++)
+        if (gi[i] != wi[i]) {
+            why("inv[%d] (choice %d of token %d) = %d, expected %d%s", i,
+                   i % c->k + 1, i / c->k, gi[i], wi[i],
+                   wi[i] < 0 ? " (-1: it was dropped)" : "");
+            ok = 0;
+        }
+    if (!ok && !pl_todo_what()) {
+        char d[200];
+        describe_route_case(c, d, sizeof d);
+        why("in: %s", d);
+    }
+    pl_mem_free(buf);
+    pl_moe_routing_free(r);
+    pl_mem_free(p);
+    return ok;
+}
+
+
+/* ---- training: the driver's pass around the student's MoE branch ---- */
+
+struct pass {
+    const struct pl_model_config *c;
+    int B, T, N;
+    struct pl_attn_acts *attn;  /* [L] */
+    float **xm, **ln, **mean, **rstd; /* [L]: the MLP half's input, ln2 and its statistics */
+    struct pl_head_acts head;
+    const int *tokens; /* of the last forward */
+    float *x, *branch, *dln, *dbranch;
+};
+
+static float *activ(size_t n, const char *label)
+{
+    return pl_mem_alloc(n * sizeof(float), PL_MEM_ACTIV, PL_DEVICE, label);
+}
+
+static void pass_new(struct pass *ps, const struct pl_model_config *c, int B)
+{
+    memset(ps, 0, sizeof *ps);
+    const int L = c->n_layers, C = c->d_model;
+    ps->c = c;
+    ps->B = B;
+    ps->T = c->seq_len;
+    ps->N = B * c->seq_len;
+    const size_t NC = (size_t)ps->N * C;
+    ps->attn = pl_mem_alloc((size_t)L * sizeof *ps->attn, PL_MEM_WORK, PL_HOST, "pass attn");
+    float ***lists[] = {&ps->xm, &ps->ln, &ps->mean, &ps->rstd};
+    for (int i = 0; i < 4; i++)
+        *lists[i] = pl_mem_alloc((size_t)L * sizeof(float *), PL_MEM_WORK, PL_HOST, "pass");
+    for (int l = 0; l < L; l++) {
+        pl_attn_acts_new(&ps->attn[l], c, B, ps->T);
+        ps->xm[l] = activ(NC, "pass mlp input");
+        ps->ln[l] = activ(NC, "pass ln2");
+        ps->mean[l] = activ((size_t)ps->N, "pass ln2 mean");
+        ps->rstd[l] = activ((size_t)ps->N, "pass ln2 rstd");
+    }
+    pl_head_acts_new(&ps->head, c, B, ps->T);
+    ps->x = activ(NC, "pass residual");
+    ps->branch = activ(NC, "pass branch");
+    ps->dln = activ(NC, "pass d ln2");
+    ps->dbranch = activ(NC, "pass d branch");
+}
+
+static void pass_free(struct pass *ps)
+{
+    for (int l = 0; l < ps->c->n_layers; l++) {
+        pl_attn_acts_free(&ps->attn[l]);
+        pl_mem_free(ps->xm[l]);
+        pl_mem_free(ps->ln[l]);
+        pl_mem_free(ps->mean[l]);
+        pl_mem_free(ps->rstd[l]);
+    }
+    pl_mem_free(ps->attn);
+    pl_mem_free(ps->xm);
+    pl_mem_free(ps->ln);
+    pl_mem_free(ps->mean);
+    pl_mem_free(ps->rstd);
+    pl_head_acts_free(&ps->head);
+    pl_mem_free(ps->x);
+    pl_mem_free(ps->branch);
+    pl_mem_free(ps->dln);
+    pl_mem_free(ps->dbranch);
+}
+
+/* The forward of lib/model.c with the MoE branch the student's; branches_h (host [L*N*C],
+ * or NULL) receives each layer's branch. Returns this rank's objective. */
+static double pass_forward(struct pass *ps, struct pl_model *m, struct moe *s,
+                           const struct gr_batch *b, float *branches_h)
+{
+    const struct pl_model_config *c = ps->c;
+    const int N = ps->N, C = c->d_model;
+    const size_t NC = (size_t)N * C;
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ps->tokens = b->tokens;
+    pl_embed_forward(c, &m->embed, b->tokens, ps->B, ps->T, ps->x);
+    double aux = 0.0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct pl_block_params *p = &m->blocks[l];
+        pl_attn_forward(c, l, p, &ps->attn[l], &ctx, ps->x, ps->xm[l]);
+        pl_layernorm_forward(ps->ln[l], ps->mean[l], ps->rstd[l], ps->xm[l], p->ln2_w, p->ln2_b,
+                             N, C);
+        pl_zero(ps->branch, NC);
+        aux += moe_forward(s, l, ps->ln[l], ps->branch);
+        if (branches_h) pl_to_host(branches_h + (size_t)l * NC, ps->branch, NC * sizeof(float));
+        pl_residual_forward(ps->x, ps->xm[l], ps->branch, NC);
+    }
+    return pl_head_forward(c, &m->head, &ps->head, ps->x, b->targets) + aux;
+}
+
+static void pass_backward(struct pass *ps, struct pl_model *m, struct moe *s, float scale)
+{
+    const struct pl_model_config *c = ps->c;
+    const int N = ps->N, C = c->d_model;
+    const size_t NC = (size_t)N * C;
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.loss_scale = scale;
+    float *dx = ps->x;
+    pl_head_backward(c, &m->head, &m->head_g, &ps->head, &ctx, dx);
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        const struct pl_block_params *p = &m->blocks[l], *g = &m->blocks_g[l];
+        pl_copy(ps->dbranch, dx, NC);
+        pl_zero(ps->dln, NC);
+        moe_backward(s, l, ps->dbranch, ps->dln, scale);
+        pl_layernorm_backward(dx, g->ln2_w, g->ln2_b, ps->dln, ps->xm[l], p->ln2_w, ps->mean[l],
+                              ps->rstd[l], N, C);
+        pl_attn_backward(c, l, p, g, &ps->attn[l], &ctx, dx, dx);
+    }
+    pl_embed_backward(c, &m->embed_g, ps->tokens, ps->B, ps->T, dx);
+}
+
+/* ---- training cases ---- */
+
+struct train_case {
+    int E, k;
+    float cf; /* CF_NONE: no dropping */
+};
+
+static int make_cases(const char *op, struct train_case *cs)
+{
+    static const float cfs[] = {0.5f, 1.0f, 1.25f, CF_NONE};
+    int k = !strcmp(op, "top1") ? 1 : !strcmp(op, "top2") ? 2 : 0, n = 0;
+    if (!k) return 0;
+    for (int e = 4; e <= 8; e += 4)
+        for (int f = 0; f < 4; f++) cs[n++] = (struct train_case){e, k, cfs[f]};
+    return n;
+}
+
+static void describe_case(const struct train_case *c, int N, char *buf, size_t len)
+{
+    char cf[64];
+    if (c->cf == CF_NONE) snprintf(cf, sizeof cf, "no capacity limit");
+    else snprintf(cf, sizeof cf, "capacity factor %g", (double)c->cf);
+    struct pl_model_config cfg = lab_config(0, c->E, c->k, c->cf);
+    char groups[64] = "";
+    if (ep_of(pl_size()) < pl_size())
+        snprintf(groups, sizeof groups, " (EP groups of %d)", ep_of(pl_size()));
+    snprintf(buf, len, "%d experts on %d ranks%s, top-%d, %s (%d slots for %d tokens a rank), "
+             "%d steps of %d sequences", c->E, pl_size(), groups, c->k, cf,
+             pl_moe_capacity(N, c->E, c->k, cfg.capacity_factor), N, K_STEPS, GLOBAL_B);
+}
+
+/* How far got is from want over n floats: ||got - want|| / max(||want||, floor); *scale is
+ * the least-squares factor got ~ scale * want. */
+static double rel_l2(const float *got, const float *want, size_t n, double floor, double *scale,
+                     int *nonfinite)
+{
+    double d = 0, w = 0, gw = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) (*nonfinite)++;
+        double e = (double)got[i] - want[i];
+        d += e * e;
+        w += (double)want[i] * want[i];
+        gw += (double)got[i] * want[i];
+    }
+    *scale = w > 0 ? gw / w : 1.0;
+    double den = sqrt(w) > floor ? sqrt(w) : floor;
+    return den > 0 ? sqrt(d) / den : sqrt(d);
+}
+
+/* The relative error of this rank's part of tensor t; scale and nonfinite as rel_l2's. */
+static double tensor_error(const struct or_reference *o, int t, const float *got,
+                           const float *want, double all, double *scale, int *bad)
+{
+    size_t off, n;
+    or_owned_range(&o->layout, t, o->ep_rank, o->ep, &off, &n);
+    double floor = sqrt(all) * sqrt((double)n / (double)o->numel);
+    *bad = 0;
+    return rel_l2(got + off, want + off, n, floor, scale, bad);
+}
+
+/* 1 when the last block's router gradient is off while its experts' are right: the
+ * experts' backward saw the right d outputs, so the router's backward is where it went
+ * wrong. */
+static int router_alone_wrong(const struct or_reference *o, const float *got, const float *want,
+                              double all, double tol)
+{
+    char router[PL_NAME_LEN], fc[PL_NAME_LEN];
+    int L = o->layout.cfg.n_layers;
+    snprintf(router, sizeof router, "h.%d.moe.w_router", L - 1);
+    snprintf(fc, sizeof fc, "h.%d.moe.w_fc", L - 1);
+    int r = -1, f = -1, bad;
+    for (int t = 0; t < o->layout.n_tensors; t++) {
+        if (!strcmp(o->layout.tensors[t].name, router)) r = t;
+        if (!strcmp(o->layout.tensors[t].name, fc)) f = t;
+    }
+    double scale;
+    return r >= 0 && f >= 0 && tensor_error(o, r, got, want, all, &scale, &bad) > tol &&
+           tensor_error(o, f, got, want, all, &scale, &bad) <= tol;
+}
+
+/* This rank's part of every tensor (got, host [numel]) against want: the first tensor off by
+ * more than tol fails with a reason that names it, and what the pattern of errors suggests. */
+static int judge_tensors(const struct or_reference *o, const float *got, const float *want,
+                         double tol, const char *what)
+{
+    const struct pl_model_layout *lay = &o->layout;
+    double all = 0;
+    for (size_t i = 0; i < o->numel; i++) all += (double)want[i] * want[i];
+    for (int t = 0; t < lay->n_tensors; t++) {
+        double scale;
+        int bad;
+        double rel = tensor_error(o, t, got, want, all, &scale, &bad);
+        if (!bad && rel <= tol) continue;
+        const struct pl_param_desc *d = &lay->tensors[t];
+        int expert = or_is_expert_tensor(d);
+        char hint[400] = "";
+        if (bad)
+            snprintf(hint, sizeof hint, "; %d elements are not numbers", bad);
+        else if (expert && o->ep > 1 && fabs(scale * o->ep - 1) < 0.05)
+            snprintf(hint, sizeof hint, "; yours is 1/%d of it: expert gradients were averaged "
+                     "across the EP group, but its ranks hold different experts, whose "
+                     "gradients already hold the group's tokens (section 7)", o->ep);
+        else if (!expert && o->slices > 1 && fabs(scale * o->slices - 1) < 0.05)
+            snprintf(hint, sizeof hint, "; yours is 1/%d of it: the backward already scaled "
+                     "each rank's loss by 1/n, so the ranks' shares are summed, not averaged "
+                     "(section 7)", o->slices);
+        else if (expert && o->slices > o->ep && fabs(scale * o->slices - o->ep) < 0.05 * o->ep)
+            snprintf(hint, sizeof hint, "; yours is %d/%d of it: only your EP group's tokens "
+                     "are in it. Sum each expert's gradient over its copies in the other EP "
+                     "groups (the expert-data-parallel group, section 7)", o->ep, o->slices);
+        else if (router_alone_wrong(o, got, want, all, tol))
+            snprintf(hint, sizeof hint, "; the last block's router gradient is off while its "
+                     "experts' are right, so the router's backward is where it goes wrong: "
+                     "the gates' gradient at the kept choices, and the load-balancing loss's "
+                     "(loss_scale x a E f_e / N on every token, section 6)");
+        why("%s of %s%s: relative L2 error %.2e, more than %.0e%s", what, d->name,
+            expert ? " (this rank's experts)" : "", rel, tol, hint);
+        return 0;
+    }
+    return 1;
+}
+
+/* The MoE outputs of the first step against the reference's for this rank's tokens. */
+static int judge_branches(const struct or_reference *o, const float *got, int C)
+{
+    const size_t NC = (size_t)o->N * C;
+    for (int l = 0; l < o->layout.cfg.n_layers; l++) {
+        double scale, su;
+        int bad = 0;
+        double rel = rel_l2(got + l * NC, o->branch + l * NC, NC, 0, &scale, &bad);
+        if (!bad && rel <= GR_TOL_LOSS) continue;
+        double ungated = rel_l2(got + l * NC, o->ungated + l * NC, NC, 0, &su, &bad);
+        why("block %d's MoE output: relative L2 error %.2e against the reference, more than "
+            "%.0e%s", l, rel, GR_TOL_LOSS,
+            ungated <= GR_TOL_LOSS ? "; it equals the experts' outputs summed WITHOUT the "
+                                     "gates: the combine multiplies each expert's output by "
+                                     "its gate (section 5)"
+                                   : "");
+        return 0;
+    }
+    return 1;
+}
+
+/* The routing of the first step: per layer, the same choices kept and dropped. */
+static int judge_counts(const struct or_reference *o, const struct moe *st)
+{
+    const struct pl_model_config *c = &o->layout.cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct pl_moe_routing *got = moe_last_routing(st, l);
+        const struct or_routing *w = &o->route[(size_t)o->me * c->n_layers + l];
+        if (!got) {
+            why("moe_last_routing(%d) is NULL after a forward", l);
+            return 0;
+        }
+        if (got->N != o->N || got->E != c->n_experts || got->k != c->top_k || got->cap != w->cap) {
+            why("block %d's routing is for N=%d E=%d k=%d with %d slots; the reference routes "
+                "N=%d tokens to E=%d experts, top-%d, %d slots", l, got->N, got->E, got->k,
+                got->cap, o->N, c->n_experts, c->top_k, w->cap);
+            return 0;
+        }
+        struct pl_moe_routing want = {.N = o->N, .E = c->n_experts, .k = c->top_k,
+                                      .cap = w->cap, .expert = w->expert, .slot = w->slot,
+                                      .count = w->count, .dropped = w->dropped};
+        if (!compare_routing(got, &want)) {
+            why("in block %d", l);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The ledger of the first step against what its routing must send: per MoE layer one
+ * pl_all_to_all of the counts and four pl_all_to_all_v (dispatch, combine, and both in
+ * reverse), whose off-rank bytes are the rows of kept choices crossing ranks. */
+static int judge_traffic(const struct or_reference *o, const struct pl_ledger *d)
+{
+    const struct pl_model_config *c = &o->layout.cfg;
+    const int L = c->n_layers, El = c->n_experts / o->ep;
+    const double row = (double)c->d_model * sizeof(float);
+    double want = 0, balanced = 0;
+    for (int l = 0; l < L; l++) {
+        long dispatch, combine;
+        or_a2a_rows(o, l, &dispatch, &combine);
+        want += 2.0 * (double)(dispatch + combine) * row;
+    }
+    balanced = 2.0 * L * 2.0 * (o->ep - 1) / o->ep * o->N * c->top_k * row;
+    double got = pl_ledger_bytes(d, PL_ALL_TO_ALL_V, -1);
+    double counts = pl_ledger_bytes(d, PL_ALL_TO_ALL, -1);
+    double want_counts = (double)L * (o->ep - 1) * El * sizeof(float);
+    char g[32], w[32], b[32];
+    if (d->calls[PL_ALL_TO_ALL_V] != 4L * L || d->calls[PL_ALL_TO_ALL] != L) {
+        why("%ld pl_all_to_all and %ld pl_all_to_all_v in a step of %d MoE layers; expected %d "
+            "and %d: per layer one all-to-all of the counts, then dispatch and combine "
+            "forward and the same two in reverse backward (moe.h)", d->calls[PL_ALL_TO_ALL],
+            d->calls[PL_ALL_TO_ALL_V], L, L, 4 * L);
+        return 0;
+    }
+    if (pl_ledger_bytes(d, PL_P2P, -1) > 0) {
+        why("%s sent point to point: the tokens travel in the all-to-all-v calls only",
+            pl_format_bytes(pl_ledger_bytes(d, PL_P2P, -1), g, sizeof g));
+        return 0;
+    }
+    if (counts != want_counts) {
+        why("the counts exchange sent %s; %d layers x %d peers x %d experts each x 4 bytes = "
+            "%s", pl_format_bytes(counts, g, sizeof g), L, o->ep - 1, El,
+            pl_format_bytes(want_counts, w, sizeof w));
+        return 0;
+    }
+    if (got != want) {
+        double padded = 2.0 * L * 2.0 * (o->ep - 1) * El * o->route[0].cap * row;
+        why("all-to-all-v sent %s off this rank in a step; the routing sends %s (the rows of "
+            "kept choices whose expert lives on another rank, and the outputs of this rank's "
+            "experts for other ranks' tokens, both ways)%s",
+            pl_format_bytes(got, g, sizeof g), pl_format_bytes(want, w, sizeof w),
+            got == padded ? ": yours is every expert's whole capacity. Exchange the counts "
+                            "first and send only the rows that exist (section 4)"
+                          : "");
+        why("for scale: a balanced routing would send (ep-1)/ep x N x k x C x 4 bytes each "
+            "way, %s a step", pl_format_bytes(balanced, b, sizeof b));
+        return 0;
+    }
+    return 1;
+}
+
+/* The code under test's EP group, from moe_ep_comm: its size must be the lab's EP degree;
+ * the grader then follows whichever experts each rank owns. 0 with a reason otherwise. */
+static int learn_ep_group(struct or_reference *o, const struct moe *st)
+{
+    struct pl_comm *c = moe_ep_comm(st);
+    int want = ep_of(pl_size());
+    if (!c || pl_comm_size(c) != want) {
+        why("moe_ep_comm gives %s; with %d ranks the EP groups have %d ranks (moe_new's ep)",
+            c ? "a group of another size" : "no group", pl_size(), want);
+        return 0;
+    }
+    o->ep = want;
+    o->ep_rank = pl_comm_rank(c);
+    for (int i = 0; i < want; i++) o->members[i] = pl_comm_world_rank(c, i);
+    return 1;
+}
+
+/* Where the EP group sits on a cluster of 2 nodes (the world's ranks split in two, as
+ * `--nodes 2` places them): inside one node, or across, flagged with what this step's
+ * all-to-all bytes would cost on dgx-h100's network instead of its NVLink. */
+static int judge_placement(const struct or_reference *o, const struct pl_ledger *d)
+{
+    int n = pl_size();
+    if (n < 2 || n % 2) return 1;
+    struct pl_topo t;
+    char err[200];
+    if (pl_topo_virtual(&t, n, 2, n / 2, err, sizeof err) != 0) pl_fatal("%s", err);
+    if (pl_topo_group_link(&t, o->members, o->ep) == PL_LINK_INTRA) return 1;
+    const struct pl_profile *p = pl_profile_find("dgx-h100");
+    double bytes = pl_ledger_bytes(d, PL_ALL_TO_ALL_V, -1) + pl_ledger_bytes(d, PL_ALL_TO_ALL, -1);
+    long calls = d->calls[PL_ALL_TO_ALL_V] + d->calls[PL_ALL_TO_ALL];
+    double intra = bytes / p->bw[PL_LINK_INTRA] + calls * p->latency[PL_LINK_INTRA];
+    double inter = bytes / p->bw[PL_LINK_INTER] + calls * p->latency[PL_LINK_INTER];
+    char list[128] = "";
+    for (int i = 0; i < o->ep; i++) {
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", o->members[i]);
+    }
+    why("your EP group (world ranks %s) spans both nodes of 2 x %d: every all-to-all crosses "
+        "the network. On dgx-h100 this step's all-to-all bytes take %.1f us across nodes "
+        "against %.1f us inside one (%.1fx). Build the grid in the default order, ep before "
+        "dp, so that an EP group is %d consecutive ranks (section 4)", list, n / 2, inter * 1e6,
+        intra * 1e6, inter / intra, o->ep);
+    return 0;
+}
+
+/* AdamW step t on what this rank holds: the non-expert tensors and its experts. */
+static void update_owned(struct pl_model *m, int ep, int ep_rank, int t,
+                         const struct pl_adamw_config *opt)
+{
+    const struct pl_model_layout *lay = &m->layout;
+    for (int i = 0; i < lay->n_tensors; i++) {
+        size_t off, n;
+        or_owned_range(lay, i, ep_rank, ep, &off, &n);
+        pl_model_adamw_flat(lay, off, n, m->params + off, m->grads + off, m->adam_m + off,
+                            m->adam_v + off, t, opt);
+    }
+}
+
+struct run {
+    struct gr_train_setup setup;
+    struct or_reference ref;
+    struct pl_model *m;
+    struct gr_batch batch;
+    struct pass pass;
+    struct moe *st;
+    float *host;     /* [numel] */
+    float *branches; /* [L * N * C] */
+};
+
+static void run_open(struct run *r, const struct pl_tokens *data, const struct train_case *c,
+                     int steps, int with_reference)
+{
+    int n = pl_size(), me = pl_rank();
+    memset(r, 0, sizeof *r);
+    r->setup.cfg = lab_config(pl_mix64(base_seed ^ 0x1417), c->E, c->k, c->cf);
+    r->setup.opt = pl_adamw_config_default();
+    r->setup.opt.grad_clip = 0;
+    r->setup.data = data;
+    r->setup.global_B = GLOBAL_B;
+    r->setup.steps = steps;
+    r->setup.data_seed = pl_mix64(base_seed ^ 0x5eed);
+    if (with_reference) or_reference_run(&r->ref, &r->setup, n, me);
+    r->m = pl_model_new(&r->setup.cfg, PL_MODEL_ALL);
+    gr_batch_new(&r->batch, &r->setup, me, n);
+    pass_new(&r->pass, &r->m->cfg, r->batch.B);
+    r->host = pl_mem_alloc(r->m->layout.numel * sizeof(float), PL_MEM_WORK, PL_HOST,
+                           "grader host");
+    r->branches = pl_mem_alloc((size_t)r->m->cfg.n_layers * r->pass.N * r->m->cfg.d_model *
+                               sizeof(float), PL_MEM_WORK, PL_HOST, "grader branches");
+}
+
+static void run_close(struct run *r)
+{
+    if (r->st) moe_free(r->st);
+    pass_free(&r->pass);
+    gr_batch_free(&r->batch);
+    pl_model_free(r->m);
+    or_reference_free(&r->ref);
+    pl_mem_free(r->host);
+    pl_mem_free(r->branches);
+}
+
+/* One training step of the student's MoE; 0 when a stub was reached. */
+static int train_step(struct run *r, int step, double *loss)
+{
+    int n = pl_size();
+    pl_model_zero_grad(r->m);
+    gr_batch_load(&r->batch, step);
+    double mine = pass_forward(&r->pass, r->m, r->st, &r->batch, step == 0 ? r->branches : NULL);
+    if (gr_todo_any()) return 0;
+    pass_backward(&r->pass, r->m, r->st, 1.0f / (float)n);
+    moe_finish_gradients(r->st);
+    if (gr_todo_any()) return 0;
+    *loss = gr_global_loss(mine);
+    return 1;
+}
+
+/* The judges of one step: what went wrong first goes into the part's reason. */
+static int judge_step(struct run *r, int step, double loss, const struct pl_ledger *delta)
+{
+    const int C = r->m->cfg.d_model;
+    if (step == 0) {
+        why_part = 1;
+        judge_counts(&r->ref, r->st);
+        why_part = 2;
+        if (pl_size() > 1) judge_traffic(&r->ref, delta);
+        why_part = 3;
+        judge_placement(&r->ref, delta);
+        why_part = 0;
+        if (!judge_branches(&r->ref, r->branches, C)) {
+            if (reasons[1][0])
+                why("your routing differs from the reference's: %.*s",
+                    (int)strcspn(reasons[1], "\n"), reasons[1]);
+            return 0;
+        }
+    }
+    why_part = 0;
+    double e = gr_rel_err(loss, r->ref.loss[step]);
+    if (!(e <= GR_TOL_LOSS)) {
+        why("step %d: loss %.7f, the reference %.7f (relative error %.1e, more than %.0e)", step,
+            loss, r->ref.loss[step], e, GR_TOL_LOSS);
+        return 0;
+    }
+    pl_to_host(r->host, r->m->grads, r->ref.numel * sizeof(float));
+    char what[64];
+    snprintf(what, sizeof what, "step %d: the gradient", step);
+    return judge_tensors(&r->ref, r->host, r->ref.grads + (size_t)step * r->ref.numel,
+                         GR_TOL_GRADS, what);
+}
+
+/* Trains case c for K steps, every rank recording its reasons per part. */
+static void run_training(const struct pl_tokens *data, const struct train_case *c)
+{
+    struct run r;
+    run_open(&r, data, c, K_STEPS, 1);
+    int n = pl_size();
+    r.st = moe_new(pl_comm_world(), r.m, r.pass.N, ep_of(n));
+    if (gr_todo_any()) {
+        run_close(&r);
+        return;
+    }
+    why_part = 0;
+    if (!learn_ep_group(&r.ref, r.st)) {
+        run_close(&r);
+        return;
+    }
+    int ok = 1;
+    for (int step = 0; step < K_STEPS; step++) {
+        struct pl_ledger mark, delta;
+        gr_ledger_mark(&mark);
+        double loss = 0;
+        if (!train_step(&r, step, &loss)) {
+            run_close(&r);
+            return;
+        }
+        gr_ledger_since(&mark, &delta);
+        if (ok) ok = judge_step(&r, step, loss, &delta);
+        update_owned(r.m, r.ref.ep, r.ref.ep_rank, step + 1, &r.setup.opt);
+    }
+    pl_to_host(r.host, r.m->params, r.ref.numel * sizeof(float));
+    why_part = 0;
+    if (ok) judge_tensors(&r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
+                          "after the last step, the parameters");
+    run_close(&r);
+}
+
+/* ---- bench: all-to-all volume and balance as routing skews towards expert 0 ---- */
+
+/* The MoE layer the bench's time models: Mixtral-sized experts and tokens per rank. */
+#define MODEL_C 4096.0
+#define MODEL_F 14336.0
+#define MODEL_TOKENS 8192.0
+#define MAX_E 64
+
+/* Makes expert 0 hot: ln2's bias gets a 1 in channel 0 and the router's row 0 a weight of
+ * `skew` on it, so expert 0's logit rises by about skew for every token. */
+static void make_hot(struct pl_model *m, float skew)
+{
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        float one = 1.0f, w;
+        pl_to_device(m->blocks[l].ln2_b, &one, sizeof one);
+        pl_to_host(&w, m->blocks[l].w_router, sizeof w);
+        w += skew;
+        pl_to_device(m->blocks[l].w_router, &w, sizeof w);
+    }
+}
+
+/* Block 0's time on the busiest rank for the modelled layer, forward and backward: its
+ * experts' FLOPs (4 C F per row forward, twice that backward) and its all-to-all-v bytes
+ * (dispatch and combine, both ways) at the intra-node rate, plus one latency per call. cnt
+ * is [n][E]: rank r's kept choices per expert. */
+static double model_layer_time(const long *cnt, int n, int E, int N, const struct pl_profile *p)
+{
+    const int El = E / n;
+    const double scale = MODEL_TOKENS / N, row = MODEL_C * sizeof(float);
+    double worst = 0;
+    for (int r = 0; r < n; r++) {
+        double rows = 0, off = 0;
+        for (int s = 0; s < n; s++)
+            for (int e = 0; e < E; e++) {
+                int mine = e / El == r;
+                if (mine) rows += (double)cnt[s * E + e];
+                if ((s == r && !mine) || (s != r && mine)) off += (double)cnt[s * E + e];
+            }
+        double t = 3.0 * rows * scale * 4.0 * MODEL_C * MODEL_F / p->flops +
+                   2.0 * off * scale * row / p->bw[PL_LINK_INTRA] +
+                   5.0 * p->latency[PL_LINK_INTRA];
+        if (t > worst) worst = t;
+    }
+    return worst;
+}
+
+struct bench_result {
+    long total[MAX_E]; /* kept choices per expert, all ranks, block 0 */
+    double layer_time; /* seconds, the modelled layer */
+    double step_time;  /* seconds, the traced step replayed (-1: could not be) */
+};
+
+/* Rank 0: the merged trace of one step replayed on p, every compute event's FLOPs and every
+ * transfer's bytes scaled to the modelled layer's size (tokens and widths). */
+static double replay_step(const struct pl_merged_trace *t, const struct pl_profile *p, int N,
+                          const struct pl_model_config *c)
+{
+    double tokens = MODEL_TOKENS / N;
+    double flops_x = tokens * (MODEL_C * MODEL_F) / ((double)c->d_model * c->d_ff);
+    double bytes_x = tokens * MODEL_C / c->d_model;
+    struct gr_overlap ov;
+    char err[256];
+    if (gr_overlap_replay(t, p, flops_x, bytes_x, NULL, NULL, &ov, err, sizeof err) != 0)
+        return -1;
+    return ov.step_time;
+}
+
+static int bench_row(const struct pl_tokens *data, int E, int k, float cf, float skew,
+                     const struct pl_profile *prof, struct bench_result *out)
+{
+    struct train_case c = {E, k, cf};
+    struct run r;
+    int n = pl_size(), me = pl_rank();
+    run_open(&r, data, &c, 1, 0);
+    make_hot(r.m, skew);
+    r.st = moe_new(pl_comm_world(), r.m, r.pass.N, n);
+    struct pl_ledger mark, d, *all = pl_mem_alloc((size_t)n * sizeof *all, PL_MEM_WORK, PL_HOST,
+                                                   "bench ledgers");
+    gr_ledger_mark(&mark);
+    double loss;
+    pl_trace_enable(1);
+    pl_trace_clear();
+    int ran = !gr_todo_any() && train_step(&r, 0, &loss);
+    pl_trace_flush();
+    pl_trace_enable(0);
+    struct pl_merged_trace trace;
+    memset(&trace, 0, sizeof trace);
+    pl_trace_gather(&trace);
+    gr_ledger_since(&mark, &d);
+    gr_ledger_gather_world(&d, all);
+    long counts[MAX_E] = {0}, *cnt = pl_mem_alloc((size_t)n * MAX_E * sizeof(long), PL_MEM_WORK,
+                                                   PL_HOST, "bench counts");
+    const struct pl_moe_routing *rt = ran ? moe_last_routing(r.st, 0) : NULL;
+    for (int e = 0; e < E && rt; e++) counts[e] = rt->count[e];
+    long mydrop = rt ? rt->dropped : 0, dropped = 0;
+    PL_CHECK_MPI(MPI_Gather(counts, E, MPI_LONG, cnt, E, MPI_LONG, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&mydrop, &dropped, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+    memset(out, 0, sizeof *out);
+    if (me == 0 && ran) {
+        double vmax = 0, vsum = 0;
+        for (int i = 0; i < n; i++) {
+            double v = pl_ledger_bytes(&all[i], PL_ALL_TO_ALL_V, -1);
+            vsum += v;
+            if (v > vmax) vmax = v;
+        }
+        long hot = 0, sum = 0;
+        for (int e = 0; e < E; e++) {
+            for (int i = 0; i < n; i++) out->total[e] += cnt[i * E + e];
+            sum += out->total[e];
+            if (out->total[e] > hot) hot = out->total[e];
+        }
+        out->layer_time = model_layer_time(cnt, n, E, r.pass.N, prof);
+        out->step_time = replay_step(&trace, prof, r.pass.N, &r.m->cfg);
+        char cf_s[16], v[32];
+        if (cf == CF_NONE) snprintf(cf_s, sizeof cf_s, "none");
+        else snprintf(cf_s, sizeof cf_s, "%g", (double)cf);
+        printf("%4d %3d %5s %5.3f %10s %9.2f %8.2f %8.1f%% %11.3f %10.3f   ", E, k, cf_s,
+               (double)skew, pl_format_bytes(vsum / n, v, sizeof v),
+               vsum > 0 ? vmax / (vsum / n) : 1.0, sum ? (double)hot * E / sum : 0.0,
+               100.0 * dropped / ((double)r.pass.N * n * k), out->layer_time * 1e3,
+               out->step_time * 1e3);
+        for (int e = 0; e < E; e++) printf("%s%ld", e ? "," : "", out->total[e]);
+        printf("\n");
+    }
+    if (!ran && me == 0)
+        printf("not run: %s is still a stub (see docs/labs/07-moe.md section %s)\n",
+               pl_todo_what() ? pl_todo_what() : "?", pl_todo_section() ? pl_todo_section() : "?");
+    pl_trace_merged_free(&trace);
+    pl_mem_free(cnt);
+    pl_mem_free(all);
+    run_close(&r);
+    return ran;
+}
+
+/* The figures docs/labs/07-moe.md quotes, one "# handout: TEXT" line each, TEXT verbatim
+ * as the handout says it (tests/handout_figures.sh): the capacity rule on a factor binary
+ * floating point cannot hold exactly. */
+static void handout_figures(void)
+{
+    const float cf = 1.1f;
+    printf("# handout: 1.1 becomes %.11f...\n", (double)cf);
+    printf("# handout: for N k / E = 10 the kit computes %.7f and gives %d slots where exact "
+           "decimal arithmetic says 11\n",
+           (double)cf * 40 * 1 / 4, pl_moe_capacity(40, 4, 1, cf));
+}
+
+static void bench_mode(int E, int k, float cf, float skew, const char *plots_dir)
+{
+    if (pl_rank() == 0) handout_figures();
+    struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
+    const struct pl_profile *prof = pl_profile_find("dgx-h100");
+    if (pl_rank() == 0) {
+        printf("# MoE all-to-all volume and balance, %d ranks, %d tokens a rank, block 0's "
+               "routing, one training step\n", pl_size(), GLOBAL_B / pl_size() * 16);
+        printf("# a2a/rank: all-to-all-v bytes sent per rank (mean, all blocks); max/mean: the "
+               "busiest rank's share; hot: the busiest expert's tokens / the mean;\n# layer: "
+               "block 0 forward+backward modelled on %s for a layer of C %.0f, F %.0f, %.0f "
+               "tokens a rank (the busiest rank's expert FLOPs and all-to-all bytes);\n"
+               "# step: your step's trace replayed on %s, FLOPs and bytes scaled to that size\n",
+               prof->name, MODEL_C, MODEL_F, MODEL_TOKENS, prof->name);
+        printf("%4s %3s %5s %5s %10s %9s %8s %9s %11s %10s   %s\n", "E", "k", "cf", "skew ",
+               "a2a/rank", "max/mean", "hot", "dropped", "layer(ms)", "step(ms)",
+               "tokens per expert");
+    }
+    struct bench_result res;
+    if (skew >= 0) {
+        bench_row(&data, E, k, cf, skew, prof, &res);
+        pl_tokens_free(&data);
+        return;
+    }
+    enum { NCF = 3, NSKEW = 5 };
+    static const float cfs[NCF] = {1.0f, 1.25f, CF_NONE};
+    static const float skews[NSKEW] = {0.0f, 0.025f, 0.05f, 0.1f, 0.2f};
+    double times[NCF][NSKEW];
+    long tokens[2][MAX_E];
+    int ok = 1;
+    for (int i = 0; i < NCF && ok; i++)
+        for (int j = 0; j < NSKEW && ok; j++) {
+            ok = bench_row(&data, E, k, cfs[i], skews[j], prof, &res);
+            times[i][j] = res.step_time * 1e3;
+            if (skews[j] == 0.1f && i != 1) memcpy(tokens[i ? 1 : 0], res.total, sizeof res.total);
+        }
+    if (ok && plots_dir && pl_rank() == 0) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/07-moe-tokens.svg", plots_dir);
+        plot_tokens(path, E, tokens[0], tokens[1], "capacity factor 1.0", "no capacity limit",
+                    "tokens per expert (4 ranks, top-2, skew 0.1: expert 0 hot)");
+        printf("wrote %s\n", path);
+        snprintf(path, sizeof path, "%s/07-moe-skew.svg", plots_dir);
+        const char *labels[NCF] = {"capacity factor 1.0", "capacity factor 1.25",
+                                   "no capacity limit"};
+        plot_lines(path, NSKEW, skews, NCF, &times[0][0], labels,
+                   "your step's trace replayed on dgx-h100 (ms) vs skew towards expert 0",
+                   "skew");
+        printf("wrote %s\n", path);
+    }
+    pl_tokens_free(&data);
+}
+
+/* ---- the lab's part of the harness ---- */
+
+enum op { OP_ROUTER, OP_PERMUTE, OP_TRAIN };
+
+struct state {
+    enum op op;
+    struct train_case cases[16];
+    int ncases;
+    struct pl_tokens data;
+};
+
+/* Lab flags: the bench's configuration (and what a misconfigured course would pass). */
+static int flag_experts = 8, flag_top_k = 2;
+static float flag_cf = 1.25f, flag_skew = -1;
+static const char *flag_plots_dir;
+
+static struct pl_flag lab07_flags[] = {
+    {"--experts", PL_FLAG_INT, &flag_experts, "E", "bench: experts per MoE layer", 0},
+    {"--top-k", PL_FLAG_INT, &flag_top_k, "K", "bench: experts per token", 0},
+    {"--capacity-factor", PL_FLAG_FLOAT, &flag_cf, "F", "bench: capacity factor, > 0", 0},
+    {"--skew", PL_FLAG_FLOAT, &flag_skew, "S",
+     "bench: one row with expert 0's logit raised by S (default: a table of skews)", 0},
+    {"--plots-dir", PL_FLAG_STR, &flag_plots_dir, "DIR",
+     "bench: write the figures 07-moe-tokens.svg and 07-moe-skew.svg there (default none)", 0},
+};
+
+/* The configuration errors a course's student or instructor can make, exit 2. */
+static void check_moe_args(int E, int k, float cf)
+{
+    int n = pl_size();
+    if (E < 1 || E > 64)
+        pl_usage_error_all("--experts %d: choose from 1 to 64 experts", E);
+    if (E % n) {
+        char d[128];
+        pl_usage_error_all("n_experts=%d is not divisible by ep=%d ranks: every rank must own "
+                           "the same number of experts (choose n_experts a multiple of %d, or "
+                           "ep in {%s})", E, n, n, pl_divisors(E, d, sizeof d));
+    }
+    if (k < 1 || k > E)
+        pl_usage_error_all("top_k=%d: a token picks k distinct experts of n_experts=%d "
+                           "(choose top_k from 1 to %d)", k, E, E);
+    if (!(cf > 0))
+        pl_usage_error_all("capacity factor %g must be > 0 (1.0 gives each expert its even "
+                           "share of the choices; a factor >= n_experts/top_k never drops)",
+                           (double)cf);
+}
+
+static void *setup(const struct gr_args *a)
+{
+    static struct state st;
+    base_seed = a->seed;
+    int n = pl_size();
+    st.op = !strcmp(a->op, "router") ? OP_ROUTER : !strcmp(a->op, "permute") ? OP_PERMUTE
+                                                                             : OP_TRAIN;
+    if (st.op == OP_TRAIN) {
+        if (GLOBAL_B % n || 4 % ep_of(n))
+            pl_usage_error_all("%d ranks: Lab 7 trains on 1, 2, 4 or 8 ranks (they must divide "
+                               "the global batch of %d sequences, and the EP groups the 4 "
+                               "experts)", n, GLOBAL_B);
+        st.ncases = make_cases(a->op, st.cases);
+        st.data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
+    } else {
+        st.ncases = st.op == OP_ROUTER ? N_ROUTE_CASES + 1 : N_ROUTE_CASES;
+    }
+    return &st;
+}
+
+static const char *subject(void *vst)
+{
+    const struct state *st = vst;
+    return st->op == OP_ROUTER ? "moe_route" : st->op == OP_PERMUTE ? "moe_permute"
+                                                                     : "the expert-parallel MoE";
+}
+
+static int count_cases(void *vst)
+{
+    return ((const struct state *)vst)->ncases;
+}
+
+static void describe(void *vst, int i, char *buf, size_t len)
+{
+    const struct state *st = vst;
+    char d[256];
+    if (st->op == OP_ROUTER && i == 0) {
+        snprintf(buf, len, "moe_capacity over N, E, k and factors 0.3 to 8");
+    } else if (st->op != OP_TRAIN) {
+        describe_route_case(&ROUTE_CASES[st->op == OP_ROUTER ? i - 1 : i], d, sizeof d);
+        snprintf(buf, len, "%s(%s)", subject(vst), d);
+    } else {
+        describe_case(&st->cases[i], GLOBAL_B / pl_size() * lab_config(0, 4, 1, 1).seq_len, d,
+                      sizeof d);
+        snprintf(buf, len, "%s", d);
+    }
+}
+
+static void run(void *vst, int i)
+{
+    const struct state *st = vst;
+    for (int p = 0; p < NPARTS; p++) reasons[p][0] = '\0';
+    why_part = 0;
+    if (st->op == OP_ROUTER && i == 0) judge_capacity();
+    else if (st->op == OP_ROUTER) judge_route_case(&ROUTE_CASES[i - 1], i - 1);
+    else if (st->op == OP_PERMUTE) judge_permute_case(&ROUTE_CASES[i], i);
+    else run_training(&st->data, &st->cases[i]);
+}
+
+static int judge(void *vst, int i, const char *part)
+{
+    const struct state *st = vst;
+    int ok = verdict(part);
+    if (!ok && st->op == OP_TRAIN && pl_rank() == 0) {
+        char d[256];
+        describe_case(&st->cases[i], GLOBAL_B / pl_size() * lab_config(0, 4, 1, 1).seq_len, d,
+                      sizeof d);
+        gr_say(part, "in: %s", d);
+    }
+    return ok;
+}
+
+static void finish(void *vst)
+{
+    struct state *st = vst;
+    if (st->op == OP_TRAIN) pl_tokens_free(&st->data);
+}
+
+static void bench(const struct gr_args *a)
+{
+    base_seed = a->seed;
+    if (pl_size() > 4)
+        pl_usage_error_all("the bench runs on 1, 2 or 4 ranks (one EP group), not %d",
+                           pl_size());
+    check_moe_args(flag_experts, flag_top_k, flag_cf);
+    bench_mode(flag_experts, flag_top_k, flag_cf, flag_skew, flag_plots_dir);
+}
+
+const struct gr_driver gr_lab_driver = {
+    .flags = lab07_flags,
+    .nflags = (int)(sizeof lab07_flags / sizeof lab07_flags[0]),
+    .setup = setup,
+    .subject = subject,
+    .correct_first = "must train as the single-device MoE first",
+    .ncases = count_cases,
+    .describe = describe,
+    .run = run,
+    .judge = judge,
+    .bench = bench,
+    .finish = finish,
+};

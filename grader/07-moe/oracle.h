@@ -1,0 +1,60 @@
+/* oracle.h: what Lab 7's driver expects, from lib/model.h and the grader's own arithmetic,
+ * never from solutions/. */
+#ifndef LAB07_ORACLE_H
+#define LAB07_ORACLE_H
+
+#include <stddef.h>
+
+#include "model.h"
+#include "train.h"
+
+#define OR_MAX_EP 64
+
+/* One slice's routing of one layer in the reference's first step. */
+struct or_routing {
+    int cap;
+    int *count;  /* [E] */
+    int *expert; /* [N*k] */
+    int *slot;   /* [N*k], -1 dropped */
+    long dropped;
+    double aux;
+};
+
+struct or_reference {
+    int slices, me, steps, N; /* world ranks (one slice each), this rank, N tokens a slice */
+    /* Set by the driver from the code under test's EP group: its size, this rank's place in
+     * it, and its members' world ranks. */
+    int ep, ep_rank, members[OR_MAX_EP];
+    size_t numel;
+    struct pl_model_layout layout;
+    double *loss;   /* [steps] mean over the slices of each slice's objective */
+    float *grads;   /* [steps * numel] the step's gradient */
+    float *params;  /* [numel] after the last step */
+    struct or_routing *route; /* [ep * L] first step, slice-major */
+    float *branch;  /* [L * N * C] slice `me`'s MoE outputs in the first step */
+    float *ungated; /* the same, combined without the gates */
+};
+
+/* K steps of the single-device reference (no clipping), each on the slices of the global
+ * batch (one per world rank) as microbatches with loss scale 1/slices: the objective the
+ * lab's ranks share. */
+void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, int slices,
+                      int me);
+void or_reference_free(struct or_reference *o);
+
+/* 1 for the stacked expert tensors (w_fc, b_fc, w_proj, b_proj of a block's MoE). */
+int or_is_expert_tensor(const struct pl_param_desc *d);
+/* The part of tensor t that EP rank ep_rank of ep holds: all of it, or its experts' rows of
+ * an expert tensor. */
+void or_owned_range(const struct pl_model_layout *lay, int t, int ep_rank, int ep, size_t *off,
+                    size_t *n);
+
+/* The permutation moe.h defines, by counting sort. */
+void or_permutation(const struct pl_moe_routing *r, int *start, int *perm, int *inv);
+
+/* Rows this rank sends off-rank in layer's dispatch (its kept choices whose expert lives on
+ * another member of its EP group) and in the combine (kept choices of the other members'
+ * tokens for its experts), in the reference's first step. */
+void or_a2a_rows(const struct or_reference *o, int layer, long *dispatch, long *combine);
+
+#endif

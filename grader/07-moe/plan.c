@@ -1,0 +1,80 @@
+/* plan.c: the descriptor and test plan of Lab 7 (MoE expert parallelism), read by the grader.
+ *
+ * The router (capacity, top-k, gates, drops, aux loss) and the permutation on one rank,
+ * exactly against lib/model.h's routing (15 and 5 points); per top-k (1 and 2): the same
+ * training as the single-device MoE on the ranks' slices on 1, 2, 4 ranks (ep = all of them)
+ * and 8 (EP groups of 4), over 4 and 8 experts and capacity factors 0.5, 1, 1.25 and none
+ * (6, 7, 7 and 7 points); the exact routing of every rank (tokens per expert, the dropped
+ * choices) on 2, 4 and 8 ranks (2 each); the all-to-all calls and bytes from the ledger
+ * against what the routing sends off-rank, on 2, 4 and 8 ranks (1.5 each); the EP groups
+ * inside a node of a 2-node cluster on 8 ranks (2.5). 100 points in all. The hidden suite
+ * repeats the training and count tests on 2 and 8 ranks with the secret seed (1 point each). */
+#include <stdio.h>
+
+#include "grade.h"
+
+#define LAB07_TIMEOUT 120
+
+static int lab07_runs(int np)
+{
+    return np == 1 || np == 2 || np == 4 || np == 8;
+}
+
+static void lab07_train_tests(const char *op, const char *title, const int *nps, int hidden)
+{
+    static const double correct_points[] = {0, 6, 7, 0, 7, 0, 0, 0, 7};
+    char name[200];
+    const char *pre = hidden ? "hidden: " : "";
+    for (int i = 0; nps[i]; i++) {
+        int np = nps[i];
+        snprintf(name, sizeof name, "%s%s: same training as the single-device MoE [np=%d]", pre,
+                 title, np);
+        gr_add(&(struct gr_spec){name, op, "check", "correct", "correctness", np,
+                                 hidden ? 1 : correct_points[np], LAB07_TIMEOUT, hidden, NULL});
+        if (np < 2) continue;
+        snprintf(name, sizeof name, "%s%s: tokens per expert and dropped choices exact [np=%d]",
+                 pre, title, np);
+        gr_add(&(struct gr_spec){name, op, "check", "counts", "correctness", np, hidden ? 1 : 2,
+                                 LAB07_TIMEOUT, hidden, NULL});
+        if (hidden) continue;
+        snprintf(name, sizeof name, "%s: all-to-all calls and bytes from the routing [np=%d]",
+                 title, np);
+        gr_add(&(struct gr_spec){name, op, "check", "traffic", "performance", np, 1.5,
+                                 LAB07_TIMEOUT, 0, NULL});
+        if (np < 8) continue;
+        snprintf(name, sizeof name, "%s: EP groups inside a node of 2 x %d [np=%d]", title,
+                 np / 2, np);
+        gr_add(&(struct gr_spec){name, op, "check", "placement", "placement", np, 2.5,
+                                 LAB07_TIMEOUT, 0, NULL});
+    }
+}
+
+static void lab07_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {1, 2, 4, 8, 0}, hidden[] = {2, 8, 0};
+    int given[GR_MAX_NP];
+    if (o->np[0]) gr_filter_np(o->np, lab07_runs, "1, 2, 4 or 8", given);
+    gr_add(&(struct gr_spec){"router: capacity, top-k, gates, drops and aux loss exact [np=1]",
+                             "router", "check", "correct", "correctness", 1, 15, 60, 0, NULL});
+    gr_add(&(struct gr_spec){"permutation: counting sort and its inverse exact [np=1]",
+                             "permute", "check", "correct", "correctness", 1, 5, 60, 0, NULL});
+    lab07_train_tests("top1", "top-1 expert parallel", o->np[0] ? given : visible, 0);
+    lab07_train_tests("top2", "top-2 expert parallel", o->np[0] ? given : visible, 0);
+    if (o->hidden) {
+        lab07_train_tests("top1", "top-1 expert parallel", o->np[0] ? given : hidden, 1);
+        lab07_train_tests("top2", "top-2 expert parallel", o->np[0] ? given : hidden, 1);
+    }
+}
+
+static const struct gr_lab lab07 = {
+    .dir = "07-moe",
+    .title = "MoE expert parallelism",
+    .plan = lab07_plan,
+    .metric = NULL,
+    .metric_title = NULL,
+    /* the defaults, spelt out: bench.sh reads the descriptor's fields tab-separated, and
+     * the shell's read folds an empty field away */
+    .bench_args = "--experts 8 --top-k 2",
+    .bench_np = "4",
+};
+GR_REGISTER_LAB(lab07)
