@@ -26,7 +26,13 @@ fi
 # SOLUTIONS=1. LAB=NN (or a name) runs that lab's only. BENCH_SVG=FILE passes --svg FILE, on
 # the largest rank count, to the labs whose driver draws a figure. NP=2,4 overrides the
 # rank counts.
-"$B/bin/grade" --labs ${LAB:+--lab "$LAB"} | while IFS="$(printf '\t')" read -r dir nps args title; do
+# Fields are cut, not read with IFS=tab: tab is white space to read, so an empty field
+# (a lab with no bench arguments) would vanish and shift the title into the arguments.
+"$B/bin/grade" --labs ${LAB:+--lab "$LAB"} | while IFS= read -r line; do
+    dir=$(printf '%s\n' "$line" | cut -f1)
+    nps=$(printf '%s\n' "$line" | cut -f2)
+    args=$(printf '%s\n' "$line" | cut -f3)
+    title=$(printf '%s\n' "$line" | cut -f4)
     [ -n "$nps" ] || continue
     section "Lab ${dir%%-*} $title: $label"
     d="$B/grader/$v/$dir/driver"
