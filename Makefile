@@ -108,7 +108,7 @@ define bin_rule
 $(B)/bin/$(basename $(notdir $(1))): $(1) $(LIB)
 	@mkdir -p $$(@D)
 	@echo "  LINK  $$@"
-	$(Q)$$(CC) $$(ALL_CFLAGS) $$< $(LIB) $$(LDLIBS) -o $$@
+	$(Q)$$(CC) $$(ALL_CFLAGS) $$< $$(BIN_OBJ_$(basename $(notdir $(1)))) $(LIB) $$(LDLIBS) -o $$@
 endef
 $(foreach s,$(BIN_SRC),$(eval $(call bin_rule,$(s))))
 
@@ -121,11 +121,11 @@ $(B)/tests/%: tests/%.c $(LIB)
 
 # ---- running ----
 test: all
-	@$(B)/tests/harness --build $(B) tests/*.tests
+	@$(B)/tests/harness --build $(B) tests/*.tests $(wildcard tests/labs/*.tests)
 
 test-gpu:
 	@$(MAKE) --no-print-directory GPU=1 all
-	@build/gpu/tests/harness --build build/gpu --gpu tests/*.tests
+	@build/gpu/tests/harness --build build/gpu --gpu tests/*.tests $(wildcard tests/labs/*.tests)
 
 check-gpu-build:
 	@$(MAKE) --no-print-directory GPU=1 all

@@ -1,6 +1,11 @@
-/* grade.h: what a lab's test plan (grader/NN-name/tests.h) tells the orchestrator
- * (grader/bin/grade.c): its tests, each one part of one run of the lab's driver. Tests with
- * the same driver arguments and rank count that follow each other share one run. */
+/* grade.h: what a lab tells the orchestrator (grader/bin/grade.c): its descriptor, with its
+ * test plan, leaderboard figure and benchmark. A lab's grader/NN-name/plan.c defines one
+ * struct gr_lab and registers it with GR_REGISTER_LAB; the build links every plan.c it finds
+ * into the orchestrator and the plan of each lab into that lab's driver, so no list of labs
+ * is kept by hand anywhere.
+ *
+ * A test is one part of one run of the lab's driver. Tests with the same driver arguments
+ * and rank count that follow each other share one run. */
 #ifndef GRADE_H
 #define GRADE_H
 
@@ -25,6 +30,27 @@ struct gr_spec {
     int hidden;          /* in the hidden suite: graded with visibility after_published */
     const char *gate;    /* not graded unless every "correct" test of this op passed */
 };
+
+/* A lab, as its plan.c describes it. */
+struct gr_lab {
+    const char *dir;     /* "01-collectives": labs/, solutions/, grader/, docs/labs/<dir>.md */
+    const char *title;   /* "collectives from point-to-point", in listings */
+    /* Adds the lab's tests with gr_add(), given what the person grading asked for. */
+    void (*plan)(const struct gr_plan_opts *o);
+    /* The leaderboard: the metric (gr_metric in a perf run) and how the board names it. */
+    const char *metric, *metric_title;
+    /* `make bench`: the driver's arguments after --mode bench, and the rank counts (a
+     * space-separated list, e.g. "1 2 4"). */
+    const char *bench_args, *bench_np;
+};
+
+/* Registers a lab (plan.c's last line: GR_REGISTER_LAB(lab01);). */
+void gr_register_lab(const struct gr_lab *lab);
+#define GR_REGISTER_LAB(var)                                                               \
+    static void __attribute__((constructor)) gr_register_##var(void)                       \
+    {                                                                                      \
+        gr_register_lab(&var);                                                             \
+    }
 
 /* Adds one test to the plan (defined by the orchestrator). */
 void gr_add(const struct gr_spec *spec);

@@ -6,23 +6,24 @@
 #     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)
 #   make gradescope                 build/gradescope/autograder.zip
 #
-# Each lab NN-name has a trusted driver grader/NN-name/driver.c (plus helpers in the same
-# folder) that is linked with a student file: labs/NN-name/*.c (the student's copy),
+# Each lab NN-name has a descriptor and test plan grader/NN-name/plan.c (linked into the
+# orchestrator: every plan.c found registers its lab) and a trusted driver: its
+# grader/NN-name/driver.c with the lab harness (grader/common) linked with a student file: labs/NN-name/*.c (the student's copy),
 # solutions/NN-name/*.c, or one deliberately broken variant tests/broken/NN-name/X.patch. Each
 # becomes build/<b>/grader/<variant>/NN-name/driver, run by build/<b>/bin/grade.
 
-GRADER_LABS := $(patsubst grader/%/driver.c,%,$(wildcard grader/*/driver.c))
+GRADER_LABS := $(patsubst grader/%/plan.c,%,$(wildcard grader/*/plan.c))
+# A lab's own make settings, if any (e.g. GRADER_WRAP_<lab>): grader/NN-name/lab.mk.
+-include $(wildcard grader/*/lab.mk)
 
 # The trusted objects of a lab's driver (driver, helpers, the compiled-in reference,
 # grader/common) are compiled one by one, then linked into one relocatable object whose
-# symbols are all made local except those the code under test legitimately uses: what the
-# lab's solution calls that the driver defines (lab_todo, the lab's helpers), main, and Lab 1's
-# __wrap_* counters. A student file that calls the reference (ref_ddp_new) or the report
+# symbols are all made local except those the code under test legitimately uses: the
+# lab's helpers (grader/NN-name/helpers*.c, what its header gives the student), what the
+# lab's solution calls that the driver defines, main, and the __wrap_* counters a lab's
+# lab.mk asks for. A student file that calls the reference (ref_ddp_new) or the report
 # channel (gr_result) then does not link, and `make grade` reports it as a compile failure.
-GRADER_CFLAGS = $(filter-out -MMD -MP,$(ALL_CFLAGS)) -Igrader/common
-# Lab 1 counts the bytes each rank receives by wrapping the receiving calls (its own link
-# flags: GRADER_WRAP_<lab>).
-GRADER_WRAP_01-collectives := -Wl,--wrap=pl_recv -Wl,--wrap=pl_sendrecv -Wl,--wrap=pl_irecv
+GRADER_CFLAGS = $(filter-out -MMD -MP,$(ALL_CFLAGS)) -Igrader -Igrader/common
 GRADER_COMMON := $(wildcard grader/common/*.c)
 # Headers are few: every trusted object depends on all of them (no dependency files here).
 GRADER_HEADERS := $(wildcard grader/*.h grader/*/*.h labs/*/*.h)
@@ -54,8 +55,8 @@ $(B)/grader/obj/solutions/%.o: solutions/%.c $(GRADER_HEADERS)
 	$(Q)$(CC) $(GRADER_CFLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -c $< -o $@
 
 # The keep-list: main, __wrap_*, weak definitions (the CUDA objects' shared C++ runtime
-# references, which the library's CUDA objects resolve to), what the lab's helpers (grader/NN-name/support*.c: lab_todo
-# and what the lab's header declares) define, and what the solution leaves undefined (of
+# references, which the library's CUDA objects resolve to), what the lab's helpers
+# (grader/NN-name/helpers*.c: what the lab's header declares) define, and what the solution leaves undefined (of
 # which those the driver defines stay global; the rest are the library's and libc's and
 # unaffected).
 define grader_trusted_rule
@@ -65,7 +66,7 @@ $(call grader_trusted,$(1)): grader/grader.mk $(call grader_obj,$(1)) $(call gra
 	$(Q)ld -r -o $$@.r $(call grader_obj,$(1)) $(call grader_cu_obj,$(1))
 	$(Q){ echo main; \
 	  nm -g --defined-only -P $$@.r | awk '$$$$1 ~ /^__wrap_/ || $$$$2 ~ /^[VW]$$$$/ { print $$$$1 }'; \
-	  nm -g --defined-only -P $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/$(1)/support*.c)) | awk 'NF > 1 { print $$$$1 }'; \
+	  $(if $(wildcard grader/$(1)/helpers*.c),nm -g --defined-only -P $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/$(1)/helpers*.c)) | awk 'NF > 1 { print $$$$1 }';) \
 	  $(if $(call grader_solution_obj,$(1)),nm -u -P $(call grader_solution_obj,$(1)) | awk 'NF > 1 { print $$$$1 }';) \
 	} | sort -u >$$@.keep
 	$(Q)objcopy --keep-global-symbols=$$@.keep $$@.r $$@
@@ -132,6 +133,11 @@ $(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_trusted_rule,$(l))))
 $(foreach l,$(GRADER_SOLVED),$(eval $(call grader_driver_rule,solutions,$(l),$(wildcard solutions/$(l)/*.c))))
 $(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_student_rule,labs,$(l),$(wildcard labs/$(l)/*.c))))
 $(foreach s,$(GRADER_BROKEN),$(eval $(call $(call broken_rule,$(s)),broken/$(call broken_name,$(s)),$(call broken_lab,$(s)),$(call broken_src,$(s)))))
+
+# The orchestrator links every lab's plan.c: that is how it knows the labs.
+GRADER_PLAN_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/*/plan.c))
+BIN_OBJ_grade := $(GRADER_PLAN_OBJ)
+$(B)/bin/grade: $(GRADER_PLAN_OBJ)
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
   $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \

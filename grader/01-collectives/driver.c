@@ -1,18 +1,11 @@
-/* driver.c: the trusted test driver of Lab 1. It owns main, calls the student's collectives
- * (collectives.h) on seeded integer-valued data, compares every rank's result with a serial
- * computation, reads the bytes each rank sent from the traffic ledger and the buffers it held
- * from the memory ledger, times the student's collectives against the library's, and
- * reports verdicts to the grader through the report file the grader names in
- * PL_GRADE_REPORT, never through stdout. Linked once with labs/ (the student's copy), once
- * with solutions/, and once with each deliberately broken variant under tests/broken/.
- *
- *   driver --op OP --mode check [--parts correct,traffic,memory] [--seed S]
- *   driver --op OP --mode perf [--size-mib M] [--seed S]
- *   driver --mode bench [--op OP] [--max-mib M] [--label NAME]
- * OP is reduce_scatter, all_gather, all_reduce, broadcast or all_to_all. */
+/* driver.c: Lab 1's part of its trusted driver (the harness, grader/common/harness.h, owns
+ * main, flags and modes). It calls the student's collectives (collectives.h) on seeded
+ * integer-valued data, compares every rank's result with a serial computation, reads the
+ * bytes each rank sent from the traffic ledger and the buffers it held from the memory
+ * ledger, and times the student's collectives against the library's in the same run.
+ * Lab flags: --size-mib M (perf), --max-mib M (bench). */
 #include <math.h>
 #include <mpi.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +13,7 @@
 
 #include "collectives.h"
 #include "paralab.h"
-#include "support.h"
-#include "train.h"
+#include "harness.h"
 
 enum op { OP_RS, OP_AG, OP_AR, OP_BC, OP_A2A, NOPS };
 
@@ -94,7 +86,6 @@ struct test_case {
 struct verdict {
     int n, rank, world_rank;   /* the group this rank ran in */
     int root;
-    char todo_what[48], todo_section[8];
     long nwrong, first_bad, nonfinite, first_nonfinite;
     float expected, got;         /* at first_bad */
     float nonfinite_expected;
@@ -248,13 +239,12 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     pl_mem_get_stats(&m0);
     pl_mem_reset_peak();
     struct pl_ledger l0 = *pl_ledger(), l1, d;
-    lab01_todo_reset();
     recv_bytes = 0;
     counting = 1;
     char where[96];
     snprintf(where, sizeof where, "in %s, before its first message", OPS[op].func);
     pl_trace_where(where);
-    MPI_Barrier(MPI_COMM_WORLD);
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = MPI_Wtime();
     call_student(op, comm, buf, buf2, c->count, root);
     v->seconds = MPI_Wtime() - t0;
@@ -277,10 +267,6 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     }
     v->leaked = (double)m1.current_total - (double)m0.current_total;
     v->scratch = (double)m1.peak_total - (double)m0.current_total;
-    if (lab01_todo_what()) {
-        snprintf(v->todo_what, sizeof v->todo_what, "%s", lab01_todo_what());
-        snprintf(v->todo_section, sizeof v->todo_section, "%s", lab01_todo_section());
-    }
 
     pl_copy_to_host(got, op == OP_A2A ? buf2 : buf, total);
     compare(got, expected, total, v);
@@ -347,19 +333,6 @@ static int judge_correct(const struct test_case *c, const struct verdict *all, i
                          int divisible_passed)
 {
     char cs[384], where[160];
-    for (int i = 0; i < nranks; i++) {
-        if (all[i].todo_what[0]) {
-            const char *w = all[i].todo_what;
-            if (strcmp(w, OPS[the_op].func))
-                gr_say("correct", "%s calls %s, which is still a stub: see "
-                    "docs/labs/01-collectives.md section %s", OPS[the_op].func, w,
-                    all[i].todo_section);
-            else
-                gr_say("correct", "still a stub: %s (see docs/labs/01-collectives.md "
-                    "section %s)", w, all[i].todo_section);
-            return 0;
-        }
-    }
     for (int i = 0; i < nranks; i++) {
         if (all[i].coll_calls > 0) {
             gr_say("correct", "rank %d called the library's %s: this lab builds every collective "
@@ -587,54 +560,6 @@ static int make_cases(enum op op, int n, struct test_case *cs)
     return k;
 }
 
-static void check_mode(const char *parts)
-{
-    int n = pl_size(), me = pl_rank();
-    struct test_case cases[16];
-    int ncases = make_cases(the_op, n, cases);
-    int want_traffic = gr_has_part(parts, "traffic"), want_memory = gr_has_part(parts, "memory");
-    int ok_correct = 1, ok_traffic = 1, ok_memory = 1;
-    struct verdict *all = me == 0 ? calloc((size_t)n, sizeof *all) : NULL;
-    double t_start = MPI_Wtime();
-    for (int i = 0; i < ncases; i++) {
-        char cs[384];
-        describe_case(&cases[i], n, cs, sizeof cs);
-        gr_case("%s(%s)", OPS[the_op].func, cs);
-        struct verdict v;
-        run_case(the_op, &cases[i], i, &v);
-        MPI_Gather(&v, (int)sizeof v, MPI_BYTE, all, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD);
-        int go_on = 1;
-        if (me == 0) {
-            /* Case 0 is a size n divides: a failure after it points at the chunking. */
-            if (!judge_correct(&cases[i], all, n, i > 0)) {
-                ok_correct = 0;
-                go_on = 0;
-            } else {
-                if (ok_traffic && want_traffic && !judge_traffic(&cases[i], all, n))
-                    ok_traffic = 0;
-                if (ok_memory && want_memory && !judge_memory(&cases[i], all, n))
-                    ok_memory = 0;
-            }
-        }
-        /* After a wrong result the ranks may disagree about what comes next: stop. */
-        MPI_Bcast(&go_on, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        if (!go_on) break;
-    }
-    double secs = MPI_Wtime() - t_start;
-    gr_result("correct", ok_correct, secs);
-    if (want_traffic) {
-        if (!ok_correct)
-            gr_say("traffic", "not graded: %s must give correct results first", OPS[the_op].func);
-        gr_result("traffic", ok_correct && ok_traffic, secs);
-    }
-    if (want_memory) {
-        if (!ok_correct)
-            gr_say("memory", "not graded: %s must give correct results first", OPS[the_op].func);
-        gr_result("memory", ok_correct && ok_memory, secs);
-    }
-    free(all);
-}
-
 /* ---- perf and bench modes: the student's collective beside the library's ---- */
 
 struct bench_bufs {
@@ -667,14 +592,14 @@ static void call_mine(enum op op, struct pl_comm *comm, struct bench_bufs *x)
 static double time_calls(int mine, enum op op, struct pl_comm *comm, struct bench_bufs *x,
                          int iters)
 {
-    MPI_Barrier(MPI_COMM_WORLD);
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = MPI_Wtime();
     for (int i = 0; i < iters; i++) {
         if (mine) call_mine(op, comm, x);
         else call_library(op, comm, x);
     }
     double t = (MPI_Wtime() - t0) / iters, tmax;
-    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    PL_CHECK_MPI(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     return tmax;
 }
 
@@ -738,7 +663,7 @@ static long count_wrong(int mine, enum op op, struct pl_comm *comm, size_t count
     memset(&v, 0, sizeof v);
     compare(got, exp, total, &v);
     long wrong = v.nwrong, sum = 0;
-    MPI_Allreduce(&wrong, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    PL_CHECK_MPI(MPI_Allreduce(&wrong, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
     pl_comm_buf_free(x.b);
     pl_comm_buf_free(x.a);
     free(in);
@@ -756,36 +681,37 @@ static size_t bench_count(double bytes, int n)
     return c ? c : (size_t)n;
 }
 
-static void perf_mode(double mib)
+static double size_mib = 16, max_mib = 16; /* --size-mib, --max-mib */
+
+static size_t perf_count(void)
 {
+    return bench_count(size_mib * 1048576.0, pl_size());
+}
+
+static int probe(void *st)
+{
+    (void)st;
+    size_t count = perf_count();
+    char sz[32];
+    human(4.0 * (double)count, sz, sizeof sz);
+    gr_case("%s on %s, %d ranks, beside %s", OPS[the_op].func, sz, pl_size(), OPS[the_op].lib);
+    long wrong = count_wrong(1, the_op, pl_comm_world(), count);
+    if (wrong)
+        gr_say("perf", "not graded: %s gave %ld wrong elements on %s (performance counts only "
+               "for correct results)", OPS[the_op].func, wrong, sz);
+    return wrong == 0;
+}
+
+static double perf(void *st)
+{
+    (void)st;
     struct pl_comm *comm = pl_comm_world();
     int n = pl_size();
-    size_t count = bench_count(mib * 1048576.0, n);
+    size_t count = perf_count();
     double S = 4.0 * (double)count;
-    char sz[32];
-    human(S, sz, sizeof sz);
-    gr_case("%s on %s, %d ranks, beside %s", OPS[the_op].func, sz, n,
-                OPS[the_op].lib);
-
-    lab01_todo_reset();
-    long wrong = count_wrong(1, the_op, comm, count);
-    if (lab01_todo_what()) {
-        gr_say("perf", "still a stub: %s (see docs/labs/01-collectives.md section %s)",
-            lab01_todo_what(), lab01_todo_section());
-        gr_result("perf", 0, 0);
-        return;
-    }
-    if (wrong) {
-        gr_say("perf", "not graded: %s gave %ld wrong elements on %s (performance counts only "
-            "for correct results)", OPS[the_op].func, wrong, sz);
-        gr_result("perf", 0, 0);
-        return;
-    }
-
     pl_comm_set_checks(0);
     struct bench_bufs x = {pl_comm_buf_alloc(count, "perf a"), pl_comm_buf_alloc(count, "perf b"),
                            count};
-    double t0 = MPI_Wtime();
     time_calls(0, the_op, comm, &x, 1);
     time_calls(1, the_op, comm, &x, 1);
     struct perf_ctx pc = {comm, &x, S >= 8 * 1048576.0 ? 2 : 4};
@@ -807,7 +733,7 @@ static void perf_mode(double mib)
     char metric[64];
     snprintf(metric, sizeof metric, "busbw_%s", OPS[the_op].name);
     gr_metric(metric, bus_mine);
-    gr_result("perf", pf.fraction, MPI_Wtime() - t0);
+    return pf.fraction;
 }
 
 static void bench_row(enum op op, size_t count)
@@ -855,7 +781,13 @@ static void bench_mode(int only, double max_mib, const char *label)
     }
 }
 
-/* ---- main ---- */
+
+/* ---- the lab's part of the harness ---- */
+
+/* The cases of the op, and what every rank saw in the last one (gathered to rank 0). */
+static struct test_case cases[16];
+static int ncases;
+static struct verdict *all;
 
 static int find_op(const char *name)
 {
@@ -864,43 +796,87 @@ static int find_op(const char *name)
     return -1;
 }
 
-int main(int argc, char **argv)
+static void *setup(const struct gr_args *a)
 {
-    gr_report_take_env();
-    pl_init(&argc, &argv);
-    gr_report_open();
-    const char *op = NULL, *mode = "check", *parts = "correct", *label = "yours";
-    double mib = 16, max_mib = 16;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--op") && val) op = argv[++i];
-        else if (!strcmp(a, "--mode") && val) mode = argv[++i];
-        else if (!strcmp(a, "--parts") && val) parts = argv[++i];
-        else if (!strcmp(a, "--seed") && val) base_seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--size-mib") && val) mib = atof(argv[++i]);
-        else if (!strcmp(a, "--max-mib") && val) max_mib = atof(argv[++i]);
-        else if (!strcmp(a, "--label") && val) label = argv[++i];
-        else
-            pl_usage_error_all("unknown argument '%s' (the driver takes --op OP --mode "
-                               "check|perf|bench --parts LIST --seed S --size-mib M "
-                               "--max-mib M --label NAME)", a);
-    }
-    int k = op ? find_op(op) : -1;
-    if (op && k < 0)
-        pl_usage_error_all("--op %s is not a Lab 1 collective (choose reduce_scatter, "
-                           "all_gather, all_reduce, broadcast or all_to_all)", op);
-    if (!(mib > 0) || !(max_mib > 0))
+    if (!(size_mib > 0) || !(max_mib > 0))
         pl_usage_error_all("--size-mib and --max-mib must be positive");
-    if (!strcmp(mode, "bench")) {
-        bench_mode(k, max_mib, label);
-    } else {
-        if (k < 0) pl_usage_error_all("--mode %s needs --op", mode);
-        the_op = (enum op)k;
-        if (!strcmp(mode, "check")) check_mode(parts);
-        else if (!strcmp(mode, "perf")) perf_mode(mib);
-        else pl_usage_error_all("--mode %s: choose check, perf or bench", mode);
-    }
-    gr_report_close();
-    pl_finalize();
-    return 0;
+    base_seed = a->seed;
+    the_op = (enum op)find_op(a->op);
+    ncases = make_cases(the_op, pl_size(), cases);
+    all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *all) : NULL;
+    return NULL;
 }
+
+static const char *subject(void *st)
+{
+    (void)st;
+    return OPS[the_op].func;
+}
+
+static int count_cases(void *st)
+{
+    (void)st;
+    return ncases;
+}
+
+static void describe(void *st, int i, char *buf, size_t len)
+{
+    (void)st;
+    char cs[384];
+    describe_case(&cases[i], pl_size(), cs, sizeof cs);
+    snprintf(buf, len, "%s(%s)", OPS[the_op].func, cs);
+}
+
+static void run(void *st, int i)
+{
+    (void)st;
+    struct verdict v;
+    run_case(the_op, &cases[i], i, &v);
+    PL_CHECK_MPI(MPI_Gather(&v, (int)sizeof v, MPI_BYTE, all, (int)sizeof v, MPI_BYTE, 0,
+                            MPI_COMM_WORLD));
+}
+
+/* Rank 0 judges what it gathered. Case 0 is a size n divides: a failure after it points at
+ * the chunking. */
+static int judge(void *st, int i, const char *part)
+{
+    (void)st;
+    if (pl_rank() != 0) return 1;
+    int n = pl_size();
+    if (!strcmp(part, "correct")) return judge_correct(&cases[i], all, n, i > 0);
+    if (!strcmp(part, "traffic")) return judge_traffic(&cases[i], all, n);
+    if (!strcmp(part, "memory")) return judge_memory(&cases[i], all, n);
+    pl_usage_error("--parts %s: Lab 1 judges correct, traffic and memory", part);
+}
+
+static void finish(void *st)
+{
+    (void)st;
+    free(all);
+}
+
+static void bench(const struct gr_args *a)
+{
+    bench_mode(a->op ? find_op(a->op) : -1, max_mib, a->label);
+}
+
+static struct pl_flag lab01_flags[] = {
+    {"--size-mib", PL_FLAG_DOUBLE, &size_mib, "M", "perf: the buffer's size in MiB", 0},
+    {"--max-mib", PL_FLAG_DOUBLE, &max_mib, "M", "bench: the largest size in MiB", 0},
+};
+
+const struct gr_driver gr_lab_driver = {
+    .flags = lab01_flags,
+    .nflags = 2,
+    .setup = setup,
+    .subject = subject,
+    .correct_first = "must give correct results first",
+    .ncases = count_cases,
+    .describe = describe,
+    .run = run,
+    .judge = judge,
+    .probe = probe,
+    .perf = perf,
+    .bench = bench,
+    .finish = finish,
+};

@@ -23,6 +23,7 @@
 #include "ops.h"
 #include "paralab.h"
 #include "reference.h"
+#include "todo.h"
 #include "train.h"
 
 /* ---- the setup every test shares ---- */
@@ -282,7 +283,7 @@ struct outcome {
 /* Says which stub was reached, once, under every part asked for. */
 static void say_todo(const char *parts)
 {
-    const char *w = gr_todo_what(), *sec = gr_todo_section();
+    const char *w = pl_todo_what(), *sec = pl_todo_section();
     const char *all[] = {"correct", "traffic", "overlap", "perf"};
     for (int i = 0; i < 4; i++)
         if (gr_has_part(parts, all[i]))
@@ -436,7 +437,7 @@ static void run_case(const struct impl *im, const struct setup *s, const struct 
     struct pl_ledger mark, delta, step_delta;
 
     struct pl_model *m = new_replica(s);
-    gr_todo_reset();
+    pl_todo_reset();
     gr_ledger_mark(&mark);
     void *d = im->make(pl_comm_world(), m, &c->opt);
     gr_ledger_since(&mark, &delta);
@@ -793,7 +794,7 @@ static void perf_mode(const char *op)
     double t0 = MPI_Wtime();
 
     struct pl_model *mm = new_replica(&s), *mr = new_replica(&s);
-    gr_todo_reset();
+    pl_todo_reset();
     void *dm = MINE.make(pl_comm_world(), mm, &o);
     void *dr = REFERENCE.make(pl_comm_world(), mr, &o);
     struct gr_batch b;
@@ -859,7 +860,7 @@ static void bench_mode(const char *only, const char *label)
         if (only && strcmp(only, VARIANT_NAME[v])) continue;
         struct ddp_options o = {(enum ddp_variant)v, bench_bucket};
         struct pl_model *m = new_replica(&s);
-        gr_todo_reset();
+        pl_todo_reset();
         void *d = MINE.make(pl_comm_world(), m, &o);
         struct gr_batch b;
         gr_batch_new(&b, &s.train, me, n);
@@ -868,7 +869,7 @@ static void bench_mode(const char *only, const char *label)
         time_steps(&MINE, d, m, &b, &s.train.opt, 1, 1);
         if (gr_todo_any()) {
             pl_print0("  %-11s still a stub: %s (see %s section %s)\n", VARIANT_NAME[v],
-                      gr_todo_what(), HANDOUT, gr_todo_section());
+                      pl_todo_what(), HANDOUT, pl_todo_section());
         } else {
             double best = 1e30;
             for (int r = 0; r < 5; r++) {
@@ -929,6 +930,7 @@ int main(int argc, char **argv)
 {
     gr_report_take_env();
     pl_init(&argc, &argv);
+    pl_todo_set_handout(HANDOUT);
     gr_report_open();
     const char *op = NULL, *mode = "check", *parts = "correct", *label = "yours (labs/)";
     for (int i = 1; i < argc; i++) {

@@ -22,6 +22,7 @@
 #include "ops.h"
 #include "paralab.h"
 #include "reference.h"
+#include "todo.h"
 #include "train.h"
 #include "zero.h"
 
@@ -59,8 +60,8 @@ static uint64_t base_seed = 1;
 /* The reason of a part whose run reached a stub (rank 0 knows which, after gr_todo_any). */
 static void say_todo(const char *part)
 {
-    gr_say(part, "still a stub: %s (see %s section %s)", gr_todo_what(), HANDOUT,
-           gr_todo_section());
+    gr_say(part, "still a stub: %s (see %s section %s)", pl_todo_what(), HANDOUT,
+           pl_todo_section());
 }
 
 static const char *section_of_stage(int stage)
@@ -235,10 +236,10 @@ static void layout_mode(void)
                 struct zero_layout e, g;
                 memset(&g, 0, sizeof g);
                 ref_zero_layout_init(&e, &lay, n, rank);
-                gr_todo_reset();
+                pl_todo_reset();
                 zero_layout_init(&g, &lay, n, rank);
                 tried++;
-                if (gr_todo_what()) {
+                if (pl_todo_what()) {
                     say_todo("correct");
                     ok = 0;
                     break;
@@ -337,7 +338,7 @@ static int run_student(int stage, const struct gr_train_setup *setup, struct ver
     int n = pl_size(), me = pl_rank();
     mem_current(base);
     pl_mem_reset_peak();
-    gr_todo_reset();
+    pl_todo_reset();
     gr_case("zero_new(stage %d) on %d ranks", stage, n);
     struct zero *z = zero_new(&setup->cfg, &setup->opt, stage, stage == 3, pl_comm_world());
     *out = z;
@@ -770,7 +771,7 @@ static void perf_mode(int stage)
     struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed + 5), CORPUS_TOKENS);
     struct gr_train_setup setup = graded_setup(&data);
     gr_case("ZeRO-%d step time on %d ranks beside the grader's implementation", stage, n);
-    gr_todo_reset();
+    pl_todo_reset();
     struct zero *zs = zero_new(&setup.cfg, &setup.opt, stage, stage == 3, pl_comm_world());
     struct zero *zr = ref_zero_new(&setup.cfg, &setup.opt, stage, stage == 3, pl_comm_world());
     struct gr_batch b;
@@ -904,7 +905,7 @@ static void report_mode(const char *svg)
         double base[PL_MEM_NCAT];
         mem_current(base);
         pl_mem_reset_peak();
-        gr_todo_reset();
+        pl_todo_reset();
         struct zero *z = zero_new(&setup.cfg, &setup.opt, stage, prefetch, pl_comm_world());
         struct gr_batch b;
         gr_batch_new(&b, &setup, me, n);
@@ -914,7 +915,7 @@ static void report_mode(const char *svg)
                 zero_step(z, b.tokens, b.targets, b.B);
                 if (gr_todo_any()) break;
             }
-        int todo = gr_todo_what() != NULL;
+        int todo = pl_todo_what() != NULL;
         PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &todo, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
         gr_batch_free(&b);
         struct pl_mem_stats st;
@@ -965,6 +966,7 @@ int main(int argc, char **argv)
 {
     gr_report_take_env();
     pl_init(&argc, &argv);
+    pl_todo_set_handout(HANDOUT);
     gr_report_open();
     const char *op = NULL, *mode = "check", *parts = "correct", *svg = NULL;
     for (int i = 1; i < argc; i++) {

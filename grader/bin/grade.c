@@ -26,9 +26,6 @@
 #include "launch.h"
 #include "trace.h"
 #include "../grade.h"
-#include "../labs.h"
-
-#define NLABS ((int)(sizeof GR_LABS / sizeof GR_LABS[0]))
 #define TAIL_LINES 15
 /* After a run of an op has timed out, its later runs wait this long at most: a deadlock
  * on 3 ranks is almost always one on 5. */
@@ -74,6 +71,28 @@ static void __attribute__((format(printf, 2, 3))) text_printf(struct text *t, co
 static const char *text_str(const struct text *t)
 {
     return t->s ? t->s : "";
+}
+
+/* ---- the labs: every grader/NN-name/plan.c linked in registers its descriptor ---- */
+
+#define MAX_LABS 64
+static const struct gr_lab *lab_of[MAX_LABS];
+static int nlabs;
+static double board_value[MAX_LABS]; /* the leaderboard metric of each lab; < 0: none */
+
+void gr_register_lab(const struct gr_lab *lab)
+{
+    if (nlabs == MAX_LABS) {
+        fprintf(stderr, "grade: more than %d labs\n", MAX_LABS);
+        exit(1);
+    }
+    /* In order of their folder names, whatever order the linker ran the constructors in. */
+    int k = nlabs++;
+    while (k > 0 && strcmp(lab_of[k - 1]->dir, lab->dir) > 0) {
+        lab_of[k] = lab_of[k - 1];
+        k--;
+    }
+    lab_of[k] = lab;
 }
 
 /* ---- the plan ---- */
@@ -129,7 +148,7 @@ void gr_filter_np(const int *in, int (*runs)(int np), const char *runs_on, int *
     }
     out[k] = 0;
     if (skipped[0])
-        printf("%s runs on %s ranks; NP=%s skipped\n", GR_LABS[current_lab].dir, runs_on,
+        printf("%s runs on %s ranks; NP=%s skipped\n", lab_of[current_lab]->dir, runs_on,
                skipped);
 }
 
@@ -138,7 +157,7 @@ void gr_filter_np(const int *in, int (*runs)(int np), const char *runs_on, int *
 static struct {
     const char *build, *drivers, *lab, *test, *launcher, *results;
     unsigned long long seed;
-    int solutions, hidden, list;
+    int solutions, hidden, list, list_labs;
     double timeout_s;
     struct gr_plan_opts plan;
 } opt;
@@ -155,7 +174,7 @@ static void usage(const char *fmt, ...)
             "usage: grade [--solutions | --drivers DIR] [--lab NN|NAME] [--test TEXT] "
             "[--np N,N,...]\n"
             "             [--launcher CMD] [--results FILE] [--seed S] [--hidden] "
-            "[--timeout S] [--build DIR] [--list]\n"
+            "[--timeout S] [--build DIR] [--list] [--labs]\n"
             "(see docs/grader.md)\n");
     exit(2);
 }
@@ -199,6 +218,7 @@ static void parse_args(int argc, char **argv)
         if (!strcmp(a, "--solutions")) opt.solutions = 1;
         else if (!strcmp(a, "--hidden")) opt.hidden = 1;
         else if (!strcmp(a, "--list")) opt.list = 1;
+        else if (!strcmp(a, "--labs")) opt.list_labs = 1;
         else if (!strcmp(a, "--build")) opt.build = VALUE();
         else if (!strcmp(a, "--drivers")) opt.drivers = VALUE();
         else if (!strcmp(a, "--lab")) opt.lab = VALUE();
@@ -246,7 +266,7 @@ static void find_build(const char *argv0)
 static int lab_selected(int k)
 {
     if (!opt.lab) return 1;
-    const char *d = GR_LABS[k].dir;
+    const char *d = lab_of[k]->dir;
     size_t l = strlen(opt.lab);
     /* "01", "1", "01-collectives" or "collectives" */
     if (!strncmp(d, opt.lab, l)) return 1;
@@ -266,7 +286,7 @@ static int test_selected(const struct test *t)
 {
     if (!opt.test) return 1;
     char full[300];
-    snprintf(full, sizeof full, "%s: %s", GR_LABS[t->lab].dir, t->name);
+    snprintf(full, sizeof full, "%s: %s", lab_of[t->lab]->dir, t->name);
     return contains_nocase(full, opt.test);
 }
 
@@ -454,24 +474,14 @@ struct run_outcome {
     struct text say;
 };
 
-/* The figures the leaderboard shows, one per lab, from the metrics of the perf runs. */
-static struct {
-    const char *metric, *title;
-    double value;
-} LEADERBOARD[] = {
-    {"busbw_all_reduce", "Lab 1: ring all-reduce busbw (GB/s)", -1},
-    {"tokens_per_s_overlapped", "Lab 2: overlapped DDP tokens/s", -1},
-    {"zero3_tokens_per_s", "Lab 3: ZeRO-3 tokens/s", -1},
-};
-#define NLEADERBOARD ((int)(sizeof LEADERBOARD / sizeof LEADERBOARD[0]))
-
-/* A kit without solutions/ (a student's copy) cannot build the drivers that compile the
- * reference solution in. `make grade` runs at the kit's root. */
-static int lab_has_solution(int lab)
+/* A kit without solutions/ (a student's copy) cannot build a driver that compiles the
+ * reference solution in (grader/NN-name/reference.c). `make grade` runs at the kit's root. */
+static int lab_needs_solution(int lab)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "solutions/%s", GR_LABS[lab].dir);
-    return access(path, F_OK) == 0;
+    char path[PATH_MAX], ref[PATH_MAX];
+    snprintf(path, sizeof path, "solutions/%s", lab_of[lab]->dir);
+    snprintf(ref, sizeof ref, "grader/%s/reference.c", lab_of[lab]->dir);
+    return access(path, F_OK) != 0 && access(ref, F_OK) == 0;
 }
 
 /* Runs the tests [first, last) that share one launch. */
@@ -495,7 +505,7 @@ static void run_group(int first, int last, const char *driver, const char *build
             if (log) {
                 text_printf(&t->reason, "the lab did not compile; the compiler said:\n");
                 add_tail(&t->reason, log, TAIL_LINES);
-            } else if (GR_LABS[t->lab].needs_solution && !lab_has_solution(t->lab)) {
+            } else if (lab_needs_solution(t->lab)) {
                 text_printf(&t->reason, "this lab's driver needs solutions/ (grade it on "
                             "Gradescope, whose bundle carries them)\n");
             } else {
@@ -564,9 +574,9 @@ static void run_group(int first, int last, const char *driver, const char *build
         if (!strcmp(word, "metric")) {
             double v;
             char name[64];
-            if (sscanf(rest, "%63s %lf", name, &v) == 2 && !t0->hidden)
-                for (int k = 0; k < NLEADERBOARD; k++)
-                    if (!strcmp(name, LEADERBOARD[k].metric)) LEADERBOARD[k].value = v;
+            const char *m = lab_of[t0->lab]->metric;
+            if (sscanf(rest, "%63s %lf", name, &v) == 2 && !t0->hidden && m && !strcmp(name, m))
+                board_value[t0->lab] = v;
             continue;
         }
         char *text = strchr(rest, ' ');
@@ -605,7 +615,7 @@ static void run_group(int first, int last, const char *driver, const char *build
                               "the first message? ");
         text_printf(&why, "Rerun with PL_VERBOSE=1 to see every message: "
                           "PL_VERBOSE=1 make grade LAB=%.2s TEST='%s' NP=%d\n",
-                    GR_LABS[t0->lab].dir, t0->name, t0->np);
+                    lab_of[t0->lab]->dir, t0->name, t0->np);
         *op_timeout_cap = TIMEOUT_AFTER_HANG;
     } else {
         explain_exit(&why, &res, status_dir, t0->np);
@@ -649,7 +659,7 @@ static void run_group(int first, int last, const char *driver, const char *build
 
 static void print_test(const struct test *t, const struct test *prev)
 {
-    printf("== %s: %s == %s (%.1fs)\n", GR_LABS[t->lab].dir, t->name, t->passed ? "OK" : "FAIL",
+    printf("== %s: %s == %s (%.1fs)\n", lab_of[t->lab]->dir, t->name, t->passed ? "OK" : "FAIL",
            t->seconds);
     /* Tests of one run that ended badly share their story: tell it once. */
     if (prev && !t->passed && !prev->passed && t->reason.n > 200 &&
@@ -753,7 +763,7 @@ static int write_results(const char *path, double seconds)
         const struct test *t = &tests[i];
         if (!t->ran) continue;
         char name[300];
-        snprintf(name, sizeof name, "%s: %s", GR_LABS[t->lab].dir, t->name);
+        snprintf(name, sizeof name, "%s: %s", lab_of[t->lab]->dir, t->name);
         fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
         json_str(f, name);
         fprintf(f, ", \"score\": %.4f, \"max_score\": %.4f, \"status\": \"%s\",\n     \"output\": ",
@@ -767,11 +777,11 @@ static int write_results(const char *path, double seconds)
     }
     fprintf(f, "\n  ]");
     int board = 0;
-    for (int k = 0; k < NLEADERBOARD; k++) {
-        if (LEADERBOARD[k].value < 0) continue;
+    for (int k = 0; k < nlabs; k++) {
+        if (board_value[k] < 0) continue;
         fprintf(f, "%s\n    {\"name\": ", board ? "," : ",\n  \"leaderboard\": [");
-        json_str(f, LEADERBOARD[k].title);
-        fprintf(f, ", \"value\": %.4f, \"order\": \"desc\"}", LEADERBOARD[k].value);
+        json_str(f, lab_of[k]->metric_title);
+        fprintf(f, ", \"value\": %.4f, \"order\": \"desc\"}", board_value[k]);
         board = 1;
     }
     if (board) fprintf(f, "\n  ]");
@@ -805,10 +815,23 @@ static const struct test *gate_failed(const struct test *t)
     return NULL;
 }
 
+/* --labs: one line per lab, "DIR<tab>BENCH_NP<tab>BENCH_ARGS<tab>TITLE", for the scripts
+ * (make bench, the kit's checks) that find the labs through the orchestrator. */
+static int print_labs(void)
+{
+    for (int k = 0; k < nlabs; k++)
+        if (lab_selected(k))
+            printf("%s\t%s\t%s\t%s\n", lab_of[k]->dir, lab_of[k]->bench_np ? lab_of[k]->bench_np : "",
+                   lab_of[k]->bench_args ? lab_of[k]->bench_args : "", lab_of[k]->title);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     parse_args(argc, argv);
+    for (int k = 0; k < nlabs; k++) board_value[k] = -1;
+    if (opt.list_labs) return print_labs();
     find_build(argv[0]);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int perf_np = cores >= 4 ? 4 : 2;
@@ -822,15 +845,15 @@ int main(int argc, char **argv)
     opt.plan.hidden = opt.hidden;
 
     int any_lab = 0;
-    for (int k = 0; k < NLABS; k++) {
+    for (int k = 0; k < nlabs; k++) {
         if (!lab_selected(k)) continue;
         any_lab = 1;
         current_lab = k;
-        GR_LABS[k].plan(&opt.plan);
+        lab_of[k]->plan(&opt.plan);
     }
     if (!any_lab) {
         fprintf(stderr, "grade: no lab matches --lab %s; the labs are:", opt.lab);
-        for (int k = 0; k < NLABS; k++) fprintf(stderr, " %s", GR_LABS[k].dir);
+        for (int k = 0; k < nlabs; k++) fprintf(stderr, " %s", lab_of[k]->dir);
         fprintf(stderr, "\n");
         return 2;
     }
@@ -844,7 +867,7 @@ int main(int argc, char **argv)
     if (opt.list) {
         for (int i = 0; i < ntests; i++)
             if (test_selected(&tests[i]))
-                printf("%s: %s (%g points, %s%s)\n", GR_LABS[tests[i].lab].dir, tests[i].name,
+                printf("%s: %s (%g points, %s%s)\n", lab_of[tests[i].lab]->dir, tests[i].name,
                        tests[i].points, tests[i].tag, tests[i].hidden ? ", hidden" : "");
         return 0;
     }
@@ -880,7 +903,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (t->lab != lab_prev) {
-            if (lab_prev >= 0) printf("-- %s: %g/%g points\n", GR_LABS[lab_prev].dir, lab_score,
+            if (lab_prev >= 0) printf("-- %s: %g/%g points\n", lab_of[lab_prev]->dir, lab_score,
                                       lab_max);
             lab_prev = t->lab;
             lab_score = lab_max = 0;
@@ -903,8 +926,8 @@ int main(int argc, char **argv)
             }
         } else {
             char driver[PATH_MAX + 64], log[PATH_MAX + 64];
-            snprintf(driver, sizeof driver, "%s/%s/driver", variant, GR_LABS[t->lab].dir);
-            snprintf(log, sizeof log, "%s/%s/build.log", variant, GR_LABS[t->lab].dir);
+            snprintf(driver, sizeof driver, "%s/%s/driver", variant, lab_of[t->lab]->dir);
+            snprintf(log, sizeof log, "%s/%s/build.log", variant, lab_of[t->lab]->dir);
             run_group(i, j, driver, access(log, R_OK) == 0 ? log : NULL, &op_cap[k < 64 ? k : 0]);
         }
         for (int g = i; g < j; g++) {
@@ -919,7 +942,7 @@ int main(int argc, char **argv)
         i = j;
     }
     if (lab_prev >= 0)
-        printf("-- %s: %g/%g points\n", GR_LABS[lab_prev].dir, lab_score, lab_max);
+        printf("-- %s: %g/%g points\n", lab_of[lab_prev]->dir, lab_score, lab_max);
     double seconds = now_s() - t_start;
     int rc = 0;
     if (opt.results && write_results(opt.results, seconds))

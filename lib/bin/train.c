@@ -12,21 +12,12 @@
 #include "checkpoint.h"
 #include "data.h"
 #include "fileio.h"
+#include "flags.h"
 #include "model.h"
 #include "ops.h"
 #include "paralab.h"
 
 /* ---------------------------------------------------------------- flags */
-
-enum kind { K_INT, K_I64, K_U64, K_FLOAT, K_STR };
-
-struct flag {
-    const char *name;
-    enum kind kind;
-    void *ptr;
-    const char *arg, *help;
-    int set; /* given on the command line */
-};
 
 struct opts {
     struct pl_model_config cfg;
@@ -39,36 +30,36 @@ struct opts {
 
 static struct opts o;
 
-#define F(name, kind, field, arg, help) {name, kind, &o.field, arg, help, 0}
-static struct flag flags[] = {
+#define F(name, kind, field, arg, help) {name, PL_FLAG_##kind, &o.field, arg, help, 0}
+static struct pl_flag flags[] = {
     /* model */
-    F("--vocab", K_INT, cfg.vocab, "N", "vocabulary size, at least the data's (256 for bytes)"),
-    F("--d-model", K_INT, cfg.d_model, "N", "width of the residual stream"),
-    F("--layers", K_INT, cfg.n_layers, "N", "transformer blocks"),
-    F("--heads", K_INT, cfg.n_heads, "N", "attention heads (must divide --d-model)"),
-    F("--d-ff", K_INT, cfg.d_ff, "N", "MLP hidden width; 4 x --d-model unless given"),
-    F("--seq-len", K_INT, cfg.seq_len, "N", "tokens per sequence"),
-    F("--dropout", K_FLOAT, cfg.dropout, "P", "residual dropout in [0, 1)"),
-    F("--experts", K_INT, cfg.n_experts, "N", "experts per MoE layer (0: dense MLP)"),
-    F("--top-k", K_INT, cfg.top_k, "K", "experts each token is routed to"),
-    F("--capacity-factor", K_FLOAT, cfg.capacity_factor, "F", "expert capacity factor"),
-    F("--aux-coef", K_FLOAT, cfg.aux_loss_coef, "A", "load-balancing loss coefficient"),
-    F("--seed", K_U64, cfg.seed, "S", "initialisation, dropout and data-order seed"),
+    F("--vocab", INT, cfg.vocab, "N", "vocabulary size, at least the data's (256 for bytes)"),
+    F("--d-model", INT, cfg.d_model, "N", "width of the residual stream"),
+    F("--layers", INT, cfg.n_layers, "N", "transformer blocks"),
+    F("--heads", INT, cfg.n_heads, "N", "attention heads (must divide --d-model)"),
+    F("--d-ff", INT, cfg.d_ff, "N", "MLP hidden width; 4 x --d-model unless given"),
+    F("--seq-len", INT, cfg.seq_len, "N", "tokens per sequence"),
+    F("--dropout", FLOAT, cfg.dropout, "P", "residual dropout in [0, 1)"),
+    F("--experts", INT, cfg.n_experts, "N", "experts per MoE layer (0: dense MLP)"),
+    F("--top-k", INT, cfg.top_k, "K", "experts each token is routed to"),
+    F("--capacity-factor", FLOAT, cfg.capacity_factor, "F", "expert capacity factor"),
+    F("--aux-coef", FLOAT, cfg.aux_loss_coef, "A", "load-balancing loss coefficient"),
+    F("--seed", U64, cfg.seed, "S", "initialisation, dropout and data-order seed"),
     /* training */
-    F("--data", K_STR, data, "FILE", "token file (default: the synthetic corpus, in memory)"),
-    F("--corpus-tokens", K_I64, corpus_tokens, "N", "size of the in-memory synthetic corpus"),
-    F("--corpus-seed", K_U64, corpus_seed, "S", "seed of the in-memory synthetic corpus"),
-    F("--steps", K_I64, steps, "N", "optimizer steps to take in this run"),
-    F("--batch", K_INT, batch, "B", "sequences per step"),
-    F("--lr", K_FLOAT, opt.lr, "X", "AdamW learning rate"),
-    F("--weight-decay", K_FLOAT, opt.weight_decay, "X", "AdamW weight decay (matrices only)"),
-    F("--grad-clip", K_FLOAT, opt.grad_clip, "X", "max global gradient norm (0: off)"),
+    F("--data", STR, data, "FILE", "token file (default: the synthetic corpus, in memory)"),
+    F("--corpus-tokens", I64, corpus_tokens, "N", "size of the in-memory synthetic corpus"),
+    F("--corpus-seed", U64, corpus_seed, "S", "seed of the in-memory synthetic corpus"),
+    F("--steps", I64, steps, "N", "optimizer steps to take in this run"),
+    F("--batch", INT, batch, "B", "sequences per step"),
+    F("--lr", FLOAT, opt.lr, "X", "AdamW learning rate"),
+    F("--weight-decay", FLOAT, opt.weight_decay, "X", "AdamW weight decay (matrices only)"),
+    F("--grad-clip", FLOAT, opt.grad_clip, "X", "max global gradient norm (0: off)"),
     /* checkpoints and output */
-    F("--save", K_STR, save, "FILE", "write a checkpoint here at the end"),
-    F("--save-every", K_I64, save_every, "N", "also write it every N steps (0: only at the end)"),
-    F("--load", K_STR, load, "FILE", "resume from this checkpoint"),
-    F("--losses", K_STR, losses, "FILE", "write 'step loss' per step, loss as an exact hex float (on --load: kept up to the checkpoint's step, then appended to)"),
-    F("--log-every", K_I64, log_every, "N", "print a progress line every N steps"),
+    F("--save", STR, save, "FILE", "write a checkpoint here at the end"),
+    F("--save-every", I64, save_every, "N", "also write it every N steps (0: only at the end)"),
+    F("--load", STR, load, "FILE", "resume from this checkpoint"),
+    F("--losses", STR, losses, "FILE", "write 'step loss' per step, loss as an exact hex float (on --load: kept up to the checkpoint's step, then appended to)"),
+    F("--log-every", I64, log_every, "N", "print a progress line every N steps"),
 };
 #undef F
 #define NFLAGS ((int)(sizeof flags / sizeof flags[0]))
@@ -84,17 +75,6 @@ static void defaults(void)
     o.log_every = 1;
 }
 
-static void print_value(FILE *f, const struct flag *fl)
-{
-    switch (fl->kind) {
-    case K_INT: fprintf(f, "%d", *(int *)fl->ptr); break;
-    case K_I64: fprintf(f, "%lld", (long long)*(int64_t *)fl->ptr); break;
-    case K_U64: fprintf(f, "%llu", (unsigned long long)*(uint64_t *)fl->ptr); break;
-    case K_FLOAT: fprintf(f, "%g", *(float *)fl->ptr); break;
-    case K_STR: fprintf(f, "%s", *(const char **)fl->ptr ? *(const char **)fl->ptr : "none"); break;
-    }
-}
-
 static void usage(FILE *f)
 {
     defaults();
@@ -103,128 +83,17 @@ static void usage(FILE *f)
                "Without --data it trains on the synthetic corpus generated in memory\n"
                "(datasets/README.md). --load resumes a checkpoint: its config and settings\n"
                "are used, and a flag that contradicts them is refused.\n\n");
-    for (int i = 0; i < NFLAGS; i++) {
-        const struct flag *fl = &flags[i];
-        if (i == 0) fprintf(f, "model:\n");
-        if (!strcmp(fl->name, "--data")) fprintf(f, "training:\n");
-        if (!strcmp(fl->name, "--save")) fprintf(f, "checkpoints and output:\n");
-        char left[64];
-        snprintf(left, sizeof left, "%s %s", fl->name, fl->arg);
-        fprintf(f, "  %-22s %s", left, fl->help);
-        if (!strstr(fl->help, "default")) {
-            fprintf(f, " (default ");
-            print_value(f, fl);
-            fprintf(f, ")");
-        }
-        fprintf(f, "\n");
-    }
-    fprintf(f, "  %-22s this text\n", "--help");
 }
 
-static int edit_distance(const char *a, const char *b)
-{
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 40 || lb > 40) return 99;
-    int d[41][41];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
-    for (int i = 1; i <= la; i++)
-        for (int j = 1; j <= lb; j++) {
-            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
-            d[i][j] = c;
-        }
-    return d[la][lb];
-}
-
-static void unknown_flag(const char *a)
-{
-    int best = -1, bd = 4;
-    for (int i = 0; i < NFLAGS; i++) {
-        int dist = edit_distance(a, flags[i].name);
-        if (dist < bd) bd = dist, best = i;
-    }
-    if (best >= 0)
-        pl_usage_error("unknown flag '%s' (did you mean %s? train --help lists the flags)", a,
-                       flags[best].name);
-    pl_usage_error("unknown flag '%s' (train --help lists the flags)", a);
-}
-
-static void parse_value(struct flag *fl, const char *v)
-{
-    char *end;
-    errno = 0;
-    switch (fl->kind) {
-    case K_INT: {
-        long x = strtol(v, &end, 10);
-        if (errno || end == v || *end || x < -2147483647L || x > 2147483647L)
-            pl_usage_error("%s '%s' is not a whole number (e.g. %s 64)", fl->name, v, fl->name);
-        *(int *)fl->ptr = (int)x;
-        break;
-    }
-    case K_I64: {
-        long long x = strtoll(v, &end, 10);
-        if (errno || end == v || *end)
-            pl_usage_error("%s '%s' is not a whole number (e.g. %s 100)", fl->name, v, fl->name);
-        *(int64_t *)fl->ptr = x;
-        break;
-    }
-    case K_U64: {
-        if (v[0] == '-')
-            pl_usage_error("%s '%s' must not be negative (a seed is 0 or more)", fl->name, v);
-        unsigned long long x = strtoull(v, &end, 10);
-        if (errno || end == v || *end)
-            pl_usage_error("%s '%s' is not a whole number (e.g. %s 1)", fl->name, v, fl->name);
-        *(uint64_t *)fl->ptr = x;
-        break;
-    }
-    case K_FLOAT: {
-        float x = strtof(v, &end);
-        if (errno || end == v || *end || !isfinite(x))
-            pl_usage_error("%s '%s' is not a number (e.g. %s 0.001)", fl->name, v, fl->name);
-        *(float *)fl->ptr = x;
-        break;
-    }
-    case K_STR:
-        if (!*v) pl_usage_error("%s needs a file name", fl->name);
-        *(const char **)fl->ptr = v;
-        break;
-    }
-    fl->set = 1;
-}
-
-static struct flag *find_flag(const char *name)
-{
-    for (int i = 0; i < NFLAGS; i++)
-        if (!strcmp(flags[i].name, name)) return &flags[i];
-    return NULL;
-}
-
-static int given(const char *name) { return find_flag(name)->set; }
+static int given(const char *name) { return pl_flag_given(flags, NFLAGS, name); }
 
 static void parse_args(int argc, char **argv)
 {
     defaults();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            pl_finalize();
-            exit(0);
-        }
-        const char *eq = strchr(a, '=');
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
-        struct flag *fl = find_flag(name);
-        if (!fl) unknown_flag(name);
-        if (eq)
-            parse_value(fl, eq + 1);
-        else if (i + 1 < argc)
-            parse_value(fl, argv[++i]);
-        else
-            pl_usage_error("%s needs a value (%s %s: %s)", a, a, fl->arg, fl->help);
-    }
+    static const struct pl_flags_program prog = {"train", usage, 0};
+    struct pl_flag *const tables[] = {flags};
+    const int n[] = {NFLAGS};
+    pl_flags_parse(&prog, tables, n, 1, argc, argv);
     if (given("--d-model") && !given("--d-ff")) o.cfg.d_ff = 4 * o.cfg.d_model;
 }
 

@@ -1,8 +1,6 @@
-/* support.c: the helpers zero.h gives the student: the model run one part at a time over
+/* helpers.c: the helpers zero.h gives the student: the model run one part at a time over
  * activations the kit keeps (so a ZeRO stage decides only where each part's parameters and
- * gradients live), the sum of one number over the ranks, and lab_todo(), which the stubs
- * call so that an unwritten function fails its tests with a pointer to the handout instead
- * of crashing. */
+ * gradients live) and the sum of one number over the ranks. */
 #include "check.h"
 #include "mem.h"
 #include "ops.h"
@@ -142,9 +140,4 @@ double zero_sum_over_ranks(struct pl_comm *comm, double x)
     pl_copy_to_host(&h, buf, 1);
     pl_comm_buf_free(buf);
     return (double)h;
-}
-
-void lab_todo(const char *what, const char *section)
-{
-    gr_todo_note("docs/labs/03-zero.md", what, section);
 }

@@ -1,4 +1,4 @@
-/* tests.h: the test plan of Lab 1 (collectives from point-to-point), read by the grader.
+/* plan.c: the descriptor and test plan of Lab 1 (collectives from point-to-point), read by the grader.
  *
  * Per collective: exact results on 2, 3, 5 and 8 ranks (2.5 points each) and on 1 rank (a
  * sanity test worth no points: one rank needs no message, so an empty body passes it); the
@@ -7,12 +7,9 @@
  * bus bandwidth against the library's collective in the same run (5 points, full marks from
  * 0.7x, only once the collective is correct). 100 points in all. The hidden suite repeats the
  * correctness and traffic tests on 4, 6 and 7 ranks with the secret seed (1 point each). */
-#ifndef LAB01_TESTS_H
-#define LAB01_TESTS_H
-
 #include <stdio.h>
 
-#include "../grade.h"
+#include "grade.h"
 
 static const struct {
     const char *title;
@@ -78,4 +75,13 @@ static void lab01_plan(const struct gr_plan_opts *o)
                               o->np[0] ? o->np : hidden, 1);
 }
 
-#endif
+static const struct gr_lab lab01 = {
+    .dir = "01-collectives",
+    .title = "collectives from point-to-point",
+    .plan = lab01_plan,
+    .metric = "busbw_all_reduce",
+    .metric_title = "Lab 1: ring all-reduce busbw (GB/s)",
+    .bench_args = "--max-mib 16",
+    .bench_np = "4",
+};
+GR_REGISTER_LAB(lab01)

@@ -1,4 +1,4 @@
-/* support_gpu.cu: the GPU build's coll_reduce and coll_copy. The per-element math is
+/* helpers_gpu.cu: the GPU build's coll_reduce and coll_copy. The per-element math is
  * coll_reduce_elem from collectives.h, the same function the CPU build's host loop calls. */
 extern "C" {
 #include "check.h"

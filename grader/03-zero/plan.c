@@ -1,4 +1,4 @@
-/* tests.h: the test plan of Lab 3 (ZeRO), read by the grader.
+/* plan.c: the descriptor and test plan of Lab 3 (ZeRO), read by the grader.
  *
  * The shard layout on many model sizes and rank counts (4 points). Per stage: K AdamW steps
  * on 1, 2, 3 and 4 ranks equal to the single-device reference (4 points each); on 2 ranks and
@@ -8,12 +8,9 @@
  * points each); throughput against the grader's own implementation of the stage in the same
  * run (4 points, full marks from 0.7x, only once the stage is correct). 100 points in all.
  * The hidden suite repeats the correctness tests on 3 and 4 ranks with the secret seed. */
-#ifndef LAB03_TESTS_H
-#define LAB03_TESTS_H
-
 #include <stdio.h>
 
-#include "../grade.h"
+#include "grade.h"
 
 static const struct {
     const char *title;
@@ -77,4 +74,13 @@ static void lab03_plan(const struct gr_plan_opts *o)
                               o->np[0] ? given : hidden, 1);
 }
 
-#endif
+static const struct gr_lab lab03 = {
+    .dir = "03-zero",
+    .title = "ZeRO",
+    .plan = lab03_plan,
+    .metric = "zero3_tokens_per_s",
+    .metric_title = "Lab 3: ZeRO-3 tokens/s",
+    .bench_args = "",
+    .bench_np = "2 4",
+};
+GR_REGISTER_LAB(lab03)

@@ -1,4 +1,4 @@
-/* tests.h: the test plan of Lab 2 (data parallelism), read by the grader.
+/* plan.c: the descriptor and test plan of Lab 2 (data parallelism), read by the grader.
  *
  * Per variant (naive, bucketed, overlapped) and for gradient accumulation: the same
  * training as one device on 1, 2, 3 and 4 ranks (gradients each step, losses, parameters
@@ -8,13 +8,10 @@
  * each variant against the reference solution's in the same run (10 points in all, only
  * once the variant trains correctly). 100 points in all. The hidden suite repeats the
  * correctness and traffic tests on 2 and 3 ranks with the secret seed. */
-#ifndef LAB02_TESTS_H
-#define LAB02_TESTS_H
-
 #include <stdio.h>
 #include <string.h>
 
-#include "../grade.h"
+#include "grade.h"
 
 static const struct {
     const char *op;        /* driver --op */
@@ -90,4 +87,13 @@ static void lab02_plan(const struct gr_plan_opts *o)
         for (int k = 0; k < n; k++) lab02_check_tests(k, o->np[0] ? given : hidden, 1);
 }
 
-#endif
+static const struct gr_lab lab02 = {
+    .dir = "02-ddp",
+    .title = "data parallelism",
+    .plan = lab02_plan,
+    .metric = "tokens_per_s_overlapped",
+    .metric_title = "Lab 2: overlapped DDP tokens/s",
+    .bench_args = "",
+    .bench_np = "1 2 4",
+};
+GR_REGISTER_LAB(lab02)

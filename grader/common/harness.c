@@ -1,0 +1,224 @@
+/* harness.c: the lab harness of harness.h: main, flags, modes, the case loop and the
+ * verdicts every lab's driver shares. */
+#include "harness.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "comm.h"
+#include "runtime.h"
+#include "todo.h"
+
+#define MAX_OPS 32
+#define MAX_PARTS 8
+
+/* ---- the lab's plan, as seen from its driver ---- */
+
+static const struct gr_lab *the_lab;
+static char handout[160];
+static char ops[MAX_OPS][32];
+static int nops;
+
+void gr_register_lab(const struct gr_lab *lab)
+{
+    the_lab = lab;
+}
+
+/* The driver runs its plan to learn the ops its tests name: those are what --op accepts. */
+void gr_add(const struct gr_spec *spec)
+{
+    for (int i = 0; i < nops; i++)
+        if (!strcmp(ops[i], spec->op)) return;
+    if (nops < MAX_OPS) snprintf(ops[nops++], sizeof ops[0], "%s", spec->op);
+}
+
+void gr_filter_np(const int *in, int (*runs)(int np), const char *runs_on, int *out)
+{
+    (void)runs_on;
+    int k = 0;
+    for (int i = 0; in[i] && k < GR_MAX_NP - 1; i++)
+        if (runs(in[i])) out[k++] = in[i];
+    out[k] = 0;
+}
+
+const struct gr_lab *gr_this_lab(void) { return the_lab; }
+const char *gr_handout(void) { return handout; }
+
+/* ---- verdicts ---- */
+
+int gr_agree(int x)
+{
+    PL_CHECK_MPI(MPI_Bcast(&x, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return x;
+}
+
+int gr_todo_any(void)
+{
+    /* Rank 0 may not have reached the stub another rank did: it learns the name. */
+    int mine = pl_todo_what() ? pl_rank() : pl_size(), first;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == pl_size()) return 0;
+    if (first != 0) {
+        static char what[96], section[16];
+        if (pl_rank() == first) {
+            snprintf(what, sizeof what, "%s", pl_todo_what());
+            snprintf(section, sizeof section, "%s", pl_todo_section() ? pl_todo_section() : "?");
+        }
+        PL_CHECK_MPI(MPI_Bcast(what, (int)sizeof what, MPI_CHAR, first, MPI_COMM_WORLD));
+        PL_CHECK_MPI(MPI_Bcast(section, (int)sizeof section, MPI_CHAR, first, MPI_COMM_WORLD));
+        pl_todo_note(what, section);
+    }
+    return 1;
+}
+
+void gr_say_stub(const char *part)
+{
+    gr_say(part, "still a stub: %s (see %s section %s)", pl_todo_what(), handout,
+           pl_todo_section());
+}
+
+/* ---- check mode ---- */
+
+/* The parts asked for, "correct" first whether asked or not: nothing else is judged on a
+ * wrong result. */
+static int split_parts(const char *list, char parts[MAX_PARTS][32])
+{
+    int n = 1;
+    snprintf(parts[0], sizeof parts[0], "correct");
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save))
+        if (strcmp(w, "correct") && n < MAX_PARTS) snprintf(parts[n++], sizeof parts[0], "%s", w);
+    return n;
+}
+
+/* Runs and judges case i: returns 0 when its result is wrong (the loop stops). */
+static int check_case(const struct gr_driver *d, void *st, int i, int nparts,
+                      char parts[MAX_PARTS][32], int *ok)
+{
+    char what[1024];
+    d->describe(st, i, what, sizeof what);
+    gr_case("%s", what);
+    pl_todo_reset();
+    d->run(st, i);
+    if (gr_todo_any()) {
+        gr_say_stub("correct");
+        return 0;
+    }
+    if (!gr_agree(d->judge(st, i, "correct"))) return 0;
+    for (int p = 1; p < nparts; p++)
+        if (ok[p] && !gr_agree(d->judge(st, i, parts[p]))) ok[p] = 0;
+    return 1;
+}
+
+static void check_mode(const struct gr_driver *d, void *st, const struct gr_args *a)
+{
+    char parts[MAX_PARTS][32];
+    int nparts = split_parts(a->parts, parts), ok[MAX_PARTS];
+    for (int p = 0; p < nparts; p++) ok[p] = 1;
+    double t0 = MPI_Wtime();
+    int n = d->ncases(st);
+    for (int i = 0; i < n && ok[0]; i++) ok[0] = check_case(d, st, i, nparts, parts, ok);
+    double secs = MPI_Wtime() - t0;
+    gr_result("correct", ok[0], secs);
+    for (int p = 1; p < nparts; p++) {
+        if (!ok[0]) gr_say(parts[p], "not graded: %s %s", d->subject(st), d->correct_first);
+        gr_result(parts[p], ok[0] && ok[p], secs);
+    }
+}
+
+/* ---- perf mode ---- */
+
+static void perf_mode(const struct gr_driver *d, void *st)
+{
+    double t0 = MPI_Wtime();
+    pl_todo_reset();
+    int ok = d->probe(st);
+    if (gr_todo_any()) {
+        gr_say_stub("perf");
+        gr_result("perf", 0, 0);
+        return;
+    }
+    if (!gr_agree(ok)) {
+        gr_result("perf", 0, 0);
+        return;
+    }
+    double fraction = d->perf(st);
+    gr_result("perf", fraction, MPI_Wtime() - t0);
+}
+
+/* ---- main ---- */
+
+static struct gr_args args = {.mode = "check", .parts = "correct", .label = "yours", .seed = 1};
+
+static struct pl_flag harness_flags[] = {
+    {"--op", PL_FLAG_STR, &args.op, "OP", "what to grade (the plan's ops; default none)", 0},
+    {"--mode", PL_FLAG_STR, &args.mode, "MODE", "check, perf or bench", 0},
+    {"--parts", PL_FLAG_STR, &args.parts, "LIST", "check: the parts to judge, comma-separated", 0},
+    {"--seed", PL_FLAG_U64, &args.seed, "S", "the grading seed", 0},
+    {"--label", PL_FLAG_STR, &args.label, "NAME", "bench: whose code, for the title", 0},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: driver --op OP --mode check|perf|bench [flags]\n\n"
+               "The trusted driver of %s: it runs the lab's code and reports verdicts to\n"
+               "`make grade` (docs/grader.md). Ops: ", the_lab ? the_lab->dir : "a lab");
+    for (int i = 0; i < nops; i++) fprintf(f, "%s%s", i ? ", " : "", ops[i]);
+    fprintf(f, "\n\n");
+}
+
+static void parse(int argc, char **argv, const struct gr_driver *d)
+{
+    static const struct pl_flags_program prog = {"driver", usage, 1};
+    struct pl_flag *const tables[] = {harness_flags, d->flags};
+    const int n[] = {(int)(sizeof harness_flags / sizeof harness_flags[0]), d->nflags};
+    pl_flags_parse(&prog, tables, n, d->flags ? 2 : 1, argc, argv);
+    const char *m = args.mode;
+    if (strcmp(m, "check") && strcmp(m, "perf") && strcmp(m, "bench"))
+        pl_usage_error_all("--mode %s: choose check, perf or bench", m);
+    if (!args.op && strcmp(m, "bench")) pl_usage_error_all("--mode %s needs --op", m);
+    int known = !args.op;
+    for (int i = 0; i < nops && !known; i++) known = !strcmp(ops[i], args.op);
+    if (!known) {
+        char list[MAX_OPS * 34] = "";
+        for (int i = 0; i < nops; i++) {
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", ops[i]);
+        }
+        pl_usage_error_all("--op %s is not an op of %s (choose %s)", args.op, the_lab->dir, list);
+    }
+    if ((!strcmp(m, "bench") && !d->bench) || (!strcmp(m, "perf") && !d->perf))
+        pl_usage_error_all("--mode %s: %s has none", m, the_lab->dir);
+}
+
+/* Weak while a lab's driver.c may still carry its own main. */
+extern const struct gr_driver gr_lab_driver __attribute__((weak));
+
+__attribute__((weak)) int main(int argc, char **argv)
+{
+    const struct gr_driver *d = &gr_lab_driver;
+    gr_report_take_env();
+    pl_init(&argc, &argv);
+    if (!the_lab) pl_fatal("the driver was linked without its lab's plan.c");
+    struct gr_plan_opts all = {.np = {1, 2, 3, 4, 5, 6, 7, 8, 12, 0}, .perf_np = 4, .hidden = 1};
+    the_lab->plan(&all);
+    snprintf(handout, sizeof handout, "docs/labs/%s.md", the_lab->dir);
+    pl_todo_set_handout(handout);
+    parse(argc, argv, d);
+    gr_report_open();
+    if (!strcmp(args.mode, "bench")) {
+        d->bench(&args);
+    } else {
+        void *st = d->setup(&args);
+        if (!strcmp(args.mode, "check")) check_mode(d, st, &args);
+        else perf_mode(d, st);
+        if (d->finish) d->finish(st);
+    }
+    gr_report_close();
+    pl_finalize();
+    return 0;
+}

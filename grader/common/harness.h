@@ -1,0 +1,86 @@
+/* harness.h: the lab harness. It owns a lab driver's main: the flags (lib/flags.h, with
+ * help and "did you mean"), the modes, the case loop, the collective verdicts, "not graded
+ * until correct", stub detection, and the report lines the orchestrator reads. A lab's
+ * grader/NN-name/driver.c supplies one struct gr_driver named gr_lab_driver: how to set up
+ * an --op, build and run each case, and judge each part; how to probe and time its code for
+ * the perf mode; and what its bench mode prints. Its plan (grader/NN-name/plan.c, grade.h)
+ * is linked in too: --op accepts exactly the ops its tests name.
+ *
+ *   driver --op OP --mode check [--parts correct,traffic,...] [--seed S] [lab flags]
+ *   driver --op OP --mode perf [--seed S] [lab flags]
+ *   driver --mode bench [--op OP] [--label NAME] [lab flags]
+ *
+ * check: for each case i of the op: "case" line, pl_todo_reset(), run(i); a stub reached on
+ * any rank fails part "correct" with "still a stub: WHAT (see docs/labs/NN-name.md section
+ * S)"; then judge(i, "correct"), then judge(i, p) for every other part asked for that has
+ * not failed yet. judge is called on every rank and rank 0's answer is the verdict of all
+ * (a lab may gather its ranks' observations to rank 0 in run or judge). The first wrong
+ * case stops the loop. Each part then gets one result; the parts after a wrong "correct"
+ * get 0 with "not graded: SUBJECT CORRECT_FIRST".
+ * perf: pl_todo_reset(), probe() (a stub reached fails it with the stub message; probe
+ * returns 0 after saying why the code is wrong), then perf() measures, says its figures and
+ * the leaderboard metric, and returns the fraction of the points.
+ * bench: bench() prints a table; nothing is judged. */
+#ifndef GR_HARNESS_H
+#define GR_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flags.h"
+#include "grade.h"
+#include "report.h"
+
+/* What the harness parsed, for the lab. */
+struct gr_args {
+    const char *op;    /* NULL in bench mode without --op */
+    const char *mode;  /* check, perf or bench */
+    const char *parts; /* comma-separated, check mode */
+    const char *label; /* bench: whose code this is, for the table's title */
+    uint64_t seed;     /* the grading seed: data and sizes drawn from it */
+};
+
+struct gr_driver {
+    /* The lab's own flags (may be NULL), parsed with the harness's. */
+    struct pl_flag *flags;
+    int nflags;
+    /* Collective, once flags are parsed: checks what the run can do (pl_usage_error_all with
+     * a message when it cannot, e.g. a rank count) and returns the lab's state. */
+    void *(*setup)(const struct gr_args *a);
+    /* What messages name for this op: "ring_all_reduce", "ZeRO-2". */
+    const char *(*subject)(void *st);
+    /* Ends the sentence "not graded: SUBJECT ...", e.g. "must give correct results first". */
+    const char *correct_first;
+    /* check mode: the number of cases, each one's description ("case" line), running case i
+     * (collective), and the verdict of one part on it (collective, rank 0's counts; it says
+     * why with gr_say when it fails). */
+    int (*ncases)(void *st);
+    void (*describe)(void *st, int i, char *buf, size_t len);
+    void (*run)(void *st, int i);
+    int (*judge)(void *st, int i, const char *part);
+    /* perf mode (may be NULL when the plan has no perf test): see above. */
+    int (*probe)(void *st);
+    double (*perf)(void *st);
+    /* bench mode (may be NULL). */
+    void (*bench)(const struct gr_args *a);
+    /* Frees the state (may be NULL). */
+    void (*finish)(void *st);
+};
+
+/* Defined by the lab's driver.c. */
+extern const struct gr_driver gr_lab_driver;
+
+/* The lab this driver grades (its plan.c's descriptor). */
+const struct gr_lab *gr_this_lab(void);
+/* "docs/labs/NN-name.md" */
+const char *gr_handout(void);
+
+/* Collective: 1 on every rank when any rank reached a stub since pl_todo_reset(); rank 0
+ * then knows which (pl_todo_what). */
+int gr_todo_any(void);
+/* Part's reason "still a stub: WHAT (see HANDOUT section S)" (rank 0, after gr_todo_any). */
+void gr_say_stub(const char *part);
+/* Collective: rank 0's value of x on every rank. */
+int gr_agree(int x);
+
+#endif

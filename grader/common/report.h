@@ -1,0 +1,59 @@
+/* report.h: how a lab's driver speaks to the orchestrator, and how it times code.
+ *
+ *   the report channel   gr_report_*(), gr_case/gr_say/gr_result/gr_metric: verdicts go to
+ *                        the file the orchestrator names in PL_GRADE_REPORT, one line each,
+ *                        carrying the run's token (read from PL_GRADE_TOKEN_FILE, which is
+ *                        then removed), written by world rank 0 only. The harness opens and
+ *                        closes it; a lab only says, reports results and metrics;
+ *   performance          gr_perf_compare(): the code under test timed against a baseline in
+ *                        interleaved rounds, and the fraction of the points it earns. */
+#ifndef GR_REPORT_H
+#define GR_REPORT_H
+
+/* ---- the report channel ---- */
+
+/* Call before pl_init: the report file's and token file's names leave the environment
+ * (overwritten in place, then unset) before any code under test can read them. */
+void gr_report_take_env(void);
+/* Collective, right after pl_init and before any code under test runs: world rank 0 reads
+ * the token and removes its file, and opens the report file (stdout when none is named, so
+ * a driver run by hand prints its verdicts). */
+void gr_report_open(void);
+void gr_report_close(void);
+/* "case TEXT": what the run is doing now, shown when it hangs or crashes. */
+void gr_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "say PART TEXT": one line of the reason shown under test PART. */
+void gr_say(const char *part, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "result PART FRACTION SECONDS": the verdict of PART, a fraction of its points. */
+void gr_result(const char *part, double fraction, double seconds);
+/* "metric NAME VALUE": a figure for the leaderboard or the log. */
+void gr_metric(const char *name, double value);
+/* 1 when the comma-separated list parts names p. */
+int gr_has_part(const char *parts, const char *p);
+
+/* ---- performance against a baseline ---- */
+
+/* Full marks for performance from this fraction of the baseline's speed (every lab). */
+#define GR_PERF_FULL_RATIO 0.7
+
+struct gr_perf {
+    double best_base, best_mine; /* seconds per unit of work, the best round of each */
+    double ratio;                /* best_base / best_mine: 1 is as fast as the baseline */
+    double fraction;             /* of the points: 1 from GR_PERF_FULL_RATIO, else linear */
+};
+
+/* Collective. time(ctx, mine) measures one round of the baseline (mine 0) or of the code
+ * under test (mine 1) and returns its seconds per unit, the same on every rank (the slowest
+ * rank's). Rounds alternate, the best of each side counts: both see the same machine, load
+ * and caches, and noise only ever slows a side down. Another batch of rounds is measured
+ * only while the ratio is short of full marks, so a busy moment cannot cost points. */
+void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
+                     struct gr_perf *out);
+
+/* The verdict of part "perf" for a training step timed by gr_perf_compare: "yours X ms per
+ * step (T tokens/s), BASELINE Y ms per step: Rx; full marks from 0.70x", the hint when the
+ * ratio is short of full marks, the leaderboard metric (tokens/s) and the result. */
+void gr_perf_report_step(const struct gr_perf *pf, double tokens, const char *baseline,
+                         const char *hint, const char *metric, double t0);
+
+#endif
