@@ -52,6 +52,21 @@ const char *pl_plan_model_names(char *buf, size_t len);
 /* Shape checks with errors that teach ("heads=30 does not divide d_model=4096"). */
 int pl_plan_model_check(const struct pl_plan_model *m, char *err, size_t errlen);
 
+/* Published training runs, for the sanity table (plan --published-runs): the degrees and
+ * microbatch as published; the planner completes the rest. counts_recompute: the published
+ * figure counts recomputed FLOPs (hardware FLOPs utilisation), as Megatron's papers do. */
+struct pl_plan_published {
+    const char *model, *profile;
+    int nodes, seq;          /* seq 0: the preset's */
+    double batch_tokens;     /* 0: the preset's */
+    const char *fix;         /* --fix text */
+    double mfu;              /* percent */
+    int counts_recompute;
+    const char *source;
+};
+int pl_plan_published_count(void);
+const struct pl_plan_published *pl_plan_published_at(int i);
+
 /* ---------------------------------------------------------------- cluster */
 
 struct pl_plan_cluster {

@@ -83,8 +83,13 @@ static void usage(FILE *f)
         snprintf(left, sizeof left, "%s %s", flags[i].name, flags[i].arg);
         fprintf(f, "  %-24s %s\n", left, flags[i].help);
     }
-    fprintf(f, "  %-24s the model and cluster presets\n  %-24s this text\n", "--list", "--help");
+    fprintf(f, "  %-24s the model and cluster presets\n", "--list");
+    fprintf(f, "  %-24s published runs against the model (the sanity table)\n",
+            "--published-runs");
+    fprintf(f, "  %-24s this text\n", "--help");
 }
+
+static void published_runs(void);
 
 static void list_presets(void)
 {
@@ -131,6 +136,10 @@ static void parse_args(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--list")) {
             list_presets();
+            exit(0);
+        }
+        if (!strcmp(argv[i], "--published-runs")) {
+            published_runs();
             exit(0);
         }
         struct flag *fl = NULL;
@@ -330,6 +339,50 @@ static void report_search(const struct pl_plan_model *m, const struct pl_plan_cl
 
 #define MAX_NODES 4096
 
+/* --fix TEXT: what the search keeps. A published configuration is timed as published even
+ * where the memory model disagrees (ignore_memory); the report shows the memory beside. */
+static void parse_fixed(const char *text, int ignore_memory, struct pl_plan_fixed *fixed)
+{
+    struct pl_plan_config f;
+    char err[512];
+    memset(&f, 0, sizeof f);
+    if (pl_plan_config_parse(&f, text, err, sizeof err) != 0) pl_usage_error("--fix: %s", err);
+    *fixed = pl_plan_fixed_none();
+    memcpy(fixed->deg, f.deg, sizeof f.deg);
+    fixed->micro = f.micro;
+    if (strstr(text, "zero=")) fixed->zero = f.zero;
+    if (strstr(text, "recompute=")) fixed->recompute = (int)f.recompute;
+    fixed->ignore_memory = ignore_memory;
+}
+
+/* The sanity table: each published run's degrees, the rest planned, against its figure. */
+static void published_runs(void)
+{
+    static struct pl_plan_result res;
+    printf("%-36s %-30s %9s %9s %9s %7s\n", "run", "planned configuration", "memory",
+           "published", "modelled", "diff");
+    for (int i = 0; i < pl_plan_published_count(); i++) {
+        const struct pl_plan_published *p = pl_plan_published_at(i);
+        struct pl_plan_model m = *pl_plan_model_find(p->model);
+        if (p->seq) m.seq = p->seq;
+        if (p->batch_tokens > 0) m.batch_tokens = p->batch_tokens;
+        struct pl_plan_cluster c;
+        pl_plan_cluster_from_profile(&c, pl_profile_find(p->profile), p->nodes);
+        struct pl_plan_fixed fixed;
+        parse_fixed(p->fix, 1, &fixed);
+        if (!pl_plan_search(&m, &c, &fixed, &res)) pl_fatal("nothing planned for %s", p->source);
+        const struct pl_plan_choice *b = &res.best[0];
+        char cfg[64];
+        snprintf(cfg, sizeof cfg, "tp%d pp%d dp%d zero%d v%d %s", b->cfg.deg[PL_AX_TP],
+                 b->cfg.deg[PL_AX_PP], b->cfg.deg[PL_AX_DP], b->cfg.zero, b->cfg.v,
+                 pl_recompute_name(b->cfg.recompute));
+        double got = 100 * (p->counts_recompute ? b->time.hfu : b->time.mfu);
+        printf("%-36s %-30s %6.1f GB %8.0f%% %8.1f%% %+7.1f%s\n", p->source, cfg,
+               b->mem.total / 1e9, p->mfu, got, got - p->mfu,
+               p->counts_recompute ? "  (recomputation counted)" : "");
+    }
+}
+
 static void nothing_fits(const struct pl_plan_model *m, const struct pl_plan_cluster *c)
 {
     struct pl_plan_params p;
@@ -381,20 +434,7 @@ int main(int argc, char **argv)
         return 0;
     }
     struct pl_plan_fixed fixed = pl_plan_fixed_none();
-    if (o.fix) {
-        struct pl_plan_config f;
-        char err[512];
-        memset(&f, 0, sizeof f);
-        if (pl_plan_config_parse(&f, o.fix, err, sizeof err) != 0)
-            pl_usage_error("--fix: %s", err);
-        memcpy(fixed.deg, f.deg, sizeof f.deg);
-        fixed.micro = f.micro;
-        if (strstr(o.fix, "zero=")) fixed.zero = f.zero;
-        if (strstr(o.fix, "recompute=")) fixed.recompute = (int)f.recompute;
-        /* A published configuration is timed as published, even where the memory model
-         * disagrees; the report says so. */
-        fixed.ignore_memory = o.published;
-    }
+    if (o.fix) parse_fixed(o.fix, o.published, &fixed);
     static struct pl_plan_result res;
     if (!pl_plan_search(&m, &c, o.fix ? &fixed : NULL, &res)) {
         if (o.fix) pl_usage_error("no configuration with %s obeys every rule on %d GPUs", o.fix,
