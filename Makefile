@@ -118,6 +118,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 -include grader/grader.mk
+-include lib/plan.mk
 
 # ---- running ----
 test: all
@@ -148,6 +149,8 @@ help:
 	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
 	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1; docs/grader.md)"
 	@echo "  make gradescope      build/gradescope/autograder.zip for Gradescope"
+	@echo "  make plan ARGS=...   place a model on a cluster (ARGS=--help for the flags; Lab 8)"
+	@echo "  make plots LAB=08    redraw Lab 8's figures from runs of the plan tool"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"

@@ -175,6 +175,7 @@ struct pl_plan_fixed pl_plan_fixed_none(void);
 struct pl_plan_point {
     struct pl_plan_config cfg;
     double step, mfu, memory;
+    struct pl_plan_memory mem;
     int fits;
 };
 #define PL_PLAN_POINTS 256

@@ -2,6 +2,7 @@
  * its numbers) and plan --svg (modelled MFU and memory over the configuration space). */
 #include "plan_report.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,19 +101,43 @@ static int by_step(const void *a, const void *b)
     return (kx > ky) - (kx < ky);
 }
 
+/* One stacked bar: values v[0..k) from the bottom, in colours col[], clipped at max. */
+static void svg_stack(FILE *f, int x, int top, int height, double max, const double *v,
+                      const char *const *col, int k)
+{
+    double base = 0;
+    for (int j = 0; j < k && base < max; j++) {
+        double lo = base, hi = fmin(base + v[j], max);
+        base += v[j];
+        if (hi <= lo) continue;
+        fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"16\" height=\"%.1f\" fill=\"%s\"/>\n", x,
+                top + height - hi / max * height, (hi - lo) / max * height, col[j]);
+    }
+}
+
+static const char *const MEM_COLOURS[] = {"#7570b3", "#e6ab02", "#66a61e", "#1f78b4"};
+static const char *const MEM_NAMES[] = {"parameters", "gradients", "optimizer", "activations"};
+
 static void svg_bar_panel(FILE *f, const struct pl_plan_point *pt, int n, int top, int height,
                           double max, int mfu, double hbm)
 {
     int left = 70, w = 16;
     fprintf(f, "<text x=\"10\" y=\"%d\" font-size=\"12\">%s</text>\n", top - 6,
-            mfu ? "modelled MFU (%)" : "memory per GPU (GB)");
-    for (int i = 0; i < n; i++) {
-        double v = mfu ? (pt[i].fits ? 100 * pt[i].mfu : 0) : pt[i].memory / 1e9;
-        double hgt = v / max * height;
-        if (hgt > height) hgt = height;
-        fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"/>\n",
-                left + i * (w + 2), top + height - hgt, w, hgt,
-                !pt[i].fits ? "#bbbbbb" : i == 0 ? "#d95f02" : "#1b9e77");
+            mfu ? "modelled MFU (%; orange: the chosen plan)"
+                : "memory per GPU by category (GB; first stage)");
+    for (int i = 0; i < n && !mfu; i++) {
+        const struct pl_plan_memory *m = &pt[i].mem;
+        double v[4] = {m->params / 1e9, m->grads / 1e9, m->optim / 1e9, m->activ / 1e9};
+        svg_stack(f, left + i * (w + 2), top, height, max, v, MEM_COLOURS, 4);
+    }
+    for (int j = 0; j < 4 && !mfu; j++)
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" "
+                   "y=\"%d\" font-size=\"10\">%s</text>\n", 330 + 95 * j, top - 16, MEM_COLOURS[j],
+                344 + 95 * j, top - 7, MEM_NAMES[j]);
+    for (int i = 0; i < n && mfu; i++) {
+        double v = pt[i].fits ? 100 * pt[i].mfu : 0;
+        const char *col[] = {i == 0 ? "#d95f02" : "#1b9e77"};
+        svg_stack(f, left + i * (w + 2), top, height, max, &v, col, 1);
     }
     for (int k = 0; k <= 4; k++) {
         double y = top + height - k * height / 4.0;
@@ -166,6 +191,7 @@ int pl_plan_write_svg(const char *path, const struct pl_plan_model *m,
     max_mfu = 10 * (int)(max_mfu / 10 + 1);
     if (max_mem > 4 * c->hbm / 1e9) max_mem = 4 * c->hbm / 1e9;
     int width = 70 + n * 18 + 90, height = 470;
+    if (width < 760) width = 760;
     struct pl_atomic_file a;
     pl_atomic_open(&a, path, "plot");
     FILE *f = a.f;
@@ -176,7 +202,7 @@ int pl_plan_write_svg(const char *path, const struct pl_plan_model *m,
                "settings of each set of degrees, fastest first (grey: fits no setting)</text>\n",
             m->name, c->nodes, c->name, pl_plan_gpus(c));
     svg_bar_panel(f, pt, n, 50, 150, max_mfu, 1, c->hbm);
-    svg_bar_panel(f, pt, n, 240, 150, max_mem, 0, c->hbm);
+    svg_bar_panel(f, pt, n, 250, 140, max_mem, 0, c->hbm);
     svg_labels(f, pt, n, 400);
     fprintf(f, "</svg>\n");
     pl_atomic_ok(&a, !ferror(f));

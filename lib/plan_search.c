@@ -52,6 +52,7 @@ static void add_point(struct pl_plan_result *res, const struct pl_plan_choice *c
     p->step = ch->time.step;
     p->mfu = ch->time.mfu;
     p->memory = ch->mem.total;
+    p->mem = ch->mem;
     p->fits = fits;
 }
 
