@@ -10,7 +10,8 @@
  *                    planner) within TOL_QUALITY of the planner's exhaustive best;
  *   search_hidden    the same on two cases drawn by the seed;
  *   sanity(_hidden)  the student's step time on published runs (the published degrees, the
- *                    rest planned by the kit) within SANITY_POINTS of their published MFU. */
+ *                    rest planned by the kit) within SANITY_POINTS of their published MFU;
+ *   questions        the numeric answers of placement_answers against the planner's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,12 +66,16 @@ WRAP(int, pl_plan_check_placement, (const struct pl_plan_model *m,
 
 /* ---------------------------------------------------------------- cases */
 
-enum op { OP_MEMORY, OP_TIME, OP_SEARCH, OP_SEARCH_HIDDEN, OP_SANITY, OP_SANITY_HIDDEN, NOPS };
+enum op {
+    OP_MEMORY, OP_TIME, OP_SEARCH, OP_SEARCH_HIDDEN, OP_SANITY, OP_SANITY_HIDDEN, OP_QUESTIONS,
+    NOPS
+};
 static const char *const OP_NAMES[NOPS] = {"memory", "time", "search", "search_hidden",
-                                           "sanity", "sanity_hidden"};
+                                           "sanity", "sanity_hidden", "questions"};
 static const char *const OP_FUNCS[NOPS] = {"placement_memory", "placement_step_time",
                                            "placement_search", "placement_search",
-                                           "placement_step_time", "placement_step_time"};
+                                           "placement_step_time", "placement_step_time",
+                                           "placement_answers"};
 
 struct spec {
     const char *model, *profile;
@@ -117,6 +122,10 @@ static const struct spec SANITY[] = {
      41, "Llama 3 (2024), 16K H100, 8K context"},
     {"llama3-405b", "dgx-h100", 1024, 0, 0, "tp=8,pp=16,dp=64,micro=1,recompute=selective",
      43, "Llama 3 (2024), 8K H100, 8K context"},
+};
+/* Question 1's model and cluster; questions 2 and 3 are about SANITY[0]'s plan. */
+static const struct spec QUESTIONS[] = {
+    {"llama3-70b", "dgx-h100", 1, 4096, 4194304, NULL, 0, NULL},
 };
 static const struct spec SANITY_HIDDEN[] = {
     {"llama3-405b", "dgx-h100", 2048, 131072, 16777216,
@@ -186,6 +195,7 @@ static void *setup(const struct gr_args *a)
     if (the_op == OP_SEARCH) table = SEARCHES, n = 3;
     if (the_op == OP_SANITY) table = SANITY, n = 2;
     if (the_op == OP_SANITY_HIDDEN) table = SANITY_HIDDEN, n = 1;
+    if (the_op == OP_QUESTIONS) table = QUESTIONS, n = 1;
     if (the_op == OP_SEARCH_HIDDEN) {
         /* Two of the hidden searches, drawn by the seed. */
         int k = (int)(sizeof SEARCHES_HIDDEN / sizeof SEARCHES_HIDDEN[0]);
@@ -232,7 +242,8 @@ static void run(void *st, int i)
     struct tcase *t = &cases[i];
     oracle_called = NULL;
     under_test = 1;
-    if (the_op == OP_MEMORY) placement_memory(&t->model, &t->cluster, &t->cfg, &t->mem);
+    if (the_op == OP_QUESTIONS) (void)0; /* the answers are data: judge_questions reads them */
+    else if (the_op == OP_MEMORY) placement_memory(&t->model, &t->cluster, &t->cfg, &t->mem);
     else if (the_op == OP_SEARCH || the_op == OP_SEARCH_HIDDEN)
         t->found = placement_search(&t->model, &t->cluster, &t->chosen) == 0;
     else placement_step_time(&t->model, &t->cluster, &t->cfg, &t->time);
@@ -367,6 +378,46 @@ static int judge_sanity(const struct tcase *t)
     return 0;
 }
 
+static int answer_int(const char *q, int got, int want)
+{
+    if (got == want) return 1;
+    gr_say("correct", "%s: yours %d, expected %d", q, got, want);
+    return 0;
+}
+
+static int answer_real(const char *q, double got, double want, double tol)
+{
+    if (fabs(got - want) <= tol) return 1;
+    gr_say("correct", "%s: yours %.2f, expected %.2f (within %.2f)", q, got, want, tol);
+    return 0;
+}
+
+static int judge_questions(struct tcase *t)
+{
+    const struct placement_answers *a = &placement_answers;
+    if (!a->q1_nodes && !a->q2_bubble_percent && !a->q3_mfu_percent) {
+        gr_say("correct", "still a stub: placement_answers (see %s section 6)", gr_handout());
+        return 0;
+    }
+    t->cluster.nodes = __real_pl_plan_min_nodes(&t->model, &t->cluster, 4096);
+    __real_pl_plan_search(&t->model, &t->cluster, NULL, &t->best);
+    const struct pl_plan_config *b = &t->best.best[0].cfg;
+    int ok = answer_int("Q1 nodes", a->q1_nodes, t->cluster.nodes);
+    ok &= answer_int("Q1 tp", a->q1_tp, b->deg[PL_AX_TP]);
+    ok &= answer_int("Q1 pp", a->q1_pp, b->deg[PL_AX_PP]);
+    ok &= answer_int("Q1 dp", a->q1_dp, b->deg[PL_AX_DP]);
+    ok &= answer_int("Q1 ZeRO stage", a->q1_zero, b->zero);
+    ok &= answer_real("Q2 bubble (%)", a->q2_bubble_percent, 100 * pl_rule_bubble(16, 16, 7),
+                      0.1);
+    struct tcase pub;
+    the_op = OP_SANITY;
+    build_case(&pub, &SANITY[0]);
+    plan_published(&pub);
+    the_op = OP_QUESTIONS;
+    ok &= answer_real("Q3 MFU (%)", a->q3_mfu_percent, 100 * pub.best.best[0].time.mfu, 0.5);
+    return ok;
+}
+
 static int judge(void *st, int i, const char *part)
 {
     (void)st;
@@ -382,6 +433,7 @@ static int judge(void *st, int i, const char *part)
     case OP_TIME: return judge_time(t);
     case OP_SEARCH:
     case OP_SEARCH_HIDDEN: return !strcmp(part, "quality") ? judge_quality(t) : judge_rules(t);
+    case OP_QUESTIONS: return judge_questions(&cases[i]);
     default: return judge_sanity(t);
     }
 }

@@ -47,6 +47,9 @@ double placement_step_time(const struct pl_plan_model *m, const struct pl_plan_c
     return 0;
 }
 
+/* Section 6: your answers (0: unanswered). */
+const struct placement_answers placement_answers = {0};
+
 /* Section 5. For every tp, cp, ep, pp (dp takes the rest of the GPUs), every microbatch
  * size that reaches the batch exactly, every v, ZeRO stage and recomputation: keep the
  * fastest configuration that obeys every rule of section 2 (pl_rule_* in plan_rules.h, with

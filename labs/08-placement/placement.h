@@ -36,4 +36,20 @@ double placement_step_time(const struct pl_plan_model *m, const struct pl_plan_c
 int placement_search(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                      struct pl_plan_config *best);
 
+/* Your answers to the handout's questions (section 6), as numbers; 0 means unanswered.
+ * Work them out with your functions or with `make plan ARGS=...`. */
+struct placement_answers {
+    /* Q1: Llama 3 70B at 4K context, 4M (4194304) tokens per step, on DGX H100 nodes: the
+     * fewest nodes that fit, and the fastest configuration on that many. */
+    int q1_nodes, q1_tp, q1_pp, q1_dp, q1_zero;
+    /* Q2: the share of the step (percent) the pipeline bubble takes with p = 16 stages,
+     * m = 16 microbatches and v = 7 chunks per GPU (Llama 3 405B's plan on 16K GPUs). */
+    double q2_bubble_percent;
+    /* Q3: the modelled MFU (percent) of Llama 3 405B on 16K H100 with its published degrees
+     * (tp8 pp16 dp128, one sequence per microbatch, selective recomputation), the rest as
+     * the kit's planner completes it (plan --published-runs). */
+    double q3_mfu_percent;
+};
+extern const struct placement_answers placement_answers;
+
 #endif
