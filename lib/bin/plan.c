@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fileio.h"
 #include "plan.h"
 #include "plan_report.h"
 #include "plan_rules.h"
@@ -390,10 +391,12 @@ static void nothing_fits(const struct pl_plan_model *m, const struct pl_plan_clu
     int n = pl_plan_min_nodes(m, c, MAX_NODES);
     if (n)
         pl_usage_error("%s fits no configuration on %d GPUs of %.0f GB: its %.1fB parameters "
-                       "need %.0f GB of model state at 16 bytes each, before activations; the "
-                       "fewest that fit are %d nodes (%d GPUs): plan --nodes %d",
+                       "need %.0f GB of model state at 16 bytes each (%.0f GPUs' usable memory "
+                       "even fully sharded), and the activations and the batch add their own "
+                       "constraints; the fewest that fit are %d nodes (%d GPUs): plan --nodes %d",
                        m->name, pl_plan_gpus(c), c->hbm / 1e9, p.total / 1e9,
-                       16 * p.total / 1e9, n, n * c->per_node, n);
+                       16 * p.total / 1e9, ceil(16 * p.total / (PL_RULE_MEM_SHARE * c->hbm)),
+                       n, n * c->per_node, n);
     pl_usage_error("%s fits no configuration on up to %d nodes of %d GPUs (%.0f GB each), nor "
                    "reaches its batch of %.0f sequences exactly on any of them",
                    m->name, MAX_NODES, c->per_node, c->hbm / 1e9, m->batch_tokens / m->seq);
@@ -424,12 +427,14 @@ int main(int argc, char **argv)
     struct pl_plan_cluster c;
     build_model(&m);
     build_cluster(&c);
+    char err[512];
+    if (o.svg && pl_atomic_check(o.svg, "plot", err, sizeof err) != 0) pl_usage_error("%s", err);
     if (!o.nodes && !o.config) {
         c.nodes = pl_plan_min_nodes(&m, &c, MAX_NODES);
         if (!c.nodes) nothing_fits(&m, &c);
     }
-    print_header(&m, &c);
     if (o.config) {
+        print_header(&m, &c);
         evaluate(&m, &c);
         return 0;
     }
@@ -441,6 +446,7 @@ int main(int argc, char **argv)
                                   pl_plan_gpus(&c));
         nothing_fits(&m, &c);
     }
+    print_header(&m, &c);
     report_search(&m, &c, &res);
     if (o.svg && pl_plan_write_svg(o.svg, &m, &c, &res) != 0) return 1;
     return 0;
