@@ -4,71 +4,63 @@
  * configurations with what makes them lose. --explain prints the derivation, --svg draws MFU
  * and memory over the configuration space, --config evaluates one configuration instead of
  * searching. The model and its assumptions: lib/plan.h, docs/labs/08-placement.md. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "flags.h"
 #include "fileio.h"
 #include "plan.h"
 #include "plan_report.h"
 #include "plan_rules.h"
 
-enum kind { K_INT, K_DOUBLE, K_STR, K_BOOL };
-
-struct flag {
-    const char *name;
-    enum kind kind;
-    void *ptr;
-    const char *arg, *help;
-    int set;
-};
-
 struct opts {
     const char *model, *cluster, *config, *fix, *svg;
     struct pl_plan_model shape;
     double batch_tokens;
-    int nodes, per_node, explain, published;
+    int nodes, per_node, explain, published, list, published_runs;
     double hbm_gb, peak_tflops, efficiency, bw_gbs[PL_NLINKS], lat_us[PL_NLINKS];
 };
 
 static struct opts o;
 
 #define F(name, kind, field, arg, help) {name, kind, &o.field, arg, help, 0}
-static struct flag flags[] = {
-    F("--model", K_STR, model, "NAME", "a preset (see --list); shape flags below override it"),
-    F("--layers", K_INT, shape.layers, "N", "transformer blocks"),
-    F("--d-model", K_INT, shape.d_model, "N", "width of the residual stream"),
-    F("--heads", K_INT, shape.heads, "N", "attention heads"),
-    F("--kv-heads", K_INT, shape.kv_heads, "N", "key/value heads (grouped-query attention)"),
-    F("--d-ff", K_INT, shape.d_ff, "N", "MLP hidden width (dense layers)"),
-    F("--vocab", K_INT, shape.vocab, "N", "vocabulary size"),
-    F("--seq", K_INT, shape.seq, "N", "tokens per sequence"),
-    F("--gated", K_INT, shape.gated, "0|1", "SwiGLU MLP (three matrices)"),
-    F("--tied", K_INT, shape.tied, "0|1", "embedding and head share one matrix"),
-    F("--experts", K_INT, shape.experts, "N", "experts per MoE layer (0: dense)"),
-    F("--top-k", K_INT, shape.top_k, "K", "experts per token"),
-    F("--d-ff-expert", K_INT, shape.d_ff_expert, "N", "hidden width of one expert"),
-    F("--shared-experts", K_INT, shape.shared_experts, "N", "always-on experts per MoE layer"),
-    F("--dense-layers", K_INT, shape.dense_layers, "N", "first layers with a dense MLP"),
-    F("--batch-tokens", K_DOUBLE, batch_tokens, "T", "global batch per step in tokens (4M: 4194304)"),
-    F("--cluster", K_STR, cluster, "NAME", "dgx-h100 or dgx-a100 (or cpu); numbers below override it"),
-    F("--nodes", K_INT, nodes, "N", "nodes (default: the fewest that fit)"),
-    F("--gpus-per-node", K_INT, per_node, "N", "GPUs per node"),
-    F("--hbm", K_DOUBLE, hbm_gb, "GB", "memory per GPU"),
-    F("--peak", K_DOUBLE, peak_tflops, "TFLOPS", "peak dense BF16 per GPU"),
-    F("--efficiency", K_DOUBLE, efficiency, "F", "share of peak a layer sustains, in (0, 1]"),
-    F("--intra-bw", K_DOUBLE, bw_gbs[PL_LINK_INTRA], "GB/s", "intra-node bandwidth per GPU per direction"),
-    F("--inter-bw", K_DOUBLE, bw_gbs[PL_LINK_INTER], "GB/s", "inter-node bandwidth per GPU per direction"),
-    F("--intra-lat", K_DOUBLE, lat_us[PL_LINK_INTRA], "US", "intra-node latency per message"),
-    F("--inter-lat", K_DOUBLE, lat_us[PL_LINK_INTER], "US", "inter-node latency per message"),
-    F("--config", K_STR, config, "K=V,..", "evaluate this configuration (tp=8,pp=2,zero=1,micro=1,m=64,...)"),
-    F("--fix", K_STR, fix, "K=V,..", "search with these degrees fixed (tp=8,pp=16,dp=128,zero=1)"),
-    F("--published", K_BOOL, published, "", "with --fix: time it even if the memory model says it does not fit"),
-    F("--explain", K_BOOL, explain, "", "print the derivation of every figure"),
-    F("--svg", K_STR, svg, "FILE", "draw MFU and memory per configuration"),
+static struct pl_flag flags[] = {
+    F("--model", PL_FLAG_STR, model, "NAME", "a preset (see --list); shape flags below override it"),
+    F("--layers", PL_FLAG_INT, shape.layers, "N", "transformer blocks"),
+    F("--d-model", PL_FLAG_INT, shape.d_model, "N", "width of the residual stream"),
+    F("--heads", PL_FLAG_INT, shape.heads, "N", "attention heads"),
+    F("--kv-heads", PL_FLAG_INT, shape.kv_heads, "N", "key/value heads (grouped-query attention)"),
+    F("--d-ff", PL_FLAG_INT, shape.d_ff, "N", "MLP hidden width (dense layers)"),
+    F("--vocab", PL_FLAG_INT, shape.vocab, "N", "vocabulary size"),
+    F("--seq", PL_FLAG_INT, shape.seq, "N", "tokens per sequence"),
+    F("--gated", PL_FLAG_INT, shape.gated, "0|1", "SwiGLU MLP (three matrices)"),
+    F("--tied", PL_FLAG_INT, shape.tied, "0|1", "embedding and head share one matrix"),
+    F("--experts", PL_FLAG_INT, shape.experts, "N", "experts per MoE layer (0: dense)"),
+    F("--top-k", PL_FLAG_INT, shape.top_k, "K", "experts per token"),
+    F("--d-ff-expert", PL_FLAG_INT, shape.d_ff_expert, "N", "hidden width of one expert"),
+    F("--shared-experts", PL_FLAG_INT, shape.shared_experts, "N", "always-on experts per MoE layer"),
+    F("--dense-layers", PL_FLAG_INT, shape.dense_layers, "N", "first layers with a dense MLP"),
+    F("--batch-tokens", PL_FLAG_DOUBLE, batch_tokens, "T", "global batch per step in tokens (4M: 4194304)"),
+    F("--cluster", PL_FLAG_STR, cluster, "NAME", "dgx-h100 or dgx-a100 (or cpu); numbers below override it"),
+    F("--nodes", PL_FLAG_INT, nodes, "N", "nodes (default: the fewest that fit)"),
+    F("--gpus-per-node", PL_FLAG_INT, per_node, "N", "GPUs per node"),
+    F("--hbm", PL_FLAG_DOUBLE, hbm_gb, "GB", "memory per GPU"),
+    F("--peak", PL_FLAG_DOUBLE, peak_tflops, "TFLOPS", "peak dense BF16 per GPU"),
+    F("--efficiency", PL_FLAG_DOUBLE, efficiency, "F", "share of peak a layer sustains, in (0, 1]"),
+    F("--intra-bw", PL_FLAG_DOUBLE, bw_gbs[PL_LINK_INTRA], "GB/s", "intra-node bandwidth per GPU per direction"),
+    F("--inter-bw", PL_FLAG_DOUBLE, bw_gbs[PL_LINK_INTER], "GB/s", "inter-node bandwidth per GPU per direction"),
+    F("--intra-lat", PL_FLAG_DOUBLE, lat_us[PL_LINK_INTRA], "US", "intra-node latency per message"),
+    F("--inter-lat", PL_FLAG_DOUBLE, lat_us[PL_LINK_INTER], "US", "inter-node latency per message"),
+    F("--config", PL_FLAG_STR, config, "K=V,..", "evaluate this configuration (tp=8,pp=2,zero=1,micro=1,m=64,...)"),
+    F("--fix", PL_FLAG_STR, fix, "K=V,..", "search with these degrees fixed (tp=8,pp=16,dp=128,zero=1)"),
+    F("--published", PL_FLAG_SWITCH, published, "", "with --fix: time it even if the memory model says it does not fit"),
+    F("--explain", PL_FLAG_SWITCH, explain, "", "print the derivation of every figure"),
+    F("--svg", PL_FLAG_STR, svg, "FILE", "draw MFU and memory per configuration"),
+    F("--list", PL_FLAG_SWITCH, list, "", "the model and cluster presets"),
+    F("--published-runs", PL_FLAG_SWITCH, published_runs, "", "published runs against the model (the sanity table)"),
 };
 #undef F
 #define NFLAGS ((int)(sizeof flags / sizeof flags[0]))
@@ -78,16 +70,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: plan --model NAME --cluster NAME [--nodes N] [flags]\n\n"
                "Chooses tp, cp, ep, pp, dp, the ZeRO stage, microbatches, interleaving,\n"
                "recomputation and the rank order for a model on a cluster, by the memory,\n"
-               "communication and time model of lib/plan.h (docs/labs/08-placement.md).\n\n");
-    for (int i = 0; i < NFLAGS; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "%s %s", flags[i].name, flags[i].arg);
-        fprintf(f, "  %-24s %s\n", left, flags[i].help);
-    }
-    fprintf(f, "  %-24s the model and cluster presets\n", "--list");
-    fprintf(f, "  %-24s published runs against the model (the sanity table)\n",
-            "--published-runs");
-    fprintf(f, "  %-24s this text\n", "--help");
+               "communication and time model of lib/plan.h (docs/labs/08-placement.md).\n"
+               "A shape flag given with --model overrides the preset's; 0 is the default of\n"
+               "every number below (the preset's or the profile's value).\n\n");
 }
 
 static void published_runs(void);
@@ -108,51 +93,19 @@ static void list_presets(void)
         printf("  %-14s %s\n", pl_profile_at(i)->name, pl_profile_at(i)->description);
 }
 
-static void parse_value(struct flag *fl, const char *v)
-{
-    char *end;
-    errno = 0;
-    if (fl->kind == K_STR) {
-        *(const char **)fl->ptr = v;
-    } else if (fl->kind == K_INT) {
-        long x = strtol(v, &end, 10);
-        if (errno || end == v || *end || x < 0 || x > (1L << 24))
-            pl_usage_error("%s '%s' is not a whole number from 0 to %ld", fl->name, v, 1L << 24);
-        *(int *)fl->ptr = (int)x;
-    } else {
-        double x = strtod(v, &end);
-        if (errno || end == v || *end || !(x > 0) || !isfinite(x))
-            pl_usage_error("%s '%s' is not a positive number", fl->name, v);
-        *(double *)fl->ptr = x;
-    }
-    fl->set = 1;
-}
-
 static void parse_args(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (!strcmp(argv[i], "--list")) {
-            list_presets();
-            exit(0);
-        }
-        if (!strcmp(argv[i], "--published-runs")) {
-            published_runs();
-            exit(0);
-        }
-        struct flag *fl = NULL;
-        for (int k = 0; k < NFLAGS; k++)
-            if (!strcmp(argv[i], flags[k].name)) fl = &flags[k];
-        if (!fl) pl_usage_error("unknown flag '%s' (plan --help lists the flags)", argv[i]);
-        if (fl->kind == K_BOOL) {
-            *(int *)fl->ptr = 1;
-            continue;
-        }
-        if (i + 1 >= argc) pl_usage_error("%s needs a value (%s)", fl->name, fl->arg);
-        parse_value(fl, argv[++i]);
+    static const struct pl_flags_program prog = {"plan", usage, 0};
+    struct pl_flag *const tables[] = {flags};
+    const int n[] = {NFLAGS};
+    pl_flags_parse(&prog, tables, n, 1, argc, argv);
+    if (o.list) {
+        list_presets();
+        exit(0);
+    }
+    if (o.published_runs) {
+        published_runs();
+        exit(0);
     }
 }
 
@@ -217,6 +170,16 @@ static void build_cluster(struct pl_plan_cluster *c)
         if (given(&o.lat_us[l])) c->latency[l] = o.lat_us[l] * 1e-6;
     }
     if (given(&o.nodes) && o.nodes < 1) pl_usage_error("--nodes must be at least 1");
+    double *positive[] = {&o.hbm_gb, &o.peak_tflops, &o.efficiency, &o.bw_gbs[0], &o.bw_gbs[1],
+                          &o.lat_us[0], &o.lat_us[1]};
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        for (int k = 0; k < NFLAGS; k++)
+            if (flags[k].ptr == positive[i] && flags[k].set && !(*positive[i] > 0))
+                pl_usage_error("%s %g must be positive", flags[k].name, *positive[i]);
+    if (o.shape.experts < 0 || o.shape.top_k < 0 || o.shape.dense_layers < 0 ||
+        o.shape.shared_experts < 0 || o.shape.d_ff_expert < 0)
+        pl_usage_error("--experts, --top-k, --d-ff-expert, --shared-experts and --dense-layers "
+                       "must be 0 or more");
     if (c->per_node < 1) pl_usage_error("--gpus-per-node must be at least 1");
     if (c->efficiency > 1) pl_usage_error("--efficiency %g is more than 1 (a share of peak)", c->efficiency);
 }
