@@ -151,6 +151,7 @@ help:
 	@echo "  make gradescope      build/gradescope/autograder.zip for Gradescope"
 	@echo "  make plan ARGS=...   place a model on a cluster (ARGS=--help for the flags; Lab 8)"
 	@echo "  make plots LAB=08    redraw Lab 8's figures from runs of the plan tool"
+	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"

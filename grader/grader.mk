@@ -5,6 +5,7 @@
 #     LAB=01 (or a name)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
 #     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)
 #   make gradescope                 build/gradescope/autograder.zip
+#   make handout                    build/handout/paralab-kit.tar.gz, the student kit
 #
 # Each lab NN-name has a descriptor and test plan grader/NN-name/plan.c (linked into the
 # orchestrator: every plan.c found registers its lab) and a trusted driver: its
@@ -16,12 +17,12 @@ GRADER_LABS := $(patsubst grader/%/plan.c,%,$(wildcard grader/*/plan.c))
 # A lab's own make settings, if any (e.g. GRADER_WRAP_<lab>): grader/NN-name/lab.mk.
 -include $(wildcard grader/*/lab.mk)
 
-# The trusted objects of a lab's driver (driver, helpers, the compiled-in reference,
+# The trusted objects of a lab's driver (plan, driver part, helpers,
 # grader/common) are compiled one by one, then linked into one relocatable object whose
 # symbols are all made local except those the code under test legitimately uses: the
 # lab's helpers (grader/NN-name/helpers*.c, what its header gives the student), what the
 # lab's solution calls that the driver defines, main, and the __wrap_* counters a lab's
-# lab.mk asks for. A student file that calls the reference (ref_ddp_new) or the report
+# lab.mk asks for. A student file that calls the harness (gr_partial) or the report
 # channel (gr_result) then does not link, and `make grade` reports it as a compile failure.
 GRADER_CFLAGS = $(filter-out -MMD -MP,$(ALL_CFLAGS)) -Igrader -Igrader/common
 GRADER_COMMON := $(wildcard grader/common/*.c)
@@ -44,7 +45,7 @@ $(B)/obj/grader/%_gpu.o: grader/%_gpu.cu
 	$(Q)$(NVCC) $(NVCC_FLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -c $< -o $@
 
 # grader/NN-name/x.c and solutions/NN-name/x.c see labs/NN-name and grader/NN-name.
-$(B)/grader/obj/grader/%.o: grader/%.c $(GRADER_HEADERS) $(wildcard solutions/*/*.c)
+$(B)/grader/obj/grader/%.o: grader/%.c $(GRADER_HEADERS)
 	@mkdir -p $(@D)
 	@echo "  CC    $<"
 	$(Q)$(CC) $(GRADER_CFLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -Igrader/$(firstword $(subst /, ,$*)) -c $< -o $@
@@ -121,13 +122,11 @@ $(B)/broken-src/%.c: tests/broken/%.patch $(wildcard solutions/*/*.c)
 	@echo "  PATCH $@"
 	$(Q)patch -s -p1 -o $@ < $<
 
-# A copy of the kit may come without solutions/ (a course's student copy, which may also
-# lack tests/). Labs whose driver compiles the reference solution in (grader/NN-name/
-# reference.c: the timing baseline) are then not built, and `make grade` says that their
-# driver needs solutions/; broken variants of a lab without its solution are skipped. Lab 1
-# needs no reference and always builds.
+# A copy of the kit may come without solutions/ (a course's student kit, `make handout`):
+# every lab's driver still builds, since no driver compiles a solution in; the solution
+# drivers and broken variants of a lab without its solution are skipped.
 GRADER_SOLVED := $(foreach l,$(GRADER_LABS),$(if $(wildcard solutions/$(l)/*.c),$(l)))
-GRADER_GRADABLE := $(foreach l,$(GRADER_LABS),$(if $(or $(wildcard solutions/$(l)/*.c),$(if $(wildcard grader/$(l)/reference.c),,yes)),$(l)))
+GRADER_GRADABLE := $(GRADER_LABS)
 
 $(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_trusted_rule,$(l))))
 $(foreach l,$(GRADER_SOLVED),$(eval $(call grader_driver_rule,solutions,$(l),$(wildcard solutions/$(l)/*.c))))
@@ -151,9 +150,12 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(SEED),--seed '$(SEED)') $(if $(filter-out 0,$(HIDDEN)),--hidden) \
   $(if $(TIMEOUT),--timeout '$(TIMEOUT)')
 
-.PHONY: grade gradescope
+.PHONY: grade gradescope handout
 grade: all
 	@$(B)/bin/grade $(GRADE_FLAGS)
 
 gradescope:
 	@sh grader/gradescope/make_zip.sh build/gradescope
+
+handout:
+	@sh grader/handout.sh build/handout

@@ -153,7 +153,8 @@ void pl_flags_parse(const struct pl_flags_program *prog, struct pl_flag *const *
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            if (!pl_initialized() || pl_rank() == 0) pl_flags_help(stdout, prog, tables, n, ntables);
+            if (!pl_initialized() || pl_rank() == 0)
+                pl_flags_help(stdout, prog, tables, n, ntables);
             if (pl_initialized()) pl_finalize();
             exit(0);
         }

@@ -1,6 +1,7 @@
 /* ledger.c: the traffic ledger of ledger.h: the ring algorithms' volumes and times, this
  * rank's running counts, and their gathering and printing. */
 #include "ledger.h"
+#include "units.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -146,19 +147,6 @@ void pl_ledger_gather(struct pl_comm *comm, const struct pl_ledger *mine, struct
                             (int)sizeof *mine, MPI_BYTE, 0, comm->mpi));
 }
 
-/* "12.3 MB": ledger volumes are compared by eye against formulas in the same units. */
-static void format_bytes(char *buf, size_t len, double b)
-{
-    static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
-    int u = 0;
-    while (fabs(b) >= 1000.0 && u < 4) {
-        b /= 1000.0;
-        u++;
-    }
-    if (u == 0) snprintf(buf, len, "%.0f %s", b, unit[u]);
-    else snprintf(buf, len, "%.2f %s", b, unit[u]);
-}
-
 void pl_ledger_print(FILE *f, const struct pl_ledger *all, int nranks)
 {
     /* Only the columns some rank used, so a DDP run shows one kind and not eight. */
@@ -185,10 +173,10 @@ void pl_ledger_print(FILE *f, const struct pl_ledger *all, int nranks)
         for (int k = 0; k < PL_NKINDS; k++)
             for (int l = 0; l < PL_NLINKS; l++)
                 if (used[k][l]) {
-                    format_bytes(cell, sizeof cell, all[r].bytes[k][l]);
+                    pl_format_bytes(all[r].bytes[k][l], cell, sizeof cell);
                     fprintf(f, " %20s", cell);
                 }
-        format_bytes(cell, sizeof cell, pl_ledger_bytes(&all[r], -1, -1));
+        pl_format_bytes(pl_ledger_bytes(&all[r], -1, -1), cell, sizeof cell);
         fprintf(f, " %14s %14.3f\n", cell, all[r].flops / 1e9);
     }
     if (ncols == 0) fprintf(f, "(no bytes sent)\n");

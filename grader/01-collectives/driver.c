@@ -13,6 +13,7 @@
 
 #include "collectives.h"
 #include "paralab.h"
+#include "units.h"
 #include "harness.h"
 
 enum op { OP_RS, OP_AG, OP_AR, OP_BC, OP_A2A, NOPS };
@@ -280,16 +281,6 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     if (comm != world) pl_comm_free(comm);
 }
 
-/* ---- judging, on rank 0 ---- */
-
-static const char *human(double bytes, char *buf, size_t len)
-{
-    if (bytes >= 1048576.0) snprintf(buf, len, "%.2f MiB", bytes / 1048576.0);
-    else if (bytes >= 1024.0) snprintf(buf, len, "%.1f KiB", bytes / 1024.0);
-    else snprintf(buf, len, "%.0f B", bytes);
-    return buf;
-}
-
 /* Where element i of a rank's result sits, in the words of the handout. */
 static void locate(enum op op, size_t count, int n, long i, char *buf, size_t len)
 {
@@ -412,6 +403,47 @@ static const char *formula(enum op op)
     }
 }
 
+/* Broadcast: every spanning tree sends n-1 copies in all; a chain or a binary tree at most
+ * two per rank, a flat tree n-1 from the root. Split cases hold two groups. */
+static int judge_broadcast_traffic(const struct test_case *c, const struct verdict *all,
+                                   int nranks, const char *cs, double S)
+{
+    char a[32], b[32];
+    for (int g = 0; g < (c->split ? 2 : 1); g++) {
+        double sum = 0, max = 0;
+        int busiest = -1, gn = 0;
+        for (int j = 0; j < nranks; j++) {
+            if (c->split && all[j].world_rank % 2 != g) continue;
+            gn = all[j].n;
+            sum += all[j].sent;
+            if (busiest < 0 || all[j].sent > max) {
+                max = all[j].sent;
+                busiest = j;
+            }
+        }
+        if (busiest < 0) continue;
+        if (sum != (gn - 1) * S) {
+            gr_say("traffic",
+                   "%s: the ranks sent %s in all; a broadcast sends each of the "
+                   "n-1 other ranks one copy: (n-1) x S = %s",
+                   cs, pl_format_bytes(sum, a, sizeof a),
+                   pl_format_bytes((gn - 1) * S, b, sizeof b));
+            return 0;
+        }
+        if (max > 2 * S) {
+            gr_say("traffic",
+                   "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
+                   "sends everyone a copy makes its own link carry (n-1) x S while the other "
+                   "links idle. In a pipelined chain every rank forwards one copy, so the "
+                   "time stays near S/B whatever n (handout section 6)",
+                   cs, all[busiest].rank, pl_format_bytes(max, a, sizeof a), max / S,
+                   pl_format_bytes(S, b, sizeof b));
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Returns 1 when every rank sent the ring's volume; otherwise says why (once). */
 static int judge_traffic(const struct test_case *c, const struct verdict *all, int nranks)
 {
@@ -419,39 +451,7 @@ static int judge_traffic(const struct test_case *c, const struct verdict *all, i
     char cs[384], a[32], b[32], e[32];
     describe_case(c, nranks, cs, sizeof cs);
     double S = 4.0 * (double)buffer_count(the_op, c->count, n);
-    if (the_op == OP_BC) {
-        /* Every spanning tree sends n-1 copies in all; a chain or a binary tree at most two
-         * per rank, a flat tree n-1 from the root. Split cases hold two groups. */
-        for (int g = 0; g < (c->split ? 2 : 1); g++) {
-            double sum = 0, max = 0;
-            int busiest = -1, gn = 0;
-            for (int j = 0; j < nranks; j++) {
-                if (c->split && all[j].world_rank % 2 != g) continue;
-                gn = all[j].n;
-                sum += all[j].sent;
-                if (busiest < 0 || all[j].sent > max) {
-                    max = all[j].sent;
-                    busiest = j;
-                }
-            }
-            if (busiest < 0) continue;
-            if (sum != (gn - 1) * S) {
-                gr_say("traffic", "%s: the ranks sent %s in all; a broadcast sends each of the "
-                    "n-1 other ranks one copy: (n-1) x S = %s", cs, human(sum, a, sizeof a),
-                    human((gn - 1) * S, b, sizeof b));
-                return 0;
-            }
-            if (max > 2 * S) {
-                gr_say("traffic", "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
-                    "sends everyone a copy makes its own link carry (n-1) x S while the other "
-                    "links idle. In a pipelined chain every rank forwards one copy, so the "
-                    "time stays near S/B whatever n (handout section 6)", cs,
-                    all[busiest].rank, human(max, a, sizeof a), max / S, human(S, b, sizeof b));
-                return 0;
-            }
-        }
-        return 1;
-    }
+    if (the_op == OP_BC) return judge_broadcast_traffic(c, all, nranks, cs, S);
     for (int i = 0; i < nranks; i++) {
         const struct verdict *v = &all[i];
         double lo, hi;
@@ -462,14 +462,15 @@ static int judge_traffic(const struct test_case *c, const struct verdict *all, i
         double whole = 4.0 * (double)c->count * (v->n - 1);
         int funnel = v->n > 2 && whole > 0 && (v->sent >= whole || v->received >= whole);
         if (lo == hi)
-            snprintf(e, sizeof e, "%s", human(lo, a, sizeof a));
+            snprintf(e, sizeof e, "%s", pl_format_bytes(lo, a, sizeof a));
         else
             snprintf(e, sizeof e, "%.0f..%.0f B", lo, hi);
         gr_say("traffic", "%s: rank %d sent %s and received %s; a ring rank sends %s = %s%s", cs,
-            v->rank, human(v->sent, a, sizeof a), human(v->received, b, sizeof b),
-            formula(the_op), e,
-            lo == hi ? "" : " (n does not divide the count, so chunks differ by one element "
-                            "and so may the volumes, by at most one element per step)");
+               v->rank, pl_format_bytes(v->sent, a, sizeof a),
+               pl_format_bytes(v->received, b, sizeof b), formula(the_op), e,
+               lo == hi ? ""
+                        : " (n does not divide the count, so chunks differ by one element "
+                          "and so may the volumes, by at most one element per step)");
         if (funnel)
             gr_say("traffic", "rank %d moves a whole buffer for every other rank: your algorithm "
                 "funnels the data through one rank, whose link carries (n-1) x S where a ring "
@@ -497,13 +498,13 @@ static int judge_memory(const struct test_case *c, const struct verdict *all, in
         if (v->leaked != 0) {
             gr_say("memory", "%s: rank %d still holds %s allocated by %s after it returned: free "
                 "every pl_comm_buf_alloc with pl_comm_buf_free", cs, v->rank,
-                human(v->leaked, a, sizeof a), OPS[the_op].func);
+                pl_format_bytes(v->leaked, a, sizeof a), OPS[the_op].func);
             return 0;
         }
         if (v->scratch > S) {
             gr_say("memory", "%s: rank %d held %s of extra buffers at once, more than the %s "
                 "buffer itself; a ring needs one chunk of scratch", cs, v->rank,
-                human(v->scratch, a, sizeof a), human(S, b, sizeof b));
+                pl_format_bytes(v->scratch, a, sizeof a), pl_format_bytes(S, b, sizeof b));
             return 0;
         }
     }
@@ -693,7 +694,7 @@ static int probe(void *st)
     (void)st;
     size_t count = perf_count();
     char sz[32];
-    human(4.0 * (double)count, sz, sizeof sz);
+    pl_format_bytes(4.0 * (double)count, sz, sizeof sz);
     gr_case("%s on %s, %d ranks, beside %s", OPS[the_op].func, sz, pl_size(), OPS[the_op].lib);
     long wrong = count_wrong(1, the_op, pl_comm_world(), count);
     if (wrong)

@@ -1,4 +1,5 @@
-/* plan.c: the descriptor and test plan of Lab 1 (collectives from point-to-point), read by the grader.
+/* plan.c: the descriptor and test plan of Lab 1 (collectives from point-to-point), read by
+ * the grader.
  *
  * Per collective: exact results on 2, 3, 5 and 8 ranks (2.5 points each) and on 1 rank (a
  * sanity test worth no points: one rank needs no message, so an empty body passes it); the

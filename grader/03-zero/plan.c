@@ -63,7 +63,7 @@ static void lab03_plan(const struct gr_plan_opts *o)
                           0);
     for (int k = 0; k < n; k++) {
         char name[200];
-        snprintf(name, sizeof name, "%s throughput vs the grader's [np=%d]",
+        snprintf(name, sizeof name, "%s throughput vs compute + collectives alone [np=%d]",
                  LAB03_STAGES[k].title, o->perf_np);
         gr_add(&(struct gr_spec){name, LAB03_STAGES[k].op, "perf", "perf", "performance",
                                  o->perf_np, 4, LAB03_PERF_TIMEOUT, 0, LAB03_STAGES[k].op});

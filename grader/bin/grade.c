@@ -290,42 +290,28 @@ static int test_selected(const struct test *t)
     return contains_nocase(full, opt.test);
 }
 
-/* ---- interrupt: take the running job down with us ---- */
+/* ---- interrupt: stop after the run in flight ---- */
 
+/* pl_launch forwards ^C, SIGTERM and SIGHUP to the job it runs, stops it whole, then lets
+ * this handler see the signal; the handler only notes it (all it may safely do), and the
+ * grading stops once the run's temporary folder is removed. */
 static char run_dir[64]; /* the temporary folder of the run in flight */
+static volatile sig_atomic_t interrupted;
 
-static void remove_tree(const char *dir);
-
-/* pl_launch puts each run in its own process group, out of reach of the terminal's ^C, so
- * the groups of our children are killed here. */
 static void on_signal(int sig)
 {
-    pid_t me = getpid();
-    DIR *d = opendir("/proc");
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!isdigit((unsigned char)e->d_name[0])) continue;
-            char path[300], buf[512];
-            snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-            int fd = open(path, O_RDONLY);
-            if (fd < 0) continue;
-            ssize_t n = read(fd, buf, sizeof buf - 1);
-            close(fd);
-            if (n <= 0) continue;
-            buf[n] = '\0';
-            char *rp = strrchr(buf, ')');
-            int ppid = 0;
-            char state;
-            if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == me)
-                killpg(atoi(e->d_name), SIGKILL);
-        }
-        closedir(d);
-    }
-    if (run_dir[0]) remove_tree(run_dir);
+    interrupted = sig;
+}
+
+static void stop_if_interrupted(void)
+{
+    if (!interrupted) return;
+    int sig = interrupted;
     signal(sig, SIG_DFL);
     raise(sig);
 }
+
+static void remove_tree(const char *dir);
 
 /* ---- one run of a driver ---- */
 
@@ -337,10 +323,12 @@ static void random_token(char *out, size_t len)
     if (fd >= 0) close(fd);
     if (got != (ssize_t)sizeof raw) {
         unsigned long x = (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16);
-        for (size_t i = 0; i < sizeof raw; i++) raw[i] = (unsigned char)(x >> (i % 8 * 8)) ^ (unsigned char)i;
+        for (size_t i = 0; i < sizeof raw; i++)
+            raw[i] = (unsigned char)(x >> (i % 8 * 8)) ^ (unsigned char)i;
     }
     size_t k = 0;
-    for (size_t i = 0; i < sizeof raw && k + 2 < len; i++) k += (size_t)snprintf(out + k, len - k, "%02x", raw[i]);
+    for (size_t i = 0; i < sizeof raw && k + 2 < len; i++)
+        k += (size_t)snprintf(out + k, len - k, "%02x", raw[i]);
 }
 
 static void remove_tree(const char *dir)
@@ -474,73 +462,182 @@ struct run_outcome {
     struct text say;
 };
 
-/* A kit without solutions/ (a student's copy) cannot build a driver that compiles the
- * reference solution in (grader/NN-name/reference.c). `make grade` runs at the kit's root. */
-static int lab_needs_solution(int lab)
+/* Not compiled: every test of the run fails with the compiler's words. */
+static void fail_unbuilt(int first, int last, const char *driver, const char *build_log)
 {
-    char path[PATH_MAX], ref[PATH_MAX];
-    snprintf(path, sizeof path, "solutions/%s", lab_of[lab]->dir);
-    snprintf(ref, sizeof ref, "grader/%s/reference.c", lab_of[lab]->dir);
-    return access(path, F_OK) != 0 && access(ref, F_OK) == 0;
+    size_t len = 0;
+    char *log = build_log ? read_file(build_log, &len) : NULL;
+    for (int i = first; i < last; i++) {
+        struct test *t = &tests[i];
+        t->ran = 1;
+        if (log) {
+            text_printf(&t->reason, "the lab did not compile; the compiler said:\n");
+            add_tail(&t->reason, log, TAIL_LINES);
+        } else {
+            text_printf(&t->reason, "no driver at %s: run `make` first\n", driver);
+        }
+    }
+    free(log);
+}
+
+/* A run's temporary folder: status files, the report, the token file. */
+struct run_files {
+    char dir[32], status[64], report[64], token_path[64], token[40];
+    char env_report[128], env_token[128];
+};
+
+/* The token goes in a file, not the environment (which every process of the job, and the
+ * launcher's, would show): the driver's rank 0 reads it and removes the file before any code
+ * under test runs. */
+static void make_run_files(struct run_files *f)
+{
+    snprintf(f->dir, sizeof f->dir, "/tmp/pl-grade-XXXXXX");
+    if (!mkdtemp(f->dir)) {
+        fprintf(stderr, "grade: cannot create a temporary directory: %s\n", strerror(errno));
+        exit(1);
+    }
+    snprintf(f->status, sizeof f->status, "%s/status", f->dir);
+    snprintf(f->report, sizeof f->report, "%s/report", f->dir);
+    snprintf(f->token_path, sizeof f->token_path, "%s/token", f->dir);
+    mkdir(f->status, 0755);
+    snprintf(run_dir, sizeof run_dir, "%s", f->dir);
+    random_token(f->token, sizeof f->token);
+    int tfd = open(f->token_path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    size_t tl = strlen(f->token);
+    if (tfd < 0 || write(tfd, f->token, tl) != (ssize_t)tl || close(tfd)) {
+        fprintf(stderr, "grade: cannot write %s: %s\n", f->token_path, strerror(errno));
+        exit(1);
+    }
+    snprintf(f->env_report, sizeof f->env_report, "PL_GRADE_REPORT=%s", f->report);
+    snprintf(f->env_token, sizeof f->env_token, "PL_GRADE_TOKEN_FILE=%s", f->token_path);
+}
+
+/* One "say" or "result" line for the tests [first, last) of part `part`. */
+static void take_verdict(int first, int last, struct run_outcome *outc, const char *word,
+                         const char *part, const char *text)
+{
+    for (int i = first; i < last; i++) {
+        if (strcmp(tests[i].part, part)) continue;
+        struct run_outcome *o = &outc[i - first];
+        if (!strcmp(word, "say") && text) {
+            text_printf(&o->say, "%s\n", text);
+        } else if (!strcmp(word, "result") && text && !o->has_result) {
+            /* The first verdict of a part stands: the driver gives each one once, and a
+             * line added later cannot overturn it. */
+            double f = 0, sec = 0;
+            if (sscanf(text, "%lf %lf", &f, &sec) >= 1) {
+                o->has_result = 1;
+                o->fraction = f < 0 ? 0 : f > 1 ? 1 : f;
+                o->seconds = sec;
+            }
+        }
+    }
+}
+
+/* Verdicts: only lines that carry this run's token. The last "case" line goes to last_case. */
+static void read_report(int first, int last, const struct run_files *f,
+                        struct run_outcome *outc, char *last_case, size_t case_len)
+{
+    const struct test *t0 = &tests[first];
+    char *rep = read_file(f->report, NULL);
+    size_t tl = strlen(f->token);
+    for (char *line = rep, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        if (strncmp(line, f->token, tl) || line[tl] != ' ') continue;
+        char *word = line + tl + 1, *rest = strchr(word, ' ');
+        if (!rest) continue;
+        *rest++ = '\0';
+        if (!strcmp(word, "case")) {
+            snprintf(last_case, case_len, "%s", rest);
+        } else if (!strcmp(word, "metric")) {
+            double v;
+            char name[64];
+            const char *m = lab_of[t0->lab]->metric;
+            if (sscanf(rest, "%63s %lf", name, &v) == 2 && !t0->hidden && m && !strcmp(name, m))
+                board_value[t0->lab] = v;
+        } else {
+            char *text = strchr(rest, ' ');
+            if (text) *text++ = '\0';
+            take_verdict(first, last, outc, word, rest, text);
+        }
+    }
+    free(rep);
+}
+
+/* Why the run ended as it did, in words, into why. */
+static void explain_run(struct text *why, const struct test *t0, int started,
+                        const struct pl_launch_result *res, double timeout,
+                        const char *status_dir, const char *last_case, double *op_timeout_cap)
+{
+    if (!started) {
+        text_printf(why, "could not start the run: %s", res->output ? res->output : "");
+    } else if (res->timed_out) {
+        text_printf(why, "timed out after %.0f s and was stopped (every rank killed)\n",
+                    timeout);
+        if (last_case[0]) text_printf(why, "while running %s\n", last_case);
+        if (where_ranks_were(why, status_dir, t0->np))
+            text_printf(why, "ranks that wait in recv or sendrecv for each other forever are "
+                             "a deadlock: check that every receive has a matching send on the "
+                             "peer. ");
+        else
+            text_printf(why, "no rank reached a communication call: an endless loop before "
+                             "the first message? ");
+        text_printf(why, "Rerun with PL_VERBOSE=1 to see every message: "
+                         "PL_VERBOSE=1 make grade LAB=%.2s TEST='%s' NP=%d\n",
+                    lab_of[t0->lab]->dir, t0->name, t0->np);
+        *op_timeout_cap = TIMEOUT_AFTER_HANG;
+    } else {
+        explain_exit(why, res, status_dir, t0->np);
+        if (last_case[0]) text_printf(why, "while running %s\n", last_case);
+        if (res->exit_code != 0) where_ranks_were(why, status_dir, t0->np);
+    }
+    if (started && res->exit_code == 0 && !res->timed_out)
+        text_printf(why, "the run ended without a verdict for this test (did the code call "
+                         "exit()?)\n");
+}
+
+/* Each test's score and reason from its verdict, or from why when it has none. */
+static void settle_tests(int first, int last, struct run_outcome *outc, int started,
+                         const struct pl_launch_result *res, const struct text *why)
+{
+    int went_down = res->timed_out || res->exit_code != 0;
+    for (int i = first; i < last; i++) {
+        struct test *t = &tests[i];
+        struct run_outcome *o = &outc[i - first];
+        t->ran = 1;
+        t->seconds = res->seconds;
+        text_add(&t->reason, text_str(&o->say), o->say.n);
+        if (o->has_result) {
+            t->score = o->fraction * t->points;
+            t->passed = o->fraction >= 0.9999;
+        }
+        /* A verdict given before the job went down stands; say what happened after. */
+        if (!o->has_result || (!t->passed && went_down)) {
+            text_add(&t->reason, text_str(why), why->n);
+            if (went_down || !started) add_tail(&t->reason, res->output, TAIL_LINES);
+        }
+        free(o->say.s);
+    }
 }
 
 /* Runs the tests [first, last) that share one launch. */
 static void run_group(int first, int last, const char *driver, const char *build_log,
                       double *op_timeout_cap)
 {
+    if (access(driver, X_OK) != 0) {
+        fail_unbuilt(first, last, driver, build_log);
+        return;
+    }
     struct test *t0 = &tests[first];
     char parts[128] = "";
     for (int i = first; i < last; i++) {
         if (parts[0]) strncat(parts, ",", sizeof parts - strlen(parts) - 1);
         strncat(parts, tests[i].part, sizeof parts - strlen(parts) - 1);
     }
-
-    /* Not compiled: every test of the run fails with the compiler's words. */
-    if (access(driver, X_OK) != 0) {
-        size_t len = 0;
-        char *log = build_log ? read_file(build_log, &len) : NULL;
-        for (int i = first; i < last; i++) {
-            struct test *t = &tests[i];
-            t->ran = 1;
-            if (log) {
-                text_printf(&t->reason, "the lab did not compile; the compiler said:\n");
-                add_tail(&t->reason, log, TAIL_LINES);
-            } else if (lab_needs_solution(t->lab)) {
-                text_printf(&t->reason, "this lab's driver needs solutions/ (grade it on "
-                            "Gradescope, whose bundle carries them)\n");
-            } else {
-                text_printf(&t->reason, "no driver at %s: run `make` first\n", driver);
-            }
-        }
-        free(log);
-        return;
-    }
-
-    char dir[] = "/tmp/pl-grade-XXXXXX";
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "grade: cannot create a temporary directory: %s\n", strerror(errno));
-        exit(1);
-    }
-    char status_dir[64], report_path[64], token_path[64], token[40];
-    snprintf(status_dir, sizeof status_dir, "%s/status", dir);
-    snprintf(report_path, sizeof report_path, "%s/report", dir);
-    snprintf(token_path, sizeof token_path, "%s/token", dir);
-    mkdir(status_dir, 0755);
-    snprintf(run_dir, sizeof run_dir, "%s", dir);
-    random_token(token, sizeof token);
-    /* The token goes in a file, not the environment (which every process of the job, and
-     * the launcher's, would show): the driver's rank 0 reads it and removes the file before
-     * any code under test runs. */
-    int tfd = open(token_path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (tfd < 0 || write(tfd, token, strlen(token)) != (ssize_t)strlen(token) || close(tfd)) {
-        fprintf(stderr, "grade: cannot write %s: %s\n", token_path, strerror(errno));
-        exit(1);
-    }
-    static char env_report[128], env_token[128];
-    snprintf(env_report, sizeof env_report, "PL_GRADE_REPORT=%s", report_path);
-    snprintf(env_token, sizeof env_token, "PL_GRADE_TOKEN_FILE=%s", token_path);
-    const char *env[] = {env_report, env_token, NULL};
-
+    static struct run_files f;
+    make_run_files(&f);
+    const char *env[] = {f.env_report, f.env_token, NULL};
     char seed[32];
     /* The hidden suite draws from its own seed, derived from the one given. */
     snprintf(seed, sizeof seed, "%llu", t0->hidden ? opt.seed * 2654435761ULL + 97 : opt.seed);
@@ -550,108 +647,21 @@ static void run_group(int first, int last, const char *driver, const char *build
     if (opt.timeout_s <= 0 && *op_timeout_cap > 0 && timeout > *op_timeout_cap)
         timeout = *op_timeout_cap;
     struct pl_launch_opts lo = {.np = t0->np, .timeout_s = timeout, .launcher = opt.launcher,
-                                .status_dir = status_dir, .env = env};
+                                .status_dir = f.status, .env = env};
     struct pl_launch_result res;
+    memset(&res, 0, sizeof res);
     int started = pl_launch(&lo, argv, &res) == 0;
 
-    /* Verdicts: only lines that carry this run's token. */
     struct run_outcome *outc = calloc((size_t)(last - first), sizeof *outc);
     char last_case[1024] = "";
-    size_t rlen = 0;
-    char *rep = read_file(report_path, &rlen);
-    size_t tl = strlen(token);
-    for (char *line = rep, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-        nl = strchr(line, '\n');
-        if (nl) *nl = '\0';
-        if (strncmp(line, token, tl) || line[tl] != ' ') continue;
-        char *word = line + tl + 1, *rest = strchr(word, ' ');
-        if (!rest) continue;
-        *rest++ = '\0';
-        if (!strcmp(word, "case")) {
-            snprintf(last_case, sizeof last_case, "%s", rest);
-            continue;
-        }
-        if (!strcmp(word, "metric")) {
-            double v;
-            char name[64];
-            const char *m = lab_of[t0->lab]->metric;
-            if (sscanf(rest, "%63s %lf", name, &v) == 2 && !t0->hidden && m && !strcmp(name, m))
-                board_value[t0->lab] = v;
-            continue;
-        }
-        char *text = strchr(rest, ' ');
-        if (text) *text++ = '\0';
-        for (int i = first; i < last; i++) {
-            if (strcmp(tests[i].part, rest)) continue;
-            struct run_outcome *o = &outc[i - first];
-            if (!strcmp(word, "say") && text) {
-                text_printf(&o->say, "%s\n", text);
-            } else if (!strcmp(word, "result") && text && !o->has_result) {
-                /* The first verdict of a part stands: the driver gives each one once, and a
-                 * line added later cannot overturn it. */
-                double f = 0, s = 0;
-                if (sscanf(text, "%lf %lf", &f, &s) >= 1) {
-                    o->has_result = 1;
-                    o->fraction = f < 0 ? 0 : f > 1 ? 1 : f;
-                    o->seconds = s;
-                }
-            }
-        }
-    }
-
+    read_report(first, last, &f, outc, last_case, sizeof last_case);
     struct text why = {0};
-    if (!started) {
-        text_printf(&why, "could not start the run: %s", res.output ? res.output : "");
-    } else if (res.timed_out) {
-        text_printf(&why, "timed out after %.0f s%s\n", timeout,
-                    " and was stopped (every rank killed)");
-        if (last_case[0]) text_printf(&why, "while running %s\n", last_case);
-        if (where_ranks_were(&why, status_dir, t0->np))
-            text_printf(&why, "ranks that wait in recv or sendrecv for each other forever are "
-                              "a deadlock: check that every receive has a matching send on the "
-                              "peer. ");
-        else
-            text_printf(&why, "no rank reached a communication call: an endless loop before "
-                              "the first message? ");
-        text_printf(&why, "Rerun with PL_VERBOSE=1 to see every message: "
-                          "PL_VERBOSE=1 make grade LAB=%.2s TEST='%s' NP=%d\n",
-                    lab_of[t0->lab]->dir, t0->name, t0->np);
-        *op_timeout_cap = TIMEOUT_AFTER_HANG;
-    } else {
-        explain_exit(&why, &res, status_dir, t0->np);
-        if (last_case[0]) text_printf(&why, "while running %s\n", last_case);
-        if (res.exit_code != 0) where_ranks_were(&why, status_dir, t0->np);
-    }
-    if (started && res.exit_code == 0 && !res.timed_out)
-        text_printf(&why, "the run ended without a verdict for this test (did the code call "
-                          "exit()?)\n");
-
-    for (int i = first; i < last; i++) {
-        struct test *t = &tests[i];
-        struct run_outcome *o = &outc[i - first];
-        t->ran = 1;
-        t->seconds = res.seconds;
-        text_add(&t->reason, text_str(&o->say), o->say.n);
-        if (o->has_result) {
-            t->score = o->fraction * t->points;
-            t->passed = o->fraction >= 0.9999;
-            /* A verdict given before the job went down stands; say what happened after. */
-            if (!t->passed && (res.timed_out || res.exit_code != 0)) {
-                text_add(&t->reason, text_str(&why), why.n);
-                add_tail(&t->reason, res.output, TAIL_LINES);
-            }
-        } else {
-            text_add(&t->reason, text_str(&why), why.n);
-            if (res.timed_out || res.exit_code != 0 || !started)
-                add_tail(&t->reason, res.output, TAIL_LINES);
-        }
-        free(o->say.s);
-    }
+    explain_run(&why, t0, started, &res, timeout, f.status, last_case, op_timeout_cap);
+    settle_tests(first, last, outc, started, &res, &why);
     free(why.s);
     free(outc);
-    free(rep);
     if (started) pl_launch_result_free(&res);
-    remove_tree(dir);
+    remove_tree(f.dir);
     run_dir[0] = '\0';
 }
 
@@ -821,18 +831,16 @@ static int print_labs(void)
 {
     for (int k = 0; k < nlabs; k++)
         if (lab_selected(k))
-            printf("%s\t%s\t%s\t%s\n", lab_of[k]->dir, lab_of[k]->bench_np ? lab_of[k]->bench_np : "",
+            printf("%s\t%s\t%s\t%s\n", lab_of[k]->dir,
+                   lab_of[k]->bench_np ? lab_of[k]->bench_np : "",
                    lab_of[k]->bench_args ? lab_of[k]->bench_args : "", lab_of[k]->title);
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The ranks of performance tests: 4 with 4 cores or more, else 2; never more than --np's
+ * largest. */
+static int perf_ranks(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    parse_args(argc, argv);
-    for (int k = 0; k < nlabs; k++) board_value[k] = -1;
-    if (opt.list_labs) return print_labs();
-    find_build(argv[0]);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int perf_np = cores >= 4 ? 4 : 2;
     if (opt.plan.np[0]) {
@@ -841,9 +849,14 @@ int main(int argc, char **argv)
             if (opt.plan.np[i] > largest) largest = opt.plan.np[i];
         if (largest < perf_np) perf_np = largest < 2 ? 2 : largest;
     }
-    opt.plan.perf_np = perf_np;
-    opt.plan.hidden = opt.hidden;
+    return perf_np;
+}
 
+/* The selected labs' tests; exits 2 when --lab or --test selects nothing. */
+static void make_plan(void)
+{
+    opt.plan.perf_np = perf_ranks();
+    opt.plan.hidden = opt.hidden;
     int any_lab = 0;
     for (int k = 0; k < nlabs; k++) {
         if (!lab_selected(k)) continue;
@@ -855,31 +868,30 @@ int main(int argc, char **argv)
         fprintf(stderr, "grade: no lab matches --lab %s; the labs are:", opt.lab);
         for (int k = 0; k < nlabs; k++) fprintf(stderr, " %s", lab_of[k]->dir);
         fprintf(stderr, "\n");
-        return 2;
+        exit(2);
     }
     int selected = 0;
     for (int i = 0; i < ntests; i++) selected += test_selected(&tests[i]);
     if (!selected) {
         fprintf(stderr, "grade: no test name contains '%s'; `grade --list` shows them\n",
                 opt.test);
-        return 2;
+        exit(2);
     }
-    if (opt.list) {
-        for (int i = 0; i < ntests; i++)
-            if (test_selected(&tests[i]))
-                printf("%s: %s (%g points, %s%s)\n", lab_of[tests[i].lab]->dir, tests[i].name,
-                       tests[i].points, tests[i].tag, tests[i].hidden ? ", hidden" : "");
-        return 0;
-    }
+}
 
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGHUP, on_signal);
+static void print_list(void)
+{
+    for (int i = 0; i < ntests; i++)
+        if (test_selected(&tests[i]))
+            printf("%s: %s (%g points, %s%s)\n", lab_of[tests[i].lab]->dir, tests[i].name,
+                   tests[i].points, tests[i].tag, tests[i].hidden ? ", hidden" : "");
+}
 
-    char variant[PATH_MAX];
-    if (opt.drivers) snprintf(variant, sizeof variant, "%s", opt.drivers);
-    else snprintf(variant, sizeof variant, "%s/grader/%s", opt.build,
-                  opt.solutions ? "solutions" : "labs");
+/* The folder of the drivers graded, and the first line of the report. */
+static void grading_header(char *variant, size_t len)
+{
+    if (opt.drivers) snprintf(variant, len, "%s", opt.drivers);
+    else snprintf(variant, len, "%s/grader/%s", opt.build, opt.solutions ? "solutions" : "labs");
     const char *launcher = opt.launcher ? opt.launcher : getenv("LAUNCHER");
     /* With the hidden suite the seed is the instructor's secret: not printed. */
     char seed_text[64] = "a secret seed";
@@ -888,66 +900,105 @@ int main(int argc, char **argv)
            opt.drivers ? opt.drivers : opt.solutions ? "solutions/" : "labs/ (your copy)",
            seed_text, opt.hidden ? " and the hidden suite" : "",
            launcher && *launcher ? launcher : "mpirun");
+}
 
-    double t_start = now_s(), total = 0, max_total = 0;
-    int passed = 0, failed = 0;
-    int lab_prev = -1;
-    double lab_score = 0, lab_max = 0;
-    double op_cap[64] = {0};
-    char op_names[64][32];
-    int nop = 0;
+/* Runs (or, behind a failed gate, skips) the tests [i, j) of one run. */
+static void grade_group(int i, int j, const char *variant)
+{
+    static double op_cap[64];
+    static char op_names[64][32];
+    static int nop;
+    const struct test *t = &tests[i];
+    int k;
+    for (k = 0; k < nop && strcmp(op_names[k], t->op); k++) {}
+    if (k == nop && nop < 64) snprintf(op_names[nop++], 32, "%s", t->op);
+    const struct test *gate = gate_failed(t);
+    if (gate) {
+        for (int g = i; g < j; g++) {
+            tests[g].ran = 1;
+            text_printf(&tests[g].reason, "not graded: \"%s\" failed, and performance "
+                        "counts only for correct results\n", gate->name);
+        }
+        return;
+    }
+    char driver[PATH_MAX + 64], log[PATH_MAX + 64];
+    snprintf(driver, sizeof driver, "%s/%s/driver", variant, lab_of[t->lab]->dir);
+    snprintf(log, sizeof log, "%s/%s/build.log", variant, lab_of[t->lab]->dir);
+    run_group(i, j, driver, access(log, R_OK) == 0 ? log : NULL, &op_cap[k < 64 ? k : 0]);
+}
+
+/* The end of the tests that follow test i and share its run. */
+static int group_end(int i)
+{
+    const struct test *t = &tests[i];
+    int j = i + 1;
+    while (j < ntests && tests[j].lab == t->lab && !strcmp(tests[j].op, t->op) &&
+           !strcmp(tests[j].mode, t->mode) && tests[j].np == t->np &&
+           tests[j].hidden == t->hidden && test_selected(&tests[j]))
+        j++;
+    return j;
+}
+
+struct tally {
+    double total, max, lab_score, lab_max;
+    int passed, failed, lab;
+};
+
+static void lab_subtotal(struct tally *y, int lab)
+{
+    if (y->lab >= 0 && lab != y->lab)
+        printf("-- %s: %g/%g points\n", lab_of[y->lab]->dir, y->lab_score, y->lab_max);
+    if (lab != y->lab) y->lab_score = y->lab_max = 0;
+    y->lab = lab;
+}
+
+static void count_test(struct tally *y, const struct test *t)
+{
+    y->total += t->score;
+    y->max += t->points;
+    y->lab_score += t->score;
+    y->lab_max += t->points;
+    if (t->passed) y->passed++;
+    else y->failed++;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    parse_args(argc, argv);
+    for (int k = 0; k < nlabs; k++) board_value[k] = -1;
+    if (opt.list_labs) return print_labs();
+    find_build(argv[0]);
+    make_plan();
+    if (opt.list) {
+        print_list();
+        return 0;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+    char variant[PATH_MAX];
+    grading_header(variant, sizeof variant);
+    double t_start = now_s();
+    struct tally y = {.lab = -1};
     for (int i = 0; i < ntests;) {
-        struct test *t = &tests[i];
-        if (!test_selected(t)) {
+        if (!test_selected(&tests[i])) {
             i++;
             continue;
         }
-        if (t->lab != lab_prev) {
-            if (lab_prev >= 0) printf("-- %s: %g/%g points\n", lab_of[lab_prev]->dir, lab_score,
-                                      lab_max);
-            lab_prev = t->lab;
-            lab_score = lab_max = 0;
-        }
-        /* The selected tests that follow with the same run. */
-        int j = i + 1;
-        while (j < ntests && tests[j].lab == t->lab && !strcmp(tests[j].op, t->op) &&
-               !strcmp(tests[j].mode, t->mode) && tests[j].np == t->np &&
-               tests[j].hidden == t->hidden && test_selected(&tests[j]))
-            j++;
-        int k;
-        for (k = 0; k < nop && strcmp(op_names[k], t->op); k++) {}
-        if (k == nop && nop < 64) snprintf(op_names[nop++], 32, "%s", t->op);
-        const struct test *gate = gate_failed(t);
-        if (gate) {
-            for (int g = i; g < j; g++) {
-                tests[g].ran = 1;
-                text_printf(&tests[g].reason, "not graded: \"%s\" failed, and performance "
-                            "counts only for correct results\n", gate->name);
-            }
-        } else {
-            char driver[PATH_MAX + 64], log[PATH_MAX + 64];
-            snprintf(driver, sizeof driver, "%s/%s/driver", variant, lab_of[t->lab]->dir);
-            snprintf(log, sizeof log, "%s/%s/build.log", variant, lab_of[t->lab]->dir);
-            run_group(i, j, driver, access(log, R_OK) == 0 ? log : NULL, &op_cap[k < 64 ? k : 0]);
-        }
+        lab_subtotal(&y, tests[i].lab);
+        int j = group_end(i);
+        grade_group(i, j, variant);
+        stop_if_interrupted();
         for (int g = i; g < j; g++) {
             print_test(&tests[g], g > i ? &tests[g - 1] : NULL);
-            total += tests[g].score;
-            max_total += tests[g].points;
-            lab_score += tests[g].score;
-            lab_max += tests[g].points;
-            if (tests[g].passed) passed++;
-            else failed++;
+            count_test(&y, &tests[g]);
         }
         i = j;
     }
-    if (lab_prev >= 0)
-        printf("-- %s: %g/%g points\n", lab_of[lab_prev]->dir, lab_score, lab_max);
-    double seconds = now_s() - t_start;
-    int rc = 0;
-    if (opt.results && write_results(opt.results, seconds))
-        rc = 1;
-    printf("Score: %g/%g\n", total, max_total);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed || rc ? 1 : 0;
+    lab_subtotal(&y, -1);
+    int rc = opt.results && write_results(opt.results, now_s() - t_start) ? 1 : 0;
+    printf("Score: %g/%g\n", y.total, y.max);
+    printf("%d passed, %d failed\n", y.passed, y.failed);
+    return y.failed || rc ? 1 : 0;
 }

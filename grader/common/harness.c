@@ -82,6 +82,17 @@ void gr_say_stub(const char *part)
 
 /* ---- check mode ---- */
 
+/* Partial credit of the parts of this run (gr_partial), 1 unless a lab said less. */
+static char part_name[MAX_PARTS][32];
+static double part_frac[MAX_PARTS];
+static int nparts_known;
+
+void gr_partial(const char *part, double fraction)
+{
+    for (int p = 0; p < nparts_known; p++)
+        if (!strcmp(part_name[p], part) && fraction < part_frac[p]) part_frac[p] = fraction;
+}
+
 /* The parts asked for, "correct" first whether asked or not: nothing else is judged on a
  * wrong result. */
 static int split_parts(const char *list, char parts[MAX_PARTS][32])
@@ -118,7 +129,12 @@ static void check_mode(const struct gr_driver *d, void *st, const struct gr_args
 {
     char parts[MAX_PARTS][32];
     int nparts = split_parts(a->parts, parts), ok[MAX_PARTS];
-    for (int p = 0; p < nparts; p++) ok[p] = 1;
+    for (int p = 0; p < nparts; p++) {
+        ok[p] = 1;
+        snprintf(part_name[p], sizeof part_name[p], "%s", parts[p]);
+        part_frac[p] = 1;
+    }
+    nparts_known = nparts;
     double t0 = MPI_Wtime();
     int n = d->ncases(st);
     for (int i = 0; i < n && ok[0]; i++) ok[0] = check_case(d, st, i, nparts, parts, ok);
@@ -126,7 +142,7 @@ static void check_mode(const struct gr_driver *d, void *st, const struct gr_args
     gr_result("correct", ok[0], secs);
     for (int p = 1; p < nparts; p++) {
         if (!ok[0]) gr_say(parts[p], "not graded: %s %s", d->subject(st), d->correct_first);
-        gr_result(parts[p], ok[0] && ok[p], secs);
+        gr_result(parts[p], ok[0] && ok[p] ? part_frac[p] : 0, secs);
     }
 }
 
@@ -195,10 +211,7 @@ static void parse(int argc, char **argv, const struct gr_driver *d)
         pl_usage_error_all("--mode %s: %s has none", m, the_lab->dir);
 }
 
-/* Weak while a lab's driver.c may still carry its own main. */
-extern const struct gr_driver gr_lab_driver __attribute__((weak));
-
-__attribute__((weak)) int main(int argc, char **argv)
+int main(int argc, char **argv)
 {
     const struct gr_driver *d = &gr_lab_driver;
     gr_report_take_env();

@@ -80,6 +80,9 @@ const char *gr_handout(void);
 int gr_todo_any(void);
 /* Part's reason "still a stub: WHAT (see HANDOUT section S)" (rank 0, after gr_todo_any). */
 void gr_say_stub(const char *part);
+/* A part that passes earns this fraction of its points (the smallest given in the run; rank
+ * 0's counts), e.g. an overlap between no marks and full marks. Check mode only. */
+void gr_partial(const char *part, double fraction);
 /* Collective: rank 0's value of x on every rank. */
 int gr_agree(int x);
 

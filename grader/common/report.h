@@ -52,8 +52,8 @@ void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds,
 
 /* The verdict of part "perf" for a training step timed by gr_perf_compare: "yours X ms per
  * step (T tokens/s), BASELINE Y ms per step: Rx; full marks from 0.70x", the hint when the
- * ratio is short of full marks, the leaderboard metric (tokens/s) and the result. */
-void gr_perf_report_step(const struct gr_perf *pf, double tokens, const char *baseline,
-                         const char *hint, const char *metric, double t0);
+ * ratio is short of full marks, the leaderboard metric (tokens/s); returns the fraction of the points. */
+double gr_perf_report_step(const struct gr_perf *pf, double tokens, const char *baseline,
+                           const char *hint, const char *metric);
 
 #endif

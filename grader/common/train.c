@@ -369,20 +369,6 @@ long gr_ledger_total_calls(const struct pl_ledger *l)
     return n;
 }
 
-const char *gr_human_bytes(double b, char *buf, size_t len)
-{
-    static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
-    int u = 0;
-    double x = b;
-    while (fabs(x) >= 1000.0 && u < 4) {
-        x /= 1000.0;
-        u++;
-    }
-    if (u == 0) snprintf(buf, len, "%.0f B", x);
-    else snprintf(buf, len, "%.1f %s", x, unit[u]);
-    return buf;
-}
-
 /* ---- the modelled overlap ---- */
 
 int gr_overlap_replay(const struct pl_merged_trace *m, const struct pl_profile *p,

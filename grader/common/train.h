@@ -31,6 +31,7 @@
 #include "model.h"
 #include "replay.h"
 #include "trace.h"
+#include "units.h"
 
 /* ---- the single-device reference ---- */
 
@@ -141,8 +142,6 @@ void gr_ledger_gather_world(const struct pl_ledger *mine, struct pl_ledger *all)
 /* Bytes sent of every kind, and operations of every kind but point to point. */
 double gr_ledger_total_bytes(const struct pl_ledger *l);
 long gr_ledger_total_calls(const struct pl_ledger *l);
-/* "12.3 kB" (powers of 1000, as the ledger prints) into buf. */
-const char *gr_human_bytes(double bytes, char *buf, size_t len);
 
 /* ---- the modelled overlap ---- */
 

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include "comm.h"
 #include "hd.h"
+#include "todo.h"
 
 /* ---- what you implement (collectives.c) ---- */
 
@@ -69,8 +70,8 @@ void coll_reduce(float *dst, const float *src, size_t n);
  * GPU build). */
 void coll_copy(float *dst, const float *src, size_t n);
 
-/* The stubs call this: it tells the grader (and you) that `what` is not written yet and
- * where the handout explains it, then returns so the grader can go on. */
-void lab_todo(const char *what, const char *section);
+/* The stubs call lab_todo(what, section) (lib/todo.h): it tells the grader (and you) that
+ * `what` is not written yet and where the handout explains it, then returns so the grader
+ * can go on. */
 
 #endif

@@ -25,6 +25,7 @@
 
 #include "comm.h"
 #include "model.h"
+#include "todo.h"
 
 enum ddp_variant {
     DDP_NAIVE,      /* after backward, one all-reduce per parameter tensor (section 4) */
@@ -75,8 +76,8 @@ void ddp_bucket_range(const struct ddp *d, int i, size_t *offset, size_t *numel)
 
 /* ---- what the kit gives you ---- */
 
-/* The stubs call this: it tells the grader (and you) that `what` is not written yet and
- * where the handout explains it, then returns so the grader can go on. */
-void lab_todo(const char *what, const char *section);
+/* The stubs call lab_todo(what, section) (lib/todo.h): it tells the grader (and you) that
+ * `what` is not written yet and where the handout explains it, then returns so the grader
+ * can go on. */
 
 #endif

@@ -30,6 +30,7 @@
 
 #include "comm.h"
 #include "model.h"
+#include "todo.h"
 
 #define ZERO_MAX_UNITS 64 /* n_layers + 2 */
 
@@ -78,9 +79,9 @@ void zero_backward_part(struct zero_pass *s, int part, const float *p, float *g)
  * global gradient norm needs when every rank holds a part of the gradient. */
 double zero_sum_over_ranks(struct pl_comm *comm, double x);
 
-/* The stubs call this: it tells the grader (and you) that `what` is not written yet and
- * where the handout explains it, then returns so the grader can go on. */
-void lab_todo(const char *what, const char *section);
+/* The stubs call lab_todo(what, section) (lib/todo.h): it tells the grader (and you) that
+ * `what` is not written yet and where the handout explains it, then returns so the grader
+ * can go on. */
 
 /* ---- the state of one rank ---- */
 

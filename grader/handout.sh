@@ -1,0 +1,31 @@
+#!/bin/sh
+# handout.sh OUTDIR: builds OUTDIR/paralab-kit.tar.gz, the student kit of a course: the
+# library, datasets, docs, the stubs in labs/, the grader's source (every lab's driver builds
+# without solutions/: oracles and speed bounds come from the kit itself), and the tests that
+# need no solution. Left out: solutions/, tests/broken and the lab checks that grade the
+# solutions (tests/labs, tests/grader.tests), docs/instructor.md, the Gradescope packaging,
+# .ci/, and every block of README.md and docs/grader.md between the lines
+# "<!-- instructor -->" and "<!-- /instructor -->". Lines "<!-- kit" and "kit -->" are
+# dropped, so what they enclose (a comment in the repository) shows in the kit.
+set -eu
+out=${1:-build/handout}
+name=paralab-kit
+stage="$out/stage/$name"
+rm -rf "$out/stage" "$out/$name.tar.gz"
+mkdir -p "$stage"
+for d in Makefile .gitignore lib datasets labs grader docs tests; do
+    [ -e "$d" ] && cp -R "$d" "$stage/"
+done
+rm -rf "$stage/grader/gradescope" "$stage/tests/broken" "$stage/tests/labs" \
+    "$stage/tests/grader.tests" "$stage/docs/instructor.md"
+# The kit's own text: instructor blocks out, kit-only blocks in.
+strip() {
+    sed -e '/^<!-- instructor -->$/,/^<!-- \/instructor -->$/d' -e '/^<!-- kit$/d' \
+        -e '/^kit -->$/d' "$1" >"$2"
+}
+strip README.md "$stage/README.md"
+strip docs/grader.md "$stage/docs/grader.md"
+tar -C "$out/stage" -czf "$out/$name.tar.gz" "$name"
+rm -rf "$out/stage"
+echo "wrote $out/$name.tar.gz: the student kit (no solutions/); students unpack it and run"
+echo "make grade inside it (docs/instructor.md)"

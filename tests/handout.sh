@@ -1,0 +1,54 @@
+#!/bin/sh
+# handout.sh BUILD_DIR: the student kit end to end. Builds it with `make handout`, unpacks
+# it in a temporary folder and checks that: no solution text, no tests/broken, lab checks,
+# docs/instructor.md, Gradescope packaging, .ci/ or instructor block is in it; `make` builds
+# there and the kit's test harness runs; `make grade` scores 0 with "still a stub" on every
+# lab; and, once the solution files are copied into labs/, `make grade` gives full marks.
+# NP (default 2) keeps the grading short.
+set -eu
+np=${NP:-2}
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fail() { echo "handout: $*"; exit 1; }
+
+make -s handout >"$d/handout.log" 2>&1 || { cat "$d/handout.log"; fail "make handout failed"; }
+tar -C "$d" -xzf build/handout/paralab-kit.tar.gz
+k="$d/paralab-kit"
+for p in solutions tests/broken tests/labs tests/grader.tests docs/instructor.md \
+    grader/gradescope .ci build; do
+    [ ! -e "$k/$p" ] || fail "$p is in the kit"
+done
+! grep -rqs -e '<!-- instructor -->' -e '<!-- kit' "$k/README.md" "$k/docs/grader.md" ||
+    fail "an instructor or kit marker was left in the kit's README.md or docs/grader.md"
+# No line that only a solution has (longer than 30 characters, and found nowhere else in
+# lib/, datasets/, labs/, grader/ or tests/, so that common calls do not count) is in the kit.
+for s in solutions/*/*.c; do
+    awk 'length($0) > 30' "$s" | sort -u >"$d/long.txt"
+    grep -rhxF -f "$d/long.txt" lib datasets labs grader tests | sort -u >"$d/shared.txt" || true
+    comm -23 "$d/long.txt" "$d/shared.txt" >"$d/own.txt"
+    [ -s "$d/own.txt" ] || fail "$s has no line of its own to look for"
+    if grep -rqxF -f "$d/own.txt" "$k"; then fail "text of $s is in the kit"; fi
+done
+echo "kit contents: no solutions, no instructor material"
+
+make -C "$k" -s build-only >"$d/make.log" 2>&1 || { tail -n 30 "$d/make.log"; fail "the kit does not build"; }
+(cd "$k" && ./build/cpu/tests/harness --build build/cpu tests/core.tests) >"$d/test.log" 2>&1 ||
+    { tail -n 20 "$d/test.log"; fail "make test's harness does not run in the kit"; }
+echo "kit builds; its test harness runs"
+
+labs=$(cd "$k" && ./build/cpu/bin/grade --labs | cut -f1)
+(cd "$k" && ./build/cpu/bin/grade --np "$np") >"$d/stubs.log" 2>&1 && fail "stubs passed"
+grep -q '^Score: 0/' "$d/stubs.log" || { tail -n 20 "$d/stubs.log"; fail "stubs did not score 0"; }
+for lab in $labs; do
+    grep -q "^== $lab: .*FAIL" "$d/stubs.log" || fail "$lab has no failed test"
+    grep -A3 "^== $lab: " "$d/stubs.log" | grep -q 'still a stub' ||
+        fail "$lab does not say 'still a stub'"
+done
+echo "stubs: $(tail -n 2 "$d/stubs.log" | tr '\n' ' ')"
+
+for s in solutions/*/*.c; do cp "$s" "$k/labs/$(basename "$(dirname "$s")")/"; done
+(cd "$k" && make -s grade NP="$np") >"$d/full.log" 2>&1 || {
+    grep -A4 FAIL "$d/full.log" | head -n 30; fail "the solutions copied into labs/ lost points"; }
+grep '^Score: ' "$d/full.log" | awk -F'[ /]' '$2 != $3 { exit 1 }' ||
+    fail "the solutions copied into labs/ did not score full marks"
+echo "solutions copied into labs/: $(tail -n 2 "$d/full.log" | tr '\n' ' ')"
