@@ -188,7 +188,8 @@ int pl_plan_write_svg(const char *path, const struct pl_plan_model *m,
         if (pt[i].fits && 100 * pt[i].mfu > max_mfu) max_mfu = 100 * pt[i].mfu;
         if (pt[i].memory / 1e9 > max_mem) max_mem = pt[i].memory / 1e9;
     }
-    max_mfu = 10 * (int)(max_mfu / 10 + 1);
+    max_mfu = 20 * ceil(max_mfu / 20); /* ticks at quarters: whole numbers */
+    if (max_mfu <= 0) max_mfu = 20;
     if (max_mem > 4 * c->hbm / 1e9) max_mem = 4 * c->hbm / 1e9;
     int width = 70 + n * 18 + 90, height = 470;
     if (width < 760) width = 760;
