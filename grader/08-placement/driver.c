@@ -21,6 +21,7 @@
 #include "paralab.h"
 #include "placement.h"
 #include "plan_internal.h"
+#include "todo.h"
 
 #define TOL_EST 0.01      /* relative, per category of memory and time */
 #define TOL_QUALITY 0.02  /* the chosen step may be this much slower than the best */
@@ -438,6 +439,51 @@ static int judge(void *st, int i, const char *part)
     }
 }
 
+/* ---------------------------------------------------------------- bench */
+
+#define BENCH_ROUNDS 3
+
+/* Seconds of the best of BENCH_ROUNDS searches, the student's (mine) or the kit's. */
+static double time_search(struct tcase *t, int mine)
+{
+    double best = 1e30;
+    for (int r = 0; r < BENCH_ROUNDS; r++) {
+        double t0 = pl_now();
+        if (mine) placement_search(&t->model, &t->cluster, &t->chosen);
+        else __real_pl_plan_search(&t->model, &t->cluster, NULL, &t->best);
+        best = fmin(best, pl_now() - t0);
+    }
+    return best;
+}
+
+/* The visible search cases: the student's search beside the kit's exhaustive one, and
+ * what each chose. Nothing is judged. */
+static void bench(const struct gr_args *a)
+{
+    the_op = OP_SEARCH;
+    printf("# Lab 8 search time, %s beside the kit's planner (best of %d)\n",
+           a->label ? a->label : "your code", BENCH_ROUNDS);
+    printf("%-44s %10s %10s %7s  %s\n", "case", "yours(ms)", "kit(ms)", "ratio", "step yours/kit");
+    for (int i = 0; i < 3; i++) {
+        struct tcase *t = &cases[0];
+        build_case(t, &SEARCHES[i]);
+        char name[128];
+        snprintf(name, sizeof name, "%s on %d x %s", t->model.name, t->cluster.nodes,
+                 t->cluster.name);
+        double kit = time_search(t, 0);
+        pl_todo_reset();
+        double mine = time_search(t, 1);
+        if (pl_todo_what()) {
+            printf("%-44s still a stub: %s\n", name, pl_todo_what());
+            continue;
+        }
+        struct pl_plan_time tm;
+        __real_pl_plan_time(&t->model, &t->cluster, &t->chosen, &tm);
+        printf("%-44s %10.2f %10.2f %6.2fx  %.4f\n", name, 1e3 * mine, 1e3 * kit, kit / mine,
+               tm.step / t->best.best[0].time.step);
+    }
+}
+
 const struct gr_driver gr_lab_driver = {
     .flags = NULL,
     .nflags = 0,
@@ -448,4 +494,5 @@ const struct gr_driver gr_lab_driver = {
     .describe = describe,
     .run = run,
     .judge = judge,
+    .bench = bench,
 };
