@@ -132,7 +132,7 @@ int pl_plan_config_parse(struct pl_plan_config *c, const char *text, char *err, 
     return 0;
 }
 
-/* ---------------------------------------------------------------- shape helpers */
+/* ---------------------------------------------------------------- shape */
 
 static int world_of(const struct pl_plan_config *cfg)
 {
