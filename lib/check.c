@@ -2,7 +2,6 @@
  * several, so a student reading interleaved output knows whose error it is. */
 #include "check.h"
 #include "util.h"
-#include "trace.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -118,15 +117,3 @@ void pl_check_cublas_failed(const char *file, int line, const char *call, int rc
     pl_fatal_at(file, line, call, "cuBLAS status %d", rc);
 }
 #endif
-
-/* Through MPI's profiling interface the kit sees every MPI_Abort, a student's included: the
- * call and its error code go to this rank's status file (trace.h) before the job ends,
- * because when several ranks abort at once the launcher's own message can come out garbled,
- * and a supervisor still has to say who aborted and why. */
-int MPI_Abort(MPI_Comm comm, int errorcode)
-{
-    char what[64];
-    snprintf(what, sizeof what, "called MPI_Abort (error code %d)", errorcode);
-    pl_trace_where(what);
-    return PMPI_Abort(comm, errorcode);
-}

@@ -3,8 +3,8 @@
  * hanging or crashing; whoever runs the lab (its grader, a benchmark) asks afterwards which
  * stub was reached first. Every lab reaches this through the library, so no lab carries its
  * own copy and no student file needs anything outside lib/ and its lab folder. */
-#ifndef PL_TODO_H
-#define PL_TODO_H
+#ifndef PL_LAB_STUBS_H
+#define PL_LAB_STUBS_H
 
 /* Records the first stub reached since the last pl_todo_reset() and says once on stderr
  * (rank 0) "still a stub: WHAT: see HANDOUT section SECTION". */

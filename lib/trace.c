@@ -3,6 +3,7 @@
  * the trace is instrumentation, and counting it would change the memory figures that the
  * ZeRO lab grades. */
 #include "trace.h"
+#include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -394,49 +395,6 @@ void pl_trace_merged_free(struct pl_merged_trace *m)
 
 /* ---- Chrome trace JSON ---- */
 
-/* Length of the valid UTF-8 sequence at s, or 0: labels are cut at a byte count and may
- * end inside a character, which would make the file invalid JSON. */
-static int utf8_len(const unsigned char *s)
-{
-    int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-    if (s[0] >= 0xf5) n = 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    return n;
-}
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        if (*p == '"' || *p == '\\') {
-            fputc('\\', f);
-            fputc(*p++, f);
-        } else if (*p < 0x20) {
-            fprintf(f, "\\u%04x", *p++);
-        } else if (*p < 0x80) {
-            fputc(*p++, f);
-        } else {
-            int n = utf8_len(p);
-            if (n == 0) {
-                fputc('?', f);
-                p++;
-            } else {
-                fwrite(p, 1, (size_t)n, f);
-                p += n;
-            }
-        }
-    }
-    fputc('"', f);
-}
-
-/* JSON has no NaN or Infinity. */
-static void json_number(FILE *f, double v)
-{
-    if (isfinite(v)) fprintf(f, "%.17g", v);
-    else fputs("null", f);
-}
-
 static const struct pl_group_def *merged_group(const struct pl_merged_trace *m, int id)
 {
     for (int i = 0; i < m->ngroups; i++)
@@ -487,24 +445,24 @@ int pl_trace_write_json(const struct pl_merged_trace *m, const char *path)
             event_name(m, e, name, sizeof name);
             double dur = e->t1 > e->t0 ? e->t1 - e->t0 : 0.0;
             fputs(",\n{\"name\":", f);
-            json_string(f, name);
+            pl_json_string(f, name);
             fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":",
                     e->type == PL_EV_COMPUTE ? "compute" : "comm", r,
                     e->type == PL_EV_COMPUTE ? 0 : 1);
-            json_number(f, e->t0 * 1e6);
+            pl_json_number(f, e->t0 * 1e6);
             fputs(",\"dur\":", f);
-            json_number(f, dur * 1e6);
+            pl_json_number(f, dur * 1e6);
             fprintf(f, ",\"args\":{\"event\":\"%s\",\"index\":%d", pl_ev_type_name(e->type), i);
             if (e->type == PL_EV_COMPUTE) {
                 fputs(",\"flops\":", f);
-                json_number(f, e->flops);
+                pl_json_number(f, e->flops);
             } else {
                 if (e->type == PL_EV_ISSUE || e->type == PL_EV_WAIT)
                     fprintf(f, ",\"kind\":\"%s\",\"group\":%d", pl_coll_kind_name(e->kind),
                             e->group);
                 if (e->type != PL_EV_WAIT) {
                     fputs(",\"bytes\":", f);
-                    json_number(f, e->bytes);
+                    pl_json_number(f, e->bytes);
                 }
                 if (e->type >= PL_EV_SEND) fprintf(f, ",\"peer\":%d,\"tag\":%d", e->peer, e->tag);
                 if (e->handle > 0) fprintf(f, ",\"handle\":%ld", e->handle);

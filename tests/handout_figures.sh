@@ -14,7 +14,8 @@ args=$(cut -f3 "$d/lab")
 [ -n "$dir" ] || { echo "no lab $lab"; exit 1; }
 # shellcheck disable=SC2086
 OPENBLAS_NUM_THREADS=1 "$B/bin/launch" --timeout 300 -np "$np" -- \
-    "$B/grader/solutions/$dir/driver" --mode bench --label "the solution" $args >"$d/out" 2>&1 ||
+    "$B/grader/solutions/$dir/driver" --mode bench --figures --label "the solution" $args \
+    >"$d/out" 2>&1 ||
     { tail -n 20 "$d/out"; exit 1; }
 tr '\n' ' ' <"docs/labs/$dir.md" | tr -s ' ' >"$d/text"
 sed -n 's/^# handout: //p' "$d/out" | tr -s ' ' >"$d/figures"

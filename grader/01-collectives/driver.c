@@ -209,6 +209,44 @@ static void compare(const float *got, const float *expected, size_t total, struc
     }
 }
 
+/* Calls the student's collective once, and records in v what the ledgers saw: bytes sent
+ * and received, library collectives called, memory left and held at peak, and the time. */
+static void observe_call(enum op op, struct pl_comm *comm, float *buf, float *buf2, size_t count,
+                         int root, struct verdict *v)
+{
+    struct pl_mem_stats m0, m1;
+    pl_mem_get_stats(&m0);
+    pl_mem_reset_peak();
+    struct pl_ledger l0 = *pl_ledger(), l1, d;
+    recv_bytes = 0;
+    counting = 1;
+    char where[96];
+    snprintf(where, sizeof where, "in %s, before its first message", OPS[op].func);
+    pl_trace_where(where);
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = MPI_Wtime();
+    call_student(op, comm, buf, buf2, count, root);
+    v->seconds = MPI_Wtime() - t0;
+    counting = 0;
+    /* What a supervisor reads if the other ranks never come back. */
+    snprintf(where, sizeof where, "returned from %s, waiting for the other ranks",
+             OPS[op].func);
+    pl_trace_where(where);
+    l1 = *pl_ledger();
+    pl_mem_get_stats(&m1);
+    pl_ledger_diff(&l1, &l0, &d);
+    v->sent = pl_ledger_bytes(&d, PL_P2P, -1);
+    v->received = recv_bytes;
+    v->coll_kind = -1;
+    for (int k = 0; k < PL_NKINDS; k++) {
+        if (k == PL_P2P || k == PL_BARRIER) continue;
+        if (d.calls[k] > 0 && v->coll_kind < 0) v->coll_kind = k;
+        v->coll_calls += (double)d.calls[k];
+    }
+    v->leaked = (double)m1.current_total - (double)m0.current_total;
+    v->scratch = (double)m1.peak_total - (double)m0.current_total;
+}
+
 /* Runs one case on this rank and fills its verdict. */
 static void run_case(enum op op, const struct test_case *c, int index, struct verdict *v)
 {
@@ -236,38 +274,7 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     v->rank = r;
     v->world_rank = wr;
     v->root = root;
-    struct pl_mem_stats m0, m1;
-    pl_mem_get_stats(&m0);
-    pl_mem_reset_peak();
-    struct pl_ledger l0 = *pl_ledger(), l1, d;
-    recv_bytes = 0;
-    counting = 1;
-    char where[96];
-    snprintf(where, sizeof where, "in %s, before its first message", OPS[op].func);
-    pl_trace_where(where);
-    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = MPI_Wtime();
-    call_student(op, comm, buf, buf2, c->count, root);
-    v->seconds = MPI_Wtime() - t0;
-    counting = 0;
-    /* What a supervisor reads if the other ranks never come back. */
-    snprintf(where, sizeof where, "returned from %s, waiting for the other ranks",
-             OPS[op].func);
-    pl_trace_where(where);
-    l1 = *pl_ledger();
-    pl_mem_get_stats(&m1);
-    pl_ledger_diff(&l1, &l0, &d);
-
-    v->sent = pl_ledger_bytes(&d, PL_P2P, -1);
-    v->received = recv_bytes;
-    v->coll_kind = -1;
-    for (int k = 0; k < PL_NKINDS; k++) {
-        if (k == PL_P2P || k == PL_BARRIER) continue;
-        if (d.calls[k] > 0 && v->coll_kind < 0) v->coll_kind = k;
-        v->coll_calls += (double)d.calls[k];
-    }
-    v->leaked = (double)m1.current_total - (double)m0.current_total;
-    v->scratch = (double)m1.peak_total - (double)m0.current_total;
+    observe_call(op, comm, buf, buf2, c->count, root, v);
 
     pl_copy_to_host(got, op == OP_A2A ? buf2 : buf, total);
     compare(got, expected, total, v);

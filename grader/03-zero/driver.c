@@ -446,6 +446,57 @@ static const char *cat_hint(int stage, int c, double peak, const struct allowanc
     return "allocate exactly what the stage keeps (handout section 2 lists it)";
 }
 
+/* The report under the memory test: rank 0's measured bytes beside the formula, and what
+ * DDP holds. */
+static void memory_report(int stage, const struct verdict *v0, int n, const struct allowance *pa,
+                          const double *ddp)
+{
+    struct allowance a = *pa;
+    char b1[32], b2[32], b3[32];
+    const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
+    const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
+    const double formula[3] = {a.formula.params, a.formula.grads, a.formula.optim};
+    gr_say("memory", "per rank (fp32, Psi=%.0f, n=%d; formula %s = %s): measured on rank 0 "
+           "(formula, accepted):", a.psi, n, zero_fp32_text(stage),
+           pl_format_bytes(zero_bytes_total(a.formula), b1, sizeof b1));
+    for (int k = 0; k < 3; k++)
+        gr_say("memory", "  %-6s %10s  (%s, <= %s)", pl_mem_cat_name((enum pl_mem_cat)cats[k]),
+               pl_format_bytes(v0->peak[cats[k]], b1, sizeof b1),
+               pl_format_bytes(formula[k], b2, sizeof b2),
+               pl_format_bytes(allowed[k], b3, sizeof b3));
+    gr_say("memory", "  %-6s %10s  (the single-device reference's on the whole batch / %d "
+           "ranks, <= %s)", "activ", pl_format_bytes(v0->peak[PL_MEM_ACTIV], b1, sizeof b1), n,
+           pl_format_bytes(ddp[4] / n + MEM_SLACK_ACTIV, b2, sizeof b2));
+    gr_say("memory",
+           "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
+           "reference); padding: full_numel %.0f, shard_numel %.0f",
+           pl_format_bytes(ddp[0], b1, sizeof b1), pl_format_bytes(ddp[1], b2, sizeof b2),
+           pl_format_bytes(ddp[2], b3, sizeof b3), a.full, a.shard);
+}
+
+/* A step that left memory allocated (rank i). */
+static int judge_leak(int i, const struct verdict *v)
+{
+    char b1[32];
+    if (v->leak_step >= 0) {
+        for (int c = 0; c < PL_MEM_NCAT; c++)
+            if (v->leak[c] > 0) {
+                gr_say("memory",
+                       "rank %d: zero_step %d left %s of %s allocated that it "
+                       "did not hold before the step: %s",
+                       i, v->leak_step + 1, pl_format_bytes(v->leak[c], b1, sizeof b1),
+                       pl_mem_cat_name((enum pl_mem_cat)c),
+                       c == PL_MEM_PARAMS ? "a gathered unit never freed? pl_mem_free "
+                                            "each one right after its forward or backward "
+                                            "(handout section 5)"
+                                          : "every buffer a step allocates must be freed "
+                                            "before it returns");
+                return 0;
+            }
+    }
+    return 1;
+}
+
 static int judge_memory(int stage, const struct verdict *all, int n, const struct zero_layout *e,
                         const double *ddp)
 {
@@ -454,41 +505,10 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
     const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
     const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
     const double formula[3] = {a.formula.params, a.formula.grads, a.formula.optim};
-    /* The report: rank 0's measured bytes beside the formula, and what DDP holds. */
-    gr_say("memory", "per rank (fp32, Psi=%.0f, n=%d; formula %s = %s): measured on rank 0 "
-           "(formula, accepted):", a.psi, n, zero_fp32_text(stage),
-           pl_format_bytes(zero_bytes_total(a.formula), b1, sizeof b1));
-    for (int k = 0; k < 3; k++)
-        gr_say("memory", "  %-6s %10s  (%s, <= %s)", pl_mem_cat_name((enum pl_mem_cat)cats[k]),
-               pl_format_bytes(all[0].peak[cats[k]], b1, sizeof b1),
-               pl_format_bytes(formula[k], b2, sizeof b2),
-               pl_format_bytes(allowed[k], b3, sizeof b3));
-    gr_say("memory", "  %-6s %10s  (the single-device reference's on the whole batch / %d "
-           "ranks, <= %s)", "activ", pl_format_bytes(all[0].peak[PL_MEM_ACTIV], b1, sizeof b1), n,
-           pl_format_bytes(ddp[4] / n + MEM_SLACK_ACTIV, b2, sizeof b2));
-    gr_say("memory",
-           "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
-           "reference); padding: full_numel %.0f, shard_numel %.0f",
-           pl_format_bytes(ddp[0], b1, sizeof b1), pl_format_bytes(ddp[1], b2, sizeof b2),
-           pl_format_bytes(ddp[2], b3, sizeof b3), a.full, a.shard);
+    memory_report(stage, &all[0], n, &a, ddp);
     for (int i = 0; i < n; i++) {
         const struct verdict *v = &all[i];
-        if (v->leak_step >= 0) {
-            for (int c = 0; c < PL_MEM_NCAT; c++)
-                if (v->leak[c] > 0) {
-                    gr_say("memory",
-                           "rank %d: zero_step %d left %s of %s allocated that it "
-                           "did not hold before the step: %s",
-                           i, v->leak_step + 1, pl_format_bytes(v->leak[c], b1, sizeof b1),
-                           pl_mem_cat_name((enum pl_mem_cat)c),
-                           c == PL_MEM_PARAMS ? "a gathered unit never freed? pl_mem_free "
-                                                "each one right after its forward or backward "
-                                                "(handout section 5)"
-                                              : "every buffer a step allocates must be freed "
-                                                "before it returns");
-                    return 0;
-                }
-        }
+        if (!judge_leak(i, v)) return 0;
         for (int k = 0; k < 3; k++) {
             if (v->peak[cats[k]] <= allowed[k]) continue;
             gr_say("memory",

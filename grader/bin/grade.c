@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "launch.h"
 #include "trace.h"
 #include "../grade.h"
@@ -693,44 +694,43 @@ static void print_test(const struct test *t, const struct test *prev)
     fflush(stdout);
 }
 
-/* JSON string: quotes, backslashes and control characters escaped, invalid UTF-8 replaced,
- * so the file stays valid whatever a crashing program printed. */
-static void json_str(FILE *f, const char *s)
+/* results.json's "tests": every test that ran, with its reason, tags and visibility. */
+static void write_tests(FILE *f)
 {
-    fputc('"', f);
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    while (*p) {
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            fprintf(f, "\\%c", c);
-            p++;
-        } else if (c == '\n') {
-            fputs("\\n", f);
-            p++;
-        } else if (c == '\t') {
-            fputs("\\t", f);
-            p++;
-        } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
-            p++;
-        } else if (c < 0x80) {
-            fputc((int)c, f);
-            p++;
-        } else {
-            int len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-            int ok = len > 0 && !(len == 2 && c < 0xc2) && !(len == 4 && c > 0xf4);
-            for (int k = 1; ok && k < len; k++)
-                if ((p[k] & 0xc0) != 0x80) ok = 0;
-            if (ok) {
-                fwrite(p, 1, (size_t)len, f);
-                p += len;
-            } else {
-                fputs("\\ufffd", f);
-                p++;
-            }
-        }
+    fprintf(f, "  \"tests\": [");
+    int first = 1;
+    for (int i = 0; i < ntests; i++) {
+        const struct test *t = &tests[i];
+        if (!t->ran) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%s: %s", lab_of[t->lab]->dir, t->name);
+        fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
+        pl_json_string(f, name);
+        fprintf(f, ", \"score\": %.4f, \"max_score\": %.4f, \"status\": \"%s\",\n     \"output\": ",
+                t->score, t->points, t->passed ? "passed" : "failed");
+        pl_json_string(f, text_str(&t->reason));
+        fprintf(f, ",\n     \"tags\": [");
+        pl_json_string(f, t->tag);
+        if (t->hidden) fprintf(f, ", \"hidden\"");
+        fprintf(f, "], \"visibility\": \"%s\"}", t->hidden ? "after_published" : "visible");
+        first = 0;
     }
-    fputc('"', f);
+    fprintf(f, "\n  ]");
+}
+
+/* results.json's "leaderboard": each graded lab's metric (grade.h), when its perf run gave
+ * it. */
+static void write_leaderboard(FILE *f)
+{
+    int board = 0;
+    for (int k = 0; k < nlabs; k++) {
+        if (board_value[k] < 0) continue;
+        fprintf(f, "%s\n    {\"name\": ", board ? "," : ",\n  \"leaderboard\": [");
+        pl_json_string(f, lab_of[k]->metric_title);
+        fprintf(f, ", \"value\": %.4f, \"order\": \"desc\"}", board_value[k]);
+        board = 1;
+    }
+    if (board) fprintf(f, "\n  ]");
 }
 
 /* Gradescope's results.json. The top-level "score" is the total of every test. With the
@@ -765,36 +765,10 @@ static int write_results(const char *path, double seconds)
     fprintf(f, "{\n");
     if (!hidden) fprintf(f, "  \"score\": %.4f,\n", score);
     fprintf(f, "  \"execution_time\": %.1f,\n  \"output\": ", seconds);
-    json_str(f, summary);
+    pl_json_string(f, summary);
     fprintf(f, ",\n  \"visibility\": \"visible\",\n  \"stdout_visibility\": \"hidden\",\n");
-    fprintf(f, "  \"tests\": [");
-    int first = 1;
-    for (int i = 0; i < ntests; i++) {
-        const struct test *t = &tests[i];
-        if (!t->ran) continue;
-        char name[300];
-        snprintf(name, sizeof name, "%s: %s", lab_of[t->lab]->dir, t->name);
-        fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
-        json_str(f, name);
-        fprintf(f, ", \"score\": %.4f, \"max_score\": %.4f, \"status\": \"%s\",\n     \"output\": ",
-                t->score, t->points, t->passed ? "passed" : "failed");
-        json_str(f, text_str(&t->reason));
-        fprintf(f, ",\n     \"tags\": [");
-        json_str(f, t->tag);
-        if (t->hidden) fprintf(f, ", \"hidden\"");
-        fprintf(f, "], \"visibility\": \"%s\"}", t->hidden ? "after_published" : "visible");
-        first = 0;
-    }
-    fprintf(f, "\n  ]");
-    int board = 0;
-    for (int k = 0; k < nlabs; k++) {
-        if (board_value[k] < 0) continue;
-        fprintf(f, "%s\n    {\"name\": ", board ? "," : ",\n  \"leaderboard\": [");
-        json_str(f, lab_of[k]->metric_title);
-        fprintf(f, ", \"value\": %.4f, \"order\": \"desc\"}", board_value[k]);
-        board = 1;
-    }
-    if (board) fprintf(f, "\n  ]");
+    write_tests(f);
+    write_leaderboard(f);
     fprintf(f, "\n}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {

@@ -176,6 +176,8 @@ static struct pl_flag harness_flags[] = {
     {"--parts", PL_FLAG_STR, &args.parts, "LIST", "check: the parts to judge, comma-separated", 0},
     {"--seed", PL_FLAG_U64, &args.seed, "S", "the grading seed", 0},
     {"--label", PL_FLAG_STR, &args.label, "NAME", "bench: whose code, for the title", 0},
+    {"--figures", PL_FLAG_SWITCH, &args.figures, "", "bench: only the handout's figures, no "
+     "wall-clock timing", 0},
 };
 
 static void usage(FILE *f)

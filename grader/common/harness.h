@@ -38,6 +38,7 @@ struct gr_args {
     const char *parts; /* comma-separated, check mode */
     const char *label; /* bench: whose code this is, for the table's title */
     uint64_t seed;     /* the grading seed: data and sizes drawn from it */
+    int figures;       /* bench: only what the handout quotes (no wall-clock timing) */
 };
 
 struct gr_driver {

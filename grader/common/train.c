@@ -192,6 +192,24 @@ static double tensor_rel(const struct tensor_sums *s, double floor2)
     return den > 0 ? sqrt(s->err2 / den) : sqrt(s->err2);
 }
 
+/* Tensor t's sums over the ranks holding pieces of it (all: every rank's nt sums). */
+static void add_shards(const struct tensor_sums *all, int nt, int nranks, int t,
+                       struct tensor_sums *s)
+{
+    memset(s, 0, sizeof *s);
+    s->worst_elem = -1;
+    for (int r = 0; r < nranks; r++) {
+        const struct tensor_sums *x = &all[(size_t)r * nt + t];
+        s->err2 += x->err2;
+        s->ref2 += x->ref2;
+        s->nonfinite += x->nonfinite;
+        if (x->max_abs > s->max_abs || (s->worst_elem < 0 && x->worst_elem >= 0)) {
+            s->max_abs = x->max_abs;
+            s->worst_elem = x->worst_elem;
+        }
+    }
+}
+
 /* Compares got with want (host, the whole flat buffer) over [offset, offset+n). */
 static void check_flat(const struct gr_reference *ref, const float *want,
                        enum gr_params_layout mode, size_t offset, size_t n, const float *got,
@@ -219,22 +237,8 @@ static void check_flat(const struct gr_reference *ref, const float *want,
             /* Replicas: each rank on its own. Shards: the ranks' pieces of a tensor added. */
             for (int t = 0; t < nt; t++) {
                 struct tensor_sums *s = &sum[t];
-                if (mode == GR_REPLICATED) {
-                    *s = all[(size_t)g * nt + t];
-                } else {
-                    memset(s, 0, sizeof *s);
-                    s->worst_elem = -1;
-                    for (int r = 0; r < nranks; r++) {
-                        const struct tensor_sums *x = &all[(size_t)r * nt + t];
-                        s->err2 += x->err2;
-                        s->ref2 += x->ref2;
-                        s->nonfinite += x->nonfinite;
-                        if (x->max_abs > s->max_abs || (s->worst_elem < 0 && x->worst_elem >= 0)) {
-                            s->max_abs = x->max_abs;
-                            s->worst_elem = x->worst_elem;
-                        }
-                    }
-                }
+                if (mode == GR_REPLICATED) *s = all[(size_t)g * nt + t];
+                else add_shards(all, nt, nranks, t, s);
                 double rel = tensor_rel(s, ms * (double)ref->layout.tensors[t].numel);
                 if (v->tensor < 0 || rel > v->rel) {
                     v->tensor = t;

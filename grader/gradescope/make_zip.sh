@@ -1,8 +1,8 @@
 #!/bin/sh
 # make_zip.sh OUTDIR: builds OUTDIR/autograder.zip for Gradescope: setup.sh and
-# run_autograder at the top, the kit beside them (without tests/ or build/). solutions/ goes
-# along: the drivers time the student's code against the reference solution compiled in
-# (grader/NN-name/reference.c); an autograder's files are not shown to students.
+# run_autograder at the top, the kit beside them (without tests/ or build/). No driver needs
+# solutions/; it goes along so that the bundle can be checked with `make grade SOLUTIONS=1`
+# (an autograder's files are not shown to students).
 # SEED (default: random) is the secret seed of the hidden suite; LAB limits the
 # assignment to one lab.
 set -eu
