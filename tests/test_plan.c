@@ -3,8 +3,9 @@
  * that produce its numbers.
  *     test_plan                          formulas, rules, search properties, published runs
  *     test_plan handout MD PLAN GRADE    every "<!-- plan: ARGS -->" block of MD appears, line
- *                                        by line and in order, in PLAN ARGS's output; the
- *                                        prose's figures and points table match the code */
+ *                                        by line and in order, in PLAN ARGS's output, and its
+ *                                        points table matches the grader's plan (the prose's
+ *                                        figures: tests/handout_figures.sh on the lab's bench) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,52 +276,6 @@ static void check_blocks(const char *md, const char *plan)
     CHECK(blocks >= 2, "the handout shows %d plan blocks", blocks);
 }
 
-/* The prose's own figures: efficiencies, rule limits, the published runs' gaps, and the
- * efficiency that would close the A100 gap. */
-static void check_prose(const char *md)
-{
-    static struct pl_plan_result res;
-    char want[256];
-    snprintf(want, sizeof want, "%.2f on H100 and %.2f on A100",
-             pl_profile_find("dgx-h100")->efficiency, pl_profile_find("dgx-a100")->efficiency);
-    CHECK(strstr(md, want), "handout lacks \"%s\"", want);
-    snprintf(want, sizeof want, "`PL_RULE_MEM_SHARE` (%.0f%%)", 100 * PL_RULE_MEM_SHARE);
-    CHECK(strstr(md, want), "handout lacks \"%s\"", want);
-    snprintf(want, sizeof want, "`PL_RULE_MAX_BUBBLE` (%.0f%%", 100 * PL_RULE_MAX_BUBBLE);
-    CHECK(strstr(md, want), "handout lacks \"%s\"", want);
-    double lo = 1e9, hi = -1e9, worst_h100 = 0, ratio = 0;
-    int a100 = 0;
-    for (int i = 0; i < pl_plan_published_count(); i++) {
-        const struct pl_plan_published *pub = pl_plan_published_at(i);
-        struct pl_plan_model m = *pl_plan_model_find(pub->model);
-        struct pl_plan_cluster c = cluster(pub->profile, pub->nodes);
-        struct pl_plan_config f;
-        memset(&f, 0, sizeof f);
-        pl_plan_config_parse(&f, pub->fix, NULL, 0);
-        struct pl_plan_fixed fixed = pl_plan_fixed_none();
-        memcpy(fixed.deg, f.deg, sizeof f.deg);
-        fixed.micro = f.micro;
-        fixed.recompute = (int)f.recompute;
-        fixed.ignore_memory = 1;
-        pl_plan_search(&m, &c, &fixed, &res);
-        double got = 100 * (pub->counts_recompute ? res.best[0].time.hfu : res.best[0].time.mfu);
-        if (strcmp(pub->profile, "dgx-a100")) {
-            worst_h100 = fmax(worst_h100, fabs(got - pub->mfu));
-            continue;
-        }
-        lo = fmin(lo, got - pub->mfu);
-        hi = fmax(hi, got - pub->mfu);
-        ratio += pub->mfu / got;
-        a100++;
-    }
-    CHECK(worst_h100 <= 0.5 && strstr(md, "within half a point"), "Llama runs: %.2f", worst_h100);
-    snprintf(want, sizeof want, "land %.0f to %.0f points high", lo, hi);
-    CHECK(strstr(md, want), "handout lacks \"%s\"", want);
-    snprintf(want, sizeof want, "efficiency near %.2f would match",
-             pl_profile_find("dgx-a100")->efficiency * ratio / a100);
-    CHECK(strstr(md, want), "handout lacks \"%s\"", want);
-}
-
 /* The points table matches the grader's plan: "| name without [..] | points |". */
 static void check_points(const char *md, const char *grade)
 {
@@ -353,7 +308,6 @@ static int handout(const char *path, const char *plan, const char *grade)
     md[n] = '\0';
     fclose(f);
     check_blocks(md, plan);
-    check_prose(md);
     check_points(md, grade);
     return 0;
 }

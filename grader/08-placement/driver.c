@@ -456,10 +456,68 @@ static double time_search(struct tcase *t, int mine)
     return best;
 }
 
+/* The planner's figure for a published run: its degrees and microbatch, the rest planned,
+ * MFU or (when the publication counts recomputation) HFU, in percent. */
+static double published_figure(const struct pl_plan_published *pub)
+{
+    static const struct spec none;
+    struct spec s = none;
+    s.model = pub->model;
+    s.profile = pub->profile;
+    s.nodes = pub->nodes;
+    s.seq = pub->seq;
+    s.batch_tokens = pub->batch_tokens;
+    s.config = pub->fix;
+    struct tcase t;
+    enum op was = the_op;
+    the_op = OP_SANITY;
+    build_case(&t, &s);
+    plan_published(&t);
+    the_op = was;
+    const struct pl_plan_time *tm = &t.best.best[0].time;
+    return 100 * (pub->counts_recompute ? tm->hfu : tm->mfu);
+}
+
+/* The figures docs/labs/08-placement.md quotes in its prose, one "# handout: TEXT" line
+ * each (its plan output blocks are checked by tests/test_plan handout). */
+static void handout_figures(void)
+{
+    const struct pl_profile *h100 = pl_profile_find("dgx-h100");
+    const struct pl_profile *a100 = pl_profile_find("dgx-a100");
+    printf("# handout: %.2f on H100 and %.2f on A100\n", h100->efficiency, a100->efficiency);
+    printf("# handout: `PL_RULE_MEM_SHARE` (%.0f%%)\n", 100 * PL_RULE_MEM_SHARE);
+    printf("# handout: `PL_RULE_MAX_BUBBLE` (%.0f%%\n", 100 * PL_RULE_MAX_BUBBLE);
+    printf("# handout: a step no more than %.0f%% slower than the kit's best\n",
+           100 * TOL_QUALITY);
+    double lo = 1e9, hi = -1e9, worst = 0, ratio = 0;
+    int n = 0;
+    for (int i = 0; i < pl_plan_published_count(); i++) {
+        const struct pl_plan_published *pub = pl_plan_published_at(i);
+        double diff = published_figure(pub) - pub->mfu;
+        if (strcmp(pub->profile, "dgx-a100")) {
+            worst = fmax(worst, fabs(diff));
+            continue;
+        }
+        lo = fmin(lo, diff);
+        hi = fmax(hi, diff);
+        ratio += pub->mfu / (pub->mfu + diff);
+        n++;
+    }
+    if (worst <= 0.5) printf("# handout: The two Llama 3 runs land within half a point\n");
+    else printf("# handout: The two Llama 3 runs land within %.1f points\n", worst);
+    printf("# handout: land %.0f to %.0f points high\n", lo, hi);
+    printf("# handout: an A100 efficiency near %.2f would match them\n",
+           a100->efficiency * ratio / n);
+}
+
 /* The visible search cases: the student's search beside the kit's exhaustive one, and
- * what each chose. Nothing is judged. */
+ * what each chose. Nothing is judged. With --figures, the handout's figures instead. */
 static void bench(const struct gr_args *a)
 {
+    if (a->figures) {
+        handout_figures();
+        return;
+    }
     the_op = OP_SEARCH;
     printf("# Lab 8 search time, %s beside the kit's planner (best of %d)\n",
            a->label ? a->label : "your code", BENCH_ROUNDS);

@@ -6,8 +6,9 @@
  * GPUs, 70B on 64, a MoE on 32): every placement rule obeyed (20), and the chosen
  * configuration within 2% of the step time of the kit's exhaustive best (20); the student's
  * step time on published frontier runs within 5 points of their published MFU (5); the
- * answers to the handout's three numeric questions (10). 100 points in all. The hidden suite: two more search cases drawn by the seed (5 + 5) and a
- * published run the handout does not name (5). */
+ * answers to the handout's three numeric questions (10). 100 points in all. The hidden
+ * suite: two more search cases drawn by the seed (5 + 5) and a published run the handout
+ * does not name (5). */
 #include <stdio.h>
 
 #include "grade.h"
