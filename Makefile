@@ -119,6 +119,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 
 -include grader/grader.mk
 -include tests/gpu_emu/gpu_emu.mk
+-include lib/plan.mk
 
 # ---- running ----
 test: all
@@ -149,10 +150,12 @@ help:
 	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
 	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1; docs/grader.md)"
 	@echo "  make gradescope      build/gradescope/autograder.zip for Gradescope"
+	@echo "  make plan ARGS=...   place a model on a cluster (ARGS=--help for the flags; Lab 8)"
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
-	@echo "  make plots LAB=06    a lab's pictures drawn from your own run (SOLUTIONS=1, PLOTS_DIR=)"
+	@echo "  make plots LAB=NN    a lab's pictures drawn from your own run, SVGs in build/plots"
+	@echo "                       (SOLUTIONS=1: the solutions; PLOTS_DIR=docs/labs/img: the handouts')"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
 	@echo "  make test-gpu-emu    the GPU build's library on a CUDA/NCCL stand-in (no GPU; run by make test)"

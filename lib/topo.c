@@ -89,7 +89,13 @@ enum pl_link pl_topo_group_link(const struct pl_topo *t, const int *ranks, int n
     return PL_LINK_INTRA;
 }
 
-/* Figures from the vendors' data sheets. Compute rates are peak dense rates: modelled times
+/* The efficiencies are planning assumptions (plan.h), not data-sheet figures: cuBLAS's large
+ * BF16 GEMMs reach about 80% of peak on A100 and 70% on H100 (whose peak is harder to hold
+ * under its power limit); a whole layer, with attention, normalisation and elementwise
+ * kernels, sustains less. docs/labs/08-placement.md shows what they give against published
+ * runs. The cpu profile's rate is already a sustained one.
+ *
+ * Figures from the vendors' data sheets. Compute rates are peak dense rates: modelled times
  * are therefore lower bounds at 100% utilisation, which is what comparisons between
  * schedules need (they are never compared with measured wall clock). Network bandwidth is
  * per GPU (one NIC each), as in these systems. */
@@ -103,6 +109,7 @@ static const struct pl_profile profiles[] = {
         .latency = {[PL_LINK_INTRA] = 3e-6, [PL_LINK_INTER] = 10e-6},
         .devices_per_node = 8,
         .device_mem = 80e9,
+        .efficiency = 0.55,
     },
     {
         .name = "dgx-a100",
@@ -113,6 +120,7 @@ static const struct pl_profile profiles[] = {
         .latency = {[PL_LINK_INTRA] = 3e-6, [PL_LINK_INTER] = 10e-6},
         .devices_per_node = 8,
         .device_mem = 80e9,
+        .efficiency = 0.65,
     },
     /* One MPI rank per laptop core: about 10 GFLOP/s of fp32 per core once the small
      * matrices of the labs are counted in (OpenBLAS reaches more on large sgemm); shared
@@ -127,6 +135,7 @@ static const struct pl_profile profiles[] = {
         .latency = {[PL_LINK_INTRA] = 1e-6, [PL_LINK_INTER] = 20e-6},
         .devices_per_node = 8,
         .device_mem = 2e9,
+        .efficiency = 1.0,
     },
 };
 #define NPROFILES ((int)(sizeof profiles / sizeof profiles[0]))

@@ -43,6 +43,10 @@ struct pl_profile {
     double latency[PL_NLINKS];    /* seconds per message or ring step */
     int devices_per_node;
     double device_mem;            /* bytes */
+    /* Fraction of the peak rate that a transformer layer's kernels sustain on one device
+     * (large GEMMs, attention, normalisation and elementwise kernels together): the planner
+     * (plan.h) models compute at flops x efficiency. The replay keeps the peak. */
+    double efficiency;
 };
 
 /* Known profiles: "dgx-h100", "dgx-a100", "cpu" (a laptop, one rank per core; "laptop" is

@@ -1,12 +1,14 @@
 # lab.mk: Lab 5's make settings (included by grader/grader.mk). `make plots LAB=05` draws the
-# handout's figures (docs/labs/img/05-sequence-parallel-*.svg: the TP vs TP+SP layout, and
+# handout's figures (05-sequence-parallel-*.svg in PLOTS_DIR, default build/plots; the
+# handout's copies are PLOTS_DIR=docs/labs/img SOLUTIONS=1): the TP vs TP+SP layout, and
 # activation bytes per rank against t measured from the copy being graded, labs/ or
-# solutions/ with SOLUTIONS=1, with the kit's formulas). A double-colon rule, so that every
+# solutions/ with SOLUTIONS=1, with the kit's formulas. A double-colon rule, so that every
 # lab with pictures adds its own part.
+PLOTS_DIR ?= build/plots
 LAB05_COPY = $(if $(filter-out 0,$(SOLUTIONS)),solutions,labs)
 
 .PHONY: plots
 plots:: all
-	@case "$(LAB)" in '' | 05* | 5 | *sequence*) \
+	@case "$(LAB)" in '' | 05* | 5 | *sequence*) mkdir -p $(PLOTS_DIR) && \
 	  OPENBLAS_NUM_THREADS=1 $(B)/bin/launch -np 4 -- $(B)/grader/$(LAB05_COPY)/05-sequence-parallel/driver \
-	    --mode bench --label $(LAB05_COPY)/ --plots-dir docs/labs/img ;; esac
+	    --mode bench --label $(LAB05_COPY)/ --plots-dir $(PLOTS_DIR) ;; esac

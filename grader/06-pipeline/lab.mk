@@ -9,5 +9,5 @@ PLOTS_DIR ?= build/plots
 
 .PHONY: plots
 plots:: all
-	@case "$(or $(LAB),06)" in 06* | 6 | *pipeline*) \
+	@case "$(LAB)" in '' | 06* | 6 | *pipeline*) \
 	  sh grader/06-pipeline/plots.sh $(B) $(PLOTS_DIR) $(if $(filter-out 0,$(SOLUTIONS)),solutions,labs) ;; esac

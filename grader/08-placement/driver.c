@@ -1,0 +1,556 @@
+/* driver.c: Lab 8's part of its trusted driver (the harness, grader/common/harness.h, owns
+ * main, flags and modes). The oracle is the kit's planner (lib/plan.h), reached as
+ * __real_pl_plan_* because lab.mk wraps its entry points: a wrapper called while the code
+ * under test runs means the student called the oracle, and that test fails.
+ *
+ *   memory, time     the student's estimates against the planner's on a table of
+ *                    configurations, every category within TOL_EST;
+ *   search           the student's choice on the visible cases: part "correct" every rule
+ *                    (the planner's pl_plan_check), part "quality" its step time (by the
+ *                    planner) within TOL_QUALITY of the planner's exhaustive best;
+ *   search_hidden    the same on two cases drawn by the seed;
+ *   sanity(_hidden)  the student's step time on published runs (the published degrees, the
+ *                    rest planned by the kit) within SANITY_POINTS of their published MFU;
+ *   questions        the numeric answers of placement_answers against the planner's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "paralab.h"
+#include "placement.h"
+#include "plan_internal.h"
+#include "todo.h"
+
+#define TOL_EST 0.01      /* relative, per category of memory and time */
+#define TOL_QUALITY 0.02  /* the chosen step may be this much slower than the best */
+#define SANITY_POINTS 5.0 /* percentage points of MFU */
+#define MAX_CASES 12
+
+/* ---------------------------------------------------------------- the oracle's gate */
+
+static int under_test;     /* the student's function is running */
+static const char *oracle_called;
+
+#define WRAP(ret, name, params, args)                                                      \
+    ret __real_##name params;                                                              \
+    ret __wrap_##name params                                                               \
+    {                                                                                      \
+        if (under_test && !oracle_called) oracle_called = #name;                           \
+        return __real_##name args;                                                         \
+    }
+
+WRAP(double, pl_plan_memory, (const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+     const struct pl_plan_config *cfg, struct pl_plan_memory *out), (m, c, cfg, out))
+WRAP(double, pl_plan_time, (const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+     const struct pl_plan_config *cfg, struct pl_plan_time *out), (m, c, cfg, out))
+WRAP(double, pl_plan_activation_layer, (const struct pl_plan_model *m,
+     const struct pl_plan_config *cfg), (m, cfg))
+WRAP(int, pl_plan_check, (const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+     const struct pl_plan_config *cfg, char *err, size_t errlen), (m, c, cfg, err, errlen))
+WRAP(int, pl_plan_search, (const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+     const struct pl_plan_fixed *fixed, struct pl_plan_result *res), (m, c, fixed, res))
+WRAP(int, pl_plan_min_nodes, (const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+     int max_nodes), (m, c, max_nodes))
+WRAP(double, pl_plan_time_links, (const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+     const struct pl_plan_config *cfg, const enum pl_link *link, struct pl_plan_time *out),
+     (m, c, cfg, link, out))
+WRAP(void, pl_plan_links, (const struct pl_plan_cluster *c, const struct pl_plan_config *cfg,
+     enum pl_link *link), (c, cfg, link))
+WRAP(int, pl_plan_check_step, (const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+     const struct pl_plan_config *cfg, int memory, char *err, size_t errlen),
+     (m, c, cfg, memory, err, errlen))
+WRAP(int, pl_plan_check_placement, (const struct pl_plan_model *m,
+     const struct pl_plan_cluster *c, const struct pl_plan_config *cfg, char *err,
+     size_t errlen), (m, c, cfg, err, errlen))
+
+/* ---------------------------------------------------------------- cases */
+
+enum op {
+    OP_MEMORY, OP_TIME, OP_SEARCH, OP_SEARCH_HIDDEN, OP_SANITY, OP_SANITY_HIDDEN, OP_QUESTIONS,
+    NOPS
+};
+static const char *const OP_NAMES[NOPS] = {"memory", "time", "search", "search_hidden",
+                                           "sanity", "sanity_hidden", "questions"};
+static const char *const OP_FUNCS[NOPS] = {"placement_memory", "placement_step_time",
+                                           "placement_search", "placement_search",
+                                           "placement_step_time", "placement_step_time",
+                                           "placement_answers"};
+
+struct spec {
+    const char *model, *profile;
+    int nodes, seq;          /* seq 0: the preset's */
+    double batch_tokens;     /* 0: the preset's */
+    const char *config;      /* memory, time: the configuration; sanity: what is fixed */
+    double published_mfu;    /* sanity: percent */
+    const char *source;
+};
+
+/* Each row exercises a different part of the formulas: data parallel only, tp with pp and
+ * interleaving, ZeRO-3, full recomputation, experts, many stages, context parallel. */
+static const struct spec ESTIMATES[] = {
+    {"llama3-8b", "dgx-h100", 1, 0, 0, "dp=8,zero=0,micro=1,m=64,recompute=selective", 0, NULL},
+    {"llama3-70b", "dgx-h100", 8, 0, 0, "tp=8,pp=4,dp=2,zero=1,micro=1,m=256,v=2,recompute=none", 0, NULL},
+    {"llama3-70b", "dgx-h100", 8, 0, 0, "tp=4,pp=2,dp=8,zero=3,micro=1,m=64,v=8,recompute=selective", 0, NULL},
+    {"gpt3-175b", "dgx-a100", 16, 0, 0, "tp=8,pp=16,dp=1,zero=2,micro=2,m=768,recompute=full", 0, NULL},
+    {"mixtral-8x7b", "dgx-a100", 4, 0, 0, "ep=8,dp=4,zero=1,micro=1,m=32,recompute=selective", 0, NULL},
+    {"deepseek-v3", "dgx-h100", 32, 0, 0, "tp=2,ep=4,pp=16,dp=2,zero=1,micro=1,m=480,recompute=full", 0, NULL},
+    {"llama3-405b", "dgx-h100", 2048, 0, 0, "tp=8,pp=16,dp=128,zero=1,micro=1,m=16,v=7,recompute=selective", 0, NULL},
+    {"llama3-8b", "dgx-h100", 2, 32768, 4194304, "tp=4,cp=2,dp=2,zero=2,micro=1,m=64,recompute=none", 0, NULL},
+    {"llama3-70b", "dgx-a100", 4, 0, 0, "tp=8,pp=2,dp=2,zero=3,micro=2,m=64,v=1,recompute=full", 0, NULL},
+};
+
+static const struct spec SEARCHES[] = {
+    {"llama3-8b", "dgx-h100", 1, 0, 0, NULL, 0, NULL},
+    {"llama3-70b", "dgx-h100", 8, 0, 0, NULL, 0, NULL},
+    {"mixtral-8x7b", "dgx-a100", 4, 0, 0, NULL, 0, NULL},
+};
+
+static const struct spec SEARCHES_HIDDEN[] = {
+    {"gpt3-175b", "dgx-a100", 64, 0, 0, NULL, 0, NULL},
+    {"llama3-70b", "dgx-h100", 4, 4096, 4194304, NULL, 0, NULL},
+    {"mixtral-8x7b", "dgx-h100", 8, 0, 0, NULL, 0, NULL},
+    {"llama3-8b", "dgx-a100", 2, 0, 0, NULL, 0, NULL},
+    {"deepseek-v3", "dgx-h100", 32, 0, 0, NULL, 0, NULL},
+    {"llama3-405b", "dgx-h100", 64, 0, 0, NULL, 0, NULL},
+};
+
+/* Published runs: the degrees and microbatch as published; the kit plans the rest
+ * (interleaving, ZeRO stage) and times it even where its memory model disagrees. */
+static const struct spec SANITY[] = {
+    {"llama3-405b", "dgx-h100", 2048, 0, 0, "tp=8,pp=16,dp=128,micro=1,recompute=selective",
+     41, "Llama 3 (2024), 16K H100, 8K context"},
+    {"llama3-405b", "dgx-h100", 1024, 0, 0, "tp=8,pp=16,dp=64,micro=1,recompute=selective",
+     43, "Llama 3 (2024), 8K H100, 8K context"},
+};
+/* Question 1's model and cluster; questions 2 and 3 are about SANITY[0]'s plan. */
+static const struct spec QUESTIONS[] = {
+    {"llama3-70b", "dgx-h100", 1, 4096, 4194304, NULL, 0, NULL},
+};
+static const struct spec SANITY_HIDDEN[] = {
+    {"llama3-405b", "dgx-h100", 2048, 131072, 16777216,
+     "tp=8,cp=16,pp=16,dp=8,micro=1,recompute=selective", 38,
+     "Llama 3 (2024), 16K H100, 131K context"},
+};
+
+struct tcase {
+    struct pl_plan_model model;
+    struct pl_plan_cluster cluster;
+    struct pl_plan_config cfg;       /* memory, time, sanity: the configuration */
+    const struct spec *spec;
+    /* what the student's code gave, and the oracle's */
+    struct pl_plan_memory mem, mem_ref;
+    struct pl_plan_time time, time_ref;
+    struct pl_plan_config chosen;
+    int found;
+    struct pl_plan_result best;      /* search: the oracle's */
+    const char *oracle;              /* the oracle function the student called */
+};
+
+static enum op the_op;
+static struct tcase cases[MAX_CASES];
+static int ncases;
+
+static void build_case(struct tcase *t, const struct spec *s)
+{
+    memset(t, 0, sizeof *t);
+    t->spec = s;
+    t->model = *pl_plan_model_find(s->model);
+    if (s->seq) t->model.seq = s->seq;
+    if (s->batch_tokens > 0) t->model.batch_tokens = s->batch_tokens;
+    pl_plan_cluster_from_profile(&t->cluster, pl_profile_find(s->profile), s->nodes);
+    pl_plan_config_default(&t->cfg);
+    char err[256];
+    if (s->config && the_op != OP_SANITY && the_op != OP_SANITY_HIDDEN &&
+        pl_plan_config_parse(&t->cfg, s->config, err, sizeof err) != 0)
+        pl_fatal("case %s: %s", s->config, err);
+}
+
+/* The published configuration, completed by the kit's planner (interleaving, ZeRO). */
+static void plan_published(struct tcase *t)
+{
+    struct pl_plan_config f;
+    char err[256];
+    memset(&f, 0, sizeof f);
+    if (pl_plan_config_parse(&f, t->spec->config, err, sizeof err) != 0) pl_fatal("%s", err);
+    struct pl_plan_fixed fixed = pl_plan_fixed_none();
+    memcpy(fixed.deg, f.deg, sizeof f.deg);
+    fixed.micro = f.micro;
+    fixed.recompute = (int)f.recompute;
+    fixed.ignore_memory = 1;
+    if (!__real_pl_plan_search(&t->model, &t->cluster, &fixed, &t->best))
+        pl_fatal("the kit plans nothing for the published %s", t->spec->config);
+    t->cfg = t->best.best[0].cfg;
+}
+
+static void *setup(const struct gr_args *a)
+{
+    if (pl_size() != 1) pl_usage_error_all("Lab 8 runs on 1 rank (it is arithmetic), not %d",
+                                           pl_size());
+    the_op = NOPS;
+    for (int k = 0; k < NOPS; k++)
+        if (!strcmp(a->op, OP_NAMES[k])) the_op = (enum op)k;
+    const struct spec *table = ESTIMATES;
+    int n = (int)(sizeof ESTIMATES / sizeof ESTIMATES[0]);
+    if (the_op == OP_SEARCH) table = SEARCHES, n = 3;
+    if (the_op == OP_SANITY) table = SANITY, n = 2;
+    if (the_op == OP_SANITY_HIDDEN) table = SANITY_HIDDEN, n = 1;
+    if (the_op == OP_QUESTIONS) table = QUESTIONS, n = 1;
+    if (the_op == OP_SEARCH_HIDDEN) {
+        /* Two of the hidden searches, drawn by the seed. */
+        int k = (int)(sizeof SEARCHES_HIDDEN / sizeof SEARCHES_HIDDEN[0]);
+        int i = (int)(a->seed % (uint64_t)k), j = (int)((a->seed / k) % (uint64_t)(k - 1));
+        if (j >= i) j++;
+        build_case(&cases[0], &SEARCHES_HIDDEN[i]);
+        build_case(&cases[1], &SEARCHES_HIDDEN[j]);
+        ncases = 2;
+        return NULL;
+    }
+    for (ncases = 0; ncases < n; ncases++) build_case(&cases[ncases], &table[ncases]);
+    if (the_op == OP_SANITY || the_op == OP_SANITY_HIDDEN)
+        for (int i = 0; i < ncases; i++) plan_published(&cases[i]);
+    return NULL;
+}
+
+static const char *subject(void *st)
+{
+    (void)st;
+    return OP_FUNCS[the_op];
+}
+
+static int count_cases(void *st)
+{
+    (void)st;
+    return ncases;
+}
+
+static void describe(void *st, int i, char *buf, size_t len)
+{
+    (void)st;
+    const struct tcase *t = &cases[i];
+    char cfg[256] = "";
+    if (the_op != OP_SEARCH && the_op != OP_SEARCH_HIDDEN)
+        pl_plan_config_describe(&t->cfg, cfg, sizeof cfg);
+    snprintf(buf, len, "%s (seq %d, %.0f tokens per step) on %d x %s%s%s", t->model.name,
+             t->model.seq, t->model.batch_tokens, t->cluster.nodes, t->cluster.name,
+             cfg[0] ? ": " : "", cfg);
+}
+
+static void run(void *st, int i)
+{
+    (void)st;
+    struct tcase *t = &cases[i];
+    oracle_called = NULL;
+    under_test = 1;
+    if (the_op == OP_QUESTIONS) (void)0; /* the answers are data: judge_questions reads them */
+    else if (the_op == OP_MEMORY) placement_memory(&t->model, &t->cluster, &t->cfg, &t->mem);
+    else if (the_op == OP_SEARCH || the_op == OP_SEARCH_HIDDEN)
+        t->found = placement_search(&t->model, &t->cluster, &t->chosen) == 0;
+    else placement_step_time(&t->model, &t->cluster, &t->cfg, &t->time);
+    under_test = 0;
+    t->oracle = oracle_called;
+    if (the_op == OP_MEMORY) __real_pl_plan_memory(&t->model, &t->cluster, &t->cfg, &t->mem_ref);
+    if (the_op == OP_TIME) __real_pl_plan_time(&t->model, &t->cluster, &t->cfg, &t->time_ref);
+    if (the_op == OP_SEARCH || the_op == OP_SEARCH_HIDDEN) {
+        __real_pl_plan_search(&t->model, &t->cluster, NULL, &t->best);
+        if (t->found) __real_pl_plan_time(&t->model, &t->cluster, &t->chosen, &t->time);
+    }
+}
+
+/* ---------------------------------------------------------------- judges */
+
+static int close_to(double got, double want)
+{
+    return fabs(got - want) <= 1e-9 + TOL_EST * fabs(want);
+}
+
+/* One line per category that differs; returns how many. */
+static int compare_value(const char *part, const char *what, double got, double want,
+                         double unit, const char *unit_name, const char *hint)
+{
+    if (close_to(got, want)) return 0;
+    gr_say(part, "%s: yours %.4g %s, the kit's %.4g %s%s%s", what, got / unit, unit_name,
+           want / unit, unit_name, hint ? ": " : "", hint ? hint : "");
+    return 1;
+}
+
+static int judge_memory(const struct tcase *t)
+{
+    const struct pl_plan_memory *g = &t->mem, *w = &t->mem_ref;
+    int bad = 0;
+    bad += compare_value("correct", "parameters", g->params, w->params, 1e9, "GB",
+                         "2 bytes per parameter, sharded only by ZeRO-3 (section 3.1)");
+    bad += compare_value("correct", "gradients", g->grads, w->grads, 1e9, "GB",
+                         "2 bytes per parameter, sharded from ZeRO-2 on (section 3.1)");
+    bad += compare_value("correct", "optimizer state", g->optim, w->optim, 1e9, "GB",
+                         "12 bytes per parameter, sharded from ZeRO-1 on (section 3.1)");
+    const char *activ_hint = g->activ == 0.0
+        ? "none counted: every microbatch in flight keeps each layer's activations (section 3.2)"
+        : "per layer x layers on the stage x microbatches in flight, + logits (section 3.2)";
+    bad += compare_value("correct", "activations", g->activ, w->activ, 1e9, "GB", activ_hint);
+    if (!bad) bad += compare_value("correct", "total", g->total, w->total, 1e9, "GB",
+                                   "the total is the sum of the four categories");
+    return !bad;
+}
+
+static int judge_time(const struct tcase *t)
+{
+    const struct pl_plan_time *g = &t->time, *w = &t->time_ref;
+    int bad = 0;
+    bad += compare_value("correct", "compute", g->compute, w->compute, 1, "s",
+                         "m microbatches' FLOPs on the stage at peak x efficiency (section 4.1)");
+    for (int a = 0; a < PL_NAXES; a++) {
+        char what[64];
+        snprintf(what, sizeof what, "exposed %s communication", pl_plan_axis_name(a));
+        bad += compare_value("correct", what, g->exposed[a], w->exposed[a], 1, "s",
+                             a == PL_AX_DP ? "section 4.3" : "section 4.2");
+    }
+    bad += compare_value("correct", "bubble", g->bubble, w->bubble, 1, "s",
+                         "(p-1)/v slots of one microbatch, communication included (section 4.3)");
+    bad += compare_value("correct", "step", g->step, w->step, 1, "s", NULL);
+    bad += compare_value("correct", "MFU", g->mfu, w->mfu, 0.01, "%",
+                         "model FLOPs per step / (step x GPUs x peak) (section 4.4)");
+    return !bad;
+}
+
+/* The fields in which two configurations differ, for a message. */
+static void differences(const struct pl_plan_config *a, const struct pl_plan_config *b,
+                        char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < PL_NAXES && n < len; k++)
+        if (a->deg[k] != b->deg[k])
+            n += (size_t)snprintf(buf + n, len - n, "%s%s %d vs %d", n ? ", " : "",
+                                  pl_plan_axis_name(k), a->deg[k], b->deg[k]);
+    if (a->zero != b->zero && n < len)
+        n += (size_t)snprintf(buf + n, len - n, "%sZeRO-%d vs ZeRO-%d", n ? ", " : "", a->zero,
+                              b->zero);
+    if (a->recompute != b->recompute && n < len)
+        n += (size_t)snprintf(buf + n, len - n, "%srecompute %s vs %s", n ? ", " : "",
+                              pl_recompute_name(a->recompute), pl_recompute_name(b->recompute));
+    if ((a->micro != b->micro || a->v != b->v) && n < len)
+        snprintf(buf + n, len - n, "%smicro %d v %d vs micro %d v %d", n ? ", " : "", a->micro,
+                 a->v, b->micro, b->v);
+}
+
+static int judge_rules(const struct tcase *t)
+{
+    char desc[256], err[512];
+    if (!t->found) {
+        gr_say("correct", "your search found no configuration; the kit's best is %s",
+               pl_plan_config_describe(&t->best.best[0].cfg, desc, sizeof desc));
+        return 0;
+    }
+    if (__real_pl_plan_check(&t->model, &t->cluster, &t->chosen, err, sizeof err) == 0) return 1;
+    gr_say("correct", "your choice %s breaks a placement rule (section 2):",
+           pl_plan_config_describe(&t->chosen, desc, sizeof desc));
+    gr_say("correct", "%s", err);
+    return 0;
+}
+
+static int judge_quality(const struct tcase *t)
+{
+    const struct pl_plan_choice *b = &t->best.best[0];
+    double slower = t->time.step / b->time.step - 1;
+    if (slower <= TOL_QUALITY) return 1;
+    char mine[256], best[256], diff[256];
+    pl_plan_config_describe(&t->chosen, mine, sizeof mine);
+    pl_plan_config_describe(&b->cfg, best, sizeof best);
+    differences(&t->chosen, &b->cfg, diff, sizeof diff);
+    gr_say("quality", "your choice %s takes %.3f s per step by the kit's model, %.1f%% slower "
+           "than the best it finds, %s (%.3f s); more than %.0f%%", mine, t->time.step,
+           100 * slower, best, b->time.step, 100 * TOL_QUALITY);
+    gr_say("quality", "they differ in: %s. Does your search try every value of each (section "
+           "5), and do your estimates match the kit's (the memory and time tests)?", diff);
+    return 0;
+}
+
+static int judge_sanity(const struct tcase *t)
+{
+    double mfu = 100 * t->time.mfu, want = t->spec->published_mfu;
+    if (fabs(mfu - want) <= SANITY_POINTS) return 1;
+    char desc[256];
+    gr_say("correct", "%s: your model gives %.1f%% MFU for %s, published %.0f%%; more than %.0f "
+           "points apart (section 4.4: compute at peak x efficiency, the bubble, exposed "
+           "communication)", t->spec->source, mfu,
+           pl_plan_config_describe(&t->cfg, desc, sizeof desc), want, SANITY_POINTS);
+    return 0;
+}
+
+static int answer_int(const char *q, int got, int want)
+{
+    if (got == want) return 1;
+    gr_say("correct", "%s: yours %d, expected %d", q, got, want);
+    return 0;
+}
+
+static int answer_real(const char *q, double got, double want, double tol)
+{
+    if (fabs(got - want) <= tol) return 1;
+    gr_say("correct", "%s: yours %.2f, expected %.2f (within %.2f)", q, got, want, tol);
+    return 0;
+}
+
+static int judge_questions(struct tcase *t)
+{
+    const struct placement_answers *a = &placement_answers;
+    if (!a->q1_nodes && !a->q2_bubble_percent && !a->q3_mfu_percent) {
+        gr_say("correct", "still a stub: placement_answers (see %s section 6)", gr_handout());
+        return 0;
+    }
+    t->cluster.nodes = __real_pl_plan_min_nodes(&t->model, &t->cluster, 4096);
+    __real_pl_plan_search(&t->model, &t->cluster, NULL, &t->best);
+    const struct pl_plan_config *b = &t->best.best[0].cfg;
+    int ok = answer_int("Q1 nodes", a->q1_nodes, t->cluster.nodes);
+    ok &= answer_int("Q1 tp", a->q1_tp, b->deg[PL_AX_TP]);
+    ok &= answer_int("Q1 pp", a->q1_pp, b->deg[PL_AX_PP]);
+    ok &= answer_int("Q1 dp", a->q1_dp, b->deg[PL_AX_DP]);
+    ok &= answer_int("Q1 ZeRO stage", a->q1_zero, b->zero);
+    ok &= answer_real("Q2 bubble (%)", a->q2_bubble_percent, 100 * pl_rule_bubble(16, 16, 7),
+                      0.1);
+    struct tcase pub;
+    the_op = OP_SANITY;
+    build_case(&pub, &SANITY[0]);
+    plan_published(&pub);
+    the_op = OP_QUESTIONS;
+    ok &= answer_real("Q3 MFU (%)", a->q3_mfu_percent, 100 * pub.best.best[0].time.mfu, 0.5);
+    return ok;
+}
+
+static int judge(void *st, int i, const char *part)
+{
+    (void)st;
+    const struct tcase *t = &cases[i];
+    if (!strcmp(part, "correct") && t->oracle) {
+        gr_say(part, "%s called %s, the kit's planner: that is the grader's oracle. Compute "
+               "the estimate yourself from the handout's formulas (placement.h lists what you "
+               "may call)", OP_FUNCS[the_op], t->oracle);
+        return 0;
+    }
+    switch (the_op) {
+    case OP_MEMORY: return judge_memory(t);
+    case OP_TIME: return judge_time(t);
+    case OP_SEARCH:
+    case OP_SEARCH_HIDDEN: return !strcmp(part, "quality") ? judge_quality(t) : judge_rules(t);
+    case OP_QUESTIONS: return judge_questions(&cases[i]);
+    default: return judge_sanity(t);
+    }
+}
+
+/* ---------------------------------------------------------------- bench */
+
+#define BENCH_ROUNDS 3
+
+/* Seconds of the best of BENCH_ROUNDS searches, the student's (mine) or the kit's. */
+static double time_search(struct tcase *t, int mine)
+{
+    double best = 1e30;
+    for (int r = 0; r < BENCH_ROUNDS; r++) {
+        double t0 = pl_now();
+        if (mine) placement_search(&t->model, &t->cluster, &t->chosen);
+        else __real_pl_plan_search(&t->model, &t->cluster, NULL, &t->best);
+        best = fmin(best, pl_now() - t0);
+    }
+    return best;
+}
+
+/* The planner's figure for a published run: its degrees and microbatch, the rest planned,
+ * MFU or (when the publication counts recomputation) HFU, in percent. */
+static double published_figure(const struct pl_plan_published *pub)
+{
+    static const struct spec none;
+    struct spec s = none;
+    s.model = pub->model;
+    s.profile = pub->profile;
+    s.nodes = pub->nodes;
+    s.seq = pub->seq;
+    s.batch_tokens = pub->batch_tokens;
+    s.config = pub->fix;
+    struct tcase t;
+    enum op was = the_op;
+    the_op = OP_SANITY;
+    build_case(&t, &s);
+    plan_published(&t);
+    the_op = was;
+    const struct pl_plan_time *tm = &t.best.best[0].time;
+    return 100 * (pub->counts_recompute ? tm->hfu : tm->mfu);
+}
+
+/* The figures docs/labs/08-placement.md quotes in its prose, one "# handout: TEXT" line
+ * each (its plan output blocks are checked by tests/test_plan handout). */
+static void handout_figures(void)
+{
+    const struct pl_profile *h100 = pl_profile_find("dgx-h100");
+    const struct pl_profile *a100 = pl_profile_find("dgx-a100");
+    printf("# handout: %.2f on H100 and %.2f on A100\n", h100->efficiency, a100->efficiency);
+    printf("# handout: `PL_RULE_MEM_SHARE` (%.0f%%)\n", 100 * PL_RULE_MEM_SHARE);
+    printf("# handout: `PL_RULE_MAX_BUBBLE` (%.0f%%\n", 100 * PL_RULE_MAX_BUBBLE);
+    printf("# handout: a step no more than %.0f%% slower than the kit's best\n",
+           100 * TOL_QUALITY);
+    double lo = 1e9, hi = -1e9, worst = 0, ratio = 0;
+    int n = 0;
+    for (int i = 0; i < pl_plan_published_count(); i++) {
+        const struct pl_plan_published *pub = pl_plan_published_at(i);
+        double diff = published_figure(pub) - pub->mfu;
+        if (strcmp(pub->profile, "dgx-a100")) {
+            worst = fmax(worst, fabs(diff));
+            continue;
+        }
+        lo = fmin(lo, diff);
+        hi = fmax(hi, diff);
+        ratio += pub->mfu / (pub->mfu + diff);
+        n++;
+    }
+    if (worst <= 0.5) printf("# handout: The two Llama 3 runs land within half a point\n");
+    else printf("# handout: The two Llama 3 runs land within %.1f points\n", worst);
+    printf("# handout: land %.0f to %.0f points high\n", lo, hi);
+    printf("# handout: an A100 efficiency near %.2f would match them\n",
+           a100->efficiency * ratio / n);
+}
+
+/* The visible search cases: the student's search beside the kit's exhaustive one, and
+ * what each chose. Nothing is judged. With --figures, the handout's figures instead. */
+static void bench(const struct gr_args *a)
+{
+    if (a->figures) {
+        handout_figures();
+        return;
+    }
+    the_op = OP_SEARCH;
+    printf("# Lab 8 search time, %s beside the kit's planner (best of %d)\n",
+           a->label ? a->label : "your code", BENCH_ROUNDS);
+    printf("%-44s %10s %10s %7s  %s\n", "case", "yours(ms)", "kit(ms)", "ratio", "step yours/kit");
+    for (int i = 0; i < 3; i++) {
+        struct tcase *t = &cases[0];
+        build_case(t, &SEARCHES[i]);
+        char name[128];
+        snprintf(name, sizeof name, "%s on %d x %s", t->model.name, t->cluster.nodes,
+                 t->cluster.name);
+        double kit = time_search(t, 0);
+        pl_todo_reset();
+        double mine = time_search(t, 1);
+        if (pl_todo_what()) {
+            printf("%-44s still a stub: %s\n", name, pl_todo_what());
+            continue;
+        }
+        struct pl_plan_time tm;
+        __real_pl_plan_time(&t->model, &t->cluster, &t->chosen, &tm);
+        printf("%-44s %10.2f %10.2f %6.2fx  %.4f\n", name, 1e3 * mine, 1e3 * kit, kit / mine,
+               tm.step / t->best.best[0].time.step);
+    }
+}
+
+const struct gr_driver gr_lab_driver = {
+    .flags = NULL,
+    .nflags = 0,
+    .setup = setup,
+    .subject = subject,
+    .correct_first = "must obey every placement rule first",
+    .ncases = count_cases,
+    .describe = describe,
+    .run = run,
+    .judge = judge,
+    .bench = bench,
+};

@@ -1,0 +1,57 @@
+/* plan.c: the descriptor and test plan of Lab 8 (placement), read by the grader.
+ *
+ * Every test runs on one rank: the lab is arithmetic on a model and a cluster. The student's
+ * memory and step-time estimates against the kit's planner (lib/plan.h) on a table of
+ * configurations (25 and 20 points); the student's search on three visible cases (7B on 8
+ * GPUs, 70B on 64, a MoE on 32): every placement rule obeyed (20), and the chosen
+ * configuration within 2% of the step time of the kit's exhaustive best (20); the student's
+ * step time on published frontier runs within 5 points of their published MFU (5); the
+ * answers to the handout's three numeric questions (10). 100 points in all. The hidden
+ * suite: two more search cases drawn by the seed (5 + 5) and a published run the handout
+ * does not name (5). */
+#include <stdio.h>
+
+#include "grade.h"
+
+#define LAB08_TIMEOUT 120
+
+static void lab08_plan(const struct gr_plan_opts *o)
+{
+    static const struct gr_spec visible[] = {
+        {"memory per GPU vs the kit's model [9 configurations]", "memory", "check", "correct",
+         "memory", 1, 25, LAB08_TIMEOUT, 0, NULL},
+        {"step time vs the kit's model [9 configurations]", "time", "check", "correct",
+         "performance", 1, 20, LAB08_TIMEOUT, 0, NULL},
+        {"search obeys the placement rules [7B on 8, 70B on 64, MoE on 32 GPUs]", "search",
+         "check", "correct", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
+        {"search within 2% of the exhaustive best [7B on 8, 70B on 64, MoE on 32 GPUs]",
+         "search", "check", "quality", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
+        {"published runs within 5 points of their MFU [Llama 3 405B on 8K and 16K H100]",
+         "sanity", "check", "correct", "performance", 1, 5, LAB08_TIMEOUT, 0, NULL},
+        {"answers to the handout's questions [3 questions]", "questions", "check", "correct",
+         "placement", 1, 10, LAB08_TIMEOUT, 0, NULL},
+    };
+    static const struct gr_spec hidden[] = {
+        {"hidden: search obeys the placement rules [2 seeded cases]", "search_hidden", "check",
+         "correct", "placement", 1, 5, LAB08_TIMEOUT, 1, NULL},
+        {"hidden: search within 2% of the exhaustive best [2 seeded cases]", "search_hidden",
+         "check", "quality", "placement", 1, 5, LAB08_TIMEOUT, 1, NULL},
+        {"hidden: a published run within 5 points of its MFU", "sanity_hidden", "check",
+         "correct", "performance", 1, 5, LAB08_TIMEOUT, 1, NULL},
+    };
+    for (size_t i = 0; i < sizeof visible / sizeof visible[0]; i++) gr_add(&visible[i]);
+    if (o->hidden)
+        for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) gr_add(&hidden[i]);
+}
+
+/* make bench LAB=08: the student's search time beside the kit's (driver.c's bench). */
+static const struct gr_lab lab08 = {
+    .dir = "08-placement",
+    .title = "placement",
+    .plan = lab08_plan,
+    .metric = NULL,
+    .metric_title = NULL,
+    .bench_args = "--seed 1", /* not empty: the bench script splits the fields on tabs */
+    .bench_np = "1",
+};
+GR_REGISTER_LAB(lab08)

@@ -1,0 +1,201 @@
+/* plan.h: placement of a model on a cluster. A model shape (or a named preset) and a cluster
+ * (a profile of topo.h and a node count) go in; for a parallel configuration (tp, cp, ep, pp,
+ * dp, ZeRO stage, microbatch size and count, interleaving, recomputation, rank order) it
+ * gives the memory per GPU by category, the communication per step by axis and link class,
+ * and the modelled step time and MFU; a search enumerates the configurations that obey the
+ * placement rules (plan_rules.h) and ranks them by step time.
+ *
+ * The formulas are those of the reference figures in DESIGN.md: mixed-precision Adam 16 bytes
+ * per parameter divided per ZeRO stage, activations per layer after Korthikanti et al.
+ * (2022), the 1F1B bubble (p-1)/(v m), ring collectives at each link class' bandwidth and
+ * latency (ledger.h's pl_coll_time), training FLOPs 6N per token plus attention 12 L h s.
+ * The model is a planning model: the efficiency assumptions it makes are stated where they
+ * are made (plan.c) and in docs/labs/08-placement.md. */
+#ifndef PL_PLAN_H
+#define PL_PLAN_H
+
+#include <stddef.h>
+
+#include "topo.h"
+
+/* ---------------------------------------------------------------- model */
+
+struct pl_plan_model {
+    const char *name;
+    int layers, d_model, heads, kv_heads, d_ff, vocab, seq;
+    int gated;          /* SwiGLU MLP: three matrices instead of two */
+    int tied;           /* embedding and output head share one matrix */
+    /* MoE (experts == 0: dense). The first dense_layers layers keep a dense MLP of d_ff;
+     * the others route each token to top_k of experts MLPs of d_ff_expert, plus
+     * shared_experts always-on ones of the same size. */
+    int experts, top_k, d_ff_expert, shared_experts, dense_layers;
+    double batch_tokens; /* global batch per optimizer step, in tokens */
+};
+
+/* Parameter counts. Expert parameters are those sharded by expert parallelism; dense ones
+ * (attention, dense MLPs, shared experts, router, embeddings) are replicated across it. */
+struct pl_plan_params {
+    double total, dense, expert, embedding;
+    double active; /* used per token: dense + top_k experts' worth (what 6N counts) */
+};
+void pl_plan_params(const struct pl_plan_model *m, struct pl_plan_params *out);
+/* Model FLOPs per token of training (forward and backward): 6 x the active non-embedding
+ * parameters and the output head, plus attention scores 12 L d s (PaLM's count). */
+double pl_plan_flops_per_token(const struct pl_plan_model *m);
+
+/* Presets: "gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b",
+ * "deepseek-v3", "megatron-1t"; NULL if unknown. */
+const struct pl_plan_model *pl_plan_model_find(const char *name);
+int pl_plan_model_count(void);
+const struct pl_plan_model *pl_plan_model_at(int i);
+const char *pl_plan_model_names(char *buf, size_t len);
+/* Shape checks with errors that teach ("heads=30 does not divide d_model=4096"). */
+int pl_plan_model_check(const struct pl_plan_model *m, char *err, size_t errlen);
+
+/* Published training runs, for the sanity table (plan --published-runs): the degrees and
+ * microbatch as published; the planner completes the rest. counts_recompute: the published
+ * figure counts recomputed FLOPs (hardware FLOPs utilisation), as Megatron's papers do. */
+struct pl_plan_published {
+    const char *model, *profile;
+    int nodes, seq;          /* seq 0: the preset's */
+    double batch_tokens;     /* 0: the preset's */
+    const char *fix;         /* --fix text */
+    double mfu;              /* percent */
+    int counts_recompute;
+    const char *source;
+};
+int pl_plan_published_count(void);
+const struct pl_plan_published *pl_plan_published_at(int i);
+
+/* ---------------------------------------------------------------- cluster */
+
+struct pl_plan_cluster {
+    const char *name;
+    int nodes, per_node;
+    double hbm;         /* bytes per GPU */
+    double flops;       /* peak dense BF16 FLOP/s per GPU */
+    double efficiency;  /* fraction of peak a transformer layer's kernels sustain */
+    double bw[PL_NLINKS], latency[PL_NLINKS];
+};
+/* The cluster of nodes nodes of a topo.h profile. */
+void pl_plan_cluster_from_profile(struct pl_plan_cluster *c, const struct pl_profile *p,
+                                  int nodes);
+static inline int pl_plan_gpus(const struct pl_plan_cluster *c) { return c->nodes * c->per_node; }
+
+/* ---------------------------------------------------------------- configuration */
+
+enum pl_recompute { PL_RECOMPUTE_NONE, PL_RECOMPUTE_SELECTIVE, PL_RECOMPUTE_FULL };
+const char *pl_recompute_name(enum pl_recompute r); /* "none", "selective", "full" */
+
+/* The axes a configuration has, in the order the rules want them from innermost out. */
+enum pl_plan_axis { PL_AX_TP, PL_AX_CP, PL_AX_EP, PL_AX_PP, PL_AX_DP, PL_NAXES };
+const char *pl_plan_axis_name(enum pl_plan_axis a); /* "tp", ... */
+
+#define PL_PLAN_ORDER "tp-cp-ep-pp-dp"
+
+struct pl_plan_config {
+    int deg[PL_NAXES];  /* degrees; world = their product. The dense part's data-parallel
+                         * degree is ep x dp: expert parallelism splits the data-parallel
+                         * ranks, as in Megatron-Core and DeepSeek-V3. */
+    int micro;          /* sequences per microbatch */
+    int m;              /* microbatches per step on each pipeline */
+    int v;              /* model chunks per GPU (interleaved 1F1B); 1: plain 1F1B */
+    int zero;           /* ZeRO stage 0..3 over the data-parallel group */
+    enum pl_recompute recompute;
+    char order[32];     /* rank order, leftmost fastest (grid.h); PL_PLAN_ORDER by default */
+};
+/* "tp8 pp16 dp128 | zero1 mb1 x16 v4 | recompute none | tp-cp-ep-pp-dp" into buf. */
+const char *pl_plan_config_describe(const struct pl_plan_config *c, char *buf, size_t len);
+/* Parses "tp=8,pp=16,dp=128,zero=1,micro=1,m=16,v=4,recompute=none,order=tp-cp-ep-pp-dp";
+ * keys absent keep what c holds. Returns 0 or -1 with a message in err. */
+int pl_plan_config_parse(struct pl_plan_config *c, const char *text, char *err, size_t errlen);
+void pl_plan_config_default(struct pl_plan_config *c);
+
+/* ---------------------------------------------------------------- estimates */
+
+/* Memory of the GPU that holds the most (the first pipeline stage), in bytes. */
+struct pl_plan_memory {
+    double params, grads, optim, activ, total;
+    double activ_layer;   /* one layer, one microbatch, as stored (after recomputation) */
+    double in_flight;     /* microbatches whose activations the first stage holds at once */
+    double layers_stage;  /* layers on the first stage */
+};
+double pl_plan_memory(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                      const struct pl_plan_config *cfg, struct pl_plan_memory *out);
+
+/* Activation bytes of one layer for one microbatch, by Korthikanti et al. with the MLP's
+ * share scaled by its width: sbh(10 + (8 + 4r)/t + 5as/(ht)) with r = d_ff/h; with sequence
+ * parallelism (on whenever t > 1) the 10 is divided by t too; selective recomputation drops
+ * the 5as/h attention scores; full recomputation keeps the layer input 2sbh/t. */
+double pl_plan_activation_layer(const struct pl_plan_model *m, const struct pl_plan_config *cfg);
+
+/* Time per step, in seconds, on the critical path, and traffic per GPU per step. */
+struct pl_plan_time {
+    double compute;              /* all microbatches' compute on one stage, no bubble */
+    double exposed[PL_NAXES];    /* communication on the critical path, per axis */
+    double bubble;               /* pipeline fill and drain */
+    double step;
+    double bytes[PL_NAXES];      /* bytes each GPU sends per step along each axis */
+    enum pl_link link[PL_NAXES]; /* the link class each axis' groups use */
+    double mfu;                  /* model FLOPs / (step x GPUs x peak) */
+    double hfu;                  /* the same with recomputation's FLOPs counted */
+    double tflops;               /* model TFLOP/s per GPU */
+};
+double pl_plan_time(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                    const struct pl_plan_config *cfg, struct pl_plan_time *out);
+
+/* Every placement rule (plan_rules.h) for cfg; 0, or -1 with the first rule broken in err. */
+int pl_plan_check(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                  const struct pl_plan_config *cfg, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------- search */
+
+#define PL_PLAN_KEEP 6
+
+struct pl_plan_choice {
+    struct pl_plan_config cfg;
+    struct pl_plan_memory mem;
+    struct pl_plan_time time;
+};
+
+/* What the search must keep, for published configurations: degrees and micro (0: free),
+ * zero and recompute (-1: free). ignore_memory lets a published configuration be timed
+ * where the memory model says it would not fit (plan --fix reports the memory beside). */
+struct pl_plan_fixed {
+    int deg[PL_NAXES];
+    int micro;
+    int zero, recompute;
+    int ignore_memory;
+};
+/* Nothing fixed. */
+struct pl_plan_fixed pl_plan_fixed_none(void);
+
+/* One point of the configuration space for plots: the best settings of one set of degrees
+ * (or, when none fits, the one needing the least memory). */
+struct pl_plan_point {
+    struct pl_plan_config cfg;
+    double step, mfu, memory;
+    struct pl_plan_memory mem;
+    int fits;
+};
+#define PL_PLAN_POINTS 256
+
+struct pl_plan_result {
+    int found;      /* configurations obeying every rule */
+    int tried;
+    /* Fastest first, each the best of different degrees (tp, cp, ep, pp, dp). */
+    struct pl_plan_choice best[PL_PLAN_KEEP];
+    int nbest;
+    struct pl_plan_point points[PL_PLAN_POINTS];
+    int npoints;
+};
+
+/* Exhaustive search over every configuration of the cluster's GPUs (fixed may be NULL).
+ * Returns the number found; 0 when nothing fits. */
+int pl_plan_search(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                   const struct pl_plan_fixed *fixed, struct pl_plan_result *res);
+/* The fewest nodes (up to max_nodes) on which some configuration fits; 0 if none. */
+int pl_plan_min_nodes(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                      int max_nodes);
+
+#endif

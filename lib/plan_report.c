@@ -1,0 +1,212 @@
+/* plan_report.c: plan --explain (every figure of a configuration, derived step by step with
+ * its numbers) and plan --svg (modelled MFU and memory over the configuration space). */
+#include "plan_report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "plan_rules.h"
+
+static void explain_model(FILE *f, const struct pl_plan_model *m)
+{
+    struct pl_plan_params p;
+    pl_plan_params(m, &p);
+    double d = m->d_model, kv = d * m->kv_heads / m->heads;
+    fprintf(f, "  parameters: attention d(d + 2 d_kv) + d^2 = %.0f(%.0f + 2 x %.0f) + %.0f^2 "
+               "= %.3gM per layer; MLP %d x d x d_ff = %.3gM%s\n",
+            d, d, kv, d, (d * (d + 2 * kv) + d * d) / 1e6, m->gated ? 3 : 2,
+            (m->gated ? 3.0 : 2.0) * d * m->d_ff / 1e6, m->experts ? " (dense layers)" : "");
+    if (m->experts)
+        fprintf(f, "    MoE: %d experts of %d, top-%d, %d shared: %.1fB expert parameters, "
+                   "sharded by ep\n", m->experts, m->d_ff_expert, m->top_k, m->shared_experts,
+                p.expert / 1e9);
+    fprintf(f, "    embeddings %.2fB (%s); total %.2fB, active per token %.2fB\n",
+            p.embedding / 1e9, m->tied ? "tied" : "input and head", p.total / 1e9,
+            p.active / 1e9);
+    fprintf(f, "  FLOPs per token: 6 x (active non-embedding + head) + 12 L d s = %.4g "
+               "(12 L d s = %.3g of it)\n",
+            pl_plan_flops_per_token(m), 12.0 * m->layers * d * m->seq);
+}
+
+static void explain_memory(FILE *f, const struct pl_plan_model *m,
+                           const struct pl_plan_config *g, const struct pl_plan_memory *r)
+{
+    int t = g->deg[PL_AX_TP];
+    double s = (double)m->seq / g->deg[PL_AX_CP], h = m->d_model;
+    double r_mlp = (m->experts ? (m->top_k + m->shared_experts) * (double)m->d_ff_expert
+                               : m->d_ff) / h;
+    fprintf(f, "  model state: 2 + 2 + 12 bytes per parameter (bf16 params and grads, fp32 "
+               "master, m, v); ZeRO-%d shards %s over the data-parallel group (cp x ep x dp = "
+               "%d; experts cp x dp = %d)\n",
+            g->zero, g->zero == 0 ? "nothing" : g->zero == 1 ? "the optimizer state"
+                                 : g->zero == 2 ? "optimizer state and gradients" : "all three",
+            g->deg[PL_AX_CP] * g->deg[PL_AX_EP] * g->deg[PL_AX_DP],
+            g->deg[PL_AX_CP] * g->deg[PL_AX_DP]);
+    fprintf(f, "  activations per layer per microbatch: s b h (10/t' + (8 + 4r)/t + 5 a s/(h t)) "
+               "with s=%.0f b=%d h=%.0f a=%d t=%d r=d_ff/h=%.2f (t'=t with sequence parallelism, "
+               "1 without tp)\n", s, g->micro, h, m->heads, t, r_mlp);
+    fprintf(f, "    recompute %s: %.3f GB per layer%s\n", pl_recompute_name(g->recompute),
+            r->activ_layer / 1e9,
+            g->recompute == PL_RECOMPUTE_FULL ? " (the layer input 2sbh/t; plus one layer in full "
+                                                "while it is recomputed)"
+            : g->recompute == PL_RECOMPUTE_SELECTIVE ? " (attention scores 5as/(ht) recomputed)"
+                                                     : "");
+    fprintf(f, "    x %.0f layers on the first stage x %.2f microbatches in flight (1F1B: min(m, "
+               "p)%s) + fp32 logits of one microbatch 4 s b V / t\n",
+            r->layers_stage, r->in_flight, g->v > 1 ? " x (1 + (p-1)/(p v))" : "");
+}
+
+static void explain_time(FILE *f, const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                         const struct pl_plan_config *g, const struct pl_plan_time *t)
+{
+    fprintf(f, "  compute: FLOPs per token x %.0f tokens per step / %d GPUs at %.0f TFLOP/s x "
+               "%.2f%s = %.3f s\n",
+            m->batch_tokens, g->deg[PL_AX_TP] * g->deg[PL_AX_CP] * g->deg[PL_AX_EP] *
+                                 g->deg[PL_AX_PP] * g->deg[PL_AX_DP],
+            c->flops / 1e12, c->efficiency,
+            g->recompute == PL_RECOMPUTE_FULL ? ", x 4/3 for the recomputed forward" : "",
+            t->compute);
+    fprintf(f, "  tp: 4 all-reduce-sized collectives of 2 s b h bytes per layer per microbatch "
+               "(6 with full recompute), ring time 2(t-1) lat + 2(t-1)/t S/bw\n");
+    fprintf(f, "  pp: one activation and one gradient message of 2 s b h / t bytes per chunk "
+               "boundary per microbatch, v=%d chunks per GPU\n", g->v);
+    fprintf(f, "  bubble: (p-1)/v microbatch slots = %.3f s (%.1f%% of the step)\n", t->bubble,
+            100 * t->bubble / t->step);
+    fprintf(f, "  dp: gradients reduce-scattered behind the last backward, parameters "
+               "all-gathered behind the next forward%s: %.3f s exposed\n",
+            g->zero == 3 ? " (ZeRO-3: gathered for every microbatch)" : "", t->exposed[PL_AX_DP]);
+    fprintf(f, "  MFU = FLOPs per token x batch / (step x GPUs x peak) = %.1f%%\n", 100 * t->mfu);
+}
+
+void pl_plan_explain(FILE *f, const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                     const struct pl_plan_choice *ch)
+{
+    fprintf(f, "derivation:\n");
+    explain_model(f, m);
+    explain_memory(f, m, &ch->cfg, &ch->mem);
+    explain_time(f, m, c, &ch->cfg, &ch->time);
+}
+
+/* ---------------------------------------------------------------- svg */
+
+#define SVG_MAX_BARS 48
+
+static int by_step(const void *a, const void *b)
+{
+    const struct pl_plan_point *x = a, *y = b;
+    if (x->fits != y->fits) return y->fits - x->fits;
+    double kx = x->fits ? x->step : x->memory, ky = y->fits ? y->step : y->memory;
+    return (kx > ky) - (kx < ky);
+}
+
+/* One stacked bar: values v[0..k) from the bottom, in colours col[], clipped at max. */
+static void svg_stack(FILE *f, int x, int top, int height, double max, const double *v,
+                      const char *const *col, int k)
+{
+    double base = 0;
+    for (int j = 0; j < k && base < max; j++) {
+        double lo = base, hi = fmin(base + v[j], max);
+        base += v[j];
+        if (hi <= lo) continue;
+        fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"16\" height=\"%.1f\" fill=\"%s\"/>\n", x,
+                top + height - hi / max * height, (hi - lo) / max * height, col[j]);
+    }
+}
+
+static const char *const MEM_COLOURS[] = {"#7570b3", "#e6ab02", "#66a61e", "#1f78b4"};
+static const char *const MEM_NAMES[] = {"parameters", "gradients", "optimizer", "activations"};
+
+static void svg_bar_panel(FILE *f, const struct pl_plan_point *pt, int n, int top, int height,
+                          double max, int mfu, double hbm)
+{
+    int left = 70, w = 16;
+    fprintf(f, "<text x=\"10\" y=\"%d\" font-size=\"12\">%s</text>\n", top - 6,
+            mfu ? "modelled MFU (%; orange: the chosen plan)"
+                : "memory per GPU by category (GB; first stage)");
+    for (int i = 0; i < n && !mfu; i++) {
+        const struct pl_plan_memory *m = &pt[i].mem;
+        double v[4] = {m->params / 1e9, m->grads / 1e9, m->optim / 1e9, m->activ / 1e9};
+        svg_stack(f, left + i * (w + 2), top, height, max, v, MEM_COLOURS, 4);
+    }
+    for (int j = 0; j < 4 && !mfu; j++)
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" "
+                   "y=\"%d\" font-size=\"10\">%s</text>\n", 330 + 95 * j, top - 16, MEM_COLOURS[j],
+                344 + 95 * j, top - 7, MEM_NAMES[j]);
+    for (int i = 0; i < n && mfu; i++) {
+        double v = pt[i].fits ? 100 * pt[i].mfu : 0;
+        const char *col[] = {i == 0 ? "#d95f02" : "#1b9e77"};
+        svg_stack(f, left + i * (w + 2), top, height, max, &v, col, 1);
+    }
+    for (int k = 0; k <= 4; k++) {
+        double y = top + height - k * height / 4.0;
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\">%.0f</text>\n",
+                left - 4, y + 3, max * k / 4);
+    }
+    if (!mfu) {
+        double y = top + height - PL_RULE_MEM_SHARE * hbm / 1e9 / max * height;
+        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e7298a\" "
+                   "stroke-dasharray=\"4 3\"/>\n<text x=\"%d\" y=\"%.1f\" font-size=\"10\" "
+                   "fill=\"#e7298a\">%.0f%% of HBM</text>\n",
+                left, left + n * (w + 2), y, y, left + n * (w + 2) + 4, y + 3,
+                100 * PL_RULE_MEM_SHARE);
+    }
+}
+
+static void svg_labels(FILE *f, const struct pl_plan_point *pt, int n, int y)
+{
+    for (int i = 0; i < n; i++) {
+        char label[64];
+        const int *d = pt[i].cfg.deg;
+        snprintf(label, sizeof label, "t%d%s%s p%d d%d", d[PL_AX_TP], d[PL_AX_CP] > 1 ? " c" : "",
+                 d[PL_AX_EP] > 1 ? " e" : "", d[PL_AX_PP], d[PL_AX_DP]);
+        if (d[PL_AX_CP] > 1 || d[PL_AX_EP] > 1)
+            snprintf(label, sizeof label, "t%d c%d e%d p%d d%d", d[PL_AX_TP], d[PL_AX_CP],
+                     d[PL_AX_EP], d[PL_AX_PP], d[PL_AX_DP]);
+        int x = 70 + i * 18 + 11;
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"9\" transform=\"rotate(60 %d %d)\">%s"
+                   "</text>\n", x, y, x, y, label);
+    }
+}
+
+int pl_plan_write_svg(const char *path, const struct pl_plan_model *m,
+                      const struct pl_plan_cluster *c, const struct pl_plan_result *res)
+{
+    char err[512];
+    if (pl_atomic_check(path, "plot", err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return -1;
+    }
+    static struct pl_plan_point pt[PL_PLAN_POINTS];
+    int n = res->npoints;
+    memcpy(pt, res->points, (size_t)n * sizeof pt[0]);
+    qsort(pt, (size_t)n, sizeof pt[0], by_step);
+    if (n > SVG_MAX_BARS) n = SVG_MAX_BARS;
+    double max_mfu = 0, max_mem = c->hbm / 1e9;
+    for (int i = 0; i < n; i++) {
+        if (pt[i].fits && 100 * pt[i].mfu > max_mfu) max_mfu = 100 * pt[i].mfu;
+        if (pt[i].memory / 1e9 > max_mem) max_mem = pt[i].memory / 1e9;
+    }
+    max_mfu = 20 * ceil(max_mfu / 20); /* ticks at quarters: whole numbers */
+    if (max_mfu <= 0) max_mfu = 20;
+    if (max_mem > 4 * c->hbm / 1e9) max_mem = 4 * c->hbm / 1e9;
+    int width = 70 + n * 18 + 90, height = 470;
+    if (width < 760) width = 760;
+    struct pl_atomic_file a;
+    pl_atomic_open(&a, path, "plot");
+    FILE *f = a.f;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
+               "fill=\"white\"/>\n", width, height);
+    fprintf(f, "<text x=\"10\" y=\"18\" font-size=\"13\">%s on %d x %s (%d GPUs): the best "
+               "settings of each set of degrees, fastest first (grey: fits no setting)</text>\n",
+            m->name, c->nodes, c->name, pl_plan_gpus(c));
+    svg_bar_panel(f, pt, n, 50, 150, max_mfu, 1, c->hbm);
+    svg_bar_panel(f, pt, n, 250, 140, max_mem, 0, c->hbm);
+    svg_labels(f, pt, n, 400);
+    fprintf(f, "</svg>\n");
+    pl_atomic_ok(&a, !ferror(f));
+    pl_atomic_commit(&a);
+    return 0;
+}
