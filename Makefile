@@ -118,6 +118,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 -include grader/grader.mk
+-include tests/bench_model.mk
 
 # ---- running ----
 test: all
@@ -150,6 +151,7 @@ help:
 	@echo "  make gradescope      build/gradescope/autograder.zip for Gradescope"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
+	@echo "  make bench-model     the reference step at 1 thread vs PyTorch and the sgemm peak (3 sizes)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
 	@echo "  make deps            check and install the packages the build needs"
