@@ -118,7 +118,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 -include grader/grader.mk
--include tests/bench_model.mk
+-include lib/speed.mk
 
 # ---- running ----
 test: all

@@ -665,10 +665,12 @@ double pl_head_forward(const struct pl_model_config *c, const struct pl_head_par
     if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
     pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->lnf_w, p->lnf_b, N, C);
     pl_matmul_forward(a->logits, a->ln, p->w_head, NULL, N, C, V);
-    pl_softmax_forward(a->probs, a->logits, N, V);
     a->targets = targets;
-    if (!targets) return 0.0;
-    pl_crossentropy_forward(a->losses, a->logits, targets, N, V);
+    if (!targets) {
+        pl_softmax_forward(a->probs, a->logits, N, V);
+        return 0.0;
+    }
+    pl_softmax_crossentropy_forward(a->probs, a->losses, a->logits, targets, N, V);
     return pl_sum(a->losses, (size_t)N) / N;
 }
 

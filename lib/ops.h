@@ -135,6 +135,11 @@ void pl_softmax_backward(float *dlogits, const float *dprobs, const float *probs
  * underflows fp32 (a logit gap above ~104), where the true loss is large but finite. */
 void pl_crossentropy_forward(float *losses, const float *logits, const int *targets, int N,
                              int V);
+/* The two above in one pass over each row: probs[N,V] = softmax(logits) and losses[N] =
+ * the cross-entropy for targets, the same numbers as pl_softmax_forward followed by
+ * pl_crossentropy_forward (FLOPs: both counts). probs may equal logits. */
+void pl_softmax_crossentropy_forward(float *probs, float *losses, const float *logits,
+                                     const int *targets, int N, int V);
 /* The fused softmax + cross-entropy backward: dlogits[n,:] += dloss * (probs[n,:] -
  * onehot(targets[n])). For the mean loss over N positions pass dloss = 1/N. */
 void pl_crossentropy_softmax_backward(float *dlogits, const float *probs, const int *targets,
