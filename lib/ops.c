@@ -195,7 +195,7 @@ static void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const
  * the products skip the masked upper triangle of the scores except inside the diagonal
  * block (about half the work at long T). OpenBLAS packs its operands, so Q, K, V stay
  * strided views into qkv (row stride 3C) and no copies are made. */
-#define ATT_BLOCK 64
+#define ATT_BLOCK 32
 
 /* Softmax of score rows [r0, r1) of one head in place; row t keeps columns [0, t]. */
 PL_CLONES static void attention_softmax_rows(float *s, int r0, int r1, int T, float scale)
