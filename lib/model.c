@@ -379,7 +379,7 @@ float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
 
 void pl_model_scratch_give(struct pl_scratch *s, float *p)
 {
-    if (!s) {
+    if (!s || !p) {
         pl_mem_free(p);
         return;
     }
@@ -430,6 +430,21 @@ void pl_model_branch_dropout_backward(const struct pl_model_config *c, int layer
     pl_dropout_backward(dbranch, dy, n, c->dropout, ctx->seed,
                         pl_model_dropout_stream(layer, site, ctx->step),
                         (uint64_t)ctx->seq0 * (uint64_t)T * (uint64_t)c->d_model);
+}
+
+/* The gradient of a half's branch output. Without dropout it is dy itself, read by the
+ * half's first product before the half writes dx (which may alias dy), so no copy is made;
+ * with dropout, dy through the mask into a scratch buffer (*buf, given back by the half). */
+static const float *branch_grad(const struct pl_model_config *c, int layer, int site,
+                                const struct pl_model_ctx *ctx, struct pl_scratch *s,
+                                const float *dy, int B, int T, float **buf)
+{
+    *buf = NULL;
+    if (!dropout_on(c, ctx)) return dy;
+    *buf = pl_model_scratch_take(s, (size_t)B * T * c->d_model,
+                                 site == 0 ? "attn d branch" : "mlp d branch");
+    pl_model_branch_dropout_backward(c, layer, site, ctx, *buf, dy, B, T);
+    return *buf;
 }
 
 static float *activ(size_t n, const char *label)
@@ -528,11 +543,11 @@ void pl_attn_backward(const struct pl_model_config *c, int layer,
     trace_span('B', "attn", layer);
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
     struct pl_scratch *s = a->scratch;
-    float *dbranch = pl_model_scratch_take(s, (size_t)N * C, "attn d branch");
+    float *masked;
+    const float *dbranch = branch_grad(c, layer, 0, ctx, s, dy, B, T, &masked);
     float *dheads = pl_model_scratch_take(s, (size_t)N * C, "attn d heads");
     float *dqkv = pl_model_scratch_take(s, (size_t)N * 3 * C, "attn d qkv");
     float *dln = pl_model_scratch_take(s, (size_t)N * C, "attn d ln1");
-    pl_model_branch_dropout_backward(c, layer, 0, ctx, dbranch, dy, B, T);
     pl_matmul_backward(dheads, g->w_proj, g->b_proj, dbranch, a->y, p->w_proj, N, C, C);
     pl_attention_backward(dqkv, dheads, a->qkv, a->att, B, T, C, c->n_heads);
     pl_matmul_backward(dln, g->w_qkv, g->b_qkv, dqkv, a->ln, p->w_qkv, N, C, 3 * C);
@@ -542,7 +557,7 @@ void pl_attn_backward(const struct pl_model_config *c, int layer,
     pl_model_scratch_give(s, dln);
     pl_model_scratch_give(s, dqkv);
     pl_model_scratch_give(s, dheads);
-    pl_model_scratch_give(s, dbranch);
+    pl_model_scratch_give(s, masked);
 }
 
 /* ---- MLP half (dense here, MoE in model_moe.c) --------------------------------------------- */
@@ -626,9 +641,9 @@ void pl_mlp_backward(const struct pl_model_config *c, int layer,
 {
     trace_span('B', "mlp", layer);
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
-    float *dbranch = pl_model_scratch_take(a->scratch, (size_t)N * C, "mlp d branch");
+    float *masked;
+    const float *dbranch = branch_grad(c, layer, 1, ctx, a->scratch, dy, B, T, &masked);
     float *dln = pl_model_scratch_take(a->scratch, (size_t)N * C, "mlp d ln2");
-    pl_model_branch_dropout_backward(c, layer, 1, ctx, dbranch, dy, B, T);
     if (c->n_experts == 0)
         dense_backward(c, p, g, a, dbranch, dln);
     else
@@ -636,7 +651,7 @@ void pl_mlp_backward(const struct pl_model_config *c, int layer,
     if (dx != dy) pl_copy(dx, dy, (size_t)N * C);
     pl_layernorm_backward(dx, g->ln2_w, g->ln2_b, dln, a->x, p->ln2_w, a->mean, a->rstd, N, C);
     pl_model_scratch_give(a->scratch, dln);
-    pl_model_scratch_give(a->scratch, dbranch);
+    pl_model_scratch_give(a->scratch, masked);
 }
 
 /* ---- a block = the two halves ------------------------------------------------------------- */
