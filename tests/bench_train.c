@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data.h"
@@ -95,7 +96,17 @@ static struct pl_model_config model_config(const struct bench_config *bc)
 struct result {
     double ms, tok_s, gflops;
     size_t params;
+    double cpu_ms; /* the calling thread's CPU time per step */
 };
+
+/* CPU seconds of the calling thread: at one thread the whole step runs on it, and unlike
+ * wall-clock time it leaves out the time other programs held the core. */
+static double thread_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* Steps the reference model (pl_model_step) for the measuring time after a short warm-up. */
 static struct result bench_c(const struct bench_config *bc, const struct pl_tokens *data)
@@ -113,11 +124,12 @@ static struct result bench_c(const struct bench_config *bc, const struct pl_toke
     int *tg_d = pl_mem_alloc(bytes, PL_MEM_ACTIV, PL_DEVICE, "bench targets (op memory)");
 
     int64_t step = 0;
-    double flops = 0, t0 = 0;
+    double flops = 0, t0 = 0, c0 = 0;
     int n = 0;
     for (int warm = 3;; step++) {
         if (warm == 0 && n == 0) {
             t0 = pl_now();
+            c0 = thread_cpu_seconds();
             flops = pl_ledger()->flops;
         }
         pl_loader_batch(&l, step, in, tg);
@@ -131,9 +143,9 @@ static struct result bench_c(const struct bench_config *bc, const struct pl_toke
         n++;
         if (n >= 5 && pl_now() - t0 >= seconds_per_measure) break;
     }
-    double dt = (pl_now() - t0) / n;
+    double dt = (pl_now() - t0) / n, cpu = (thread_cpu_seconds() - c0) / n;
     struct result r = {dt * 1e3, B * T / dt, (pl_ledger()->flops - flops) / n / dt / 1e9,
-                       m->layout.numel};
+                       m->layout.numel, cpu * 1e3};
     pl_mem_free(in);
     pl_mem_free(tg);
     pl_mem_free(in_d);
@@ -156,7 +168,7 @@ static int torch_available(void)
 static struct result bench_torch_policy(const struct bench_config *bc, const char *data_path,
                                         int threads, const char *wait_policy)
 {
-    struct result r = {0, 0, 0, 0};
+    struct result r = {0, 0, 0, 0, 0};
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "OMP_WAIT_POLICY=%s OMP_NUM_THREADS=%d /usr/bin/python3 tests/bench_train.py "
@@ -169,12 +181,15 @@ static struct result bench_torch_policy(const struct bench_config *bc, const cha
     if (!p) return r;
     char line[512];
     while (fgets(line, sizeof line, p)) {
-        double tok, ms;
+        double tok, ms, cpu_ms = 0;
         unsigned long params;
-        if (sscanf(line, "torch tok/s %lf ms/step %lf params %lu", &tok, &ms, &params) == 3) {
+        int threads_seen;
+        if (sscanf(line, "torch tok/s %lf ms/step %lf params %lu threads %d cpu_ms/step %lf",
+                   &tok, &ms, &params, &threads_seen, &cpu_ms) >= 3) {
             r.tok_s = tok;
             r.ms = ms;
             r.params = params;
+            r.cpu_ms = cpu_ms;
         } else {
             printf("#   torch: %s", line);
         }
@@ -301,14 +316,22 @@ static void model_table(int rounds, const struct pl_tokens *data, const char *da
         if (r > peak) peak = r;
     }
     double kit[NMODEL_CONFIGS][MAX_ROUNDS], pt[NMODEL_CONFIGS][MAX_ROUNDS],
-        gf[NMODEL_CONFIGS][MAX_ROUNDS];
+        gf[NMODEL_CONFIGS][MAX_ROUNDS], kit_cpu[NMODEL_CONFIGS][MAX_ROUNDS],
+        pt_cpu[NMODEL_CONFIGS][MAX_ROUNDS], gf_cpu[NMODEL_CONFIGS][MAX_ROUNDS];
     for (int r = 0; r < rounds; r++) {
         printf("# round %d of %d:", r + 1, rounds);
         for (int i = 0; i < NMODEL_CONFIGS; i++) {
-            struct result c = bench_c(&MODEL_CONFIGS[i], data);
+            const struct bench_config *bc = &MODEL_CONFIGS[i];
+            struct result c = bench_c(bc, data);
+            struct result t = {0, 0, 0, 0, 0};
+            if (torch) t = bench_torch(bc, data_path, 1);
+            double tokens = (double)bc->batch * bc->seq_len;
             kit[i][r] = c.tok_s;
             gf[i][r] = c.gflops;
-            pt[i][r] = torch ? bench_torch(&MODEL_CONFIGS[i], data_path, 1).tok_s : 0;
+            kit_cpu[i][r] = tokens / (c.cpu_ms / 1e3);
+            gf_cpu[i][r] = c.gflops * c.ms / c.cpu_ms;
+            pt[i][r] = t.tok_s;
+            pt_cpu[i][r] = t.cpu_ms > 0 ? tokens / (t.cpu_ms / 1e3) : 0;
             printf(" %s %.0f/%.0f", MODEL_CONFIGS[i].name, kit[i][r], pt[i][r]);
             fflush(stdout);
         }
@@ -317,24 +340,31 @@ static void model_table(int rounds, const struct pl_tokens *data, const char *da
     printf("\n# step speed at 1 thread, median of %d interleaved rounds; " SGEMM_NAME
            " square-sgemm peak %.1f GFLOP/s\n"
            "# %%peak = the step's GFLOP/s (ledger FLOPs) over that peak; lin-shapes = the\n"
-           "# step's own linear-layer sgemm shapes run alone, over the same peak\n",
+           "# step's own linear-layer sgemm shapes run alone, over the same peak; the cpu\n"
+           "# columns count the step's thread CPU time instead of wall-clock time (on a\n"
+           "# shared machine they leave out the time other programs held the core)\n",
            rounds, peak);
-    printf("# %-8s %-22s %10s %11s %7s %9s %6s %10s\n", "config", "C/L/H/F/T/B", "kit tok/s",
-           "torch tok/s", "ratio", "GFLOP/s", "%peak", "lin-shapes");
+    printf("# %-8s %-19s %9s %11s %6s %9s %6s %10s | %9s %9s\n", "config", "C/L/H/F/T/B",
+           "kit tok/s", "torch tok/s", "ratio", "GFLOP/s", "%peak", "lin-shapes", "cpu ratio",
+           "cpu %peak");
     for (int i = 0; i < NMODEL_CONFIGS; i++) {
         const struct bench_config *bc = &MODEL_CONFIGS[i];
         char shape[64];
         snprintf(shape, sizeof shape, "%d/%d/%d/%d/%d/%d", bc->d_model, bc->layers, bc->heads,
                  bc->d_ff, bc->seq_len, bc->batch);
         double k = median(kit[i], rounds), t = median(pt[i], rounds), g = median(gf[i], rounds);
+        double kc = median(kit_cpu[i], rounds), tc = median(pt_cpu[i], rounds),
+               gc = median(gf_cpu[i], rounds);
         double lin = linear_shapes_gflops(bc);
-        char ratio[16] = "-", torch_tok[16] = "-";
+        char ratio[16] = "-", torch_tok[16] = "-", cpu_ratio[16] = "-";
         if (t > 0) {
             snprintf(ratio, sizeof ratio, "%.2fx", k / t);
             snprintf(torch_tok, sizeof torch_tok, "%.0f", t);
         }
-        printf("  %-8s %-22s %10.0f %11s %7s %9.2f %5.1f%% %9.1f%%\n", bc->name, shape, k,
-               torch_tok, ratio, g, 100.0 * g / peak, 100.0 * lin / peak);
+        if (tc > 0) snprintf(cpu_ratio, sizeof cpu_ratio, "%.2fx", kc / tc);
+        printf("  %-8s %-19s %9.0f %11s %6s %9.2f %5.1f%% %9.1f%% | %9s %8.1f%%\n", bc->name,
+               shape, k, torch_tok, ratio, g, 100.0 * g / peak, 100.0 * lin / peak, cpu_ratio,
+               100.0 * gc / peak);
     }
 }
 
