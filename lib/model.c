@@ -363,7 +363,10 @@ float *pl_model_scratch(size_t n, const char *label)
 
 /* Every piece starts on a 64-byte boundary (the base is at least that aligned). */
 #define SCRATCH_ALIGN 16
-static size_t scratch_round(size_t n) { return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN; }
+static size_t scratch_round(size_t n)
+{
+    return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+}
 
 float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
 {
