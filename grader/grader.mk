@@ -24,8 +24,9 @@ GRADER_CFLAGS = $(filter-out -MMD -MP,$(ALL_CFLAGS)) -Igrader/common
 # flags: GRADER_WRAP_<lab>).
 GRADER_WRAP_01-collectives := -Wl,--wrap=pl_recv -Wl,--wrap=pl_sendrecv -Wl,--wrap=pl_irecv
 GRADER_COMMON := $(wildcard grader/common/*.c)
-# Headers are few: every trusted object depends on all of them (no dependency files here).
-GRADER_HEADERS := $(wildcard grader/*.h grader/*/*.h labs/*/*.h)
+# Headers are few: every trusted object depends on all of them, the library's included (a
+# changed struct in lib/ must rebuild the trusted objects that use it; no dependency files here).
+GRADER_HEADERS := $(wildcard grader/*.h grader/*/*.h labs/*/*.h lib/*.h)
 
 grader_obj = $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/$(1)/*.c) $(GRADER_COMMON))
 grader_trusted = $(B)/grader/trusted/$(1).o
