@@ -120,6 +120,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 -include grader/grader.mk
 -include tests/gpu_emu/gpu_emu.mk
 -include lib/plan.mk
+-include lib/speed.mk
 
 # ---- running ----
 test: all
@@ -156,6 +157,7 @@ help:
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
 	@echo "  make plots LAB=NN    a lab's pictures drawn from your own run, SVGs in build/plots"
 	@echo "                       (SOLUTIONS=1: the solutions; PLOTS_DIR=docs/labs/img: the handouts')"
+	@echo "  make bench-model     the reference step at 1 thread vs PyTorch and the sgemm peak (3 sizes)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
 	@echo "  make test-gpu-emu    the GPU build's library on a CUDA/NCCL stand-in (no GPU; run by make test)"

@@ -26,8 +26,9 @@ GRADER_LABS := $(patsubst grader/%/plan.c,%,$(wildcard grader/*/plan.c))
 # channel (gr_result) then does not link, and `make grade` reports it as a compile failure.
 GRADER_CFLAGS = $(filter-out -MMD -MP,$(ALL_CFLAGS)) -Igrader -Igrader/common
 GRADER_COMMON := $(wildcard grader/common/*.c)
-# Headers are few: every trusted object depends on all of them (no dependency files here).
-GRADER_HEADERS := $(wildcard grader/*.h grader/*/*.h labs/*/*.h)
+# Headers are few: every trusted object depends on all of them, the library's included (a
+# changed struct in lib/ must rebuild the trusted objects that use it; no dependency files here).
+GRADER_HEADERS := $(wildcard grader/*.h grader/*/*.h labs/*/*.h lib/*.h)
 
 grader_obj = $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/$(1)/*.c) $(GRADER_COMMON))
 grader_trusted = $(B)/grader/trusted/$(1).o

@@ -13,22 +13,80 @@
 #include "ops.h"
 #include "rng.h"
 
+/* The row and element functions are inlined into every CPU loop that calls them, so that
+ * each instruction-set build of that loop (PL_CLONES in ops.c) gets its own vector code. */
+#ifdef __CUDACC__
+#define PL_HDI PL_HD
+#else
+#define PL_HDI static inline __attribute__((always_inline))
+#endif
+
+/* exp(x) in plain float arithmetic, so that a loop calling it vectorises (glibc's expf is a
+ * call the vectoriser cannot take without -ffast-math). x = n ln2 + r with |r| <= ln2/2,
+ * exp(r) by a degree-7 polynomial (Taylor terms up to r^7: the truncation error is below
+ * 1e-8 relative, so the result is within about 2 ulp of expf), times 2^n built from the
+ * exponent bits in two halves so that neither factor overflows before the product does.
+ * The clamp to [-104, 89] lets the product underflow to 0 and overflow to inf on its own
+ * (exp(-inf) = 0, exp(inf) = inf); NaN propagates through the arithmetic. n is rounded by
+ * the add-and-subtract of 1.5 * 2^23, which needs no rounding instruction. */
+PL_HDI float pl_k_expf(float x)
+{
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float xc = x < -104.0f ? -104.0f : x;
+    xc = xc > 89.0f ? 89.0f : xc;
+    float t = xc * 1.44269504088896341f + magic;
+    float n = t - magic;
+    float r = xc - n * 0.693145751953125f;  /* ln2, high bits (exact in the product) */
+    r = r - n * 1.42860682030941723e-6f;    /* ln2, the rest */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union { float f; int32_t i; } tb = {t}, s1, s2;
+    int32_t ni = tb.i - 0x4B400000; /* the integer n, from the bits of magic + n */
+    int32_t n1 = ni >> 1, n2 = ni - n1;
+    s1.i = (n1 + 127) * (1 << 23);
+    s2.i = (n2 + 127) * (1 << 23);
+    return p * s1.f * s2.f;
+}
+
+/* Loops over a row are marked for the vectoriser: PL_SIMD for independent elements,
+ * PL_SIMD_SUM(s), PL_SIMD_SUM2(s, t) and PL_SIMD_MAX(m) for sums or a maximum, which the
+ * vectoriser may then gather in a different order (float rounding only; -fopenmp-simd
+ * honours the marks without threads). CUDA runs one row per thread and ignores them. */
+#ifdef __CUDACC__
+#define PL_SIMD
+#define PL_SIMD_SUM(s)
+#define PL_SIMD_SUM2(s, t)
+#define PL_SIMD_MAX(m)
+#else
+#define PL_PRAGMA(x) _Pragma(#x)
+#define PL_SIMD PL_PRAGMA(omp simd)
+#define PL_SIMD_SUM(s) PL_PRAGMA(omp simd reduction(+ : s))
+#define PL_SIMD_SUM2(s, t) PL_PRAGMA(omp simd reduction(+ : s, t))
+#define PL_SIMD_MAX(m) PL_PRAGMA(omp simd reduction(max : m))
+#endif
+
 #define PL_GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 #define PL_GELU_CUBIC 0.044715f
 
 /* 0.5 x (1 + tanh(u)) = x * sigmoid(2u): one expf instead of a tanhf, several times
  * faster in glibc and exact in form; the extremes give x or -0 without NaN. */
-PL_HD float pl_k_gelu(float x)
+PL_HDI float pl_k_gelu(float x)
 {
     float u = PL_GELU_SCALE * (x + PL_GELU_CUBIC * x * x * x);
-    return x / (1.0f + expf(-2.0f * u));
+    return x / (1.0f + pl_k_expf(-2.0f * u));
 }
 
 /* d/dx: s + x * 2 s (1 - s) du/dx with s = sigmoid(2u), since 1 - tanh(u)^2 = 4 s (1-s). */
-PL_HD float pl_k_gelu_grad(float x)
+PL_HDI float pl_k_gelu_grad(float x)
 {
     float u = PL_GELU_SCALE * (x + PL_GELU_CUBIC * x * x * x);
-    float s = 1.0f / (1.0f + expf(-2.0f * u));
+    float s = 1.0f / (1.0f + pl_k_expf(-2.0f * u));
     float du = PL_GELU_SCALE * (1.0f + 3.0f * PL_GELU_CUBIC * x * x);
     return s + 2.0f * x * s * (1.0f - s) * du;
 }
@@ -49,7 +107,7 @@ PL_HD uint64_t pl_k_block_index(size_t i, size_t cols, size_t full_cols, size_t 
 }
 
 /* One AdamW update of one element; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
-PL_HD void pl_k_adamw(float *param, float g, float *m, float *v, float lr, float beta1,
+PL_HDI void pl_k_adamw(float *param, float g, float *m, float *v, float lr, float beta1,
                       float beta2, float eps, float weight_decay, float bc1, float bc2)
 {
     float mm = beta1 * *m + (1.0f - beta1) * g;
@@ -63,19 +121,22 @@ PL_HD void pl_k_adamw(float *param, float g, float *m, float *v, float lr, float
 /* ---- rows ------------------------------------------------------------------------------- */
 
 /* Layernorm of one row of C; saves mean and rstd when the pointers are given. */
-PL_HD void pl_k_layernorm_row(float *out, float *mean_out, float *rstd_out, const float *x,
+PL_HDI void pl_k_layernorm_row(float *out, float *mean_out, float *rstd_out, const float *x,
                               const float *w, const float *b, int C)
 {
     float mean = 0.0f;
+    PL_SIMD_SUM(mean)
     for (int i = 0; i < C; i++) mean += x[i];
     mean /= (float)C;
     float var = 0.0f;
+    PL_SIMD_SUM(var)
     for (int i = 0; i < C; i++) {
         float d = x[i] - mean;
         var += d * d;
     }
     var /= (float)C;
     float rstd = 1.0f / sqrtf(var + PL_LAYERNORM_EPS);
+    PL_SIMD
     for (int i = 0; i < C; i++) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
     if (mean_out) *mean_out = mean;
     if (rstd_out) *rstd_out = rstd;
@@ -83,10 +144,11 @@ PL_HD void pl_k_layernorm_row(float *out, float *mean_out, float *rstd_out, cons
 
 /* dinp += the layernorm input gradient of one row (the weight and bias gradients are
  * reductions over rows, done separately). */
-PL_HD void pl_k_layernorm_bwd_row(float *dinp, const float *dout, const float *x,
+PL_HDI void pl_k_layernorm_bwd_row(float *dinp, const float *dout, const float *x,
                                   const float *w, float mean, float rstd, int C)
 {
     float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+    PL_SIMD_SUM2(dnorm_mean, dnorm_norm_mean)
     for (int i = 0; i < C; i++) {
         float xhat = (x[i] - mean) * rstd;
         float dnorm = w[i] * dout[i];
@@ -95,6 +157,7 @@ PL_HD void pl_k_layernorm_bwd_row(float *dinp, const float *dout, const float *x
     }
     dnorm_mean /= (float)C;
     dnorm_norm_mean /= (float)C;
+    PL_SIMD
     for (int i = 0; i < C; i++) {
         float xhat = (x[i] - mean) * rstd;
         float dnorm = w[i] * dout[i];
@@ -105,28 +168,37 @@ PL_HD void pl_k_layernorm_bwd_row(float *dinp, const float *dout, const float *x
 /* Softmax of the first len entries of in into out (in place allowed); entries
  * [len, total) of out are set to 0 (the causal mask of attention). Each input is
  * multiplied by scale first. */
-PL_HD void pl_k_softmax_row(float *out, const float *in, int len, int total, float scale)
+PL_HDI void pl_k_softmax_row(float *out, const float *in, int len, int total, float scale)
 {
     float mx = -INFINITY;
-    for (int j = 0; j < len; j++) mx = fmaxf(mx, scale * in[j]);
-    float sum = 0.0f;
+    PL_SIMD_MAX(mx)
     for (int j = 0; j < len; j++) {
-        float e = expf(scale * in[j] - mx);
+        float z = scale * in[j];
+        mx = z > mx ? z : mx;
+    }
+    float sum = 0.0f;
+    PL_SIMD_SUM(sum)
+    for (int j = 0; j < len; j++) {
+        float e = pl_k_expf(scale * in[j] - mx);
         out[j] = e;
         sum += e;
     }
     float inv = 1.0f / sum;
+    PL_SIMD
     for (int j = 0; j < len; j++) out[j] *= inv;
+    PL_SIMD
     for (int j = len; j < total; j++) out[j] = 0.0f;
 }
 
 /* Softmax backward of one row of len: with beta == 1, dx += scale * p * (dp - p.dp);
  * with beta == 0, dx = the same (dx may then alias dp). */
-PL_HD void pl_k_softmax_bwd_row(float *dx, const float *dp, const float *p, int len,
+PL_HDI void pl_k_softmax_bwd_row(float *dx, const float *dp, const float *p, int len,
                                 float scale, float beta)
 {
     float dot = 0.0f;
+    PL_SIMD_SUM(dot)
     for (int j = 0; j < len; j++) dot += p[j] * dp[j];
+    PL_SIMD
     for (int j = 0; j < len; j++) {
         float g = scale * p[j] * (dp[j] - dot);
         dx[j] = beta * dx[j] + g;
@@ -136,13 +208,37 @@ PL_HD void pl_k_softmax_bwd_row(float *dx, const float *dp, const float *p, int 
 /* Cross-entropy of one row of logits for target `target`, from the logits rather than from
  * the softmax probabilities: max + log(sum exp(z - max)) - z[target] stays finite where
  * the target's probability underflows fp32 and -log p would be inf. */
-PL_HD float pl_k_crossentropy_row(const float *z, int V, int target)
+PL_HDI float pl_k_crossentropy_row(const float *z, int V, int target)
 {
     float mx = -INFINITY;
-    for (int j = 0; j < V; j++) mx = fmaxf(mx, z[j]);
+    PL_SIMD_MAX(mx)
+    for (int j = 0; j < V; j++) mx = z[j] > mx ? z[j] : mx;
     float sum = 0.0f;
-    for (int j = 0; j < V; j++) sum += expf(z[j] - mx);
+    PL_SIMD_SUM(sum)
+    for (int j = 0; j < V; j++) sum += pl_k_expf(z[j] - mx);
     return logf(sum) + (mx - z[target]);
+}
+
+/* Softmax of one row of logits z into probs (probs may equal z) and its cross-entropy for
+ * `target`, in one pass over the exponentials: the same max, sum and loss formula as
+ * pl_k_softmax_row and pl_k_crossentropy_row, so the fused op gives the same numbers. */
+PL_HDI float pl_k_softmax_crossentropy_row(float *probs, const float *z, int V, int target)
+{
+    float zt = z[target];
+    float mx = -INFINITY;
+    PL_SIMD_MAX(mx)
+    for (int j = 0; j < V; j++) mx = z[j] > mx ? z[j] : mx;
+    float sum = 0.0f;
+    PL_SIMD_SUM(sum)
+    for (int j = 0; j < V; j++) {
+        float e = pl_k_expf(z[j] - mx);
+        probs[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    PL_SIMD
+    for (int j = 0; j < V; j++) probs[j] *= inv;
+    return logf(sum) + (mx - zt);
 }
 
 /* ---- accumulations into shared rows -------------------------------------------------------
@@ -207,6 +303,8 @@ void pl_gpu_softmax_backward(float *dlogits, const float *dprobs, const float *p
                              int V);
 void pl_gpu_crossentropy_forward(float *losses, const float *logits, const int *targets,
                                  int N, int V);
+void pl_gpu_softmax_crossentropy_forward(float *probs, float *losses, const float *logits,
+                                         const int *targets, int N, int V);
 void pl_gpu_crossentropy_softmax_backward(float *dlogits, const float *probs,
                                           const int *targets, float dloss, int N, int V);
 void pl_gpu_dropout_block(float *out, const float *inp, size_t rows, size_t cols,

@@ -361,6 +361,51 @@ float *pl_model_scratch(size_t n, const char *label)
     return pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_DEVICE, label);
 }
 
+/* Every piece starts on a 64-byte boundary (the base is at least that aligned). */
+#define SCRATCH_ALIGN 16
+static size_t scratch_round(size_t n)
+{
+    return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+}
+
+float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
+{
+    if (!s) return pl_model_scratch(n, label);
+    size_t k = scratch_round(n);
+    /* pl_model_scratch_need is the sizing: running past it is a bug in the passes */
+    PL_ASSERT(s->used + k <= s->cap);
+    float *p = s->base + s->used;
+    s->used += k;
+    pl_zero(p, n);
+    return p;
+}
+
+void pl_model_scratch_give(struct pl_scratch *s, float *p)
+{
+    if (!s || !p) {
+        pl_mem_free(p);
+        return;
+    }
+    size_t at = (size_t)(p - s->base);
+    PL_ASSERT(at <= s->cap);
+    if (at < s->used) s->used = at;
+}
+
+/* The most any pass holds at once (as taken below, each piece rounded up): the attention
+ * backward's four [N, C]-sized gradients (dqkv is 3 of them), the dense MLP backward's two
+ * [N, C] and two [N, F], the head backward's [N, V] and [N, C]. MoE experts allocate their
+ * own (their slot counts depend on the routing). */
+size_t pl_model_scratch_need(const struct pl_model_config *c, int B, int T)
+{
+    size_t N = (size_t)B * T, C = (size_t)c->d_model, F = (size_t)c->d_ff,
+           V = (size_t)c->vocab;
+    size_t attn = 3 * scratch_round(N * C) + scratch_round(3 * N * C);
+    size_t mlp = 2 * scratch_round(N * C) + (c->n_experts ? 0 : 2 * scratch_round(N * F));
+    size_t head = scratch_round(N * V) + scratch_round(N * C);
+    size_t need = attn > mlp ? attn : mlp;
+    return need > head ? need : head;
+}
+
 static int dropout_on(const struct pl_model_config *c, const struct pl_model_ctx *ctx)
 {
     return ctx && ctx->train && c->dropout > 0.0f;
@@ -388,6 +433,21 @@ void pl_model_branch_dropout_backward(const struct pl_model_config *c, int layer
     pl_dropout_backward(dbranch, dy, n, c->dropout, ctx->seed,
                         pl_model_dropout_stream(layer, site, ctx->step),
                         (uint64_t)ctx->seq0 * (uint64_t)T * (uint64_t)c->d_model);
+}
+
+/* The gradient of a half's branch output. Without dropout it is dy itself, read by the
+ * half's first product before the half writes dx (which may alias dy), so no copy is made;
+ * with dropout, dy through the mask into a scratch buffer (*buf, given back by the half). */
+static const float *branch_grad(const struct pl_model_config *c, int layer, int site,
+                                const struct pl_model_ctx *ctx, struct pl_scratch *s,
+                                const float *dy, int B, int T, float **buf)
+{
+    *buf = NULL;
+    if (!dropout_on(c, ctx)) return dy;
+    *buf = pl_model_scratch_take(s, (size_t)B * T * c->d_model,
+                                 site == 0 ? "attn d branch" : "mlp d branch");
+    pl_model_branch_dropout_backward(c, layer, site, ctx, *buf, dy, B, T);
+    return *buf;
 }
 
 static float *activ(size_t n, const char *label)
@@ -439,6 +499,7 @@ void pl_attn_acts_new(struct pl_attn_acts *a, const struct pl_model_config *c, i
     size_t N = (size_t)B * T, C = (size_t)c->d_model;
     a->B = B;
     a->T = T;
+    a->scratch = NULL;
     a->x = activ(N * C, "attn x");
     a->ln = activ(N * C, "attn ln1");
     a->mean = activ(N, "attn ln1 mean");
@@ -470,11 +531,11 @@ void pl_attn_forward(const struct pl_model_config *c, int layer, const struct pl
     pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->ln1_w, p->ln1_b, N, C);
     pl_matmul_forward(a->qkv, a->ln, p->w_qkv, p->b_qkv, N, C, 3 * C);
     pl_attention_forward(a->y, a->att, a->qkv, B, T, C, c->n_heads);
-    float *branch = pl_model_scratch((size_t)N * C, "attn branch");
+    float *branch = pl_model_scratch_take(a->scratch, (size_t)N * C, "attn branch");
     pl_matmul_forward(branch, a->y, p->w_proj, p->b_proj, N, C, C);
     pl_model_branch_dropout(c, layer, 0, ctx, branch, B, T);
     pl_residual_forward(y, a->x, branch, (size_t)N * C);
-    pl_mem_free(branch);
+    pl_model_scratch_give(a->scratch, branch);
 }
 
 void pl_attn_backward(const struct pl_model_config *c, int layer,
@@ -484,21 +545,22 @@ void pl_attn_backward(const struct pl_model_config *c, int layer,
 {
     trace_span('B', "attn", layer);
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
-    float *dbranch = pl_model_scratch((size_t)N * C, "attn d branch");
-    float *dheads = pl_model_scratch((size_t)N * C, "attn d heads");
-    float *dqkv = pl_model_scratch((size_t)N * 3 * C, "attn d qkv");
-    float *dln = pl_model_scratch((size_t)N * C, "attn d ln1");
-    pl_model_branch_dropout_backward(c, layer, 0, ctx, dbranch, dy, B, T);
+    struct pl_scratch *s = a->scratch;
+    float *masked;
+    const float *dbranch = branch_grad(c, layer, 0, ctx, s, dy, B, T, &masked);
+    float *dheads = pl_model_scratch_take(s, (size_t)N * C, "attn d heads");
+    float *dqkv = pl_model_scratch_take(s, (size_t)N * 3 * C, "attn d qkv");
+    float *dln = pl_model_scratch_take(s, (size_t)N * C, "attn d ln1");
     pl_matmul_backward(dheads, g->w_proj, g->b_proj, dbranch, a->y, p->w_proj, N, C, C);
     pl_attention_backward(dqkv, dheads, a->qkv, a->att, B, T, C, c->n_heads);
     pl_matmul_backward(dln, g->w_qkv, g->b_qkv, dqkv, a->ln, p->w_qkv, N, C, 3 * C);
     /* the residual path carries dy through unchanged; dy is no longer read after this */
     if (dx != dy) pl_copy(dx, dy, (size_t)N * C);
     pl_layernorm_backward(dx, g->ln1_w, g->ln1_b, dln, a->x, p->ln1_w, a->mean, a->rstd, N, C);
-    pl_mem_free(dbranch);
-    pl_mem_free(dheads);
-    pl_mem_free(dqkv);
-    pl_mem_free(dln);
+    pl_model_scratch_give(s, dln);
+    pl_model_scratch_give(s, dqkv);
+    pl_model_scratch_give(s, dheads);
+    pl_model_scratch_give(s, masked);
 }
 
 /* ---- MLP half (dense here, MoE in model_moe.c) --------------------------------------------- */
@@ -548,13 +610,13 @@ static void dense_backward(const struct pl_model_config *c, const struct pl_bloc
                            const float *dbranch, float *dln)
 {
     const int N = a->B * a->T, C = c->d_model, F = c->d_ff;
-    float *dg = pl_model_scratch((size_t)N * F, "mlp d gelu");
-    float *dh = pl_model_scratch((size_t)N * F, "mlp d fc");
+    float *dg = pl_model_scratch_take(a->scratch, (size_t)N * F, "mlp d gelu");
+    float *dh = pl_model_scratch_take(a->scratch, (size_t)N * F, "mlp d fc");
     pl_matmul_backward(dg, g->w_fc2, g->b_fc2, dbranch, a->g, p->w_fc2, N, F, C);
     pl_gelu_backward(dh, dg, a->h, (size_t)N * F);
     pl_matmul_backward(dln, g->w_fc, g->b_fc, dh, a->ln, p->w_fc, N, C, F);
-    pl_mem_free(dg);
-    pl_mem_free(dh);
+    pl_model_scratch_give(a->scratch, dh);
+    pl_model_scratch_give(a->scratch, dg);
 }
 
 void pl_mlp_forward(const struct pl_model_config *c, int layer, const struct pl_block_params *p,
@@ -565,14 +627,14 @@ void pl_mlp_forward(const struct pl_model_config *c, int layer, const struct pl_
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
     if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
     pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->ln2_w, p->ln2_b, N, C);
-    float *branch = pl_model_scratch((size_t)N * C, "mlp branch");
+    float *branch = pl_model_scratch_take(a->scratch, (size_t)N * C, "mlp branch");
     if (c->n_experts == 0)
         dense_forward(c, p, a, branch);
     else
         pl_moe_forward(c, p, a, branch);
     pl_model_branch_dropout(c, layer, 1, ctx, branch, B, T);
     pl_residual_forward(y, a->x, branch, (size_t)N * C);
-    pl_mem_free(branch);
+    pl_model_scratch_give(a->scratch, branch);
 }
 
 void pl_mlp_backward(const struct pl_model_config *c, int layer,
@@ -582,17 +644,17 @@ void pl_mlp_backward(const struct pl_model_config *c, int layer,
 {
     trace_span('B', "mlp", layer);
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
-    float *dbranch = pl_model_scratch((size_t)N * C, "mlp d branch");
-    float *dln = pl_model_scratch((size_t)N * C, "mlp d ln2");
-    pl_model_branch_dropout_backward(c, layer, 1, ctx, dbranch, dy, B, T);
+    float *masked;
+    const float *dbranch = branch_grad(c, layer, 1, ctx, a->scratch, dy, B, T, &masked);
+    float *dln = pl_model_scratch_take(a->scratch, (size_t)N * C, "mlp d ln2");
     if (c->n_experts == 0)
         dense_backward(c, p, g, a, dbranch, dln);
     else
         pl_moe_backward(c, p, g, a, ctx ? ctx->loss_scale : 1.0f, dbranch, dln);
     if (dx != dy) pl_copy(dx, dy, (size_t)N * C);
     pl_layernorm_backward(dx, g->ln2_w, g->ln2_b, dln, a->x, p->ln2_w, a->mean, a->rstd, N, C);
-    pl_mem_free(dbranch);
-    pl_mem_free(dln);
+    pl_model_scratch_give(a->scratch, dln);
+    pl_model_scratch_give(a->scratch, masked);
 }
 
 /* ---- a block = the two halves ------------------------------------------------------------- */
@@ -665,10 +727,12 @@ double pl_head_forward(const struct pl_model_config *c, const struct pl_head_par
     if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
     pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->lnf_w, p->lnf_b, N, C);
     pl_matmul_forward(a->logits, a->ln, p->w_head, NULL, N, C, V);
-    pl_softmax_forward(a->probs, a->logits, N, V);
     a->targets = targets;
-    if (!targets) return 0.0;
-    pl_crossentropy_forward(a->losses, a->logits, targets, N, V);
+    if (!targets) {
+        pl_softmax_forward(a->probs, a->logits, N, V);
+        return 0.0;
+    }
+    pl_softmax_crossentropy_forward(a->probs, a->losses, a->logits, targets, N, V);
     return pl_sum(a->losses, (size_t)N) / N;
 }
 
@@ -680,14 +744,14 @@ void pl_head_backward(const struct pl_model_config *c, const struct pl_head_para
     const int N = a->B * a->T, C = c->d_model, V = c->vocab;
     PL_ASSERT(a->targets != NULL);
     float scale = ctx ? ctx->loss_scale : 1.0f;
-    float *dlogits = pl_model_scratch((size_t)N * V, "head d logits");
-    float *dln = pl_model_scratch((size_t)N * C, "head d lnf");
+    float *dlogits = pl_model_scratch_take(a->scratch, (size_t)N * V, "head d logits");
+    float *dln = pl_model_scratch_take(a->scratch, (size_t)N * C, "head d lnf");
     pl_crossentropy_softmax_backward(dlogits, a->probs, a->targets, scale / (float)N, N, V);
     pl_matmul_backward(dln, g->w_head, NULL, dlogits, a->ln, p->w_head, N, C, V);
     pl_zero(dx, (size_t)N * C);
     pl_layernorm_backward(dx, g->lnf_w, g->lnf_b, dln, a->x, p->lnf_w, a->mean, a->rstd, N, C);
-    pl_mem_free(dlogits);
-    pl_mem_free(dln);
+    pl_model_scratch_give(a->scratch, dln);
+    pl_model_scratch_give(a->scratch, dlogits);
 }
 
 /* ---- the whole model ------------------------------------------------------------------------ */
@@ -765,6 +829,8 @@ void pl_model_free_acts(struct pl_model *m)
     pl_mem_free(m->acts);
     pl_head_acts_free(&m->head_acts);
     pl_mem_free(m->x);
+    pl_mem_free(m->scratch.base);
+    memset(&m->scratch, 0, sizeof m->scratch);
     m->acts = NULL;
     m->x = NULL;
     m->tokens = NULL;
@@ -783,6 +849,13 @@ static void ensure_acts(struct pl_model *m, int B)
     for (int l = 0; l < c->n_layers; l++) pl_block_acts_new(&m->acts[l], c, B, T);
     pl_head_acts_new(&m->head_acts, c, B, T);
     m->x = activ((size_t)B * T * c->d_model, "model residual stream");
+    m->scratch.cap = pl_model_scratch_need(c, B, T);
+    m->scratch.used = 0;
+    m->scratch.base = pl_mem_alloc(m->scratch.cap * sizeof(float), PL_MEM_WORK, PL_DEVICE,
+                                   "model scratch arena");
+    for (int l = 0; l < c->n_layers; l++)
+        m->acts[l].attn.scratch = m->acts[l].mlp.scratch = &m->scratch;
+    m->head_acts.scratch = &m->scratch;
     m->B = B;
 }
 

@@ -168,8 +168,20 @@ uint64_t pl_model_dropout_stream(int layer, int site, uint64_t step);
  * What each half's backward needs, for B sequences of T tokens, allocated as activations
  * (op memory). A lab keeps one per block and microbatch in flight and frees it when the
  * backward is done; the fields are for the reference's own use and for tests. */
+/* Temporaries of the passes (backward gradients, branch outputs) taken in stack order
+ * from one allocation of op memory (workspace), so that a step allocates nothing. A model
+ * sizes one at its first forward (pl_model_scratch_need) and points every half's acts at
+ * it; acts made by pl_*_acts_new have none, and their passes allocate per call. */
+struct pl_scratch {
+    float *base;
+    size_t cap, used; /* floats */
+};
+/* Floats the passes of one model take at most at once, for B sequences of T tokens. */
+size_t pl_model_scratch_need(const struct pl_model_config *c, int B, int T);
+
 struct pl_attn_acts {
     int B, T;
+    struct pl_scratch *scratch; /* NULL: the passes allocate their temporaries */
     float *x;               /* [N, C] the half's input */
     float *ln, *mean, *rstd;/* ln1 output [N, C], statistics [N] */
     float *qkv;             /* [N, 3C] */
@@ -181,6 +193,7 @@ struct pl_moe_routing; /* host-side routing decisions, see pl_moe_route */
 
 struct pl_mlp_acts {
     int B, T;
+    struct pl_scratch *scratch;
     float *x;
     float *ln, *mean, *rstd;
     /* dense */
@@ -206,6 +219,7 @@ struct pl_block_acts {
 
 struct pl_head_acts {
     int B, T;
+    struct pl_scratch *scratch;
     float *x, *ln, *mean, *rstd;
     float *logits;  /* [N, V] */
     float *probs;   /* [N, V] */
@@ -335,6 +349,7 @@ struct pl_model {
                  serves all blocks in place, and the backward reuses it for dx */
     struct pl_block_acts *acts; /* [n_layers] */
     struct pl_head_acts head_acts;
+    struct pl_scratch scratch; /* the passes' temporaries, sized with the activations */
     double loss_ce, loss_aux; /* of the last forward */
     pl_model_hook hook;
     void *hook_arg;

@@ -7,6 +7,10 @@
 
 /* n floats of op memory, zeroed, counted as workspace; free with pl_mem_free. */
 float *pl_model_scratch(size_t n, const char *label);
+/* n zeroed floats from arena s (s NULL: pl_model_scratch); give back with
+ * pl_model_scratch_give, which also gives back everything taken after it. */
+float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label);
+void pl_model_scratch_give(struct pl_scratch *s, float *p);
 
 /* Dropout on a [B*T, C] branch output in place (nothing when ctx is not training). */
 void pl_model_branch_dropout(const struct pl_model_config *c, int layer, int site,

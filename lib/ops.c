@@ -98,6 +98,15 @@ static void charge(double flops) { pl_ledger_add_flops(flops); }
 /* ---- CPU versions ------------------------------------------------------------------------ */
 #ifndef PL_GPU
 
+/* The element-wise loops vectorise at the portable flags (SSE2 on x86-64); PL_CLONES
+ * builds the function also for AVX2 and AVX-512, and the loader picks the widest the
+ * running CPU has, so one binary runs everywhere and uses what it finds. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#define PL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PL_CLONES
+#endif
+
 static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc)
@@ -126,7 +135,7 @@ static void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout,
     if (dwpe) pl_k_encoder_dwpe(dwpe, dout, B, (size_t)T * C, 0, (size_t)T * C);
 }
 
-static void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+PL_CLONES static void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                   const float *weight, const float *bias, int N, int C)
 {
     for (int n = 0; n < N; n++)
@@ -134,17 +143,24 @@ static void cpu_layernorm_forward(float *out, float *mean, float *rstd, const fl
                            inp + (size_t)n * C, weight, bias, C);
 }
 
-static void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias,
-                                   const float *dout, const float *inp, const float *weight,
-                                   const float *mean, const float *rstd, int N, int C)
+PL_CLONES static void cpu_layernorm_backward(float *dinp, float *restrict dweight,
+                                             float *restrict dbias, const float *dout,
+                                             const float *inp, const float *weight,
+                                             const float *mean, const float *rstd, int N,
+                                             int C)
 {
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
         if (dinp) pl_k_layernorm_bwd_row(dinp + (size_t)n * C, d, x, weight, mean[n], rstd[n], C);
-        if (dweight)
-            for (int i = 0; i < C; i++) dweight[i] += d[i] * (x[i] - mean[n]) * rstd[n];
-        if (dbias)
+        if (dweight) {
+            float mu = mean[n], rs = rstd[n];
+            PL_SIMD
+            for (int i = 0; i < C; i++) dweight[i] += d[i] * (x[i] - mu) * rs;
+        }
+        if (dbias) {
+            PL_SIMD
             for (int i = 0; i < C; i++) dbias[i] += d[i];
+        }
     }
 }
 
@@ -156,20 +172,50 @@ static void cpu_matmul_forward(float *out, const float *inp, const float *weight
     cpu_sgemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
 }
 
+/* dbias[OC] += the column sums of dout[N, OC], row by row (the rows of dout are
+ * contiguous, so the inner loop is a vector add). */
+PL_CLONES static void bias_grad(float *restrict dbias, const float *restrict dout, int N, int OC)
+{
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * OC;
+        PL_SIMD
+        for (int o = 0; o < OC; o++) dbias[o] += d[o];
+    }
+}
+
 static void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                 const float *inp, const float *weight, int N, int C, int OC)
 {
     if (dinp) cpu_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
     if (dweight) cpu_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-    if (dbias)
-        for (int n = 0; n < N; n++) {
-            const float *d = dout + (size_t)n * OC;
-            for (int o = 0; o < OC; o++) dbias[o] += d[o];
-        }
+    if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
-/* One head of one sequence at a time: Q, K, V are strided views into qkv (row stride 3C),
- * so no copies are made; the scores fill att directly. */
+/* Causal attention in blocks of query rows: rows [r0, r1) attend to keys [0, r1) only, so
+ * the products skip the masked upper triangle of the scores except inside the diagonal
+ * block (about half the work at long T). OpenBLAS packs its operands, so Q, K, V stay
+ * strided views into qkv (row stride 3C) and no copies are made. */
+#define ATT_BLOCK 32
+
+/* Softmax of score rows [r0, r1) of one head in place; row t keeps columns [0, t]. */
+PL_CLONES static void attention_softmax_rows(float *s, int r0, int r1, int T, float scale)
+{
+    for (int t = r0; t < r1; t++)
+        pl_k_softmax_row(s + (size_t)t * T, s + (size_t)t * T, t + 1, T, scale);
+}
+
+/* dS = softmax backward of dP for score rows [r0, r1) in place; the masked columns up to
+ * the block's edge are zeroed, since the products that follow read them. */
+PL_CLONES static void attention_dsoftmax_rows(float *ds, const float *p, int r0, int r1, int T,
+                                              float scale)
+{
+    for (int t = r0; t < r1; t++) {
+        float *row = ds + (size_t)t * T;
+        pl_k_softmax_bwd_row(row, row, p + (size_t)t * T, t + 1, scale, 0.0f);
+        for (int j = t + 1; j < r1; j++) row[j] = 0.0f;
+    }
+}
+
 static void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
                                   int NH)
 {
@@ -180,11 +226,15 @@ static void cpu_attention_forward(float *out, float *att, const float *qkv, int 
             const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
             const float *k = q + C, *v = q + 2 * C;
             float *s = att + ((size_t)b * NH + h) * T * T;
-            cpu_sgemm(0, 1, T, T, HS, 1.0f, q, 3 * C, k, 3 * C, 0.0f, s, T);
-            for (int t = 0; t < T; t++)
-                pl_k_softmax_row(s + (size_t)t * T, s + (size_t)t * T, t + 1, T, scale);
-            cpu_sgemm(0, 0, T, HS, T, 1.0f, s, T, v, 3 * C, 0.0f,
-                      out + (size_t)b * T * C + (size_t)h * HS, C);
+            float *o = out + (size_t)b * T * C + (size_t)h * HS;
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
+                cpu_sgemm(0, 1, rows, r1, HS, 1.0f, q + (size_t)r0 * 3 * C, 3 * C, k, 3 * C,
+                          0.0f, s + (size_t)r0 * T, T);
+                attention_softmax_rows(s, r0, r1, T, scale);
+                cpu_sgemm(0, 0, rows, HS, r1, 1.0f, s + (size_t)r0 * T, T, v, 3 * C, 0.0f,
+                          o + (size_t)r0 * C, C);
+            }
         }
 }
 
@@ -202,41 +252,50 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
             float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
             const float *p = att + ((size_t)b * NH + h) * T * T;
             const float *dO = dout + (size_t)b * T * C + (size_t)h * HS;
-            cpu_sgemm(0, 1, T, T, HS, 1.0f, dO, C, v, 3 * C, 0.0f, ds, T); /* dP = dO V^T */
-            cpu_sgemm(1, 0, T, HS, T, 1.0f, p, T, dO, C, 1.0f, dv, 3 * C);  /* dV += P^T dO */
-            for (int t = 0; t < T; t++) {
-                float *row = ds + (size_t)t * T;
-                pl_k_softmax_bwd_row(row, row, p + (size_t)t * T, t + 1, scale, 0.0f);
-                for (int j = t + 1; j < T; j++) row[j] = 0.0f;
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
+                const float *pb = p + (size_t)r0 * T, *dOb = dO + (size_t)r0 * C;
+                float *dsb = ds + (size_t)r0 * T;
+                /* dP = dO V^T; dV += P^T dO */
+                cpu_sgemm(0, 1, rows, r1, HS, 1.0f, dOb, C, v, 3 * C, 0.0f, dsb, T);
+                cpu_sgemm(1, 0, r1, HS, rows, 1.0f, pb, T, dOb, C, 1.0f, dv, 3 * C);
+                attention_dsoftmax_rows(ds, p, r0, r1, T, scale);
+                /* dQ += dS K; dK += dS^T Q */
+                cpu_sgemm(0, 0, rows, HS, r1, 1.0f, dsb, T, k, 3 * C, 1.0f,
+                          dq + (size_t)r0 * 3 * C, 3 * C);
+                cpu_sgemm(1, 0, r1, HS, rows, 1.0f, dsb, T, q + (size_t)r0 * 3 * C, 3 * C, 1.0f,
+                          dk, 3 * C);
             }
-            cpu_sgemm(0, 0, T, HS, T, 1.0f, ds, T, k, 3 * C, 1.0f, dq, 3 * C); /* dQ += dS K */
-            cpu_sgemm(1, 0, T, HS, T, 1.0f, ds, T, q, 3 * C, 1.0f, dk, 3 * C); /* dK += dS^T Q */
         }
     pl_mem_free(ds);
 }
 
-static void cpu_gelu_forward(float *out, const float *inp, size_t n)
+PL_CLONES static void cpu_gelu_forward(float *out, const float *inp, size_t n)
 {
+    PL_SIMD
     for (size_t i = 0; i < n; i++) out[i] = pl_k_gelu(inp[i]);
 }
 
-static void cpu_gelu_backward(float *dinp, const float *dout, const float *inp, size_t n)
+PL_CLONES static void cpu_gelu_backward(float *restrict dinp, const float *restrict dout,
+                                        const float *restrict inp, size_t n)
 {
+    PL_SIMD
     for (size_t i = 0; i < n; i++) dinp[i] += pl_k_gelu_grad(inp[i]) * dout[i];
 }
 
-static void cpu_residual_forward(float *out, const float *a, const float *b, size_t n)
+PL_CLONES static void cpu_residual_forward(float *out, const float *a, const float *b, size_t n)
 {
+    PL_SIMD
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-static void cpu_softmax_forward(float *probs, const float *logits, int N, int V)
+PL_CLONES static void cpu_softmax_forward(float *probs, const float *logits, int N, int V)
 {
     for (int n = 0; n < N; n++)
         pl_k_softmax_row(probs + (size_t)n * V, logits + (size_t)n * V, V, V, 1.0f);
 }
 
-static void cpu_softmax_backward(float *dlogits, const float *dprobs, const float *probs,
+PL_CLONES static void cpu_softmax_backward(float *dlogits, const float *dprobs, const float *probs,
                                  int N, int V)
 {
     for (int n = 0; n < N; n++)
@@ -244,19 +303,30 @@ static void cpu_softmax_backward(float *dlogits, const float *dprobs, const floa
                              probs + (size_t)n * V, V, 1.0f, 1.0f);
 }
 
-static void cpu_crossentropy_forward(float *losses, const float *logits, const int *targets,
-                                     int N, int V)
+PL_CLONES static void cpu_crossentropy_forward(float *losses, const float *logits,
+                                               const int *targets, int N, int V)
 {
     for (int n = 0; n < N; n++)
         losses[n] = pl_k_crossentropy_row(logits + (size_t)n * V, V, targets[n]);
 }
 
-static void cpu_crossentropy_softmax_backward(float *dlogits, const float *probs,
-                                              const int *targets, float dloss, int N, int V)
+PL_CLONES static void cpu_softmax_crossentropy_forward(float *probs, float *losses,
+                                                       const float *logits, const int *targets,
+                                                       int N, int V)
+{
+    for (int n = 0; n < N; n++)
+        losses[n] = pl_k_softmax_crossentropy_row(probs + (size_t)n * V, logits + (size_t)n * V,
+                                                  V, targets[n]);
+}
+
+PL_CLONES static void cpu_crossentropy_softmax_backward(float *dlogits, const float *probs,
+                                                        const int *targets, float dloss, int N,
+                                                        int V)
 {
     for (int n = 0; n < N; n++) {
-        float *d = dlogits + (size_t)n * V;
-        const float *p = probs + (size_t)n * V;
+        float *restrict d = dlogits + (size_t)n * V;
+        const float *restrict p = probs + (size_t)n * V;
+        PL_SIMD
         for (int j = 0; j < V; j++) d[j] += dloss * p[j];
         d[targets[n]] -= dloss;
     }
@@ -279,34 +349,42 @@ static void cpu_dropout_block(float *out, const float *inp, size_t rows, size_t 
     }
 }
 
-static void cpu_adamw_step(float *param, const float *grad, float *m, float *v, size_t n,
-                           float lr, float beta1, float beta2, float eps, float weight_decay,
-                           float bc1, float bc2)
+PL_CLONES static void cpu_adamw_step(float *restrict param, const float *restrict grad,
+                                     float *restrict m, float *restrict v, size_t n, float lr,
+                                     float beta1, float beta2, float eps, float weight_decay,
+                                     float bc1, float bc2)
 {
+    PL_SIMD
     for (size_t i = 0; i < n; i++)
         pl_k_adamw(param + i, grad[i], m + i, v + i, lr, beta1, beta2, eps, weight_decay, bc1,
                    bc2);
 }
 
-static double cpu_sum(const float *x, size_t n, int squares)
+PL_CLONES static double cpu_sum(const float *x, size_t n, int squares)
 {
     double s = 0.0;
-    if (squares)
+    if (squares) {
+        PL_SIMD_SUM(s)
         for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    else
+    } else {
+        PL_SIMD_SUM(s)
         for (size_t i = 0; i < n; i++) s += x[i];
+    }
     return s;
 }
 
 static void cpu_zero(float *x, size_t n) { memset(x, 0, n * sizeof *x); }
 
-static void cpu_scale(float *x, size_t n, float s)
+PL_CLONES static void cpu_scale(float *x, size_t n, float s)
 {
+    PL_SIMD
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
-static void cpu_accumulate(float *dst, const float *src, size_t n)
+PL_CLONES static void cpu_accumulate(float *restrict dst, const float *restrict src,
+                                     size_t n)
 {
+    PL_SIMD
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
@@ -539,6 +617,20 @@ void pl_crossentropy_softmax_backward(float *dlogits, const float *probs, const 
     require_indices("pl_crossentropy_softmax_backward", "targets", targets, (size_t)N, V);
     charge((double)PL_FLOPS_XENT_BWD * N * V);
     BACKEND(crossentropy_softmax_backward)(dlogits, probs, targets, dloss, N, V);
+}
+
+void pl_softmax_crossentropy_forward(float *probs, float *losses, const float *logits,
+                                     const int *targets, int N, int V)
+{
+    const char *op = "pl_softmax_crossentropy_forward";
+    require_sizes(op, "N V", N, V, 1, 1);
+    require_ptr(op, "probs", probs);
+    require_ptr(op, "losses", losses);
+    require_ptr(op, "logits", logits);
+    require_ptr(op, "targets", targets);
+    require_indices(op, "targets", targets, (size_t)N, V);
+    charge((double)(PL_FLOPS_SOFTMAX_FWD + PL_FLOPS_XENT_FWD) * N * V);
+    BACKEND(softmax_crossentropy_forward)(probs, losses, logits, targets, N, V);
 }
 
 static void dropout(const char *op, float *out, const float *inp, size_t rows, size_t cols,

@@ -26,9 +26,9 @@
  *   matmul       forward 2*N*C*OC (+ N*OC with a bias);
  *                backward 2*N*C*OC for dinp, 2*N*C*OC for dweight, N*OC for dbias
  *                (each only when requested): 4*N*C*OC + N*OC with all three.
- *   attention    forward 4*B*T*T*C (Q K^T and att V as dense T x T products: the
- *                masked future is computed too, then zeroed) + PL_FLOPS_SOFTMAX_FWD per
- *                score (B*NH*T*T);
+ *   attention    forward 4*B*T*T*C (Q K^T and att V counted as dense T x T products,
+ *                though the CPU version skips most of the masked future) +
+ *                PL_FLOPS_SOFTMAX_FWD per score (B*NH*T*T);
  *                backward 8*B*T*T*C (four products) + PL_FLOPS_SOFTMAX_BWD per score.
  *   sgemm        2*M*N*K.
  *   pl_scatter_add_rows and pl_row_dot 2*n*C; pl_sum n; pl_gather_rows, pl_zero, pl_copy
@@ -135,6 +135,11 @@ void pl_softmax_backward(float *dlogits, const float *dprobs, const float *probs
  * underflows fp32 (a logit gap above ~104), where the true loss is large but finite. */
 void pl_crossentropy_forward(float *losses, const float *logits, const int *targets, int N,
                              int V);
+/* The two above in one pass over each row: probs[N,V] = softmax(logits) and losses[N] =
+ * the cross-entropy for targets, the same numbers as pl_softmax_forward followed by
+ * pl_crossentropy_forward (FLOPs: both counts). probs may equal logits. */
+void pl_softmax_crossentropy_forward(float *probs, float *losses, const float *logits,
+                                     const int *targets, int N, int V);
 /* The fused softmax + cross-entropy backward: dlogits[n,:] += dloss * (probs[n,:] -
  * onehot(targets[n])). For the mean loss over N positions pass dloss = 1/N. */
 void pl_crossentropy_softmax_backward(float *dlogits, const float *probs, const int *targets,

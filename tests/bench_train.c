@@ -5,11 +5,17 @@
  * CPU with the same thread count (tests/bench_train.py).
  *
  *     bench_train [--seconds S] [--threads N]   (default: 2 s per measurement; 1 thread and
- *                                                 the machine's core count) */
+ *                                                 the machine's core count)
+ *     bench_train --model [--rounds R] [--seconds S]
+ *         (`make bench-model`) the three model sizes of the step-speed target at one thread,
+ *         kit and PyTorch interleaved round by round, median of R rounds (default 5), and
+ *         the share of the square-sgemm rate the step reaches, beside the rate of the step's
+ *         own linear-layer sgemm shapes run alone. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data.h"
@@ -28,6 +34,14 @@ static const struct bench_config CONFIGS[] = {
     {"moe-small", 64, 2, 4, 256, 64, 8, 4, 2},
 };
 #define NCONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
+
+/* The step-speed target's sizes (`--model`): every config at one thread. */
+static const struct bench_config MODEL_CONFIGS[] = {
+    {"tiny", 64, 2, 4, 256, 64, 8, 0, 2},
+    {"medium", 128, 4, 4, 512, 128, 8, 0, 2},
+    {"large", 256, 4, 8, 1024, 256, 8, 0, 2},
+};
+#define NMODEL_CONFIGS ((int)(sizeof MODEL_CONFIGS / sizeof MODEL_CONFIGS[0]))
 
 static double seconds_per_measure = 2.0;
 
@@ -82,7 +96,17 @@ static struct pl_model_config model_config(const struct bench_config *bc)
 struct result {
     double ms, tok_s, gflops;
     size_t params;
+    double cpu_ms; /* the calling thread's CPU time per step */
 };
+
+/* CPU seconds of the calling thread: at one thread the whole step runs on it, and unlike
+ * wall-clock time it leaves out the time other programs held the core. */
+static double thread_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* Steps the reference model (pl_model_step) for the measuring time after a short warm-up. */
 static struct result bench_c(const struct bench_config *bc, const struct pl_tokens *data)
@@ -100,11 +124,12 @@ static struct result bench_c(const struct bench_config *bc, const struct pl_toke
     int *tg_d = pl_mem_alloc(bytes, PL_MEM_ACTIV, PL_DEVICE, "bench targets (op memory)");
 
     int64_t step = 0;
-    double flops = 0, t0 = 0;
+    double flops = 0, t0 = 0, c0 = 0;
     int n = 0;
     for (int warm = 3;; step++) {
         if (warm == 0 && n == 0) {
             t0 = pl_now();
+            c0 = thread_cpu_seconds();
             flops = pl_ledger()->flops;
         }
         pl_loader_batch(&l, step, in, tg);
@@ -118,9 +143,9 @@ static struct result bench_c(const struct bench_config *bc, const struct pl_toke
         n++;
         if (n >= 5 && pl_now() - t0 >= seconds_per_measure) break;
     }
-    double dt = (pl_now() - t0) / n;
+    double dt = (pl_now() - t0) / n, cpu = (thread_cpu_seconds() - c0) / n;
     struct result r = {dt * 1e3, B * T / dt, (pl_ledger()->flops - flops) / n / dt / 1e9,
-                       m->layout.numel};
+                       m->layout.numel, cpu * 1e3};
     pl_mem_free(in);
     pl_mem_free(tg);
     pl_mem_free(in_d);
@@ -143,7 +168,7 @@ static int torch_available(void)
 static struct result bench_torch_policy(const struct bench_config *bc, const char *data_path,
                                         int threads, const char *wait_policy)
 {
-    struct result r = {0, 0, 0, 0};
+    struct result r = {0, 0, 0, 0, 0};
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "OMP_WAIT_POLICY=%s OMP_NUM_THREADS=%d /usr/bin/python3 tests/bench_train.py "
@@ -156,12 +181,15 @@ static struct result bench_torch_policy(const struct bench_config *bc, const cha
     if (!p) return r;
     char line[512];
     while (fgets(line, sizeof line, p)) {
-        double tok, ms;
+        double tok, ms, cpu_ms = 0;
         unsigned long params;
-        if (sscanf(line, "torch tok/s %lf ms/step %lf params %lu", &tok, &ms, &params) == 3) {
+        int threads_seen;
+        if (sscanf(line, "torch tok/s %lf ms/step %lf params %lu threads %d cpu_ms/step %lf",
+                   &tok, &ms, &params, &threads_seen, &cpu_ms) >= 3) {
             r.tok_s = tok;
             r.ms = ms;
             r.params = params;
+            r.cpu_ms = cpu_ms;
         } else {
             printf("#   torch: %s", line);
         }
@@ -221,10 +249,129 @@ static void run_at(int threads, const struct pl_tokens *data, const char *data_p
     }
 }
 
+/* ---- `--model`: the step-speed table ------------------------------------------------------ */
+
+/* Seconds for one pl_sgemm of these shapes and flags, best of a few (op memory, zeroed). */
+static double sgemm_seconds(int ta, int tb, int M, int N, int K)
+{
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    float *a = pl_mem_alloc(na * sizeof(float), PL_MEM_WORK, PL_DEVICE, "bench A");
+    float *b = pl_mem_alloc(nb * sizeof(float), PL_MEM_WORK, PL_DEVICE, "bench B");
+    float *c = pl_mem_alloc(nc * sizeof(float), PL_MEM_WORK, PL_DEVICE, "bench C");
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = pl_now();
+        pl_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, 1.0f, c, N);
+        double dt = pl_now() - t0;
+        if (dt < best) best = dt;
+    }
+    pl_mem_free(a);
+    pl_mem_free(b);
+    pl_mem_free(c);
+    return best;
+}
+
+/* The rate of the step's own linear layers run alone: every (N, C -> OC) product of one
+ * step, forward (out = inp W^T) and both backward products (dinp = dout W, dW = dout^T
+ * inp), timed one by one with the flags pl_matmul_* use; total FLOPs over total time. */
+static double linear_shapes_gflops(const struct bench_config *bc)
+{
+    const int N = bc->batch * bc->seq_len, C = bc->d_model, F = bc->d_ff, V = 256;
+    const int in[] = {C, C, C, F, C}, out[] = {3 * C, C, F, C, V};
+    double flops = 0, secs = 0;
+    for (int i = 0; i < 5; i++) {
+        int times = i < 4 ? bc->layers : 1, K = in[i], OC = out[i];
+        double t = sgemm_seconds(0, 1, N, OC, K) + sgemm_seconds(0, 0, N, K, OC) +
+                   sgemm_seconds(1, 0, OC, K, N);
+        secs += times * t;
+        flops += times * 6.0 * N * K * OC;
+    }
+    return flops / secs / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define MAX_ROUNDS 99
+
+/* One thread; each round steps every config with the kit, then with PyTorch, so a slow
+ * spell of a shared machine lands on both; the medians over the rounds are reported. */
+static void model_table(int rounds, const struct pl_tokens *data, const char *data_path,
+                        int torch)
+{
+    openblas_set_num_threads(1);
+    const int sizes[] = {256, 512, 1024};
+    double peak = 0;
+    for (int i = 0; i < 3; i++) {
+        double r = sgemm_gflops(sizes[i]);
+        if (r > peak) peak = r;
+    }
+    double kit[NMODEL_CONFIGS][MAX_ROUNDS], pt[NMODEL_CONFIGS][MAX_ROUNDS],
+        gf[NMODEL_CONFIGS][MAX_ROUNDS], kit_cpu[NMODEL_CONFIGS][MAX_ROUNDS],
+        pt_cpu[NMODEL_CONFIGS][MAX_ROUNDS], gf_cpu[NMODEL_CONFIGS][MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+        printf("# round %d of %d:", r + 1, rounds);
+        for (int i = 0; i < NMODEL_CONFIGS; i++) {
+            const struct bench_config *bc = &MODEL_CONFIGS[i];
+            struct result c = bench_c(bc, data);
+            struct result t = {0, 0, 0, 0, 0};
+            if (torch) t = bench_torch(bc, data_path, 1);
+            double tokens = (double)bc->batch * bc->seq_len;
+            kit[i][r] = c.tok_s;
+            gf[i][r] = c.gflops;
+            kit_cpu[i][r] = tokens / (c.cpu_ms / 1e3);
+            gf_cpu[i][r] = c.gflops * c.ms / c.cpu_ms;
+            pt[i][r] = t.tok_s;
+            pt_cpu[i][r] = t.cpu_ms > 0 ? tokens / (t.cpu_ms / 1e3) : 0;
+            printf(" %s %.0f/%.0f", MODEL_CONFIGS[i].name, kit[i][r], pt[i][r]);
+            fflush(stdout);
+        }
+        printf(" tok/s (kit/torch)\n");
+    }
+    printf("\n# step speed at 1 thread, median of %d interleaved rounds; " SGEMM_NAME
+           " square-sgemm peak %.1f GFLOP/s\n"
+           "# %%peak = the step's GFLOP/s (ledger FLOPs) over that peak; lin-shapes = the\n"
+           "# step's own linear-layer sgemm shapes run alone, over the same peak; the cpu\n"
+           "# columns count the step's thread CPU time instead of wall-clock time (on a\n"
+           "# shared machine they leave out the time other programs held the core)\n",
+           rounds, peak);
+    printf("# %-8s %-19s %9s %11s %6s %9s %6s %10s | %9s %9s\n", "config", "C/L/H/F/T/B",
+           "kit tok/s", "torch tok/s", "ratio", "GFLOP/s", "%peak", "lin-shapes", "cpu ratio",
+           "cpu %peak");
+    for (int i = 0; i < NMODEL_CONFIGS; i++) {
+        const struct bench_config *bc = &MODEL_CONFIGS[i];
+        char shape[64];
+        snprintf(shape, sizeof shape, "%d/%d/%d/%d/%d/%d", bc->d_model, bc->layers, bc->heads,
+                 bc->d_ff, bc->seq_len, bc->batch);
+        double k = median(kit[i], rounds), t = median(pt[i], rounds), g = median(gf[i], rounds);
+        double kc = median(kit_cpu[i], rounds), tc = median(pt_cpu[i], rounds),
+               gc = median(gf_cpu[i], rounds);
+        double lin = linear_shapes_gflops(bc);
+        char ratio[16] = "-", torch_tok[16] = "-", cpu_ratio[16] = "-";
+        if (t > 0) {
+            snprintf(ratio, sizeof ratio, "%.2fx", k / t);
+            snprintf(torch_tok, sizeof torch_tok, "%.0f", t);
+        }
+        if (tc > 0) snprintf(cpu_ratio, sizeof cpu_ratio, "%.2fx", kc / tc);
+        printf("  %-8s %-19s %9.0f %11s %6s %9.2f %5.1f%% %9.1f%% | %9s %8.1f%%\n", bc->name,
+               shape, k, torch_tok, ratio, g, 100.0 * g / peak, 100.0 * lin / peak, cpu_ratio,
+               100.0 * gc / peak);
+    }
+}
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
-    int only_threads = 0;
+    int only_threads = 0, model = 0, rounds = 5;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
             seconds_per_measure = atof(argv[++i]);
@@ -232,8 +379,15 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             only_threads = atoi(argv[++i]);
             PL_REQUIRE(only_threads > 0, "--threads must be a positive whole number");
+        } else if (!strcmp(argv[i], "--model")) {
+            model = 1;
+        } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+            rounds = atoi(argv[++i]);
+            PL_REQUIRE(rounds >= 1 && rounds <= MAX_ROUNDS,
+                       "--rounds must be between 1 and %d", MAX_ROUNDS);
         } else {
-            pl_usage_error("unknown argument '%s' (bench_train [--seconds S] [--threads N])",
+            pl_usage_error("unknown argument '%s' (bench_train [--seconds S] [--threads N] | "
+                           "bench_train --model [--rounds R] [--seconds S])",
                            argv[i]);
         }
     }
@@ -257,7 +411,9 @@ int main(int argc, char **argv)
            "# (same model, same threads%s)%s\n",
            torch_where,
            torch ? "" : "\n# torch: skipped, /usr/bin/python3 cannot import torch (python3-torch)");
-    if (only_threads)
+    if (model)
+        model_table(rounds, &data, path, torch);
+    else if (only_threads)
         run_at(only_threads, &data, path, torch);
     else {
         run_at(1, &data, path, torch);

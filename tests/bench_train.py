@@ -9,7 +9,9 @@ Same architecture as the C reference: pre-layernorm GPT-2 blocks, untied head wi
 tanh GELU, AdamW (betas 0.9/0.95, eps 1e-8, decay 0.1 on matrices), gradient clipping at
 1.0; the MoE variant routes top-k with a capacity (choice-major slot filling, as model.h)
 and runs the experts as batched matmuls, the usual efficient way. Reads batches from a
-paralab token file. Prints one line: "torch tok/s X ms/step Y params Z threads N".
+paralab token file. Prints one line: "torch tok/s X ms/step Y params Z threads N
+cpu_ms/step U", U the main thread's CPU time per step (all of it at one thread: on a shared
+machine it leaves out the time other programs held the core).
 Exits 3 with a message when torch cannot be imported."""
 import argparse
 import math
@@ -159,14 +161,15 @@ def main():
 
     for _ in range(a.warmup):
         step()
-    n, t0 = 0, time.perf_counter()
+    n, t0, c0 = 0, time.perf_counter(), time.thread_time()
     while n < 5 or time.perf_counter() - t0 < a.seconds:
         step()
         n += 1
     dt = (time.perf_counter() - t0) / n
+    cpu = (time.thread_time() - c0) / n
     params = sum(q.numel() for q in model.parameters())
     print(f"torch tok/s {B * T / dt:.1f} ms/step {dt * 1e3:.3f} params {params} "
-          f"threads {torch.get_num_threads()}")
+          f"threads {torch.get_num_threads()} cpu_ms/step {cpu * 1e3:.3f}")
 
 
 if __name__ == "__main__":
