@@ -4,7 +4,8 @@
 # at the portable -O2 (reductions included), without threads and without -ffast-math;
 # -fno-math-errno lets sqrtf in those loops vectorise (nothing in the kit reads errno after
 # a math call). Wider instruction sets are picked at run time (PL_CLONES in lib/ops.c).
-ALL_CFLAGS += -fopenmp-simd -fno-math-errno
+SIMD_CFLAGS := -fopenmp-simd -fno-math-errno
+ALL_CFLAGS += $(SIMD_CFLAGS)
 
 # `make bench-model`: the step at one thread for three model sizes against PyTorch on the
 # CPU and the sgemm peak (tests/bench_train.c --model). BENCH_ROUNDS=R rounds (median of

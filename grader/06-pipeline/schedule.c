@@ -281,8 +281,10 @@ int sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const 
                         double *bubble, char *err, size_t errlen)
 {
     /* one FLOP per second and free links: a compute's time is its units */
-    struct pl_profile uniform = {"uniform", "uniform stage times, free communication", 1.0,
-                                 {1e30, 1e30}, {0.0, 0.0}, 8, 1e30};
+    struct pl_profile uniform = {.name = "uniform",
+                                 .description = "uniform stage times, free communication",
+                                 .flops = 1.0, .bw = {1e30, 1e30}, .latency = {0.0, 0.0},
+                                 .devices_per_node = 8, .device_mem = 1e30, .efficiency = 1.0};
     struct pl_replay r;
     if (pl_replay_run(t, &uniform, NULL, &r, err, errlen) != 0) return -1;
     *bubble = pl_replay_idle_fraction(&r);

@@ -8,14 +8,15 @@
 # backend used to issue) and requires that the emulator reports it as a hang.
 
 EMU_B := build/gpu-emu
-EMU_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g $(WARN) -DPL_GPU=1 -Itests/gpu_emu -Ilib -Idatasets \
+EMU_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g $(SIMD_CFLAGS) $(WARN) -DPL_GPU=1 -Itests/gpu_emu -Ilib -Idatasets \
   $(BLAS_CFLAGS) -MMD -MP
 EMU_LIB_SRC := $(wildcard lib/*.c datasets/*.c)
+EMU_CU_SRC := $(wildcard lib/*.cu)
 EMU_OBJ := $(EMU_LIB_SRC:%.c=$(EMU_B)/obj/%.o) $(EMU_B)/obj/gpu_emu.o $(EMU_B)/obj/kernel_emu.o \
-  $(EMU_B)/obj/ops_gpu.o
+  $(EMU_CU_SRC:lib/%.cu=$(EMU_B)/obj/cu/%.o)
 EMU_TESTS := $(EMU_B)/tests/test_comm $(EMU_B)/tests/test_gpu_emu $(EMU_B)/tests/test_comm_ungrouped \
   $(EMU_B)/tests/test_ops $(EMU_B)/tests/test_model $(EMU_B)/tests/test_gpu_step
-EMU_CXXFLAGS = -std=c++17 -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -DPL_GPU=1 \
+EMU_CXXFLAGS = -std=c++17 -O1 -g $(SIMD_CFLAGS) -Wall -Wextra -Werror -Wno-unused-parameter -DPL_GPU=1 \
   -Itests/gpu_emu -Ilib -Idatasets $(shell mpicc --showme:compile 2>/dev/null) -MMD -MP
 EMU_LDLIBS = $(BLAS_LIBS) -lstdc++ $(LDLIBS_BASE)
 
@@ -29,16 +30,16 @@ $(EMU_B)/obj/gpu_emu.o: tests/gpu_emu/gpu_emu.c
 	@echo "  CC    $< (gpu-emu)"
 	$(Q)$(CC) $(EMU_CFLAGS) -c $< -o $@
 
-# The kernels as host C++: each launch k<<<grid, block>>>(args) becomes a queued call
-# (tests/gpu_emu/cuda_kernels.h); #line keeps messages pointing at lib/ops_gpu.cu.
-$(EMU_B)/gen/ops_gpu.cpp: lib/ops_gpu.cu
+# The kernels of every lib/*.cu as host C++: each launch k<<<grid, block>>>(args) becomes a
+# queued call (tests/gpu_emu/cuda_kernels.h); #line keeps messages pointing at the .cu file.
+$(EMU_B)/gen/%.cpp: lib/%.cu
 	@mkdir -p $(@D)
-	$(Q){ echo '#line 1 "lib/ops_gpu.cu"'; \
+	$(Q){ echo '#line 1 "$<"'; \
 	  perl -0pe 's/(\w+)<<<(.*?)>>>\((.*?)\);/pl_emu_launch($$2, [=]() { $$1($$3); });/gs' $<; } > $@
 
-$(EMU_B)/obj/ops_gpu.o: $(EMU_B)/gen/ops_gpu.cpp tests/gpu_emu/cuda_kernels.h
+$(EMU_B)/obj/cu/%.o: $(EMU_B)/gen/%.cpp tests/gpu_emu/cuda_kernels.h
 	@mkdir -p $(@D)
-	@echo "  CXX   lib/ops_gpu.cu (gpu-emu, kernels as host code)"
+	@echo "  CXX   lib/$*.cu (gpu-emu, kernels as host code)"
 	$(Q)g++ $(EMU_CXXFLAGS) -include cuda_kernels.h -c $< -o $@
 
 $(EMU_B)/obj/kernel_emu.o: tests/gpu_emu/kernel_emu.cpp
