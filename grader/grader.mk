@@ -135,8 +135,10 @@ $(foreach s,$(GRADER_BROKEN),$(eval $(call $(call broken_rule,$(s)),broken/$(cal
 
 # The orchestrator links every lab's plan.c: that is how it knows the labs.
 GRADER_PLAN_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/*/plan.c))
-BIN_OBJ_grade := $(GRADER_PLAN_OBJ)
-$(B)/bin/grade: $(GRADER_PLAN_OBJ)
+# The orchestrator's sandbox (grader/sandbox: the user, the sweep, the token handshake).
+GRADER_SANDBOX_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/sandbox/*.c))
+BIN_OBJ_grade := $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ)
+$(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ)
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
   $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \

@@ -218,6 +218,15 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
         if (o->status_dir) setenv("PL_STATUS_DIR", o->status_dir, 1);
         if (blas_env[0]) putenv(blas_env);
         for (int i = 0; o->env && o->env[i]; i++) putenv((char *)o->env[i]);
+        if (o->cwd && chdir(o->cwd) != 0) {
+            fprintf(stderr, "launch: cannot enter %s: %s\n", o->cwd, strerror(errno));
+            _exit(127);
+        }
+        if (pl_contain_drop(o->user) != 0) {
+            fprintf(stderr, "launch: cannot become the sandbox user %s: %s\n",
+                    o->user->name, strerror(errno));
+            _exit(127);
+        }
         execvp(full[0], full);
         fprintf(stderr, "launch: cannot run '%s': %s%s\n", full[0], strerror(errno),
                 errno == ENOENT && o->np > 0 ? " (is Open MPI installed? `make deps`)" : "");
@@ -253,6 +262,7 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
             res->seconds = now_s() - start;
             return 0;
         }
+        if (o->tick) o->tick(o->tick_arg);
         if (!done) {
             pid_t w = waitpid(pid, &status, WNOHANG);
             if (w == pid) done = 1;
