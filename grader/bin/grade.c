@@ -667,6 +667,8 @@ static void run_group(int first, int last, const char *driver, const char *build
     char seed[32];
     /* The hidden suite draws from its own seed, derived from the one given. */
     snprintf(seed, sizeof seed, "%llu", t0->hidden ? hidden_seed() : opt.seed);
+    char copy[128];
+    driver = gr_sandbox_driver(driver, f.dir, copy, sizeof copy);
     char *argv[] = {(char *)driver, "--op", t0->op, "--mode", t0->mode, "--parts", parts,
                     "--seed", seed, NULL};
     double timeout = opt.timeout_s > 0 ? opt.timeout_s : t0->timeout_s;
@@ -680,6 +682,7 @@ static void run_group(int first, int last, const char *driver, const char *build
     memset(&res, 0, sizeof res);
     int started = pl_launch(&lo, argv, &res) == 0;
     gr_sandbox_sweep(); /* nothing of this run outlives it, double-forked or not */
+    gr_sandbox_drop_links(f.dir);
 
     struct run_outcome *outc = calloc((size_t)(last - first), sizeof *outc);
     char last_case[1024] = "";

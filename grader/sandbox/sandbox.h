@@ -15,6 +15,12 @@
 const struct pl_contain_user *gr_sandbox_init(void);
 /* Hands a run's folder (and its status folder) to the sandbox user, mode 0700. */
 void gr_sandbox_own(const char *path);
+/* The driver to launch: as the sandbox user, a copy in the run's folder DIR (the kit's tree
+ * stays unreadable to that user); otherwise DRIVER itself. */
+const char *gr_sandbox_driver(const char *driver, const char *dir, char *out, size_t len);
+/* After the sweep: removes symbolic links the code under test left in DIR (and its status
+ * folder), so that the orchestrator, reading them, never follows one to a secret. */
+void gr_sandbox_drop_links(const char *dir);
 /* Kills whatever the last run left (every process of the sandbox user, every orphan). */
 void gr_sandbox_sweep(void);
 
