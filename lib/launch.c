@@ -244,7 +244,7 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
 
     size_t cap = 0;
     int status = 0, done = 0, open_pipe = !o->passthrough;
-    double deadline = o->timeout_s > 0 ? start + o->timeout_s : 0, kill_at = 0;
+    double deadline = o->timeout_s > 0 ? start + o->timeout_s : 0, kill_at = 0, done_at = 0;
     while (!done || open_pipe) {
         if (caught) {
             /* Take the job down first, then let the caller's disposition act (for most
@@ -285,8 +285,14 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
                 if (r > 0) append(res, &cap, buf, (size_t)r);
                 else if (r == 0 || (errno != EAGAIN && errno != EINTR)) open_pipe = 0;
             }
-            /* A rank that outlived mpirun may hold the pipe open: it dies with the group. */
-            if (done && open_pipe) killpg(pid, SIGKILL);
+            /* A rank that outlived mpirun may hold the pipe open: it dies with the group. A
+             * process that left the group (setsid) may too: the caller's sweep
+             * (contain.h) ends it; its output is not waited for. */
+            if (done && open_pipe) {
+                killpg(pid, SIGKILL);
+                if (done_at == 0) done_at = t;
+                if (t > done_at + KILL_GRACE_S) open_pipe = 0;
+            }
         } else if (!done) {
             usleep(20000);
         }

@@ -265,15 +265,26 @@ static void find_build(const char *argv0)
     opt.build = buf;
 }
 
+/* "01", "1", "01-collectives" or "collectives" */
+static int lab_matches(const char *d, const char *want, size_t l)
+{
+    if (!strncmp(d, want, l)) return 1;
+    if (l == 1 && d[0] == '0' && d[1] == want[0]) return 1;
+    char word[128];
+    snprintf(word, sizeof word, "%.*s", (int)(l < sizeof word ? l : sizeof word - 1), want);
+    return strstr(d, word) != NULL;
+}
+
+/* --lab takes one lab or a comma-separated list (run_autograder names the labs received). */
 static int lab_selected(int k)
 {
     if (!opt.lab) return 1;
-    const char *d = lab_of[k]->dir;
-    size_t l = strlen(opt.lab);
-    /* "01", "1", "01-collectives" or "collectives" */
-    if (!strncmp(d, opt.lab, l)) return 1;
-    if (l == 1 && d[0] == '0' && d[1] == opt.lab[0]) return 1;
-    return strstr(d, opt.lab) != NULL;
+    for (const char *w = opt.lab; *w;) {
+        size_t l = strcspn(w, ",");
+        if (l && lab_matches(lab_of[k]->dir, w, l)) return 1;
+        w += l + (w[l] == ',');
+    }
+    return 0;
 }
 
 static int contains_nocase(const char *hay, const char *needle)
@@ -466,7 +477,7 @@ static int where_ranks_were(struct text *r, const char *status_dir, int np)
 }
 
 struct run_outcome {
-    int has_result;
+    int has_result, second_verdict;
     double fraction, seconds;
     struct text say;
 };
@@ -543,7 +554,9 @@ static void take_verdict(int first, int last, struct run_outcome *outc, const ch
         struct run_outcome *o = &outc[i - first];
         if (!strcmp(word, "say") && text) {
             text_printf(&o->say, "%s\n", text);
-        } else if (!strcmp(word, "result") && text && !o->has_result) {
+        } else if (!strcmp(word, "result") && text && o->has_result) {
+            o->second_verdict = 1; /* the driver gives one: someone else wrote the other */
+        } else if (!strcmp(word, "result") && text) {
             /* The first verdict of a part stands: the driver gives each one once, and a
              * line added later cannot overturn it. */
             double f = 0, sec = 0;
@@ -553,6 +566,23 @@ static void take_verdict(int first, int last, struct run_outcome *outc, const ch
                 o->seconds = sec;
             }
         }
+    }
+}
+
+/* Two verdicts for one part mean code other than the harness wrote the report with the
+ * run's token: nothing of the run counts, its leaderboard value included. */
+static void forfeit_if_forged(int first, int last, struct run_outcome *outc)
+{
+    int forged = 0;
+    for (int i = first; i < last; i++) forged |= outc[i - first].second_verdict;
+    if (!forged) return;
+    board_value[tests[first].lab] = -1;
+    for (int i = first; i < last; i++) {
+        struct run_outcome *o = &outc[i - first];
+        o->has_result = 1;
+        o->fraction = 0;
+        text_printf(&o->say, "the report of this run holds two verdicts for one test: code "
+                    "other than the grader wrote to it, so nothing of the run counts\n");
     }
 }
 
@@ -585,6 +615,7 @@ static void read_report(int first, int last, const struct run_files *f,
         }
     }
     free(rep);
+    forfeit_if_forged(first, last, outc);
 }
 
 /* Why the run ended as it did, in words, into why. */
