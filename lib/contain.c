@@ -49,6 +49,8 @@ int pl_contain_init(struct pl_contain_user *u)
     }
     if (r) return -1;
     u->active = 1;
+    const char *ex = getenv("PL_SANDBOX_EXCLUSIVE");
+    u->exclusive = ex && *ex && strcmp(ex, "0");
     return 0;
 }
 
@@ -106,7 +108,7 @@ int pl_contain_sweep(const struct pl_contain_user *u)
 {
     int total = 0;
     for (int round = 0; round < SWEEP_ROUNDS; round++) {
-        if (u && u->active) kill_user(u);
+        if (u && u->active && u->exclusive) kill_user(u);
         int n = kill_children();
         while (waitpid(-1, NULL, WNOHANG) > 0) {}
         total += n;

@@ -16,6 +16,6 @@ fi
 cd "$root/source"
 make -j"$(nproc)"
 user=${PL_SANDBOX_USER:-paralab-student}
-id "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
+[ "$(id -u)" != 0 ] || id "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
 chmod 600 seed
 chmod 700 "$root/source"
