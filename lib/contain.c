@@ -75,8 +75,9 @@ static void kill_user(const struct pl_contain_user *u)
     if (pid > 0) waitpid(pid, NULL, 0);
 }
 
-/* Kills this process's children (orphans re-parented here), found in /proc. */
-static int kill_children(void)
+/* Kills this process's children (orphans re-parented here) but KEEP, found in /proc; the
+ * dead are reaped by the caller. */
+static int kill_children(pid_t keep)
 {
     DIR *d = opendir("/proc");
     if (!d) return 0;
@@ -95,8 +96,11 @@ static int kill_children(void)
         /* "pid (comm) state ppid ...": comm may hold spaces and parentheses. */
         char *close_paren = strrchr(buf, ')');
         int ppid = 0;
-        if (close_paren && sscanf(close_paren + 1, " %*c %d", &ppid) == 1 && ppid == me) {
-            kill((pid_t)atoi(e->d_name), SIGKILL);
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (close_paren && sscanf(close_paren + 1, " %*c %d", &ppid) == 1 && ppid == me &&
+            pid != keep) {
+            kill(pid, SIGKILL);
+            if (keep > 0) waitpid(pid, NULL, WNOHANG);
             n++;
         }
     }
@@ -109,11 +113,16 @@ int pl_contain_sweep(const struct pl_contain_user *u)
     int total = 0;
     for (int round = 0; round < SWEEP_ROUNDS; round++) {
         if (u && u->active && u->exclusive) kill_user(u);
-        int n = kill_children();
+        int n = kill_children(0);
         while (waitpid(-1, NULL, WNOHANG) > 0) {}
         total += n;
         if (!n) break;
         usleep(10000);
     }
     return total;
+}
+
+int pl_contain_kill_orphans(pid_t job)
+{
+    return kill_children(job);
 }

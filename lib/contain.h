@@ -27,6 +27,10 @@ int pl_contain_init(struct pl_contain_user *u);
 /* Kills every process of the sandbox user (when active and exclusive) and every orphan re-parented to this
  * process, reaps them, and repeats until none is left. Returns how many it killed. */
 int pl_contain_sweep(const struct pl_contain_user *u);
+/* While JOB (a child of this process) runs: kills every other child, i.e. every orphan of
+ * the job re-parented here, so that one that escaped cannot hold the job's output open or
+ * act in the meantime. Returns how many it killed. */
+int pl_contain_kill_orphans(pid_t job);
 /* In a child about to exec the code under test: drops to the sandbox user (no supplementary
  * groups). Returns -1 when that fails; the child must then not exec. */
 int pl_contain_drop(const struct pl_contain_user *u);

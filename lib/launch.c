@@ -245,6 +245,7 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
     size_t cap = 0;
     int status = 0, done = 0, open_pipe = !o->passthrough;
     double deadline = o->timeout_s > 0 ? start + o->timeout_s : 0, kill_at = 0, done_at = 0;
+    double next_orphan_check = 0;
     while (!done || open_pipe) {
         if (caught) {
             /* Take the job down first, then let the caller's disposition act (for most
@@ -263,6 +264,10 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
             return 0;
         }
         if (o->tick) o->tick(o->tick_arg);
+        if (o->kill_orphans && now_s() >= next_orphan_check) {
+            pl_contain_kill_orphans(pid);
+            next_orphan_check = now_s() + 0.2;
+        }
         if (!done) {
             pid_t w = waitpid(pid, &status, WNOHANG);
             if (w == pid) done = 1;

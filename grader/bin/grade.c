@@ -708,7 +708,8 @@ static void run_group(int first, int last, const char *driver, const char *build
     struct gr_handshake hs = {.ready = f.ready, .token_path = f.token_path, .token = f.token};
     struct pl_launch_opts lo = {.np = t0->np, .timeout_s = timeout, .launcher = opt.launcher,
                                 .status_dir = f.status, .env = env, .user = sandbox_user,
-                                .cwd = f.dir, .tick = gr_handshake_tick, .tick_arg = &hs};
+                                .cwd = f.dir, .tick = gr_handshake_tick, .tick_arg = &hs,
+                                .kill_orphans = 1};
     struct pl_launch_result res;
     memset(&res, 0, sizeof res);
     int started = pl_launch(&lo, argv, &res) == 0;

@@ -44,11 +44,14 @@ submit() {
             *) cp "$f" "$root/submission/" ;;
         esac
     done
+    t0=$(date +%s)
     sh "$root/run_autograder" >"$tmp/$case_name.out" 2>&1
+    took=$(($(date +%s) - t0))
     sleep 1 # what an escaped process would need to strike after the grader
     res=$root/results/results.json
     score=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ts=d.get("tests",[]); print("%g %g" % (sum(t.get("score",0) for t in ts), sum(t.get("max_score",0) for t in ts)))' "$res" 2>/dev/null)
-    echo "$case_name: ${score:-no valid results.json}" | sed 's| \([0-9.]*\)$|/\1 points|'
+    echo "$case_name: ${score:-no valid results.json}" | sed 's| \([0-9.]*\)$|/\1 points|;' |
+        sed "s|\$| (${took}s)|"
 }
 fail() {
     echo "FAIL ($case_name): $*"
