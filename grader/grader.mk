@@ -3,7 +3,7 @@
 #   make grade                      grade the student's copy in labs/
 #   make grade SOLUTIONS=1          grade the reference solutions
 #     LAB=01 (or a name)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
-#     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)
+#     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)  BUDGET=s (all tests)
 #   make gradescope                 build/gradescope/autograder.zip
 #   make handout                    build/handout/paralab-kit.tar.gz, the student kit
 #
@@ -140,6 +140,7 @@ GRADER_PLAN_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/*/plan.c
 # The orchestrator's sandbox (grader/sandbox: the user, the sweep, the token handshake).
 GRADER_SANDBOX_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/sandbox/*.c))
 BIN_OBJ_grade := $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ)
+$(GRADER_SANDBOX_OBJ): $(wildcard lib/*.h)
 $(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ)
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
@@ -152,7 +153,7 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(LAB),--lab '$(LAB)') $(if $(TEST),--test '$(TEST)') $(if $(NP),--np '$(NP)') \
   $(if $(LAUNCHER),--launcher '$(LAUNCHER)') $(if $(RESULTS),--results '$(RESULTS)') \
   $(if $(SEED),--seed '$(SEED)') $(if $(filter-out 0,$(HIDDEN)),--hidden) \
-  $(if $(TIMEOUT),--timeout '$(TIMEOUT)')
+  $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $(if $(BUDGET),--budget '$(BUDGET)')
 
 .PHONY: grade gradescope handout
 grade: all

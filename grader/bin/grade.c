@@ -160,7 +160,7 @@ static struct {
     const char *build, *drivers, *lab, *test, *launcher, *results;
     unsigned long long seed;
     int solutions, hidden, list, list_labs;
-    double timeout_s;
+    double timeout_s, budget_s;
     struct gr_plan_opts plan;
 } opt;
 
@@ -176,7 +176,7 @@ static void usage(const char *fmt, ...)
             "usage: grade [--solutions | --drivers DIR] [--lab NN|NAME] [--test TEXT] "
             "[--np N,N,...]\n"
             "             [--launcher CMD] [--results FILE] [--seed S] [--hidden] "
-            "[--timeout S] [--build DIR] [--list] [--labs]\n"
+            "[--timeout S] [--budget S] [--build DIR] [--list] [--labs]\n"
             "(see docs/grader.md)\n");
     exit(2);
 }
@@ -231,6 +231,9 @@ static void parse_args(int argc, char **argv)
         else if (!strcmp(a, "--timeout")) {
             const char *v = VALUE();
             opt.timeout_s = parse_positive("--timeout", v);
+        } else if (!strcmp(a, "--budget")) {
+            const char *v = VALUE();
+            opt.budget_s = parse_positive("--budget", v);
         } else if (!strcmp(a, "--seed")) {
             const char *v = VALUE();
             char *end;
@@ -310,6 +313,7 @@ static int test_selected(const struct test *t)
  * grading stops once the run's temporary folder is removed. */
 static char run_dir[64]; /* the temporary folder of the run in flight */
 static const struct pl_contain_user *sandbox_user; /* who runs the code under test */
+static double budget_left(void);
 
 /* The hidden suite draws from its own seed, derived from the one given. */
 static unsigned long long hidden_seed(void)
@@ -703,6 +707,7 @@ static void run_group(int first, int last, const char *driver, const char *build
     char *argv[] = {(char *)driver, "--op", t0->op, "--mode", t0->mode, "--parts", parts,
                     "--seed", seed, NULL};
     double timeout = opt.timeout_s > 0 ? opt.timeout_s : t0->timeout_s;
+    if (opt.budget_s > 0 && timeout > budget_left()) timeout = budget_left();
     if (opt.timeout_s <= 0 && *op_timeout_cap > 0 && timeout > *op_timeout_cap)
         timeout = *op_timeout_cap;
     struct gr_handshake hs = {.ready = f.ready, .token_path = f.token_path, .token = f.token};
@@ -858,6 +863,13 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* --budget: seconds left of the whole grading's time (counted from the first run). */
+static double t_start;
+static double budget_left(void)
+{
+    return opt.budget_s - (now_s() - t_start);
+}
+
 /* A performance test counts only once its collective is correct: returns the first failed
  * correctness test of the same collective, or NULL. */
 static const struct test *gate_failed(const struct test *t)
@@ -949,9 +961,19 @@ static void grading_header(char *variant, size_t len)
            launcher && *launcher ? launcher : "mpirun");
 }
 
-/* Runs (or, behind a failed gate, skips) the tests [i, j) of one run. */
+/* Runs (or, behind a failed gate or past the time budget, skips) the tests [i, j) of one
+ * run. */
 static void grade_group(int i, int j, const char *variant)
 {
+    if (opt.budget_s > 0 && budget_left() < 1) {
+        for (int g = i; g < j; g++) {
+            tests[g].ran = 1;
+            text_printf(&tests[g].reason, "not run: the grading's time budget (%g s, --budget) "
+                        "was spent on the tests above; their reasons say where the time went\n",
+                        opt.budget_s);
+        }
+        return;
+    }
     static double op_cap[64];
     static char op_names[64][32];
     static int nop;
@@ -1028,7 +1050,7 @@ int main(int argc, char **argv)
     keep_seed_secret();
     char variant[PATH_MAX];
     grading_header(variant, sizeof variant);
-    double t_start = now_s();
+    t_start = now_s();
     struct tally y = {.lab = -1};
     for (int i = 0; i < ntests;) {
         if (!test_selected(&tests[i])) {
