@@ -4,7 +4,7 @@
 #   make grade SOLUTIONS=1          grade the reference solutions
 #     LAB=01 (or a name)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
 #     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)  BUDGET=s (all tests)
-#   make gradescope                 build/gradescope/autograder.zip
+#   make gradescope                 build/gradescope/autograder-all.zip (LAB=NN: -NN)
 #   make handout                    build/handout/paralab-kit.tar.gz, the student kit
 #
 # Each lab NN-name has a descriptor and test plan grader/NN-name/plan.c (linked into the
