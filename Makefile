@@ -118,6 +118,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 -include grader/grader.mk
+-include tests/gpu_emu/gpu_emu.mk
 
 # ---- running ----
 test: all
@@ -151,8 +152,10 @@ help:
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
+	@echo "  make plots LAB=06    a lab's pictures drawn from your own run (SOLUTIONS=1, PLOTS_DIR=)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
+	@echo "  make test-gpu-emu    the GPU build's library on a CUDA/NCCL stand-in (no GPU; run by make test)"
 	@echo "  make deps            check and install the packages the build needs"
 	@echo "  make clean           remove build/"
 

@@ -87,7 +87,14 @@ struct pl_handle *pl_all_gather_async(struct pl_comm *comm, const float *send, f
  * Tags must be >= 0. A receive must get exactly the count it posted (a shorter or longer
  * message is a usage error on the MPI backend). NCCL has no tags: it matches sends and
  * receives between two ranks by their order, so code that relies on tags to reorder
- * messages runs on the CPU build only. */
+ * messages runs on the CPU build only.
+ * On NCCL, pl_isend and pl_irecv are launched together, as one NCCL group, at the first
+ * pl_wait/pl_test on any of them or at the next blocking call (which joins the group), so
+ * every pattern that completes on MPI completes there too: receive then send, rings,
+ * pairwise exchange. A blocking pl_send completes only when its receive runs (NCCL never
+ * buffers, where MPI buffers small messages): if every rank sends before it receives, the
+ * job stops after PL_P2P_TIMEOUT_S seconds (default 60) with a message naming the fix
+ * (pl_sendrecv, or pl_irecv first, then send, then pl_wait). */
 void pl_send(struct pl_comm *comm, const float *buf, size_t count, int peer, int tag);
 void pl_recv(struct pl_comm *comm, float *buf, size_t count, int peer, int tag);
 /* Sends to dest and receives from src at once: the deadlock-free step of a ring. In place

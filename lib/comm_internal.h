@@ -85,7 +85,8 @@ struct pl_handle {
     size_t stage_n;
     void *stage_extra;       /* a second staging buffer, freed with the first */
     /* NCCL backend */
-    void *event;
+    void *event;             /* cudaEvent_t recorded after the operation */
+    int deferred;            /* a pl_isend/pl_irecv not launched yet (comm_nccl_gpu.c) */
     /* The argument check of an asynchronous collective, completed before the operation */
     MPI_Request check_req;
     long long *check_all;    /* every member's call, filled by the check; NULL: none */
@@ -111,6 +112,11 @@ void pl_comm_group_usage_error(const struct pl_comm *c, const char *msg)
 
 #ifdef PL_GPU
 /* The GPU build (comm_nccl_gpu.c). */
+/* Called by pl_init before MPI_Init: sets this rank's device from the node-local rank the
+ * launcher exports (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...), so that everything
+ * MPI and NCCL set up afterwards lands on it. Does nothing when no launcher variable is set;
+ * pl_gpu_comm_startup then picks by MPI's node-local rank. */
+void pl_gpu_pick_device(void);
 /* Sets this rank's device by local rank and decides the backend, the same on every rank
  * of world: returns 1 for NCCL (no two ranks of a node on one physical GPU), 0 for
  * mpi-staged. */

@@ -1,12 +1,23 @@
 /* comm_nccl_gpu.c: the GPU build's communication backend. One rank per GPU: NCCL
  * communicators (the world one bootstrapped by broadcasting an ncclUniqueId over MPI, the
- * others made by ncclCommSplit), each with its own CUDA stream. Every operation is ordered
- * after the work already queued on the compute stream (an event recorded there, waited on by
- * the communicator's stream) and records an event when it is done; completing it makes the
- * compute stream wait on that event and synchronizes the host, so the blocking API means
- * what it says. When two ranks of a node share a physical GPU (same PCI bus id), NCCL cannot
- * run and the layer uses the MPI backend on staged copies instead ("mpi-staged"); this file
- * then only picks the device and copies.
+ * others made by ncclCommSplit), each with its own CUDA stream, so communication overlaps
+ * the compute stream. Every operation is ordered after the work already queued on the
+ * compute stream (an event recorded there, waited on by the communicator's stream) and
+ * records an event when it is done; completing it makes the compute stream wait on that
+ * event and waits on the host for that one event, never for the whole device. When two
+ * ranks of a node share a physical GPU (same PCI bus id), NCCL cannot run and the layer
+ * uses the MPI backend on staged copies instead ("mpi-staged"); this file then only picks
+ * the device and copies.
+ *
+ * Point-to-point keeps MPI's meaning on NCCL. NCCL runs a send or receive issued on its own
+ * as one operation that waits for its peer before anything queued after it on the stream,
+ * so a rank that posts a receive and then a send (both outstanding) would block its own
+ * send behind its receive. pl_isend and pl_irecv are therefore deferred: they are launched
+ * together, in one ncclGroupStart/ncclGroupEnd, at the first wait or test on any of them or
+ * at the next blocking call, which joins the same group. A blocking pl_send completes when
+ * its receive runs (NCCL never buffers, where MPI buffers small messages), so code in which
+ * every rank sends before it receives cannot complete; a blocking point-to-point call that
+ * waits longer than PL_P2P_TIMEOUT_S (60 s) stops the job with a message saying so.
  *
  * NCCL matches a send with a receive by their order between two ranks; tags label the
  * trace and the MPI backend only. */
@@ -18,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "runtime.h"
@@ -70,6 +82,30 @@ static int own_gpus_on_node(MPI_Comm world, char *clash, size_t len)
     return own;
 }
 
+/* The node-local rank as the launcher states it before MPI starts: Open MPI's mpirun, Slurm's
+ * srun, MPICH/Intel MPI's Hydra, PMIx. -1 when none is set. */
+static int launcher_local_rank(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID",
+                                 "PMIX_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long r = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && r >= 0 && r < INT_MAX) return (int)r;
+    }
+    return -1;
+}
+
+static int device_chosen = -1; /* the local rank the device was picked from, or -1 */
+
+void pl_gpu_pick_device(void)
+{
+    int ndev = 0, local = launcher_local_rank();
+    if (local < 0 || cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) return;
+    if (cudaSetDevice(local % ndev) == cudaSuccess) device_chosen = local;
+}
+
 int pl_gpu_comm_startup(MPI_Comm world)
 {
     int ndev = 0, rank = 0;
@@ -82,7 +118,10 @@ int pl_gpu_comm_startup(MPI_Comm world)
         pl_usage_error_all("this is the GPU build (make GPU=1) but a rank sees no CUDA device "
                            "(%s); use the CPU build (make) on machines without GPUs, or check "
                            "CUDA_VISIBLE_DEVICES", cudaGetErrorString(err));
-    PL_CHECK_CUDA(cudaSetDevice(pl_local_rank() % ndev));
+    /* Normally picked before MPI_Init (pl_gpu_pick_device), so that MPI's and NCCL's own
+     * set-up already runs on this rank's device; otherwise (a launcher that states no local
+     * rank) from the node-local rank MPI computed. */
+    if (device_chosen < 0) PL_CHECK_CUDA(cudaSetDevice(pl_local_rank() % ndev));
 
     char clash[128] = "";
     int own = own_gpus_on_node(world, clash, sizeof clash);
@@ -98,6 +137,8 @@ int pl_gpu_comm_startup(MPI_Comm world)
     }
     return all_own;
 }
+
+static void launch_pending(void);
 
 static struct pl_nccl_comm *nccl_state(ncclComm_t nc)
 {
@@ -136,6 +177,7 @@ void pl_nccl_comm_split(struct pl_comm *child, const struct pl_comm *parent, int
 void pl_nccl_comm_free(struct pl_comm *c)
 {
     struct pl_nccl_comm *g = c->gpu;
+    launch_pending(); /* none may stay queued for a stream about to go */
     PL_CHECK_CUDA(cudaStreamSynchronize(g->stream));
     PL_CHECK_NCCL(ncclCommFinalize(g->nc));
     PL_CHECK_NCCL(ncclCommDestroy(g->nc));
@@ -191,6 +233,102 @@ static void all_to_all(const struct pl_comm *c, const float *send, float *recv, 
     free(v);
 }
 
+/* ---- deferred point-to-point ---- */
+
+/* A pl_isend/pl_irecv (or the blocking call that launches them) waiting for its group. */
+struct p2p {
+    struct pl_handle *h; /* gets the done event; NULL for the send half of a sendrecv */
+    struct pl_nccl_comm *g;
+    int is_send;
+    const float *send;
+    float *recv;
+    size_t count;
+    int peer;
+    cudaEvent_t ready; /* the compute stream when the call was made */
+};
+
+static struct {
+    struct p2p *q;
+    int n, cap;
+} pending;
+
+static void defer(struct pl_handle *h, struct pl_nccl_comm *g, int is_send, const float *send,
+                  float *recv, size_t count, int peer)
+{
+    if (pending.n == pending.cap) {
+        pending.cap = pending.cap ? 2 * pending.cap : 16;
+        pending.q = realloc(pending.q, (size_t)pending.cap * sizeof *pending.q);
+        if (!pending.q) pl_fatal("out of memory for pending point-to-point operations");
+    }
+    struct p2p *p = &pending.q[pending.n++];
+    *p = (struct p2p){.h = h, .g = g, .is_send = is_send, .send = send, .recv = recv,
+                      .count = count, .peer = peer};
+    /* Ordered after what the program queued before the call, not before the launch. */
+    PL_CHECK_CUDA(cudaEventCreateWithFlags(&p->ready, cudaEventDisableTiming));
+    PL_CHECK_CUDA(cudaEventRecord(p->ready, COMPUTE_STREAM));
+    if (h) h->deferred = 1;
+}
+
+/* Launches every deferred send and receive, of every communicator, as one NCCL group: the
+ * one way NCCL completes a pattern in which a rank's send and receive wait on each other. */
+static void launch_pending(void)
+{
+    if (!pending.n) return;
+    for (int i = 0; i < pending.n; i++) {
+        struct p2p *p = &pending.q[i];
+        PL_CHECK_CUDA(cudaStreamWaitEvent(p->g->stream, p->ready, 0));
+        PL_CHECK_CUDA(cudaEventDestroy(p->ready));
+    }
+    PL_CHECK_NCCL(ncclGroupStart());
+    for (int i = 0; i < pending.n; i++) {
+        struct p2p *p = &pending.q[i];
+        if (!p->count) continue;
+        if (p->is_send) PL_CHECK_NCCL(ncclSend(p->send, p->count, ncclFloat, p->peer, p->g->nc,
+                                               p->g->stream));
+        else PL_CHECK_NCCL(ncclRecv(p->recv, p->count, ncclFloat, p->peer, p->g->nc,
+                                    p->g->stream));
+    }
+    PL_CHECK_NCCL(ncclGroupEnd());
+    for (int i = 0; i < pending.n; i++) {
+        struct pl_handle *h = pending.q[i].h;
+        if (!h) continue;
+        cudaEvent_t done;
+        PL_CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        PL_CHECK_CUDA(cudaEventRecord(done, pending.q[i].g->stream));
+        h->event = done;
+        h->deferred = 0;
+    }
+    pending.n = 0;
+}
+
+/* Point-to-point: deferred, and launched now by a blocking call. */
+static void start_p2p(struct pl_handle *h, struct pl_nccl_comm *g)
+{
+    const struct pl_op *op = &h->op;
+    switch (op->type) {
+    case PL_OP_SEND: defer(h, g, 1, op->send, NULL, op->count, op->peer); break;
+    case PL_OP_RECV: defer(h, g, 0, NULL, op->recv, op->count, op->peer); break;
+    default: {
+        const float *send = op->send;
+        if (send == op->recv && op->count) {
+            /* In place: the send reads a stream-ordered copy taken before the receive lands. */
+            void *tmp = NULL;
+            size_t bytes = op->count * sizeof(float);
+            PL_CHECK_CUDA(cudaMallocAsync(&tmp, bytes, COMPUTE_STREAM));
+            PL_CHECK_CUDA(cudaMemcpyAsync(tmp, send, bytes, cudaMemcpyDeviceToDevice,
+                                          COMPUTE_STREAM));
+            send = tmp;
+        }
+        defer(NULL, g, 1, send, NULL, op->count, op->peer);
+        defer(h, g, 0, NULL, op->recv, op->recv_count, op->src);
+        launch_pending();
+        if (send != op->send) PL_CHECK_CUDA(cudaFreeAsync((void *)send, g->stream));
+        return;
+    }
+    }
+    if (h->blocking) launch_pending();
+}
+
 void pl_nccl_start(struct pl_handle *h)
 {
     const struct pl_op *op = &h->op;
@@ -198,6 +336,12 @@ void pl_nccl_start(struct pl_handle *h)
     struct pl_nccl_comm *g = c->gpu;
     cudaStream_t s = g->stream;
     ncclComm_t nc = g->nc;
+    if (op->type == PL_OP_SEND || op->type == PL_OP_RECV || op->type == PL_OP_SENDRECV) {
+        start_p2p(h, g);
+        return;
+    }
+    /* Sends and receives issued before the collective are on their way before it. */
+    launch_pending();
     PL_CHECK_CUDA(cudaEventRecord(g->ready, COMPUTE_STREAM));
     PL_CHECK_CUDA(cudaStreamWaitEvent(s, g->ready, 0));
 
@@ -251,19 +395,7 @@ void pl_nccl_start(struct pl_handle *h)
         if (!g->scratch) PL_CHECK_CUDA(cudaMalloc((void **)&g->scratch, sizeof(float)));
         PL_CHECK_NCCL(ncclAllReduce(g->scratch, g->scratch, 1, ncclFloat, ncclSum, nc, s));
         break;
-    case PL_OP_SEND:
-        if (count) PL_CHECK_NCCL(ncclSend(send, count, ncclFloat, op->peer, nc, s));
-        break;
-    case PL_OP_RECV:
-        if (count) PL_CHECK_NCCL(ncclRecv(recv, count, ncclFloat, op->peer, nc, s));
-        break;
-    case PL_OP_SENDRECV:
-        if (send == recv && count) send = tmp = stream_copy(send, count, s);
-        PL_CHECK_NCCL(ncclGroupStart());
-        if (count) PL_CHECK_NCCL(ncclSend(send, count, ncclFloat, op->peer, nc, s));
-        if (op->recv_count)
-            PL_CHECK_NCCL(ncclRecv(recv, op->recv_count, ncclFloat, op->src, nc, s));
-        PL_CHECK_NCCL(ncclGroupEnd());
+    default: /* point-to-point: start_p2p */
         break;
     }
     if (tmp) PL_CHECK_CUDA(cudaFreeAsync(tmp, s));
@@ -274,8 +406,51 @@ void pl_nccl_start(struct pl_handle *h)
     h->event = done;
 }
 
+static double p2p_timeout_s(void)
+{
+    const char *v = getenv("PL_P2P_TIMEOUT_S");
+    double t = v && *v ? atof(v) : 60.0;
+    return t > 0 ? t : 60.0;
+}
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits for a point-to-point operation's event, polling so that a pattern NCCL cannot
+ * complete is reported with its fix instead of hanging the job. */
+static void wait_p2p(const struct pl_handle *h, cudaEvent_t done)
+{
+    double t0 = seconds(), limit = p2p_timeout_s();
+    for (long polls = 0;; polls++) {
+        cudaError_t e = cudaEventQuery(done);
+        if (e == cudaSuccess) return;
+        if (e != cudaErrorNotReady) PL_CHECK_CUDA(e);
+        if (polls > 1000) {
+            struct timespec ts = {0, 50 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        if (seconds() - t0 > limit) break;
+    }
+    const struct pl_op *op = &h->op;
+    const char *what = op->type == PL_OP_SEND ? "send to" : op->type == PL_OP_RECV
+                                                                ? "receive from" : "sendrecv with";
+    pl_usage_error("%s %s rank %d on group '%s' (%zu floats) has waited %.0f s for its peer "
+                   "(PL_P2P_TIMEOUT_S). On NCCL a send completes only when its receive runs, "
+                   "and nothing is buffered: if every rank sends before it receives (a ring), "
+                   "every rank waits. Use pl_sendrecv for a ring step, or post pl_irecv first, "
+                   "then pl_send or pl_isend, then pl_wait; check also that the peer makes the "
+                   "matching call", h->blocking ? "blocking" : "pl_wait on a", what, op->peer,
+                   h->comm->name, op->count, limit);
+}
+
 int pl_nccl_progress(struct pl_handle *h, int block)
 {
+    /* Waiting on (or testing) a deferred send or receive launches its group. */
+    if (h->deferred) launch_pending();
     cudaEvent_t done = h->event;
     if (!block) {
         cudaError_t e = cudaEventQuery(done);
@@ -283,7 +458,8 @@ int pl_nccl_progress(struct pl_handle *h, int block)
         PL_CHECK_CUDA(e);
     }
     PL_CHECK_CUDA(cudaStreamWaitEvent(COMPUTE_STREAM, done, 0));
-    PL_CHECK_CUDA(cudaEventSynchronize(done));
+    if (h->kind == PL_P2P) wait_p2p(h, done);
+    else PL_CHECK_CUDA(cudaEventSynchronize(done));
     PL_CHECK_CUDA(cudaEventDestroy(done));
     h->event = NULL;
     return 1;

@@ -11,6 +11,8 @@ need() { missing="$missing $1"; note "$2" "missing (package $1)"; }
 echo "paralab: checking the $build build's tools"
 if command -v gcc >/dev/null 2>&1; then note gcc "$(gcc -dumpfullversion 2>/dev/null)"; else need gcc gcc; fi
 command -v make >/dev/null 2>&1 || need make make
+# g++: the tests' CUDA stand-in runs the GPU build's kernels as host C++ (make test-gpu-emu).
+command -v g++ >/dev/null 2>&1 || need g++ g++
 command -v patch >/dev/null 2>&1 || need patch patch
 if command -v pkg-config >/dev/null 2>&1; then :; else need pkg-config pkg-config; fi
 if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
@@ -32,14 +34,36 @@ if [ "$build" = gpu ]; then
     fi
     if [ -n "$cuda" ] && [ -x "$cuda/bin/nvcc" ]; then
         note nvcc "$("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1)"
-        if [ -f "$cuda/include/nccl.h" ] || [ -f /usr/include/nccl.h ] || [ -f /usr/local/include/nccl.h ]; then
-            note NCCL "$(grep -h -m1 -E '#define NCCL_VERSION_CODE' "$cuda/include/nccl.h" /usr/include/nccl.h /usr/local/include/nccl.h 2>/dev/null | head -n 1 | awk '{print $3}')"
+        nccl_h=""
+        for h in "$cuda/include/nccl.h" /usr/include/nccl.h /usr/local/include/nccl.h; do
+            [ -f "$h" ] && nccl_h=$h && break
+        done
+        if [ -n "$nccl_h" ]; then
+            # The backend needs ncclCommSplit, NCCL 2.18 or newer (ncclAvg: 2.10).
+            nv() { sed -n "s/^#define NCCL_$1 *\([0-9]*\).*/\1/p" "$nccl_h" | head -n 1; }
+            nmaj=$(nv MAJOR); nmin=$(nv MINOR); npat=$(nv PATCH)
+            note NCCL "${nmaj:-?}.${nmin:-?}.${npat:-?} ($nccl_h)"
+            if [ -z "$nmaj" ] || [ -z "$nmin" ] || [ "$nmaj" -lt 2 ] || { [ "$nmaj" -eq 2 ] && [ "$nmin" -lt 18 ]; }; then
+                echo "error: NCCL ${nmaj:-?}.${nmin:-?} in $nccl_h is too old: the kit needs NCCL 2.18 or newer (ncclCommSplit); install a newer libnccl-dev (or set CUDA_HOME to a toolkit that ships one)" >&2
+                exit 1
+            fi
         else
             echo "error: NCCL not found (nccl.h); install NVIDIA's libnccl-dev for your CUDA version" >&2
             exit 1
         fi
         [ -f "$cuda/include/cublas_v2.h" ] && note cuBLAS "$cuda" ||
             { echo "error: cuBLAS headers not found under $cuda/include" >&2; exit 1; }
+        # The driver matters only where the kit runs: a build node may have none.
+        tk=$("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')
+        if command -v nvidia-smi >/dev/null 2>&1 && drv=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1) && [ -n "$drv" ]; then
+            dcuda=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\.[0-9]*\).*/\1/p' | head -n 1)
+            note driver "$drv (runs CUDA ${dcuda:-?}; toolkit $tk)"
+            if [ -n "$dcuda" ] && [ -n "$tk" ] && [ "$(printf '%s\n%s\n' "$tk" "$dcuda" | sort -V | head -n 1)" != "$tk" ]; then
+                echo "warning: the NVIDIA driver supports CUDA $dcuda but the toolkit is $tk: programs built here fail on this node with 'CUDA driver version is insufficient'; update the driver, or build with a toolkit no newer than $dcuda (CUDA_HOME=...)" >&2
+            fi
+        else
+            note driver "none on this node (building needs none; running needs an NVIDIA driver for CUDA $tk or newer)"
+        fi
     else
         echo "error: the GPU build needs the CUDA toolkit (nvcc); none found in /usr/local/cuda or \$CUDA_HOME." >&2
         echo "       Install NVIDIA's CUDA toolkit and NCCL (e.g. apt-get install nvidia-cuda-toolkit libnccl-dev), or build for the CPU with plain 'make'." >&2

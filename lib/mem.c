@@ -1,7 +1,14 @@
 /* mem.c: the memory ledger. Live allocations sit in an open-addressing table keyed by
  * pointer, so a free knows its size and category, an unknown pointer (double free) is
  * caught, and leaks can be listed at exit. A short ring of recent frees lets the double
- * free message name the buffer. */
+ * free message name the buffer.
+ *
+ * On the GPU build device memory goes through a caching allocator: a freed device block is
+ * kept for the next allocation of the same rounded size instead of being returned with
+ * cudaFree, which waits for the whole device and would serialise every overlapped step.
+ * The ledger still counts what the program holds; the blocks the cache keeps are reported
+ * on their own (pl_mem_stats.device_cached), and given back when an allocation would
+ * otherwise fail. */
 #include "mem.h"
 
 #include <stdint.h>
@@ -30,12 +37,20 @@ struct freed {
     char label[LABEL_LEN];
 };
 
+/* A device block kept by the cache, by its rounded size. */
+struct cached {
+    void *p;
+    size_t bytes;
+};
+
 static struct {
     struct entry *table;
     size_t cap, used; /* used counts live entries and tombstones */
     struct pl_mem_stats stats;
     struct freed ring[FREED_RING];
     size_t ring_next;
+    struct cached *cache;
+    size_t ncached, cap_cached;
 } g;
 
 static char tombstone_byte;
@@ -91,15 +106,70 @@ static void insert(const struct entry *e)
     g.table[i] = *e;
 }
 
-static void *raw_alloc(size_t bytes, enum pl_where where, const char *label)
+/* 64-byte multiples: a unique pointer even for empty buffers, and the size blocks are
+ * cached by. */
+static size_t rounded_size(size_t bytes)
 {
     size_t rounded = (bytes + 63) / 64 * 64;
-    if (rounded == 0) rounded = 64; /* a unique pointer even for empty buffers */
+    return rounded ? rounded : 64;
+}
+
+#ifdef PL_GPU
+static void *cache_take(size_t rounded)
+{
+    for (size_t i = g.ncached; i-- > 0;)
+        if (g.cache[i].bytes == rounded) {
+            void *p = g.cache[i].p;
+            g.cache[i] = g.cache[--g.ncached];
+            g.stats.device_cached -= rounded;
+            return p;
+        }
+    return NULL;
+}
+
+static void cache_put(void *p, size_t rounded)
+{
+    if (g.ncached == g.cap_cached) {
+        size_t cap = g.cap_cached ? 2 * g.cap_cached : 64;
+        struct cached *c = realloc(g.cache, cap * sizeof *c);
+        if (!c) { /* no room to remember it: give it back instead */
+            PL_CHECK_CUDA(cudaFree(p));
+            return;
+        }
+        g.cache = c;
+        g.cap_cached = cap;
+    }
+    g.cache[g.ncached++] = (struct cached){p, rounded};
+    g.stats.device_cached += rounded;
+}
+#endif
+
+void pl_mem_release_cache(void)
+{
+#ifdef PL_GPU
+    for (size_t i = 0; i < g.ncached; i++) PL_CHECK_CUDA(cudaFree(g.cache[i].p));
+    g.ncached = 0;
+    g.stats.device_cached = 0;
+#endif
+}
+
+static void *raw_alloc(size_t bytes, enum pl_where where, const char *label)
+{
+    size_t rounded = rounded_size(bytes);
     void *p = NULL;
 #ifdef PL_GPU
     if (where == PL_DEVICE) {
-        if (cudaMalloc(&p, rounded) != cudaSuccess)
-            pl_fatal("cudaMalloc of %zu bytes for '%s' failed", bytes, label);
+        p = cache_take(rounded);
+        if (!p && cudaMalloc(&p, rounded) != cudaSuccess) {
+            /* The cache's blocks may be what is missing: return them and try once more. */
+            (void)cudaGetLastError();
+            pl_mem_release_cache();
+            if (cudaMalloc(&p, rounded) != cudaSuccess)
+                pl_fatal("cudaMalloc of %zu bytes for '%s' failed (the program holds %zu "
+                         "bytes of device and host memory through the ledger)", bytes, label,
+                         g.stats.current_total);
+        }
+        /* Stream-ordered on the compute stream, like every kernel that will use it. */
         PL_CHECK_CUDA(cudaMemset(p, 0, rounded));
         return p;
     }
@@ -110,14 +180,17 @@ static void *raw_alloc(size_t bytes, enum pl_where where, const char *label)
     return p;
 }
 
-static void raw_free(void *p, enum pl_where where)
+static void raw_free(void *p, size_t bytes, enum pl_where where)
 {
 #ifdef PL_GPU
     if (where == PL_DEVICE) {
-        PL_CHECK_CUDA(cudaFree(p));
+        /* Work already queued may still use the block: the next user is ordered after it
+         * on the compute stream, and communication waits for the compute stream. */
+        cache_put(p, rounded_size(bytes));
         return;
     }
 #endif
+    (void)bytes;
     free(p);
 }
 
@@ -156,7 +229,7 @@ void pl_mem_free(void *p)
     struct freed *f = &g.ring[g.ring_next++ % FREED_RING];
     f->p = p;
     memcpy(f->label, e->label, LABEL_LEN);
-    raw_free(p, e->where);
+    raw_free(p, e->bytes, e->where);
     e->p = TOMBSTONE;
 }
 
@@ -198,4 +271,7 @@ void pl_mem_print(FILE *f, const char *title)
     for (int c = 0; c < PL_MEM_NCAT; c++)
         fprintf(f, "  %-8s %14zu %14zu\n", cat_names[c], g.stats.current[c], g.stats.peak[c]);
     fprintf(f, "  %-8s %14zu %14zu\n", "total", g.stats.current_total, g.stats.peak_total);
+    if (g.stats.device_cached)
+        fprintf(f, "  device cache: %zu bytes kept for reuse (not in the totals)\n",
+                g.stats.device_cached);
 }

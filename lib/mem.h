@@ -27,6 +27,8 @@ struct pl_mem_stats {
     size_t current_total;
     size_t peak_total;        /* peak of the sum, which is at most the sum of the peaks */
     size_t live_allocs;
+    size_t device_cached;     /* GPU build: freed device blocks the caching allocator keeps
+                               * for reuse; held from the device, not by the program */
 };
 
 const char *pl_mem_cat_name(enum pl_mem_cat cat); /* "params", "grads", "optim", ... */
@@ -50,6 +52,10 @@ void pl_mem_reset_peak(void);
 /* Lists live allocations (label, category, bytes) to f and returns how many there are;
  * pl_finalize calls it so that a leak is reported when the program ends. */
 size_t pl_mem_report_leaks(FILE *f);
+
+/* GPU build: returns the device blocks the caching allocator keeps (cudaFree, which waits
+ * for the device); the CPU build keeps none. */
+void pl_mem_release_cache(void);
 
 /* A one-line-per-category table of current and peak bytes. */
 void pl_mem_print(FILE *f, const char *title);

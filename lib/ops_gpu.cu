@@ -1,10 +1,13 @@
 /* ops_gpu.cu: the CUDA versions of the ops (GPU build only). Products go to cuBLAS; every
  * other op is a grid-stride kernel around the same kernels.h function the CPU loop calls.
- * Written for correctness and clarity rather than speed: row-wise ops use a thread per row,
- * and every op synchronises before returning so that communication and host code that
- * follow see its results. No kernel uses atomics: where several inputs add into one output
- * (repeated tokens and rows, sums over a batch, reductions) a thread owns each output and
- * adds in a fixed order, so a run repeats bit for bit, as checkpoint resumes promise.
+ * Written for correctness and clarity rather than speed: row-wise ops use a thread per row.
+ * Every op is queued on the compute stream (the legacy default stream) and returns without
+ * waiting: what follows on that stream, the communication layer (whose streams wait on an
+ * event recorded there) and host copies (cudaMemcpy on the same stream) are ordered after
+ * it, so no op synchronises the device and communication can overlap compute. No kernel
+ * uses atomics: where several inputs add into one output (repeated tokens and rows, sums
+ * over a batch, reductions) a thread owns each output and adds in a fixed order, so a run
+ * repeats bit for bit, as checkpoint resumes promise.
  * ops.c has already validated the arguments and charged the FLOPs. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -32,11 +35,11 @@ static int blocks_for(size_t n)
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);               \
          i += (size_t)gridDim.x * blockDim.x)
 
-/* Surfaces a bad launch at the op that made it, then waits for the op to finish. */
+/* Surfaces a bad launch at the op that made it. Errors inside a running kernel surface at
+ * the next call that waits for the stream (a copy to the host, a wait on communication). */
 static void finish(void)
 {
     PL_CHECK_CUDA(cudaGetLastError());
-    PL_CHECK_CUDA(cudaDeviceSynchronize());
 }
 
 /* One cuBLAS handle for the process, made on first use (after the runtime chose the
@@ -508,7 +511,7 @@ double pl_gpu_sum(const float *x, size_t n, int squares)
 
 void pl_gpu_zero(float *x, size_t n)
 {
-    PL_CHECK_CUDA(cudaMemset(x, 0, n * sizeof *x));
+    PL_CHECK_CUDA(cudaMemsetAsync(x, 0, n * sizeof *x, 0));
     finish();
 }
 
@@ -526,7 +529,7 @@ void pl_gpu_accumulate(float *dst, const float *src, size_t n)
 
 void pl_gpu_copy(float *dst, const float *src, size_t n)
 {
-    PL_CHECK_CUDA(cudaMemcpy(dst, src, n * sizeof *dst, cudaMemcpyDeviceToDevice));
+    PL_CHECK_CUDA(cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDeviceToDevice, 0));
     finish();
 }
 

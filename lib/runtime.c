@@ -103,6 +103,9 @@ void pl_init(int *argc, char ***argv)
 {
     if (rt.initialized) return;
     rt.t0 = monotonic();
+#ifdef PL_GPU
+    pl_gpu_pick_device();
+#endif
     PL_CHECK_MPI(MPI_Init(argc, argv));
     PL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rt.rank));
     PL_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &rt.size));

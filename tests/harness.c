@@ -7,6 +7,8 @@
  * only on the GPU build (make GPU=1; the harness knows which build it belongs to). On the
  * other build such a test is printed as skipped and counted, not run.
  * Lines starting with # are comments.
+ * A command that exits with 77 (the automake convention) could not run here: the test is
+ * printed as SKIP with the last line of its output as the reason, and counted as skipped.
  * Every test runs with a timeout in its own process group: a crash or a hang fails that test
  * with a message, and the run goes on. The last line is "N passed, N failed", with
  * ", N skipped" appended when tests were skipped.
@@ -22,6 +24,9 @@
 #include "launch.h"
 
 #define MAX_ARGS 128
+#define EXIT_SKIP 77
+
+enum verdict { FAILED, PASSED, SKIPPED };
 
 enum only { ANY_BUILD, CPU_ONLY, GPU_ONLY };
 
@@ -172,7 +177,17 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-static int run_test(const struct test *t)
+/* The last non-empty line of out, without its newline, into line. */
+static void last_line(const char *out, char *line, size_t len)
+{
+    const char *end = out + strlen(out);
+    while (end > out && (end[-1] == '\n' || end[-1] == '\r')) end--;
+    const char *start = end;
+    while (start > out && start[-1] != '\n') start--;
+    snprintf(line, len, "%.*s", (int)(end - start), start);
+}
+
+static enum verdict run_test(const struct test *t)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s", t->command);
@@ -195,6 +210,15 @@ static int run_test(const struct test *t)
     struct pl_launch_result r;
     int started = pl_launch(&o, argv, &r) == 0;
 
+    if (started && !r.timed_out && r.exit_code == EXIT_SKIP && t->expect_exit != EXIT_SKIP) {
+        char reason[256];
+        last_line(r.output, reason, sizeof reason);
+        printf("== %s == SKIP (%s)\n", t->name, reason[0] ? reason : "the command said so");
+        fflush(stdout);
+        if (status_dir[0]) remove_dir(status_dir);
+        pl_launch_result_free(&r);
+        return SKIPPED;
+    }
     int ok = started && !r.timed_out && r.exit_code == t->expect_exit &&
              (!t->expect_text[0] || strstr(r.output, t->expect_text));
     if (t->np > 0)
@@ -219,7 +243,7 @@ static int run_test(const struct test *t)
     fflush(stdout);
     if (status_dir[0]) remove_dir(status_dir);
     pl_launch_result_free(&r);
-    return ok;
+    return ok ? PASSED : FAILED;
 }
 
 int main(int argc, char **argv)
@@ -267,8 +291,11 @@ int main(int argc, char **argv)
                 skipped++;
                 continue;
             }
-            if (run_test(&t)) passed++;
-            else failed++;
+            switch (run_test(&t)) {
+            case PASSED: passed++; break;
+            case FAILED: failed++; break;
+            case SKIPPED: skipped++; break;
+            }
         }
         fclose(f);
     }

@@ -1,0 +1,102 @@
+/* plan.c: the descriptor and test plan of Lab 4 (tensor parallelism), read by the grader.
+ *
+ * On t = 1, 2 and 4 ranks (one TP group of the world; t = 1 is a sanity run worth no
+ * points), against the single-device model with every shard compared to its block of the
+ * full tensor: f and g exact (2 points each t), the column- and row-parallel linears (3),
+ * the TP MLP and the TP attention (4 each), the whole block (8), the vocabulary-parallel
+ * embedding and cross-entropy (4), K AdamW steps of the whole model, losses and weights
+ * (6). On 2 ranks and more the communication of each from the traffic ledger (1, 1, 2, 2,
+ * 2, 1 points: the collectives of each pass and their bytes, for the block 8bsh(t-1)/t x
+ * 4), for the loss no buffer the size of the full logits (1), and for training the
+ * parameters, gradients and moments of a shard with activations within the TP formula (1).
+ * On 8 ranks of a virtual
+ * 2 nodes x 4 cluster with tp = 4: the block correct under the default order (4), every TP
+ * byte on intra-node links (8), and under order dp-tp the code still right and the
+ * placement violation reported with its modelled cost (4). 100 points in all. The hidden
+ * suite repeats the MLP, attention, block, loss and training on 2, 4 and 8 ranks (t = 8:
+ * one head per rank) with the secret seed. */
+#include <stdio.h>
+
+#include "grade.h"
+
+static const struct {
+    const char *title;
+    const char *op;
+    double correct, traffic, memory; /* points per rank count; memory 0: not judged */
+} LAB04_OPS[] = {
+    {"f and g conjugates", "conjugates", 2, 1, 0},
+    {"column- and row-parallel linear", "linear", 3, 1, 0},
+    {"TP MLP", "mlp", 4, 2, 0},
+    {"TP attention (heads split)", "attention", 4, 2, 0},
+    {"TP block", "block", 8, 2, 0},
+    {"vocab-parallel embedding and cross-entropy", "vocab", 4, 1, 1},
+    {"TP training, K AdamW steps", "train", 6, 0, 1},
+};
+
+#define LAB04_TIMEOUT 90
+
+/* t must divide the graded model's 8 heads, d_ff 128 and vocabulary 256. */
+static int lab04_runs(int np)
+{
+    return np == 1 || np == 2 || np == 4 || np == 8;
+}
+
+static void lab04_op_tests(int k, const int *nps, int hidden)
+{
+    char name[200];
+    for (int i = 0; nps[i]; i++) {
+        int np = nps[i];
+        if (hidden && k < 2) continue;
+        snprintf(name, sizeof name, "%s%s [np=%d]", hidden ? "hidden: " : "",
+                 LAB04_OPS[k].title, np);
+        gr_add(&(struct gr_spec){name, LAB04_OPS[k].op, "check", "correct", "correctness", np,
+                                 np == 1 ? 0 : hidden ? 1 : LAB04_OPS[k].correct,
+                                 LAB04_TIMEOUT, hidden, NULL});
+        if (np >= 2 && !hidden && LAB04_OPS[k].traffic > 0) {
+            snprintf(name, sizeof name, "%s traffic [np=%d]", LAB04_OPS[k].title, np);
+            gr_add(&(struct gr_spec){name, LAB04_OPS[k].op, "check", "traffic", "performance",
+                                     np, LAB04_OPS[k].traffic, LAB04_TIMEOUT, 0, NULL});
+        }
+        if (np >= 2 && !hidden && LAB04_OPS[k].memory > 0) {
+            snprintf(name, sizeof name, "%s memory [np=%d]", LAB04_OPS[k].title, np);
+            gr_add(&(struct gr_spec){name, LAB04_OPS[k].op, "check", "memory", "memory", np,
+                                     LAB04_OPS[k].memory, LAB04_TIMEOUT, 0, NULL});
+        }
+    }
+}
+
+static void lab04_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {1, 2, 4, 0}, hidden[] = {2, 4, 8, 0};
+    int given[GR_MAX_NP];
+    if (o->np[0]) gr_filter_np(o->np, lab04_runs, "1, 2, 4 or 8", given);
+    int n = (int)(sizeof LAB04_OPS / sizeof LAB04_OPS[0]);
+    for (int k = 0; k < n; k++) lab04_op_tests(k, o->np[0] ? given : visible, 0);
+    int eight = !o->np[0];
+    for (int i = 0; o->np[0] && given[i]; i++) eight |= given[i] == 8;
+    if (eight) {
+        gr_add(&(struct gr_spec){"TP block on 2 nodes x 4 ranks, order tp-dp [np=8]",
+                                 "placement", "check", "correct", "correctness", 8, 4,
+                                 LAB04_TIMEOUT, 0, NULL});
+        gr_add(&(struct gr_spec){"TP groups inside a node (placement) [np=8]", "placement",
+                                 "check", "placement", "placement", 8, 8, LAB04_TIMEOUT, 0,
+                                 "placement"});
+        /* tagged performance: its verdict is the modelled cost, shown even when it passes */
+        gr_add(&(struct gr_spec){"order dp-tp: TP across nodes reported and costed [np=8]",
+                                 "placement", "check", "order", "performance", 8, 4,
+                                 LAB04_TIMEOUT, 0, "placement"});
+    }
+    if (o->hidden)
+        for (int k = 0; k < n; k++) lab04_op_tests(k, o->np[0] ? given : hidden, 1);
+}
+
+static const struct gr_lab lab04 = {
+    .dir = "04-tensor-parallel",
+    .title = "tensor parallelism (Megatron-style)",
+    .plan = lab04_plan,
+    .metric = NULL,
+    .metric_title = NULL,
+    .bench_args = "--op placement",
+    .bench_np = "8",
+};
+GR_REGISTER_LAB(lab04)

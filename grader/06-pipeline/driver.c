@@ -1,0 +1,846 @@
+/* driver.c: the trusted test driver of Lab 6. It owns main, gives every rank the same tiny
+ * GPT and the whole global batch of each step, drives the student's pipeline (pipeline.h)
+ * for K steps per case (AFAB, 1F1B or interleaved 1F1B, m = 1..8 microbatches) on p =
+ * world-size stages, and judges, each in its own function so the parts stay separate:
+ *   correct   every step's loss (last stage) and gradients, the parameters after K steps,
+ *             each stage's parts assembled into one model, against the single-device
+ *             reference (grader/common);
+ *   balance   the student's partition against the best contiguous cut by the kit's FLOPs;
+ *   schedule  the order of F and B each rank ran, read from its own trace (the marks of
+ *             lib/pipe_parts), against the schedule's definition (schedule.c);
+ *   bubble    that trace replayed with uniform stage times against (p-1)/(m+p-1) and the
+ *             ideal run of the definition;
+ *   memory    each stage's peak activation bytes in the memory ledger against the
+ *             microbatches the schedule may hold in flight;
+ *   traffic   every message's peer, tag and bytes from the trace: one per microbatch per
+ *             boundary, the activation's size.
+ * main, flags, the case loop and the report are the lab harness's (grader/common/harness.h).
+ *
+ *   driver --op afab|1f1b|interleaved --mode check [--parts LIST] [--seed S]
+ *   driver --mode bench [--op afab|1f1b|interleaved] [--microbatches M] [--svg-dir DIR] */
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ops.h"
+#include "paralab.h"
+#include "pipeline.h"
+#include "schedule.h"
+#include "train.h"
+#include "units.h"
+
+/* ---- the setup every test shares ---- */
+
+#define K_STEPS 3
+#define GLOBAL_B 24 /* sequences per step: every m of CASES divides it */
+#define CORPUS_TOKENS 65536
+#define MAX_STAGES 64
+#define MAX_OPS 64
+static const int CASES[] = {1, 2, 3, 4, 6, 8}; /* microbatches, m < p among them */
+#define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+#define BUBBLE_TOL 1e-9
+#define V_INTERLEAVED 2 /* chunks per rank of the interleaved schedule */
+#define BENCH_PROFILE "dgx-h100"
+
+static uint64_t base_seed = 1;
+static int one_microbatch_ok; /* the case m = 1 trained correctly */
+
+static struct pl_model_config lab_config(uint64_t seed)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = PL_BYTE_VOCAB;
+    c.d_model = 32;
+    c.n_layers = 6;
+    c.n_heads = 2;
+    c.d_ff = 64;
+    c.seq_len = 16;
+    c.dropout = 0.0f;
+    c.n_experts = 0;
+    c.seed = seed;
+    return c;
+}
+
+/* No clipping: a clipped step needs the global gradient norm, one more message across
+ * the stages that this lab does not teach (the capstone does). */
+static struct pl_adamw_config lab_adamw(void)
+{
+    struct pl_adamw_config o = pl_adamw_config_default();
+    o.grad_clip = 0.0f;
+    return o;
+}
+
+struct setup {
+    struct pl_tokens data;
+    struct gr_train_setup train;
+    struct gr_reference ref;
+};
+
+static void setup_init(struct setup *s, int with_reference)
+{
+    memset(s, 0, sizeof *s);
+    s->data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
+    s->train.cfg = lab_config(pl_mix64(base_seed ^ 0x1417));
+    s->train.opt = lab_adamw();
+    s->train.data = &s->data;
+    s->train.global_B = GLOBAL_B;
+    s->train.steps = K_STEPS;
+    s->train.data_seed = pl_mix64(base_seed ^ 0x5eed);
+    if (with_reference) {
+        gr_reference_run(&s->ref, &s->train);
+    } else {
+        pl_model_layout_init(&s->ref.layout, &s->train.cfg);
+        s->ref.numel = s->ref.layout.numel;
+    }
+}
+
+static void setup_free(struct setup *s)
+{
+    gr_reference_free(&s->ref);
+    pl_tokens_free(&s->data);
+}
+
+/* ---- one case: K steps of one schedule with m microbatches ---- */
+
+struct stage_stats {
+    int first, last;
+    double activ_peak;  /* bytes above the level before the step */
+    double activ_left;  /* bytes still held after it */
+};
+
+/* The model's chunks (virtual stages) and which this rank holds: chunk c is on rank c % p. */
+struct chunks {
+    int n;                      /* p v */
+    int first[MAX_STAGES], last[MAX_STAGES];
+};
+
+struct outcome {
+    int correct, todo;
+    struct stage_stats st[MAX_STAGES]; /* rank 0: every stage's */
+    struct pl_merged_trace trace;      /* rank 0: the last step */
+    struct chunks chunks;              /* every rank */
+};
+
+static const char *op_sched_name(enum pipe_schedule k)
+{
+    return k == PIPE_AFAB ? "afab" : k == PIPE_1F1B ? "1f1b" : "interleaved";
+}
+
+/* Rank 0: a partition that is not a contiguous cover of the parts. */
+static int judge_cover(const struct stage_stats *st, int p, const struct pl_model_config *c)
+{
+    int want = PL_PART_EMBED;
+    for (int s = 0; s < p; s++) {
+        if (st[s].first != want || st[s].last < st[s].first) {
+            gr_say("correct", "pipe_stage_parts: stage %d holds parts %d..%d, but after stage "
+                   "%d it must start at part %d and hold at least one part (the parts run from "
+                   "-1, the embedding, through the %d blocks to %d, the head: handout section "
+                   "2)", s, st[s].first, st[s].last, s - 1, want, c->n_layers,
+                   PL_PART_HEAD(c));
+            return 0;
+        }
+        want = st[s].last + 1;
+    }
+    if (want != PL_PART_HEAD(c) + 1) {
+        gr_say("correct", "pipe_stage_parts: the last stage ends at part %d, but the head is "
+               "part %d: every part must belong to a stage (handout section 2)", want - 1,
+               PL_PART_HEAD(c));
+        return 0;
+    }
+    return 1;
+}
+
+/* Rank 0, from figures every rank computed: what the gradient error suggests. */
+static void explain_grads(const struct setup *s, int m, int step,
+                          const struct gr_param_verdict *v, double ratio)
+{
+    char what[512];
+    gr_describe_param_error(&s->ref, v, what, sizeof what);
+    gr_say("correct", "step %d: after pipe_step the gradient differs from the single-device "
+           "gradient of the whole batch: %s (tolerance %.0e)", step, what, GR_TOL_GRADS);
+    if (m > 1 && fabs(ratio - m) < 0.05 * m)
+        gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
+               "scale each microbatch's loss by 1/m (ctx.loss_scale) so their sum is the "
+               "mean (handout section 3)", ratio, m);
+    else if (m > 1 && fabs(ratio * m * m - 1) < 0.05)
+        gr_say("correct", "your gradient is 1/%d of the reference's: it was scaled by 1/m "
+               "twice (handout section 3)", m * m);
+    else if (m > 1 && one_microbatch_ok)
+        gr_say("correct", "one microbatch trained correctly, %d do not: the microbatches' "
+               "gradients must add up to the step's. Zero the gradients once per step, before "
+               "the first microbatch, let every backward accumulate (+=) into them, and scale "
+               "each microbatch's loss by 1/m (handout sections 3 and 4)", m);
+}
+
+/* The flat range of parts [first, last]. */
+static void parts_range(const struct pl_model_layout *lay, int first, int last, size_t *off,
+                        size_t *n)
+{
+    size_t o1, n1, o2, n2;
+    pl_model_part_range(lay, first, &o1, &n1);
+    pl_model_part_range(lay, last, &o2, &n2);
+    *off = o1;
+    *n = o2 + n2 - o1;
+}
+
+/* The step's loss as the last stage returned it, on every rank. */
+static double last_stage_loss(double mine, int from)
+{
+    double l = mine;
+    PL_CHECK_MPI(MPI_Bcast(&l, 1, MPI_DOUBLE, from, MPI_COMM_WORLD));
+    return l;
+}
+
+/* Every rank's values of src over the parts it holds, assembled into dst (op memory, the
+ * whole flat buffer, the same on every rank): what the pipeline holds, as one model. */
+static void assemble(const struct pl_model_layout *lay, const struct chunks *ch, const float *src,
+                     float *dst)
+{
+    size_t N = lay->numel;
+    float *h = calloc(N, sizeof *h), *all = malloc(N * sizeof *all);
+    PL_ASSERT(h && all);
+    for (int c = pl_rank(); c < ch->n; c += pl_size()) {
+        size_t off, n;
+        parts_range(lay, ch->first[c], ch->last[c], &off, &n);
+        pl_copy_to_host(h + off, src + off, n);
+    }
+    PL_CHECK_MPI(MPI_Allreduce(h, all, (int)N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    pl_copy_from_host(dst, all, N);
+    free(h);
+    free(all);
+}
+
+/* The share of the reference's gradient in ours: <g, r> / <r, r> (g on every rank). */
+static double grad_ratio(const struct gr_reference *ref, int step, const float *g)
+{
+    size_t n = ref->numel;
+    float *h = malloc(sizeof(float) * n);
+    PL_ASSERT(h);
+    pl_copy_to_host(h, g, n);
+    const float *r = ref->grads + (size_t)step * n;
+    double d = 0, rr = 0;
+    for (size_t i = 0; i < n; i++) d += (double)h[i] * r[i], rr += (double)r[i] * r[i];
+    free(h);
+    return rr > 0 ? d / rr : 0;
+}
+
+/* One optimizer step on this rank's chunks, as the reference's pl_model_update does it. */
+static void stage_adamw(struct pl_model *m, const struct chunks *ch,
+                        const struct pl_adamw_config *opt)
+{
+    m->adam_t++;
+    for (int c = pl_rank(); c < ch->n; c += pl_size()) {
+        size_t off, n;
+        parts_range(&m->layout, ch->first[c], ch->last[c], &off, &n);
+        pl_model_adamw_flat(&m->layout, off, n, m->params + off, m->grads + off,
+                            m->adam_m + off, m->adam_v + off, m->adam_t, opt);
+    }
+}
+
+/* Gathers (first, last, peak, left) of every rank to rank 0. */
+static void gather_stats(const struct stage_stats *mine, struct stage_stats *all)
+{
+    double d[4] = {mine->first, mine->last, mine->activ_peak, mine->activ_left};
+    double *buf = malloc(sizeof(double) * 4 * (size_t)pl_size());
+    PL_ASSERT(buf);
+    PL_CHECK_MPI(MPI_Gather(d, 4, MPI_DOUBLE, buf, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (pl_rank() == 0)
+        for (int r = 0; r < pl_size(); r++)
+            all[r] = (struct stage_stats){(int)buf[4 * r], (int)buf[4 * r + 1], buf[4 * r + 2],
+                                          buf[4 * r + 3]};
+    free(buf);
+}
+
+/* The chunks of the run: each rank's parts from pipe_stage_parts (one chunk per rank), or,
+ * interleaved, the student's pipe_partition into p v chunks. 0 (said) when they are not a
+ * contiguous cover of the model. */
+static int find_chunks(const struct pipe *pp, const struct pl_model_config *c, int v,
+                       struct chunks *ch, struct outcome *o)
+{
+    struct stage_stats mine = {0, 0, 0, 0};
+    pipe_stage_parts(pp, &mine.first, &mine.last);
+    gather_stats(&mine, o->st);
+    int p = pl_size();
+    ch->n = p * v;
+    if (v == 1) {
+        for (int s = 0; s < p && pl_rank() == 0; s++)
+            ch->first[s] = o->st[s].first, ch->last[s] = o->st[s].last;
+        PL_CHECK_MPI(MPI_Bcast(ch->first, p, MPI_INT, 0, MPI_COMM_WORLD));
+        PL_CHECK_MPI(MPI_Bcast(ch->last, p, MPI_INT, 0, MPI_COMM_WORLD));
+    } else {
+        pipe_partition(c, p * v, 1, c->seq_len, ch->first, ch->last);
+    }
+    struct stage_stats st[MAX_STAGES];
+    for (int i = 0; i < ch->n; i++) st[i] = (struct stage_stats){ch->first[i], ch->last[i], 0, 0};
+    int cover = pl_rank() == 0 ? judge_cover(st, ch->n, c) : 0;
+    PL_CHECK_MPI(MPI_Bcast(&cover, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return cover;
+}
+
+/* Step `step`'s loss and gradients against the reference; 0 (said) when wrong. */
+static int check_step(const struct setup *s, struct pl_model *model, const struct chunks *ch,
+                      int m, int step, double loss, float *full)
+{
+    double err = fabs(loss - s->ref.loss[step]) / fabs(s->ref.loss[step]);
+    if (!(err <= GR_TOL_LOSS)) {
+        if (pl_rank() == 0)
+            gr_say("correct", "step %d: the last stage's loss is %.6f, the single-device loss "
+                   "%.6f (relative error %.1e): return the mean of the microbatches' losses, "
+                   "each the mean over its own tokens (handout section 3)", step, loss,
+                   s->ref.loss[step], err);
+        return 0;
+    }
+    struct gr_param_verdict v;
+    assemble(&model->layout, ch, model->grads, full);
+    gr_check_grads(&s->ref, step, GR_REPLICATED, 0, s->ref.numel, full, GR_TOL_GRADS, &v);
+    if (v.ok) return 1;
+    double ratio = grad_ratio(&s->ref, step, full);
+    if (pl_rank() == 0) explain_grads(s, m, step, &v, ratio);
+    return 0;
+}
+
+/* One step of pipe_step; the traced one also records the trace and this rank's activation
+ * peak above the level before it, and what is left after. Returns the last stage's loss. */
+static double one_step(struct pipe *pp, const struct gr_batch *b, int traced, int last_rank,
+                       struct stage_stats *mine)
+{
+    struct pl_mem_stats before, after;
+    if (traced) {
+        pl_trace_enable(1);
+        pl_trace_clear();
+        pl_mem_reset_peak();
+        pl_mem_get_stats(&before);
+    }
+    double loss = last_stage_loss(pipe_step(pp, b->tokens, b->targets, b->B), last_rank);
+    if (traced) {
+        pl_trace_flush();
+        pl_trace_enable(0);
+        pl_mem_get_stats(&after);
+        mine->activ_peak = (double)after.peak[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+        mine->activ_left = (double)after.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+    }
+    return loss;
+}
+
+/* The parameters after K steps against the reference; 0 (said) when wrong. */
+static int check_params(const struct setup *s, struct pl_model *model, const struct chunks *ch,
+                        float *full)
+{
+    struct gr_param_verdict v;
+    assemble(&model->layout, ch, model->params, full);
+    gr_check_params(&s->ref, GR_REPLICATED, 0, s->ref.numel, full, GR_TOL_PARAMS, &v);
+    if (v.ok) return 1;
+    char what[512];
+    if (pl_rank() == 0)
+        gr_say("correct", "after %d steps the parameters differ from the single-device model's: "
+               "%s", K_STEPS, gr_describe_param_error(&s->ref, &v, what, sizeof what));
+    return 0;
+}
+
+/* Runs the K steps and judges correctness on the way; the last step is traced and its
+ * activation peak measured. */
+static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    const struct pl_model_config *c = &s->train.cfg;
+    struct pl_adamw_config opt = s->train.opt;
+    int v = sched_chunks(k, V_INTERLEAVED);
+    struct pl_model *model = pl_model_new(c, PL_MODEL_ALL);
+    struct pipe_options po = {k, m, v};
+    pl_todo_reset();
+    struct pipe *pp = pipe_new(pl_comm_world(), model, &po);
+    struct stage_stats mine = {0, 0, 0, 0};
+    struct chunks ch;
+    if ((o->todo = gr_todo_any())) goto done;
+    if (!find_chunks(pp, c, v, &ch, o)) goto done;
+    o->chunks = ch;
+    pipe_stage_parts(pp, &mine.first, &mine.last);
+    float *full = pl_mem_alloc(s->ref.numel * sizeof(float), PL_MEM_WORK, PL_DEVICE,
+                               "assembled model");
+    struct gr_batch b;
+    gr_batch_new(&b, &s->train, 0, 1);
+    o->correct = 1;
+    for (int step = 0; step < K_STEPS && o->correct; step++) {
+        gr_batch_load(&b, step);
+        double loss = one_step(pp, &b, step == K_STEPS - 1, (ch.n - 1) % pl_size(), &mine);
+        if ((o->todo = gr_todo_any()) || !check_step(s, model, &ch, m, step, loss, full))
+            o->correct = 0;
+        else
+            stage_adamw(model, &ch, &opt);
+    }
+    if (o->correct) o->correct = check_params(s, model, &ch, full);
+    gr_batch_free(&b);
+    pl_mem_free(full);
+    gather_stats(&mine, o->st);
+    pl_trace_gather(&o->trace);
+done:
+    pipe_free(pp);
+    pl_model_free(model);
+}
+
+/* ---- the judges (rank 0) ---- */
+
+static const char *op_text(const struct sched_op *op, char *buf, size_t len)
+{
+    if (op->chunk > 0) snprintf(buf, len, "%c%d/c%d", op->phase, op->mb, op->chunk);
+    else if (op->chunk < 0) snprintf(buf, len, "%c%d/c?", op->phase, op->mb);
+    else snprintf(buf, len, "%c%d", op->phase, op->mb);
+    return buf;
+}
+
+/* "F0 F1 F2 B0 ..." of up to n ops into buf. */
+static const char *ops_text(const struct sched_op *ops, int n, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char one[24];
+        size_t used = strlen(buf);
+        if (used + 16 >= len) break;
+        snprintf(buf + used, len - used, "%s%s", i ? " " : "", op_text(&ops[i], one, sizeof one));
+    }
+    return buf;
+}
+
+static const char *schedule_rule(enum pipe_schedule k)
+{
+    if (k == PIPE_AFAB)
+        return "AFAB: every forward in microbatch order, then every backward in microbatch "
+               "order (handout section 4)";
+    if (k == PIPE_1F1B)
+        return "1F1B on stage s: min(p - s - 1, m) warm-up forwards, then F of the next "
+               "microbatch and B of the oldest in turn, then the remaining backwards (handout "
+               "section 5)";
+    return "interleaved 1F1B: p microbatches through chunk 0, the same through chunk 1, ...; "
+           "a warm-up of 2(p - s - 1) + (v - 1)p forwards (all of them when m = p), then one "
+           "forward one backward, backwards through the chunks in reverse (handout section 8)";
+}
+
+static int judge_schedule(enum pipe_schedule k, int m, const struct outcome *o)
+{
+    const struct pl_merged_trace *t = &o->trace;
+    int p = t->nranks, v = o->chunks.n / p, nops = 2 * v * m;
+    struct sched_op want[MAX_OPS], got[MAX_OPS];
+    for (int s = 0; s < p; s++) {
+        int chunk_first[MAX_STAGES];
+        for (int j = 0; j < v; j++) chunk_first[j] = o->chunks.first[j * p + s];
+        sched_order(k, p, v, s, m, want);
+        int n = sched_read_marks(t->events[s], t->nevents[s], chunk_first, v, got, MAX_OPS);
+        int bad = n == nops ? -1 : (n < nops ? n : nops);
+        for (int i = 0; i < nops && i < n && bad < 0; i++)
+            if (got[i].phase != want[i].phase || got[i].mb != want[i].mb
+                || got[i].chunk != want[i].chunk)
+                bad = i;
+        if (bad < 0) continue;
+        char a[1024], b[1024];
+        gr_say("schedule", "%s, %d stages, %d microbatches: stage %d ran %s; the schedule is %s",
+               sched_name(k), p, m, s, ops_text(got, n < MAX_OPS ? n : MAX_OPS, a, sizeof a),
+               ops_text(want, nops, b, sizeof b));
+        if (bad < n && bad < nops) {
+            char x[24], y[24];
+            gr_say("schedule", "the first difference is operation %d: %s where the schedule has "
+                   "%s", bad + 1, op_text(&got[bad], x, sizeof x), op_text(&want[bad], y, sizeof y));
+        }
+        gr_say("schedule", "%s", schedule_rule(k));
+        return 0;
+    }
+    return 1;
+}
+
+/* Idle fraction of the trace replayed with uniform stage times against the schedule as
+ * defined, replayed the same way (and, for AFAB and 1F1B, against (p-1)/(m+p-1)). */
+static int judge_bubble(enum pipe_schedule k, int m, const struct outcome *o)
+{
+    const struct pl_merged_trace *t = &o->trace;
+    int p = t->nranks, v = o->chunks.n / p;
+    struct pl_merged_trace uni, ideal;
+    sched_uniform_copy(t, v, &uni);
+    sched_ideal_trace(k, p, v, m, 1.0, &ideal);
+    double got = 0, best = 0;
+    double formula = k == PIPE_INTERLEAVED ? -1 : sched_bubble_formula(k, p, m);
+    char err[512];
+    int ok = 0;
+    if (sched_replay_bubble(&uni, NULL, NULL, &got, err, sizeof err) != 0) {
+        gr_say("bubble", "%s, %d microbatches: your step's trace could not be replayed: %s",
+               sched_name(k), m, err);
+    } else if (sched_replay_bubble(&ideal, NULL, NULL, &best, err, sizeof err) != 0) {
+        gr_say("bubble", "the ideal %s could not be replayed: %s", sched_name(k), err);
+    } else if (fabs(got - best) > BUBBLE_TOL || (formula >= 0 && fabs(best - formula) > BUBBLE_TOL)) {
+        if (formula >= 0)
+            gr_say("bubble", "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, "
+                   "free links): your stages idle %.4f of the step; the schedule idles "
+                   "(p-1)/(m+p-1) = %d/%d = %.4f", sched_name(k), p, m, SCHED_UNIT_F,
+                   SCHED_UNIT_B, got, p - 1, m + p - 1, formula);
+        else
+            gr_say("bubble", "%s, %d stages, %d chunks each, %d microbatches, uniform chunk "
+                   "times (F %g/%d, B %g/%d, free links): your stages idle %.4f of the step; "
+                   "the schedule as defined idles %.4f", sched_name(k), p, v, m, SCHED_UNIT_F,
+                   v, SCHED_UNIT_B, v, got, best);
+        gr_say("bubble", "%s", got > best ? "a stage waits where the schedule lets it work: a "
+               "blocking send or a receive posted too early holds it (handout section 3.2)"
+               : "less idle time than the schedule allows: is some work missing from the trace?");
+    } else {
+        ok = 1;
+    }
+    pl_trace_merged_free(&uni);
+    pl_trace_merged_free(&ideal);
+    return ok;
+}
+
+static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
+                         const struct pl_model_config *c)
+{
+    int p = o->trace.nranks;
+    int Bmb = GLOBAL_B / m;
+    for (int s = 0; s < p; s++) {
+        const struct stage_stats *st = &o->st[s];
+        double per = (double)pl_parts_acts_bytes(c, st->first, st->last, Bmb, c->seq_len);
+        int allowed = sched_in_flight(k, p, s, m);
+        double held = st->activ_peak / per;
+        char a[32], b[32];
+        if (st->activ_left > 0) {
+            gr_say("memory", "%s, %d microbatches: stage %d still holds %s of activations after "
+                 "pipe_step: free each microbatch's (pl_parts_acts_free) after its backward",
+                 sched_name(k), m, s, pl_format_bytes(st->activ_left, a, sizeof a));
+            return 0;
+        }
+        /* one boundary buffer of slack: a copy of the input the student may keep */
+        double slack = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, c->seq_len);
+        if (st->activ_peak > allowed * per + slack) {
+            gr_say("memory", "%s, %d stages, %d microbatches: stage %d's activations peaked at %s, "
+                 "%.1f microbatches of %s; the schedule holds at most %d there", sched_name(k),
+                 p, m, s, pl_format_bytes(st->activ_peak, a, sizeof a), held,
+                 pl_format_bytes(per, b, sizeof b), allowed);
+            gr_say("memory", "%s", k == PIPE_1F1B
+                 ? "1F1B bounds the warm-up by min(p - s - 1, m) forwards and runs a backward "
+                   "after every later forward, so a stage never holds more than p - s "
+                   "microbatches (handout section 5)"
+                 : "AFAB holds at most the m microbatches of the step (handout section 4)");
+            return 0;
+        }
+        if (k == PIPE_AFAB && s == 0 && st->activ_peak < m * per) {
+            gr_say("memory", "AFAB, %d microbatches: stage 0's activations peaked at %.1f "
+                 "microbatches, but all m forwards run before the first backward", m, held);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Every send of the traced step: to the next stage for an activation (even tag), the
+ * previous for a gradient (odd tag), interleaved wrapping around from the last rank to the
+ * first; tags PIPE_TAG_ACT/GRAD(j m + mb) for the sender's chunk j, each used once; the
+ * activation's bytes; no collectives. */
+static int judge_traffic(enum pipe_schedule k, int m, const struct outcome *o,
+                         const struct pl_model_config *c)
+{
+    const struct pl_merged_trace *t = &o->trace;
+    int p = t->nranks, v = o->chunks.n / p, nc = o->chunks.n;
+    double bytes = 4.0 * (double)pl_parts_boundary_numel(c, GLOBAL_B / m, c->seq_len);
+    char hb[32];
+    for (int s = 0; s < p; s++) {
+        int seen[2 * MAX_OPS] = {0}, nsend = 0, want = 0;
+        for (int j = 0; j < v; j++) want += m * ((j * p + s > 0) + (j * p + s < nc - 1));
+        for (int i = 0; i < t->nevents[s]; i++) {
+            const struct pl_event *e = &t->events[s][i];
+            if (e->type == PL_EV_ISSUE) {
+                gr_say("traffic", "%s, %d microbatches: stage %d called a collective (%s): a "
+                       "pipeline only sends to its neighbours", sched_name(k), m, s,
+                       pl_coll_kind_name(e->kind));
+                return 0;
+            }
+            if (e->type != PL_EV_SEND && e->type != PL_EV_ISEND) continue;
+            nsend++;
+            int grad = e->tag >= 0 && e->tag % 2, to = grad ? s - 1 : s + 1;
+            if (v > 1) to = (to + p) % p;
+            if (e->peer != to) {
+                gr_say("traffic", "%s: stage %d sent %s (tag %d) to rank %d; %s go to stage %d",
+                       sched_name(k), s, grad ? "a gradient" : "an activation", e->tag, e->peer,
+                       grad ? "gradients" : "activations", to);
+                return 0;
+            }
+            if (e->tag < 0 || e->tag >= 2 * v * m || seen[e->tag]++) {
+                gr_say("traffic", "%s, %d microbatches: stage %d sent %s to stage %d with tag %d, "
+                       "%s", sched_name(k), m, s, grad ? "a gradient" : "an activation", e->peer,
+                       e->tag, e->tag >= 0 && e->tag < 2 * v * m
+                       ? "a tag it had already used in this step: two microbatches' messages "
+                         "can then be taken for each other"
+                       : "not a tag pipeline.h gives it");
+                gr_say("traffic", "microbatch i's activation goes with PIPE_TAG_ACT(i) = 2i and "
+                       "its gradient with PIPE_TAG_GRAD(i) = 2i + 1 (handout section 3)");
+                return 0;
+            }
+            if (e->bytes != bytes) {
+                gr_say("traffic", "%s: stage %d's message to stage %d with tag %d has %.0f bytes; "
+                       "one microbatch's activation is B/m x T x d_model floats = %.0f bytes "
+                       "(%s)", sched_name(k), s, e->peer, e->tag, e->bytes, bytes,
+                       pl_format_bytes(bytes, hb, sizeof hb));
+                return 0;
+            }
+        }
+        if (nsend != want) {
+            gr_say("traffic", "%s, %d microbatches: stage %d sent %d messages; it sends one per "
+                   "microbatch across each boundary of its chunks, %d", sched_name(k), m, s,
+                   nsend, want);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int judge_balance(const struct stage_stats *st, int p, const struct pl_model_config *c)
+{
+    int n = c->n_layers + 2;
+    double cost[MAX_STAGES + 2];
+    for (int k = 0; k < n; k++) cost[k] = pl_part_flops(c, k - 1, 1, c->seq_len);
+    double best = sched_best_max(cost, n, p), worst = 0;
+    int ws = 0;
+    for (int s = 0; s < p; s++) {
+        double sum = 0;
+        for (int q = st[s].first; q <= st[s].last; q++) sum += cost[q + 1];
+        if (sum > worst) worst = sum, ws = s;
+    }
+    if (worst <= best * (1 + 1e-9)) return 1;
+    gr_say("balance", "%d stages: your largest stage, %d (parts %d..%d), computes %.0f FLOPs per "
+           "sequence; the best contiguous cut's largest computes %.0f (%.2fx)", p, ws,
+           st[ws].first, st[ws].last, worst, best, worst / best);
+    gr_say("balance", "the pipeline runs at the pace of its slowest stage. Count the embedding "
+           "(%.0f) and the head (%.0f, about a block's %.0f) too, and minimise the largest "
+           "stage (handout section 2)", cost[0], cost[n - 1], cost[1]);
+    return 0;
+}
+
+/* ---- check mode: the harness's callbacks ---- */
+
+static enum pipe_schedule schedule_of(const char *op)
+{
+    if (!strcmp(op, "afab")) return PIPE_AFAB;
+    if (!strcmp(op, "1f1b")) return PIPE_1F1B;
+    if (!strcmp(op, "interleaved")) return PIPE_INTERLEAVED;
+    pl_usage_error_all("--op %s is not a Lab 6 schedule (choose afab, 1f1b or interleaved)", op);
+}
+
+static void check_stages(const struct pl_model_config *c, enum pipe_schedule k)
+{
+    int p = pl_size();
+    if (k == PIPE_INTERLEAVED && p * V_INTERLEAVED > c->n_layers + 2)
+        pl_usage_error_all("interleaved 1F1B on %d stages cuts the model into %d x %d = %d "
+                           "chunks, but it has only L + 2 = %d parts: run it on 1 to %d ranks",
+                           p, p, V_INTERLEAVED, p * V_INTERLEAVED, c->n_layers + 2,
+                           (c->n_layers + 2) / V_INTERLEAVED);
+    if (p > c->n_layers + 2)
+        pl_usage_error_all("%d stages but the model has %d blocks: a pipeline has at most "
+                           "L + 2 = %d stages (the embedding, each block, the head), or a "
+                           "stage would be empty; run on 1 to %d ranks",
+                           p, c->n_layers, c->n_layers + 2, c->n_layers + 2);
+}
+
+struct state {
+    enum pipe_schedule k;
+    int ncases, cases[NCASES]; /* the m of CASES the schedule runs with on p stages */
+    struct setup s;
+    struct outcome o; /* the case that ran last */
+};
+
+static void *setup(const struct gr_args *a)
+{
+    base_seed = a->seed;
+    struct state *st = calloc(1, sizeof *st);
+    PL_ASSERT(st);
+    st->k = schedule_of(a->op);
+    struct pl_model_config c = lab_config(1);
+    check_stages(&c, st->k);
+    for (int i = 0; i < NCASES; i++)
+        if (sched_runs(st->k, pl_size(), CASES[i])) st->cases[st->ncases++] = CASES[i];
+    setup_init(&st->s, 1);
+    return st;
+}
+
+static const char *subject(void *p)
+{
+    return sched_name(((struct state *)p)->k);
+}
+
+static int count_cases(void *p)
+{
+    return ((struct state *)p)->ncases;
+}
+
+static void describe(void *p, int i, char *buf, size_t len)
+{
+    struct state *st = p;
+    int m = st->cases[i];
+    snprintf(buf, len, "%s, %d stages, %d microbatch%s of %d sequences, %d steps",
+             sched_name(st->k), pl_size(), m, m > 1 ? "es" : "", GLOBAL_B / m, K_STEPS);
+}
+
+static void run(void *p, int i)
+{
+    struct state *st = p;
+    pl_trace_merged_free(&st->o.trace);
+    run_case(&st->s, st->k, st->cases[i], &st->o);
+    if (st->cases[i] == 1) one_microbatch_ok = st->o.correct;
+}
+
+static int judge(void *p, int i, const char *part)
+{
+    struct state *st = p;
+    int m = st->cases[i];
+    const struct pl_model_config *c = &st->s.train.cfg;
+    if (!strcmp(part, "correct")) {
+        if (!st->o.correct && pl_rank() == 0)
+            gr_say("correct", "in: %s, %d stages, %d microbatch%s", sched_name(st->k),
+                   pl_size(), m, m > 1 ? "es" : "");
+        return st->o.correct;
+    }
+    if (pl_rank() != 0) return 1;
+    if (!strcmp(part, "balance")) return i > 0 || judge_balance(st->o.st, pl_size(), c);
+    if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, &st->o);
+    if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, &st->o);
+    if (!strcmp(part, "memory"))
+        return st->k == PIPE_INTERLEAVED || judge_memory(st->k, m, &st->o, c);
+    if (!strcmp(part, "traffic")) return judge_traffic(st->k, m, &st->o, c);
+    gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
+           "traffic)", part);
+    return 0;
+}
+
+static void finish(void *p)
+{
+    struct state *st = p;
+    pl_trace_merged_free(&st->o.trace);
+    setup_free(&st->s);
+    free(st);
+}
+
+/* ---- bench mode: bubble, memory and modelled step per schedule and m ---- */
+
+/* The modelled step of a trace on a real profile, with the topology of the run. */
+static double modelled_step(const struct pl_merged_trace *t, const char *profile)
+{
+    struct pl_replay r;
+    char err[256];
+    if (pl_replay_run(t, pl_profile_get(profile), pl_topo(), &r, err, sizeof err) != 0) return -1;
+    double step = r.step_time;
+    pl_replay_free(&r);
+    return step;
+}
+
+/* One row of the bench table (rank 0); SVGs into svg_dir when given. */
+static void bench_row(enum pipe_schedule k, int m, const struct outcome *o,
+                      const struct pl_model_config *c, const char *svg_dir, char *row, size_t len)
+{
+    int p = o->trace.nranks, v = o->chunks.n / p;
+    struct pl_merged_trace uni, ideal;
+    sched_uniform_copy(&o->trace, v, &uni);
+    sched_ideal_trace(k, p, v, m, 1.0, &ideal);
+    double bubble = -1, best = -1;
+    char err[256], svg[512], title[160];
+    snprintf(svg, sizeof svg, "%s/06-%s-p%d-m%d.svg", svg_dir ? svg_dir : ".", op_sched_name(k),
+             p, m);
+    snprintf(title, sizeof title, "Lab 6: your %s, %d stages, %d microbatches, uniform stage "
+             "times", sched_name(k), p, m);
+    sched_replay_bubble(&uni, svg_dir ? svg : NULL, title, &bubble, err, sizeof err);
+    snprintf(svg, sizeof svg, "%s/06-%s-p%d-m%d-ideal.svg", svg_dir ? svg_dir : ".",
+             op_sched_name(k), p, m);
+    snprintf(title, sizeof title, "Lab 6: %s as defined, %d stages, %d microbatches",
+             sched_name(k), p, m);
+    sched_replay_bubble(&ideal, svg_dir ? svg : NULL, title, &best, err, sizeof err);
+    char held[16] = "-";
+    if (v == 1)
+        snprintf(held, sizeof held, "%.2f", o->st[0].activ_peak /
+                 (double)pl_parts_acts_bytes(c, o->st[0].first, o->st[0].last, GLOBAL_B / m,
+                                             c->seq_len));
+    snprintf(row, len, "%-16s %3d %9.4f %9.4f %11s %11.1f %12.1f", sched_name(k), m, bubble,
+             best, held, o->st[0].activ_peak / 1e3, 1e6 * modelled_step(&o->trace, BENCH_PROFILE));
+    pl_trace_merged_free(&uni);
+    pl_trace_merged_free(&ideal);
+}
+
+static void bench_mode(const char *only, int only_m, const char *svg_dir, const char *label)
+{
+    struct setup s;
+    setup_init(&s, 1);
+    const struct pl_model_config *c = &s.train.cfg;
+    check_stages(c, PIPE_AFAB);
+    int p = pl_size(), nquoted = 0;
+    char quoted[3 * NCASES][160];
+    pl_print0("# Lab 6 pipeline: %s, %d stages, backend %s; model %d blocks, d_model %d, global "
+              "batch %d x %d tokens\n", label ? label : "yours", p, pl_comm_backend(),
+              c->n_layers, c->d_model, GLOBAL_B, c->seq_len);
+    pl_print0("# bubble: your trace replayed with uniform stage times (F %g, B %g, free links; "
+              "a chunk of the interleaved schedule 1/%d of that); ideal: the schedule as "
+              "defined, replayed the same way. peak: stage 0's activations at their peak, in "
+              "microbatches and kB. %s(us): the trace on that profile\n", SCHED_UNIT_F,
+              SCHED_UNIT_B, V_INTERLEAVED, BENCH_PROFILE);
+    pl_print0("# %-16s %3s %9s %9s %11s %11s %12s\n", "schedule", "m", "bubble", "ideal",
+              "peak(mb)", "peak(kB)", "dgx-h100(us)");
+    for (int kk = 0; kk < 3; kk++) {
+        enum pipe_schedule k = (enum pipe_schedule)kk;
+        if (only && strcmp(only, op_sched_name(k))) continue;
+        if (k == PIPE_INTERLEAVED && p * V_INTERLEAVED > c->n_layers + 2) continue;
+        for (int i = 0; i < NCASES; i++) {
+            int m = CASES[i];
+            if ((only_m && m != only_m) || !sched_runs(k, p, m)) continue;
+            struct outcome o;
+            run_case(&s, k, m, &o);
+            if (pl_rank() == 0 && o.todo) {
+                printf("  %-16s still a stub: %s (see %s section %s)\n", sched_name(k),
+                       pl_todo_what(), gr_handout(), pl_todo_section());
+            } else if (pl_rank() == 0 && o.trace.nranks) {
+                char row[160];
+                bench_row(k, m, &o, c, svg_dir, row, sizeof row);
+                printf("  %s\n", row);
+                /* the rows the handout quotes, on the 4 stages it describes */
+                if (p == 4 && (m == 1 || m == 2 || m == 4 || m == 8))
+                    snprintf(quoted[nquoted++], sizeof quoted[0], "%s", row);
+            }
+            pl_trace_merged_free(&o.trace);
+            if (o.todo) break;
+        }
+    }
+    for (int i = 0; i < nquoted; i++) pl_print0("# handout: %s\n", quoted[i]);
+    if (svg_dir) pl_print0("# wrote each schedule's timeline (yours and the ideal) to %s\n", svg_dir);
+    setup_free(&s);
+}
+
+/* ---- the driver ---- */
+
+static int bench_m = -1; /* -1: every m of CASES */
+static const char *svg_dir;
+
+static void bench(const struct gr_args *a)
+{
+    base_seed = a->seed;
+    if (bench_m != -1) {
+        int ok = 0;
+        for (int i = 0; i < NCASES; i++) ok |= bench_m == CASES[i];
+        if (!ok)
+            pl_usage_error_all("--microbatches %d: a step needs m >= 1 microbatches that divide "
+                               "its %d sequences (choose 1, 2, 3, 4, 6 or 8)", bench_m, GLOBAL_B);
+    }
+    if (a->op) schedule_of(a->op);
+    bench_mode(a->op, bench_m > 0 ? bench_m : 0, svg_dir, a->label);
+}
+
+static struct pl_flag lab06_flags[] = {
+    {"--microbatches", PL_FLAG_INT, &bench_m, "M", "bench: only m = M microbatches", 0},
+    {"--svg-dir", PL_FLAG_STR, &svg_dir, "DIR",
+     "bench: draw each schedule's timeline, yours and the ideal, into DIR", 0},
+};
+
+const struct gr_driver gr_lab_driver = {
+    .flags = lab06_flags,
+    .nflags = 2,
+    .setup = setup,
+    .subject = subject,
+    .correct_first = "must train correctly first",
+    .ncases = count_cases,
+    .describe = describe,
+    .run = run,
+    .judge = judge,
+    .bench = bench,
+    .finish = finish,
+};

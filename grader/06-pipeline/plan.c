@@ -1,0 +1,85 @@
+/* plan.c: the descriptor and test plan of Lab 6 (pipeline parallelism), read by the grader.
+ *
+ * Per schedule on 2, 3 and 4 stages, one run each covering m = 1, 2, 3, 4, 6 and 8
+ * microbatches (the interleaved schedule: those that are multiples of p): the same training
+ * as one device, the order of F and B per stage from the trace, the bubble with uniform
+ * stage times, the activations in flight per stage from the memory ledger, one tagged
+ * message per microbatch per boundary -- AFAB 6, 2, 2, 1, 1 points, 1F1B 6, 2, 2, 3, 2,
+ * interleaved 1F1B (v = 2, the lesser part) 1, 1, 1; and the partition's balance by FLOPs
+ * (3, 3 and 4 points on 2, 3 and 4 stages). 100 points in all. The hidden suite repeats the
+ * correctness test of AFAB and 1F1B on 5 and 6 stages with the secret seed. */
+#include <stdio.h>
+#include <string.h>
+
+#include "grade.h"
+
+static const struct {
+    const char *op;   /* driver --op */
+    const char *name; /* as test names show it */
+    int max_np;       /* the most stages the schedule runs on with the lab's 6 blocks */
+    double points[5]; /* of LAB06_PARTS, in order */
+} LAB06_OPS[] = {
+    {"afab", "AFAB (GPipe)", 8, {6, 2, 2, 1, 1}},
+    {"1f1b", "1F1B", 8, {6, 2, 2, 3, 2}},
+    {"interleaved", "interleaved 1F1B (v=2)", 4, {1, 1, 1, 0, 0}},
+};
+
+static const struct {
+    const char *part, *tag, *what;
+} LAB06_PARTS[] = {
+    {"correct", "correctness", "same training as one device"},
+    {"schedule", "correctness", "order of F and B per stage"},
+    {"bubble", "performance", "bubble with uniform stage times"},
+    {"memory", "memory", "activations in flight per stage"},
+    {"traffic", "performance", "one tagged message per microbatch per boundary"},
+};
+
+#define LAB06_TIMEOUT 90
+
+static int lab06_runs(int np)
+{
+    return np >= 1 && np <= 8; /* the lab's model has 6 blocks: at most L + 2 stages */
+}
+
+static void lab06_tests(int k, int np, int hidden)
+{
+    char name[200];
+    if (np > LAB06_OPS[k].max_np) return;
+    for (int i = 0; i < (hidden ? 1 : 5); i++) {
+        if (!hidden && LAB06_OPS[k].points[i] <= 0) continue;
+        snprintf(name, sizeof name, "%s%s: %s [np=%d]", hidden ? "hidden: " : "",
+                 LAB06_OPS[k].name, LAB06_PARTS[i].what, np);
+        double points = hidden ? 1 : np == 1 ? 0 : LAB06_OPS[k].points[i];
+        gr_add(&(struct gr_spec){name, LAB06_OPS[k].op, "check", LAB06_PARTS[i].part,
+                                 LAB06_PARTS[i].tag, np, points, LAB06_TIMEOUT, hidden, NULL});
+    }
+    if (!hidden && k == 0) {
+        snprintf(name, sizeof name, "partition balanced by FLOPs, embedding and head counted "
+                 "[np=%d]", np);
+        gr_add(&(struct gr_spec){name, LAB06_OPS[k].op, "check", "balance", "performance", np,
+                                 np == 1 ? 0 : np == 4 ? 4 : 3, LAB06_TIMEOUT, 0, NULL});
+    }
+}
+
+static void lab06_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {2, 3, 4, 0}, hidden[] = {5, 6, 0};
+    int given[GR_MAX_NP];
+    if (o->np[0]) gr_filter_np(o->np, lab06_runs, "1 to 8", given);
+    const int *nps = o->np[0] ? given : visible;
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; nps[i]; i++) lab06_tests(k, nps[i], 0);
+    if (o->hidden)
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; (o->np[0] ? given : hidden)[i]; i++)
+                lab06_tests(k, (o->np[0] ? given : hidden)[i], 1);
+}
+
+static const struct gr_lab lab06 = {
+    .dir = "06-pipeline",
+    .title = "pipeline parallelism: AFAB and 1F1B, bubbles and memory measured",
+    .plan = lab06_plan,
+    .bench_args = "",
+    .bench_np = "4",
+};
+GR_REGISTER_LAB(lab06)

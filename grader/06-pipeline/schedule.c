@@ -1,0 +1,296 @@
+/* schedule.c: the grader's own schedule definitions, partition optimum and ideal runs for
+ * Lab 6. See schedule.h. */
+#include "schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "replay.h"
+
+const char *sched_name(enum pipe_schedule k)
+{
+    return k == PIPE_AFAB ? "AFAB (GPipe)" : k == PIPE_1F1B ? "1F1B" : "interleaved 1F1B";
+}
+
+int sched_chunks(enum pipe_schedule k, int v)
+{
+    return k == PIPE_INTERLEAVED ? v : 1;
+}
+
+int sched_runs(enum pipe_schedule k, int p, int m)
+{
+    return k != PIPE_INTERLEAVED || m % p == 0;
+}
+
+/* Interleaved: the k-th forward of a stage is microbatch (k / pv) p + k % p of chunk
+ * (k / p) % v: p microbatches through chunk 0, the same p through chunk 1, ...; backwards
+ * run the chunks in reverse. */
+static struct sched_op interleaved_op(char phase, int k, int p, int v)
+{
+    int j = (k % (p * v)) / p;
+    return (struct sched_op){phase, (k / (p * v)) * p + k % p, phase == 'F' ? j : v - 1 - j};
+}
+
+/* AFAB: F 0..m-1, then B 0..m-1. 1F1B: w = min(p - s - 1, m) warm-up forwards, then
+ * F(w + i) B(i) for i < m - w, then the last w backwards. Interleaved (Megatron-LM): the
+ * same shape over the v m operations of the stage, with a warm-up of
+ * (p - s - 1) 2 + (v - 1) p (all of them when m = p). */
+void sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct sched_op *ops)
+{
+    int n = 0;
+    if (k == PIPE_AFAB) {
+        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'F', i, 0};
+        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'B', i, 0};
+        return;
+    }
+    int total = k == PIPE_INTERLEAVED ? v * m : m;
+    int w = k == PIPE_INTERLEAVED ? (m == p ? total : (p - s - 1) * 2 + (v - 1) * p)
+                                  : p - s - 1;
+    if (w > total) w = total;
+#define OP(ph, i) (k == PIPE_INTERLEAVED ? interleaved_op(ph, i, p, v) : (struct sched_op){ph, i, 0})
+    for (int i = 0; i < w; i++) ops[n++] = OP('F', i);
+    for (int i = 0; i < total - w; i++) {
+        ops[n++] = OP('F', w + i);
+        ops[n++] = OP('B', i);
+    }
+    for (int i = total - w; i < total; i++) ops[n++] = OP('B', i);
+#undef OP
+}
+
+double sched_bubble_formula(enum pipe_schedule k, int p, int m)
+{
+    (void)k;
+    return (double)(p - 1) / (double)(m + p - 1);
+}
+
+int sched_in_flight(enum pipe_schedule k, int p, int s, int m)
+{
+    if (k == PIPE_AFAB) return m;
+    return p - s < m ? p - s : m;
+}
+
+/* ---- ideal runs as traces ---- */
+
+struct ev_list {
+    struct pl_event *ev;
+    int n;
+};
+
+static void push(struct ev_list *l, enum pl_ev_type t, const char *label, double flops, int peer,
+                 int tag, double bytes)
+{
+    struct pl_event *e = &l->ev[l->n++];
+    memset(e, 0, sizeof *e);
+    e->type = t;
+    if (label) snprintf(e->label, sizeof e->label, "%s", label);
+    e->flops = flops;
+    e->peer = peer;
+    e->tag = tag;
+    e->bytes = bytes;
+}
+
+void sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
+                       struct pl_merged_trace *out)
+{
+    int nv = sched_chunks(k, v), last = nv * p - 1;
+    memset(out, 0, sizeof *out);
+    out->nranks = p;
+    out->nevents = calloc((size_t)p, sizeof *out->nevents);
+    out->events = calloc((size_t)p, sizeof *out->events);
+    PL_ASSERT(out->nevents && out->events);
+    struct sched_op *ops = calloc((size_t)(2 * nv * m), sizeof *ops);
+    PL_ASSERT(ops);
+    for (int s = 0; s < p; s++) {
+        struct ev_list l = {calloc((size_t)(6 * nv * m), sizeof(struct pl_event)), 0};
+        PL_ASSERT(l.ev);
+        sched_order(k, p, nv, s, m, ops);
+        for (int i = 0; i < 2 * nv * m; i++) {
+            char label[PL_LABEL_LEN];
+            int mb = ops[i].mb, j = ops[i].chunk, fwd = ops[i].phase == 'F';
+            int c = j * p + s; /* the virtual stage */
+            snprintf(label, sizeof label, "%c %d", ops[i].phase, mb);
+            /* what comes in: the previous virtual stage's activation, or the next one's
+             * gradient, tagged by the chunk that sent it */
+            int in_c = fwd ? c - 1 : c + 1, out_c = fwd ? c + 1 : c - 1;
+            if (in_c >= 0 && in_c <= last) {
+                int tag = fwd ? PIPE_TAG_ACT((in_c / p) * m + mb) : PIPE_TAG_GRAD((in_c / p) * m + mb);
+                push(&l, PL_EV_RECV, NULL, 0, in_c % p, tag, bytes);
+            }
+            push(&l, PL_EV_COMPUTE, label, (fwd ? SCHED_UNIT_F : SCHED_UNIT_B) / nv, -1, 0, 0);
+            if (out_c >= 0 && out_c <= last) {
+                int tag = fwd ? PIPE_TAG_ACT(j * m + mb) : PIPE_TAG_GRAD(j * m + mb);
+                push(&l, PL_EV_SEND, NULL, 0, out_c % p, tag, bytes);
+            }
+        }
+        out->events[s] = l.ev;
+        out->nevents[s] = l.n;
+    }
+    free(ops);
+}
+
+double sched_best_max(const double *cost, int n, int p)
+{
+    /* best[j][k]: the smallest largest stage when the first k costs make j stages */
+    double *best = malloc(sizeof(double) * (size_t)(p + 1) * (size_t)(n + 1));
+    PL_ASSERT(best);
+#define BEST(j, k) best[(size_t)(j) * (size_t)(n + 1) + (size_t)(k)]
+    double run = 0;
+    for (int k = 0; k <= n; k++) {
+        BEST(1, k) = run;
+        if (k < n) run += cost[k];
+    }
+    for (int j = 2; j <= p; j++)
+        for (int k = j; k <= n; k++) {
+            double b = 1e300, tail = 0;
+            for (int i = k - 1; i >= j - 1; i--) {
+                tail += cost[i];
+                double worst = BEST(j - 1, i) > tail ? BEST(j - 1, i) : tail;
+                if (worst < b) b = worst;
+            }
+            BEST(j, k) = b;
+        }
+    double r = BEST(p, n);
+#undef BEST
+    free(best);
+    return r;
+}
+
+/* ---- the student's trace with uniform stage times ---- */
+
+/* "pipe F 3 @2": phase, microbatch and first part of a mark. */
+static int parse_mark(const struct pl_event *e, struct sched_op *op, int *first)
+{
+    size_t k = strlen(PL_PIPE_MARK);
+    if (e->type != PL_EV_COMPUTE || strncmp(e->label, PL_PIPE_MARK, k)) return 0;
+    char ph;
+    int mb, f = 0;
+    if (sscanf(e->label + k, "%c %d @%d", &ph, &mb, &f) < 2 || (ph != 'F' && ph != 'B')) return 0;
+    op->phase = ph;
+    op->mb = mb;
+    op->chunk = 0;
+    if (first) *first = f;
+    return 1;
+}
+
+int sched_read_marks(const struct pl_event *ev, int n, const int *chunk_first, int v,
+                     struct sched_op *ops, int cap)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        struct sched_op op;
+        int first;
+        if (!parse_mark(&ev[i], &op, &first)) continue;
+        op.chunk = v == 1 ? 0 : -1;
+        for (int j = 0; j < v && v > 1; j++)
+            if (chunk_first[j] == first) op.chunk = j;
+        if (k < cap) ops[k] = op;
+        k++;
+    }
+    return k;
+}
+
+void sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merged_trace *out)
+{
+    memset(out, 0, sizeof *out);
+    out->nranks = in->nranks;
+    out->nevents = calloc((size_t)in->nranks, sizeof *out->nevents);
+    out->events = calloc((size_t)in->nranks, sizeof *out->events);
+    PL_ASSERT(out->nevents && out->events);
+    for (int r = 0; r < in->nranks; r++) {
+        int n = in->nevents[r];
+        out->nevents[r] = n;
+        out->events[r] = calloc((size_t)(n > 0 ? n : 1), sizeof(struct pl_event));
+        PL_ASSERT(out->events[r]);
+        for (int i = 0; i < n; i++) {
+            struct pl_event e = in->events[r][i];
+            struct sched_op op;
+            if (e.type == PL_EV_COMPUTE && parse_mark(&e, &op, NULL)) {
+                e.flops = (op.phase == 'F' ? SCHED_UNIT_F : SCHED_UNIT_B) / v;
+                snprintf(e.label, sizeof e.label, "%c %d", op.phase, op.mb);
+            } else if (e.type == PL_EV_COMPUTE) {
+                e.flops = 0.0;
+            }
+            out->events[r][i] = e;
+        }
+    }
+    out->ngroups = in->ngroups;
+    out->groups = calloc((size_t)(in->ngroups > 0 ? in->ngroups : 1), sizeof *out->groups);
+    PL_ASSERT(out->groups);
+    for (int g = 0; g < in->ngroups; g++) {
+        out->groups[g] = in->groups[g];
+        out->groups[g].ranks = malloc(sizeof(int) * (size_t)(in->groups[g].n + 1));
+        PL_ASSERT(out->groups[g].ranks);
+        memcpy(out->groups[g].ranks, in->groups[g].ranks, sizeof(int) * (size_t)in->groups[g].n);
+    }
+}
+
+/* The textbook picture: stages as rows, each F and B a box numbered by its microbatch,
+ * idle time shaded. Returns 0, or -1 when the file cannot be written. */
+static int write_svg(const struct pl_merged_trace *t, const struct pl_replay *r,
+                     const char *title, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    const double left = 70, plot = 900, top = 44, lane = 26, gap = 6;
+    double step = r->step_time > 0 ? r->step_time : 1;
+    double height = top + t->nranks * (lane + gap) + 40;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n", left + plot + 20, height);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"14\" font-weight=\"bold\">%s (bubble "
+               "%.1f%%)</text>\n", left, title ? title : "pipeline schedule",
+            100 * pl_replay_idle_fraction(r));
+    for (int s = 0; s < t->nranks; s++) {
+        double y = top + s * (lane + gap);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">stage %d</text>\n",
+                left - 8, y + lane / 2 + 4, s);
+        fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" "
+                   "fill=\"#d9d9d9\"/>\n", left, y, plot, lane);
+        for (int i = 0; i < t->nevents[s]; i++) {
+            const struct pl_event *e = &t->events[s][i];
+            const struct pl_span_time *sp = &r->span[s][i];
+            if (e->type != PL_EV_COMPUTE || !(sp->end > sp->start)) continue;
+            double x = left + plot * sp->start / step, w = plot * (sp->end - sp->start) / step;
+            int fwd = e->label[0] == 'F';
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
+                       "fill=\"%s\" stroke=\"white\"/>\n", x, y, w, lane,
+                    fwd ? "#4e79a7" : "#59a14f");
+            fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">"
+                       "%s</text>\n", x + w / 2, y + lane / 2 + 4, e->label + 2);
+        }
+    }
+    double ly = top + t->nranks * (lane + gap) + 18;
+    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>"
+               "<text x=\"%.0f\" y=\"%.0f\">forward F of microbatch n</text>\n",
+            left, ly - 10, left + 16, ly);
+    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"#59a14f\"/>"
+               "<text x=\"%.0f\" y=\"%.0f\">backward B of microbatch n</text>\n",
+            left + 200, ly - 10, left + 216, ly);
+    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"#d9d9d9\"/>"
+               "<text x=\"%.0f\" y=\"%.0f\">idle (the bubble)</text>\n",
+            left + 400, ly - 10, left + 416, ly);
+    fputs("</svg>\n", f);
+    int bad = ferror(f);
+    if (fclose(f) != 0) bad = 1;
+    return bad ? -1 : 0;
+}
+
+int sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const char *title,
+                        double *bubble, char *err, size_t errlen)
+{
+    /* one FLOP per second and free links: a compute's time is its units */
+    struct pl_profile uniform = {"uniform", "uniform stage times, free communication", 1.0,
+                                 {1e30, 1e30}, {0.0, 0.0}, 8, 1e30};
+    struct pl_replay r;
+    if (pl_replay_run(t, &uniform, NULL, &r, err, errlen) != 0) return -1;
+    *bubble = pl_replay_idle_fraction(&r);
+    int rc = 0;
+    if (svg && write_svg(t, &r, title, svg) != 0) {
+        snprintf(err, errlen, "cannot write %s", svg);
+        rc = -1;
+    }
+    pl_replay_free(&r);
+    return rc;
+}

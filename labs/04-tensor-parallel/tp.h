@@ -1,0 +1,154 @@
+/* tp.h: Lab 4, tensor parallelism (Megatron-LM style). The fixed surface between your tp.c
+ * and the grader: do not change this file. Gradescope takes only your .c file and compiles
+ * it against the original; `make grade` here uses this copy as it is, so an edit could pass
+ * here and fail there. The handout is docs/labs/04-tensor-parallel.md.
+ *
+ * t ranks (one TP group) hold one transformer block between them: each rank keeps 1/t of
+ * every matrix, as a row or a column block of the full tensor (lib/tp_shard.h draws the
+ * layout), and the whole activation x [N, C] (N = B*T tokens, C = d_model) enters and
+ * leaves the block replicated on every rank. Two conjugate operators join the pieces:
+ *
+ *     f  (copy to the TP region)       forward: identity        backward: all-reduce
+ *     g  (reduce from the TP region)   forward: all-reduce      backward: identity
+ *
+ * A column-parallel linear (f, then the local product) leaves its output split along the
+ * features; a row-parallel linear takes that split input and ends with g. The MLP is
+ * column then row, the attention column (q, k, v by heads) then row, so a block makes
+ * exactly two all-reduces forward and two backward, each of N*C floats.
+ *
+ * Invariants the grader checks:
+ *   - outputs, input gradients and replicated gradients equal the single-device block's;
+ *     every shard's gradient equals the matching row or column block of the full gradient;
+ *   - communication only on the TP group, only pl_all_reduce, only where f and g say;
+ *   - a bias of a row-parallel linear is added once, after the reduction;
+ *   - tp_group works with any grid order, and with the default one ("tp" leftmost) the
+ *     group lies inside a node.
+ * All float arrays are op memory (device memory on the GPU build). Backward functions
+ * WRITE (=) activation gradients (dx) and ACCUMULATE (+=) parameter gradients, as model.h
+ * does. The block is the dense model without dropout (cfg->dropout == 0). */
+#ifndef LAB_TP_H
+#define LAB_TP_H
+
+#include <stddef.h>
+
+#include "comm.h"
+#include "grid.h"
+#include "model.h"
+#include "todo.h"     /* lab_todo(), which the stubs call */
+#include "tp_shard.h"
+
+/* ---- the group (handout section 2) ---- */
+
+/* This rank's tensor-parallel group: the ranks that share its coordinates on every axis of
+ * the grid but "tp", ordered by their tp coordinate (group rank = tp coordinate). */
+struct pl_comm *tp_group(const struct pl_grid *grid, struct pl_comm *world);
+
+/* ---- the conjugate operators (section 3), in place on n floats ---- */
+
+void tp_copy_to_region_forward(struct pl_comm *tp, float *x, size_t n);      /* f */
+void tp_copy_to_region_backward(struct pl_comm *tp, float *dx, size_t n);
+void tp_reduce_from_region_forward(struct pl_comm *tp, float *x, size_t n);  /* g */
+void tp_reduce_from_region_backward(struct pl_comm *tp, float *dx, size_t n);
+
+/* ---- parallel linear layers (section 4), nn.Linear's shapes: weight [out, in] ---- */
+
+/* Column-parallel: x [N, C] replicated (f acts on it in place, so it is not const; a
+ * correct f leaves it as it is), w [OCt, C] this rank's rows, b [OCt], y [N, OCt] this
+ * rank's columns of the output, left split. */
+void tp_column_linear_forward(struct pl_comm *tp, float *y, float *x, const float *w,
+                              const float *b, int N, int C, int OCt);
+/* dx [N, C] = the full gradient of x (the same on every rank); dw [OCt, C] and db [OCt]
+ * accumulate this rank's block of the full gradients. dy [N, OCt] this rank's columns. */
+void tp_column_linear_backward(struct pl_comm *tp, float *dx, float *dw, float *db,
+                               const float *dy, const float *x, const float *w, int N, int C,
+                               int OCt);
+/* Row-parallel: x [N, Ct] this rank's columns of the input, w [OC, Ct] this rank's columns
+ * of the weight, b [OC] replicated, y [N, OC] the full output on every rank. */
+void tp_row_linear_forward(struct pl_comm *tp, float *y, const float *x, const float *w,
+                           const float *b, int N, int Ct, int OC);
+/* dy [N, OC] replicated (g's backward acts on it in place); dx [N, Ct] written, dw [OC, Ct]
+ * and db [OC] accumulate. */
+void tp_row_linear_backward(struct pl_comm *tp, float *dx, float *dw, float *db, float *dy,
+                            const float *x, const float *w, int N, int Ct, int OC);
+
+/* ---- the MLP and the attention of a block (sections 5 and 6) ----
+ * p and g are this rank's shard and its gradient (pl_tp_block_bind); x [N, C] is the
+ * sub-layer's input (the layernorm's output in a block), kept by the caller until the
+ * backward; y [N, C] its output before the residual, the same on every rank. The acts
+ * (pl_tp_block_acts_new) keep the split activations: a->h and a->g of the MLP, a->qkv,
+ * a->att and a->y of the attention. */
+void tp_mlp_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                    const struct pl_block_params *p, struct pl_tp_mlp_acts *a, float *x,
+                    float *y);
+void tp_mlp_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                     const struct pl_block_params *p, const struct pl_block_params *g,
+                     const struct pl_tp_mlp_acts *a, const float *x, float *dy, float *dx);
+void tp_attention_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                          const struct pl_block_params *p, struct pl_tp_attn_acts *a, float *x,
+                          float *y);
+void tp_attention_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                           const struct pl_block_params *p, const struct pl_block_params *g,
+                           const struct pl_tp_attn_acts *a, const float *x, float *dy,
+                           float *dx);
+
+/* ---- the whole block (section 7) ----
+ * x_mid = x + attn(ln1(x)); y = x_mid + mlp(ln2(x_mid)), as pl_block_forward, with the
+ * layernorms replicated. x and y [N, C] are distinct; dy and dx [N, C] are distinct (dy
+ * may be changed). */
+void tp_block_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                      const struct pl_block_params *p, struct pl_tp_block_acts *a,
+                      const float *x, float *y);
+void tp_block_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                       const struct pl_block_params *p, const struct pl_block_params *g,
+                       const struct pl_tp_block_acts *a, float *dy, float *dx);
+
+/* ---- the vocabulary-parallel embedding and loss (sections 9 and 10) ----
+ * Rank r of t holds rows [r V/t, (r+1) V/t) of the token embedding and of the LM head, the
+ * ids v0 = r V/t .. v0 + V/t - 1; the position embedding is replicated. tokens and targets
+ * are op memory [B*T] (ints). */
+
+/* x [N, C] = wte[tokens] + wpe[position] on every rank. wte_r [V/t, C], wpe [seq_len, C]. */
+void tp_embed_forward(struct pl_comm *tp, const struct pl_model_config *c, const float *wte_r,
+                      const float *wpe, const int *tokens, int B, int T, float *x);
+/* dwte_r [V/t, C] and dwpe [seq_len, C] accumulate; dx [N, C] is the same on every rank. */
+void tp_embed_backward(struct pl_comm *tp, const struct pl_model_config *c, float *dwte_r,
+                       float *dwpe, const int *tokens, int B, int T, const float *dx);
+
+/* The LM head as a column-parallel linear (no bias) and the mean cross-entropy of its
+ * logits against targets, without the full [N, V] logits on any rank. x [N, C] replicated
+ * (the final layernorm's output; f acts on it in place), w_r [V/t, C]. Returns the loss,
+ * the same on every rank; a (pl_tp_head_acts_new) keeps what the backward needs. */
+double tp_head_loss_forward(struct pl_comm *tp, const struct pl_model_config *c,
+                            const float *w_r, struct pl_tp_head_acts *a, float *x,
+                            const int *targets);
+/* dx [N, C] = d(loss)/dx (written, the same on every rank); dw_r accumulates. */
+void tp_head_loss_backward(struct pl_comm *tp, const struct pl_model_config *c,
+                           const float *w_r, float *dw_r, const struct pl_tp_head_acts *a,
+                           const float *x, const int *targets, float *dx);
+
+/* ---- training the whole model (section 11) ----
+ * One rank of a TP group trains its shard of the kit's dense GPT (no dropout): the same
+ * losses and, slice by slice, the same weights as pl_model_step on one device, with
+ * gradient clipping by the global norm and AdamW. */
+struct tp_gpt {
+    struct pl_model_config cfg;
+    struct pl_adamw_config opt;
+    struct pl_comm *tp;             /* the TP group (not freed by tp_gpt_free) */
+    struct pl_model_layout lay;     /* the full model's layout (names, decay flags) */
+    int ntensors;
+    struct pl_tp_tensor *tensors;   /* pl_tp_model_tensors: where each tensor's shard lies */
+    size_t numel;                   /* pl_tp_model_numel */
+    float *params, *grads, *m, *v;  /* this rank's shard, each through pl_mem_alloc in its
+                                       category (PL_MEM_PARAMS, _GRADS, _OPTIM), PL_DEVICE */
+    int step;                       /* AdamW steps taken */
+};
+
+/* Fills every field above; params initialised with pl_tp_model_init, the rest zero. */
+struct tp_gpt *tp_gpt_new(const struct pl_model_config *cfg, const struct pl_adamw_config *opt,
+                          struct pl_comm *tp);
+void tp_gpt_free(struct tp_gpt *m);
+/* One step on B sequences of cfg.seq_len tokens (op memory, the same on every rank of the
+ * group): zero the gradients, forward, backward, clip, AdamW. Returns the loss. */
+double tp_gpt_step(struct tp_gpt *m, const int *tokens, const int *targets, int B);
+
+#endif

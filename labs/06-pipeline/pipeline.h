@@ -1,0 +1,89 @@
+/* pipeline.h: Lab 6, pipeline parallelism. The fixed surface between your pipeline.c and
+ * the grader: do not change this file. Gradescope takes only your .c file and compiles it
+ * against the original. The handout is docs/labs/06-pipeline.md.
+ *
+ * The model's parts -- the embedding (-1), blocks 0..L-1, the head (L) -- are cut into p
+ * contiguous stages, one per rank of the pipeline communicator (stage = rank). Every rank
+ * holds a whole pl_model but computes, and updates, only its own stage's parts. The grader
+ * drives a training step like this, on every rank at once:
+ *
+ *     pp = pipe_new(comm, model, &options);                          once
+ *     for each step:
+ *         loss = pipe_step(pp, tokens, targets, B);                  forward and backward
+ *         AdamW on the flat range of this stage's parts              the grader's
+ *     pipe_free(pp);
+ *
+ * and checks each step's loss (from the last stage), the gradients of every stage and the
+ * parameters after K steps against the single-device reference on the same global batch;
+ * the order of forwards and backwards each rank ran, read from its own trace (the marks
+ * pl_parts_forward/backward leave), against the schedule's definition; the bubble of that
+ * trace replayed with uniform stage times; the peak activation memory of each stage from
+ * the memory ledger; and every message's peer, tag and size from the trace. */
+#ifndef LAB_PIPELINE_H
+#define LAB_PIPELINE_H
+
+#include <stddef.h>
+
+#include "comm.h"
+#include "model.h"
+#include "pipe_parts.h"
+#include "todo.h"
+
+enum pipe_schedule {
+    PIPE_AFAB,       /* all forwards, then all backwards (GPipe): section 4 */
+    PIPE_1F1B,       /* warm-up, one forward one backward, cool-down: section 5 */
+    PIPE_INTERLEAVED /* 1F1B over v chunks per rank (Megatron-LM): section 8 */
+};
+
+struct pipe_options {
+    enum pipe_schedule schedule;
+    int microbatches;   /* m >= 1; it divides the B of every pipe_step (interleaved: m is
+                           also a multiple of p) */
+    int virtual_stages; /* v: chunks per rank, PIPE_INTERLEAVED only (1 otherwise) */
+};
+
+/* Tags of the point-to-point messages: microbatch mb's activation (stage s to s+1) and its
+ * gradient (s+1 back to s). Distinct per microbatch and direction, so a message can never
+ * be taken for another's (section 3). Interleaved, a message sent by the sender's chunk j
+ * carries the tag of "microbatch" j * m + mb (section 8). */
+#define PIPE_TAG_ACT(mb) (2 * (mb))
+#define PIPE_TAG_GRAD(mb) (2 * (mb) + 1)
+
+/* Your state, defined in pipeline.c. */
+struct pipe;
+
+/* ---- what you implement (pipeline.c) ---- */
+
+/* The partition: stage s holds parts first[s]..last[s] (arrays of `stages`), contiguous,
+ * in order, none empty: first[0] = -1 (the embedding), last[stages-1] = L (the head),
+ * first[s+1] = last[s] + 1. Balanced: the largest stage's compute (forward + backward
+ * FLOPs of its parts for microbatches of B x T, pl_part_flops) is as small as any
+ * contiguous cut allows. 1 <= stages <= L + 2. Pure arithmetic, the same on every rank.
+ * Section 2. */
+void pipe_partition(const struct pl_model_config *cfg, int stages, int B, int T, int *first,
+                    int *last);
+
+/* Called by every rank of comm (stage = its rank in comm, p = its size) with its model m
+ * (all ranks' models start equal). Section 3. */
+struct pipe *pipe_new(struct pl_comm *comm, struct pl_model *m, const struct pipe_options *o);
+void pipe_free(struct pipe *pp);
+
+/* This stage's parts, as pipe_partition cut them for this pipe. Interleaved, the parts of
+ * its chunk 0; the model is cut into p v chunks and rank s holds chunks s, s + p, ... */
+void pipe_stage_parts(const struct pipe *pp, int *first, int *last);
+
+/* One training step's forward and backward of a global batch of B sequences (tokens and
+ * targets: B x seq_len, op memory, the same on every rank) in o->microbatches microbatches
+ * of B/m sequences each (microbatch i: sequences i*B/m .. (i+1)*B/m - 1), in the order of
+ * the schedule. Afterwards m->grads holds, over this stage's parts, the gradient of the
+ * step's mean loss over the whole batch (gradients accumulated across microbatches, each
+ * scaled by 1/m), and every activation is freed. Activations go forward and gradients
+ * backward with pl_send/pl_isend and pl_recv on comm, one message per microbatch per
+ * boundary, tagged PIPE_TAG_ACT/PIPE_TAG_GRAD. Returns the step's mean loss on the last
+ * stage (which alone computes it) and 0 on the others. Sections 4 and 5. */
+double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B);
+
+/* What the kit gives you besides: lab_todo(what, section) (todo.h), which the stubs call
+ * so that an unwritten function fails its tests with a pointer to the handout. */
+
+#endif

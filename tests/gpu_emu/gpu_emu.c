@@ -1,0 +1,1046 @@
+/* gpu_emu.c: a CPU stand-in for the part of the CUDA runtime and NCCL that the kit's GPU
+ * build uses, so that its communication layer and memory ledger run in CI without a GPU.
+ *
+ * The model is the one that matters for correctness on a real device:
+ *   - device memory is host memory, known to a table so that NCCL and copy calls can refuse
+ *     host pointers where the device needs device ones;
+ *   - every stream is a queue run in order by one "device" thread, concurrently with the
+ *     host, so the host never waits for device work unless it synchronises;
+ *   - events complete when their stream reaches them; cudaStreamWaitEvent orders streams;
+ *   - NCCL calls are stream work over MPI on communicators of their own; a send completes
+ *     only once the matching receive runs (MPI_Issend: no eager buffering), and each group
+ *     (or each call outside a group) is one launch, so ungrouped point-to-point deadlocks
+ *     exactly where it would on a GPU. The host reports that as a hang with the stream's
+ *     blocked operation instead of hanging;
+ *   - device-wide synchronisations (cudaDeviceSynchronize, and cudaFree, which implies one)
+ *     are counted, so tests can assert that a training step has none.
+ * MPI_Init is wrapped to ask for MPI_THREAD_MULTIPLE, which the device thread needs. */
+#include <cblas.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cublas_v2.h"
+#include "cuda_runtime.h"
+#include "gpu_emu.h"
+#include "nccl.h"
+
+enum item_kind { IT_COPY, IT_SET, IT_RECORD, IT_WAIT, IT_FREE, IT_NCCL, IT_HOST };
+enum nop_kind { NOP_SEND, NOP_RECV, NOP_ALL_REDUCE, NOP_REDUCE_SCATTER, NOP_ALL_GATHER,
+                NOP_BROADCAST };
+
+struct pl_emu_nccl_comm {
+    MPI_Comm ctl;  /* host thread only: splits */
+    MPI_Comm data; /* device thread only: the operations */
+    int rank, size;
+};
+
+struct nccl_op {
+    enum nop_kind kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    int peer; /* send/recv peer, broadcast root */
+    ncclRedOp_t red;
+    struct pl_emu_nccl_comm *comm;
+    cudaStream_t stream;
+    float *tmp;
+    MPI_Request req;
+};
+
+struct pl_emu_event {
+    long recorded, completed; /* sequence numbers of the last record and the last reached */
+    double t_done;
+    unsigned flags;
+    int refs, destroyed;
+};
+
+struct item {
+    enum item_kind kind;
+    struct item *next;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int value;
+    struct pl_emu_event *ev;
+    long seq;
+    struct nccl_op *ops;
+    int nops, started;
+    void (*fn)(void *); /* IT_HOST: a kernel or a cuBLAS call */
+    void *arg;
+};
+
+struct pl_emu_stream {
+    struct item *head, *tail;
+    struct pl_emu_stream *next;
+    int id;
+};
+
+struct alloc {
+    char *p;
+    size_t bytes;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    pthread_t thread;
+    int running, quit;
+    struct pl_emu_stream legacy; /* stream 0; every created stream follows in the list */
+    int next_stream_id;
+    long seq, items_done;
+    struct pl_emu_counts n;
+    int device, device_set;
+    struct alloc *allocs;
+    size_t nallocs, cap_allocs;
+    int group_depth;
+    struct nccl_op *group;
+    int ngroup, cap_group;
+} E = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,
+       .done = PTHREAD_COND_INITIALIZER, .next_stream_id = 1};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "gpu_emu: out of host memory\n");
+        abort();
+    }
+    return p;
+}
+
+static cudaStream_t stream_of(cudaStream_t s) { return s ? s : &E.legacy; }
+
+/* ---- device memory: the table of live allocations ---- */
+
+static void alloc_add(void *p, size_t bytes)
+{
+    if (E.nallocs == E.cap_allocs) {
+        E.cap_allocs = E.cap_allocs ? 2 * E.cap_allocs : 256;
+        E.allocs = realloc(E.allocs, E.cap_allocs * sizeof *E.allocs);
+        if (!E.allocs) abort();
+    }
+    E.allocs[E.nallocs++] = (struct alloc){p, bytes};
+}
+
+static int alloc_remove(void *p)
+{
+    for (size_t i = 0; i < E.nallocs; i++)
+        if (E.allocs[i].p == p) {
+            E.allocs[i] = E.allocs[--E.nallocs];
+            return 1;
+        }
+    return 0;
+}
+
+/* Whether [p, p+bytes) lies inside one device allocation. */
+static int on_device(const void *p, size_t bytes)
+{
+    const char *c = p;
+    for (size_t i = 0; i < E.nallocs; i++)
+        if (c >= E.allocs[i].p && c + bytes <= E.allocs[i].p + E.allocs[i].bytes) return 1;
+    return 0;
+}
+
+/* ---- the device thread ---- */
+
+static void event_unref(struct pl_emu_event *e)
+{
+    if (--e->refs == 0 && e->destroyed) free(e);
+}
+
+static void nccl_start(struct nccl_op *o)
+{
+    MPI_Comm c = o->comm->data;
+    int n = (int)o->count, size = o->comm->size;
+    size_t f = sizeof(float);
+    switch (o->kind) {
+    case NOP_SEND: MPI_Issend(o->send, n, MPI_FLOAT, o->peer, 0, c, &o->req); break;
+    case NOP_RECV: MPI_Irecv(o->recv, n, MPI_FLOAT, o->peer, 0, c, &o->req); break;
+    case NOP_ALL_REDUCE:
+        o->tmp = xcalloc(o->count, f);
+        memcpy(o->tmp, o->send, o->count * f);
+        MPI_Iallreduce(o->tmp, o->recv, n, MPI_FLOAT, MPI_SUM, c, &o->req);
+        break;
+    case NOP_REDUCE_SCATTER:
+        o->tmp = xcalloc(o->count * (size_t)size, f);
+        memcpy(o->tmp, o->send, o->count * (size_t)size * f);
+        MPI_Ireduce_scatter_block(o->tmp, o->recv, n, MPI_FLOAT, MPI_SUM, c, &o->req);
+        break;
+    case NOP_ALL_GATHER:
+        o->tmp = xcalloc(o->count, f);
+        memcpy(o->tmp, o->send, o->count * f);
+        MPI_Iallgather(o->tmp, n, MPI_FLOAT, o->recv, n, MPI_FLOAT, c, &o->req);
+        break;
+    case NOP_BROADCAST:
+        if (o->comm->rank == o->peer && o->send != o->recv) memmove(o->recv, o->send, o->count * f);
+        MPI_Ibcast(o->recv, n, MPI_FLOAT, o->peer, c, &o->req);
+        break;
+    }
+}
+
+static void nccl_finish(struct nccl_op *o)
+{
+    if (o->red == ncclAvg && (o->kind == NOP_ALL_REDUCE || o->kind == NOP_REDUCE_SCATTER)) {
+        float *r = o->recv;
+        for (size_t i = 0; i < o->count; i++) r[i] /= (float)o->comm->size;
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+}
+
+/* Runs the item at the head of a stream as far as it goes: 1 when it is done. */
+static int step(struct item *it)
+{
+    switch (it->kind) {
+    case IT_COPY: memmove(it->dst, it->src, it->bytes); return 1;
+    case IT_SET: memset(it->dst, it->value, it->bytes); return 1;
+    case IT_RECORD:
+        if (it->seq > it->ev->completed) it->ev->completed = it->seq;
+        it->ev->t_done = now();
+        event_unref(it->ev);
+        return 1;
+    case IT_WAIT:
+        if (it->ev->completed < it->seq) return 0;
+        event_unref(it->ev);
+        return 1;
+    case IT_FREE:
+        alloc_remove(it->dst);
+        free(it->dst);
+        return 1;
+    case IT_HOST: it->fn(it->arg); return 1;
+    case IT_NCCL:
+        if (!it->started) {
+            for (int i = 0; i < it->nops; i++) nccl_start(&it->ops[i]);
+            it->started = 1;
+        }
+        for (int i = 0; i < it->nops; i++) {
+            int flag = 0;
+            if (it->ops[i].req != MPI_REQUEST_NULL) MPI_Test(&it->ops[i].req, &flag,
+                                                             MPI_STATUS_IGNORE);
+            if (it->ops[i].req != MPI_REQUEST_NULL) return 0;
+        }
+        for (int i = 0; i < it->nops; i++) nccl_finish(&it->ops[i]);
+        free(it->ops);
+        return 1;
+    }
+    return 1;
+}
+
+static void *device_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&E.mu);
+    while (!E.quit) {
+        int progressed = 0, in_flight = 0;
+        for (struct pl_emu_stream *s = &E.legacy; s; s = s->next)
+            while (s->head) {
+                if (!step(s->head)) {
+                    in_flight |= s->head->kind == IT_NCCL && s->head->started;
+                    break;
+                }
+                struct item *done = s->head;
+                s->head = done->next;
+                if (!s->head) s->tail = NULL;
+                free(done);
+                E.items_done++;
+                progressed = 1;
+            }
+        if (progressed) {
+            pthread_cond_broadcast(&E.done);
+        } else if (in_flight) {
+            /* MPI progresses only when called: poll, letting the host in between. */
+            pthread_mutex_unlock(&E.mu);
+            struct timespec ts = {0, 50 * 1000};
+            nanosleep(&ts, NULL);
+            pthread_mutex_lock(&E.mu);
+        } else {
+            pthread_cond_wait(&E.work, &E.mu);
+        }
+    }
+    pthread_mutex_unlock(&E.mu);
+    return NULL;
+}
+
+/* Called with the lock held. */
+static void enqueue(cudaStream_t s, struct item *it)
+{
+    if (!E.running) {
+        E.running = 1;
+        if (pthread_create(&E.thread, NULL, device_main, NULL)) {
+            fprintf(stderr, "gpu_emu: cannot start the device thread\n");
+            abort();
+        }
+    }
+    s = stream_of(s);
+    if (s->tail) s->tail->next = it;
+    else s->head = it;
+    s->tail = it;
+    pthread_cond_signal(&E.work);
+}
+
+static struct item *item_new(enum item_kind kind)
+{
+    struct item *it = xcalloc(1, sizeof *it);
+    it->kind = kind;
+    return it;
+}
+
+/* ---- host waits, and what a hang looks like ---- */
+
+static const char *nop_name(enum nop_kind k)
+{
+    static const char *names[] = {"ncclSend", "ncclRecv", "ncclAllReduce", "ncclReduceScatter",
+                                  "ncclAllGather", "ncclBroadcast"};
+    return names[k];
+}
+
+static void report_hang(const char *what, double waited)
+{
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "gpu_emu: rank %d: %s made no progress for %.0f s: on a GPU this hangs.\n",
+            rank, what, waited);
+    for (struct pl_emu_stream *s = &E.legacy; s; s = s->next) {
+        struct item *it = s->head;
+        if (!it) continue;
+        if (it->kind == IT_NCCL) {
+            fprintf(stderr, "  stream %d is blocked in a launch of %d NCCL operation%s:", s->id,
+                    it->nops, it->nops == 1 ? "" : "s");
+            for (int i = 0; i < it->nops; i++) {
+                const struct nccl_op *o = &it->ops[i];
+                fprintf(stderr, " %s(%s %d, %zu floats)", nop_name(o->kind),
+                        o->kind == NOP_SEND ? "to" : o->kind == NOP_RECV ? "from" : "root",
+                        o->peer, o->count);
+            }
+            fprintf(stderr, "\n");
+        } else if (it->kind == IT_WAIT) {
+            fprintf(stderr, "  stream %d waits for an event that another stream has not "
+                    "reached\n", s->id);
+        }
+    }
+    fprintf(stderr, "  NCCL runs a send or receive issued outside ncclGroupStart/ncclGroupEnd "
+            "as one operation that waits for its peer before anything queued after it on the "
+            "stream; a send and a receive that are outstanding together must be issued in one "
+            "group.\n");
+    fflush(stderr);
+    pthread_mutex_unlock(&E.mu);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    exit(3);
+}
+
+static double hang_seconds(void)
+{
+    const char *v = getenv("PL_EMU_HANG_S");
+    double s = v && *v ? atof(v) : 20.0;
+    return s > 0 ? s : 20.0;
+}
+
+typedef int (*pred_fn)(const void *arg);
+
+/* Waits, with the lock held, until pred holds; no progress for PL_EMU_HANG_S is a hang. */
+static void wait_until(pred_fn pred, const void *arg, const char *what)
+{
+    pthread_cond_signal(&E.work);
+    long last = E.items_done;
+    double since = now(), limit = hang_seconds();
+    while (!pred(arg)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&E.done, &E.mu, &ts);
+        if (E.items_done != last) {
+            last = E.items_done;
+            since = now();
+        } else if (now() - since > limit) {
+            report_hang(what, now() - since);
+        }
+    }
+}
+
+static int stream_idle(const void *s) { return ((const struct pl_emu_stream *)s)->head == NULL; }
+
+static int all_idle(const void *unused)
+{
+    (void)unused;
+    for (struct pl_emu_stream *s = &E.legacy; s; s = s->next)
+        if (s->head) return 0;
+    return 1;
+}
+
+static int item_gone(const void *seqp)
+{
+    /* The legacy stream's items run in order: ours is gone once the stream is past it. */
+    long seq = *(const long *)seqp;
+    for (struct item *it = E.legacy.head; it; it = it->next)
+        if (it->seq == seq) return 0;
+    return 1;
+}
+
+static int event_done(const void *e)
+{
+    const struct pl_emu_event *ev = e;
+    return ev->completed >= ev->recorded;
+}
+
+/* ---- the CUDA runtime ---- */
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    }
+    return "unknown error";
+}
+
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+
+static int emulated_devices(void)
+{
+    const char *v = getenv("PL_EMU_DEVICES");
+    return v && *v ? atoi(v) : 8;
+}
+
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = emulated_devices();
+    return *n > 0 ? cudaSuccess : cudaErrorNoDevice;
+}
+
+cudaError_t cudaSetDevice(int dev)
+{
+    if (dev < 0 || dev >= emulated_devices()) return cudaErrorInvalidDevice;
+    E.device = dev;
+    E.device_set = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *dev)
+{
+    *dev = E.device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int dev)
+{
+    snprintf(bus, (size_t)len, "0000:%02x:00.0", dev + 1);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v)
+{
+    *v = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+    *v = 13000;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    pthread_mutex_lock(&E.mu);
+    E.n.device_syncs++;
+    wait_until(all_idle, NULL, "cudaDeviceSynchronize");
+    pthread_mutex_unlock(&E.mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    *p = xcalloc(1, bytes ? bytes : 1);
+    pthread_mutex_lock(&E.mu);
+    E.n.mallocs++;
+    alloc_add(*p, bytes);
+    pthread_mutex_unlock(&E.mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+    if (!p) return cudaSuccess;
+    pthread_mutex_lock(&E.mu);
+    /* cudaFree waits for all work on the device before it returns the memory. */
+    E.n.device_syncs++;
+    wait_until(all_idle, NULL, "cudaFree (which synchronises the device)");
+    int known = alloc_remove(p);
+    pthread_mutex_unlock(&E.mu);
+    if (!known) return cudaErrorInvalidValue;
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s)
+{
+    (void)s;
+    *p = xcalloc(1, bytes ? bytes : 1);
+    pthread_mutex_lock(&E.mu);
+    alloc_add(*p, bytes);
+    pthread_mutex_unlock(&E.mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+    pthread_mutex_lock(&E.mu);
+    if (!on_device(p, 0)) {
+        pthread_mutex_unlock(&E.mu);
+        return cudaErrorInvalidValue;
+    }
+    struct item *it = item_new(IT_FREE);
+    it->dst = p;
+    enqueue(s, it);
+    pthread_mutex_unlock(&E.mu);
+    return cudaSuccess;
+}
+
+/* Whether each side of a copy is where its kind says: host pointers given to the device (or
+ * the reverse) are errors on a real GPU without unified addressing of pageable memory. */
+static int copy_sides_ok(const void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k)
+{
+    int dd = on_device(dst, bytes), sd = on_device(src, bytes);
+    switch (k) {
+    case cudaMemcpyHostToDevice: return dd && !sd;
+    case cudaMemcpyDeviceToHost: return sd && !dd;
+    case cudaMemcpyDeviceToDevice: return dd && sd;
+    case cudaMemcpyHostToHost: return !dd && !sd;
+    case cudaMemcpyDefault: return 1;
+    }
+    return 0;
+}
+
+/* Queues a copy on s, with the lock held; its sequence number in *seq. */
+static cudaError_t queue_copy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                              cudaStream_t s, long *seq)
+{
+    if (bytes && !copy_sides_ok(dst, src, bytes, kind)) return cudaErrorInvalidValue;
+    struct item *it = item_new(IT_COPY);
+    it->dst = dst;
+    it->src = src;
+    it->bytes = bytes;
+    *seq = it->seq = ++E.seq;
+    enqueue(s, it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                            cudaStream_t s)
+{
+    long seq;
+    pthread_mutex_lock(&E.mu);
+    cudaError_t e = queue_copy(dst, src, bytes, kind, s, &seq);
+    pthread_mutex_unlock(&E.mu);
+    return e;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+    long seq;
+    pthread_mutex_lock(&E.mu);
+    cudaError_t e = queue_copy(dst, src, bytes, kind, NULL, &seq);
+    if (e == cudaSuccess) {
+        /* A synchronous copy returns once the default stream has done it: a wait on one
+         * stream, not on the device. */
+        E.n.host_waits++;
+        wait_until(item_gone, &seq, "cudaMemcpy on the default stream");
+    }
+    pthread_mutex_unlock(&E.mu);
+    return e;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
+{
+    pthread_mutex_lock(&E.mu);
+    if (bytes && !on_device(p, bytes)) {
+        pthread_mutex_unlock(&E.mu);
+        return cudaErrorInvalidValue;
+    }
+    struct item *it = item_new(IT_SET);
+    it->dst = p;
+    it->value = value;
+    it->bytes = bytes;
+    enqueue(s, it);
+    pthread_mutex_unlock(&E.mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *p, int value, size_t bytes)
+{
+    return cudaMemsetAsync(p, value, bytes, NULL);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    /* The legacy default stream's implicit ordering with blocking streams is not emulated,
+     * and the kit creates none. */
+    if (!(flags & cudaStreamNonBlocking)) return cudaErrorInvalidValue;
+    struct pl_emu_stream *st = xcalloc(1, sizeof *st);
+    pthread_mutex_lock(&E.mu);
+    st->id = E.next_stream_id++;
+    struct pl_emu_stream *last = &E.legacy;
+    while (last->next) last = last->next;
+    last->next = st;
+    pthread_mutex_unlock(&E.mu);
+    *s = st;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    if (!s) return cudaErrorInvalidResourceHandle;
+    pthread_mutex_lock(&E.mu);
+    wait_until(stream_idle, s, "cudaStreamDestroy");
+    for (struct pl_emu_stream *p = &E.legacy; p; p = p->next)
+        if (p->next == s) {
+            p->next = s->next;
+            break;
+        }
+    pthread_mutex_unlock(&E.mu);
+    free(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    pthread_mutex_lock(&E.mu);
+    E.n.host_waits++;
+    wait_until(stream_idle, stream_of(s), "cudaStreamSynchronize");
+    pthread_mutex_unlock(&E.mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    (void)flags;
+    if (!e) return cudaErrorInvalidResourceHandle;
+    pthread_mutex_lock(&E.mu);
+    if (e->recorded) {
+        struct item *it = item_new(IT_WAIT);
+        it->ev = e;
+        it->seq = e->recorded;
+        e->refs++;
+        enqueue(s, it);
+    }
+    pthread_mutex_unlock(&E.mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    *e = xcalloc(1, sizeof **e);
+    (*e)->flags = flags;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    if (!e) return cudaErrorInvalidResourceHandle;
+    pthread_mutex_lock(&E.mu);
+    struct item *it = item_new(IT_RECORD);
+    it->ev = e;
+    it->seq = e->recorded = ++E.seq;
+    e->refs++;
+    enqueue(s, it);
+    pthread_mutex_unlock(&E.mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    pthread_mutex_lock(&E.mu);
+    int done = event_done(e);
+    pthread_cond_signal(&E.work);
+    pthread_mutex_unlock(&E.mu);
+    return done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    pthread_mutex_lock(&E.mu);
+    E.n.host_waits++;
+    wait_until(event_done, e, "cudaEventSynchronize");
+    pthread_mutex_unlock(&E.mu);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if ((start->flags | end->flags) & cudaEventDisableTiming) return cudaErrorInvalidResourceHandle;
+    pthread_mutex_lock(&E.mu);
+    int ready = event_done(start) && event_done(end) && start->recorded && end->recorded;
+    double d = end->t_done - start->t_done;
+    pthread_mutex_unlock(&E.mu);
+    if (!ready) return cudaErrorNotReady;
+    *ms = (float)(1e3 * d);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    if (!e) return cudaErrorInvalidResourceHandle;
+    pthread_mutex_lock(&E.mu);
+    e->destroyed = 1;
+    int gone = e->refs == 0;
+    pthread_mutex_unlock(&E.mu);
+    if (gone) free(e);
+    return cudaSuccess;
+}
+
+void pl_emu_counts(struct pl_emu_counts *out)
+{
+    pthread_mutex_lock(&E.mu);
+    *out = E.n;
+    pthread_mutex_unlock(&E.mu);
+}
+
+void pl_emu_enqueue_host(cudaStream_t s, void (*fn)(void *), void *arg)
+{
+    pthread_mutex_lock(&E.mu);
+    struct item *it = item_new(IT_HOST);
+    it->fn = fn;
+    it->arg = arg;
+    enqueue(s, it);
+    pthread_mutex_unlock(&E.mu);
+}
+
+/* ---- cuBLAS: OpenBLAS in stream order ---- */
+
+struct pl_emu_cublas {
+    int unused;
+};
+
+struct gemm {
+    cublasOperation_t ta, tb;
+    int m, n, k, lda, ldb, ldc, batch;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    long long sa, sb, sc;
+};
+
+static void run_gemm(void *arg)
+{
+    struct gemm *g = arg;
+    for (int i = 0; i < g->batch; i++)
+        cblas_sgemm(CblasColMajor, g->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+                    g->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, g->m, g->n, g->k,
+                    g->alpha, g->A + i * g->sa, g->lda, g->B + i * g->sb, g->ldb, g->beta,
+                    g->C + i * g->sc, g->ldc);
+    free(g);
+}
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle)
+{
+    *handle = xcalloc(1, sizeof **handle);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t handle)
+{
+    free(handle);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta,
+                                         cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda,
+                                         long long strideA, const float *B, int ldb,
+                                         long long strideB, const float *beta, float *C,
+                                         int ldc, long long strideC, int batch)
+{
+    if (!handle || m < 0 || n < 0 || k < 0 || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    struct gemm *g = xcalloc(1, sizeof *g);
+    /* The default pointer mode: alpha and beta are read on the host, at the call. */
+    *g = (struct gemm){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
+                       .ldc = ldc, .batch = batch, .alpha = *alpha, .beta = *beta, .A = A,
+                       .B = B, .C = C, .sa = strideA, .sb = strideB, .sc = strideC};
+    pl_emu_enqueue_host(NULL, run_gemm, g);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb,
+                           int m, int n, int k, const float *alpha, const float *A, int lda,
+                           const float *B, int ldb, const float *beta, float *C, int ldc)
+{
+    return cublasSgemmStridedBatched(handle, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta,
+                                     C, ldc, 0, 1);
+}
+
+/* ---- NCCL ---- */
+
+const char *ncclGetErrorString(ncclResult_t r)
+{
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error";
+    case ncclInternalError: return "internal error";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    }
+    return "unknown result code";
+}
+
+ncclResult_t ncclGetVersion(int *version)
+{
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    memset(id, 0, sizeof *id);
+    unsigned v = (unsigned)time(NULL) ^ (unsigned)clock();
+    memcpy(id->internal, &v, sizeof v);
+    return ncclSuccess;
+}
+
+static struct pl_emu_nccl_comm *comm_from(MPI_Comm ctl)
+{
+    struct pl_emu_nccl_comm *c = xcalloc(1, sizeof *c);
+    c->ctl = ctl;
+    MPI_Comm_dup(ctl, &c->data);
+    MPI_Comm_rank(ctl, &c->rank);
+    MPI_Comm_size(ctl, &c->size);
+    return c;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
+{
+    /* Every rank of the job that holds this id joins one communicator. */
+    unsigned color = 0;
+    memcpy(&color, id.internal, sizeof color);
+    MPI_Comm ctl;
+    if (MPI_Comm_split(MPI_COMM_WORLD, (int)(color & 0x7fffffff), rank, &ctl) != MPI_SUCCESS)
+        return ncclSystemError;
+    *comm = comm_from(ctl);
+    if ((*comm)->size != nranks || (*comm)->rank != rank) return ncclInvalidArgument;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *out,
+                           ncclConfig_t *config)
+{
+    (void)config;
+    MPI_Comm ctl;
+    if (MPI_Comm_split(comm->ctl, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key,
+                       &ctl) != MPI_SUCCESS)
+        return ncclSystemError;
+    *out = ctl == MPI_COMM_NULL ? NULL : comm_from(ctl);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+    *rank = comm->rank;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    *count = comm->size;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    (void)comm;
+    pthread_mutex_lock(&E.mu);
+    wait_until(all_idle, NULL, "ncclCommFinalize");
+    pthread_mutex_unlock(&E.mu);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    MPI_Comm_free(&comm->data);
+    MPI_Comm_free(&comm->ctl);
+    free(comm);
+    return ncclSuccess;
+}
+
+/* One launch: the operations of a group (or one call), queued on each stream they use. */
+static void launch(struct nccl_op *ops, int n)
+{
+    E.n.nccl_groups++;
+    for (int i = 0; i < n; i++) {
+        if (!ops[i].comm) continue; /* already queued with an earlier op of its stream */
+        cudaStream_t s = ops[i].stream;
+        int k = 0;
+        for (int j = i; j < n; j++)
+            if (ops[j].comm && ops[j].stream == s) k++;
+        struct item *it = item_new(IT_NCCL);
+        it->ops = xcalloc((size_t)k, sizeof *it->ops);
+        for (int j = i; j < n; j++)
+            if (ops[j].comm && ops[j].stream == s) {
+                it->ops[it->nops] = ops[j];
+                it->ops[it->nops++].req = MPI_REQUEST_NULL;
+                ops[j].comm = NULL;
+            }
+        enqueue(s, it);
+    }
+}
+
+ncclResult_t ncclGroupStart(void)
+{
+    pthread_mutex_lock(&E.mu);
+    E.group_depth++;
+    pthread_mutex_unlock(&E.mu);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void)
+{
+    pthread_mutex_lock(&E.mu);
+    if (E.group_depth == 0) {
+        pthread_mutex_unlock(&E.mu);
+        return ncclInvalidUsage;
+    }
+    if (--E.group_depth == 0 && E.ngroup) {
+        launch(E.group, E.ngroup);
+        E.ngroup = 0;
+    }
+    pthread_mutex_unlock(&E.mu);
+    return ncclSuccess;
+}
+
+static ncclResult_t submit(struct nccl_op op, size_t send_elems, size_t recv_elems)
+{
+    if (!op.comm) return ncclInvalidArgument;
+    size_t f = sizeof(float);
+    pthread_mutex_lock(&E.mu);
+    ncclResult_t r = ncclSuccess;
+    if ((send_elems && !on_device(op.send, send_elems * f)) ||
+        (recv_elems && !on_device(op.recv, recv_elems * f))) {
+        fprintf(stderr, "gpu_emu: %s was given a buffer that is not device memory\n",
+                nop_name(op.kind));
+        r = ncclInvalidArgument;
+    } else if ((op.kind == NOP_SEND || op.kind == NOP_RECV || op.kind == NOP_BROADCAST) &&
+               (op.peer < 0 || op.peer >= op.comm->size)) {
+        r = ncclInvalidArgument;
+    } else if (op.count > (size_t)0x7fffffff) {
+        r = ncclInvalidArgument; /* the MPI underneath counts in int */
+    } else {
+        op.stream = stream_of(op.stream);
+        if (E.group_depth > 0) {
+            if (E.ngroup == E.cap_group) {
+                E.cap_group = E.cap_group ? 2 * E.cap_group : 64;
+                E.group = realloc(E.group, (size_t)E.cap_group * sizeof *E.group);
+                if (!E.group) abort();
+            }
+            E.group[E.ngroup++] = op;
+        } else {
+            launch(&op, 1);
+        }
+    }
+    pthread_mutex_unlock(&E.mu);
+    return r;
+}
+
+ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t type, int peer,
+                      ncclComm_t comm, cudaStream_t s)
+{
+    if (type != ncclFloat) return ncclInvalidArgument;
+    struct nccl_op op = {.kind = NOP_SEND, .send = buf, .count = count, .peer = peer,
+                         .comm = comm, .stream = s};
+    return submit(op, count, 0);
+}
+
+ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t s)
+{
+    if (type != ncclFloat) return ncclInvalidArgument;
+    struct nccl_op op = {.kind = NOP_RECV, .recv = buf, .count = count, .peer = peer,
+                         .comm = comm, .stream = s};
+    return submit(op, 0, count);
+}
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+                           ncclRedOp_t red, ncclComm_t comm, cudaStream_t s)
+{
+    if (type != ncclFloat || (red != ncclSum && red != ncclAvg)) return ncclInvalidArgument;
+    struct nccl_op op = {.kind = NOP_ALL_REDUCE, .send = send, .recv = recv, .count = count,
+                         .red = red, .comm = comm, .stream = s};
+    return submit(op, count, count);
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recv_count,
+                               ncclDataType_t type, ncclRedOp_t red, ncclComm_t comm,
+                               cudaStream_t s)
+{
+    if (type != ncclFloat || (red != ncclSum && red != ncclAvg) || !comm)
+        return ncclInvalidArgument;
+    struct nccl_op op = {.kind = NOP_REDUCE_SCATTER, .send = send, .recv = recv,
+                         .count = recv_count, .red = red, .comm = comm, .stream = s};
+    return submit(op, recv_count * (size_t)comm->size, recv_count);
+}
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t send_count, ncclDataType_t type,
+                           ncclComm_t comm, cudaStream_t s)
+{
+    if (type != ncclFloat || !comm) return ncclInvalidArgument;
+    struct nccl_op op = {.kind = NOP_ALL_GATHER, .send = send, .recv = recv,
+                         .count = send_count, .comm = comm, .stream = s};
+    return submit(op, send_count, send_count * (size_t)comm->size);
+}
+
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
+                           int root, ncclComm_t comm, cudaStream_t s)
+{
+    if (type != ncclFloat || !comm) return ncclInvalidArgument;
+    struct nccl_op op = {.kind = NOP_BROADCAST, .send = send, .recv = recv, .count = count,
+                         .peer = root, .comm = comm, .stream = s};
+    return submit(op, comm->rank == root ? count : 0, count);
+}
+
+/* ---- MPI: the device thread calls MPI beside the host ---- */
+
+int MPI_Init(int *argc, char ***argv)
+{
+    E.n.device_before_mpi = E.device_set;
+    int provided = 0;
+    int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    if (rc == MPI_SUCCESS && provided < MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "gpu_emu: this MPI does not provide MPI_THREAD_MULTIPLE, which the "
+                "emulated device thread needs; build Open MPI with thread support\n");
+        PMPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return rc;
+}
+
+int MPI_Finalize(void)
+{
+    pthread_mutex_lock(&E.mu);
+    int running = E.running;
+    if (running) {
+        wait_until(all_idle, NULL, "MPI_Finalize");
+        E.quit = 1;
+        pthread_cond_signal(&E.work);
+    }
+    pthread_mutex_unlock(&E.mu);
+    if (running) pthread_join(E.thread, NULL);
+    E.running = 0;
+    return PMPI_Finalize();
+}

@@ -1,0 +1,164 @@
+/* test_pipe_parts.c: lib/pipe_parts on one rank. A model cut into stages and run stage by
+ * stage, microbatch by microbatch, gives the whole model's loss and gradients; each
+ * microbatch's activations are what pl_parts_acts_bytes says and are all given back; the
+ * marks in the trace name every F and B in order; FLOPs per part add up to the model's.
+ *
+ *   test_pipe_parts             the checks
+ *   test_pipe_parts empty       a stage of parts 3..2: usage error (exit 2) */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mem.h"
+#include "ledger.h"
+#include "model.h"
+#include "ops.h"
+#include "paralab.h"
+#include "pipe_parts.h"
+#include "testing.h"
+#include "trace.h"
+
+static struct pl_model_config config(void)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.d_model = 16;
+    c.n_layers = 3;
+    c.n_heads = 2;
+    c.d_ff = 32;
+    c.seq_len = 8;
+    c.seed = 11;
+    return c;
+}
+
+static void fill_tokens(int *tok, int n, int vocab, uint64_t seed)
+{
+    int *h = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) h[i] = (int)(pl_mix64(seed + (uint64_t)i) % (uint64_t)vocab);
+    pl_to_device(tok, h, sizeof(int) * (size_t)n);
+    free(h);
+}
+
+static double rel_l2(const float *a_dev, const float *b_dev, size_t n)
+{
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+    pl_copy_to_host(a, a_dev, n);
+    pl_copy_to_host(b, b_dev, n);
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) d += (a[i] - b[i]) * (double)(a[i] - b[i]), r += (double)b[i] * b[i];
+    free(a);
+    free(b);
+    return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+/* Stages [-1..0], [1..1], [2..3] (3 = the head), m = 2 microbatches, AFAB order. */
+static void stages_equal_model(void)
+{
+    struct pl_model_config c = config();
+    const int B = 4, T = c.seq_len, m = 2, Bmb = B / m;
+    int *tok = pl_mem_alloc(sizeof(int) * (size_t)(B * T), PL_MEM_WORK, PL_DEVICE, "tokens");
+    int *tgt = pl_mem_alloc(sizeof(int) * (size_t)(B * T), PL_MEM_WORK, PL_DEVICE, "targets");
+    fill_tokens(tok, B * T, c.vocab, 1);
+    fill_tokens(tgt, B * T, c.vocab, 2);
+
+    struct pl_model *ref = pl_model_new(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    pl_model_zero_grad(ref);
+    double want = pl_model_forward(ref, tok, tgt, B, NULL);
+    pl_model_backward(ref, NULL);
+    pl_model_free_acts(ref);
+
+    struct pl_model *mod = pl_model_new(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    pl_model_zero_grad(mod);
+    const int first[3] = {-1, 1, 2}, last[3] = {0, 1, 3};
+    struct pl_parts_acts acts[3][2];
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.loss_scale = 1.0f / (float)m;
+    struct pl_mem_stats before, mid, after;
+    pl_mem_get_stats(&before);
+    size_t expect_bytes = 0;
+    pl_trace_enable(1);
+    pl_trace_clear();
+    double loss = 0;
+    for (int i = 0; i < m; i++) {
+        size_t at = (size_t)(i * Bmb * T);
+        const float *x = NULL;
+        for (int s = 0; s < 3; s++) {
+            loss += pl_parts_forward(mod, first[s], last[s], i, &acts[s][i], &ctx, tok + at,
+                                     tgt + at, Bmb, T, x);
+            x = acts[s][i].x;
+            expect_bytes += pl_parts_acts_bytes(&c, first[s], last[s], Bmb, T);
+        }
+    }
+    pl_mem_get_stats(&mid);
+    CHECK(mid.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV] == expect_bytes,
+          "activations held after the forwards: %zu bytes, pl_parts_acts_bytes says %zu",
+          mid.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV], expect_bytes);
+    for (int i = 0; i < m; i++) {
+        const float *dy = NULL;
+        for (int s = 2; s >= 0; s--) {
+            pl_parts_backward(mod, &acts[s][i], &ctx, dy);
+            dy = acts[s][i].x;
+        }
+        for (int s = 0; s < 3; s++) pl_parts_acts_free(&acts[s][i]);
+    }
+    pl_trace_flush();
+    pl_trace_enable(0);
+    pl_mem_get_stats(&after);
+    CHECK(after.current[PL_MEM_ACTIV] == before.current[PL_MEM_ACTIV],
+          "activations left after the frees: %zu bytes",
+          after.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV]);
+    CHECK(fabs(loss / m - want) <= 1e-5 * fabs(want), "loss %.8f, the whole model's %.8f",
+          loss / m, want);
+    double e = rel_l2(mod->grads, ref->grads, mod->layout.numel);
+    CHECK(e <= 1e-5, "gradients of the stages differ from the model's: relative L2 %.2e", e);
+
+    /* marks: the forwards of microbatch 0 through the three stages, of 1, then the backwards */
+    const struct pl_event *ev = pl_trace_events();
+    char got[256] = "";
+    for (int i = 0; i < pl_trace_count(); i++)
+        if (ev[i].type == PL_EV_COMPUTE && !strncmp(ev[i].label, PL_PIPE_MARK, strlen(PL_PIPE_MARK)))
+            strncat(got, ev[i].label + strlen(PL_PIPE_MARK), sizeof got - strlen(got) - 2),
+                strcat(got, ",");
+    CHECK(!strcmp(got, "F 0 @-1,F 0 @1,F 0 @2,F 1 @-1,F 1 @1,F 1 @2,"
+                       "B 0 @2,B 0 @1,B 0 @-1,B 1 @2,B 1 @1,B 1 @-1,"),
+          "marks: %s", got);
+
+    pl_model_free(mod);
+    pl_model_free(ref);
+    pl_mem_free(tok);
+    pl_mem_free(tgt);
+}
+
+/* The parts' FLOPs add up to one forward and backward of the whole model. */
+static void flops_add_up(void)
+{
+    struct pl_model_config c = config();
+    const int B = 2, T = c.seq_len;
+    double sum = 0;
+    for (int p = PL_PART_EMBED; p <= PL_PART_HEAD(&c); p++) sum += pl_part_flops(&c, p, B, T);
+    struct pl_model *mod = pl_model_new(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    int *tok = pl_mem_alloc(sizeof(int) * (size_t)(B * T), PL_MEM_WORK, PL_DEVICE, "tokens");
+    double before = pl_ledger_flops_total();
+    pl_model_forward(mod, tok, tok, B, NULL);
+    pl_model_backward(mod, NULL);
+    double whole = pl_ledger_flops_total() - before;
+    CHECK(fabs(sum - whole) <= 1e-9 * whole, "parts %.0f FLOPs, whole model %.0f", sum, whole);
+    CHECK(pl_part_flops(&c, PL_PART_EMBED, B, T) < pl_part_flops(&c, 0, B, T),
+          "the embedding costs less than a block");
+    pl_model_free(mod);
+    pl_mem_free(tok);
+}
+
+int main(int argc, char **argv)
+{
+    pl_init(&argc, &argv);
+    if (argc > 1 && !strcmp(argv[1], "empty")) {
+        struct pl_model_config c = config();
+        pl_parts_check(&c, 3, 2);
+    } else if (argc > 1) {
+        pl_usage_error("unknown mode '%s' (none, or 'empty')", argv[1]);
+    }
+    stages_equal_model();
+    flops_add_up();
+    printf("test_pipe_parts: %d checks, %d failed\n", checks, failures);
+    pl_finalize();
+    return failures ? 1 : 0;
+}
