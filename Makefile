@@ -150,7 +150,7 @@ help:
 	@echo "  make demo            8 ranks on a virtual 2x4 cluster: collectives, traffic and memory report"
 	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
 	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1; docs/grader.md)"
-	@echo "  make gradescope      build/gradescope/autograder.zip for Gradescope"
+	@echo "  make gradescope      build/gradescope/autograder-all.zip for Gradescope (LAB=NN: -NN.zip)"
 	@echo "  make plan ARGS=...   place a model on a cluster (ARGS=--help for the flags; Lab 8)"
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"

@@ -3,8 +3,8 @@
 #   make grade                      grade the student's copy in labs/
 #   make grade SOLUTIONS=1          grade the reference solutions
 #     LAB=01 (or a name)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
-#     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)
-#   make gradescope                 build/gradescope/autograder.zip
+#     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)  BUDGET=s (all tests)
+#   make gradescope                 build/gradescope/autograder-all.zip (LAB=NN: -NN)
 #   make handout                    build/handout/paralab-kit.tar.gz, the student kit
 #
 # Each lab NN-name has a descriptor and test plan grader/NN-name/plan.c (linked into the
@@ -87,10 +87,12 @@ endef
 # Code that may not compile, or may warn, or may not link (the student's copy, a forgery
 # variant): its failure is written to build.log and reported by `make grade` as a failed
 # lab, never as a broken build.
+# It is compiled in a scratch folder holding only it and the lab's headers, and may include
+# nothing of the kit but lib/ and datasets/ (grader/sandbox/build_student.sh).
 define grader_student_rule
-$(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB)
+$(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB) grader/sandbox/build_student.sh
 	@mkdir -p $$(@D)
-	@if $$(CC) $$(GRADER_CFLAGS) -Wno-error -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new >$$(@D)/build.log 2>&1; then \
+	@if CC='$$(CC)' sh grader/sandbox/build_student.sh $$@.new $(2) '$$(filter-out -I%,$$(GRADER_CFLAGS)) $$(BLAS_CFLAGS)' '$(abspath $(call grader_trusted,$(2)) $(LIB)) $$(LDLIBS) $(GRADER_WRAP_$(2))' $(3) >$$(@D)/build.log 2>&1; then \
 	  cat $$(@D)/build.log; mv -f $$@.new $$@; \
 	else \
 	  cat $$(@D)/build.log; rm -f $$@ $$@.new; \
@@ -136,8 +138,11 @@ $(foreach s,$(GRADER_BROKEN),$(eval $(call $(call broken_rule,$(s)),broken/$(cal
 
 # The orchestrator links every lab's plan.c: that is how it knows the labs.
 GRADER_PLAN_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/*/plan.c))
-BIN_OBJ_grade := $(GRADER_PLAN_OBJ)
-$(B)/bin/grade: $(GRADER_PLAN_OBJ)
+# The orchestrator's sandbox (grader/sandbox: the user, the sweep, the token handshake).
+GRADER_SANDBOX_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/sandbox/*.c))
+BIN_OBJ_grade := $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ)
+$(GRADER_SANDBOX_OBJ): $(wildcard lib/*.h)
+$(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ)
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
   $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \
@@ -149,7 +154,7 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(LAB),--lab '$(LAB)') $(if $(TEST),--test '$(TEST)') $(if $(NP),--np '$(NP)') \
   $(if $(LAUNCHER),--launcher '$(LAUNCHER)') $(if $(RESULTS),--results '$(RESULTS)') \
   $(if $(SEED),--seed '$(SEED)') $(if $(filter-out 0,$(HIDDEN)),--hidden) \
-  $(if $(TIMEOUT),--timeout '$(TIMEOUT)')
+  $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $(if $(BUDGET),--budget '$(BUDGET)')
 
 .PHONY: grade gradescope handout
 grade: all

@@ -13,11 +13,9 @@ name=paralab-kit
 stage="$out/stage/$name"
 rm -rf "$out/stage" "$out/$name.tar.gz"
 mkdir -p "$stage"
-for d in Makefile .gitignore lib datasets labs grader docs tests; do
-    [ -e "$d" ] && cp -R "$d" "$stage/"
-done
-rm -rf "$stage/grader/gradescope" "$stage/tests/broken" "$stage/tests/labs" \
-    "$stage/tests/grader.tests" "$stage/docs/instructor.md"
+# What the kit may hold is grader/kit_rule.sh's rule, shared with `make gradescope`.
+. grader/kit_rule.sh
+kit_stage "$stage"
 # The kit's own text: instructor blocks out, kit-only blocks in.
 strip() {
     sed -e '/^<!-- instructor -->$/,/^<!-- \/instructor -->$/d' -e '/^<!-- kit$/d' \

@@ -218,6 +218,15 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
         if (o->status_dir) setenv("PL_STATUS_DIR", o->status_dir, 1);
         if (blas_env[0]) putenv(blas_env);
         for (int i = 0; o->env && o->env[i]; i++) putenv((char *)o->env[i]);
+        if (o->cwd && chdir(o->cwd) != 0) {
+            fprintf(stderr, "launch: cannot enter %s: %s\n", o->cwd, strerror(errno));
+            _exit(127);
+        }
+        if (pl_contain_drop(o->user) != 0) {
+            fprintf(stderr, "launch: cannot become the sandbox user %s: %s\n",
+                    o->user->name, strerror(errno));
+            _exit(127);
+        }
         execvp(full[0], full);
         fprintf(stderr, "launch: cannot run '%s': %s%s\n", full[0], strerror(errno),
                 errno == ENOENT && o->np > 0 ? " (is Open MPI installed? `make deps`)" : "");
@@ -235,7 +244,8 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
 
     size_t cap = 0;
     int status = 0, done = 0, open_pipe = !o->passthrough;
-    double deadline = o->timeout_s > 0 ? start + o->timeout_s : 0, kill_at = 0;
+    double deadline = o->timeout_s > 0 ? start + o->timeout_s : 0, kill_at = 0, done_at = 0;
+    double next_orphan_check = 0;
     while (!done || open_pipe) {
         if (caught) {
             /* Take the job down first, then let the caller's disposition act (for most
@@ -252,6 +262,11 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
             res->exit_code = 128 + sig;
             res->seconds = now_s() - start;
             return 0;
+        }
+        if (o->tick) o->tick(o->tick_arg);
+        if (o->kill_orphans && now_s() >= next_orphan_check) {
+            pl_contain_kill_orphans(pid);
+            next_orphan_check = now_s() + 0.2;
         }
         if (!done) {
             pid_t w = waitpid(pid, &status, WNOHANG);
@@ -275,8 +290,14 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
                 if (r > 0) append(res, &cap, buf, (size_t)r);
                 else if (r == 0 || (errno != EAGAIN && errno != EINTR)) open_pipe = 0;
             }
-            /* A rank that outlived mpirun may hold the pipe open: it dies with the group. */
-            if (done && open_pipe) killpg(pid, SIGKILL);
+            /* A rank that outlived mpirun may hold the pipe open: it dies with the group. A
+             * process that left the group (setsid) may too: the caller's sweep
+             * (contain.h) ends it; its output is not waited for. */
+            if (done && open_pipe) {
+                killpg(pid, SIGKILL);
+                if (done_at == 0) done_at = t;
+                if (t > done_at + KILL_GRACE_S) open_pipe = 0;
+            }
         } else if (!done) {
             usleep(20000);
         }

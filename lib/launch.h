@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "contain.h"
+
 struct pl_launch_opts {
     int np;                 /* ranks; 0 runs the program directly, without a launcher */
     double timeout_s;
@@ -19,6 +21,12 @@ struct pl_launch_opts {
     const char *status_dir; /* exported as PL_STATUS_DIR when set */
     const char *const *env; /* extra "NAME=value" entries, NULL-terminated, may be NULL */
     int passthrough;        /* 1: output goes to this process's stdout/stderr, not captured */
+    const struct pl_contain_user *user; /* when active: the job runs as that user */
+    const char *cwd;        /* the job's working directory; NULL: the caller's */
+    int kill_orphans;       /* 1: a process that leaves the job (double fork) is killed at
+                             * once (the caller is a subreaper: contain.h) */
+    void (*tick)(void *arg); /* called about every 50 ms while the job runs; may be NULL */
+    void *tick_arg;
 };
 
 struct pl_launch_result {

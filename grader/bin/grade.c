@@ -27,6 +27,7 @@
 #include "launch.h"
 #include "trace.h"
 #include "../grade.h"
+#include "../sandbox/sandbox.h"
 #define TAIL_LINES 15
 /* After a run of an op has timed out, its later runs wait this long at most: a deadlock
  * on 3 ranks is almost always one on 5. */
@@ -159,7 +160,7 @@ static struct {
     const char *build, *drivers, *lab, *test, *launcher, *results;
     unsigned long long seed;
     int solutions, hidden, list, list_labs;
-    double timeout_s;
+    double timeout_s, budget_s;
     struct gr_plan_opts plan;
 } opt;
 
@@ -175,7 +176,7 @@ static void usage(const char *fmt, ...)
             "usage: grade [--solutions | --drivers DIR] [--lab NN|NAME] [--test TEXT] "
             "[--np N,N,...]\n"
             "             [--launcher CMD] [--results FILE] [--seed S] [--hidden] "
-            "[--timeout S] [--build DIR] [--list] [--labs]\n"
+            "[--timeout S] [--budget S] [--build DIR] [--list] [--labs]\n"
             "(see docs/grader.md)\n");
     exit(2);
 }
@@ -230,6 +231,9 @@ static void parse_args(int argc, char **argv)
         else if (!strcmp(a, "--timeout")) {
             const char *v = VALUE();
             opt.timeout_s = parse_positive("--timeout", v);
+        } else if (!strcmp(a, "--budget")) {
+            const char *v = VALUE();
+            opt.budget_s = parse_positive("--budget", v);
         } else if (!strcmp(a, "--seed")) {
             const char *v = VALUE();
             char *end;
@@ -264,15 +268,26 @@ static void find_build(const char *argv0)
     opt.build = buf;
 }
 
+/* "01", "1", "01-collectives" or "collectives" */
+static int lab_matches(const char *d, const char *want, size_t l)
+{
+    if (!strncmp(d, want, l)) return 1;
+    if (l == 1 && d[0] == '0' && d[1] == want[0]) return 1;
+    char word[128];
+    snprintf(word, sizeof word, "%.*s", (int)(l < sizeof word ? l : sizeof word - 1), want);
+    return strstr(d, word) != NULL;
+}
+
+/* --lab takes one lab or a comma-separated list (run_autograder names the labs received). */
 static int lab_selected(int k)
 {
     if (!opt.lab) return 1;
-    const char *d = lab_of[k]->dir;
-    size_t l = strlen(opt.lab);
-    /* "01", "1", "01-collectives" or "collectives" */
-    if (!strncmp(d, opt.lab, l)) return 1;
-    if (l == 1 && d[0] == '0' && d[1] == opt.lab[0]) return 1;
-    return strstr(d, opt.lab) != NULL;
+    for (const char *w = opt.lab; *w;) {
+        size_t l = strcspn(w, ",");
+        if (l && lab_matches(lab_of[k]->dir, w, l)) return 1;
+        w += l + (w[l] == ',');
+    }
+    return 0;
 }
 
 static int contains_nocase(const char *hay, const char *needle)
@@ -297,6 +312,14 @@ static int test_selected(const struct test *t)
  * this handler see the signal; the handler only notes it (all it may safely do), and the
  * grading stops once the run's temporary folder is removed. */
 static char run_dir[64]; /* the temporary folder of the run in flight */
+static const struct pl_contain_user *sandbox_user; /* who runs the code under test */
+static double budget_left(void);
+
+/* The hidden suite draws from its own seed, derived from the one given. */
+static unsigned long long hidden_seed(void)
+{
+    return opt.seed * 2654435761ULL + 97;
+}
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig)
@@ -378,7 +401,7 @@ static void add_tail(struct text *r, const char *out, int lines)
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        if (l && strspn(p, "-") < l) {
+        if (l && strspn(p, "-") < l && !gr_secret_line(p, l)) {
             text_add(r, "  ", 2);
             text_add(r, p, l > 300 ? 300 : l);
             text_add(r, "\n", 1);
@@ -458,20 +481,34 @@ static int where_ranks_were(struct text *r, const char *status_dir, int np)
 }
 
 struct run_outcome {
-    int has_result;
+    int has_result, second_verdict;
     double fraction, seconds;
     struct text say;
 };
 
-/* Not compiled: every test of the run fails with the compiler's words. */
+static const char *lab_first_test_name(int lab)
+{
+    for (int i = 0; i < ntests; i++)
+        if (tests[i].lab == lab && test_selected(&tests[i])) return tests[i].name;
+    return "";
+}
+
+/* Not compiled: the lab's first test fails with the compiler's words. */
 static void fail_unbuilt(int first, int last, const char *driver, const char *build_log)
 {
     size_t len = 0;
     char *log = build_log ? read_file(build_log, &len) : NULL;
+    /* The compiler's words once per lab, on its first test (the lab "builds" test); the
+     * lab's other tests are not run. */
+    static int quoted_lab = -1;
     for (int i = first; i < last; i++) {
         struct test *t = &tests[i];
         t->ran = 1;
-        if (log) {
+        if (log && quoted_lab == t->lab) {
+            text_printf(&t->reason, "not run: the lab did not build (the compiler's words are "
+                        "under \"%s\")\n", lab_first_test_name(t->lab));
+        } else if (log) {
+            quoted_lab = t->lab;
             text_printf(&t->reason, "the lab did not compile; the compiler said:\n");
             add_tail(&t->reason, log, TAIL_LINES);
         } else {
@@ -483,7 +520,7 @@ static void fail_unbuilt(int first, int last, const char *driver, const char *bu
 
 /* A run's temporary folder: status files, the report, the token file. */
 struct run_files {
-    char dir[32], status[64], report[64], token_path[64], token[40];
+    char dir[32], status[64], report[64], token_path[64], token[40], ready[64];
     char env_report[128], env_token[128];
 };
 
@@ -500,15 +537,14 @@ static void make_run_files(struct run_files *f)
     snprintf(f->status, sizeof f->status, "%s/status", f->dir);
     snprintf(f->report, sizeof f->report, "%s/report", f->dir);
     snprintf(f->token_path, sizeof f->token_path, "%s/token", f->dir);
+    snprintf(f->ready, sizeof f->ready, "%s/token.ready", f->dir);
     mkdir(f->status, 0755);
+    gr_sandbox_own(f->dir);
+    gr_sandbox_own(f->status);
     snprintf(run_dir, sizeof run_dir, "%s", f->dir);
+    /* The token file is written only once the driver's main has started (the handshake of
+     * sandbox.h), so code that runs before main finds none. */
     random_token(f->token, sizeof f->token);
-    int tfd = open(f->token_path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    size_t tl = strlen(f->token);
-    if (tfd < 0 || write(tfd, f->token, tl) != (ssize_t)tl || close(tfd)) {
-        fprintf(stderr, "grade: cannot write %s: %s\n", f->token_path, strerror(errno));
-        exit(1);
-    }
     snprintf(f->env_report, sizeof f->env_report, "PL_GRADE_REPORT=%s", f->report);
     snprintf(f->env_token, sizeof f->env_token, "PL_GRADE_TOKEN_FILE=%s", f->token_path);
 }
@@ -522,7 +558,9 @@ static void take_verdict(int first, int last, struct run_outcome *outc, const ch
         struct run_outcome *o = &outc[i - first];
         if (!strcmp(word, "say") && text) {
             text_printf(&o->say, "%s\n", text);
-        } else if (!strcmp(word, "result") && text && !o->has_result) {
+        } else if (!strcmp(word, "result") && text && o->has_result) {
+            o->second_verdict = 1; /* the driver gives one: someone else wrote the other */
+        } else if (!strcmp(word, "result") && text) {
             /* The first verdict of a part stands: the driver gives each one once, and a
              * line added later cannot overturn it. */
             double f = 0, sec = 0;
@@ -532,6 +570,23 @@ static void take_verdict(int first, int last, struct run_outcome *outc, const ch
                 o->seconds = sec;
             }
         }
+    }
+}
+
+/* Two verdicts for one part mean code other than the harness wrote the report with the
+ * run's token: nothing of the run counts, its leaderboard value included. */
+static void forfeit_if_forged(int first, int last, struct run_outcome *outc)
+{
+    int forged = 0;
+    for (int i = first; i < last; i++) forged |= outc[i - first].second_verdict;
+    if (!forged) return;
+    board_value[tests[first].lab] = -1;
+    for (int i = first; i < last; i++) {
+        struct run_outcome *o = &outc[i - first];
+        o->has_result = 1;
+        o->fraction = 0;
+        text_printf(&o->say, "the report of this run holds two verdicts for one test: code "
+                    "other than the grader wrote to it, so nothing of the run counts\n");
     }
 }
 
@@ -564,6 +619,7 @@ static void read_report(int first, int last, const struct run_files *f,
         }
     }
     free(rep);
+    forfeit_if_forged(first, last, outc);
 }
 
 /* Why the run ended as it did, in words, into why. */
@@ -631,6 +687,10 @@ static void run_group(int first, int last, const char *driver, const char *build
         return;
     }
     struct test *t0 = &tests[first];
+    /* The job runs in its own folder: the driver is named by its full path. */
+    char full_driver[PATH_MAX + 64];
+    if (!realpath(driver, full_driver)) snprintf(full_driver, sizeof full_driver, "%s", driver);
+    driver = full_driver;
     char parts[128] = "";
     for (int i = first; i < last; i++) {
         if (parts[0]) strncat(parts, ",", sizeof parts - strlen(parts) - 1);
@@ -641,17 +701,25 @@ static void run_group(int first, int last, const char *driver, const char *build
     const char *env[] = {f.env_report, f.env_token, NULL};
     char seed[32];
     /* The hidden suite draws from its own seed, derived from the one given. */
-    snprintf(seed, sizeof seed, "%llu", t0->hidden ? opt.seed * 2654435761ULL + 97 : opt.seed);
+    snprintf(seed, sizeof seed, "%llu", t0->hidden ? hidden_seed() : opt.seed);
+    char copy[128];
+    driver = gr_sandbox_driver(driver, f.dir, copy, sizeof copy);
     char *argv[] = {(char *)driver, "--op", t0->op, "--mode", t0->mode, "--parts", parts,
                     "--seed", seed, NULL};
     double timeout = opt.timeout_s > 0 ? opt.timeout_s : t0->timeout_s;
+    if (opt.budget_s > 0 && timeout > budget_left()) timeout = budget_left();
     if (opt.timeout_s <= 0 && *op_timeout_cap > 0 && timeout > *op_timeout_cap)
         timeout = *op_timeout_cap;
+    struct gr_handshake hs = {.ready = f.ready, .token_path = f.token_path, .token = f.token};
     struct pl_launch_opts lo = {.np = t0->np, .timeout_s = timeout, .launcher = opt.launcher,
-                                .status_dir = f.status, .env = env};
+                                .status_dir = f.status, .env = env, .user = sandbox_user,
+                                .cwd = f.dir, .tick = gr_handshake_tick, .tick_arg = &hs,
+                                .kill_orphans = 1};
     struct pl_launch_result res;
     memset(&res, 0, sizeof res);
     int started = pl_launch(&lo, argv, &res) == 0;
+    gr_sandbox_sweep(); /* nothing of this run outlives it, double-forked or not */
+    gr_sandbox_drop_links(f.dir);
 
     struct run_outcome *outc = calloc((size_t)(last - first), sizeof *outc);
     char last_case[1024] = "";
@@ -664,6 +732,17 @@ static void run_group(int first, int last, const char *driver, const char *build
     if (started) pl_launch_result_free(&res);
     remove_tree(f.dir);
     run_dir[0] = '\0';
+}
+
+/* The hidden suite's seed, and the seed its runs get, never appear in shown output. */
+static void keep_seed_secret(void)
+{
+    if (!opt.hidden) return;
+    char text[32];
+    snprintf(text, sizeof text, "%llu", opt.seed);
+    gr_secret_add(text);
+    snprintf(text, sizeof text, "%llu", hidden_seed());
+    gr_secret_add(text);
 }
 
 /* ---- output ---- */
@@ -737,13 +816,10 @@ static void write_leaderboard(FILE *f)
  * hidden suite, whose tests are marked after_published, nothing may tell their outcome
  * before then: the top-level score (which overrides the tests' sum and shows at once) is
  * left out, so Gradescope totals tests[] itself, and the summary counts visible tests only. */
-static int write_results(const char *path, double seconds)
+static int write_results_to(void *file, void *arg)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "grade: cannot write %s: %s\n", path, strerror(errno));
-        return -1;
-    }
+    FILE *f = file;
+    double seconds = *(double *)arg;
     double score = 0, max = 0;
     int passed = 0, failed = 0, hidden = 0;
     for (int i = 0; i < ntests; i++) {
@@ -770,12 +846,14 @@ static int write_results(const char *path, double seconds)
     write_tests(f);
     write_leaderboard(f);
     fprintf(f, "\n}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        fprintf(stderr, "grade: writing %s failed\n", path);
-        return -1;
-    }
     return 0;
+}
+
+/* Written last, after the sweep, and renamed into place whole. */
+static int write_results(const char *path, double seconds)
+{
+    gr_sandbox_sweep();
+    return gr_write_atomic(path, write_results_to, &seconds);
 }
 
 static double now_s(void)
@@ -783,6 +861,13 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* --budget: seconds left of the whole grading's time (counted from the first run). */
+static double t_start;
+static double budget_left(void)
+{
+    return opt.budget_s - (now_s() - t_start);
 }
 
 /* A performance test counts only once its collective is correct: returns the first failed
@@ -876,9 +961,19 @@ static void grading_header(char *variant, size_t len)
            launcher && *launcher ? launcher : "mpirun");
 }
 
-/* Runs (or, behind a failed gate, skips) the tests [i, j) of one run. */
+/* Runs (or, behind a failed gate or past the time budget, skips) the tests [i, j) of one
+ * run. */
 static void grade_group(int i, int j, const char *variant)
 {
+    if (opt.budget_s > 0 && budget_left() < 1) {
+        for (int g = i; g < j; g++) {
+            tests[g].ran = 1;
+            text_printf(&tests[g].reason, "not run: the grading's time budget (%g s, --budget) "
+                        "was spent on the tests above; their reasons say where the time went\n",
+                        opt.budget_s);
+        }
+        return;
+    }
     static double op_cap[64];
     static char op_names[64][32];
     static int nop;
@@ -951,9 +1046,11 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_signal);
+    sandbox_user = gr_sandbox_init();
+    keep_seed_secret();
     char variant[PATH_MAX];
     grading_header(variant, sizeof variant);
-    double t_start = now_s();
+    t_start = now_s();
     struct tally y = {.lab = -1};
     for (int i = 0; i < ntests;) {
         if (!test_selected(&tests[i])) {

@@ -1,33 +1,34 @@
 #!/bin/sh
-# make_zip.sh OUTDIR: builds OUTDIR/autograder.zip for Gradescope: setup.sh and
-# run_autograder at the top, the kit beside them (without tests/ or build/). No driver needs
-# solutions/; it goes along so that the bundle can be checked with `make grade SOLUTIONS=1`
-# (an autograder's files are not shown to students).
-# SEED (default: random) is the secret seed of the hidden suite; LAB limits the
-# assignment to one lab.
+# make_zip.sh OUTDIR: builds OUTDIR/autograder-LAB.zip (autograder-all.zip without LAB) for
+# Gradescope: setup.sh and run_autograder at the top, the kit beside them staged by the same
+# rule as the student kit (grader/kit_rule.sh: no solutions/, no tests that grade them), less
+# tests/ and build/. The secret seed of the hidden suite (SEED, default random) travels in
+# the file `seed`, which setup.sh makes readable by root alone; it is also saved beside the
+# zip (autograder-LAB.seed) for the instructor. LAB limits the assignment to one lab.
 set -eu
 out=${1:-build/gradescope}
 seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
-stage="$out/stage"
-rm -rf "$stage" "$out/autograder.zip"
+name=autograder-${LAB:-all}
+stage="$out/stage-$name"
+rm -rf "$stage" "$out/$name.zip"
 mkdir -p "$stage"
-for d in Makefile lib datasets grader labs solutions docs; do
-    [ -e "$d" ] && cp -R "$d" "$stage/"
-done
-lab_arg=""
-[ -n "${LAB:-}" ] && lab_arg="LAB=$LAB"
-sed -e "s/@SEED@/$seed/" -e "s/@LAB@/$lab_arg/" grader/gradescope/run_autograder \
-    >"$stage/run_autograder"
+. grader/kit_rule.sh
+kit_stage "$stage"
+rm -rf "$stage/tests" "$stage/build"
+sed -e "s/@LAB@/${LAB:-}/" grader/gradescope/run_autograder >"$stage/run_autograder"
 cp grader/gradescope/setup.sh "$stage/setup.sh"
+printf '%s\n' "$seed" >"$stage/seed"
 chmod +x "$stage/run_autograder" "$stage/setup.sh"
 if command -v zip >/dev/null 2>&1; then
-    (cd "$stage" && zip -qr ../autograder.zip .)
+    (cd "$stage" && zip -qr "../$name.zip" .)
 elif command -v python3 >/dev/null 2>&1; then
-    (cd "$stage" && python3 -m zipfile -c ../autograder.zip ./*)
+    (cd "$stage" && python3 -m zipfile -c "../$name.zip" ./*)
 else
     echo "make gradescope needs zip (apt-get install zip)" >&2
     exit 1
 fi
 rm -rf "$stage"
-echo "wrote $out/autograder.zip (hidden-suite seed $seed${LAB:+, lab $LAB}): upload it as the"
-echo "assignment's autograder; students upload their labs/NN-name/*.c files"
+printf '%s\n' "$seed" >"$out/$name.seed"
+chmod 600 "$out/$name.seed"
+echo "wrote $out/$name.zip (hidden-suite seed in $out/$name.seed${LAB:+, lab $LAB}): upload it"
+echo "as the assignment's autograder; students upload their labs/NN-name/*.c files"

@@ -1,10 +1,21 @@
 #!/bin/sh
 # setup.sh: Gradescope runs this once, as root, when it builds the autograder's image: the
-# packages of the CPU build, then the kit and the pristine lab drivers.
+# packages of the CPU build, the kit and the pristine lab drivers, then the sandbox user the
+# code under test runs as. The tree is then closed to everyone but root: the sandbox user
+# can read none of it (the secret seed included); the grader hands each run a copy of the
+# driver. PL_AUTOGRADER stands in for /autograder (the kit's own tests replay the flow in a
+# scratch folder); PL_SETUP_NO_APT=1 skips the packages (already installed).
 set -e
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends build-essential make pkg-config \
-    openmpi-bin libopenmpi-dev libopenblas-dev
-cd /autograder/source
-make
+root=${PL_AUTOGRADER:-/autograder}
+if [ -z "${PL_SETUP_NO_APT:-}" ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends build-essential make pkg-config \
+        openmpi-bin libopenmpi-dev libopenblas-dev
+fi
+cd "$root/source"
+make -j"$(nproc)"
+user=${PL_SANDBOX_USER:-paralab-student}
+[ "$(id -u)" != 0 ] || id "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
+chmod 600 seed
+chmod 700 "$root/source"

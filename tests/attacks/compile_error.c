@@ -1,0 +1,3 @@
+
+/* Hygiene (appended to the stub): a file that does not compile. */
+static int broken = ;

@@ -1,0 +1,124 @@
+#!/bin/sh
+# replay.sh: the Gradescope flow, replayed on lab 01 in a scratch folder standing in for
+# /autograder (PL_AUTOGRADER): `make gradescope LAB=01`, the zip unpacked into source/,
+# setup.sh run once, then for each submission its files in submission/ and run_autograder
+# run. Checks that each attack of tests/attacks scores 0 (or fails its build with the rule
+# it broke), leaves no process behind and leaks no secret, that the hygiene cases say what
+# they should, and that an honest submission still scores full marks. To stay fast, only
+# the correctness tests of the all-reduce run (TEST "all-reduce [np=", visible and hidden).
+# Prints one line per case with the score it got; exit 1 on the first case that fails.
+set -u
+kit=$(pwd -P)
+tmp=$(mktemp -d /tmp/pl-attacks-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+chmod 755 "$tmp"
+root=$tmp/autograder
+seed=48611
+mkdir -p "$root/source" "$root/submission"
+SEED=$seed LAB=01 sh grader/gradescope/make_zip.sh "$tmp/zip" >/dev/null || exit 1
+unzip -q "$tmp/zip/autograder-01.zip" -d "$root/source"
+if [ -e "$root/source/solutions" ] || [ -n "$(find "$root/source" -name "*.patch")" ]; then
+    echo "FAIL: the autograder zip holds solutions"
+    exit 1
+fi
+[ "$(cat "$tmp/zip/autograder-01.seed")" = $seed ] || { echo "FAIL: no seed beside the zip"; exit 1; }
+cp "$root/source/run_autograder" "$root/run_autograder"
+export PL_AUTOGRADER="$root" PL_SANDBOX_EXCLUSIVE=0 PL_AUTOGRADER_TEST="all-reduce [np="
+if ! PL_SETUP_NO_APT=1 sh "$root/source/setup.sh" >"$tmp/setup.log" 2>&1; then
+    tail -n 20 "$tmp/setup.log"
+    echo "FAIL: setup.sh"
+    exit 1
+fi
+hidden_seed=$(awk -v s=$seed 'BEGIN { printf "%.0f", s * 2654435761 + 97 }')
+stub=$kit/labs/01-collectives/collectives.c
+
+# submit CASE FILE...: a fresh submission of FILE (a path, or NAME=path to rename it).
+submit() {
+    case_name=$1
+    shift
+    rm -rf "$root/submission" "$root/results"
+    mkdir -p "$root/submission"
+    for f in "$@"; do
+        case $f in
+            *=*) cp "${f#*=}" "$root/submission/${f%%=*}" ;;
+            *) cp "$f" "$root/submission/" ;;
+        esac
+    done
+    t0=$(date +%s)
+    sh "$root/run_autograder" >"$tmp/$case_name.out" 2>&1
+    took=$(($(date +%s) - t0))
+    sleep 1 # what an escaped process would need to strike after the grader
+    res=$root/results/results.json
+    score=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ts=d.get("tests",[]); print("%g %g" % (sum(t.get("score",0) for t in ts), sum(t.get("max_score",0) for t in ts)))' "$res" 2>/dev/null)
+    echo "$case_name: ${score:-no valid results.json}" | sed 's| \([0-9.]*\)$|/\1 points|;' |
+        sed "s|\$| (${took}s)|"
+}
+fail() {
+    echo "FAIL ($case_name): $*"
+    sed -n '1,40p' "$tmp/$case_name.out"
+    exit 1
+}
+expect_score() {
+    [ "${score%% *}" = "$1" ] || fail "scored ${score:-nothing}, expected $1"
+}
+expect_text() {
+    grep -qF -- "$1" "$2" || fail "no \"$1\" in $(basename "$2")"
+}
+reject_text() {
+    if grep -qF -- "$1" "$2"; then fail "\"$1\" appears in $(basename "$2")"; fi
+}
+
+cat "$stub" tests/attacks/orphan_results.c >"$tmp/orphan.c"
+cat "$stub" tests/attacks/forge_constructor.c >"$tmp/forge.c"
+cat "$stub" tests/attacks/leak_secret.c >"$tmp/leak.c"
+cat "$stub" tests/attacks/compile_error.c >"$tmp/error.c"
+
+submit "attack: include the shipped solution" collectives.c=tests/attacks/include_solution.c
+expect_score 0
+expect_text "solutions/01-collectives/collectives.c" "$res"
+
+printf '#include "%s/solutions/01-collectives/collectives.c"\n' "$kit" >"$tmp/absolute.c"
+submit "attack: include a solution by absolute path" collectives.c="$tmp/absolute.c"
+expect_score 0
+expect_text "outside what a lab may include" "$res"
+
+submit "attack: orphan overwrites results.json" collectives.c="$tmp/orphan.c"
+expect_score 0
+reject_text "forged by an orphan" "$res"
+if pgrep -f "$root/source/build" >/dev/null || pgrep -u paralab-student -f "$tmp" >/dev/null; then
+    fail "a process of the submission outlived run_autograder"
+fi
+
+submit "attack: forge verdicts from a constructor" collectives.c="$tmp/forge.c"
+expect_score 0
+reject_text "999" "$res"
+
+submit "attack: leak secrets via stderr" collectives.c="$tmp/leak.c"
+expect_score 0
+expect_text "output (last lines)" "$res"
+reject_text "$seed" "$res"
+reject_text "$hidden_seed" "$res"
+reject_text 'PL_SEED=$(cat seed)' "$res"
+reject_text "ring_all_reduce(" "$res"
+
+submit "hygiene: misnamed file" collective.c="$stub"
+expect_score 0
+expect_text "no collectives.c found" "$tmp/$case_name.out"
+expect_text "received: collective.c" "$res"
+
+submit "hygiene: extra file" collectives.c="$stub" notes.txt=tests/attacks/compile_error.c
+expect_text "not graded (no lab has a file of that name): notes.txt" "$tmp/$case_name.out"
+
+submit "hygiene: compile error is one failing test" collectives.c="$tmp/error.c"
+expect_score 0
+[ "$(grep -o "the lab did not compile" "$res" | wc -l)" = 1 ] || fail "compiler output not on one test"
+expect_text "not run: the lab did not build" "$res"
+
+submit "honest: the stub" collectives.c="$stub"
+expect_score 0
+expect_text "still a stub" "$res"
+
+submit "honest: the solution" collectives.c="$kit/solutions/01-collectives/collectives.c"
+[ -n "$score" ] && [ "${score%% *}" = "${score##* }" ] && [ "${score##* }" != 0 ] ||
+    fail "the solution scored ${score:-nothing}, expected full marks"
+echo "all attacks score 0; honest submissions score as before"
