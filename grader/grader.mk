@@ -159,3 +159,4 @@ gradescope:
 
 handout:
 	@sh grader/handout.sh build/handout
+include grader/questions.mk
