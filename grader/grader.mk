@@ -152,7 +152,7 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
 
 .PHONY: grade gradescope handout
 grade: all
-	@$(B)/bin/grade $(GRADE_FLAGS)
+	@$(B)/bin/grade $(GRADE_FLAGS); s=$$?; $(GRADE_QUESTIONS) exit $$s
 
 gradescope:
 	@sh grader/gradescope/make_zip.sh build/gradescope

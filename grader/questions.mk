@@ -19,3 +19,10 @@ QUESTIONS_FLAGS = $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
 questions: $(B)/bin/questions
 	@test -n "$(LAB)" || { echo "which lab? make questions LAB=01"; exit 2; }
 	@$(B)/bin/questions --lab '$(LAB)' $(QUESTIONS_FLAGS)
+
+# `make grade` checks the questions of the labs it grades, after the tests (grader.mk's grade
+# recipe runs this): their own score, apart from the tests' (docs/grader.md).
+QUESTION_LABS := $(patsubst grader/%/questions.c,%,$(filter-out grader/bin/% grader/common/%,$(wildcard grader/*/questions.c)))
+GRADE_QUESTIONS = for l in $(QUESTION_LABS); do case "$$l" in "$(LAB)"*) echo; \
+  $(B)/bin/questions --lab $$l $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
+  $(if $(filter-out 0,$(INSTRUCTOR)),--instructor) || true;; esac; done;
