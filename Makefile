@@ -152,7 +152,7 @@ help:
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
-	@echo "  make plots LAB=06    a lab's pictures drawn from your own run (SOLUTIONS=1, PLOTS_DIR=)"
+	@echo "  make plots LAB=06    a lab's pictures drawn from your own run (01 02 03 06; SOLUTIONS=1, PLOTS_DIR=)"
 	@echo "  make questions LAB=01 check your answers in labs/NN-name/questions.txt (SOLUTIONS=1, INSTRUCTOR=1)"
 	@echo "  make replay TRACE=f  replay a run's --trace file on a cluster profile (PROFILE=dgx-h100 NODES= SVG=)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
