@@ -3,7 +3,7 @@
 #
 #   make replay TRACE=trace.json [PROFILE=dgx-h100] [NODES=2] [SVG=timeline.svg]
 #
-# Any paralab run writes its trace with --trace FILE (or PL_TRACE=FILE).
+# Any paralab run writes its trace with PL_TRACE=FILE (or --trace FILE where it takes it).
 .PHONY: replay
 replay: $(B)/bin/replay
 	@test -n "$(TRACE)" || { echo "which trace? make replay TRACE=trace.json (a run's --trace FILE)"; exit 2; }

@@ -5,7 +5,8 @@
  *
  *   replay --trace FILE [--profile NAME] [--nodes N] [--svg OUT.svg] [--width COLS]
  *
- * The trace comes from any paralab run with --trace FILE (or PL_TRACE=FILE). --nodes splits
+ * The trace comes from any paralab run with PL_TRACE=FILE (or --trace FILE where the program
+ * takes it). --nodes splits
  * the trace's ranks over N nodes (equal counts, rank r on node r / per_node), so groups that
  * cross nodes run at the network's figures; 1 by default. `make replay TRACE=... PROFILE=...`
  * runs it. */
