@@ -158,10 +158,13 @@ help:
 	@echo "  make plots LAB=NN    a lab's pictures drawn from your own run, SVGs in build/plots"
 	@echo "                       (SOLUTIONS=1: the solutions; PLOTS_DIR=docs/labs/img: the handouts')"
 	@echo "  make bench-model     the reference step at 1 thread vs PyTorch and the sgemm peak (3 sizes)"
+	@echo "  make questions LAB=01 check your answers in labs/NN-name/questions.txt (SOLUTIONS=1, INSTRUCTOR=1)"
+	@echo "  make replay TRACE=f  replay a run's --trace file on a cluster profile (PROFILE=dgx-h100 NODES= SVG=)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
 	@echo "  make test-gpu-emu    the GPU build's library on a CUDA/NCCL stand-in (no GPU; run by make test)"
 	@echo "  make deps            check and install the packages the build needs"
 	@echo "  make clean           remove build/"
 
+include lib/replay.mk
 -include $(LIB_OBJ:.o=.d) $(BINS:=.d) $(TESTS:=.d) $(BENCHES:=.d)

@@ -158,10 +158,11 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
 
 .PHONY: grade gradescope handout
 grade: all
-	@$(B)/bin/grade $(GRADE_FLAGS)
+	@$(B)/bin/grade $(GRADE_FLAGS); s=$$?; $(GRADE_QUESTIONS) exit $$s
 
 gradescope:
 	@sh grader/gradescope/make_zip.sh build/gradescope
 
 handout:
 	@sh grader/handout.sh build/handout
+include grader/questions.mk

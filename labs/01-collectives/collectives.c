@@ -1,7 +1,9 @@
 /* collectives.c: Lab 1, your collectives, built from point-to-point messages.
  *
  * Read docs/labs/01-collectives.md first (sections 3 to 7 explain each function below),
- * then replace each lab_todo() call with your code. Grade your work with
+ * then replace each lab_todo() call with your code. Each comment below states what the
+ * function must achieve; how is yours to derive (the handout's Hints appendix, at its end,
+ * has a step-by-step plan for when you are stuck). Grade your work with
  *     make grade LAB=01                    every test of this lab
  *     make grade LAB=01 TEST=all-gather    the tests whose name contains "all-gather"
  *     make grade LAB=01 NP=3               only 3 ranks
@@ -15,52 +17,43 @@
 
 #include "comm.h"
 
-/* Ranks form a ring: rank r sends to (r + 1) % n and receives from (r - 1 + n) % n.
- * In C, (r - 1) % n is negative for r = 0: add n before taking the remainder.
- *
- * The plan, for n ranks (handout section 3):
- *   - cut buf into n chunks with coll_chunk(count, n, i, &offset): chunk i starts at
- *     buf + offset and is as long as the value returned;
- *   - do n - 1 steps; at step s send chunk (r - s - 1) mod n to the right neighbour and
- *     receive chunk (r - s - 2) mod n from the left one into a scratch buffer, then add the
- *     scratch into that chunk of buf with coll_reduce;
- *   - pl_sendrecv sends and receives at once, so no rank waits for a neighbour that is
- *     itself waiting (two blocking pl_send calls facing each other can deadlock);
- *   - scratch: pl_comm_buf_alloc(largest chunk length, "ring scratch"), freed at the end.
- * After the last step, chunk r of your buf holds the sum over all ranks. */
+/* Contract (collectives.h): afterwards chunk r of rank r's buf, as coll_chunk cuts it, is
+ * the sum over ranks of their chunk r; the other chunks are scratch. Each rank sends
+ * (n-1)/n of the buffer, no more: the grader reads that in the traffic ledger.
+ * Two facts worth knowing before you start: two blocking pl_send calls that face each
+ * other can deadlock (pl_sendrecv cannot), and in C (r - 1) % n is negative for r = 0.
+ * Derive which chunk moves at which step yourself (handout section 3; its Hints appendix
+ * has the schedule if you are stuck). */
 void ring_reduce_scatter(struct pl_comm *comm, float *buf, size_t count)
 {
     lab_todo("ring_reduce_scatter", "3");
 }
 
-/* The same ring, without the addition (handout section 4): at step s send chunk
- * (r - s) mod n to the right and receive chunk (r - s - 1) mod n from the left straight into
- * its place in buf. Chunk r is yours on entry; after n - 1 steps you hold all of them. */
+/* Contract: chunk r of rank r's buf is valid on entry; afterwards every chunk is, as its
+ * owner had it. (n-1)/n of the buffer sent per rank. Handout section 4. */
 void ring_all_gather(struct pl_comm *comm, float *buf, size_t count)
 {
     lab_todo("ring_all_gather", "4");
 }
 
-/* Two lines (handout section 5). Each rank then sends 2(n-1)/n of the buffer, which no
- * all-reduce can beat; the grader checks that figure in the traffic ledger. */
+/* Contract: buf[i] becomes the sum over ranks, in place, with 2(n-1)/n of the buffer sent
+ * per rank, which no all-reduce can beat. Handout section 5. */
 void ring_all_reduce(struct pl_comm *comm, float *buf, size_t count)
 {
     lab_todo("ring_all_reduce", "5");
 }
 
-/* A chain starting at root (handout section 6): the rank at place p = (r - root) mod n in
- * the chain receives from the rank before it and forwards to the one after it. Cut buf into
- * segments (about 100 000 elements) and forward segment k while segment k+1 arrives:
- * pl_isend the segment, pl_recv the next, pl_wait the isend. Without segments the last rank
- * waits n - 1 whole-buffer transfers; with them, about one. */
+/* Contract: root's buf ends up on every rank, and no rank sends more than two copies of
+ * it. The time the last rank waits is what section 6 of the handout is about: a chain that
+ * forwards whole buffers makes it wait n - 1 transfers; find how to make it about one. */
 void pipelined_broadcast(struct pl_comm *comm, float *buf, size_t count, int root)
 {
     lab_todo("pipelined_broadcast", "6");
 }
 
-/* n - 1 steps of pairwise exchange (handout section 7): at step s (1 <= s < n) send block
- * (r + s) mod n of send to rank (r + s) mod n and receive from rank (r - s) mod n into
- * block (r - s) mod n of recv. Your own block r is a local copy (coll_copy). */
+/* Contract (collectives.h): block j of rank r's send becomes block r of rank j's recv,
+ * with every rank sending only its own n - 1 blocks, straight to their owners.
+ * Handout section 7. */
 void pairwise_all_to_all(struct pl_comm *comm, const float *send, float *recv, size_t count)
 {
     lab_todo("pairwise_all_to_all", "7");

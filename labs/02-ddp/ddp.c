@@ -1,7 +1,8 @@
 /* ddp.c: Lab 2, your data-parallel training step.
  *
  * Read docs/labs/02-ddp.md first (sections 3 to 7 explain each function below), then
- * replace each lab_todo() call with your code. Grade your work with
+ * replace each lab_todo() call with your code. Each comment states what the function must
+ * achieve; the handout's Hints appendix, at its end, has a step-by-step plan. Grade your work with
  *     make grade LAB=02                    every test of this lab
  *     make grade LAB=02 TEST=bucketed      the tests whose name contains "bucketed"
  *     make grade LAB=02 NP=2               only 2 ranks
@@ -30,37 +31,32 @@ struct ddp {
     int syncing;                     /* 1 while the last microbatch's backward runs */
 };
 
-/* Section 3. Every replica must start from rank 0's parameters, or the ranks train
- * different models from the first step on. m->params is one flat buffer of
- * m->layout.numel floats: one pl_broadcast from root 0 covers all of it. */
+/* Section 3. Contract: afterwards every replica holds rank 0's parameters, or the ranks
+ * train different models from the first step on. m->params is one flat buffer of
+ * m->layout.numel floats. */
 static void broadcast_params(struct ddp *d)
 {
     lab_todo("broadcast_params", "3");
 }
 
-/* Section 4. Naive DDP: for each tensor t of d->m->layout.tensors (n_tensors of them), its
- * gradient is m->grads + tensors[t].offset, tensors[t].numel floats. All-reduce each one
- * in place with PL_AVG: the mean over ranks of the local mean-loss gradients is the
- * gradient of the mean loss over the whole global batch. (PL_SUM would be n times too
- * large -- and AdamW would hide it, so the grader checks the gradient itself.) */
+/* Section 4. Contract: afterwards every rank's m->grads holds the gradient of the mean loss
+ * over the whole global batch, one all-reduce per tensor (d->m->layout.tensors). Which
+ * reduction gives that is yours to work out; note that clipping and AdamW would hide an
+ * answer n times too large, so the grader checks the gradient itself. */
 static void allreduce_per_tensor(struct ddp *d)
 {
     lab_todo("allreduce_per_tensor", "4");
 }
 
-/* Section 5. Cut the flat gradient into buckets by the rule of ddp.h: walk the tensors
- * from the last (t = n_tensors - 1) to the first; a bucket takes the next tensor while
- * bucket_len + numel stays within d->opt.bucket_bytes / sizeof(float), otherwise that
- * tensor starts a new bucket (so a tensor larger than a bucket sits alone). Walking
- * backwards, a bucket's offset is the offset of the LAST tensor you added to it. There are
- * at most n_tensors buckets: allocate bucket_off, bucket_len and inflight for that many. */
+/* Section 5. Contract: the buckets of ddp.h's rule (the grader compares yours with its own
+ * through ddp_bucket_range), bucket 0 holding the LAST tensors, since backward finishes
+ * them first. Fill d->nbuckets, bucket_off, bucket_len and allocate inflight. */
 static void plan_buckets(struct ddp *d)
 {
     lab_todo("plan_buckets", "5");
 }
 
-/* Section 5. One in-place pl_all_reduce (PL_AVG) per bucket: fewer, larger messages pay
- * the per-call latency fewer times than one call per tensor. */
+/* Section 5. Contract: as allreduce_per_tensor, but one all-reduce per bucket. */
 static void allreduce_buckets(struct ddp *d)
 {
     lab_todo("allreduce_buckets", "5");
@@ -69,16 +65,16 @@ static void allreduce_buckets(struct ddp *d)
 /* Section 6. The model calls this after each part's backward: the head (part n_layers)
  * first, then blocks n_layers-1 .. 0, then the embedding (part -1). When it is called,
  * every gradient from the part's first element (pl_model_part_range) to the end of the
- * flat buffer is final. So: while the next bucket not yet started (d->launched) begins at
- * or after that element, start its all-reduce with pl_all_reduce_async and keep the handle
- * in d->inflight. Do nothing unless d->syncing: earlier microbatches only accumulate. */
+ * flat buffer is final. Contract: each bucket's all-reduce starts as soon as its gradients
+ * are final, exactly once per step, and never during a microbatch that only accumulates
+ * (d->syncing says which). */
 static void on_backward_part(struct pl_model *m, int part, void *arg)
 {
     lab_todo("on_backward_part", "6");
 }
 
-/* Section 6. Wait for every bucket started in this step (pl_wait_all) and get ready for the
- * next step (d->launched = 0). */
+/* Section 6. Contract: on return every bucket started this step has finished, and the
+ * state is ready for the next step. */
 static void wait_buckets(struct ddp *d)
 {
     lab_todo("wait_buckets", "6");
@@ -107,18 +103,11 @@ void ddp_free(struct ddp *d)
 }
 
 /* Section 7. One microbatch of this rank's slice (the two all-reduce lines at the end are
- * given; write the rest where the lab_todo is):
- *   - microbatch 0 starts the step: pl_model_zero_grad(m);
- *   - ctx = pl_model_ctx_eval() with ctx.train = 1, ctx.step = m->adam_t + 1 and
- *     ctx.loss_scale = 1.0f / microbatches, so the microbatches' gradients add up to the
- *     gradient of the step's mean loss;
- *   - loss = pl_model_forward(m, tokens, targets, B, &ctx); pl_model_backward(m, &ctx);
- *     for the overlapped variant set d->syncing around the backward of the LAST
- *     microbatch only, so the hook starts the all-reduces exactly once per step;
- *   - after the last microbatch's backward, the naive and bucketed variants all-reduce
- *     (allreduce_per_tensor or allreduce_buckets). Earlier microbatches send nothing:
- *     that is the whole point of accumulating.
- * Return the unscaled loss. */
+ * given; write the rest where the lab_todo is). Contract: after the last microbatch the
+ * gradients are those of the step's mean loss over all microbatches (ctx.loss_scale, from
+ * pl_model_ctx_eval() with ctx.train = 1 and ctx.step = m->adam_t + 1, is how the model
+ * scales them); earlier microbatches send nothing, which is the whole point of
+ * accumulating. Return the unscaled loss. */
 double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets, int B,
                             int microbatch, int microbatches)
 {

@@ -1,7 +1,9 @@
 /* zero.c: Lab 3, your ZeRO stages 1, 2 and 3.
  *
  * Read docs/labs/03-zero.md first (section 2 explains the layout of the shards, sections 3 to
- * 5 each stage), then replace each lab_todo() call with your code, in this order:
+ * 5 each stage), then replace each lab_todo() call with your code (each comment states
+ * what must hold; the handout's Hints appendix, at its end, has a step-by-step plan), in
+ * this order:
  * zero_layout_init, then stage 1 (zero_new's stage 1 part and zero1_step), stage 2, stage 3.
  * Grade your work with
  *     make grade LAB=03                    every test of this lab
@@ -28,13 +30,10 @@
 #include "ops.h"
 
 /* ---- the layout (handout section 2) ----
- * Unit u is part u - 1 (the embedding is part -1, block l is part l, the head part L), so
- * nunits = n_layers + 2. For each unit, in order:
- *   part, offset, numel   from pl_model_part_range(lay, part, &offset, &numel);
- *   chunk                 ceil(numel / n): (numel + n - 1) / n;
- *   padded                n * chunk;
- *   full_offset           the running sum of padded, shard_offset the running sum of chunk.
- * Also n, rank, numel (lay->numel), full_numel and shard_numel (the two sums). */
+ * Contract (zero.h, struct zero_layout): one entry per unit, unit u being model part u - 1
+ * (pl_model_part_range gives each part's offset and numel in the model's flat layout).
+ * Every rank owns one chunk of each unit, all chunks of a unit equally long, the last ones
+ * padded; the grader checks every field against its own arithmetic. */
 void zero_layout_init(struct zero_layout *zl, const struct pl_model_layout *lay, int n, int rank)
 {
     lab_todo("zero_layout_init", "2");
@@ -56,14 +55,10 @@ struct zero *zero_new(const struct pl_model_config *cfg, const struct pl_adamw_c
     pl_model_layout_init(&z->lay, cfg);
     zero_layout_init(&z->zl, &z->lay, pl_comm_size(comm), pl_comm_rank(comm));
     z->pass = zero_pass_new(cfg);
-    /* Allocate what the stage keeps, each in its category (struct zero says the sizes):
-     *   params  stages 1, 2: full_numel floats, every unit initialised at its full_offset
-     *           with pl_model_init_flat(&z->lay, unit offset, numel, ...);
-     *           stage 3: shard_numel floats, only your chunk of each unit: the elements
-     *           [offset + rank*chunk, ...) that are not padding (the last rank's chunk may be
-     *           shorter than chunk, or empty);
-     *   grads   stage 1: full_numel floats; stages 2, 3: shard_numel;
-     *   m, v    shard_numel floats each, in every stage (ZeRO-1's whole point). */
+    /* Allocate what the stage keeps (struct zero in zero.h says each buffer's size per stage),
+     * each with pl_mem_alloc in the category of what it holds: the grader measures each
+     * category's peak against 16Psi's shares. Your parameters start equal to the full
+     * model's: pl_model_init_flat gives the initial values of any flat range. */
     switch (stage) {
     case 1: lab_todo("zero_new: what ZeRO-1 keeps", "3"); break;
     case 2: lab_todo("zero_new: what ZeRO-2 keeps", "4"); break;
@@ -85,18 +80,11 @@ void zero_free(struct zero *z)
 }
 
 /* ---- stage 1 (handout section 3) ----
- *   1. pl_zero the gradients; zero_pass_begin; zero_forward_part for every unit in order,
- *      on params + full_offset; zero_backward_part in reverse order into grads + full_offset.
- *   2. Each unit's gradient, averaged over the ranks: you only update your chunk, so you only
- *      need your chunk of the average. pl_reduce_scatter(comm, grads + full_offset,
- *      grads + full_offset + rank*chunk, chunk, PL_AVG) leaves it in place.
- *   3. Clip: sum pl_grad_norm_sq over your chunks, add the ranks' sums with
- *      zero_sum_over_ranks, scale your chunks by pl_clip_scale(total, opt.grad_clip).
- *   4. z->t++, then pl_model_adamw_flat on each chunk: flat offset offset + rank*chunk, only
- *      its non-padding elements, with m + shard_offset and v + shard_offset.
- *   5. pl_all_gather each unit in place (send = your chunk inside the full buffer), so every
- *      rank holds the updated model again.
- * Return zero_pass_loss. */
+ * Contract: one training step (forward, backward, clip, AdamW) that trains exactly as one
+ * device would, with the optimizer state sharded: each rank updates only its chunks, and
+ * every rank holds the whole updated model at the end. Traffic: 2Psi(n-1)/n per rank, the
+ * same as DDP's all-reduce. Clipping needs the norm of the WHOLE gradient, and a rank holds
+ * only its chunks of it (zero_sum_over_ranks). Return zero_pass_loss. */
 static double zero1_step(struct zero *z, const int *tokens, const int *targets, int B)
 {
     lab_todo("zero1_step", "3");
@@ -104,10 +92,8 @@ static double zero1_step(struct zero *z, const int *tokens, const int *targets, 
 }
 
 /* ---- stage 2 (handout section 4) ----
- * As stage 1, but no full gradient ever exists: in the backward, for each unit from the
- * last, allocate a bucket of `padded` floats (PL_MEM_GRADS), run zero_backward_part into it,
- * pl_reduce_scatter it into grads + shard_offset, and pl_mem_free it at once. Then clip,
- * AdamW (gradients now in the shard) and all-gather as in stage 1. */
+ * Contract: as stage 1, but no full gradient ever exists: the grader reads the peak of
+ * PL_MEM_GRADS, which must stay near one unit's padded size plus the shard. */
 static double zero2_step(struct zero *z, const int *tokens, const int *targets, int B)
 {
     lab_todo("zero2_step", "4");
@@ -115,12 +101,10 @@ static double zero2_step(struct zero *z, const int *tokens, const int *targets, 
 }
 
 /* ---- stage 3 (handout section 5) ----
- * Parameters live only as the shard. Before each unit's forward, and again before its
- * backward: allocate `padded` floats (PL_MEM_PARAMS), pl_all_gather your chunk
- * (params + shard_offset) into it, run the part, pl_mem_free it right after. Gradients as
- * in stage 2; then clip and AdamW on the shard; nothing to gather at the end.
- * Optional (z->prefetch): start the next unit's gather with pl_all_gather_async before this
- * unit computes, and pl_wait for it when its turn comes (handout section 6). */
+ * Contract: as stage 2, and parameters live only as the shard between steps; a unit's full
+ * parameters exist only while that unit computes (forward, and again in backward). The peak
+ * of PL_MEM_PARAMS is graded. With z->prefetch, the next unit's gather should already be
+ * under way while this unit computes (handout section 6). */
 static double zero3_step(struct zero *z, const int *tokens, const int *targets, int B)
 {
     lab_todo("zero3_step", "5");

@@ -1,0 +1,61 @@
+/* questions.c: Lab 1's graded questions (labs/01-collectives/questions.txt). Expected
+ * values come from the alpha-beta model of a ring (docs/labs/01-collectives.md section 8):
+ * an all-reduce of S bytes on n ranks takes 2(n-1) steps, each paying the latency alpha and
+ * moving S/n bytes at bandwidth B. The question's numbers are the constants below; the
+ * questions file states them in words. */
+#include <math.h>
+#include <stdio.h>
+
+#include "questions.h"
+
+#define Q1_RANKS 8
+#define Q1_BYTES (256.0 * 1024 * 1024) /* 256 MiB of gradients */
+#define Q1_ALPHA 5e-6                  /* seconds per message */
+#define Q1_BW 25e9                     /* bytes per second per link */
+
+static double ring_bytes_per_rank(char *why, size_t len)
+{
+    double v = 2.0 * (Q1_RANKS - 1) / Q1_RANKS * Q1_BYTES;
+    snprintf(why, len, "2(n-1)/n * S = 2*%d/%d * %.0f bytes", Q1_RANKS - 1, Q1_RANKS,
+             Q1_BYTES);
+    return v;
+}
+
+static double ring_time_ms(char *why, size_t len)
+{
+    double steps = 2.0 * (Q1_RANKS - 1);
+    double v = steps * Q1_ALPHA + steps / Q1_RANKS * Q1_BYTES / Q1_BW;
+    snprintf(why, len, "2(n-1)*alpha + 2(n-1)/n * S/B = %.0f*%g s + %.6g s", steps, Q1_ALPHA,
+             steps / Q1_RANKS * Q1_BYTES / Q1_BW);
+    return 1e3 * v;
+}
+
+/* The message size at which the ring's latency term equals its bandwidth term: below it a
+ * latency-optimal algorithm (recursive doubling, a tree) wins. */
+static double crossover_bytes(char *why, size_t len)
+{
+    double v = Q1_RANKS * Q1_ALPHA * Q1_BW;
+    snprintf(why, len, "2(n-1)*alpha = 2(n-1)/n * S/B  =>  S = n*alpha*B = %d*%g*%g", Q1_RANKS,
+             Q1_ALPHA, Q1_BW);
+    return v;
+}
+
+/* Recursive doubling's latency term for the same n: log2(n) steps instead of 2(n-1). */
+static double doubling_steps(char *why, size_t len)
+{
+    snprintf(why, len, "log2(n) = log2(%d)", Q1_RANKS);
+    return log2(Q1_RANKS);
+}
+
+static const struct gr_question LAB01_QUESTIONS[] = {
+    {"ring_bytes_per_rank", ring_bytes_per_rank, 0.01, 1},
+    {"ring_time_ms", ring_time_ms, 0.02, 2},
+    {"crossover_bytes", crossover_bytes, 0.02, 2},
+    {"doubling_steps", doubling_steps, 0.0, 1},
+    {"why_busbw", NULL, 0, 0},
+};
+
+static const struct gr_questions lab01_questions = {
+    "01-collectives", LAB01_QUESTIONS,
+    (int)(sizeof LAB01_QUESTIONS / sizeof LAB01_QUESTIONS[0])};
+GR_REGISTER_QUESTIONS(lab01_questions);

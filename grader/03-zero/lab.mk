@@ -1,0 +1,8 @@
+# lab.mk: Lab 3's make settings (included by grader/grader.mk).
+#
+#   make plots LAB=03     the memory per rank of each stage by category, from your own run
+#                         (labs/, or solutions/ with SOLUTIONS=1), SVG in PLOTS_DIR
+PLOTS_DIR ?= build/plots
+plots:: all
+	@case "$(LAB)" in 03* | 3 | *zero*) \
+	  sh grader/03-zero/plots.sh $(B) $(PLOTS_DIR) $(if $(filter-out 0,$(SOLUTIONS)),solutions,labs) ;; esac
