@@ -39,7 +39,7 @@ static const struct {
  * from one written wrong. Exactly representable, and no sum of inputs can reach it. */
 #define SENTINEL (-999999.0f)
 #define PERF_ROUNDS 6
-#define PERF_BATCHES 3
+#define PERF_BATCHES 5
 
 /* ---- counting what the student's code receives ---- */
 /* The ledger records the bytes a rank sends; these wrappers (linked with --wrap) add the
@@ -731,9 +731,9 @@ static double perf(void *st)
 
     double factor = pl_busbw_factor(OPS[the_op].kind, n);
     double bus_mine = S / pf.best_mine * factor / 1e9, bus_lib = S / pf.best_base * factor / 1e9;
-    gr_say("perf", "yours %.3f GB/s busbw (%.0f us), library %s %.3f GB/s (%.0f us): %.2fx; full "
-        "marks from %.2fx", bus_mine, pf.best_mine * 1e6, OPS[the_op].lib, bus_lib,
-        pf.best_base * 1e6, pf.ratio, GR_PERF_FULL_RATIO);
+    gr_say("perf", "yours %.3f GB/s busbw (%.0f us), library %s %.3f GB/s (%.0f us): %.2fx (%s); "
+        "full marks from %.2fx", bus_mine, pf.best_mine * 1e6, OPS[the_op].lib, bus_lib,
+        pf.best_base * 1e6, pf.ratio, gr_perf_how(&pf), GR_PERF_FULL_RATIO);
     if (pf.fraction < 1)
         gr_say("perf", "a ring moves the same bytes as the library: look for blocking sends that "
             "serialize the steps, a scratch buffer allocated on every step, or copies the "
