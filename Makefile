@@ -119,6 +119,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 
 -include grader/grader.mk
 -include tests/gpu_emu/gpu_emu.mk
+-include tests/robust.mk
 
 # ---- running ----
 test: all
@@ -152,6 +153,7 @@ help:
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
+	@echo "  make flake           speed grading's stability: the solutions graded RUNS=20 times under CPU load"
 	@echo "  make plots LAB=06    a lab's pictures drawn from your own run (SOLUTIONS=1, PLOTS_DIR=)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
