@@ -74,12 +74,20 @@ $(call grader_trusted,$(1)): grader/grader.mk $(call grader_obj,$(1)) $(call gra
 	@rm -f $$@.r
 endef
 
+# What the code under test calls, for the lab's symbol rules (grader/rules/symbols.h): each
+# source compiled alone, its undefined symbols listed, one a line, in symbols.txt beside the
+# driver. The orchestrator judges the list; a source that does not compile leaves none.
+grader_symbols = for f in $(1); do $(CC) $(GRADER_CFLAGS) -Wno-error -Ilabs/$(2) -c "$$$$f" \
+  -o $(3)/symbols.o 2>/dev/null && nm -u -P $(3)/symbols.o; done | awk 'NF > 1 { print $$$$1 }' \
+  | sort -u >$(3)/symbols.txt; rm -f $(3)/symbols.o
+
 # $(1) variant dir under $(B)/grader, $(2) lab, $(3) the sources under test.
 define grader_driver_rule
 $(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB)
 	@mkdir -p $$(@D)
 	@echo "  LINK  $$@"
 	$(Q)$$(CC) $$(GRADER_CFLAGS) -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new
+	@$(call grader_symbols,$(3),$(2),$$(@D))
 	@mv -f $$@.new $$@
 endef
 
@@ -90,7 +98,7 @@ define grader_student_rule
 $(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB)
 	@mkdir -p $$(@D)
 	@if $$(CC) $$(GRADER_CFLAGS) -Wno-error -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new >$$(@D)/build.log 2>&1; then \
-	  cat $$(@D)/build.log; mv -f $$@.new $$@; \
+	  cat $$(@D)/build.log; $(call grader_symbols,$(3),$(2),$$(@D)); mv -f $$@.new $$@; \
 	else \
 	  cat $$(@D)/build.log; rm -f $$@ $$@.new; \
 	  echo "$(3) did not compile: make grade reports it as failed"; \
@@ -104,6 +112,7 @@ $(B)/grader/$(1)/$(2)/build.log: $(3) $(call grader_trusted,$(2)) $(LIB)
 	@mkdir -p $$(@D)
 	@rm -f $$(@D)/driver
 	@$$(CC) $$(GRADER_CFLAGS) -Wno-error -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$(@D)/driver >$$@.new 2>&1 || rm -f $$(@D)/driver
+	@$(call grader_symbols,$(3),$(2),$$(@D))
 	@mv -f $$@.new $$@
 endef
 
@@ -135,8 +144,10 @@ $(foreach s,$(GRADER_BROKEN),$(eval $(call $(call broken_rule,$(s)),broken/$(cal
 
 # The orchestrator links every lab's plan.c: that is how it knows the labs.
 GRADER_PLAN_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/*/plan.c))
-BIN_OBJ_grade := $(GRADER_PLAN_OBJ)
-$(B)/bin/grade: $(GRADER_PLAN_OBJ)
+# and judges each lab's symbol rules with grader/rules.
+GRADER_RULES_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/rules/*.c))
+BIN_OBJ_grade := $(GRADER_PLAN_OBJ) $(GRADER_RULES_OBJ)
+$(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_RULES_OBJ)
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
   $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \

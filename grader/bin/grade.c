@@ -27,6 +27,7 @@
 #include "launch.h"
 #include "trace.h"
 #include "../grade.h"
+#include "../rules/symbols.h"
 #define TAIL_LINES 15
 /* After a run of an op has timed out, its later runs wait this long at most: a deadlock
  * on 3 ranks is almost always one on 5. */
@@ -879,6 +880,25 @@ static void grading_header(char *variant, size_t len)
            launcher && *launcher ? launcher : "mpirun");
 }
 
+/* A lab whose code calls what its rule forbids: every test of [i, j) fails with the
+ * symbols named (grader/rules/symbols.h). Unbuilt drivers are left to run_group's message. */
+static int symbol_rule_broken(int i, int j, const char *variant)
+{
+    const struct gr_lab *lab = lab_of[tests[i].lab];
+    char path[PATH_MAX + 64], why[1600];
+    snprintf(path, sizeof path, "%s/%s/driver", variant, lab->dir);
+    if (!lab->forbidden_symbols || access(path, X_OK) != 0) return 0;
+    snprintf(path, sizeof path, "%s/%s/symbols.txt", variant, lab->dir);
+    if (!gr_symbols_break_rule(path, lab->forbidden_symbols, lab->allowed_symbols,
+                               lab->symbol_rule, why, sizeof why))
+        return 0;
+    for (int g = i; g < j; g++) {
+        tests[g].ran = 1;
+        text_printf(&tests[g].reason, "%s", why);
+    }
+    return 1;
+}
+
 /* Runs (or, behind a failed gate, skips) the tests [i, j) of one run. */
 static void grade_group(int i, int j, const char *variant)
 {
@@ -889,6 +909,7 @@ static void grade_group(int i, int j, const char *variant)
     int k;
     for (k = 0; k < nop && strcmp(op_names[k], t->op); k++) {}
     if (k == nop && nop < 64) snprintf(op_names[nop++], 32, "%s", t->op);
+    if (symbol_rule_broken(i, j, variant)) return;
     const struct test *gate = gate_failed(t);
     if (gate) {
         for (int g = i; g < j; g++) {
