@@ -2,7 +2,7 @@
 #
 #   make grade                      grade the student's copy in labs/
 #   make grade SOLUTIONS=1          grade the reference solutions
-#     LAB=01 (or a name)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
+#     LAB=01 (or a name, or a list: 01,03)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
 #     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)
 #   make gradescope                 build/gradescope/autograder.zip
 #   make handout                    build/handout/paralab-kit.tar.gz, the student kit

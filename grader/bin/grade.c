@@ -265,15 +265,45 @@ static void find_build(const char *argv0)
     opt.build = buf;
 }
 
+/* One name of --lab: "01", "1", "01-collectives" or "collectives". */
+static int lab_named(const char *d, const char *name, size_t l)
+{
+    if (l == 0) return 0;
+    if (!strncmp(d, name, l)) return 1;
+    if (l == 1 && d[0] == '0' && d[1] == name[0]) return 1;
+    char one[64];
+    snprintf(one, sizeof one, "%.*s", (int)(l < sizeof one - 1 ? l : sizeof one - 1), name);
+    return strstr(d, one) != NULL;
+}
+
+/* Every name of a --lab list must name a lab: exits 2 naming the one that does not. */
+static void check_lab_names(void)
+{
+    for (const char *p = opt.lab; p && *p; p += *p == ',') {
+        size_t l = strcspn(p, ",");
+        int found = 0;
+        for (int k = 0; k < nlabs && !found; k++) found = lab_named(lab_of[k]->dir, p, l);
+        if (!found) {
+            fprintf(stderr, "grade: no lab matches '%.*s' in --lab %s; the labs are:", (int)l,
+                    p, opt.lab);
+            for (int k = 0; k < nlabs; k++) fprintf(stderr, " %s", lab_of[k]->dir);
+            fprintf(stderr, " (a list: --lab 01,03)\n");
+            exit(2);
+        }
+        p += l;
+    }
+}
+
+/* --lab is one name or a comma-separated list of them ("01,03"). */
 static int lab_selected(int k)
 {
     if (!opt.lab) return 1;
-    const char *d = lab_of[k]->dir;
-    size_t l = strlen(opt.lab);
-    /* "01", "1", "01-collectives" or "collectives" */
-    if (!strncmp(d, opt.lab, l)) return 1;
-    if (l == 1 && d[0] == '0' && d[1] == opt.lab[0]) return 1;
-    return strstr(d, opt.lab) != NULL;
+    for (const char *p = opt.lab; *p; p += *p == ',') {
+        size_t l = strcspn(p, ",");
+        if (lab_named(lab_of[k]->dir, p, l)) return 1;
+        p += l;
+    }
+    return 0;
 }
 
 static int contains_nocase(const char *hay, const char *needle)
@@ -835,6 +865,7 @@ static void make_plan(void)
 {
     opt.plan.perf_np = perf_ranks();
     opt.plan.hidden = opt.hidden;
+    check_lab_names();
     int any_lab = 0;
     for (int k = 0; k < nlabs; k++) {
         if (!lab_selected(k)) continue;
