@@ -92,6 +92,7 @@ struct verdict {
     float nonfinite_expected;
     double max_abs, max_rel;
     double sent, received;       /* bytes, point to point */
+    double sent_msgs;            /* point-to-point messages sent */
     double coll_calls;           /* library collectives called */
     int coll_kind;
     double leaked, scratch;      /* bytes */
@@ -236,6 +237,7 @@ static void observe_call(enum op op, struct pl_comm *comm, float *buf, float *bu
     pl_mem_get_stats(&m1);
     pl_ledger_diff(&l1, &l0, &d);
     v->sent = pl_ledger_bytes(&d, PL_P2P, -1);
+    v->sent_msgs = (double)d.calls[PL_P2P];
     v->received = recv_bytes;
     v->coll_kind = -1;
     for (int k = 0; k < PL_NKINDS; k++) {
@@ -410,8 +412,34 @@ static const char *formula(enum op op)
     }
 }
 
-/* Broadcast: every spanning tree sends n-1 copies in all; a chain or a binary tree at most
- * two per rank, a flat tree n-1 from the root. Split cases hold two groups. */
+/* A buffer of at least this many bytes is cut into segments by a pipelined broadcast
+ * (a segment of the handout's size, or smaller, leaves at least two). */
+#define BCAST_PIPELINED_BYTES (1024.0 * 1024.0)
+
+/* Pipelined: from 3 ranks on (where a chain of whole buffers and a pipeline differ), a rank
+ * that forwards a large buffer sends it in two messages or more, so the next rank forwards
+ * the first segment while the second is still arriving. group: the split group, -1 none. */
+static int judge_broadcast_segments(const struct verdict *all, int nranks, int group, int gn,
+                                    const char *cs, double S)
+{
+    char a[32];
+    if (gn < 3 || S < BCAST_PIPELINED_BYTES) return 1;
+    for (int j = 0; j < nranks; j++) {
+        if (group >= 0 && all[j].world_rank % 2 != group) continue;
+        if (all[j].sent <= 0 || all[j].sent / all[j].sent_msgs <= S / 2) continue;
+        gr_say("traffic",
+               "%s: rank %d sent the %s buffer in %.0f message(s): the next rank can forward "
+               "only once the whole buffer has arrived, so the time grows as (n-1) x S/B. A "
+               "pipelined broadcast cuts the buffer into segments and forwards segment k "
+               "while segment k+1 arrives (handout section 6)",
+               cs, all[j].rank, pl_format_bytes(S, a, sizeof a), all[j].sent_msgs);
+        return 0;
+    }
+    return 1;
+}
+
+/* Broadcast: every spanning tree sends n-1 copies in all; a pipelined chain one per rank
+ * (a binary tree two, a flat tree n-1 from the root: both refused from 3 ranks on). Split cases hold two groups. */
 static int judge_broadcast_traffic(const struct test_case *c, const struct verdict *all,
                                    int nranks, const char *cs, double S)
 {
@@ -437,7 +465,8 @@ static int judge_broadcast_traffic(const struct test_case *c, const struct verdi
                    pl_format_bytes((gn - 1) * S, b, sizeof b));
             return 0;
         }
-        if (max > 2 * S) {
+        /* A pipelined chain: every rank but the last forwards exactly one copy. */
+        if (max > S && gn >= 3) {
             gr_say("traffic",
                    "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
                    "sends everyone a copy makes its own link carry (n-1) x S while the other "
@@ -447,6 +476,7 @@ static int judge_broadcast_traffic(const struct test_case *c, const struct verdi
                    pl_format_bytes(S, b, sizeof b));
             return 0;
         }
+        if (!judge_broadcast_segments(all, nranks, c->split ? g : -1, gn, cs, S)) return 0;
     }
     return 1;
 }
