@@ -28,7 +28,7 @@ struct gr_spec {
     double points;
     double timeout_s;
     int hidden;          /* in the hidden suite: graded with visibility after_published */
-    const char *gate;    /* not graded unless every "correct" test of this op passed */
+    const char *gate;    /* not graded unless every "correct" and "memory" test of this op passed */
 };
 
 /* A lab, as its plan.c describes it. */

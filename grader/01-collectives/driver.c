@@ -439,7 +439,8 @@ static int judge_broadcast_segments(const struct verdict *all, int nranks, int g
 }
 
 /* Broadcast: every spanning tree sends n-1 copies in all; a pipelined chain one per rank
- * (a binary tree two, a flat tree n-1 from the root: both refused from 3 ranks on). Split cases hold two groups. */
+ * (a binary tree two, a flat tree n-1 from the root: both refused from 3 ranks on). Split
+ * cases hold two groups. */
 static int judge_broadcast_traffic(const struct test_case *c, const struct verdict *all,
                                    int nranks, const char *cs, double S)
 {
