@@ -348,8 +348,8 @@ static const char *find_test_line(const char *out, const char *text, char *verdi
 
 /* FAIL lines whose reason is only a measured speed ratio below the bar ("...: 0.61x (median
  * of 30 paired rounds, spread +-0.05); full marks from 0.70x"): on a shared machine
- * wall-clock ratios vary, and the project's tests
- * never depend on speed, so --speed-may-vary lets those pass --expect-full. */
+ * wall-clock ratios vary, and the project's tests never depend on speed, so --speed-may-vary
+ * lets those pass --expect-full. */
 static int count_speed_shortfalls(const char *out)
 {
     int n = 0;
