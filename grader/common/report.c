@@ -112,6 +112,19 @@ void gr_metric(const char *name, double value)
     emit("metric", line);
 }
 
+const char *gr_fmt_beyond(double x, double limit)
+{
+    static char ring[4][32];
+    static int next;
+    char *out = ring[next++ % 4], lim[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(out, 32, "%.*e", digits - 1, x);
+        snprintf(lim, sizeof lim, "%.*e", digits - 1, limit);
+        if (strcmp(out, lim) && (strtod(out, NULL) > limit) == (x > limit)) break;
+    }
+    return out;
+}
+
 int gr_has_part(const char *parts, const char *p)
 {
     size_t l = strlen(p);

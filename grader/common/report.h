@@ -28,6 +28,10 @@ void gr_say(const char *part, const char *fmt, ...) __attribute__((format(printf
 void gr_result(const char *part, double fraction, double seconds);
 /* "metric NAME VALUE": a figure for the leaderboard or the log. */
 void gr_metric(const char *name, double value);
+/* x printed with as many digits as it takes to differ from limit printed the same way
+ * (at most 9), so a verdict never reads "error 1e-05, more than 1e-05". A static buffer of
+ * a small ring: up to 4 results may be used in one printf. */
+const char *gr_fmt_beyond(double x, double limit);
 /* 1 when the comma-separated list parts names p. */
 int gr_has_part(const char *parts, const char *p);
 
