@@ -875,6 +875,39 @@ static void run(void *st, int i)
                             MPI_COMM_WORLD));
 }
 
+/* On a pass, the figures the lab is about are shown too, once per part: those of the
+ * largest case (the busiest rank's bytes sent and received, its peak scratch), said after
+ * the last case. */
+static void note_figures(const struct test_case *c, const struct verdict *all, int nranks,
+                         const char *part, int last)
+{
+    static double best_S[2] = {-1, -1};
+    static char text[2][512];
+    int k = part[0] == 't' ? 0 : 1;
+    double S = 4.0 * (double)buffer_count(the_op, c->count, all[0].n);
+    if (S > best_S[k]) {
+        double sent = 0, recv = 0, scratch = 0;
+        for (int j = 0; j < nranks; j++) {
+            if (all[j].sent > sent) sent = all[j].sent;
+            if (all[j].received > recv) recv = all[j].received;
+            if (all[j].scratch > scratch) scratch = all[j].scratch;
+        }
+        char cs[384], a[32], b[32], e[32];
+        describe_case(c, nranks, cs, sizeof cs);
+        pl_format_bytes(S, e, sizeof e);
+        if (k == 0)
+            snprintf(text[0], sizeof text[0], "%s: the busiest rank sent %s and received %s "
+                     "of the %s buffer (%s)", cs, pl_format_bytes(sent, a, sizeof a),
+                     pl_format_bytes(recv, b, sizeof b), e, formula(the_op));
+        else
+            snprintf(text[1], sizeof text[1], "%s: at most %s of scratch held at once beside "
+                     "the %s buffer, nothing left after the call", cs,
+                     pl_format_bytes(scratch, a, sizeof a), e);
+        best_S[k] = S;
+    }
+    if (last && best_S[k] >= 0) gr_say(part, "%s", text[k]);
+}
+
 /* Rank 0 judges what it gathered. Case 0 is a size n divides: a failure after it points at
  * the chunking. */
 static int judge(void *st, int i, const char *part)
@@ -883,8 +916,12 @@ static int judge(void *st, int i, const char *part)
     if (pl_rank() != 0) return 1;
     int n = pl_size();
     if (!strcmp(part, "correct")) return judge_correct(&cases[i], all, n, i > 0);
-    if (!strcmp(part, "traffic")) return judge_traffic(&cases[i], all, n);
-    if (!strcmp(part, "memory")) return judge_memory(&cases[i], all, n);
+    if (!strcmp(part, "traffic") || !strcmp(part, "memory")) {
+        int ok = part[0] == 't' ? judge_traffic(&cases[i], all, n)
+                                : judge_memory(&cases[i], all, n);
+        if (ok) note_figures(&cases[i], all, n, part, i == ncases - 1);
+        return ok;
+    }
     pl_usage_error("--parts %s: Lab 1 judges correct, traffic and memory", part);
 }
 
