@@ -121,6 +121,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 -include tests/gpu_emu/gpu_emu.mk
 -include lib/plan.mk
 -include lib/speed.mk
+-include tests/robust.mk
 
 # ---- running ----
 test: all
@@ -160,6 +161,7 @@ help:
 	@echo "  make bench-model     the reference step at 1 thread vs PyTorch and the sgemm peak (3 sizes)"
 	@echo "  make questions LAB=01 check your answers in labs/NN-name/questions.txt (SOLUTIONS=1, INSTRUCTOR=1)"
 	@echo "  make replay TRACE=f  replay a run's --trace file on a cluster profile (PROFILE=dgx-h100 NODES= SVG=)"
+	@echo "  make flake           speed grading's stability: the solutions graded RUNS=20 times under CPU load"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
 	@echo "  make test-gpu-emu    the GPU build's library on a CUDA/NCCL stand-in (no GPU; run by make test)"

@@ -28,7 +28,7 @@ struct gr_spec {
     double points;
     double timeout_s;
     int hidden;          /* in the hidden suite: graded with visibility after_published */
-    const char *gate;    /* not graded unless every "correct" test of this op passed */
+    const char *gate;    /* not graded unless every "correct" and "memory" test of this op passed */
 };
 
 /* A lab, as its plan.c describes it. */
@@ -42,6 +42,10 @@ struct gr_lab {
     /* `make bench`: the driver's arguments after --mode bench, and the rank counts (a
      * space-separated list, e.g. "1 2 4"). */
     const char *bench_args, *bench_np;
+    /* What the code under test may call (grader/rules/symbols.h): space-separated shell
+     * patterns of the undefined symbols refused, those of them allowed after all, and the
+     * rule in words for the message. NULL forbidden_symbols: no rule. */
+    const char *forbidden_symbols, *allowed_symbols, *symbol_rule;
 };
 
 /* Registers a lab (plan.c's last line: GR_REGISTER_LAB(lab01);). */

@@ -2,7 +2,7 @@
 #
 #   make grade                      grade the student's copy in labs/
 #   make grade SOLUTIONS=1          grade the reference solutions
-#     LAB=01 (or a name)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
+#     LAB=01 (or a name, or a list: 01,03)  TEST=text  NP=2,4  LAUNCHER="srun ..."  RESULTS=results.json
 #     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)  BUDGET=s (all tests)
 #   make gradescope                 build/gradescope/autograder-all.zip (LAB=NN: -NN)
 #   make handout                    build/handout/paralab-kit.tar.gz, the student kit
@@ -75,12 +75,20 @@ $(call grader_trusted,$(1)): grader/grader.mk $(call grader_obj,$(1)) $(call gra
 	@rm -f $$@.r
 endef
 
+# What the code under test calls, for the lab's symbol rules (grader/rules/symbols.h): each
+# source compiled alone, its undefined symbols listed, one a line, in symbols.txt beside the
+# driver. The orchestrator judges the list; a source that does not compile leaves none.
+grader_symbols = for f in $(1); do $(CC) $(GRADER_CFLAGS) -Wno-error -Ilabs/$(2) -c "$$$$f" \
+  -o $(3)/symbols.o 2>/dev/null && nm -u -P $(3)/symbols.o; done | awk 'NF > 1 { print $$$$1 }' \
+  | sort -u >$(3)/symbols.txt; rm -f $(3)/symbols.o
+
 # $(1) variant dir under $(B)/grader, $(2) lab, $(3) the sources under test.
 define grader_driver_rule
 $(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB)
 	@mkdir -p $$(@D)
 	@echo "  LINK  $$@"
 	$(Q)$$(CC) $$(GRADER_CFLAGS) -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new
+	@$(call grader_symbols,$(3),$(2),$$(@D))
 	@mv -f $$@.new $$@
 endef
 
@@ -93,7 +101,7 @@ define grader_student_rule
 $(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB) grader/sandbox/build_student.sh
 	@mkdir -p $$(@D)
 	@if CC='$$(CC)' sh grader/sandbox/build_student.sh $$@.new $(2) '$$(filter-out -I%,$$(GRADER_CFLAGS)) $$(BLAS_CFLAGS)' '$(abspath $(call grader_trusted,$(2)) $(LIB)) $$(LDLIBS) $(GRADER_WRAP_$(2))' $(3) >$$(@D)/build.log 2>&1; then \
-	  cat $$(@D)/build.log; mv -f $$@.new $$@; \
+	  cat $$(@D)/build.log; $(call grader_symbols,$(3),$(2),$$(@D)); mv -f $$@.new $$@; \
 	else \
 	  cat $$(@D)/build.log; rm -f $$@ $$@.new; \
 	  echo "$(3) did not compile: make grade reports it as failed"; \
@@ -107,6 +115,7 @@ $(B)/grader/$(1)/$(2)/build.log: $(3) $(call grader_trusted,$(2)) $(LIB)
 	@mkdir -p $$(@D)
 	@rm -f $$(@D)/driver
 	@$$(CC) $$(GRADER_CFLAGS) -Wno-error -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$(@D)/driver >$$@.new 2>&1 || rm -f $$(@D)/driver
+	@$(call grader_symbols,$(3),$(2),$$(@D))
 	@mv -f $$@.new $$@
 endef
 
@@ -138,11 +147,13 @@ $(foreach s,$(GRADER_BROKEN),$(eval $(call $(call broken_rule,$(s)),broken/$(cal
 
 # The orchestrator links every lab's plan.c: that is how it knows the labs.
 GRADER_PLAN_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/*/plan.c))
-# The orchestrator's sandbox (grader/sandbox: the user, the sweep, the token handshake).
+# The orchestrator's sandbox (grader/sandbox: the user, the sweep, the token handshake) and
+# the judge of each lab's symbol rules (grader/rules).
 GRADER_SANDBOX_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/sandbox/*.c))
-BIN_OBJ_grade := $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ)
+GRADER_RULES_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/rules/*.c))
+BIN_OBJ_grade := $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ)
 $(GRADER_SANDBOX_OBJ): $(wildcard lib/*.h)
-$(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ)
+$(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ)
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
   $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \

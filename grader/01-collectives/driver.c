@@ -39,7 +39,7 @@ static const struct {
  * from one written wrong. Exactly representable, and no sum of inputs can reach it. */
 #define SENTINEL (-999999.0f)
 #define PERF_ROUNDS 6
-#define PERF_BATCHES 3
+#define PERF_BATCHES 5
 
 /* ---- counting what the student's code receives ---- */
 /* The ledger records the bytes a rank sends; these wrappers (linked with --wrap) add the
@@ -92,6 +92,7 @@ struct verdict {
     float nonfinite_expected;
     double max_abs, max_rel;
     double sent, received;       /* bytes, point to point */
+    double sent_msgs;            /* point-to-point messages sent */
     double coll_calls;           /* library collectives called */
     int coll_kind;
     double leaked, scratch;      /* bytes */
@@ -236,6 +237,7 @@ static void observe_call(enum op op, struct pl_comm *comm, float *buf, float *bu
     pl_mem_get_stats(&m1);
     pl_ledger_diff(&l1, &l0, &d);
     v->sent = pl_ledger_bytes(&d, PL_P2P, -1);
+    v->sent_msgs = (double)d.calls[PL_P2P];
     v->received = recv_bytes;
     v->coll_kind = -1;
     for (int k = 0; k < PL_NKINDS; k++) {
@@ -410,8 +412,35 @@ static const char *formula(enum op op)
     }
 }
 
-/* Broadcast: every spanning tree sends n-1 copies in all; a chain or a binary tree at most
- * two per rank, a flat tree n-1 from the root. Split cases hold two groups. */
+/* A buffer of at least this many bytes is cut into segments by a pipelined broadcast
+ * (a segment of the handout's size, or smaller, leaves at least two). */
+#define BCAST_PIPELINED_BYTES (1024.0 * 1024.0)
+
+/* Pipelined: from 3 ranks on (where a chain of whole buffers and a pipeline differ), a rank
+ * that forwards a large buffer sends it in two messages or more, so the next rank forwards
+ * the first segment while the second is still arriving. group: the split group, -1 none. */
+static int judge_broadcast_segments(const struct verdict *all, int nranks, int group, int gn,
+                                    const char *cs, double S)
+{
+    char a[32];
+    if (gn < 3 || S < BCAST_PIPELINED_BYTES) return 1;
+    for (int j = 0; j < nranks; j++) {
+        if (group >= 0 && all[j].world_rank % 2 != group) continue;
+        if (all[j].sent <= 0 || all[j].sent / all[j].sent_msgs <= S / 2) continue;
+        gr_say("traffic",
+               "%s: rank %d sent the %s buffer in %.0f message(s): the next rank can forward "
+               "only once the whole buffer has arrived, so the time grows as (n-1) x S/B. A "
+               "pipelined broadcast cuts the buffer into segments and forwards segment k "
+               "while segment k+1 arrives (handout section 6)",
+               cs, all[j].rank, pl_format_bytes(S, a, sizeof a), all[j].sent_msgs);
+        return 0;
+    }
+    return 1;
+}
+
+/* Broadcast: every spanning tree sends n-1 copies in all; a pipelined chain one per rank
+ * (a binary tree two, a flat tree n-1 from the root: both refused from 3 ranks on). Split
+ * cases hold two groups. */
 static int judge_broadcast_traffic(const struct test_case *c, const struct verdict *all,
                                    int nranks, const char *cs, double S)
 {
@@ -437,7 +466,8 @@ static int judge_broadcast_traffic(const struct test_case *c, const struct verdi
                    pl_format_bytes((gn - 1) * S, b, sizeof b));
             return 0;
         }
-        if (max > 2 * S) {
+        /* A pipelined chain: every rank but the last forwards exactly one copy. */
+        if (max > S && gn >= 3) {
             gr_say("traffic",
                    "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
                    "sends everyone a copy makes its own link carry (n-1) x S while the other "
@@ -447,6 +477,7 @@ static int judge_broadcast_traffic(const struct test_case *c, const struct verdi
                    pl_format_bytes(S, b, sizeof b));
             return 0;
         }
+        if (!judge_broadcast_segments(all, nranks, c->split ? g : -1, gn, cs, S)) return 0;
     }
     return 1;
 }
@@ -731,9 +762,9 @@ static double perf(void *st)
 
     double factor = pl_busbw_factor(OPS[the_op].kind, n);
     double bus_mine = S / pf.best_mine * factor / 1e9, bus_lib = S / pf.best_base * factor / 1e9;
-    gr_say("perf", "yours %.3f GB/s busbw (%.0f us), library %s %.3f GB/s (%.0f us): %.2fx; full "
-        "marks from %.2fx", bus_mine, pf.best_mine * 1e6, OPS[the_op].lib, bus_lib,
-        pf.best_base * 1e6, pf.ratio, GR_PERF_FULL_RATIO);
+    gr_say("perf", "yours %.3f GB/s busbw (%.0f us), library %s %.3f GB/s (%.0f us): %.2fx (%s); "
+        "full marks from %.2fx", bus_mine, pf.best_mine * 1e6, OPS[the_op].lib, bus_lib,
+        pf.best_base * 1e6, pf.ratio, gr_perf_how(&pf), GR_PERF_FULL_RATIO);
     if (pf.fraction < 1)
         gr_say("perf", "a ring moves the same bytes as the library: look for blocking sends that "
             "serialize the steps, a scratch buffer allocated on every step, or copies the "
@@ -844,6 +875,39 @@ static void run(void *st, int i)
                             MPI_COMM_WORLD));
 }
 
+/* On a pass, the figures the lab is about are shown too, once per part: those of the
+ * largest case (the busiest rank's bytes sent and received, its peak scratch), said after
+ * the last case. */
+static void note_figures(const struct test_case *c, const struct verdict *all, int nranks,
+                         const char *part, int last)
+{
+    static double best_S[2] = {-1, -1};
+    static char text[2][512];
+    int k = part[0] == 't' ? 0 : 1;
+    double S = 4.0 * (double)buffer_count(the_op, c->count, all[0].n);
+    if (S > best_S[k]) {
+        double sent = 0, recv = 0, scratch = 0;
+        for (int j = 0; j < nranks; j++) {
+            if (all[j].sent > sent) sent = all[j].sent;
+            if (all[j].received > recv) recv = all[j].received;
+            if (all[j].scratch > scratch) scratch = all[j].scratch;
+        }
+        char cs[384], a[32], b[32], e[32];
+        describe_case(c, nranks, cs, sizeof cs);
+        pl_format_bytes(S, e, sizeof e);
+        if (k == 0)
+            snprintf(text[0], sizeof text[0], "%s: the busiest rank sent %s and received %s "
+                     "of the %s buffer (%s)", cs, pl_format_bytes(sent, a, sizeof a),
+                     pl_format_bytes(recv, b, sizeof b), e, formula(the_op));
+        else
+            snprintf(text[1], sizeof text[1], "%s: at most %s of scratch held at once beside "
+                     "the %s buffer, nothing left after the call", cs,
+                     pl_format_bytes(scratch, a, sizeof a), e);
+        best_S[k] = S;
+    }
+    if (last && best_S[k] >= 0) gr_say(part, "%s", text[k]);
+}
+
 /* Rank 0 judges what it gathered. Case 0 is a size n divides: a failure after it points at
  * the chunking. */
 static int judge(void *st, int i, const char *part)
@@ -852,8 +916,12 @@ static int judge(void *st, int i, const char *part)
     if (pl_rank() != 0) return 1;
     int n = pl_size();
     if (!strcmp(part, "correct")) return judge_correct(&cases[i], all, n, i > 0);
-    if (!strcmp(part, "traffic")) return judge_traffic(&cases[i], all, n);
-    if (!strcmp(part, "memory")) return judge_memory(&cases[i], all, n);
+    if (!strcmp(part, "traffic") || !strcmp(part, "memory")) {
+        int ok = part[0] == 't' ? judge_traffic(&cases[i], all, n)
+                                : judge_memory(&cases[i], all, n);
+        if (ok) note_figures(&cases[i], all, n, part, i == ncases - 1);
+        return ok;
+    }
     pl_usage_error("--parts %s: Lab 1 judges correct, traffic and memory", part);
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "grade.h"
+#include "rules/symbols.h"
 
 static const struct {
     const char *title;
@@ -84,5 +85,14 @@ static const struct gr_lab lab01 = {
     .metric_title = "Lab 1: ring all-reduce busbw (GB/s)",
     .bench_args = "--max-mib 16",
     .bench_np = "4",
+    /* The lab builds collectives from point-to-point: no MPI, NCCL or library collective
+     * underneath, and buffers from the kit's allocator, whose ledger the memory test reads. */
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC "pl_all_reduce* "
+                         "pl_reduce_scatter* pl_all_gather* pl_broadcast* pl_all_to_all* "
+                         "pl_barrier pl_comm_split",
+    .symbol_rule = "Lab 1 builds every collective from lib's point-to-point calls (pl_send, "
+                   "pl_recv, pl_sendrecv, pl_isend, pl_irecv, pl_wait) and the lab's helpers, "
+                   "with buffers from pl_comm_buf_alloc (see the lab's handout)",
+    .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
 };
 GR_REGISTER_LAB(lab01)

@@ -500,8 +500,9 @@ static int check_loss(const struct run *r, int step, double loss)
     double e = gr_rel_err(global, want);
     if (e <= GR_TOL_LOSS) return 1;
     gr_say("correct", "step %d: the loss of the whole batch is %.7g, the single-device "
-           "reference's %.7g (relative error %.2e, tolerance %.0e): ddp_forward_backward "
-           "returns each microbatch's mean loss, unscaled", step, global, want, e, GR_TOL_LOSS);
+           "reference's %.7g (relative error %s, tolerance %.0e): ddp_forward_backward "
+           "returns each microbatch's mean loss, unscaled", step, global, want,
+           gr_fmt_beyond(e, GR_TOL_LOSS), GR_TOL_LOSS);
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "grade.h"
+#include "rules/symbols.h"
 
 static const struct {
     const char *op;        /* driver --op */
@@ -96,5 +97,11 @@ static const struct gr_lab lab02 = {
     .metric_title = "Lab 2: overlapped DDP tokens/s",
     .bench_args = "",
     .bench_np = "1 2 4",
+    /* Communication through lib (its ledger is the traffic test's evidence), memory from
+     * pl_mem_alloc (its ledger is the memory test's). */
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
+    .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .symbol_rule = "Lab 2 communicates through lib's calls only and takes its memory from "
+                   "pl_mem_alloc, whose ledger the memory tests read",
 };
 GR_REGISTER_LAB(lab02)

@@ -759,9 +759,9 @@ static int judge_losses(const struct lab03 *l)
     int bad = gr_check_losses(l->losses, l->ref.loss, STEPS, &err);
     if (bad < 0) return 1;
     gr_say("correct", "%s on %d ranks, step %d of %d: the loss (mean over ranks) is %.8g, the "
-           "single-device model's on the same global batch %.8g: relative error %.2g, more "
+           "single-device model's on the same global batch %.8g: relative error %s, more "
            "than %.0e", stage_name(l->stage), pl_size(), bad + 1, STEPS, l->losses[bad],
-           l->ref.loss[bad], err, GR_TOL_LOSS);
+           l->ref.loss[bad], gr_fmt_beyond(err, GR_TOL_LOSS), GR_TOL_LOSS);
     if (bad == 0)
         gr_say("correct", "the first forward already differs: are the parameters initialised "
                "with pl_model_init_flat at their flat offsets, and does every unit's forward "

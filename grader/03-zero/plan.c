@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "grade.h"
+#include "rules/symbols.h"
 
 static const struct {
     const char *title;
@@ -82,5 +83,11 @@ static const struct gr_lab lab03 = {
     .metric_title = "Lab 3: ZeRO-3 tokens/s",
     .bench_args = "",
     .bench_np = "2 4",
+    /* Communication through lib (its ledger is the traffic test's evidence), memory from
+     * pl_mem_alloc (its ledger is the memory test's). */
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
+    .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .symbol_rule = "Lab 3 communicates through lib's calls only and takes its memory from "
+                   "pl_mem_alloc, whose ledger the memory tests read",
 };
 GR_REGISTER_LAB(lab03)

@@ -28,6 +28,10 @@ void gr_say(const char *part, const char *fmt, ...) __attribute__((format(printf
 void gr_result(const char *part, double fraction, double seconds);
 /* "metric NAME VALUE": a figure for the leaderboard or the log. */
 void gr_metric(const char *name, double value);
+/* x printed with as many digits as it takes to differ from limit printed the same way
+ * (at most 9), so a verdict never reads "error 1e-05, more than 1e-05". A static buffer of
+ * a small ring: up to 4 results may be used in one printf. */
+const char *gr_fmt_beyond(double x, double limit);
 /* 1 when the comma-separated list parts names p. */
 int gr_has_part(const char *parts, const char *p);
 
@@ -36,19 +40,33 @@ int gr_has_part(const char *parts, const char *p);
 /* Full marks for performance from this fraction of the baseline's speed (every lab). */
 #define GR_PERF_FULL_RATIO 0.7
 
+/* Paired rounds measured at most, over every batch (the medians are taken over these). */
+#define GR_PERF_MAX_PAIRS 64
+
 struct gr_perf {
-    double best_base, best_mine; /* seconds per unit of work, the best round of each */
-    double ratio;                /* best_base / best_mine: 1 is as fast as the baseline */
+    double best_base, best_mine; /* seconds per unit of work: the median round of each side */
+    double ratio;                /* the median of the paired ratios base/mine: 1 is as fast */
+    double spread;               /* half the interquartile range of the paired ratios */
+    int pairs;                   /* paired rounds the median is taken over */
     double fraction;             /* of the points: 1 from GR_PERF_FULL_RATIO, else linear */
 };
 
 /* Collective. time(ctx, mine) measures one round of the baseline (mine 0) or of the code
  * under test (mine 1) and returns its seconds per unit, the same on every rank (the slowest
- * rank's). Rounds alternate, the best of each side counts: both see the same machine, load
- * and caches, and noise only ever slows a side down. Another batch of rounds is measured
- * only while the ratio is short of full marks, so a busy moment cannot cost points. */
+ * rank's). One warm-up pair is thrown away; then each round times both sides back to back
+ * (A/B, then B/A, so neither always goes first) and keeps their ratio: a busy moment slows
+ * both halves of one pair, not one side of the whole comparison. The verdict is the median
+ * of the paired ratios. While the median is within its spread of GR_PERF_FULL_RATIO (the
+ * noise could put it on either side), or short of it, another batch of rounds is measured,
+ * up to batches in all, so a loaded machine costs time, not points. */
 void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
                      struct gr_perf *out);
+/* The median of v[0..n) and half its interquartile range (v is sorted in place). */
+double gr_median_spread(double *v, int n, double *spread);
+
+/* "median of N paired rounds, spread +-S": how a ratio was measured, for the verdict line
+ * (a static buffer, valid until the next call). */
+const char *gr_perf_how(const struct gr_perf *pf);
 
 /* The verdict of part "perf" for a training step timed by gr_perf_compare: "yours X ms per
  * step (T tokens/s), BASELINE Y ms per step: Rx; full marks from 0.70x", the hint when the

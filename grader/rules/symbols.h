@@ -1,0 +1,31 @@
+/* symbols.h: a lab's rules judged from what the code under test calls, not from what it
+ * leaves behind. The build lists each driver's undefined symbols of the student's sources
+ * alone (nm -u, in symbols.txt beside the driver: grader/grader.mk); a lab's descriptor
+ * names the patterns its code may not call (struct gr_lab's forbidden_symbols, with
+ * allowed_symbols as exceptions). A call the traffic ledger cannot see (MPI_Allreduce, a
+ * library collective hidden behind throw-away messages, malloc outside the kit's allocator)
+ * is then caught before anything runs. */
+#ifndef GR_SYMBOLS_H
+#define GR_SYMBOLS_H
+
+#include <stddef.h>
+
+/* Patterns the labs share. Below the kit: calls the traffic ledger never sees. */
+#define GR_SYMBOLS_BELOW_KIT "MPI_* PMPI_* ompi_* nccl* dlopen dlsym syscall "
+/* Memory outside the kit's allocator: what the memory ledger never counts. */
+#define GR_SYMBOLS_RAW_ALLOC                                                              \
+    "malloc calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc "    \
+    "pvalloc mmap mmap64 sbrk brk "
+
+/* 1 when name matches one of the space-separated shell patterns (fnmatch) of list. */
+int gr_symbol_listed(const char *list, const char *name);
+
+/* Judges the symbols file (one undefined symbol a line) against the lab's rule: forbidden
+ * patterns, allowed exceptions, and rule, the sentence that says why. Returns 0 when the
+ * code keeps the rule; else 1, with the reason in why ("calls MPI_Allreduce, which Lab 1
+ * forbids: RULE"), every offending symbol named. A missing file is a violation too (the
+ * build writes one for every driver it links). */
+int gr_symbols_break_rule(const char *symbols_file, const char *forbidden, const char *allowed,
+                          const char *rule, char *why, size_t len);
+
+#endif
