@@ -89,3 +89,7 @@ test-gpu-emu: $(EMU_TESTS) all
 	@$(B)/tests/harness --build $(EMU_B) tests/gpu_emu/gpu_emu.tests
 
 test: test-gpu-emu
+
+# The generated host C++ is kept (not an intermediate make deletes at the end, whose "rm"
+# line would follow the test summary).
+.SECONDARY: $(EMU_CU_SRC:lib/%.cu=$(EMU_B)/gen/%.cpp)
