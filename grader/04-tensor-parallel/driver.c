@@ -22,6 +22,7 @@
 
 #include "data.h"
 #include "harness.h"
+#include "parts.h"
 #include "paralab.h"
 #include "todo.h"
 #include "tp.h"
@@ -59,69 +60,10 @@ static const struct {
 } CASES[] = {{2, 16}, {1, 7}};
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 
-/* ---- this rank's verdict of each part, gathered to rank 0 by judge() ---- */
+/* ---- the parts this rank judges (grader/common/parts.h), gathered to rank 0 by judge() ---- */
 
 enum part { P_CORRECT, P_TRAFFIC, P_MEMORY, P_PLACEMENT, P_ORDER, NPARTS };
-static const char *PART_NAMES[NPARTS] = {"correct", "traffic", "memory", "placement", "order"};
-
-struct verdict {
-    int ok;
-    char msg[640];
-};
-
-static struct verdict verdicts[NPARTS];
-static char ok_msg[NPARTS][640]; /* said under the part once its last case passes */
-static enum part cur = P_CORRECT; /* the part fail() reports to */
-
-static void verdicts_reset(void)
-{
-    for (int p = 0; p < NPARTS; p++) {
-        verdicts[p].ok = 1;
-        verdicts[p].msg[0] = 0;
-    }
-    cur = P_CORRECT;
-}
-
-/* The first failure of a rank in the current part is the one it reports. */
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    struct verdict *v = &verdicts[cur];
-    if (!v->ok) return;
-    v->ok = 0;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(v->msg, sizeof v->msg, fmt, ap);
-    va_end(ap);
-}
-
-static void say_ok(enum part p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say_ok(enum part p, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ok_msg[p], sizeof ok_msg[p], fmt, ap);
-    va_end(ap);
-}
-
-/* Collective (raw MPI): 1 when every rank's verdict of p is ok; rank 0 says the first
- * failing rank's reason, or the ok message on the last case. */
-static int gather_verdict(enum part p, int last)
-{
-    int n = pl_size();
-    struct verdict *all = pl_rank() == 0 ? malloc((size_t)n * sizeof *all) : NULL;
-    PL_CHECK_MPI(MPI_Gather(&verdicts[p], (int)sizeof verdicts[p], MPI_BYTE, all,
-                            (int)sizeof verdicts[p], MPI_BYTE, 0, MPI_COMM_WORLD));
-    int bad = -1;
-    if (pl_rank() == 0) {
-        for (int i = 0; i < n && bad < 0; i++)
-            if (!all[i].ok) bad = i;
-        if (bad >= 0) gr_say(PART_NAMES[p], "rank %d: %s", bad, all[bad].msg);
-        else if (last && ok_msg[p][0]) gr_say(PART_NAMES[p], "%s", ok_msg[p]);
-        free(all);
-    }
-    return bad < 0;
-}
+static const char *const PART_NAMES[NPARTS] = {"correct", "traffic", "memory", "placement", "order"};
 
 /* ---- comparisons ---- */
 
@@ -145,14 +87,14 @@ static int compare(const char *what, const float *got, const float *ref, size_t 
     size_t bad = 0, at = 0;
     int ok = 1;
     if (!pl_all_finite(g, n, &bad)) {
-        fail("%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
+        gr_fail("%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
              (double)r[bad], hint ? ": " : "", hint ? hint : "");
         ok = 0;
     } else {
         double rel = pl_rel_l2(g, r, n);
         if (rel > tol) {
             double mx = pl_max_abs_diff(g, r, n, &at);
-            fail("%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element %zu: "
+            gr_fail("%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element %zu: "
                  "expected %.6g, got %.6g)%s%s", what, rel, tol, mx, at, (double)r[at],
                  (double)g[at], hint ? ": " : "", hint ? hint : "");
             ok = 0;
@@ -281,7 +223,7 @@ static void compare_shard_grads(const struct block_case *k, const int *which, in
     pl_tp_block_slice(&k->cfg, k->t, k->r, k->full_g, want);
     struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
     pl_tp_block_tensors(&k->cfg, 0, k->t, d);
-    for (int i = 0; i < n && verdicts[cur].ok; i++) {
+    for (int i = 0; i < n && gr_parts_ok(); i++) {
         const struct pl_tp_tensor *e = &d[which[i]];
         char what[160];
         snprintf(what, sizeof what, "gradient of your shard of %s (%s)", e->name,
@@ -324,11 +266,11 @@ static void judge_pass_traffic(const char *pass, const struct pass_traffic *tr, 
     double want = (double)calls * 2.0 * (t - 1) / t * count * 4.0;
     char a[32], b[32];
     if (tr->other_calls || tr->other_bytes > 0)
-        fail("the %s made %ld operations other than all-reduce (%s): tensor parallelism "
+        gr_fail("the %s made %ld operations other than all-reduce (%s): tensor parallelism "
              "needs only the all-reduces of f and g", pass, tr->other_calls,
              pl_format_bytes(tr->other_bytes, a, sizeof a));
     else if (tr->ar_calls != calls)
-        fail("the %s made %ld all-reduce%s on the TP group where it needs %ld (%s)%s", pass,
+        gr_fail("the %s made %ld all-reduce%s on the TP group where it needs %ld (%s)%s", pass,
              tr->ar_calls, tr->ar_calls == 1 ? "" : "s", calls, where,
              tr->ar_calls < calls ? ": a g (forward) or f (backward) that skips its "
                                     "all-reduce leaves each rank with a partial sum"
@@ -336,7 +278,7 @@ static void judge_pass_traffic(const char *pass, const struct pass_traffic *tr, 
                                     "backward; an all-reduce there adds traffic (and sums "
                                     "what is already whole)");
     else if (fabs(tr->ar_bytes - want) > 0.5)
-        fail("the %s sent %s per rank where %ld all-reduce%s of %.0f floats on %d ranks send "
+        gr_fail("the %s sent %s per rank where %ld all-reduce%s of %.0f floats on %d ranks send "
              "%s (2(t-1)/t of each buffer): reduce exactly the [N, C] activation", pass,
              pl_format_bytes(tr->ar_bytes, a, sizeof a), calls, calls == 1 ? "" : "s", count,
              t, pl_format_bytes(want, b, sizeof b));
@@ -375,7 +317,7 @@ static void check_conjugate(struct pl_comm *tp, int which, const float *mine,
     const float *want = sums ? sum : mine;
     for (size_t i = 0; i < n; i++)
         if (got[i] != want[i]) {
-            fail("%s: element %zu is %g, expected %g (%s%s)", names[which], i, (double)got[i],
+            gr_fail("%s: element %zu is %g, expected %g (%s%s)", names[which], i, (double)got[i],
                  (double)want[i], rules[which],
                  !sums && got[i] == sum[i] ? "; you summed over the ranks" : "");
             break;
@@ -400,14 +342,14 @@ static void run_conjugates(struct pl_comm *tp)
     free(mine);
     free(sum);
     free(tmp);
-    say_ok(P_CORRECT, "f and g forward and backward exact on every rank (t=%d)", t);
+    gr_parts_say_ok(P_CORRECT, "f and g forward and backward exact on every rank (t=%d)", t);
     static const char *names[] = {"f forward", "f backward", "g forward", "g backward"};
-    cur = P_TRAFFIC;
+    gr_parts_set(P_TRAFFIC);
     for (int k = 0; k < 4 && t > 1; k++)
         judge_pass_traffic(names[k], &tr[k], k == 1 || k == 2, (double)n, t,
                            "one for f's backward and g's forward, none otherwise");
-    cur = P_CORRECT;
-    say_ok(P_TRAFFIC, "one all-reduce in f's backward and g's forward, none in f's forward "
+    gr_parts_set(P_CORRECT);
+    gr_parts_say_ok(P_TRAFFIC, "one all-reduce in f's backward and g's forward, none in f's forward "
            "and g's backward");
 }
 
@@ -519,9 +461,9 @@ static void run_linear(struct pl_comm *tp, int i)
     struct linear_run col, row;
     column_linear_case(tp, N, 64, 128, &col);
     row_linear_case(tp, N, 128, 64, &row);
-    say_ok(P_CORRECT, "column- and row-parallel outputs and gradients match the full "
+    gr_parts_say_ok(P_CORRECT, "column- and row-parallel outputs and gradients match the full "
            "nn.Linear's blocks (t=%d)", t);
-    cur = P_TRAFFIC;
+    gr_parts_set(P_TRAFFIC);
     if (t > 1) {
         judge_pass_traffic("column-parallel forward", &col.fwd, 0, N * 64.0, t,
                            "f is the identity forward");
@@ -531,8 +473,8 @@ static void run_linear(struct pl_comm *tp, int i)
         judge_pass_traffic("row-parallel backward", &row.bwd, 0, N * 64.0, t,
                            "g is the identity backward");
     }
-    cur = P_CORRECT;
-    say_ok(P_TRAFFIC, "one all-reduce of [N, C] in the column backward and the row forward, "
+    gr_parts_set(P_CORRECT);
+    gr_parts_say_ok(P_TRAFFIC, "one all-reduce of [N, C] in the column backward and the row forward, "
            "none elsewhere");
 }
 
@@ -732,9 +674,9 @@ static void run_sub(struct pl_comm *tp, enum sub s, int i)
     int t = pl_comm_size(tp), B = CASES[i].B, T = CASES[i].T;
     struct sub_run run;
     run_sub_case(tp, s, B, T, &run);
-    say_ok(P_CORRECT, "output, dx and every shard's gradient match the single device (t=%d, "
+    gr_parts_say_ok(P_CORRECT, "output, dx and every shard's gradient match the single device (t=%d, "
            "%d cases)", t, NCASES);
-    cur = P_TRAFFIC;
+    gr_parts_set(P_TRAFFIC);
     double nc = (double)B * T * 64;
     if (t > 1) {
         judge_pass_traffic("forward", &run.fwd, SUBS[s].ars, nc, t,
@@ -742,11 +684,11 @@ static void run_sub(struct pl_comm *tp, enum sub s, int i)
         judge_pass_traffic("backward", &run.bwd, SUBS[s].ars, nc, t,
                            "f's backward before each column-parallel linear");
     }
-    cur = P_CORRECT;
+    gr_parts_set(P_CORRECT);
     /* DESIGN.md: a block moves 8bsh(t-1)/t elements per rank per microbatch */
     double want = 8.0 * B * T * 64 * (t - 1) / t * 4.0 * SUBS[s].ars / 2;
     char a[32];
-    say_ok(P_TRAFFIC, "%d all-reduce%s forward and %d backward per pass on the TP group; the "
+    gr_parts_say_ok(P_TRAFFIC, "%d all-reduce%s forward and %d backward per pass on the TP group; the "
            "last case (b=%d, s=%d, h=64) sent %s per rank = %s8bsh(t-1)/t x 4 bytes",
            SUBS[s].ars, SUBS[s].ars == 1 ? "" : "s", SUBS[s].ars, B, T,
            pl_format_bytes(want, a, sizeof a), s == SUB_BLOCK ? "" : "1/2 of ");
@@ -842,13 +784,13 @@ static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int
     const int N = B * T;
     /* traffic: g of the embedding and f's backward of the head ([N, C] each), the row
      * maxima gathered (N per rank), and one all-reduce of the 2N sums */
-    cur = P_TRAFFIC;
+    gr_parts_set(P_TRAFFIC);
     double want = 2.0 * (t - 1) / t * (2.0 * N * C + 2.0 * N) * 4 + (t - 1.0) * N * 4;
     double got = gr_ledger_total_bytes(&d);
     char a1[32], a2[32];
     if (t > 1 && (d.calls[PL_ALL_REDUCE] != 3 || d.calls[PL_ALL_GATHER] != 1 ||
                   gr_ledger_total_calls(&d) != 4 || fabs(got - want) > 0.5))
-        fail("the embedding and the loss sent %s per rank in %ld all-reduces and %ld "
+        gr_fail("the embedding and the loss sent %s per rank in %ld all-reduces and %ld "
              "all-gathers where they need %s in 3 all-reduces ([N, C] forward in the "
              "embedding, [N, C] backward in the head, 2N for the sums) and 1 all-gather of "
              "the N row maxima%s", pl_format_bytes(got, a1, sizeof a1),
@@ -857,19 +799,19 @@ static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int
                  ? ": gathering logits moves N x V floats; only the row maxima, the sums of "
                    "exponentials and the target logits need to cross ranks (section 10)"
                  : "");
-    say_ok(P_TRAFFIC, "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
+    gr_parts_say_ok(P_TRAFFIC, "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
            pl_format_bytes(want, a1, sizeof a1), B, T);
     /* memory: nothing the size of the full logits */
-    cur = P_MEMORY;
+    gr_parts_set(P_MEMORY);
     double full = 4.0 * N * V;
     if (t > 1 && held >= full)
-        fail("your head and loss held %s at peak beyond their activations: as much as the "
+        gr_fail("your head and loss held %s at peak beyond their activations: as much as the "
              "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
              "keeps its [N, V/t] columns and three numbers per row (section 10)",
              pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
-    say_ok(P_MEMORY, "the head held at most %s beyond its activations, below the full logits' "
+    gr_parts_say_ok(P_MEMORY, "the head held at most %s beyond its activations, below the full logits' "
            "%s", pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
-    cur = P_CORRECT;
+    gr_parts_set(P_CORRECT);
 }
 
 static void run_vocab(struct pl_comm *tp, int i)
@@ -907,17 +849,17 @@ static void run_vocab(struct pl_comm *tp, int i)
             "once, after the sum (section 9)");
     compare("gradient of your rows of wte", dwte_r, e_wte, (size_t)Vt * C, TOL_BWD, NULL);
     compare("gradient of wpe (replicated)", dwpe, f.dwpe, (size_t)c.seq_len * C, TOL_BWD, NULL);
-    if (verdicts[cur].ok && gr_rel_err(loss, f.loss) > TOL_FWD)
-        fail("loss %.7f, the single device's %.7f: the row maximum, the sum of exponentials "
+    if (gr_parts_ok() && gr_rel_err(loss, f.loss) > TOL_FWD)
+        gr_fail("loss %.7f, the single device's %.7f: the row maximum, the sum of exponentials "
              "and the target's logit must each cover the whole vocabulary (section 10)", loss,
              f.loss);
     compare("head input gradient dx", gdx, f.dx, (size_t)N * C, TOL_BWD, "f's backward sums "
             "the ranks' dlogits_r w_r (section 10)");
     compare("gradient of your rows of the head", dw_r, e_w, (size_t)Vt * C, TOL_BWD, NULL);
-    say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)", t);
+    gr_parts_say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)", t);
 
     judge_vocab_comm(&d, held, t, B, T, C, V);
-    cur = P_CORRECT;
+    gr_parts_set(P_CORRECT);
     pl_tp_head_acts_free(&a);
     float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w};
     for (size_t k = 0; k < sizeof p / sizeof *p; k++) pl_mem_free(p[k]);
@@ -944,7 +886,7 @@ static double grown(const struct pl_mem_stats *before, const struct pl_mem_stats
 static void judge_train_memory(const struct pl_model_config *c, int t, int B,
                                const struct pl_mem_stats *before, const struct pl_mem_stats *after)
 {
-    cur = P_MEMORY;
+    gr_parts_set(P_MEMORY);
     struct pl_model_layout lay;
     pl_model_layout_init(&lay, c);
     const double C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layers;
@@ -963,7 +905,7 @@ static void judge_train_memory(const struct pl_model_config *c, int t, int B,
     for (int k = 0; k < 3; k++) {
         double got = grown(before, after, K[k].cat);
         if (got > K[k].bound * 1.001)
-            fail("%s held %s at peak where a rank's shard needs %s: the split tensors' 1/t "
+            gr_fail("%s held %s at peak where a rank's shard needs %s: the split tensors' 1/t "
                  "(t=%d) plus the replicated layernorms, position embedding and biases whole",
                  K[k].what, pl_format_bytes(got, a, sizeof a),
                  pl_format_bytes(K[k].bound, b, sizeof b), t);
@@ -972,14 +914,14 @@ static void judge_train_memory(const struct pl_model_config *c, int t, int B,
                  4 * 4 * N * C;
     double got = grown(before, after, PL_MEM_ACTIV);
     if (got > act)
-        fail("activations held %s at peak, more than the kit's TP formula allows (%s: the "
+        gr_fail("activations held %s at peak, more than the kit's TP formula allows (%s: the "
              "blocks' split activations, the head's [N, V/t] logits, four [N, C] buffers)",
              pl_format_bytes(got, a, sizeof a), pl_format_bytes(act, b, sizeof b));
-    say_ok(P_MEMORY, "per rank: %s of parameters (as many of gradients, twice of AdamW "
+    gr_parts_say_ok(P_MEMORY, "per rank: %s of parameters (as many of gradients, twice of AdamW "
            "moments) for t=%d, from the shapes; activations %s at peak within %s",
            pl_format_bytes(want, a, sizeof a), t, pl_format_bytes(got, b, sizeof b),
            pl_format_bytes(act, (char[32]){0}, 32));
-    cur = P_CORRECT;
+    gr_parts_set(P_CORRECT);
 }
 
 /* Every tensor's shard against its slice of the reference's final weights. */
@@ -995,7 +937,7 @@ static void check_train_weights(const struct tp_gpt *m, const struct gr_referenc
     double all = 0;
     for (size_t k = 0; k < m->numel; k++) all += (double)h[k] * h[k];
     double rms = sqrt(all / (double)m->numel);
-    for (int i = 0; i < m->ntensors && verdicts[cur].ok; i++) {
+    for (int i = 0; i < m->ntensors && gr_parts_ok(); i++) {
         const struct pl_tp_tensor *d = &m->tensors[i];
         /* as gr_check_params: a tensor that started at zero (a bias) is measured against
          * the whole shard's RMS, so that rounding alone never fails it */
@@ -1006,7 +948,7 @@ static void check_train_weights(const struct tp_gpt *m, const struct gr_referenc
         }
         double rel = sqrt(e) / fmax(sqrt(nr), rms * sqrt((double)d->shard_numel));
         if (!(rel <= GR_TOL_PARAMS))
-            fail("your shard of %s after %d steps: relative L2 error %.2e (tolerance %.0e)%s",
+            gr_fail("your shard of %s after %d steps: relative L2 error %.2e (tolerance %.0e)%s",
                  d->name, TRAIN_STEPS, rel, GR_TOL_PARAMS,
                  d->split == PL_TP_REPLICATED ? ": a replicated tensor, updated the same "
                                                 "on every rank" : "");
@@ -1047,17 +989,17 @@ static void run_train(struct pl_comm *tp)
     pl_mem_get_stats(&after);
     double err = 0;
     int bad = m ? gr_check_losses(loss, ref.loss, TRAIN_STEPS, &err) : 0;
-    if (!m && !pl_todo_what()) fail("tp_gpt_new returned NULL (section 11)");
+    if (!m && !pl_todo_what()) gr_fail("tp_gpt_new returned NULL (section 11)");
     else if (bad >= 0 && m)
-        fail("the loss of step %d is %.7f where the single device's is %.7f (relative error "
+        gr_fail("the loss of step %d is %.7f where the single device's is %.7f (relative error "
              "%.1e, tolerance %.0e)%s", bad + 1, loss[bad], ref.loss[bad], err, GR_TOL_LOSS,
              bad > 0 ? ": the first steps agree, so the forward is right; look at the "
                        "gradient clipping (replicated tensors count once in the global norm) "
                        "and AdamW's weight decay per tensor (section 11)"
                      : "");
-    if (m && verdicts[cur].ok) check_train_weights(m, &ref, t, r);
+    if (m && gr_parts_ok()) check_train_weights(m, &ref, t, r);
     judge_train_memory(&setup.cfg, t, b.B, &before, &after);
-    say_ok(P_CORRECT, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
+    gr_parts_say_ok(P_CORRECT, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
            "weights match the single device (last loss %.5f)", TRAIN_STEPS, TRAIN_LAYERS, t,
            ref.loss[TRAIN_STEPS - 1]);
     tp_gpt_free(m);
@@ -1105,7 +1047,7 @@ static void placement_run(const char *order, struct pl_comm **tp_out, struct pl_
     memset(delta, 0, sizeof *delta);
     if (!tp && pl_todo_what()) return;
     if (!tp || pl_comm_size(tp) != PLACE_TP) {
-        fail("tp_group gave a group of %d ranks under order %s, where the grid's tp axis has %d",
+        gr_fail("tp_group gave a group of %d ranks under order %s, where the grid's tp axis has %d",
              tp ? pl_comm_size(tp) : 0, order, PLACE_TP);
         pl_comm_free(tp);
         *tp_out = NULL;
@@ -1135,33 +1077,33 @@ static void run_placement(int i)
     v[2] = pl_ledger_bytes(&d, -1, PL_LINK_INTER);
     PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     double run = v[0], inside = v[1], inter = v[2], mine = pl_ledger_bytes(&d, -1, PL_LINK_INTER);
-    say_ok(P_CORRECT, "the block matches the single device in every TP group under orders "
+    gr_parts_say_ok(P_CORRECT, "the block matches the single device in every TP group under orders "
            "tp-dp and dp-tp");
     if (i == 0) {
-        cur = P_PLACEMENT;
+        gr_parts_set(P_PLACEMENT);
         if (mine > 0)
-            fail("your TP group %s spans nodes: %s of its %s crossed the network. Modelled on "
+            gr_fail("your TP group %s spans nodes: %s of its %s crossed the network. Modelled on "
                  "dgx-h100 this block takes %.2f us where inside a node it takes %.2f us "
                  "(%.1fx). With tp leftmost in the order the grid puts a TP group on "
                  "consecutive ranks, one node: build the group from the grid's tp axis "
                  "(section 2)", mem, pl_format_bytes(mine, a, sizeof a),
                  pl_format_bytes(pl_ledger_bytes(&d, -1, -1), b, sizeof b), run * 1e6,
                  inside * 1e6, run / inside);
-        say_ok(P_PLACEMENT, "every TP group of order tp-dp lies inside a node: all of its "
+        gr_parts_say_ok(P_PLACEMENT, "every TP group of order tp-dp lies inside a node: all of its "
                "all-reduce bytes on intra-node links; modelled on dgx-h100 %.2f us per block "
                "forward+backward", run * 1e6);
     } else {
-        cur = P_ORDER;
+        gr_parts_set(P_ORDER);
         if (inter <= 0)
-            fail("under order dp-tp the TP group %s should cross nodes, yet no byte went "
+            gr_fail("under order dp-tp the TP group %s should cross nodes, yet no byte went "
                  "inter-node: does tp_group follow the grid it is given?", mem);
-        say_ok(P_ORDER, "order dp-tp is a placement violation, found and costed: TP group %s "
+        gr_parts_say_ok(P_ORDER, "order dp-tp is a placement violation, found and costed: TP group %s "
                "crosses nodes, up to %s per rank inter-node; modelled on dgx-h100 %.2f us per "
                "block forward+backward vs %.2f us inside a node (%.1fx slower). Your code gave "
                "the right numbers under this order too", mem,
                pl_format_bytes(inter, a, sizeof a), run * 1e6, inside * 1e6, run / inside);
     }
-    cur = P_CORRECT;
+    gr_parts_set(P_CORRECT);
     pl_comm_free(tp);
 }
 
@@ -1188,11 +1130,11 @@ static double bench_row(int t, const char *order)
     v[2] = pl_ledger_bytes(&d, -1, PL_LINK_INTRA);
     v[3] = pl_ledger_bytes(&d, -1, PL_LINK_INTER);
     PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    int ok = verdicts[P_CORRECT].ok, all_ok = 0;
+    int ok = gr_parts_ok_of(P_CORRECT), all_ok = 0;
     PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     pl_print0("%-8s %4d %14.0f %14.0f %16.2f %16.2f %8s\n", order, t, v[2], v[3], v[0] * 1e6,
               v[1] * 1e6, all_ok ? "yes" : "NO");
-    verdicts_reset();
+    gr_parts_reset(PART_NAMES, NPARTS);
     pl_comm_free(tp);
     return v[0];
 }
@@ -1230,7 +1172,7 @@ static void big_block_table(void)
 static void bench(const struct gr_args *args)
 {
     base_seed = args->seed;
-    verdicts_reset();
+    gr_parts_reset(PART_NAMES, NPARTS);
     const struct pl_topo *topo = pl_topo();
     struct pl_model_config c = graded_config();
     pl_print0("# Lab 4 tensor parallelism: %s, one block (b=%d, s=%d, h=%d, %d heads) forward "
@@ -1358,13 +1300,13 @@ static struct pl_comm *world_tp_group(void)
     snprintf(deg, sizeof deg, "tp=%d", pl_size());
     pl_grid_init_or_die(&grid, "tp", deg, pl_size());
     struct pl_comm *tp = tp_group(&grid, pl_comm_world());
-    if (!tp && !pl_todo_what()) fail("tp_group returned no communicator (section 2)");
+    if (!tp && !pl_todo_what()) gr_fail("tp_group returned no communicator (section 2)");
     return tp;
 }
 
 static void run(void *st, int i)
 {
-    verdicts_reset();
+    gr_parts_reset(PART_NAMES, NPARTS);
     if (the_kind == K_PLACE) {
         run_placement(i);
         return;
@@ -1383,7 +1325,7 @@ static int judge(void *st, int i, const char *part)
 {
     for (int p = 0; p < NPARTS; p++)
         if (!strcmp(part, PART_NAMES[p]))
-            return gather_verdict((enum part)p, i == count_cases(st) - 1);
+            return gr_parts_gather((enum part)p, i == count_cases(st) - 1);
     pl_usage_error_all("--parts %s: Lab 4 judges correct, traffic, memory, placement and order",
                        part);
 }

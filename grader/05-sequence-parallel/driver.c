@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "parts.h"
 #include "paralab.h"
 #include "sp.h"
 #include "sp_shard.h"
@@ -75,66 +76,10 @@ static struct sp_case case_of(int i, int t)
     return k;
 }
 
-/* ---- this rank's verdict of each part, gathered to rank 0 by judge() ---- */
+/* ---- the parts this rank judges (grader/common/parts.h), gathered to rank 0 by judge() ---- */
 
 enum part { P_CORRECT, P_REPLICAS, P_TRAFFIC, P_MEMORY, NPARTS };
-static const char *PART_NAMES[NPARTS] = {"correct", "replicas", "traffic", "memory"};
-
-struct verdict {
-    int ok;
-    char msg[768];
-};
-
-static struct verdict verdicts[NPARTS];
-static char ok_msg[NPARTS][768];
-static enum part cur = P_CORRECT;
-
-static void verdicts_reset(void)
-{
-    for (int p = 0; p < NPARTS; p++) {
-        verdicts[p].ok = 1;
-        verdicts[p].msg[0] = 0;
-    }
-    cur = P_CORRECT;
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    struct verdict *v = &verdicts[cur];
-    if (!v->ok) return;
-    v->ok = 0;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(v->msg, sizeof v->msg, fmt, ap);
-    va_end(ap);
-}
-
-static void say_ok(enum part p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say_ok(enum part p, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ok_msg[p], sizeof ok_msg[p], fmt, ap);
-    va_end(ap);
-}
-
-static int gather_verdict(enum part p, int last)
-{
-    int n = pl_size();
-    struct verdict *all = pl_rank() == 0 ? malloc((size_t)n * sizeof *all) : NULL;
-    PL_CHECK_MPI(MPI_Gather(&verdicts[p], (int)sizeof verdicts[p], MPI_BYTE, all,
-                            (int)sizeof verdicts[p], MPI_BYTE, 0, MPI_COMM_WORLD));
-    int bad = -1;
-    if (pl_rank() == 0) {
-        for (int i = 0; i < n && bad < 0; i++)
-            if (!all[i].ok) bad = i;
-        if (bad >= 0) gr_say(PART_NAMES[p], "rank %d: %s", bad, all[bad].msg);
-        else if (last && ok_msg[p][0]) gr_say(PART_NAMES[p], "%s", ok_msg[p]);
-        free(all);
-    }
-    return bad < 0;
-}
+static const char *const PART_NAMES[NPARTS] = {"correct", "replicas", "traffic", "memory"};
 
 /* ---- buffers and comparisons ---- */
 
@@ -167,14 +112,14 @@ static int compare(const char *what, const float *got, const float *ref, size_t 
     size_t bad = 0, at = 0;
     int ok = 1;
     if (!pl_all_finite(g, n, &bad)) {
-        fail("%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
+        gr_fail("%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
              (double)r[bad], hint ? ": " : "", hint ? hint : "");
         ok = 0;
     } else {
         double rel = pl_rel_l2(g, r, n);
         if (rel > tol) {
             double mx = pl_max_abs_diff(g, r, n, &at);
-            fail("%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element %zu: "
+            gr_fail("%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element %zu: "
                  "expected %.6g, got %.6g)%s%s", what, rel, tol, mx, at, (double)r[at],
                  (double)g[at], hint ? ": " : "", hint ? hint : "");
             ok = 0;
@@ -251,7 +196,7 @@ static int exact(const char *what, const float *got, const float *want, const fl
             int ordered = rank_major != NULL;
             for (size_t j = 0; rank_major && j < n && ordered; j++)
                 ordered = got[j] == rank_major[j];
-            fail("%s: element %zu is %g, expected %g (%s)%s", what, i, (double)got[i],
+            gr_fail("%s: element %zu is %g, expected %g (%s)%s", what, i, (double)got[i],
                  (double)want[i], rule,
                  ordered ? ": the rows are in the collective's rank-major order; sequence b's "
                            "tokens from rank r belong at rows b T + r T/t "
@@ -295,7 +240,7 @@ static void run_conjugates(struct pl_comm *tp)
         "reduce-scatter: this rank's tokens of the sum over the group",
         "all-gather along the sequence: every rank's T/t tokens of each sequence in place"};
     struct pass_traffic tr[4];
-    for (int k = 0; k < 4 && verdicts[P_CORRECT].ok; k++) {
+    for (int k = 0; k < 4 && gr_parts_ok_of(P_CORRECT); k++) {
         int gathers = k == 0 || k == 3;
         pl_to_device(dl, mine_l, nl * sizeof *mine_l);
         pl_to_device(df, mine_f, nf * sizeof *mine_f);
@@ -312,32 +257,32 @@ static void run_conjugates(struct pl_comm *tp)
               gathers ? nf : nl, rules[k]);
         free(got);
     }
-    say_ok(P_CORRECT, "both conjugates exact forward and backward on every rank (t=%d, B=%d, "
+    gr_parts_say_ok(P_CORRECT, "both conjugates exact forward and backward on every rank (t=%d, B=%d, "
            "T=%d, C=%d)", t, B, T, C);
-    cur = P_TRAFFIC;
+    gr_parts_set(P_TRAFFIC);
     for (int k = 0; k < 4 && t > 1 && !pl_todo_what(); k++) {
         int gathers = k == 0 || k == 3;
         long want_ag = gathers, want_rs = !gathers;
         double want = one_coll_bytes((double)nf, t);
         char a[32], b[32];
         if (tr[k].ar)
-            fail("%s made %ld all-reduce%s (%s): an all-reduce leaves the whole sum on every "
+            gr_fail("%s made %ld all-reduce%s (%s): an all-reduce leaves the whole sum on every "
                  "rank and sends 2(t-1)/t of the buffer where a reduce-scatter sends (t-1)/t "
                  "and leaves each rank only its tokens, which is all it keeps (section 3)",
                  names[k], tr[k].ar, tr[k].ar == 1 ? "" : "s",
                  pl_format_bytes(tr[k].ar_bytes, a, sizeof a));
         else if (tr[k].other || tr[k].ag != want_ag || tr[k].rs != want_rs)
-            fail("%s made %ld all-gather%s, %ld reduce-scatter%s and %ld other operation%s "
+            gr_fail("%s made %ld all-gather%s, %ld reduce-scatter%s and %ld other operation%s "
                  "where it needs exactly one %s (section 3)", names[k], tr[k].ag,
                  tr[k].ag == 1 ? "" : "s", tr[k].rs, tr[k].rs == 1 ? "" : "s", tr[k].other,
                  tr[k].other == 1 ? "" : "s", gathers ? "all-gather" : "reduce-scatter");
         else if (fabs(tr[k].ag_bytes + tr[k].rs_bytes - want) > 0.5)
-            fail("%s sent %s per rank where one %s of the full [B*T, C] sends %s ((t-1)/t of "
+            gr_fail("%s sent %s per rank where one %s of the full [B*T, C] sends %s ((t-1)/t of "
                  "it)", names[k], pl_format_bytes(tr[k].ag_bytes + tr[k].rs_bytes, a, sizeof a),
                  gathers ? "all-gather" : "reduce-scatter", pl_format_bytes(want, b, sizeof b));
     }
-    cur = P_CORRECT;
-    say_ok(P_TRAFFIC, "one all-gather in sp_gather_forward and sp_scatter_backward, one "
+    gr_parts_set(P_CORRECT);
+    gr_parts_say_ok(P_TRAFFIC, "one all-gather in sp_gather_forward and sp_scatter_backward, one "
            "reduce-scatter in sp_gather_backward and sp_scatter_forward, each (t-1)/t of the "
            "full activation per rank");
     float *p[] = {dl, df, ol, of};
@@ -378,14 +323,14 @@ static void judge_replicas(const struct pl_model_config *c, int t, const float *
         int bad_rank = -1;
         size_t bad = 0;
         if (!gr_replicas_equal(shard_g + d[i].shard_offset, d[i].shard_numel, &bad_rank, &bad))
-            fail("the gradient of %s (replicated on every rank) differs between the ranks "
+            gr_fail("the gradient of %s (replicated on every rank) differs between the ranks "
                  "after sp_sync_replicated_grads: rank %d's element %zu is not rank 0's. Each "
                  "rank's layernorm and bias saw only its own T/t tokens, so its gradient is a "
                  "partial sum: all-reduce it over the TP group, or every rank steps its copy "
                  "differently and the replicas drift apart (section 6)", d[i].name, bad_rank,
                  bad);
     }
-    for (int i = 0; i < PL_TP_BLOCK_TENSORS && verdicts[cur].ok; i++) {
+    for (int i = 0; i < PL_TP_BLOCK_TENSORS && gr_parts_ok(); i++) {
         if (d[i].split != PL_TP_REPLICATED) continue;
         const float *got = shard_g + d[i].shard_offset, *ref = want + d[i].shard_offset;
         double s = scale_of(got, ref, d[i].shard_numel);
@@ -488,7 +433,7 @@ static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, struct 
     pl_tp_block_slice(&c, t, r, full_g, wg);
     struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
     pl_tp_block_tensors(&c, 0, t, d);
-    for (int i = 0; i < PL_TP_BLOCK_TENSORS && fwd_ok && verdicts[cur].ok; i++) {
+    for (int i = 0; i < PL_TP_BLOCK_TENSORS && fwd_ok && gr_parts_ok(); i++) {
         if (d[i].split == PL_TP_REPLICATED) continue;
         snprintf(what, sizeof what, "gradient of your shard of %.64s (%s)", d[i].name,
                  split_name(d[i].split));
@@ -501,9 +446,9 @@ static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, struct 
     sp_sync_replicated_grads(tp, &c, &sg);
     traffic_since(&mark, &run->sync);
     if (!pl_todo_what() && !in_bench) {
-        cur = P_REPLICAS;
+        gr_parts_set(P_REPLICAS);
         judge_replicas(&c, t, shard_g, wg);
-        cur = P_CORRECT;
+        gr_parts_set(P_CORRECT);
     }
     pl_mem_free(wg);
     float *fr[] = {full, full_g, shard, shard_g, x, dy, y, dx, lx, ldy, ly, ldx};
@@ -519,34 +464,34 @@ static void judge_block_traffic(const struct block_run *run, int t, double NC, i
     const double lab4_pass = 2 * 2.0 * (t - 1) / t * NC * 4.0;
     const struct pass_traffic *f = &run->fwd, *k = &run->bwd, *s = &run->sync;
     if (f->ar || k->ar)
-        fail("the %s made %ld all-reduce%s (%s): sequence parallelism replaces each of Lab 4's "
+        gr_fail("the %s made %ld all-reduce%s (%s): sequence parallelism replaces each of Lab 4's "
              "all-reduces by a reduce-scatter and an all-gather, so that between them the "
              "activation lives split along the sequence (section 3)",
              f->ar ? "forward" : "backward", f->ar ? f->ar : k->ar,
              (f->ar ? f->ar : k->ar) == 1 ? "" : "s",
              pl_format_bytes(f->ar ? f->ar_bytes : k->ar_bytes, a, sizeof a));
     else if (f->ag != 2 || f->rs != 2 || f->other)
-        fail("the forward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
+        gr_fail("the forward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
              "where a block needs 2 and 2: one gather entering and one scatter leaving each of "
              "the two TP regions (section 5)", f->ag, f->rs, f->other);
     else if (fabs(f->ag_bytes + f->rs_bytes - lab4_pass) > 0.5)
-        fail("the forward sent %s per rank where 2 all-gathers and 2 reduce-scatters of the "
+        gr_fail("the forward sent %s per rank where 2 all-gathers and 2 reduce-scatters of the "
              "[B*T, C] activation send %s, Lab 4's two all-reduces' worth: gather and scatter "
              "exactly the layernorm output and the branch",
              pl_format_bytes(f->ag_bytes + f->rs_bytes, a, sizeof a),
              pl_format_bytes(lab4_pass, b, sizeof b));
     else if (k->rs != 2 || k->ag < 2 || k->ag > 4 || k->other)
-        fail("the backward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
+        gr_fail("the backward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
              "where a block needs 2 reduce-scatters (the gathers' backward) and 2 all-gathers "
              "(the scatters' backward), plus at most 2 all-gathers of the stored layernorm "
              "shards (section 5)", k->ag, k->rs, k->other);
     else if (fabs(k->ag_bytes + k->rs_bytes - one * (double)(k->ag + k->rs)) > 0.5)
-        fail("the backward sent %s per rank where its %ld collectives of the [B*T, C] "
+        gr_fail("the backward sent %s per rank where its %ld collectives of the [B*T, C] "
              "activation send %s", pl_format_bytes(k->ag_bytes + k->rs_bytes, a, sizeof a),
              k->ag + k->rs, pl_format_bytes(one * (double)(k->ag + k->rs), b, sizeof b));
     else if (s->ag || s->rs || s->other ||
              fabs(s->ar_bytes - sync) > 0.5)
-        fail("sp_sync_replicated_grads sent %s per rank in %ld all-reduce%s and %ld other "
+        gr_fail("sp_sync_replicated_grads sent %s per rank in %ld all-reduce%s and %ld other "
              "operation%s where all-reducing the six replicated vectors of C floats sends %s",
              pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
                             sizeof a), s->ar, s->ar == 1 ? "" : "s", s->ag + s->rs + s->other,
@@ -561,7 +506,7 @@ static void judge_block_memory(const struct block_run *run, const struct pl_mode
     const double lab4 = pl_tp_block_act_bytes(c, t, B, T), NC = (double)B * T * c->d_model;
     char a[32], b[32], e[32], l4[32];
     if (run->held > want + 0.5)
-        fail("your block held %s between its forward and its backward where TP+SP keeps %s "
+        gr_fail("your block held %s between its forward and its backward where TP+SP keeps %s "
              "(4/t (8NC + 2NF + 4N + B NH T^2), sp_shard.h); the extra %s is %.2f full "
              "[B*T, C] activations: something of the whole sequence was kept. Lab 4's TP block "
              "keeps %s, its replicated part (inputs, layernorm outputs and statistics of every "
@@ -583,26 +528,26 @@ static void run_block(struct pl_comm *tp, int i)
     struct pl_model_config c = graded_config(0);
     const double NC = (double)kc.B * kc.T * c.d_model;
     char a[32], b[32], e[32];
-    say_ok(P_CORRECT, "outputs, input gradients and every split shard's gradient match the "
+    gr_parts_say_ok(P_CORRECT, "outputs, input gradients and every split shard's gradient match the "
            "single device with dropout off and on (t=%d, %d cases, the last B=%d T=%d)", t,
            NCASES, kc.B, kc.T);
-    say_ok(P_REPLICAS, "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
+    gr_parts_say_ok(P_REPLICAS, "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
            "bit, equal to the single device's (t=%d)", t);
     if (t > 1) {
-        cur = P_TRAFFIC;
+        gr_parts_set(P_TRAFFIC);
         judge_block_traffic(&run, t, NC, c.d_model);
-        cur = P_MEMORY;
+        gr_parts_set(P_MEMORY);
         judge_block_memory(&run, &c, t, kc.B, kc.T);
-        cur = P_CORRECT;
+        gr_parts_set(P_CORRECT);
     }
     const double lab4 = 2 * 2 * 2.0 * (t - 1) / t * NC * 4.0;
-    say_ok(P_TRAFFIC, "forward 2 all-gathers + 2 reduce-scatters, backward 2 + 2 and %ld "
+    gr_parts_say_ok(P_TRAFFIC, "forward 2 all-gathers + 2 reduce-scatters, backward 2 + 2 and %ld "
            "re-gather%s of the stored layernorm shards, no all-reduce in the block: its "
            "conjugates sent %s per rank = Lab 4's 8bsh(t-1)/t x 4 bytes (b=%d, s=%d, h=%d), "
            "the re-gathers %s more", run.bwd.ag - 2, run.bwd.ag - 2 == 1 ? "" : "s",
            pl_format_bytes(lab4, a, sizeof a), kc.B, kc.T, c.d_model,
            pl_format_bytes(one_coll_bytes(NC, t) * (double)(run.bwd.ag - 2), b, sizeof b));
-    say_ok(P_MEMORY, "held %s between forward and backward (B=%d, T=%d, t=%d) = the TP+SP "
+    gr_parts_say_ok(P_MEMORY, "held %s between forward and backward (B=%d, T=%d, t=%d) = the TP+SP "
            "formula 4/t (8NC + 2NF + 4N + B NH T^2); Lab 4's TP block keeps %s; peak of the "
            "step %s", pl_format_bytes(run.held, a, sizeof a), kc.B, kc.T, t,
            pl_format_bytes(pl_tp_block_act_bytes(&c, t, kc.B, kc.T), b, sizeof b),
@@ -800,7 +745,7 @@ static void compare_floor(const char *what, const float *got, const float *ref, 
     }
     double floor = rms * rms * (double)n, e = sqrt(num / (den > floor ? den : floor));
     if (!(e <= GR_TOL_PARAMS))
-        fail("%s: relative L2 error %.2e (tolerance %.0e)%s%s", what, e, GR_TOL_PARAMS,
+        gr_fail("%s: relative L2 error %.2e (tolerance %.0e)%s%s", what, e, GR_TOL_PARAMS,
              hint ? ": " : "", hint ? hint : "");
     free(g);
     free(r);
@@ -835,11 +780,11 @@ static void run_train(struct pl_comm *tp)
     double err = 0;
     int bad = pl_todo_what() ? -1 : gr_check_losses(got, want, TRAIN_STEPS, &err);
     if (bad >= 0)
-        fail("the loss of step %d is %.7g where the single device's is %.7g (relative error "
+        gr_fail("the loss of step %d is %.7g where the single device's is %.7g (relative error "
              "%.2e): the SP blocks in a model with dropout on train a different model "
              "(sections 4 to 6)", bad + 1, got[bad], want[bad], err);
     /* every parameter after K steps: the shards against their blocks of the reference */
-    for (int l = 0; l < c.n_layers && verdicts[cur].ok && !pl_todo_what(); l++) {
+    for (int l = 0; l < c.n_layers && gr_parts_ok() && !pl_todo_what(); l++) {
         size_t off, nb;
         pl_model_part_range(&ref->layout, l, &off, &nb);
         size_t sn = pl_tp_block_numel(&c, t);
@@ -848,7 +793,7 @@ static void run_train(struct pl_comm *tp)
         double floor_rms = sqrt(pl_grad_norm_sq(w, sn) / (double)sn);
         struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
         pl_tp_block_tensors(&c, l, t, d);
-        for (int k = 0; k < PL_TP_BLOCK_TENSORS && verdicts[cur].ok; k++) {
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS && gr_parts_ok(); k++) {
             char what[PL_NAME_LEN + 96];
             snprintf(what, sizeof what, "%.64s (your shard) after %d steps", d[k].name,
                      TRAIN_STEPS);
@@ -860,7 +805,7 @@ static void run_train(struct pl_comm *tp)
         }
         pl_mem_free(w);
     }
-    say_ok(P_CORRECT, "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
+    gr_parts_say_ok(P_CORRECT, "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
            "every parameter shard match pl_model_step (t=%d)", TRAIN_STEPS, c.n_layers,
            (double)DROPOUT, t);
     sp_model_free(&s);
@@ -1037,7 +982,7 @@ static void bench(const struct gr_args *args)
 {
     base_seed = args->seed;
     in_bench = 1;
-    verdicts_reset();
+    gr_parts_reset(PART_NAMES, NPARTS);
     struct pl_model_config c = graded_config(0);
     const int B = 2, T = seq_flag ? seq_flag : 16;
     pl_print0("# Lab 5 sequence parallelism: %s, activation bytes per rank kept between one "
@@ -1065,7 +1010,7 @@ static void bench(const struct gr_args *args)
             pl_todo_reset();
             run_block_case(tp, &kc, &run);
             v[0] = run.held;
-            ok = verdicts[P_CORRECT].ok && verdicts[P_REPLICAS].ok && !pl_todo_what();
+            ok = gr_parts_ok_of(P_CORRECT) && gr_parts_ok_of(P_REPLICAS) && !pl_todo_what();
             pl_comm_free(tp);
         }
         v[1] = ok;
@@ -1087,7 +1032,7 @@ static void bench(const struct gr_args *args)
                       "where Lab 4's TP keeps %s\n", t, pl_format_bytes(v[0], a, sizeof a),
                       pl_format_bytes(meas[3 + i], b, sizeof b));
         }
-        verdicts_reset();
+        gr_parts_reset(PART_NAMES, NPARTS);
     }
     if (plots_dir && pl_rank() == 0) {
         double m[9];
@@ -1158,7 +1103,7 @@ static void describe(void *st, int i, char *buf, size_t len)
 
 static void run(void *st, int i)
 {
-    verdicts_reset();
+    gr_parts_reset(PART_NAMES, NPARTS);
     struct pl_grid grid;
     char deg[32];
     snprintf(deg, sizeof deg, "tp=%d", pl_size());
@@ -1174,7 +1119,7 @@ static int judge(void *st, int i, const char *part)
 {
     for (int p = 0; p < NPARTS; p++)
         if (!strcmp(part, PART_NAMES[p]))
-            return gather_verdict((enum part)p, i == count_cases(st) - 1);
+            return gr_parts_gather((enum part)p, i == count_cases(st) - 1);
     pl_usage_error_all("--parts %s: Lab 5 judges correct, replicas, traffic and memory", part);
 }
 
