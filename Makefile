@@ -152,6 +152,8 @@ help:
 	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
 	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1; docs/grader.md)"
 	@echo "  make gradescope      build/gradescope/autograder-all.zip for Gradescope (LAB=NN: -NN.zip)"
+	@echo "  make regrade SUBMISSIONS=dir/ CSV=grades.csv  a folder of submissions (one subfolder per"
+	@echo "                       student) graded in the Gradescope sandbox, one CSV row each (LAB= SEED=)"
 	@echo "  make plan ARGS=...   place a model on a cluster (ARGS=--help for the flags; Lab 8)"
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"

@@ -6,6 +6,7 @@
 #     SEED=n  HIDDEN=1 (add the hidden suite)  TIMEOUT=s (every test)  BUDGET=s (all tests)
 #   make gradescope                 build/gradescope/autograder-all.zip (LAB=NN: -NN)
 #   make handout                    build/handout/paralab-kit.tar.gz, the student kit
+#   make regrade SUBMISSIONS=d CSV=f  every student's subfolder of d graded, one CSV row each
 #
 # Each lab NN-name has a descriptor and test plan grader/NN-name/plan.c (linked into the
 # orchestrator: every plan.c found registers its lab) and a trusted driver: its
@@ -176,4 +177,10 @@ gradescope:
 
 handout:
 	@sh grader/handout.sh build/handout
+
+# A folder of submissions, one subfolder per student, graded in the Gradescope sandbox.
+.PHONY: regrade
+regrade:
+	@LAB='$(LAB)' SEED='$(SEED)' TEST='$(TEST)' BUDGET='$(BUDGET)' \
+	    sh grader/regrade.sh '$(SUBMISSIONS)' '$(CSV)'
 include grader/questions.mk

@@ -121,4 +121,30 @@ expect_text "still a stub" "$res"
 submit "honest: the solution" collectives.c="$kit/solutions/01-collectives/collectives.c"
 [ -n "$score" ] && [ "${score%% *}" = "${score##* }" ] && [ "${score##* }" != 0 ] ||
     fail "the solution scored ${score:-nothing}, expected full marks"
-echo "all attacks score 0; honest submissions score as before"
+# make regrade on the same autograder: a folder of three students, one CSV row each.
+subs=$tmp/subs
+mkdir -p "$subs/alice" "$subs/bob" "$subs/carol"
+cp "$kit/solutions/01-collectives/collectives.c" "$subs/alice/"
+cp "$tmp/forge.c" "$subs/bob/collectives.c"
+cp "$stub" "$subs/carol/collective.c"
+case_name="regrade: three students"
+REGRADE_ROOT=$root TEST="all-reduce [np=" sh grader/regrade.sh "$subs" "$tmp/grades.csv" \
+    >"$tmp/$case_name.out" 2>&1 || fail "make regrade failed"
+row() { grep "^$1," "$tmp/grades.csv" || fail "no row for $1"; }
+echo "$case_name: $(($(wc -l <"$tmp/grades.csv") - 1)) rows"
+head -n 1 "$tmp/grades.csv" | grep -q "^student,build,visible_score,visible_max,hidden_score,hidden_max,wall_s,sha256,flags,.*correctness" ||
+    fail "CSV header: $(head -n 1 "$tmp/grades.csv")"
+alice=$(row alice)
+sum=$(sha256sum "$kit/solutions/01-collectives/collectives.c" | cut -c1-64)
+echo "$alice" | awk -F, '$2 == "ok" && $3 == $4 && $3 > 0 && $5 == $6 && $5 > 0' | grep -q . ||
+    fail "the solution's row is not full marks: $alice"
+echo "$alice" | grep -q "collectives.c=$sum" || fail "no sha256 of the graded file: $alice"
+row bob | awk -F, '$3 == 0 && $5 == 0' | grep -q . || fail "the forgery scored: $(row bob)"
+row bob | grep -q "constructor" || fail "the static check did not flag the constructor: $(row bob)"
+row carol | grep -q "^carol,missing-file,0,0,0,0," || fail "the misnamed file: $(row carol)"
+if REGRADE_ROOT=$root sh grader/regrade.sh "$tmp/none" "$tmp/x.csv" >/dev/null 2>&1; then
+    fail "a missing SUBMISSIONS folder was accepted"
+fi
+[ ! -e "$tmp/x.csv" ] || fail "a refused regrade wrote its CSV"
+
+echo "all attacks score 0; honest submissions score as before; regrade writes one row per student"
