@@ -170,7 +170,7 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
 
 .PHONY: grade gradescope handout
 grade: all
-	@$(B)/bin/grade $(GRADE_FLAGS); s=$$?; $(GRADE_QUESTIONS) exit $$s
+	@$(B)/bin/grade $(GRADE_FLAGS)
 
 gradescope:
 	@sh grader/gradescope/make_zip.sh build/gradescope

@@ -20,9 +20,9 @@ questions: $(B)/bin/questions
 	@test -n "$(LAB)" || { echo "which lab? make questions LAB=01"; exit 2; }
 	@$(B)/bin/questions --lab '$(LAB)' $(QUESTIONS_FLAGS)
 
-# `make grade` checks the questions of the labs it grades, after the tests (grader.mk's grade
-# recipe runs this): their own score, apart from the tests' (docs/grader.md).
-QUESTION_LABS := $(patsubst grader/%/questions.c,%,$(filter-out grader/bin/% grader/common/%,$(wildcard grader/*/questions.c)))
-GRADE_QUESTIONS = for l in $(QUESTION_LABS); do case "$$l" in "$(LAB)"*) echo; \
-  $(B)/bin/questions --lab $$l $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
-  $(if $(filter-out 0,$(INSTRUCTOR)),--instructor) || true;; esac; done;
+# `make grade` grades the questions too: the orchestrator links every table and judges each
+# question as a test of its own, tagged "questions" (docs/grader.md), so their points reach
+# results.json and the leaderboard's totals like every other test's.
+BIN_OBJ_grade += $(QUESTIONS_OBJ)
+$(B)/bin/grade: $(QUESTIONS_OBJ)
+GRADE_FLAGS += $(if $(filter-out 0,$(INSTRUCTOR)),--instructor)

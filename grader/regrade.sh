@@ -97,7 +97,7 @@ for student in $students; do
     sums="" srcs=""
     for g in $graded; do
         sums="$sums${sums:+;}$g=$(sha256sum "$root/submission/$g" | cut -c1-64)"
-        srcs="$srcs $root/submission/$g"
+        case $g in *.c) srcs="$srcs $root/submission/$g" ;; esac
     done
     # shellcheck disable=SC2086
     found=$( [ -n "$srcs" ] && flags $srcs)

@@ -47,7 +47,9 @@ for lab in $labs; do
 done
 echo "stubs: $(tail -n 2 "$d/stubs.log" | tr '\n' ' ')"
 
-for s in solutions/*/*.c; do cp "$s" "$k/labs/$(basename "$(dirname "$s")")/"; done
+for s in solutions/*/*.c solutions/*/questions.txt; do
+    cp "$s" "$k/labs/$(basename "$(dirname "$s")")/"
+done
 make -C "$k" -s build-only >"$d/make2.log" 2>&1 ||
     { tail -n 30 "$d/make2.log"; fail "the kit with the solutions does not build"; }
 # Full marks, as `make grade` there gives them; a speed ratio short of the bar on a busy

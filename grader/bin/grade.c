@@ -26,6 +26,7 @@
 #include "json.h"
 #include "launch.h"
 #include "trace.h"
+#include "../common/questions.h"
 #include "../grade.h"
 #include "../sandbox/sandbox.h"
 #include "../rules/symbols.h"
@@ -160,7 +161,7 @@ void gr_filter_np(const int *in, int (*runs)(int np), const char *runs_on, int *
 static struct {
     const char *build, *drivers, *lab, *test, *launcher, *results;
     unsigned long long seed;
-    int solutions, hidden, list, list_labs;
+    int solutions, hidden, list, list_labs, instructor;
     double timeout_s, budget_s;
     struct gr_plan_opts plan;
 } opt;
@@ -177,7 +178,7 @@ static void usage(const char *fmt, ...)
             "usage: grade [--solutions | --drivers DIR] [--lab NN|NAME] [--test TEXT] "
             "[--np N,N,...]\n"
             "             [--launcher CMD] [--results FILE] [--seed S] [--hidden] "
-            "[--timeout S] [--budget S] [--build DIR] [--list] [--labs]\n"
+            "[--timeout S] [--budget S] [--build DIR] [--list] [--labs] [--instructor]\n"
             "(see docs/grader.md)\n");
     exit(2);
 }
@@ -222,6 +223,7 @@ static void parse_args(int argc, char **argv)
         else if (!strcmp(a, "--hidden")) opt.hidden = 1;
         else if (!strcmp(a, "--list")) opt.list = 1;
         else if (!strcmp(a, "--labs")) opt.list_labs = 1;
+        else if (!strcmp(a, "--instructor")) opt.instructor = 1;
         else if (!strcmp(a, "--build")) opt.build = VALUE();
         else if (!strcmp(a, "--drivers")) opt.drivers = VALUE();
         else if (!strcmp(a, "--lab")) opt.lab = VALUE();
@@ -936,6 +938,76 @@ static int perf_ranks(void)
     return perf_np;
 }
 
+/* ---- graded questions: each of a lab's questions (grader/common/questions.h) is a test of
+ * its own, tagged "questions", judged here from the lab's questions.txt (no driver runs) ---- */
+
+static void plan_questions(int k)
+{
+    /* A folder of drivers (--drivers: a broken variant) is code without answers. */
+    if (opt.drivers) return;
+    const struct gr_questions *qs = gr_questions_find(lab_of[k]->dir);
+    for (int i = 0; qs && i < qs->n; i++) {
+        char name[200];
+        snprintf(name, sizeof name, "question %s%s", qs->q[i].key,
+                 qs->q[i].expect ? "" : " (free text, read by a person)");
+        struct gr_spec s = {.name = name, .op = "questions", .mode = "questions",
+                            .part = "questions", .tag = "questions",
+                            .points = qs->q[i].expect ? qs->q[i].points : 0};
+        gr_add(&s);
+    }
+}
+
+/* The answers graded: the student's labs/NN-name/questions.txt, or the solutions' with
+ * --solutions. */
+static void answers_path(const struct gr_lab *lab, char *path, size_t len)
+{
+    snprintf(path, len, "%s/%s/questions.txt", opt.solutions ? "solutions" : "labs", lab->dir);
+}
+
+static void judge_question(struct test *t, const struct gr_question *q, const char *ans,
+                           const char *path)
+{
+    struct gr_verdict v;
+    gr_question_judge(q, ans, &v);
+    t->passed = !strcmp(v.state, "right") || !strcmp(v.state, "collected");
+    t->score = t->passed ? t->points : 0;
+    if (!strcmp(v.state, "collected")) {
+        text_printf(&t->reason, "collected for a person to read: %.1500s\n", ans);
+    } else if (!strcmp(v.state, "unanswered")) {
+        text_printf(&t->reason, "unanswered: fill in \"%s = ...\" in %s\n", q->key, path);
+    } else if (!t->passed) {
+        text_printf(&t->reason, "%s: you answered %.200s%s\n", v.state, ans,
+                    !strcmp(v.state, "not a number")
+                        ? " (give a number alone, e.g. 1.75e9, without units)" : "");
+        if (opt.instructor) text_printf(&t->reason, "expected %.6g: %s\n", v.expected, v.why);
+        else text_printf(&t->reason, "the expected value and its derivation are shown after "
+                         "the deadline (make grade INSTRUCTOR=1)\n");
+    }
+}
+
+/* Judges the question tests [i, j) of one lab against its answers file. */
+static void grade_questions(int i, int j)
+{
+    const struct gr_lab *lab = lab_of[tests[i].lab];
+    const struct gr_questions *qs = gr_questions_find(lab->dir);
+    static struct gr_answers sheet;
+    char path[PATH_MAX], err[700];
+    answers_path(lab, path, sizeof path);
+    int bad = gr_answers_read(path, qs, &sheet, err, sizeof err);
+    for (int g = i; g < j; g++) {
+        struct test *t = &tests[g];
+        t->ran = 1;
+        char key[200];
+        snprintf(key, sizeof key, "%s", t->name + strlen("question "));
+        key[strcspn(key, " ")] = '\0';
+        const struct gr_question *q = NULL;
+        for (int k = 0; k < qs->n && !q; k++)
+            if (!strcmp(key, qs->q[k].key)) q = &qs->q[k];
+        if (bad || !q) text_printf(&t->reason, "%s\n", bad ? err : "no such question");
+        else judge_question(t, q, gr_answer_of(&sheet, q->key), path);
+    }
+}
+
 /* The selected labs' tests; exits 2 when --lab or --test selects nothing. */
 static void make_plan(void)
 {
@@ -948,6 +1020,7 @@ static void make_plan(void)
         any_lab = 1;
         current_lab = k;
         lab_of[k]->plan(&opt.plan);
+        plan_questions(k);
     }
     if (!any_lab) {
         fprintf(stderr, "grade: no lab matches --lab %s; the labs are:", opt.lab);
@@ -1010,6 +1083,10 @@ static int symbol_rule_broken(int i, int j, const char *variant)
  * run. */
 static void grade_group(int i, int j, const char *variant)
 {
+    if (!strcmp(tests[i].op, "questions")) {
+        grade_questions(i, j);
+        return;
+    }
     if (opt.budget_s > 0 && budget_left() < 1) {
         for (int g = i; g < j; g++) {
             tests[g].ran = 1;

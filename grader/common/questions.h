@@ -43,4 +43,31 @@ const struct gr_questions *gr_questions_find(const char *lab);
 /* 1 when |answer - expected| is within the question's tolerance. */
 int gr_question_right(const struct gr_question *q, double answer, double expected);
 
+/* A filled-in questions file: KEY = VALUE lines, '#' starting a comment line. */
+#define GR_MAX_ANSWERS 64
+struct gr_answers {
+    int n;
+    struct {
+        char key[128];
+        char value[2048];
+    } a[GR_MAX_ANSWERS];
+};
+
+/* Reads path into out. A key the lab does not ask, or a line without '=', is an error
+ * naming the line (so a typo never silently loses an answer): returns -1 with the message
+ * in err. */
+int gr_answers_read(const char *path, const struct gr_questions *qs, struct gr_answers *out,
+                    char *err, size_t errlen);
+/* The answer to key (the last one given), or NULL. */
+const char *gr_answer_of(const struct gr_answers *s, const char *key);
+
+/* One question judged: state is "right", "wrong", "unanswered", "not a number" or, for a
+ * free-text question, "collected"; expected and why are set for a numeric question. */
+struct gr_verdict {
+    const char *state;
+    double expected;
+    char why[512];
+};
+void gr_question_judge(const struct gr_question *q, const char *answer, struct gr_verdict *v);
+
 #endif
