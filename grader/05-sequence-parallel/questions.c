@@ -1,0 +1,74 @@
+/* questions.c: Lab 5's graded questions (labs/05-sequence-parallel/questions.txt). Expected
+ * values come from the lab's formulas computed here and from lib's activation formulas
+ * (tp_shard.h for Lab 4's TP block, sp_shard.h for TP + SP), for one GPT-3 block: b = 1,
+ * s = 2048, h = 12288, 96 heads, d_ff = 4h. */
+#include <stdio.h>
+
+#include "model.h"
+#include "questions.h"
+#include "sp_shard.h"
+#include "tp_shard.h"
+
+#define Q5_B 1
+#define Q5_S 2048
+#define Q5_H 12288
+#define Q5_HEADS 96
+
+static struct pl_model_config gpt3_block(void)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.d_model = Q5_H;
+    c.n_heads = Q5_HEADS;
+    c.d_ff = 4 * Q5_H;
+    c.seq_len = Q5_S;
+    return c;
+}
+
+static double conjugates(char *why, size_t len)
+{
+    snprintf(why, len, "forward: an all-gather before attention and before the MLP, a "
+             "reduce-scatter after each (2 + 2); backward: their conjugates, a reduce-scatter "
+             "for each all-gather and an all-gather for each reduce-scatter (2 + 2)");
+    return 8;
+}
+
+static double regather(char *why, size_t len)
+{
+    const int t = 8;
+    double bsh = (double)Q5_B * Q5_S * Q5_H, v = 2 * bsh * (t - 1) / t * 2;
+    snprintf(why, len, "2 all-gathers of the [b s, h] layernorm output, each a ring sending "
+             "(t-1)/t of it: 2 x %.0f x 7/8 values x 2 bytes = %.4g bytes", bsh, v);
+    return v;
+}
+
+static double fraction(int t, char *why, size_t len)
+{
+    struct pl_model_config c = gpt3_block();
+    double sp = pl_sp_block_act_bytes(&c, t, Q5_B, Q5_S);
+    double tp = pl_tp_block_act_bytes(&c, t, Q5_B, Q5_S);
+    snprintf(why, len, "TP + SP keeps 4/t (8NC + 2NF + 4N + B NH T^2) = %.4g bytes; Lab 4's TP "
+             "block 4 (4NC + 4N + 3NC/t + B(NH/t)T^2 + NC/t + 2NF/t) = %.4g bytes (t = %d, "
+             "N = %d, C = %d, F = %d, NH = %d): %.4f", sp, tp, t, Q5_B * Q5_S, Q5_H, 4 * Q5_H,
+             Q5_HEADS, sp / tp);
+    return sp / tp;
+}
+
+static double fraction_t2(char *why, size_t len) { return fraction(2, why, len); }
+static double fraction_t4(char *why, size_t len) { return fraction(4, why, len); }
+
+static const struct gr_question LAB05_QUESTIONS[] = {
+    {"conjugate_collectives_per_block", conjugates, 0.0, 1},
+    {"regather_bytes_per_block", regather, 0.01, 1},
+    {"sp_over_tp_activations_t2", fraction_t2, 0.01, 1},
+    {"sp_over_tp_activations_t4", fraction_t4, 0.01, 1},
+    {"same_bytes", NULL, 0, 0},
+    {"ln_grads_need_all_reduce", NULL, 0, 0},
+    {"bias_after_scatter", NULL, 0, 0},
+    {"dropout_index", NULL, 0, 0},
+    {"missing_terms", NULL, 0, 0},
+};
+
+static const struct gr_questions lab05_questions = {
+    "05-sequence-parallel", LAB05_QUESTIONS,
+    (int)(sizeof LAB05_QUESTIONS / sizeof LAB05_QUESTIONS[0])};
+GR_REGISTER_QUESTIONS(lab05_questions);
