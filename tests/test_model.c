@@ -11,7 +11,7 @@
  * Modes:
  *   test_model                             all checks
  *   test_model bad-heads|bad-topk|zero-size   a bad config on purpose (exit 2)
- *   test_model --dump FILE [--moe]         writes the model, a batch, its loss, logits and
+ *   test_model --dump FILE [--moe] [--flat] [--std S]   writes the model, a batch, its loss, logits and
  *                                          gradients for tests/torch_ref.py, format:
  *       "PLMODEL1" | int32 version=1 | int32 vocab d_model n_layers n_heads d_ff seq_len
  *       n_experts top_k B | float32 capacity_factor aux_loss_coef | int32 n_tensors |
@@ -97,18 +97,26 @@ static void make_batch(const struct pl_model_config *c, int B, uint64_t seed, in
 
 /* Parameters far from the initial point (layernorm weights near 1, everything else
  * O(0.3)), so every path carries a gradient well above the finite-difference noise. */
-static void randomize_params(struct pl_model *m, uint64_t seed)
+/* Every parameter drawn around its init's mean (1 for layernorm weights, else 0) with
+ * standard deviation std, the embeddings (wte, wpe) with embed_std. */
+static void randomize_params_std(struct pl_model *m, uint64_t seed, float std, float embed_std)
 {
     const struct pl_model_layout *lay = &m->layout;
     float *h = malloc(lay->numel * sizeof *h);
     PL_ASSERT(h);
     for (int i = 0; i < lay->n_tensors; i++) {
         const struct pl_param_desc *d = &lay->tensors[i];
+        int embedding = !strcmp(d->name, "wte") || !strcmp(d->name, "wpe");
         pl_rng_fill_normal(h + d->offset, d->numel, seed, pl_rng_stream(d->name), 0,
-                           d->init == PL_INIT_ONES ? 1.0f : 0.0f, 0.3f);
+                           d->init == PL_INIT_ONES ? 1.0f : 0.0f, embedding ? embed_std : std);
     }
     pl_to_device(m->params, h, lay->numel * sizeof *h);
     free(h);
+}
+
+static void randomize_params(struct pl_model *m, uint64_t seed)
+{
+    randomize_params_std(m, seed, 0.3f, 0.3f);
 }
 
 static double rel_l2(const float *a, const float *b, size_t n) { return pl_rel_l2(a, b, n); }
@@ -917,12 +925,23 @@ static void put(FILE *f, const void *p, size_t bytes)
     if (fwrite(p, 1, bytes, f) != bytes) pl_fatal("writing the dump failed");
 }
 
-static int dump(const char *path, int moe)
+/* What a dump holds besides the model's kind: std scales every parameter's spread (0.3 is
+ * the other tests'; a larger one saturates softmax and GELU, a smaller one leaves every
+ * op near its linear range); flat draws the embeddings with a spread of 3e-3, so that a
+ * block's input rows have a variance of the order of layernorm's eps (1e-5) and the output
+ * depends on eps itself. */
+struct dump_opts {
+    int moe, flat;
+    float std;
+};
+
+static int dump(const char *path, const struct dump_opts *o)
 {
+    const int moe = o->moe;
     struct pl_model_config c = moe ? tiny_moe() : tiny_dense();
     const int B = 2, N = B * c.seq_len;
     struct pl_model *m = pl_model_new(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
-    randomize_params(m, 31);
+    randomize_params_std(m, 31, o->std, o->flat ? 3e-3f : o->std);
     int *tok = malloc(N * sizeof *tok), *tgt = malloc(N * sizeof *tgt);
     make_batch(&c, B, 13, tok, tgt);
     int *dtok = ints_to_device(tok, N), *dtgt = ints_to_device(tgt, N);
@@ -959,8 +978,9 @@ static int dump(const char *path, int moe)
     put(f, losses, sizeof losses);
     put(f, logits, (size_t)N * c.vocab * sizeof(float));
     if (fclose(f)) pl_fatal("closing the dump '%s' failed", path);
-    printf("wrote %s: %s model, %zu parameters, loss %.6f\n", path, moe ? "MoE" : "dense",
-           m->layout.numel, loss);
+    printf("wrote %s: %s model, %zu parameters (spread %g%s), loss %.6f\n", path,
+           moe ? "MoE" : "dense", m->layout.numel, (double)o->std,
+           o->flat ? ", embeddings 3e-3: rows of variance near layernorm's eps" : "", loss);
     free(p);
     free(g);
     free(logits);
@@ -1000,10 +1020,20 @@ int main(int argc, char **argv)
                       !strcmp(argv[1], "zero-size"))) {
         rc = bad_config(argv[1]);
     } else if (argc >= 3 && !strcmp(argv[1], "--dump")) {
-        rc = dump(argv[2], argc >= 4 && !strcmp(argv[3], "--moe"));
+        struct dump_opts o = {.std = 0.3f};
+        for (int i = 3; i < argc; i++) {
+            char *end = NULL;
+            if (!strcmp(argv[i], "--moe")) o.moe = 1;
+            else if (!strcmp(argv[i], "--flat")) o.flat = 1;
+            else if (!strcmp(argv[i], "--std") && i + 1 < argc &&
+                     (o.std = strtof(argv[i + 1], &end)) > 0 && !*end) i++;
+            else pl_usage_error("--dump FILE takes --moe, --flat and --std S (S > 0), not '%s'",
+                                argv[i]);
+        }
+        rc = dump(argv[2], &o);
     } else if (argc > 1) {
         pl_usage_error("unknown mode '%s' (modes: bad-heads, bad-topk, zero-size, --dump FILE "
-                       "[--moe], or none for all checks)",
+                       "[--moe] [--flat] [--std S], or none for all checks)",
                        argv[1]);
     }
     if (rc >= 0) {

@@ -1,6 +1,8 @@
 """torch_ref.py: the reference model of lib/model.h written again in PyTorch (float64), fed
-the weights and batch that `test_model --dump FILE [--moe]` wrote, and compared with the C
-model's loss, logits and every parameter gradient (relative L2 error <= 1e-4 each).
+the weights and batch that `test_model --dump FILE [--moe] [--flat] [--std S]` wrote, and
+compared with the C model: the forward (loss, cross-entropy, aux loss: relative error; logits:
+relative L2) within TOL_FWD, float32 noise against a float64 reference, and every parameter
+gradient (relative L2) within TOL_GRAD, which leaves room for the float32 sums of a backward.
 
     /usr/bin/python3 tests/torch_ref.py DUMP...
 
@@ -17,7 +19,8 @@ except ImportError:
     print("skipped: python3-torch not installed")
     sys.exit(0)
 
-TOL = 1e-4
+TOL_FWD = 2e-6
+TOL_GRAD = 5e-5
 MAGIC = b"PLMODEL1"
 
 
@@ -156,13 +159,16 @@ def check(path):
     loss.backward()
     kind = "MoE" if cfg["E"] else "dense"
     failures = []
+    fwd = 0.0
     for what, got, want in (("loss", losses[0], loss.item()), ("cross-entropy", losses[1], ce.item()),
                             ("aux loss", losses[2], aux.item())):
         err = abs(got - want) / max(abs(want), 1e-30) if want else abs(got)
-        if err > TOL:
+        if err > TOL_FWD:
             failures.append(f"{what}: C {got:.9g}, PyTorch {want:.9g} (rel {err:.2e})")
+        fwd = max(fwd, err)
     err = rel_l2(logits_c, logits.detach())
-    if err > TOL:
+    fwd = max(fwd, err)
+    if err > TOL_FWD:
         failures.append(f"logits: rel L2 {err:.2e}")
     worst = 0.0
     for name, g in grads.items():
@@ -171,15 +177,17 @@ def check(path):
             continue
         err = rel_l2(g, p[name].grad)
         worst = max(worst, err)
-        if err > TOL:
+        if err > TOL_GRAD:
             failures.append(f"gradient of {name}: rel L2 {err:.2e} vs PyTorch")
     for f in failures:
         print(f"FAIL {path} ({kind}): {f}")
     if not failures:
         if cfg["E"]:
             kind += f" ({cfg['dropped']} choices dropped for capacity)"
-        print(f"ok {kind}: loss {loss.item():.6f}, logits and {len(grads)} gradients match "
-              f"PyTorch {torch.__version__} (worst gradient rel L2 {worst:.1e}, limit {TOL:g})")
+        print(f"ok {kind} ({path.rsplit('/', 1)[-1]}): loss {loss.item():.6f}, logits and "
+              f"{len(grads)} gradients match PyTorch {torch.__version__} (worst forward rel "
+              f"{fwd:.1e}, limit {TOL_FWD:g}; worst gradient rel L2 {worst:.1e}, limit "
+              f"{TOL_GRAD:g})")
     return not failures
 
 

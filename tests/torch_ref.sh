@@ -11,6 +11,12 @@ if [ ! -x "$py" ] || ! "$py" -c "import torch" 2>/dev/null; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# The default spread; a large one (softmax and GELU saturate) and a small one; embeddings
+# small enough that layernorm's eps decides the output.
 "$b/tests/test_model" --dump "$tmp/dense.bin"
 "$b/tests/test_model" --dump "$tmp/moe.bin" --moe
-"$py" tests/torch_ref.py "$tmp/dense.bin" "$tmp/moe.bin"
+"$b/tests/test_model" --dump "$tmp/dense-wide.bin" --std 1.5
+"$b/tests/test_model" --dump "$tmp/dense-narrow.bin" --std 0.02
+"$b/tests/test_model" --dump "$tmp/dense-eps.bin" --flat
+"$b/tests/test_model" --dump "$tmp/moe-eps.bin" --moe --flat
+"$py" tests/torch_ref.py "$tmp"/*.bin
