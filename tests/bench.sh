@@ -28,6 +28,8 @@ fi
 # rank counts.
 # Fields are cut, not read with IFS=tab: tab is white space to read, so an empty field
 # (a lab with no bench arguments) would vanish and shift the title into the arguments.
+# A LAB that names no lab stops here, with the labs listed (exit 2).
+"$B/bin/grade" --labs ${LAB:+--lab "$LAB"} >/dev/null || exit 2
 "$B/bin/grade" --labs ${LAB:+--lab "$LAB"} | while IFS= read -r line; do
     dir=$(printf '%s\n' "$line" | cut -f1)
     nps=$(printf '%s\n' "$line" | cut -f2)

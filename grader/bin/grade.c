@@ -912,6 +912,7 @@ static const struct test *gate_failed(const struct test *t)
  * (make bench, the kit's checks) that find the labs through the orchestrator. */
 static int print_labs(void)
 {
+    check_lab_names();
     for (int k = 0; k < nlabs; k++)
         if (lab_selected(k))
             printf("%s\t%s\t%s\t%s\n", lab_of[k]->dir,
