@@ -49,6 +49,7 @@ struct gr_perf {
     double spread;               /* half the interquartile range of the paired ratios */
     int pairs;                   /* paired rounds the median is taken over */
     double fraction;             /* of the points: 1 from GR_PERF_FULL_RATIO, else linear */
+    int undecided;               /* short of the bar, but within the noise of it */
 };
 
 /* Collective. time(ctx, mine) measures one round of the baseline (mine 0) or of the code
@@ -58,7 +59,10 @@ struct gr_perf {
  * both halves of one pair, not one side of the whole comparison. The verdict is the median
  * of the paired ratios. While the median is within its spread of GR_PERF_FULL_RATIO (the
  * noise could put it on either side), or short of it, another batch of rounds is measured,
- * up to batches in all, so a loaded machine costs time, not points. */
+ * up to batches in all, so a loaded machine costs time, not points. A median that is still
+ * within its spread of the bar after every batch is undecided: the machine was too busy to
+ * tell the two apart, and the code keeps full marks (said in the verdict). Points are lost
+ * only when the ratio is short of the bar by more than its spread. */
 void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
                      struct gr_perf *out);
 /* The median of v[0..n) and half its interquartile range (v is sorted in place). */
