@@ -226,7 +226,10 @@ void pl_model_layout_free(struct pl_model_layout *lay)
 void pl_model_part_range(const struct pl_model_layout *lay, int part, size_t *offset,
                          size_t *numel)
 {
-    PL_ASSERT(part >= PL_PART_EMBED && part <= lay->cfg.n_layers);
+    PL_REQUIRE(part >= PL_PART_EMBED && part <= lay->cfg.n_layers,
+               "pl_model_part_range: part %d does not exist; the parts are PL_PART_EMBED (%d), "
+               "the blocks 0..%d and PL_PART_HEAD(cfg) (%d), in that order along the model", part,
+               PL_PART_EMBED, lay->cfg.n_layers - 1, lay->cfg.n_layers);
     if (part == PL_PART_EMBED) {
         *offset = 0;
         *numel = lay->embed_numel;
@@ -254,7 +257,10 @@ const struct pl_param_desc *pl_model_find_param(const struct pl_model_layout *la
 void pl_model_init_param_slice(const struct pl_model_layout *lay, const struct pl_param_desc *d,
                                size_t offset, size_t n, float *out)
 {
-    PL_ASSERT(offset + n <= d->numel);
+    PL_REQUIRE(offset + n <= d->numel,
+               "pl_model_init_param_slice: elements [%zu, %zu) of %s, which has %zu: a slice "
+               "must lie inside its tensor (cut it with the tensor's own numel)", offset,
+               offset + n, d->name, d->numel);
     if (n == 0) return;
     uint64_t stream = pl_rng_stream(d->name);
     size_t chunk = n < INIT_CHUNK ? n : INIT_CHUNK;
@@ -283,7 +289,11 @@ struct overlap {
 static int next_overlap(const struct pl_model_layout *lay, size_t offset, size_t n,
                         struct overlap *o)
 {
-    PL_ASSERT(offset + n <= lay->numel);
+    PL_REQUIRE(offset + n <= lay->numel,
+               "the flat range [%zu, %zu) runs past the model's %zu parameters: a shard of "
+               "the flat parameters must end at or before numel (the last rank's shard is "
+               "the shorter one when n does not divide numel)", offset, offset + n,
+               lay->numel);
     while (o->next < lay->n_tensors) {
         const struct pl_param_desc *d = &lay->tensors[o->next++];
         size_t lo = offset > d->offset ? offset : d->offset;
@@ -742,7 +752,8 @@ void pl_head_backward(const struct pl_model_config *c, const struct pl_head_para
 {
     trace_span('B', "head", -1);
     const int N = a->B * a->T, C = c->d_model, V = c->vocab;
-    PL_ASSERT(a->targets != NULL);
+    PL_REQUIRE(a->targets != NULL, "the head's backward needs the targets its forward was "
+               "given: run the forward with targets (not NULL) before a backward");
     float scale = ctx ? ctx->loss_scale : 1.0f;
     float *dlogits = pl_model_scratch_take(a->scratch, (size_t)N * V, "head d logits");
     float *dln = pl_model_scratch_take(a->scratch, (size_t)N * C, "head d lnf");
@@ -862,7 +873,8 @@ static void ensure_acts(struct pl_model *m, int B)
 double pl_model_forward(struct pl_model *m, const int *tokens, const int *targets, int B,
                         const struct pl_model_ctx *ctx)
 {
-    PL_ASSERT(m->params != NULL);
+    PL_REQUIRE(m->params != NULL, "pl_model_forward on a model made without PL_MODEL_PARAMS: "
+               "ask pl_model_new for the parameters (or bind your own) before a forward");
     const struct pl_model_config *c = &m->cfg;
     const int T = c->seq_len;
     struct pl_model_ctx eval = pl_model_ctx_eval();
@@ -882,7 +894,12 @@ double pl_model_forward(struct pl_model *m, const int *tokens, const int *target
 
 void pl_model_backward(struct pl_model *m, const struct pl_model_ctx *ctx)
 {
-    PL_ASSERT(m->grads != NULL && m->B > 0 && m->head_acts.targets != NULL);
+    PL_REQUIRE(m->grads != NULL, "pl_model_backward on a model made without PL_MODEL_GRADS: "
+               "ask pl_model_new for the gradients before a backward");
+    PL_REQUIRE(m->B > 0 && m->head_acts.targets != NULL,
+               "pl_model_backward before a forward with targets: run pl_model_forward(m, "
+               "tokens, targets, B, ctx) with targets first (its activations are what the "
+               "backward reads)");
     const struct pl_model_config *c = &m->cfg;
     struct pl_model_ctx eval = pl_model_ctx_eval();
     if (!ctx) ctx = &eval;
@@ -899,13 +916,14 @@ void pl_model_backward(struct pl_model *m, const struct pl_model_ctx *ctx)
 
 void pl_model_zero_grad(struct pl_model *m)
 {
-    PL_ASSERT(m->grads != NULL);
+    PL_REQUIRE(m->grads != NULL, "pl_model_zero_grad on a model made without PL_MODEL_GRADS");
     pl_zero(m->grads, m->layout.numel);
 }
 
 double pl_model_loss(struct pl_model *m, const int *tokens, const int *targets, int B)
 {
-    PL_ASSERT(targets != NULL);
+    PL_REQUIRE(targets != NULL, "pl_model_loss needs targets (a loss compares the logits "
+               "with them)");
     double loss = pl_model_forward(m, tokens, targets, B, NULL);
     pl_model_free_acts(m);
     return loss;
@@ -924,7 +942,8 @@ void pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_
                          const float *g, float *m, float *v, int t,
                          const struct pl_adamw_config *opt)
 {
-    PL_ASSERT(t >= 1);
+    PL_REQUIRE(t >= 1, "AdamW step t = %d: t counts the optimizer steps from 1 (the bias "
+               "corrections divide by 1 - beta^t, which is 0 at t = 0)", t);
     for (struct overlap o = {0}; next_overlap(lay, offset, n, &o);) {
         size_t k = o.at;
         pl_adamw_step(p + k, g + k, m + k, v + k, o.len, t, opt->lr, opt->beta1, opt->beta2,
@@ -939,7 +958,8 @@ double pl_model_grad_norm(const struct pl_model *m)
 
 double pl_model_update(struct pl_model *m, const struct pl_adamw_config *opt)
 {
-    PL_ASSERT(m->params != NULL && m->grads != NULL);
+    PL_REQUIRE(m->params != NULL && m->grads != NULL, "pl_model_update needs a model with "
+               "parameters and gradients (PL_MODEL_PARAMS | PL_MODEL_GRADS)");
     if (!m->adam_m) alloc_optim(m);
     double norm_sq = pl_grad_norm_sq(m->grads, m->layout.numel);
     float scale = pl_clip_scale(norm_sq, opt->grad_clip);

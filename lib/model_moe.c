@@ -29,7 +29,10 @@ static void *host_alloc(size_t bytes, const char *label)
 
 struct pl_moe_routing *pl_moe_routing_new(int N, int E, int k, int cap)
 {
-    PL_ASSERT(N > 0 && E > 0 && k >= 1 && k <= E && cap >= 1);
+    PL_REQUIRE(N > 0 && E > 0 && k >= 1 && k <= E && cap >= 1,
+               "pl_moe_routing_new(N=%d, E=%d, k=%d, cap=%d): a routing needs N > 0 tokens, "
+               "E > 0 experts, 1 <= k <= E choices per token and cap >= 1 slots per expert "
+               "(pl_moe_capacity gives it)", N, E, k, cap);
     struct pl_moe_routing *r = host_alloc(sizeof *r, "moe routing");
     r->N = N;
     r->E = E;

@@ -75,7 +75,8 @@ size_t pl_tensor_bytes(const struct pl_tensor *t)
 
 void pl_tensor_zero(struct pl_tensor *t)
 {
-    PL_ASSERT(t->where == PL_HOST);
+    PL_REQUIRE(t->where == PL_HOST, "pl_tensor_zero on a device tensor: it clears host "
+               "memory only; use pl_zero on op memory");
     memset(t->data, 0, pl_tensor_bytes(t));
 }
 

@@ -11,6 +11,8 @@
  * Modes:
  *   test_model                             all checks
  *   test_model bad-heads|bad-topk|zero-size   a bad config on purpose (exit 2)
+ *   test_model adam-t0|backward-first|shard-past-end|part-past-head   a misuse of the model's
+ *                                          calls a student can make (exit 2, a teaching error)
  *   test_model --dump FILE [--moe] [--flat] [--std S]   writes the model, a batch, its loss, logits and
  *                                          gradients for tests/torch_ref.py, format:
  *       "PLMODEL1" | int32 version=1 | int32 vocab d_model n_layers n_heads d_ff seq_len
@@ -992,6 +994,30 @@ static int dump(const char *path, const struct dump_opts *o)
     return 0;
 }
 
+/* ---- misuse a student can reach: a teaching error, exit 2, never a bare assertion ---- */
+
+static int misuse(const char *mode)
+{
+    struct pl_model_config c = tiny_dense();
+    struct pl_model *m = pl_model_new(&c, PL_MODEL_ALL);
+    if (!strcmp(mode, "adam-t0")) {
+        pl_model_adamw_flat(&m->layout, 0, m->layout.numel, m->params, m->grads, m->params,
+                            m->params, 0, &(struct pl_adamw_config){.lr = 1e-3f});
+    } else if (!strcmp(mode, "backward-first")) {
+        pl_model_backward(m, NULL);
+    } else if (!strcmp(mode, "shard-past-end")) {
+        size_t n = m->layout.numel;
+        pl_model_adamw_flat(&m->layout, n / 2, n, m->params, m->grads, m->params, m->params, 1,
+                            &(struct pl_adamw_config){.lr = 1e-3f});
+    } else {
+        size_t off, numel;
+        pl_model_part_range(&m->layout, c.n_layers + 1, &off, &numel);
+    }
+    pl_model_free(m);
+    printf("FAIL the misuse '%s' was accepted\n", mode);
+    return 1;
+}
+
 /* ---- main ----------------------------------------------------------------------------------- */
 
 static int bad_config(const char *mode)
@@ -1019,6 +1045,10 @@ int main(int argc, char **argv)
     if (argc >= 2 && (!strcmp(argv[1], "bad-heads") || !strcmp(argv[1], "bad-topk") ||
                       !strcmp(argv[1], "zero-size"))) {
         rc = bad_config(argv[1]);
+    } else if (argc >= 2 && (!strcmp(argv[1], "adam-t0") || !strcmp(argv[1], "backward-first") ||
+                             !strcmp(argv[1], "shard-past-end") ||
+                             !strcmp(argv[1], "part-past-head"))) {
+        rc = misuse(argv[1]);
     } else if (argc >= 3 && !strcmp(argv[1], "--dump")) {
         struct dump_opts o = {.std = 0.3f};
         for (int i = 3; i < argc; i++) {
@@ -1032,7 +1062,8 @@ int main(int argc, char **argv)
         }
         rc = dump(argv[2], &o);
     } else if (argc > 1) {
-        pl_usage_error("unknown mode '%s' (modes: bad-heads, bad-topk, zero-size, --dump FILE "
+        pl_usage_error("unknown mode '%s' (modes: bad-heads, bad-topk, zero-size, adam-t0, "
+                       "backward-first, shard-past-end, part-past-head, --dump FILE "
                        "[--moe] [--flat] [--std S], or none for all checks)",
                        argv[1]);
     }
