@@ -236,7 +236,7 @@ static void validate_results(const char *path, double score, int passed, int fai
     }
     static const char *const statuses[] = {"passed", "failed", NULL};
     static const char *const tags[] = {"correctness", "memory", "performance", "placement",
-                                       "hidden", NULL};
+                                       "questions", "hidden", NULL};
     static const char *const vis[] = {"visible", "hidden", "after_due_date", "after_published",
                                       NULL};
     double sum = 0, vis_sum = 0, vis_max = 0;
@@ -272,7 +272,7 @@ static void validate_results(const char *path, double score, int passed, int fai
             for (int k = 0; k < tg->n; k++)
                 if (tg->items[k]->type != J_STR || !one_of(tg->items[k]->str, tags))
                     fail("results.json: test '%s' has a tag outside correctness, memory, "
-                         "performance, placement, hidden", nm);
+                         "performance, placement, questions, hidden", nm);
         }
         if (!vi || vi->type != J_STR || !one_of(vi->str, vis))
             fail("results.json: test '%s' visibility is not one Gradescope knows", nm);

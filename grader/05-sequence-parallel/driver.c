@@ -207,33 +207,87 @@ static int exact(const char *what, const float *got, const float *want, const fl
     return 1;
 }
 
-static void run_conjugates(struct pl_comm *tp)
+static const char *const CONJ_NAMES[] = {"sp_gather_forward", "sp_gather_backward",
+                                          "sp_scatter_forward", "sp_scatter_backward"};
+
+/* Each conjugate's collectives from the ledger: exactly one all-gather or one reduce-scatter
+ * of (t-1)/t of the full activation of nf values. */
+static void judge_conjugate_traffic(const struct pass_traffic *tr, int t, size_t nf)
+{
+    for (int k = 0; k < 4 && t > 1 && !pl_todo_what(); k++) {
+        int gathers = k == 0 || k == 3;
+        long want_ag = gathers, want_rs = !gathers;
+        double want = one_coll_bytes((double)nf, t);
+        char a[32], b[32];
+        const char *name = CONJ_NAMES[k];
+        if (tr[k].ar)
+            gr_fail("%s made %ld all-reduce%s (%s): an all-reduce leaves the whole sum on every "
+                 "rank and sends 2(t-1)/t of the buffer where a reduce-scatter sends (t-1)/t "
+                 "and leaves each rank only its tokens, which is all it keeps (section 3)",
+                 name, tr[k].ar, tr[k].ar == 1 ? "" : "s",
+                 pl_format_bytes(tr[k].ar_bytes, a, sizeof a));
+        else if (tr[k].other || tr[k].ag != want_ag || tr[k].rs != want_rs)
+            gr_fail("%s made %ld all-gather%s, %ld reduce-scatter%s and %ld other operation%s "
+                 "where it needs exactly one %s (section 3)", name, tr[k].ag,
+                 tr[k].ag == 1 ? "" : "s", tr[k].rs, tr[k].rs == 1 ? "" : "s", tr[k].other,
+                 tr[k].other == 1 ? "" : "s", gathers ? "all-gather" : "reduce-scatter");
+        else if (fabs(tr[k].ag_bytes + tr[k].rs_bytes - want) > 0.5)
+            gr_fail("%s sent %s per rank where one %s of the full [B*T, C] sends %s ((t-1)/t of "
+                 "it)", name, pl_format_bytes(tr[k].ag_bytes + tr[k].rs_bytes, a, sizeof a),
+                 gathers ? "all-gather" : "reduce-scatter", pl_format_bytes(want, b, sizeof b));
+    }
+}
+
+/* The conjugates' data on the host: this rank's local rows and full buffer, and what each
+ * collective must give: every rank's rows in place (and in the collective's rank-major
+ * order, to name that mistake), and this rank's rows of the sum. */
+struct conj_data {
+    int t, r, B, T, C;
+    size_t nf, nl;
+    float *mine_l, *mine_f, *gath, *rm, *want_l;
+};
+
+static void conj_data_new(struct pl_comm *tp, struct conj_data *d)
 {
     const int t = pl_comm_size(tp), r = pl_comm_rank(tp), B = 3, T = 4 * t, C = 5;
-    const size_t nf = (size_t)B * T * C, nl = nf / t;
-    float *mine_l = malloc(nl * sizeof *mine_l), *mine_f = malloc(nf * sizeof *mine_f);
-    float *gath = calloc(nf, sizeof *gath), *sum = calloc(nf, sizeof *sum);
-    float *tmp = malloc(nf * sizeof *tmp), *rm = malloc(nf * sizeof *rm);
-    member_data("lab05.conj.local", pl_comm_world_rank(tp, r), nl, mine_l);
-    member_data("lab05.conj.full", pl_comm_world_rank(tp, r), nf, mine_f);
-    /* the expected results, on the host: every rank's rows in place, and the sum */
+    const size_t nf = (size_t)B * T * C, nl = nf / t, rows = (size_t)(T / t) * C;
+    *d = (struct conj_data){.t = t, .r = r, .B = B, .T = T, .C = C, .nf = nf, .nl = nl};
+    d->mine_l = malloc(nl * sizeof(float)), d->mine_f = malloc(nf * sizeof(float));
+    d->gath = calloc(nf, sizeof(float)), d->rm = malloc(nf * sizeof(float));
+    d->want_l = malloc(nl * sizeof(float));
+    float *sum = calloc(nf, sizeof *sum), *tmp = malloc(nf * sizeof *tmp);
+    member_data("lab05.conj.local", pl_comm_world_rank(tp, r), nl, d->mine_l);
+    member_data("lab05.conj.full", pl_comm_world_rank(tp, r), nf, d->mine_f);
     for (int m = 0; m < t; m++) {
         member_data("lab05.conj.local", pl_comm_world_rank(tp, m), nl, tmp);
-        memcpy(rm + m * nl, tmp, nl * sizeof *tmp);
+        memcpy(d->rm + m * nl, tmp, nl * sizeof *tmp);
         for (int b = 0; b < B; b++)
-            memcpy(gath + ((size_t)b * T + (size_t)m * (T / t)) * C, tmp + (size_t)b * (T / t) * C,
-                   (size_t)(T / t) * C * sizeof *tmp);
+            memcpy(d->gath + ((size_t)b * T + (size_t)m * (T / t)) * C, tmp + (size_t)b * rows,
+                   rows * sizeof *tmp);
         member_data("lab05.conj.full", pl_comm_world_rank(tp, m), nf, tmp);
         for (size_t i = 0; i < nf; i++) sum[i] += tmp[i];
     }
-    float *want_l = malloc(nl * sizeof *want_l);
     for (int b = 0; b < B; b++)
-        memcpy(want_l + (size_t)b * (T / t) * C, sum + ((size_t)b * T + (size_t)r * (T / t)) * C,
-               (size_t)(T / t) * C * sizeof *sum);
+        memcpy(d->want_l + (size_t)b * rows, sum + ((size_t)b * T + (size_t)r * (T / t)) * C,
+               rows * sizeof *sum);
+    free(sum);
+    free(tmp);
+}
+
+static void conj_data_free(struct conj_data *d)
+{
+    float *p[] = {d->mine_l, d->mine_f, d->gath, d->rm, d->want_l};
+    for (int i = 0; i < 5; i++) free(p[i]);
+}
+
+static void run_conjugates(struct pl_comm *tp)
+{
+    struct conj_data d;
+    conj_data_new(tp, &d);
+    const int t = d.t, B = d.B, T = d.T, C = d.C;
+    const size_t nf = d.nf, nl = d.nl;
     float *dl = op_alloc(nl, "lab05 local"), *df = op_alloc(nf, "lab05 full");
     float *ol = op_alloc(nl, "lab05 out local"), *of = op_alloc(nf, "lab05 out full");
-    static const char *names[] = {"sp_gather_forward", "sp_gather_backward",
-                                  "sp_scatter_forward", "sp_scatter_backward"};
     static const char *rules[] = {
         "all-gather along the sequence: every rank's T/t tokens of each sequence in place",
         "reduce-scatter: this rank's tokens of the sum over the group",
@@ -242,8 +296,8 @@ static void run_conjugates(struct pl_comm *tp)
     struct pass_traffic tr[4];
     for (int k = 0; k < 4 && gr_parts_ok_of(P_CORRECT); k++) {
         int gathers = k == 0 || k == 3;
-        pl_to_device(dl, mine_l, nl * sizeof *mine_l);
-        pl_to_device(df, mine_f, nf * sizeof *mine_f);
+        pl_to_device(dl, d.mine_l, nl * sizeof(float));
+        pl_to_device(df, d.mine_f, nf * sizeof(float));
         struct pl_ledger mark;
         gr_ledger_mark(&mark);
         if (k == 0) sp_gather_forward(tp, of, dl, B, T, C);
@@ -253,47 +307,21 @@ static void run_conjugates(struct pl_comm *tp)
         traffic_since(&mark, &tr[k]);
         if (pl_todo_what()) break;
         float *got = host_copy(gathers ? of : ol, gathers ? nf : nl);
-        exact(names[k], got, gathers ? gath : want_l, gathers && B > 1 ? rm : NULL,
+        exact(CONJ_NAMES[k], got, gathers ? d.gath : d.want_l, gathers && B > 1 ? d.rm : NULL,
               gathers ? nf : nl, rules[k]);
         free(got);
     }
     gr_parts_say_ok(P_CORRECT, "both conjugates exact forward and backward on every rank (t=%d, B=%d, "
            "T=%d, C=%d)", t, B, T, C);
     gr_parts_set(P_TRAFFIC);
-    for (int k = 0; k < 4 && t > 1 && !pl_todo_what(); k++) {
-        int gathers = k == 0 || k == 3;
-        long want_ag = gathers, want_rs = !gathers;
-        double want = one_coll_bytes((double)nf, t);
-        char a[32], b[32];
-        if (tr[k].ar)
-            gr_fail("%s made %ld all-reduce%s (%s): an all-reduce leaves the whole sum on every "
-                 "rank and sends 2(t-1)/t of the buffer where a reduce-scatter sends (t-1)/t "
-                 "and leaves each rank only its tokens, which is all it keeps (section 3)",
-                 names[k], tr[k].ar, tr[k].ar == 1 ? "" : "s",
-                 pl_format_bytes(tr[k].ar_bytes, a, sizeof a));
-        else if (tr[k].other || tr[k].ag != want_ag || tr[k].rs != want_rs)
-            gr_fail("%s made %ld all-gather%s, %ld reduce-scatter%s and %ld other operation%s "
-                 "where it needs exactly one %s (section 3)", names[k], tr[k].ag,
-                 tr[k].ag == 1 ? "" : "s", tr[k].rs, tr[k].rs == 1 ? "" : "s", tr[k].other,
-                 tr[k].other == 1 ? "" : "s", gathers ? "all-gather" : "reduce-scatter");
-        else if (fabs(tr[k].ag_bytes + tr[k].rs_bytes - want) > 0.5)
-            gr_fail("%s sent %s per rank where one %s of the full [B*T, C] sends %s ((t-1)/t of "
-                 "it)", names[k], pl_format_bytes(tr[k].ag_bytes + tr[k].rs_bytes, a, sizeof a),
-                 gathers ? "all-gather" : "reduce-scatter", pl_format_bytes(want, b, sizeof b));
-    }
+    judge_conjugate_traffic(tr, t, nf);
     gr_parts_set(P_CORRECT);
     gr_parts_say_ok(P_TRAFFIC, "one all-gather in sp_gather_forward and sp_scatter_backward, one "
            "reduce-scatter in sp_gather_backward and sp_scatter_forward, each (t-1)/t of the "
            "full activation per rank");
     float *p[] = {dl, df, ol, of};
     for (int i = 0; i < 4; i++) pl_mem_free(p[i]);
-    free(mine_l);
-    free(mine_f);
-    free(gath);
-    free(sum);
-    free(tmp);
-    free(rm);
-    free(want_l);
+    conj_data_free(&d);
 }
 
 /* ---- op block: the SP block against the single device ---- */
@@ -347,112 +375,158 @@ static void judge_replicas(const struct pl_model_config *c, int t, const float *
     }
 }
 
-static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, struct block_run *run)
-{
-    const int t = pl_comm_size(tp), r = pl_comm_rank(tp), B = kc->B, T = kc->T;
-    struct pl_model_config c = graded_config(kc->dropout ? DROPOUT : 0.0f);
-    const int C = c.d_model, N = B * T;
-    const size_t nc = (size_t)N * C, nl = nc / t;
-    struct pl_model_layout lay;
-    pl_model_layout_init(&lay, &c);
-    const size_t full_numel = lay.block_numel, shard_numel = pl_tp_block_numel(&c, t);
-    pl_model_layout_free(&lay);
-
-    /* a full block with every tensor random, layernorm weights near 1 */
-    float *full = normal("lab05.block", full_numel, 0.0f, 0.1f);
+/* One block case's tensors: the full block and this rank's shard (with their gradients),
+ * the input and output gradient of every token, and this rank's rows of each. */
+struct block_case {
+    struct pl_model_config c;
+    int t, r, B, T, C;
+    size_t nc, nl, full_numel, shard_numel;
+    float *full, *full_g, *shard, *shard_g, *x, *dy, *y, *dx, *lx, *ldy, *ly, *ldx;
     struct pl_block_params p, g, sp, sg;
-    pl_block_bind(&c, full, &p);
-    float *one = normal("lab05.ln", (size_t)C, 1.0f, 0.1f);
-    pl_copy(p.ln1_w, one, (size_t)C);
-    pl_copy(p.ln2_w, one, (size_t)C);
+    struct pl_model_ctx ctx;
+};
+
+static void block_case_new(struct pl_comm *tp, const struct sp_case *kc, struct block_case *k)
+{
+    memset(k, 0, sizeof *k);
+    k->t = pl_comm_size(tp), k->r = pl_comm_rank(tp), k->B = kc->B, k->T = kc->T;
+    k->c = graded_config(kc->dropout ? DROPOUT : 0.0f);
+    k->C = k->c.d_model;
+    k->nc = (size_t)k->B * k->T * k->C, k->nl = k->nc / k->t;
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &k->c);
+    k->full_numel = lay.block_numel, k->shard_numel = pl_tp_block_numel(&k->c, k->t);
+    pl_model_layout_free(&lay);
+    /* a full block with every tensor random, layernorm weights near 1 */
+    k->full = normal("lab05.block", k->full_numel, 0.0f, 0.1f);
+    pl_block_bind(&k->c, k->full, &k->p);
+    float *one = normal("lab05.ln", (size_t)k->C, 1.0f, 0.1f);
+    pl_copy(k->p.ln1_w, one, (size_t)k->C);
+    pl_copy(k->p.ln2_w, one, (size_t)k->C);
     pl_mem_free(one);
-    float *full_g = op_alloc(full_numel, "lab05 full grads");
-    float *shard = op_alloc(shard_numel, "lab05 shard"), *shard_g = op_alloc(shard_numel, "");
-    pl_zero(full_g, full_numel);
-    pl_zero(shard_g, shard_numel);
-    pl_block_bind(&c, full_g, &g);
-    pl_tp_block_slice(&c, t, r, full, shard);
-    pl_tp_block_bind(&c, t, shard, &sp);
-    pl_tp_block_bind(&c, t, shard_g, &sg);
-    float *x = normal("lab05.x", nc, 0.0f, 1.0f), *dy = normal("lab05.dy", nc, 0.0f, 1.0f);
+    k->full_g = op_alloc(k->full_numel, "lab05 full grads");
+    k->shard = op_alloc(k->shard_numel, "lab05 shard");
+    k->shard_g = op_alloc(k->shard_numel, "");
+    pl_zero(k->full_g, k->full_numel);
+    pl_zero(k->shard_g, k->shard_numel);
+    pl_block_bind(&k->c, k->full_g, &k->g);
+    pl_tp_block_slice(&k->c, k->t, k->r, k->full, k->shard);
+    pl_tp_block_bind(&k->c, k->t, k->shard, &k->sp);
+    pl_tp_block_bind(&k->c, k->t, k->shard_g, &k->sg);
+    k->x = normal("lab05.x", k->nc, 0.0f, 1.0f), k->dy = normal("lab05.dy", k->nc, 0.0f, 1.0f);
+    k->ctx = pl_model_ctx_eval();
+    k->ctx.train = kc->dropout;
+    k->ctx.seed = base_seed ^ 0x5eedULL;
+    k->ctx.step = (uint64_t)kc->step;
+    k->ctx.seq0 = kc->seq0;
+}
 
-    /* the oracle: the reference model's block on every token */
-    struct pl_model_ctx ctx = pl_model_ctx_eval();
-    ctx.train = kc->dropout;
-    ctx.seed = base_seed ^ 0x5eedULL;
-    ctx.step = (uint64_t)kc->step;
-    ctx.seq0 = kc->seq0;
-    float *y = op_alloc(nc, "ref y"), *dx = op_alloc(nc, "ref dx");
+static void block_case_free(struct block_case *k)
+{
+    float *fr[] = {k->full, k->full_g, k->shard, k->shard_g, k->x, k->dy,
+                   k->y,    k->dx,     k->lx,    k->ldy,     k->ly, k->ldx};
+    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) pl_mem_free(fr[i]);
+}
+
+/* The oracle: the reference model's block on every token. */
+static void reference_block(struct block_case *k)
+{
+    k->y = op_alloc(k->nc, "ref y"), k->dx = op_alloc(k->nc, "ref dx");
     struct pl_block_acts ra;
-    pl_block_acts_new(&ra, &c, B, T);
-    pl_block_forward(&c, 0, &p, &ra, &ctx, x, y);
-    pl_block_backward(&c, 0, &p, &g, &ra, &ctx, dy, dx);
+    pl_block_acts_new(&ra, &k->c, k->B, k->T);
+    pl_block_forward(&k->c, 0, &k->p, &ra, &k->ctx, k->x, k->y);
+    pl_block_backward(&k->c, 0, &k->p, &k->g, &ra, &k->ctx, k->dy, k->dx);
     pl_block_acts_free(&ra);
+}
 
-    /* this rank's tokens through the student's block */
-    float *lx = local_rows(x, B, T, C, t, r), *ldy = local_rows(dy, B, T, C, t, r);
-    float *ly = op_alloc(nl, "your y"), *ldx = op_alloc(nl, "your dx");
+/* This rank's tokens through the student's block: its traffic per pass, the bytes it held
+ * from the forward to the backward and the step's peak. */
+static void student_block(struct pl_comm *tp, struct block_case *k, struct block_run *run)
+{
+    k->lx = local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
+    k->ldy = local_rows(k->dy, k->B, k->T, k->C, k->t, k->r);
+    k->ly = op_alloc(k->nl, "your y"), k->ldx = op_alloc(k->nl, "your dx");
     struct pl_mem_stats before, after;
     pl_mem_reset_peak();
     pl_mem_get_stats(&before);
     struct pl_sp_block_acts a;
-    pl_sp_block_acts_new(&a, &c, t, B, T);
+    pl_sp_block_acts_new(&a, &k->c, k->t, k->B, k->T);
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
-    sp_block_forward(tp, &c, 0, &sp, &a, &ctx, lx, ly);
+    sp_block_forward(tp, &k->c, 0, &k->sp, &a, &k->ctx, k->lx, k->ly);
     traffic_since(&mark, &run->fwd);
     pl_mem_get_stats(&after);
     run->held = (double)after.current_total - (double)before.current_total;
     gr_ledger_mark(&mark);
-    sp_block_backward(tp, &c, 0, &sp, &sg, &a, &ctx, ldy, ldx);
+    sp_block_backward(tp, &k->c, 0, &k->sp, &k->sg, &a, &k->ctx, k->ldy, k->ldx);
     traffic_since(&mark, &run->bwd);
     pl_mem_get_stats(&after);
     run->peak = (double)after.peak_total - (double)before.current_total;
     pl_sp_block_acts_free(&a);
+}
 
+/* Output and input gradient rows against the single device's; 1 when the output matched. */
+static int judge_block_rows(const struct block_case *k, const struct sp_case *kc)
+{
+    const int B = k->B, T = k->T, C = k->C, t = k->t, r = k->r;
     char what[PL_NAME_LEN + 128], hint[400] = "";
     if (kc->dropout)
         snprintf(hint, sizeof hint, "dropout is on in this case (p=%.1f, sequences from %d, "
                  "step %d) and the case without dropout matched: each rank must draw the "
                  "single device's mask of the same global tokens, row (seq0 + b) T + r T/t + i "
                  "of the full [B*T, C] (section 4)", (double)DROPOUT, kc->seq0, kc->step);
-    float *want = op_alloc(nl, "expected rows");
-    pl_sp_slice(want, y, B, T, C, t, r);
+    float *want = op_alloc(k->nl, "expected rows");
+    pl_sp_slice(want, k->y, B, T, C, t, r);
     snprintf(what, sizeof what, "output y, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
-    int fwd_ok = compare(what, ly, want, nl, TOL_FWD, hint[0] ? hint : NULL);
-    pl_sp_slice(want, dx, B, T, C, t, r);
+    int fwd_ok = compare(what, k->ly, want, k->nl, TOL_FWD, hint[0] ? hint : NULL);
+    pl_sp_slice(want, k->dx, B, T, C, t, r);
     snprintf(what, sizeof what, "input gradient dx, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
     if (fwd_ok)
-        compare(what, ldx, want, nl, TOL_BWD, hint[0] ? hint : "every rank's TP branch saw "
-                "every token, so its layernorm-output gradient is a part of the whole: the "
+        compare(what, k->ldx, want, k->nl, TOL_BWD, hint[0] ? hint : "every rank's TP branch "
+                "saw every token, so its layernorm-output gradient is a part of the whole: the "
                 "gather's backward sums the parts and keeps this rank's tokens (section 3)");
     pl_mem_free(want);
+    return fwd_ok;
+}
 
-    /* every split tensor's gradient (before the synchronisation, which must not touch it) */
-    float *wg = op_alloc(shard_numel, "expected shard grads");
-    pl_tp_block_slice(&c, t, r, full_g, wg);
+/* Every split tensor's gradient (before the synchronisation, which must not touch it);
+ * wg receives the expected shard gradients. */
+static void judge_split_grads(const struct block_case *k, int fwd_ok, float *wg)
+{
+    char what[PL_NAME_LEN + 128];
+    pl_tp_block_slice(&k->c, k->t, k->r, k->full_g, wg);
     struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
-    pl_tp_block_tensors(&c, 0, t, d);
+    pl_tp_block_tensors(&k->c, 0, k->t, d);
     for (int i = 0; i < PL_TP_BLOCK_TENSORS && fwd_ok && gr_parts_ok(); i++) {
         if (d[i].split == PL_TP_REPLICATED) continue;
         snprintf(what, sizeof what, "gradient of your shard of %.64s (%s)", d[i].name,
                  split_name(d[i].split));
-        compare(what, shard_g + d[i].shard_offset, wg + d[i].shard_offset, d[i].shard_numel,
-                TOL_BWD, NULL);
+        compare(what, k->shard_g + d[i].shard_offset, wg + d[i].shard_offset,
+                d[i].shard_numel, TOL_BWD, NULL);
     }
+}
 
+static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, struct block_run *run)
+{
+    struct block_case k;
+    block_case_new(tp, kc, &k);
+    reference_block(&k);
+    student_block(tp, &k, run);
+    int fwd_ok = judge_block_rows(&k, kc);
+    float *wg = op_alloc(k.shard_numel, "expected shard grads");
+    judge_split_grads(&k, fwd_ok, wg);
     /* the synchronisation of the replicated gradients */
+    struct pl_ledger mark;
     gr_ledger_mark(&mark);
-    sp_sync_replicated_grads(tp, &c, &sg);
+    sp_sync_replicated_grads(tp, &k.c, &k.sg);
     traffic_since(&mark, &run->sync);
     if (!pl_todo_what() && !in_bench) {
         gr_parts_set(P_REPLICAS);
-        judge_replicas(&c, t, shard_g, wg);
+        judge_replicas(&k.c, k.t, k.shard_g, wg);
         gr_parts_set(P_CORRECT);
     }
     pl_mem_free(wg);
-    float *fr[] = {full, full_g, shard, shard_g, x, dy, y, dx, lx, ldy, ly, ldx};
-    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) pl_mem_free(fr[i]);
+    block_case_free(&k);
 }
 
 static void judge_block_traffic(const struct block_run *run, int t, double NC, int C)
@@ -627,93 +701,128 @@ static void world_sum(float *x, size_t n)
     free(h);
 }
 
-/* One step as pl_model_step: zero, forward, backward, sync, clip on the global norm, AdamW.
- * Returns the global batch's loss. */
-static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *tok,
-                            const int *tgt, const struct pl_adamw_config *opt)
+/* This rank's T/t tokens of every sequence of a step, on the host and in op memory. */
+struct local_batch {
+    int *ltok, *ltgt, *dtok, *dtgt;
+    size_t n;
+};
+
+static void local_batch_new(const struct sp_model *s, const int *tok, const int *tgt,
+                            struct local_batch *lb)
 {
-    const struct pl_model_config *c = &s->cfg;
-    const int t = s->t, r = s->r, T = c->seq_len, Ts = T / t, C = c->d_model, L = c->n_layers;
-    const size_t nl = (size_t)TRAIN_B * Ts * C, sn = pl_tp_block_numel(c, t);
-    struct pl_model *m = s->m;
-    struct pl_model_ctx ctx = pl_model_ctx_eval();
-    ctx.train = 1;
-    ctx.seed = base_seed ^ 0x5eedULL;
-    ctx.step = (uint64_t)s->adam_t + 1;
-    ctx.loss_scale = 1.0f / t; /* the head's loss is the mean over this rank's tokens */
-    pl_model_zero_grad(m);
-    for (int l = 0; l < L; l++) pl_zero(s->grad[l], sn);
-    /* this rank's tokens, and the positions they sit at */
-    int *ltok = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_HOST, "tok");
-    int *ltgt = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_HOST, "tgt");
+    const int T = s->cfg.seq_len, Ts = T / s->t;
+    lb->n = (size_t)TRAIN_B * Ts;
+    lb->ltok = pl_mem_alloc(lb->n * sizeof(int), PL_MEM_WORK, PL_HOST, "tok");
+    lb->ltgt = pl_mem_alloc(lb->n * sizeof(int), PL_MEM_WORK, PL_HOST, "tgt");
     for (int b = 0; b < TRAIN_B; b++)
         for (int i = 0; i < Ts; i++) {
-            ltok[b * Ts + i] = tok[b * T + r * Ts + i];
-            ltgt[b * Ts + i] = tgt[b * T + r * Ts + i];
+            lb->ltok[b * Ts + i] = tok[b * T + s->r * Ts + i];
+            lb->ltgt[b * Ts + i] = tgt[b * T + s->r * Ts + i];
         }
-    int *dtok = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tok");
-    int *dtgt = pl_mem_alloc((size_t)TRAIN_B * Ts * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tgt");
-    pl_to_device(dtok, ltok, (size_t)TRAIN_B * Ts * sizeof(int));
-    pl_to_device(dtgt, ltgt, (size_t)TRAIN_B * Ts * sizeof(int));
+    lb->dtok = pl_mem_alloc(lb->n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tok");
+    lb->dtgt = pl_mem_alloc(lb->n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tgt");
+    pl_to_device(lb->dtok, lb->ltok, lb->n * sizeof(int));
+    pl_to_device(lb->dtgt, lb->ltgt, lb->n * sizeof(int));
+}
+
+static void local_batch_free(struct local_batch *lb)
+{
+    pl_mem_free(lb->ltok);
+    pl_mem_free(lb->ltgt);
+    pl_mem_free(lb->dtok);
+    pl_mem_free(lb->dtgt);
+}
+
+/* Forward and backward of this rank's tokens: the grader's embedding (at the tokens'
+ * positions) and head around the student's SP blocks. Returns the global batch's loss. */
+static double sp_forward_backward(struct pl_comm *tp, struct sp_model *s,
+                                  const struct local_batch *lb, const struct pl_model_ctx *ctx)
+{
+    const struct pl_model_config *c = &s->cfg;
+    const int t = s->t, T = c->seq_len, Ts = T / t, C = c->d_model, L = c->n_layers;
+    const size_t nl = (size_t)TRAIN_B * Ts * C;
+    struct pl_model *m = s->m;
     struct pl_embed_params e = m->embed, eg = m->embed_g;
-    e.wpe += (size_t)r * Ts * C;
-    eg.wpe += (size_t)r * Ts * C;
+    e.wpe += (size_t)s->r * Ts * C;
+    eg.wpe += (size_t)s->r * Ts * C;
     float *xs[3];
     for (int k = 0; k < 3; k++) xs[k] = op_alloc(nl, "lab05 train stream");
     struct pl_sp_block_acts acts[2];
-    pl_embed_forward(c, &e, dtok, TRAIN_B, Ts, xs[0]);
+    pl_embed_forward(c, &e, lb->dtok, TRAIN_B, Ts, xs[0]);
     for (int l = 0; l < L; l++) {
         pl_sp_block_acts_new(&acts[l], c, t, TRAIN_B, T);
-        sp_block_forward(tp, c, l, &s->sp[l], &acts[l], &ctx, xs[l % 2], xs[(l + 1) % 2]);
+        sp_block_forward(tp, c, l, &s->sp[l], &acts[l], ctx, xs[l % 2], xs[(l + 1) % 2]);
     }
     struct pl_head_acts ha;
     pl_head_acts_new(&ha, c, TRAIN_B, Ts);
-    double loss = gr_global_loss(pl_head_forward(c, &m->head, &ha, xs[L % 2], dtgt));
-    pl_head_backward(c, &m->head, &m->head_g, &ha, &ctx, xs[2]);
+    double loss = gr_global_loss(pl_head_forward(c, &m->head, &ha, xs[L % 2], lb->dtgt));
+    pl_head_backward(c, &m->head, &m->head_g, &ha, ctx, xs[2]);
     pl_head_acts_free(&ha);
     for (int l = L - 1; l >= 0; l--) {
         float *dy = xs[2], *dx = xs[(l + 1) % 2];
-        sp_block_backward(tp, c, l, &s->sp[l], &s->sg[l], &acts[l], &ctx, dy, dx);
+        sp_block_backward(tp, c, l, &s->sp[l], &s->sg[l], &acts[l], ctx, dy, dx);
         pl_sp_block_acts_free(&acts[l]);
         float *tmp = xs[2];
         xs[2] = dx;
         xs[(l + 1) % 2] = tmp;
     }
-    pl_embed_backward(c, &eg, dtok, TRAIN_B, Ts, xs[2]);
-    for (int l = 0; l < L; l++) sp_sync_replicated_grads(tp, c, &s->sg[l]);
+    pl_embed_backward(c, &eg, lb->dtok, TRAIN_B, Ts, xs[2]);
+    for (int k = 0; k < 3; k++) pl_mem_free(xs[k]);
+    return loss;
+}
+
+/* The student's synchronisation of the blocks' replicated gradients, the grader's sums of
+ * the embedding's and head's, and the clipping scale from the global norm: replicated
+ * tensors counted once, split ones summed over the ranks. */
+static float sp_sync_and_clip(struct pl_comm *tp, struct sp_model *s,
+                              const struct pl_adamw_config *opt)
+{
+    const struct pl_model_config *c = &s->cfg;
+    struct pl_model *m = s->m;
+    for (int l = 0; l < c->n_layers; l++) sp_sync_replicated_grads(tp, c, &s->sg[l]);
     size_t eo, en, ho, hn;
     pl_model_part_range(&m->layout, PL_PART_EMBED, &eo, &en);
     pl_model_part_range(&m->layout, PL_PART_HEAD(c), &ho, &hn);
     world_sum(m->grads + eo, en);
     world_sum(m->grads + ho, hn);
-    /* the global norm: replicated tensors once, split ones summed over the ranks */
     struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
-    pl_tp_block_tensors(c, 0, t, d);
+    pl_tp_block_tensors(c, 0, s->t, d);
     double rep = pl_grad_norm_sq(m->grads + eo, en) + pl_grad_norm_sq(m->grads + ho, hn);
     double split = 0;
-    for (int l = 0; l < L; l++)
+    for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
             double q = pl_grad_norm_sq(s->grad[l] + d[k].shard_offset, d[k].shard_numel);
             if (d[k].split == PL_TP_REPLICATED) rep += q;
             else split += q;
         }
     PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &split, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    float scale = pl_clip_scale(rep + split, opt->grad_clip);
+    return pl_clip_scale(rep + split, opt->grad_clip);
+}
+
+/* AdamW on the embedding and head (whole) and on this rank's block shards, gradients scaled
+ * by the clipping factor first. */
+static void sp_adamw(struct sp_model *s, float scale, const struct pl_adamw_config *opt)
+{
+    const struct pl_model_config *c = &s->cfg;
+    struct pl_model *m = s->m;
+    const size_t sn = pl_tp_block_numel(c, s->t);
     s->adam_t++;
     if (!m->adam_m) {
         m->adam_m = pl_mem_alloc(m->layout.numel * sizeof(float), PL_MEM_OPTIM, PL_DEVICE, "m");
         m->adam_v = pl_mem_alloc(m->layout.numel * sizeof(float), PL_MEM_OPTIM, PL_DEVICE, "v");
     }
-    size_t parts[2][2] = {{eo, en}, {ho, hn}};
+    size_t parts[2][2];
+    pl_model_part_range(&m->layout, PL_PART_EMBED, &parts[0][0], &parts[0][1]);
+    pl_model_part_range(&m->layout, PL_PART_HEAD(c), &parts[1][0], &parts[1][1]);
     for (int k = 0; k < 2; k++) {
         if (scale < 1.0f) pl_scale(m->grads + parts[k][0], parts[k][1], scale);
         pl_model_adamw_flat(&m->layout, parts[k][0], parts[k][1], m->params + parts[k][0],
                             m->grads + parts[k][0], m->adam_m + parts[k][0],
                             m->adam_v + parts[k][0], s->adam_t, opt);
     }
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < c->n_layers; l++) {
         struct pl_tp_tensor dl[PL_TP_BLOCK_TENSORS];
-        pl_tp_block_tensors(c, l, t, dl);
+        pl_tp_block_tensors(c, l, s->t, dl);
         if (scale < 1.0f) pl_scale(s->grad[l], sn, scale);
         for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
             const struct pl_param_desc *pd = pl_model_find_param(&m->layout, dl[k].name);
@@ -723,11 +832,26 @@ static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *t
                           opt->eps, pd && pd->decay ? opt->weight_decay : 0.0f);
         }
     }
-    for (int k = 0; k < 3; k++) pl_mem_free(xs[k]);
-    pl_mem_free(ltok);
-    pl_mem_free(ltgt);
-    pl_mem_free(dtok);
-    pl_mem_free(dtgt);
+}
+
+/* One step as pl_model_step: zero, forward, backward, sync, clip on the global norm, AdamW.
+ * Returns the global batch's loss. */
+static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *tok,
+                            const int *tgt, const struct pl_adamw_config *opt)
+{
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1;
+    ctx.seed = base_seed ^ 0x5eedULL;
+    ctx.step = (uint64_t)s->adam_t + 1;
+    ctx.loss_scale = 1.0f / s->t; /* the head's loss is the mean over this rank's tokens */
+    pl_model_zero_grad(s->m);
+    const size_t sn = pl_tp_block_numel(&s->cfg, s->t);
+    for (int l = 0; l < s->cfg.n_layers; l++) pl_zero(s->grad[l], sn);
+    struct local_batch lb;
+    local_batch_new(s, tok, tgt, &lb);
+    double loss = sp_forward_backward(tp, s, &lb, &ctx);
+    sp_adamw(s, sp_sync_and_clip(tp, s, opt), opt);
+    local_batch_free(&lb);
     return loss;
 }
 
