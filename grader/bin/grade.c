@@ -951,7 +951,7 @@ static void plan_questions(int k)
         char name[200];
         snprintf(name, sizeof name, "question %s%s", qs->q[i].key,
                  qs->q[i].expect ? "" : " (free text, read by a person)");
-        struct gr_spec s = {.name = name, .op = "questions", .mode = "questions",
+        struct gr_spec s = {.name = name, .op = "questions.txt", .mode = "questions",
                             .part = "questions", .tag = "questions",
                             .points = qs->q[i].expect ? qs->q[i].points : 0};
         gr_add(&s);
@@ -959,10 +959,23 @@ static void plan_questions(int k)
 }
 
 /* The answers graded: the student's labs/NN-name/questions.txt, or the solutions' with
- * --solutions. */
+ * --solutions, in the kit the build folder belongs to (BUILD is KIT/build/<b>), wherever
+ * the grader runs from. */
 static void answers_path(const struct gr_lab *lab, char *path, size_t len)
 {
-    snprintf(path, len, "%s/%s/questions.txt", opt.solutions ? "solutions" : "labs", lab->dir);
+    char kit[PATH_MAX];
+    if (!realpath(opt.build, kit) && snprintf(kit, sizeof kit, "%s", opt.build) >= (int)sizeof kit)
+        kit[0] = '\0';
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(kit, '/');
+        if (slash && slash != kit) *slash = '\0';
+        else strcpy(kit, "/");
+    }
+    char here[PATH_MAX];
+    int local = realpath(".", here) && !strcmp(here, kit); /* then said as labs/... */
+    int n = snprintf(path, len, "%s%s%s/%s/questions.txt", local ? "" : kit, local ? "" : "/",
+                     opt.solutions ? "solutions" : "labs", lab->dir);
+    if (n < 0 || (size_t)n >= len) path[0] = '\0';
 }
 
 static void judge_question(struct test *t, const struct gr_question *q, const char *ans,
@@ -992,6 +1005,7 @@ static void grade_questions(int i, int j)
     const struct gr_lab *lab = lab_of[tests[i].lab];
     const struct gr_questions *qs = gr_questions_find(lab->dir);
     static struct gr_answers sheet;
+    if (!qs) return;
     char path[PATH_MAX], err[700];
     answers_path(lab, path, sizeof path);
     int bad = gr_answers_read(path, qs, &sheet, err, sizeof err);
@@ -1084,7 +1098,8 @@ static int symbol_rule_broken(int i, int j, const char *variant)
  * run. */
 static void grade_group(int i, int j, const char *variant)
 {
-    if (!strcmp(tests[i].op, "questions")) {
+    /* mode "questions" is the orchestrator's own (a lab's ops run drivers) */
+    if (!strcmp(tests[i].mode, "questions")) {
         grade_questions(i, j);
         return;
     }
