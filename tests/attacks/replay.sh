@@ -121,6 +121,15 @@ expect_text "still a stub" "$res"
 submit "honest: the solution" collectives.c="$kit/solutions/01-collectives/collectives.c"
 [ -n "$score" ] && [ "${score%% *}" = "${score##* }" ] && [ "${score##* }" != 0 ] ||
     fail "the solution scored ${score:-nothing}, expected full marks"
+# The lab's questions.txt uploaded beside the code is graded too (only the questions run).
+PL_AUTOGRADER_TEST=question
+submit "honest: the questions uploaded" collectives.c="$kit/solutions/01-collectives/collectives.c" \
+    questions.txt="$kit/solutions/01-collectives/questions.txt"
+PL_AUTOGRADER_TEST="all-reduce [np="
+[ -n "$score" ] && [ "${score%% *}" = "${score##* }" ] && [ "${score##* }" != 0 ] ||
+    fail "the uploaded answers scored ${score:-nothing}, expected full marks"
+expect_text "graded file: labs/01-collectives/questions.txt (from questions.txt)" "$tmp/$case_name.out"
+
 # make regrade on the same autograder: a folder of three students, one CSV row each.
 subs=$tmp/subs
 mkdir -p "$subs/alice" "$subs/bob" "$subs/carol"
