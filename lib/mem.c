@@ -214,6 +214,21 @@ static void raw_free(void *p, size_t bytes, enum pl_where where)
     free(p);
 }
 
+/* The watcher (pl_mem_watch), told of every change. */
+static void (*watch_fn)(const struct pl_mem_stats *, void *);
+static void *watch_ctx;
+
+void pl_mem_watch(void (*fn)(const struct pl_mem_stats *now, void *ctx), void *ctx)
+{
+    watch_fn = fn;
+    watch_ctx = ctx;
+}
+
+static void told(void)
+{
+    if (watch_fn) watch_fn(&g.stats, watch_ctx);
+}
+
 void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const char *label)
 {
     if (cat < 0 || cat >= PL_MEM_NCAT) pl_fatal("pl_mem_alloc: bad category %d for '%s'", cat, label);
@@ -228,6 +243,7 @@ void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const
     s->live_allocs++;
     if (s->current[cat] > s->peak[cat]) s->peak[cat] = s->current[cat];
     if (s->current_total > s->peak_total) s->peak_total = s->current_total;
+    told();
     return e.p;
 }
 
@@ -251,6 +267,7 @@ void pl_mem_free(void *p)
     memcpy(f->label, e->label, LABEL_LEN);
     raw_free(p, e->bytes, e->where);
     e->p = TOMBSTONE;
+    told();
 }
 
 size_t pl_mem_size(const void *p)

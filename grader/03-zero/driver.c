@@ -7,7 +7,8 @@
  * against the ZeRO formulas computed in code (formulas.h) for this model; it times the
  * student's stage against the kit's own parts measured alone in the same run (the model's
  * compute, then the library's collectives of the stage). Ops: layout, zero1, zero2, zero3.
- * Lab flags: --svg FILE (bench: the memory bar chart). */
+ * Lab flags: --svg FILE (bench: the memory bar chart), --plots DIR (bench: one ZeRO-3
+ * step's memory over time and modelled timelines, prefetch.c). */
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -18,6 +19,7 @@
 #include "formulas.h"
 #include "ops.h"
 #include "paralab.h"
+#include "prefetch.h"
 #include "todo.h"
 #include "train.h"
 #include "zero.h"
@@ -371,7 +373,9 @@ static int run_student(int stage, const struct gr_train_setup *setup, struct ver
         gr_ledger_mark(&mark);
         gr_case("zero_step %d of %d (stage %d, %d ranks, %d sequences each)", s + 1, STEPS,
                 stage, n, bp->B);
+        prefetch_step_begin(s, STEPS);
         double loss = zero_step(z, bp->tokens, bp->targets, bp->B);
+        prefetch_step_end(s, STEPS);
         gr_ledger_since(&mark, &d);
         if (gr_todo_any()) return 0;
         mem_current(after);
@@ -688,6 +692,7 @@ static void *setup(const struct gr_args *a)
                            "2, 3, 4, 6 or 12 ranks)", pl_size(), GLOBAL_B);
     base_seed = a->seed;
     lab.stage = strcmp(a->op, "layout") ? a->op[4] - '0' : 0;
+    prefetch_want(lab.stage == 3 && gr_has_part(a->parts, "prefetch"));
     if (!lab.stage && strcmp(a->mode, "check"))
         pl_usage_error_all("--op layout has only a check mode");
     lab.data = pl_corpus_tokens(pl_mix64(base_seed + 5), CORPUS_TOKENS);
@@ -831,12 +836,15 @@ static int judge(void *st, int i, const char *part)
     if (me != 0) return 1;
     if (!strcmp(part, "traffic")) return judge_traffic(l->stage, l->all, pl_size(), &l->e0);
     if (!strcmp(part, "memory")) return judge_memory(l->stage, l->all, pl_size(), &l->e0, l->ddp);
-    pl_usage_error("--parts %s: Lab 3 judges correct, traffic and memory", part);
+    if (!strcmp(part, "prefetch"))
+        return prefetch_judge(&l->setup.cfg, GLOBAL_B / pl_size(), &l->e0);
+    pl_usage_error("--parts %s: Lab 3 judges correct, traffic, memory and prefetch", part);
 }
 
 static void finish(void *st)
 {
     struct lab03 *l = st;
+    prefetch_free();
     free(l->all);
     if (l->z) zero_free(l->z);
     if (l->ref.loss) gr_reference_free(&l->ref);
@@ -1021,7 +1029,8 @@ static void write_svg(const char *path, const struct bar *bars, int nb, int n, d
     fclose(f);
 }
 
-static const char *svg_path; /* --svg */
+static const char *svg_path;  /* --svg */
+static const char *plots_dir; /* --plots */
 
 /* One bar of the chart: the peak per category of the student's stage over two steps (the
  * largest rank's) and its formula; 0 when a stub was reached. */
@@ -1166,6 +1175,7 @@ static void bench(const struct gr_args *a)
     for (int k = 1; k <= 4; k++)
         nb += bench_stage(&setup, k < 4 ? k : 3, k == 4, psi, &bars[nb]);
     bench_table(bars, nb, &e);
+    prefetch_bench(&setup, &e, plots_dir);
     if (svg_path && pl_rank() == 0) {
         write_svg(svg_path, bars, nb, n, psi);
         pl_print0("# bar chart written to %s\n", svg_path);
@@ -1178,11 +1188,13 @@ static void bench(const struct gr_args *a)
 
 static struct pl_flag lab03_flags[] = {
     {"--svg", PL_FLAG_STR, &svg_path, "FILE", "bench: write the memory bar chart (none)", 0},
+    {"--plots", PL_FLAG_STR, &plots_dir, "DIR",
+     "bench: write one ZeRO-3 step's memory over time and modelled timelines there (none)", 0},
 };
 
 const struct gr_driver gr_lab_driver = {
     .flags = lab03_flags,
-    .nflags = 1,
+    .nflags = 2,
     .setup = setup,
     .subject = subject,
     .correct_first = "must train correctly first",
