@@ -223,7 +223,7 @@ int prefetch_judge(const struct pl_model_config *cfg, int B, const struct zero_l
 
 /* ---- the bench's pictures: memory over time ---- */
 
-#define MEM_SHOWN 5 /* params, grads, optim, activ, and the rest */
+#define MEM_SHOWN 4 /* params, grads, optim, activ: what the stages and the pass hold */
 
 struct series {
     int n, cap;
@@ -245,17 +245,15 @@ static void sample(const struct pl_mem_stats *now, void *ctx)
     x[1] = (double)now->current[PL_MEM_GRADS];
     x[2] = (double)now->current[PL_MEM_OPTIM];
     x[3] = (double)now->current[PL_MEM_ACTIV];
-    x[4] = (double)(now->current[PL_MEM_COMM] + now->current[PL_MEM_WORK]);
 }
 
 static void svg_memory_time(const char *path, const struct series *s, int n, double psi)
 {
     FILE *f = fopen(path, "w");
     if (!f) pl_usage_error("--plots: cannot write %s", path);
-    const int W = 720, H = 380, left = 80, right = 170, top = 44, bottom = 56;
-    const char *colors[MEM_SHOWN] = {"#4c72b0", "#dd8452", "#55a868", "#c4c4c4", "#8172b3"};
-    const char *names[MEM_SHOWN] = {"params", "grads", "optim m, v", "activations",
-                                    "comm + work"};
+    const int W = 720, H = 380, left = 80, right = 140, top = 50, bottom = 50;
+    const char *colors[MEM_SHOWN] = {"#4c72b0", "#dd8452", "#55a868", "#c4c4c4"};
+    const char *names[MEM_SHOWN] = {"params", "grads", "optim m, v", "activations"};
     double maxv = 0;
     int backward = -1;
     for (int i = 0; i < s->n; i++) {
@@ -269,9 +267,10 @@ static void svg_memory_time(const char *path, const struct series *s, int n, dou
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">Memory of rank 0 over one ZeRO-3 step "
-               "with prefetch (Psi = %.0f, %d ranks), from the memory ledger</text>\n", left,
-            psi, n);
+    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">Rank 0's memory over one ZeRO-3 step "
+               "with prefetch, from the memory ledger</text>\n", left);
+    fprintf(f, "<text x=\"%d\" y=\"36\">Psi = %.0f, %d ranks; each gathered unit and gradient "
+               "bucket lives from one allocation to its free</text>\n", left, psi, n);
     for (int k = 0; k <= 4; k++) {
         double y = top + ph - ph * k / 4;
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
@@ -279,14 +278,23 @@ static void svg_memory_time(const char *path, const struct series *s, int n, dou
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.2f MB</text>\n", left - 6,
                 y + 4, maxv * k / 4 / 1e6);
     }
-    for (int i = 0; i < s->n; i++) {
-        double y = top + ph;
-        for (int c = 0; c < MEM_SHOWN; c++) {
-            double h = ph * s->v[i][c] / maxv;
-            y -= h;
-            fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n",
-                    left + col * i, y, col + 0.3, h, colors[c]);
-        }
+    /* One stepped band per category, stacked: its top edge left to right, then the top of
+     * the bands below it right to left. */
+    for (int c = 0; c < MEM_SHOWN; c++) {
+        fprintf(f, "<path fill=\"%s\" d=\"", colors[c]);
+        for (int pass = 0; pass < 2; pass++)
+            for (int k = 0; k < s->n; k++) {
+                int i = pass ? s->n - 1 - k : k;
+                double cum = 0;
+                for (int b = 0; b < c + (pass == 0); b++) cum += s->v[i][b];
+                double y = top + ph - ph * cum / maxv;
+                double x0 = left + col * i, x1 = x0 + col;
+                if (pass == 0)
+                    fprintf(f, "%s%.2f %.2f L%.2f %.2f ", k ? "L" : "M", x0, y, x1, y);
+                else
+                    fprintf(f, "L%.2f %.2f L%.2f %.2f ", x1, y, x0, y);
+            }
+        fprintf(f, "Z\"/>\n");
     }
     if (backward > 0) {
         double x = left + col * backward;
@@ -295,9 +303,8 @@ static void svg_memory_time(const char *path, const struct series *s, int n, dou
         fprintf(f, "<text x=\"%.1f\" y=\"%d\">backward</text>\n", x + 4, top + 12);
         fprintf(f, "<text x=\"%d\" y=\"%d\">forward</text>\n", left + 4, top + 12);
     }
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">allocations and frees in "
-               "program order (each gathered unit and gradient bucket lives from one to the "
-               "next)</text>\n", left + pw / 2, H - 18);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">allocations and frees, in "
+               "program order</text>\n", left + pw / 2, H - 18);
     for (int c = MEM_SHOWN - 1; c >= 0; c--) {
         double ly = top + 20 + (MEM_SHOWN - 1 - c) * 20;
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
