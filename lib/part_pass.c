@@ -4,6 +4,7 @@
 
 #include "check.h"
 #include "mem.h"
+#include "trace.h"
 
 struct pl_pass {
     struct pl_model_config cfg;
@@ -126,6 +127,9 @@ void pl_pass_backward(struct pl_pass *s, int part, const float *p, float *g)
         struct pl_embed_params eg;
         pl_embed_bind(c, g, &eg);
         pl_embed_backward(c, &eg, s->tokens, s->B, c->seq_len, s->x);
+        /* What the caller computes next (a norm, an optimizer step) is not the embedding's
+         * backward: a trace would file its FLOPs there otherwise. */
+        pl_span("after backward");
     }
     s->next_bwd = part - 1;
 }

@@ -70,6 +70,19 @@ static void wait_each_gather_at_issue(struct pl_merged_trace *c)
     }
 }
 
+/* Compute outside the model's forward and backward (labelled F and B by lib/model.c), such
+ * as the norm of the gradient and AdamW, grows with the parameters and not with the tokens:
+ * its FLOPs times x, which undoes the tokens' part of the scale. */
+static void per_parameter_compute(struct pl_merged_trace *c, double x)
+{
+    for (int r = 0; r < c->nranks; r++)
+        for (int i = 0; i < c->nevents[r]; i++) {
+            struct pl_event *ev = &c->events[r][i];
+            if (ev->type == PL_EV_COMPUTE && !(ev->label[0] == 'F' || ev->label[0] == 'B'))
+                ev->flops *= x;
+        }
+}
+
 /* Time rank r's comm stream spent on all-gathers. */
 static double gather_time(const struct pl_merged_trace *c, const struct pl_replay *rp, int r)
 {
@@ -144,7 +157,8 @@ static int measure(const struct pl_merged_trace *t, const struct pl_model_config
     double flops_x = bytes_x * PREFETCH_TOKENS / ((double)B * cfg->seq_len);
     struct pl_merged_trace w, wo;
     gr_trace_scaled(t, flops_x, bytes_x, &w);
-    gr_trace_scaled(t, flops_x, bytes_x, &wo);
+    per_parameter_compute(&w, bytes_x / flops_x);
+    gr_trace_scaled(&w, 1, 1, &wo);
     wait_each_gather_at_issue(&wo);
     struct pl_replay rw, rwo;
     int rc = pl_replay_run(&w, prof, pl_topo(), &rw, err, len);
