@@ -129,9 +129,10 @@ static double ideal_hidden(const struct pl_model_config *cfg, int B, const struc
     int U = e->nunits, n = e->n;
     double fwd[ZERO_MAX_UNITS], bwd[ZERO_MAX_UNITS];
     unit_flops(cfg, B, e, fwd, bwd);
-    int ranks[64];
-    for (int r = 0; r < n && r < 64; r++) ranks[r] = r;
-    enum pl_link link = pl_topo_group_link(pl_topo(), ranks, n < 64 ? n : 64);
+    int *ranks = malloc((size_t)n * sizeof *ranks); /* the stage's group: the world */
+    for (int r = 0; r < n; r++) ranks[r] = r;
+    enum pl_link link = pl_topo_group_link(pl_topo(), ranks, n);
+    free(ranks);
     double total = 0, exposed = 0, before = 0; /* compute of the unit before, seconds */
     for (int k = 0; k < 2 * U; k++) {
         int u = k < U ? k : 2 * U - 1 - k;
