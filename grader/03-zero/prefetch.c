@@ -358,6 +358,10 @@ static void bench_report(const struct pl_merged_trace *t, const struct gr_train_
                "us, of which the compute waited %.0f us with prefetch, %.0f us without\n",
                PREFETCH_PROFILE, r.n, 1e6 * r.ag, 1e6 * r.with.ag_exposed,
                1e6 * r.without.ag_exposed);
+        printf("# handout: a model of %.0fM parameters (GPT-2 small's count) and %.0f tokens "
+               "per rank\n", PREFETCH_PSI / 1e6, PREFETCH_TOKENS);
+        printf("# handout: full marks from %.0f%% of that bound, none up to %.0f%%\n",
+               100 * PREFETCH_FULL, 100 * PREFETCH_NONE);
         printf("# handout: on %d ranks an ideal prefetch hides %.0f%% of the all-gather time\n",
                r.n, 100 * r.ideal);
         printf("# handout: prefetching hides %.0f%% of it: the modelled step takes %.0f us "
