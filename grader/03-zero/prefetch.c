@@ -8,6 +8,7 @@
 
 #include "formulas.h"
 #include "paralab.h"
+#include "memory_time.h"
 #include "part_pass.h"
 
 /* ---- the traced step (check mode) ---- */
@@ -236,100 +237,6 @@ int prefetch_judge(const struct pl_model_config *cfg, int B, const struct zero_l
     return fraction > 0;
 }
 
-/* ---- the bench's pictures: memory over time ---- */
-
-#define MEM_SHOWN 4 /* params, grads, optim, activ: what the stages and the pass hold */
-
-struct series {
-    int n, cap;
-    double (*v)[MEM_SHOWN];
-};
-
-static void sample(const struct pl_mem_stats *now, void *ctx)
-{
-    struct series *s = ctx;
-    if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 256;
-        void *p = realloc(s->v, (size_t)cap * sizeof *s->v);
-        if (!p) pl_fatal("out of memory recording the memory ledger over time");
-        s->v = p;
-        s->cap = cap;
-    }
-    double *x = s->v[s->n++];
-    x[0] = (double)now->current[PL_MEM_PARAMS];
-    x[1] = (double)now->current[PL_MEM_GRADS];
-    x[2] = (double)now->current[PL_MEM_OPTIM];
-    x[3] = (double)now->current[PL_MEM_ACTIV];
-}
-
-static void svg_memory_time(const char *path, const struct series *s, int n, double psi)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) pl_usage_error("--plots: cannot write %s", path);
-    const int W = 720, H = 380, left = 80, right = 140, top = 50, bottom = 50;
-    const char *colors[MEM_SHOWN] = {"#4c72b0", "#dd8452", "#55a868", "#c4c4c4"};
-    const char *names[MEM_SHOWN] = {"params", "grads", "optim m, v", "activations"};
-    double maxv = 0;
-    int backward = -1;
-    for (int i = 0; i < s->n; i++) {
-        double t = 0;
-        for (int c = 0; c < MEM_SHOWN; c++) t += s->v[i][c];
-        if (t > maxv) maxv = t;
-        if (backward < 0 && s->v[i][1] > s->v[0][1]) backward = i; /* the first bucket */
-    }
-    maxv = maxv > 0 ? maxv * 1.08 : 1;
-    double pw = W - left - right, ph = H - top - bottom, col = pw / (s->n > 0 ? s->n : 1);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
-    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">Rank 0's memory over one ZeRO-3 step "
-               "with prefetch, from the memory ledger</text>\n", left);
-    fprintf(f, "<text x=\"%d\" y=\"36\">Psi = %.0f, %d ranks; each gathered unit and gradient "
-               "bucket lives from one allocation to its free</text>\n", left, psi, n);
-    for (int k = 0; k <= 4; k++) {
-        double y = top + ph - ph * k / 4;
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-                left, y, left + pw, y);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.2f MB</text>\n", left - 6,
-                y + 4, maxv * k / 4 / 1e6);
-    }
-    /* One stepped band per category, stacked: its top edge left to right, then the top of
-     * the bands below it right to left. */
-    for (int c = 0; c < MEM_SHOWN; c++) {
-        fprintf(f, "<path fill=\"%s\" d=\"", colors[c]);
-        for (int pass = 0; pass < 2; pass++)
-            for (int k = 0; k < s->n; k++) {
-                int i = pass ? s->n - 1 - k : k;
-                double cum = 0;
-                for (int b = 0; b < c + (pass == 0); b++) cum += s->v[i][b];
-                double y = top + ph - ph * cum / maxv;
-                double x0 = left + col * i, x1 = x0 + col;
-                if (pass == 0)
-                    fprintf(f, "%s%.2f %.2f L%.2f %.2f ", k ? "L" : "M", x0, y, x1, y);
-                else
-                    fprintf(f, "L%.2f %.2f L%.2f %.2f ", x1, y, x0, y);
-            }
-        fprintf(f, "Z\"/>\n");
-    }
-    if (backward > 0) {
-        double x = left + col * backward;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
-                   "stroke-dasharray=\"4 3\"/>\n", x, top, x, top + ph);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\">backward</text>\n", x + 4, top + 12);
-        fprintf(f, "<text x=\"%d\" y=\"%d\">forward</text>\n", left + 4, top + 12);
-    }
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">allocations and frees, in "
-               "program order</text>\n", left + pw / 2, H - 18);
-    for (int c = MEM_SHOWN - 1; c >= 0; c--) {
-        double ly = top + 20 + (MEM_SHOWN - 1 - c) * 20;
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
-                left + pw + 16, ly - 10, colors[c]);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", left + pw + 34, ly, names[c]);
-    }
-    fprintf(f, "</svg>\n");
-    fclose(f);
-}
-
 /* ---- the bench ---- */
 
 static void path_in(char *buf, size_t len, const char *dir, const char *name)
@@ -339,7 +246,7 @@ static void path_in(char *buf, size_t len, const char *dir, const char *name)
 
 /* Rank 0: the pictures and the figures of the traced step. */
 static void bench_report(const struct pl_merged_trace *t, const struct gr_train_setup *setup,
-                         const struct zero_layout *e, int B, const struct series *mem,
+                         const struct zero_layout *e, int B, const struct mem_series *mem,
                          const char *dir)
 {
     char with[512], without[512], memt[512], err[512];
@@ -347,7 +254,7 @@ static void bench_report(const struct pl_merged_trace *t, const struct gr_train_
         path_in(with, sizeof with, dir, "03-zero-timeline-prefetch.svg");
         path_in(without, sizeof without, dir, "03-zero-timeline-no-prefetch.svg");
         path_in(memt, sizeof memt, dir, "03-zero-memory-time.svg");
-        svg_memory_time(memt, mem, t->nranks, (double)e->numel);
+        mem_series_svg(memt, mem, t->nranks, (double)e->numel);
     }
     struct prefetch_result r;
     if (measure(t, &setup->cfg, B, e, dir ? with : NULL, dir ? without : NULL, &r, err,
@@ -380,14 +287,14 @@ int prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout 
     struct gr_batch b;
     gr_batch_new(&b, setup, pl_rank(), n);
     int ok = !gr_todo_any();
-    struct series mem = {0, 0, NULL};
+    struct mem_series mem = {0, 0, NULL};
     for (int s = 0; s < 2 && ok; s++) { /* the first step allocates the activations */
         gr_batch_load(&b, s);
         if (s == 1) {
             struct pl_mem_stats now;
             pl_mem_get_stats(&now);
-            sample(&now, &mem); /* where the step starts */
-            pl_mem_watch(sample, &mem);
+            mem_series_add(&now, &mem); /* where the step starts */
+            pl_mem_watch(mem_series_add, &mem);
         }
         prefetch_want(s == 1);
         prefetch_step_begin(s, 2);
@@ -400,7 +307,7 @@ int prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout 
     if (ok && pl_rank() == 0) bench_report(&pf.trace, setup, e, b.B, &mem, dir);
     if (!ok) pl_print0("# ZeRO-3 is still a stub (see %s): no timeline\n", gr_handout());
     prefetch_free();
-    free(mem.v);
+    mem_series_free(&mem);
     gr_batch_free(&b);
     zero_free(z);
     return ok;
