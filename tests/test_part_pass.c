@@ -1,5 +1,6 @@
 /* test_part_pass.c: lib/part_pass on one rank. The model run part by part, each part on its
  * own copy of its parameters and gradient, gives the whole model's loss and gradients; the
+ * FLOPs it counts are the model's (so a trace of it replays the model's compute); the
  * activations are the pass's (as PL_MEM_ACTIV) and given back when it is freed; what the
  * caller computes after the last backward is not filed under the embedding in the trace.
  *
@@ -64,8 +65,10 @@ static void parts_equal_model(void)
 
     struct pl_model *ref = pl_model_new(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
     pl_model_zero_grad(ref);
+    double f_model = pl_ledger_flops_total();
     double want = pl_model_forward(ref, tok, tgt, B, NULL);
     pl_model_backward(ref, NULL);
+    f_model = pl_ledger_flops_total() - f_model;
     pl_model_free_acts(ref);
 
     size_t N = ref->layout.numel;
@@ -77,6 +80,7 @@ static void parts_equal_model(void)
     pl_trace_clear();
     for (int round = 0; round < 2; round++) { /* the second reuses the activations */
         pl_zero(grads, N);
+        double f_pass = pl_ledger_flops_total();
         pl_pass_begin(s, tok, tgt, B);
         for (int part = PL_PART_EMBED; part <= PL_PART_HEAD(&c); part++) {
             size_t off, n;
@@ -97,6 +101,9 @@ static void parts_equal_model(void)
             pl_pass_backward(s, part, p, grads + off);
             pl_mem_free(p);
         }
+        f_pass = pl_ledger_flops_total() - f_pass;
+        CHECK(close_to(f_pass, f_model), "round %d: the pass counts %.0f FLOPs, the model %.0f "
+              "(a trace of it would replay with the wrong compute)", round, f_pass, f_model);
         double e = rel_l2(grads, ref->grads, N);
         CHECK(e <= 1e-6, "round %d: gradients differ from the model's: relative L2 %.2e",
               round, e);
