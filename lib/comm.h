@@ -74,6 +74,9 @@ void pl_all_to_all_v(struct pl_comm *comm, const float *send, const size_t *send
                      const size_t *send_displs, float *recv, const size_t *recv_counts,
                      const size_t *recv_displs);
 void pl_barrier(struct pl_comm *comm);
+/* The sum over comm's ranks of one number, through pl_all_reduce of one element (fp32, as
+ * every collective here): e.g. the squared norm of a gradient each rank holds a part of. */
+double pl_sum_over_ranks(struct pl_comm *comm, double x);
 
 /* ---- asynchronous collectives: the handle is completed by pl_wait/pl_test ---- */
 struct pl_handle *pl_all_reduce_async(struct pl_comm *comm, const float *send, float *recv,

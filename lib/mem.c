@@ -20,6 +20,9 @@
 #ifdef PL_GPU
 #include <cuda_runtime.h>
 #endif
+#ifdef __GLIBC__
+#include <malloc.h> /* mallopt */
+#endif
 
 #define LABEL_LEN 48
 #define FREED_RING 256
@@ -153,6 +156,22 @@ void pl_mem_release_cache(void)
 #endif
 }
 
+/* The host's counterpart of the device cache: glibc maps every block above its mmap
+ * threshold (128 kB at first) afresh and trims the heap's top after each free, so a step
+ * that allocates and frees a unit-sized buffer per layer (ZeRO-3's gathered parameters, its
+ * gradient buckets) would pay for new pages on every use. Raising both thresholds once
+ * keeps freed blocks in the heap for the next allocation. */
+static void keep_host_blocks(void)
+{
+#ifdef __GLIBC__
+    static int done;
+    if (done) return;
+    done = 1;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+}
+
 static void *raw_alloc(size_t bytes, enum pl_where where, const char *label)
 {
     size_t rounded = rounded_size(bytes);
@@ -174,6 +193,7 @@ static void *raw_alloc(size_t bytes, enum pl_where where, const char *label)
         return p;
     }
 #endif
+    keep_host_blocks();
     p = aligned_alloc(64, rounded);
     if (!p) pl_fatal("out of memory allocating %zu bytes for '%s'", bytes, label);
     memset(p, 0, rounded);
@@ -194,6 +214,21 @@ static void raw_free(void *p, size_t bytes, enum pl_where where)
     free(p);
 }
 
+/* The watcher (pl_mem_watch), told of every change. */
+static void (*watch_fn)(const struct pl_mem_stats *, void *);
+static void *watch_ctx;
+
+void pl_mem_watch(void (*fn)(const struct pl_mem_stats *now, void *ctx), void *ctx)
+{
+    watch_fn = fn;
+    watch_ctx = ctx;
+}
+
+static void told(void)
+{
+    if (watch_fn) watch_fn(&g.stats, watch_ctx);
+}
+
 void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const char *label)
 {
     if (cat < 0 || cat >= PL_MEM_NCAT) pl_fatal("pl_mem_alloc: bad category %d for '%s'", cat, label);
@@ -208,6 +243,7 @@ void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const
     s->live_allocs++;
     if (s->current[cat] > s->peak[cat]) s->peak[cat] = s->current[cat];
     if (s->current_total > s->peak_total) s->peak_total = s->current_total;
+    told();
     return e.p;
 }
 
@@ -231,6 +267,7 @@ void pl_mem_free(void *p)
     memcpy(f->label, e->label, LABEL_LEN);
     raw_free(p, e->bytes, e->where);
     e->p = TOMBSTONE;
+    told();
 }
 
 size_t pl_mem_size(const void *p)

@@ -57,6 +57,11 @@ size_t pl_mem_report_leaks(FILE *f);
  * for the device); the CPU build keeps none. */
 void pl_mem_release_cache(void);
 
+/* Calls fn(now, ctx) after every allocation and free, with the ledger as it stands: how a
+ * program draws its memory over time (Lab 3's sawtooth of gathered units). One watcher at
+ * a time; fn NULL stops watching. fn must not allocate through the ledger. */
+void pl_mem_watch(void (*fn)(const struct pl_mem_stats *now, void *ctx), void *ctx);
+
 /* A one-line-per-category table of current and peak bytes. */
 void pl_mem_print(FILE *f, const char *title);
 

@@ -7,7 +7,8 @@
  * against the ZeRO formulas computed in code (formulas.h) for this model; it times the
  * student's stage against the kit's own parts measured alone in the same run (the model's
  * compute, then the library's collectives of the stage). Ops: layout, zero1, zero2, zero3.
- * Lab flags: --svg FILE (bench: the memory bar chart). */
+ * Lab flags: --svg FILE (bench: the memory bar chart), --plots DIR (bench: one ZeRO-3
+ * step's memory over time and modelled timelines, prefetch.c). */
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -18,18 +19,23 @@
 #include "formulas.h"
 #include "ops.h"
 #include "paralab.h"
+#include "prefetch.h"
 #include "todo.h"
 #include "train.h"
 #include "zero.h"
 
-/* The graded model: tiny, with a d_ff that makes every block's size odd, so that no rank
- * count from 2 to 4 divides it and padding is exercised. */
+/* The graded model: small, with a d_ff that makes every block's size odd and not a
+ * multiple of 3, so that no rank count from 2 to 4 divides it and padding is exercised.
+ * Wide and short-sequenced, so that the lab's lesson holds on its own model: a rank's
+ * parameters, gradients and optimizer state (16 bytes a parameter) are several times the
+ * activations of its slice of the batch, as in real training at these widths; activations
+ * per token grow with d_model, model state with d_model squared. */
 #define VOCAB 256
-#define D_MODEL 32
+#define D_MODEL 64
 #define N_LAYERS 4
 #define N_HEADS 2
-#define D_FF 91
-#define SEQ_LEN 16
+#define D_FF 255
+#define SEQ_LEN 4
 #define GLOBAL_B 12 /* 1, 2, 3 and 4 ranks get equal slices */
 #define STEPS 4
 #define CORPUS_TOKENS 8192
@@ -367,7 +373,9 @@ static int run_student(int stage, const struct gr_train_setup *setup, struct ver
         gr_ledger_mark(&mark);
         gr_case("zero_step %d of %d (stage %d, %d ranks, %d sequences each)", s + 1, STEPS,
                 stage, n, bp->B);
+        prefetch_step_begin(s, STEPS);
         double loss = zero_step(z, bp->tokens, bp->targets, bp->B);
+        prefetch_step_end(s, STEPS);
         gr_ledger_since(&mark, &d);
         if (gr_todo_any()) return 0;
         mem_current(after);
@@ -684,6 +692,7 @@ static void *setup(const struct gr_args *a)
                            "2, 3, 4, 6 or 12 ranks)", pl_size(), GLOBAL_B);
     base_seed = a->seed;
     lab.stage = strcmp(a->op, "layout") ? a->op[4] - '0' : 0;
+    prefetch_want(lab.stage == 3 && gr_has_part(a->parts, "prefetch"));
     if (!lab.stage && strcmp(a->mode, "check"))
         pl_usage_error_all("--op layout has only a check mode");
     lab.data = pl_corpus_tokens(pl_mix64(base_seed + 5), CORPUS_TOKENS);
@@ -827,12 +836,15 @@ static int judge(void *st, int i, const char *part)
     if (me != 0) return 1;
     if (!strcmp(part, "traffic")) return judge_traffic(l->stage, l->all, pl_size(), &l->e0);
     if (!strcmp(part, "memory")) return judge_memory(l->stage, l->all, pl_size(), &l->e0, l->ddp);
-    pl_usage_error("--parts %s: Lab 3 judges correct, traffic and memory", part);
+    if (!strcmp(part, "prefetch"))
+        return prefetch_judge(&l->setup.cfg, GLOBAL_B / pl_size(), &l->e0);
+    pl_usage_error("--parts %s: Lab 3 judges correct, traffic, memory and prefetch", part);
 }
 
 static void finish(void *st)
 {
     struct lab03 *l = st;
+    prefetch_free();
     free(l->all);
     if (l->z) zero_free(l->z);
     if (l->ref.loss) gr_reference_free(&l->ref);
@@ -947,7 +959,7 @@ static double perf(void *st)
 struct bar {
     char label[32];
     int stage;
-    double measured[3]; /* params, grads, optim: the largest rank's peak */
+    double measured[4]; /* params, grads, optim, activ: the largest rank's peak */
     double formula[3];
 };
 
@@ -958,14 +970,16 @@ static void write_svg(const char *path, const struct bar *bars, int nb, int n, d
     const int W = 640, H = 360, left = 70, right = 150, top = 40, bottom = 50;
     double maxv = 0;
     for (int i = 0; i < nb; i++) {
-        double t = bars[i].measured[0] + bars[i].measured[1] + bars[i].measured[2];
+        double t = bars[i].measured[0] + bars[i].measured[1] + bars[i].measured[2] +
+                   bars[i].measured[3];
         double tf = bars[i].formula[0] + bars[i].formula[1] + bars[i].formula[2];
         if (t > maxv) maxv = t;
         if (tf > maxv) maxv = tf;
     }
     maxv *= 1.08;
-    const char *colors[3] = {"#4c72b0", "#dd8452", "#55a868"};
-    const char *names[3] = {"params (4Psi)", "grads (4Psi)", "optim m, v (8Psi)"};
+    const char *colors[4] = {"#4c72b0", "#dd8452", "#55a868", "#c4c4c4"};
+    const char *names[4] = {"params (4Psi)", "grads (4Psi)", "optim m, v (8Psi)",
+                            "activations"};
     double plot_w = W - left - right, plot_h = H - top - bottom;
     double slot = plot_w / nb, bw = slot * 0.55;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -982,7 +996,7 @@ static void write_svg(const char *path, const struct bar *bars, int nb, int n, d
     }
     for (int i = 0; i < nb; i++) {
         double x = left + slot * i + (slot - bw) / 2, y = top + plot_h;
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < 4; c++) {
             double h = plot_h * bars[i].measured[c] / maxv;
             y -= h;
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
@@ -992,28 +1006,31 @@ static void write_svg(const char *path, const struct bar *bars, int nb, int n, d
         double yf = top + plot_h - plot_h * tf / maxv;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
                    "stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n", x - 4, yf, x + bw + 4, yf);
-        double t = bars[i].measured[0] + bars[i].measured[1] + bars[i].measured[2];
+        double t = bars[i].measured[0] + bars[i].measured[1] + bars[i].measured[2] +
+                   bars[i].measured[3];
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f kB</text>\n",
                 x + bw / 2, top + plot_h - plot_h * t / maxv - 6, t / 1e3);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x + bw / 2,
                 top + plot_h + 18, bars[i].label);
     }
     double lx = left + plot_w + 16;
-    for (int c = 2; c >= 0; c--) {
-        double ly = top + 20 + (2 - c) * 20;
+    for (int c = 3; c >= 0; c--) {
+        double ly = top + 20 + (3 - c) * 20;
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n", lx,
                 ly - 10, colors[c]);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 18, ly, names[c]);
     }
     fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\" "
-               "stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n", lx, top + 90, lx + 12,
-            top + 90);
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\">ZeRO formula</text>\n", lx + 18, top + 94);
+               "stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n", lx, top + 110, lx + 12,
+            top + 110);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\">ZeRO formula</text>\n", lx + 18, top + 114);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\">(model state)</text>\n", lx + 18, top + 130);
     fprintf(f, "</svg>\n");
     fclose(f);
 }
 
-static const char *svg_path; /* --svg */
+static const char *svg_path;  /* --svg */
+static const char *plots_dir; /* --plots */
 
 /* One bar of the chart: the peak per category of the student's stage over two steps (the
  * largest rank's) and its formula; 0 when a stub was reached. */
@@ -1040,8 +1057,8 @@ static int bench_stage(const struct gr_train_setup *setup, int stage, int prefet
     gr_batch_free(&b);
     struct pl_mem_stats st;
     pl_mem_get_stats(&st);
-    const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
-    for (int c = 0; c < 3; c++) {
+    const int cats[4] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM, PL_MEM_ACTIV};
+    for (int c = 0; c < 4; c++) {
         double mine = (double)st.peak[cats[c]] - base[cats[c]];
         PL_CHECK_MPI(MPI_Allreduce(&mine, &bar->measured[c], 1, MPI_DOUBLE, MPI_MAX,
                                    MPI_COMM_WORLD));
@@ -1057,47 +1074,68 @@ static int bench_stage(const struct gr_train_setup *setup, int stage, int prefet
 
 static void bench_table(const struct bar *bars, int nb, const struct zero_layout *e)
 {
-    char b[6][32];
+    char b[7][32];
     pl_print0("# Lab 3 memory per rank by category: measured peak (the largest rank's) and the "
               "fp32 formula\n# Psi = %zu parameters, %d ranks, full_numel %zu, shard_numel %zu "
               "(padding %zu)\n", e->numel, pl_size(), e->full_numel, e->shard_numel,
               e->full_numel - e->numel);
-    pl_print0("# %-16s %-16s %12s %12s %12s %12s %12s %12s\n", "stage", "formula", "params",
-              "(formula)", "grads", "(formula)", "optim", "(formula)");
+    pl_print0("# %-16s %-16s %12s %12s %12s %12s %12s %12s %12s\n", "stage", "formula",
+              "params", "(formula)", "grads", "(formula)", "optim", "(formula)", "activ");
     for (int i = 0; i < nb; i++) {
         for (int c = 0; c < 3; c++) {
             pl_format_bytes(bars[i].measured[c], b[2 * c], sizeof b[0]);
             pl_format_bytes(bars[i].formula[c], b[2 * c + 1], sizeof b[0]);
         }
-        pl_print0("  %-16s %-16s %12s %12s %12s %12s %12s %12s\n", bars[i].label,
-                  zero_fp32_text(bars[i].stage), b[0], b[1], b[2], b[3], b[4], b[5]);
+        pl_format_bytes(bars[i].measured[3], b[6], sizeof b[0]);
+        pl_print0("  %-16s %-16s %12s %12s %12s %12s %12s %12s %12s\n", bars[i].label,
+                  zero_fp32_text(bars[i].stage), b[0], b[1], b[2], b[3], b[4], b[5], b[6]);
     }
+}
+
+/* Appends n to a list of rank counts in words ("2", "2 and 3", "2, 3 and 4"). */
+static void list_add(char *list, size_t len, int n, int *count)
+{
+    char *and = strstr(list, " and ");
+    if (and) { /* the last "and" becomes a comma */
+        memmove(and + 1, and + 4, strlen(and + 4) + 1);
+        and[0] = ',';
+    }
+    size_t l = strlen(list);
+    snprintf(list + l, len - l, "%s%d", l ? " and " : "", n);
+    ++*count;
 }
 
 /* The figures docs/labs/03-zero.md quotes, one "# handout: TEXT" line each, TEXT verbatim as
  * the handout has it (tests/handout_figures.sh checks that it does): the graded model's
- * sizes and padding, and the paper's 7.5B example in mixed precision. */
-static void bench_figures(const struct pl_model_layout *lay)
+ * sizes and padding, its model state against its activations, and the paper's 7.5B example
+ * in mixed precision. */
+static void bench_figures(const struct pl_model_layout *lay, const double *ddp)
 {
     char g[32], h[32], divides[32] = "", not[32] = "";
+    int ndiv = 0, nnot = 0;
     size_t off, block;
     pl_model_part_range(lay, 0, &off, &block);
     for (int n = 2; n <= 4; n++) {
-        char *list = block % (size_t)n ? not : divides;
-        size_t l = strlen(list);
-        snprintf(list + l, sizeof divides - l, "%s%d", l ? " and " : "", n);
+        if (block % (size_t)n) list_add(not, sizeof not, n, &nnot);
+        else list_add(divides, sizeof divides, n, &ndiv);
     }
     printf("# handout: Ψ = %s\n", pl_format_count(lay->numel, g, sizeof g));
     printf("# handout: four blocks of %s parameters each, which %s %s not divide%s%s%s\n",
-           pl_format_count(block, h, sizeof h), not, strchr(not, ' ') ? "do" : "does",
-           divides[0] ? " and " : "", divides,
-           divides[0] ? (strchr(divides, ' ') ? " do" : " does") : "");
+           pl_format_count(block, h, sizeof h), not, nnot > 1 ? "do" : "does",
+           ndiv ? " and " : "", divides, ndiv ? (ndiv > 1 ? " do" : " does") : "");
     for (int n = 2; n <= 4; n++) {
         struct zero_layout e;
         expected_layout(&e, lay, n, 0);
         printf("# handout: on %d ranks full_numel is %zu (%zu of padding)\n", n, e.full_numel,
                e.full_numel - e.numel);
     }
+    /* The lesson on the lab's own model: at 2 ranks, model state against activations. */
+    char st[32], ac[32];
+    double state = zero_bytes_total(zero_fp32(0, (double)lay->numel, 2));
+    printf("# handout: on 2 ranks a DDP rank holds %s of model state (16Ψ) beside %s of "
+           "activations for its %d sequences, %.1f times less\n",
+           pl_format_bytes(state, st, sizeof st), pl_format_bytes(ddp[4] / 2, ac, sizeof ac),
+           GLOBAL_B / 2, state / (ddp[4] / 2));
     for (int stage = 0; stage <= 3; stage++) {
         double t = zero_bytes_total(zero_mixed(stage, 7.5e9, 64, ZERO_PAPER_K)) / 1e9;
         char text[64];
@@ -1129,6 +1167,7 @@ static void bench(const struct gr_args *a)
     snprintf(bars[0].label, sizeof bars[0].label, "DDP");
     struct zero_bytes f0 = zero_fp32(0, psi, n);
     for (int c = 0; c < 3; c++) bars[0].measured[c] = ddp[c];
+    bars[0].measured[3] = ddp[4] / n; /* the reference's, for a slice of 1/n of the batch */
     bars[0].formula[0] = f0.params;
     bars[0].formula[1] = f0.grads;
     bars[0].formula[2] = f0.optim;
@@ -1136,11 +1175,12 @@ static void bench(const struct gr_args *a)
     for (int k = 1; k <= 4; k++)
         nb += bench_stage(&setup, k < 4 ? k : 3, k == 4, psi, &bars[nb]);
     bench_table(bars, nb, &e);
+    prefetch_bench(&setup, &e, plots_dir);
     if (svg_path && pl_rank() == 0) {
         write_svg(svg_path, bars, nb, n, psi);
         pl_print0("# bar chart written to %s\n", svg_path);
     }
-    if (pl_rank() == 0) bench_figures(&lay);
+    if (pl_rank() == 0) bench_figures(&lay, ddp);
     pl_model_layout_free(&lay);
     gr_reference_free(&ref);
     pl_tokens_free(&data);
@@ -1148,11 +1188,13 @@ static void bench(const struct gr_args *a)
 
 static struct pl_flag lab03_flags[] = {
     {"--svg", PL_FLAG_STR, &svg_path, "FILE", "bench: write the memory bar chart (none)", 0},
+    {"--plots", PL_FLAG_STR, &plots_dir, "DIR",
+     "bench: write one ZeRO-3 step's memory over time and modelled timelines there (none)", 0},
 };
 
 const struct gr_driver gr_lab_driver = {
     .flags = lab03_flags,
-    .nflags = 1,
+    .nflags = 2,
     .setup = setup,
     .subject = subject,
     .correct_first = "must train correctly first",

@@ -1,7 +1,9 @@
 # lab.mk: Lab 3's make settings (included by grader/grader.mk).
 #
-#   make plots LAB=03     the memory per rank of each stage by category, from your own run
-#                         (labs/, or solutions/ with SOLUTIONS=1), SVG in PLOTS_DIR
+#   make plots LAB=03     from your own run (labs/, or solutions/ with SOLUTIONS=1), SVG in
+#                         PLOTS_DIR: the memory per rank of each stage by category, one ZeRO-3
+#                         step's memory over time, its modelled timeline with and without
+#                         prefetch
 PLOTS_DIR ?= build/plots
 plots:: all
 	@case "$(LAB)" in 03* | 3 | *zero*) \

@@ -5,8 +5,11 @@
  * more, the bytes each rank sends per step (2 points each: reduce-scatter + all-gather of the
  * padded model, 2Psi(n-1)/n x 4 bytes for stages 1 and 2, 3Psi for stage 3, no full
  * all-reduce) and the peak memory per category against the ZeRO formulas for this model (2
- * points each); throughput against the grader's own implementation of the stage in the same
- * run (4 points, full marks from 0.7x, only once the stage is correct). 100 points in all.
+ * points each); throughput against the kit's own parts of the stage run one after the other
+ * in the same run (3 points, full marks from 0.7x, only once the stage is correct); ZeRO-3's
+ * prefetch on the modelled timeline: the share of the all-gather time its own trace hides,
+ * replayed on dgx-h100, against what an ideal prefetch hides (3 points, prefetch.h). 100
+ * points in all.
  * The hidden suite repeats the correctness tests on 3 and 4 ranks with the secret seed. */
 #include <stdio.h>
 
@@ -23,6 +26,8 @@ static const struct {
 };
 
 #define LAB03_CHECK_TIMEOUT 90
+#define LAB03_PERF_POINTS 3
+#define LAB03_PREFETCH_POINTS 3
 #define LAB03_PERF_TIMEOUT 180
 
 static void lab03_stage_tests(const char *title, const char *op, const int *nps, int hidden)
@@ -67,7 +72,15 @@ static void lab03_plan(const struct gr_plan_opts *o)
         snprintf(name, sizeof name, "%s throughput vs compute + collectives alone [np=%d]",
                  LAB03_STAGES[k].title, o->perf_np);
         gr_add(&(struct gr_spec){name, LAB03_STAGES[k].op, "perf", "perf", "performance",
-                                 o->perf_np, 4, LAB03_PERF_TIMEOUT, 0, LAB03_STAGES[k].op});
+                                 o->perf_np, LAB03_PERF_POINTS, LAB03_PERF_TIMEOUT, 0,
+                                 LAB03_STAGES[k].op});
+    }
+    {
+        char name[200];
+        snprintf(name, sizeof name, "%s prefetch: all-gather hidden behind compute (modelled "
+                 "dgx-h100) [np=%d]", LAB03_STAGES[n - 1].title, o->perf_np);
+        gr_add(&(struct gr_spec){name, "zero3", "check", "prefetch", "performance", o->perf_np,
+                                 LAB03_PREFETCH_POINTS, LAB03_CHECK_TIMEOUT, 0, NULL});
     }
     if (o->hidden)
         for (int k = 0; k < n; k++)

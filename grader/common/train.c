@@ -375,23 +375,38 @@ long gr_ledger_total_calls(const struct pl_ledger *l)
 
 /* ---- the modelled overlap ---- */
 
+void gr_trace_scaled(const struct pl_merged_trace *m, double flop_scale, double byte_scale,
+                     struct pl_merged_trace *out)
+{
+    /* The events are plain structs, the groups are shared read-only. */
+    *out = *m;
+    out->events = calloc((size_t)m->nranks, sizeof *out->events);
+    for (int r = 0; r < m->nranks; r++) {
+        out->events[r] = malloc((size_t)(m->nevents[r] > 0 ? m->nevents[r] : 1) *
+                                sizeof **out->events);
+        for (int i = 0; i < m->nevents[r]; i++) {
+            struct pl_event ev = m->events[r][i];
+            ev.flops *= flop_scale;
+            ev.bytes *= byte_scale;
+            out->events[r][i] = ev;
+        }
+    }
+}
+
+void gr_trace_scaled_free(struct pl_merged_trace *c)
+{
+    for (int r = 0; r < c->nranks; r++) free(c->events[r]);
+    free(c->events);
+    c->events = NULL;
+}
+
 int gr_overlap_replay(const struct pl_merged_trace *m, const struct pl_profile *p,
                       double flop_scale, double byte_scale, const char *svg_path,
                       const char *title, struct gr_overlap *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    /* A scaled copy: the events are plain structs, the groups are shared read-only. */
-    struct pl_merged_trace c = *m;
-    c.events = calloc((size_t)m->nranks, sizeof *c.events);
-    for (int r = 0; r < m->nranks; r++) {
-        c.events[r] = malloc((size_t)(m->nevents[r] > 0 ? m->nevents[r] : 1) * sizeof **c.events);
-        for (int i = 0; i < m->nevents[r]; i++) {
-            struct pl_event ev = m->events[r][i];
-            ev.flops *= flop_scale;
-            ev.bytes *= byte_scale;
-            c.events[r][i] = ev;
-        }
-    }
+    struct pl_merged_trace c;
+    gr_trace_scaled(m, flop_scale, byte_scale, &c);
     struct pl_replay rp;
     int rc = pl_replay_run(&c, p, pl_topo(), &rp, err, errlen);
     if (rc == 0) {
@@ -410,7 +425,6 @@ int gr_overlap_replay(const struct pl_merged_trace *m, const struct pl_profile *
             fprintf(stderr, "warning: cannot write %s\n", svg_path);
         pl_replay_free(&rp);
     }
-    for (int r = 0; r < m->nranks; r++) free(c.events[r]);
-    free(c.events);
+    gr_trace_scaled_free(&c);
     return rc;
 }

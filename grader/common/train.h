@@ -153,6 +153,13 @@ struct gr_overlap {
     double not_hidden; /* exposed / comm: 0 all hidden behind compute, 1 none */
 };
 
+/* A copy of m whose compute events carry flop_scale times their FLOPs and whose transfers
+ * carry byte_scale times their bytes; its events are its own (edit them freely), its groups
+ * m's. Free it with gr_trace_scaled_free, before m. */
+void gr_trace_scaled(const struct pl_merged_trace *m, double flop_scale, double byte_scale,
+                     struct pl_merged_trace *out);
+void gr_trace_scaled_free(struct pl_merged_trace *c);
+
 /* Rank 0 only, on a merged trace (pl_trace_gather): copies it with every compute event's
  * FLOPs times flop_scale and every transfer's bytes times byte_scale (1 and 1: as recorded),
  * replays it on profile p with the run's topology and fills out. svg_path non-NULL also

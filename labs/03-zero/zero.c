@@ -9,7 +9,9 @@
  *     make grade LAB=03                    every test of this lab
  *     make grade LAB=03 TEST=ZeRO-2        the tests whose name contains "ZeRO-2"
  *     make grade LAB=03 NP=2               only 2 ranks
- * and see your memory per stage with `make bench LAB=03`.
+ * see your memory per stage with `make bench LAB=03`, and draw one ZeRO-3 step of yours
+ * (memory over time, the modelled timeline with and without prefetch) with
+ * `make plots LAB=03`.
  *
  * What helps (zero.h, model.h, comm.h, ops.h, mem.h):
  *   pl_model_part_range       where a part lies in the model's flat layout
@@ -104,7 +106,8 @@ static double zero2_step(struct zero *z, const int *tokens, const int *targets, 
  * Contract: as stage 2, and parameters live only as the shard between steps; a unit's full
  * parameters exist only while that unit computes (forward, and again in backward). The peak
  * of PL_MEM_PARAMS is graded. With z->prefetch, the next unit's gather should already be
- * under way while this unit computes (handout section 6). */
+ * under way while this unit computes: the grader replays your step's trace and grades the
+ * share of all-gather time hidden behind compute (handout section 6). */
 static double zero3_step(struct zero *z, const int *tokens, const int *targets, int B)
 {
     lab_todo("zero3_step", "5");

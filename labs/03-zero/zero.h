@@ -30,6 +30,7 @@
 
 #include "comm.h"
 #include "model.h"
+#include "part_pass.h"
 #include "todo.h"
 
 #define ZERO_MAX_UNITS 64 /* n_layers + 2 */
@@ -59,25 +60,49 @@ struct zero_layout {
 /* ---- what the kit gives you: the model, one unit at a time ---- */
 
 /* The activations of one forward and backward over this rank's sequences, kept by the kit
- * (as PL_MEM_ACTIV). You say where each unit's parameters and gradients are. */
+ * (as PL_MEM_ACTIV). You say where each unit's parameters and gradients are. This is lib's
+ * part-by-part pass (part_pass.h) under the names this lab uses; struct zero_pass is its
+ * struct pl_pass. */
 struct zero_pass;
 
-struct zero_pass *zero_pass_new(const struct pl_model_config *cfg);
-void zero_pass_free(struct zero_pass *s);
+static inline struct zero_pass *zero_pass_new(const struct pl_model_config *cfg)
+{
+    return (struct zero_pass *)pl_pass_new(cfg);
+}
+static inline void zero_pass_free(struct zero_pass *s)
+{
+    pl_pass_free((struct pl_pass *)s);
+}
 /* Starts a pass over B sequences of cfg.seq_len tokens (op memory, [B, seq_len]). */
-void zero_pass_begin(struct zero_pass *s, const int *tokens, const int *targets, int B);
+static inline void zero_pass_begin(struct zero_pass *s, const int *tokens, const int *targets,
+                                   int B)
+{
+    pl_pass_begin((struct pl_pass *)s, tokens, targets, B);
+}
 /* The forward of one part, whose parameters are the part's numel floats at p (the model's
  * flat order within the part). Call for part -1, 0, ..., L in that order. */
-void zero_forward_part(struct zero_pass *s, int part, const float *p);
+static inline void zero_forward_part(struct zero_pass *s, int part, const float *p)
+{
+    pl_pass_forward((struct pl_pass *)s, part, p);
+}
 /* The mean cross-entropy of this rank's sequences, once the head's forward has run. */
-double zero_pass_loss(const struct zero_pass *s);
+static inline double zero_pass_loss(const struct zero_pass *s)
+{
+    return pl_pass_loss((const struct pl_pass *)s);
+}
 /* The backward of one part: ADDS d(loss)/d(params) of this rank's sequences to g (numel
  * floats). p must hold the same values as in the forward. Call for L, L-1, ..., -1. */
-void zero_backward_part(struct zero_pass *s, int part, const float *p, float *g);
+static inline void zero_backward_part(struct zero_pass *s, int part, const float *p, float *g)
+{
+    pl_pass_backward((struct pl_pass *)s, part, p, g);
+}
 
-/* The sum over comm's ranks of one number, through pl_all_reduce on one element: what a
- * global gradient norm needs when every rank holds a part of the gradient. */
-double zero_sum_over_ranks(struct pl_comm *comm, double x);
+/* The sum over comm's ranks of one number (lib's pl_sum_over_ranks, comm.h): what a global
+ * gradient norm needs when every rank holds a part of the gradient. */
+static inline double zero_sum_over_ranks(struct pl_comm *comm, double x)
+{
+    return pl_sum_over_ranks(comm, x);
+}
 
 /* The stubs call lab_todo(what, section) (lib/todo.h): it tells the grader (and you) that
  * `what` is not written yet and where the handout explains it, then returns so the grader

@@ -1,14 +1,12 @@
-/* helpers.c: the helpers zero.h gives the student: the model run one part at a time over
- * activations the kit keeps (so a ZeRO stage decides only where each part's parameters and
- * gradients live) and the sum of one number over the ranks. */
+/* part_pass.c: the model one part at a time (part_pass.h), over model.h's block-level
+ * surface: the embedding, each block and the head bound to the caller's parameters. */
+#include "part_pass.h"
+
 #include "check.h"
 #include "mem.h"
-#include "ops.h"
-#include "runtime.h"
-#include "train.h"
-#include "zero.h"
+#include "trace.h"
 
-struct zero_pass {
+struct pl_pass {
     struct pl_model_config cfg;
     int B;                       /* sequences the activations are sized for; 0: none */
     const int *tokens, *targets;
@@ -16,20 +14,22 @@ struct zero_pass {
     struct pl_block_acts *acts;  /* [n_layers] */
     struct pl_head_acts head;
     double loss;
-    int next_fwd, next_bwd;      /* the part each pass expects next, to catch a wrong order */
+    int next_fwd, next_bwd;      /* the part each direction expects next, to catch a wrong
+                                    order */
 };
 
-struct zero_pass *zero_pass_new(const struct pl_model_config *cfg)
+struct pl_pass *pl_pass_new(const struct pl_model_config *cfg)
 {
     PL_REQUIRE(cfg->dropout == 0.0f && cfg->n_experts == 0,
-               "the ZeRO lab trains the dense model without dropout (dropout=%g, n_experts=%d "
-               "given; set both to 0)", (double)cfg->dropout, cfg->n_experts);
-    struct zero_pass *s = pl_mem_alloc(sizeof *s, PL_MEM_WORK, PL_HOST, "zero pass");
+               "a part-by-part pass runs the dense model without dropout (dropout=%g, "
+               "n_experts=%d given; set both to 0)", (double)cfg->dropout, cfg->n_experts);
+    struct pl_pass *s = pl_mem_alloc(sizeof *s, PL_MEM_WORK, PL_HOST, "part pass");
     s->cfg = *cfg;
+    s->B = 0;
     return s;
 }
 
-static void free_acts(struct zero_pass *s)
+static void free_acts(struct pl_pass *s)
 {
     if (!s->B) return;
     for (int l = 0; l < s->cfg.n_layers; l++) pl_block_acts_free(&s->acts[l]);
@@ -39,25 +39,25 @@ static void free_acts(struct zero_pass *s)
     s->B = 0;
 }
 
-void zero_pass_free(struct zero_pass *s)
+void pl_pass_free(struct pl_pass *s)
 {
     if (!s) return;
     free_acts(s);
     pl_mem_free(s);
 }
 
-void zero_pass_begin(struct zero_pass *s, const int *tokens, const int *targets, int B)
+void pl_pass_begin(struct pl_pass *s, const int *tokens, const int *targets, int B)
 {
-    PL_REQUIRE(B > 0, "zero_pass_begin: B=%d sequences; a rank trains on at least one", B);
+    PL_REQUIRE(B > 0, "pl_pass_begin: B=%d sequences; a rank trains on at least one", B);
     const struct pl_model_config *c = &s->cfg;
     if (s->B != B) {
         free_acts(s);
         s->acts = pl_mem_alloc((size_t)c->n_layers * sizeof *s->acts, PL_MEM_ACTIV, PL_HOST,
-                               "zero pass block acts");
+                               "part pass block acts");
         for (int l = 0; l < c->n_layers; l++) pl_block_acts_new(&s->acts[l], c, B, c->seq_len);
         pl_head_acts_new(&s->head, c, B, c->seq_len);
         s->x = pl_mem_alloc((size_t)B * c->seq_len * c->d_model * sizeof(float), PL_MEM_ACTIV,
-                            PL_DEVICE, "zero pass residual stream");
+                            PL_DEVICE, "part pass residual stream");
         s->B = B;
     }
     s->tokens = tokens;
@@ -74,14 +74,14 @@ static struct pl_model_ctx train_ctx(void)
     return ctx;
 }
 
-void zero_forward_part(struct zero_pass *s, int part, const float *p)
+void pl_pass_forward(struct pl_pass *s, int part, const float *p)
 {
     const struct pl_model_config *c = &s->cfg;
-    PL_REQUIRE(s->B > 0, "zero_forward_part: call zero_pass_begin first");
-    PL_REQUIRE(part == s->next_fwd, "zero_forward_part(part %d): the forward runs the parts "
-               "in order -1 (embedding), 0..%d (blocks), %d (head); part %d comes next", part,
+    PL_REQUIRE(s->B > 0, "pl_pass_forward: start the pass first (pl_pass_begin)");
+    PL_REQUIRE(part == s->next_fwd, "forward of part %d: the forward runs the parts in order "
+               "-1 (embedding), 0..%d (blocks), %d (head); part %d comes next", part,
                c->n_layers - 1, c->n_layers, s->next_fwd);
-    float *base = (float *)p;
+    float *base = (float *)p; /* the bind functions take writable views; nothing writes */
     struct pl_model_ctx ctx = train_ctx();
     if (part == PL_PART_EMBED) {
         struct pl_embed_params e;
@@ -100,17 +100,17 @@ void zero_forward_part(struct zero_pass *s, int part, const float *p)
     s->next_fwd = part + 1;
 }
 
-double zero_pass_loss(const struct zero_pass *s)
+double pl_pass_loss(const struct pl_pass *s)
 {
     return s->loss;
 }
 
-void zero_backward_part(struct zero_pass *s, int part, const float *p, float *g)
+void pl_pass_backward(struct pl_pass *s, int part, const float *p, float *g)
 {
     const struct pl_model_config *c = &s->cfg;
-    PL_REQUIRE(part == s->next_bwd, "zero_backward_part(part %d): the backward runs after the "
-               "whole forward, in order %d (head), %d..0 (blocks), -1 (embedding); part %d "
-               "comes next", part, c->n_layers, c->n_layers - 1, s->next_bwd);
+    PL_REQUIRE(part == s->next_bwd, "backward of part %d: the backward runs after the whole "
+               "forward, in order %d (head), %d..0 (blocks), -1 (embedding); part %d comes "
+               "next", part, c->n_layers, c->n_layers - 1, s->next_bwd);
     float *base = (float *)p;
     struct pl_model_ctx ctx = train_ctx();
     if (part == PL_PART_HEAD(c)) {
@@ -127,17 +127,9 @@ void zero_backward_part(struct zero_pass *s, int part, const float *p, float *g)
         struct pl_embed_params eg;
         pl_embed_bind(c, g, &eg);
         pl_embed_backward(c, &eg, s->tokens, s->B, c->seq_len, s->x);
+        /* What the caller computes next (a norm, an optimizer step) is not the embedding's
+         * backward: a trace would file its FLOPs there otherwise. */
+        pl_span("after backward");
     }
     s->next_bwd = part - 1;
-}
-
-double zero_sum_over_ranks(struct pl_comm *comm, double x)
-{
-    float h = (float)x;
-    float *buf = pl_comm_buf_alloc(1, "zero scalar");
-    pl_copy_from_host(buf, &h, 1);
-    pl_all_reduce(comm, buf, buf, 1, PL_SUM);
-    pl_copy_to_host(&h, buf, 1);
-    pl_comm_buf_free(buf);
-    return (double)h;
 }

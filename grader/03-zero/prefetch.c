@@ -1,0 +1,314 @@
+/* prefetch.c: Lab 3's ZeRO-3 step on the modelled timeline, and its pictures (prefetch.h). */
+#include "prefetch.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formulas.h"
+#include "paralab.h"
+#include "memory_time.h"
+#include "part_pass.h"
+
+/* ---- the traced step (check mode) ---- */
+
+static struct {
+    int wanted, traced, was_on;
+    struct pl_merged_trace trace; /* rank 0 */
+} pf;
+
+void prefetch_want(int on)
+{
+    pf.wanted = on;
+}
+
+static int traced_step(int step, int steps)
+{
+    return pf.wanted && step == steps - 1;
+}
+
+void prefetch_step_begin(int step, int steps)
+{
+    if (!traced_step(step, steps)) return;
+    pf.was_on = pl_trace_enabled();
+    pl_trace_enable(1);
+    pl_trace_clear();
+}
+
+void prefetch_step_end(int step, int steps)
+{
+    if (!traced_step(step, steps)) return;
+    pl_trace_flush();
+    pl_trace_enable(0);
+    pl_trace_merged_free(&pf.trace);
+    pl_trace_gather(&pf.trace);
+    pf.traced = 1;
+    pl_trace_enable(pf.was_on);
+}
+
+void prefetch_free(void)
+{
+    pl_trace_merged_free(&pf.trace);
+    pf.traced = 0;
+}
+
+/* ---- the replay, with and without prefetch ---- */
+
+/* The same step with every all-gather waited for where it is issued: each one's handle
+ * dropped, so that the replay treats it as blocking, and its wait with it. */
+static void wait_each_gather_at_issue(struct pl_merged_trace *c)
+{
+    for (int r = 0; r < c->nranks; r++) {
+        struct pl_event *ev = c->events[r];
+        for (int i = 0; i < c->nevents[r]; i++) {
+            if (ev[i].type != PL_EV_ISSUE || ev[i].kind != PL_ALL_GATHER || ev[i].handle <= 0)
+                continue;
+            for (int j = i + 1; j < c->nevents[r]; j++)
+                if (ev[j].type == PL_EV_WAIT && ev[j].handle == ev[i].handle) ev[j].handle = 0;
+            ev[i].handle = 0;
+        }
+    }
+}
+
+/* Compute outside the model's forward and backward (labelled F and B by lib/model.c), such
+ * as the norm of the gradient and AdamW, grows with the parameters and not with the tokens:
+ * its FLOPs times x, which undoes the tokens' part of the scale. */
+static void per_parameter_compute(struct pl_merged_trace *c, double x)
+{
+    for (int r = 0; r < c->nranks; r++)
+        for (int i = 0; i < c->nevents[r]; i++) {
+            struct pl_event *ev = &c->events[r][i];
+            if (ev->type == PL_EV_COMPUTE && !(ev->label[0] == 'F' || ev->label[0] == 'B'))
+                ev->flops *= x;
+        }
+}
+
+/* Time rank r's comm stream spent on all-gathers. */
+static double gather_time(const struct pl_merged_trace *c, const struct pl_replay *rp, int r)
+{
+    double t = 0;
+    for (int i = 0; i < c->nevents[r]; i++)
+        if (c->events[r][i].type == PL_EV_ISSUE && c->events[r][i].kind == PL_ALL_GATHER)
+            t += rp->span[r][i].end - rp->span[r][i].start;
+    return t;
+}
+
+/* FLOPs of each unit's forward and backward on B sequences, counted by running lib's pass
+ * once on scratch parameters (the values do not change the count). */
+static void unit_flops(const struct pl_model_config *cfg, int B, const struct zero_layout *e,
+                       double *fwd, double *bwd)
+{
+    size_t toks = (size_t)B * (size_t)cfg->seq_len;
+    float *p = pl_mem_alloc(e->numel * sizeof(float), PL_MEM_WORK, PL_DEVICE, "prefetch p");
+    float *g = pl_mem_alloc(e->numel * sizeof(float), PL_MEM_WORK, PL_DEVICE, "prefetch g");
+    int *tok = pl_mem_alloc(toks * sizeof(int), PL_MEM_WORK, PL_DEVICE, "prefetch tokens");
+    struct pl_pass *s = pl_pass_new(cfg);
+    pl_pass_begin(s, tok, tok, B);
+    for (int u = 0; u < e->nunits; u++) {
+        double f0 = pl_ledger_flops_total();
+        pl_pass_forward(s, e->unit[u].part, p + e->unit[u].offset);
+        fwd[u] = pl_ledger_flops_total() - f0;
+    }
+    for (int u = e->nunits - 1; u >= 0; u--) {
+        double f0 = pl_ledger_flops_total();
+        pl_pass_backward(s, e->unit[u].part, p + e->unit[u].offset, g + e->unit[u].offset);
+        bwd[u] = pl_ledger_flops_total() - f0;
+    }
+    pl_pass_free(s);
+    pl_mem_free(tok);
+    pl_mem_free(g);
+    pl_mem_free(p);
+}
+
+/* The share of the all-gather time an ideal prefetch hides, from the model alone: every
+ * unit gathered before its forward and again before its backward, each gather overlapping
+ * the compute of the unit before it in that order and no more, the first one nothing. */
+static double ideal_hidden(const struct pl_model_config *cfg, int B, const struct zero_layout *e,
+                           const struct pl_profile *prof, double bytes_x, double flops_x)
+{
+    int U = e->nunits, n = e->n;
+    double fwd[ZERO_MAX_UNITS], bwd[ZERO_MAX_UNITS];
+    unit_flops(cfg, B, e, fwd, bwd);
+    int *ranks = malloc((size_t)n * sizeof *ranks); /* the stage's group: the world */
+    for (int r = 0; r < n; r++) ranks[r] = r;
+    enum pl_link link = pl_topo_group_link(pl_topo(), ranks, n);
+    free(ranks);
+    double total = 0, exposed = 0, before = 0; /* compute of the unit before, seconds */
+    for (int k = 0; k < 2 * U; k++) {
+        int u = k < U ? k : 2 * U - 1 - k;
+        double ag = pl_coll_time(PL_ALL_GATHER, n, 4.0 * (double)e->unit[u].padded * bytes_x,
+                                 prof->latency[link], prof->bw[link]);
+        total += ag;
+        exposed += k == 0 ? ag : fmax(0.0, ag - before);
+        before = (k < U ? fwd[u] : bwd[u]) * flops_x / prof->flops;
+    }
+    return total > 0 ? 1.0 - exposed / total : 0.0;
+}
+
+/* Rank 0: replays trace t twice and fills out; svg paths may be NULL. Returns 0, or -1
+ * with a message in err. */
+static int measure(const struct pl_merged_trace *t, const struct pl_model_config *cfg, int B,
+                   const struct zero_layout *e, const char *svg_with, const char *svg_without,
+                   struct prefetch_result *out, char *err, size_t len)
+{
+    memset(out, 0, sizeof *out);
+    out->n = t->nranks;
+    const struct pl_profile *prof = pl_profile_get(PREFETCH_PROFILE);
+    double bytes_x = PREFETCH_PSI / (double)e->numel;
+    double flops_x = bytes_x * PREFETCH_TOKENS / ((double)B * cfg->seq_len);
+    struct pl_merged_trace w, wo;
+    gr_trace_scaled(t, flops_x, bytes_x, &w);
+    per_parameter_compute(&w, bytes_x / flops_x);
+    gr_trace_scaled(&w, 1, 1, &wo);
+    wait_each_gather_at_issue(&wo);
+    struct pl_replay rw, rwo;
+    int rc = pl_replay_run(&w, prof, pl_topo(), &rw, err, len);
+    if (rc == 0 && (rc = pl_replay_run(&wo, prof, pl_topo(), &rwo, err, len)) != 0)
+        pl_replay_free(&rw);
+    if (rc == 0) {
+        /* The rank that hid least: the difference the prefetch made to its stalls. */
+        out->hidden = 2;
+        for (int r = 0; r < t->nranks; r++) {
+            double ag = gather_time(&wo, &rwo, r);
+            double saved = rwo.rank[r].exposed_comm - rw.rank[r].exposed_comm;
+            double hid = ag > 0 ? fmin(1.0, fmax(0.0, saved / ag)) : 0.0;
+            if (hid >= out->hidden) continue;
+            out->hidden = hid;
+            out->ag = ag;
+            out->without.ag_exposed = ag;
+            out->with.ag_exposed = ag * (1 - hid);
+        }
+        out->with.step = rw.step_time;
+        out->without.step = rwo.step_time;
+        char title[160];
+        snprintf(title, sizeof title, "ZeRO-3 step with prefetch, %d ranks, modelled on %s at "
+                 "GPT-2 small scale", t->nranks, PREFETCH_PROFILE);
+        if (svg_with && pl_replay_write_svg(&w, &rw, title, svg_with) != 0)
+            fprintf(stderr, "warning: cannot write %s\n", svg_with);
+        snprintf(title, sizeof title, "The same step, each all-gather waited for where it is "
+                 "issued (no prefetch), %d ranks", t->nranks);
+        if (svg_without && pl_replay_write_svg(&wo, &rwo, title, svg_without) != 0)
+            fprintf(stderr, "warning: cannot write %s\n", svg_without);
+        pl_replay_free(&rwo);
+        pl_replay_free(&rw);
+        out->ideal = ideal_hidden(cfg, B, e, prof, bytes_x, flops_x);
+    }
+    gr_trace_scaled_free(&wo);
+    gr_trace_scaled_free(&w);
+    return rc;
+}
+
+int prefetch_judge(const struct pl_model_config *cfg, int B, const struct zero_layout *e)
+{
+    if (!pf.traced) {
+        gr_say("prefetch", "no step was traced: the stage did not run to its last step");
+        return 0;
+    }
+    struct prefetch_result r;
+    char err[512];
+    if (measure(&pf.trace, cfg, B, e, NULL, NULL, &r, err, sizeof err) != 0) {
+        gr_say("prefetch", "your step's trace could not be replayed: %s", err);
+        return 0;
+    }
+    double reach = r.ideal > 0 ? r.hidden / r.ideal : 1.0;
+    double fraction = reach >= PREFETCH_FULL ? 1.0 : reach <= PREFETCH_NONE ? 0.0
+                      : (reach - PREFETCH_NONE) / (PREFETCH_FULL - PREFETCH_NONE);
+    gr_say("prefetch", "modelled on %s at GPT-2 small scale (%d ranks): your step hid %.0f%% "
+           "of its all-gather time behind compute; the compute waited %.0f us for "
+           "all-gathers (step %.0f us), and %.0f us without prefetch (step %.0f us: the same "
+           "trace with each all-gather waited for where it was issued)", PREFETCH_PROFILE, r.n,
+           100 * r.hidden, 1e6 * r.with.ag_exposed, 1e6 * r.with.step,
+           1e6 * r.without.ag_exposed, 1e6 * r.without.step);
+    gr_say("prefetch", "the model's bound: an ideal prefetch hides %.0f%% (the first gather has "
+           "no compute before it, and each later one hides only behind the compute of the "
+           "unit before it); you reached %.0f%% of it; full marks from %.0f%% of it, none up "
+           "to %.0f%%", 100 * r.ideal, 100 * reach, 100 * PREFETCH_FULL, 100 * PREFETCH_NONE);
+    if (fraction < 1)
+        gr_say("prefetch", "%s: start unit u+1's pl_all_gather_async before unit u computes, "
+               "and pl_wait on it only when unit u+1's turn comes (z->prefetch is 1 here; "
+               "handout section 6)",
+               r.hidden < 0.01 ? "nothing was hidden: every all-gather was waited for before "
+                                 "any compute could run beside it"
+                               : "part of the gathers were waited for before the compute "
+                                 "that could have covered them");
+    gr_metric("zero3_allgather_hidden", r.hidden);
+    gr_partial("prefetch", fraction);
+    return fraction > 0;
+}
+
+/* ---- the bench ---- */
+
+static void path_in(char *buf, size_t len, const char *dir, const char *name)
+{
+    snprintf(buf, len, "%s/%s", dir, name);
+}
+
+/* Rank 0: the pictures and the figures of the traced step. */
+static void bench_report(const struct pl_merged_trace *t, const struct gr_train_setup *setup,
+                         const struct zero_layout *e, int B, const struct mem_series *mem,
+                         const char *dir)
+{
+    char with[512], without[512], memt[512], err[512];
+    if (dir) {
+        path_in(with, sizeof with, dir, "03-zero-timeline-prefetch.svg");
+        path_in(without, sizeof without, dir, "03-zero-timeline-no-prefetch.svg");
+        path_in(memt, sizeof memt, dir, "03-zero-memory-time.svg");
+        mem_series_svg(memt, mem, t->nranks, (double)e->numel);
+    }
+    struct prefetch_result r;
+    if (measure(t, &setup->cfg, B, e, dir ? with : NULL, dir ? without : NULL, &r, err,
+                sizeof err) != 0) {
+        printf("# the ZeRO-3 step could not be replayed: %s\n", err);
+    } else {
+        printf("# ZeRO-3 step modelled on %s at GPT-2 small scale, %d ranks: all-gathers %.0f "
+               "us, of which the compute waited %.0f us with prefetch, %.0f us without\n",
+               PREFETCH_PROFILE, r.n, 1e6 * r.ag, 1e6 * r.with.ag_exposed,
+               1e6 * r.without.ag_exposed);
+        printf("# handout: a model of %.0fM parameters (GPT-2 small's count) and %.0f tokens "
+               "per rank\n", PREFETCH_PSI / 1e6, PREFETCH_TOKENS);
+        printf("# handout: full marks from %.0f%% of that bound, none up to %.0f%%\n",
+               100 * PREFETCH_FULL, 100 * PREFETCH_NONE);
+        printf("# handout: on %d ranks an ideal prefetch hides %.0f%% of the all-gather time\n",
+               r.n, 100 * r.ideal);
+        printf("# handout: prefetching hides %.0f%% of it: the modelled step takes %.0f us "
+               "with prefetch and %.0f us without\n", 100 * r.hidden, 1e6 * r.with.step,
+               1e6 * r.without.step);
+    }
+    if (dir) printf("# ZeRO-3 pictures written to %s, %s and %s\n", memt, with, without);
+}
+
+int prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout *e,
+                   const char *dir)
+{
+    int n = pl_size();
+    pl_todo_reset();
+    struct zero *z = zero_new(&setup->cfg, &setup->opt, 3, 1, pl_comm_world());
+    struct gr_batch b;
+    gr_batch_new(&b, setup, pl_rank(), n);
+    int ok = !gr_todo_any();
+    struct mem_series mem = {0, 0, NULL};
+    for (int s = 0; s < 2 && ok; s++) { /* the first step allocates the activations */
+        gr_batch_load(&b, s);
+        if (s == 1) {
+            struct pl_mem_stats now;
+            pl_mem_get_stats(&now);
+            mem_series_add(&now, &mem); /* where the step starts */
+            pl_mem_watch(mem_series_add, &mem);
+        }
+        prefetch_want(s == 1);
+        prefetch_step_begin(s, 2);
+        zero_step(z, b.tokens, b.targets, b.B);
+        prefetch_step_end(s, 2);
+        pl_mem_watch(NULL, NULL);
+        ok = !gr_todo_any();
+    }
+    prefetch_want(0);
+    if (ok && pl_rank() == 0) bench_report(&pf.trace, setup, e, b.B, &mem, dir);
+    if (!ok) pl_print0("# ZeRO-3 is still a stub (see %s): no timeline\n", gr_handout());
+    prefetch_free();
+    mem_series_free(&mem);
+    gr_batch_free(&b);
+    zero_free(z);
+    return ok;
+}
