@@ -7,7 +7,7 @@
 #include <mpi.h>
 #include <stdio.h>
 
-#include "trace.h"
+#include "trace_status.h"
 
 int MPI_Abort(MPI_Comm comm, int errorcode)
 {
