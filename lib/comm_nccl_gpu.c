@@ -21,7 +21,7 @@
  *
  * NCCL matches a send with a receive by their order between two ranks; tags label the
  * trace and the MPI backend only. */
-#include "comm_internal.h"
+#include "comm_nccl_gpu.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

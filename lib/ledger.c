@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "util.h"
-#include "comm_internal.h"
+#include "comm_op.h"
 
 double pl_ring_bytes_sent(enum pl_coll_kind kind, int n, double S)
 {

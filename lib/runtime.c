@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "comm_internal.h"
+#include "comm_nccl_gpu.h"
 #include "mem.h"
 #include "trace.h"
 
