@@ -122,6 +122,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 -include lib/plan.mk
 -include lib/speed.mk
 -include tests/robust.mk
+-include lib/layers.mk
 
 # ---- running ----
 test: all

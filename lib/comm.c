@@ -19,7 +19,7 @@
 #include "comm_nccl_gpu.h"
 #include "comm_op.h"
 #include "ledger.h"
-#include "runtime.h"
+#include "proc.h"
 #include "topo.h"
 #include "trace.h"
 

@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "mem.h"
-#include "runtime.h"
+#include "proc.h"
 
 static struct {
     int checks;

@@ -32,7 +32,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "runtime.h"
+#include "proc.h"
 
 /* The compute stream: the legacy default stream, on which the kit's kernels, cuBLAS calls
  * and memcpys run. */

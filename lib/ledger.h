@@ -10,8 +10,10 @@
 #define PL_LEDGER_H
 
 #include <stdio.h>
-#include "comm.h"
+#include "comm_kind.h"
 #include "topo.h"
+
+struct pl_comm;
 
 struct pl_ledger {
     double bytes[PL_NKINDS][PL_NLINKS]; /* bytes this rank sent */

@@ -7,19 +7,14 @@
 #ifndef PL_RUNTIME_H
 #define PL_RUNTIME_H
 
+#include "proc.h"
 #include "topo.h"
 
 void pl_init(int *argc, char ***argv);
 /* Writes the trace if asked, reports leaked allocations, shuts MPI down. */
 void pl_finalize(void);
 
-int pl_rank(void);       /* world rank */
-int pl_size(void);       /* world size */
-int pl_local_rank(void); /* rank among the ranks on this node */
-const struct pl_topo *pl_topo(void);
-double pl_now(void);     /* wall-clock seconds since pl_init */
-int pl_verbose(void);
-int pl_initialized(void);
+/* pl_rank, pl_size, pl_local_rank, pl_topo, pl_now, pl_verbose, pl_initialized: proc.h. */
 int pl_gpu_build(void);  /* 1 when built with GPU=1 */
 
 /* Like printf, only on world rank 0. */

@@ -12,7 +12,7 @@
 #include "check.h"
 #include "util.h"
 #include "ledger.h"
-#include "runtime.h"
+#include "proc.h"
 
 /* The runtime context of this rank's trace. */
 static struct {

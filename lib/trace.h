@@ -11,7 +11,7 @@
 #define PL_TRACE_H
 
 #include <stdio.h>
-#include "comm.h"
+#include "comm_kind.h"
 #include "trace_status.h"
 
 enum pl_ev_type {

@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "proc.h"
 #include "util.h"
 
 #define STATUS_BYTES 256
