@@ -1,9 +1,9 @@
 /* comm.c: the front end of the communication layer, shared by every backend. Each call is
  * validated (comm_check.c: arguments, and with checks on, agreement among members on which
- * collective is called, its count, op and root), printed under PL_VERBOSE=1, recorded in the trace and
- * charged to the traffic ledger as the ring algorithm uses the links; then a backend
- * (comm_mpi.c, comm_nccl_gpu.c) moves the bytes. Handles of asynchronous calls carry a
- * magic number and are recycled through a free list rather than returned to malloc, so a
+ * collective is called, its count, op and root), printed under PL_VERBOSE=1, recorded in
+ * the trace and charged to the traffic ledger as the ring algorithm uses the links; then a
+ * backend (comm_mpi.c, comm_nccl_gpu.c) moves the bytes. Handles of asynchronous calls carry
+ * a magic number and are recycled through a free list rather than returned to malloc, so a
  * handle waited on twice is reported, not a crash. */
 #include "comm.h"
 #include "comm_internal.h"

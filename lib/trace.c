@@ -1,7 +1,7 @@
 /* trace.c: the per-rank event trace of trace.h, its groups and the gather to rank 0 (the
- * status file is trace_status.c, the JSON writer trace_json.c). The event buffer is plain malloc, not the memory ledger:
- * the trace is instrumentation, and counting it would change the memory figures that the
- * ZeRO lab grades. */
+ * status file is trace_status.c, the JSON writer trace_json.c). The event buffer is plain
+ * malloc, not the memory ledger: the trace is instrumentation, and counting it would change
+ * the memory figures that the ZeRO lab grades. */
 #include "trace.h"
 
 #include <mpi.h>
@@ -223,8 +223,8 @@ void pl_trace_gather(struct pl_merged_trace *out)
     int rank = 0, size = 1;
     int running = pl_mpi_running();
     if (running) {
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        PL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+        PL_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
     }
     if ((size_t)tr.n * sizeof(struct pl_event) > INT32_MAX)
         pl_fatal("this rank's trace (%d events) exceeds 2 GB; trace fewer steps", tr.n);

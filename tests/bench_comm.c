@@ -85,7 +85,7 @@ static void run_size(struct pl_comm *w, enum pl_coll_kind kind, size_t bytes, do
         }
     }
     t = (MPI_Wtime() - t) / iters;
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
 
     /* Every rank sent r+1 everywhere, so each result element has a known value. */
     pl_copy_to_host(host, recv, nrecv);
@@ -96,7 +96,7 @@ static void run_size(struct pl_comm *w, enum pl_coll_kind kind, size_t bytes, do
         if (kind == PL_BROADCAST) want = 1.0f;
         wrong += host[i] != want;
     }
-    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
 
     double S = (double)total * sizeof(float);
     double algbw = S / t / 1e9, busbw = algbw * pl_busbw_factor(kind, n);

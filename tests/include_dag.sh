@@ -7,7 +7,10 @@
 # DAG. Run from the repository root (the test harness does).
 set -u
 cd "$(dirname "$0")/.." || exit 2
-[ -d lib ] && [ -d datasets ] || { echo "include_dag.sh: run inside a paralab checkout" >&2; exit 2; }
+if [ ! -d lib ] || [ ! -d datasets ]; then
+    echo "include_dag.sh: run inside a paralab checkout" >&2
+    exit 2
+fi
 
 # One line per quoted include: "<file> <included name>".
 edges=$(for f in lib/*.c lib/*.h lib/*.cu lib/bin/*.c datasets/*.c datasets/*.h datasets/bin/*.c; do
@@ -33,15 +36,20 @@ function resolve(name) {
     return ""
 }
 BEGIN {
-    while (("ls lib/*.h 2>/dev/null" | getline p) > 0) { sub(/^lib\//, "", p); lib_h[p] = 1 }
-    while (("ls datasets/*.h 2>/dev/null" | getline p) > 0) { sub(/^datasets\//, "", p); ds_h[p] = 1 }
+    while (("ls lib/*.h 2>/dev/null" | getline p) > 0) {
+        sub(/^lib\//, "", p); lib_h[p] = 1
+    }
+    while (("ls datasets/*.h 2>/dev/null" | getline p) > 0) {
+        sub(/^datasets\//, "", p); ds_h[p] = 1
+    }
     bad = 0
 }
 NF == 2 {
     file = $1; hdr = resolve($2)
     if (hdr == "") next  # a system or generated header
     if (file ~ /^lib\// && hdr ~ /^datasets\//) {
-        printf "lib includes datasets: %s includes \"%s\" (datasets/ builds on lib/; move the user of both to datasets/)\n", file, $2
+        printf "lib includes datasets: %s includes \"%s\" (datasets/ builds on lib/; " \
+               "move the user of both to datasets/)\n", file, $2
         bad = 1
     }
     if (file ~ /\/bin\//) next  # programs are the top of the graph
@@ -80,7 +88,11 @@ END {
     n = 0
     for (m in node) names[++n] = m
     # sorted, so the report is the same on every run
-    for (i = 2; i <= n; i++) { t = names[i]; for (j = i - 1; j >= 1 && names[j] > t; j--) names[j + 1] = names[j]; names[j + 1] = t }
+    for (i = 2; i <= n; i++) {
+        t = names[i]
+        for (j = i - 1; j >= 1 && names[j] > t; j--) names[j + 1] = names[j]
+        names[j + 1] = t
+    }
     for (i = 1; i <= n; i++) if (!color[names[i]]) dfs(names[i])
     if (bad) exit 1
     printf "lib include graph: %d modules, no cycle; no lib/ file includes datasets/\n", n
