@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "svg.h"
 
 /* ---- reports ---- */
 
@@ -88,20 +89,6 @@ void pl_replay_print_timeline(FILE *f, const struct pl_merged_trace *m,
 
 /* ---- SVG ---- */
 
-static void xml_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default:
-            if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
-        }
-    }
-}
-
 static const char *const palette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948",
                                       "#9c755f", "#ff9da7", "#bab0ac", "#86bcb6", "#d37295"};
 #define COMM_COLOR "#e15759"
@@ -147,12 +134,9 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
     for (int c = 0; c < 256; c++) nlegend += used[c];
     double height = axis_y + 40 + 20 * ((nlegend + 5) / 6) + 10;
     double width = left + plot + 30;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"11\">\n",
-            width, height, width, height);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    pl_svg_begin(f, width, height, 11);
     fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", left);
-    xml_text(f, title ? title : "modelled timeline");
+    pl_svg_escape(f, title ? title : "modelled timeline");
     const char *u;
     double k;
     pick_unit(r->step_time, &u, &k);
@@ -161,10 +145,10 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
 
     for (int rank = 0; rank < r->nranks; rank++) {
         double y = top + rank * block;
-        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">rank %d</text>\n", left - 8,
-                y + lane + 4, rank);
-        fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.0f\" height=\"%.1f\" fill=\"#f7f7f7\"/>\n",
-                left, y, plot, 2 * lane + gap);
+        char name[32];
+        snprintf(name, sizeof name, "rank %d", rank);
+        pl_svg_text(f, left - 8, y + lane + 4, "text-anchor=\"end\"", name);
+        pl_svg_rect(f, left, y, plot, 2 * lane + gap, "#f7f7f7", NULL);
         for (int i = 0; i < m->nevents[rank]; i++) {
             const struct pl_event *e = &m->events[rank][i];
             const struct pl_span_time *sp = &r->span[rank][i];
@@ -181,29 +165,27 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
             fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\" "
                        "stroke=\"white\" stroke-width=\"0.3\"><title>rank %d: ",
                     x, ly, w, lane, color, rank);
-            if (e->type == PL_EV_COMPUTE) xml_text(f, e->label[0] ? e->label : "compute");
+            if (e->type == PL_EV_COMPUTE) pl_svg_escape(f, e->label[0] ? e->label : "compute");
             else if (e->type == PL_EV_ISSUE) fputs(pl_coll_kind_name(e->kind), f);
             else fputs(pl_ev_type_name(e->type), f);
             if (e->type != PL_EV_COMPUTE && e->label[0]) {
                 fputs(" ", f);
-                xml_text(f, e->label);
+                pl_svg_escape(f, e->label);
             }
             fprintf(f, ", %.3f .. %.3f %s</title></rect>\n", sp->start * k, sp->end * k, u);
         }
     }
 
-    fprintf(f, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\"/>\n", left,
-            axis_y, left + plot, axis_y);
+    pl_svg_line(f, left, axis_y, left + plot, axis_y, "black", NULL);
     double tick = nice_step(step, 8);
     for (int t = 0; t * tick <= step * (1 + 1e-9); t++) {
         double x = left + plot * (t * tick) / step;
-        fprintf(f, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"black\"/>\n",
-                x, axis_y, x, axis_y + 4);
-        fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", x,
-                axis_y + 16, t * tick * k);
+        char at[32];
+        snprintf(at, sizeof at, "%g", t * tick * k);
+        pl_svg_line(f, x, axis_y, x, axis_y + 4, "black", NULL);
+        pl_svg_text(f, x, axis_y + 16, "text-anchor=\"middle\"", at);
     }
-    fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", left - 8,
-            axis_y + 16, u);
+    pl_svg_text(f, left - 8, axis_y + 16, "text-anchor=\"end\"", u);
 
     /* Legend: compute by letter, then the two kinds of comm and the stalls. */
     int item = 0;
@@ -231,15 +213,10 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
             snprintf(name, sizeof name, "waiting (exposed comm)");
         }
         double x = left + 170 * (item % 6), y = ly + 20 * (item / 6);
-        fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                   "<text x=\"%.0f\" y=\"%.0f\">",
-                x, y - 10, color, x + 16, y);
-        xml_text(f, name);
-        fputs("</text>\n", f);
+        pl_svg_swatch(f, x, y, color, name);
         item++;
     }
-    fputs("</svg>\n", f);
-    int bad = ferror(f);
+    int bad = pl_svg_end(f) != 0;
     if (fclose(f) != 0) bad = 1;
     return bad ? -1 : 0;
 }
