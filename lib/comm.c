@@ -1,10 +1,10 @@
 /* comm.c: the front end of the communication layer, shared by every backend. Each call is
  * validated (comm_check.c: arguments, and with checks on, agreement among members on which
  * collective is called, its count, op and root), printed under PL_VERBOSE=1, recorded in
- * the trace and charged to the traffic ledger as the ring algorithm uses the links; then a
- * backend (comm_mpi.c, comm_nccl_gpu.c) moves the bytes. Handles of asynchronous calls carry
- * a magic number and are recycled through a free list rather than returned to malloc, so a
- * handle waited on twice is reported, not a crash. */
+ * the trace and charged to the traffic ledger as the ring algorithm uses the links
+ * (comm_record.c); then a backend (comm_mpi.c, comm_nccl_gpu.c) moves the bytes. Handles of
+ * asynchronous calls carry a magic number and are recycled through a free list rather than
+ * returned to malloc, so a handle waited on twice is reported, not a crash. */
 #include "comm.h"
 #include "comm_internal.h"
 
@@ -18,9 +18,8 @@
 #include "comm_mpi.h"
 #include "comm_nccl_gpu.h"
 #include "comm_op.h"
-#include "ledger.h"
+#include "comm_record.h"
 #include "proc.h"
-#include "topo.h"
 #include "trace.h"
 
 static struct {
@@ -246,128 +245,6 @@ const char *pl_comm_backend(void)
     return cs.use_nccl ? "nccl" : cs.staged ? "mpi-staged" : "mpi";
 }
 
-/* ---- verbose, trace, ledger ---- */
-
-static double coll_bytes(const struct pl_op *op, int n)
-{
-    double f = (double)sizeof(float), N = (double)n;
-    switch (op->type) {
-    case PL_OP_ALL_REDUCE:
-    case PL_OP_BROADCAST: return f * (double)op->count;
-    case PL_OP_REDUCE_SCATTER:
-    case PL_OP_ALL_GATHER:
-    case PL_OP_ALL_TO_ALL: return f * N * (double)op->count;
-    case PL_OP_ALL_TO_ALL_V: {
-        double s = 0;
-        for (int j = 0; j < n; j++) s += (double)op->send_counts[j];
-        return f * s;
-    }
-    case PL_OP_SEND:
-    case PL_OP_SENDRECV: return f * (double)op->count;
-    case PL_OP_RECV: return f * (double)op->count;
-    default: return 0;
-    }
-}
-
-static void charge_link(enum pl_coll_kind kind, struct pl_comm *c, int peer, double bytes)
-{
-    int to = c->world_ranks[peer], me = pl_rank();
-    if (bytes <= 0 || to == me) return;
-    pl_ledger_charge(kind, pl_topo_link(pl_topo(), me, to), bytes);
-}
-
-static void charge(const struct pl_op *op, struct pl_comm *c, enum pl_coll_kind kind, double S)
-{
-    int n = c->size, next = (c->rank + 1) % n;
-    pl_ledger_count_call(kind);
-    switch (op->type) {
-    case PL_OP_ALL_REDUCE:
-    case PL_OP_REDUCE_SCATTER:
-    case PL_OP_ALL_GATHER:
-        charge_link(kind, c, next, pl_ring_bytes_sent(kind, n, S));
-        break;
-    case PL_OP_BROADCAST:
-        /* The chain runs root, root+1, ...; its last rank forwards nothing. */
-        if ((c->rank - op->root + n) % n != n - 1)
-            charge_link(kind, c, next, pl_ring_bytes_sent(kind, n, S));
-        break;
-    case PL_OP_ALL_TO_ALL:
-        for (int j = 0; j < n; j++) charge_link(kind, c, j, (double)sizeof(float) * op->count);
-        break;
-    case PL_OP_ALL_TO_ALL_V:
-        for (int j = 0; j < n; j++)
-            charge_link(kind, c, j, (double)sizeof(float) * op->send_counts[j]);
-        break;
-    case PL_OP_SEND:
-    case PL_OP_SENDRECV: charge_link(kind, c, op->peer, (double)sizeof(float) * op->count); break;
-    default: break;
-    }
-}
-
-static void trace_event(enum pl_ev_type type, const struct pl_handle *h, int peer, int tag,
-                        double bytes, double t0, double t1)
-{
-    if (!pl_trace_enabled()) return;
-    struct pl_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.type = type;
-    snprintf(ev.label, sizeof ev.label, "%s %s", pl_coll_kind_name(h->kind), h->comm->name);
-    ev.kind = h->kind;
-    ev.group = h->comm->id;
-    ev.bytes = bytes;
-    ev.peer = peer >= 0 ? h->comm->world_ranks[peer] : -1;
-    ev.tag = tag;
-    ev.handle = h->id;
-    ev.t0 = t0;
-    ev.t1 = t1;
-    pl_trace_flush();
-    pl_trace_add(&ev);
-}
-
-static void print_call(const struct pl_call *k, const struct pl_handle *h)
-{
-    const struct pl_op *op = &k->op;
-    const struct pl_comm *c = k->c;
-    char what[160] = "", hs[32] = "";
-    if (h->id) snprintf(hs, sizeof hs, " async h=%ld", h->id);
-    size_t f = sizeof(float);
-    switch (op->type) {
-    case PL_OP_SEND:
-    case PL_OP_RECV:
-        snprintf(what, sizeof what, "%s %d (world %d) | count=%zu bytes=%zu tag=%d",
-                 op->type == PL_OP_SEND ? "->" : "<-", op->peer, c->world_ranks[op->peer],
-                 op->count, op->count * f, op->tag);
-        break;
-    case PL_OP_SENDRECV:
-        snprintf(what, sizeof what, "-> %d (world %d) count=%zu, <- %d (world %d) count=%zu "
-                 "| tag=%d", op->peer, c->world_ranks[op->peer], op->count, op->src,
-                 c->world_ranks[op->src], op->recv_count, op->tag);
-        break;
-    case PL_OP_BROADCAST:
-        snprintf(what, sizeof what, "(%d ranks) root=%d (world %d) | count=%zu bytes=%.0f",
-                 c->size, op->root, c->world_ranks[op->root], op->count, h->bytes);
-        break;
-    case PL_OP_ALL_REDUCE:
-    case PL_OP_REDUCE_SCATTER:
-        snprintf(what, sizeof what, "(%d ranks) | count=%zu bytes=%.0f op=%s", c->size,
-                 op->count, h->bytes, pl_red_name(op->red));
-        break;
-    case PL_OP_ALL_TO_ALL_V: {
-        size_t ns, nr;
-        pl_op_extents(op, c, &ns, &nr);
-        snprintf(what, sizeof what, "(%d ranks) | send bytes=%.0f recv extent=%zu", c->size,
-                 h->bytes, nr);
-        break;
-    }
-    default:
-        snprintf(what, sizeof what, "(%d ranks) | count=%zu bytes=%.0f", c->size, op->count,
-                 h->bytes);
-        break;
-    }
-    printf("[rank %d] %s %s#%d %s%s\n", pl_rank(), pl_op_word(op->type), c->name, c->id, what, hs);
-    fflush(stdout);
-}
-
 /* ---- running an operation ---- */
 
 static void backend_start(struct pl_handle *h)
@@ -439,33 +316,33 @@ static struct pl_handle *run(struct pl_call *k)
     h->comm = c;
     h->blocking = !k->async;
     h->kind = kind;
-    h->bytes = coll_bytes(op, c->size);
+    h->bytes = pl_comm_bytes(op, c->size);
     h->id = k->async ? cs.next_handle++ : 0;
-    if (pl_verbose()) print_call(k, h);
+    if (pl_verbose()) pl_comm_print(k, h);
 
-    charge(op, c, kind, h->bytes);
+    pl_comm_charge(op, c, kind, h->bytes);
     double t0 = pl_now();
     if (k->async) {
         enum pl_ev_type t = !p2p ? PL_EV_ISSUE : op->type == PL_OP_SEND ? PL_EV_ISEND
                                                                          : PL_EV_IRECV;
         backend_start(h);
-        trace_event(t, h, p2p ? op->peer : -1, op->tag, h->bytes, t0, pl_now());
+        pl_comm_event(t, h, p2p ? op->peer : -1, op->tag, h->bytes, t0, pl_now());
         c->in_flight++;
         return owned;
     }
-    if (!p2p) trace_event(PL_EV_ISSUE, h, -1, 0, h->bytes, t0, t0);
+    if (!p2p) pl_comm_event(PL_EV_ISSUE, h, -1, 0, h->bytes, t0, t0);
     backend_start(h);
     backend_progress(h, 1);
     double t1 = pl_now();
     switch (op->type) {
-    case PL_OP_SEND: trace_event(PL_EV_SEND, h, op->peer, op->tag, h->bytes, t0, t1); break;
-    case PL_OP_RECV: trace_event(PL_EV_RECV, h, op->peer, op->tag, h->bytes, t0, t1); break;
+    case PL_OP_SEND: pl_comm_event(PL_EV_SEND, h, op->peer, op->tag, h->bytes, t0, t1); break;
+    case PL_OP_RECV: pl_comm_event(PL_EV_RECV, h, op->peer, op->tag, h->bytes, t0, t1); break;
     case PL_OP_SENDRECV:
-        trace_event(PL_EV_SEND, h, op->peer, op->tag, h->bytes, t0, t1);
-        trace_event(PL_EV_RECV, h, op->src, op->tag,
+        pl_comm_event(PL_EV_SEND, h, op->peer, op->tag, h->bytes, t0, t1);
+        pl_comm_event(PL_EV_RECV, h, op->src, op->tag,
                     (double)sizeof(float) * (double)op->recv_count, t0, t1);
         break;
-    default: trace_event(PL_EV_WAIT, h, -1, 0, h->bytes, t0, t1); break;
+    default: pl_comm_event(PL_EV_WAIT, h, -1, 0, h->bytes, t0, t1); break;
     }
     return NULL;
 }
@@ -473,7 +350,7 @@ static struct pl_handle *run(struct pl_call *k)
 static void finish(struct pl_handle *h, double t0)
 {
     int p2p = h->kind == PL_P2P;
-    trace_event(PL_EV_WAIT, h, p2p ? h->op.peer : -1, p2p ? h->op.tag : 0, h->bytes, t0,
+    pl_comm_event(PL_EV_WAIT, h, p2p ? h->op.peer : -1, p2p ? h->op.tag : 0, h->bytes, t0,
                 pl_now());
     if (pl_verbose()) {
         printf("[rank %d] wait %s#%d h=%ld (%s)\n", pl_rank(), h->comm->name, h->comm->id,

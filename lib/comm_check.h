@@ -7,14 +7,6 @@
 #include <mpi.h>
 #include "comm_op.h"
 
-/* One call as the checks see it. */
-struct pl_call {
-    const char *fn; /* the public function, for messages */
-    struct pl_comm *c;
-    struct pl_op op;
-    int async;
-};
-
 /* Called by pl_comm_startup: reads PL_CHECK_COUNTS and MPI's largest tag. */
 void pl_comm_check_startup(void);
 /* 1 when agreement checks are on (pl_comm_set_checks, comm.h). */

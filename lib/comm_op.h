@@ -85,6 +85,14 @@ struct pl_handle {
     long long *check_all;    /* every member's call, filled by the check; NULL: none */
 };
 
+/* One call of the public API: the op, on which communicator, from which function. */
+struct pl_call {
+    const char *fn; /* the public function, for messages */
+    struct pl_comm *c;
+    struct pl_op op;
+    int async;
+};
+
 /* Elements the op reads from send and writes to recv on this rank. */
 void pl_op_extents(const struct pl_op *op, const struct pl_comm *c, size_t *ns, size_t *nr);
 

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "util.h"
 
 double pl_ring_bytes_sent(enum pl_coll_kind kind, int n, double S)
 {

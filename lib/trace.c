@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "util.h"
 #include "ledger.h"
 #include "proc.h"
 

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "proc.h"
-#include "util.h"
+#include "check.h"
 
 #define STATUS_BYTES 256
 
