@@ -3,7 +3,7 @@
  * program shares. Flags it takes out of argv:
  *     --nodes N --gpus-per-node G   virtual topology (also PL_NODES, PL_GPUS_PER_NODE)
  *     --trace FILE                  record and write the merged Chrome trace (also PL_TRACE)
- * Environment: PL_VERBOSE=1 prints every communication call; PL_STATUS_DIR see trace.h. */
+ * Environment: PL_VERBOSE=1 prints every communication call; PL_STATUS_DIR see trace_status.h. */
 #ifndef PL_RUNTIME_H
 #define PL_RUNTIME_H
 
