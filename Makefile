@@ -122,6 +122,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 -include lib/plan.mk
 -include lib/speed.mk
 -include tests/robust.mk
+-include lib/layers.mk
 
 # ---- running ----
 test: all
@@ -158,6 +159,7 @@ help:
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
+	@echo "  make docs-tables     rewrite the lab tables of README.md and docs from grade --labs and the handouts"
 	@echo "  make plots LAB=NN    a lab's pictures drawn from your own run, SVGs in build/plots"
 	@echo "                       (SOLUTIONS=1: the solutions; PLOTS_DIR=docs/labs/img: the handouts')"
 	@echo "  make bench-model     the reference step at 1 thread vs PyTorch and the sgemm peak (3 sizes)"

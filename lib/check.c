@@ -1,7 +1,6 @@
 /* check.c: the error paths of check.h. Every message starts with the rank when the job has
  * several, so a student reading interleaved output knows whose error it is. */
 #include "check.h"
-#include "util.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -12,6 +11,14 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #endif
+
+int pl_mpi_running(void)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    return init && !fin;
+}
 
 static void print_prefix(void)
 {

@@ -25,6 +25,9 @@
 #define PL_NORETURN
 #endif
 
+/* 1 between MPI_Init and MPI_Finalize: error paths and gathers must not call MPI outside. */
+int pl_mpi_running(void);
+
 /* Stops the whole job with `code`: MPI_Abort when MPI is running, exit() otherwise. */
 PL_NORETURN void pl_abort_all(int code);
 

@@ -15,25 +15,11 @@
 #define PL_COMM_H
 
 #include <stddef.h>
+#include "comm_buf.h"
+#include "comm_kind.h"
 
 struct pl_comm;   /* a group of ranks; opaque */
 struct pl_handle; /* an operation in flight; opaque */
-
-enum pl_red { PL_SUM, PL_AVG };
-
-/* The kinds the ledger and trace account by. PL_P2P covers send, recv and sendrecv. */
-enum pl_coll_kind {
-    PL_ALL_REDUCE,
-    PL_REDUCE_SCATTER,
-    PL_ALL_GATHER,
-    PL_BROADCAST,
-    PL_ALL_TO_ALL,
-    PL_ALL_TO_ALL_V,
-    PL_P2P,
-    PL_BARRIER,
-    PL_NKINDS
-};
-const char *pl_coll_kind_name(enum pl_coll_kind kind); /* "all_reduce", ... */
 
 /* ---- communicators ---- */
 struct pl_comm *pl_comm_world(void);
@@ -116,14 +102,6 @@ void pl_wait(struct pl_handle *h);
 void pl_wait_all(struct pl_handle **hs, int n);
 /* 1 (and frees the handle) when done, 0 when still in flight. */
 int pl_test(struct pl_handle *h);
-
-/* ---- buffers for the backend ---- */
-/* Memory where comm buffers live on this build (host on CPU, device on GPU), through the
- * memory ledger, and copies between it and host memory. */
-float *pl_comm_buf_alloc(size_t count, const char *label);
-void pl_comm_buf_free(float *buf);
-void pl_copy_to_host(float *host, const float *buf, size_t count);
-void pl_copy_from_host(float *buf, const float *host, size_t count);
 
 /* Validation: with checks on (the default; PL_CHECK_COUNTS=0 or pl_comm_set_checks(0) turns
  * them off, as benchmarks do; every rank must use the same setting), the members of a

@@ -4,7 +4,7 @@
  * buffers staged through host copies ("mpi-staged"). Counts above INT_MAX elements are
  * rejected with a usage error rather than split: MPI takes int counts, and no lab comes
  * near 8 GiB in one call. */
-#include "comm_internal.h"
+#include "comm_mpi.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "comm_buf.h"
 
 int pl_mpi_count(size_t n, const char *what, const struct pl_comm *c)
 {

@@ -21,7 +21,7 @@
  *
  * NCCL matches a send with a receive by their order between two ranks; tags label the
  * trace and the MPI backend only. */
-#include "comm_internal.h"
+#include "comm_nccl_gpu.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -32,7 +32,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "runtime.h"
+#include "proc.h"
 
 /* The compute stream: the legacy default stream, on which the kit's kernels, cuBLAS calls
  * and memcpys run. */

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "hd.h"
-#include "ops.h"
+#include "ops_const.h"
 #include "rng.h"
 
 /* The row and element functions are inlined into every CPU loop that calls them, so that

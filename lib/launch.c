@@ -15,16 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
+
 #define OUTPUT_CAP (4u << 20)
 #define MAX_WORDS 64
 #define KILL_GRACE_S 3.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void pl_launch_prepare_env(void)
 {
@@ -95,8 +90,8 @@ static void restore_signals(const struct saved_signals *sv)
 static void stop_group(pid_t pid, int *status, int *done)
 {
     killpg(pid, SIGTERM);
-    double kill_at = now_s() + KILL_GRACE_S;
-    while (!*done && now_s() < kill_at) {
+    double kill_at = pl_clock() + KILL_GRACE_S;
+    while (!*done && pl_clock() < kill_at) {
         if (waitpid(pid, status, WNOHANG) == pid) *done = 1;
         else usleep(20000);
     }
@@ -193,7 +188,7 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
     }
     fflush(stdout);
     fflush(stderr);
-    double start = now_s();
+    double start = pl_clock();
     struct saved_signals sv;
     catch_signals(&sv);
     pid_t pid = fork();
@@ -260,19 +255,19 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
             /* A caller's handler returned: report the job as killed by that signal. */
             set_message(res, "");
             res->exit_code = 128 + sig;
-            res->seconds = now_s() - start;
+            res->seconds = pl_clock() - start;
             return 0;
         }
         if (o->tick) o->tick(o->tick_arg);
-        if (o->kill_orphans && now_s() >= next_orphan_check) {
+        if (o->kill_orphans && pl_clock() >= next_orphan_check) {
             pl_contain_kill_orphans(pid);
-            next_orphan_check = now_s() + 0.2;
+            next_orphan_check = pl_clock() + 0.2;
         }
         if (!done) {
             pid_t w = waitpid(pid, &status, WNOHANG);
             if (w == pid) done = 1;
         }
-        double t = now_s();
+        double t = pl_clock();
         if (!done && deadline > 0 && t > deadline && !res->timed_out) {
             res->timed_out = 1;
             killpg(pid, SIGTERM);
@@ -308,7 +303,7 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
     if (!o->passthrough) close(fds[0]);
     if (!res->output) set_message(res, "");
 
-    res->seconds = now_s() - start;
+    res->seconds = pl_clock() - start;
     if (WIFEXITED(status)) res->exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) res->exit_code = 128 + WTERMSIG(status);
     return 0;

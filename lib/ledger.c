@@ -1,15 +1,12 @@
 /* ledger.c: the traffic ledger of ledger.h: the ring algorithms' volumes and times, this
- * rank's running counts, and their gathering and printing. */
+ * rank's running counts and their printing (the gather over a group is comm_ledger.c). */
 #include "ledger.h"
 #include "units.h"
 
 #include <math.h>
-#include <mpi.h>
 #include <string.h>
 
 #include "check.h"
-#include "util.h"
-#include "comm_internal.h"
 
 double pl_ring_bytes_sent(enum pl_coll_kind kind, int n, double S)
 {
@@ -134,17 +131,6 @@ double pl_ledger_modelled_time(const struct pl_ledger *l, const struct pl_profil
         t += (double)l->calls[k] * p->latency[link];
     }
     return t;
-}
-
-/* Raw MPI rather than a library collective, so that reading the ledger does not add to it. */
-void pl_ledger_gather(struct pl_comm *comm, const struct pl_ledger *mine, struct pl_ledger *all)
-{
-    if (!pl_mpi_running() || !comm || comm->size == 1) {
-        if (all) all[0] = *mine;
-        return;
-    }
-    PL_CHECK_MPI(MPI_Gather(mine, (int)sizeof *mine, MPI_BYTE, comm->rank == 0 ? all : NULL,
-                            (int)sizeof *mine, MPI_BYTE, 0, comm->mpi));
 }
 
 void pl_ledger_print(FILE *f, const struct pl_ledger *all, int nranks)

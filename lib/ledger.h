@@ -10,8 +10,10 @@
 #define PL_LEDGER_H
 
 #include <stdio.h>
-#include "comm.h"
+#include "comm_kind.h"
 #include "topo.h"
+
+struct pl_comm;
 
 struct pl_ledger {
     double bytes[PL_NKINDS][PL_NLINKS]; /* bytes this rank sent */
@@ -46,7 +48,8 @@ double pl_ledger_bytes(const struct pl_ledger *l, int kind /* -1: all */, int li
  * latency: a serial (no overlap) modelled time. */
 double pl_ledger_modelled_time(const struct pl_ledger *l, const struct pl_profile *p);
 
-/* Collective over comm: root (rank 0) receives every member's ledger into all[size]. */
+/* Collective over comm: root (rank 0) receives every member's ledger into all[size].
+ * Defined in comm_ledger.c, the one place the ledger meets a communicator's internals. */
 void pl_ledger_gather(struct pl_comm *comm, const struct pl_ledger *mine, struct pl_ledger *all);
 /* A table of bytes per kind and link class, one row per rank. */
 void pl_ledger_print(FILE *f, const struct pl_ledger *all, int nranks);

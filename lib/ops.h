@@ -40,6 +40,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ops_const.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,8 +64,7 @@ extern "C" {
 #define PL_FLOPS_NORM_SQ 2       /* pl_grad_norm_sq */
 #define PL_FLOPS_SCALE 1         /* pl_scale, pl_accumulate */
 
-/* Layernorm epsilon, PyTorch's default, so the reference matches nn.LayerNorm. */
-#define PL_LAYERNORM_EPS 1e-5f
+/* PL_LAYERNORM_EPS: ops_const.h (included above). */
 
 /* ---- embedding ---------------------------------------------------------------------- */
 /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:].  tokens [B,T] in [0,V), wte [V,C], wpe [T',C]

@@ -15,6 +15,7 @@
 #include "replay.h"
 #include "rng.h"
 #include "runtime.h"
+#include "svg.h"
 #include "tensor.h"
 #include "topo.h"
 #include "trace.h"

@@ -8,6 +8,7 @@
 
 #include "fileio.h"
 #include "plan_rules.h"
+#include "svg.h"
 
 static void explain_model(FILE *f, const struct pl_plan_model *m)
 {
@@ -110,8 +111,8 @@ static void svg_stack(FILE *f, int x, int top, int height, double max, const dou
         double lo = base, hi = fmin(base + v[j], max);
         base += v[j];
         if (hi <= lo) continue;
-        fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"16\" height=\"%.1f\" fill=\"%s\"/>\n", x,
-                top + height - hi / max * height, (hi - lo) / max * height, col[j]);
+        pl_svg_rect(f, x, top + height - hi / max * height, 16, (hi - lo) / max * height,
+                    col[j], NULL);
     }
 }
 
@@ -196,17 +197,14 @@ int pl_plan_write_svg(const char *path, const struct pl_plan_model *m,
     struct pl_atomic_file a;
     pl_atomic_open(&a, path, "plot");
     FILE *f = a.f;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
-               "fill=\"white\"/>\n", width, height);
+    pl_svg_begin(f, width, height, 12);
     fprintf(f, "<text x=\"10\" y=\"18\" font-size=\"13\">%s on %d x %s (%d GPUs): the best "
                "settings of each set of degrees, fastest first (grey: fits no setting)</text>\n",
             m->name, c->nodes, c->name, pl_plan_gpus(c));
     svg_bar_panel(f, pt, n, 50, 150, max_mfu, 1, c->hbm);
     svg_bar_panel(f, pt, n, 250, 140, max_mem, 0, c->hbm);
     svg_labels(f, pt, n, 400);
-    fprintf(f, "</svg>\n");
-    pl_atomic_ok(&a, !ferror(f));
+    pl_atomic_ok(&a, pl_svg_end(f) == 0);
     pl_atomic_commit(&a);
     return 0;
 }

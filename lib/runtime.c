@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "check.h"
 #include "comm_internal.h"
+#include "comm_nccl_gpu.h"
 #include "mem.h"
 #include "trace.h"
 
@@ -22,13 +22,6 @@ static struct {
     struct pl_topo topo;
     char trace_path[512];
 } rt;
-
-static double monotonic(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int parse_count(const char *flag, const char *text)
 {
@@ -102,7 +95,7 @@ static void setup_topology(int nodes, int per_node)
 void pl_init(int *argc, char ***argv)
 {
     if (rt.initialized) return;
-    rt.t0 = monotonic();
+    rt.t0 = pl_clock();
 #ifdef PL_GPU
     pl_gpu_pick_device();
 #endif
@@ -128,6 +121,8 @@ void pl_init(int *argc, char ***argv)
 
     setup_topology(nodes, per_node);
     rt.initialized = 1;
+    struct pl_proc me = {rt.rank, rt.size, rt.local_rank, rt.verbose, rt.t0, &rt.topo};
+    pl_proc_start(&me);
     pl_comm_startup();
     if (rt.trace_path[0]) pl_trace_enable(1);
 }
@@ -149,16 +144,9 @@ void pl_finalize(void)
     pl_comm_shutdown();
     pl_mem_report_leaks(stderr);
     rt.initialized = 0;
+    pl_proc_stop();
     PL_CHECK_MPI(MPI_Finalize());
 }
-
-int pl_rank(void) { return rt.rank; }
-int pl_size(void) { return rt.size; }
-int pl_local_rank(void) { return rt.local_rank; }
-const struct pl_topo *pl_topo(void) { return &rt.topo; }
-double pl_now(void) { return monotonic() - rt.t0; }
-int pl_verbose(void) { return rt.verbose; }
-int pl_initialized(void) { return rt.initialized; }
 
 int pl_gpu_build(void)
 {

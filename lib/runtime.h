@@ -3,23 +3,18 @@
  * program shares. Flags it takes out of argv:
  *     --nodes N --gpus-per-node G   virtual topology (also PL_NODES, PL_GPUS_PER_NODE)
  *     --trace FILE                  record and write the merged Chrome trace (also PL_TRACE)
- * Environment: PL_VERBOSE=1 prints every communication call; PL_STATUS_DIR see trace.h. */
+ * Environment: PL_VERBOSE=1 prints every communication call; PL_STATUS_DIR see trace_status.h. */
 #ifndef PL_RUNTIME_H
 #define PL_RUNTIME_H
 
+#include "proc.h"
 #include "topo.h"
 
 void pl_init(int *argc, char ***argv);
 /* Writes the trace if asked, reports leaked allocations, shuts MPI down. */
 void pl_finalize(void);
 
-int pl_rank(void);       /* world rank */
-int pl_size(void);       /* world size */
-int pl_local_rank(void); /* rank among the ranks on this node */
-const struct pl_topo *pl_topo(void);
-double pl_now(void);     /* wall-clock seconds since pl_init */
-int pl_verbose(void);
-int pl_initialized(void);
+/* pl_rank, pl_size, pl_local_rank, pl_topo, pl_now, pl_verbose, pl_initialized: proc.h. */
 int pl_gpu_build(void);  /* 1 when built with GPU=1 */
 
 /* Like printf, only on world rank 0. */

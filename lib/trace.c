@@ -1,26 +1,17 @@
-/* trace.c: the per-rank event trace of trace.h, its status file, the gather to rank 0 and
- * the Chrome trace JSON writer. The event buffer is plain malloc, not the memory ledger:
- * the trace is instrumentation, and counting it would change the memory figures that the
- * ZeRO lab grades. */
+/* trace.c: the per-rank event trace of trace.h, its groups and the gather to rank 0 (the
+ * status file is trace_status.c, the JSON writer trace_json.c). The event buffer is plain
+ * malloc, not the memory ledger: the trace is instrumentation, and counting it would change
+ * the memory figures that the ZeRO lab grades. */
 #include "trace.h"
-#include "json.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "check.h"
-#include "util.h"
 #include "ledger.h"
-#include "runtime.h"
-
-#define STATUS_BYTES 256
+#include "proc.h"
 
 /* The runtime context of this rank's trace. */
 static struct {
@@ -32,9 +23,6 @@ static struct {
     double t_last;     /* end of the last event, wall clock */
     struct pl_group_def *groups;
     int ngroups, gcap;
-    /* status file */
-    int status_tried;
-    char *status; /* mmap'd record of STATUS_BYTES */
 } tr;
 
 const char *pl_ev_type_name(enum pl_ev_type t)
@@ -123,94 +111,12 @@ void pl_trace_add(const struct pl_event *ev)
 int pl_trace_count(void) { return tr.n; }
 const struct pl_event *pl_trace_events(void) { return tr.ev; }
 
-/* ---- status file ---- */
-
-static int world_rank(void)
-{
-    if (pl_initialized()) return pl_rank();
-    int r = 0;
-    if (pl_mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-
-static void status_close(void)
-{
-    if (tr.status) munmap(tr.status, STATUS_BYTES);
-    tr.status = NULL;
-}
-
-void pl_trace_set_status_dir(const char *dir)
-{
-    status_close();
-    tr.status_tried = 1;
-    if (!dir || !*dir) return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/rank.%d", dir, world_rank());
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || ftruncate(fd, STATUS_BYTES) != 0) {
-        /* A missing status file only costs the supervisor its report; the job goes on. */
-        fprintf(stderr, "warning: cannot write status file %s: %s\n", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return;
-    }
-    void *p = mmap(NULL, STATUS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        fprintf(stderr, "warning: cannot map status file %s: %s\n", path, strerror(errno));
-        return;
-    }
-    tr.status = p;
-}
-
-/* Writes text into the record: a memcpy into shared memory that the kernel keeps in the
- * file even when the process is killed, so it costs no system call per communication. */
-static void status_write(const char *what)
-{
-    if (!tr.status_tried) {
-        /* Before MPI is up the rank, and so the file's name, is not known yet. */
-        if (!pl_initialized() && !pl_mpi_running()) return;
-        pl_trace_set_status_dir(getenv("PL_STATUS_DIR"));
-    }
-    if (!tr.status) return;
-    char rec[STATUS_BYTES];
-    int n;
-    if (what && tr.span[0]) n = snprintf(rec, sizeof rec, "%s (in span \"%s\")\n", what, tr.span);
-    else if (what) n = snprintf(rec, sizeof rec, "%s\n", what);
-    else n = snprintf(rec, sizeof rec, "span \"%s\"\n", tr.span);
-    if (n < 0) return;
-    if (n >= STATUS_BYTES) {
-        n = STATUS_BYTES - 1;
-        rec[n - 1] = '\n';
-    }
-    memset(rec + n, 0, (size_t)(STATUS_BYTES - n));
-    memcpy(tr.status, rec, STATUS_BYTES);
-}
-
-void pl_trace_where(const char *what) { status_write(what ? what : ""); }
-
-int pl_trace_read_status(const char *dir, int rank, char *buf, size_t len)
-{
-    if (!len) return -1;
-    buf[0] = '\0';
-    char path[4096];
-    snprintf(path, sizeof path, "%s/rank.%d", dir, rank);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n < 0) return -1;
-    buf[n] = '\0';
-    size_t k = strlen(buf);
-    while (k && (buf[k - 1] == '\n' || buf[k - 1] == ' ')) buf[--k] = '\0';
-    return 0;
-}
-
 void pl_span(const char *label)
 {
     /* The FLOPs so far belong to the span that is ending. */
     pl_trace_flush();
     copy_label(tr.span, label);
-    status_write(NULL);
+    pl_trace_status_span(tr.span);
 }
 
 /* ---- groups ---- */
@@ -316,8 +222,8 @@ void pl_trace_gather(struct pl_merged_trace *out)
     int rank = 0, size = 1;
     int running = pl_mpi_running();
     if (running) {
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        PL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+        PL_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
     }
     if ((size_t)tr.n * sizeof(struct pl_event) > INT32_MAX)
         pl_fatal("this rank's trace (%d events) exceeds 2 GB; trace fewer steps", tr.n);
@@ -391,94 +297,4 @@ void pl_trace_merged_free(struct pl_merged_trace *m)
     for (int i = 0; i < m->ngroups; i++) free(m->groups[i].ranks);
     free(m->groups);
     memset(m, 0, sizeof *m);
-}
-
-/* ---- Chrome trace JSON ---- */
-
-static const struct pl_group_def *merged_group(const struct pl_merged_trace *m, int id)
-{
-    for (int i = 0; i < m->ngroups; i++)
-        if (m->groups[i].id == id) return &m->groups[i];
-    return NULL;
-}
-
-static void event_name(const struct pl_merged_trace *m, const struct pl_event *e, char *buf,
-                       size_t len)
-{
-    const struct pl_group_def *g;
-    switch (e->type) {
-    case PL_EV_COMPUTE: snprintf(buf, len, "%s", e->label[0] ? e->label : "compute"); return;
-    case PL_EV_ISSUE:
-        g = merged_group(m, e->group);
-        if (e->label[0]) snprintf(buf, len, "%s", e->label);
-        else snprintf(buf, len, "%s (%d ranks)", pl_coll_kind_name(e->kind), g ? g->n : 0);
-        return;
-    case PL_EV_WAIT: snprintf(buf, len, "wait%s%s", e->label[0] ? " " : "", e->label); return;
-    case PL_EV_SEND:
-    case PL_EV_ISEND: snprintf(buf, len, "%s to %d", pl_ev_type_name(e->type), e->peer); return;
-    case PL_EV_RECV:
-    case PL_EV_IRECV: snprintf(buf, len, "%s from %d", pl_ev_type_name(e->type), e->peer); return;
-    default: snprintf(buf, len, "event %d", (int)e->type); return;
-    }
-}
-
-int pl_trace_write_json(const struct pl_merged_trace *m, const char *path)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
-    int first = 1;
-    for (int r = 0; r < m->nranks; r++) {
-        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                   "\"args\":{\"name\":\"rank %d\"}},\n",
-                first ? "" : ",\n", r, r);
-        fprintf(f, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                   "\"args\":{\"sort_index\":%d}},\n", r, r);
-        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                   "\"args\":{\"name\":\"compute\"}},\n", r);
-        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,"
-                   "\"args\":{\"name\":\"comm\"}}", r);
-        first = 0;
-        for (int i = 0; i < m->nevents[r]; i++) {
-            const struct pl_event *e = &m->events[r][i];
-            char name[PL_LABEL_LEN + 64];
-            event_name(m, e, name, sizeof name);
-            double dur = e->t1 > e->t0 ? e->t1 - e->t0 : 0.0;
-            fputs(",\n{\"name\":", f);
-            pl_json_string(f, name);
-            fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":",
-                    e->type == PL_EV_COMPUTE ? "compute" : "comm", r,
-                    e->type == PL_EV_COMPUTE ? 0 : 1);
-            pl_json_number(f, e->t0 * 1e6);
-            fputs(",\"dur\":", f);
-            pl_json_number(f, dur * 1e6);
-            fprintf(f, ",\"args\":{\"event\":\"%s\",\"index\":%d", pl_ev_type_name(e->type), i);
-            if (e->type == PL_EV_COMPUTE) {
-                fputs(",\"flops\":", f);
-                pl_json_number(f, e->flops);
-            } else {
-                if (e->type == PL_EV_ISSUE || e->type == PL_EV_WAIT)
-                    fprintf(f, ",\"kind\":\"%s\",\"group\":%d", pl_coll_kind_name(e->kind),
-                            e->group);
-                if (e->type != PL_EV_WAIT) {
-                    fputs(",\"bytes\":", f);
-                    pl_json_number(f, e->bytes);
-                }
-                if (e->type >= PL_EV_SEND) fprintf(f, ",\"peer\":%d,\"tag\":%d", e->peer, e->tag);
-                if (e->handle > 0) fprintf(f, ",\"handle\":%ld", e->handle);
-            }
-            fputs("}}", f);
-        }
-    }
-    fputs("\n],\"otherData\":{\"groups\":{", f);
-    for (int i = 0; i < m->ngroups; i++) {
-        fprintf(f, "%s\"%d\":\"", i ? "," : "", m->groups[i].id);
-        for (int k = 0; k < m->groups[i].n; k++)
-            fprintf(f, "%s%d", k ? " " : "", m->groups[i].ranks[k]);
-        fputc('"', f);
-    }
-    fputs("}}}\n", f);
-    int bad = ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    return bad ? -1 : 0;
 }

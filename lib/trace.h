@@ -11,7 +11,8 @@
 #define PL_TRACE_H
 
 #include <stdio.h>
-#include "comm.h"
+#include "comm_kind.h"
+#include "trace_status.h"
 
 enum pl_ev_type {
     PL_EV_COMPUTE, /* flops, label */
@@ -68,19 +69,6 @@ void pl_span(const char *label);
 void pl_trace_flush(void);
 /* Appends an event (the comm layer calls this; tests build traces by hand with it). */
 void pl_trace_add(const struct pl_event *ev);
-/* Records the call being made now in the status file (the comm layer calls this). The
- * file $PL_STATUS_DIR/rank.<world rank> holds one line, "<what> (in span \"<span>\")",
- * NUL-padded to a fixed size; it is memory-mapped, so a call costs a memcpy. pl_span writes
- * "span \"<label>\"". Works whether or not recording is enabled, from pl_init on (the
- * file is named by the rank). */
-void pl_trace_where(const char *what);
-/* Writes status files into dir instead of $PL_STATUS_DIR (NULL or "" stops writing them);
- * call after pl_init. */
-void pl_trace_set_status_dir(const char *dir);
-/* Reads rank's status line from dir into buf without its trailing newline, for the
- * supervisor of a killed job; returns 0, or -1 when there is no such file. */
-int pl_trace_read_status(const char *dir, int rank, char *buf, size_t len);
-
 /* This rank's events (call pl_trace_flush first to include the compute since the last). */
 int pl_trace_count(void);
 const struct pl_event *pl_trace_events(void);

@@ -1,16 +1,7 @@
 /* util.c: the shared internals of util.h. */
 #include "util.h"
 
-#include <mpi.h>
 #include <stdio.h>
-
-int pl_mpi_running(void)
-{
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    return init && !fin;
-}
 
 int pl_err(char *err, size_t errlen, const char *fmt, ...)
 {

@@ -7,8 +7,7 @@
 
 #include "check.h"
 
-/* 1 between MPI_Init and MPI_Finalize: error paths and gathers must not call MPI outside. */
-int pl_mpi_running(void);
+/* pl_mpi_running: check.h (included here). */
 
 /* Formats a message into err (when err and errlen allow) and returns -1, so that parsers
  * that report through an (err, errlen) pair can write `return pl_err(err, errlen, ...)`. */

@@ -584,8 +584,8 @@ static void test_groups(const size_t *sizes, int nsizes)
     int mine[NG] = {pl_comm_id(g), pl_comm_id(g2), pl_comm_id(sub), no0 ? pl_comm_id(no0) : -1};
     int key[NG] = {color, 100 + color, 1000 + 10 * color + pl_comm_rank(g) % 2, no0 ? 5000 : -1};
     int *ids = xmalloc((size_t)nw * NG * sizeof *ids), *keys = xmalloc((size_t)nw * NG * sizeof *keys);
-    MPI_Allgather(mine, NG, MPI_INT, ids, NG, MPI_INT, MPI_COMM_WORLD);
-    MPI_Allgather(key, NG, MPI_INT, keys, NG, MPI_INT, MPI_COMM_WORLD);
+    PL_CHECK_MPI(MPI_Allgather(mine, NG, MPI_INT, ids, NG, MPI_INT, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Allgather(key, NG, MPI_INT, keys, NG, MPI_INT, MPI_COMM_WORLD));
     for (int a = 0; a < nw * NG; a++)
         for (int b = 0; b < nw * NG; b++) {
             if (keys[a] < 0 || keys[b] < 0) continue;
@@ -832,8 +832,8 @@ int main(int argc, char **argv)
     test_async_issue_order();
 
     int total_fail = failures, total_checks = checks;
-    MPI_Allreduce(MPI_IN_PLACE, &total_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &total_checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &total_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &total_checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     if (me == 0) {
         const struct pl_topo *t = pl_topo();
         printf("test_comm: %d ranks (%d node%s x %d), backend %s: %d checks, %d failed\n", nw,

@@ -26,6 +26,7 @@
 #include "paralab.h"
 #include "sp.h"
 #include "sp_shard.h"
+#include "svg.h"
 #include "todo.h"
 #include "tp_shard.h"
 #include "train.h"
@@ -951,16 +952,14 @@ static FILE *svg_open(const char *name, int w, int h)
     FILE *f = fopen(path, "w");
     if (!f) pl_usage_error("--plots-dir %s: cannot write %s (does the folder exist?)", plots_dir,
                            path);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-            "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" "
-            "height=\"100%%\" fill=\"white\"/>\n", w, h);
+    pl_svg_begin(f, w, h, 12);
     return f;
 }
 
 static void svg_close(FILE *f, const char *name)
 {
-    fprintf(f, "</svg>\n");
-    fclose(f);
+    int bad = pl_svg_end(f) != 0;
+    if (fclose(f) != 0 || bad) pl_fatal("could not write %s/%s", plots_dir, name);
     printf("wrote %s/%s\n", plots_dir, name);
 }
 

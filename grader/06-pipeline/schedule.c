@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "replay.h"
+#include "svg.h"
 
 const char *sched_name(enum pipe_schedule k)
 {
@@ -236,9 +237,7 @@ static int write_svg(const struct pl_merged_trace *t, const struct pl_replay *r,
     const double left = 70, plot = 900, top = 44, lane = 26, gap = 6;
     double step = r->step_time > 0 ? r->step_time : 1;
     double height = top + t->nranks * (lane + gap) + 40;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "font-family=\"sans-serif\" font-size=\"11\">\n", left + plot + 20, height);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    pl_svg_begin(f, left + plot + 20, height, 11);
     fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"14\" font-weight=\"bold\">%s (bubble "
                "%.1f%%)</text>\n", left, title ? title : "pipeline schedule",
             100 * pl_replay_idle_fraction(r));
@@ -262,17 +261,10 @@ static int write_svg(const struct pl_merged_trace *t, const struct pl_replay *r,
         }
     }
     double ly = top + t->nranks * (lane + gap) + 18;
-    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>"
-               "<text x=\"%.0f\" y=\"%.0f\">forward F of microbatch n</text>\n",
-            left, ly - 10, left + 16, ly);
-    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"#59a14f\"/>"
-               "<text x=\"%.0f\" y=\"%.0f\">backward B of microbatch n</text>\n",
-            left + 200, ly - 10, left + 216, ly);
-    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"#d9d9d9\"/>"
-               "<text x=\"%.0f\" y=\"%.0f\">idle (the bubble)</text>\n",
-            left + 400, ly - 10, left + 416, ly);
-    fputs("</svg>\n", f);
-    int bad = ferror(f);
+    pl_svg_swatch(f, left, ly, "#4e79a7", "forward F of microbatch n");
+    pl_svg_swatch(f, left + 200, ly, "#59a14f", "backward B of microbatch n");
+    pl_svg_swatch(f, left + 400, ly, "#d9d9d9", "idle (the bubble)");
+    int bad = pl_svg_end(f) != 0;
     if (fclose(f) != 0) bad = 1;
     return bad ? -1 : 0;
 }

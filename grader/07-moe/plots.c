@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "check.h"
+#include "svg.h"
 
 #define W 640.0
 #define H 360.0
@@ -19,10 +20,8 @@ static FILE *open_svg(const char *path, const char *title)
 {
     FILE *f = fopen(path, "w");
     if (!f) pl_usage_error("cannot write %s (does its folder exist?)", path);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s</text>\n", LEFT, title);
+    pl_svg_begin(f, W, H, 12);
+    pl_svg_text(f, LEFT, 20, "font-size=\"14\"", title);
     return f;
 }
 
@@ -74,8 +73,7 @@ void plot_tokens(const char *path, int E, const long *a, const long *b, const ch
     }
     legend(f, 0, label_a);
     legend(f, 1, label_b);
-    fprintf(f, "</svg>\n");
-    fclose(f);
+    if (pl_svg_end(f) != 0 || fclose(f) != 0) pl_fatal("could not write %s", path);
 }
 
 void plot_lines(const char *path, int nx, const float *x, int nseries, const double *y,
@@ -103,6 +101,5 @@ void plot_lines(const char *path, int nx, const float *x, int nseries, const dou
         fprintf(f, "\"/>\n");
         legend(f, s, labels[s]);
     }
-    fprintf(f, "</svg>\n");
-    fclose(f);
+    if (pl_svg_end(f) != 0 || fclose(f) != 0) pl_fatal("could not write %s", path);
 }

@@ -1,7 +1,8 @@
 /* train: the single-device trainer. Trains the reference GPT (or its MoE variant) on a token
  * file or on the synthetic corpus, printing a progress line per step and a summary, and
  * saves and resumes checkpoints with bit-identical losses. The help text is printed from the
- * same table the parser reads, so the two cannot drift apart. */
+ * same table the parser reads, so the two cannot drift apart. It lives under datasets/,
+ * which builds on lib/, because it uses both (lib/ never includes datasets/). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,0 +1,91 @@
+#!/bin/sh
+# doc_tables.sh --write|--check BUILD_DIR: the lab tables of README.md, docs/instructor.md and
+# docs/grader.md are generated, never edited by hand. The labs and their order come from
+# `grade --labs`; each row's cells from its handout, docs/labs/NN-name.md, whose lines
+#     <!-- table KEY: TEXT -->
+# give implement (README), prerequisite and learn (instructor.md), graded, baseline and hidden
+# (grader.md). Each table sits between the lines
+#     <!-- lab table: ... -->   and   <!-- /lab table -->
+# --write rewrites the tables in place (make docs-tables); --check exits 1 naming each file
+# whose table is out of date, 2 on bad input. A document this copy lacks (the student kit has
+# no docs/instructor.md) is passed over.
+set -eu
+cd "$(dirname "$0")/.."
+die() {
+    echo "doc_tables.sh: $*" >&2
+    exit 2
+}
+usage() { die "usage: sh tests/doc_tables.sh --write|--check BUILD_DIR (e.g. build/cpu)"; }
+[ $# -eq 2 ] || usage
+mode=$1 B=$2
+case $mode in --write|--check) ;; *) usage ;; esac
+[ -x "$B/bin/grade" ] || die "$B/bin/grade is not built; run make first"
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+"$B/bin/grade" --labs >"$d/labs" || die "$B/bin/grade --labs failed"
+[ -s "$d/labs" ] || die "$B/bin/grade --labs listed no lab"
+
+# cell DIR KEY: the handout's "table KEY" line (checked present first: an exit inside $(...)
+# would not stop the script).
+cell() {
+    sed -n "s/^<!-- table $2: \(.*\) -->\$/\1/p" "docs/labs/$1.md" | head -n 1
+}
+while IFS="$(printf '\t')" read -r dir _; do
+    for key in implement prerequisite learn graded baseline hidden; do
+        if [ ! -f "docs/labs/$dir.md" ] || [ -z "$(cell "$dir" $key)" ]; then
+            die "docs/labs/$dir.md has no line '<!-- table $key: ... -->'" \
+                "(each lab's handout gives the cells of its row in the lab tables)"
+        fi
+    done
+done <"$d/labs"
+
+{
+    echo "| # | folder | you implement | handout |"
+    echo "|---|---|---|---|"
+} >"$d/README.md"
+{
+    echo "| lab | prerequisite | what students learn |"
+    echo "|---|---|---|"
+} >"$d/docs_instructor.md"
+{
+    echo "| lab | visible tests (100 points) | performance baseline | hidden suite |"
+    echo "|-----|----------------------------|----------------------|--------------|"
+} >"$d/docs_grader.md"
+while IFS="$(printf '\t')" read -r dir _; do
+    n=${dir%%-*}
+    n=${n#0}
+    printf '| %s | `labs/%s` | %s | [docs/labs/%s.md](docs/labs/%s.md) |\n' "$n" "$dir" \
+        "$(cell "$dir" implement)" "$dir" "$dir" >>"$d/README.md"
+    printf '| %s | %s | %s |\n' "$dir" "$(cell "$dir" prerequisite)" "$(cell "$dir" learn)" \
+        >>"$d/docs_instructor.md"
+    printf '| %s | %s | %s | %s |\n' "$dir" "$(cell "$dir" graded)" "$(cell "$dir" baseline)" \
+        "$(cell "$dir" hidden)" >>"$d/docs_grader.md"
+done <"$d/labs"
+
+stale=0
+checked=""
+for doc in README.md docs/instructor.md docs/grader.md; do
+    # The student kit (make handout) leaves docs/instructor.md out.
+    [ -f "$doc" ] || continue
+    checked="$checked $doc"
+    table="$d/$(echo "$doc" | tr / _)"
+    if ! grep -q '^<!-- lab table' "$doc" || ! grep -q '^<!-- /lab table -->' "$doc"; then
+        die "$doc has no '<!-- lab table: ... -->' ... '<!-- /lab table -->' markers"
+    fi
+    awk -v table="$table" '
+        /^<!-- lab table/ { print; while ((getline line < table) > 0) print line; skip = 1; next }
+        /^<!-- \/lab table -->/ { skip = 0 }
+        !skip { print }' "$doc" >"$d/new"
+    if ! cmp -s "$doc" "$d/new"; then
+        if [ "$mode" = --write ]; then
+            cat "$d/new" >"$doc"
+            echo "rewrote the lab table of $doc"
+        else
+            echo "$doc: the lab table is out of date (run make docs-tables):"
+            diff "$doc" "$d/new" | sed 's/^/    /' | head -n 20
+            stale=1
+        fi
+    fi
+done
+[ "$stale" = 0 ] || exit 1
+echo "the lab tables of$checked are up to date with grade --labs"
