@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "formulas.h"
+#include "moments.h"
 #include "ops.h"
 #include "paralab.h"
 #include "prefetch.h"
@@ -668,6 +669,7 @@ static struct lab03 {
     struct gr_reference ref;
     double ddp[5];               /* what DDP holds per rank, by category */
     struct verdict v, *all;      /* this rank's, and every rank's on rank 0 */
+    struct moments_verdict mv, *mall; /* the moments after one step (moments.h) */
     double losses[STEPS];
     struct zero *z;
     struct pl_model_layout lay;
@@ -738,6 +740,25 @@ static void run(void *st, int i)
     l->all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *l->all) : NULL;
     PL_CHECK_MPI(MPI_Gather(&l->v, (int)sizeof l->v, MPI_BYTE, l->all, (int)sizeof l->v,
                             MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (gr_todo_any()) return;
+    struct zero_layout e;
+    expected_layout(&e, &l->lay, pl_size(), pl_rank());
+    moments_run(l->stage, &l->setup, &e, &l->mv);
+    l->mall = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *l->mall) : NULL;
+    PL_CHECK_MPI(MPI_Gather(&l->mv, (int)sizeof l->mv, MPI_BYTE, l->mall, (int)sizeof l->mv,
+                            MPI_BYTE, 0, MPI_COMM_WORLD));
+}
+
+/* Rank 0: every rank's moments after one step, with clipping off and on (moments.c). */
+static int judge_moments(const struct lab03 *l)
+{
+    for (int r = 0; l->mall && r < pl_size(); r++)
+        if (l->mall[r].bad) {
+            gr_say("correct", "%s on %d ranks: %s", stage_name(l->stage), pl_size(),
+                   l->mall[r].msg);
+            return 0;
+        }
+    return 1;
 }
 
 /* Rank 0: the fields and layout of every rank's state. */
@@ -827,10 +848,12 @@ static int judge(void *st, int i, const char *part)
     if (!l->stage) return judge_layouts(l);
     if (!strcmp(part, "correct")) {
         if (!gr_agree(me != 0 || judge_state(l)) || !gr_agree(judge_losses(l)) ||
-            !gr_agree(judge_params(l)))
+            !gr_agree(judge_params(l)) || !gr_agree(me != 0 || judge_moments(l)))
             return 0;
         gr_say("correct", "%d steps on %d ranks match the single-device reference (losses to "
-               "%.0e, parameters to %.0e)", STEPS, pl_size(), GR_TOL_LOSS, GR_TOL_PARAMS);
+               "%.0e, parameters to %.0e); after one step, z->m is (1 - beta1) x its averaged "
+               "gradient with clipping off and on", STEPS, pl_size(), GR_TOL_LOSS,
+               GR_TOL_PARAMS);
         return 1;
     }
     if (me != 0) return 1;
@@ -846,6 +869,7 @@ static void finish(void *st)
     struct lab03 *l = st;
     prefetch_free();
     free(l->all);
+    free(l->mall);
     if (l->z) zero_free(l->z);
     if (l->ref.loss) gr_reference_free(&l->ref);
     pl_model_layout_free(&l->lay);
