@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "grade.h"
+#include "rules/symbols.h"
 
 static const struct {
     const char *title;
@@ -98,5 +99,9 @@ static const struct gr_lab lab04 = {
     .metric_title = NULL,
     .bench_args = "--op placement",
     .bench_np = "8",
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
+    .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .symbol_rule = "Lab 4 communicates through lib's collectives on the TP group and takes its "
+                   "memory from pl_mem_alloc, whose ledger the memory tests read",
 };
 GR_REGISTER_LAB(lab04)

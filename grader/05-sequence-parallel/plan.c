@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "grade.h"
+#include "rules/symbols.h"
 
 #define LAB05_TIMEOUT 90
 
@@ -79,5 +80,9 @@ static const struct gr_lab lab05 = {
     .metric_title = NULL,
     .bench_args = "",
     .bench_np = "4",
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
+    .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .symbol_rule = "Lab 5 communicates through lib's collectives on the TP group and takes its "
+                   "memory from pl_mem_alloc, whose ledger the activation-memory tests read",
 };
 GR_REGISTER_LAB(lab05)

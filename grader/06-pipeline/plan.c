@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "grade.h"
+#include "rules/symbols.h"
 
 static const struct {
     const char *op;   /* driver --op */
@@ -81,5 +82,9 @@ static const struct gr_lab lab06 = {
     .plan = lab06_plan,
     .bench_args = "",
     .bench_np = "4",
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
+    .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .symbol_rule = "Lab 6 sends between stages with lib's point-to-point calls and takes its "
+                   "memory from pl_mem_alloc, whose ledger the activations-in-flight tests read",
 };
 GR_REGISTER_LAB(lab06)

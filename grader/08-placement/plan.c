@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "grade.h"
+#include "rules/symbols.h"
 
 #define LAB08_TIMEOUT 120
 
@@ -53,5 +54,9 @@ static const struct gr_lab lab08 = {
     .metric_title = NULL,
     .bench_args = "--seed 1", /* not empty: the bench script splits the fields on tabs */
     .bench_np = "1",
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT,
+    .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .symbol_rule = "Lab 8 computes its answers from lib's formulas alone: no communication library"
+                   " is needed or allowed",
 };
 GR_REGISTER_LAB(lab08)
