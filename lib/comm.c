@@ -274,8 +274,17 @@ static struct pl_handle *run(struct pl_call *k)
                            "group by a negative color?)", k->fn);
     enum pl_coll_kind kind = pl_op_kind(op->type);
 
-    char where[96];
-    snprintf(where, sizeof where, "%s %s count=%zu", pl_op_word(op->type), c->name, op->count);
+    char where[128];
+    if (kind == PL_P2P && op->type == PL_OP_SENDRECV)
+        snprintf(where, sizeof where, "%s %s to %d from %d tag=%d count=%zu",
+                 pl_op_word(op->type), c->name, op->peer, op->src, op->tag, op->count);
+    else if (kind == PL_P2P)
+        snprintf(where, sizeof where, "%s %s %s %d tag=%d count=%zu", pl_op_word(op->type),
+                 c->name, op->type == PL_OP_SEND ? "to" : "from",
+                 op->peer, op->tag, op->count);
+    else
+        snprintf(where, sizeof where, "%s %s count=%zu", pl_op_word(op->type), c->name,
+                 op->count);
     pl_trace_where(where);
 
     int p2p = kind == PL_P2P;
@@ -328,6 +337,7 @@ static struct pl_handle *run(struct pl_call *k)
         backend_start(h);
         pl_comm_event(t, h, p2p ? op->peer : -1, op->tag, h->bytes, t0, pl_now());
         c->in_flight++;
+        pl_trace_where_done();
         return owned;
     }
     if (!p2p) pl_comm_event(PL_EV_ISSUE, h, -1, 0, h->bytes, t0, t0);
@@ -344,6 +354,7 @@ static struct pl_handle *run(struct pl_call *k)
         break;
     default: pl_comm_event(PL_EV_WAIT, h, -1, 0, h->bytes, t0, t1); break;
     }
+    pl_trace_where_done();
     return NULL;
 }
 
@@ -387,6 +398,7 @@ void pl_wait(struct pl_handle *h)
     check_done(h, 1);
     backend_progress(h, 1);
     finish(h, t0);
+    pl_trace_where_done();
 }
 
 void pl_wait_all(struct pl_handle **hs, int n)

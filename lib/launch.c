@@ -268,8 +268,13 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
             if (w == pid) done = 1;
         }
         double t = pl_clock();
-        if (!done && deadline > 0 && t > deadline && !res->timed_out) {
+        if (!done && deadline > 0 && t > deadline && !res->timed_out && !res->stopped) {
             res->timed_out = 1;
+            killpg(pid, SIGTERM);
+            kill_at = t + KILL_GRACE_S;
+        }
+        if (!done && o->stop && *o->stop && !res->timed_out && !res->stopped) {
+            res->stopped = 1;
             killpg(pid, SIGTERM);
             kill_at = t + KILL_GRACE_S;
         }

@@ -27,11 +27,14 @@ struct pl_launch_opts {
                              * once (the caller is a subreaper: contain.h) */
     void (*tick)(void *arg); /* called about every 50 ms while the job runs; may be NULL */
     void *tick_arg;
+    const volatile int *stop; /* when it becomes nonzero (a tick may set it), the job is
+                               * stopped as at its timeout, and result.stopped says so */
 };
 
 struct pl_launch_result {
     int exit_code;  /* the program's exit code, 128+signal if killed by one */
     int timed_out;
+    int stopped;    /* ended early because *opts.stop was set (timed_out is 0 then) */
     double seconds;
     char *output;   /* stdout and stderr interleaved, NUL-terminated (its last 4 MiB) */
     size_t output_len;

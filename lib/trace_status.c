@@ -22,6 +22,7 @@ static struct {
     int status_tried;
     char *status; /* mmap'd record of STATUS_BYTES */
     char span[STATUS_BYTES]; /* the span the record names */
+    char what[STATUS_BYTES]; /* the call recorded last */
 } tr;
 
 static int world_rank(void)
@@ -85,7 +86,19 @@ static void status_write(const char *what)
     memcpy(tr.status, rec, STATUS_BYTES);
 }
 
-void pl_trace_where(const char *what) { status_write(what ? what : ""); }
+void pl_trace_where(const char *what)
+{
+    snprintf(tr.what, sizeof tr.what, "%s", what ? what : "");
+    status_write(tr.what);
+}
+
+void pl_trace_where_done(void)
+{
+    if (!tr.status || !tr.what[0]) return;
+    char rec[STATUS_BYTES];
+    snprintf(rec, sizeof rec, "after %.240s", tr.what);
+    status_write(rec);
+}
 
 int pl_trace_read_status(const char *dir, int rank, char *buf, size_t len)
 {

@@ -12,6 +12,9 @@
  * "span \"<label>\"". Works whether or not recording is enabled, from pl_init on (the
  * file is named by the rank). */
 void pl_trace_where(const char *what);
+/* Marks the call recorded last as returned: the record becomes "after <what>", so that a
+ * supervisor tells a rank blocked inside a call from one that went on to compute. */
+void pl_trace_where_done(void);
 /* Writes status files into dir instead of $PL_STATUS_DIR (NULL or "" stops writing them);
  * call after pl_init. */
 void pl_trace_set_status_dir(const char *dir);

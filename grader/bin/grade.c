@@ -35,6 +35,11 @@
 /* After a run of an op has timed out, its later runs wait this long at most: a deadlock
  * on 3 ranks is almost always one on 5. */
 #define TIMEOUT_AFTER_HANG 15.0
+/* A run whose every rank has sat in the same communication calls this long, none of them
+ * returning, is a deadlock and is stopped without waiting for its timeout. Long against any
+ * one message of the labs, even on a loaded machine (16 MiB moves in milliseconds), short
+ * enough that a deadlocking test fails within 10 s of its start. */
+#define DEADLOCK_QUIET_S 4.0
 
 /* ---- growable text ---- */
 
@@ -652,6 +657,18 @@ static void explain_run(struct text *why, const struct test *t0, int started,
 {
     if (!started) {
         text_printf(why, "could not start the run: %s", res->output ? res->output : "");
+    } else if (res->stopped) {
+        text_printf(why, "deadlock: stopped after %.1f s, when every rank had been inside a "
+                         "communication call for %.0f s with none returning\n", res->seconds,
+                    DEADLOCK_QUIET_S);
+        if (last_case[0]) text_printf(why, "while running %s\n", last_case);
+        where_ranks_were(why, status_dir, t0->np);
+        text_printf(why, "ranks that wait for each other in a cycle never return: check that "
+                         "every receive has a matching send on the peer, posted so that neither "
+                         "waits for the other first. Rerun with PL_VERBOSE=1 to see every "
+                         "message: PL_VERBOSE=1 make grade LAB=%.2s TEST='%s' NP=%d\n",
+                    lab_of[t0->lab]->dir, t0->name, t0->np);
+        *op_timeout_cap = TIMEOUT_AFTER_HANG;
     } else if (res->timed_out) {
         text_printf(why, "timed out after %.0f s and was stopped (every rank killed)\n",
                     timeout);
@@ -681,7 +698,7 @@ static void explain_run(struct text *why, const struct test *t0, int started,
 static void settle_tests(int first, int last, struct run_outcome *outc, int started,
                          const struct pl_launch_result *res, const struct text *why)
 {
-    int went_down = res->timed_out || res->exit_code != 0;
+    int went_down = res->timed_out || res->stopped || res->exit_code != 0;
     for (int i = first; i < last; i++) {
         struct test *t = &tests[i];
         struct run_outcome *o = &outc[i - first];
@@ -699,6 +716,50 @@ static void settle_tests(int first, int last, struct run_outcome *outc, int star
         }
         free(o->say.s);
     }
+}
+
+/* ---- deadlocks: every rank inside a communication call that does not return ---- */
+
+struct run_watch {
+    struct gr_handshake hs;
+    const char *status_dir;
+    int np;
+    char (*last)[256];   /* each rank's status line when last seen */
+    double quiet_since;  /* when the lines last changed or a rank was outside a call */
+    double next_look;
+    volatile int stop;   /* set when the run deadlocked: pl_launch stops it */
+};
+
+/* 1 when the line says the rank is inside a call (not "after" one, nor in a span alone). */
+static int inside_call(const char *line)
+{
+    return line[0] && strncmp(line, "after ", 6) && strncmp(line, "span ", 5) &&
+           !strstr(line, "before its first message") && !strstr(line, "MPI_Abort");
+}
+
+static void watch_tick(void *arg)
+{
+    struct run_watch *w = arg;
+    gr_handshake_tick(&w->hs);
+    double now = pl_clock();
+    if (w->stop || now < w->next_look) return;
+    w->next_look = now + 0.25;
+    int blocked = 1, changed = 0, same_collective = 1;
+    for (int r = 0; r < w->np; r++) {
+        char buf[256];
+        if (pl_trace_read_status(w->status_dir, r, buf, sizeof buf) != 0 || !inside_call(buf))
+            blocked = 0;
+        if (strcmp(buf, w->last[r])) changed = 1;
+        snprintf(w->last[r], sizeof w->last[r], "%s", buf);
+        /* every rank in one and the same collective is a slow collective, not a cycle */
+        if (r > 0 && strcmp(buf, w->last[0])) same_collective = 0;
+    }
+    if (same_collective && w->np > 1 && (strncmp(w->last[0], "recv", 4) &&
+                                         strncmp(w->last[0], "send", 4) &&
+                                         strncmp(w->last[0], "wait", 4)))
+        blocked = 0;
+    if (!blocked || changed) w->quiet_since = now;
+    else if (now - w->quiet_since >= DEADLOCK_QUIET_S) w->stop = 1;
 }
 
 /* Runs the tests [first, last) that share one launch. */
@@ -733,14 +794,19 @@ static void run_group(int first, int last, const char *driver, const char *build
     if (opt.budget_s > 0 && timeout > budget_left()) timeout = budget_left();
     if (opt.timeout_s <= 0 && *op_timeout_cap > 0 && timeout > *op_timeout_cap)
         timeout = *op_timeout_cap;
-    struct gr_handshake hs = {.ready = f.ready, .token_path = f.token_path, .token = f.token};
+    struct run_watch watch = {.hs = {.ready = f.ready, .token_path = f.token_path,
+                                     .token = f.token},
+                              .status_dir = f.status, .np = t0->np,
+                              .last = calloc((size_t)(t0->np > 0 ? t0->np : 1), 256),
+                              .quiet_since = pl_clock()};
     struct pl_launch_opts lo = {.np = t0->np, .timeout_s = timeout, .launcher = opt.launcher,
                                 .status_dir = f.status, .env = env, .user = sandbox_user,
-                                .cwd = f.dir, .tick = gr_handshake_tick, .tick_arg = &hs,
-                                .kill_orphans = 1};
+                                .cwd = f.dir, .tick = watch_tick, .tick_arg = &watch,
+                                .kill_orphans = 1, .stop = &watch.stop};
     struct pl_launch_result res;
     memset(&res, 0, sizeof res);
     int started = pl_launch(&lo, argv, &res) == 0;
+    free(watch.last);
     gr_sandbox_sweep(); /* nothing of this run outlives it, double-forked or not */
     gr_sandbox_drop_links(f.dir);
 
