@@ -506,6 +506,24 @@ static int check_loss(const struct run *r, int step, double loss)
     return 0;
 }
 
+/* Collective: the replicas bit for bit the same on every rank after a step's update, which
+ * the tolerance of the gradient check alone would not see (averages rounded differently on
+ * different ranks make replicas that drift apart, step after step). */
+static int check_replicas(const struct run *r, int step)
+{
+    int bad_rank = -1;
+    size_t bad_elem = 0;
+    if (gr_replicas_equal(r->m->params, r->s->ref.numel, &bad_rank, &bad_elem)) return 1;
+    const struct pl_param_desc *d = gr_tensor_at(&r->s->ref.layout, bad_elem);
+    gr_say("correct", "step %d: after the update rank %d's %s differs from rank 0's in the "
+           "last bits (element %zu of the flat buffer): every rank must hold the very same "
+           "average, bit for bit, or the replicas drift apart a little more each step. An "
+           "all-reduce gives every rank the same bits; averages each rank computes itself, in "
+           "its own order, do not (handout section 4)", step, bad_rank, d ? d->name : "?",
+           bad_elem);
+    return 0;
+}
+
 static int check_params(const struct run *r)
 {
     struct gr_param_verdict v;
@@ -545,7 +563,8 @@ static void run_steps(struct run *r, int trace_step)
                 pl_trace_gather(&r->out->trace);
                 r->out->traced = 1;
             }
-            r->out->correct = check_loss(r, step, loss / r->c->microbatches);
+            r->out->correct = check_loss(r, step, loss / r->c->microbatches) &&
+                              check_replicas(r, step);
         }
         if (step == trace_step) pl_trace_enable(0);
     }
