@@ -143,6 +143,9 @@ struct verdict {
     double bytes[STEPS][PL_NKINDS];
     long calls[STEPS][PL_NKINDS];
     int steps_done;
+    int replica_step;          /* stages 1, 2: the first step after which this rank's full
+                                * parameters were not rank 0's bit for bit; -1: none */
+    size_t replica_elem;       /* and the first element of the full buffer that differed */
 };
 
 /* ---- the layout (handout section 2) ---- */
@@ -301,6 +304,23 @@ static float *flat_params(const struct zero *z, const struct zero_layout *zl)
 
 /* ---- check mode ---- */
 
+/* Collective (raw MPI, memory the ledger does not see): the first element of x where this
+ * rank differs from rank 0 bit for bit, or (size_t)-1. */
+static size_t differs_from_rank0(const float *x, size_t n)
+{
+    float *mine = malloc(n * sizeof *mine), *root = malloc(n * sizeof *root);
+    PL_REQUIRE(mine && root, "out of memory comparing replicas");
+    pl_to_host(mine, x, n * sizeof *mine);
+    memcpy(root, mine, n * sizeof *mine);
+    PL_CHECK_MPI(MPI_Bcast(root, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    size_t bad = (size_t)-1;
+    for (size_t i = 0; i < n && bad == (size_t)-1; i++)
+        if (memcmp(&mine[i], &root[i], sizeof *mine)) bad = i;
+    free(mine);
+    free(root);
+    return bad;
+}
+
 static void mem_current(double *out)
 {
     struct pl_mem_stats st;
@@ -367,6 +387,7 @@ static int run_student(int stage, const struct gr_train_setup *setup, struct ver
     if (any_bad) return 1;
 
     v->leak_step = -1;
+    v->replica_step = -1;
     for (int s = 0; s < STEPS; s++) {
         gr_batch_load(bp, s);
         mem_current(before);
@@ -394,6 +415,14 @@ static int run_student(int stage, const struct gr_train_setup *setup, struct ver
         }
         losses[s] = gr_global_loss(loss);
         v->steps_done = s + 1;
+        /* stages 1 and 2 keep the full parameters on every rank: the same bits everywhere */
+        if (stage < 3 && v->replica_step < 0) {
+            size_t bad = differs_from_rank0(z->params, e->full_numel);
+            if (bad != (size_t)-1) {
+                v->replica_step = s;
+                v->replica_elem = bad;
+            }
+        }
     }
     struct pl_mem_stats st;
     pl_mem_get_stats(&st);
@@ -749,6 +778,23 @@ static void run(void *st, int i)
                             MPI_BYTE, 0, MPI_COMM_WORLD));
 }
 
+/* Rank 0: stages 1 and 2, every rank's full parameters rank 0's bit for bit after each step. */
+static int judge_replicas(const struct lab03 *l)
+{
+    for (int r = 1; r < pl_size(); r++) {
+        const struct verdict *v = &l->all[r];
+        if (v->replica_step < 0) continue;
+        gr_say("correct", "%s on %d ranks: after step %d rank %d's full parameters differ from "
+               "rank 0's in the last bits (element %zu of the full buffer): every rank must "
+               "hold the very same parameters, bit for bit, or the replicas drift apart a "
+               "little more each step. Each chunk is updated by its owner alone and then "
+               "all-gathered, so every rank gets the owner's bits (handout section 3)",
+               stage_name(l->stage), pl_size(), v->replica_step + 1, r, v->replica_elem);
+        return 0;
+    }
+    return 1;
+}
+
 /* Rank 0: every rank's moments after one step, with clipping off and on (moments.c). */
 static int judge_moments(const struct lab03 *l)
 {
@@ -848,7 +894,8 @@ static int judge(void *st, int i, const char *part)
     if (!l->stage) return judge_layouts(l);
     if (!strcmp(part, "correct")) {
         if (!gr_agree(me != 0 || judge_state(l)) || !gr_agree(judge_losses(l)) ||
-            !gr_agree(judge_params(l)) || !gr_agree(me != 0 || judge_moments(l)))
+            !gr_agree(judge_params(l)) || !gr_agree(me != 0 || judge_replicas(l)) ||
+            !gr_agree(me != 0 || judge_moments(l)))
             return 0;
         gr_say("correct", "%d steps on %d ranks match the single-device reference (losses to "
                "%.0e, parameters to %.0e); after one step, z->m is (1 - beta1) x its averaged "
