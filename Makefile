@@ -11,8 +11,13 @@
 # Larger parts add their own rules in a fragment: grader/grader.mk.
 
 GPU ?= 0
+# ASAN=1: the CPU build with AddressSanitizer in build/cpu-asan, for finding a bad memory
+# access in a lab: `make grade ASAN=1 LAB=NN` names the rank, the access and the line.
+ASAN ?= 0
 ifeq ($(GPU),1)
 B := build/gpu
+else ifeq ($(ASAN),1)
+B := build/cpu-asan
 else
 B := build/cpu
 endif
@@ -33,7 +38,8 @@ endif
 NVCC := $(CUDA_HOME)/bin/nvcc
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS ?= -O2 -g
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -Ilib -Idatasets -MMD -MP
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -Ilib -Idatasets -MMD -MP \
+  $(if $(filter 1,$(ASAN)),-fsanitize=address -fno-omit-frame-pointer -Wno-error)
 LDLIBS_BASE = -lm -lpthread
 
 # What the system offers; lib/deps.sh checks (and installs) it before anything is built.
@@ -151,6 +157,7 @@ help:
 	@echo "  make GPU=1           build the CUDA backend (nvcc, cuBLAS, NCCL) into build/gpu"
 	@echo "  make demo            8 ranks on a virtual 2x4 cluster: collectives, traffic and memory report"
 	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
+	@echo "                       ASAN=1: built with AddressSanitizer, a bad memory access named with its line)"
 	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1; docs/grader.md)"
 	@echo "  make gradescope      build/gradescope/autograder-all.zip for Gradescope (LAB=NN: -NN.zip)"
 	@echo "  make regrade SUBMISSIONS=dir/ CSV=grades.csv  a folder of submissions (one subfolder per"

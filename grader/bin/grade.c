@@ -438,11 +438,88 @@ static void add_tail(struct text *r, const char *out, int lines)
     }
 }
 
+/* The line of out starting at p, without its end, into buf. */
+static void line_at(const char *p, char *buf, size_t len)
+{
+    size_t l = strcspn(p, "\n");
+    snprintf(buf, len, "%.*s", (int)(l < len ? l : len - 1), p);
+}
+
+/* "    #1 0x55e1 in ring_reduce_scatter src/collectives.c:36": "ring_reduce_scatter
+ * (src/collectives.c:36)"; 0 when the line is not a frame. */
+static int asan_frame(const char *line, char *out, size_t len)
+{
+    const char *in = strstr(line, " in ");
+    if (!strstr(line, "#") || !in) return 0;
+    char fn[160] = "", where[300] = "";
+    if (sscanf(in, " in %159s %299s", fn, where) < 1) return 0;
+    snprintf(out, len, "%s%s%s%s", fn, where[0] ? " (" : "", where, where[0] ? ")" : "");
+    return 1;
+}
+
+/* AddressSanitizer's report (make grade ASAN=1), in a few lines: what went wrong, where
+ * (the first frames), and where the memory came from. Returns 1 when there was one. */
+static int explain_asan(struct text *r, const char *out)
+{
+    const char *e = strstr(out, "ERROR: AddressSanitizer: ");
+    if (!e) return 0;
+    char line[400], frame[480];
+    line_at(e + strlen("ERROR: AddressSanitizer: "), line, sizeof line);
+    char *on = strstr(line, " on address");
+    if (on) *on = '\0';
+    text_printf(r, "AddressSanitizer: %s", line);
+    const char *rw = strstr(e, "READ of size");
+    const char *wr = strstr(e, "WRITE of size");
+    const char *acc = rw && (!wr || rw < wr) ? rw : wr;
+    if (acc) {
+        line_at(acc, line, sizeof line);
+        char *at = strstr(line, " at ");
+        if (at) *at = '\0';
+        text_printf(r, ", a %s", line);
+    }
+    text_printf(r, "\n");
+    const char *p = acc ? acc : e;
+    int frames = 0;
+    while ((p = strstr(p, "\n")) && frames < 3) {
+        p++;
+        line_at(p, line, sizeof line);
+        if (strncmp(line, "    #", 5)) {
+            if (frames) break;
+            continue;
+        }
+        if (asan_frame(line, frame, sizeof frame))
+            text_printf(r, "  %s %s\n", frames ? "called from" : "in", frame);
+        frames++;
+    }
+    const char *loc = strstr(e, " is located ");
+    if (loc) {
+        line_at(loc + 1, line, sizeof line);
+        char *of = strstr(line, "region");
+        if (of) of[6] = '\0';
+        text_printf(r, "  the address %s", line);
+        const char *alloc = strstr(loc, "allocated by thread");
+        const char *q = alloc;
+        while (q && (q = strstr(q, "\n"))) {
+            q++;
+            line_at(q, line, sizeof line);
+            if (strncmp(line, "    #", 5)) break;
+            if (asan_frame(line, frame, sizeof frame) && !strstr(frame, "sanitizer") &&
+                !strstr(frame, "lib/mem.c")) {
+                text_printf(r, ", allocated in %s", frame);
+                break;
+            }
+        }
+        text_printf(r, "\n");
+    }
+    return 1;
+}
+
 /* What Open MPI said about the end of the job, in words. */
 static void explain_exit(struct text *r, const struct pl_launch_result *res,
                          const char *status_dir, int np)
 {
     const char *out = res->output ? res->output : "";
+    if (explain_asan(r, out)) return;
     const char *a = strstr(out, "MPI_ABORT was invoked on rank");
     int rank, code;
     if (a && sscanf(a, "MPI_ABORT was invoked on rank %d in communicator %*s with errorcode %d",
@@ -474,7 +551,9 @@ static void explain_exit(struct text *r, const struct pl_launch_result *res,
             text_printf(r, "rank %d crashed: signal %d (%s)%s\n", rank, sig, name,
                         sig == 11 ? ": a read or write outside its memory, often an index "
                                     "past the end of a buffer, a chunk offset computed "
-                                    "from a negative rank, or a recursion without end" : "");
+                                    "from a negative rank, or a recursion without end. "
+                                    "`make grade ASAN=1` with the same LAB and TEST names "
+                                    "the bad access and its line" : "");
         else
             text_printf(r, "a rank crashed: signal %d (%s)\n", sig, name);
         return;
