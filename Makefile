@@ -173,6 +173,7 @@ help:
 	@echo "  make questions LAB=01 check your answers in labs/NN-name/questions.txt (SOLUTIONS=1, INSTRUCTOR=1)"
 	@echo "  make replay TRACE=f  replay a run's --trace file on a cluster profile (PROFILE=dgx-h100 NODES= SVG=)"
 	@echo "  make flake           speed grading's stability: the solutions graded RUNS=20 times under CPU load"
+	@echo "                       (DRIVERS=build/cpu/grader/alt/NAME: a correct alternative of tests/alt)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
 	@echo "  make test-gpu-emu    the GPU build's library on a CUDA/NCCL stand-in (no GPU; run by make test)"

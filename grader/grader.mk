@@ -140,6 +140,17 @@ $(B)/broken-src/%.c: tests/broken/%.patch $(wildcard solutions/*/*.c)
 	@echo "  PATCH $@"
 	$(Q)patch -s -p1 -o $@ < $<
 
+# A correct alternative is a patch on the solution too (tests/alt/NN-name/X.patch): another
+# algorithm a student may rightly choose, which must score full marks like the solution
+# (its driver: build/<b>/grader/alt/X/NN-name/driver; make flake DRIVERS= times it).
+GRADER_ALT := $(foreach p,$(wildcard tests/alt/*/*.patch),$(if $(wildcard solutions/$(notdir $(patsubst %/,%,$(dir $(p))))/*.c),$(p)))
+alt_src = $(B)/alt-src/$(call broken_lab,$(1))/$(call broken_name,$(1)).c
+
+$(B)/alt-src/%.c: tests/alt/%.patch $(wildcard solutions/*/*.c)
+	@mkdir -p $(@D)
+	@echo "  PATCH $@"
+	$(Q)patch -s -p1 -o $@ < $<
+
 # A copy of the kit may come without solutions/ (a course's student kit, `make handout`):
 # every lab's driver still builds, since no driver compiles a solution in; the solution
 # drivers and broken variants of a lab without its solution are skipped.
@@ -150,6 +161,7 @@ $(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_trusted_rule,$(l))))
 $(foreach l,$(GRADER_SOLVED),$(eval $(call grader_driver_rule,solutions,$(l),$(wildcard solutions/$(l)/*.c))))
 $(foreach l,$(GRADER_GRADABLE),$(eval $(call grader_student_rule,labs,$(l),$(wildcard labs/$(l)/*.c))))
 $(foreach s,$(GRADER_BROKEN),$(eval $(call $(call broken_rule,$(s)),broken/$(call broken_name,$(s)),$(call broken_lab,$(s)),$(call broken_src,$(s)))))
+$(foreach s,$(GRADER_ALT),$(eval $(call grader_driver_rule,alt/$(call broken_name,$(s)),$(call broken_lab,$(s)),$(call alt_src,$(s)))))
 
 # The orchestrator links every lab's plan.c: that is how it knows the labs.
 GRADER_PLAN_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/*/plan.c))
@@ -163,7 +175,8 @@ $(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ)
 
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
   $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \
-  $(foreach s,$(GRADER_BROKEN),$(B)/grader/broken/$(call broken_name,$(s))/$(call broken_lab,$(s))/$(if $(call broken_forged,$(s)),build.log,driver))
+  $(foreach s,$(GRADER_BROKEN),$(B)/grader/broken/$(call broken_name,$(s))/$(call broken_lab,$(s))/$(if $(call broken_forged,$(s)),build.log,driver)) \
+  $(foreach s,$(GRADER_ALT),$(B)/grader/alt/$(call broken_name,$(s))/$(call broken_lab,$(s))/driver)
 
 build-only: $(GRADER_DRIVERS)
 

@@ -12,6 +12,8 @@
 #   FLAKE_TEST=" vs "  which tests: a grade --test filter (default: the speed-scored ones,
 #                   "X vs BASELINE")
 #   LAB=01,03       which labs (default: every lab with solutions)
+#   FLAKE_DRIVERS=DIR  grade these drivers instead of the solutions' (make flake
+#                   DRIVERS=build/cpu/grader/alt/all_to_all_at_once: a correct alternative)
 set -eu
 
 b=${1:-build/cpu}
@@ -49,10 +51,11 @@ while [ "$i" -lt "$load" ]; do
     i=$((i + 1))
 done
 
-echo "flake: $runs runs of the solutions' tests matching '$filter' beside $load busy processes"
+echo "flake: $runs runs of ${FLAKE_DRIVERS:-the solutions}' tests matching '$filter' beside $load busy processes"
 r=1
 while [ "$r" -le "$runs" ]; do
-    if ! "$b/bin/grade" --build "$b" --solutions ${LAB:+--lab "$LAB"} --test "$filter" \
+    if ! "$b/bin/grade" --build "$b" ${FLAKE_DRIVERS:+--drivers "$FLAKE_DRIVERS"} \
+        $( [ -n "${FLAKE_DRIVERS:-}" ] || echo --solutions) ${LAB:+--lab "$LAB"} --test "$filter" \
         --results "$work/run$r.json" >"$work/run$r.log" 2>&1; then
         if [ ! -s "$work/run$r.json" ]; then
             echo "flake.sh: run $r of the grader failed without results:" >&2

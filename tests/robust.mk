@@ -3,4 +3,4 @@
 
 .PHONY: flake
 flake: all
-	@FLAKE_RUNS='$(RUNS)' LAB='$(LAB)' sh tests/flake.sh $(B)
+	@FLAKE_RUNS='$(RUNS)' LAB='$(LAB)' FLAKE_DRIVERS='$(DRIVERS)' sh tests/flake.sh $(B)
