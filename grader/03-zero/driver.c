@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "formulas.h"
+#include "gradients.h"
 #include "ops.h"
 #include "paralab.h"
 #include "todo.h"
@@ -306,6 +307,12 @@ static int run_student(int stage, const struct gr_train_setup *setup, struct ver
                        const struct zero_layout *e, struct gr_batch *bp, double *base,
                        double *before, double *after);
 
+/* The gradient each step updates with, judged against this reference (gradients.h): the
+ * first step where it is wrong says why in grads_msg (rank 0). */
+static const struct gr_reference *grads_ref;
+static int grads_bad;
+static char grads_msg[1024];
+
 /* Runs the student's stage for STEPS steps on this rank, filling v; losses[STEPS] get the
  * global loss of each step. Returns 0 when it stopped at a stub. */
 static int train_student(int stage, const struct gr_train_setup *setup, struct verdict *v,
@@ -367,9 +374,15 @@ static int run_student(int stage, const struct gr_train_setup *setup, struct ver
         gr_ledger_mark(&mark);
         gr_case("zero_step %d of %d (stage %d, %d ranks, %d sequences each)", s + 1, STEPS,
                 stage, n, bp->B);
+        gr03_grads_begin(lay->numel);
         double loss = zero_step(z, bp->tokens, bp->targets, bp->B);
+        gr03_grads_end();
         gr_ledger_since(&mark, &d);
         if (gr_todo_any()) return 0;
+        if (grads_ref && !grads_bad &&
+            !gr03_grads_judge(grads_ref, s, setup->opt.grad_clip, e, grads_msg,
+                              sizeof grads_msg))
+            grads_bad = 1;
         mem_current(after);
         /* Activations are the kit's, kept from one step to the next. */
         for (int c = 0; c < PL_MEM_NCAT; c++)
@@ -699,31 +712,61 @@ static const char *subject(void *st)
     return l->stage ? stage_name(l->stage) : "zero_layout_init";
 }
 
+/* A stage's cases differ in the clip only: the default threshold; none, where the averaged
+ * gradient is what AdamW gets and a sum shows as a factor n; and one between the norms of
+ * the ranks' shards, so that a clip by a rank's own norm scales some ranks and not others. */
+enum { CASE_CLIP_DEFAULT, CASE_CLIP_OFF, CASE_CLIP_SOME_RANKS, NCASES };
+
 static int count_cases(void *st)
 {
-    (void)st;
-    return 1;
+    return ((struct lab03 *)st)->stage ? NCASES : 1;
 }
 
 static void describe(void *st, int i, char *buf, size_t len)
 {
     struct lab03 *l = st;
-    (void)i;
+    static const char *clip[NCASES] = {
+        "clipping at the default threshold",
+        "clipping off: AdamW gets the averaged gradient itself",
+        "clipping at a norm between the ranks' shard norms: only the whole gradient's norm "
+        "clips every rank alike"};
     if (!l->stage) snprintf(buf, len, "zero_layout_init on many model sizes and rank counts");
-    else snprintf(buf, len, "%s: %d AdamW steps on %d ranks", stage_name(l->stage), STEPS,
-                  pl_size());
+    else snprintf(buf, len, "%s: %d AdamW steps on %d ranks, %s", stage_name(l->stage), STEPS,
+                  pl_size(), clip[i]);
+}
+
+/* What the previous case left. */
+static void forget_case(struct lab03 *l)
+{
+    free(l->all);
+    l->all = NULL;
+    if (l->z) zero_free(l->z);
+    l->z = NULL;
+    if (l->ref.loss) gr_reference_free(&l->ref);
+    memset(&l->ref, 0, sizeof l->ref);
+    memset(&l->v, 0, sizeof l->v);
+    grads_bad = 0;
+    grads_msg[0] = '\0';
 }
 
 static void run(void *st, int i)
 {
     struct lab03 *l = st;
-    (void)i;
     if (!l->stage) {
         l->layout_ok = run_layouts(l->layout_msg, sizeof l->layout_msg, &l->layout_tried);
         return;
     }
+    forget_case(l);
+    l->setup.opt = pl_adamw_config_default();
+    if (i == CASE_CLIP_OFF) l->setup.opt.grad_clip = 0;
+    if (i == CASE_CLIP_SOME_RANKS) { /* the first gradient does not depend on the clip */
+        gr_reference_run(&l->ref, &l->setup);
+        l->setup.opt.grad_clip = gr03_clip_between_shards(&l->ref, &l->e0);
+        gr_reference_free(&l->ref);
+    }
     gr_case("the single-device reference: %d AdamW steps on %d sequences", STEPS, GLOBAL_B);
     measure_reference(&l->ref, &l->setup, l->ddp);
+    grads_ref = &l->ref;
     l->v.rank = pl_rank();
     train_student(l->stage, &l->setup, &l->v, l->losses, &l->z);
     l->all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *l->all) : NULL;
@@ -802,6 +845,14 @@ static int judge_params(const struct lab03 *l)
     return 0;
 }
 
+/* Rank 0: the first step whose gradient was wrong, and why. */
+static int judge_grads(void)
+{
+    if (!grads_bad) return 1;
+    gr_say("correct", "%s", grads_msg);
+    return 0;
+}
+
 static int judge_layouts(const struct lab03 *l)
 {
     if (!l->layout_ok) gr_say("correct", "%s", l->layout_msg);
@@ -813,18 +864,22 @@ static int judge_layouts(const struct lab03 *l)
 static int judge(void *st, int i, const char *part)
 {
     struct lab03 *l = st;
-    (void)i;
     int me = pl_rank();
     if (!l->stage) return judge_layouts(l);
     if (!strcmp(part, "correct")) {
-        if (!gr_agree(me != 0 || judge_state(l)) || !gr_agree(judge_losses(l)) ||
+        if (!gr_agree(me != 0 || judge_state(l)) || !gr_agree(me != 0 || judge_grads()) ||
+            !gr_agree(judge_losses(l)) ||
             !gr_agree(judge_params(l)))
             return 0;
-        gr_say("correct", "%d steps on %d ranks match the single-device reference (losses to "
-               "%.0e, parameters to %.0e)", STEPS, pl_size(), GR_TOL_LOSS, GR_TOL_PARAMS);
+        if (i + 1 < NCASES) return 1; /* said once, when every case agreed */
+        gr_say("correct", "%d steps on %d ranks, clipping at the default threshold, off, and "
+               "between the ranks' shard norms, match the single-device reference (losses to "
+               "%.0e, the gradient AdamW is given to %.0e, parameters to %.0e)", STEPS,
+               pl_size(), GR_TOL_LOSS, GR_TOL_GRADS, GR_TOL_PARAMS);
         return 1;
     }
-    if (me != 0) return 1;
+    /* Traffic and memory are the same in every case: judged (and reported) once. */
+    if (me != 0 || i != CASE_CLIP_DEFAULT) return 1;
     if (!strcmp(part, "traffic")) return judge_traffic(l->stage, l->all, pl_size(), &l->e0);
     if (!strcmp(part, "memory")) return judge_memory(l->stage, l->all, pl_size(), &l->e0, l->ddp);
     pl_usage_error("--parts %s: Lab 3 judges correct, traffic and memory", part);
@@ -836,6 +891,7 @@ static void finish(void *st)
     free(l->all);
     if (l->z) zero_free(l->z);
     if (l->ref.loss) gr_reference_free(&l->ref);
+    gr03_grads_free();
     pl_model_layout_free(&l->lay);
     pl_tokens_free(&l->data);
 }
