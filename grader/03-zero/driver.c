@@ -313,6 +313,35 @@ static const struct gr_reference *grads_ref;
 static int grads_bad;
 static char grads_msg[1024];
 
+/* Collective: stages 1 and 2 end a step with the whole model on every rank, and every rank
+ * must hold the same one, bit for bit, or the replicas drift apart a little more each step.
+ * 0 (rank 0: why in grads_msg) when a rank's parameters differ from rank 0's. */
+static int replicas_after_step(const struct zero *z, const struct pl_model_layout *lay,
+                               const struct zero_layout *e, int step)
+{
+    float *flat = flat_params(z, e);
+    float *dev = pl_mem_alloc(e->numel * sizeof(float), PL_MEM_WORK, PL_DEVICE, "lab03 replica");
+    pl_to_device(dev, flat, e->numel * sizeof(float));
+    int bad_rank = -1;
+    size_t bad_elem = 0;
+    int equal = gr_replicas_equal(dev, e->numel, &bad_rank, &bad_elem);
+    pl_mem_free(dev);
+    free(flat);
+    if (equal) return 1;
+    const struct pl_param_desc *t = gr_tensor_at(lay, bad_elem);
+    int owner = -1;
+    for (int u = 0; u < e->nunits; u++)
+        if (bad_elem >= e->unit[u].offset && bad_elem < e->unit[u].offset + e->unit[u].numel)
+            owner = (int)((bad_elem - e->unit[u].offset) / e->unit[u].chunk);
+    snprintf(grads_msg, sizeof grads_msg, "after zero_step %d, rank %d's parameters differ from "
+             "rank 0's, bit for bit, first in %s (flat element %zu, in rank %d's chunk): every "
+             "rank must end the step with the same model. Each rank updates only its own "
+             "chunks, so every unit must be all-gathered after the update, the last one "
+             "included (handout section 3)", step + 1, bad_rank, t ? t->name : "?", bad_elem,
+             owner);
+    return 0;
+}
+
 /* Runs the student's stage for STEPS steps on this rank, filling v; losses[STEPS] get the
  * global loss of each step. Returns 0 when it stopped at a stub. */
 static int train_student(int stage, const struct gr_train_setup *setup, struct verdict *v,
@@ -382,6 +411,8 @@ static int run_student(int stage, const struct gr_train_setup *setup, struct ver
         if (grads_ref && !grads_bad &&
             !gr03_grads_judge(grads_ref, s, setup->opt.grad_clip, e, grads_msg,
                               sizeof grads_msg))
+            grads_bad = 1;
+        if (grads_ref && !grads_bad && stage != 3 && !replicas_after_step(z, lay, e, s))
             grads_bad = 1;
         mem_current(after);
         /* Activations are the kit's, kept from one step to the next. */
