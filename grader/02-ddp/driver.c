@@ -473,10 +473,20 @@ static int check_grads(const struct run *r, int step)
     size_t numel = r->s->ref.numel;
     struct gr_param_verdict v;
     gr_check_grads(&r->s->ref, step, GR_REPLICATED, 0, numel, r->m->grads, GR_TOL_GRADS, &v);
-    if (v.ok) return 1;
     int bad_rank = -1;
     size_t bad_elem = 0;
     int eq = gr_replicas_equal(r->m->grads, numel, &bad_rank, &bad_elem);
+    if (v.ok && !eq) {
+        const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad_elem);
+        gr_say("correct", "step %d: after ddp_finish_gradients rank %d's gradient of %s differs "
+               "from rank 0's in its last bits (element %zu of the flat buffer): close to the "
+               "reference, but every rank must hold the same average bit for bit, or the "
+               "replicas drift apart a little more each step. Take the all-reduce's result as "
+               "it is on every rank (handout section 4)", step, bad_rank, t ? t->name : "?",
+               bad_elem);
+        return 0;
+    }
+    if (v.ok) return 1;
     double g2 = 0, r2 = 0, g2all = 0, r2all = 0;
     float *host = malloc(numel * sizeof *host);
     pl_to_host(host, r->m->grads, numel * sizeof *host);
@@ -519,6 +529,21 @@ static int check_params(const struct run *r)
     return 0;
 }
 
+/* Every replica's parameters after the update equal rank 0's bit for bit: checked directly,
+ * the first rank and tensor that differ named. */
+static int check_replicas(const struct run *r, int step)
+{
+    int bad_rank = -1;
+    size_t bad_elem = 0;
+    if (gr_replicas_equal(r->m->params, r->s->ref.numel, &bad_rank, &bad_elem)) return 1;
+    const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad_elem);
+    gr_say("correct", "step %d: after the update rank %d's parameters differ from rank 0's, bit "
+           "for bit, first in %s (element %zu of the flat buffer): the replicas must stay "
+           "identical, so every rank must update with the same averaged gradient (handout "
+           "section 4)", step, bad_rank, t ? t->name : "?", bad_elem);
+    return 0;
+}
+
 /* K steps of training; trace_step's trace is kept in out. */
 static void run_steps(struct run *r, int trace_step)
 {
@@ -539,13 +564,15 @@ static void run_steps(struct run *r, int trace_step)
         } else {
             pl_span("adamw");
             pl_model_update(r->m, &r->s->train.opt);
+            r->out->correct = check_replicas(r, step);
             if (step == trace_step) {
                 pl_trace_flush();
                 pl_trace_enable(0);
                 pl_trace_gather(&r->out->trace);
                 r->out->traced = 1;
             }
-            r->out->correct = check_loss(r, step, loss / r->c->microbatches);
+            if (r->out->correct)
+                r->out->correct = check_loss(r, step, loss / r->c->microbatches);
         }
         if (step == trace_step) pl_trace_enable(0);
     }
