@@ -564,15 +564,14 @@ static void run_steps(struct run *r, int trace_step)
         } else {
             pl_span("adamw");
             pl_model_update(r->m, &r->s->train.opt);
-            r->out->correct = check_replicas(r, step);
             if (step == trace_step) {
                 pl_trace_flush();
                 pl_trace_enable(0);
                 pl_trace_gather(&r->out->trace);
                 r->out->traced = 1;
             }
-            if (r->out->correct)
-                r->out->correct = check_loss(r, step, loss / r->c->microbatches);
+            r->out->correct = check_replicas(r, step) &&
+                              check_loss(r, step, loss / r->c->microbatches);
         }
         if (step == trace_step) pl_trace_enable(0);
     }
