@@ -80,9 +80,13 @@ static const struct gr_lab lab05 = {
     .metric_title = NULL,
     .bench_args = "",
     .bench_np = "4",
-    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
+    /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC
+                         "pl_send* pl_recv* pl_isend* pl_irecv* pl_sendrecv* ",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
-    .symbol_rule = "Lab 5 communicates through lib's collectives on the TP group and takes its "
-                   "memory from pl_mem_alloc, whose ledger the activation-memory tests read",
+    .symbol_rule = "Lab 5 communicates only through lib's collectives on the TP group "
+                   "(pl_all_gather, pl_reduce_scatter, ...; no MPI_* or nccl* below the ledger, no "
+                   "point-to-point) and takes its memory from pl_mem_alloc, whose ledger the "
+                   "activation memory test reads",
 };
 GR_REGISTER_LAB(lab05)

@@ -82,9 +82,12 @@ static const struct gr_lab lab06 = {
     .plan = lab06_plan,
     .bench_args = "",
     .bench_np = "4",
+    /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
-    .symbol_rule = "Lab 6 sends between stages with lib's point-to-point calls and takes its "
-                   "memory from pl_mem_alloc, whose ledger the activations-in-flight tests read",
+    .symbol_rule = "Lab 6 moves activations and gradients between stages with lib's point-to-point "
+                   "calls only (no MPI_* or nccl* below the ledger and the trace the schedule is "
+                   "judged by) and takes its memory from pl_mem_alloc, whose ledger counts the "
+                   "microbatches in flight",
 };
 GR_REGISTER_LAB(lab06)

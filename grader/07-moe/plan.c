@@ -77,9 +77,12 @@ static const struct gr_lab lab07 = {
      * the shell's read folds an empty field away */
     .bench_args = "--experts 8 --top-k 2",
     .bench_np = "4",
+    /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
-    .symbol_rule = "Lab 7 moves tokens with lib's all-to-all calls and takes its memory from "
-                   "pl_mem_alloc, whose ledger the grader reads",
+    .symbol_rule = "Lab 7 dispatches and combines tokens with lib's pl_all_to_all and "
+                   "pl_all_to_all_v only (MPI_Alltoallv or any other MPI_* or nccl* call is below "
+                   "the ledger the all-to-all volume is judged by) and takes its memory from "
+                   "pl_mem_alloc",
 };
 GR_REGISTER_LAB(lab07)

@@ -54,9 +54,10 @@ static const struct gr_lab lab08 = {
     .metric_title = NULL,
     .bench_args = "--seed 1", /* not empty: the bench script splits the fields on tabs */
     .bench_np = "1",
+    /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT,
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
-    .symbol_rule = "Lab 8 computes its answers from lib's formulas alone: no communication library"
-                   " is needed or allowed",
+    .symbol_rule = "Lab 8 plans from the kit's model and cluster arithmetic (lib/plan.h, "
+                   "lib/rules.h); it runs nothing on other ranks, so it calls no MPI_* or nccl*",
 };
 GR_REGISTER_LAB(lab08)

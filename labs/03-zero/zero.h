@@ -145,7 +145,10 @@ struct zero *zero_new(const struct pl_model_config *cfg, const struct pl_adamw_c
 /* Collective over comm. One training step on this rank's B sequences (op memory, [B,
  * cfg.seq_len]); the global batch is every rank's sequences together. Afterwards the model
  * (params as described in struct zero) equals what one AdamW step of the single-device model
- * on the global batch gives, gradient clipping included. Returns this rank's loss. */
+ * on the global batch gives, gradient clipping included. Update your chunks with
+ * pl_model_adamw_flat, each parameter once: the grader compares the gradient each call is
+ * given with the single-device gradient, clipped by the whole gradient's norm. Returns this
+ * rank's loss. */
 double zero_step(struct zero *z, const int *tokens, const int *targets, int B);
 
 /* Frees everything zero_new and zero_step allocated. */

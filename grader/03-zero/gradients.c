@@ -1,0 +1,258 @@
+/* gradients.c: the gradient each ZeRO step updates with, seen where the update happens (the
+ * wrapped pl_model_adamw_flat), judged against the single-device reference (gradients.h).
+ * The trained parameters cannot tell a sum from an average: clipping and AdamW both undo a
+ * global scale of the gradient. The gradient itself can. */
+#include "gradients.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mem.h"
+#include "ops.h"
+#include "runtime.h"
+
+/* This rank's record of one step: the gradient given for each flat element, and how many
+ * times one was given. */
+static struct {
+    int on;
+    size_t numel;
+    float *g;
+    int *count;
+} rec;
+
+void gr03_grads_begin(size_t numel)
+{
+    if (rec.numel != numel) {
+        gr03_grads_free();
+        rec.g = malloc((numel ? numel : 1) * sizeof *rec.g);
+        rec.count = malloc((numel ? numel : 1) * sizeof *rec.count);
+        rec.numel = numel;
+    }
+    memset(rec.g, 0, numel * sizeof *rec.g);
+    memset(rec.count, 0, numel * sizeof *rec.count);
+    rec.on = 1;
+}
+
+void gr03_grads_end(void)
+{
+    rec.on = 0;
+}
+
+void gr03_grads_free(void)
+{
+    free(rec.g);
+    free(rec.count);
+    memset(&rec, 0, sizeof rec);
+}
+
+void __real_pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_t n,
+                                float *p, const float *g, float *m, float *v, int t,
+                                const struct pl_adamw_config *opt);
+
+void __wrap_pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_t n,
+                                float *p, const float *g, float *m, float *v, int t,
+                                const struct pl_adamw_config *opt)
+{
+    if (rec.on && offset <= rec.numel && n <= rec.numel - offset) {
+        pl_to_host(rec.g + offset, g, n * sizeof(float));
+        for (size_t i = 0; i < n; i++) rec.count[offset + i]++;
+    }
+    __real_pl_model_adamw_flat(lay, offset, n, p, g, m, v, t, opt);
+}
+
+/* ---- who owns what ---- */
+
+/* The rank whose chunk holds flat element i (-1: outside every unit). */
+static int owner_of(const struct zero_layout *e, size_t i)
+{
+    for (int u = 0; u < e->nunits; u++) {
+        const struct zero_unit *x = &e->unit[u];
+        if (i >= x->offset && i < x->offset + x->numel)
+            return (int)((i - x->offset) / x->chunk);
+    }
+    return -1;
+}
+
+/* Squared norm of rank r's elements of x (r < 0: all of them). */
+static double norm_sq_of(const float *x, const int *owner, size_t numel, int r)
+{
+    double s = 0;
+    for (size_t i = 0; i < numel; i++)
+        if (r < 0 || owner[i] == r) s += (double)x[i] * x[i];
+    return s;
+}
+
+float gr03_clip_between_shards(const struct gr_reference *ref, const struct zero_layout *e)
+{
+    size_t numel = ref->numel;
+    int *owner = malloc((numel ? numel : 1) * sizeof *owner);
+    for (size_t i = 0; i < numel; i++) owner[i] = owner_of(e, i);
+    double lo = 1e300, hi = 0;
+    for (int r = 0; r < e->n; r++) {
+        double s = sqrt(norm_sq_of(ref->grads, owner, numel, r));
+        if (s < lo) lo = s;
+        if (s > hi) hi = s;
+    }
+    double all = sqrt(norm_sq_of(ref->grads, owner, numel, -1));
+    free(owner);
+    /* A shard's norm is below the whole gradient's, so the midpoint is too. */
+    return (float)(e->n > 1 ? (lo + hi) / 2 : all / 2);
+}
+
+/* ||got - want|| / ||want|| over every element. */
+static double rel_l2(const float *got, const float *want, size_t numel)
+{
+    double d = 0, w = 0;
+    for (size_t i = 0; i < numel; i++) {
+        double x = (double)got[i] - want[i];
+        d += x * x;
+        w += (double)want[i] * want[i];
+    }
+    return w > 0 ? sqrt(d / w) : sqrt(d);
+}
+
+/* How close a recorded gradient must be to a mistake's prediction to be named for it. */
+#define GR03_EXPLAINED 1e-3
+
+/* Rank 0: why got (every rank's record) differs from the clipped reference, when one mistake
+ * explains it; 0 when none does. */
+static int explain(const float *got, const float *ref_g, const int *owner, size_t numel,
+                   int n, float clip, int step, char *msg, size_t len)
+{
+    double nsq = norm_sq_of(ref_g, owner, numel, -1);
+    float scale = pl_clip_scale(nsq, clip);
+    float *cand = malloc((numel ? numel : 1) * sizeof *cand);
+    int found = 0;
+    /* A sum over n ranks is n times the average, and is clipped by its own, n times larger,
+     * norm. */
+    if (n > 1) {
+        float s = (float)n * pl_clip_scale((double)n * n * nsq, clip);
+        for (size_t i = 0; i < numel; i++) cand[i] = s * ref_g[i];
+        if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {
+            snprintf(msg, len, "step %d: gradients summed, not averaged: off by a factor of n "
+                     "= %d before clipping (AdamW was given %.4g times the gradient it needs%s). "
+                     "The parameters cannot show it, since clipping and AdamW both undo a "
+                     "global scale; the gradient shows it. Reduce-scatter with PL_AVG (or "
+                     "divide the sum by n) before the clip (handout section 3)", step + 1, n,
+                     (double)(s / scale), clip > 0 ? ", after your clip" : "");
+            found = 1;
+        }
+    }
+    /* A clip by each rank's own shard norm: a different scale on each rank. */
+    if (!found && clip > 0 && n > 1) {
+        int worst = 0;
+        double worst_gap = -1, worst_norm = 0;
+        float worst_scale = 1;
+        for (int r = 0; r < n; r++) {
+            double rsq = norm_sq_of(ref_g, owner, numel, r);
+            float s = pl_clip_scale(rsq, clip);
+            for (size_t i = 0; i < numel; i++)
+                if (owner[i] == r) cand[i] = s * ref_g[i];
+            double gap = fabs(log((double)s / scale));
+            if (gap > worst_gap) {
+                worst_gap = gap;
+                worst = r;
+                worst_norm = sqrt(rsq);
+                worst_scale = s;
+            }
+        }
+        if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {
+            snprintf(msg, len, "step %d: clipped by the local gradient norm, not the global "
+                     "one: rank %d scaled its chunks by %.4g, from the norm of its own shard "
+                     "(%.4g), where the whole gradient's norm is %.4g and clipping at %g scales "
+                     "every chunk by %.4g. Every rank must scale by the same factor: sum the "
+                     "squares of your chunks, add every rank's sum with zero_sum_over_ranks, "
+                     "then pl_clip_scale (handout section 3)", step + 1, worst,
+                     (double)worst_scale, worst_norm, sqrt(nsq), (double)clip, (double)scale);
+            found = 1;
+        }
+    }
+    if (!found && scale < 1 && rel_l2(got, ref_g, numel) < GR03_EXPLAINED) {
+        snprintf(msg, len, "step %d: the gradient was not clipped: its norm %.4g is above "
+                 "grad_clip %g, so every chunk must be scaled by pl_clip_scale(sum of squares "
+                 "over all ranks, grad_clip) = %.4g before AdamW (handout section 3)", step + 1,
+                 sqrt(nsq), (double)clip, (double)scale);
+        found = 1;
+    }
+    free(cand);
+    return found;
+}
+
+/* Rank 0: an element given to AdamW other than once in the step, named. */
+static int judge_coverage(const struct gr_reference *ref, const int *count, const int *owner,
+                          int step, char *msg, size_t len)
+{
+    size_t numel = ref->numel, given = 0;
+    for (size_t i = 0; i < numel; i++) given += count[i] != 0;
+    if (!given) {
+        snprintf(msg, len, "step %d: zero_step never called pl_model_adamw_flat: update your "
+                 "chunks with it, at their flat offsets (handout section 2), so that weight "
+                 "decay falls on the right tensors; the grader reads the gradient each call is "
+                 "given", step + 1);
+        return 0;
+    }
+    for (size_t i = 0; i < numel; i++) {
+        if (count[i] == 1) continue;
+        const struct pl_param_desc *t = gr_tensor_at(&ref->layout, i);
+        snprintf(msg, len, "step %d: flat element %zu (%s, in rank %d's chunk) was given to "
+                 "pl_model_adamw_flat %d times in the step: every parameter is updated exactly "
+                 "once, by the rank owning its chunk, at offset + rank x chunk of its unit "
+                 "(handout section 2)", step + 1, i, t ? t->name : "?", owner[i], count[i]);
+        return 0;
+    }
+    return 1;
+}
+
+int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
+                     const struct zero_layout *e, char *msg, size_t len)
+{
+    size_t numel = ref->numel;
+    int me = pl_rank(), n = pl_size();
+    float *got = me == 0 ? malloc((numel ? numel : 1) * sizeof *got) : NULL;
+    int *count = me == 0 ? malloc((numel ? numel : 1) * sizeof *count) : NULL;
+    /* Every element comes from one rank and zeros from the others: the sum is exact. */
+    PL_CHECK_MPI(MPI_Reduce(rec.g, got, (int)numel, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(rec.count, count, (int)numel, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+    int ok = 1;
+    const float *ref_g = ref->grads + (size_t)step * numel;
+    if (me == 0) {
+        int *owner = malloc((numel ? numel : 1) * sizeof *owner);
+        for (size_t i = 0; i < numel; i++) owner[i] = owner_of(e, i);
+        ok = judge_coverage(ref, count, owner, step, msg, len);
+        float scale = pl_clip_scale(norm_sq_of(ref_g, owner, numel, -1), clip);
+        /* Unclipped, the record compares with the reference's gradient and its tolerance. */
+        for (size_t i = 0; ok && i < numel; i++) got[i] /= scale;
+        double err = ok ? rel_l2(got, ref_g, numel) : 0;
+        if (ok && err > GR_TOL_GRADS) {
+            ok = 0;
+            for (size_t i = 0; i < numel; i++) got[i] *= scale;
+            if (!explain(got, ref_g, owner, numel, n, clip, step, msg, len)) {
+                size_t worst = 0;
+                double wd = -1;
+                for (size_t i = 0; i < numel; i++) {
+                    double d = fabs((double)got[i] - (double)scale * ref_g[i]);
+                    if (d > wd) {
+                        wd = d;
+                        worst = i;
+                    }
+                }
+                const struct pl_param_desc *t = gr_tensor_at(&ref->layout, worst);
+                snprintf(msg, len, "step %d: the gradient AdamW was given differs from the "
+                         "single-device gradient of the whole batch%s: relative L2 error %.3g "
+                         "(tolerance %.0e); the largest difference is at flat element %zu (%s, "
+                         "rank %d's chunk): %.6g where %.6g was expected", step + 1,
+                         scale < 1 ? ", clipped by its global norm" : "",
+                         err, GR_TOL_GRADS, worst, t ? t->name : "?",
+                         owner[worst], (double)got[worst], (double)scale * ref_g[worst]);
+            }
+        }
+        free(owner);
+    }
+    free(got);
+    free(count);
+    return gr_agree(ok);
+}
