@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include "comm.h"
 #include "hd.h"
+#include "ops.h"
 #include "todo.h"
 
 /* ---- what you implement (collectives.c) ---- */
@@ -63,12 +64,19 @@ PL_HD float coll_reduce_elem(float acc, float in)
 }
 
 /* dst[i] = coll_reduce_elem(dst[i], src[i]) for i < n, on comm buffers (host memory on the
- * CPU build, device memory on the GPU build). */
-void coll_reduce(float *dst, const float *src, size_t n);
+ * CPU build, device memory on the GPU build): lib's pl_accumulate, a host loop or a kernel
+ * on the compute stream. */
+static inline void coll_reduce(float *dst, const float *src, size_t n)
+{
+    if (n) pl_accumulate(dst, src, n);
+}
 
-/* Copies n elements between comm buffers (memcpy on the CPU build, a device copy on the
- * GPU build). */
-void coll_copy(float *dst, const float *src, size_t n);
+/* Copies n elements between comm buffers that do not overlap (memcpy on the CPU build, a
+ * device copy on the GPU build): lib's pl_copy. */
+static inline void coll_copy(float *dst, const float *src, size_t n)
+{
+    if (n && dst != src) pl_copy(dst, src, n);
+}
 
 /* The stubs call lab_todo(what, section) (lib/todo.h): it tells the grader (and you) that
  * `what` is not written yet and where the handout explains it, then returns so the grader
