@@ -825,9 +825,9 @@ static void watch_tick(void *arg)
     w->next_look = now + 0.25;
     int blocked = 1, changed = 0, same_collective = 1;
     for (int r = 0; r < w->np; r++) {
-        char buf[256];
-        if (pl_trace_read_status(w->status_dir, r, buf, sizeof buf) != 0 || !inside_call(buf))
-            blocked = 0;
+        char buf[256] = "";
+        if (pl_trace_read_status(w->status_dir, r, buf, sizeof buf) != 0) buf[0] = '\0';
+        if (!inside_call(buf)) blocked = 0;
         if (strcmp(buf, w->last[r])) changed = 1;
         snprintf(w->last[r], sizeof w->last[r], "%s", buf);
         /* every rank in one and the same collective is a slow collective, not a cycle */
