@@ -213,10 +213,38 @@ static void parse(int argc, char **argv, const struct gr_driver *d)
         pl_usage_error_all("--mode %s: %s has none", m, the_lab->dir);
 }
 
+/* The value of flag name in argv ("--op x" or "--op=x"), or NULL. */
+static const char *early_flag(int argc, char **argv, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], name) && i + 1 < argc) return argv[i + 1];
+        if (!strncmp(argv[i], name, n) && argv[i][n] == '=') return argv[i] + n + 1;
+    }
+    return NULL;
+}
+
+/* The lab's virtual cluster, for pl_init to read from the environment: the flags are
+ * parsed after the library starts, and the library needs the topology to start. */
+static void virtual_topology(const struct gr_driver *d, int argc, char **argv)
+{
+    if (!d->virtual_cluster) return;
+    const char *mode = early_flag(argc, argv, "--mode");
+    int nodes = 0, per_node = 0;
+    d->virtual_cluster(early_flag(argc, argv, "--op"), mode ? mode : "check", &nodes, &per_node);
+    if (nodes <= 0 || per_node <= 0 || getenv("PL_NODES") || getenv("PL_GPUS_PER_NODE")) return;
+    char v[16];
+    snprintf(v, sizeof v, "%d", nodes);
+    setenv("PL_NODES", v, 0);
+    snprintf(v, sizeof v, "%d", per_node);
+    setenv("PL_GPUS_PER_NODE", v, 0);
+}
+
 int main(int argc, char **argv)
 {
     const struct gr_driver *d = &gr_lab_driver;
     gr_report_take_env();
+    virtual_topology(d, argc, argv);
     pl_init(&argc, &argv);
     if (!the_lab) pl_fatal("the driver was linked without its lab's plan.c");
     struct gr_plan_opts all = {.np = {1, 2, 3, 4, 5, 6, 7, 8, 12, 0}, .perf_np = 4, .hidden = 1};

@@ -1,0 +1,113 @@
+/* lab04.h: what the files of Lab 4's driver share: the graded model and cases, the parts
+ * each rank judges, the inputs and comparisons (check.c), the ops (layers.c, vocab.c,
+ * placement.c), and the block on the modelled timeline with the lab's figures (timeline.c).
+ * driver.c plugs them into the lab harness. */
+#ifndef LAB04_H
+#define LAB04_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness.h"
+#include "paralab.h"
+#include "tp.h"
+#include "train.h"
+
+#define TOL_FWD 1e-5 /* DESIGN.md: relative L2 per tensor, fp32 forward */
+#define TOL_BWD GR_TOL_GRADS
+#define PLACE_NODES 2
+#define PLACE_PER_NODE 4
+#define PLACE_TP 4
+
+/* The grading seed: every input is drawn from it. */
+extern uint64_t base_seed;
+
+/* The graded model: 8 heads so that t = 8 splits them too; every degree that divides 8
+ * divides d_ff and the vocabulary. */
+struct pl_model_config graded_config(void);
+
+/* The batch shapes of the layer ops' cases. */
+struct lab04_case {
+    int B, T;
+};
+#define NCASES 2
+extern const struct lab04_case CASES[NCASES];
+
+/* The parts this rank judges (grader/common/parts.h), gathered to rank 0 by judge(). */
+enum part { P_CORRECT, P_TRAFFIC, P_MEMORY, P_PLACEMENT, P_ORDER, P_TIME, NPARTS };
+extern const char *const PART_NAMES[NPARTS];
+
+/* ---- check.c: inputs and comparisons ---- */
+
+float *op_alloc(size_t n, const char *label);
+float *host_copy(const float *op, size_t n);
+/* got against ref (op memory, n floats): a failure names what, the error and hint. */
+int compare(const char *what, const float *got, const float *ref, size_t n, double tol,
+            const char *hint);
+double scale_of(const float *got, const float *ref, size_t n);
+int extra_bias(const float *got, const float *ref, const float *b, int N, int OC, int t);
+uint64_t stream_of(const char *name);
+float *normal(const char *name, size_t n, float mean, float std);
+
+/* A full block with every tensor random (biases and layernorm weights too, so that a bias
+ * added t times or a layernorm gradient summed shows), as one flat part of the model's
+ * layout, and the shard of TP rank r of t sliced from it. */
+struct block_case {
+    struct pl_model_config cfg;
+    int t, r, B, T, N;
+    size_t full_numel, shard_numel;
+    float *full, *full_g;     /* one block, the model's order */
+    float *shard, *shard_g;
+    struct pl_block_params p, g, sp, sg;
+    float *x, *dy;            /* [N, C] the same on every rank */
+};
+
+void block_case_new(struct block_case *k, int t, int r, int B, int T);
+void block_case_free(struct block_case *k);
+/* Each shard gradient of the tensors in `which` (indices into the block's tensor table)
+ * against its block of the full gradient. */
+void compare_shard_grads(const struct block_case *k, const int *which, int n, const char *hint);
+
+/* The traffic of one pass, from the ledger. */
+struct pass_traffic {
+    long ar_calls, other_calls;
+    double ar_bytes, other_bytes;
+};
+
+void traffic_since(const struct pl_ledger *mark, struct pass_traffic *out);
+/* Every rank's pass made `calls` all-reduces of `count` floats each and nothing else. */
+void judge_pass_traffic(const char *pass, const struct pass_traffic *tr, long calls,
+                        double count, int t, const char *where);
+
+/* ---- layers.c: f and g, the linears, the MLP, the attention and the block ---- */
+
+enum sub { SUB_MLP, SUB_ATTN, SUB_BLOCK };
+
+struct sub_run {
+    struct pass_traffic fwd, bwd;
+    struct pl_ledger code; /* the student's forward and backward alone (not the oracle) */
+};
+
+void run_conjugates(struct pl_comm *tp);
+void run_linear(struct pl_comm *tp, int i);
+/* One case of a sub-layer or the block: the student's forward and backward against the
+ * oracle, its traffic in run. */
+void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct sub_run *run);
+void run_sub(struct pl_comm *tp, enum sub s, int i);
+
+/* ---- vocab.c: the vocabulary-parallel loss, and training the whole model ---- */
+
+#define TRAIN_STEPS 3
+#define TRAIN_B 4
+#define TRAIN_LAYERS 2
+#define CORPUS_TOKENS 8192
+
+void run_vocab(struct pl_comm *tp, int i);
+void run_train(struct pl_comm *tp);
+
+/* ---- placement.c: 2 nodes x 4 ranks, and the bench ---- */
+
+void run_placement(int i);
+void lab04_bench(const struct gr_args *args);
+
+#endif

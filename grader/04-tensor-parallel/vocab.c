@@ -1,0 +1,323 @@
+/* vocab.c: Lab 4's ops vocab and train (lab04.h): the vocabulary-parallel embedding and
+ * cross-entropy against the full logits (which must never exist on one rank), and K AdamW
+ * steps of the TP model against the single-device model. */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lab04.h"
+#include "parts.h"
+#include "data.h"
+#include "tp_shard.h"
+#include "units.h"
+
+/* ---- op vocab: the vocabulary-parallel embedding, head and cross-entropy ---- */
+
+/* n ids in [0, V) drawn from stream name, the same on every rank (op memory). */
+static int *ids(const char *name, int n, int V)
+{
+    int *h = malloc((size_t)n * sizeof *h);
+    for (int i = 0; i < n; i++)
+        h[i] = (int)(pl_rng_u64(base_seed, stream_of(name), (uint64_t)i) % (uint64_t)V);
+    int *d = pl_mem_alloc((size_t)n * sizeof *d, PL_MEM_WORK, PL_DEVICE, name);
+    pl_to_device(d, h, (size_t)n * sizeof *h);
+    free(h);
+    return d;
+}
+
+/* Rows [r V/t, (r+1) V/t) of a [V, C] matrix, copied (op memory). */
+static float *vocab_rows(const float *full, int V, int C, int t, int r)
+{
+    size_t Vt = (size_t)(V / t);
+    struct pl_tp_rect q = {(size_t)r * Vt, 0, Vt, (size_t)C};
+    float *out = op_alloc(Vt * C, "vocab rows");
+    pl_tp_copy_rect_out(out, full, (size_t)C, &q);
+    return out;
+}
+
+struct vocab_full {
+    float *wte, *wpe, *w, *x, *dxe;    /* inputs */
+    int *tokens, *targets;
+    float *xe, *dwte, *dwpe, *dx, *dw; /* the oracle's results */
+    double loss;
+};
+
+/* The single device's embedding and head + mean cross-entropy, from lib's ops. */
+static void vocab_oracle(const struct pl_model_config *c, int B, int T, struct vocab_full *f)
+{
+    const int N = B * T, C = c->d_model, V = c->vocab;
+    f->wte = normal("lab04.wte", (size_t)V * C, 0, 0.5f);
+    f->wpe = normal("lab04.wpe", (size_t)c->seq_len * C, 0, 0.5f);
+    f->w = normal("lab04.head", (size_t)V * C, 0, 0.5f);
+    f->x = normal("lab04.head.x", (size_t)N * C, 0, 1);
+    f->dxe = normal("lab04.embed.dx", (size_t)N * C, 0, 1);
+    f->tokens = ids("lab04.tokens", N, V);
+    f->targets = ids("lab04.targets", N, V);
+    f->xe = op_alloc((size_t)N * C, "xe");
+    f->dwte = op_alloc((size_t)V * C, "dwte");
+    f->dwpe = op_alloc((size_t)c->seq_len * C, "dwpe");
+    f->dx = op_alloc((size_t)N * C, "dx");
+    f->dw = op_alloc((size_t)V * C, "dw");
+    pl_zero(f->dwte, (size_t)V * C);
+    pl_zero(f->dwpe, (size_t)c->seq_len * C);
+    pl_zero(f->dx, (size_t)N * C);
+    pl_zero(f->dw, (size_t)V * C);
+    pl_encoder_forward(f->xe, f->tokens, f->wte, f->wpe, B, T, C, V);
+    pl_encoder_backward(f->dwte, f->dwpe, f->dxe, f->tokens, B, T, C, V);
+    float *logits = op_alloc((size_t)N * V, "logits"), *probs = op_alloc((size_t)N * V, "p");
+    float *losses = op_alloc((size_t)N, "losses"), *dl = op_alloc((size_t)N * V, "dlogits");
+    pl_matmul_forward(logits, f->x, f->w, NULL, N, C, V);
+    pl_crossentropy_forward(losses, logits, f->targets, N, V);
+    f->loss = pl_sum(losses, (size_t)N) / N;
+    pl_softmax_forward(probs, logits, N, V);
+    pl_zero(dl, (size_t)N * V);
+    pl_crossentropy_softmax_backward(dl, probs, f->targets, 1.0f / (float)N, N, V);
+    pl_matmul_backward(f->dx, f->dw, NULL, dl, f->x, f->w, N, C, V);
+    float *p[] = {logits, probs, losses, dl};
+    for (int i = 0; i < 4; i++) pl_mem_free(p[i]);
+}
+
+static void vocab_full_free(struct vocab_full *f)
+{
+    float *p[] = {f->wte, f->wpe, f->w, f->x, f->dxe, f->xe, f->dwte, f->dwpe, f->dx, f->dw};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+    pl_mem_free(f->tokens);
+    pl_mem_free(f->targets);
+}
+
+/* Bytes held at peak beyond what was held before, while the student's head ran. */
+static double peak_since(const struct pl_mem_stats *before)
+{
+    struct pl_mem_stats now;
+    pl_mem_get_stats(&now);
+    return (double)now.peak_total - (double)before->current_total;
+}
+
+/* The traffic of the vocabulary-parallel embedding and loss, and the head's memory. */
+static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int B, int T, int C,
+                             int V)
+{
+    const struct pl_ledger d = *dp;
+    const int N = B * T;
+    /* traffic: g of the embedding and f's backward of the head ([N, C] each), the row
+     * maxima gathered (N per rank), and one all-reduce of the 2N sums */
+    gr_parts_set(P_TRAFFIC);
+    double want = 2.0 * (t - 1) / t * (2.0 * N * C + 2.0 * N) * 4 + (t - 1.0) * N * 4;
+    double got = gr_ledger_total_bytes(&d);
+    char a1[32], a2[32];
+    if (t > 1 && (d.calls[PL_ALL_REDUCE] != 3 || d.calls[PL_ALL_GATHER] != 1 ||
+                  gr_ledger_total_calls(&d) != 4 || fabs(got - want) > 0.5))
+        gr_fail("the embedding and the loss sent %s per rank in %ld all-reduces and %ld "
+             "all-gathers where they need %s in 3 all-reduces ([N, C] forward in the "
+             "embedding, [N, C] backward in the head, 2N for the sums) and 1 all-gather of "
+             "the N row maxima%s", pl_format_bytes(got, a1, sizeof a1),
+             d.calls[PL_ALL_REDUCE], d.calls[PL_ALL_GATHER], pl_format_bytes(want, a2, sizeof a2),
+             pl_ledger_bytes(&d, PL_ALL_GATHER, -1) > (t - 1.0) * N * 4
+                 ? ": gathering logits moves N x V floats; only the row maxima, the sums of "
+                   "exponentials and the target logits need to cross ranks (section 10)"
+                 : "");
+    gr_parts_say_ok(P_TRAFFIC, "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
+           pl_format_bytes(want, a1, sizeof a1), B, T);
+    /* memory: nothing the size of the full logits */
+    gr_parts_set(P_MEMORY);
+    double full = 4.0 * N * V;
+    if (t > 1 && held >= full)
+        gr_fail("your head and loss held %s at peak beyond their activations: as much as the "
+             "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
+             "keeps its [N, V/t] columns and three numbers per row (section 10)",
+             pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
+    gr_parts_say_ok(P_MEMORY, "the head held at most %s beyond its activations, below the full logits' "
+           "%s", pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
+    gr_parts_set(P_CORRECT);
+}
+
+void run_vocab(struct pl_comm *tp, int i)
+{
+    struct pl_model_config c = graded_config();
+    const int t = pl_comm_size(tp), r = pl_comm_rank(tp), B = CASES[i].B, T = CASES[i].T;
+    const int N = B * T, C = c.d_model, V = c.vocab, Vt = V / t;
+    struct vocab_full f;
+    vocab_oracle(&c, B, T, &f);
+    float *wte_r = vocab_rows(f.wte, V, C, t, r), *w_r = vocab_rows(f.w, V, C, t, r);
+    float *gx = op_alloc((size_t)N * C, "your x"), *gdx = op_alloc((size_t)N * C, "your dx");
+    float *dwte_r = op_alloc((size_t)Vt * C, "dwte_r"), *dw_r = op_alloc((size_t)Vt * C, "dw");
+    float *dwpe = op_alloc((size_t)c.seq_len * C, "dwpe"), *hx = op_alloc((size_t)N * C, "x");
+    pl_zero(dwte_r, (size_t)Vt * C);
+    pl_zero(dw_r, (size_t)Vt * C);
+    pl_zero(dwpe, (size_t)c.seq_len * C);
+    pl_copy(hx, f.x, (size_t)N * C);
+    struct pl_tp_head_acts a;
+    pl_tp_head_acts_new(&a, &c, t, B, T);
+    struct pl_ledger mark, d;
+    gr_ledger_mark(&mark);
+    tp_embed_forward(tp, &c, wte_r, f.wpe, f.tokens, B, T, gx);
+    tp_embed_backward(tp, &c, dwte_r, dwpe, f.tokens, B, T, f.dxe);
+    struct pl_mem_stats before;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&before);
+    double loss = tp_head_loss_forward(tp, &c, w_r, &a, hx, f.targets);
+    tp_head_loss_backward(tp, &c, w_r, dw_r, &a, hx, f.targets, gdx);
+    double held = peak_since(&before);
+    gr_ledger_since(&mark, &d);
+
+    float *e_wte = vocab_rows(f.dwte, V, C, t, r), *e_w = vocab_rows(f.dw, V, C, t, r);
+    compare("embedding output x", gx, f.xe, (size_t)N * C, TOL_FWD, "ids outside your slice "
+            "contribute zero rows; g sums the ranks' rows; the position embedding is added "
+            "once, after the sum (section 9)");
+    compare("gradient of your rows of wte", dwte_r, e_wte, (size_t)Vt * C, TOL_BWD, NULL);
+    compare("gradient of wpe (replicated)", dwpe, f.dwpe, (size_t)c.seq_len * C, TOL_BWD, NULL);
+    if (gr_parts_ok() && gr_rel_err(loss, f.loss) > TOL_FWD)
+        gr_fail("loss %.7f, the single device's %.7f: the row maximum, the sum of exponentials "
+             "and the target's logit must each cover the whole vocabulary (section 10)", loss,
+             f.loss);
+    compare("head input gradient dx", gdx, f.dx, (size_t)N * C, TOL_BWD, "f's backward sums "
+            "the ranks' dlogits_r w_r (section 10)");
+    compare("gradient of your rows of the head", dw_r, e_w, (size_t)Vt * C, TOL_BWD, NULL);
+    gr_parts_say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)", t);
+
+    judge_vocab_comm(&d, held, t, B, T, C, V);
+    gr_parts_set(P_CORRECT);
+    pl_tp_head_acts_free(&a);
+    float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w};
+    for (size_t k = 0; k < sizeof p / sizeof *p; k++) pl_mem_free(p[k]);
+    vocab_full_free(&f);
+}
+
+/* ---- op train: K steps of the whole model against pl_model_step ---- */
+
+/* Per category, bytes held at peak during training beyond what was held before. */
+static double grown(const struct pl_mem_stats *before, const struct pl_mem_stats *after,
+                    enum pl_mem_cat cat)
+{
+    return (double)after->peak[cat] - (double)before->current[cat];
+}
+
+/* Parameters, gradients and AdamW's moments per rank: the split tensors' 1/t plus the
+ * replicated ones whole, from the shapes; activations within the kit's TP formula for the
+ * blocks, the head's [N, V/t] logits and four [N, C] buffers of the step's own. */
+static void judge_train_memory(const struct pl_model_config *c, int t, int B,
+                               const struct pl_mem_stats *before, const struct pl_mem_stats *after)
+{
+    gr_parts_set(P_MEMORY);
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, c);
+    const double C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layers;
+    const double N = (double)B * c->seq_len;
+    double split = 2 * V * C + L * (4 * C * C + 3 * C + 2 * F * C + F);
+    double want = 4.0 * ((double)lay.numel - split + split / t);
+    pl_model_layout_free(&lay);
+    const struct {
+        enum pl_mem_cat cat;
+        double bound;
+        const char *what;
+    } K[] = {{PL_MEM_PARAMS, want, "parameters"},
+             {PL_MEM_GRADS, want, "gradients"},
+             {PL_MEM_OPTIM, 2 * want, "AdamW moments"}};
+    char a[32], b[32];
+    for (int k = 0; k < 3; k++) {
+        double got = grown(before, after, K[k].cat);
+        if (got > K[k].bound * 1.001)
+            gr_fail("%s held %s at peak where a rank's shard needs %s: the split tensors' 1/t "
+                 "(t=%d) plus the replicated layernorms, position embedding and biases whole",
+                 K[k].what, pl_format_bytes(got, a, sizeof a),
+                 pl_format_bytes(K[k].bound, b, sizeof b), t);
+    }
+    double act = L * pl_tp_block_act_bytes(c, t, B, c->seq_len) + 4 * N * (V / t + 3) +
+                 4 * 4 * N * C;
+    double got = grown(before, after, PL_MEM_ACTIV);
+    if (got > act)
+        gr_fail("activations held %s at peak, more than the kit's TP formula allows (%s: the "
+             "blocks' split activations, the head's [N, V/t] logits, four [N, C] buffers)",
+             pl_format_bytes(got, a, sizeof a), pl_format_bytes(act, b, sizeof b));
+    gr_parts_say_ok(P_MEMORY, "per rank: %s of parameters (as many of gradients, twice of AdamW "
+           "moments) for t=%d, from the shapes; activations %s at peak within %s",
+           pl_format_bytes(want, a, sizeof a), t, pl_format_bytes(got, b, sizeof b),
+           pl_format_bytes(act, (char[32]){0}, 32));
+    gr_parts_set(P_CORRECT);
+}
+
+/* Every tensor's shard against its slice of the reference's final weights. */
+static void check_train_weights(const struct tp_gpt *m, const struct gr_reference *ref, int t,
+                                int r)
+{
+    /* every tensor's shard against the slice of the reference's final weights */
+    float *want = op_alloc(m->numel, "expected shard");
+    float *full = op_alloc(ref->numel, "reference params");
+    pl_to_device(full, ref->params, ref->numel * sizeof(float));
+    pl_tp_model_slice(&ref->layout, t, r, full, want);
+    float *h = host_copy(want, m->numel), *g = host_copy(m->params, m->numel);
+    double all = 0;
+    for (size_t k = 0; k < m->numel; k++) all += (double)h[k] * h[k];
+    double rms = sqrt(all / (double)m->numel);
+    for (int i = 0; i < m->ntensors && gr_parts_ok(); i++) {
+        const struct pl_tp_tensor *d = &m->tensors[i];
+        /* as gr_check_params: a tensor that started at zero (a bias) is measured against
+         * the whole shard's RMS, so that rounding alone never fails it */
+        double e = 0, nr = 0;
+        for (size_t k = d->shard_offset; k < d->shard_offset + d->shard_numel; k++) {
+            e += ((double)g[k] - h[k]) * ((double)g[k] - h[k]);
+            nr += (double)h[k] * h[k];
+        }
+        double rel = sqrt(e) / fmax(sqrt(nr), rms * sqrt((double)d->shard_numel));
+        if (!(rel <= GR_TOL_PARAMS))
+            gr_fail("your shard of %s after %d steps: relative L2 error %.2e (tolerance %.0e)%s",
+                 d->name, TRAIN_STEPS, rel, GR_TOL_PARAMS,
+                 d->split == PL_TP_REPLICATED ? ": a replicated tensor, updated the same "
+                                                "on every rank" : "");
+    }
+    free(h);
+    free(g);
+    pl_mem_free(want);
+    pl_mem_free(full);
+}
+
+void run_train(struct pl_comm *tp)
+{
+    int t = pl_comm_size(tp), r = pl_comm_rank(tp);
+    struct pl_tokens data = pl_corpus_tokens(pl_mix64(base_seed + 5), CORPUS_TOKENS);
+    struct gr_train_setup setup;
+    memset(&setup, 0, sizeof setup);
+    setup.cfg = graded_config();
+    setup.cfg.n_layers = TRAIN_LAYERS;
+    setup.opt = pl_adamw_config_default();
+    setup.data = &data;
+    setup.global_B = TRAIN_B;
+    setup.steps = TRAIN_STEPS;
+    setup.data_seed = pl_mix64(base_seed + 11);
+    struct gr_reference ref;
+    gr_reference_run(&ref, &setup);
+    /* every rank of the group trains on the whole batch */
+    struct gr_batch b;
+    gr_batch_new(&b, &setup, 0, 1);
+    double loss[TRAIN_STEPS] = {0};
+    struct pl_mem_stats before, after;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&before);
+    struct tp_gpt *m = tp_gpt_new(&setup.cfg, &setup.opt, tp);
+    for (int s = 0; m && s < TRAIN_STEPS && !pl_todo_what(); s++) {
+        gr_batch_load(&b, s);
+        loss[s] = tp_gpt_step(m, b.tokens, b.targets, b.B);
+    }
+    pl_mem_get_stats(&after);
+    double err = 0;
+    int bad = m ? gr_check_losses(loss, ref.loss, TRAIN_STEPS, &err) : 0;
+    if (!m && !pl_todo_what()) gr_fail("tp_gpt_new returned NULL (section 11)");
+    else if (bad >= 0 && m)
+        gr_fail("the loss of step %d is %.7f where the single device's is %.7f (relative error "
+             "%.1e, tolerance %.0e)%s", bad + 1, loss[bad], ref.loss[bad], err, GR_TOL_LOSS,
+             bad > 0 ? ": the first steps agree, so the forward is right; look at the "
+                       "gradient clipping (replicated tensors count once in the global norm) "
+                       "and AdamW's weight decay per tensor (section 11)"
+                     : "");
+    if (m && gr_parts_ok()) check_train_weights(m, &ref, t, r);
+    judge_train_memory(&setup.cfg, t, b.B, &before, &after);
+    gr_parts_say_ok(P_CORRECT, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
+           "weights match the single device (last loss %.5f)", TRAIN_STEPS, TRAIN_LAYERS, t,
+           ref.loss[TRAIN_STEPS - 1]);
+    tp_gpt_free(m);
+    gr_batch_free(&b);
+    gr_reference_free(&ref);
+    pl_tokens_free(&data);
+}
