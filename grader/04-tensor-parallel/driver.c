@@ -71,6 +71,7 @@ static void virtual_cluster(const char *op, const char *mode, int *nodes, int *p
 static void *setup(const struct gr_args *a)
 {
     base_seed = a->seed;
+    time_want(!strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL);
     for (int k = 0; k <= K_PLACE; k++)
         if (!strcmp(a->op, KIND_OPS[k])) the_kind = (enum kind)k;
     struct pl_model_config c = graded_config();
@@ -82,6 +83,11 @@ static void *setup(const struct gr_args *a)
                                "ranks)", PLACE_NODES, PLACE_PER_NODE, PLACE_NODES * PLACE_PER_NODE);
     } else if (pl_tp_degree_error(&c, pl_size(), err, sizeof err)) {
         pl_usage_error_all("%d ranks form one TP group here: %s", pl_size(), err);
+    } else if (pl_size() > pl_topo()->per_node) {
+        pl_usage_error_all("%d ranks form one TP group here, larger than a node's %d ranks: "
+                           "its all-reduces, four per block, would cross the network (section "
+                           "8). Run tp <= %d per node, or on one node", pl_size(),
+                           pl_topo()->per_node, pl_topo()->per_node);
     }
     return NULL;
 }
@@ -144,7 +150,7 @@ static int judge(void *st, int i, const char *part)
     for (int p = 0; p < NPARTS; p++)
         if (!strcmp(part, PART_NAMES[p]))
             return gr_parts_gather((enum part)p, i == count_cases(st) - 1);
-    pl_usage_error_all("--parts %s: Lab 4 judges correct, traffic, memory, placement and order",
+    pl_usage_error_all("--parts %s: Lab 4 judges correct, traffic, memory, placement, order and time",
                        part);
 }
 

@@ -86,13 +86,16 @@ enum sub { SUB_MLP, SUB_ATTN, SUB_BLOCK };
 struct sub_run {
     struct pass_traffic fwd, bwd;
     struct pl_ledger code; /* the student's forward and backward alone (not the oracle) */
+    double oracle_flops;   /* the single device's forward and backward, from the ledger */
+    double activation_floats; /* N x C: the size of each all-reduce */
 };
 
 void run_conjugates(struct pl_comm *tp);
 void run_linear(struct pl_comm *tp, int i);
 /* One case of a sub-layer or the block: the student's forward and backward against the
- * oracle, its traffic in run. */
-void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct sub_run *run);
+ * oracle, its traffic in run; traced: recorded for the modelled timeline (collective). */
+void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, int traced,
+                  struct sub_run *run);
 void run_sub(struct pl_comm *tp, enum sub s, int i);
 
 /* ---- vocab.c: the vocabulary-parallel loss, and training the whole model ---- */
@@ -109,5 +112,45 @@ void run_train(struct pl_comm *tp);
 
 void run_placement(int i);
 void lab04_bench(const struct gr_args *args);
+
+/* ---- timeline.c: the block on the modelled timeline ---- */
+
+#define TIME_PROFILE "dgx-h100"
+/* The block the trace is scaled to: GPT-3 175B's, one sequence, 16-bit. */
+#define TIME_BIG_B 1.0
+#define TIME_BIG_S 2048.0
+#define TIME_BIG_H 12288.0
+/* Full marks up to TIME_FULL times the bound, none from TIME_NONE, linear between. */
+#define TIME_FULL 1.10
+#define TIME_NONE 1.40
+
+struct time_result {
+    double step;    /* modelled forward and backward, the slowest rank (s) */
+    double compute; /* the busiest rank's compute (s) */
+    double comm;    /* the busiest rank's communication (s) */
+    double bound;   /* compute / t + 4 ring all-reduces of bsh, inside a node (s) */
+    double ratio;   /* step / bound */
+};
+
+/* Whether check mode grades part time (set up from --parts). */
+void time_want(int on);
+/* Whether case i of sub-layer s is traced for it. */
+int time_traced(enum sub s, int i);
+/* Around the student's forward and backward (collective): start recording, leave the
+ * grader's own checks out, and gather the trace to rank 0. */
+void time_begin(void);
+void time_pause(void);
+void time_resume(void);
+void time_end(int complete);
+void time_free(void);
+/* The least a TP block of degree t can take at the scaled size, its all-reduces on
+ * intra-node links or (across = 1) on the network. */
+double time_bound(int t, int across);
+/* Rank 0: replays the gathered trace of run, writes the timeline to svg (may be NULL).
+ * Returns 0, or -1 with a message in err. */
+int time_measure(const struct sub_run *run, int t, int across, const char *svg,
+                 struct time_result *out, char *err, size_t len);
+/* Collective: judges part time on case 0 (rank 0) and says the figures on every case. */
+void time_judge(const struct sub_run *run, int t, int i);
 
 #endif

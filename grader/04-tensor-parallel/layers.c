@@ -341,7 +341,8 @@ static int check_sub_output(struct block_case *k, enum sub s, const struct pl_tp
     return compare(what, gy, y, nc, TOL_FWD, hint[0] ? hint : NULL);
 }
 
-void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct sub_run *run)
+void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, int traced,
+                  struct sub_run *run)
 {
     struct block_case k;
     block_case_new(&k, pl_comm_size(tp), pl_comm_rank(tp), B, T);
@@ -349,17 +350,22 @@ void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct sub_run *
     float *y = op_alloc(nc, "ref y"), *dx = op_alloc(nc, "ref dx");
     float *gy = op_alloc(nc, "your y"), *gdx = op_alloc(nc, "your dx");
     float *gdy = op_alloc(nc, "dy"), *gx = op_alloc(nc, "x");
+    double f0 = pl_ledger_flops_total();
     if (s == SUB_BLOCK) oracle_block(&k, y, dx);
     else oracle_sub(&k, s, y, dx);
+    run->oracle_flops = pl_ledger_flops_total() - f0;
+    run->activation_floats = (double)nc;
     struct pl_tp_block_acts a;
     pl_tp_block_acts_new(&a, &k.cfg, k.t, B, T);
     pl_copy(gdy, k.dy, nc);
     pl_copy(gx, k.x, nc);
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
+    if (traced) time_begin();
     if (s == SUB_MLP) tp_mlp_forward(tp, &k.cfg, &k.sp, &a.mlp, gx, gy);
     else if (s == SUB_ATTN) tp_attention_forward(tp, &k.cfg, &k.sp, &a.attn, gx, gy);
     else tp_block_forward(tp, &k.cfg, &k.sp, &a, gx, gy);
+    if (traced) time_pause();
     traffic_since(&mark, &run->fwd);
     gr_ledger_since(&mark, &run->code);
     memset(&run->bwd, 0, sizeof run->bwd);
@@ -369,10 +375,12 @@ void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct sub_run *
     PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (all_ok) {
         gr_ledger_mark(&mark);
+        if (traced) time_resume();
         if (s == SUB_MLP) tp_mlp_backward(tp, &k.cfg, &k.sp, &k.sg, &a.mlp, gx, gdy, gdx);
         else if (s == SUB_ATTN)
             tp_attention_backward(tp, &k.cfg, &k.sp, &k.sg, &a.attn, gx, gdy, gdx);
         else tp_block_backward(tp, &k.cfg, &k.sp, &k.sg, &a, gdy, gdx);
+        if (traced) time_pause();
         traffic_since(&mark, &run->bwd);
         struct pl_ledger bwd;
         gr_ledger_since(&mark, &bwd);
@@ -384,6 +392,7 @@ void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, struct sub_run *
                 "part of the whole: f's backward sums them (section 3)");
         compare_shard_grads(&k, SUBS[s].tensors, SUBS[s].ntensors, NULL);
     }
+    if (traced) time_end(all_ok);
     pl_tp_block_acts_free(&a);
     float *p[] = {y, dx, gy, gdx, gdy, gx};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
@@ -394,7 +403,7 @@ void run_sub(struct pl_comm *tp, enum sub s, int i)
 {
     int t = pl_comm_size(tp), B = CASES[i].B, T = CASES[i].T;
     struct sub_run run;
-    run_sub_case(tp, s, B, T, &run);
+    run_sub_case(tp, s, B, T, time_traced(s, i), &run);
     gr_parts_say_ok(P_CORRECT, "output, dx and every shard's gradient match the single device (t=%d, "
            "%d cases)", t, NCASES);
     gr_parts_set(P_TRAFFIC);
@@ -413,4 +422,9 @@ void run_sub(struct pl_comm *tp, enum sub s, int i)
            "last case (b=%d, s=%d, h=64) sent %s per rank = %s8bsh(t-1)/t x 4 bytes",
            SUBS[s].ars, SUBS[s].ars == 1 ? "" : "s", SUBS[s].ars, B, T,
            pl_format_bytes(want, a, sizeof a), s == SUB_BLOCK ? "" : "1/2 of ");
+    if (time_traced(s, 0) && t > 1) {
+        gr_parts_set(P_TIME);
+        time_judge(&run, t, i);
+        gr_parts_set(P_CORRECT);
+    }
 }

@@ -57,7 +57,7 @@ static void placement_run(const char *order, struct pl_comm **tp_out, struct pl_
         return;
     }
     struct sub_run run;
-    run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
+    run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, 0, &run);
     *delta = run.code;
 }
 
@@ -126,7 +126,7 @@ static double bench_row(int t, const char *order)
         return -1;
     }
     struct sub_run run;
-    run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, &run);
+    run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, 0, &run);
     struct pl_ledger d = run.code;
     double v[4];
     modelled_cost(&d, &v[0], &v[1]);
