@@ -68,6 +68,12 @@ static void virtual_cluster(const char *op, const char *mode, int *nodes, int *p
     }
 }
 
+static struct pl_flag lab_flags[] = {
+    {"--plots-dir", PL_FLAG_STR, &lab04_plots_dir, "DIR",
+     "bench: also draw the handout's figures (f and g, your block's modelled timeline inside "
+     "and across nodes) as SVGs in DIR (default none)", 0},
+};
+
 static void *setup(const struct gr_args *a)
 {
     base_seed = a->seed;
@@ -155,8 +161,8 @@ static int judge(void *st, int i, const char *part)
 }
 
 const struct gr_driver gr_lab_driver = {
-    .flags = NULL,
-    .nflags = 0,
+    .flags = lab_flags,
+    .nflags = (int)(sizeof lab_flags / sizeof lab_flags[0]),
     .setup = setup,
     .subject = subject,
     .correct_first = "must match the single device first",

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "harness.h"
 #include "paralab.h"
@@ -112,6 +113,17 @@ void run_train(struct pl_comm *tp);
 
 void run_placement(int i);
 void lab04_bench(const struct gr_args *args);
+
+/* ---- figures.c: `make plots LAB=04` ---- */
+
+/* --plots-dir: where bench mode draws the figures (NULL: none). */
+extern const char *lab04_plots_dir;
+/* PLOTS_DIR/name opened for an SVG page of w x h (path gets its name); closed with the
+ * line "wrote PATH". */
+FILE *lab04_svg_open(const char *name, char *path, size_t len, int w, int h);
+void lab04_svg_close(FILE *f, const char *path);
+/* The f/g figure of the TP MLP and attention. */
+void lab04_plot_fg(void);
 
 /* ---- timeline.c: the block on the modelled timeline ---- */
 

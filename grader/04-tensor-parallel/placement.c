@@ -112,6 +112,26 @@ void run_placement(int i)
 
 /* ---- bench: the modelled cost of one block per TP degree and order ---- */
 
+/* Rank 0: the traced block of this row on the modelled timeline at GPT-3 block scale, drawn
+ * to PLOTS_DIR/04-tensor-parallel-timeline[-across].svg with --plots-dir. */
+static void timeline_figure(const struct sub_run *run, int t, int across)
+{
+    if (pl_rank() != 0) return;
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/04-tensor-parallel-timeline%s.svg",
+             lab04_plots_dir ? lab04_plots_dir : ".", across ? "-across" : "");
+    struct time_result r;
+    if (time_measure(run, t, across, lab04_plots_dir ? path : NULL, &r, err, sizeof err) != 0) {
+        printf("# no timeline: %s\n", err);
+        return;
+    }
+    if (lab04_plots_dir) printf("wrote %s\n", path);
+    printf("# handout: the block at GPT-3 175B block scale, tp = %d %s: %.2f ms modelled on "
+           "dgx-h100, %.2fx the least a TP block takes inside a node (compute/t + 4 "
+           "all-reduces)\n", t, across ? "across nodes" : "inside a node", r.step * 1e3,
+           r.ratio);
+}
+
 /* One row of the table; returns the slowest rank's modelled time (s), -1 when no row. */
 static double bench_row(int t, const char *order)
 {
@@ -126,7 +146,8 @@ static double bench_row(int t, const char *order)
         return -1;
     }
     struct sub_run run;
-    run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, 0, &run);
+    int traced = t == PLACE_TP;
+    run_sub_case(tp, SUB_BLOCK, CASES[0].B, CASES[0].T, traced, &run);
     struct pl_ledger d = run.code;
     double v[4];
     modelled_cost(&d, &v[0], &v[1]);
@@ -137,6 +158,10 @@ static double bench_row(int t, const char *order)
     PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     pl_print0("%-8s %4d %14.0f %14.0f %16.2f %16.2f %8s\n", order, t, v[2], v[3], v[0] * 1e6,
               v[1] * 1e6, all_ok ? "yes" : "NO");
+    if (traced) {
+        timeline_figure(&run, t, strcmp(order, "tp-dp") != 0);
+        time_free();
+    }
     gr_parts_reset(PART_NAMES, NPARTS);
     pl_comm_free(tp);
     return v[0];
@@ -176,6 +201,7 @@ void lab04_bench(const struct gr_args *args)
 {
     base_seed = args->seed;
     gr_parts_reset(PART_NAMES, NPARTS);
+    if (lab04_plots_dir && pl_rank() == 0) lab04_plot_fg();
     const struct pl_topo *topo = pl_topo();
     struct pl_model_config c = graded_config();
     pl_print0("# Lab 4 tensor parallelism: %s, one block (b=%d, s=%d, h=%d, %d heads) forward "

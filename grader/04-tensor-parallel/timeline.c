@@ -34,6 +34,7 @@ void time_begin(void)
     tl.was_on = pl_trace_enabled();
     pl_trace_enable(1);
     pl_trace_clear();
+    pl_span("F forward");
 }
 
 void time_pause(void)
@@ -45,6 +46,7 @@ void time_pause(void)
 void time_resume(void)
 {
     pl_trace_enable(1);
+    pl_span("B backward");
 }
 
 void time_end(int complete)
@@ -54,6 +56,7 @@ void time_end(int complete)
     pl_trace_merged_free(&tl.trace);
     pl_trace_gather(&tl.trace);
     tl.traced = complete;
+    pl_span("");
     pl_trace_enable(tl.was_on);
 }
 
@@ -92,9 +95,8 @@ int time_measure(const struct sub_run *run, int t, int across, const char *svg,
     double flop_x = big_flops() / run->oracle_flops;
     double byte_x = big_bytes() / (run->activation_floats * sizeof(float));
     char title[200];
-    snprintf(title, sizeof title, "TP block forward and backward, t = %d%s, modelled on %s at "
-             "GPT-3 175B block scale (b=1, s=2048, h=12288)", t,
-             across ? " across nodes" : "", TIME_PROFILE);
+    snprintf(title, sizeof title, "TP block forward and backward, t = %d %s, %s, GPT-3 175B "
+             "block scale", t, across ? "across nodes" : "inside a node", TIME_PROFILE);
     struct gr_overlap ov;
     if (gr_overlap_replay(&tl.trace, p, flop_x, byte_x, svg, title, &ov, err, len) != 0)
         return -1;
