@@ -29,6 +29,7 @@
 #include "moe.h"
 #include "oracle.h"
 #include "plots.h"
+#include "timeline.h"
 #include "units.h"
 #include "ops.h"
 #include "paralab.h"
@@ -70,8 +71,9 @@ static struct pl_model_config lab_config(uint64_t seed, int E, int k, float cf)
 /* ---- verdicts of several ranks: the first failing rank's reason, said by rank 0 ---- */
 
 /* This rank's reasons, per part (correct, counts, traffic), and the part why() writes. */
-static const char *const PARTS[] = {"correct", "counts", "traffic", "placement"};
-#define NPARTS 4
+static const char *const PARTS[] = {"correct", "counts", "traffic", "placement", "time"};
+#define NPARTS 5
+#define PART_TIME 4
 static char reasons[NPARTS][1024];
 static int why_part;
 #define why_text (reasons[why_part])
@@ -92,7 +94,7 @@ static int part_index(const char *part)
 {
     for (int i = 0; i < NPARTS; i++)
         if (!strcmp(part, PARTS[i])) return i;
-    pl_usage_error_all("--parts %s: Lab 7 judges correct, counts, traffic and placement", part);
+    pl_usage_error_all("--parts %s: Lab 7 judges correct, counts, traffic, placement and time", part);
 }
 
 /* Collective: 1 when no rank has a reason for part; otherwise rank 0 says the lowest
@@ -336,6 +338,9 @@ static int judge_permute_case(const struct route_case *c, int index)
 
 /* ---- training: the driver's pass around the student's MoE branch ---- */
 
+/* Set while the step traced for part time runs: the student's calls are recorded. */
+static int tl7_tracing;
+
 struct pass {
     const struct pl_model_config *c;
     int B, T, N;
@@ -417,7 +422,9 @@ static double pass_forward(struct pass *ps, struct pl_model *m, struct moe *s,
         pl_layernorm_forward(ps->ln[l], ps->mean[l], ps->rstd[l], ps->xm[l], p->ln2_w, p->ln2_b,
                              N, C);
         pl_zero(ps->branch, NC);
+        if (tl7_tracing) tl7_begin("F moe_forward");
         aux += moe_forward(s, l, ps->ln[l], ps->branch);
+        if (tl7_tracing) tl7_end();
         if (branches_h) pl_to_host(branches_h + (size_t)l * NC, ps->branch, NC * sizeof(float));
         pl_residual_forward(ps->x, ps->xm[l], ps->branch, NC);
     }
@@ -437,7 +444,9 @@ static void pass_backward(struct pass *ps, struct pl_model *m, struct moe *s, fl
         const struct pl_block_params *p = &m->blocks[l], *g = &m->blocks_g[l];
         pl_copy(ps->dbranch, dx, NC);
         pl_zero(ps->dln, NC);
+        if (tl7_tracing) tl7_begin("B moe_backward");
         moe_backward(s, l, ps->dbranch, ps->dln, scale);
+        if (tl7_tracing) tl7_end();
         pl_layernorm_backward(dx, g->ln2_w, g->ln2_b, ps->dln, ps->xm[l], p->ln2_w, ps->mean[l],
                               ps->rstd[l], N, C);
         pl_attn_backward(c, l, p, g, &ps->attn[l], &ctx, dx, dx);
@@ -820,6 +829,32 @@ static int judge_step(struct run *r, int step, double loss, const struct pl_ledg
                          GR_TOL_GRADS, what);
 }
 
+/* The case part time is judged on: 8 experts, so that each of up to 4 ranks owns several,
+ * and capacity factor 1.25, so that most choices are kept. */
+static int timed_case(const struct train_case *c)
+{
+    return c->E == 8 && c->cf == 1.25f;
+}
+
+static void model_scale(int N, const struct pl_model_config *c, double *flops_x,
+                        double *bytes_x);
+
+/* Part time on the first step just traced (collective). */
+static void judge_time(struct run *r)
+{
+    double fx, bx;
+    char figures[640];
+    model_scale(r->pass.N, &r->m->cfg, &fx, &bx);
+    double fraction = tl7_judge(&r->ref, fx, bx, figures, sizeof figures);
+    why_part = PART_TIME;
+    if (fraction <= 0) why("%s", figures);
+    else if (pl_rank() == 0) {
+        gr_partial("time", fraction);
+        gr_say("time", "%s", figures);
+    }
+    why_part = 0;
+}
+
 /* Trains case c for K steps, every rank recording its reasons per part. */
 static void run_training(const struct pl_tokens *data, const struct train_case *c)
 {
@@ -836,15 +871,20 @@ static void run_training(const struct pl_tokens *data, const struct train_case *
         run_close(&r);
         return;
     }
-    int ok = 1;
+    int ok = 1, timed = tl7_wanted() && timed_case(c);
     for (int step = 0; step < K_STEPS; step++) {
         struct pl_ledger mark, delta;
         gr_ledger_mark(&mark);
         double loss = 0;
-        if (!train_step(&r, step, &loss)) {
+        tl7_tracing = timed && step == 0;
+        if (tl7_tracing) tl7_start();
+        int ran = train_step(&r, step, &loss);
+        tl7_tracing = 0;
+        if (!ran) {
             run_close(&r);
             return;
         }
+        if (timed && step == 0) judge_time(&r);
         gr_ledger_since(&mark, &delta);
         if (ok) ok = judge_step(&r, step, loss, &delta);
         update_owned(r.m, r.ref.ep, r.ref.ep_rank, step + 1, &r.setup.opt);
@@ -908,14 +948,23 @@ struct bench_result {
     double step_time;  /* seconds, the traced step replayed (-1: could not be) */
 };
 
+/* The factors from the graded layer of N tokens a rank to the modelled one: FLOPs (tokens
+ * and both widths) and bytes (tokens and the model width). */
+static void model_scale(int N, const struct pl_model_config *c, double *flops_x,
+                        double *bytes_x)
+{
+    double tokens = MODEL_TOKENS / N;
+    *flops_x = tokens * (MODEL_C * MODEL_F) / ((double)c->d_model * c->d_ff);
+    *bytes_x = tokens * MODEL_C / c->d_model;
+}
+
 /* Rank 0: the merged trace of one step replayed on p, every compute event's FLOPs and every
  * transfer's bytes scaled to the modelled layer's size (tokens and widths). */
 static double replay_step(const struct pl_merged_trace *t, const struct pl_profile *p, int N,
                           const struct pl_model_config *c)
 {
-    double tokens = MODEL_TOKENS / N;
-    double flops_x = tokens * (MODEL_C * MODEL_F) / ((double)c->d_model * c->d_ff);
-    double bytes_x = tokens * MODEL_C / c->d_model;
+    double flops_x, bytes_x;
+    model_scale(N, c, &flops_x, &bytes_x);
     struct gr_overlap ov;
     char err[256];
     if (gr_overlap_replay(t, p, flops_x, bytes_x, NULL, NULL, &ov, err, sizeof err) != 0)
@@ -1115,6 +1164,7 @@ static void *setup(const struct gr_args *a)
                                "the global batch of %d sequences, and the EP groups the 4 "
                                "experts)", n, GLOBAL_B);
         st.ncases = make_cases(a->op, st.cases);
+        tl7_want(!strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL);
         st.data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
     } else {
         st.ncases = st.op == OP_ROUTER ? N_ROUTE_CASES + 1 : N_ROUTE_CASES;

@@ -7,9 +7,13 @@
  * (6, 7, 7 and 7 points); the exact routing of every rank (tokens per expert, the dropped
  * choices) on 2, 4 and 8 ranks (2 each); the all-to-all calls and bytes from the ledger
  * against what the routing sends off-rank, on 2, 4 and 8 ranks (1.5 each); the EP groups
- * inside a node of a 2-node cluster on 8 ranks (2.5). 100 points in all. The hidden suite
+ * inside a node of a 2-node cluster on 8 ranks (2.5); for top-2 on 2 and 4 ranks, the
+ * student's MoE calls of the first step traced and replayed on dgx-h100, each rank's
+ * compute against what its experts' routed rows and its router need (2 each). 104 points
+ * in all. The hidden suite
  * repeats the training and count tests on 2 and 8 ranks with the secret seed (1 point each). */
 #include <stdio.h>
+#include <string.h>
 
 #include "grade.h"
 #include "rules/symbols.h"
@@ -42,6 +46,12 @@ static void lab07_train_tests(const char *op, const char *title, const int *nps,
                  title, np);
         gr_add(&(struct gr_spec){name, op, "check", "traffic", "performance", np, 1.5,
                                  LAB07_TIMEOUT, 0, NULL});
+        if (!strcmp(op, "top2") && (np == 2 || np == 4)) {
+            snprintf(name, sizeof name, "%s: experts run only their rows, on the modelled "
+                     "timeline [np=%d]", title, np);
+            gr_add(&(struct gr_spec){name, op, "check", "time", "performance", np, 2,
+                                     LAB07_TIMEOUT, 0, op});
+        }
         if (np < 8) continue;
         snprintf(name, sizeof name, "%s: EP groups inside a node of 2 x %d [np=%d]", title,
                  np / 2, np);

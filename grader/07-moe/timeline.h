@@ -1,0 +1,37 @@
+/* timeline.h: Lab 7's MoE layers on the modelled timeline. In the first step of a training
+ * case the student's moe_forward and moe_backward calls (and only they) are traced; the
+ * trace is replayed on dgx-h100 at a Mixtral-sized layer, and each rank's compute on that
+ * timeline is set against the work its experts must do: the single-device reference's
+ * routing says how many rows each expert gets, and lib's own expert and router ops on that
+ * many rows say what they cost. An expert that runs every received row and keeps its own
+ * does E/ep times that work and shows here, though its numbers and bytes are right. */
+#ifndef LAB07_TIMELINE_H
+#define LAB07_TIMELINE_H
+
+#include "model.h"
+#include "oracle.h"
+
+#define TL7_PROFILE "dgx-h100"
+/* Full marks up to TL7_FULL times the work, none from TL7_NONE, linear between. */
+#define TL7_FULL 1.25
+#define TL7_NONE 1.60
+
+/* Whether check mode grades part time (from --parts). */
+void tl7_want(int on);
+int tl7_wanted(void);
+/* Before the traced step: forgets earlier events and FLOPs. */
+void tl7_start(void);
+/* Around each of the student's calls in the traced step: starts recording under label
+ * (e.g. "F moe"), and stops, adding the FLOPs between to this rank's count. */
+void tl7_begin(const char *label);
+void tl7_end(void);
+/* Collective, after the traced step: each rank's FLOPs in the student's calls against the
+ * work of o's routing (its EP group's members' counts for its experts, and its router),
+ * the trace replayed on rank 0 at the size bench mode models (FLOPs times flops_x, bytes
+ * times bytes_x). Writes the figures (rank 0) to why and returns the fraction of the
+ * points: 1 up to TL7_FULL times the work on the rank that did most beyond it, 0 from
+ * TL7_NONE. */
+double tl7_judge(const struct or_reference *o, double flops_x, double bytes_x, char *why,
+                 size_t len);
+
+#endif
