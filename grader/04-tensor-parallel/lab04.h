@@ -127,11 +127,6 @@ void lab04_plot_fg(void);
 
 /* ---- timeline.c: the block on the modelled timeline ---- */
 
-#define TIME_PROFILE "dgx-h100"
-/* The block the trace is scaled to: GPT-3 175B's, one sequence, 16-bit. */
-#define TIME_BIG_B 1.0
-#define TIME_BIG_S 2048.0
-#define TIME_BIG_H 12288.0
 /* Full marks up to TIME_FULL times the bound, none from TIME_NONE, linear between. */
 #define TIME_FULL 1.10
 #define TIME_NONE 1.40
@@ -148,13 +143,6 @@ struct time_result {
 void time_want(int on);
 /* Whether case i of sub-layer s is traced for it. */
 int time_traced(enum sub s, int i);
-/* Around the student's forward and backward (collective): start recording, leave the
- * grader's own checks out, and gather the trace to rank 0. */
-void time_begin(void);
-void time_pause(void);
-void time_resume(void);
-void time_end(int complete);
-void time_free(void);
 /* The least a TP block of degree t can take at the scaled size, its all-reduces on
  * intra-node links or (across = 1) on the network. */
 double time_bound(int t, int across);

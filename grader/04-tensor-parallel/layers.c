@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_time.h"
 #include "lab04.h"
 #include "parts.h"
 #include "tp_shard.h"
@@ -361,11 +362,11 @@ void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, int traced,
     pl_copy(gx, k.x, nc);
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
-    if (traced) time_begin();
+    if (traced) gr_bt_begin();
     if (s == SUB_MLP) tp_mlp_forward(tp, &k.cfg, &k.sp, &a.mlp, gx, gy);
     else if (s == SUB_ATTN) tp_attention_forward(tp, &k.cfg, &k.sp, &a.attn, gx, gy);
     else tp_block_forward(tp, &k.cfg, &k.sp, &a, gx, gy);
-    if (traced) time_pause();
+    if (traced) gr_bt_pause();
     traffic_since(&mark, &run->fwd);
     gr_ledger_since(&mark, &run->code);
     memset(&run->bwd, 0, sizeof run->bwd);
@@ -375,12 +376,12 @@ void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, int traced,
     PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (all_ok) {
         gr_ledger_mark(&mark);
-        if (traced) time_resume();
+        if (traced) gr_bt_resume();
         if (s == SUB_MLP) tp_mlp_backward(tp, &k.cfg, &k.sp, &k.sg, &a.mlp, gx, gdy, gdx);
         else if (s == SUB_ATTN)
             tp_attention_backward(tp, &k.cfg, &k.sp, &k.sg, &a.attn, gx, gdy, gdx);
         else tp_block_backward(tp, &k.cfg, &k.sp, &k.sg, &a, gdy, gdx);
-        if (traced) time_pause();
+        if (traced) gr_bt_pause();
         traffic_since(&mark, &run->bwd);
         struct pl_ledger bwd;
         gr_ledger_since(&mark, &bwd);
@@ -392,7 +393,7 @@ void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, int traced,
                 "part of the whole: f's backward sums them (section 3)");
         compare_shard_grads(&k, SUBS[s].tensors, SUBS[s].ntensors, NULL);
     }
-    if (traced) time_end(all_ok);
+    if (traced) gr_bt_end(all_ok);
     pl_tp_block_acts_free(&a);
     float *p[] = {y, dx, gy, gdx, gdy, gx};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_time.h"
 #include "lab04.h"
 #include "parts.h"
 #include "units.h"
@@ -160,7 +161,7 @@ static double bench_row(int t, const char *order)
               v[1] * 1e6, all_ok ? "yes" : "NO");
     if (traced) {
         timeline_figure(&run, t, strcmp(order, "tp-dp") != 0);
-        time_free();
+        gr_bt_free();
     }
     gr_parts_reset(PART_NAMES, NPARTS);
     pl_comm_free(tp);

@@ -1,0 +1,46 @@
+/* block_time.h: a split transformer block's forward and backward on the modelled timeline
+ * (Labs 4 and 5). The driver records the student's passes of one block (the compute between
+ * their calls, counted in FLOPs by the ledger, and every collective), leaving its own checks
+ * out; rank 0 replays the trace on the dgx-h100 profile scaled to one GPT-3 175B block (b = 1,
+ * s = 2048, h = 12288, 16-bit): FLOPs by the ratio of that block's 72bsh^2(1 + s/6h) to what
+ * the single-device block counted, bytes by the ratio of the two activations bsh. A lab sets
+ * the result against the least its scheme can take: the compute split t ways plus the
+ * collectives its conjugates need, serially (each one's result is the next op's input). */
+#ifndef GR_BLOCK_TIME_H
+#define GR_BLOCK_TIME_H
+
+#include <stddef.h>
+
+#define GR_BT_PROFILE "dgx-h100"
+#define GR_BT_B 1.0
+#define GR_BT_S 2048.0
+#define GR_BT_H 12288.0
+
+/* Collective, around the student's forward (begin ... pause) and backward (resume ...
+ * pause); end gathers the trace to rank 0 (complete = 0: the backward never ran). */
+void gr_bt_begin(void);
+void gr_bt_pause(void);
+void gr_bt_resume(void);
+void gr_bt_end(int complete);
+/* Forgets the gathered trace. */
+void gr_bt_free(void);
+/* 1 when a complete trace is held (rank 0). */
+int gr_bt_traced(void);
+
+/* The scaled block: its forward and backward FLOPs, and the bytes of one [b, s, h] tensor. */
+double gr_bt_flops(void);
+double gr_bt_bytes(void);
+
+struct gr_bt_result {
+    double step;    /* modelled forward and backward, the slowest rank (s) */
+    double compute; /* the busiest rank's compute (s) */
+    double comm;    /* the communication stream of the rank that waited most (s) */
+};
+
+/* Rank 0: replays the held trace of a block whose single-device passes counted
+ * oracle_flops and whose activation is activation_floats floats; writes the timeline to
+ * svg (may be NULL) titled title. Returns 0, or -1 with a message in err. */
+int gr_bt_replay(double oracle_flops, double activation_floats, const char *svg,
+                 const char *title, struct gr_bt_result *out, char *err, size_t len);
+
+#endif
