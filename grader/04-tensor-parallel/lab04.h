@@ -127,10 +127,6 @@ void lab04_plot_fg(void);
 
 /* ---- timeline.c: the block on the modelled timeline ---- */
 
-/* Full marks up to TIME_FULL times the bound, none from TIME_NONE, linear between. */
-#define TIME_FULL 1.10
-#define TIME_NONE 1.40
-
 struct time_result {
     double step;    /* modelled forward and backward, the slowest rank (s) */
     double compute; /* the busiest rank's compute (s) */
@@ -143,9 +139,6 @@ struct time_result {
 void time_want(int on);
 /* Whether case i of sub-layer s is traced for it. */
 int time_traced(enum sub s, int i);
-/* The least a TP block of degree t can take at the scaled size, its all-reduces on
- * intra-node links or (across = 1) on the network. */
-double time_bound(int t, int across);
 /* Rank 0: replays the gathered trace of run, writes the timeline to svg (may be NULL).
  * Returns 0, or -1 with a message in err. */
 int time_measure(const struct sub_run *run, int t, int across, const char *svg,
