@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_time.h"
 #include "harness.h"
 #include "parts.h"
 #include "paralab.h"
@@ -79,8 +80,13 @@ static struct sp_case case_of(int i, int t)
 
 /* ---- the parts this rank judges (grader/common/parts.h), gathered to rank 0 by judge() ---- */
 
-enum part { P_CORRECT, P_REPLICAS, P_TRAFFIC, P_MEMORY, NPARTS };
-static const char *const PART_NAMES[NPARTS] = {"correct", "replicas", "traffic", "memory"};
+enum part { P_CORRECT, P_REPLICAS, P_TRAFFIC, P_MEMORY, P_TIME, NPARTS };
+static const char *const PART_NAMES[NPARTS] = {"correct", "replicas", "traffic", "memory",
+                                               "time"};
+
+/* Part time (grader/common/block_time.h): whether the run grades it, and its verdict. */
+static int time_wanted;
+static struct gr_bt_verdict time_verdict;
 
 /* ---- buffers and comparisons ---- */
 
@@ -330,6 +336,8 @@ static void run_conjugates(struct pl_comm *tp)
 struct block_run {
     struct pass_traffic fwd, bwd, sync;
     double held, peak; /* bytes kept from the forward to the backward; peak of the step */
+    double oracle_flops; /* the single device's forward and backward, from the ledger */
+    double activation_floats; /* the whole [B, T, C] activation */
 };
 
 static const char *split_name(enum pl_tp_split s)
@@ -441,8 +449,9 @@ static void reference_block(struct block_case *k)
 }
 
 /* This rank's tokens through the student's block: its traffic per pass, the bytes it held
- * from the forward to the backward and the step's peak. */
-static void student_block(struct pl_comm *tp, struct block_case *k, struct block_run *run)
+ * from the forward to the backward and the step's peak; traced for part time (collective). */
+static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
+                          struct block_run *run)
 {
     k->lx = local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
     k->ldy = local_rows(k->dy, k->B, k->T, k->C, k->t, k->r);
@@ -454,12 +463,16 @@ static void student_block(struct pl_comm *tp, struct block_case *k, struct block
     pl_sp_block_acts_new(&a, &k->c, k->t, k->B, k->T);
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
+    if (traced) gr_bt_begin();
     sp_block_forward(tp, &k->c, 0, &k->sp, &a, &k->ctx, k->lx, k->ly);
+    if (traced) gr_bt_pause();
     traffic_since(&mark, &run->fwd);
     pl_mem_get_stats(&after);
     run->held = (double)after.current_total - (double)before.current_total;
     gr_ledger_mark(&mark);
+    if (traced) gr_bt_resume();
     sp_block_backward(tp, &k->c, 0, &k->sp, &k->sg, &a, &k->ctx, k->ldy, k->ldx);
+    if (traced) gr_bt_end(1);
     traffic_since(&mark, &run->bwd);
     pl_mem_get_stats(&after);
     run->peak = (double)after.peak_total - (double)before.current_total;
@@ -507,12 +520,16 @@ static void judge_split_grads(const struct block_case *k, int fwd_ok, float *wg)
     }
 }
 
-static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, struct block_run *run)
+static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, int traced,
+                           struct block_run *run)
 {
     struct block_case k;
     block_case_new(tp, kc, &k);
+    double f0 = pl_ledger_flops_total();
     reference_block(&k);
-    student_block(tp, &k, run);
+    run->oracle_flops = pl_ledger_flops_total() - f0;
+    run->activation_floats = (double)k.nc;
+    student_block(tp, &k, traced, run);
     int fwd_ok = judge_block_rows(&k, kc);
     float *wg = op_alloc(k.shard_numel, "expected shard grads");
     judge_split_grads(&k, fwd_ok, wg);
@@ -598,8 +615,11 @@ static void run_block(struct pl_comm *tp, int i)
     struct sp_case kc = case_of(i, t);
     struct block_run run;
     memset(&run, 0, sizeof run);
-    run_block_case(tp, &kc, &run);
-    if (pl_todo_what()) return;
+    run_block_case(tp, &kc, time_wanted && i == 0, &run);
+    if (pl_todo_what()) {
+        gr_bt_free();
+        return;
+    }
     struct pl_model_config c = graded_config(0);
     const double NC = (double)kc.B * kc.T * c.d_model;
     char a[32], b[32], e[32];
@@ -613,6 +633,12 @@ static void run_block(struct pl_comm *tp, int i)
         judge_block_traffic(&run, t, NC, c.d_model);
         gr_parts_set(P_MEMORY);
         judge_block_memory(&run, &c, t, kc.B, kc.T);
+        if (time_wanted) {
+            gr_parts_set(P_TIME);
+            gr_bt_judge(&time_verdict, i, P_TIME, "time", t, run.oracle_flops,
+                        run.activation_floats, "4 all-gathers and 4 reduce-scatters of bsh",
+                        "5");
+        }
         gr_parts_set(P_CORRECT);
     }
     const double lab4 = 2 * 2 * 2.0 * (t - 1) / t * NC * 4.0;
@@ -1131,7 +1157,7 @@ static void bench(const struct gr_args *args)
             memset(&run, 0, sizeof run);
             struct sp_case kc = {B, T, 1, 0, 1};
             pl_todo_reset();
-            run_block_case(tp, &kc, &run);
+            run_block_case(tp, &kc, 0, &run);
             v[0] = run.held;
             ok = gr_parts_ok_of(P_CORRECT) && gr_parts_ok_of(P_REPLICAS) && !pl_todo_what();
             pl_comm_free(tp);
@@ -1184,6 +1210,7 @@ static void *setup(const struct gr_args *a)
     base_seed = a->seed;
     the_kind = !a->op ? K_CONJ : !strcmp(a->op, "block") ? K_BLOCK
                : !strcmp(a->op, "train") ? K_TRAIN : K_CONJ;
+    time_wanted = !strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL;
     struct pl_model_config c = graded_config(0);
     char err[320];
     if (pl_tp_degree_error(&c, pl_size(), err, sizeof err))
@@ -1243,7 +1270,7 @@ static int judge(void *st, int i, const char *part)
     for (int p = 0; p < NPARTS; p++)
         if (!strcmp(part, PART_NAMES[p]))
             return gr_parts_gather((enum part)p, i == count_cases(st) - 1);
-    pl_usage_error_all("--parts %s: Lab 5 judges correct, replicas, traffic and memory", part);
+    pl_usage_error_all("--parts %s: Lab 5 judges correct, replicas, traffic, memory and time", part);
 }
 
 const struct gr_driver gr_lab_driver = {
