@@ -114,6 +114,13 @@ void run_train(struct pl_comm *tp);
 void run_placement(int i);
 void lab04_bench(const struct gr_args *args);
 
+/* ---- perf.c: the block on the wall clock ---- */
+
+/* Sets up the timed block on tp and runs it once; 1 when it ran. */
+int lab04_probe(struct pl_comm *tp);
+/* Times it against the kit's parts (report.h's paired rounds); the fraction of the points. */
+double lab04_perf(void);
+
 /* ---- figures.c: `make plots LAB=04` ---- */
 
 /* --plots-dir: where bench mode draws the figures (NULL: none). */
