@@ -6,8 +6,13 @@
  * bytes each rank sends equal to the ring's volume on 2 ranks and more (1 point each); no
  * leaked or oversized buffers on the largest rank count (1 point; none when that is 1 rank);
  * bus bandwidth against the library's collective in the same run (5 points, full marks from
- * 0.7x, only once the collective is correct). 100 points in all. The hidden suite repeats the
- * correctness and traffic tests on 4, 6 and 7 ranks with the secret seed (1 point each). */
+ * 0.7x, only once the collective is correct). 100 points in all. The second part: recursive
+ * doubling exact on 2, 3, 5 and 8 ranks (2.5 each) with at most floor(log2 n) + 1 messages a
+ * rank (1 each), and the two-level all-reduce exact on 2 nodes of 2, 3 and 4 ranks (2.5
+ * each) with no rank sending more across nodes than 2(N-1)/N of its 1/L share (2 each):
+ * 27.5 points. The hidden suite repeats the correctness and traffic tests on 4, 6 and 7
+ * ranks with the secret seed (1 point each), and the second part's results on 4, 6, 7 and
+ * on 2 nodes of 4. */
 #include <stdio.h>
 
 #include "grade.h"
@@ -57,6 +62,44 @@ static void lab01_check_tests(const char *title, const char *op, const char *siz
     }
 }
 
+/* The second part (sections 11 and 12): recursive doubling on any rank count, graded on
+ * its results and its messages; the two-level all-reduce on 2 virtual nodes of 2, 3 and 4
+ * ranks, graded on its results and its bytes across nodes. Neither races the library: the
+ * alpha-beta model on the ledger's counts says where each wins. */
+static void lab01_second_part(const int *given, int hidden)
+{
+    static const int doubling[] = {1, 2, 3, 5, 8, 0}, doubling_hidden[] = {4, 6, 7, 0};
+    static const int nodes[] = {4, 6, 8, 0}, nodes_hidden[] = {8, 0};
+    const int *nps = given ? given : hidden ? doubling_hidden : doubling;
+    const char *pre = hidden ? "hidden: " : "";
+    char name[160];
+    for (int i = 0; nps[i]; i++) {
+        int np = nps[i];
+        snprintf(name, sizeof name, "%srecursive-doubling all-reduce [np=%d, 0 B..256 KiB]", pre,
+                 np);
+        gr_add(&(struct gr_spec){name, "recursive_doubling", "check", "correct", "correctness",
+                                 np, np == 1 ? 0 : hidden ? 1 : 2.5, LAB01_CHECK_TIMEOUT,
+                                 hidden, NULL});
+        if (np < 2 || hidden) continue;
+        snprintf(name, sizeof name, "recursive-doubling all-reduce messages [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "recursive_doubling", "check", "traffic", "performance",
+                                 np, 1, LAB01_CHECK_TIMEOUT, 0, NULL});
+    }
+    nps = given ? given : hidden ? nodes_hidden : nodes;
+    for (int i = 0; nps[i]; i++) {
+        int np = nps[i];
+        if (np < 4 || np % 2) continue; /* 2 nodes of 2 ranks or more */
+        snprintf(name, sizeof name, "%shierarchical all-reduce on 2 nodes of %d [np=%d, 0 B..1 MiB]",
+                 pre, np / 2, np);
+        gr_add(&(struct gr_spec){name, "hierarchical", "check", "correct", "correctness", np,
+                                 hidden ? 1 : 2.5, LAB01_CHECK_TIMEOUT, hidden, NULL});
+        if (hidden) continue;
+        snprintf(name, sizeof name, "hierarchical all-reduce bytes across nodes [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "hierarchical", "check", "traffic", "placement", np, 2,
+                                 LAB01_CHECK_TIMEOUT, 0, NULL});
+    }
+}
+
 static void lab01_plan(const struct gr_plan_opts *o)
 {
     static const int visible[] = {1, 2, 3, 5, 8, 0}, hidden[] = {4, 6, 7, 0};
@@ -71,10 +114,13 @@ static void lab01_plan(const struct gr_plan_opts *o)
         gr_add(&(struct gr_spec){name, LAB01_OPS[k].op, "perf", "perf", "performance",
                                  o->perf_np, 5, LAB01_PERF_TIMEOUT, 0, LAB01_OPS[k].op});
     }
-    if (o->hidden)
+    lab01_second_part(o->np[0] ? o->np : NULL, 0);
+    if (o->hidden) {
         for (int k = 0; k < n; k++)
             lab01_check_tests(LAB01_OPS[k].title, LAB01_OPS[k].op, LAB01_OPS[k].sizes,
                               o->np[0] ? o->np : hidden, 1);
+        lab01_second_part(o->np[0] ? o->np : NULL, 1);
+    }
 }
 
 static const struct gr_lab lab01 = {

@@ -232,12 +232,17 @@ static void virtual_topology(const struct gr_driver *d, int argc, char **argv)
     const char *mode = early_flag(argc, argv, "--mode");
     int nodes = 0, per_node = 0;
     d->virtual_cluster(early_flag(argc, argv, "--op"), mode ? mode : "check", &nodes, &per_node);
-    if (nodes <= 0 || per_node <= 0 || getenv("PL_NODES") || getenv("PL_GPUS_PER_NODE")) return;
+    if ((nodes <= 0 && per_node <= 0) || getenv("PL_NODES") || getenv("PL_GPUS_PER_NODE"))
+        return;
     char v[16];
-    snprintf(v, sizeof v, "%d", nodes);
-    setenv("PL_NODES", v, 0);
-    snprintf(v, sizeof v, "%d", per_node);
-    setenv("PL_GPUS_PER_NODE", v, 0);
+    if (nodes > 0) {
+        snprintf(v, sizeof v, "%d", nodes);
+        setenv("PL_NODES", v, 0);
+    }
+    if (per_node > 0) {
+        snprintf(v, sizeof v, "%d", per_node);
+        setenv("PL_GPUS_PER_NODE", v, 0);
+    }
 }
 
 int main(int argc, char **argv)

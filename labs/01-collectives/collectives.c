@@ -58,3 +58,20 @@ void pairwise_all_to_all(struct pl_comm *comm, const float *send, float *recv, s
 {
     lab_todo("pairwise_all_to_all", "7");
 }
+
+/* Contract (collectives.h): the sum over ranks in place, in about log2(n) exchanges of the
+ * whole buffer, with no rank sending more than floor(log2 n) + 1 messages, for any n. What
+ * to do with the ranks beyond the largest power of two is the part to think about.
+ * Handout section 11. */
+void recursive_doubling_all_reduce(struct pl_comm *comm, float *buf, size_t count)
+{
+    lab_todo("recursive_doubling_all_reduce", "11");
+}
+
+/* Contract (collectives.h): the sum over ranks in place, with no rank sending more across
+ * nodes than 2(N-1)/N of its 1/(ranks per node) share of the buffer. coll_node_of and
+ * coll_node_size tell you where members run. Handout section 12. */
+void hierarchical_all_reduce(struct pl_comm *comm, float *buf, size_t count)
+{
+    lab_todo("hierarchical_all_reduce", "12");
+}

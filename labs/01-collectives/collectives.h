@@ -17,7 +17,9 @@
 #include "comm.h"
 #include "hd.h"
 #include "ops.h"
+#include "proc.h"
 #include "todo.h"
+#include "topo.h"
 
 /* ---- what you implement (collectives.c) ---- */
 
@@ -43,7 +45,38 @@ void pipelined_broadcast(struct pl_comm *comm, float *buf, size_t count, int roo
  * rank. By pairwise exchange. Handout section 7. */
 void pairwise_all_to_all(struct pl_comm *comm, const float *send, float *recv, size_t count);
 
+/* ---- latency and topology: the second part (handout sections 11 and 12) ---- */
+
+/* buf[i] becomes the sum over ranks of buf[i], in place, in about log2(n) steps that each
+ * move the whole buffer, where the ring takes 2(n-1) steps of one chunk: the all-reduce
+ * for small messages, whose time is the steps' latency rather than their bytes. Any n,
+ * also one that is not a power of two: no rank sends more than floor(log2 n) + 1
+ * messages. Handout section 11. */
+void recursive_doubling_all_reduce(struct pl_comm *comm, float *buf, size_t count);
+
+/* buf[i] becomes the sum over ranks of buf[i], in place, on ranks spread over N nodes of
+ * the same size (coll_node_of, coll_node_size) with consecutive comm ranks on a node: the
+ * network is slow, so no rank sends more across nodes than 2(N-1)/N of its 1/(ranks per
+ * node) share of the buffer, where a flat ring sends 2(n-1)/n of the whole buffer across
+ * on each link between two nodes. Handout section 12. */
+void hierarchical_all_reduce(struct pl_comm *comm, float *buf, size_t count);
+
 /* ---- what the kit gives you ---- */
+
+/* The node that member r of comm runs on (0 .. nodes-1), from the job's topology (a
+ * virtual cluster when the grader asks for one). */
+static inline int coll_node_of(struct pl_comm *comm, int r)
+{
+    return pl_topo_node(pl_topo(), pl_comm_world_rank(comm, r));
+}
+
+/* How many members of comm run on member r's node. */
+static inline int coll_node_size(struct pl_comm *comm, int r)
+{
+    int node = coll_node_of(comm, r), k = 0;
+    for (int m = 0; m < pl_comm_size(comm); m++) k += coll_node_of(comm, m) == node;
+    return k;
+}
 
 /* Chunk i (0 <= i < n) of a buffer of count elements cut into n nearly equal chunks: the
  * first count % n chunks get one element more. Returns the chunk's length and stores its

@@ -90,3 +90,110 @@ void pairwise_all_to_all(struct pl_comm *comm, const float *send, float *recv, s
                     count, src, TAG_ALL_TO_ALL);
     }
 }
+
+/* ---- the second part: the all-reduce for small messages (section 11), and the two-level
+ * all-reduce for a cluster of nodes (section 12) ---- */
+
+enum { TAG_DOUBLING = 5, TAG_NODE = 6, TAG_ACROSS = 7 };
+
+static int pow2_floor(int n)
+{
+    int p = 1;
+    while (2 * p <= n) p *= 2;
+    return p;
+}
+
+/* p = the largest power of two <= n exchange whole buffers with the partner at distance
+ * 1, 2, 4, ... (their index xor d), summing: log2 p steps. The n - p ranks beyond first
+ * fold in: of the first 2(n-p) ranks each even one hands its buffer to the odd one after
+ * it, which stands for both, and hands the result back at the end. */
+void recursive_doubling_all_reduce(struct pl_comm *comm, float *buf, size_t count)
+{
+    int r = pl_comm_rank(comm), n = pl_comm_size(comm);
+    if (n == 1) return;
+    int p = pow2_floor(n), extra = n - p;
+    int folded = r < 2 * extra, core = folded ? (r % 2 ? r / 2 : -1) : r - extra;
+    float *incoming = pl_comm_buf_alloc(count, "doubling scratch");
+    if (folded && core < 0) {
+        pl_send(comm, buf, count, r + 1, TAG_DOUBLING);
+    } else if (folded) {
+        pl_recv(comm, incoming, count, r - 1, TAG_DOUBLING);
+        coll_reduce(buf, incoming, count);
+    }
+    for (int d = 1; core >= 0 && d < p; d *= 2) {
+        int pc = core ^ d, peer = pc < extra ? 2 * pc + 1 : pc + extra;
+        pl_sendrecv(comm, buf, count, peer, incoming, count, peer, TAG_DOUBLING);
+        coll_reduce(buf, incoming, count);
+    }
+    if (folded && core >= 0) pl_send(comm, buf, count, r - 1, TAG_DOUBLING);
+    else if (folded) pl_recv(comm, buf, count, r + 1, TAG_DOUBLING);
+    pl_comm_buf_free(incoming);
+}
+
+/* ---- section 12: the two-level all-reduce ---- */
+
+/* The rings of the two-level all-reduce run on a list of comm ranks: the members of one
+ * node, or the ranks with the same place on every node. me is this rank's index in it. */
+struct ring {
+    const int *member;
+    int m, me;
+};
+
+static void ring_rs_on(struct pl_comm *comm, const struct ring *g, float *buf, size_t count,
+                       int tag)
+{
+    int i = g->me, m = g->m, right = g->member[mod(i + 1, m)], left = g->member[mod(i - 1, m)];
+    size_t ignored;
+    float *incoming = pl_comm_buf_alloc(coll_chunk(count, m, 0, &ignored), "level scratch");
+    for (int s = 0; s < m - 1; s++) {
+        size_t so, ro;
+        size_t sl = coll_chunk(count, m, mod(i - s - 1, m), &so);
+        size_t rl = coll_chunk(count, m, mod(i - s - 2, m), &ro);
+        pl_sendrecv(comm, buf + so, sl, right, incoming, rl, left, tag);
+        coll_reduce(buf + ro, incoming, rl);
+    }
+    pl_comm_buf_free(incoming);
+}
+
+static void ring_ag_on(struct pl_comm *comm, const struct ring *g, float *buf, size_t count,
+                       int tag)
+{
+    int i = g->me, m = g->m, right = g->member[mod(i + 1, m)], left = g->member[mod(i - 1, m)];
+    for (int s = 0; s < m - 1; s++) {
+        size_t so, ro;
+        size_t sl = coll_chunk(count, m, mod(i - s, m), &so);
+        size_t rl = coll_chunk(count, m, mod(i - s - 1, m), &ro);
+        pl_sendrecv(comm, buf + so, sl, right, buf + ro, rl, left, tag);
+    }
+}
+
+/* Inside the node a ring reduce-scatter leaves local rank l with the node's sum of chunk
+ * l; across the nodes the ranks with the same l all-reduce that chunk by a ring (only
+ * chunk l crosses the network, 2(N-1)/N of it); inside the node a ring all-gather puts the
+ * chunks together again. */
+void hierarchical_all_reduce(struct pl_comm *comm, float *buf, size_t count)
+{
+    int r = pl_comm_rank(comm), n = pl_comm_size(comm);
+    int local[PL_TOPO_MAX_RANKS], across[PL_TOPO_MAX_RANKS];
+    int L = 0, l = 0, N = 0, me = coll_node_of(comm, r);
+    for (int m = 0; m < n; m++)
+        if (coll_node_of(comm, m) == me) {
+            if (m == r) l = L;
+            local[L++] = m;
+        }
+    /* the member with place l on each node, nodes in the order they first appear */
+    for (int m = 0; m < n; m++) {
+        int node = coll_node_of(comm, m), place = 0;
+        for (int k = 0; k < m; k++) place += coll_node_of(comm, k) == node;
+        if (place == l) across[N++] = m;
+    }
+    int at = 0;
+    for (int k = 0; k < N; k++)
+        if (across[k] == r) at = k;
+    struct ring node = {local, L, l}, nodes = {across, N, at};
+    size_t off, len = coll_chunk(count, L, l, &off);
+    ring_rs_on(comm, &node, buf, count, TAG_NODE);
+    ring_rs_on(comm, &nodes, buf + off, len, TAG_ACROSS);
+    ring_ag_on(comm, &nodes, buf + off, len, TAG_ACROSS);
+    ring_ag_on(comm, &node, buf, count, TAG_NODE);
+}
