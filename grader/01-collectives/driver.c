@@ -129,6 +129,7 @@ struct verdict {
     double max_abs, max_rel;
     double sent, received;       /* bytes, point to point */
     double sent_inter;           /* of sent, bytes that crossed nodes */
+    long wrong_in_share;         /* two-level: wrong elements of the rank's own share */
     double modelled;             /* the call's ledger on dgx-h100 (pl_ledger_modelled_time) */
     double sent_msgs;            /* point-to-point calls */
     double sends;                /* of them, those that sent a message */
@@ -326,6 +327,11 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
 
     pl_copy_to_host(got, op == OP_A2A ? buf2 : buf, total);
     compare(got, expected, total, v);
+    if (op == OP_HIER) { /* its own share: chunk l (its place on its node) of the node's L */
+        int L = pl_topo()->per_node;
+        size_t off, len = coll_chunk(total, L, r % L, &off);
+        for (size_t i = off; i < off + len; i++) v->wrong_in_share += got[i] != expected[i];
+    }
 
     pl_comm_buf_free(buf2);
     pl_comm_buf_free(buf);
@@ -345,7 +351,7 @@ static void locate(enum op op, size_t count, int n, long i, char *buf, size_t le
                  count ? (size_t)i % count : 0, count);
         return;
     }
-    if (op == OP_BC) {
+    if (op == OP_BC || op >= OP_RD) {
         snprintf(buf, len, "element %ld of %zu", i, count);
         return;
     }
@@ -372,6 +378,31 @@ static void describe_case(const struct test_case *c, int n, char *buf, size_t le
     if (the_op == OP_BC) snprintf(root, sizeof root, ", root %d", c->split ? 0 : c->root % n);
     snprintf(buf, len, "count %zu%s%s, %s (%s)", c->count, the_op == OP_A2A ? " per block" : "",
              root, who, c->why);
+}
+
+static int doubling_messages(int n);
+
+/* 1 when the only wrong ranks of a recursive doubling on a rank count that is not a power
+ * of two are among those that fold into a neighbour (the even ones of the first 2(n-p)). */
+static int doubling_left_out(const struct verdict *all, int nranks)
+{
+    int n = all[0].n, p = 1;
+    while (2 * p <= n) p *= 2;
+    if (p == n || all[0].n != nranks) return 0;
+    for (int i = 0; i < nranks; i++) {
+        int folded = all[i].rank < 2 * (n - p) && all[i].rank % 2 == 0;
+        if (all[i].nwrong && !folded) return 0;
+    }
+    return 1;
+}
+
+/* 1 when a rank of the two-level all-reduce got exactly the elements outside its own share
+ * (its place l on its node: chunk l of the node's L) wrong. */
+static int right_only_on_share(const struct test_case *c, const struct verdict *v)
+{
+    size_t off, len = coll_chunk(c->count, pl_topo()->per_node, v->rank % pl_topo()->per_node,
+                                 &off);
+    return len < c->count && v->nwrong > 0 && v->wrong_in_share == 0;
 }
 
 /* Returns 1 when every rank's result is right; otherwise says why (once). */
@@ -411,6 +442,14 @@ static int judge_correct(const struct test_case *c, const struct verdict *all, i
             gr_say("correct", "%g is the value the grader put there before the call: that "
                 "element was never written (a chunk not received, or received elsewhere)",
                 (double)SENTINEL);
+        if (the_op == OP_HIER && right_only_on_share(c, v))
+            gr_say("correct", "rank %d is right on its own 1/%d share of the buffer and wrong "
+                "everywhere else: every rank must end with every share, gathered again inside "
+                "its node (section 12)", v->rank, pl_topo()->per_node);
+        if (the_op == OP_RD && doubling_left_out(all, nranks))
+            gr_say("correct", "only ranks that are not among the %d exchanging ones are wrong: "
+                "a rank folded into its neighbour must get the finished sum back from it "
+                "(section 11)", 1 << (doubling_messages(v->n) - 1));
         if (divisible_passed && (c->count % (size_t)v->n) != 0 && the_op != OP_BC &&
             the_op != OP_A2A && the_op < OP_RD)
             gr_say("correct", "sizes that %d divides passed, this one does not divide: cut chunks "

@@ -925,9 +925,11 @@ static void print_test(const struct test *t, const struct test *prev)
         printf("    (the same run as the test above, with the same reason)\n");
         return;
     }
-    /* Reasons of failures, and the measured figures of performance and memory tests. */
+    /* Reasons of failures, and the measured figures of performance, memory and placement
+     * tests. */
     if (t->reason.n &&
-        (!t->passed || !strcmp(t->tag, "performance") || !strcmp(t->tag, "memory"))) {
+        (!t->passed || !strcmp(t->tag, "performance") || !strcmp(t->tag, "memory") ||
+         !strcmp(t->tag, "placement"))) {
         if (!t->passed && t->points > 0 && t->score > 0)
             printf("    %.2g of %.2g points\n", t->score, t->points);
         const char *p = t->reason.s;

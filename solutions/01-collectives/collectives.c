@@ -174,7 +174,7 @@ static void ring_ag_on(struct pl_comm *comm, const struct ring *g, float *buf, s
 void hierarchical_all_reduce(struct pl_comm *comm, float *buf, size_t count)
 {
     int r = pl_comm_rank(comm), n = pl_comm_size(comm);
-    int local[PL_TOPO_MAX_RANKS], across[PL_TOPO_MAX_RANKS];
+    int local[PL_TOPO_MAX_RANKS] = {0}, across[PL_TOPO_MAX_RANKS] = {0};
     int L = 0, l = 0, N = 0, me = coll_node_of(comm, r);
     for (int m = 0; m < n; m++)
         if (coll_node_of(comm, m) == me) {
