@@ -47,11 +47,25 @@ static double doubling_steps(char *why, size_t len)
     return log2(Q1_RANKS);
 }
 
+/* The two-level all-reduce of section 12 on 2 nodes of 4 ranks: each rank sends 2(N-1)/N of
+ * its 1/L share of the buffer across the network. */
+#define Q6_NODES 2
+#define Q6_PER_NODE 4
+
+static double hierarchical_inter_bytes(char *why, size_t len)
+{
+    double v = 2.0 * (Q6_NODES - 1) / Q6_NODES * Q1_BYTES / Q6_PER_NODE;
+    snprintf(why, len, "2(N-1)/N * S/L = 2*%d/%d * %.0f/%d bytes", Q6_NODES - 1, Q6_NODES,
+             Q1_BYTES, Q6_PER_NODE);
+    return v;
+}
+
 static const struct gr_question LAB01_QUESTIONS[] = {
     {"ring_bytes_per_rank", ring_bytes_per_rank, 0.01, 1},
     {"ring_time_ms", ring_time_ms, 0.02, 2},
     {"crossover_bytes", crossover_bytes, 0.02, 2},
     {"doubling_steps", doubling_steps, 0.0, 1},
+    {"hierarchical_inter_bytes", hierarchical_inter_bytes, 0.01, 1},
     {"why_busbw", NULL, 0, 0},
 };
 

@@ -1,7 +1,7 @@
 /* collectives.c: Lab 1, your collectives, built from point-to-point messages.
  *
- * Read docs/labs/01-collectives.md first (sections 3 to 7 explain each function below),
- * then replace each lab_todo() call with your code. Each comment below states what the
+ * Read docs/labs/01-collectives.md first (sections 3 to 7, 11 and 12 explain each function
+ * below), then replace each lab_todo() call with your code. Each comment below states what the
  * function must achieve; how is yours to derive (the handout's Hints appendix, at its end,
  * has a step-by-step plan for when you are stuck). Grade your work with
  *     make grade LAB=01                    every test of this lab
