@@ -61,7 +61,7 @@ static const char *KIND_SUBJECTS[] = {"f and g",          "the parallel linears"
 static enum kind the_kind;
 
 /* The placement op and the bench run on a virtual 2 nodes x 4 ranks cluster. */
-static void virtual_cluster(const char *op, const char *mode, int *nodes, int *per_node)
+static void before_init(const char *op, const char *mode, int *nodes, int *per_node)
 {
     if ((op && !strcmp(op, "placement")) || !strcmp(mode, "bench")) {
         *nodes = PLACE_NODES;
@@ -197,5 +197,5 @@ const struct gr_driver gr_lab_driver = {
     .probe = probe,
     .perf = perf,
     .bench = lab04_bench,
-    .virtual_cluster = virtual_cluster,
+    .before_init = before_init,
 };

@@ -224,14 +224,15 @@ static const char *early_flag(int argc, char **argv, const char *name)
     return NULL;
 }
 
-/* The lab's virtual cluster, for pl_init to read from the environment: the flags are
- * parsed after the library starts, and the library needs the topology to start. */
+/* The lab's settings for the library's start (its virtual cluster, for pl_init to read from
+ * the environment): the flags are parsed after the library starts, and the library needs
+ * the topology to start. */
 static void virtual_topology(const struct gr_driver *d, int argc, char **argv)
 {
-    if (!d->virtual_cluster) return;
+    if (!d->before_init) return;
     const char *mode = early_flag(argc, argv, "--mode");
     int nodes = 0, per_node = 0;
-    d->virtual_cluster(early_flag(argc, argv, "--op"), mode ? mode : "check", &nodes, &per_node);
+    d->before_init(early_flag(argc, argv, "--op"), mode ? mode : "check", &nodes, &per_node);
     if ((nodes <= 0 && per_node <= 0) || getenv("PL_NODES") || getenv("PL_GPUS_PER_NODE"))
         return;
     char v[16];

@@ -66,12 +66,13 @@ struct gr_driver {
     void (*bench)(const struct gr_args *a);
     /* Frees the state (may be NULL). */
     void (*finish)(void *st);
-    /* The virtual cluster an op runs on: sets *nodes and/or *per_node (as --nodes N
-     * --gpus-per-node G; one alone: the other follows from the rank count) or leaves them
-     * 0 for the machine's own topology. Called before the
-     * library starts, with the --op (NULL when none) and --mode given. May be NULL. A
-     * --nodes, PL_NODES or PL_GPUS_PER_NODE given by the person running the driver wins. */
-    void (*virtual_cluster)(const char *op, const char *mode, int *nodes, int *per_node);
+    /* Called before the library starts, with the --op (NULL when none) and --mode given;
+     * may be NULL. It may set what the library reads when it starts: environment (NCCL's,
+     * on the GPU build) and the virtual cluster the op runs on, *nodes and/or *per_node
+     * (as --nodes N --gpus-per-node G; one alone: the other follows from the rank count;
+     * left 0: the machine's own topology). A --nodes, PL_NODES or PL_GPUS_PER_NODE given
+     * by the person running the driver wins. */
+    void (*before_init)(const char *op, const char *mode, int *nodes, int *per_node);
 };
 
 /* Defined by the lab's driver.c. */

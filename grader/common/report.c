@@ -173,6 +173,18 @@ double gr_median_spread(double *v, int n, double *spread)
     return quantile(v, n, 0.5);
 }
 
+static double perf_bar = GR_PERF_FULL_RATIO;
+
+double gr_perf_bar(void)
+{
+    return perf_bar;
+}
+
+void gr_perf_set_bar(double bar)
+{
+    perf_bar = bar;
+}
+
 void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
                      struct gr_perf *out)
 {
@@ -196,7 +208,7 @@ void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds,
         /* Decided when the whole noise band lies on one side of the threshold and that side
          * is full marks; a ratio clearly short is measured again too, in case the load
          * came in one burst. */
-        if (med - spread >= GR_PERF_FULL_RATIO) break;
+        if (med - spread >= gr_perf_bar()) break;
         if (n >= GR_PERF_MAX_PAIRS) break;
     }
     out->best_base = gr_median_spread(base, n, tmp);
@@ -204,8 +216,9 @@ void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds,
     out->ratio = med;
     out->spread = spread;
     out->pairs = n;
-    out->undecided = med < GR_PERF_FULL_RATIO && med + spread >= GR_PERF_FULL_RATIO;
-    out->fraction = med >= GR_PERF_FULL_RATIO || out->undecided ? 1.0 : med / GR_PERF_FULL_RATIO;
+    double bar = gr_perf_bar();
+    out->undecided = med < bar && med + spread >= bar;
+    out->fraction = med >= bar || out->undecided ? 1.0 : med / bar;
 }
 
 const char *gr_perf_how(const struct gr_perf *pf)
@@ -222,7 +235,7 @@ double gr_perf_report_step(const struct gr_perf *pf, double tokens, const char *
 {
     gr_say("perf", "yours %.3f ms per step (%.0f tokens/s), %s %.3f ms per step: %.2fx (%s); "
            "full marks from %.2fx", 1e3 * pf->best_mine, tokens / pf->best_mine, baseline,
-           1e3 * pf->best_base, pf->ratio, gr_perf_how(pf), GR_PERF_FULL_RATIO);
+           1e3 * pf->best_base, pf->ratio, gr_perf_how(pf), gr_perf_bar());
     if (pf->fraction < 1) gr_say("perf", "%s", hint);
     gr_metric(metric, tokens / pf->best_mine);
     return pf->fraction;
