@@ -320,6 +320,7 @@ void pl_gpu_accumulate(float *dst, const float *src, size_t n);
 void pl_gpu_copy(float *dst, const float *src, size_t n);
 void pl_gpu_to_device(void *dst_dev, const void *src_host, size_t bytes);
 void pl_gpu_to_host(void *dst_host, const void *src_dev, size_t bytes);
+void pl_gpu_wait(void);
 void pl_gpu_gather_rows(float *out, const float *inp, const int *rows, int n, int C);
 void pl_gpu_scatter_add_rows(float *out, const float *inp, const int *rows,
                              const float *scale, int n, int C);

@@ -979,5 +979,7 @@ double pl_model_step(struct pl_model *m, const int *tokens, const int *targets, 
     double loss = pl_model_forward(m, tokens, targets, B, &run);
     pl_model_backward(m, &run);
     pl_model_update(m, opt);
+    /* the update is queued on the GPU: a time taken around one step must include it */
+    pl_ops_wait();
     return loss;
 }

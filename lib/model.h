@@ -395,7 +395,9 @@ double pl_model_grad_norm(const struct pl_model *m);
  * gradient norm before clipping. Allocates the moments on first use. */
 double pl_model_update(struct pl_model *m, const struct pl_adamw_config *opt);
 /* The reference training step: zero grads, forward, backward, clip, AdamW. ctx NULL means
- * no dropout; its step field is set to the optimizer step taken. Returns the objective. */
+ * no dropout; its step field is set to the optimizer step taken. Returns the objective,
+ * once the step has run (pl_ops_wait: on the GPU an event behind the update, never a
+ * device-wide synchronisation), so a time taken around one step is that step's. */
 double pl_model_step(struct pl_model *m, const int *tokens, const int *targets, int B,
                      const struct pl_adamw_config *opt, const struct pl_model_ctx *ctx);
 

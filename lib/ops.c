@@ -769,6 +769,13 @@ void pl_to_host(void *dst_host, const void *src_dev, size_t bytes)
     BACKEND(to_host)(dst_host, src_dev, bytes);
 }
 
+void pl_ops_wait(void)
+{
+#ifdef PL_GPU
+    pl_gpu_wait();
+#endif
+}
+
 void pl_gather_rows(float *out, const float *inp, const int *rows, int n, int C)
 {
     if (n == 0) return;

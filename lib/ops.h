@@ -197,6 +197,12 @@ void pl_scale(float *x, size_t n, float s);                 /* x *= s */
 void pl_accumulate(float *dst, const float *src, size_t n); /* dst += src */
 void pl_copy(float *dst, const float *src, size_t n);       /* dst = src, no overlap */
 double pl_sum(const float *x, size_t n);                    /* sum in double, on the host */
+/* Returns once every op called so far has run. The CPU build runs each op as it is called,
+ * so it returns at once; the GPU build queues ops on the compute stream, and the host waits
+ * for an event recorded at its end (no device-wide synchronisation): what a time taken
+ * around compute alone needs. */
+void pl_ops_wait(void);
+
 /* Between host memory and op memory (plain memcpy on the CPU build). */
 void pl_to_device(void *dst_dev, const void *src_host, size_t bytes);
 void pl_to_host(void *dst_host, const void *src_dev, size_t bytes);

@@ -543,6 +543,20 @@ void pl_gpu_to_host(void *dst_host, const void *src_dev, size_t bytes)
     PL_CHECK_CUDA(cudaMemcpy(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost));
 }
 
+/* The host waits for an event recorded behind every op queued so far on the compute stream:
+ * that stream's work is done, and nothing else on the device is waited for. */
+void pl_gpu_wait(void)
+{
+    static cudaEvent_t done;
+    static int made;
+    if (!made) {
+        PL_CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        made = 1;
+    }
+    PL_CHECK_CUDA(cudaEventRecord(done, 0));
+    PL_CHECK_CUDA(cudaEventSynchronize(done));
+}
+
 void pl_gpu_gather_rows(float *out, const float *inp, const int *rows, int n, int C)
 {
     size_t total = (size_t)n * C;

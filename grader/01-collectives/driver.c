@@ -845,7 +845,9 @@ static void call_library(enum op op, struct pl_comm *comm, struct bench_bufs *x)
     case OP_AG:
         pl_all_gather(comm, x->b, x->a, x->count / (size_t)n);
         break;
-    case OP_AR: pl_all_reduce(comm, x->a, x->a, x->count, PL_SUM); break;
+    case OP_AR:
+    case OP_RD:
+    case OP_HIER: pl_all_reduce(comm, x->a, x->a, x->count, PL_SUM); break;
     case OP_BC: pl_broadcast(comm, x->a, x->count, 0); break;
     case OP_A2A: pl_all_to_all(comm, x->a, x->b, x->count / (size_t)n); break;
     default: break;

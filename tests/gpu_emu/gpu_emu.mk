@@ -63,11 +63,12 @@ $(EMU_B)/tests/test_gpu_emu: tests/gpu_emu/test_gpu_emu.c $(EMU_B)/libparalab-em
 	$(Q)$(CC) $(EMU_CFLAGS) -Itests $< $(EMU_B)/libparalab-emu.a $(EMU_LDLIBS) -o $@
 
 # Lab 2's reference solution as the code under test of a whole overlapped DDP step.
-$(EMU_B)/tests/test_gpu_step: tests/gpu_emu/test_gpu_step.c solutions/02-ddp/ddp.c $(EMU_B)/libparalab-emu.a
+$(EMU_B)/tests/test_gpu_step: tests/gpu_emu/test_gpu_step.c solutions/02-ddp/ddp.c \
+  solutions/03-zero/zero.c $(EMU_B)/libparalab-emu.a
 	@mkdir -p $(@D)
 	@echo "  LINK  $@"
-	$(Q)$(CC) $(EMU_CFLAGS) -Itests -Ilabs/02-ddp $< solutions/02-ddp/ddp.c \
-	  $(EMU_B)/libparalab-emu.a $(EMU_LDLIBS) -o $@
+	$(Q)$(CC) $(EMU_CFLAGS) -Itests -Ilabs/02-ddp -Ilabs/03-zero $< solutions/02-ddp/ddp.c \
+	  solutions/03-zero/zero.c $(EMU_B)/libparalab-emu.a $(EMU_LDLIBS) -o $@
 
 # The broken variant: the backend with the patch applied, linked ahead of the library.
 $(EMU_B)/broken/comm_nccl_gpu.c: lib/comm_nccl_gpu.c tests/gpu_emu/ungrouped_p2p.patch

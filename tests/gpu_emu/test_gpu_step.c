@@ -1,11 +1,13 @@
 /* test_gpu_step: whole training steps of the GPU build on the CUDA/NCCL stand-in, with the
  * kit's kernels and cuBLAS calls run as host code, counted by the emulator: the
- * single-device reference step (pl_model_step) and Lab 2's overlapped DDP step (the
+ * single-device reference step (pl_model_step), Lab 2's overlapped DDP step (the
  * reference solution's all-reduces started from the backward hook, waited on in
- * ddp_finish_gradients, then pl_model_update). Once the caching allocator is warm, neither
- * may synchronise the whole device or call cudaMalloc: a step that did could not overlap
- * communication with compute on a GPU. The replicas' gradients must agree after the
- * all-reduce and the losses stay finite; the grader checks the numbers themselves. */
+ * ddp_finish_gradients, then pl_model_update) and Lab 3's ZeRO-3 step with prefetch (the
+ * reference solution's zero_step: units gathered ahead, gradients reduce-scattered, the
+ * shard updated). Once the caching allocator is warm, none may synchronise the whole device
+ * or call cudaMalloc: a step that did could not overlap communication with compute on a
+ * GPU. The replicas' gradients must agree after the all-reduce and the losses stay finite;
+ * the grader checks the numbers themselves. */
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -14,16 +16,17 @@
 #include "check.h"
 #include "ddp.h"
 #include "emu_testing.h"
+#include "zero.h"
 #include "mem.h"
 #include "ops.h"
 
 #define STEPS 3
 #define BATCH 2
 
-/* The DDP solution is linked as the code under test; it reaches no stub. */
+/* The DDP and ZeRO solutions are linked as the code under test; they reach no stub. */
 void lab_todo(const char *what, const char *section)
 {
-    pl_fatal("the DDP solution reached the stub '%s' (%s)", what, section);
+    pl_fatal("a lab solution reached the stub '%s' (%s)", what, section);
 }
 
 /* A batch of this rank's tokens in op memory: tokens and next-token targets. */
@@ -102,6 +105,27 @@ static void ddp_steps(const struct pl_model_config *cfg)
     pl_model_free(m);
 }
 
+/* ZeRO-3 with prefetch, the Lab 3 solution's zero_step: no step may synchronise the device,
+ * and from the second on none may call cudaMalloc (the first warms the caching allocator
+ * with the gathered units and the pass's scratch). */
+static void zero3_steps(const struct pl_model_config *cfg)
+{
+    struct pl_adamw_config opt = pl_adamw_config_default();
+    struct zero *z = zero_new(cfg, &opt, 3, 1, pl_comm_world());
+    for (int s = 0; s < STEPS; s++) {
+        int *tok = batch(cfg, s, 0), *tgt = batch(cfg, s, 1);
+        struct pl_emu_counts a, b;
+        pl_emu_counts(&a);
+        double loss = zero_step(z, tok, tgt, BATCH);
+        pl_emu_counts(&b);
+        expect_no_device_sync("ZeRO-3 with prefetch", s, &a, &b);
+        CHECK(isfinite(loss), "ZeRO-3 step %d: loss %g", s, loss);
+        pl_mem_free(tok);
+        pl_mem_free(tgt);
+    }
+    zero_free(z);
+}
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
@@ -112,6 +136,7 @@ int main(int argc, char **argv)
     cfg.vocab = 64;
     if (pl_rank() == 0) reference_steps(&cfg);
     ddp_steps(&cfg);
+    zero3_steps(&cfg);
     int fails = (int)world_sum(failures), all = (int)world_sum(checks);
     if (pl_rank() == 0)
         printf("test_gpu_step: %d ranks, backend %s: %d checks, %d failed\n", pl_size(),
