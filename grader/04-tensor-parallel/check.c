@@ -9,70 +9,18 @@
 
 #include "lab04.h"
 #include "parts.h"
+#include "tensors.h"
 #include "tp_shard.h"
 
-/* ---- comparisons ---- */
-
-float *op_alloc(size_t n, const char *label)
-{
-    return pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_DEVICE, label);
-}
-
-float *host_copy(const float *op, size_t n)
-{
-    float *h = malloc((n ? n : 1) * sizeof *h);
-    pl_to_host(h, op, n * sizeof *h);
-    return h;
-}
-
-/* got against ref (op memory, n floats): a failure names what, the error and hint. */
-int compare(const char *what, const float *got, const float *ref, size_t n, double tol,
-                   const char *hint)
-{
-    float *g = host_copy(got, n), *r = host_copy(ref, n);
-    size_t bad = 0, at = 0;
-    int ok = 1;
-    if (!pl_all_finite(g, n, &bad)) {
-        gr_fail("%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
-             (double)r[bad], hint ? ": " : "", hint ? hint : "");
-        ok = 0;
-    } else {
-        double rel = pl_rel_l2(g, r, n);
-        if (rel > tol) {
-            double mx = pl_max_abs_diff(g, r, n, &at);
-            gr_fail("%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element %zu: "
-                 "expected %.6g, got %.6g)%s%s", what, rel, tol, mx, at, (double)r[at],
-                 (double)g[at], hint ? ": " : "", hint ? hint : "");
-            ok = 0;
-        }
-    }
-    free(g);
-    free(r);
-    return ok;
-}
-
-/* got / ref by least squares: how many times the reference a wrong result is (t when a
- * replicated gradient was summed over the group). */
-double scale_of(const float *got, const float *ref, size_t n)
-{
-    float *g = host_copy(got, n), *r = host_copy(ref, n);
-    double gr = 0, rr = 0;
-    for (size_t i = 0; i < n; i++) {
-        gr += (double)g[i] * r[i];
-        rr += (double)r[i] * r[i];
-    }
-    free(g);
-    free(r);
-    return rr > 0 ? gr / rr : 0;
-}
+/* ---- comparisons (the rest: grader/common/tensors.h) ---- */
 
 /* 1 when got - ref is (t-1) copies of bias b [OC] added to each of the N rows: a bias added
  * on every rank before the reduction. */
 int extra_bias(const float *got, const float *ref, const float *b, int N, int OC, int t)
 {
     if (t < 2) return 0;
-    float *g = host_copy(got, (size_t)N * OC), *r = host_copy(ref, (size_t)N * OC);
-    float *hb = host_copy(b, (size_t)OC);
+    float *g = gr_host_copy(got, (size_t)N * OC), *r = gr_host_copy(ref, (size_t)N * OC);
+    float *hb = gr_host_copy(b, (size_t)OC);
     double num = 0, den = 0;
     for (int i = 0; i < N; i++)
         for (int j = 0; j < OC; j++) {
@@ -98,7 +46,7 @@ float *normal(const char *name, size_t n, float mean, float std)
 {
     float *h = malloc((n ? n : 1) * sizeof *h);
     pl_rng_fill_normal(h, n, base_seed, stream_of(name), 0, mean, std);
-    float *d = op_alloc(n, name);
+    float *d = gr_op_alloc(n, name);
     pl_to_device(d, h, n * sizeof *h);
     free(h);
     return d;
@@ -126,10 +74,10 @@ void block_case_new(struct block_case *k, int t, int r, int B, int T)
     pl_copy(p.ln1_w, one, (size_t)k->cfg.d_model);
     pl_copy(p.ln2_w, one, (size_t)k->cfg.d_model);
     pl_mem_free(one);
-    k->full_g = op_alloc(k->full_numel, "lab04 full grads");
+    k->full_g = gr_op_alloc(k->full_numel, "lab04 full grads");
     pl_zero(k->full_g, k->full_numel);
-    k->shard = op_alloc(k->shard_numel, "lab04 shard");
-    k->shard_g = op_alloc(k->shard_numel, "lab04 shard grads");
+    k->shard = gr_op_alloc(k->shard_numel, "lab04 shard");
+    k->shard_g = gr_op_alloc(k->shard_numel, "lab04 shard grads");
     pl_zero(k->shard_g, k->shard_numel);
     pl_tp_block_slice(&k->cfg, t, r, k->full, k->shard);
     pl_block_bind(&k->cfg, k->full, &k->p);
@@ -152,7 +100,7 @@ void block_case_free(struct block_case *k)
 void compare_shard_grads(const struct block_case *k, const int *which, int n,
                                 const char *hint)
 {
-    float *want = op_alloc(k->shard_numel, "lab04 expected shard");
+    float *want = gr_op_alloc(k->shard_numel, "lab04 expected shard");
     pl_tp_block_slice(&k->cfg, k->t, k->r, k->full_g, want);
     struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
     pl_tp_block_tensors(&k->cfg, 0, k->t, d);
@@ -163,13 +111,13 @@ void compare_shard_grads(const struct block_case *k, const int *which, int n,
                  e->split == PL_TP_REPLICATED ? "replicated"
                  : e->split == PL_TP_ROWS     ? "a row block" : "a column block");
         const float *got = k->shard_g + e->shard_offset, *ref = want + e->shard_offset;
-        double s = scale_of(got, ref, e->shard_numel);
+        double s = gr_scale_of(got, ref, e->shard_numel);
         char why[320] = "";
         if (k->t > 1 && fabs(s - k->t) < 1e-3 * k->t)
             snprintf(why, sizeof why, "it is %d (= t) times the single device's: a gradient "
                      "every rank already holds whole was summed over the group again "
                      "(section 7, question 3)", k->t);
-        compare(what, got, ref, e->shard_numel, TOL_BWD, why[0] ? why : hint);
+        gr_compare(what, got, ref, e->shard_numel, TOL_BWD, why[0] ? why : hint);
     }
     pl_mem_free(want);
 }

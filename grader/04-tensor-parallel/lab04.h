@@ -11,6 +11,7 @@
 
 #include "harness.h"
 #include "paralab.h"
+#include "tensors.h"
 #include "tp.h"
 #include "train.h"
 
@@ -38,14 +39,8 @@ extern const struct lab04_case CASES[NCASES];
 enum part { P_CORRECT, P_TRAFFIC, P_MEMORY, P_PLACEMENT, P_ORDER, P_TIME, NPARTS };
 extern const char *const PART_NAMES[NPARTS];
 
-/* ---- check.c: inputs and comparisons ---- */
+/* ---- check.c: inputs and comparisons (with grader/common/tensors.h) ---- */
 
-float *op_alloc(size_t n, const char *label);
-float *host_copy(const float *op, size_t n);
-/* got against ref (op memory, n floats): a failure names what, the error and hint. */
-int compare(const char *what, const float *got, const float *ref, size_t n, double tol,
-            const char *hint);
-double scale_of(const float *got, const float *ref, size_t n);
 int extra_bias(const float *got, const float *ref, const float *b, int N, int OC, int t);
 uint64_t stream_of(const char *name);
 float *normal(const char *name, size_t n, float mean, float std);

@@ -30,7 +30,7 @@ static void check_conjugate(struct pl_comm *tp, int which, const float *mine,
         "f's backward all-reduces (sums) the gradient over the TP group",
         "g (reduce from the TP region) all-reduces (sums) over the TP group forward",
         "g's backward is the identity: the sum's gradient reaches every term unchanged"};
-    float *buf = op_alloc(n, "lab04 conj buf");
+    float *buf = gr_op_alloc(n, "lab04 conj buf");
     pl_to_device(buf, mine, n * sizeof(float));
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
@@ -42,7 +42,7 @@ static void check_conjugate(struct pl_comm *tp, int which, const float *mine,
     }
     traffic_since(&mark, &tr[which]);
     int sums = which == 1 || which == 2;
-    float *got = host_copy(buf, n);
+    float *got = gr_host_copy(buf, n);
     const float *want = sums ? sum : mine;
     for (size_t i = 0; i < n; i++)
         if (got[i] != want[i]) {
@@ -95,8 +95,8 @@ static void column_linear_case(struct pl_comm *tp, int N, int C, int OC, struct 
     float *b = normal("lab04.lin.b", (size_t)OC, 0, 0.1f);
     float *x = normal("lab04.lin.x", (size_t)N * C, 0, 1);
     float *dy = normal("lab04.lin.dy", (size_t)N * OC, 0, 1);
-    float *y = op_alloc((size_t)N * OC, "y"), *dx = op_alloc((size_t)N * C, "dx");
-    float *dw = op_alloc((size_t)OC * C, "dw"), *db = op_alloc((size_t)OC, "db");
+    float *y = gr_op_alloc((size_t)N * OC, "y"), *dx = gr_op_alloc((size_t)N * C, "dx");
+    float *dw = gr_op_alloc((size_t)OC * C, "dw"), *db = gr_op_alloc((size_t)OC, "db");
     pl_zero(dx, (size_t)N * C);
     pl_zero(dw, (size_t)OC * C);
     pl_zero(db, (size_t)OC);
@@ -106,11 +106,11 @@ static void column_linear_case(struct pl_comm *tp, int N, int C, int OC, struct 
     struct pl_tp_rect rows = {(size_t)r * OCt, 0, (size_t)OCt, (size_t)C};
     struct pl_tp_rect brow = {(size_t)r * OCt, 0, (size_t)OCt, 1};
     struct pl_tp_rect cols = {0, (size_t)r * OCt, (size_t)N, (size_t)OCt};
-    float *sw = op_alloc((size_t)OCt * C, "w shard"), *sb = op_alloc((size_t)OCt, "b shard");
-    float *sdy = op_alloc((size_t)N * OCt, "dy cols"), *sy = op_alloc((size_t)N * OCt, "y");
-    float *gy = op_alloc((size_t)N * OCt, "your y"), *gdx = op_alloc((size_t)N * C, "your dx");
-    float *gdw = op_alloc((size_t)OCt * C, "your dw"), *gdb = op_alloc((size_t)OCt, "your db");
-    float *ew = op_alloc((size_t)OCt * C, "expected dw"), *eb = op_alloc((size_t)OCt, "db");
+    float *sw = gr_op_alloc((size_t)OCt * C, "w shard"), *sb = gr_op_alloc((size_t)OCt, "b shard");
+    float *sdy = gr_op_alloc((size_t)N * OCt, "dy cols"), *sy = gr_op_alloc((size_t)N * OCt, "y");
+    float *gy = gr_op_alloc((size_t)N * OCt, "your y"), *gdx = gr_op_alloc((size_t)N * C, "your dx");
+    float *gdw = gr_op_alloc((size_t)OCt * C, "your dw"), *gdb = gr_op_alloc((size_t)OCt, "your db");
+    float *ew = gr_op_alloc((size_t)OCt * C, "expected dw"), *eb = gr_op_alloc((size_t)OCt, "db");
     pl_tp_copy_rect_out(sw, w, (size_t)C, &rows);
     pl_tp_copy_rect_out(sb, b, 1, &brow);
     pl_tp_copy_rect_out(sdy, dy, (size_t)OC, &cols);
@@ -126,12 +126,12 @@ static void column_linear_case(struct pl_comm *tp, int N, int C, int OC, struct 
     gr_ledger_mark(&mark);
     tp_column_linear_backward(tp, gdx, gdw, gdb, sdy, x, sw, N, C, OCt);
     traffic_since(&mark, &lr->bwd);
-    compare("column-parallel y (your columns of the output)", gy, sy, (size_t)N * OCt,
+    gr_compare("column-parallel y (your columns of the output)", gy, sy, (size_t)N * OCt,
             TOL_FWD, "y = x w^T + b with this rank's rows of w: the output stays split");
-    compare("column-parallel dx", gdx, dx, (size_t)N * C, TOL_BWD,
+    gr_compare("column-parallel dx", gdx, dx, (size_t)N * C, TOL_BWD,
             "every rank's dy w is a part of dx: f's backward sums them over the group");
-    compare("column-parallel dw (your rows)", gdw, ew, (size_t)OCt * C, TOL_BWD, NULL);
-    compare("column-parallel db (your slice)", gdb, eb, (size_t)OCt, TOL_BWD, NULL);
+    gr_compare("column-parallel dw (your rows)", gdw, ew, (size_t)OCt * C, TOL_BWD, NULL);
+    gr_compare("column-parallel db (your slice)", gdb, eb, (size_t)OCt, TOL_BWD, NULL);
     float *p[] = {w, b, x, dy, y, dx, dw, db, sw, sb, sdy, sy, gy, gdx, gdw, gdb, ew, eb};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
 }
@@ -143,8 +143,8 @@ static void row_linear_case(struct pl_comm *tp, int N, int IC, int OC, struct li
     float *b = normal("lab04.row.b", (size_t)OC, 0, 0.5f);
     float *x = normal("lab04.row.x", (size_t)N * IC, 0, 1);
     float *dy = normal("lab04.row.dy", (size_t)N * OC, 0, 1);
-    float *y = op_alloc((size_t)N * OC, "y"), *dx = op_alloc((size_t)N * IC, "dx");
-    float *dw = op_alloc((size_t)OC * IC, "dw"), *db = op_alloc((size_t)OC, "db");
+    float *y = gr_op_alloc((size_t)N * OC, "y"), *dx = gr_op_alloc((size_t)N * IC, "dx");
+    float *dw = gr_op_alloc((size_t)OC * IC, "dw"), *db = gr_op_alloc((size_t)OC, "db");
     pl_zero(dx, (size_t)N * IC);
     pl_zero(dw, (size_t)OC * IC);
     pl_zero(db, (size_t)OC);
@@ -152,11 +152,11 @@ static void row_linear_case(struct pl_comm *tp, int N, int IC, int OC, struct li
     pl_matmul_backward(dx, dw, db, dy, x, w, N, IC, OC);
     struct pl_tp_rect wc = {0, (size_t)r * ICt, (size_t)OC, (size_t)ICt};
     struct pl_tp_rect xc = {0, (size_t)r * ICt, (size_t)N, (size_t)ICt};
-    float *sw = op_alloc((size_t)OC * ICt, "w cols"), *sx = op_alloc((size_t)N * ICt, "x cols");
-    float *gy = op_alloc((size_t)N * OC, "your y"), *gdx = op_alloc((size_t)N * ICt, "dx");
-    float *gdw = op_alloc((size_t)OC * ICt, "your dw"), *gdb = op_alloc((size_t)OC, "db");
-    float *ex = op_alloc((size_t)N * ICt, "dx cols"), *ew = op_alloc((size_t)OC * ICt, "dw");
-    float *gdy = op_alloc((size_t)N * OC, "dy");
+    float *sw = gr_op_alloc((size_t)OC * ICt, "w cols"), *sx = gr_op_alloc((size_t)N * ICt, "x cols");
+    float *gy = gr_op_alloc((size_t)N * OC, "your y"), *gdx = gr_op_alloc((size_t)N * ICt, "dx");
+    float *gdw = gr_op_alloc((size_t)OC * ICt, "your dw"), *gdb = gr_op_alloc((size_t)OC, "db");
+    float *ex = gr_op_alloc((size_t)N * ICt, "dx cols"), *ew = gr_op_alloc((size_t)OC * ICt, "dw");
+    float *gdy = gr_op_alloc((size_t)N * OC, "dy");
     pl_tp_copy_rect_out(sw, w, (size_t)IC, &wc);
     pl_tp_copy_rect_out(sx, x, (size_t)IC, &xc);
     pl_tp_copy_rect_out(ex, dx, (size_t)IC, &xc);
@@ -176,10 +176,10 @@ static void row_linear_case(struct pl_comm *tp, int N, int IC, int OC, struct li
           "every rank before the reduction; add it once, after g (section 4)"
         : "each rank's x_r w_r^T is a partial sum: g's forward adds them, then the bias "
           "once";
-    compare("row-parallel y (full, every rank)", gy, y, (size_t)N * OC, TOL_FWD, hint);
-    compare("row-parallel dx (your columns)", gdx, ex, (size_t)N * ICt, TOL_BWD, NULL);
-    compare("row-parallel dw (your columns)", gdw, ew, (size_t)OC * ICt, TOL_BWD, NULL);
-    compare("row-parallel db (replicated)", gdb, db, (size_t)OC, TOL_BWD, NULL);
+    gr_compare("row-parallel y (full, every rank)", gy, y, (size_t)N * OC, TOL_FWD, hint);
+    gr_compare("row-parallel dx (your columns)", gdx, ex, (size_t)N * ICt, TOL_BWD, NULL);
+    gr_compare("row-parallel dw (your columns)", gdw, ew, (size_t)OC * ICt, TOL_BWD, NULL);
+    gr_compare("row-parallel db (replicated)", gdb, db, (size_t)OC, TOL_BWD, NULL);
     float *p[] = {w, b, x, dy, y, dx, dw, db, sw, sx, gy, gdx, gdw, gdb, ex, ew, gdy};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
 }
@@ -228,8 +228,8 @@ static void oracle_sub(struct block_case *k, enum sub s, float *y, float *dx)
     const int N = k->N, C = c->d_model, F = c->d_ff;
     pl_zero(dx, (size_t)N * C);
     if (s == SUB_MLP) {
-        float *h = op_alloc((size_t)N * F, "h"), *g = op_alloc((size_t)N * F, "g");
-        float *dg = op_alloc((size_t)N * F, "dg"), *dh = op_alloc((size_t)N * F, "dh");
+        float *h = gr_op_alloc((size_t)N * F, "h"), *g = gr_op_alloc((size_t)N * F, "g");
+        float *dg = gr_op_alloc((size_t)N * F, "dg"), *dh = gr_op_alloc((size_t)N * F, "dh");
         pl_matmul_forward(h, k->x, k->p.w_fc, k->p.b_fc, N, C, F);
         pl_gelu_forward(g, h, (size_t)N * F);
         pl_matmul_forward(y, g, k->p.w_fc2, k->p.b_fc2, N, F, C);
@@ -241,9 +241,9 @@ static void oracle_sub(struct block_case *k, enum sub s, float *y, float *dx)
         float *p[] = {h, g, dg, dh};
         for (int i = 0; i < 4; i++) pl_mem_free(p[i]);
     } else {
-        float *qkv = op_alloc((size_t)N * 3 * C, "qkv"), *hd = op_alloc((size_t)N * C, "heads");
-        float *att = op_alloc((size_t)k->B * c->n_heads * k->T * k->T, "att");
-        float *dqkv = op_alloc((size_t)N * 3 * C, "dqkv"), *dhd = op_alloc((size_t)N * C, "dh");
+        float *qkv = gr_op_alloc((size_t)N * 3 * C, "qkv"), *hd = gr_op_alloc((size_t)N * C, "heads");
+        float *att = gr_op_alloc((size_t)k->B * c->n_heads * k->T * k->T, "att");
+        float *dqkv = gr_op_alloc((size_t)N * 3 * C, "dqkv"), *dhd = gr_op_alloc((size_t)N * C, "dh");
         pl_matmul_forward(qkv, k->x, k->p.w_qkv, k->p.b_qkv, N, C, 3 * C);
         pl_attention_forward(hd, att, qkv, k->B, k->T, C, c->n_heads);
         pl_matmul_forward(y, hd, k->p.w_proj, k->p.b_proj, N, C, C);
@@ -274,14 +274,14 @@ static int heads_split_wrong(struct block_case *k, const struct pl_tp_attn_acts 
     const struct pl_model_config *c = &k->cfg;
     const int N = k->N, C = c->d_model, t = k->t, Ct = C / t;
     if (t < 2) return 0;
-    float *qkv = op_alloc((size_t)N * 3 * C, "qkv"), *hd = op_alloc((size_t)N * C, "heads");
-    float *att = op_alloc((size_t)k->B * c->n_heads * k->T * k->T, "att");
-    float *mine = op_alloc((size_t)N * 3 * Ct, "my qkv"), *my_hd = op_alloc((size_t)N * Ct, "");
+    float *qkv = gr_op_alloc((size_t)N * 3 * C, "qkv"), *hd = gr_op_alloc((size_t)N * C, "heads");
+    float *att = gr_op_alloc((size_t)k->B * c->n_heads * k->T * k->T, "att");
+    float *mine = gr_op_alloc((size_t)N * 3 * Ct, "my qkv"), *my_hd = gr_op_alloc((size_t)N * Ct, "");
     pl_matmul_forward(qkv, k->x, k->p.w_qkv, k->p.b_qkv, N, C, 3 * C);
     pl_attention_forward(hd, att, qkv, k->B, k->T, C, c->n_heads);
     for (int j = 0; j < 3; j++) {
         struct pl_tp_rect q = {0, (size_t)j * C + (size_t)k->r * Ct, (size_t)N, (size_t)Ct};
-        float *col = op_alloc((size_t)N * Ct, "");
+        float *col = gr_op_alloc((size_t)N * Ct, "");
         pl_tp_copy_rect_out(col, qkv, (size_t)3 * C, &q);
         for (int n = 0; n < N; n++)
             pl_copy(mine + (size_t)n * 3 * Ct + (size_t)j * Ct, col + (size_t)n * Ct,
@@ -290,8 +290,8 @@ static int heads_split_wrong(struct block_case *k, const struct pl_tp_attn_acts 
     }
     struct pl_tp_rect hc = {0, (size_t)k->r * Ct, (size_t)N, (size_t)Ct};
     pl_tp_copy_rect_out(my_hd, hd, (size_t)C, &hc);
-    float *gq = host_copy(a->qkv, (size_t)N * 3 * Ct), *eq = host_copy(mine, (size_t)N * 3 * Ct);
-    float *gh = host_copy(a->y, (size_t)N * Ct), *eh = host_copy(my_hd, (size_t)N * Ct);
+    float *gq = gr_host_copy(a->qkv, (size_t)N * 3 * Ct), *eq = gr_host_copy(mine, (size_t)N * 3 * Ct);
+    float *gh = gr_host_copy(a->y, (size_t)N * Ct), *eh = gr_host_copy(my_hd, (size_t)N * Ct);
     int wrong = pl_rel_l2(gq, eq, (size_t)N * 3 * Ct) < TOL_FWD &&
                 pl_rel_l2(gh, eh, (size_t)N * Ct) > TOL_FWD;
     free(gq);
@@ -339,7 +339,7 @@ static int check_sub_output(struct block_case *k, enum sub s, const struct pl_tp
         snprintf(hint, sizeof hint, "your forward made %ld all-reduces where it needs %d: f is "
                  "the identity forward; summing x over the ranks multiplies it by t (section 3)",
                  run->fwd.ar_calls, SUBS[s].ars);
-    return compare(what, gy, y, nc, TOL_FWD, hint[0] ? hint : NULL);
+    return gr_compare(what, gy, y, nc, TOL_FWD, hint[0] ? hint : NULL);
 }
 
 void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, int traced,
@@ -348,9 +348,9 @@ void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, int traced,
     struct block_case k;
     block_case_new(&k, pl_comm_size(tp), pl_comm_rank(tp), B, T);
     const size_t nc = (size_t)k.N * k.cfg.d_model;
-    float *y = op_alloc(nc, "ref y"), *dx = op_alloc(nc, "ref dx");
-    float *gy = op_alloc(nc, "your y"), *gdx = op_alloc(nc, "your dx");
-    float *gdy = op_alloc(nc, "dy"), *gx = op_alloc(nc, "x");
+    float *y = gr_op_alloc(nc, "ref y"), *dx = gr_op_alloc(nc, "ref dx");
+    float *gy = gr_op_alloc(nc, "your y"), *gdx = gr_op_alloc(nc, "your dx");
+    float *gdy = gr_op_alloc(nc, "dy"), *gx = gr_op_alloc(nc, "x");
     double f0 = pl_ledger_flops_total();
     if (s == SUB_BLOCK) oracle_block(&k, y, dx);
     else oracle_sub(&k, s, y, dx);
@@ -389,7 +389,7 @@ void run_sub_case(struct pl_comm *tp, enum sub s, int B, int T, int traced,
         char what[96];
         snprintf(what, sizeof what, "%s input gradient dx (B=%d, T=%d, t=%d)", SUBS[s].title,
                  B, T, k.t);
-        compare(what, gdx, dx, nc, TOL_BWD, "every rank's branch saw all of x, so its dx is a "
+        gr_compare(what, gdx, dx, nc, TOL_BWD, "every rank's branch saw all of x, so its dx is a "
                 "part of the whole: f's backward sums them (section 3)");
         compare_shard_grads(&k, SUBS[s].tensors, SUBS[s].ntensors, NULL);
     }

@@ -32,7 +32,7 @@ static float *vocab_rows(const float *full, int V, int C, int t, int r)
 {
     size_t Vt = (size_t)(V / t);
     struct pl_tp_rect q = {(size_t)r * Vt, 0, Vt, (size_t)C};
-    float *out = op_alloc(Vt * C, "vocab rows");
+    float *out = gr_op_alloc(Vt * C, "vocab rows");
     pl_tp_copy_rect_out(out, full, (size_t)C, &q);
     return out;
 }
@@ -55,19 +55,19 @@ static void vocab_oracle(const struct pl_model_config *c, int B, int T, struct v
     f->dxe = normal("lab04.embed.dx", (size_t)N * C, 0, 1);
     f->tokens = ids("lab04.tokens", N, V);
     f->targets = ids("lab04.targets", N, V);
-    f->xe = op_alloc((size_t)N * C, "xe");
-    f->dwte = op_alloc((size_t)V * C, "dwte");
-    f->dwpe = op_alloc((size_t)c->seq_len * C, "dwpe");
-    f->dx = op_alloc((size_t)N * C, "dx");
-    f->dw = op_alloc((size_t)V * C, "dw");
+    f->xe = gr_op_alloc((size_t)N * C, "xe");
+    f->dwte = gr_op_alloc((size_t)V * C, "dwte");
+    f->dwpe = gr_op_alloc((size_t)c->seq_len * C, "dwpe");
+    f->dx = gr_op_alloc((size_t)N * C, "dx");
+    f->dw = gr_op_alloc((size_t)V * C, "dw");
     pl_zero(f->dwte, (size_t)V * C);
     pl_zero(f->dwpe, (size_t)c->seq_len * C);
     pl_zero(f->dx, (size_t)N * C);
     pl_zero(f->dw, (size_t)V * C);
     pl_encoder_forward(f->xe, f->tokens, f->wte, f->wpe, B, T, C, V);
     pl_encoder_backward(f->dwte, f->dwpe, f->dxe, f->tokens, B, T, C, V);
-    float *logits = op_alloc((size_t)N * V, "logits"), *probs = op_alloc((size_t)N * V, "p");
-    float *losses = op_alloc((size_t)N, "losses"), *dl = op_alloc((size_t)N * V, "dlogits");
+    float *logits = gr_op_alloc((size_t)N * V, "logits"), *probs = gr_op_alloc((size_t)N * V, "p");
+    float *losses = gr_op_alloc((size_t)N, "losses"), *dl = gr_op_alloc((size_t)N * V, "dlogits");
     pl_matmul_forward(logits, f->x, f->w, NULL, N, C, V);
     pl_crossentropy_forward(losses, logits, f->targets, N, V);
     f->loss = pl_sum(losses, (size_t)N) / N;
@@ -141,9 +141,9 @@ void run_vocab(struct pl_comm *tp, int i)
     struct vocab_full f;
     vocab_oracle(&c, B, T, &f);
     float *wte_r = vocab_rows(f.wte, V, C, t, r), *w_r = vocab_rows(f.w, V, C, t, r);
-    float *gx = op_alloc((size_t)N * C, "your x"), *gdx = op_alloc((size_t)N * C, "your dx");
-    float *dwte_r = op_alloc((size_t)Vt * C, "dwte_r"), *dw_r = op_alloc((size_t)Vt * C, "dw");
-    float *dwpe = op_alloc((size_t)c.seq_len * C, "dwpe"), *hx = op_alloc((size_t)N * C, "x");
+    float *gx = gr_op_alloc((size_t)N * C, "your x"), *gdx = gr_op_alloc((size_t)N * C, "your dx");
+    float *dwte_r = gr_op_alloc((size_t)Vt * C, "dwte_r"), *dw_r = gr_op_alloc((size_t)Vt * C, "dw");
+    float *dwpe = gr_op_alloc((size_t)c.seq_len * C, "dwpe"), *hx = gr_op_alloc((size_t)N * C, "x");
     pl_zero(dwte_r, (size_t)Vt * C);
     pl_zero(dw_r, (size_t)Vt * C);
     pl_zero(dwpe, (size_t)c.seq_len * C);
@@ -163,18 +163,18 @@ void run_vocab(struct pl_comm *tp, int i)
     gr_ledger_since(&mark, &d);
 
     float *e_wte = vocab_rows(f.dwte, V, C, t, r), *e_w = vocab_rows(f.dw, V, C, t, r);
-    compare("embedding output x", gx, f.xe, (size_t)N * C, TOL_FWD, "ids outside your slice "
+    gr_compare("embedding output x", gx, f.xe, (size_t)N * C, TOL_FWD, "ids outside your slice "
             "contribute zero rows; g sums the ranks' rows; the position embedding is added "
             "once, after the sum (section 9)");
-    compare("gradient of your rows of wte", dwte_r, e_wte, (size_t)Vt * C, TOL_BWD, NULL);
-    compare("gradient of wpe (replicated)", dwpe, f.dwpe, (size_t)c.seq_len * C, TOL_BWD, NULL);
+    gr_compare("gradient of your rows of wte", dwte_r, e_wte, (size_t)Vt * C, TOL_BWD, NULL);
+    gr_compare("gradient of wpe (replicated)", dwpe, f.dwpe, (size_t)c.seq_len * C, TOL_BWD, NULL);
     if (gr_parts_ok() && gr_rel_err(loss, f.loss) > TOL_FWD)
         gr_fail("loss %.7f, the single device's %.7f: the row maximum, the sum of exponentials "
              "and the target's logit must each cover the whole vocabulary (section 10)", loss,
              f.loss);
-    compare("head input gradient dx", gdx, f.dx, (size_t)N * C, TOL_BWD, "f's backward sums "
+    gr_compare("head input gradient dx", gdx, f.dx, (size_t)N * C, TOL_BWD, "f's backward sums "
             "the ranks' dlogits_r w_r (section 10)");
-    compare("gradient of your rows of the head", dw_r, e_w, (size_t)Vt * C, TOL_BWD, NULL);
+    gr_compare("gradient of your rows of the head", dw_r, e_w, (size_t)Vt * C, TOL_BWD, NULL);
     gr_parts_say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)", t);
 
     judge_vocab_comm(&d, held, t, B, T, C, V);
@@ -243,11 +243,11 @@ static void check_train_weights(const struct tp_gpt *m, const struct gr_referenc
                                 int r)
 {
     /* every tensor's shard against the slice of the reference's final weights */
-    float *want = op_alloc(m->numel, "expected shard");
-    float *full = op_alloc(ref->numel, "reference params");
+    float *want = gr_op_alloc(m->numel, "expected shard");
+    float *full = gr_op_alloc(ref->numel, "reference params");
     pl_to_device(full, ref->params, ref->numel * sizeof(float));
     pl_tp_model_slice(&ref->layout, t, r, full, want);
-    float *h = host_copy(want, m->numel), *g = host_copy(m->params, m->numel);
+    float *h = gr_host_copy(want, m->numel), *g = gr_host_copy(m->params, m->numel);
     double all = 0;
     for (size_t k = 0; k < m->numel; k++) all += (double)h[k] * h[k];
     double rms = sqrt(all / (double)m->numel);

@@ -23,6 +23,7 @@
 
 #include "block_time.h"
 #include "harness.h"
+#include "tensors.h"
 #include "parts.h"
 #include "paralab.h"
 #include "sp.h"
@@ -88,67 +89,16 @@ static const char *const PART_NAMES[NPARTS] = {"correct", "replicas", "traffic",
 static int time_wanted;
 static struct gr_bt_verdict time_verdict;
 
-/* ---- buffers and comparisons ---- */
-
-static float *op_alloc(size_t n, const char *label)
-{
-    return pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_DEVICE, label);
-}
-
-static float *host_copy(const float *op, size_t n)
-{
-    float *h = malloc((n ? n : 1) * sizeof *h);
-    pl_to_host(h, op, n * sizeof *h);
-    return h;
-}
+/* ---- buffers (comparisons: grader/common/tensors.h) ---- */
 
 static float *normal(const char *name, size_t n, float mean, float std)
 {
     float *h = malloc((n ? n : 1) * sizeof *h);
     pl_rng_fill_normal(h, n, base_seed, pl_rng_stream(name), 0, mean, std);
-    float *d = op_alloc(n, name);
+    float *d = gr_op_alloc(n, name);
     pl_to_device(d, h, n * sizeof *h);
     free(h);
     return d;
-}
-
-static int compare(const char *what, const float *got, const float *ref, size_t n, double tol,
-                   const char *hint)
-{
-    float *g = host_copy(got, n), *r = host_copy(ref, n);
-    size_t bad = 0, at = 0;
-    int ok = 1;
-    if (!pl_all_finite(g, n, &bad)) {
-        gr_fail("%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
-             (double)r[bad], hint ? ": " : "", hint ? hint : "");
-        ok = 0;
-    } else {
-        double rel = pl_rel_l2(g, r, n);
-        if (rel > tol) {
-            double mx = pl_max_abs_diff(g, r, n, &at);
-            gr_fail("%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element %zu: "
-                 "expected %.6g, got %.6g)%s%s", what, rel, tol, mx, at, (double)r[at],
-                 (double)g[at], hint ? ": " : "", hint ? hint : "");
-            ok = 0;
-        }
-    }
-    free(g);
-    free(r);
-    return ok;
-}
-
-/* got / ref by least squares (t when a gradient was summed once too often). */
-static double scale_of(const float *got, const float *ref, size_t n)
-{
-    float *g = host_copy(got, n), *r = host_copy(ref, n);
-    double gr = 0, rr = 0;
-    for (size_t i = 0; i < n; i++) {
-        gr += (double)g[i] * r[i];
-        rr += (double)r[i] * r[i];
-    }
-    free(g);
-    free(r);
-    return rr > 0 ? gr / rr : 0;
 }
 
 /* ---- traffic of one pass, from the ledger ---- */
@@ -182,7 +132,7 @@ static double one_coll_bytes(double NC, int t)
 
 static float *local_rows(const float *full, int B, int T, int C, int t, int r)
 {
-    float *l = op_alloc((size_t)B * T / t * C, "lab05 local rows");
+    float *l = gr_op_alloc((size_t)B * T / t * C, "lab05 local rows");
     pl_sp_slice(l, full, B, T, C, t, r);
     return l;
 }
@@ -293,8 +243,8 @@ static void run_conjugates(struct pl_comm *tp)
     conj_data_new(tp, &d);
     const int t = d.t, B = d.B, T = d.T, C = d.C;
     const size_t nf = d.nf, nl = d.nl;
-    float *dl = op_alloc(nl, "lab05 local"), *df = op_alloc(nf, "lab05 full");
-    float *ol = op_alloc(nl, "lab05 out local"), *of = op_alloc(nf, "lab05 out full");
+    float *dl = gr_op_alloc(nl, "lab05 local"), *df = gr_op_alloc(nf, "lab05 full");
+    float *ol = gr_op_alloc(nl, "lab05 out local"), *of = gr_op_alloc(nf, "lab05 out full");
     static const char *rules[] = {
         "all-gather along the sequence: every rank's T/t tokens of each sequence in place",
         "reduce-scatter: this rank's tokens of the sum over the group",
@@ -313,7 +263,7 @@ static void run_conjugates(struct pl_comm *tp)
         else sp_scatter_backward(tp, of, dl, B, T, C);
         traffic_since(&mark, &tr[k]);
         if (pl_todo_what()) break;
-        float *got = host_copy(gathers ? of : ol, gathers ? nf : nl);
+        float *got = gr_host_copy(gathers ? of : ol, gathers ? nf : nl);
         exact(CONJ_NAMES[k], got, gathers ? d.gath : d.want_l, gathers && B > 1 ? d.rm : NULL,
               gathers ? nf : nl, rules[k]);
         free(got);
@@ -370,7 +320,7 @@ static void judge_replicas(const struct pl_model_config *c, int t, const float *
     for (int i = 0; i < PL_TP_BLOCK_TENSORS && gr_parts_ok(); i++) {
         if (d[i].split != PL_TP_REPLICATED) continue;
         const float *got = shard_g + d[i].shard_offset, *ref = want + d[i].shard_offset;
-        double s = scale_of(got, ref, d[i].shard_numel);
+        double s = gr_scale_of(got, ref, d[i].shard_numel);
         char why[320] = "", what[PL_NAME_LEN + 128];
         if (t > 1 && fabs(s - t) < 1e-3 * t)
             snprintf(why, sizeof why, "it is %d (= t) times the single device's: summed over "
@@ -380,7 +330,7 @@ static void judge_replicas(const struct pl_model_config *c, int t, const float *
                      "tokens only (section 6)");
         snprintf(what, sizeof what, "gradient of %.64s (replicated) after the synchronisation",
                  d[i].name);
-        compare(what, got, ref, d[i].shard_numel, TOL_BWD, why[0] ? why : NULL);
+        gr_compare(what, got, ref, d[i].shard_numel, TOL_BWD, why[0] ? why : NULL);
     }
 }
 
@@ -413,9 +363,9 @@ static void block_case_new(struct pl_comm *tp, const struct sp_case *kc, struct 
     pl_copy(k->p.ln1_w, one, (size_t)k->C);
     pl_copy(k->p.ln2_w, one, (size_t)k->C);
     pl_mem_free(one);
-    k->full_g = op_alloc(k->full_numel, "lab05 full grads");
-    k->shard = op_alloc(k->shard_numel, "lab05 shard");
-    k->shard_g = op_alloc(k->shard_numel, "");
+    k->full_g = gr_op_alloc(k->full_numel, "lab05 full grads");
+    k->shard = gr_op_alloc(k->shard_numel, "lab05 shard");
+    k->shard_g = gr_op_alloc(k->shard_numel, "");
     pl_zero(k->full_g, k->full_numel);
     pl_zero(k->shard_g, k->shard_numel);
     pl_block_bind(&k->c, k->full_g, &k->g);
@@ -440,7 +390,7 @@ static void block_case_free(struct block_case *k)
 /* The oracle: the reference model's block on every token. */
 static void reference_block(struct block_case *k)
 {
-    k->y = op_alloc(k->nc, "ref y"), k->dx = op_alloc(k->nc, "ref dx");
+    k->y = gr_op_alloc(k->nc, "ref y"), k->dx = gr_op_alloc(k->nc, "ref dx");
     struct pl_block_acts ra;
     pl_block_acts_new(&ra, &k->c, k->B, k->T);
     pl_block_forward(&k->c, 0, &k->p, &ra, &k->ctx, k->x, k->y);
@@ -455,7 +405,7 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
 {
     k->lx = local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
     k->ldy = local_rows(k->dy, k->B, k->T, k->C, k->t, k->r);
-    k->ly = op_alloc(k->nl, "your y"), k->ldx = op_alloc(k->nl, "your dx");
+    k->ly = gr_op_alloc(k->nl, "your y"), k->ldx = gr_op_alloc(k->nl, "your dx");
     struct pl_mem_stats before, after;
     pl_mem_reset_peak();
     pl_mem_get_stats(&before);
@@ -489,14 +439,14 @@ static int judge_block_rows(const struct block_case *k, const struct sp_case *kc
                  "step %d) and the case without dropout matched: each rank must draw the "
                  "single device's mask of the same global tokens, row (seq0 + b) T + r T/t + i "
                  "of the full [B*T, C] (section 4)", (double)DROPOUT, kc->seq0, kc->step);
-    float *want = op_alloc(k->nl, "expected rows");
+    float *want = gr_op_alloc(k->nl, "expected rows");
     pl_sp_slice(want, k->y, B, T, C, t, r);
     snprintf(what, sizeof what, "output y, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
-    int fwd_ok = compare(what, k->ly, want, k->nl, TOL_FWD, hint[0] ? hint : NULL);
+    int fwd_ok = gr_compare(what, k->ly, want, k->nl, TOL_FWD, hint[0] ? hint : NULL);
     pl_sp_slice(want, k->dx, B, T, C, t, r);
     snprintf(what, sizeof what, "input gradient dx, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
     if (fwd_ok)
-        compare(what, k->ldx, want, k->nl, TOL_BWD, hint[0] ? hint : "every rank's TP branch "
+        gr_compare(what, k->ldx, want, k->nl, TOL_BWD, hint[0] ? hint : "every rank's TP branch "
                 "saw every token, so its layernorm-output gradient is a part of the whole: the "
                 "gather's backward sums the parts and keeps this rank's tokens (section 3)");
     pl_mem_free(want);
@@ -515,7 +465,7 @@ static void judge_split_grads(const struct block_case *k, int fwd_ok, float *wg)
         if (d[i].split == PL_TP_REPLICATED) continue;
         snprintf(what, sizeof what, "gradient of your shard of %.64s (%s)", d[i].name,
                  split_name(d[i].split));
-        compare(what, k->shard_g + d[i].shard_offset, wg + d[i].shard_offset,
+        gr_compare(what, k->shard_g + d[i].shard_offset, wg + d[i].shard_offset,
                 d[i].shard_numel, TOL_BWD, NULL);
     }
 }
@@ -531,7 +481,7 @@ static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, int tra
     run->activation_floats = (double)k.nc;
     student_block(tp, &k, traced, run);
     int fwd_ok = judge_block_rows(&k, kc);
-    float *wg = op_alloc(k.shard_numel, "expected shard grads");
+    float *wg = gr_op_alloc(k.shard_numel, "expected shard grads");
     judge_split_grads(&k, fwd_ok, wg);
     /* the synchronisation of the replicated gradients */
     struct pl_ledger mark;
@@ -696,10 +646,10 @@ static void sp_model_new(struct sp_model *s, const struct pl_model_config *c, in
     for (int l = 0; l < c->n_layers; l++) {
         size_t off, n;
         pl_model_part_range(&s->m->layout, l, &off, &n);
-        s->shard[l] = op_alloc(sn, "lab05 train shard");
-        s->grad[l] = op_alloc(sn, "lab05 train shard grads");
-        s->am[l] = op_alloc(sn, "lab05 train m");
-        s->av[l] = op_alloc(sn, "lab05 train v");
+        s->shard[l] = gr_op_alloc(sn, "lab05 train shard");
+        s->grad[l] = gr_op_alloc(sn, "lab05 train shard grads");
+        s->am[l] = gr_op_alloc(sn, "lab05 train m");
+        s->av[l] = gr_op_alloc(sn, "lab05 train v");
         pl_zero(s->am[l], sn);
         pl_zero(s->av[l], sn);
         pl_tp_block_slice(c, t, r, s->m->params + off, s->shard[l]);
@@ -722,7 +672,7 @@ static void sp_model_free(struct sp_model *s)
 /* Raw MPI sum of a replicated gradient (the grader's part: embedding and head). */
 static void world_sum(float *x, size_t n)
 {
-    float *h = host_copy(x, n);
+    float *h = gr_host_copy(x, n);
     PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     pl_to_device(x, h, n * sizeof *h);
     free(h);
@@ -773,7 +723,7 @@ static double sp_forward_backward(struct pl_comm *tp, struct sp_model *s,
     e.wpe += (size_t)s->r * Ts * C;
     eg.wpe += (size_t)s->r * Ts * C;
     float *xs[3];
-    for (int k = 0; k < 3; k++) xs[k] = op_alloc(nl, "lab05 train stream");
+    for (int k = 0; k < 3; k++) xs[k] = gr_op_alloc(nl, "lab05 train stream");
     struct pl_sp_block_acts acts[2];
     pl_embed_forward(c, &e, lb->dtok, TRAIN_B, Ts, xs[0]);
     for (int l = 0; l < L; l++) {
@@ -888,7 +838,7 @@ static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *t
 static void compare_floor(const char *what, const float *got, const float *ref, size_t n,
                           double rms, const char *hint)
 {
-    float *g = host_copy(got, n), *r = host_copy(ref, n);
+    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
         num += ((double)g[i] - r[i]) * ((double)g[i] - r[i]);
@@ -939,7 +889,7 @@ static void run_train(struct pl_comm *tp)
         size_t off, nb;
         pl_model_part_range(&ref->layout, l, &off, &nb);
         size_t sn = pl_tp_block_numel(&c, t);
-        float *w = op_alloc(sn, "expected shard");
+        float *w = gr_op_alloc(sn, "expected shard");
         pl_tp_block_slice(&c, t, r, ref->params + off, w);
         double floor_rms = sqrt(pl_grad_norm_sq(w, sn) / (double)sn);
         struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
