@@ -57,7 +57,8 @@ static const struct {
  * bytes it receives, which is how a rank that collects everything is spotted. */
 
 static int counting;
-static double recv_bytes, recv_only_calls; /* the latter: pl_recv and pl_irecv, which send nothing */
+/* recv_only_calls: pl_recv and pl_irecv, which send nothing */
+static double recv_bytes, recv_only_calls;
 
 void __real_pl_recv(struct pl_comm *comm, float *buf, size_t count, int peer, int tag);
 void __real_pl_sendrecv(struct pl_comm *comm, const float *send, size_t send_count, int dest,

@@ -89,8 +89,8 @@ static void lab01_second_part(const int *given, int hidden)
     for (int i = 0; nps[i]; i++) {
         int np = nps[i];
         if (np < 4 || np % 2) continue; /* 2 nodes of 2 ranks or more */
-        snprintf(name, sizeof name, "%shierarchical all-reduce on 2 nodes of %d [np=%d, 0 B..1 MiB]",
-                 pre, np / 2, np);
+        snprintf(name, sizeof name,
+                 "%shierarchical all-reduce on 2 nodes of %d [np=%d, 0 B..1 MiB]", pre, np / 2, np);
         gr_add(&(struct gr_spec){name, "hierarchical", "check", "correct", "correctness", np,
                                  hidden ? 1 : 2.5, LAB01_CHECK_TIMEOUT, hidden, NULL});
         if (hidden) continue;

@@ -180,8 +180,8 @@ static int judge(void *st, int i, const char *part)
     for (int p = 0; p < NPARTS; p++)
         if (!strcmp(part, PART_NAMES[p]))
             return gr_parts_gather((enum part)p, i == count_cases(st) - 1);
-    pl_usage_error_all("--parts %s: Lab 4 judges correct, traffic, memory, placement, order and time",
-                       part);
+    pl_usage_error_all(
+        "--parts %s: Lab 4 judges correct, traffic, memory, placement, order and time", part);
 }
 
 const struct gr_driver gr_lab_driver = {

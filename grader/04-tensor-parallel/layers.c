@@ -78,8 +78,9 @@ void run_conjugates(struct pl_comm *tp)
         judge_pass_traffic(names[k], &tr[k], k == 1 || k == 2, (double)n, t,
                            "one for f's backward and g's forward, none otherwise");
     gr_parts_set(P_CORRECT);
-    gr_parts_say_ok(P_TRAFFIC, "one all-reduce in f's backward and g's forward, none in f's forward "
-           "and g's backward");
+    gr_parts_say_ok(P_TRAFFIC,
+                    "one all-reduce in f's backward and g's forward, none in f's forward "
+                    "and g's backward");
 }
 
 /* ---- op linear: column- and row-parallel against nn.Linear on the full weight ---- */
@@ -108,8 +109,10 @@ static void column_linear_case(struct pl_comm *tp, int N, int C, int OC, struct 
     struct pl_tp_rect cols = {0, (size_t)r * OCt, (size_t)N, (size_t)OCt};
     float *sw = gr_op_alloc((size_t)OCt * C, "w shard"), *sb = gr_op_alloc((size_t)OCt, "b shard");
     float *sdy = gr_op_alloc((size_t)N * OCt, "dy cols"), *sy = gr_op_alloc((size_t)N * OCt, "y");
-    float *gy = gr_op_alloc((size_t)N * OCt, "your y"), *gdx = gr_op_alloc((size_t)N * C, "your dx");
-    float *gdw = gr_op_alloc((size_t)OCt * C, "your dw"), *gdb = gr_op_alloc((size_t)OCt, "your db");
+    float *gy = gr_op_alloc((size_t)N * OCt, "your y"),
+          *gdx = gr_op_alloc((size_t)N * C, "your dx");
+    float *gdw = gr_op_alloc((size_t)OCt * C, "your dw"),
+          *gdb = gr_op_alloc((size_t)OCt, "your db");
     float *ew = gr_op_alloc((size_t)OCt * C, "expected dw"), *eb = gr_op_alloc((size_t)OCt, "db");
     pl_tp_copy_rect_out(sw, w, (size_t)C, &rows);
     pl_tp_copy_rect_out(sb, b, 1, &brow);
@@ -152,7 +155,8 @@ static void row_linear_case(struct pl_comm *tp, int N, int IC, int OC, struct li
     pl_matmul_backward(dx, dw, db, dy, x, w, N, IC, OC);
     struct pl_tp_rect wc = {0, (size_t)r * ICt, (size_t)OC, (size_t)ICt};
     struct pl_tp_rect xc = {0, (size_t)r * ICt, (size_t)N, (size_t)ICt};
-    float *sw = gr_op_alloc((size_t)OC * ICt, "w cols"), *sx = gr_op_alloc((size_t)N * ICt, "x cols");
+    float *sw = gr_op_alloc((size_t)OC * ICt, "w cols"),
+          *sx = gr_op_alloc((size_t)N * ICt, "x cols");
     float *gy = gr_op_alloc((size_t)N * OC, "your y"), *gdx = gr_op_alloc((size_t)N * ICt, "dx");
     float *gdw = gr_op_alloc((size_t)OC * ICt, "your dw"), *gdb = gr_op_alloc((size_t)OC, "db");
     float *ex = gr_op_alloc((size_t)N * ICt, "dx cols"), *ew = gr_op_alloc((size_t)OC * ICt, "dw");
@@ -203,8 +207,9 @@ void run_linear(struct pl_comm *tp, int i)
                            "g is the identity backward");
     }
     gr_parts_set(P_CORRECT);
-    gr_parts_say_ok(P_TRAFFIC, "one all-reduce of [N, C] in the column backward and the row forward, "
-           "none elsewhere");
+    gr_parts_say_ok(P_TRAFFIC,
+                    "one all-reduce of [N, C] in the column backward and the row forward, "
+                    "none elsewhere");
 }
 
 /* ---- the sub-layers and the block against the single-device oracle ---- */
@@ -241,9 +246,11 @@ static void oracle_sub(struct block_case *k, enum sub s, float *y, float *dx)
         float *p[] = {h, g, dg, dh};
         for (int i = 0; i < 4; i++) pl_mem_free(p[i]);
     } else {
-        float *qkv = gr_op_alloc((size_t)N * 3 * C, "qkv"), *hd = gr_op_alloc((size_t)N * C, "heads");
+        float *qkv = gr_op_alloc((size_t)N * 3 * C, "qkv"),
+              *hd = gr_op_alloc((size_t)N * C, "heads");
         float *att = gr_op_alloc((size_t)k->B * c->n_heads * k->T * k->T, "att");
-        float *dqkv = gr_op_alloc((size_t)N * 3 * C, "dqkv"), *dhd = gr_op_alloc((size_t)N * C, "dh");
+        float *dqkv = gr_op_alloc((size_t)N * 3 * C, "dqkv"),
+              *dhd = gr_op_alloc((size_t)N * C, "dh");
         pl_matmul_forward(qkv, k->x, k->p.w_qkv, k->p.b_qkv, N, C, 3 * C);
         pl_attention_forward(hd, att, qkv, k->B, k->T, C, c->n_heads);
         pl_matmul_forward(y, hd, k->p.w_proj, k->p.b_proj, N, C, C);
@@ -276,7 +283,8 @@ static int heads_split_wrong(struct block_case *k, const struct pl_tp_attn_acts 
     if (t < 2) return 0;
     float *qkv = gr_op_alloc((size_t)N * 3 * C, "qkv"), *hd = gr_op_alloc((size_t)N * C, "heads");
     float *att = gr_op_alloc((size_t)k->B * c->n_heads * k->T * k->T, "att");
-    float *mine = gr_op_alloc((size_t)N * 3 * Ct, "my qkv"), *my_hd = gr_op_alloc((size_t)N * Ct, "");
+    float *mine = gr_op_alloc((size_t)N * 3 * Ct, "my qkv"),
+          *my_hd = gr_op_alloc((size_t)N * Ct, "");
     pl_matmul_forward(qkv, k->x, k->p.w_qkv, k->p.b_qkv, N, C, 3 * C);
     pl_attention_forward(hd, att, qkv, k->B, k->T, C, c->n_heads);
     for (int j = 0; j < 3; j++) {
@@ -290,7 +298,8 @@ static int heads_split_wrong(struct block_case *k, const struct pl_tp_attn_acts 
     }
     struct pl_tp_rect hc = {0, (size_t)k->r * Ct, (size_t)N, (size_t)Ct};
     pl_tp_copy_rect_out(my_hd, hd, (size_t)C, &hc);
-    float *gq = gr_host_copy(a->qkv, (size_t)N * 3 * Ct), *eq = gr_host_copy(mine, (size_t)N * 3 * Ct);
+    float *gq = gr_host_copy(a->qkv, (size_t)N * 3 * Ct),
+          *eq = gr_host_copy(mine, (size_t)N * 3 * Ct);
     float *gh = gr_host_copy(a->y, (size_t)N * Ct), *eh = gr_host_copy(my_hd, (size_t)N * Ct);
     int wrong = pl_rel_l2(gq, eq, (size_t)N * 3 * Ct) < TOL_FWD &&
                 pl_rel_l2(gh, eh, (size_t)N * Ct) > TOL_FWD;
@@ -405,8 +414,10 @@ void run_sub(struct pl_comm *tp, enum sub s, int i)
     int t = pl_comm_size(tp), B = CASES[i].B, T = CASES[i].T;
     struct sub_run run;
     run_sub_case(tp, s, B, T, time_traced(s, i), &run);
-    gr_parts_say_ok(P_CORRECT, "output, dx and every shard's gradient match the single device (t=%d, "
-           "%d cases)", t, NCASES);
+    gr_parts_say_ok(P_CORRECT,
+                    "output, dx and every shard's gradient match the single device (t=%d, "
+                    "%d cases)",
+                    t, NCASES);
     gr_parts_set(P_TRAFFIC);
     double nc = (double)B * T * 64;
     if (t > 1) {
@@ -419,10 +430,11 @@ void run_sub(struct pl_comm *tp, enum sub s, int i)
     /* DESIGN.md: a block moves 8bsh(t-1)/t elements per rank per microbatch */
     double want = 8.0 * B * T * 64 * (t - 1) / t * 4.0 * SUBS[s].ars / 2;
     char a[32];
-    gr_parts_say_ok(P_TRAFFIC, "%d all-reduce%s forward and %d backward per pass on the TP group; the "
-           "last case (b=%d, s=%d, h=64) sent %s per rank = %s8bsh(t-1)/t x 4 bytes",
-           SUBS[s].ars, SUBS[s].ars == 1 ? "" : "s", SUBS[s].ars, B, T,
-           pl_format_bytes(want, a, sizeof a), s == SUB_BLOCK ? "" : "1/2 of ");
+    gr_parts_say_ok(P_TRAFFIC,
+                    "%d all-reduce%s forward and %d backward per pass on the TP group; the "
+                    "last case (b=%d, s=%d, h=64) sent %s per rank = %s8bsh(t-1)/t x 4 bytes",
+                    SUBS[s].ars, SUBS[s].ars == 1 ? "" : "s", SUBS[s].ars, B, T,
+                    pl_format_bytes(want, a, sizeof a), s == SUB_BLOCK ? "" : "1/2 of ");
     if (time_traced(s, 0) && t > 1) {
         gr_parts_set(P_TIME);
         time_judge(&run, t, i);

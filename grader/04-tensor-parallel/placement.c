@@ -101,11 +101,13 @@ void run_placement(int i)
         if (inter <= 0)
             gr_fail("under order dp-tp the TP group %s should cross nodes, yet no byte went "
                  "inter-node: does tp_group follow the grid it is given?", mem);
-        gr_parts_say_ok(P_ORDER, "order dp-tp is a placement violation, found and costed: TP group %s "
-               "crosses nodes, up to %s per rank inter-node; modelled on dgx-h100 %.2f us per "
-               "block forward+backward vs %.2f us inside a node (%.1fx slower). Your code gave "
-               "the right numbers under this order too", mem,
-               pl_format_bytes(inter, a, sizeof a), run * 1e6, inside * 1e6, run / inside);
+        gr_parts_say_ok(
+            P_ORDER,
+            "order dp-tp is a placement violation, found and costed: TP group %s "
+            "crosses nodes, up to %s per rank inter-node; modelled on dgx-h100 %.2f us per "
+            "block forward+backward vs %.2f us inside a node (%.1fx slower). Your code gave "
+            "the right numbers under this order too",
+            mem, pl_format_bytes(inter, a, sizeof a), run * 1e6, inside * 1e6, run / inside);
     }
     gr_parts_set(P_CORRECT);
     pl_comm_free(tp);

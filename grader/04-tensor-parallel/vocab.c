@@ -118,8 +118,9 @@ static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int
                  ? ": gathering logits moves N x V floats; only the row maxima, the sums of "
                    "exponentials and the target logits need to cross ranks (section 10)"
                  : "");
-    gr_parts_say_ok(P_TRAFFIC, "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
-           pl_format_bytes(want, a1, sizeof a1), B, T);
+    gr_parts_say_ok(P_TRAFFIC,
+                    "3 all-reduces and 1 all-gather of N floats: %s per rank for b=%d s=%d",
+                    pl_format_bytes(want, a1, sizeof a1), B, T);
     /* memory: nothing the size of the full logits */
     gr_parts_set(P_MEMORY);
     double full = 4.0 * N * V;
@@ -128,8 +129,10 @@ static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int
              "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
              "keeps its [N, V/t] columns and three numbers per row (section 10)",
              pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
-    gr_parts_say_ok(P_MEMORY, "the head held at most %s beyond its activations, below the full logits' "
-           "%s", pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
+    gr_parts_say_ok(P_MEMORY,
+                    "the head held at most %s beyond its activations, below the full logits' "
+                    "%s",
+                    pl_format_bytes(held, a1, sizeof a1), pl_format_bytes(full, a2, sizeof a2));
     gr_parts_set(P_CORRECT);
 }
 
@@ -142,7 +145,8 @@ void run_vocab(struct pl_comm *tp, int i)
     vocab_oracle(&c, B, T, &f);
     float *wte_r = vocab_rows(f.wte, V, C, t, r), *w_r = vocab_rows(f.w, V, C, t, r);
     float *gx = gr_op_alloc((size_t)N * C, "your x"), *gdx = gr_op_alloc((size_t)N * C, "your dx");
-    float *dwte_r = gr_op_alloc((size_t)Vt * C, "dwte_r"), *dw_r = gr_op_alloc((size_t)Vt * C, "dw");
+    float *dwte_r = gr_op_alloc((size_t)Vt * C, "dwte_r"),
+          *dw_r = gr_op_alloc((size_t)Vt * C, "dw");
     float *dwpe = gr_op_alloc((size_t)c.seq_len * C, "dwpe"), *hx = gr_op_alloc((size_t)N * C, "x");
     pl_zero(dwte_r, (size_t)Vt * C);
     pl_zero(dw_r, (size_t)Vt * C);
@@ -175,7 +179,8 @@ void run_vocab(struct pl_comm *tp, int i)
     gr_compare("head input gradient dx", gdx, f.dx, (size_t)N * C, TOL_BWD, "f's backward sums "
             "the ranks' dlogits_r w_r (section 10)");
     gr_compare("gradient of your rows of the head", dw_r, e_w, (size_t)Vt * C, TOL_BWD, NULL);
-    gr_parts_say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)", t);
+    gr_parts_say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)",
+                    t);
 
     judge_vocab_comm(&d, held, t, B, T, C, V);
     gr_parts_set(P_CORRECT);
@@ -313,9 +318,10 @@ void run_train(struct pl_comm *tp)
                      : "");
     if (m && gr_parts_ok()) check_train_weights(m, &ref, t, r);
     judge_train_memory(&setup.cfg, t, b.B, &before, &after);
-    gr_parts_say_ok(P_CORRECT, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
-           "weights match the single device (last loss %.5f)", TRAIN_STEPS, TRAIN_LAYERS, t,
-           ref.loss[TRAIN_STEPS - 1]);
+    gr_parts_say_ok(P_CORRECT,
+                    "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
+                    "weights match the single device (last loss %.5f)",
+                    TRAIN_STEPS, TRAIN_LAYERS, t, ref.loss[TRAIN_STEPS - 1]);
     tp_gpt_free(m);
     gr_batch_free(&b);
     gr_reference_free(&ref);

@@ -268,8 +268,10 @@ static void run_conjugates(struct pl_comm *tp)
               gathers ? nf : nl, rules[k]);
         free(got);
     }
-    gr_parts_say_ok(P_CORRECT, "both conjugates exact forward and backward on every rank (t=%d, B=%d, "
-           "T=%d, C=%d)", t, B, T, C);
+    gr_parts_say_ok(P_CORRECT,
+                    "both conjugates exact forward and backward on every rank (t=%d, B=%d, "
+                    "T=%d, C=%d)",
+                    t, B, T, C);
     gr_parts_set(P_TRAFFIC);
     judge_conjugate_traffic(tr, t, nf);
     gr_parts_set(P_CORRECT);
@@ -292,7 +294,9 @@ struct block_run {
 
 static const char *split_name(enum pl_tp_split s)
 {
-    return s == PL_TP_REPLICATED ? "replicated" : s == PL_TP_ROWS ? "a row block" : "a column block";
+    return s == PL_TP_REPLICATED ? "replicated"
+           : s == PL_TP_ROWS     ? "a row block"
+                                 : "a column block";
 }
 
 /* The replicated tensors after the synchronisation: bitwise equal on every rank (collective),
@@ -573,11 +577,14 @@ static void run_block(struct pl_comm *tp, int i)
     struct pl_model_config c = graded_config(0);
     const double NC = (double)kc.B * kc.T * c.d_model;
     char a[32], b[32], e[32];
-    gr_parts_say_ok(P_CORRECT, "outputs, input gradients and every split shard's gradient match the "
-           "single device with dropout off and on (t=%d, %d cases, the last B=%d T=%d)", t,
-           NCASES, kc.B, kc.T);
-    gr_parts_say_ok(P_REPLICAS, "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
-           "bit, equal to the single device's (t=%d)", t);
+    gr_parts_say_ok(P_CORRECT,
+                    "outputs, input gradients and every split shard's gradient match the "
+                    "single device with dropout off and on (t=%d, %d cases, the last B=%d T=%d)",
+                    t, NCASES, kc.B, kc.T);
+    gr_parts_say_ok(P_REPLICAS,
+                    "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
+                    "bit, equal to the single device's (t=%d)",
+                    t);
     if (t > 1) {
         gr_parts_set(P_TRAFFIC);
         judge_block_traffic(&run, t, NC, c.d_model);
@@ -906,9 +913,10 @@ static void run_train(struct pl_comm *tp)
         }
         pl_mem_free(w);
     }
-    gr_parts_say_ok(P_CORRECT, "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
-           "every parameter shard match pl_model_step (t=%d)", TRAIN_STEPS, c.n_layers,
-           (double)DROPOUT, t);
+    gr_parts_say_ok(P_CORRECT,
+                    "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
+                    "every parameter shard match pl_model_step (t=%d)",
+                    TRAIN_STEPS, c.n_layers, (double)DROPOUT, t);
     sp_model_free(&s);
     pl_model_free(ref);
     pl_mem_free(tok);
@@ -991,7 +999,8 @@ static void plot_layout(void)
                             "stroke=\"#444\"/>\n", x + cw, y + ch / 2, x + cw + gap, y + ch / 2);
             }
         }
-        const char *in = sp ? "all-gather" : "f: identity", *out = sp ? "reduce-scatter" : "g: all-reduce";
+        const char *in = sp ? "all-gather" : "f: identity",
+                   *out = sp ? "reduce-scatter" : "g: all-reduce";
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",
                 left + 2 * (cw + gap) - gap / 2, y0 + panel - 30, in);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",
@@ -1220,7 +1229,8 @@ static int judge(void *st, int i, const char *part)
     for (int p = 0; p < NPARTS; p++)
         if (!strcmp(part, PART_NAMES[p]))
             return gr_parts_gather((enum part)p, i == count_cases(st) - 1);
-    pl_usage_error_all("--parts %s: Lab 5 judges correct, replicas, traffic, memory and time", part);
+    pl_usage_error_all("--parts %s: Lab 5 judges correct, replicas, traffic, memory and time",
+                       part);
 }
 
 const struct gr_driver gr_lab_driver = {

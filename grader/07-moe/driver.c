@@ -94,7 +94,8 @@ static int part_index(const char *part)
 {
     for (int i = 0; i < NPARTS; i++)
         if (!strcmp(part, PARTS[i])) return i;
-    pl_usage_error_all("--parts %s: Lab 7 judges correct, counts, traffic, placement and time", part);
+    pl_usage_error_all("--parts %s: Lab 7 judges correct, counts, traffic, placement and time",
+                       part);
 }
 
 /* Collective: 1 when no rank has a reason for part; otherwise rank 0 says the lowest

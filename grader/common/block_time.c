@@ -98,10 +98,12 @@ static void slower_because(const struct gr_bt_verdict *v, int t, const char *sec
                            char *buf, size_t len)
 {
     double split = gr_bt_flops() / t / pl_profile_find(GR_BT_PROFILE)->flops;
-    snprintf(buf, len, "your compute alone is %.2f ms, %.2fx the single device's split %d "
+    snprintf(buf, len,
+             "your compute alone is %.2f ms, %.2fx the single device's split %d "
              "ways (%.2f ms). Each rank should do the products of its own shard once: a product "
              "repeated (the forward's, again in the backward, with its activations kept) or run "
-             "on zero-padded or gathered full-size tensors is paid on every rank (section %s)", v->r.compute * 1e3, v->r.compute / split, t, split * 1e3, section);
+             "on zero-padded or gathered full-size tensors is paid on every rank (section %s)",
+             v->r.compute * 1e3, v->r.compute / split, t, split * 1e3, section);
 }
 
 void gr_bt_judge(struct gr_bt_verdict *v, int i, int p, const char *name, int t,
