@@ -239,12 +239,10 @@ static void cpu_attention_forward(float *out, float *att, const float *qkv, int 
 }
 
 static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                   const float *att, int B, int T, int C, int NH)
+                                   const float *att, int B, int T, int C, int NH, float *ds)
 {
     int HS = C / NH;
     float scale = 1.0f / sqrtf((float)HS);
-    float *ds = pl_mem_alloc((size_t)T * T * sizeof(float), PL_MEM_WORK, PL_DEVICE,
-                             "attention dscores");
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t off = (size_t)b * T * 3 * C + (size_t)h * HS;
@@ -267,7 +265,6 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
                           dk, 3 * C);
             }
         }
-    pl_mem_free(ds);
 }
 
 PL_CLONES static void cpu_gelu_forward(float *out, const float *inp, size_t n)
@@ -526,8 +523,18 @@ void pl_attention_forward(float *out, float *att, const float *qkv, int B, int T
     BACKEND(attention_forward)(out, att, qkv, B, T, C, NH);
 }
 
-void pl_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
-                           int B, int T, int C, int NH)
+size_t pl_attention_backward_work(int T, int NH)
+{
+#ifdef PL_GPU
+    return (size_t)NH * T * T; /* the score gradients of every head, for batched products */
+#else
+    (void)NH;
+    return (size_t)T * T; /* one head's score gradients at a time */
+#endif
+}
+
+void pl_attention_backward_in(float *dqkv, const float *dout, const float *qkv,
+                              const float *att, int B, int T, int C, int NH, float *work)
 {
     require_sizes("pl_attention_backward", "B T C NH", B, T, C, NH);
     require_heads("pl_attention_backward", C, NH);
@@ -536,7 +543,18 @@ void pl_attention_backward(float *dqkv, const float *dout, const float *qkv, con
     require_ptr("pl_attention_backward", "qkv", qkv);
     require_ptr("pl_attention_backward", "att (saved by the forward)", att);
     charge(8.0 * B * T * T * C + (double)PL_FLOPS_SOFTMAX_BWD * B * NH * T * T);
-    BACKEND(attention_backward)(dqkv, dout, qkv, att, B, T, C, NH);
+    float *own = NULL;
+    if (!work)
+        work = own = pl_mem_alloc(pl_attention_backward_work(T, NH) * sizeof(float),
+                                  PL_MEM_WORK, PL_DEVICE, "attention dscores");
+    BACKEND(attention_backward)(dqkv, dout, qkv, att, B, T, C, NH, work);
+    pl_mem_free(own);
+}
+
+void pl_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
+                           int B, int T, int C, int NH)
+{
+    pl_attention_backward_in(dqkv, dout, qkv, att, B, T, C, NH, NULL);
 }
 
 void pl_gelu_forward(float *out, const float *inp, size_t n)

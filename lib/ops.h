@@ -111,6 +111,13 @@ void pl_attention_forward(float *out, float *att, const float *qkv, int B, int T
 /* dqkv[B,T,3C] += the gradient, given dout[B,T,C] and qkv, att from the forward. */
 void pl_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
                            int B, int T, int C, int NH);
+/* The same with the score gradients in work, pl_attention_backward_work(T, NH) floats of op
+ * memory the caller holds (a model's scratch arena), so the call allocates nothing; work
+ * NULL allocates them for the call, as pl_attention_backward does. Every element of work
+ * the backward reads it writes first, so work need not be zeroed. */
+size_t pl_attention_backward_work(int T, int NH);
+void pl_attention_backward_in(float *dqkv, const float *dout, const float *qkv,
+                              const float *att, int B, int T, int C, int NH, float *work);
 
 /* ---- element-wise ----------------------------------------------------------------------- */
 /* GELU, tanh approximation (nn.GELU(approximate="tanh")). out may equal inp. */

@@ -404,13 +404,11 @@ void pl_gpu_attention_forward(float *out, float *att, const float *qkv, int B, i
 }
 
 void pl_gpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int C, int NH)
+                               const float *att, int B, int T, int C, int NH, float *ds)
 {
     int HS = C / NH;
     float scale = 1.0f / sqrtf((float)HS);
     long long tt = (long long)T * T;
-    float *ds = (float *)pl_mem_alloc((size_t)NH * tt * sizeof(float), PL_MEM_WORK, PL_DEVICE,
-                                      "attention dscores");
     for (int b = 0; b < B; b++) {
         size_t off = (size_t)b * T * 3 * C;
         const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
@@ -426,7 +424,6 @@ void pl_gpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
         sgemm_rm_batched(1, 0, T, HS, T, 1.0f, ds, T, tt, q, 3 * C, HS, 1.0f, dk, 3 * C, HS, NH);
     }
     finish();
-    pl_mem_free(ds);
 }
 
 void pl_gpu_gelu_forward(float *out, const float *inp, size_t n)
