@@ -378,7 +378,9 @@ size_t pl_model_scratch_round(size_t n)
     return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
 }
 
-float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
+/* n floats from arena s as they are (s NULL: a zeroed allocation), for a buffer its op
+ * writes whole before reading it. */
+static float *scratch_take_unzeroed(struct pl_scratch *s, size_t n, const char *label)
 {
     if (!s) return pl_model_scratch(n, label);
     size_t k = pl_model_scratch_round(n);
@@ -386,7 +388,13 @@ float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
     PL_ASSERT(s->used + k <= s->cap);
     float *p = s->base + s->used;
     s->used += k;
-    pl_zero(p, n);
+    return p;
+}
+
+float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
+{
+    float *p = scratch_take_unzeroed(s, n, label);
+    if (s) pl_zero(p, n);
     return p;
 }
 
@@ -403,7 +411,7 @@ void pl_model_scratch_give(struct pl_scratch *s, float *p)
 
 /* The most any pass holds at once (as taken below, each piece rounded up): the attention
  * backward's four [N, C]-sized gradients (dqkv is 3 of them) and the score gradients of
- * pl_attention_backward_in, the dense MLP backward's two [N, C] and two [N, F] or the MoE
+ * pl_attention_backward_in, the dense MLP backward's two [N, C] and one [N, F] or the MoE
  * half's most (pl_moe_scratch_need), the head backward's [N, V] and [N, C]. */
 size_t pl_model_scratch_need(const struct pl_model_config *c, int B, int T)
 {
@@ -412,7 +420,7 @@ size_t pl_model_scratch_need(const struct pl_model_config *c, int B, int T)
     size_t attn = 3 * pl_model_scratch_round(N * C) + pl_model_scratch_round(3 * N * C) +
                   pl_model_scratch_round(pl_attention_backward_work(T, c->n_heads));
     size_t mlp = 2 * pl_model_scratch_round(N * C) +
-                 (c->n_experts ? pl_moe_scratch_need(c, B, T) : 2 * pl_model_scratch_round(N * F));
+                 (c->n_experts ? pl_moe_scratch_need(c, B, T) : pl_model_scratch_round(N * F));
     size_t head = pl_model_scratch_round(N * V) + pl_model_scratch_round(N * C);
     size_t need = attn > mlp ? attn : mlp;
     return need > head ? need : head;
@@ -615,8 +623,7 @@ static void dense_forward(const struct pl_model_config *c, const struct pl_block
                           struct pl_mlp_acts *a, float *branch)
 {
     const int N = a->B * a->T, C = c->d_model, F = c->d_ff;
-    pl_matmul_forward(a->h, a->ln, p->w_fc, p->b_fc, N, C, F);
-    pl_gelu_forward(a->g, a->h, (size_t)N * F);
+    pl_matmul_gelu_forward(a->h, a->g, a->ln, p->w_fc, p->b_fc, N, C, F);
     pl_matmul_forward(branch, a->g, p->w_fc2, p->b_fc2, N, F, C);
 }
 
@@ -625,13 +632,11 @@ static void dense_backward(const struct pl_model_config *c, const struct pl_bloc
                            const float *dbranch, float *dln)
 {
     const int N = a->B * a->T, C = c->d_model, F = c->d_ff;
-    float *dg = pl_model_scratch_take(a->scratch, (size_t)N * F, "mlp d gelu");
-    float *dh = pl_model_scratch_take(a->scratch, (size_t)N * F, "mlp d fc");
-    pl_matmul_backward(dg, g->w_fc2, g->b_fc2, dbranch, a->g, p->w_fc2, N, F, C);
-    pl_gelu_backward(dh, dg, a->h, (size_t)N * F);
+    /* written whole by the fused backward before it is read: no zeroing */
+    float *dh = scratch_take_unzeroed(a->scratch, (size_t)N * F, "mlp d fc");
+    pl_matmul_gelu_backward(dh, g->w_fc2, g->b_fc2, dbranch, a->g, a->h, p->w_fc2, N, F, C);
     pl_matmul_backward(dln, g->w_fc, g->b_fc, dh, a->ln, p->w_fc, N, C, F);
     pl_model_scratch_give(a->scratch, dh);
-    pl_model_scratch_give(a->scratch, dg);
 }
 
 void pl_mlp_forward(const struct pl_model_config *c, int layer, const struct pl_block_params *p,

@@ -179,6 +179,11 @@ __global__ static void k_gelu_bwd(float *dinp, const float *dout, const float *i
     GRID_STRIDE(i, n) { dinp[i] += pl_k_gelu_grad(inp[i]) * dout[i]; }
 }
 
+__global__ static void k_gelu_grad_scale(float *d, const float *inp, size_t n)
+{
+    GRID_STRIDE(i, n) { d[i] = pl_k_gelu_grad(inp[i]) * d[i]; }
+}
+
 __global__ static void k_add(float *out, const float *a, const float *b, size_t n)
 {
     GRID_STRIDE(i, n) { out[i] = a[i] + b[i]; }
@@ -366,6 +371,26 @@ void pl_gpu_matmul_forward(float *out, const float *inp, const float *weight, co
         PL_CHECK_CUDA(cudaGetLastError());
     }
     sgemm_rm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
+    finish();
+}
+
+void pl_gpu_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
+                                const float *bias, int N, int C, int OC)
+{
+    pl_gpu_matmul_forward(h, inp, weight, bias, N, C, OC);
+    pl_gpu_gelu_forward(g, h, (size_t)N * OC);
+}
+
+void pl_gpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const float *dout,
+                                 const float *g, const float *h, const float *weight, int N,
+                                 int C, int OC)
+{
+    size_t n = (size_t)N * C;
+    sgemm_rm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dh, C);
+    k_gelu_grad_scale<<<blocks_for(n), THREADS>>>(dh, h, n);
+    PL_CHECK_CUDA(cudaGetLastError());
+    if (dweight) sgemm_rm(1, 0, OC, C, N, 1.0f, dout, OC, g, C, 1.0f, dweight, C);
+    if (dbias) k_column_sums<<<blocks_for((size_t)OC), THREADS>>>(dbias, dout, N, OC);
     finish();
 }
 
