@@ -294,7 +294,12 @@ void pl_gpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, co
 void pl_gpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
                               int NH);
 void pl_gpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int C, int NH);
+                               const float *att, int B, int T, int C, int NH, float *ds);
+void pl_gpu_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
+                                const float *bias, int N, int C, int OC);
+void pl_gpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const float *dout,
+                                 const float *g, const float *h, const float *weight, int N,
+                                 int C, int OC);
 void pl_gpu_gelu_forward(float *out, const float *inp, size_t n);
 void pl_gpu_gelu_backward(float *dinp, const float *dout, const float *inp, size_t n);
 void pl_gpu_residual_forward(float *out, const float *a, const float *b, size_t n);

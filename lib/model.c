@@ -373,20 +373,28 @@ float *pl_model_scratch(size_t n, const char *label)
 
 /* Every piece starts on a 64-byte boundary (the base is at least that aligned). */
 #define SCRATCH_ALIGN 16
-static size_t scratch_round(size_t n)
+size_t pl_model_scratch_round(size_t n)
 {
     return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
 }
 
-float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
+/* n floats from arena s as they are (s NULL: a zeroed allocation), for a buffer its op
+ * writes whole before reading it. */
+static float *scratch_take_unzeroed(struct pl_scratch *s, size_t n, const char *label)
 {
     if (!s) return pl_model_scratch(n, label);
-    size_t k = scratch_round(n);
+    size_t k = pl_model_scratch_round(n);
     /* pl_model_scratch_need is the sizing: running past it is a bug in the passes */
     PL_ASSERT(s->used + k <= s->cap);
     float *p = s->base + s->used;
     s->used += k;
-    pl_zero(p, n);
+    return p;
+}
+
+float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
+{
+    float *p = scratch_take_unzeroed(s, n, label);
+    if (s) pl_zero(p, n);
     return p;
 }
 
@@ -402,16 +410,18 @@ void pl_model_scratch_give(struct pl_scratch *s, float *p)
 }
 
 /* The most any pass holds at once (as taken below, each piece rounded up): the attention
- * backward's four [N, C]-sized gradients (dqkv is 3 of them), the dense MLP backward's two
- * [N, C] and two [N, F], the head backward's [N, V] and [N, C]. MoE experts allocate their
- * own (their slot counts depend on the routing). */
+ * backward's four [N, C]-sized gradients (dqkv is 3 of them) and the score gradients of
+ * pl_attention_backward_in, the dense MLP backward's two [N, C] and one [N, F] or the MoE
+ * half's most (pl_moe_scratch_need), the head backward's [N, V] and [N, C]. */
 size_t pl_model_scratch_need(const struct pl_model_config *c, int B, int T)
 {
     size_t N = (size_t)B * T, C = (size_t)c->d_model, F = (size_t)c->d_ff,
            V = (size_t)c->vocab;
-    size_t attn = 3 * scratch_round(N * C) + scratch_round(3 * N * C);
-    size_t mlp = 2 * scratch_round(N * C) + (c->n_experts ? 0 : 2 * scratch_round(N * F));
-    size_t head = scratch_round(N * V) + scratch_round(N * C);
+    size_t attn = 3 * pl_model_scratch_round(N * C) + pl_model_scratch_round(3 * N * C) +
+                  pl_model_scratch_round(pl_attention_backward_work(T, c->n_heads));
+    size_t mlp = 2 * pl_model_scratch_round(N * C) +
+                 (c->n_experts ? pl_moe_scratch_need(c, B, T) : pl_model_scratch_round(N * F));
+    size_t head = pl_model_scratch_round(N * V) + pl_model_scratch_round(N * C);
     size_t need = attn > mlp ? attn : mlp;
     return need > head ? need : head;
 }
@@ -561,8 +571,11 @@ void pl_attn_backward(const struct pl_model_config *c, int layer,
     float *dheads = pl_model_scratch_take(s, (size_t)N * C, "attn d heads");
     float *dqkv = pl_model_scratch_take(s, (size_t)N * 3 * C, "attn d qkv");
     float *dln = pl_model_scratch_take(s, (size_t)N * C, "attn d ln1");
+    float *work = pl_model_scratch_take(s, pl_attention_backward_work(T, c->n_heads),
+                                        "attn d scores");
     pl_matmul_backward(dheads, g->w_proj, g->b_proj, dbranch, a->y, p->w_proj, N, C, C);
-    pl_attention_backward(dqkv, dheads, a->qkv, a->att, B, T, C, c->n_heads);
+    pl_attention_backward_in(dqkv, dheads, a->qkv, a->att, B, T, C, c->n_heads, work);
+    pl_model_scratch_give(s, work);
     pl_matmul_backward(dln, g->w_qkv, g->b_qkv, dqkv, a->ln, p->w_qkv, N, C, 3 * C);
     /* the residual path carries dy through unchanged; dy is no longer read after this */
     if (dx != dy) pl_copy(dx, dy, (size_t)N * C);
@@ -610,8 +623,7 @@ static void dense_forward(const struct pl_model_config *c, const struct pl_block
                           struct pl_mlp_acts *a, float *branch)
 {
     const int N = a->B * a->T, C = c->d_model, F = c->d_ff;
-    pl_matmul_forward(a->h, a->ln, p->w_fc, p->b_fc, N, C, F);
-    pl_gelu_forward(a->g, a->h, (size_t)N * F);
+    pl_matmul_gelu_forward(a->h, a->g, a->ln, p->w_fc, p->b_fc, N, C, F);
     pl_matmul_forward(branch, a->g, p->w_fc2, p->b_fc2, N, F, C);
 }
 
@@ -620,13 +632,11 @@ static void dense_backward(const struct pl_model_config *c, const struct pl_bloc
                            const float *dbranch, float *dln)
 {
     const int N = a->B * a->T, C = c->d_model, F = c->d_ff;
-    float *dg = pl_model_scratch_take(a->scratch, (size_t)N * F, "mlp d gelu");
-    float *dh = pl_model_scratch_take(a->scratch, (size_t)N * F, "mlp d fc");
-    pl_matmul_backward(dg, g->w_fc2, g->b_fc2, dbranch, a->g, p->w_fc2, N, F, C);
-    pl_gelu_backward(dh, dg, a->h, (size_t)N * F);
+    /* written whole by the fused backward before it is read: no zeroing */
+    float *dh = scratch_take_unzeroed(a->scratch, (size_t)N * F, "mlp d fc");
+    pl_matmul_gelu_backward(dh, g->w_fc2, g->b_fc2, dbranch, a->g, a->h, p->w_fc2, N, F, C);
     pl_matmul_backward(dln, g->w_fc, g->b_fc, dh, a->ln, p->w_fc, N, C, F);
     pl_model_scratch_give(a->scratch, dh);
-    pl_model_scratch_give(a->scratch, dg);
 }
 
 void pl_mlp_forward(const struct pl_model_config *c, int layer, const struct pl_block_params *p,

@@ -11,6 +11,8 @@ float *pl_model_scratch(size_t n, const char *label);
  * pl_model_scratch_give, which also gives back everything taken after it. */
 float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label);
 void pl_model_scratch_give(struct pl_scratch *s, float *p);
+/* n rounded up to the arena's piece size: how pl_model_scratch_take counts a piece. */
+size_t pl_model_scratch_round(size_t n);
 
 /* Dropout on a [B*T, C] branch output in place (nothing when ctx is not training). */
 void pl_model_branch_dropout(const struct pl_model_config *c, int layer, int site,
@@ -31,5 +33,7 @@ void pl_moe_forward(const struct pl_model_config *c, const struct pl_block_param
 void pl_moe_backward(const struct pl_model_config *c, const struct pl_block_params *p,
                      const struct pl_block_params *g, const struct pl_mlp_acts *a,
                      float loss_scale, const float *dbranch, float *dln);
+/* Floats of the model's scratch arena the MoE passes take at most at once. */
+size_t pl_moe_scratch_need(const struct pl_model_config *c, int B, int T);
 
 #endif

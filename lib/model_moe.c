@@ -147,10 +147,10 @@ void pl_moe_forward(const struct pl_model_config *c, const struct pl_block_param
     struct pl_moe_routing *r = a->route;
 
     /* router: probabilities per token and expert, then the decisions on the host */
-    float *logits = pl_model_scratch((size_t)N * E, "moe router logits");
+    float *logits = pl_model_scratch_take(a->scratch, (size_t)N * E, "moe router logits");
     pl_matmul_forward(logits, a->ln, p->w_router, NULL, N, C, E);
     pl_softmax_forward(a->probs, logits, N, E);
-    pl_mem_free(logits);
+    pl_model_scratch_give(a->scratch, logits);
     float *probs = pl_mem_alloc((size_t)N * E * sizeof(float), PL_MEM_WORK, PL_HOST,
                                 "moe probs host");
     pl_to_host(probs, a->probs, (size_t)N * E * sizeof(float));
@@ -183,12 +183,13 @@ void pl_moe_backward(const struct pl_model_config *c, const struct pl_block_para
     const int N = a->B * a->T, E = c->n_experts, C = c->d_model, F = c->d_ff, cap = a->cap;
     const struct pl_moe_routing *r = a->route;
     const size_t ec = (size_t)E * cap;
-    float *dgates = pl_model_scratch(ec, "moe d gates");
-    float *drows = pl_model_scratch((size_t)cap * C, "moe d rows");
-    float *dye = pl_model_scratch((size_t)cap * C, "moe d expert out");
-    float *dge = pl_model_scratch((size_t)cap * F, "moe d expert gelu");
-    float *dhe = pl_model_scratch((size_t)cap * F, "moe d expert fc");
-    float *dxe = pl_model_scratch((size_t)cap * C, "moe d expert in");
+    struct pl_scratch *sc = a->scratch;
+    float *dgates = pl_model_scratch_take(sc, ec, "moe d gates");
+    float *drows = pl_model_scratch_take(sc, (size_t)cap * C, "moe d rows");
+    float *dye = pl_model_scratch_take(sc, (size_t)cap * C, "moe d expert out");
+    float *dge = pl_model_scratch_take(sc, (size_t)cap * F, "moe d expert gelu");
+    float *dhe = pl_model_scratch_take(sc, (size_t)cap * F, "moe d expert fc");
+    float *dxe = pl_model_scratch_take(sc, (size_t)cap * C, "moe d expert in");
 
     for (int e = 0; e < E; e++) {
         const int n = r->count[e];
@@ -226,20 +227,32 @@ void pl_moe_backward(const struct pl_model_config *c, const struct pl_block_para
             float d = (float)(loss_scale * pl_moe_aux_grad(c->aux_loss_coef, E, r->f[e], N));
             for (int t = 0; t < N; t++) dp_h[(size_t)t * E + e] += d;
         }
-    float *dprobs = pl_model_scratch((size_t)N * E, "moe d probs");
-    float *dlogits = pl_model_scratch((size_t)N * E, "moe d router logits");
+    float *dprobs = pl_model_scratch_take(sc, (size_t)N * E, "moe d probs");
+    float *dlogits = pl_model_scratch_take(sc, (size_t)N * E, "moe d router logits");
     pl_to_device(dprobs, dp_h, (size_t)N * E * sizeof(float));
     pl_softmax_backward(dlogits, dprobs, a->probs, N, E);
     pl_matmul_backward(dln, g->w_router, NULL, dlogits, a->ln, p->w_router, N, C, E);
 
     pl_mem_free(dg_h);
     pl_mem_free(dp_h);
-    pl_mem_free(dprobs);
-    pl_mem_free(dlogits);
-    pl_mem_free(dgates);
-    pl_mem_free(drows);
-    pl_mem_free(dye);
-    pl_mem_free(dge);
-    pl_mem_free(dhe);
-    pl_mem_free(dxe);
+    /* latest taken first: with an arena the give of dgates alone would return them all,
+     * without one each is its own allocation */
+    pl_model_scratch_give(sc, dlogits);
+    pl_model_scratch_give(sc, dprobs);
+    pl_model_scratch_give(sc, dxe);
+    pl_model_scratch_give(sc, dhe);
+    pl_model_scratch_give(sc, dge);
+    pl_model_scratch_give(sc, dye);
+    pl_model_scratch_give(sc, drows);
+    pl_model_scratch_give(sc, dgates);
+}
+
+size_t pl_moe_scratch_need(const struct pl_model_config *c, int B, int T)
+{
+    const int N = B * T, E = c->n_experts;
+    const size_t cap = (size_t)pl_moe_capacity(N, E, c->top_k, c->capacity_factor);
+    const size_t C = (size_t)c->d_model, F = (size_t)c->d_ff;
+    /* the backward holds the most: d gates, three [cap, C], two [cap, F], two [N, E] */
+    return pl_model_scratch_round((size_t)E * cap) + 3 * pl_model_scratch_round(cap * C) +
+           2 * pl_model_scratch_round(cap * F) + 2 * pl_model_scratch_round((size_t)N * E);
 }

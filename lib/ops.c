@@ -191,6 +191,52 @@ static void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const
     if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
+/* h += bias row by row (bias may be NULL) and g = gelu(h), in one pass. */
+PL_CLONES static void bias_gelu_rows(float *restrict h, float *restrict g,
+                                     const float *restrict bias, int N, int OC)
+{
+    for (int n = 0; n < N; n++) {
+        float *restrict hr = h + (size_t)n * OC, *restrict gr = g + (size_t)n * OC;
+        if (bias) {
+            PL_SIMD
+            for (int o = 0; o < OC; o++) {
+                float x = hr[o] + bias[o];
+                hr[o] = x;
+                gr[o] = pl_k_gelu(x);
+            }
+        } else {
+            PL_SIMD
+            for (int o = 0; o < OC; o++) gr[o] = pl_k_gelu(hr[o]);
+        }
+    }
+}
+
+/* d *= gelu'(h), element by element. */
+PL_CLONES static void gelu_grad_scale(float *restrict d, const float *restrict h, size_t n)
+{
+    PL_SIMD
+    for (size_t i = 0; i < n; i++) d[i] = pl_k_gelu_grad(h[i]) * d[i];
+}
+
+/* The product first (beta 0: h needs no bias copy), then the bias and GELU in one pass;
+ * adding the bias after the product rounds as sgemm's beta = 1 on a bias-filled h does. */
+static void cpu_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
+                                    const float *bias, int N, int C, int OC)
+{
+    cpu_sgemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, h, OC);
+    bias_gelu_rows(h, g, bias, N, OC);
+}
+
+static void cpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const float *dout,
+                                     const float *g, const float *h, const float *weight, int N,
+                                     int C, int OC)
+{
+    cpu_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dh, C);
+    gelu_grad_scale(dh, h, (size_t)N * C);
+    if (dweight) cpu_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, g, C, 1.0f, dweight, C);
+    if (dbias) bias_grad(dbias, dout, N, OC);
+}
+
 /* Causal attention in blocks of query rows: rows [r0, r1) attend to keys [0, r1) only, so
  * the products skip the masked upper triangle of the scores except inside the diagonal
  * block (about half the work at long T). OpenBLAS packs its operands, so Q, K, V stay
@@ -239,12 +285,10 @@ static void cpu_attention_forward(float *out, float *att, const float *qkv, int 
 }
 
 static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                   const float *att, int B, int T, int C, int NH)
+                                   const float *att, int B, int T, int C, int NH, float *ds)
 {
     int HS = C / NH;
     float scale = 1.0f / sqrtf((float)HS);
-    float *ds = pl_mem_alloc((size_t)T * T * sizeof(float), PL_MEM_WORK, PL_DEVICE,
-                             "attention dscores");
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t off = (size_t)b * T * 3 * C + (size_t)h * HS;
@@ -267,7 +311,6 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
                           dk, 3 * C);
             }
         }
-    pl_mem_free(ds);
 }
 
 PL_CLONES static void cpu_gelu_forward(float *out, const float *inp, size_t n)
@@ -499,6 +542,39 @@ void pl_matmul_backward(float *dinp, float *dweight, float *dbias, const float *
     BACKEND(matmul_backward)(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
+void pl_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
+                            const float *bias, int N, int C, int OC)
+{
+    const char *op = "pl_matmul_gelu_forward";
+    require_sizes(op, "N C OC", N, C, OC, 1);
+    require_ptr(op, "h", h);
+    require_ptr(op, "g", g);
+    require_ptr(op, "inp", inp);
+    require_ptr(op, "weight", weight);
+    if (h == g)
+        pl_usage_error("%s: h and g are the same buffer; the op keeps both the fc output h "
+                       "(the backward reads it) and gelu(h), so give it two", op);
+    charge(2.0 * N * C * OC + (bias ? (double)N * OC : 0.0) +
+           (double)PL_FLOPS_GELU_FWD * N * OC);
+    BACKEND(matmul_gelu_forward)(h, g, inp, weight, bias, N, C, OC);
+}
+
+void pl_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const float *dout,
+                             const float *g, const float *h, const float *weight, int N, int C,
+                             int OC)
+{
+    const char *op = "pl_matmul_gelu_backward";
+    require_sizes(op, "N C OC", N, C, OC, 1);
+    require_ptr(op, "dh", dh);
+    require_ptr(op, "dout", dout);
+    require_ptr(op, "h", h);
+    require_ptr(op, "weight", weight);
+    if (dweight) require_ptr(op, "g", g);
+    charge(2.0 * N * C * OC + (dweight ? 2.0 * N * C * OC : 0.0) +
+           (dbias ? (double)N * OC : 0.0) + (double)PL_FLOPS_GELU_BWD * N * C);
+    BACKEND(matmul_gelu_backward)(dh, dweight, dbias, dout, g, h, weight, N, C, OC);
+}
+
 void pl_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -526,8 +602,18 @@ void pl_attention_forward(float *out, float *att, const float *qkv, int B, int T
     BACKEND(attention_forward)(out, att, qkv, B, T, C, NH);
 }
 
-void pl_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
-                           int B, int T, int C, int NH)
+size_t pl_attention_backward_work(int T, int NH)
+{
+#ifdef PL_GPU
+    return (size_t)NH * T * T; /* the score gradients of every head, for batched products */
+#else
+    (void)NH;
+    return (size_t)T * T; /* one head's score gradients at a time */
+#endif
+}
+
+void pl_attention_backward_in(float *dqkv, const float *dout, const float *qkv,
+                              const float *att, int B, int T, int C, int NH, float *work)
 {
     require_sizes("pl_attention_backward", "B T C NH", B, T, C, NH);
     require_heads("pl_attention_backward", C, NH);
@@ -536,7 +622,18 @@ void pl_attention_backward(float *dqkv, const float *dout, const float *qkv, con
     require_ptr("pl_attention_backward", "qkv", qkv);
     require_ptr("pl_attention_backward", "att (saved by the forward)", att);
     charge(8.0 * B * T * T * C + (double)PL_FLOPS_SOFTMAX_BWD * B * NH * T * T);
-    BACKEND(attention_backward)(dqkv, dout, qkv, att, B, T, C, NH);
+    float *own = NULL;
+    if (!work)
+        work = own = pl_mem_alloc(pl_attention_backward_work(T, NH) * sizeof(float),
+                                  PL_MEM_WORK, PL_DEVICE, "attention dscores");
+    BACKEND(attention_backward)(dqkv, dout, qkv, att, B, T, C, NH, work);
+    pl_mem_free(own);
+}
+
+void pl_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
+                           int B, int T, int C, int NH)
+{
+    pl_attention_backward_in(dqkv, dout, qkv, att, B, T, C, NH, NULL);
 }
 
 void pl_gelu_forward(float *out, const float *inp, size_t n)

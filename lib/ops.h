@@ -94,6 +94,19 @@ void pl_matmul_forward(float *out, const float *inp, const float *weight, const 
 void pl_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, int N, int C, int OC);
 
+/* The MLP's fc layer and its GELU fused: h[N,OC] = inp[N,C] weight^T + bias (bias may be
+ * NULL) and g[N,OC] = gelu(h), the bias and the activation in one pass over h after the
+ * product. h and g are distinct. FLOPs as pl_matmul_forward plus pl_gelu_forward. */
+void pl_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
+                            const float *bias, int N, int C, int OC);
+/* The backward of out[N,OC] = gelu(h)[N,C] weight^T + bias through both: dh[N,C] =
+ * gelu'(h) * (dout weight), written (dh need not be zeroed; it is the gradient of h alone),
+ * dweight += dout^T g and dbias += the column sums of dout (either may be NULL), with g the
+ * saved gelu(h). FLOPs as pl_matmul_backward plus pl_gelu_backward. */
+void pl_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const float *dout,
+                             const float *g, const float *h, const float *weight, int N, int C,
+                             int OC);
+
 /* General row-major product: C[M,N] = alpha * op(A) @ op(B) + beta * C, where op(X) is X
  * or X^T (trans_a/trans_b nonzero), op(A) is M x K, op(B) is K x N, and lda/ldb/ldc are
  * the row strides of A, B, C as stored. cblas_sgemm on the CPU, cublasSgemm on the GPU. */
@@ -111,6 +124,13 @@ void pl_attention_forward(float *out, float *att, const float *qkv, int B, int T
 /* dqkv[B,T,3C] += the gradient, given dout[B,T,C] and qkv, att from the forward. */
 void pl_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
                            int B, int T, int C, int NH);
+/* The same with the score gradients in work, pl_attention_backward_work(T, NH) floats of op
+ * memory the caller holds (a model's scratch arena), so the call allocates nothing; work
+ * NULL allocates them for the call, as pl_attention_backward does. Every element of work
+ * the backward reads it writes first, so work need not be zeroed. */
+size_t pl_attention_backward_work(int T, int NH);
+void pl_attention_backward_in(float *dqkv, const float *dout, const float *qkv,
+                              const float *att, int B, int T, int C, int NH, float *work);
 
 /* ---- element-wise ----------------------------------------------------------------------- */
 /* GELU, tanh approximation (nn.GELU(approximate="tanh")). out may equal inp. */

@@ -179,6 +179,11 @@ __global__ static void k_gelu_bwd(float *dinp, const float *dout, const float *i
     GRID_STRIDE(i, n) { dinp[i] += pl_k_gelu_grad(inp[i]) * dout[i]; }
 }
 
+__global__ static void k_gelu_grad_scale(float *d, const float *inp, size_t n)
+{
+    GRID_STRIDE(i, n) { d[i] = pl_k_gelu_grad(inp[i]) * d[i]; }
+}
+
 __global__ static void k_add(float *out, const float *a, const float *b, size_t n)
 {
     GRID_STRIDE(i, n) { out[i] = a[i] + b[i]; }
@@ -369,6 +374,26 @@ void pl_gpu_matmul_forward(float *out, const float *inp, const float *weight, co
     finish();
 }
 
+void pl_gpu_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
+                                const float *bias, int N, int C, int OC)
+{
+    pl_gpu_matmul_forward(h, inp, weight, bias, N, C, OC);
+    pl_gpu_gelu_forward(g, h, (size_t)N * OC);
+}
+
+void pl_gpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const float *dout,
+                                 const float *g, const float *h, const float *weight, int N,
+                                 int C, int OC)
+{
+    size_t n = (size_t)N * C;
+    sgemm_rm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dh, C);
+    k_gelu_grad_scale<<<blocks_for(n), THREADS>>>(dh, h, n);
+    PL_CHECK_CUDA(cudaGetLastError());
+    if (dweight) sgemm_rm(1, 0, OC, C, N, 1.0f, dout, OC, g, C, 1.0f, dweight, C);
+    if (dbias) k_column_sums<<<blocks_for((size_t)OC), THREADS>>>(dbias, dout, N, OC);
+    finish();
+}
+
 void pl_gpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int N, int C, int OC)
 {
@@ -404,13 +429,11 @@ void pl_gpu_attention_forward(float *out, float *att, const float *qkv, int B, i
 }
 
 void pl_gpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int C, int NH)
+                               const float *att, int B, int T, int C, int NH, float *ds)
 {
     int HS = C / NH;
     float scale = 1.0f / sqrtf((float)HS);
     long long tt = (long long)T * T;
-    float *ds = (float *)pl_mem_alloc((size_t)NH * tt * sizeof(float), PL_MEM_WORK, PL_DEVICE,
-                                      "attention dscores");
     for (int b = 0; b < B; b++) {
         size_t off = (size_t)b * T * 3 * C;
         const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
@@ -426,7 +449,6 @@ void pl_gpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
         sgemm_rm_batched(1, 0, T, HS, T, 1.0f, ds, T, tt, q, 3 * C, HS, 1.0f, dk, 3 * C, HS, NH);
     }
     finish();
-    pl_mem_free(ds);
 }
 
 void pl_gpu_gelu_forward(float *out, const float *inp, size_t n)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas_threads.h"
 #include "check.h"
 #include "comm_internal.h"
 #include "comm_nccl_gpu.h"
@@ -109,7 +110,10 @@ void pl_init(int *argc, char ***argv)
     PL_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt.rank,
                                      MPI_INFO_NULL, &node));
     PL_CHECK_MPI(MPI_Comm_rank(node, &rt.local_rank));
+    int ranks_on_node = 1;
+    PL_CHECK_MPI(MPI_Comm_size(node, &ranks_on_node));
     PL_CHECK_MPI(MPI_Comm_free(&node));
+    pl_blas_threads_apply(ranks_on_node);
 
     const char *v = getenv("PL_VERBOSE");
     rt.verbose = v && *v && strcmp(v, "0") != 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "blas_threads.h"
 #include "paralab.h"
 #include "testing.h"
 
@@ -167,6 +168,20 @@ static void test_across_ranks(void)
           "rank %d's random fill differs from rank 0's for the same (seed, stream, index)", me);
 }
 
+/* The cores are shared out between a node's ranks, never below one thread each. */
+static void test_blas_threads(void)
+{
+    const int cases[][3] = {{2, 2, 1}, {2, 1, 2}, {16, 4, 4}, {16, 3, 5}, {2, 8, 1}, {1, 1, 1},
+                            {8, 0, 8}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int got = pl_blas_threads_for(cases[i][0], cases[i][1]);
+        CHECK(got == cases[i][2], "%d cores, %d ranks on the node: %d BLAS threads per rank, "
+              "expected %d", cases[i][0], cases[i][1], got, cases[i][2]);
+    }
+    CHECK(pl_cores_available() >= 1, "at least one core available, got %d",
+          pl_cores_available());
+}
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
@@ -189,6 +204,7 @@ int main(int argc, char **argv)
         test_rng_shards();
         test_tensor();
         test_across_ranks();
+        test_blas_threads();
         printf("[rank %d] test_core: %d checks, %d failed\n", pl_rank(), checks, failures);
     }
     pl_finalize();

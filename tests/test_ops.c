@@ -475,6 +475,59 @@ static void test_attention(int B, int T, int C, int NH)
     pl_attention_backward(dqkv, to_dev(c.w, c.nout), qkv, att, B, T, C, NH);
     expect_flops(c.label, "backward", 8.0 * B * T * T * C + (double)PL_FLOPS_SOFTMAX_BWD * natt);
     expect_grad(&c, 0, grad_from_dev(dqkv, p0, c.len[0]));
+
+    /* With the score gradients in a caller's buffer (a model's arena, not zeroed): the
+     * same gradient as the allocating call, bit for bit. */
+    size_t nwork = pl_attention_backward_work(T, NH);
+    float *work = to_dev(rand_vec(nwork, 1.0), nwork);
+    float *dqkv_in = to_dev(p0, c.len[0]);
+    pl_attention_backward_in(dqkv_in, to_dev(c.w, c.nout), qkv, att, B, T, C, NH, work);
+    double *got = from_dev(dqkv_in, c.len[0]), *want = from_dev(dqkv, c.len[0]);
+    CHECK(memcmp(got, want, c.len[0] * sizeof *got) == 0, "%s: pl_attention_backward_in with a "
+          "work buffer differs from pl_attention_backward", c.label);
+    release_all();
+}
+
+/* The fused fc + GELU ops against the separate ops they replace (matmul, gelu), checked
+ * themselves above against the double reference: same outputs, same gradients
+ * (accumulated where the separate ops accumulate), same FLOPs. */
+static void test_matmul_gelu(int N, int C, int OC, int with_bias)
+{
+    char label[96];
+    snprintf(label, sizeof label, "matmul_gelu N=%d C=%d OC=%d%s", N, C, OC,
+             with_bias ? "" : " no bias");
+    size_t nin = (size_t)N * C, nw = (size_t)OC * C, nout = (size_t)N * OC;
+    float *inp = to_dev(rand_vec(nin, 1.0), nin), *w = to_dev(rand_vec(nw, 1.0), nw);
+    float *b = with_bias ? to_dev(rand_vec((size_t)OC, 1.0), (size_t)OC) : NULL;
+    float *h = dalloc(nout * sizeof(float)), *g = dalloc(nout * sizeof(float));
+    float *h_ref = dalloc(nout * sizeof(float)), *g_ref = dalloc(nout * sizeof(float));
+    flops_start();
+    pl_matmul_gelu_forward(h, g, inp, w, b, N, C, OC);
+    expect_flops(label, "forward", 2.0 * N * C * OC + (with_bias ? (double)N * OC : 0.0) +
+                                       (double)PL_FLOPS_GELU_FWD * N * OC);
+    pl_matmul_forward(h_ref, inp, w, b, N, C, OC);
+    pl_gelu_forward(g_ref, h_ref, nout);
+    expect_close(label, "h", from_dev(h_ref, nout), from_dev(h, nout), nout);
+    expect_close(label, "gelu(h)", from_dev(g_ref, nout), from_dev(g, nout), nout);
+
+    /* backward of y[N, C] = gelu(h)[N, OC] w2^T + b2, w2 [C, OC]: the fused op writes dh */
+    float *w2 = to_dev(rand_vec(nw, 1.0), nw);
+    double *dy = rand_vec(nin, 1.0), *pw = rand_vec(nw, 1.0), *pb = rand_vec((size_t)C, 1.0);
+    float *dyd = to_dev(dy, nin);
+    float *dh = to_dev(rand_vec(nout, 1.0), nout); /* any prior: it is overwritten */
+    float *dw = to_dev(pw, nw), *db = to_dev(pb, (size_t)C);
+    float *dg_ref = dalloc(nout * sizeof(float)), *dh_ref = dalloc(nout * sizeof(float));
+    float *dw_ref = to_dev(pw, nw), *db_ref = to_dev(pb, (size_t)C);
+    flops_start();
+    pl_matmul_gelu_backward(dh, dw, db, dyd, g, h, w2, N, OC, C);
+    expect_flops(label, "backward", 4.0 * N * C * OC + (double)N * C +
+                                        (double)PL_FLOPS_GELU_BWD * N * OC);
+    pl_matmul_backward(dg_ref, dw_ref, db_ref, dyd, g, w2, N, OC, C);
+    pl_gelu_backward(dh_ref, dg_ref, h, nout);
+    expect_close(label, "dh", from_dev(dh_ref, nout), from_dev(dh, nout), nout);
+    expect_close(label, "dweight", from_dev(dw_ref, nw), from_dev(dw, nw), nw);
+    expect_close(label, "dbias", from_dev(db_ref, (size_t)C), from_dev(db, (size_t)C),
+                 (size_t)C);
     release_all();
 }
 
@@ -1014,6 +1067,9 @@ int main(int argc, char **argv)
     test_matmul(3, 5, 9, 0);
     test_matmul(13, 17, 36, 1);
     test_matmul(1, 1, 1, 1);
+    test_matmul_gelu(10, 12, 7, 1);
+    test_matmul_gelu(3, 5, 9, 0);
+    test_matmul_gelu(130, 17, 36, 1);
     test_sgemm(5, 7, 3);
     test_sgemm(1, 9, 13);
     test_attention(2, 5, 12, 3);
