@@ -777,6 +777,13 @@ static int judge_hierarchical_traffic(const struct test_case *c, const struct ve
                    pl_format_bytes(v->sent_inter, a, sizeof a),
                    pl_format_bytes(bound, b, sizeof b), N, L,
                    pl_format_bytes(flat, e, sizeof e));
+            /* One leader per node all-reducing the whole node sum: within that volume. */
+            if (L > 1 && v->sent_inter <= across_bound(c->count, N, 1))
+                gr_say("traffic", "rank %d moved its node's whole sum across: one leader per "
+                       "node leaves the other %d ranks' network links idle, so the network "
+                       "part takes L = %d times longer than it needs. Give each rank of the "
+                       "node 1/L of the buffer to all-reduce across nodes (section 12)",
+                       v->rank, L - 1, L);
             return 0;
         }
         if (v->sent_inter > most) most = v->sent_inter;
