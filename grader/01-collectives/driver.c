@@ -15,6 +15,7 @@
 #include "paralab.h"
 #include "units.h"
 #include "harness.h"
+#include "modelled.h"
 
 /* The ring collectives of the first part, then the second part's all-reduces (section 11:
  * for small messages; section 12: on nodes), which have no speed test against the library. */
@@ -640,6 +641,113 @@ static int judge_doubling_traffic(const struct test_case *c, const struct verdic
     return 1;
 }
 
+/* ---- the crossover, replayed: the student's doubling against the student's ring ---- */
+
+static void call_rd(struct pl_comm *comm, float *buf, size_t count)
+{
+    recursive_doubling_all_reduce(comm, buf, count);
+}
+
+static void call_ring(struct pl_comm *comm, float *buf, size_t count)
+{
+    ring_all_reduce(comm, buf, count);
+}
+
+/* Rank 0, after tracing the student's ring: 1 when it was still a stub, said in part. */
+static int ring_is_stub(const char *part)
+{
+    const char *what = pl_todo_what();
+    if (!what) return 0;
+    gr_say(part, "not graded: this part races your recursive doubling against your "
+           "ring_all_reduce, and %s is still a stub (see %s section %s)", what, gr_handout(),
+           pl_todo_section());
+    return 1;
+}
+
+/* The student's two traces, and what the replay of both at one size gave. */
+struct race {
+    const struct pl_merged_trace *mine, *ring;
+    double S0; /* bytes of the traced calls */
+    const struct pl_profile *prof;
+    char err[256];
+    int failed;
+};
+
+/* Rank 0: modelled doubling minus ring at S bytes (negative: doubling is faster). */
+static double race_gap(struct race *r, double S)
+{
+    double a = lab01_replay(r->mine, S / r->S0, r->prof, pl_topo(), r->err, sizeof r->err);
+    double b = a < 0 ? -1 : lab01_replay(r->ring, S / r->S0, r->prof, pl_topo(), r->err,
+                                         sizeof r->err);
+    if (a < 0 || b < 0) r->failed = 1;
+    return a - b;
+}
+
+/* Collective. In the alpha-beta model a ring all-reduce costs 2(n-1)(alpha + S/(nB)) and
+ * recursive doubling k(alpha + S/B), k = log2 m exchanges (m the largest power of two not
+ * above n) plus 2 rounds when ranks are folded in, so doubling wins below
+ * S* = alpha B (2(n-1) - k) / (k - 2(n-1)/n). The student's two all-reduces, traced once and
+ * replayed on the profile with their messages scaled, must cross within a factor of 2 of
+ * S*: doubling faster at an eighth of S*, slower at 8 times S*. */
+static int judge_crossover(void)
+{
+    int n = pl_size();
+    size_t c0 = 1024 * (size_t)n;
+    struct pl_merged_trace mine, ring;
+    lab01_trace(call_rd, c0, &mine);
+    lab01_trace(call_ring, c0, &ring);
+    int ok = 1;
+    if (pl_rank() == 0 && ring_is_stub("crossover")) {
+        ok = 0;
+    } else if (pl_rank() == 0) {
+        struct race r = {&mine, &ring, 4.0 * (double)c0, pl_profile_find(MODEL_PROFILE), "", 0};
+        double alpha = r.prof->latency[PL_LINK_INTRA], B = r.prof->bw[PL_LINK_INTRA];
+        int m = 1, l = 0;
+        while (2 * m <= n) {
+            m *= 2;
+            l++;
+        }
+        int k = l + (m < n ? 2 : 0);
+        double star = alpha * B * (2.0 * (n - 1) - k) / (k - 2.0 * (n - 1) / n);
+        char a[32], b[32], e[32];
+        pl_format_bytes(star, e, sizeof e);
+        double lo = star / 8, hi = star * 8, glo = race_gap(&r, lo), ghi = race_gap(&r, hi);
+        if (r.failed) {
+            gr_say("crossover", "your all-reduces' messages could not be replayed: %s", r.err);
+            ok = 0;
+        } else if (!(glo < 0) || !(ghi > 0)) {
+            gr_say("crossover", "on %s's NVLink (alpha %.1f us, B %.0f GB/s), %d ranks: the "
+                   "alpha-beta model puts the crossover at S* = alpha B (2(n-1) - k) / (k - "
+                   "2(n-1)/n) = %s (k = %d rounds). Replayed, your recursive doubling is %s "
+                   "than your ring at S*/8 = %s (by %.2f us) and %s at 8 S* = %s (by %.2f us): "
+                   "it should win below S* and lose above (section 11)", MODEL_PROFILE,
+                   alpha * 1e6, B / 1e9, n, e, k, glo < 0 ? "faster" : "not faster",
+                   pl_format_bytes(lo, a, sizeof a), fabs(glo) * 1e6,
+                   ghi > 0 ? "slower" : "not slower", pl_format_bytes(hi, b, sizeof b),
+                   fabs(ghi) * 1e6);
+            ok = 0;
+        } else {
+            for (int it = 0; it < 40 && !r.failed; it++) {
+                double mid = sqrt(lo * hi);
+                if (race_gap(&r, mid) < 0) lo = mid;
+                else hi = mid;
+            }
+            double got = sqrt(lo * hi);
+            ok = !r.failed && got >= star / 2 && got <= star * 2;
+            gr_say("crossover", "%d ranks on %s: replayed, your recursive doubling and your "
+                   "ring cross at %s; the alpha-beta model says S* = %s (k = %d rounds, alpha "
+                   "%.1f us, B %.0f GB/s)%s", n, MODEL_PROFILE,
+                   pl_format_bytes(got, a, sizeof a), e, k, alpha * 1e6, B / 1e9,
+                   ok ? "" : ": more than a factor of 2 apart, so one of them sends more "
+                             "messages or bytes than its algorithm needs (section 11)");
+        }
+    }
+    pl_todo_reset();
+    pl_trace_merged_free(&ring);
+    pl_trace_merged_free(&mine);
+    return ok;
+}
+
 /* The most bytes a rank of the two-level all-reduce sends across nodes: 2(N-1)/N of its
  * 1/L share, chunks rounded up. */
 static double across_bound(size_t count, int N, int L)
@@ -669,6 +777,13 @@ static int judge_hierarchical_traffic(const struct test_case *c, const struct ve
                    pl_format_bytes(v->sent_inter, a, sizeof a),
                    pl_format_bytes(bound, b, sizeof b), N, L,
                    pl_format_bytes(flat, e, sizeof e));
+            /* One leader per node all-reducing the whole node sum: within that volume. */
+            if (L > 1 && v->sent_inter <= across_bound(c->count, N, 1))
+                gr_say("traffic", "rank %d moved its node's whole sum across: one leader per "
+                       "node leaves the other %d ranks' network links idle, so the network "
+                       "part takes L = %d times longer than it needs. Give each rank of the "
+                       "node 1/L of the buffer to all-reduce across nodes (section 12)",
+                       v->rank, L - 1, L);
             return 0;
         }
         if (v->sent_inter > most) most = v->sent_inter;
@@ -1197,6 +1312,8 @@ static void note_figures(const struct test_case *c, const struct verdict *all, i
 static int judge(void *st, int i, const char *part)
 {
     (void)st;
+    /* Collective, judged once every case is right. */
+    if (!strcmp(part, "crossover")) return i == ncases - 1 ? judge_crossover() : 1;
     if (pl_rank() != 0) return 1;
     int n = pl_size();
     if (!strcmp(part, "correct")) return judge_correct(&cases[i], all, n, i > 0);
@@ -1210,7 +1327,7 @@ static int judge(void *st, int i, const char *part)
         if (ok) note_figures(&cases[i], all, n, part, i == ncases - 1);
         return ok;
     }
-    pl_usage_error("--parts %s: Lab 1 judges correct, traffic and memory", part);
+    pl_usage_error("--parts %s: Lab 1 judges correct, traffic, memory and crossover", part);
 }
 
 static void finish(void *st)

@@ -63,9 +63,11 @@ static void lab01_check_tests(const char *title, const char *op, const char *siz
 }
 
 /* The second part (sections 11 and 12): recursive doubling on any rank count, graded on
- * its results and its messages; the two-level all-reduce on 2 virtual nodes of 2, 3 and 4
- * ranks, graded on its results and its bytes across nodes. Neither races the library: the
- * alpha-beta model on the ledger's counts says where each wins. */
+ * its results and its messages, and from 3 ranks on its replayed crossover with the
+ * student's own ring against the alpha-beta model's (2 points each); the two-level
+ * all-reduce on 2 virtual nodes of 2, 3 and 4 ranks, graded on its results and its bytes
+ * across nodes. Neither races the library: the alpha-beta model on the ledger's counts, and
+ * the replay of the student's own messages, say where each wins. */
 static void lab01_second_part(const int *given, int hidden)
 {
     static const int doubling[] = {1, 2, 3, 5, 8, 0}, doubling_hidden[] = {4, 6, 7, 0};
@@ -84,6 +86,11 @@ static void lab01_second_part(const int *given, int hidden)
         snprintf(name, sizeof name, "recursive-doubling all-reduce messages [np=%d]", np);
         gr_add(&(struct gr_spec){name, "recursive_doubling", "check", "traffic", "performance",
                                  np, 1, LAB01_CHECK_TIMEOUT, 0, NULL});
+        if (np < 3) continue; /* on 2 ranks doubling beats the ring at every size */
+        snprintf(name, sizeof name, "recursive-doubling vs your ring, replayed crossover [np=%d]",
+                 np);
+        gr_add(&(struct gr_spec){name, "recursive_doubling", "check", "crossover", "performance",
+                                 np, 2, LAB01_CHECK_TIMEOUT, 0, NULL});
     }
     nps = given ? given : hidden ? nodes_hidden : nodes;
     for (int i = 0; nps[i]; i++) {

@@ -60,12 +60,32 @@ static double hierarchical_inter_bytes(char *why, size_t len)
     return v;
 }
 
+/* Recursive doubling on Q7_RANKS, not a power of two: k = log2(m) exchanges plus 2 rounds for
+ * the ranks folded in, each paying alpha + S/B; the ring pays 2(n-1) alpha + 2(n-1)/n S/B,
+ * so doubling wins below S* = alpha B (2(n-1) - k) / (k - 2(n-1)/n). */
+#define Q7_RANKS 5
+static double doubling_crossover_bytes(char *why, size_t len)
+{
+    int m = 1, l = 0;
+    while (2 * m <= Q7_RANKS) {
+        m *= 2;
+        l++;
+    }
+    int k = l + (m < Q7_RANKS ? 2 : 0);
+    double ring = 2.0 * (Q7_RANKS - 1);
+    snprintf(why, len, "k alpha + k S/B = 2(n-1) alpha + 2(n-1)/n S/B, k = log2(%d) + 2 = %d, "
+             "n = %d  =>  S = alpha B (2(n-1) - k) / (k - 2(n-1)/n) = %g*%g*%g/%g", m, k,
+             Q7_RANKS, Q1_ALPHA, Q1_BW, ring - k, k - ring / Q7_RANKS);
+    return Q1_ALPHA * Q1_BW * (ring - k) / (k - ring / Q7_RANKS);
+}
+
 static const struct gr_question LAB01_QUESTIONS[] = {
     {"ring_bytes_per_rank", ring_bytes_per_rank, 0.01, 1},
     {"ring_time_ms", ring_time_ms, 0.02, 2},
     {"crossover_bytes", crossover_bytes, 0.02, 2},
     {"doubling_steps", doubling_steps, 0.0, 1},
     {"hierarchical_inter_bytes", hierarchical_inter_bytes, 0.01, 1},
+    {"doubling_crossover_bytes", doubling_crossover_bytes, 0.02, 2},
     {"why_busbw", NULL, 0, 0},
 };
 
