@@ -1156,6 +1156,112 @@ static void bench(const struct gr_args *args)
 enum kind { K_CONJ, K_BLOCK, K_TRAIN };
 static enum kind the_kind;
 
+/* ---- perf mode: the SP block on the wall clock against the kit's parts ---- */
+
+/* The student's block forward and backward on PERF_B sequences against the kit's parts of the
+ * same work measured in the same run: the single-device block (lib/model.h) on PERF_B/t
+ * sequences, the same products and the same local layernorms and residuals as one rank
+ * does, then the library's four all-gathers and four reduce-scatters of the activation on
+ * the TP group. The harness pairs the rounds (report.h). The modelled timeline grades what
+ * the ledger counts; this grades what the code costs. */
+#define PERF_B 8     /* sequences: t = 1, 2 and 4 divide it */
+#define PERF_REPS 10 /* blocks per timed round */
+#define PERF_ROUNDS 5
+#define PERF_BATCHES 3
+
+static struct {
+    struct pl_comm *tp;
+    struct block_case k;
+    struct pl_sp_block_acts a;
+    struct pl_block_acts ra;
+    float *by, *bdx, *full, *part; /* the kit's: its block's outputs, the gathered [N, C] */
+} pf;
+
+static void perf_student(void)
+{
+    sp_block_forward(pf.tp, &pf.k.c, 0, &pf.k.sp, &pf.a, &pf.k.ctx, pf.k.lx, pf.k.ly);
+    sp_block_backward(pf.tp, &pf.k.c, 0, &pf.k.sp, &pf.k.sg, &pf.a, &pf.k.ctx, pf.k.ldy,
+                      pf.k.ldx);
+}
+
+static void perf_kit(void)
+{
+    pl_block_forward(&pf.k.c, 0, &pf.k.p, &pf.ra, &pf.k.ctx, pf.k.x, pf.by);
+    pl_block_backward(&pf.k.c, 0, &pf.k.p, &pf.k.g, &pf.ra, &pf.k.ctx, pf.k.dy, pf.bdx);
+    for (int i = 0; i < 4; i++) {
+        pl_all_gather(pf.tp, pf.k.lx, pf.full, pf.k.nl);
+        pl_reduce_scatter(pf.tp, pf.full, pf.part, pf.k.nl, PL_SUM);
+    }
+}
+
+/* Seconds per block of one side, the slowest rank's. */
+static double perf_round(void *ctx, int mine)
+{
+    (void)ctx;
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = MPI_Wtime();
+    for (int r = 0; r < PERF_REPS; r++) {
+        if (mine) perf_student();
+        else perf_kit();
+    }
+    double t = (MPI_Wtime() - t0) / PERF_REPS, tmax;
+    PL_CHECK_MPI(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return tmax;
+}
+
+static int probe(void *st)
+{
+    (void)st;
+    if (the_kind != K_BLOCK) pl_usage_error_all("--mode perf: Lab 5 times --op block only");
+    memset(&pf, 0, sizeof pf);
+    struct pl_grid grid;
+    char deg[32];
+    snprintf(deg, sizeof deg, "tp=%d", pl_size());
+    pl_grid_init_or_die(&grid, "tp", deg, pl_size());
+    pf.tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
+    struct sp_case kc = {PERF_B, 16, 0, 0, 0};
+    struct block_case *k = &pf.k;
+    block_case_new(pf.tp, &kc, k);
+    gr_case("SP block of %d sequences, t=%d, beside the kit's block on %d and the "
+            "collectives", PERF_B, k->t, PERF_B / k->t);
+    k->lx = local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
+    k->ldy = local_rows(k->dy, k->B, k->T, k->C, k->t, k->r);
+    k->ly = gr_op_alloc(k->nl, "perf y"), k->ldx = gr_op_alloc(k->nl, "perf dx");
+    pl_sp_block_acts_new(&pf.a, &k->c, k->t, k->B, k->T);
+    pl_block_acts_new(&pf.ra, &k->c, k->B / k->t, k->T);
+    pf.by = gr_op_alloc(k->nl, "perf kit y"), pf.bdx = gr_op_alloc(k->nl, "perf kit dx");
+    pf.full = gr_op_alloc(k->nc, "perf gathered"), pf.part = gr_op_alloc(k->nl, "perf part");
+    perf_student();
+    return 1;
+}
+
+static double perf(void *st)
+{
+    (void)st;
+    pl_comm_set_checks(0);
+    perf_kit();
+    struct gr_perf p;
+    gr_perf_compare(perf_round, NULL, PERF_ROUNDS, PERF_BATCHES, &p);
+    pl_comm_set_checks(1);
+    char base[200];
+    snprintf(base, sizeof base, "the kit's block on %d sequences and the library's 4 "
+             "all-gathers and 4 reduce-scatters of [N, C], one after the other,",
+             PERF_B / pf.k.t);
+    double f = gr_perf_report_step(&p, (double)pf.k.B * pf.k.T, base,
+                                   "the same products and the same bytes in both: look for "
+                                   "hand-written loops where lib has an op, buffers allocated "
+                                   "or zeroed that the block does not need, or whole-sequence "
+                                   "copies outside the TP region (section 5)",
+                                   "tokens_per_s_sp_block");
+    float *bufs[] = {pf.by, pf.bdx, pf.full, pf.part};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pl_mem_free(bufs[i]);
+    pl_sp_block_acts_free(&pf.a);
+    pl_block_acts_free(&pf.ra);
+    block_case_free(&pf.k);
+    pl_comm_free(pf.tp);
+    return f;
+}
+
 static struct pl_flag lab_flags[] = {
     {"--seq", PL_FLAG_INT, &seq_flag, "T",
      "tokens per sequence of every case, a multiple of t up to 16 (default: the cases' own)", 0},
@@ -1243,5 +1349,7 @@ const struct gr_driver gr_lab_driver = {
     .describe = describe,
     .run = run,
     .judge = judge,
+    .probe = probe,
+    .perf = perf,
     .bench = bench,
 };
