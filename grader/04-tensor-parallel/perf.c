@@ -27,16 +27,18 @@ static struct {
 } pf;
 
 /* One TP block forward and backward, as the check mode runs it. */
-static void student_block(void)
+static void student_block(void *ctx)
 {
+    (void)ctx;
     const size_t nc = (size_t)pf.k.N * pf.k.cfg.d_model;
     pl_copy(pf.gdy, pf.k.dy, nc); /* g's backward may work on dy in place */
     tp_block_forward(pf.tp, &pf.k.cfg, &pf.k.sp, &pf.a, pf.gx, pf.gy);
     tp_block_backward(pf.tp, &pf.k.cfg, &pf.k.sp, &pf.k.sg, &pf.a, pf.gdy, pf.gdx);
 }
 
-static void kit_parts(void)
+static void kit_parts(void *ctx)
 {
+    (void)ctx;
     const size_t nc = (size_t)pf.k.N * pf.k.cfg.d_model;
     pl_block_forward(&pf.k.cfg, 0, &pf.k.p, &pf.ra, &pf.ctx, pf.k.x, pf.by);
     pl_block_backward(&pf.k.cfg, 0, &pf.k.p, &pf.k.g, &pf.ra, &pf.ctx, pf.k.dy, pf.bdx);
@@ -46,16 +48,7 @@ static void kit_parts(void)
 /* Seconds per block of one side, the slowest rank's. */
 static double round_of(void *ctx, int mine)
 {
-    (void)ctx;
-    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = MPI_Wtime();
-    for (int r = 0; r < PERF_REPS; r++) {
-        if (mine) student_block();
-        else kit_parts();
-    }
-    double t = (MPI_Wtime() - t0) / PERF_REPS, tmax;
-    PL_CHECK_MPI(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    return tmax;
+    return gr_perf_round(kit_parts, student_block, ctx, PERF_REPS, mine);
 }
 
 int lab04_probe(struct pl_comm *tp)
@@ -79,14 +72,14 @@ int lab04_probe(struct pl_comm *tp)
     pf.ar = gr_op_alloc(nc, "perf all-reduced");
     pl_copy(pf.gx, pf.k.x, nc);
     pl_copy(pf.ar, pf.k.x, nc);
-    student_block();
+    student_block(NULL);
     return 1;
 }
 
 double lab04_perf(void)
 {
     pl_comm_set_checks(0);
-    kit_parts();
+    kit_parts(NULL);
     struct gr_perf p;
     gr_perf_compare(round_of, NULL, PERF_ROUNDS, PERF_BATCHES, &p);
     pl_comm_set_checks(1);

@@ -1177,15 +1177,17 @@ static struct {
     float *by, *bdx, *full, *part; /* the kit's: its block's outputs, the gathered [N, C] */
 } pf;
 
-static void perf_student(void)
+static void perf_student(void *ctx)
 {
+    (void)ctx;
     sp_block_forward(pf.tp, &pf.k.c, 0, &pf.k.sp, &pf.a, &pf.k.ctx, pf.k.lx, pf.k.ly);
     sp_block_backward(pf.tp, &pf.k.c, 0, &pf.k.sp, &pf.k.sg, &pf.a, &pf.k.ctx, pf.k.ldy,
                       pf.k.ldx);
 }
 
-static void perf_kit(void)
+static void perf_kit(void *ctx)
 {
+    (void)ctx;
     pl_block_forward(&pf.k.c, 0, &pf.k.p, &pf.ra, &pf.k.ctx, pf.k.x, pf.by);
     pl_block_backward(&pf.k.c, 0, &pf.k.p, &pf.k.g, &pf.ra, &pf.k.ctx, pf.k.dy, pf.bdx);
     for (int i = 0; i < 4; i++) {
@@ -1197,16 +1199,7 @@ static void perf_kit(void)
 /* Seconds per block of one side, the slowest rank's. */
 static double perf_round(void *ctx, int mine)
 {
-    (void)ctx;
-    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = MPI_Wtime();
-    for (int r = 0; r < PERF_REPS; r++) {
-        if (mine) perf_student();
-        else perf_kit();
-    }
-    double t = (MPI_Wtime() - t0) / PERF_REPS, tmax;
-    PL_CHECK_MPI(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    return tmax;
+    return gr_perf_round(perf_kit, perf_student, ctx, PERF_REPS, mine);
 }
 
 static int probe(void *st)
@@ -1231,7 +1224,7 @@ static int probe(void *st)
     pl_block_acts_new(&pf.ra, &k->c, k->B / k->t, k->T);
     pf.by = gr_op_alloc(k->nl, "perf kit y"), pf.bdx = gr_op_alloc(k->nl, "perf kit dx");
     pf.full = gr_op_alloc(k->nc, "perf gathered"), pf.part = gr_op_alloc(k->nl, "perf part");
-    perf_student();
+    perf_student(NULL);
     return 1;
 }
 
@@ -1239,7 +1232,7 @@ static double perf(void *st)
 {
     (void)st;
     pl_comm_set_checks(0);
-    perf_kit();
+    perf_kit(NULL);
     struct gr_perf p;
     gr_perf_compare(perf_round, NULL, PERF_ROUNDS, PERF_BATCHES, &p);
     pl_comm_set_checks(1);

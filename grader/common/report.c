@@ -173,6 +173,17 @@ double gr_median_spread(double *v, int n, double *spread)
     return quantile(v, n, 0.5);
 }
 
+double gr_perf_round(void (*base)(void *), void (*mine)(void *), void *ctx, int reps,
+                     int which)
+{
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = MPI_Wtime();
+    for (int r = 0; r < reps; r++) (which ? mine : base)(ctx);
+    double t = (MPI_Wtime() - t0) / reps, tmax;
+    PL_CHECK_MPI(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return tmax;
+}
+
 static double perf_bar = GR_PERF_FULL_RATIO;
 
 double gr_perf_bar(void)

@@ -72,6 +72,12 @@ struct gr_perf {
  * only when the ratio is short of the bar by more than its spread. */
 void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
                      struct gr_perf *out);
+/* Collective: seconds per call of reps calls of mine(ctx) (mine 1) or base(ctx) (mine 0),
+ * the slowest rank's, from a barrier: one round of gr_perf_compare for a lab whose two sides
+ * are plain functions. */
+double gr_perf_round(void (*base)(void *), void (*mine)(void *), void *ctx, int reps,
+                     int which);
+
 /* The median of v[0..n) and half its interquartile range (v is sorted in place). */
 double gr_median_spread(double *v, int n, double *spread);
 
