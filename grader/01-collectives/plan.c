@@ -8,9 +8,10 @@
  * bus bandwidth against the library's collective in the same run (5 points, full marks from
  * 0.7x, only once the collective is correct). 100 points in all. The second part: recursive
  * doubling exact on 2, 3, 5 and 8 ranks (2.5 each) with at most floor(log2 n) + 1 messages a
- * rank (1 each), and the two-level all-reduce exact on 2 nodes of 2, 3 and 4 ranks (2.5
- * each) with no rank sending more across nodes than 2(N-1)/N of its 1/L share (2 each):
- * 27.5 points. The hidden suite repeats the correctness and traffic tests on 4, 6 and 7
+ * rank (1 each) and, from 3 ranks, its crossover with the student's ring replayed on
+ * dgx-h100 against the alpha-beta model's (2 each), and the two-level all-reduce exact on 2
+ * nodes of 2, 3 and 4 ranks (2.5 each) with no rank sending more across nodes than 2(N-1)/N
+ * of its 1/L share (2 each): 33.5 points. The hidden suite repeats the correctness and traffic tests on 4, 6 and 7
  * ranks with the secret seed (1 point each), and the second part's results on 4, 6, 7 and
  * on 2 nodes of 4. */
 #include <stdio.h>
