@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "block_time.h"
 #include "harness.h"
 #include "paralab.h"
 #include "tensors.h"
@@ -42,8 +43,6 @@ extern const char *const PART_NAMES[NPARTS];
 /* ---- check.c: inputs and comparisons (with grader/common/tensors.h) ---- */
 
 int extra_bias(const float *got, const float *ref, const float *b, int N, int OC, int t);
-uint64_t stream_of(const char *name);
-float *normal(const char *name, size_t n, float mean, float std);
 
 /* A full block with every tensor random (biases and layernorm weights too, so that a bias
  * added t times or a layernorm gradient summed shows), as one flat part of the model's
@@ -129,22 +128,15 @@ void lab04_plot_fg(void);
 
 /* ---- timeline.c: the block on the modelled timeline ---- */
 
-struct time_result {
-    double step;    /* modelled forward and backward, the slowest rank (s) */
-    double compute; /* the busiest rank's compute (s) */
-    double comm;    /* the busiest rank's communication (s) */
-    double bound;   /* compute / t + 4 ring all-reduces of bsh, inside a node (s) */
-    double ratio;   /* step / bound */
-};
-
 /* Whether check mode grades part time (set up from --parts). */
 void time_want(int on);
 /* Whether case i of sub-layer s is traced for it. */
 int time_traced(enum sub s, int i);
-/* Rank 0: replays the gathered trace of run, writes the timeline to svg (may be NULL).
- * Returns 0, or -1 with a message in err. */
+/* Rank 0: replays the gathered trace of run, writes the timeline to svg (may be NULL), and
+ * sets it against the bound inside a node (block_time.h). Returns 0, or -1 with a message
+ * in err. */
 int time_measure(const struct sub_run *run, int t, int across, const char *svg,
-                 struct time_result *out, char *err, size_t len);
+                 struct gr_bt_verdict *out, char *err, size_t len);
 /* Collective: judges part time on case 0 (rank 0) and says the figures on every case. */
 void time_judge(const struct sub_run *run, int t, int i);
 

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block_time.h"
 #include "lab04.h"
 #include "parts.h"
 #include "tp_shard.h"
@@ -17,7 +16,7 @@
 
 static void member_data(int w, size_t n, float *out)
 {
-    pl_rng_fill_int(out, n, base_seed, stream_of("lab04.conj"), (uint64_t)w * n, -64, 64);
+    pl_rng_fill_int(out, n, base_seed, pl_rng_stream("lab04.conj"), (uint64_t)w * n, -64, 64);
 }
 
 static void check_conjugate(struct pl_comm *tp, int which, const float *mine,
@@ -89,20 +88,46 @@ struct linear_run {
     struct pass_traffic fwd, bwd;
 };
 
+/* The single-device nn.Linear both parallel linears are judged against: w [OC, IC], b
+ * [OC], x [N, IC] and dy [N, OC] drawn from the streams PREFIX.w, .b, .x and .dy (b with
+ * bias_std), and its y, dx, dw and db. */
+struct full_linear {
+    float *w, *b, *x, *dy, *y, *dx, *dw, *db;
+};
+
+static void full_linear_run(struct full_linear *f, const char *prefix, float bias_std, int N,
+                            int IC, int OC)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%s.w", prefix);
+    f->w = gr_op_normal(base_seed, name, (size_t)OC * IC, 0, 0.1f);
+    snprintf(name, sizeof name, "%s.b", prefix);
+    f->b = gr_op_normal(base_seed, name, (size_t)OC, 0, bias_std);
+    snprintf(name, sizeof name, "%s.x", prefix);
+    f->x = gr_op_normal(base_seed, name, (size_t)N * IC, 0, 1);
+    snprintf(name, sizeof name, "%s.dy", prefix);
+    f->dy = gr_op_normal(base_seed, name, (size_t)N * OC, 0, 1);
+    f->y = gr_op_alloc((size_t)N * OC, "y"), f->dx = gr_op_alloc((size_t)N * IC, "dx");
+    f->dw = gr_op_alloc((size_t)OC * IC, "dw"), f->db = gr_op_alloc((size_t)OC, "db");
+    pl_zero(f->dx, (size_t)N * IC);
+    pl_zero(f->dw, (size_t)OC * IC);
+    pl_zero(f->db, (size_t)OC);
+    pl_matmul_forward(f->y, f->x, f->w, f->b, N, IC, OC);
+    pl_matmul_backward(f->dx, f->dw, f->db, f->dy, f->x, f->w, N, IC, OC);
+}
+
+static void full_linear_free(struct full_linear *f)
+{
+    float *p[] = {f->w, f->b, f->x, f->dy, f->y, f->dx, f->dw, f->db};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+}
+
 static void column_linear_case(struct pl_comm *tp, int N, int C, int OC, struct linear_run *lr)
 {
     int t = pl_comm_size(tp), r = pl_comm_rank(tp), OCt = OC / t;
-    float *w = normal("lab04.lin.w", (size_t)OC * C, 0, 0.1f);
-    float *b = normal("lab04.lin.b", (size_t)OC, 0, 0.1f);
-    float *x = normal("lab04.lin.x", (size_t)N * C, 0, 1);
-    float *dy = normal("lab04.lin.dy", (size_t)N * OC, 0, 1);
-    float *y = gr_op_alloc((size_t)N * OC, "y"), *dx = gr_op_alloc((size_t)N * C, "dx");
-    float *dw = gr_op_alloc((size_t)OC * C, "dw"), *db = gr_op_alloc((size_t)OC, "db");
-    pl_zero(dx, (size_t)N * C);
-    pl_zero(dw, (size_t)OC * C);
-    pl_zero(db, (size_t)OC);
-    pl_matmul_forward(y, x, w, b, N, C, OC);
-    pl_matmul_backward(dx, dw, db, dy, x, w, N, C, OC);
+    struct full_linear f;
+    full_linear_run(&f, "lab04.lin", 0.1f, N, C, OC);
+    float *w = f.w, *b = f.b, *x = f.x, *dy = f.dy, *y = f.y, *dx = f.dx, *dw = f.dw, *db = f.db;
     /* this rank's rows of w and b, columns of y and dy */
     struct pl_tp_rect rows = {(size_t)r * OCt, 0, (size_t)OCt, (size_t)C};
     struct pl_tp_rect brow = {(size_t)r * OCt, 0, (size_t)OCt, 1};
@@ -135,24 +160,17 @@ static void column_linear_case(struct pl_comm *tp, int N, int C, int OC, struct 
             "every rank's dy w is a part of dx: f's backward sums them over the group");
     gr_compare("column-parallel dw (your rows)", gdw, ew, (size_t)OCt * C, TOL_BWD, NULL);
     gr_compare("column-parallel db (your slice)", gdb, eb, (size_t)OCt, TOL_BWD, NULL);
-    float *p[] = {w, b, x, dy, y, dx, dw, db, sw, sb, sdy, sy, gy, gdx, gdw, gdb, ew, eb};
+    float *p[] = {sw, sb, sdy, sy, gy, gdx, gdw, gdb, ew, eb};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+    full_linear_free(&f);
 }
 
 static void row_linear_case(struct pl_comm *tp, int N, int IC, int OC, struct linear_run *lr)
 {
     int t = pl_comm_size(tp), r = pl_comm_rank(tp), ICt = IC / t;
-    float *w = normal("lab04.row.w", (size_t)OC * IC, 0, 0.1f);
-    float *b = normal("lab04.row.b", (size_t)OC, 0, 0.5f);
-    float *x = normal("lab04.row.x", (size_t)N * IC, 0, 1);
-    float *dy = normal("lab04.row.dy", (size_t)N * OC, 0, 1);
-    float *y = gr_op_alloc((size_t)N * OC, "y"), *dx = gr_op_alloc((size_t)N * IC, "dx");
-    float *dw = gr_op_alloc((size_t)OC * IC, "dw"), *db = gr_op_alloc((size_t)OC, "db");
-    pl_zero(dx, (size_t)N * IC);
-    pl_zero(dw, (size_t)OC * IC);
-    pl_zero(db, (size_t)OC);
-    pl_matmul_forward(y, x, w, b, N, IC, OC);
-    pl_matmul_backward(dx, dw, db, dy, x, w, N, IC, OC);
+    struct full_linear f;
+    full_linear_run(&f, "lab04.row", 0.5f, N, IC, OC);
+    float *w = f.w, *b = f.b, *x = f.x, *dy = f.dy, *y = f.y, *dx = f.dx, *dw = f.dw, *db = f.db;
     struct pl_tp_rect wc = {0, (size_t)r * ICt, (size_t)OC, (size_t)ICt};
     struct pl_tp_rect xc = {0, (size_t)r * ICt, (size_t)N, (size_t)ICt};
     float *sw = gr_op_alloc((size_t)OC * ICt, "w cols"),
@@ -184,8 +202,9 @@ static void row_linear_case(struct pl_comm *tp, int N, int IC, int OC, struct li
     gr_compare("row-parallel dx (your columns)", gdx, ex, (size_t)N * ICt, TOL_BWD, NULL);
     gr_compare("row-parallel dw (your columns)", gdw, ew, (size_t)OC * ICt, TOL_BWD, NULL);
     gr_compare("row-parallel db (replicated)", gdb, db, (size_t)OC, TOL_BWD, NULL);
-    float *p[] = {w, b, x, dy, y, dx, dw, db, sw, sx, gy, gdx, gdw, gdb, ex, ew, gdy};
+    float *p[] = {sw, sx, gy, gdx, gdw, gdb, ex, ew, gdy};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
+    full_linear_free(&f);
 }
 
 void run_linear(struct pl_comm *tp, int i)

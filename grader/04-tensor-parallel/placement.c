@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block_time.h"
 #include "lab04.h"
 #include "parts.h"
 #include "units.h"
@@ -123,7 +122,7 @@ static void timeline_figure(const struct sub_run *run, int t, int across)
     char path[1024], err[256];
     snprintf(path, sizeof path, "%s/04-tensor-parallel-timeline%s.svg",
              lab04_plots_dir ? lab04_plots_dir : ".", across ? "-across" : "");
-    struct time_result r;
+    struct gr_bt_verdict r;
     if (time_measure(run, t, across, lab04_plots_dir ? path : NULL, &r, err, sizeof err) != 0) {
         printf("# no timeline: %s\n", err);
         return;
@@ -131,7 +130,7 @@ static void timeline_figure(const struct sub_run *run, int t, int across)
     if (lab04_plots_dir) printf("wrote %s\n", path);
     printf("# handout: the block at GPT-3 175B block scale, tp = %d %s: %.2f ms modelled on "
            "dgx-h100, %.2fx the least a TP block takes inside a node (compute/t + 4 "
-           "all-reduces)\n", t, across ? "across nodes" : "inside a node", r.step * 1e3,
+           "all-reduces)\n", t, across ? "across nodes" : "inside a node", r.r.step * 1e3,
            r.ratio);
 }
 

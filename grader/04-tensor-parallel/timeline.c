@@ -3,11 +3,9 @@
  * graded against the least a TP block can take: the single device's compute split t ways
  * plus the four ring all-reduces of bsh values that f and g need, serially (nothing in a TP
  * block can overlap them: each all-reduce's result is the next op's input). */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "block_time.h"
 #include "lab04.h"
 #include "parts.h"
 
@@ -27,21 +25,13 @@ int time_traced(enum sub s, int i)
 }
 
 int time_measure(const struct sub_run *run, int t, int across, const char *svg,
-                 struct time_result *out, char *err, size_t len)
+                 struct gr_bt_verdict *out, char *err, size_t len)
 {
-    memset(out, 0, sizeof *out);
     char title[200];
     snprintf(title, sizeof title, "TP block forward and backward, t = %d %s, %s, GPT-3 175B "
              "block scale", t, across ? "across nodes" : "inside a node", GR_BT_PROFILE);
-    struct gr_bt_result r;
-    if (gr_bt_replay(run->oracle_flops, run->activation_floats, svg, title, &r, err, len) != 0)
-        return -1;
-    out->step = r.step;
-    out->compute = r.compute;
-    out->comm = r.comm;
-    out->bound = gr_bt_bound(t, 0);
-    out->ratio = out->step / out->bound;
-    return 0;
+    return gr_bt_replay(run->oracle_flops, run->activation_floats, t, svg, title, out, err,
+                        len);
 }
 
 void time_judge(const struct sub_run *run, int t, int i)

@@ -20,7 +20,7 @@ static int *ids(const char *name, int n, int V)
 {
     int *h = malloc((size_t)n * sizeof *h);
     for (int i = 0; i < n; i++)
-        h[i] = (int)(pl_rng_u64(base_seed, stream_of(name), (uint64_t)i) % (uint64_t)V);
+        h[i] = (int)(pl_rng_u64(base_seed, pl_rng_stream(name), (uint64_t)i) % (uint64_t)V);
     int *d = pl_mem_alloc((size_t)n * sizeof *d, PL_MEM_WORK, PL_DEVICE, name);
     pl_to_device(d, h, (size_t)n * sizeof *h);
     free(h);
@@ -48,11 +48,11 @@ struct vocab_full {
 static void vocab_oracle(const struct pl_model_config *c, int B, int T, struct vocab_full *f)
 {
     const int N = B * T, C = c->d_model, V = c->vocab;
-    f->wte = normal("lab04.wte", (size_t)V * C, 0, 0.5f);
-    f->wpe = normal("lab04.wpe", (size_t)c->seq_len * C, 0, 0.5f);
-    f->w = normal("lab04.head", (size_t)V * C, 0, 0.5f);
-    f->x = normal("lab04.head.x", (size_t)N * C, 0, 1);
-    f->dxe = normal("lab04.embed.dx", (size_t)N * C, 0, 1);
+    f->wte = gr_op_normal(base_seed, "lab04.wte", (size_t)V * C, 0, 0.5f);
+    f->wpe = gr_op_normal(base_seed, "lab04.wpe", (size_t)c->seq_len * C, 0, 0.5f);
+    f->w = gr_op_normal(base_seed, "lab04.head", (size_t)V * C, 0, 0.5f);
+    f->x = gr_op_normal(base_seed, "lab04.head.x", (size_t)N * C, 0, 1);
+    f->dxe = gr_op_normal(base_seed, "lab04.embed.dx", (size_t)N * C, 0, 1);
     f->tokens = ids("lab04.tokens", N, V);
     f->targets = ids("lab04.targets", N, V);
     f->xe = gr_op_alloc((size_t)N * C, "xe");

@@ -91,16 +91,6 @@ static struct gr_bt_verdict time_verdict;
 
 /* ---- buffers (comparisons: grader/common/tensors.h) ---- */
 
-static float *normal(const char *name, size_t n, float mean, float std)
-{
-    float *h = malloc((n ? n : 1) * sizeof *h);
-    pl_rng_fill_normal(h, n, base_seed, pl_rng_stream(name), 0, mean, std);
-    float *d = gr_op_alloc(n, name);
-    pl_to_device(d, h, n * sizeof *h);
-    free(h);
-    return d;
-}
-
 /* ---- traffic of one pass, from the ledger ---- */
 
 struct pass_traffic {
@@ -361,9 +351,9 @@ static void block_case_new(struct pl_comm *tp, const struct sp_case *kc, struct 
     k->full_numel = lay.block_numel, k->shard_numel = pl_tp_block_numel(&k->c, k->t);
     pl_model_layout_free(&lay);
     /* a full block with every tensor random, layernorm weights near 1 */
-    k->full = normal("lab05.block", k->full_numel, 0.0f, 0.1f);
+    k->full = gr_op_normal(base_seed, "lab05.block", k->full_numel, 0.0f, 0.1f);
     pl_block_bind(&k->c, k->full, &k->p);
-    float *one = normal("lab05.ln", (size_t)k->C, 1.0f, 0.1f);
+    float *one = gr_op_normal(base_seed, "lab05.ln", (size_t)k->C, 1.0f, 0.1f);
     pl_copy(k->p.ln1_w, one, (size_t)k->C);
     pl_copy(k->p.ln2_w, one, (size_t)k->C);
     pl_mem_free(one);
@@ -376,7 +366,7 @@ static void block_case_new(struct pl_comm *tp, const struct sp_case *kc, struct 
     pl_tp_block_slice(&k->c, k->t, k->r, k->full, k->shard);
     pl_tp_block_bind(&k->c, k->t, k->shard, &k->sp);
     pl_tp_block_bind(&k->c, k->t, k->shard_g, &k->sg);
-    k->x = normal("lab05.x", k->nc, 0.0f, 1.0f), k->dy = normal("lab05.dy", k->nc, 0.0f, 1.0f);
+    k->x = gr_op_normal(base_seed, "lab05.x", k->nc, 0.0f, 1.0f), k->dy = gr_op_normal(base_seed, "lab05.dy", k->nc, 0.0f, 1.0f);
     k->ctx = pl_model_ctx_eval();
     k->ctx.train = kc->dropout;
     k->ctx.seed = base_seed ^ 0x5eedULL;

@@ -67,8 +67,8 @@ double gr_bt_bytes(void)
     return GR_BT_B * GR_BT_S * GR_BT_H * 2.0;
 }
 
-int gr_bt_replay(double oracle_flops, double activation_floats, const char *svg,
-                 const char *title, struct gr_bt_result *out, char *err, size_t len)
+int gr_bt_replay(double oracle_flops, double activation_floats, int t, const char *svg,
+                 const char *title, struct gr_bt_verdict *out, char *err, size_t len)
 {
     memset(out, 0, sizeof *out);
     double flop_x = gr_bt_flops() / oracle_flops;
@@ -77,16 +77,18 @@ int gr_bt_replay(double oracle_flops, double activation_floats, const char *svg,
     if (gr_overlap_replay(&bt.trace, pl_profile_find(GR_BT_PROFILE), flop_x, byte_x, svg, title,
                           &ov, err, len) != 0)
         return -1;
-    out->step = ov.step_time;
-    out->compute = ov.compute;
-    out->comm = ov.comm;
+    out->r.step = ov.step_time;
+    out->r.compute = ov.compute;
+    out->r.comm = ov.comm;
+    out->bound = gr_bt_bound(t);
+    out->ratio = out->r.step / out->bound;
     return 0;
 }
 
-double gr_bt_bound(int t, int across)
+double gr_bt_bound(int t)
 {
     const struct pl_profile *p = pl_profile_find(GR_BT_PROFILE);
-    enum pl_link l = across ? PL_LINK_INTER : PL_LINK_INTRA;
+    const enum pl_link l = PL_LINK_INTRA;
     double ar = t > 1 ? pl_coll_time(PL_ALL_REDUCE, t, gr_bt_bytes(), p->latency[l], p->bw[l])
                       : 0;
     return gr_bt_flops() / t / p->flops + 4 * ar;
@@ -114,13 +116,12 @@ void gr_bt_judge(struct gr_bt_verdict *v, int i, int p, const char *name, int t,
     if (i == 0 && pl_rank() == 0) {
         char err[256];
         memset(v, 0, sizeof *v);
-        if (!bt.traced || gr_bt_replay(oracle_flops, activation_floats, NULL, NULL, &v->r, err,
+        if (!bt.traced || gr_bt_replay(oracle_flops, activation_floats, t, NULL, NULL, v, err,
                                        sizeof err) != 0) {
+            memset(v, 0, sizeof *v);
             gr_fail("your block's trace could not be replayed: %s",
                     bt.traced ? err : "the forward was wrong, so the backward never ran");
         } else {
-            v->bound = gr_bt_bound(t, 0);
-            v->ratio = v->r.step / v->bound;
             if (v->ratio >= GR_BT_NONE) {
                 slower_because(v, t, section, why, sizeof why);
                 gr_fail("your block's modelled step is %.2f ms on %s at GPT-3 block scale, "

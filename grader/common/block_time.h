@@ -31,39 +31,41 @@ int gr_bt_traced(void);
 double gr_bt_flops(void);
 double gr_bt_bytes(void);
 
+/* The least a block of degree t can take at the scaled size inside a node: its compute
+ * split t ways plus four ring all-reduces of bsh values on intra-node links (Lab 5's four
+ * all-gathers and four reduce-scatters take the same). */
+double gr_bt_bound(int t);
+
+/* Full marks up to GR_BT_FULL times the bound, none from GR_BT_NONE, linear between. */
+#define GR_BT_FULL 1.10
+#define GR_BT_NONE 1.40
+
 struct gr_bt_result {
     double step;    /* modelled forward and backward, the slowest rank (s) */
     double compute; /* the busiest rank's compute (s) */
     double comm;    /* the communication stream of the rank that waited most (s) */
 };
 
-/* The least a block of degree t can take at the scaled size: its compute split t ways plus
- * four ring all-reduces of bsh values (Lab 5's four all-gathers and four reduce-scatters
- * take the same), on intra-node links or (across = 1) on the network. */
-double gr_bt_bound(int t, int across);
-
-/* Full marks up to GR_BT_FULL times the bound, none from GR_BT_NONE, linear between. */
-#define GR_BT_FULL 1.10
-#define GR_BT_NONE 1.40
-
-/* What a judged block keeps for the cases after the traced one. */
+/* A replayed block against its bound; what a judged block keeps for the cases after the
+ * traced one. */
 struct gr_bt_verdict {
     struct gr_bt_result r;
     double bound, ratio; /* 0 until judged */
 };
 
+/* Rank 0: replays the held trace of a block whose single-device passes counted
+ * oracle_flops and whose activation is activation_floats floats, and sets its step against
+ * gr_bt_bound(t); writes the timeline to svg (may be NULL) titled title. Returns 0, or -1
+ * with a message in err. */
+int gr_bt_replay(double oracle_flops, double activation_floats, int t, const char *svg,
+                 const char *title, struct gr_bt_verdict *out, char *err, size_t len);
+
 /* Collective, on every case of a check run: on case 0 rank 0 replays the held trace and
- * judges parts.h part p (named name for gr_partial) against gr_bt_bound(t, 0), failing with
+ * judges parts.h part p (named name for gr_partial) against gr_bt_bound(t), failing with
  * the reason (comm: the collectives the bound counts, in words; section: the handout's);
  * every case says the figures. Frees the trace. */
 void gr_bt_judge(struct gr_bt_verdict *v, int i, int p, const char *name, int t,
                  double oracle_flops, double activation_floats, const char *comm,
                  const char *section);
-
-/* Rank 0: replays the held trace of a block whose single-device passes counted
- * oracle_flops and whose activation is activation_floats floats; writes the timeline to
- * svg (may be NULL) titled title. Returns 0, or -1 with a message in err. */
-int gr_bt_replay(double oracle_flops, double activation_floats, const char *svg,
-                 const char *title, struct gr_bt_result *out, char *err, size_t len);
 
 #endif

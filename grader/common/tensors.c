@@ -11,6 +11,17 @@ float *gr_op_alloc(size_t n, const char *label)
     return pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_DEVICE, label);
 }
 
+float *gr_op_normal(uint64_t seed, const char *name, size_t n, float mean, float std)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h) pl_fatal("out of memory drawing %zu floats", n);
+    pl_rng_fill_normal(h, n, seed, pl_rng_stream(name), 0, mean, std);
+    float *d = gr_op_alloc(n, name);
+    pl_to_device(d, h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
 float *gr_host_copy(const float *op, size_t n)
 {
     float *h = malloc((n ? n : 1) * sizeof *h);

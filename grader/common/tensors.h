@@ -5,9 +5,13 @@
 #define GR_TENSORS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* n floats of op memory (work category), label for the ledger; at least one float. */
 float *gr_op_alloc(size_t n, const char *label);
+/* n normal floats (mean, std) of the counter RNG's stream `name` under seed, the same on
+ * every rank, in op memory. */
+float *gr_op_normal(uint64_t seed, const char *name, size_t n, float mean, float std);
 /* A malloc'd host copy of n floats of op memory (free it). */
 float *gr_host_copy(const float *op, size_t n);
 /* got against ref (op memory, n floats), relative L2 error within tol and every element
