@@ -219,8 +219,12 @@ static void parse_np(const char *v)
 static void parse_args(int argc, char **argv)
 {
     opt.seed = 1;
-    const char *env_seed = getenv("PL_SEED");
+    char *env_seed = getenv("PL_SEED");
     if (env_seed && *env_seed) opt.seed = strtoull(env_seed, NULL, 10);
+    /* The programs run for the student inherit the environment: the seed leaves it (its
+     * string overwritten, since /proc/PID/environ shows the original). */
+    if (env_seed) memset(env_seed, 'x', strlen(env_seed));
+    unsetenv("PL_SEED");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -629,6 +633,7 @@ static void fail_unbuilt(int first, int last, const char *driver, const char *bu
 struct run_files {
     char dir[32], status[64], report[64], token_path[64], token[40], ready[64];
     char env_report[128], env_token[128];
+    char token_file[80]; /* what the token file holds: "TOKEN SEED" */
 };
 
 /* The token goes in a file, not the environment (which every process of the job, and the
@@ -862,19 +867,19 @@ static void run_group(int first, int last, const char *driver, const char *build
     static struct run_files f;
     make_run_files(&f);
     const char *env[] = {f.env_report, f.env_token, NULL};
-    char seed[32];
-    /* The hidden suite draws from its own seed, derived from the one given. */
-    snprintf(seed, sizeof seed, "%llu", t0->hidden ? hidden_seed() : opt.seed);
+    /* The seed travels with the token, never on the command line (which every process can
+     * read); the hidden suite draws from its own seed, derived from the one given. */
+    snprintf(f.token_file, sizeof f.token_file, "%s %llu", f.token,
+             t0->hidden ? hidden_seed() : opt.seed);
     char copy[128];
     driver = gr_sandbox_driver(driver, f.dir, copy, sizeof copy);
-    char *argv[] = {(char *)driver, "--op", t0->op, "--mode", t0->mode, "--parts", parts,
-                    "--seed", seed, NULL};
+    char *argv[] = {(char *)driver, "--op", t0->op, "--mode", t0->mode, "--parts", parts, NULL};
     double timeout = opt.timeout_s > 0 ? opt.timeout_s : t0->timeout_s;
     if (opt.budget_s > 0 && timeout > budget_left()) timeout = budget_left();
     if (opt.timeout_s <= 0 && *op_timeout_cap > 0 && timeout > *op_timeout_cap)
         timeout = *op_timeout_cap;
     struct run_watch watch = {.hs = {.ready = f.ready, .token_path = f.token_path,
-                                     .token = f.token},
+                                     .token = f.token_file},
                               .status_dir = f.status, .np = t0->np,
                               .last = calloc((size_t)(t0->np > 0 ? t0->np : 1), 256),
                               .quiet_since = pl_clock()};

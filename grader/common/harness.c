@@ -258,7 +258,7 @@ int main(int argc, char **argv)
     snprintf(handout, sizeof handout, "docs/labs/%s.md", the_lab->dir);
     pl_todo_set_handout(handout);
     parse(argc, argv, d);
-    gr_report_open();
+    gr_report_open(&args.seed);
     if (!strcmp(args.mode, "bench")) {
         d->bench(&args);
     } else {

@@ -48,25 +48,32 @@ static void await_token_file(void)
         usleep(5000);
 }
 
-/* The token is in a file only rank 0 reads, removed before any rank goes on: once the
- * barrier is passed, no code under test can find it on disk or in the environment. */
-void gr_report_open(void)
+/* The token (and the seed) is in a file only rank 0 reads, removed before any rank goes on:
+ * once the barrier is passed, no code under test can find it on disk or in the
+ * environment. */
+void gr_report_open(uint64_t *seed)
 {
+    /* given[0]: a token file was read; given[1]: the seed it carried. */
+    unsigned long long given[2] = {0, 0};
     if (pl_rank() == 0 && token_path[0]) {
         await_token_file();
         FILE *f = fopen(token_path, "r");
-        if (!f || !fgets(token, sizeof token, f))
+        char line[160];
+        if (!f || !fgets(line, sizeof line, f) ||
+            sscanf(line, "%79s %llu", token, &given[1]) != 2)
             pl_fatal("cannot read the grader's token file %s", token_path);
         fclose(f);
-        token[strcspn(token, "\r\n")] = '\0';
         unlink(token_path);
+        memset(line, 0, sizeof line);
+        given[0] = 1;
     }
     memset(token_path, 0, sizeof token_path);
     if (report_path[0] && pl_rank() == 0) {
         report = fopen(report_path, "a");
         if (!report) pl_fatal("cannot open the grader's report file %s", report_path);
     }
-    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Bcast(given, 2, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD));
+    if (given[0]) *seed = given[1];
 }
 
 void gr_report_close(void)

@@ -10,15 +10,19 @@
 #ifndef GR_REPORT_H
 #define GR_REPORT_H
 
+#include <stdint.h>
+
 /* ---- the report channel ---- */
 
 /* Call before pl_init: the report file's and token file's names leave the environment
  * (overwritten in place, then unset) before any code under test can read them. */
 void gr_report_take_env(void);
 /* Collective, right after pl_init and before any code under test runs: world rank 0 reads
- * the token and removes its file, and opens the report file (stdout when none is named, so
- * a driver run by hand prints its verdicts). */
-void gr_report_open(void);
+ * the token file ("TOKEN SEED": the grading seed travels with the token, never on the
+ * command line) and removes it, and opens the report file (stdout when none is named, so a
+ * driver run by hand prints its verdicts). Every rank then has the grader's seed in *seed;
+ * without a token file *seed is left as it was (the --seed flag). */
+void gr_report_open(uint64_t *seed);
 void gr_report_close(void);
 /* "case TEXT": what the run is doing now, shown when it hangs or crashes. */
 void gr_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

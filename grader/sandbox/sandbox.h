@@ -27,7 +27,8 @@ void gr_sandbox_sweep(void);
 /* The token handshake: the driver's rank 0 creates READY once its main runs (after every
  * constructor of the code under test); only then is the token written to TOKEN_PATH. */
 struct gr_handshake {
-    const char *ready, *token_path, *token;
+    const char *ready, *token_path;
+    const char *token; /* the text of the token file: "TOKEN SEED" */
     int given;
 };
 /* pl_launch's tick: writes the token once READY exists. */

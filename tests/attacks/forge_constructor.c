@@ -18,7 +18,7 @@ static int attack_forge(void)
     if (!t) return 0;
     if (!fgets(token, sizeof token, t)) token[0] = '\0';
     fclose(t);
-    token[strcspn(token, "\n")] = '\0';
+    token[strcspn(token, " \n")] = '\0'; /* the file's first word */
     if (!token[0]) return 0;
     FILE *c = fopen("/proc/self/cmdline", "r");
     size_t n = c ? fread(args, 1, sizeof args - 1, c) : 0;

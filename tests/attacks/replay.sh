@@ -93,8 +93,16 @@ submit "attack: forge verdicts from a constructor" collectives.c="$tmp/forge.c"
 expect_score 0
 reject_text "999" "$res"
 
+rm -f /tmp/pl-attack-leak.txt
 submit "attack: leak secrets via stderr" collectives.c="$tmp/leak.c"
 expect_score 0
+[ -s /tmp/pl-attack-leak.txt ] || fail "the leak attack did not run"
+for secret in "$seed" "$hidden_seed"; do
+    if grep -qw -- "$secret" /tmp/pl-attack-leak.txt; then
+        fail "the code under test could read the seed $secret (environment or a command line)"
+    fi
+done
+rm -f /tmp/pl-attack-leak.txt
 expect_text "output (last lines)" "$res"
 reject_text "$seed" "$res"
 reject_text "$hidden_seed" "$res"
