@@ -35,4 +35,26 @@ int pl_contain_kill_orphans(pid_t job);
  * groups). Returns -1 when that fails; the child must then not exec. */
 int pl_contain_drop(const struct pl_contain_user *u);
 
+/* A cgroup of its own for one job, where root may make one in the unified (v2) hierarchy:
+ * every process of the job stays in it whatever it does with process groups, sessions or
+ * double forks (leaving needs write access to another cgroup, which the sandbox user has
+ * not), and all of them die at once when it ends. Where the pids and memory controllers are
+ * enabled for it, the job is also limited to PL_CONTAIN_PIDS processes and 3/4 of the
+ * machine's memory. Elsewhere (not root, no cgroup2, a read-only /sys/fs/cgroup) none is
+ * made and the subreaper's sweep alone contains the job. */
+#define PL_CONTAIN_PIDS 1024
+struct pl_contain_cgroup {
+    char dir[640]; /* "" when none was made */
+    int limited;   /* 1: the pids limit is set (the memory one too where it could be) */
+};
+/* Makes a fresh cgroup below this process's own; returns 0, or -1 (cg->dir empty) when the
+ * machine offers none. */
+int pl_contain_cgroup_make(struct pl_contain_cgroup *cg);
+/* In the job's first process, before it drops to the sandbox user and execs: moves it into
+ * cg (its children follow). Returns -1 when that fails; the child must then not exec. */
+int pl_contain_cgroup_enter(const struct pl_contain_cgroup *cg);
+/* Kills every process in cg (cgroup.kill, else one by one until it is empty) and removes
+ * it. Returns how many processes were left in it. */
+int pl_contain_cgroup_end(struct pl_contain_cgroup *cg);
+
 #endif

@@ -217,6 +217,11 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
             fprintf(stderr, "launch: cannot enter %s: %s\n", o->cwd, strerror(errno));
             _exit(127);
         }
+        if (pl_contain_cgroup_enter(o->cgroup) != 0) {
+            fprintf(stderr, "launch: cannot enter the job's cgroup %s: %s\n", o->cgroup->dir,
+                    strerror(errno));
+            _exit(127);
+        }
         if (pl_contain_drop(o->user) != 0) {
             fprintf(stderr, "launch: cannot become the sandbox user %s: %s\n",
                     o->user->name, strerror(errno));

@@ -22,6 +22,7 @@ struct pl_launch_opts {
     const char *const *env; /* extra "NAME=value" entries, NULL-terminated, may be NULL */
     int passthrough;        /* 1: output goes to this process's stdout/stderr, not captured */
     const struct pl_contain_user *user; /* when active: the job runs as that user */
+    const struct pl_contain_cgroup *cgroup; /* when made: the job runs in it (contain.h) */
     const char *cwd;        /* the job's working directory; NULL: the caller's */
     int kill_orphans;       /* 1: a process that leaves the job (double fork) is killed at
                              * once (the caller is a subreaper: contain.h) */

@@ -883,14 +883,19 @@ static void run_group(int first, int last, const char *driver, const char *build
                               .status_dir = f.status, .np = t0->np,
                               .last = calloc((size_t)(t0->np > 0 ? t0->np : 1), 256),
                               .quiet_since = pl_clock()};
+    /* As root, the job gets a cgroup of its own where the machine allows (contain.h). */
+    struct pl_contain_cgroup cgroup;
+    pl_contain_cgroup_make(&cgroup);
     struct pl_launch_opts lo = {.np = t0->np, .timeout_s = timeout, .launcher = opt.launcher,
                                 .status_dir = f.status, .env = env, .user = sandbox_user,
+                                .cgroup = &cgroup,
                                 .cwd = f.dir, .tick = watch_tick, .tick_arg = &watch,
                                 .kill_orphans = 1, .stop = &watch.stop};
     struct pl_launch_result res;
     memset(&res, 0, sizeof res);
     int started = pl_launch(&lo, argv, &res) == 0;
     free(watch.last);
+    pl_contain_cgroup_end(&cgroup);
     gr_sandbox_sweep(); /* nothing of this run outlives it, double-forked or not */
     gr_sandbox_drop_links(f.dir);
 

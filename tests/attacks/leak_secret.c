@@ -3,7 +3,8 @@
  * failed test's "output (last lines)" shows it: the hidden seed from the command line, the
  * seed file, run_autograder and the lab's solution. What the process could see of its own
  * environment and of every command line on the machine also goes to /tmp/pl-attack-leak.txt,
- * which the replay reads: the seed must be in none of them. */
+ * which the replay reads: the seed must be in none of them (and its cgroup, /proc/self/cgroup,
+ * must be the job's own where the machine lets the grader make one). */
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +38,10 @@ __attribute__((constructor)) static void attack_leak(void)
     FILE *seen = fopen("/tmp/pl-attack-leak.txt", "a");
     if (seen) {
         for (char **e = environ; *e; e++) fprintf(seen, "%s\n", *e);
+        FILE *g = fopen("/proc/self/cgroup", "r");
+        size_t m = g ? fread(args, 1, sizeof args, g) : 0;
+        if (g) fclose(g);
+        fwrite(args, 1, m, seen);
         DIR *d = opendir("/proc");
         struct dirent *p;
         while (d && (p = readdir(d))) {

@@ -93,6 +93,8 @@ submit "attack: forge verdicts from a constructor" collectives.c="$tmp/forge.c"
 expect_score 0
 reject_text "999" "$res"
 
+# As root on a writable cgroup2 hierarchy, every job runs in a cgroup of its own.
+cgroup2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
 rm -f /tmp/pl-attack-leak.txt
 submit "attack: leak secrets via stderr" collectives.c="$tmp/leak.c"
 expect_score 0
@@ -102,6 +104,12 @@ for secret in "$seed" "$hidden_seed"; do
         fail "the code under test could read the seed $secret (environment or a command line)"
     fi
 done
+if [ "$(id -u)" = 0 ] && [ -n "$cgroup2" ] && [ -w "$cgroup2" ]; then
+    grep -q "^0::.*/paralab-[0-9]*-[0-9]*$" /tmp/pl-attack-leak.txt ||
+        fail "the job did not run in a cgroup of its own: $(grep "^0::" /tmp/pl-attack-leak.txt)"
+    [ -z "$(find "$cgroup2" -maxdepth 3 -name "paralab-*" 2>/dev/null)" ] ||
+        fail "a job's cgroup outlived it"
+fi
 rm -f /tmp/pl-attack-leak.txt
 expect_text "output (last lines)" "$res"
 reject_text "$seed" "$res"
