@@ -24,8 +24,9 @@ struct pl_contain_user {
  * 0 and the code under test runs as the caller. Returns -1 with a message on stderr when
  * root cannot get the user (the caller must then refuse to run student code). */
 int pl_contain_init(struct pl_contain_user *u);
-/* Kills every process of the sandbox user (when active and exclusive) and every orphan re-parented to this
- * process, reaps them, and repeats until none is left. Returns how many it killed. */
+/* Kills every process of the sandbox user (when active and exclusive) and every orphan
+ * re-parented to this process, reaps them, and repeats until none is left. Returns how many
+ * it killed. */
 int pl_contain_sweep(const struct pl_contain_user *u);
 /* While JOB (a child of this process) runs: kills every other child, i.e. every orphan of
  * the job re-parented here, so that one that escaped cannot hold the job's output open or
@@ -39,9 +40,9 @@ int pl_contain_drop(const struct pl_contain_user *u);
  * every process of the job stays in it whatever it does with process groups, sessions or
  * double forks (leaving needs write access to another cgroup, which the sandbox user has
  * not), and all of them die at once when it ends. Where the pids and memory controllers are
- * enabled for it, the job is also limited to PL_CONTAIN_PIDS processes and 3/4 of the
- * machine's memory. Elsewhere (not root, no cgroup2, a read-only /sys/fs/cgroup) none is
- * made and the subreaper's sweep alone contains the job. */
+ * enabled for it, the job is also limited to PL_CONTAIN_PIDS tasks (threads count) and
+ * 3/4 of the machine's memory. Elsewhere (not root, no cgroup2, a read-only
+ * /sys/fs/cgroup) none is made and the subreaper's sweep alone contains the job. */
 #define PL_CONTAIN_PIDS 1024
 struct pl_contain_cgroup {
     char dir[640]; /* "" when none was made */
