@@ -1228,17 +1228,21 @@ static void grading_header(char *variant, size_t len)
            launcher && *launcher ? launcher : "mpirun");
 }
 
-/* A lab whose code calls what its rule forbids: every test of [i, j) fails with the
- * symbols named (grader/rules/symbols.h). Unbuilt drivers are left to run_group's message. */
+/* A lab whose code calls what every lab's rule (GR_SYMBOLS_TAMPER) or its own forbids:
+ * every test of [i, j) fails with the symbols named (grader/rules/symbols.h). Unbuilt
+ * drivers are left to run_group's message. */
 static int symbol_rule_broken(int i, int j, const char *variant)
 {
     const struct gr_lab *lab = lab_of[tests[i].lab];
     char path[PATH_MAX + 64], why[1600];
     snprintf(path, sizeof path, "%s/%s/driver", variant, lab->dir);
-    if (!lab->forbidden_symbols || access(path, X_OK) != 0) return 0;
+    if (access(path, X_OK) != 0) return 0;
     snprintf(path, sizeof path, "%s/%s/symbols.txt", variant, lab->dir);
-    if (!gr_symbols_break_rule(path, lab->forbidden_symbols, lab->allowed_symbols,
-                               lab->symbol_rule, why, sizeof why))
+    if (!gr_symbols_break_rule(path, GR_SYMBOLS_TAMPER, NULL, GR_SYMBOLS_TAMPER_RULE, why,
+                               sizeof why) &&
+        (!lab->forbidden_symbols ||
+         !gr_symbols_break_rule(path, lab->forbidden_symbols, lab->allowed_symbols,
+                                lab->symbol_rule, why, sizeof why)))
         return 0;
     for (int g = i; g < j; g++) {
         tests[g].ran = 1;

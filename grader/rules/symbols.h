@@ -17,6 +17,15 @@
     "malloc calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc "    \
     "pvalloc mmap mmap64 sbrk brk "
 
+/* Every lab's: calls that reach into the process itself (its memory protection, its loaded
+ * code, another process's memory), where the grader's own checks run. No lab needs one. */
+#define GR_SYMBOLS_TAMPER                                                                  \
+    "mprotect pkey_mprotect pkey_alloc ptrace process_vm_writev process_vm_readv "          \
+    "dl_iterate_phdr dladdr dladdr1 dlinfo dlvsym dlmopen _dl_* prctl personality "
+#define GR_SYMBOLS_TAMPER_RULE                                                             \
+    "a lab's code computes with the kit's calls; it never changes how its own process is " \
+    "protected or loaded, which is where the grader's checks run"
+
 /* 1 when name matches one of the space-separated shell patterns (fnmatch) of list. */
 int gr_symbol_listed(const char *list, const char *name);
 

@@ -4,7 +4,11 @@
 # include path limited to that folder, lib/ and datasets/, and links OUT. Before compiling,
 # every file the sources include is checked against that allowlist (plus the system's own
 # headers under /usr): a source that reaches anything else in the kit (a solution, the grader,
-# a file by absolute or ../ path) is not compiled, and the rule it broke is said. CC is the
+# a file by absolute or ../ path) is not compiled, and the rule it broke is said. After
+# linking, no global symbol the sources define may also be defined by a library the driver
+# links (the C library, MPI, OpenBLAS, the kit's lib/): the definition would replace the
+# library's for every caller, the grader's own report included (an fprintf that turns every
+# verdict into a pass), so such a driver is removed and the symbols are named. CC is the
 # compiler. Output is the build log; exit 1 when nothing was linked.
 set -u
 out=$1 lab=$2 cflags=$3 link=$4
@@ -41,5 +45,33 @@ if [ -n "$bad" ]; then
     echo "$bad" | sed "s|^$scratch/||; s|^|  |"
     exit 1
 fi
+objs=""
+for s in $srcs; do
+    # shellcheck disable=SC2086
+    ${CC:-cc} $flags -Wno-error -c "$s" -o "${s%.c}.o" || exit 1
+    objs="$objs ${s%.c}.o"
+done
 # shellcheck disable=SC2086
-${CC:-cc} $flags -Wno-error $srcs $link -o "$out"
+${CC:-cc} $flags $objs $link -o "$out" || exit 1
+
+# What the sources define against what the linked libraries define (dynamic symbols of the
+# shared ones ldd finds, globals of the archives on the link line; versions stripped).
+# shellcheck disable=SC2086
+nm -g --defined-only -P $objs | awk 'NF > 1 { print $1 }' | sort -u >"$scratch/defined"
+{
+    ldd "$out" | awk '$3 ~ /^\// { print $3 }' | while read -r so; do
+        nm -D --defined-only -P "$so" 2>/dev/null
+    done
+    for a in $link; do
+        case $a in *.a) nm -g --defined-only -P "$a" 2>/dev/null ;; esac
+    done
+} | awk 'NF > 1 { sub(/@.*/, "", $1); print $1 }' | sort -u >"$scratch/libraries"
+clash=$(comm -12 "$scratch/defined" "$scratch/libraries")
+if [ -n "$clash" ]; then
+    rm -f "$out"
+    echo "$(echo "$@" | tr ' ' ',') not linked: it defines $(echo $clash | sed 's/ /, /g'),"
+    echo "which a library the grader links already defines (the C library, MPI, OpenBLAS or"
+    echo "the kit's lib/). Your definition would replace the library's for every caller, the"
+    echo "grader's own included. Rename it, or make it static."
+    exit 1
+fi

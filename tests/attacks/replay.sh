@@ -72,6 +72,8 @@ cat "$stub" tests/attacks/orphan_results.c >"$tmp/orphan.c"
 cat "$stub" tests/attacks/forge_constructor.c >"$tmp/forge.c"
 cat "$stub" tests/attacks/leak_secret.c >"$tmp/leak.c"
 cat "$stub" tests/attacks/compile_error.c >"$tmp/error.c"
+cat "$stub" tests/attacks/interpose_libc.c >"$tmp/interpose.c"
+cat "$stub" tests/attacks/patch_own_code.c >"$tmp/unprotect.c"
 
 submit "attack: include the shipped solution" collectives.c=tests/attacks/include_solution.c
 expect_score 0
@@ -116,6 +118,14 @@ reject_text "$seed" "$res"
 reject_text "$hidden_seed" "$res"
 reject_text 'PL_SEED=$(cat seed)' "$res"
 reject_text "ring_all_reduce(" "$res"
+
+submit "attack: replace the C library's fprintf under the grader" collectives.c="$tmp/interpose.c"
+expect_score 0
+expect_text "not linked: it defines fprintf" "$res"
+
+submit "attack: make its own code writable" collectives.c="$tmp/unprotect.c"
+expect_score 0
+expect_text "calls mprotect" "$res"
 
 submit "hygiene: misnamed file" collective.c="$stub"
 expect_score 0
