@@ -40,6 +40,8 @@
  * one message of the labs, even on a loaded machine (16 MiB moves in milliseconds), short
  * enough that a deadlocking test fails within 10 s of its start. */
 #define DEADLOCK_QUIET_S 4.0
+/* What a run's report may hold; a driver gone wild is not kept beyond it. */
+#define REPORT_CAP (16u << 20)
 
 /* ---- growable text ---- */
 
@@ -343,7 +345,8 @@ static int test_selected(const struct test *t)
 /* pl_launch forwards ^C, SIGTERM and SIGHUP to the job it runs, stops it whole, then lets
  * this handler see the signal; the handler only notes it (all it may safely do), and the
  * grading stops once the run's temporary folder is removed. */
-static char run_dir[64]; /* the temporary folder of the run in flight */
+static char run_dir[64];    /* the temporary folder of the run in flight */
+static char report_dir[64]; /* and its report channel's */
 static const struct pl_contain_user *sandbox_user; /* who runs the code under test */
 static double budget_left(void);
 
@@ -629,9 +632,11 @@ static void fail_unbuilt(int first, int last, const char *driver, const char *bu
     free(log);
 }
 
-/* A run's temporary folder: status files, the report, the token file. */
+/* A run's temporary folder (status files, the token file) and its report channel. */
 struct run_files {
-    char dir[32], status[64], report[64], token_path[64], token[40], ready[64];
+    char dir[32], status[64], token_path[64], token[40], ready[64];
+    char report_dir[32], report[64]; /* the channel's folder and FIFO (sandbox.h) */
+    int report_fd;                   /* its read end */
     char env_report[128], env_token[128];
     char token_file[80]; /* what the token file holds: "TOKEN SEED" */
 };
@@ -647,13 +652,16 @@ static void make_run_files(struct run_files *f)
         exit(1);
     }
     snprintf(f->status, sizeof f->status, "%s/status", f->dir);
-    snprintf(f->report, sizeof f->report, "%s/report", f->dir);
+    f->report_fd = gr_sandbox_report_fifo(f->report_dir, sizeof f->report_dir, f->report,
+                                          sizeof f->report);
+    if (f->report_fd < 0) exit(1);
     snprintf(f->token_path, sizeof f->token_path, "%s/token", f->dir);
     snprintf(f->ready, sizeof f->ready, "%s/token.ready", f->dir);
     mkdir(f->status, 0755);
     gr_sandbox_own(f->dir);
     gr_sandbox_own(f->status);
     snprintf(run_dir, sizeof run_dir, "%s", f->dir);
+    snprintf(report_dir, sizeof report_dir, "%s", f->report_dir);
     /* The token file is written only once the driver's main has started (the handshake of
      * sandbox.h), so code that runs before main finds none. */
     random_token(f->token, sizeof f->token);
@@ -702,12 +710,12 @@ static void forfeit_if_forged(int first, int last, struct run_outcome *outc)
     }
 }
 
-/* Verdicts: only lines that carry this run's token. The last "case" line goes to last_case. */
-static void read_report(int first, int last, const struct run_files *f,
+/* Verdicts: only lines of the report (rep, as the channel gave it) that carry this run's
+ * token. The last "case" line goes to last_case. */
+static void read_report(int first, int last, const struct run_files *f, char *rep,
                         struct run_outcome *outc, char *last_case, size_t case_len)
 {
     const struct test *t0 = &tests[first];
-    char *rep = read_file(f->report, NULL);
     size_t tl = strlen(f->token);
     for (char *line = rep, *nl; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
@@ -730,7 +738,6 @@ static void read_report(int first, int last, const struct run_files *f,
             take_verdict(first, last, outc, word, rest, text);
         }
     }
-    free(rep);
     forfeit_if_forged(first, last, outc);
 }
 
@@ -806,6 +813,8 @@ static void settle_tests(int first, int last, struct run_outcome *outc, int star
 
 struct run_watch {
     struct gr_handshake hs;
+    int report_fd;       /* the report channel, drained into report on every tick */
+    struct text report;
     const char *status_dir;
     int np;
     char (*last)[256];   /* each rank's status line when last seen */
@@ -813,6 +822,15 @@ struct run_watch {
     double next_look;
     volatile int stop;   /* set when the run deadlocked: pl_launch stops it */
 };
+
+/* Whatever the driver has written to the report channel since the last look. */
+static void drain_report(struct run_watch *w)
+{
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(w->report_fd, buf, sizeof buf)) > 0)
+        if (w->report.n < REPORT_CAP) text_add(&w->report, buf, (size_t)n);
+}
 
 /* 1 when the line says the rank is inside a call (not "after" one, nor in a span alone). */
 static int inside_call(const char *line)
@@ -825,6 +843,7 @@ static void watch_tick(void *arg)
 {
     struct run_watch *w = arg;
     gr_handshake_tick(&w->hs);
+    drain_report(w);
     double now = pl_clock();
     if (w->stop || now < w->next_look) return;
     w->next_look = now + 0.25;
@@ -880,6 +899,7 @@ static void run_group(int first, int last, const char *driver, const char *build
         timeout = *op_timeout_cap;
     struct run_watch watch = {.hs = {.ready = f.ready, .token_path = f.token_path,
                                      .token = f.token_file},
+                              .report_fd = f.report_fd,
                               .status_dir = f.status, .np = t0->np,
                               .last = calloc((size_t)(t0->np > 0 ? t0->np : 1), 256),
                               .quiet_since = pl_clock()};
@@ -901,7 +921,10 @@ static void run_group(int first, int last, const char *driver, const char *build
 
     struct run_outcome *outc = calloc((size_t)(last - first), sizeof *outc);
     char last_case[1024] = "";
-    read_report(first, last, &f, outc, last_case, sizeof last_case);
+    drain_report(&watch); /* the last lines, written as the job ended */
+    close(f.report_fd);
+    read_report(first, last, &f, watch.report.s, outc, last_case, sizeof last_case);
+    free(watch.report.s);
     struct text why = {0};
     explain_run(&why, t0, started, &res, timeout, f.status, last_case, op_timeout_cap);
     settle_tests(first, last, outc, started, &res, &why);
@@ -909,7 +932,8 @@ static void run_group(int first, int last, const char *driver, const char *build
     free(outc);
     if (started) pl_launch_result_free(&res);
     remove_tree(f.dir);
-    run_dir[0] = '\0';
+    remove_tree(f.report_dir);
+    run_dir[0] = report_dir[0] = '\0';
 }
 
 /* The hidden suite's seed, and the seed its runs get, never appear in shown output. */

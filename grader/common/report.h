@@ -1,7 +1,8 @@
 /* report.h: how a lab's driver speaks to the orchestrator, and how it times code.
  *
  *   the report channel   gr_report_*(), gr_case/gr_say/gr_result/gr_metric: verdicts go to
- *                        the file the orchestrator names in PL_GRADE_REPORT, one line each,
+ *                        the channel the orchestrator names in PL_GRADE_REPORT (a FIFO it
+ *                        reads as lines arrive: grader/sandbox/sandbox.h), one line each,
  *                        carrying the run's token (read from PL_GRADE_TOKEN_FILE, which is
  *                        then removed), written by world rank 0 only. The harness opens and
  *                        closes it; a lab only says, reports results and metrics;

@@ -71,6 +71,26 @@ void gr_sandbox_drop_links(const char *dir)
     drop_links_in(dir, 0);
 }
 
+int gr_sandbox_report_fifo(char *dir, size_t dir_len, char *path, size_t path_len)
+{
+    snprintf(dir, dir_len, "/tmp/pl-report-XXXXXX");
+    if (!mkdtemp(dir) || chmod(dir, user.active ? 0711 : 0700) != 0) {
+        fprintf(stderr, "grade: cannot create the report folder %s: %s\n", dir,
+                strerror(errno));
+        return -1;
+    }
+    snprintf(path, path_len, "%s/report", dir);
+    if (mkfifo(path, 0600) != 0 || chmod(path, user.active ? 0622 : 0600) != 0) {
+        fprintf(stderr, "grade: cannot create the report channel %s: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    /* Non-blocking: the open does not wait for a writer, nor a read for a line. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) fprintf(stderr, "grade: cannot open %s: %s\n", path, strerror(errno));
+    return fd;
+}
+
 void gr_sandbox_sweep(void)
 {
     pl_contain_sweep(&user);

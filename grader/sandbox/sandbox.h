@@ -21,6 +21,13 @@ const char *gr_sandbox_driver(const char *driver, const char *dir, char *out, si
 /* After the sweep: removes symbolic links the code under test left in DIR (and its status
  * folder), so that the orchestrator, reading them, never follows one to a secret. */
 void gr_sandbox_drop_links(const char *dir);
+/* The report channel of one run: a FIFO in a folder of its own under /tmp, made by the
+ * orchestrator. As root, folder and FIFO belong to root, and the sandbox user may only
+ * write the FIFO: lines reach the orchestrator as they are written, and the code under test
+ * can neither read them back, edit them once written, nor replace the FIFO (/tmp is
+ * sticky). Fills dir and path; returns the read end (non-blocking, close-on-exec), or -1
+ * with a message on stderr. */
+int gr_sandbox_report_fifo(char *dir, size_t dir_len, char *path, size_t path_len);
 /* Kills whatever the last run left (every process of the sandbox user, every orphan). */
 void gr_sandbox_sweep(void);
 

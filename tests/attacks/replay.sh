@@ -74,6 +74,7 @@ cat "$stub" tests/attacks/leak_secret.c >"$tmp/leak.c"
 cat "$stub" tests/attacks/compile_error.c >"$tmp/error.c"
 cat "$stub" tests/attacks/interpose_libc.c >"$tmp/interpose.c"
 cat "$stub" tests/attacks/patch_own_code.c >"$tmp/unprotect.c"
+cat "$stub" tests/attacks/edit_report.c >"$tmp/edit.c"
 
 submit "attack: include the shipped solution" collectives.c=tests/attacks/include_solution.c
 expect_score 0
@@ -122,6 +123,10 @@ reject_text "ring_all_reduce(" "$res"
 submit "attack: replace the C library's fprintf under the grader" collectives.c="$tmp/interpose.c"
 expect_score 0
 expect_text "not linked: it defines fprintf" "$res"
+
+submit "attack: edit the grader's verdicts once written" collectives.c="$tmp/edit.c"
+expect_score 0
+expect_text "still a stub" "$res"
 
 submit "attack: make its own code writable" collectives.c="$tmp/unprotect.c"
 expect_score 0
