@@ -4,7 +4,9 @@
 # include path limited to that folder, lib/ and datasets/, and links OUT. Before compiling,
 # every file the sources include is checked against that allowlist (plus the system's own
 # headers under /usr): a source that reaches anything else in the kit (a solution, the grader,
-# a file by absolute or ../ path) is not compiled, and the rule it broke is said. After
+# a file by absolute or ../ path) is not compiled, and the rule it broke is said. No code of
+# the sources may run before main or after it (constructors, destructors, ifunc resolvers):
+# a lab's code runs only when the grader calls it, after the report channel is set up. After
 # linking, no global symbol the sources define may also be defined by a library the driver
 # links (the C library, MPI, OpenBLAS, the kit's lib/): the definition would replace the
 # library's for every caller, the grader's own report included (an fprintf that turns every
@@ -51,6 +53,18 @@ for s in $srcs; do
     ${CC:-cc} $flags -Wno-error -c "$s" -o "${s%.c}.o" || exit 1
     objs="$objs ${s%.c}.o"
 done
+early=$(for o in $objs; do
+    readelf -S -W "$o" | awk '{ for (i = 1; i <= NF; i++)
+        if ($i ~ /^\.(init_array|fini_array|preinit_array|ctors|dtors|init|fini)(\.|$)/) print $i }'
+done | sort -u)
+# shellcheck disable=SC2086
+early="$early $(nm -P $objs | awk '$2 == "i" { print "ifunc " $1 }')"
+if [ -n "$(echo $early)" ]; then
+    echo "$(echo "$@" | tr ' ' ',') not linked: it has code that runs before main or after it"
+    echo "($(echo $early | sed 's/ /, /g'): a constructor, a destructor or an ifunc). A lab's code"
+    echo "runs only when the grader calls it: move that code into the lab's functions."
+    exit 1
+fi
 # shellcheck disable=SC2086
 ${CC:-cc} $flags $objs $link -o "$out" || exit 1
 

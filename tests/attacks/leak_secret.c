@@ -1,7 +1,8 @@
 
-/* Attack 4 (appended to the stub): print what is secret to stderr, then crash, hoping the
- * failed test's "output (last lines)" shows it: the hidden seed from the command line, the
- * seed file, run_autograder and the lab's solution. What the process could see of its own
+/* Attack 4 (appended to the stub, run by its ring_all_reduce: replay.sh): print what is
+ * secret to stderr, then crash, hoping the failed test's "output (last lines)" shows it:
+ * the hidden seed from the command line, the seed file, run_autograder and the lab's
+ * solution. What the process could see of its own
  * environment and of every command line on the machine also goes to /tmp/pl-attack-leak.txt,
  * which the replay reads: the seed must be in none of them (and its cgroup, /proc/self/cgroup,
  * must be the job's own where the machine lets the grader make one). */
@@ -26,7 +27,7 @@ static void attack_print(const char *path)
     fclose(f);
 }
 
-__attribute__((constructor)) static void attack_leak(void)
+static void attack_run(void)
 {
     const char *root = getenv("PL_AUTOGRADER") ? getenv("PL_AUTOGRADER") : "/autograder";
     char path[4096], args[4096];

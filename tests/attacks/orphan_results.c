@@ -1,7 +1,8 @@
 
-/* Attack 2 (appended to the stub): a constructor double-forks and calls setsid(), leaving
- * the job's process group; the orphan keeps the output pipe open and, for five minutes,
- * renames a forged results.json over the grader's whenever it appears. */
+/* Attack 2 (appended to the stub, run by its ring_all_reduce: replay.sh): double-fork and
+ * call setsid(), leaving the job's process group; the orphan keeps the output pipe open
+ * and, for five minutes, renames a forged results.json over the grader's whenever it
+ * appears. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-__attribute__((constructor)) static void attack_orphan(void)
+static void attack_run(void)
 {
+    static int done;
+    if (done++) return;
     pid_t child = fork();
     if (child != 0) {
         if (child > 0) waitpid(child, NULL, 0);

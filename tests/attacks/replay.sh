@@ -68,13 +68,22 @@ reject_text() {
     if grep -qF -- "$1" "$2"; then fail "\"$1\" appears in $(basename "$2")"; fi
 }
 
-cat "$stub" tests/attacks/orphan_results.c >"$tmp/orphan.c"
+# runtime ATTACK OUT: the stub with ATTACK appended and run first thing in every call of its
+# ring_all_reduce (a lab's code runs only when the grader calls it: constructors are refused).
+runtime() {
+    { echo "static void attack_run(void);"
+      sed 's/lab_todo("ring_all_reduce"/attack_run(); &/' "$stub"
+      cat "$1"; } >"$2"
+    grep -q 'attack_run(); lab_todo' "$2" || { echo "FAIL: no ring_all_reduce stub to attack"; exit 1; }
+}
+runtime tests/attacks/orphan_results.c "$tmp/orphan.c"
+runtime tests/attacks/forge_after_main.c "$tmp/forge_late.c"
+runtime tests/attacks/leak_secret.c "$tmp/leak.c"
+runtime tests/attacks/edit_report.c "$tmp/edit.c"
+runtime tests/attacks/patch_own_code.c "$tmp/unprotect.c"
 cat "$stub" tests/attacks/forge_constructor.c >"$tmp/forge.c"
-cat "$stub" tests/attacks/leak_secret.c >"$tmp/leak.c"
-cat "$stub" tests/attacks/compile_error.c >"$tmp/error.c"
 cat "$stub" tests/attacks/interpose_libc.c >"$tmp/interpose.c"
-cat "$stub" tests/attacks/patch_own_code.c >"$tmp/unprotect.c"
-cat "$stub" tests/attacks/edit_report.c >"$tmp/edit.c"
+cat "$stub" tests/attacks/compile_error.c >"$tmp/error.c"
 
 submit "attack: include the shipped solution" collectives.c=tests/attacks/include_solution.c
 expect_score 0
@@ -94,7 +103,11 @@ fi
 
 submit "attack: forge verdicts from a constructor" collectives.c="$tmp/forge.c"
 expect_score 0
-reject_text "999" "$res"
+expect_text "runs before main or after it" "$res"
+
+submit "attack: forge verdicts once the grader calls it" collectives.c="$tmp/forge_late.c"
+expect_score 0
+expect_text "still a stub" "$res"
 
 # As root on a writable cgroup2 hierarchy, every job runs in a cgroup of its own.
 cgroup2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
@@ -108,17 +121,17 @@ for secret in "$seed" "$hidden_seed"; do
     fi
 done
 if [ "$(id -u)" = 0 ] && [ -n "$cgroup2" ] && [ -w "$cgroup2" ]; then
-    grep -q "^0::.*/paralab-[0-9]*-[0-9]*$" /tmp/pl-attack-leak.txt ||
+    own=$(sed -n 's|^0::\(.*/paralab-[0-9]*-[0-9]*\)$|\1|p' /tmp/pl-attack-leak.txt | head -n 1)
+    [ -n "$own" ] ||
         fail "the job did not run in a cgroup of its own: $(grep "^0::" /tmp/pl-attack-leak.txt)"
-    [ -z "$(find "$cgroup2" -maxdepth 3 -name "paralab-*" 2>/dev/null)" ] ||
-        fail "a job's cgroup outlived it"
+    [ ! -e "$cgroup2$own" ] || fail "the job's cgroup $own outlived it"
 fi
 rm -f /tmp/pl-attack-leak.txt
 expect_text "output (last lines)" "$res"
 reject_text "$seed" "$res"
 reject_text "$hidden_seed" "$res"
 reject_text 'PL_SEED=$(cat seed)' "$res"
-reject_text "ring_all_reduce(" "$res"
+reject_text "Lab 1 reference solution" "$res"
 
 submit "attack: replace the C library's fprintf under the grader" collectives.c="$tmp/interpose.c"
 expect_score 0
