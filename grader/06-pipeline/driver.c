@@ -5,7 +5,8 @@
  *   correct   every step's loss (last stage) and gradients, the parameters after K steps,
  *             each stage's parts assembled into one model, against the single-device
  *             reference (grader/common);
- *   balance   the student's partition against the best contiguous cut by the kit's FLOPs;
+ *   balance   the student's partition against the best contiguous cut by the kit's FLOPs,
+ *             on the lab's model and on five others (OTHER_CUTS);
  *   schedule  the order of F and B each rank ran, read from its own trace (the marks of
  *             lib/pipe_parts), against the schedule's definition (schedule.c);
  *   bubble    that trace replayed with uniform stage times against (p-1)/(m+p-1) and the
@@ -529,10 +530,21 @@ static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
     return 1;
 }
 
+/* Which direction a send to `peer` goes from stage s: 0 forward (an activation), 1 back (a
+ * gradient), -1 not to a neighbour. Interleaved the pipeline wraps around, and on 2 ranks
+ * both neighbours are the same rank: then the tag's parity says which it is. */
+static int send_direction(int s, int p, int v, int peer, int tag)
+{
+    int next = v > 1 ? (s + 1) % p : s + 1, prev = v > 1 ? (s + p - 1) % p : s - 1;
+    if (peer == next && peer == prev) return tag >= 0 && tag % 2;
+    return peer == next ? 0 : peer == prev ? 1 : -1;
+}
+
 /* Every send of the traced step: to the next stage for an activation (even tag), the
  * previous for a gradient (odd tag), interleaved wrapping around from the last rank to the
- * first; tags PIPE_TAG_ACT/GRAD(j m + mb) for the sender's chunk j, each used once; the
- * activation's bytes; no collectives. */
+ * first; tags PIPE_TAG_ACT/GRAD(j m + mb) for the sender's chunk j, each used once, and
+ * only after that chunk's forward (backward) of mb ran, read from the marks before the
+ * send; the activation's bytes; no collectives. */
 static int judge_traffic(enum pipe_schedule k, int m, const struct outcome *o,
                          const struct pl_model_config *c)
 {
@@ -541,10 +553,20 @@ static int judge_traffic(enum pipe_schedule k, int m, const struct outcome *o,
     double bytes = 4.0 * (double)pl_parts_boundary_numel(c, GLOBAL_B / m, c->seq_len);
     char hb[32];
     for (int s = 0; s < p; s++) {
-        int seen[2 * MAX_OPS] = {0}, nsend = 0, want = 0;
+        int seen[2 * MAX_OPS] = {0}, ran[2 * MAX_OPS] = {0}, nsend = 0, want = 0;
+        int chunk_first[MAX_STAGES];
+        struct sched_op last = {0, 0, 0};
+        for (int j = 0; j < v; j++) chunk_first[j] = o->chunks.first[j * p + s];
         for (int j = 0; j < v; j++) want += m * ((j * p + s > 0) + (j * p + s < nc - 1));
         for (int i = 0; i < t->nevents[s]; i++) {
             const struct pl_event *e = &t->events[s][i];
+            struct sched_op op;
+            if (sched_read_marks(e, 1, chunk_first, v, &op, 1) == 1) {
+                int at = op.chunk * m + op.mb;
+                if (op.chunk >= 0 && op.mb >= 0 && op.mb < m) ran[2 * at + (op.phase == 'B')] = 1;
+                last = op;
+                continue;
+            }
             if (e->type == PL_EV_ISSUE) {
                 gr_say("traffic", "%s, %d microbatches: stage %d called a collective (%s): a "
                        "pipeline only sends to its neighbours", sched_name(k), m, s,
@@ -553,23 +575,47 @@ static int judge_traffic(enum pipe_schedule k, int m, const struct outcome *o,
             }
             if (e->type != PL_EV_SEND && e->type != PL_EV_ISEND) continue;
             nsend++;
-            int grad = e->tag >= 0 && e->tag % 2, to = grad ? s - 1 : s + 1;
-            if (v > 1) to = (to + p) % p;
-            if (e->peer != to) {
-                gr_say("traffic", "%s: stage %d sent %s (tag %d) to rank %d; %s go to stage %d",
-                       sched_name(k), s, grad ? "a gradient" : "an activation", e->tag, e->peer,
-                       grad ? "gradients" : "activations", to);
+            int grad = send_direction(s, p, v, e->peer, e->tag);
+            const char *what = grad ? "a gradient" : "an activation";
+            if (grad < 0) {
+                gr_say("traffic", "%s: stage %d sent a message (tag %d) to rank %d, which is not "
+                       "a neighbouring stage: activations go to the next stage, gradients to "
+                       "the previous one", sched_name(k), s, e->tag, e->peer);
+                return 0;
+            }
+            if (e->tag >= 0 && e->tag % 2 != grad) {
+                gr_say("traffic", "%s, %d microbatches: stage %d sent tag %d to stage %d, the "
+                       "%s stage, so it carries %s; pipeline.h tags %s PIPE_TAG_%s(mb) = 2 mb%s, "
+                       "an %s number. The receiver tells the two directions apart by the tag: "
+                       "use the header's macros (handout section 3)", sched_name(k), m, s,
+                       e->tag, e->peer, grad ? "previous" : "next", what,
+                       grad ? "a gradient" : "an activation", grad ? "GRAD" : "ACT",
+                       grad ? " + 1" : "", grad ? "odd" : "even");
                 return 0;
             }
             if (e->tag < 0 || e->tag >= 2 * v * m || seen[e->tag]++) {
                 gr_say("traffic", "%s, %d microbatches: stage %d sent %s to stage %d with tag %d, "
-                       "%s", sched_name(k), m, s, grad ? "a gradient" : "an activation", e->peer,
+                       "%s", sched_name(k), m, s, what, e->peer,
                        e->tag, e->tag >= 0 && e->tag < 2 * v * m
                        ? "a tag it had already used in this step: two microbatches' messages "
                          "can then be taken for each other"
                        : "not a tag pipeline.h gives it");
                 gr_say("traffic", "microbatch i's activation goes with PIPE_TAG_ACT(i) = 2i and "
                        "its gradient with PIPE_TAG_GRAD(i) = 2i + 1 (handout section 3)");
+                return 0;
+            }
+            if (!ran[e->tag]) {
+                int mb = e->tag / 2 % m, j = e->tag / 2 / m;
+                char chunk[32] = "", x[24];
+                if (v > 1) snprintf(chunk, sizeof chunk, " (chunk %d)", j);
+                gr_say("traffic", "%s, %d microbatches: stage %d sent %s with tag %d, that of "
+                       "microbatch %d%s, when it had not yet run that microbatch's %s (its "
+                       "last operation was %s): a message carries the tag of the microbatch "
+                       "whose %s it is, PIPE_TAG_%s(%s%d) (handout section 3)", sched_name(k),
+                       m, s, what,
+                       e->tag, mb, chunk, grad ? "backward" : "forward",
+                       last.phase ? op_text(&last, x, sizeof x) : "none", grad ? "gradient"
+                       : "activation", grad ? "GRAD" : "ACT", v > 1 ? "j m + " : "", mb);
                 return 0;
             }
             if (e->bytes != bytes) {
@@ -610,6 +656,73 @@ static int judge_balance(const struct stage_stats *st, int p, const struct pl_mo
            "(%.0f) and the head (%.0f, about a block's %.0f) too, and minimise the largest "
            "stage (handout section 2)", cost[0], cost[n - 1], cost[1]);
     return 0;
+}
+
+/* The partition of other models than the lab's, on other stage counts and microbatch
+ * shapes: a cut that is best only for the graded model (a table of its answers, or a rule
+ * that happens to fit it) fails here. Each is compared, like the lab's, with the best
+ * contiguous cut by the kit's FLOPs for the B x T it was given. */
+static const struct {
+    int layers, d_model, d_ff, heads, vocab, stages, B, T;
+} OTHER_CUTS[] = {
+    {10, 32, 64, 2, PL_BYTE_VOCAB, 5, 1, 16}, /* more blocks, more stages */
+    {6, 32, 64, 2, 4096, 3, 2, 8},            /* a head heavier than two blocks; B, T given */
+    {13, 64, 256, 4, PL_BYTE_VOCAB, 4, 1, 16},
+    {3, 32, 64, 2, 2048, 5, 1, 16},           /* one part a stage */
+    {20, 32, 64, 2, 8192, 7, 3, 4},
+};
+#define N_OTHER_CUTS ((int)(sizeof OTHER_CUTS / sizeof OTHER_CUTS[0]))
+
+static int judge_other_cuts(const struct pl_model_config *lab)
+{
+    for (int i = 0; i < N_OTHER_CUTS; i++) {
+        struct pl_model_config c = *lab;
+        c.n_layers = OTHER_CUTS[i].layers;
+        c.d_model = OTHER_CUTS[i].d_model;
+        c.d_ff = OTHER_CUTS[i].d_ff;
+        c.n_heads = OTHER_CUTS[i].heads;
+        c.vocab = OTHER_CUTS[i].vocab;
+        int p = OTHER_CUTS[i].stages, B = OTHER_CUTS[i].B, T = OTHER_CUTS[i].T;
+        int n = c.n_layers + 2, first[MAX_STAGES], last[MAX_STAGES];
+        double cost[MAX_STAGES + 2], worst = 0;
+        pipe_partition(&c, p, B, T, first, last);
+        for (int k = 0; k < n; k++) cost[k] = pl_part_flops(&c, k - 1, B, T);
+        char shape[200];
+        snprintf(shape, sizeof shape, "pipe_partition of a model of %d blocks (d_model %d, "
+                 "d_ff %d, vocab %d) into %d stages for microbatches of B x T = %d x %d",
+                 c.n_layers, c.d_model, c.d_ff, c.vocab, p, B, T);
+        int want = PL_PART_EMBED, ws = 0;
+        for (int s = 0; s < p; s++) {
+            if (first[s] != want || last[s] < first[s] || last[s] > PL_PART_HEAD(&c)) {
+                gr_say("balance", "%s: stage %d holds parts %d..%d, but it must start at part "
+                       "%d, hold at least one part, and the last stage end at the head, part "
+                       "%d (handout section 2)", shape, s, first[s], last[s], want,
+                       PL_PART_HEAD(&c));
+                return 0;
+            }
+            double sum = 0;
+            for (int q = first[s]; q <= last[s]; q++) sum += cost[q + 1];
+            if (sum > worst) worst = sum, ws = s;
+            want = last[s] + 1;
+        }
+        if (want != PL_PART_HEAD(&c) + 1) {
+            gr_say("balance", "%s: the last stage ends at part %d, not at the head, part %d "
+                   "(handout section 2)", shape, want - 1, PL_PART_HEAD(&c));
+            return 0;
+        }
+        double best = sched_best_max(cost, n, p);
+        if (worst <= best * (1 + 1e-9)) continue;
+        gr_say("balance", "%s: your largest stage, %d (parts %d..%d), computes %.0f FLOPs; the "
+               "best contiguous cut's largest computes %.0f (%.2fx)", shape, ws, first[ws],
+               last[ws], worst, best, worst / best);
+        gr_say("balance", "your cut is the best one for the lab's model but not for this one: "
+               "pipe_partition must find the best cut for any model, stage count and B x T, "
+               "from pl_part_flops of each part (here the embedding %.0f, a block %.0f, the "
+               "head %.0f), for example by dynamic programming over where each stage starts "
+               "(handout section 2)", cost[0], cost[1], cost[n - 1]);
+        return 0;
+    }
+    return 1;
 }
 
 /* ---- check mode: the harness's callbacks ---- */
@@ -696,7 +809,8 @@ static int judge(void *p, int i, const char *part)
         return st->o.correct;
     }
     if (pl_rank() != 0) return 1;
-    if (!strcmp(part, "balance")) return i > 0 || judge_balance(st->o.st, pl_size(), c);
+    if (!strcmp(part, "balance"))
+        return i > 0 || (judge_balance(st->o.st, pl_size(), c) && judge_other_cuts(c));
     if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, &st->o);
     if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, &st->o);
     if (!strcmp(part, "memory"))

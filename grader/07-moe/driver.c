@@ -626,6 +626,53 @@ static int judge_counts(const struct or_reference *o, const struct moe *st)
     return 1;
 }
 
+/* The bytes the gradient sums of moe_finish_gradients send from this rank, at most: the
+ * non-expert gradients summed over all n ranks, and this rank's experts' rows over the
+ * n/ep copies of them in the other EP groups, each by the library's ring. Any collective
+ * other than the all-to-alls counts (an all-reduce, or a reduce-scatter with an
+ * all-gather, send the same). 0 with a reason when more went. */
+static int judge_grad_sums(const struct or_reference *o, const struct pl_ledger *d)
+{
+    const struct pl_model_layout *lay = &o->layout;
+    const int n = o->slices, copies = o->slices / o->ep;
+    double dense = 0, mine = 0, experts = 0;
+    for (int t = 0; t < lay->n_tensors; t++) {
+        size_t off, len;
+        or_owned_range(lay, t, o->ep_rank, o->ep, &off, &len);
+        if (or_is_expert_tensor(&lay->tensors[t])) {
+            mine += (double)len;
+            experts += (double)lay->tensors[t].numel;
+        } else {
+            dense += (double)len;
+        }
+    }
+    const double f = sizeof(float);
+    double want = pl_ring_bytes_sent(PL_ALL_REDUCE, n, f * dense) +
+                  pl_ring_bytes_sent(PL_ALL_REDUCE, copies, f * mine);
+    double got = 0;
+    for (int k = 0; k < PL_NKINDS; k++)
+        if (k != PL_ALL_TO_ALL && k != PL_ALL_TO_ALL_V && k != PL_P2P)
+            got += pl_ledger_bytes(d, k, -1);
+    if (got <= want * (1 + 1e-9) + 1) return 1;
+    char g[32], w[32];
+    why("the gradient sums sent %s from this rank in a step; finishing the gradients needs %s "
+        "(by the ring): the non-expert gradients, %.0f floats, summed over all %d ranks, %s",
+        pl_format_bytes(got, g, sizeof g), pl_format_bytes(want, w, sizeof w), dense, n,
+        copies > 1 ? "and this rank's experts' rows, summed over their copies in the other "
+                     "EP groups"
+                   : "and nothing for the experts, with a single EP group");
+    double whole = pl_ring_bytes_sent(PL_ALL_REDUCE, n, f * (dense + experts));
+    if (got >= whole * (1 - 1e-9) - 1)
+        why("yours sums the experts' whole tensors (%.0f floats, every expert of every block) "
+            "where this rank holds %.0f of them: the rows of other ranks' experts are zero "
+            "here and belong to other ranks. Sum only this rank's experts' rows, over the "
+            "expert-data-parallel group (section 7)", experts, mine);
+    else
+        why("sum the non-expert tensors over the world and only this rank's experts' rows "
+            "over the expert-data-parallel group (section 7)");
+    return 0;
+}
+
 /* The ledger of the first step against what its routing must send: per MoE layer one
  * pl_all_to_all of the counts and four pl_all_to_all_v (dispatch, combine, and both in
  * reverse), whose off-rank bytes are the rows of kept choices crossing ranks. */
@@ -676,7 +723,7 @@ static int judge_traffic(const struct or_reference *o, const struct pl_ledger *d
             "way, %s a step", pl_format_bytes(balanced, b, sizeof b));
         return 0;
     }
-    return 1;
+    return judge_grad_sums(o, d);
 }
 
 /* The code under test's EP group, from moe_ep_comm: its size must be the lab's EP degree;

@@ -6,12 +6,12 @@
  * and 8 (EP groups of 4), over 4 and 8 experts and capacity factors 0.5, 1, 1.25 and none
  * (6, 7, 7 and 7 points); the exact routing of every rank (tokens per expert, the dropped
  * choices) on 2, 4 and 8 ranks (2 each); the all-to-all calls and bytes from the ledger
- * against what the routing sends off-rank, on 2, 4 and 8 ranks (1.5 each); the EP groups
- * inside a node of a 2-node cluster on 8 ranks (2.5); for top-2 on 2 and 4 ranks, the
- * student's MoE calls of the first step traced and replayed on dgx-h100, each rank's
- * compute against what its experts' routed rows and its router need (2 each). 104 points
- * in all. The hidden suite
- * repeats the training and count tests on 2 and 8 ranks with the secret seed (1 point each). */
+ * against what the routing sends off-rank, and the gradient sums' bytes against section 7's,
+ * on 2, 4 and 8 ranks (1.5 each); the EP groups inside a node of a 2-node cluster on 8
+ * ranks (2.5); for top-2 on 2 and 4 ranks, the student's MoE calls of the first step traced
+ * and replayed on dgx-h100, each rank's compute against what its experts' routed rows and
+ * its router need (2 each). 104 points in all. The hidden suite repeats the training and
+ * count tests on 2 and 8 ranks with the secret seed (1 point each). */
 #include <stdio.h>
 #include <string.h>
 

@@ -2,8 +2,9 @@
  *
  * Every test runs on one rank: the lab is arithmetic on a model and a cluster. The student's
  * memory and step-time estimates against the kit's planner (lib/plan.h) on a table of
- * configurations (25 and 20 points); the student's search on three visible cases (7B on 8
- * GPUs, 70B on 64, a MoE on 32): every placement rule obeyed (20), and the chosen
+ * configurations and three more drawn by the seed (25 and 20 points); the student's search
+ * on five visible cases (7B on 8 GPUs, 70B on 64, a MoE on 32, and with a 1M-token batch
+ * 175B on 512 and 8B on 1024): every placement rule obeyed (20), and the chosen
  * configuration within 2% of the step time of the kit's exhaustive best (20); the student's
  * step time on published frontier runs within 5 points of their published MFU (5); the
  * answers to the handout's three numeric questions (10). 100 points in all. The hidden
@@ -19,14 +20,15 @@
 static void lab08_plan(const struct gr_plan_opts *o)
 {
     static const struct gr_spec visible[] = {
-        {"memory per GPU vs the kit's model [9 configurations]", "memory", "check", "correct",
-         "memory", 1, 25, LAB08_TIMEOUT, 0, NULL},
-        {"step time vs the kit's model [9 configurations]", "time", "check", "correct",
-         "performance", 1, 20, LAB08_TIMEOUT, 0, NULL},
-        {"search obeys the placement rules [7B on 8, 70B on 64, MoE on 32 GPUs]", "search",
-         "check", "correct", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
-        {"search within 2% of the exhaustive best [7B on 8, 70B on 64, MoE on 32 GPUs]",
-         "search", "check", "quality", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
+        {"memory per GPU vs the kit's model [9 configurations, 3 drawn by the seed]", "memory",
+         "check", "correct", "memory", 1, 25, LAB08_TIMEOUT, 0, NULL},
+        {"step time vs the kit's model [9 configurations, 3 drawn by the seed]", "time",
+         "check", "correct", "performance", 1, 20, LAB08_TIMEOUT, 0, NULL},
+        {"search obeys the placement rules [7B on 8, 70B on 64, MoE on 32, 175B on 512, 8B on "
+         "1024 GPUs]", "search", "check", "correct", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
+        {"search within 2% of the exhaustive best [7B on 8, 70B on 64, MoE on 32, 175B on 512, "
+         "8B on 1024 GPUs]", "search", "check", "quality", "placement", 1, 20, LAB08_TIMEOUT, 0,
+         NULL},
         {"published runs within 5 points of their MFU [Llama 3 405B on 8K and 16K H100]",
          "sanity", "check", "correct", "performance", 1, 5, LAB08_TIMEOUT, 0, NULL},
         {"answers to the handout's questions [3 questions]", "questions", "check", "correct",
