@@ -2,6 +2,7 @@
  * the timing protocol of performance tests. */
 #include "report.h"
 
+#include <fcntl.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,8 +15,15 @@
 
 /* ---- the report channel ---- */
 
-static FILE *report;
-static char token[80], report_path[4096], token_path[4096];
+/* The token is kept sealed (XOR with a random key of the same length) and unsealed only on
+ * the stack of emit(), wiped before it returns: a scan of the process's memory for the
+ * token, or for a string shaped like one, finds neither. It is read with read(2) into the
+ * stack, never through stdio (whose buffers are freed, not wiped). */
+#define TOKEN_MAX 80
+static unsigned char token_key[TOKEN_MAX], token_sealed[TOKEN_MAX];
+static size_t token_len; /* 0: no channel was named: lines go to stdout */
+static int report_fd = -1;
+static char report_path[4096], token_path[4096];
 
 /* Copies a variable's value and overwrites it in place before removing it: the strings of
  * the initial environment are what /proc/PID/environ shows, and unsetenv alone leaves them. */
@@ -31,7 +39,6 @@ void gr_report_take_env(void)
 {
     take_var("PL_GRADE_REPORT", report_path, sizeof report_path);
     take_var("PL_GRADE_TOKEN_FILE", token_path, sizeof token_path);
-    snprintf(token, sizeof token, "-");
 }
 
 /* The orchestrator writes the token file only once rank 0 has created TOKEN.ready, here in
@@ -41,15 +48,37 @@ static void await_token_file(void)
 {
     char ready[4200];
     snprintf(ready, sizeof ready, "%s.ready", token_path);
-    FILE *r = fopen(ready, "w");
-    if (!r) pl_fatal("cannot tell the grader that main started (%s)", ready);
-    fclose(r);
+    int fd = open(ready, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) pl_fatal("cannot tell the grader that main started (%s)", ready);
+    close(fd);
     for (int waited_ms = 0; access(token_path, R_OK) != 0 && waited_ms < 30000; waited_ms += 5)
         usleep(5000);
 }
 
+/* Reads "TOKEN SEED" from the token file, removes it, seals the token; returns the seed. */
+static unsigned long long take_token(void)
+{
+    char line[160] = "";
+    int fd = open(token_path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, line, sizeof line - 1) : -1;
+    if (fd >= 0) close(fd);
+    unlink(token_path);
+    char *space = n > 0 ? memchr(line, ' ', (size_t)n) : NULL;
+    if (!space || space == line || space - line >= TOKEN_MAX)
+        pl_fatal("cannot read the grader's token file %s", token_path);
+    token_len = (size_t)(space - line);
+    unsigned long long seed = strtoull(space + 1, NULL, 10);
+    int rnd = open("/dev/urandom", O_RDONLY);
+    if (rnd < 0 || read(rnd, token_key, token_len) != (ssize_t)token_len)
+        pl_fatal("cannot read /dev/urandom to keep the grader's token");
+    close(rnd);
+    for (size_t i = 0; i < token_len; i++) token_sealed[i] = (unsigned char)line[i] ^ token_key[i];
+    explicit_bzero(line, sizeof line);
+    return seed;
+}
+
 /* The token (and the seed) is in a file only rank 0 reads, removed before any rank goes on:
- * once the barrier is passed, no code under test can find it on disk or in the
+ * once the broadcast is passed, no code under test can find it on disk or in the
  * environment. */
 void gr_report_open(uint64_t *seed)
 {
@@ -57,46 +86,47 @@ void gr_report_open(uint64_t *seed)
     unsigned long long given[2] = {0, 0};
     if (pl_rank() == 0 && token_path[0]) {
         await_token_file();
-        FILE *f = fopen(token_path, "r");
-        char line[160];
-        if (!f || !fgets(line, sizeof line, f) ||
-            sscanf(line, "%79s %llu", token, &given[1]) != 2)
-            pl_fatal("cannot read the grader's token file %s", token_path);
-        fclose(f);
-        unlink(token_path);
-        memset(line, 0, sizeof line);
+        given[1] = take_token();
         given[0] = 1;
     }
     memset(token_path, 0, sizeof token_path);
     if (report_path[0] && pl_rank() == 0) {
-        report = fopen(report_path, "a");
-        if (!report) pl_fatal("cannot open the grader's report file %s", report_path);
+        report_fd = open(report_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+        if (report_fd < 0) pl_fatal("cannot open the grader's report channel %s", report_path);
     }
+    memset(report_path, 0, sizeof report_path);
     PL_CHECK_MPI(MPI_Bcast(given, 2, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD));
     if (given[0]) *seed = given[1];
 }
 
 void gr_report_close(void)
 {
-    if (report) fclose(report);
-    report = NULL;
+    if (report_fd >= 0) close(report_fd);
+    report_fd = -1;
 }
 
-/* One line "TOKEN word text": control characters become spaces, so a line stays a line. */
+/* One line "TOKEN word text": control characters become spaces, so a line stays a line; one
+ * write of at most PIPE_BUF bytes, so lines never interleave on the channel. */
 static void emit(const char *word, const char *text)
 {
     if (pl_rank() != 0) return;
-    char clean[2048];
-    snprintf(clean, sizeof clean, "%s", text);
-    for (char *p = clean; *p; p++)
-        if ((unsigned char)*p < 32) *p = ' ';
-    if (report) {
-        fprintf(report, "%s %s %s\n", token, word, clean);
-        fflush(report);
-    } else {
-        printf("%s %s\n", word, clean);
-        fflush(stdout);
+    char line[2400];
+    size_t k = 0;
+    if (report_fd >= 0)
+        for (; k < token_len; k++) line[k] = (char)(token_sealed[k] ^ token_key[k]);
+    int n = snprintf(line + k, sizeof line - k, "%s%s %.2048s\n", k ? " " : "", word, text);
+    size_t len = k + (n > 0 && (size_t)n < sizeof line - k ? (size_t)n : sizeof line - k - 1);
+    line[len - 1] = '\n';
+    for (size_t i = k; i + 1 < len; i++)
+        if ((unsigned char)line[i] < 32) line[i] = ' ';
+    int fd = report_fd >= 0 ? report_fd : STDOUT_FILENO;
+    if (fd == STDOUT_FILENO) fflush(stdout);
+    for (size_t done = 0; done < len;) {
+        ssize_t w = write(fd, line + done, len - done);
+        if (w <= 0) break;
+        done += (size_t)w;
     }
+    explicit_bzero(line, k);
 }
 
 void gr_case(const char *fmt, ...)

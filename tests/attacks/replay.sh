@@ -81,6 +81,7 @@ runtime tests/attacks/forge_after_main.c "$tmp/forge_late.c"
 runtime tests/attacks/leak_secret.c "$tmp/leak.c"
 runtime tests/attacks/edit_report.c "$tmp/edit.c"
 runtime tests/attacks/patch_own_code.c "$tmp/unprotect.c"
+runtime tests/attacks/scan_memory.c "$tmp/scan.c"
 cat "$stub" tests/attacks/forge_constructor.c >"$tmp/forge.c"
 cat "$stub" tests/attacks/interpose_libc.c >"$tmp/interpose.c"
 cat "$stub" tests/attacks/compile_error.c >"$tmp/error.c"
@@ -140,6 +141,9 @@ expect_text "not linked: it defines fprintf" "$res"
 submit "attack: edit the grader's verdicts once written" collectives.c="$tmp/edit.c"
 expect_score 0
 expect_text "still a stub" "$res"
+
+submit "attack: find the token in its own memory" collectives.c="$tmp/scan.c"
+expect_score 0
 
 submit "attack: make its own code writable" collectives.c="$tmp/unprotect.c"
 expect_score 0
