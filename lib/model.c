@@ -409,6 +409,29 @@ void pl_model_scratch_give(struct pl_scratch *s, float *p)
     if (at < s->used) s->used = at;
 }
 
+float *pl_model_host_scratch_take(struct pl_scratch *s, size_t n, const char *label)
+{
+    if (!s) return pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_HOST, label);
+    size_t k = pl_model_scratch_round(n);
+    /* pl_moe_host_scratch_need is the sizing: running past it is a bug in the passes */
+    PL_ASSERT(s->host && s->host_used + k <= s->host_cap);
+    float *p = s->host + s->host_used;
+    s->host_used += k;
+    memset(p, 0, n * sizeof *p);
+    return p;
+}
+
+void pl_model_host_scratch_give(struct pl_scratch *s, float *p)
+{
+    if (!s || !p) {
+        pl_mem_free(p);
+        return;
+    }
+    size_t at = (size_t)(p - s->host);
+    PL_ASSERT(at <= s->host_cap);
+    if (at < s->host_used) s->host_used = at;
+}
+
 /* The most any pass holds at once (as taken below, each piece rounded up): the attention
  * backward's four [N, C]-sized gradients (dqkv is 3 of them) and the score gradients of
  * pl_attention_backward_in, the dense MLP backward's two [N, C] and one [N, F] or the MoE
@@ -851,6 +874,7 @@ void pl_model_free_acts(struct pl_model *m)
     pl_head_acts_free(&m->head_acts);
     pl_mem_free(m->x);
     pl_mem_free(m->scratch.base);
+    pl_mem_free(m->scratch.host);
     memset(&m->scratch, 0, sizeof m->scratch);
     m->acts = NULL;
     m->x = NULL;
@@ -874,6 +898,12 @@ static void ensure_acts(struct pl_model *m, int B)
     m->scratch.used = 0;
     m->scratch.base = pl_mem_alloc(m->scratch.cap * sizeof(float), PL_MEM_WORK, PL_DEVICE,
                                    "model scratch arena");
+    m->scratch.host_cap = c->n_experts ? pl_moe_host_scratch_need(c, B, T) : 0;
+    m->scratch.host_used = 0;
+    m->scratch.host = m->scratch.host_cap ? pl_mem_alloc(m->scratch.host_cap * sizeof(float),
+                                                         PL_MEM_WORK, PL_HOST,
+                                                         "model host scratch arena")
+                                          : NULL;
     for (int l = 0; l < c->n_layers; l++)
         m->acts[l].attn.scratch = m->acts[l].mlp.scratch = &m->scratch;
     m->head_acts.scratch = &m->scratch;

@@ -171,10 +171,13 @@ uint64_t pl_model_dropout_stream(int layer, int site, uint64_t step);
 /* Temporaries of the passes (backward gradients, branch outputs) taken in stack order
  * from one allocation of op memory (workspace), so that a step allocates nothing. A model
  * sizes one at its first forward (pl_model_scratch_need) and points every half's acts at
- * it; acts made by pl_*_acts_new have none, and their passes allocate per call. */
+ * it; acts made by pl_*_acts_new have none, and their passes allocate per call. The host
+ * part holds the MoE router's host copies (NULL for a dense model). */
 struct pl_scratch {
     float *base;
     size_t cap, used; /* floats */
+    float *host;
+    size_t host_cap, host_used; /* floats */
 };
 /* Floats the passes of one model take at most at once, for B sequences of T tokens. */
 size_t pl_model_scratch_need(const struct pl_model_config *c, int B, int T);

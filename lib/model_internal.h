@@ -13,6 +13,10 @@ float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label);
 void pl_model_scratch_give(struct pl_scratch *s, float *p);
 /* n rounded up to the arena's piece size: how pl_model_scratch_take counts a piece. */
 size_t pl_model_scratch_round(size_t n);
+/* The same for host memory: n zeroed floats from the host part of arena s (s NULL: an
+ * allocation of host workspace), given back in stack order with pl_model_host_scratch_give. */
+float *pl_model_host_scratch_take(struct pl_scratch *s, size_t n, const char *label);
+void pl_model_host_scratch_give(struct pl_scratch *s, float *p);
 
 /* Dropout on a [B*T, C] branch output in place (nothing when ctx is not training). */
 void pl_model_branch_dropout(const struct pl_model_config *c, int layer, int site,
@@ -33,7 +37,9 @@ void pl_moe_forward(const struct pl_model_config *c, const struct pl_block_param
 void pl_moe_backward(const struct pl_model_config *c, const struct pl_block_params *p,
                      const struct pl_block_params *g, const struct pl_mlp_acts *a,
                      float loss_scale, const float *dbranch, float *dln);
-/* Floats of the model's scratch arena the MoE passes take at most at once. */
+/* Floats of the model's scratch arena the MoE passes take at most at once, and of its host
+ * part (0 for a dense model). */
 size_t pl_moe_scratch_need(const struct pl_model_config *c, int B, int T);
+size_t pl_moe_host_scratch_need(const struct pl_model_config *c, int B, int T);
 
 #endif

@@ -151,11 +151,10 @@ void pl_moe_forward(const struct pl_model_config *c, const struct pl_block_param
     pl_matmul_forward(logits, a->ln, p->w_router, NULL, N, C, E);
     pl_softmax_forward(a->probs, logits, N, E);
     pl_model_scratch_give(a->scratch, logits);
-    float *probs = pl_mem_alloc((size_t)N * E * sizeof(float), PL_MEM_WORK, PL_HOST,
-                                "moe probs host");
+    float *probs = pl_model_host_scratch_take(a->scratch, (size_t)N * E, "moe probs host");
     pl_to_host(probs, a->probs, (size_t)N * E * sizeof(float));
     pl_moe_route(r, probs, c->aux_loss_coef);
-    pl_mem_free(probs);
+    pl_model_host_scratch_give(a->scratch, probs);
     pl_to_device(a->rows, r->rows, (size_t)E * cap * sizeof(int));
     pl_to_device(a->gates, r->gates, (size_t)E * cap * sizeof(float));
 
@@ -215,9 +214,8 @@ void pl_moe_backward(const struct pl_model_config *c, const struct pl_block_para
     }
 
     /* d probs: the gate of each kept slot, plus the aux loss term (f constant) */
-    float *dg_h = pl_mem_alloc(ec * sizeof(float), PL_MEM_WORK, PL_HOST, "moe d gates host");
-    float *dp_h = pl_mem_alloc((size_t)N * E * sizeof(float), PL_MEM_WORK, PL_HOST,
-                               "moe d probs host");
+    float *dg_h = pl_model_host_scratch_take(sc, ec, "moe d gates host");
+    float *dp_h = pl_model_host_scratch_take(sc, (size_t)N * E, "moe d probs host");
     pl_to_host(dg_h, dgates, ec * sizeof(float));
     for (int e = 0; e < E; e++)
         for (int s = 0; s < r->count[e]; s++)
@@ -233,8 +231,8 @@ void pl_moe_backward(const struct pl_model_config *c, const struct pl_block_para
     pl_softmax_backward(dlogits, dprobs, a->probs, N, E);
     pl_matmul_backward(dln, g->w_router, NULL, dlogits, a->ln, p->w_router, N, C, E);
 
-    pl_mem_free(dg_h);
-    pl_mem_free(dp_h);
+    pl_model_host_scratch_give(sc, dp_h);
+    pl_model_host_scratch_give(sc, dg_h);
     /* latest taken first: with an arena the give of dgates alone would return them all,
      * without one each is its own allocation */
     pl_model_scratch_give(sc, dlogits);
@@ -255,4 +253,13 @@ size_t pl_moe_scratch_need(const struct pl_model_config *c, int B, int T)
     /* the backward holds the most: d gates, three [cap, C], two [cap, F], two [N, E] */
     return pl_model_scratch_round((size_t)E * cap) + 3 * pl_model_scratch_round(cap * C) +
            2 * pl_model_scratch_round(cap * F) + 2 * pl_model_scratch_round((size_t)N * E);
+}
+
+size_t pl_moe_host_scratch_need(const struct pl_model_config *c, int B, int T)
+{
+    const int N = B * T, E = c->n_experts;
+    if (E == 0) return 0;
+    const size_t cap = (size_t)pl_moe_capacity(N, E, c->top_k, c->capacity_factor);
+    /* the backward's d gates and d probs; the forward holds only its [N, E] probabilities */
+    return pl_model_scratch_round((size_t)E * cap) + pl_model_scratch_round((size_t)N * E);
 }
