@@ -345,8 +345,7 @@ static int test_selected(const struct test *t)
 /* pl_launch forwards ^C, SIGTERM and SIGHUP to the job it runs, stops it whole, then lets
  * this handler see the signal; the handler only notes it (all it may safely do), and the
  * grading stops once the run's temporary folder is removed. */
-static char run_dir[64];    /* the temporary folder of the run in flight */
-static char report_dir[64]; /* and its report channel's */
+static char run_dir[64]; /* the temporary folder of the run in flight */
 static const struct pl_contain_user *sandbox_user; /* who runs the code under test */
 static double budget_left(void);
 
@@ -661,7 +660,6 @@ static void make_run_files(struct run_files *f)
     gr_sandbox_own(f->dir);
     gr_sandbox_own(f->status);
     snprintf(run_dir, sizeof run_dir, "%s", f->dir);
-    snprintf(report_dir, sizeof report_dir, "%s", f->report_dir);
     /* The token file is written only once the driver's main has started (the handshake of
      * sandbox.h), so code that runs before main finds none. */
     random_token(f->token, sizeof f->token);
@@ -933,7 +931,7 @@ static void run_group(int first, int last, const char *driver, const char *build
     if (started) pl_launch_result_free(&res);
     remove_tree(f.dir);
     remove_tree(f.report_dir);
-    run_dir[0] = report_dir[0] = '\0';
+    run_dir[0] = '\0';
 }
 
 /* The hidden suite's seed, and the seed its runs get, never appear in shown output. */
