@@ -22,6 +22,7 @@ struct call {
     int last;       /* made during the step's last microbatch or after it */
     size_t final;   /* gradients from this element on were final when it was issued */
     int part;       /* the part whose hook ran last (NO_PART: none yet) */
+    enum pl_red op;
 };
 
 #define NO_PART (-1000)
@@ -85,7 +86,7 @@ void gr02_calls_unwatch(void)
     w.recording = 0;
 }
 
-static void record(const float *send, size_t count)
+static void record(const float *send, size_t count, enum pl_red op)
 {
     if (!w.recording || !w.m) return;
     if (w.ncalls >= MAX_CALLS) {
@@ -104,6 +105,7 @@ static void record(const float *send, size_t count)
     /* a hook replaced by hand after ours was installed: the backward cannot be followed */
     c->final = w.m->hook == our_hook || !w.last ? w.final : 0;
     c->part = w.part;
+    c->op = op;
 }
 
 void __real_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
@@ -114,14 +116,14 @@ struct pl_handle *__real_pl_all_reduce_async(struct pl_comm *comm, const float *
 void __wrap_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
                           enum pl_red op)
 {
-    record(send, count);
+    record(send, count, op);
     __real_pl_all_reduce(comm, send, recv, count, op);
 }
 
 struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *send,
                                              float *recv, size_t count, enum pl_red op)
 {
-    record(send, count);
+    record(send, count, op);
     return __real_pl_all_reduce_async(comm, send, recv, count, op);
 }
 
@@ -148,6 +150,13 @@ void gr02_calls_backward_over(void)
 void gr02_calls_step_end(void)
 {
     w.recording = 0;
+}
+
+int gr02_calls_summed(void)
+{
+    for (int i = 0; i < w.ncalls; i++)
+        if (w.calls[i].in_grads && w.calls[i].op == PL_SUM) return 1;
+    return 0;
 }
 
 /* ---- judging ---- */

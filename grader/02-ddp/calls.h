@@ -26,6 +26,9 @@ void gr02_calls_microbatch(int last);
 void gr02_calls_backward_over(void);
 void gr02_calls_step_end(void);
 
+/* 1 when one of this rank's all-reduces of the step's gradients used PL_SUM. */
+int gr02_calls_summed(void);
+
 /* Collective (raw MPI): 1 on every rank when no rank started an all-reduce of the last
  * microbatch before backward had written every gradient in its range; otherwise 0 and, on
  * rank 0, why in msg. */

@@ -271,11 +271,14 @@ static void explain_grads(const struct setup *s, const struct ddp_case *c, int s
                bad_rank, d ? d->name : "?", bad_elem);
         return;
     }
-    if (n > 1 && fabs(ratio - n) < 0.02 * n)
+    int as_ranks = n > 1 && fabs(ratio - n) < 0.02 * n;
+    int as_mbs = c->microbatches > 1 && fabs(ratio - c->microbatches) < 0.02 * c->microbatches;
+    /* n ranks and n microbatches scale alike: the recorded reduction tells them apart */
+    if (as_ranks && (gr02_calls_summed() || !as_mbs))
         gr_say("correct", "your gradient is %.3g times the reference's, and %d ranks: the "
                "all-reduce summed the ranks' gradients. Average them: PL_AVG (handout section "
                "4)", ratio, n);
-    else if (c->microbatches > 1 && fabs(ratio - c->microbatches) < 0.02 * c->microbatches)
+    else if (as_mbs)
         gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
                "scale each microbatch's loss by 1/microbatches (ctx.loss_scale) so the sum "
                "over microbatches is the mean (handout section 7)", ratio, c->microbatches);
@@ -392,12 +395,39 @@ static void traffic_verdict(struct run *r, int ok)
     r->out->traffic = gr_agree(r->out->traffic);
 }
 
+/* Collective: rank 0's replica, initialised as the reference's, is what every rank must take;
+ * replicas equal to one another but not to it were broadcast from another root. */
+static int rank0_kept_own(const struct run *r)
+{
+    size_t numel = r->s->ref.numel, bad = numel;
+    if (pl_rank() == 0) {
+        float *host = malloc(numel * sizeof *host);
+        pl_to_host(host, r->m->params, numel * sizeof *host);
+        for (size_t i = 0; i < numel && bad == numel; i++)
+            if (host[i] != r->s->ref.init[i]) bad = i;
+        free(host);
+    }
+    int ok = gr_agree(bad == numel);
+    if (!ok && pl_rank() == 0) {
+        const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad);
+        gr_say("correct", "after ddp_new, rank 0's parameters are no longer the ones it was "
+               "initialised with (tensor %s, element %zu of the flat buffer): every replica "
+               "must take rank 0's, so broadcast m->params from root 0 (handout section 3)",
+               t ? t->name : "?", bad);
+    }
+    return ok;
+}
+
 /* Section 3: replicas equal to rank 0's after ddp_new, and what it broadcast; section 5: the
  * bucket plan against the rule of ddp.h. Returns 0 when the case cannot go on. */
 static int check_setup(struct run *r, const struct pl_ledger *delta)
 {
     int bad_rank = -1, me = pl_rank();
     size_t bad_elem = 0;
+    if (!rank0_kept_own(r)) {
+        r->out->correct = 0;
+        return 0;
+    }
     if (!gr_replicas_equal(r->m->params, r->s->ref.numel, &bad_rank, &bad_elem)) {
         const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad_elem);
         gr_say("correct", "after ddp_new, rank %d's parameters differ from rank 0's (tensor "
