@@ -322,8 +322,11 @@ static void judge_replicas(const struct pl_model_config *c, int t, const float *
             snprintf(why, sizeof why, "it is %d (= t) times the single device's: summed over "
                      "the group twice, or reduced where every rank already held it whole", t);
         else if (t > 1 && fabs(s - 1.0 / t) < 1e-2 / t)
-            snprintf(why, sizeof why, "it is about 1/t of the single device's: one rank's "
-                     "tokens only (section 6)");
+            /* equal on every rank (checked above), so reduced, but averaged */
+            snprintf(why, sizeof why, "it is 1/t of the single device's and the same on "
+                     "every rank: the partial sums were averaged (PL_AVG). Each rank's sum "
+                     "covers its own T/t tokens, and the whole gradient is their sum: PL_SUM "
+                     "(section 6)");
         snprintf(what, sizeof what, "gradient of %.64s (replicated) after the synchronisation",
                  d[i].name);
         gr_compare(what, got, ref, d[i].shard_numel, TOL_BWD, why[0] ? why : NULL);
@@ -427,6 +430,44 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     pl_sp_block_acts_free(&a);
 }
 
+/* Relative L2 error of n floats of op memory against ref (op memory). */
+static double rel_l2(const float *got, const float *ref, size_t n)
+{
+    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
+    double e2 = 0, r2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        e2 += ((double)g[i] - r[i]) * ((double)g[i] - r[i]);
+        r2 += (double)r[i] * r[i];
+    }
+    free(g);
+    free(r);
+    return r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+}
+
+/* Whether this rank's output rows are the single device's with the row-parallel biases
+ * (b_proj, b_fc2) scaled by s: added on every rank before the reduce-scatter (s = t), or
+ * never (s = 0). */
+static int rows_with_biases_times(const struct block_case *k, float s)
+{
+    float *full = gr_op_alloc(k->full_numel, "lab05 biases scaled");
+    pl_copy(full, k->full, k->full_numel);
+    struct pl_block_params q;
+    pl_block_bind(&k->c, full, &q);
+    pl_scale(q.b_proj, (size_t)k->C, s);
+    pl_scale(q.b_fc2, (size_t)k->C, s);
+    float *y = gr_op_alloc(k->nc, "lab05 y biases scaled"), *mine = gr_op_alloc(k->nl, "");
+    struct pl_block_acts ra;
+    pl_block_acts_new(&ra, &k->c, k->B, k->T);
+    pl_block_forward(&k->c, 0, &q, &ra, &k->ctx, k->x, y);
+    pl_block_acts_free(&ra);
+    pl_sp_slice(mine, y, k->B, k->T, k->C, k->t, k->r);
+    int same = rel_l2(k->ly, mine, k->nl) <= TOL_FWD;
+    pl_mem_free(mine);
+    pl_mem_free(y);
+    pl_mem_free(full);
+    return same;
+}
+
 /* Output and input gradient rows against the single device's; 1 when the output matched. */
 static int judge_block_rows(const struct block_case *k, const struct sp_case *kc)
 {
@@ -439,6 +480,18 @@ static int judge_block_rows(const struct block_case *k, const struct sp_case *kc
                  "of the full [B*T, C] (section 4)", (double)DROPOUT, kc->seq0, kc->step);
     float *want = gr_op_alloc(k->nl, "expected rows");
     pl_sp_slice(want, k->y, B, T, C, t, r);
+    if (!hint[0] && t > 1 && rel_l2(k->ly, want, k->nl) > TOL_FWD) {
+        if (rows_with_biases_times(k, (float)t))
+            snprintf(hint, sizeof hint, "your rows are the single device's with b_proj and "
+                     "b_fc2 added t = %d times: every rank added the row-parallel bias to its "
+                     "partial sum before the reduce-scatter, which sums the copies. Add it "
+                     "after the reduce-scatter, once per token, on your own rows (section 5)",
+                     t);
+        else if (rows_with_biases_times(k, 0.0f))
+            snprintf(hint, sizeof hint, "your rows are the single device's without b_proj "
+                     "and b_fc2: add the row-parallel biases after the reduce-scatter, once "
+                     "per token, on your own rows (section 5)");
+    }
     snprintf(what, sizeof what, "output y, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
     int fwd_ok = gr_compare(what, k->ly, want, k->nl, TOL_FWD, hint[0] ? hint : NULL);
     pl_sp_slice(want, k->dx, B, T, C, t, r);
