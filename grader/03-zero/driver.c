@@ -599,20 +599,16 @@ static void memory_report(int stage, const struct verdict *v0, int n, const stru
            pl_format_bytes(ddp[2], b3, sizeof b3), a.full, a.shard);
 }
 
-/* A buffer the pass computed on that the ledger never saw (rank i). */
+/* A buffer the step computed on that the ledger never saw (rank i). */
 static int judge_unseen(int stage, int i, const struct verdict *v)
 {
     const struct gr03_unseen *s = &v->unseen;
     if (!s->where) return 1;
-    gr_say("memory", "rank %d: %s of part %d was given its %s %s: the memory ledger never "
-           "sees that buffer, so what the stage holds cannot be measured. Every buffer a "
-           "stage computes on goes through pl_mem_alloc with the category of what it holds "
-           "(%s), and is freed once used (zero.h, handout section %s)", i,
-           s->grad ? "zero_backward_part" : "zero_forward_part or zero_backward_part", s->part,
-           s->grad ? "gradient buffer" : "parameters", gr03_unseen_where(s->where),
-           s->grad ? "a unit's gradient bucket is PL_MEM_GRADS"
-                   : "a gathered unit is PL_MEM_PARAMS",
-           section_of_stage(stage));
+    gr_say("memory", "rank %d: %s lay %s: the memory ledger never sees that buffer, so what "
+           "the stage holds cannot be measured. Every buffer a stage keeps or computes on "
+           "goes through pl_mem_alloc with the category of what it holds (here %s), and one "
+           "a step allocates is freed once used (zero.h, handout section %s)", i, s->what,
+           gr03_unseen_where(s->where), s->category, section_of_stage(stage));
     return 0;
 }
 
