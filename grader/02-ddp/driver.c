@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calls.h"
 #include "ddp.h"
 #include "ops.h"
 #include "paralab.h"
@@ -125,6 +126,20 @@ static int add_case(struct ddp_case *cs, int k, enum ddp_variant v, size_t bucke
     return k + 1;
 }
 
+/* Bucket bytes that the head's tensors fill exactly: bucket 0 is full to its last byte,
+ * and a plan that starts a new bucket on reaching the limit instead of passing it cuts it
+ * one tensor early. */
+static size_t exact_bucket(void)
+{
+    struct pl_model_config cfg = lab_config(1);
+    struct pl_model_layout lay;
+    size_t off, n;
+    pl_model_layout_init(&lay, &cfg);
+    pl_model_part_range(&lay, cfg.n_layers, &off, &n);
+    pl_model_layout_free(&lay);
+    return n * sizeof(float);
+}
+
 /* A bucket size between 8 and 40 KiB drawn from the seed, never a multiple of 4 KiB. */
 static size_t seeded_bucket(void)
 {
@@ -142,6 +157,8 @@ static int make_cases(const char *op, struct ddp_case *cs)
         k = add_case(cs, k, DDP_BUCKETED, BUCKET_SMALL, 1,
                      "uneven bucket boundaries; wte and head.w are larger than a bucket");
         k = add_case(cs, k, DDP_BUCKETED, BUCKET_ALL, 1, "one bucket holds every gradient");
+        k = add_case(cs, k, DDP_BUCKETED, exact_bucket(), 1,
+                     "the head's tensors fill bucket 0 to its last byte");
         k = add_case(cs, k, DDP_BUCKETED, seeded_bucket(), 1, why);
     } else if (!strcmp(op, "overlapped")) {
         k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, 1,
@@ -254,11 +271,14 @@ static void explain_grads(const struct setup *s, const struct ddp_case *c, int s
                bad_rank, d ? d->name : "?", bad_elem);
         return;
     }
-    if (n > 1 && fabs(ratio - n) < 0.02 * n)
+    int as_ranks = n > 1 && fabs(ratio - n) < 0.02 * n;
+    int as_mbs = c->microbatches > 1 && fabs(ratio - c->microbatches) < 0.02 * c->microbatches;
+    /* n ranks and n microbatches scale alike: the recorded reduction tells them apart */
+    if (as_ranks && (gr02_calls_summed() || !as_mbs))
         gr_say("correct", "your gradient is %.3g times the reference's, and %d ranks: the "
                "all-reduce summed the ranks' gradients. Average them: PL_AVG (handout section "
                "4)", ratio, n);
-    else if (c->microbatches > 1 && fabs(ratio - c->microbatches) < 0.02 * c->microbatches)
+    else if (as_mbs)
         gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
                "scale each microbatch's loss by 1/microbatches (ctx.loss_scale) so the sum "
                "over microbatches is the mean (handout section 7)", ratio, c->microbatches);
@@ -375,12 +395,39 @@ static void traffic_verdict(struct run *r, int ok)
     r->out->traffic = gr_agree(r->out->traffic);
 }
 
+/* Collective: rank 0's replica, initialised as the reference's, is what every rank must take;
+ * replicas equal to one another but not to it were broadcast from another root. */
+static int rank0_kept_own(const struct run *r)
+{
+    size_t numel = r->s->ref.numel, bad = numel;
+    if (pl_rank() == 0) {
+        float *host = malloc(numel * sizeof *host);
+        pl_to_host(host, r->m->params, numel * sizeof *host);
+        for (size_t i = 0; i < numel && bad == numel; i++)
+            if (host[i] != r->s->ref.init[i]) bad = i;
+        free(host);
+    }
+    int ok = gr_agree(bad == numel);
+    if (!ok && pl_rank() == 0) {
+        const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad);
+        gr_say("correct", "after ddp_new, rank 0's parameters are no longer the ones it was "
+               "initialised with (tensor %s, element %zu of the flat buffer): every replica "
+               "must take rank 0's, so broadcast m->params from root 0 (handout section 3)",
+               t ? t->name : "?", bad);
+    }
+    return ok;
+}
+
 /* Section 3: replicas equal to rank 0's after ddp_new, and what it broadcast; section 5: the
  * bucket plan against the rule of ddp.h. Returns 0 when the case cannot go on. */
 static int check_setup(struct run *r, const struct pl_ledger *delta)
 {
     int bad_rank = -1, me = pl_rank();
     size_t bad_elem = 0;
+    if (!rank0_kept_own(r)) {
+        r->out->correct = 0;
+        return 0;
+    }
     if (!gr_replicas_equal(r->m->params, r->s->ref.numel, &bad_rank, &bad_elem)) {
         const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad_elem);
         gr_say("correct", "after ddp_new, rank %d's parameters differ from rank 0's (tensor "
@@ -432,6 +479,34 @@ static void ledger_add(struct pl_ledger *sum, const struct pl_ledger *d)
     }
 }
 
+/* Collective: every all-reduce of the step covered one tensor (naive) or one bucket of the
+ * header's rule, as the ledger's bytes and calls cannot tell. */
+static int judge_call_ranges(const struct run *r, int step)
+{
+    const struct pl_model_layout *lay = &r->s->ref.layout;
+    size_t *off = malloc((size_t)lay->n_tensors * sizeof *off);
+    size_t *len = malloc((size_t)lay->n_tensors * sizeof *len);
+    int n, naive = r->c->opt.variant == DDP_NAIVE;
+    if (naive) {
+        for (n = 0; n < lay->n_tensors; n++) {
+            off[n] = lay->tensors[n].offset;
+            len[n] = lay->tensors[n].numel;
+        }
+    } else {
+        n = expected_plan(lay, r->c->opt.bucket_bytes, off, len);
+    }
+    char msg[1024];
+    int ok = gr02_calls_judge_ranges(step, off, len, n, naive ? "tensor" : "bucket",
+                                     naive ? "m->grads + tensors[t].offset, tensors[t].numel "
+                                     "floats (handout section 4)" : "m->grads + bucket_off[b], "
+                                     "bucket_len[b] floats, the same ranges ddp_bucket_range "
+                                     "reports (handout section 5)", msg, sizeof msg);
+    if (!ok && pl_rank() == 0) tsay("%s", msg);
+    free(off);
+    free(len);
+    return ok;
+}
+
 /* Forward and backward of every microbatch of this step and the synchronisation, with the
  * traffic of each; returns the sum of the microbatches' losses. */
 static double run_step(struct run *r, const struct gr_batch *b, int step)
@@ -440,10 +515,12 @@ static double run_step(struct run *r, const struct gr_batch *b, int step)
     struct pl_ledger mark, delta, step_delta;
     memset(&step_delta, 0, sizeof step_delta);
     double loss = 0;
+    gr02_calls_step_begin();
     for (int mb = 0; mb < M; mb++) {
         size_t at = (size_t)mb * (size_t)mbB * (size_t)b->T;
         gr_ledger_mark(&mark);
         pl_span("fwd+bwd");
+        gr02_calls_microbatch(mb == M - 1);
         loss += ddp_forward_backward(r->d, b->tokens + at, b->targets + at, mbB, mb, M);
         gr_ledger_since(&mark, &delta);
         if (mb < M - 1 && r->want_traffic) {
@@ -453,17 +530,30 @@ static double run_step(struct run *r, const struct gr_batch *b, int step)
         }
         ledger_add(&step_delta, &delta);
     }
+    gr02_calls_backward_over();
     gr_ledger_mark(&mark);
     pl_span("wait");
     ddp_finish_gradients(r->d);
     gr_ledger_since(&mark, &delta);
+    gr02_calls_step_end();
     ledger_add(&step_delta, &delta);
     if (r->want_traffic && !gr_todo_any()) {
         gr_ledger_gather_world(&step_delta, r->all);
         traffic_verdict(r, pl_rank() != 0 || !r->out->traffic ||
                                judge_step_traffic(r->s, r->c, step, r->all, r->nplan));
+        if (r->out->traffic) traffic_verdict(r, judge_call_ranges(r, step));
     }
     return loss;
+}
+
+/* Collective: no all-reduce started before backward had written its whole range (section 6);
+ * a race the numbers may or may not show on MPI, and NCCL would. */
+static int check_issue_times(int step)
+{
+    char msg[1024];
+    if (gr02_calls_judge_timing(step, msg, sizeof msg)) return 1;
+    if (pl_rank() == 0) gr_say("correct", "%s", msg);
+    return 0;
 }
 
 /* The averaged gradient of step against the single-device gradient of the whole batch;
@@ -559,6 +649,8 @@ static void run_steps(struct run *r, int trace_step)
         if (gr_todo_any()) {
             r->out->todo = 1;
             r->out->correct = r->out->traffic = 0;
+        } else if (!check_issue_times(step)) {
+            r->out->correct = 0;
         } else if (!check_grads(r, step)) {
             r->out->correct = 0;
         } else {
@@ -589,6 +681,7 @@ static void run_case(const struct setup *s, const struct ddp_case *c, int want_t
                     0};
     r.all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.all) : NULL;
     r.m = new_replica(s);
+    gr02_calls_watch(r.m);
     pl_todo_reset();
     struct pl_ledger mark, delta;
     gr_ledger_mark(&mark);
@@ -601,6 +694,7 @@ static void run_case(const struct setup *s, const struct ddp_case *c, int want_t
         run_steps(&r, trace_step);
     }
     ddp_free(r.d);
+    gr02_calls_unwatch();
     pl_model_free(r.m);
     free(r.all);
 }

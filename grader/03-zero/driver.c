@@ -23,6 +23,7 @@
 #include "prefetch.h"
 #include "todo.h"
 #include "train.h"
+#include "unseen.h"
 #include "zero.h"
 
 /* The graded model: small, with a d_ff that makes every block's size odd and not a
@@ -144,6 +145,7 @@ struct verdict {
     double bytes[STEPS][PL_NKINDS];
     long calls[STEPS][PL_NKINDS];
     int steps_done;
+    struct gr03_unseen unseen; /* a pass buffer the ledger cannot see */
 };
 
 /* ---- the layout (handout section 2) ---- */
@@ -378,7 +380,9 @@ static int train_student(int stage, const struct gr_train_setup *setup, struct v
     expected_layout(&e, &lay, n, me);
     struct gr_batch b;
     gr_batch_new(&b, setup, me, n);
+    gr03_unseen_begin();
     int reached = run_student(stage, setup, v, losses, out, &lay, &e, &b, base, before, after);
+    v->unseen = gr03_unseen_end();
     gr_batch_free(&b);
     pl_model_layout_free(&lay);
     return reached;
@@ -595,6 +599,19 @@ static void memory_report(int stage, const struct verdict *v0, int n, const stru
            pl_format_bytes(ddp[2], b3, sizeof b3), a.full, a.shard);
 }
 
+/* A buffer the step computed on that the ledger never saw (rank i). */
+static int judge_unseen(int stage, int i, const struct verdict *v)
+{
+    const struct gr03_unseen *s = &v->unseen;
+    if (!s->where) return 1;
+    gr_say("memory", "rank %d: %s lay %s: the memory ledger never sees that buffer, so what "
+           "the stage holds cannot be measured. Every buffer a stage keeps or computes on "
+           "goes through pl_mem_alloc with the category of what it holds (here %s), and one "
+           "a step allocates is freed once used (zero.h, handout section %s)", i, s->what,
+           gr03_unseen_where(s->where), s->category, section_of_stage(stage));
+    return 0;
+}
+
 /* A step that left memory allocated (rank i). */
 static int judge_leak(int i, const struct verdict *v)
 {
@@ -629,6 +646,7 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
     memory_report(stage, &all[0], n, &a, ddp);
     for (int i = 0; i < n; i++) {
         const struct verdict *v = &all[i];
+        if (!judge_unseen(stage, i, v)) return 0;
         if (!judge_leak(i, v)) return 0;
         for (int k = 0; k < 3; k++) {
             if (v->peak[cats[k]] <= allowed[k]) continue;

@@ -100,9 +100,10 @@ static const struct gr_lab lab03 = {
     .bench_np = "2 4",
     /* Communication through lib (its ledger is the traffic test's evidence), memory from
      * pl_mem_alloc (its ledger is the memory test's). */
-    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC "__real_* __wrap_*",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
-    .symbol_rule = "Lab 3 communicates through lib's calls only and takes its memory from "
-                   "pl_mem_alloc, whose ledger the memory tests read",
+    .symbol_rule = "Lab 3 communicates through lib's calls only, by their own names (the "
+                   "grader sees each update's gradient and each pass's buffers through them), "
+                   "and takes its memory from pl_mem_alloc, whose ledger the memory tests read",
 };
 GR_REGISTER_LAB(lab03)

@@ -32,6 +32,7 @@
 #include "todo.h"
 #include "tp_shard.h"
 #include "train.h"
+#include "unseen.h"
 
 #define TOL_FWD 1e-5 /* DESIGN.md: relative L2 per tensor, fp32 forward */
 #define TOL_BWD GR_TOL_GRADS
@@ -280,6 +281,7 @@ struct block_run {
     double held, peak; /* bytes kept from the forward to the backward; peak of the step */
     double oracle_flops; /* the single device's forward and backward, from the ledger */
     double activation_floats; /* the whole [B, T, C] activation */
+    const char *unseen;       /* a core buffer in static storage (unseen.h), or NULL */
 };
 
 static const char *split_name(enum pl_tp_split s)
@@ -320,8 +322,11 @@ static void judge_replicas(const struct pl_model_config *c, int t, const float *
             snprintf(why, sizeof why, "it is %d (= t) times the single device's: summed over "
                      "the group twice, or reduced where every rank already held it whole", t);
         else if (t > 1 && fabs(s - 1.0 / t) < 1e-2 / t)
-            snprintf(why, sizeof why, "it is about 1/t of the single device's: one rank's "
-                     "tokens only (section 6)");
+            /* equal on every rank (checked above), so reduced, but averaged */
+            snprintf(why, sizeof why, "it is 1/t of the single device's and the same on "
+                     "every rank: the partial sums were averaged (PL_AVG). Each rank's sum "
+                     "covers its own T/t tokens, and the whole gradient is their sum: PL_SUM "
+                     "(section 6)");
         snprintf(what, sizeof what, "gradient of %.64s (replicated) after the synchronisation",
                  d[i].name);
         gr_compare(what, got, ref, d[i].shard_numel, TOL_BWD, why[0] ? why : NULL);
@@ -408,6 +413,7 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
     if (traced) gr_bt_begin();
+    gr05_unseen_begin();
     sp_block_forward(tp, &k->c, 0, &k->sp, &a, &k->ctx, k->lx, k->ly);
     if (traced) gr_bt_pause();
     traffic_since(&mark, &run->fwd);
@@ -416,11 +422,50 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     gr_ledger_mark(&mark);
     if (traced) gr_bt_resume();
     sp_block_backward(tp, &k->c, 0, &k->sp, &k->sg, &a, &k->ctx, k->ldy, k->ldx);
+    run->unseen = gr05_unseen_end();
     if (traced) gr_bt_end(1);
     traffic_since(&mark, &run->bwd);
     pl_mem_get_stats(&after);
     run->peak = (double)after.peak_total - (double)before.current_total;
     pl_sp_block_acts_free(&a);
+}
+
+/* Relative L2 error of n floats of op memory against ref (op memory). */
+static double rel_l2(const float *got, const float *ref, size_t n)
+{
+    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
+    double e2 = 0, r2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        e2 += ((double)g[i] - r[i]) * ((double)g[i] - r[i]);
+        r2 += (double)r[i] * r[i];
+    }
+    free(g);
+    free(r);
+    return r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+}
+
+/* Whether this rank's output rows are the single device's with the row-parallel biases
+ * (b_proj, b_fc2) scaled by s: added on every rank before the reduce-scatter (s = t), or
+ * never (s = 0). */
+static int rows_with_biases_times(const struct block_case *k, float s)
+{
+    float *full = gr_op_alloc(k->full_numel, "lab05 biases scaled");
+    pl_copy(full, k->full, k->full_numel);
+    struct pl_block_params q;
+    pl_block_bind(&k->c, full, &q);
+    pl_scale(q.b_proj, (size_t)k->C, s);
+    pl_scale(q.b_fc2, (size_t)k->C, s);
+    float *y = gr_op_alloc(k->nc, "lab05 y biases scaled"), *mine = gr_op_alloc(k->nl, "");
+    struct pl_block_acts ra;
+    pl_block_acts_new(&ra, &k->c, k->B, k->T);
+    pl_block_forward(&k->c, 0, &q, &ra, &k->ctx, k->x, y);
+    pl_block_acts_free(&ra);
+    pl_sp_slice(mine, y, k->B, k->T, k->C, k->t, k->r);
+    int same = rel_l2(k->ly, mine, k->nl) <= TOL_FWD;
+    pl_mem_free(mine);
+    pl_mem_free(y);
+    pl_mem_free(full);
+    return same;
 }
 
 /* Output and input gradient rows against the single device's; 1 when the output matched. */
@@ -435,6 +480,18 @@ static int judge_block_rows(const struct block_case *k, const struct sp_case *kc
                  "of the full [B*T, C] (section 4)", (double)DROPOUT, kc->seq0, kc->step);
     float *want = gr_op_alloc(k->nl, "expected rows");
     pl_sp_slice(want, k->y, B, T, C, t, r);
+    if (!hint[0] && t > 1 && rel_l2(k->ly, want, k->nl) > TOL_FWD) {
+        if (rows_with_biases_times(k, (float)t))
+            snprintf(hint, sizeof hint, "your rows are the single device's with b_proj and "
+                     "b_fc2 added t = %d times: every rank added the row-parallel bias to its "
+                     "partial sum before the reduce-scatter, which sums the copies. Add it "
+                     "after the reduce-scatter, once per token, on your own rows (section 5)",
+                     t);
+        else if (rows_with_biases_times(k, 0.0f))
+            snprintf(hint, sizeof hint, "your rows are the single device's without b_proj "
+                     "and b_fc2: add the row-parallel biases after the reduce-scatter, once "
+                     "per token, on your own rows (section 5)");
+    }
     snprintf(what, sizeof what, "output y, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
     int fwd_ok = gr_compare(what, k->ly, want, k->nl, TOL_FWD, hint[0] ? hint : NULL);
     pl_sp_slice(want, k->dx, B, T, C, t, r);
@@ -525,8 +582,17 @@ static void judge_block_traffic(const struct block_run *run, int t, double NC, i
         gr_fail("the backward sent %s per rank where its %ld collectives of the [B*T, C] "
              "activation send %s", pl_format_bytes(k->ag_bytes + k->rs_bytes, a, sizeof a),
              k->ag + k->rs, pl_format_bytes(one * (double)(k->ag + k->rs), b, sizeof b));
-    else if (s->ag || s->rs || s->other ||
-             fabs(s->ar_bytes - sync) > 0.5)
+    else if (s->ag || s->rs || s->other)
+        gr_fail("sp_sync_replicated_grads made %ld all-gather%s, %ld reduce-scatter%s and %ld "
+             "other operation%s (%s per rank): each rank's replicated gradients are partial "
+             "sums over its own tokens, and one all-reduce (PL_SUM) of the six vectors of C "
+             "floats adds them, %s per rank; all-gathering every rank's copy to add them "
+             "locally sends (t-1) x 6C floats, t/2 times that (section 6)", s->ag,
+             s->ag == 1 ? "" : "s", s->rs, s->rs == 1 ? "" : "s", s->other,
+             s->other == 1 ? "" : "s",
+             pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
+                            sizeof a), pl_format_bytes(sync, b, sizeof b));
+    else if (fabs(s->ar_bytes - sync) > 0.5)
         gr_fail("sp_sync_replicated_grads sent %s per rank in %ld all-reduce%s and %ld other "
              "operation%s where all-reducing the six replicated vectors of C floats sends %s",
              pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
@@ -541,7 +607,14 @@ static void judge_block_memory(const struct block_run *run, const struct pl_mode
     const double want = pl_sp_block_act_bytes(c, t, B, T);
     const double lab4 = pl_tp_block_act_bytes(c, t, B, T), NC = (double)B * T * c->d_model;
     char a[32], b[32], e[32], l4[32];
-    if (run->held > want + 0.5)
+    if (run->unseen)
+        gr_fail("%s was an array in static storage: it outlives the forward where the memory "
+             "ledger never sees it, so what the block holds between its forward and backward "
+             "cannot be measured (a whole sequence's layernorm output kept there would be "
+             "Lab 4's replicated activation again). Take every buffer from pl_mem_alloc "
+             "(scratch as PL_MEM_WORK), free it before you return, and re-gather the stored "
+             "layernorm shard in the backward (section 5)", run->unseen);
+    else if (run->held > want + 0.5)
         gr_fail("your block held %s between its forward and its backward where TP+SP keeps %s "
              "(4/t (8NC + 2NF + 4N + B NH T^2), sp_shard.h); the extra %s is %.2f full "
              "[B*T, C] activations: something of the whole sequence was kept. Lab 4's TP block "

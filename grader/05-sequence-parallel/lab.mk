@@ -4,6 +4,12 @@
 # activation bytes per rank against t measured from the copy being graded, labs/ or
 # solutions/ with SOLUTIONS=1, with the kit's formulas. A double-colon rule, so that every
 # lab with pictures adds its own part.
+
+# The driver sees whether the block keeps a buffer of the TP region in static storage by
+# wrapping the kit's core (unseen.h).
+GRADER_WRAP_05-sequence-parallel := $(foreach f,attn_core_forward attn_core_backward \
+                                      mlp_core_forward mlp_core_backward,-Wl,--wrap=pl_sp_$(f))
+
 PLOTS_DIR ?= build/plots
 LAB05_COPY = $(if $(filter-out 0,$(SOLUTIONS)),solutions,labs)
 

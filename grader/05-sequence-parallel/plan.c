@@ -98,11 +98,13 @@ static const struct gr_lab lab05 = {
     .bench_np = "4",
     /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC
-                         "pl_send* pl_recv* pl_isend* pl_irecv* pl_sendrecv* ",
+                         "pl_send* pl_recv* pl_isend* pl_irecv* pl_sendrecv* "
+                         "__real_* __wrap_* ",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
     .symbol_rule = "Lab 5 communicates only through lib's collectives on the TP group "
                    "(pl_all_gather, pl_reduce_scatter, ...; no MPI_* or nccl* below the ledger, no "
-                   "point-to-point) and takes its memory from pl_mem_alloc, whose ledger the "
-                   "activation memory test reads",
+                   "point-to-point), calls the kit by its own names (the grader sees the core's "
+                   "buffers through them) and takes its memory from pl_mem_alloc, whose ledger "
+                   "the activation memory test reads",
 };
 GR_REGISTER_LAB(lab05)

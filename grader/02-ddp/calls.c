@@ -1,0 +1,259 @@
+/* calls.c: the gradient all-reduces of one step, seen where they are made (the wrapped
+ * pl_all_reduce and pl_all_reduce_async) and placed in the backward by the grader's own hook
+ * (calls.h). */
+#include "calls.h"
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "comm.h"
+#include "runtime.h"
+#include "train.h"
+
+#define MAX_CALLS 4096
+
+struct call {
+    size_t off, count;
+    int in_grads;   /* the buffer is a range of m->grads */
+    int last;       /* made during the step's last microbatch or after it */
+    size_t final;   /* gradients from this element on were final when it was issued */
+    int part;       /* the part whose hook ran last (NO_PART: none yet) */
+    enum pl_red op;
+};
+
+#define NO_PART (-1000)
+
+static struct {
+    struct pl_model *m;
+    pl_model_hook theirs; /* the student's hook, called from ours */
+    void *their_arg;
+    int recording, last;
+    size_t final;   /* first element of the gradients already final in this backward */
+    int part;
+    int ncalls, overflow;
+    struct call calls[MAX_CALLS];
+} w;
+
+static void our_hook(struct pl_model *m, int part, void *arg)
+{
+    (void)arg;
+    if (w.recording && w.last) {
+        size_t start, n;
+        pl_model_part_range(&m->layout, part, &start, &n);
+        if (start < w.final) w.final = start;
+        w.part = part;
+    }
+    if (w.theirs) w.theirs(m, part, w.their_arg);
+}
+
+/* The student may have set m->hook by hand: take it as theirs and put ours first. */
+static void adopt_hook(void)
+{
+    if (!w.m || w.m->hook == our_hook) return;
+    w.theirs = w.m->hook;
+    w.their_arg = w.m->hook_arg;
+    w.m->hook = our_hook;
+    w.m->hook_arg = NULL;
+}
+
+void __real_pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg);
+
+void __wrap_pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg)
+{
+    if (!w.m || m != w.m) {
+        __real_pl_model_set_hook(m, hook, arg);
+        return;
+    }
+    w.theirs = hook;
+    w.their_arg = arg;
+    __real_pl_model_set_hook(m, our_hook, NULL);
+}
+
+void gr02_calls_watch(struct pl_model *m)
+{
+    memset(&w, 0, sizeof w);
+    w.m = m;
+    __real_pl_model_set_hook(m, our_hook, NULL);
+}
+
+void gr02_calls_unwatch(void)
+{
+    w.m = NULL;
+    w.recording = 0;
+}
+
+static void record(const float *send, size_t count, enum pl_red op)
+{
+    if (!w.recording || !w.m) return;
+    if (w.ncalls >= MAX_CALLS) {
+        w.overflow = 1;
+        return;
+    }
+    struct call *c = &w.calls[w.ncalls++];
+    uintptr_t base = (uintptr_t)w.m->grads, p = (uintptr_t)send;
+    size_t numel = w.m->layout.numel;
+    c->in_grads = p >= base && (p - base) % sizeof(float) == 0 &&
+                  (p - base) / sizeof(float) <= numel &&
+                  count <= numel - (p - base) / sizeof(float);
+    c->off = c->in_grads ? (p - base) / sizeof(float) : 0;
+    c->count = count;
+    c->last = w.last;
+    /* a hook replaced by hand after ours was installed: the backward cannot be followed */
+    c->final = w.m->hook == our_hook || !w.last ? w.final : 0;
+    c->part = w.part;
+    c->op = op;
+}
+
+void __real_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
+                          enum pl_red op);
+struct pl_handle *__real_pl_all_reduce_async(struct pl_comm *comm, const float *send,
+                                             float *recv, size_t count, enum pl_red op);
+
+void __wrap_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
+                          enum pl_red op)
+{
+    record(send, count, op);
+    __real_pl_all_reduce(comm, send, recv, count, op);
+}
+
+struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *send,
+                                             float *recv, size_t count, enum pl_red op)
+{
+    record(send, count, op);
+    return __real_pl_all_reduce_async(comm, send, recv, count, op);
+}
+
+void gr02_calls_step_begin(void)
+{
+    w.ncalls = w.overflow = 0;
+    w.last = 0;
+    w.recording = 1;
+}
+
+void gr02_calls_microbatch(int last)
+{
+    adopt_hook();
+    w.last = last;
+    w.final = w.m ? w.m->layout.numel : 0;
+    w.part = NO_PART;
+}
+
+void gr02_calls_backward_over(void)
+{
+    w.final = 0;
+}
+
+void gr02_calls_step_end(void)
+{
+    w.recording = 0;
+}
+
+int gr02_calls_summed(void)
+{
+    for (int i = 0; i < w.ncalls; i++)
+        if (w.calls[i].in_grads && w.calls[i].op == PL_SUM) return 1;
+    return 0;
+}
+
+/* ---- judging ---- */
+
+static void part_name(int part, char *buf, size_t len)
+{
+    if (part == NO_PART) snprintf(buf, len, "before the hook of any part had run");
+    else if (part == PL_PART_EMBED) snprintf(buf, len, "in the embedding's hook");
+    else if (w.m && part == w.m->cfg.n_layers) snprintf(buf, len, "in the head's hook");
+    else snprintf(buf, len, "in block %d's hook", part);
+}
+
+static void range_text(size_t off, size_t count, char *buf, size_t len)
+{
+    const struct pl_param_desc *a = gr_tensor_at(&w.m->layout, off);
+    const struct pl_param_desc *b = count ? gr_tensor_at(&w.m->layout, off + count - 1) : a;
+    if (!a || !b) snprintf(buf, len, "[%zu, %zu)", off, off + count);
+    else if (a == b) snprintf(buf, len, "[%zu, %zu), %s", off, off + count, a->name);
+    else snprintf(buf, len, "[%zu, %zu), %s .. %s", off, off + count, a->name, b->name);
+}
+
+/* Collective: the lowest failing rank's message reaches rank 0; 1 when none failed. */
+static int agree_with_message(int ok, char *msg, size_t len)
+{
+    int n = pl_size(), me = pl_rank(), mine = ok ? n : me, first;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == n) return 1;
+    if (first != 0 && me == first)
+        PL_CHECK_MPI(MPI_Send(msg, (int)len, MPI_CHAR, 0, 0x0dd2, MPI_COMM_WORLD));
+    if (first != 0 && me == 0) {
+        char theirs[1024];
+        size_t keep = len < sizeof theirs ? len : sizeof theirs;
+        PL_CHECK_MPI(MPI_Recv(theirs, (int)keep, MPI_CHAR, first, 0x0dd2, MPI_COMM_WORLD,
+                              MPI_STATUS_IGNORE));
+        theirs[keep - 1] = '\0';
+        snprintf(msg, len, "on rank %d: %s", first, theirs);
+    }
+    return 0;
+}
+
+int gr02_calls_judge_timing(int step, char *msg, size_t len)
+{
+    int ok = 1;
+    msg[0] = '\0';
+    for (int i = 0; i < w.ncalls && ok; i++) {
+        const struct call *c = &w.calls[i];
+        if (!c->last || !c->in_grads || c->off >= c->final) continue;
+        char r[256], when[64], fin[256];
+        range_text(c->off, c->count, r, sizeof r);
+        part_name(c->part, when, sizeof when);
+        if (c->final >= w.m->layout.numel) snprintf(fin, sizeof fin, "no gradient was final yet");
+        else range_text(c->final, w.m->layout.numel - c->final, fin, sizeof fin);
+        snprintf(msg, len, "step %d: the all-reduce of gradient elements %s started %s of the "
+                 "last microbatch's backward, when only %s%s had their final gradients: it "
+                 "may send gradients backward has not written yet (on GPUs it would). A "
+                 "part's hook may start only the buckets whose FIRST element is at or after "
+                 "the part's first element (handout section 6)", step, r, when,
+                 c->final >= w.m->layout.numel ? "" : "elements ", fin);
+        ok = 0;
+    }
+    return agree_with_message(ok, msg, len);
+}
+
+static int range_wanted(const size_t *off, const size_t *len, int n, size_t o, size_t c)
+{
+    for (int i = 0; i < n; i++)
+        if (off[i] == o && len[i] == c) return i;
+    return -1;
+}
+
+int gr02_calls_judge_ranges(int step, const size_t *off, const size_t *len, int n,
+                            const char *what, const char *how, char *msg, size_t mlen)
+{
+    int ok = 1, judged = !w.overflow;
+    msg[0] = '\0';
+    for (int i = 0; i < w.ncalls; i++)
+        if (!w.calls[i].in_grads) judged = 0;
+    int *seen = calloc((size_t)(n > 0 ? n : 1), sizeof *seen);
+    for (int i = 0; judged && ok && i < w.ncalls; i++) {
+        const struct call *c = &w.calls[i];
+        int k = range_wanted(off, len, n, c->off, c->count);
+        if (k >= 0 && !seen[k]++) continue;
+        char r[256], s[320] = "";
+        range_text(c->off, c->count, r, sizeof r);
+        for (int j = 0; j < n && k < 0; j++)
+            if (off[j] < c->off + c->count && c->off < off[j] + len[j]) {
+                char b[256];
+                range_text(off[j], len[j], b, sizeof b);
+                snprintf(s, sizeof s, " (it overlaps %s %d, %s)", what, j, b);
+                break;
+            }
+        snprintf(msg, mlen, "step %d: an all-reduce covered gradient elements %s, %s%s; "
+                 "each all-reduce covers exactly one %s, in place: %s", step, r,
+                 k >= 0 ? "a range already all-reduced in this step" : "which is not one of "
+                 "the step's ranges", s, what, how);
+        ok = 0;
+    }
+    free(seen);
+    return agree_with_message(ok, msg, mlen);
+}

@@ -1,0 +1,45 @@
+/* calls.h: what Lab 2's grader sees of the gradient all-reduces the code under test makes,
+ * and when. lab.mk wraps pl_all_reduce, pl_all_reduce_async and pl_model_set_hook: each
+ * all-reduce's range of m->grads is recorded with how far backward had got when it was
+ * issued, told by a hook of the grader's own that runs before the student's (the student's
+ * hook, set by pl_model_set_hook or by hand, is called from it). The ledger sees bytes and
+ * calls only: these records say which elements each call covered, so a plan reported right
+ * but all-reduced over other ranges, or a bucket started before backward had written all of
+ * it, is told apart from the right step. */
+#ifndef GR02_CALLS_H
+#define GR02_CALLS_H
+
+#include <stddef.h>
+
+#include "model.h"
+
+/* Follows m's backward from now on: installs the grader's hook (before ddp_new). */
+void gr02_calls_watch(struct pl_model *m);
+void gr02_calls_unwatch(void);
+
+/* Starts recording one step's all-reduces on this rank. */
+void gr02_calls_step_begin(void);
+/* Around one microbatch's ddp_forward_backward; last: the step's last microbatch, whose
+ * backward makes the gradients final part by part. */
+void gr02_calls_microbatch(int last);
+/* After the last microbatch's ddp_forward_backward: every gradient is final. */
+void gr02_calls_backward_over(void);
+void gr02_calls_step_end(void);
+
+/* 1 when one of this rank's all-reduces of the step's gradients used PL_SUM. */
+int gr02_calls_summed(void);
+
+/* Collective (raw MPI): 1 on every rank when no rank started an all-reduce of the last
+ * microbatch before backward had written every gradient in its range; otherwise 0 and, on
+ * rank 0, why in msg. */
+int gr02_calls_judge_timing(int step, char *msg, size_t len);
+
+/* Collective (raw MPI): 1 on every rank when every rank's all-reduces of the step covered
+ * exactly the n ranges [off[i], off[i]+len[i]) of m->grads, one call each, in any order;
+ * what: "tensor" or "bucket", how: where one lies, for the message. A step with a call
+ * whose buffer is not in m->grads (a staging copy) is not judged. Otherwise 0 and, on rank
+ * 0, why in msg. */
+int gr02_calls_judge_ranges(int step, const size_t *off, const size_t *len, int n,
+                            const char *what, const char *how, char *msg, size_t mlen);
+
+#endif
