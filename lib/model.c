@@ -378,17 +378,31 @@ size_t pl_model_scratch_round(size_t n)
     return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
 }
 
+/* n floats from the arena [base, base + cap) of which used are taken; the passes' sizing
+ * (pl_model_scratch_need, pl_moe_host_scratch_need) makes running past cap a bug. */
+static float *arena_take(float *base, size_t cap, size_t *used, size_t n)
+{
+    size_t k = pl_model_scratch_round(n);
+    PL_ASSERT(base && *used + k <= cap);
+    float *p = base + *used;
+    *used += k;
+    return p;
+}
+
+/* Hands p, and everything taken after it, back to the arena. */
+static void arena_give(const float *base, size_t cap, size_t *used, const float *p)
+{
+    size_t at = (size_t)(p - base);
+    PL_ASSERT(at <= cap);
+    if (at < *used) *used = at;
+}
+
 /* n floats from arena s as they are (s NULL: a zeroed allocation), for a buffer its op
  * writes whole before reading it. */
 static float *scratch_take_unzeroed(struct pl_scratch *s, size_t n, const char *label)
 {
     if (!s) return pl_model_scratch(n, label);
-    size_t k = pl_model_scratch_round(n);
-    /* pl_model_scratch_need is the sizing: running past it is a bug in the passes */
-    PL_ASSERT(s->used + k <= s->cap);
-    float *p = s->base + s->used;
-    s->used += k;
-    return p;
+    return arena_take(s->base, s->cap, &s->used, n);
 }
 
 float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
@@ -400,36 +414,22 @@ float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label)
 
 void pl_model_scratch_give(struct pl_scratch *s, float *p)
 {
-    if (!s || !p) {
-        pl_mem_free(p);
-        return;
-    }
-    size_t at = (size_t)(p - s->base);
-    PL_ASSERT(at <= s->cap);
-    if (at < s->used) s->used = at;
+    if (!s || !p) pl_mem_free(p);
+    else arena_give(s->base, s->cap, &s->used, p);
 }
 
 float *pl_model_host_scratch_take(struct pl_scratch *s, size_t n, const char *label)
 {
     if (!s) return pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_HOST, label);
-    size_t k = pl_model_scratch_round(n);
-    /* pl_moe_host_scratch_need is the sizing: running past it is a bug in the passes */
-    PL_ASSERT(s->host && s->host_used + k <= s->host_cap);
-    float *p = s->host + s->host_used;
-    s->host_used += k;
+    float *p = arena_take(s->host, s->host_cap, &s->host_used, n);
     memset(p, 0, n * sizeof *p);
     return p;
 }
 
 void pl_model_host_scratch_give(struct pl_scratch *s, float *p)
 {
-    if (!s || !p) {
-        pl_mem_free(p);
-        return;
-    }
-    size_t at = (size_t)(p - s->host);
-    PL_ASSERT(at <= s->host_cap);
-    if (at < s->host_used) s->host_used = at;
+    if (!s || !p) pl_mem_free(p);
+    else arena_give(s->host, s->host_cap, &s->host_used, p);
 }
 
 /* The most any pass holds at once (as taken below, each piece rounded up): the attention
