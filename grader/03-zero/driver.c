@@ -145,7 +145,7 @@ struct verdict {
     double bytes[STEPS][PL_NKINDS];
     long calls[STEPS][PL_NKINDS];
     int steps_done;
-    struct gr03_unseen unseen; /* a pass buffer the ledger cannot see */
+    struct gr_unseen unseen; /* a pass buffer the ledger cannot see */
 };
 
 /* ---- the layout (handout section 2) ---- */
@@ -380,9 +380,9 @@ static int train_student(int stage, const struct gr_train_setup *setup, struct v
     expected_layout(&e, &lay, n, me);
     struct gr_batch b;
     gr_batch_new(&b, setup, me, n);
-    gr03_unseen_begin();
+    gr_unseen_begin(1);
     int reached = run_student(stage, setup, v, losses, out, &lay, &e, &b, base, before, after);
-    v->unseen = gr03_unseen_end();
+    v->unseen = gr_unseen_end();
     gr_batch_free(&b);
     pl_model_layout_free(&lay);
     return reached;
@@ -602,13 +602,13 @@ static void memory_report(int stage, const struct verdict *v0, int n, const stru
 /* A buffer the step computed on that the ledger never saw (rank i). */
 static int judge_unseen(int stage, int i, const struct verdict *v)
 {
-    const struct gr03_unseen *s = &v->unseen;
+    const struct gr_unseen *s = &v->unseen;
     if (!s->where) return 1;
     gr_say("memory", "rank %d: %s lay %s: the memory ledger never sees that buffer, so what "
            "the stage holds cannot be measured. Every buffer a stage keeps or computes on "
            "goes through pl_mem_alloc with the category of what it holds (here %s), and one "
            "a step allocates is freed once used (zero.h, handout section %s)", i, s->what,
-           gr03_unseen_where(s->where), s->category, section_of_stage(stage));
+           gr_unseen_where(s->where), s->category, section_of_stage(stage));
     return 0;
 }
 

@@ -58,10 +58,10 @@ void __wrap_pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset
                                 float *p, const float *g, float *m, float *v, int t,
                                 const struct pl_adamw_config *opt)
 {
-    gr03_unseen_place(p, "pl_model_adamw_flat", "parameters", -2, "PL_MEM_PARAMS");
-    gr03_unseen_place(g, "pl_model_adamw_flat", "gradient", -2, "PL_MEM_GRADS");
-    gr03_unseen_place(m, "pl_model_adamw_flat", "m", -2, "PL_MEM_OPTIM");
-    gr03_unseen_place(v, "pl_model_adamw_flat", "v", -2, "PL_MEM_OPTIM");
+    gr_unseen_place(p, "pl_model_adamw_flat", "parameters", -2, "PL_MEM_PARAMS");
+    gr_unseen_place(g, "pl_model_adamw_flat", "gradient", -2, "PL_MEM_GRADS");
+    gr_unseen_place(m, "pl_model_adamw_flat", "m", -2, "PL_MEM_OPTIM");
+    gr_unseen_place(v, "pl_model_adamw_flat", "v", -2, "PL_MEM_OPTIM");
     if (rec.on && offset <= rec.numel && n <= rec.numel - offset) {
         pl_to_host(rec.g + offset, g, n * sizeof(float));
         for (size_t i = 0; i < n; i++) rec.count[offset + i]++;

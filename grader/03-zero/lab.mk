@@ -1,6 +1,6 @@
 # lab.mk: Lab 3's make settings (included by grader/grader.mk). The driver reads the
 # gradient each AdamW update is given by wrapping the library's call (gradients.h), and where
-# the pass's buffers live by wrapping the pass (unseen.h).
+# the pass's buffers live by wrapping the pass (unseen.c).
 GRADER_WRAP_03-zero := -Wl,--wrap=pl_model_adamw_flat -Wl,--wrap=pl_pass_forward \
                        -Wl,--wrap=pl_pass_backward
 #

@@ -1,81 +1,24 @@
-/* unseen.c: the step's buffers placed against this process's stack and static storage
- * (unseen.h). The stack is the main thread's, from the wrapper's own frame up to the stack
- * limit (the caller's frames, and their arrays, lie above it); static storage is the
- * executable's data and bss, between the linker's __data_start and _end. */
-#include "unseen.h"
-
+/* unseen.c: where the buffers a ZeRO step computes on live. Every call of pl_pass_forward
+ * and pl_pass_backward (zero_forward_part, zero_backward_part) and of pl_model_adamw_flat
+ * (gradients.c) the code under test makes is wrapped (grader/03-zero/lab.mk), and each buffer
+ * is placed against the stack and static storage (grader/common/unseen.h). */
 #include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <sys/resource.h>
 
 #include "part_pass.h"
-
-extern char __data_start[], _end[];
-
-static struct {
-    int on;
-    struct gr03_unseen first;
-    uintptr_t stack_span;
-} u;
-
-void gr03_unseen_begin(void)
-{
-    struct rlimit rl;
-    u.stack_span = 256u << 20; /* no limit: the heap and mappings lie far below the stack */
-    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        rl.rlim_cur < u.stack_span)
-        u.stack_span = (uintptr_t)rl.rlim_cur;
-    u.first.where = 0;
-    u.on = 1;
-}
-
-struct gr03_unseen gr03_unseen_end(void)
-{
-    u.on = 0;
-    return u.first;
-}
-
-const char *gr03_unseen_where(int where)
-{
-    return where == 1 ? "on the stack (a local or variable-length array)"
-                      : "in static storage (an array declared static or at file scope)";
-}
-
-/* noinline: its frame must lie below its caller's, the wrapper's, itself below the code
- * under test's. */
-__attribute__((noinline)) void gr03_unseen_place(const void *buf, const char *call,
-                                                 const char *arg, int part,
-                                                 const char *category)
-{
-    volatile char here = 0;
-    uintptr_t b = (uintptr_t)buf, h = (uintptr_t)&here;
-    int where = 0;
-    if (!u.on || u.first.where) return;
-    if (b > h && b - h < u.stack_span) where = 1;
-    else if (b >= (uintptr_t)__data_start && b < (uintptr_t)_end) where = 2;
-    (void)here;
-    if (!where) return;
-    u.first.where = where;
-    snprintf(u.first.category, sizeof u.first.category, "%s", category);
-    if (part >= -1)
-        snprintf(u.first.what, sizeof u.first.what, "%s's %s (part %d)", call, arg, part);
-    else
-        snprintf(u.first.what, sizeof u.first.what, "%s's %s", call, arg);
-}
+#include "unseen.h"
 
 void __real_pl_pass_forward(struct pl_pass *s, int part, const float *p);
 void __real_pl_pass_backward(struct pl_pass *s, int part, const float *p, float *g);
 
 void __wrap_pl_pass_forward(struct pl_pass *s, int part, const float *p)
 {
-    gr03_unseen_place(p, "zero_forward_part", "parameters", part, "PL_MEM_PARAMS");
+    gr_unseen_place(p, "zero_forward_part", "parameters", part, "PL_MEM_PARAMS");
     __real_pl_pass_forward(s, part, p);
 }
 
 void __wrap_pl_pass_backward(struct pl_pass *s, int part, const float *p, float *g)
 {
-    gr03_unseen_place(p, "zero_backward_part", "parameters", part, "PL_MEM_PARAMS");
-    gr03_unseen_place(g, "zero_backward_part", "gradient buffer", part, "PL_MEM_GRADS");
+    gr_unseen_place(p, "zero_backward_part", "parameters", part, "PL_MEM_PARAMS");
+    gr_unseen_place(g, "zero_backward_part", "gradient buffer", part, "PL_MEM_GRADS");
     __real_pl_pass_backward(s, part, p, g);
 }

@@ -281,7 +281,7 @@ struct block_run {
     double held, peak; /* bytes kept from the forward to the backward; peak of the step */
     double oracle_flops; /* the single device's forward and backward, from the ledger */
     double activation_floats; /* the whole [B, T, C] activation */
-    const char *unseen;       /* a core buffer in static storage (unseen.h), or NULL */
+    struct gr_unseen unseen;  /* a core buffer in static storage (unseen.c) */
 };
 
 static const char *split_name(enum pl_tp_split s)
@@ -413,7 +413,7 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
     if (traced) gr_bt_begin();
-    gr05_unseen_begin();
+    gr_unseen_begin(0);
     sp_block_forward(tp, &k->c, 0, &k->sp, &a, &k->ctx, k->lx, k->ly);
     if (traced) gr_bt_pause();
     traffic_since(&mark, &run->fwd);
@@ -422,7 +422,7 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     gr_ledger_mark(&mark);
     if (traced) gr_bt_resume();
     sp_block_backward(tp, &k->c, 0, &k->sp, &k->sg, &a, &k->ctx, k->ldy, k->ldx);
-    run->unseen = gr05_unseen_end();
+    run->unseen = gr_unseen_end();
     if (traced) gr_bt_end(1);
     traffic_since(&mark, &run->bwd);
     pl_mem_get_stats(&after);
@@ -607,13 +607,13 @@ static void judge_block_memory(const struct block_run *run, const struct pl_mode
     const double want = pl_sp_block_act_bytes(c, t, B, T);
     const double lab4 = pl_tp_block_act_bytes(c, t, B, T), NC = (double)B * T * c->d_model;
     char a[32], b[32], e[32], l4[32];
-    if (run->unseen)
+    if (run->unseen.where)
         gr_fail("%s was an array in static storage: it outlives the forward where the memory "
              "ledger never sees it, so what the block holds between its forward and backward "
              "cannot be measured (a whole sequence's layernorm output kept there would be "
              "Lab 4's replicated activation again). Take every buffer from pl_mem_alloc "
              "(scratch as PL_MEM_WORK), free it before you return, and re-gather the stored "
-             "layernorm shard in the backward (section 5)", run->unseen);
+             "layernorm shard in the backward (section 5)", run->unseen.what);
     else if (run->held > want + 0.5)
         gr_fail("your block held %s between its forward and its backward where TP+SP keeps %s "
              "(4/t (8NC + 2NF + 4N + B NH T^2), sp_shard.h); the extra %s is %.2f full "
