@@ -102,12 +102,13 @@ endef
 # variant): its failure is written to build.log and reported by `make grade` as a failed
 # lab, never as a broken build.
 # It is compiled in a scratch folder holding only it and the lab's headers, and may include
-# nothing of the kit but lib/ and datasets/ (grader/sandbox/build_student.sh).
+# nothing of the kit but lib/ and datasets/ (grader/sandbox/build_student.sh, which also
+# writes its symbols.txt).
 define grader_student_rule
 $(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB) grader/sandbox/build_student.sh
 	@mkdir -p $$(@D)
 	@if CC='$$(CC)' sh grader/sandbox/build_student.sh $$@.new $(2) '$$(filter-out -I%,$$(GRADER_CFLAGS)) $$(BLAS_CFLAGS)' '$(abspath $(call grader_trusted,$(2)) $(LIB)) $$(LDLIBS) $(GRADER_WRAP_$(2))' $(3) >$$(@D)/build.log 2>&1; then \
-	  cat $$(@D)/build.log; $(call grader_symbols,$(3),$(2),$$(@D)); mv -f $$@.new $$@; \
+	  cat $$(@D)/build.log; mv -f $$@.new $$@; \
 	else \
 	  cat $$(@D)/build.log; rm -f $$@ $$@.new; \
 	  echo "$(3) did not compile: make grade reports it as failed"; \

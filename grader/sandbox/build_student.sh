@@ -11,7 +11,8 @@
 # links (the C library, MPI, OpenBLAS, the kit's lib/): the definition would replace the
 # library's for every caller, the grader's own report included (an fprintf that turns every
 # verdict into a pass), so such a driver is removed and the symbols are named. CC is the
-# compiler. Output is the build log; exit 1 when nothing was linked.
+# compiler. The sources' undefined symbols go to symbols.txt beside OUT. Output is the build
+# log; exit 1 when nothing was linked.
 set -u
 out=$1 lab=$2 cflags=$3 link=$4
 shift 4
@@ -53,6 +54,9 @@ for s in $srcs; do
     ${CC:-cc} $flags -Wno-error -c "$s" -o "${s%.c}.o" || exit 1
     objs="$objs ${s%.c}.o"
 done
+# What the sources call, for the lab's symbol rules (grader/rules/symbols.h), beside OUT.
+# shellcheck disable=SC2086
+nm -u -P $objs | awk 'NF > 1 { print $1 }' | sort -u >"$(dirname "$out")/symbols.txt"
 # (AddressSanitizer's own module constructors are the one exception: make grade ASAN=1 is a
 # debugging aid on the student's machine, never how a grade is given.)
 case " $cflags " in *" -fsanitize="*) sanitized=1 ;; *) sanitized=0 ;; esac
