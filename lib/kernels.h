@@ -28,7 +28,10 @@
  * exponent bits in two halves so that neither factor overflows before the product does.
  * The clamp to [-104, 89] lets the product underflow to 0 and overflow to inf on its own
  * (exp(-inf) = 0, exp(inf) = inf); NaN propagates through the arithmetic. n is rounded by
- * the add-and-subtract of 1.5 * 2^23, which needs no rounding instruction. */
+ * the add-and-subtract of 1.5 * 2^23, which needs no rounding instruction. The reduction
+ * and the polynomial are fused multiply-adds (fmaf), one rounding each: the same bits on
+ * every CPU and on the GPU, and half the instructions where the CPU has FMA (the AVX2 and
+ * AVX-512 builds of ops.c's loops; the baseline build calls glibc's exact fmaf). */
 PL_HDI float pl_k_expf(float x)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
@@ -37,18 +40,18 @@ PL_HDI float pl_k_expf(float x)
      * vectorised loops then ran every case (three divisions per gelu_grad instead of one). */
     float lo = x < -104.0f ? -104.0f : x;
     float xc = x > 89.0f ? 89.0f : lo;
-    float t = xc * 1.44269504088896341f + magic;
+    float t = fmaf(xc, 1.44269504088896341f, magic);
     float n = t - magic;
-    float r = xc - n * 0.693145751953125f;  /* ln2, high bits (exact in the product) */
-    r = r - n * 1.42860682030941723e-6f;    /* ln2, the rest */
+    float r = fmaf(-n, 0.693145751953125f, xc); /* ln2, high bits */
+    r = fmaf(-n, 1.42860682030941723e-6f, r);   /* ln2, the rest */
     float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    p = fmaf(p, r, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
     union { float f; int32_t i; } tb = {t}, s1, s2;
     int32_t ni = tb.i - 0x4B400000; /* the integer n, from the bits of magic + n */
     int32_t n1 = ni >> 1, n2 = ni - n1;
@@ -191,6 +194,63 @@ PL_HDI void pl_k_softmax_row(float *out, const float *in, int len, int total, fl
     for (int j = 0; j < len; j++) out[j] *= inv;
     PL_SIMD
     for (int j = len; j < total; j++) out[j] = 0.0f;
+}
+
+/* Causal attention's rows. Row t keeps columns [0, t] of T, a length that is rarely a
+ * whole number of vectors; left to the vectoriser's scalar remainder loop, up to 15
+ * elements a row (each an expf) cost about as much as the vector body. So the loops run
+ * to pl_k_causal_body(len, cap): len rounded up to PL_K_ROW_VEC lanes where that fits in
+ * the cap columns the caller owns, and lanes past len are masked by a select (their
+ * inputs are read but never used). */
+#define PL_K_ROW_VEC 16
+
+PL_HDI int pl_k_causal_body(int len, int cap)
+{
+    int body = (len + PL_K_ROW_VEC - 1) / PL_K_ROW_VEC * PL_K_ROW_VEC;
+    return body <= cap ? body : len;
+}
+
+/* Softmax of scale * s[0, len) in place, zeros in [len, total). */
+PL_HDI void pl_k_causal_softmax_row(float *s, int len, int total, float scale)
+{
+    int body = pl_k_causal_body(len, total);
+    float mx = -INFINITY;
+    PL_SIMD_MAX(mx)
+    for (int j = 0; j < body; j++) {
+        float z = j < len ? scale * s[j] : -INFINITY;
+        mx = z > mx ? z : mx;
+    }
+    float sum = 0.0f;
+    PL_SIMD_SUM(sum)
+    for (int j = 0; j < body; j++) {
+        float e = pl_k_expf(scale * s[j] - mx);
+        e = j < len ? e : 0.0f;
+        s[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    PL_SIMD
+    for (int j = 0; j < body; j++) s[j] *= inv;
+    PL_SIMD
+    for (int j = body; j < total; j++) s[j] = 0.0f;
+}
+
+/* dS = scale * p * (dP - p.dP) over [0, len) in place (ds holds dP on entry), zeros in
+ * [len, cols): the columns up to the block's edge that the products after it read. */
+PL_HDI void pl_k_causal_softmax_bwd_row(float *ds, const float *p, int len, int cols,
+                                        float scale)
+{
+    int body = pl_k_causal_body(len, cols);
+    float dot = 0.0f;
+    PL_SIMD_SUM(dot)
+    for (int j = 0; j < body; j++) dot += j < len ? p[j] * ds[j] : 0.0f;
+    PL_SIMD
+    for (int j = 0; j < body; j++) {
+        float g = scale * p[j] * (ds[j] - dot);
+        ds[j] = j < len ? g : 0.0f;
+    }
+    PL_SIMD
+    for (int j = body; j < cols; j++) ds[j] = 0.0f;
 }
 
 /* Softmax backward of one row of len: with beta == 1, dx += scale * p * (dp - p.dp);

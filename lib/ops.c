@@ -99,10 +99,12 @@ static void charge(double flops) { pl_ledger_add_flops(flops); }
 #ifndef PL_GPU
 
 /* The element-wise loops vectorise at the portable flags (SSE2 on x86-64); PL_CLONES
- * builds the function also for AVX2 and AVX-512, and the loader picks the widest the
- * running CPU has, so one binary runs everywhere and uses what it finds. */
+ * builds the function also for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512), and the
+ * loader picks the widest the running CPU has, so one binary runs everywhere and uses what
+ * it finds. The kit compiles as ISO C, where gcc contracts no a * b + c into an FMA: only
+ * an explicit fmaf is one, so every build gives the same bits (row sums' order aside). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
-#define PL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define PL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define PL_CLONES
 #endif
@@ -246,8 +248,7 @@ static void cpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, co
 /* Softmax of score rows [r0, r1) of one head in place; row t keeps columns [0, t]. */
 PL_CLONES static void attention_softmax_rows(float *s, int r0, int r1, int T, float scale)
 {
-    for (int t = r0; t < r1; t++)
-        pl_k_softmax_row(s + (size_t)t * T, s + (size_t)t * T, t + 1, T, scale);
+    for (int t = r0; t < r1; t++) pl_k_causal_softmax_row(s + (size_t)t * T, t + 1, T, scale);
 }
 
 /* dS = softmax backward of dP for score rows [r0, r1) in place; the masked columns up to
@@ -255,11 +256,8 @@ PL_CLONES static void attention_softmax_rows(float *s, int r0, int r1, int T, fl
 PL_CLONES static void attention_dsoftmax_rows(float *ds, const float *p, int r0, int r1, int T,
                                               float scale)
 {
-    for (int t = r0; t < r1; t++) {
-        float *row = ds + (size_t)t * T;
-        pl_k_softmax_bwd_row(row, row, p + (size_t)t * T, t + 1, scale, 0.0f);
-        for (int j = t + 1; j < r1; j++) row[j] = 0.0f;
-    }
+    for (int t = r0; t < r1; t++)
+        pl_k_causal_softmax_bwd_row(ds + (size_t)t * T, p + (size_t)t * T, t + 1, r1, scale);
 }
 
 static void cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,

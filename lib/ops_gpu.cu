@@ -153,7 +153,7 @@ __global__ static void k_causal_softmax(float *att, int T, float scale, size_t r
     {
         int t = (int)(r % T);
         float *row = att + r * T;
-        pl_k_softmax_row(row, row, t + 1, T, scale);
+        pl_k_causal_softmax_row(row, t + 1, T, scale);
     }
 }
 
@@ -164,8 +164,7 @@ __global__ static void k_causal_softmax_bwd(float *ds, const float *att, int T, 
     {
         int t = (int)(r % T);
         float *row = ds + r * T;
-        pl_k_softmax_bwd_row(row, row, att + r * T, t + 1, scale, 0.0f);
-        for (int j = t + 1; j < T; j++) row[j] = 0.0f;
+        pl_k_causal_softmax_bwd_row(row, att + r * T, t + 1, T, scale);
     }
 }
 
