@@ -82,7 +82,8 @@ $(EMU_B)/tests/test_comm_ungrouped: tests/test_comm.c $(EMU_B)/broken/comm_nccl_
 	$(Q)$(CC) $(EMU_CFLAGS) $< $(EMU_B)/broken/comm_nccl_gpu.c $(EMU_B)/libparalab-emu.a \
 	  $(EMU_LDLIBS) -o $@
 
--include $(wildcard $(EMU_B)/obj/lib/*.d $(EMU_B)/obj/datasets/*.d $(EMU_B)/obj/*.d)
+-include $(wildcard $(EMU_B)/obj/lib/*.d $(EMU_B)/obj/datasets/*.d $(EMU_B)/obj/*.d \
+  $(EMU_B)/obj/cu/*.d)
 
 .PHONY: test-gpu-emu
 # After `all` (which builds the harness), never beside it: both would write $(B).
