@@ -28,10 +28,8 @@
  * exponent bits in two halves so that neither factor overflows before the product does.
  * The clamp to [-104, 89] lets the product underflow to 0 and overflow to inf on its own
  * (exp(-inf) = 0, exp(inf) = inf); NaN propagates through the arithmetic. n is rounded by
- * the add-and-subtract of 1.5 * 2^23, which needs no rounding instruction. The reduction
- * and the polynomial are fused multiply-adds (fmaf), one rounding each: the same bits on
- * every CPU and on the GPU, and half the instructions where the CPU has FMA (the AVX2 and
- * AVX-512 builds of ops.c's loops; the baseline build calls glibc's exact fmaf). */
+ * the add-and-subtract of 1.5 * 2^23, which needs no rounding instruction. Where the CPU
+ * has FMA, ops.c's loops contract each a * b + c here into one (-ffp-contract=fast). */
 PL_HDI float pl_k_expf(float x)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
@@ -40,18 +38,18 @@ PL_HDI float pl_k_expf(float x)
      * vectorised loops then ran every case (three divisions per gelu_grad instead of one). */
     float lo = x < -104.0f ? -104.0f : x;
     float xc = x > 89.0f ? 89.0f : lo;
-    float t = fmaf(xc, 1.44269504088896341f, magic);
+    float t = xc * 1.44269504088896341f + magic;
     float n = t - magic;
-    float r = fmaf(-n, 0.693145751953125f, xc); /* ln2, high bits */
-    r = fmaf(-n, 1.42860682030941723e-6f, r);   /* ln2, the rest */
+    float r = xc - n * 0.693145751953125f;  /* ln2, high bits (exact in the product) */
+    r = r - n * 1.42860682030941723e-6f;    /* ln2, the rest */
     float p = 1.0f / 5040.0f;
-    p = fmaf(p, r, 1.0f / 720.0f);
-    p = fmaf(p, r, 1.0f / 120.0f);
-    p = fmaf(p, r, 1.0f / 24.0f);
-    p = fmaf(p, r, 1.0f / 6.0f);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
     union { float f; int32_t i; } tb = {t}, s1, s2;
     int32_t ni = tb.i - 0x4B400000; /* the integer n, from the bits of magic + n */
     int32_t n1 = ni >> 1, n2 = ni - n1;

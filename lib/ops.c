@@ -101,8 +101,8 @@ static void charge(double flops) { pl_ledger_add_flops(flops); }
 /* The element-wise loops vectorise at the portable flags (SSE2 on x86-64); PL_CLONES
  * builds the function also for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512), and the
  * loader picks the widest the running CPU has, so one binary runs everywhere and uses what
- * it finds. The kit compiles as ISO C, where gcc contracts no a * b + c into an FMA: only
- * an explicit fmaf is one, so every build gives the same bits (row sums' order aside). */
+ * it finds. This file alone is compiled with -ffp-contract=fast (lib/speed.mk), so the
+ * v3 and v4 builds fuse a * b + c into one multiply-add. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
 #define PL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

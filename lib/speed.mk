@@ -7,6 +7,12 @@
 SIMD_CFLAGS := -fopenmp-simd -fno-math-errno
 ALL_CFLAGS += $(SIMD_CFLAGS)
 
+# ops.c's loops may fuse a * b + c into one multiply-add (ISO C mode leaves that off). Only
+# their x86-64-v3 and v4 builds have FMA, so those round once where the baseline build
+# rounds twice: float rounding, like the order of a row's sums, and about 30% of the GELU
+# and softmax loops' time (pl_k_expf's polynomial is a chain of them).
+$(B)/obj/lib/ops.o: ALL_CFLAGS += -ffp-contract=fast
+
 # `make bench-model`: the step at one thread for three model sizes against PyTorch on the
 # CPU and the sgemm peak (tests/bench_train.c --model). BENCH_ROUNDS=R rounds (median of
 # R interleaved kit/PyTorch runs), BENCH_SECONDS=S per run.
