@@ -16,6 +16,7 @@
 #include "units.h"
 #include "harness.h"
 #include "modelled.h"
+#include "unseen.h"
 
 /* The ring collectives of the first part, then the second part's all-reduces (section 11:
  * for small messages; section 12: on nodes), which have no speed test against the library. */
@@ -53,19 +54,39 @@ static const struct {
  * steps where NCCL's kernel fuses them (docs/gpu.md); MPI keeps GR_PERF_FULL_RATIO. */
 #define LAB01_NCCL_BAR 0.5
 
-/* ---- counting what the student's code receives ---- */
+/* ---- counting what the student's code receives, and where its buffers lie ---- */
 /* The ledger records the bytes a rank sends; these wrappers (linked with --wrap) add the
- * bytes it receives, which is how a rank that collects everything is spotted. */
+ * bytes it receives, which is how a rank that collects everything is spotted. They also
+ * place every buffer the code hands to a message or to coll_reduce / coll_copy: scratch on
+ * the stack or in static storage never passes through the memory ledger (unseen.h). */
 
 static int counting;
 /* recv_only_calls: pl_recv and pl_irecv, which send nothing */
 static double recv_bytes, recv_only_calls;
 
+void __real_pl_send(struct pl_comm *comm, const float *buf, size_t count, int peer, int tag);
+struct pl_handle *__real_pl_isend(struct pl_comm *comm, const float *buf, size_t count,
+                                  int peer, int tag);
 void __real_pl_recv(struct pl_comm *comm, float *buf, size_t count, int peer, int tag);
 void __real_pl_sendrecv(struct pl_comm *comm, const float *send, size_t send_count, int dest,
                         float *recv, size_t recv_count, int src, int tag);
 struct pl_handle *__real_pl_irecv(struct pl_comm *comm, float *buf, size_t count, int peer,
                                   int tag);
+void __real_pl_accumulate(float *dst, const float *src, size_t n);
+void __real_pl_copy(float *dst, const float *src, size_t n);
+
+void __wrap_pl_send(struct pl_comm *comm, const float *buf, size_t count, int peer, int tag)
+{
+    if (count) gr_unseen_place(buf, "pl_send", "buffer", -2, "");
+    __real_pl_send(comm, buf, count, peer, tag);
+}
+
+struct pl_handle *__wrap_pl_isend(struct pl_comm *comm, const float *buf, size_t count,
+                                  int peer, int tag)
+{
+    if (count) gr_unseen_place(buf, "pl_isend", "buffer", -2, "");
+    return __real_pl_isend(comm, buf, count, peer, tag);
+}
 
 void __wrap_pl_recv(struct pl_comm *comm, float *buf, size_t count, int peer, int tag)
 {
@@ -73,6 +94,7 @@ void __wrap_pl_recv(struct pl_comm *comm, float *buf, size_t count, int peer, in
         recv_bytes += 4.0 * (double)count;
         recv_only_calls++;
     }
+    if (count) gr_unseen_place(buf, "pl_recv", "buffer", -2, "");
     __real_pl_recv(comm, buf, count, peer, tag);
 }
 
@@ -80,6 +102,8 @@ void __wrap_pl_sendrecv(struct pl_comm *comm, const float *send, size_t send_cou
                         float *recv, size_t recv_count, int src, int tag)
 {
     if (counting) recv_bytes += 4.0 * (double)recv_count;
+    if (send_count) gr_unseen_place(send, "pl_sendrecv", "send buffer", -2, "");
+    if (recv_count) gr_unseen_place(recv, "pl_sendrecv", "receive buffer", -2, "");
     __real_pl_sendrecv(comm, send, send_count, dest, recv, recv_count, src, tag);
 }
 
@@ -90,7 +114,22 @@ struct pl_handle *__wrap_pl_irecv(struct pl_comm *comm, float *buf, size_t count
         recv_bytes += 4.0 * (double)count;
         recv_only_calls++;
     }
+    if (count) gr_unseen_place(buf, "pl_irecv", "buffer", -2, "");
     return __real_pl_irecv(comm, buf, count, peer, tag);
+}
+
+void __wrap_pl_accumulate(float *dst, const float *src, size_t n)
+{
+    if (n) gr_unseen_place(dst, "coll_reduce", "destination", -2, "");
+    if (n) gr_unseen_place(src, "coll_reduce", "source", -2, "");
+    __real_pl_accumulate(dst, src, n);
+}
+
+void __wrap_pl_copy(float *dst, const float *src, size_t n)
+{
+    if (n) gr_unseen_place(dst, "coll_copy", "destination", -2, "");
+    if (n) gr_unseen_place(src, "coll_copy", "source", -2, "");
+    __real_pl_copy(dst, src, n);
 }
 
 /* ---- a collectives.c from before the second part ---- */
@@ -142,6 +181,7 @@ struct verdict {
     double coll_calls;           /* library collectives called */
     int coll_kind;
     double leaked, scratch;      /* bytes */
+    struct gr_unseen unseen;     /* a buffer of the call's outside the memory ledger */
     double seconds;
 };
 
@@ -276,7 +316,9 @@ static void observe_call(enum op op, struct pl_comm *comm, float *buf, float *bu
     pl_trace_where(where);
     PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = pl_clock();
+    gr_unseen_begin(1);
     call_student(op, comm, buf, buf2, count, root);
+    v->unseen = gr_unseen_end();
     v->seconds = pl_clock() - t0;
     counting = 0;
     /* What a supervisor reads if the other ranks never come back. */
@@ -517,20 +559,22 @@ static int judge_broadcast_segments(const struct verdict *all, int nranks, int g
     if (gn < 3 || S < BCAST_PIPELINED_BYTES) return 1;
     for (int j = 0; j < nranks; j++) {
         if (group >= 0 && all[j].world_rank % 2 != group) continue;
-        if (all[j].sent <= 0 || all[j].sent / all[j].sent_msgs <= S / 2) continue;
+        /* its sends only: receiving in segments and forwarding the whole is no pipeline */
+        if (all[j].sent <= 0 || all[j].sent / all[j].sends <= S / 2) continue;
         gr_say("traffic",
                "%s: rank %d sent the %s buffer in %.0f message(s): the next rank can forward "
                "only once the whole buffer has arrived, so the time grows as (n-1) x S/B. A "
                "pipelined broadcast cuts the buffer into segments and forwards segment k "
                "while segment k+1 arrives (handout section 6)",
-               cs, all[j].rank, pl_format_bytes(S, a, sizeof a), all[j].sent_msgs);
+               cs, all[j].rank, pl_format_bytes(S, a, sizeof a), all[j].sends);
         return 0;
     }
     return 1;
 }
 
-/* Broadcast: every spanning tree sends n-1 copies in all; a pipelined chain one per rank
- * (a binary tree two, a flat tree n-1 from the root: both refused from 3 ranks on). Split
+/* Broadcast: every spanning tree sends n-1 copies in all; a pipelined chain one per rank, a
+ * binary tree at most two (collectives.h allows both), a flat tree n-1 from the root: refused
+ * where that is more than two, from 4 ranks on (on 3 the flat tree is the binary tree). Split
  * cases hold two groups. */
 static int judge_broadcast_traffic(const struct test_case *c, const struct verdict *all,
                                    int nranks, const char *cs, double S)
@@ -557,13 +601,14 @@ static int judge_broadcast_traffic(const struct test_case *c, const struct verdi
                    pl_format_bytes((gn - 1) * S, b, sizeof b));
             return 0;
         }
-        /* A pipelined chain: every rank but the last forwards exactly one copy. */
-        if (max > S && gn >= 3) {
+        /* A pipelined chain: every rank but the last forwards one copy; a tree two. */
+        if (max > 2 * S) {
             gr_say("traffic",
                    "%s: rank %d sent %s, %.0f copies of the %s buffer: a rank that "
                    "sends everyone a copy makes its own link carry (n-1) x S while the other "
-                   "links idle. In a pipelined chain every rank forwards one copy, so the "
-                   "time stays near S/B whatever n (handout section 6)",
+                   "links idle. In a pipelined chain every rank forwards one copy (in a binary "
+                   "tree at most two), so the time stays near S/B whatever n (handout "
+                   "section 6)",
                    cs, all[busiest].rank, pl_format_bytes(max, a, sizeof a), max / S,
                    pl_format_bytes(S, b, sizeof b));
             return 0;
@@ -844,6 +889,14 @@ static int judge_memory(const struct test_case *c, const struct verdict *all, in
                 pl_format_bytes(v->leaked, a, sizeof a), OPS[the_op].func);
             return 0;
         }
+        if (v->unseen.where) {
+            gr_say("memory", "%s: rank %d: %s lay %s: the memory ledger never sees it, so the "
+                "scratch your code holds cannot be measured, and on the GPU build a message "
+                "cannot land there. Take scratch from pl_comm_buf_alloc and free it with "
+                "pl_comm_buf_free (handout section 3)", cs, v->rank, v->unseen.what,
+                gr_unseen_where(v->unseen.where));
+            return 0;
+        }
         if (v->scratch > S) {
             gr_say("memory", "%s: rank %d held %s of extra buffers at once, more than the %s "
                 "buffer itself; a ring needs one chunk of scratch", cs, v->rank,
@@ -980,6 +1033,7 @@ struct perf_ctx {
     struct pl_comm *comm;
     struct bench_bufs *x;
     int iters, segments;
+    double calls, sent; /* the student's timed calls, and the bytes this rank sent in them */
 };
 
 static void library_segmented(struct pl_comm *comm, struct bench_bufs *x, int segments)
@@ -992,7 +1046,14 @@ static void library_segmented(struct pl_comm *comm, struct bench_bufs *x, int se
 static double perf_round(void *ctx, int mine)
 {
     struct perf_ctx *c = ctx;
-    if (mine || c->segments <= 1) return time_calls(mine, the_op, c->comm, c->x, c->iters);
+    if (mine) {
+        double before = pl_ledger_bytes(pl_ledger(), PL_P2P, -1);
+        double t = time_calls(1, the_op, c->comm, c->x, c->iters);
+        c->sent += pl_ledger_bytes(pl_ledger(), PL_P2P, -1) - before;
+        c->calls += c->iters;
+        return t;
+    }
+    if (c->segments <= 1) return time_calls(0, the_op, c->comm, c->x, c->iters);
     PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = pl_clock();
     for (int i = 0; i < c->iters; i++) library_segmented(c->comm, c->x, c->segments);
@@ -1110,6 +1171,24 @@ static int probe(void *st)
     return wrong == 0;
 }
 
+/* Collective. 1 when the timed calls of the student's collective sent, all ranks together,
+ * what as many calls must send (the table of handout section 8, every one on the same
+ * buffer). The speed test checks one call's results; a call that moves nothing would time
+ * nothing. */
+static int timed_calls_moved_data(const struct perf_ctx *c, int n, double S)
+{
+    double sent = 0, per_call = (the_op == OP_AR ? 2.0 : 1.0) * (n - 1) * S;
+    char a[32], b[32];
+    PL_CHECK_MPI(MPI_Allreduce(&c->sent, &sent, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    if (sent >= c->calls * per_call) return 1;
+    gr_say("perf", "not graded: your %.0f timed calls of %s sent %s in all (every rank "
+           "together), where each call must send %s: results are checked on one call only, and "
+           "a call that sends less than the collective needs has not done it",
+           c->calls, OPS[the_op].func, pl_format_bytes(sent, a, sizeof a),
+           pl_format_bytes(per_call, b, sizeof b));
+    return 0;
+}
+
 static double perf(void *st)
 {
     (void)st;
@@ -1123,12 +1202,13 @@ static double perf(void *st)
     time_calls(0, the_op, comm, &x, 1);
     time_calls(1, the_op, comm, &x, 1);
     int segments = the_op == OP_BC && n == 2 ? broadcast_segments(comm, &x) : 1;
-    struct perf_ctx pc = {comm, &x, S >= 8 * 1048576.0 ? 2 : 4, segments};
+    struct perf_ctx pc = {comm, &x, S >= 8 * 1048576.0 ? 2 : 4, segments, 0, 0};
     struct gr_perf pf;
     gr_perf_compare(perf_round, &pc, PERF_ROUNDS, PERF_BATCHES, &pf);
     pl_comm_set_checks(1);
     pl_comm_buf_free(x.b);
     pl_comm_buf_free(x.a);
+    if (!timed_calls_moved_data(&pc, n, S)) return 0;
 
     double factor = pl_busbw_factor(OPS[the_op].kind, n);
     double bus_mine = S / pf.best_mine * factor / 1e9, bus_lib = S / pf.best_base * factor / 1e9;
