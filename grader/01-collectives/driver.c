@@ -809,6 +809,10 @@ static int judge_hierarchical_traffic(const struct test_case *c, const struct ve
                        "part takes L = %d times longer than it needs. Give each rank of the "
                        "node 1/L of the buffer to all-reduce across nodes (section 12)",
                        v->rank, L - 1, L);
+            else if (N > 2)
+                gr_say("traffic", "here the ranks run on %d nodes: take each rank's node from "
+                       "coll_node_of; code that takes the nodes to be two halves of the ranks "
+                       "runs its node rings across the network", N);
             return 0;
         }
         if (v->sent_inter > most) most = v->sent_inter;
@@ -1281,8 +1285,13 @@ static struct test_case cases[16];
 static int ncases;
 static struct verdict *all;
 
+/* The two-level all-reduce on 3 virtual nodes instead of 2: code that takes the nodes to be
+ * two halves of the ranks, rather than asking coll_node_of, is right on 2 nodes only. */
+#define HIER_3_NODES "hierarchical_3_nodes"
+
 static int find_op(const char *name)
 {
+    if (!strcmp(name, HIER_3_NODES)) return OP_HIER;
     for (int i = 0; i < NOPS; i++)
         if (!strcmp(name, OPS[i].name)) return i;
     return -1;
@@ -1297,9 +1306,10 @@ static void *setup(const struct gr_args *a)
     const struct pl_topo *t = pl_topo();
     if (the_op == OP_HIER && (t->nodes < 2 || t->nodes * t->per_node != pl_size()))
         pl_usage_error_all("--op hierarchical runs on 2 nodes or more of equal size (%d ranks "
-                           "on %d node%s here): launch an even number of ranks, the grader "
-                           "splits them over 2 virtual nodes", pl_size(), t->nodes,
-                           t->nodes == 1 ? "" : "s");
+                           "on %d node%s here): launch an even number of ranks (%s: a "
+                           "multiple of 3), the grader splits them over 2 (3) virtual nodes",
+                           pl_size(), t->nodes,
+                           t->nodes == 1 ? "" : "s", HIER_3_NODES);
     ncases = make_cases(the_op, pl_size(), cases);
     all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *all) : NULL;
     return NULL;
@@ -1401,7 +1411,8 @@ static void bench(const struct gr_args *a)
     bench_mode(a->op ? find_op(a->op) : -1, max_mib, a->label);
 }
 
-/* The two-level all-reduce runs on 2 virtual nodes (the ranks split evenly between them).
+/* The two-level all-reduce runs on 2 virtual nodes (the ranks split evenly between them), or
+ * on 3 as HIER_3_NODES.
  * The speed test on NCCL races the library's collective restricted to what a point-to-point
  * ring can use, the ring algorithm and the Simple protocol (read when NCCL's communicator is
  * made; point-to-point is unaffected), judged from LAB01_NCCL_BAR (docs/gpu.md). */
@@ -1409,6 +1420,7 @@ static void before_init(const char *op, const char *mode, int *nodes, int *per_n
 {
     (void)per_node;
     if (op && !strcmp(op, "hierarchical")) *nodes = 2;
+    if (op && !strcmp(op, HIER_3_NODES)) *nodes = 3;
 #ifdef PL_GPU
     if (!strcmp(mode, "perf")) {
         setenv("NCCL_ALGO", "Ring", 0);

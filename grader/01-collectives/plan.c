@@ -10,10 +10,10 @@
  * doubling exact on 2, 3, 5 and 8 ranks (2.5 each) with at most floor(log2 n) + 1 messages a
  * rank (1 each) and, from 3 ranks, its crossover with the student's ring replayed on
  * dgx-h100 against the alpha-beta model's (2 each), and the two-level all-reduce exact on 2
- * nodes of 2, 3 and 4 ranks (2.5 each) with no rank sending more across nodes than 2(N-1)/N
- * of its 1/L share (2 each): 33.5 points. The hidden suite repeats the correctness and traffic tests on 4, 6 and 7
- * ranks with the secret seed (1 point each), and the second part's results on 4, 6, 7 and
- * on 2 nodes of 4. */
+ * nodes of 2, 3 and 4 ranks and on 3 nodes of 2 (2.5 each) with no rank sending more across
+ * nodes than 2(N-1)/N of its 1/L share (2 each): 38 points. The hidden suite repeats the
+ * correctness and traffic tests on 4, 6 and 7 ranks with the secret seed (1 point each), and
+ * the second part's results on 4, 6, 7 and on 2 nodes of 4. */
 #include <stdio.h>
 
 #include "grade.h"
@@ -66,9 +66,9 @@ static void lab01_check_tests(const char *title, const char *op, const char *siz
 /* The second part (sections 11 and 12): recursive doubling on any rank count, graded on
  * its results and its messages, and from 3 ranks on its replayed crossover with the
  * student's own ring against the alpha-beta model's (2 points each); the two-level
- * all-reduce on 2 virtual nodes of 2, 3 and 4 ranks, graded on its results and its bytes
- * across nodes. Neither races the library: the alpha-beta model on the ledger's counts, and
- * the replay of the student's own messages, say where each wins. */
+ * all-reduce on 2 virtual nodes of 2, 3 and 4 ranks and on 3 of 2, graded on its results
+ * and its bytes across nodes. Neither races the library: the alpha-beta model on the
+ * ledger's counts, and the replay of the student's own messages, say where each wins. */
 static void lab01_second_part(const int *given, int hidden)
 {
     static const int doubling[] = {1, 2, 3, 5, 8, 0}, doubling_hidden[] = {4, 6, 7, 0};
@@ -105,6 +105,14 @@ static void lab01_second_part(const int *given, int hidden)
         snprintf(name, sizeof name, "hierarchical all-reduce bytes across nodes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "hierarchical", "check", "traffic", "placement", np, 2,
                                  LAB01_CHECK_TIMEOUT, 0, NULL});
+        if (np % 3) continue; /* and on 3 nodes, where two halves of the ranks are not nodes */
+        snprintf(name, sizeof name,
+                 "hierarchical all-reduce on 3 nodes of %d [np=%d, 0 B..1 MiB]", np / 3, np);
+        gr_add(&(struct gr_spec){name, "hierarchical_3_nodes", "check", "correct", "correctness",
+                                 np, 2.5, LAB01_CHECK_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "hierarchical all-reduce bytes across 3 nodes [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "hierarchical_3_nodes", "check", "traffic", "placement",
+                                 np, 2, LAB01_CHECK_TIMEOUT, 0, NULL});
     }
 }
 
