@@ -16,10 +16,10 @@
  * modelled cost (4). On 2 and 4 ranks the block's forward and backward replayed on
  * dgx-h100 at GPT-3 block scale, against compute/t plus its four ring all-reduces (3
  * each); on the perf ranks (4, or 2 on fewer than 4 cores) the block's wall-clock time
- * against the kit's single-device block on B/t sequences plus four all-reduces of the activation,
- * measured in the same run (4). 110 points in all. The hidden
- * suite repeats the MLP, attention, block, loss and training on 2, 4 and 8 ranks (t = 8:
- * one head per rank) with the secret seed. */
+ * against the kit's single-device block on B/t sequences plus four all-reduces of the
+ * activation, measured in the same run (4). 110 points in all. The hidden suite repeats
+ * the MLP, attention, block, loss and training on 2, 4 and 8 ranks (t = 8: one head per
+ * rank) with the secret seed. */
 #include <stdio.h>
 
 #include "grade.h"
