@@ -12,6 +12,7 @@
 #include "data.h"
 #include "tp_shard.h"
 #include "units.h"
+#include "unseen.h"
 
 /* ---- op vocab: the vocabulary-parallel embedding, head and cross-entropy ---- */
 
@@ -95,8 +96,17 @@ static double peak_since(const struct pl_mem_stats *before)
     return (double)now.peak_total - (double)before->current_total;
 }
 
-/* The traffic of the vocabulary-parallel embedding and loss, and the head's memory. */
-static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int B, int T, int C,
+/* Collective buffers of the head in static storage or on the stack (unseen.c). */
+struct unseen_held {
+    double bytes;
+    int where;
+    const char *call;
+};
+
+/* The traffic of the vocabulary-parallel embedding and loss, and the head's memory: what
+ * the ledger saw plus the span of the collectives' buffers it could not see. */
+static void judge_vocab_comm(const struct pl_ledger *dp, double held,
+                             const struct unseen_held *hidden, int t, int B, int T, int C,
                              int V)
 {
     const struct pl_ledger d = *dp;
@@ -124,7 +134,15 @@ static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int
     /* memory: nothing the size of the full logits */
     gr_parts_set(P_MEMORY);
     double full = 4.0 * N * V;
-    if (t > 1 && held >= full)
+    if (t > 1 && held < full && held + hidden->bytes >= full)
+        gr_fail("your head and loss held %s at peak beyond their activations, %s of it %s "
+                "given to %s, where the memory ledger does not see it: as much as the full "
+                "[N, V] logits (%s). Vocabulary parallelism never builds them: each rank keeps "
+                "its [N, V/t] columns and three numbers per row (section 10)",
+                pl_format_bytes(held + hidden->bytes, a1, sizeof a1),
+                pl_format_bytes(hidden->bytes, a2, sizeof a2), gr_unseen_where(hidden->where),
+                hidden->call, pl_format_bytes(full, (char[32]){0}, 32));
+    else if (t > 1 && held >= full)
         gr_fail("your head and loss held %s at peak beyond their activations: as much as the "
              "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
              "keeps its [N, V/t] columns and three numbers per row (section 10)",
@@ -161,8 +179,11 @@ void run_vocab(struct pl_comm *tp, int i)
     struct pl_mem_stats before;
     pl_mem_reset_peak();
     pl_mem_get_stats(&before);
+    lab04_unseen_begin();
     double loss = tp_head_loss_forward(tp, &c, w_r, &a, hx, f.targets);
     tp_head_loss_backward(tp, &c, w_r, dw_r, &a, hx, f.targets, gdx);
+    struct unseen_held hidden;
+    hidden.bytes = lab04_unseen_end(&hidden.where, &hidden.call);
     double held = peak_since(&before);
     gr_ledger_since(&mark, &d);
 
@@ -182,7 +203,7 @@ void run_vocab(struct pl_comm *tp, int i)
     gr_parts_say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)",
                     t);
 
-    judge_vocab_comm(&d, held, t, B, T, C, V);
+    judge_vocab_comm(&d, held, &hidden, t, B, T, C, V);
     gr_parts_set(P_CORRECT);
     pl_tp_head_acts_free(&a);
     float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w};
