@@ -10,8 +10,8 @@
  * of each pass and their bytes, for the block 8bsh(t-1)/t x 4), for the loss no buffer the
  * size of the full logits (1), and for training the parameters, gradients and moments of a
  * shard with activations within the TP formula (1). On 8 ranks of a virtual 2 nodes x 4
- * cluster with tp = 4: the block correct under the default order, and each rank's group as
- * the grid says, on a three-axis grid too (4), every TP byte on intra-node links (8), and
+ * cluster with tp = 4: the block correct under the default order (4), every TP byte on
+ * intra-node links and each rank's group as the grid says, on a three-axis grid too (8), and
  * under order dp-tp the code still right and the placement violation reported with its
  * modelled cost (4). On 2 and 4 ranks the block's forward and backward replayed on
  * dgx-h100 at GPT-3 block scale, against compute/t plus its four ring all-reduces (3
