@@ -4,6 +4,12 @@
 # 4 cluster: the f/g figure of the TP MLP and attention, and the block of the copy being
 # graded (labs/, or solutions/ with SOLUTIONS=1) on the modelled timeline, with tp = 4 inside
 # a node and across nodes.
+# The driver sees whether the loss keeps gathered logits in a static or stack array by
+# wrapping the library's collectives (unseen.c).
+GRADER_WRAP_04-tensor-parallel := $(foreach f,all_reduce reduce_scatter all_gather broadcast \
+                                    all_to_all all_reduce_async reduce_scatter_async \
+                                    all_gather_async,-Wl,--wrap=pl_$(f))
+
 PLOTS_DIR ?= build/plots
 LAB04_COPY = $(if $(filter-out 0,$(SOLUTIONS)),solutions,labs)
 

@@ -103,6 +103,15 @@ void run_sub(struct pl_comm *tp, enum sub s, int i);
 void run_vocab(struct pl_comm *tp, int i);
 void run_train(struct pl_comm *tp);
 
+/* ---- unseen.c: collective buffers outside the memory ledger ---- */
+
+/* Starts noting the buffers this rank's collectives are given that lie in static storage
+ * or on the stack. */
+void lab04_unseen_begin(void);
+/* Stops; returns the bytes those buffers span, with the region of the larger span (0 when
+ * none, else GR_UNSEEN_STACK or GR_UNSEEN_STATIC) and the first collective that used it. */
+double lab04_unseen_end(int *where, const char **call);
+
 /* ---- placement.c: 2 nodes x 4 ranks, and the bench ---- */
 
 void run_placement(int i);

@@ -24,6 +24,55 @@ static void describe_members(struct pl_comm *tp, char *buf, size_t len)
     if (at < len) snprintf(buf + at, len - at, "}");
 }
 
+/* world ranks as "{0,1,2,3}". */
+static void describe_list(const int *ranks, int n, char *buf, size_t len)
+{
+    size_t at = (size_t)snprintf(buf, len, "{");
+    for (int m = 0; m < n && at < len; m++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%d", m ? "," : "", ranks[m]);
+    if (at < len) snprintf(buf + at, len - at, "}");
+}
+
+/* The group tp_group gave under grid g against the grid's own (lib/grid.h): the ranks that
+ * share every coordinate but tp, group rank = tp coordinate. Each rank judges its own. */
+static void check_group(const struct pl_grid *g, struct pl_comm *tp)
+{
+    int want[64], got[64], n = pl_grid_group(g, pl_rank(), pl_grid_axis(g, "tp"), want);
+    int size = tp ? pl_comm_size(tp) : 0, same = size == n, members = same;
+    for (int m = 0; m < size && m < 64; m++) got[m] = pl_comm_world_rank(tp, m);
+    for (int m = 0; same && m < n; m++) same = got[m] == want[m];
+    for (int m = 0; members && m < n; m++) {
+        int found = 0;
+        for (int j = 0; j < n; j++) found |= got[j] == want[m];
+        members = found;
+    }
+    char grid[64], a[200], b[200];
+    pl_grid_describe(g, grid, sizeof grid);
+    describe_list(got, size < 64 ? size : 64, a, sizeof a);
+    describe_list(want, n, b, sizeof b);
+    if (!same && members)
+        gr_fail("on grid %s tp_group gave rank %d the right ranks in the wrong order, %s by "
+                "group rank where the tp coordinates give %s: group rank must be the tp "
+                "coordinate, so that rank r of the group holds block r of every split tensor "
+                "(section 2)", grid, pl_rank(), a, b);
+    else if (!same)
+        gr_fail("on grid %s tp_group gave rank %d the group %s where its TP group is %s: the "
+                "ranks that share its coordinate on every axis but tp, whatever the axes and "
+                "their order (pl_grid_comm on the tp axis, section 2)", grid, pl_rank(),
+                size ? a : "{} (none)", b);
+}
+
+/* tp_group on a grid of three axes with tp in the middle, where a group built from one
+ * other axis's coordinate (dp's, say) merges groups. */
+static void check_three_axes(void)
+{
+    struct pl_grid grid;
+    pl_grid_init_or_die(&grid, "pp-tp-dp", "tp=2,pp=2", pl_size());
+    struct pl_comm *tp = tp_group(&grid, pl_comm_world());
+    check_group(&grid, tp);
+    pl_comm_free(tp);
+}
+
 /* Modelled time on dgx-h100 of one block's forward and backward as traced in delta, and of
  * the same bytes had they all stayed on NVLink. */
 static void modelled_cost(const struct pl_ledger *d, double *as_run, double *inside)
@@ -39,12 +88,14 @@ static void modelled_cost(const struct pl_ledger *d, double *as_run, double *ins
 }
 
 /* One block under grid order `order`; judges correctness, and returns the ledger delta. */
-static void placement_run(const char *order, struct pl_comm **tp_out, struct pl_ledger *delta)
+static void placement_run(const char *order, struct pl_grid *g, struct pl_comm **tp_out,
+                          struct pl_ledger *delta)
 {
     struct pl_grid grid;
     char deg[32];
     snprintf(deg, sizeof deg, "tp=%d", PLACE_TP);
     pl_grid_init_or_die(&grid, order, deg, pl_size());
+    *g = grid;
     struct pl_comm *tp = tp_group(&grid, pl_comm_world());
     *tp_out = tp;
     memset(delta, 0, sizeof *delta);
@@ -69,7 +120,8 @@ void run_placement(int i)
     const char *order = i == 0 ? "tp-dp" : "dp-tp";
     struct pl_comm *tp = NULL;
     struct pl_ledger d;
-    placement_run(order, &tp, &d);
+    struct pl_grid grid;
+    placement_run(order, &grid, &tp, &d);
     if (!tp) return;
     char mem[64], a[32], b[32];
     describe_members(tp, mem, sizeof mem);
@@ -92,6 +144,13 @@ void run_placement(int i)
                  "(section 2)", mem, pl_format_bytes(mine, a, sizeof a),
                  pl_format_bytes(pl_ledger_bytes(&d, -1, -1), b, sizeof b), run * 1e6,
                  inside * 1e6, run / inside);
+        /* which ranks form the group, and in what order, is the placement: the grid's,
+         * under this order and on a grid of three axes (once no group spans nodes, that
+         * failure being the one to teach; inter is every rank's, so all ranks agree) */
+        if (inter <= 0) {
+            check_group(&grid, tp);
+            check_three_axes();
+        }
         gr_parts_say_ok(P_PLACEMENT, "every TP group of order tp-dp lies inside a node: all of its "
                "all-reduce bytes on intra-node links; modelled on dgx-h100 %.2f us per block "
                "forward+backward", run * 1e6);

@@ -5,21 +5,21 @@
  * full tensor: f and g exact (2 points each t), the column- and row-parallel linears (3),
  * the TP MLP and the TP attention (4 each), the whole block (8), the vocabulary-parallel
  * embedding and cross-entropy (4), K AdamW steps of the whole model, losses and weights
- * (6). On 2 ranks and more the communication of each from the traffic ledger (1, 1, 2, 2,
- * 2, 1 points: the collectives of each pass and their bytes, for the block 8bsh(t-1)/t x
- * 4), for the loss no buffer the size of the full logits (1), and for training the
- * parameters, gradients and moments of a shard with activations within the TP formula (1).
- * On 8 ranks of a virtual
- * 2 nodes x 4 cluster with tp = 4: the block correct under the default order (4), every TP
- * byte on intra-node links (8), and under order dp-tp the code still right and the
- * placement violation reported with its modelled cost (4). On 2 and 4 ranks the block's
- * forward and backward replayed on dgx-h100 at GPT-3 block scale, against compute/t plus
- * its four ring all-reduces (3 each); on the perf ranks (4, or 2 on fewer than 4 cores) the
- * block's wall-clock time against the
- * kit's single-device block on B/t sequences plus four all-reduces of the activation,
- * measured in the same run (4). 110 points in all. The hidden
- * suite repeats the MLP, attention, block, loss and training on 2, 4 and 8 ranks (t = 8:
- * one head per rank) with the secret seed. */
+ * (6; each rank near 1/t of the single device's FLOPs). On 2 ranks and more the
+ * communication of each from the traffic ledger (1, 1, 2, 2, 2, 1 points: the collectives
+ * of each pass and their bytes, for the block 8bsh(t-1)/t x 4), for the loss no buffer the
+ * size of the full logits (1), and for training the parameters, gradients and moments of a
+ * shard with activations within the TP formula (1). On 8 ranks of a virtual 2 nodes x 4
+ * cluster with tp = 4: the block correct under the default order (4), every TP byte on
+ * intra-node links and each rank's group as the grid says, on a three-axis grid too (8), and
+ * under order dp-tp the code still right and the placement violation reported with its
+ * modelled cost (4). On 2 and 4 ranks the block's forward and backward replayed on
+ * dgx-h100 at GPT-3 block scale, against compute/t plus its four ring all-reduces (3
+ * each); on the perf ranks (4, or 2 on fewer than 4 cores) the block's wall-clock time
+ * against the kit's single-device block on B/t sequences plus four all-reduces of the
+ * activation, measured in the same run (4). 110 points in all. The hidden suite repeats
+ * the MLP, attention, block, loss and training on 2, 4 and 8 ranks (t = 8: one head per
+ * rank) with the secret seed. */
 #include <stdio.h>
 
 #include "grade.h"

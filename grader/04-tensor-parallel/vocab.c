@@ -12,6 +12,7 @@
 #include "data.h"
 #include "tp_shard.h"
 #include "units.h"
+#include "unseen.h"
 
 /* ---- op vocab: the vocabulary-parallel embedding, head and cross-entropy ---- */
 
@@ -95,8 +96,17 @@ static double peak_since(const struct pl_mem_stats *before)
     return (double)now.peak_total - (double)before->current_total;
 }
 
-/* The traffic of the vocabulary-parallel embedding and loss, and the head's memory. */
-static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int B, int T, int C,
+/* Collective buffers of the head in static storage or on the stack (unseen.c). */
+struct unseen_held {
+    double bytes;
+    int where;
+    const char *call;
+};
+
+/* The traffic of the vocabulary-parallel embedding and loss, and the head's memory: what
+ * the ledger saw plus the span of the collectives' buffers it could not see. */
+static void judge_vocab_comm(const struct pl_ledger *dp, double held,
+                             const struct unseen_held *hidden, int t, int B, int T, int C,
                              int V)
 {
     const struct pl_ledger d = *dp;
@@ -124,7 +134,15 @@ static void judge_vocab_comm(const struct pl_ledger *dp, double held, int t, int
     /* memory: nothing the size of the full logits */
     gr_parts_set(P_MEMORY);
     double full = 4.0 * N * V;
-    if (t > 1 && held >= full)
+    if (t > 1 && held < full && held + hidden->bytes >= full)
+        gr_fail("your head and loss held %s at peak beyond their activations, %s of it %s "
+                "given to %s, where the memory ledger does not see it: as much as the full "
+                "[N, V] logits (%s). Vocabulary parallelism never builds them: each rank keeps "
+                "its [N, V/t] columns and three numbers per row (section 10)",
+                pl_format_bytes(held + hidden->bytes, a1, sizeof a1),
+                pl_format_bytes(hidden->bytes, a2, sizeof a2), gr_unseen_where(hidden->where),
+                hidden->call, pl_format_bytes(full, (char[32]){0}, 32));
+    else if (t > 1 && held >= full)
         gr_fail("your head and loss held %s at peak beyond their activations: as much as the "
              "full [N, V] logits (%s). Vocabulary parallelism never builds them: each rank "
              "keeps its [N, V/t] columns and three numbers per row (section 10)",
@@ -161,8 +179,11 @@ void run_vocab(struct pl_comm *tp, int i)
     struct pl_mem_stats before;
     pl_mem_reset_peak();
     pl_mem_get_stats(&before);
+    lab04_unseen_begin();
     double loss = tp_head_loss_forward(tp, &c, w_r, &a, hx, f.targets);
     tp_head_loss_backward(tp, &c, w_r, dw_r, &a, hx, f.targets, gdx);
+    struct unseen_held hidden;
+    hidden.bytes = lab04_unseen_end(&hidden.where, &hidden.call);
     double held = peak_since(&before);
     gr_ledger_since(&mark, &d);
 
@@ -182,7 +203,7 @@ void run_vocab(struct pl_comm *tp, int i)
     gr_parts_say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)",
                     t);
 
-    judge_vocab_comm(&d, held, t, B, T, C, V);
+    judge_vocab_comm(&d, held, &hidden, t, B, T, C, V);
     gr_parts_set(P_CORRECT);
     pl_tp_head_acts_free(&a);
     float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w};
@@ -243,6 +264,22 @@ static void judge_train_memory(const struct pl_model_config *c, int t, int B,
     gr_parts_set(P_CORRECT);
 }
 
+/* The compute of the student's steps against the single device's, from the ledger's FLOP
+ * counter: a TP rank does 1/t of every product (the replicated layernorms, residuals and
+ * the loss's per-row pieces are a sliver of it), so more than halfway from F/t to F means
+ * the whole model ran on the rank, whatever its results. Returns the fraction of F. */
+static double judge_train_compute(double mine, double full, int t)
+{
+    double bound = full * (1.0 / t + 0.5 * (1.0 - 1.0 / t));
+    if (t > 1 && mine > bound)
+        gr_fail("your steps computed %.3g FLOPs on this rank where the single device's take "
+                "%.3g and a TP rank about 1/%d of them (%.3g): the whole model's products ran "
+                "on every rank (a full copy of the weights, or gathered ones), so the right "
+                "losses are the single device's, not tensor parallelism. Each rank computes "
+                "with its shard only (section 11)", mine, full, t, full / t);
+    return full > 0 ? mine / full : 0;
+}
+
 /* Every tensor's shard against its slice of the reference's final weights. */
 static void check_train_weights(const struct tp_gpt *m, const struct gr_reference *ref, int t,
                                 int r)
@@ -292,7 +329,9 @@ void run_train(struct pl_comm *tp)
     setup.steps = TRAIN_STEPS;
     setup.data_seed = pl_mix64(base_seed + 11);
     struct gr_reference ref;
+    double f0 = pl_ledger_flops_total();
     gr_reference_run(&ref, &setup);
+    double ref_flops = pl_ledger_flops_total() - f0;
     /* every rank of the group trains on the whole batch */
     struct gr_batch b;
     gr_batch_new(&b, &setup, 0, 1);
@@ -300,11 +339,13 @@ void run_train(struct pl_comm *tp)
     struct pl_mem_stats before, after;
     pl_mem_reset_peak();
     pl_mem_get_stats(&before);
+    double f1 = pl_ledger_flops_total();
     struct tp_gpt *m = tp_gpt_new(&setup.cfg, &setup.opt, tp);
     for (int s = 0; m && s < TRAIN_STEPS && !pl_todo_what(); s++) {
         gr_batch_load(&b, s);
         loss[s] = tp_gpt_step(m, b.tokens, b.targets, b.B);
     }
+    double my_flops = pl_ledger_flops_total() - f1;
     pl_mem_get_stats(&after);
     double err = 0;
     int bad = m ? gr_check_losses(loss, ref.loss, TRAIN_STEPS, &err) : 0;
@@ -317,11 +358,13 @@ void run_train(struct pl_comm *tp)
                        "and AdamW's weight decay per tensor (section 11)"
                      : "");
     if (m && gr_parts_ok()) check_train_weights(m, &ref, t, r);
+    double share = m && gr_parts_ok() ? judge_train_compute(my_flops, ref_flops, t) : 0;
     judge_train_memory(&setup.cfg, t, b.B, &before, &after);
     gr_parts_say_ok(P_CORRECT,
                     "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
-                    "weights match the single device (last loss %.5f)",
-                    TRAIN_STEPS, TRAIN_LAYERS, t, ref.loss[TRAIN_STEPS - 1]);
+                    "weights match the single device (last loss %.5f), with %.3f of its "
+                    "FLOPs per rank",
+                    TRAIN_STEPS, TRAIN_LAYERS, t, ref.loss[TRAIN_STEPS - 1], share);
     tp_gpt_free(m);
     gr_batch_free(&b);
     gr_reference_free(&ref);
