@@ -171,27 +171,36 @@ PL_HDI void pl_k_layernorm_bwd_row(float *dinp, const float *dout, const float *
 
 /* Softmax of the first len entries of in into out (in place allowed); entries
  * [len, total) of out are set to 0 (the causal mask of attention). Each input is
- * multiplied by scale first. */
-PL_HDI void pl_k_softmax_row(float *out, const float *in, int len, int total, float scale)
+ * multiplied by scale first. The loops run to body >= len: entries [len, body) are read
+ * but masked by a select (pl_k_causal_softmax_row below says why). */
+PL_HDI void pl_k_softmax_row_to(float *out, const float *in, int len, int body, int total,
+                                float scale)
 {
     float mx = -INFINITY;
     PL_SIMD_MAX(mx)
-    for (int j = 0; j < len; j++) {
-        float z = scale * in[j];
+    for (int j = 0; j < body; j++) {
+        float z = j < len ? scale * in[j] : -INFINITY;
         mx = z > mx ? z : mx;
     }
     float sum = 0.0f;
     PL_SIMD_SUM(sum)
-    for (int j = 0; j < len; j++) {
+    for (int j = 0; j < body; j++) {
         float e = pl_k_expf(scale * in[j] - mx);
+        e = j < len ? e : 0.0f;
         out[j] = e;
         sum += e;
     }
     float inv = 1.0f / sum;
     PL_SIMD
-    for (int j = 0; j < len; j++) out[j] *= inv;
+    for (int j = 0; j < body; j++) out[j] *= inv;
     PL_SIMD
-    for (int j = len; j < total; j++) out[j] = 0.0f;
+    for (int j = body; j < total; j++) out[j] = 0.0f;
+}
+
+/* The row of len entries, no masked lanes. */
+PL_HDI void pl_k_softmax_row(float *out, const float *in, int len, int total, float scale)
+{
+    pl_k_softmax_row_to(out, in, len, len, total, scale);
 }
 
 /* Causal attention's rows. Row t keeps columns [0, t] of T, a length that is rarely a
@@ -211,26 +220,7 @@ PL_HDI int pl_k_causal_body(int len, int cap)
 /* Softmax of scale * s[0, len) in place, zeros in [len, total). */
 PL_HDI void pl_k_causal_softmax_row(float *s, int len, int total, float scale)
 {
-    int body = pl_k_causal_body(len, total);
-    float mx = -INFINITY;
-    PL_SIMD_MAX(mx)
-    for (int j = 0; j < body; j++) {
-        float z = j < len ? scale * s[j] : -INFINITY;
-        mx = z > mx ? z : mx;
-    }
-    float sum = 0.0f;
-    PL_SIMD_SUM(sum)
-    for (int j = 0; j < body; j++) {
-        float e = pl_k_expf(scale * s[j] - mx);
-        e = j < len ? e : 0.0f;
-        s[j] = e;
-        sum += e;
-    }
-    float inv = 1.0f / sum;
-    PL_SIMD
-    for (int j = 0; j < body; j++) s[j] *= inv;
-    PL_SIMD
-    for (int j = body; j < total; j++) s[j] = 0.0f;
+    pl_k_softmax_row_to(s, s, len, pl_k_causal_body(len, total), total, scale);
 }
 
 /* dS = scale * p * (dP - p.dP) over [0, len) in place (ds holds dP on entry), zeros in
