@@ -815,6 +815,21 @@ static int judge_hierarchical_traffic(const struct test_case *c, const struct ve
                        "runs its node rings across the network", N);
             return 0;
         }
+        /* Inside the node a rank receives L-1 chunks of 1/L in the reduce-scatter and as many
+         * in the all-gather, and across nodes what it sends there. A rank that collects its
+         * node's whole buffers receives (L-1) x S before anything leaves the node. */
+        double chunk = 4.0 * (double)((c->count + (size_t)L - 1) / (size_t)L);
+        double received_bound = 2.0 * (L - 1) * chunk + bound;
+        if (v->received > received_bound) {
+            gr_say("traffic", "%s: rank %d received %s, where a rank of the two-level "
+                   "all-reduce receives at most %s: 2(L-1) chunks of 1/L inside its node "
+                   "(L = %d) and its share across nodes. A rank that collects the node's "
+                   "whole buffers does the node's work alone while its neighbours' links "
+                   "idle; reduce-scatter inside the node instead, so each rank reduces 1/L "
+                   "(section 12)", cs, v->rank, pl_format_bytes(v->received, a, sizeof a),
+                   pl_format_bytes(received_bound, b, sizeof b), L);
+            return 0;
+        }
         if (v->sent_inter > most) most = v->sent_inter;
         if (v->modelled > slowest) slowest = v->modelled;
     }
