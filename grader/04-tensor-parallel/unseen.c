@@ -59,6 +59,8 @@ void __real_pl_reduce_scatter(struct pl_comm *c, const float *s, float *r, size_
 void __real_pl_all_gather(struct pl_comm *c, const float *s, float *r, size_t n);
 void __real_pl_broadcast(struct pl_comm *c, float *buf, size_t n, int root);
 void __real_pl_all_to_all(struct pl_comm *c, const float *s, float *r, size_t n);
+void __real_pl_all_to_all_v(struct pl_comm *c, const float *s, const size_t *sc,
+                            const size_t *sd, float *r, const size_t *rc, const size_t *rd);
 struct pl_handle *__real_pl_all_reduce_async(struct pl_comm *c, const float *s, float *r,
                                              size_t n, enum pl_red op);
 struct pl_handle *__real_pl_reduce_scatter_async(struct pl_comm *c, const float *s, float *r,
@@ -99,6 +101,23 @@ void __wrap_pl_all_to_all(struct pl_comm *c, const float *s, float *r, size_t n)
     note(s, n * (size_t)pl_comm_size(c), "pl_all_to_all");
     note(r, n * (size_t)pl_comm_size(c), "pl_all_to_all");
     __real_pl_all_to_all(c, s, r, n);
+}
+
+/* The extent of a v-collective's buffer: the furthest displacement plus its count. */
+static size_t extent_v(struct pl_comm *c, const size_t *counts, const size_t *displs)
+{
+    size_t end = 0;
+    for (int j = 0; j < pl_comm_size(c); j++)
+        if (counts[j] && displs[j] + counts[j] > end) end = displs[j] + counts[j];
+    return end;
+}
+
+void __wrap_pl_all_to_all_v(struct pl_comm *c, const float *s, const size_t *sc,
+                            const size_t *sd, float *r, const size_t *rc, const size_t *rd)
+{
+    note(s, extent_v(c, sc, sd), "pl_all_to_all_v");
+    note(r, extent_v(c, rc, rd), "pl_all_to_all_v");
+    __real_pl_all_to_all_v(c, s, sc, sd, r, rc, rd);
 }
 
 struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *c, const float *s, float *r,
