@@ -120,15 +120,19 @@ struct pl_handle *__wrap_pl_irecv(struct pl_comm *comm, float *buf, size_t count
 
 void __wrap_pl_accumulate(float *dst, const float *src, size_t n)
 {
-    if (n) gr_unseen_place(dst, "coll_reduce", "destination", -2, "");
-    if (n) gr_unseen_place(src, "coll_reduce", "source", -2, "");
+    if (n) {
+        gr_unseen_place(dst, "coll_reduce", "destination", -2, "");
+        gr_unseen_place(src, "coll_reduce", "source", -2, "");
+    }
     __real_pl_accumulate(dst, src, n);
 }
 
 void __wrap_pl_copy(float *dst, const float *src, size_t n)
 {
-    if (n) gr_unseen_place(dst, "coll_copy", "destination", -2, "");
-    if (n) gr_unseen_place(src, "coll_copy", "source", -2, "");
+    if (n) {
+        gr_unseen_place(dst, "coll_copy", "destination", -2, "");
+        gr_unseen_place(src, "coll_copy", "source", -2, "");
+    }
     __real_pl_copy(dst, src, n);
 }
 
@@ -788,6 +792,11 @@ static int judge_hierarchical_traffic(const struct test_case *c, const struct ve
     const int N = t->nodes, L = t->per_node, n = all[0].n;
     const double S = 4.0 * (double)c->count, bound = across_bound(c->count, N, L);
     const double flat = 2.0 * (n - 1) / n * S; /* a ring rank next to another node */
+    /* Inside the node a rank receives L-1 chunks of 1/L in the reduce-scatter and as many in
+     * the all-gather, and across nodes what it sends there. A rank that collects its node's
+     * whole buffers receives (L-1) x S before anything leaves the node. */
+    const double chunk = 4.0 * (double)((c->count + (size_t)L - 1) / (size_t)L);
+    const double received_bound = 2.0 * (L - 1) * chunk + bound;
     char cs[384], a[32], b[32], e[32];
     describe_case(c, nranks, cs, sizeof cs);
     double most = 0, slowest = 0;
@@ -815,11 +824,6 @@ static int judge_hierarchical_traffic(const struct test_case *c, const struct ve
                        "runs its node rings across the network", N);
             return 0;
         }
-        /* Inside the node a rank receives L-1 chunks of 1/L in the reduce-scatter and as many
-         * in the all-gather, and across nodes what it sends there. A rank that collects its
-         * node's whole buffers receives (L-1) x S before anything leaves the node. */
-        double chunk = 4.0 * (double)((c->count + (size_t)L - 1) / (size_t)L);
-        double received_bound = 2.0 * (L - 1) * chunk + bound;
         if (v->received > received_bound) {
             gr_say("traffic", "%s: rank %d received %s, where a rank of the two-level "
                    "all-reduce receives at most %s: 2(L-1) chunks of 1/L inside its node "
