@@ -922,8 +922,14 @@ static int judge_memory(const struct test_case *c, const struct verdict *all, in
         }
         if (v->scratch > S) {
             gr_say("memory", "%s: rank %d held %s of extra buffers at once, more than the %s "
-                "buffer itself; a ring needs one chunk of scratch", cs, v->rank,
-                pl_format_bytes(v->scratch, a, sizeof a), pl_format_bytes(S, b, sizeof b));
+                "buffer itself; %s", cs, v->rank, pl_format_bytes(v->scratch, a, sizeof a),
+                pl_format_bytes(S, b, sizeof b),
+                the_op == OP_RD ? "doubling needs one buffer of scratch, for the partner's "
+                                  "buffer of each exchange, reused from round to round"
+                : the_op == OP_HIER ? "the two levels need one chunk of scratch, 1/L of the "
+                                      "buffer for the node's ring, which the ring across the "
+                                      "nodes can reuse"
+                                    : "a ring needs one chunk of scratch");
             return 0;
         }
     }
