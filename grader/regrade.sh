@@ -5,7 +5,8 @@
 # student with the visible and hidden score, the subtotal of every tag, the build status,
 # the wall time, the sha256 of each graded file and the flags of a static check of the
 # student's sources (constructors, fork/setsid/exec, /proc or environment probing, inline
-# assembly, includes outside what a lab may include). Flags are for a human to look at: they
+# assembly, signal handlers and timers, descriptor tricks, addresses held as integers,
+# includes outside what a lab may include). Flags are for a human to look at: they
 # change no score. LAB limits the labs, SEED sets the hidden suite's seed (default: random,
 # printed), TEST limits the tests as make grade TEST= does, BUDGET the seconds per student.
 # The CSV is written whole at the end (renamed into place), never half.
@@ -74,6 +75,9 @@ flags() {
         /"\/proc|\/proc\//                                      { f["proc"] = 1 }
         /(^|[^a-z_])(getenv|secure_getenv|environ)([^a-z_]|$)/  { f["environment"] = 1 }
         /(^|[^a-z_])(asm|__asm__)[ \t(]/                        { f["asm"] = 1 }
+        /(^|[^a-z_])(signal|sigaction|setitimer|alarm|ualarm|timer_create)[ \t]*\(/ { f["signal"] = 1 }
+        /_fileno|(^|[^a-z_])(fileno|fdopen|dup|dup2|dup3)[ \t]*\(/ { f["descriptor"] = 1 }
+        /(^|[^a-z_])u?intptr_t([^a-z_]|$)/                      { f["address"] = 1 }
         /^[ \t]*#[ \t]*include[ \t]*"[^"]*(\/|\.\.)[^"]*"/      { f["include-path"] = 1 }
         /^[ \t]*#[ \t]*include[ \t]*"[^"]*\.c"/                 { f["include-source"] = 1 }
         END { s = ""; for (k in f) s = s (s == "" ? "" : ";") k; print s }'

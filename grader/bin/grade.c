@@ -934,9 +934,15 @@ static void run_group(int first, int last, const char *driver, const char *build
     run_dir[0] = '\0';
 }
 
-/* The hidden suite's seed, and the seed its runs get, never appear in shown output. */
+/* The hidden suite's seed, and the seed its runs get, never appear in shown output; nor do
+ * the lines of the scripts that run the grader on Gradescope, which a student's code could
+ * read and print. */
 static void keep_seed_secret(void)
 {
+    static const char *scripts[] = {"grader/gradescope/run_autograder",
+                                     "grader/gradescope/setup.sh", "run_autograder", "setup.sh"};
+    for (size_t k = 0; k < sizeof scripts / sizeof scripts[0]; k++)
+        gr_secret_add_lines(scripts[k]); /* the kit's tree, or the autograder's image */
     if (!opt.hidden) return;
     char text[32];
     snprintf(text, sizeof text, "%llu", opt.seed);

@@ -127,6 +127,34 @@ void gr_secret_add(const char *text)
         snprintf(secrets[nsecrets++], sizeof secrets[0], "%s", text);
 }
 
+/* The lines of the grader's own files, trimmed; short ones (a brace, "fi") are left out. */
+#define KIT_LINE_MIN 8
+static char **kit_lines;
+static size_t nkit_lines;
+
+static void trim(const char **s, size_t *len)
+{
+    while (*len && (**s == ' ' || **s == '\t')) (*s)++, (*len)--;
+    while (*len && strchr(" \t\r\n", (*s)[*len - 1])) (*len)--;
+}
+
+void gr_secret_add_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *s = line;
+        size_t len = strlen(line);
+        trim(&s, &len);
+        char **more = len < KIT_LINE_MIN ? NULL
+                                         : realloc(kit_lines, (nkit_lines + 1) * sizeof *more);
+        if (!more) continue;
+        kit_lines = more;
+        if ((kit_lines[nkit_lines] = strndup(s, len))) nkit_lines++;
+    }
+    if (f) fclose(f);
+}
+
 int gr_secret_line(const char *line, size_t len)
 {
     for (int k = 0; k < nsecrets; k++) {
@@ -134,6 +162,9 @@ int gr_secret_line(const char *line, size_t len)
         for (size_t i = 0; i + sl <= len; i++)
             if (!memcmp(line + i, secrets[k], sl)) return 1;
     }
+    trim(&line, &len);
+    for (size_t k = 0; k < nkit_lines; k++)
+        if (strlen(kit_lines[k]) == len && !memcmp(kit_lines[k], line, len)) return 1;
     return 0;
 }
 

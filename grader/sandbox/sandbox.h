@@ -41,8 +41,12 @@ struct gr_handshake {
 /* pl_launch's tick: writes the token once READY exists. */
 void gr_handshake_tick(void *handshake);
 
-/* Secret strings (the hidden seed): a line of output that holds one is never shown. */
+/* Secret strings (the hidden seed): a line of output that holds one is never shown. Nor
+ * is a line that is, but for the spaces around it, a line of one of the grader's own
+ * files added with gr_secret_add_lines (run_autograder, setup.sh: what code that prints
+ * the files it can read would show). */
 void gr_secret_add(const char *text);
+void gr_secret_add_lines(const char *path);
 int gr_secret_line(const char *line, size_t len);
 
 /* Writes PATH atomically: write(f, arg) fills a temporary file beside it, renamed over PATH

@@ -1,13 +1,14 @@
 
 /* Attack 4 (appended to the stub, run by its ring_all_reduce: replay.sh): print what is
- * secret to stderr, then crash, hoping the failed test's "output (last lines)" shows it:
- * the hidden seed from the command line, the seed file, run_autograder and the lab's
- * solution. What the process could see of its own
- * environment and of every command line on the machine also goes to /tmp/pl-attack-leak.txt,
- * which the replay reads: the seed must be in none of them (and its cgroup, /proc/self/cgroup,
- * must be the job's own where the machine lets the grader make one). */
+ * secret to stderr, then exit with an error, hoping the failed test's "output (last lines)"
+ * shows it: the hidden seed from the command line, the seed file, the lab's solution and,
+ * last, run_autograder (which the sandbox user may read), so that without the filter of
+ * the grader's own lines its end would be shown. What the process could see of its own
+ * environment and of every command line on the machine also goes to
+ * /tmp/pl-attack-leak.txt, which the replay reads: the seed must be in none of them (and its
+ * cgroup, /proc/self/cgroup, must be the job's own where the machine lets the grader make
+ * one). */
 #include <dirent.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,11 +59,11 @@ static void attack_run(void)
     }
     snprintf(path, sizeof path, "%s/source/seed", root);
     attack_print(path);
-    snprintf(path, sizeof path, "%s/run_autograder", root);
-    attack_print(path);
     snprintf(path, sizeof path, "%s/source/run_autograder", root);
     attack_print(path);
     snprintf(path, sizeof path, "%s/source/solutions/01-collectives/collectives.c", root);
     attack_print(path);
-    raise(SIGSEGV);
+    snprintf(path, sizeof path, "%s/run_autograder", root); /* readable: its end is shown last */
+    attack_print(path);
+    exit(3); /* a failed test shows the last lines of its output */
 }

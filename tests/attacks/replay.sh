@@ -82,6 +82,7 @@ runtime tests/attacks/leak_secret.c "$tmp/leak.c"
 runtime tests/attacks/edit_report.c "$tmp/edit.c"
 runtime tests/attacks/patch_own_code.c "$tmp/unprotect.c"
 runtime tests/attacks/scan_memory.c "$tmp/scan.c"
+runtime tests/attacks/timer_forge.c "$tmp/timer.c"
 cat "$stub" tests/attacks/forge_constructor.c >"$tmp/forge.c"
 cat "$stub" tests/attacks/interpose_libc.c >"$tmp/interpose.c"
 cat "$stub" tests/attacks/compile_error.c >"$tmp/error.c"
@@ -132,6 +133,7 @@ expect_text "output (last lines)" "$res"
 reject_text "$seed" "$res"
 reject_text "$hidden_seed" "$res"
 reject_text 'PL_SEED=$(cat seed)' "$res"
+reject_text "\$(printf '%s'" "$res" # a line of run_autograder's end, which it printed last
 reject_text "Lab 1 reference solution" "$res"
 
 submit "attack: replace the C library's fprintf under the grader" collectives.c="$tmp/interpose.c"
@@ -148,6 +150,10 @@ expect_score 0
 submit "attack: make its own code writable" collectives.c="$tmp/unprotect.c"
 expect_score 0
 expect_text "calls mprotect" "$res"
+
+submit "attack: a timer whose handler runs beside the checks" collectives.c="$tmp/timer.c"
+expect_score 0
+expect_text "calls setitimer, sigaction" "$res"
 
 submit "hygiene: misnamed file" collective.c="$stub"
 expect_score 0
@@ -180,11 +186,12 @@ expect_text "graded file: labs/01-collectives/questions.txt (from questions.txt)
 
 # make regrade on the same autograder: a folder of three students, one CSV row each.
 subs=$tmp/subs
-mkdir -p "$subs/alice" "$subs/bob" "$subs/carol"
+mkdir -p "$subs/alice" "$subs/bob" "$subs/carol" "$subs/dave"
 cp "$kit/solutions/01-collectives/collectives.c" "$subs/alice/"
 cp "$tmp/forge.c" "$subs/bob/collectives.c"
 cp "$stub" "$subs/carol/collective.c"
-case_name="regrade: three students"
+cp "$tmp/timer.c" "$subs/dave/collectives.c"
+case_name="regrade: four students"
 REGRADE_ROOT=$root TEST="all-reduce [np=" sh grader/regrade.sh "$subs" "$tmp/grades.csv" \
     >"$tmp/$case_name.out" 2>&1 || fail "make regrade failed"
 row() { grep "^$1," "$tmp/grades.csv" || fail "no row for $1"; }
@@ -199,6 +206,8 @@ echo "$alice" | grep -q "collectives.c=$sum" || fail "no sha256 of the graded fi
 row bob | awk -F, '$3 == 0 && $5 == 0' | grep -q . || fail "the forgery scored: $(row bob)"
 row bob | grep -q "constructor" || fail "the static check did not flag the constructor: $(row bob)"
 row carol | grep -q "^carol,missing-file,0,0,0,0," || fail "the misnamed file: $(row carol)"
+row dave | awk -F, '$3 == 0 && $5 == 0' | grep -q . || fail "the timer: $(row dave)"
+row dave | grep -q "signal" || fail "the static check did not flag the timer: $(row dave)"
 if REGRADE_ROOT=$root sh grader/regrade.sh "$tmp/none" "$tmp/x.csv" >/dev/null 2>&1; then
     fail "a missing SUBMISSIONS folder was accepted"
 fi
