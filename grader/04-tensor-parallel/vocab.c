@@ -239,7 +239,11 @@ static double grown(const struct pl_mem_stats *before, const struct pl_mem_stats
 
 /* Parameters, gradients and AdamW's moments per rank: the split tensors' 1/t plus the
  * replicated ones whole, from the shapes; activations within the kit's TP formula for the
- * blocks, the head's [N, V/t] logits and four [N, C] buffers of the step's own. */
+ * blocks, the head's [N, V/t] logits and what the step itself needs at the head's backward:
+ * four [N, C] buffers (the last block's output and the one that takes turns with it, the
+ * final layernorm's output and its gradient), the final layernorm's mean and 1/std, and the
+ * L records of the blocks' activations (struct pl_tp_block_acts), whichever category a
+ * step files them in. */
 static void judge_train_memory(const struct pl_model_config *c, int t, int B,
                                const struct pl_mem_stats *before, const struct pl_mem_stats *after)
 {
@@ -268,11 +272,12 @@ static void judge_train_memory(const struct pl_model_config *c, int t, int B,
                  pl_format_bytes(K[k].bound, b, sizeof b), t);
     }
     double act = L * pl_tp_block_act_bytes(c, t, B, c->seq_len) + 4 * N * (V / t + 3) +
-                 4 * 4 * N * C;
+                 4 * (4 * N * C + 2 * N) + L * sizeof(struct pl_tp_block_acts);
     double got = grown(before, after, PL_MEM_ACTIV);
     if (got > act)
         gr_fail("activations held %s at peak, more than the kit's TP formula allows (%s: the "
-             "blocks' split activations, the head's [N, V/t] logits, four [N, C] buffers)",
+             "blocks' split activations, the head's [N, V/t] logits, four [N, C] buffers, "
+             "the final layernorm's statistics and the blocks' records)",
              pl_format_bytes(got, a, sizeof a), pl_format_bytes(act, b, sizeof b));
     gr_parts_say_ok(P_MEMORY, "per rank: %s of parameters (as many of gradients, twice of AdamW "
            "moments) for t=%d, from the shapes; activations %s at peak within %s",
