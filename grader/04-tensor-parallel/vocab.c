@@ -128,8 +128,8 @@ static void judge_vocab_comm(const struct pl_ledger *dp, double held,
     char a1[32], a2[32];
     if (t > 1 && (calls > most_calls || got > most + 0.5))
         gr_fail("the embedding and the loss sent %s per rank in %ld collectives (%ld "
-                "all-reduce%s, %ld all-gather%s) where they need at most %s in %ld: an "
-                "all-reduce of [N, C] forward in the embedding and one backward in the head, "
+                "all-reduce%s, %ld all-gather%s) where they need at most %s in %ld collectives: "
+                "an all-reduce of [N, C] forward in the embedding and one backward in the head, "
                 "and for each of the loss's three numbers per row one collective of N floats "
                 "(at most (t-1)N sent per rank, an all-gather's)%s",
                 pl_format_bytes(got, a1, sizeof a1), calls, d.calls[PL_ALL_REDUCE],
