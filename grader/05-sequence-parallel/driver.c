@@ -505,6 +505,55 @@ static int judge_block_rows(const struct block_case *k, const struct sp_case *kc
     return fwd_ok;
 }
 
+/* sp_dropout_forward and sp_dropout_backward called on their own, on this rank's rows of
+ * another block and site than the block's: the forward must be the single device's mask of
+ * the same tokens, and the backward must write (=) dbranch as sp.h says, so its buffer is
+ * handed over holding other values first. (The student's own block may hand it a fresh,
+ * zeroed buffer, where adding and writing look the same.) */
+static void judge_dropout_alone(struct pl_comm *tp, const struct block_case *k)
+{
+    const int B = k->B, T = k->T, C = k->C, t = k->t, r = k->r, layer = 1, site = 1;
+    char what[160], hint[400];
+    float *full = gr_op_alloc(k->nc, "lab05 dropout full"), *want = gr_op_alloc(k->nl, "");
+    float *mine = local_rows(k->x, B, T, C, t, r);
+    /* the single device's dropout of the whole branch: global index from seq0's first row */
+    const int on = k->ctx.train && k->c.dropout > 0.0f;
+    const float p = on ? k->c.dropout : 0.0f;
+    const uint64_t stream = pl_model_dropout_stream(layer, site, k->ctx.step);
+    const uint64_t at = (uint64_t)k->ctx.seq0 * (uint64_t)T * (uint64_t)C;
+    pl_dropout_forward(full, k->x, k->nc, p, k->ctx.seed, stream, at);
+    pl_sp_slice(want, full, B, T, C, t, r);
+    sp_dropout_forward(tp, &k->c, layer, site, &k->ctx, mine, B, T);
+    snprintf(what, sizeof what, "sp_dropout_forward alone (block %d, site %d, sequences from "
+             "%lld, B=%d, T=%d, t=%d), your T/t tokens", layer, site, (long long)k->ctx.seq0,
+             B, T, t);
+    int ok = gr_compare(what, mine, want, k->nl, TOL_FWD, "each rank draws the single "
+                        "device's mask of the same global tokens, for the block and site it is "
+                        "given (section 4)");
+    /* the backward, into a buffer that holds this rank's x rows */
+    pl_zero(full, k->nc);
+    pl_dropout_backward(full, k->dy, k->nc, p, k->ctx.seed, stream, at);
+    pl_sp_slice(want, full, B, T, C, t, r);
+    float *dbranch = local_rows(k->x, B, T, C, t, r);
+    if (ok) sp_dropout_backward(tp, &k->c, layer, site, &k->ctx, dbranch, k->ldy, B, T);
+    float *added = local_rows(k->x, B, T, C, t, r);
+    pl_accumulate(added, want, k->nl);
+    snprintf(hint, sizeof hint, "%s", rel_l2(dbranch, added, k->nl) <= TOL_BWD
+             ? "your values are the right ones added to what the buffer held: the backward "
+               "writes (=) dbranch; pl_dropout_backward_block accumulates, so zero dbranch "
+               "first (section 4)"
+             : "the backward writes (=) dbranch: dy through the forward's mask, scaled by "
+               "1/(1-p), or dy itself when dropout is off (section 4)");
+    snprintf(what, sizeof what, "sp_dropout_backward alone, dbranch handed over not zero "
+             "(block %d, site %d, B=%d, T=%d, t=%d)", layer, site, B, T, t);
+    if (ok) gr_compare(what, dbranch, want, k->nl, TOL_BWD, hint);
+    pl_mem_free(added);
+    pl_mem_free(dbranch);
+    pl_mem_free(mine);
+    pl_mem_free(want);
+    pl_mem_free(full);
+}
+
 /* Every split tensor's gradient (before the synchronisation, which must not touch it);
  * wg receives the expected shard gradients. */
 static void judge_split_grads(const struct block_case *k, int fwd_ok, float *wg)
@@ -533,6 +582,7 @@ static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, int tra
     run->activation_floats = (double)k.nc;
     student_block(tp, &k, traced, run);
     int fwd_ok = judge_block_rows(&k, kc);
+    if (fwd_ok && gr_parts_ok()) judge_dropout_alone(tp, &k);
     float *wg = gr_op_alloc(k.shard_numel, "expected shard grads");
     judge_split_grads(&k, fwd_ok, wg);
     /* the synchronisation of the replicated gradients */
