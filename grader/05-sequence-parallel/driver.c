@@ -406,6 +406,8 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     k->lx = local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
     k->ldy = local_rows(k->dy, k->B, k->T, k->C, k->t, k->r);
     k->ly = gr_op_alloc(k->nl, "your y"), k->ldx = gr_op_alloc(k->nl, "your dx");
+    /* dx handed over holding other values (this rank's x rows): the backward writes it */
+    pl_copy(k->ldx, k->lx, k->nl);
     struct pl_mem_stats before, after;
     pl_mem_reset_peak();
     pl_mem_get_stats(&before);
@@ -497,6 +499,15 @@ static int judge_block_rows(const struct block_case *k, const struct sp_case *kc
     int fwd_ok = gr_compare(what, k->ly, want, k->nl, TOL_FWD, hint[0] ? hint : NULL);
     pl_sp_slice(want, k->dx, B, T, C, t, r);
     snprintf(what, sizeof what, "input gradient dx, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
+    float *added = gr_op_alloc(k->nl, "expected rows added to x");
+    pl_copy(added, k->lx, k->nl);
+    pl_accumulate(added, want, k->nl);
+    if (fwd_ok && rel_l2(k->ldx, added, k->nl) <= TOL_BWD)
+        snprintf(hint, sizeof hint, "your rows are the right dx added to what the buffer held "
+                 "(the grader hands it over holding this rank's x rows): sp_block_backward "
+                 "writes (=) dx, as sp.h says; pl_layernorm_backward accumulates, so start dx "
+                 "from dy with a copy (section 5)");
+    pl_mem_free(added);
     if (fwd_ok)
         gr_compare(what, k->ldx, want, k->nl, TOL_BWD, hint[0] ? hint : "every rank's TP branch "
                 "saw every token, so its layernorm-output gradient is a part of the whole: the "
