@@ -371,7 +371,8 @@ static void block_case_new(struct pl_comm *tp, const struct sp_case *kc, struct 
     pl_tp_block_slice(&k->c, k->t, k->r, k->full, k->shard);
     pl_tp_block_bind(&k->c, k->t, k->shard, &k->sp);
     pl_tp_block_bind(&k->c, k->t, k->shard_g, &k->sg);
-    k->x = gr_op_normal(base_seed, "lab05.x", k->nc, 0.0f, 1.0f), k->dy = gr_op_normal(base_seed, "lab05.dy", k->nc, 0.0f, 1.0f);
+    k->x = gr_op_normal(base_seed, "lab05.x", k->nc, 0.0f, 1.0f);
+    k->dy = gr_op_normal(base_seed, "lab05.dy", k->nc, 0.0f, 1.0f);
     k->ctx = pl_model_ctx_eval();
     k->ctx.train = kc->dropout;
     k->ctx.seed = base_seed ^ 0x5eedULL;
@@ -405,6 +406,8 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     k->lx = local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
     k->ldy = local_rows(k->dy, k->B, k->T, k->C, k->t, k->r);
     k->ly = gr_op_alloc(k->nl, "your y"), k->ldx = gr_op_alloc(k->nl, "your dx");
+    /* dx handed over holding other values (this rank's x rows): the backward writes it */
+    pl_copy(k->ldx, k->lx, k->nl);
     struct pl_mem_stats before, after;
     pl_mem_reset_peak();
     pl_mem_get_stats(&before);
@@ -496,12 +499,70 @@ static int judge_block_rows(const struct block_case *k, const struct sp_case *kc
     int fwd_ok = gr_compare(what, k->ly, want, k->nl, TOL_FWD, hint[0] ? hint : NULL);
     pl_sp_slice(want, k->dx, B, T, C, t, r);
     snprintf(what, sizeof what, "input gradient dx, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
+    float *added = gr_op_alloc(k->nl, "expected rows added to x");
+    pl_copy(added, k->lx, k->nl);
+    pl_accumulate(added, want, k->nl);
+    if (fwd_ok && rel_l2(k->ldx, added, k->nl) <= TOL_BWD)
+        snprintf(hint, sizeof hint, "your rows are the right dx added to what the buffer held "
+                 "(the grader hands it over holding this rank's x rows): sp_block_backward "
+                 "writes (=) dx, as sp.h says; pl_layernorm_backward accumulates, so start dx "
+                 "from dy with a copy (section 5)");
+    pl_mem_free(added);
     if (fwd_ok)
         gr_compare(what, k->ldx, want, k->nl, TOL_BWD, hint[0] ? hint : "every rank's TP branch "
                 "saw every token, so its layernorm-output gradient is a part of the whole: the "
                 "gather's backward sums the parts and keeps this rank's tokens (section 3)");
     pl_mem_free(want);
     return fwd_ok;
+}
+
+/* sp_dropout_forward and sp_dropout_backward called on their own, on this rank's rows of
+ * another block and site than the block's: the forward must be the single device's mask of
+ * the same tokens, and the backward must write (=) dbranch as sp.h says, so its buffer is
+ * handed over holding other values first. (The student's own block may hand it a fresh,
+ * zeroed buffer, where adding and writing look the same.) */
+static void judge_dropout_alone(struct pl_comm *tp, const struct block_case *k)
+{
+    const int B = k->B, T = k->T, C = k->C, t = k->t, r = k->r, layer = 1, site = 1;
+    char what[160], hint[400];
+    float *full = gr_op_alloc(k->nc, "lab05 dropout full"), *want = gr_op_alloc(k->nl, "");
+    float *mine = local_rows(k->x, B, T, C, t, r);
+    /* the single device's dropout of the whole branch: global index from seq0's first row */
+    const int on = k->ctx.train && k->c.dropout > 0.0f;
+    const float p = on ? k->c.dropout : 0.0f;
+    const uint64_t stream = pl_model_dropout_stream(layer, site, k->ctx.step);
+    const uint64_t at = (uint64_t)k->ctx.seq0 * (uint64_t)T * (uint64_t)C;
+    pl_dropout_forward(full, k->x, k->nc, p, k->ctx.seed, stream, at);
+    pl_sp_slice(want, full, B, T, C, t, r);
+    sp_dropout_forward(tp, &k->c, layer, site, &k->ctx, mine, B, T);
+    snprintf(what, sizeof what, "sp_dropout_forward alone (block %d, site %d, sequences from "
+             "%lld, B=%d, T=%d, t=%d), your T/t tokens", layer, site, (long long)k->ctx.seq0,
+             B, T, t);
+    int ok = gr_compare(what, mine, want, k->nl, TOL_FWD, "each rank draws the single "
+                        "device's mask of the same global tokens, for the block and site it is "
+                        "given (section 4)");
+    /* the backward, into a buffer that holds this rank's x rows */
+    pl_zero(full, k->nc);
+    pl_dropout_backward(full, k->dy, k->nc, p, k->ctx.seed, stream, at);
+    pl_sp_slice(want, full, B, T, C, t, r);
+    float *dbranch = local_rows(k->x, B, T, C, t, r);
+    if (ok) sp_dropout_backward(tp, &k->c, layer, site, &k->ctx, dbranch, k->ldy, B, T);
+    float *added = local_rows(k->x, B, T, C, t, r);
+    pl_accumulate(added, want, k->nl);
+    snprintf(hint, sizeof hint, "%s", rel_l2(dbranch, added, k->nl) <= TOL_BWD
+             ? "your values are the right ones added to what the buffer held: the backward "
+               "writes (=) dbranch; pl_dropout_backward_block accumulates, so zero dbranch "
+               "first (section 4)"
+             : "the backward writes (=) dbranch: dy through the forward's mask, scaled by "
+               "1/(1-p), or dy itself when dropout is off (section 4)");
+    snprintf(what, sizeof what, "sp_dropout_backward alone, dbranch handed over not zero "
+             "(block %d, site %d, B=%d, T=%d, t=%d)", layer, site, B, T, t);
+    if (ok) gr_compare(what, dbranch, want, k->nl, TOL_BWD, hint);
+    pl_mem_free(added);
+    pl_mem_free(dbranch);
+    pl_mem_free(mine);
+    pl_mem_free(want);
+    pl_mem_free(full);
 }
 
 /* Every split tensor's gradient (before the synchronisation, which must not touch it);
@@ -532,6 +593,7 @@ static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, int tra
     run->activation_floats = (double)k.nc;
     student_block(tp, &k, traced, run);
     int fwd_ok = judge_block_rows(&k, kc);
+    if (fwd_ok && gr_parts_ok()) judge_dropout_alone(tp, &k);
     float *wg = gr_op_alloc(k.shard_numel, "expected shard grads");
     judge_split_grads(&k, fwd_ok, wg);
     /* the synchronisation of the replicated gradients */
@@ -550,7 +612,10 @@ static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, int tra
 
 static void judge_block_traffic(const struct block_run *run, int t, double NC, int C)
 {
+    /* the six replicated vectors all-reduced: 2(t-1)/t of 6C floats; an all-reduce done as
+     * its two halves, a reduce-scatter and an all-gather, may pad 6C to t equal shares */
     const double sync = 2.0 * (t - 1) / t * 6 * C * 4.0;
+    const double sync_padded = 2.0 * (t - 1) * ceil(6.0 * C / t) * 4.0;
     char a[32], b[32];
     const double one = one_coll_bytes(NC, t);
     /* Lab 4: two all-reduces of [N, C] per pass, 2(t-1)/t of each */
@@ -582,17 +647,19 @@ static void judge_block_traffic(const struct block_run *run, int t, double NC, i
         gr_fail("the backward sent %s per rank where its %ld collectives of the [B*T, C] "
              "activation send %s", pl_format_bytes(k->ag_bytes + k->rs_bytes, a, sizeof a),
              k->ag + k->rs, pl_format_bytes(one * (double)(k->ag + k->rs), b, sizeof b));
-    else if (s->ag || s->rs || s->other)
+    else if (s->ag != s->rs || s->other)
         gr_fail("sp_sync_replicated_grads made %ld all-gather%s, %ld reduce-scatter%s and %ld "
              "other operation%s (%s per rank): each rank's replicated gradients are partial "
              "sums over its own tokens, and one all-reduce (PL_SUM) of the six vectors of C "
-             "floats adds them, %s per rank; all-gathering every rank's copy to add them "
-             "locally sends (t-1) x 6C floats, t/2 times that (section 6)", s->ag,
+             "floats adds them (or its two halves, a reduce-scatter and an all-gather of the "
+             "sums), %s per rank; all-gathering every rank's copy to add them locally sends "
+             "(t-1) x 6C floats, t/2 times that (section 6)", s->ag,
              s->ag == 1 ? "" : "s", s->rs, s->rs == 1 ? "" : "s", s->other,
              s->other == 1 ? "" : "s",
              pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
                             sizeof a), pl_format_bytes(sync, b, sizeof b));
-    else if (fabs(s->ar_bytes - sync) > 0.5)
+    else if (s->ar_bytes + s->ag_bytes + s->rs_bytes < sync - 0.5 ||
+             s->ar_bytes + s->ag_bytes + s->rs_bytes > (s->ar ? sync : sync_padded) + 0.5)
         gr_fail("sp_sync_replicated_grads sent %s per rank in %ld all-reduce%s and %ld other "
              "operation%s where all-reducing the six replicated vectors of C floats sends %s",
              pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
