@@ -765,7 +765,8 @@ static int judge_overlap(const struct setup *s, const struct outcome *mine)
     if (fraction < 1)
         gr_say("overlap", "start each bucket's pl_all_reduce_async from the backward hook "
                "as soon as its last gradient is written, and wait only in "
-               "ddp_finish_gradients (handout section 6)");
+               "ddp_finish_gradients (handout section 6; a pl_test that finds an all-reduce "
+               "done is a wait there too, section 8)");
     gr_metric("ddp_not_hidden", om.not_hidden);
     gr_partial("overlap", fraction);
     return 1;
