@@ -5,7 +5,8 @@
  * full tensor: f and g exact (2 points each t), the column- and row-parallel linears (3),
  * the TP MLP and the TP attention (4 each), the whole block (8), the vocabulary-parallel
  * embedding and cross-entropy (4), K AdamW steps of the whole model, losses and weights
- * (6; each rank near 1/t of the single device's FLOPs). On 2 ranks and more the
+ * (6; each rank near 1/t of the single device's FLOPs, and sending at least g's forward
+ * all-reduces). On 2 ranks and more the
  * communication of each from the traffic ledger (1, 1, 2, 2, 2, 1 points: the collectives
  * of each pass and their bytes, for the block 8bsh(t-1)/t x 4), for the loss no buffer the
  * size of the full logits (1), and for training the parameters, gradients and moments of a

@@ -302,6 +302,32 @@ static double judge_train_compute(double mine, double full, int t)
     return full > 0 ? mine / full : 0;
 }
 
+/* The bytes of the student's steps against the least any shard-only step must send: in
+ * every block g sums the row-parallel partial outputs forward, twice (attention and MLP),
+ * and no rank can form the next layernorm's input from its shard without that sum, however
+ * its collectives are grouped (a reduce-scatter and an all-gather send what the ring
+ * all-reduce sends). Right losses with less traffic than those all-reduces alone mean each
+ * rank computed the whole model itself; products written as plain loops hide that from the
+ * FLOP count, never from the ledger's bytes. */
+static void judge_train_traffic(const struct pl_ledger *d, const struct pl_model_config *c,
+                                int t, int B)
+{
+    const double N = (double)B * c->seq_len;
+    double floor = TRAIN_STEPS * 2.0 * c->n_layers *
+                   pl_ring_bytes_sent(PL_ALL_REDUCE, t, N * c->d_model * sizeof(float));
+    double sent = gr_ledger_total_bytes(d);
+    char a[32], b[32];
+    if (t > 1 && sent < floor)
+        gr_fail("your %d steps sent %s per rank where a TP rank sends at least %s (g's "
+                "all-reduce of [N, C] twice per block forward: %d steps x 2L x 2(t-1)/t x NC x 4 "
+                "bytes): the right losses without those sums mean the whole model ran on every "
+                "rank (a full copy of the weights, its products out of the FLOP count), so "
+                "they are the single device's, not tensor parallelism. Each rank computes "
+                "with its shard only (section 11)", TRAIN_STEPS,
+                pl_format_bytes(sent, a, sizeof a), pl_format_bytes(floor, b, sizeof b),
+                TRAIN_STEPS);
+}
+
 /* Every tensor's shard against its slice of the reference's final weights. */
 static void check_train_weights(const struct tp_gpt *m, const struct gr_reference *ref, int t,
                                 int r)
@@ -362,12 +388,15 @@ void run_train(struct pl_comm *tp)
     pl_mem_reset_peak();
     pl_mem_get_stats(&before);
     double f1 = pl_ledger_flops_total();
+    struct pl_ledger mark, d;
+    gr_ledger_mark(&mark);
     struct tp_gpt *m = tp_gpt_new(&setup.cfg, &setup.opt, tp);
     for (int s = 0; m && s < TRAIN_STEPS && !pl_todo_what(); s++) {
         gr_batch_load(&b, s);
         loss[s] = tp_gpt_step(m, b.tokens, b.targets, b.B);
     }
     double my_flops = pl_ledger_flops_total() - f1;
+    gr_ledger_since(&mark, &d);
     pl_mem_get_stats(&after);
     double err = 0;
     int bad = m ? gr_check_losses(loss, ref.loss, TRAIN_STEPS, &err) : 0;
@@ -381,6 +410,7 @@ void run_train(struct pl_comm *tp)
                      : "");
     if (m && gr_parts_ok()) check_train_weights(m, &ref, t, r);
     double share = m && gr_parts_ok() ? judge_train_compute(my_flops, ref_flops, t) : 0;
+    if (m && gr_parts_ok()) judge_train_traffic(&d, &setup.cfg, t, b.B);
     judge_train_memory(&setup.cfg, t, b.B, &before, &after);
     gr_parts_say_ok(P_CORRECT,
                     "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
