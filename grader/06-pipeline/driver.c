@@ -490,11 +490,50 @@ static int judge_bubble(enum pipe_schedule k, int m, const struct outcome *o)
     return ok;
 }
 
+/* Interleaved: nothing left after the step, and a peak of at most every chunk's m
+ * microbatches, each at its own size (the handout lets a stage keep what a gradient was
+ * sent from until the step's last send is done, section 8), plus one boundary buffer of
+ * slack. */
+static int judge_memory_interleaved(int m, const struct outcome *o,
+                                    const struct pl_model_config *c)
+{
+    int p = o->trace.nranks, v = o->chunks.n / p, Bmb = GLOBAL_B / m;
+    double slack = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, c->seq_len);
+    for (int s = 0; s < p; s++) {
+        const struct stage_stats *st = &o->st[s];
+        char a[32], b[32];
+        if (st->activ_left > 0) {
+            gr_say("memory", "%s, %d microbatches: stage %d still holds %s of activations after "
+                   "pipe_step: free every chunk's activations of the step before it returns "
+                   "(pl_parts_acts_free, once the gradient sent from them has gone: handout "
+                   "section 8)", sched_name(PIPE_INTERLEAVED), m, s,
+                   pl_format_bytes(st->activ_left, a, sizeof a));
+            return 0;
+        }
+        double allowed = 0;
+        for (int j = 0; j < v; j++)
+            allowed += m * (double)pl_parts_acts_bytes(c, o->chunks.first[j * p + s],
+                                                       o->chunks.last[j * p + s], Bmb,
+                                                       c->seq_len);
+        if (st->activ_peak > allowed + slack) {
+            gr_say("memory", "%s, %d stages, %d microbatches: stage %d's activations peaked at "
+                   "%s, more than all %d microbatches of its %d chunks hold (%s): keep one "
+                   "struct pl_parts_acts per chunk and microbatch and free each once (handout "
+                   "section 8)", sched_name(PIPE_INTERLEAVED), p, m, s,
+                   pl_format_bytes(st->activ_peak, a, sizeof a), m, v,
+                   pl_format_bytes(allowed, b, sizeof b));
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
                          const struct pl_model_config *c)
 {
     int p = o->trace.nranks;
     int Bmb = GLOBAL_B / m;
+    if (k == PIPE_INTERLEAVED) return judge_memory_interleaved(m, o, c);
     for (int s = 0; s < p; s++) {
         const struct stage_stats *st = &o->st[s];
         double per = (double)pl_parts_acts_bytes(c, st->first, st->last, Bmb, c->seq_len);
@@ -602,6 +641,12 @@ static int judge_traffic(enum pipe_schedule k, int m, const struct outcome *o,
                        : "not a tag pipeline.h gives it");
                 gr_say("traffic", "microbatch i's activation goes with PIPE_TAG_ACT(i) = 2i and "
                        "its gradient with PIPE_TAG_GRAD(i) = 2i + 1 (handout section 3)");
+                if (v > 1)
+                    gr_say("traffic", "interleaved, the sender's chunk j sends microbatch mb's "
+                           "messages as \"microbatch\" j m + mb, PIPE_TAG_ACT(j * m + mb) and "
+                           "PIPE_TAG_GRAD(j * m + mb): without the chunk, the %d chunks' "
+                           "messages between the same two ranks share one tag (handout "
+                           "section 8)", v);
                 return 0;
             }
             if (!ran[e->tag]) {
@@ -813,8 +858,7 @@ static int judge(void *p, int i, const char *part)
         return i > 0 || (judge_balance(st->o.st, pl_size(), c) && judge_other_cuts(c));
     if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, &st->o);
     if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, &st->o);
-    if (!strcmp(part, "memory"))
-        return st->k == PIPE_INTERLEAVED || judge_memory(st->k, m, &st->o, c);
+    if (!strcmp(part, "memory")) return judge_memory(st->k, m, &st->o, c);
     if (!strcmp(part, "traffic")) return judge_traffic(st->k, m, &st->o, c);
     gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
            "traffic)", part);
