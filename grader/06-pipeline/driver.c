@@ -46,6 +46,9 @@ static const int CASES[] = {1, 2, 3, 4, 6, 8}; /* microbatches, m < p among them
 #define BUBBLE_TOL 1e-9
 #define V_INTERLEAVED 2 /* chunks per rank of the interleaved schedule */
 #define BENCH_PROFILE "dgx-h100"
+/* Dropout on: each microbatch must draw the masks its sequences draw in the whole batch on
+ * one device (ctx.seq0 and ctx.step), which a run without dropout cannot tell. */
+#define LAB_DROPOUT 0.1f
 
 static uint64_t base_seed = 1;
 static int one_microbatch_ok; /* the case m = 1 trained correctly */
@@ -59,7 +62,7 @@ static struct pl_model_config lab_config(uint64_t seed)
     c.n_heads = 2;
     c.d_ff = 64;
     c.seq_len = 16;
-    c.dropout = 0.0f;
+    c.dropout = LAB_DROPOUT;
     c.n_experts = 0;
     c.seed = seed;
     return c;
@@ -154,6 +157,15 @@ static int judge_cover(const struct stage_stats *st, int p, const struct pl_mode
     return 1;
 }
 
+/* Rank 0: with m > 1, what dropout asks of each microbatch's context. */
+static void say_dropout(int m)
+{
+    gr_say("correct", "dropout is on (p = %.1f): microbatch i must draw the masks its "
+           "sequences draw in the whole batch on one device, ctx.seq0 = i * B/m (here i * %d) "
+           "and ctx.step = m->adam_t + 1, or its activations differ from the reference's "
+           "(handout section 3.1)", LAB_DROPOUT, GLOBAL_B / m);
+}
+
 /* Rank 0, from figures every rank computed: what the gradient error suggests. */
 static void explain_grads(const struct setup *s, int m, int step,
                           const struct gr_param_verdict *v, double ratio)
@@ -174,6 +186,7 @@ static void explain_grads(const struct setup *s, int m, int step,
                "gradients must add up to the step's. Zero the gradients once per step, before "
                "the first microbatch, let every backward accumulate (+=) into them, and scale "
                "each microbatch's loss by 1/m (handout sections 3 and 4)", m);
+    if (m > 1) say_dropout(m);
 }
 
 /* The flat range of parts [first, last]. */
@@ -292,6 +305,7 @@ static int check_step(const struct setup *s, struct pl_model *model, const struc
                    "%.6f (relative error %.1e): return the mean of the microbatches' losses, "
                    "each the mean over its own tokens (handout section 3)", step, loss,
                    s->ref.loss[step], err);
+        if (pl_rank() == 0 && m > 1) say_dropout(m);
         return 0;
     }
     struct gr_param_verdict v;
