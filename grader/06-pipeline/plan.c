@@ -5,9 +5,10 @@
  * as one device, the order of F and B per stage from the trace, the bubble with uniform
  * stage times, the activations in flight per stage from the memory ledger, one tagged
  * message per microbatch per boundary -- AFAB 5, 2, 2, 1, 1 points, 1F1B 5, 2, 2, 3, 2,
- * interleaved 1F1B (v = 2, the lesser part) 1, 1, 1, 1, 1; and the partition's balance by FLOPs
- * (3, 3 and 4 points on 2, 3 and 4 stages). 100 points in all. The hidden suite repeats the
- * correctness test of AFAB and 1F1B on 5 and 6 stages with the secret seed. */
+ * interleaved 1F1B (v = 3 chunks per rank on 2 stages, 2 on 3 and 4: the lesser part) 1, 1,
+ * 1, 1, 1; and the partition's balance by FLOPs (3, 3 and 4 points on 2, 3 and 4 stages).
+ * 100 points in all. The hidden suite repeats the correctness test of AFAB and 1F1B on 5
+ * and 6 stages with the secret seed. */
 #include <stdio.h>
 #include <string.h>
 
@@ -22,7 +23,7 @@ static const struct {
 } LAB06_OPS[] = {
     {"afab", "AFAB (GPipe)", 8, {5, 2, 2, 1, 1}},
     {"1f1b", "1F1B", 8, {5, 2, 2, 3, 2}},
-    {"interleaved", "interleaved 1F1B (v=2)", 4, {1, 1, 1, 1, 1}},
+    {"interleaved", "interleaved 1F1B", 4, {1, 1, 1, 1, 1}},
 };
 
 static const struct {
