@@ -44,10 +44,15 @@
 static const int CASES[] = {1, 2, 3, 4, 6, 8}; /* microbatches, m < p among them */
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 #define BUBBLE_TOL 1e-9
-#define V_INTERLEAVED 2 /* chunks per rank of the interleaved schedule */
+#define V_INTERLEAVED 2 /* chunks per rank of the interleaved schedule: the fewest graded */
+#define V_MOST 3        /* the most graded: on stages that leave room for them */
 #define BENCH_PROFILE "dgx-h100"
+/* Dropout on: each microbatch must draw the masks its sequences draw in the whole batch on
+ * one device (ctx.seq0 and ctx.step), which a run without dropout cannot tell. */
+#define LAB_DROPOUT 0.1f
 
 static uint64_t base_seed = 1;
+static int chunks_per_rank = V_INTERLEAVED; /* v of the interleaved runs */
 static int one_microbatch_ok; /* the case m = 1 trained correctly */
 
 static struct pl_model_config lab_config(uint64_t seed)
@@ -59,7 +64,7 @@ static struct pl_model_config lab_config(uint64_t seed)
     c.n_heads = 2;
     c.d_ff = 64;
     c.seq_len = 16;
-    c.dropout = 0.0f;
+    c.dropout = LAB_DROPOUT;
     c.n_experts = 0;
     c.seed = seed;
     return c;
@@ -154,6 +159,15 @@ static int judge_cover(const struct stage_stats *st, int p, const struct pl_mode
     return 1;
 }
 
+/* Rank 0: with m > 1, what dropout asks of each microbatch's context. */
+static void say_dropout(int m)
+{
+    gr_say("correct", "dropout is on (p = %.1f): microbatch i must draw the masks its "
+           "sequences draw in the whole batch on one device, ctx.seq0 = i * B/m (here i * %d) "
+           "and ctx.step = m->adam_t + 1, or its activations differ from the reference's "
+           "(handout section 3.1)", LAB_DROPOUT, GLOBAL_B / m);
+}
+
 /* Rank 0, from figures every rank computed: what the gradient error suggests. */
 static void explain_grads(const struct setup *s, int m, int step,
                           const struct gr_param_verdict *v, double ratio)
@@ -174,6 +188,7 @@ static void explain_grads(const struct setup *s, int m, int step,
                "gradients must add up to the step's. Zero the gradients once per step, before "
                "the first microbatch, let every backward accumulate (+=) into them, and scale "
                "each microbatch's loss by 1/m (handout sections 3 and 4)", m);
+    if (m > 1) say_dropout(m);
 }
 
 /* The flat range of parts [first, last]. */
@@ -277,6 +292,15 @@ static int find_chunks(const struct pipe *pp, const struct pl_model_config *c, i
     struct stage_stats st[MAX_STAGES];
     for (int i = 0; i < ch->n; i++) st[i] = (struct stage_stats){ch->first[i], ch->last[i], 0, 0};
     int cover = pl_rank() == 0 ? judge_cover(st, ch->n, c) : 0;
+    for (int s = 0; s < p && cover && v > 1 && pl_rank() == 0; s++)
+        if (o->st[s].first != ch->first[s] || o->st[s].last != ch->last[s]) {
+            gr_say("correct", "interleaved, %d stages, %d chunks each: pipe_stage_parts on stage "
+                   "%d gives parts %d..%d, but chunk %d of your pipe_partition into p v = %d "
+                   "chunks is parts %d..%d: cut the model into p * o->virtual_stages chunks "
+                   "and give rank s chunks s, s + p, ... (handout section 8)", p, v, s,
+                   o->st[s].first, o->st[s].last, s, ch->n, ch->first[s], ch->last[s]);
+            cover = 0;
+        }
     PL_CHECK_MPI(MPI_Bcast(&cover, 1, MPI_INT, 0, MPI_COMM_WORLD));
     return cover;
 }
@@ -292,6 +316,7 @@ static int check_step(const struct setup *s, struct pl_model *model, const struc
                    "%.6f (relative error %.1e): return the mean of the microbatches' losses, "
                    "each the mean over its own tokens (handout section 3)", step, loss,
                    s->ref.loss[step], err);
+        if (pl_rank() == 0 && m > 1) say_dropout(m);
         return 0;
     }
     struct gr_param_verdict v;
@@ -348,7 +373,7 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     memset(o, 0, sizeof *o);
     const struct pl_model_config *c = &s->train.cfg;
     struct pl_adamw_config opt = s->train.opt;
-    int v = sched_chunks(k, V_INTERLEAVED);
+    int v = sched_chunks(k, chunks_per_rank);
     struct pl_model *model = pl_model_new(c, PL_MODEL_ALL);
     struct pipe_options po = {k, m, v};
     pl_todo_reset();
@@ -490,11 +515,50 @@ static int judge_bubble(enum pipe_schedule k, int m, const struct outcome *o)
     return ok;
 }
 
+/* Interleaved: nothing left after the step, and a peak of at most every chunk's m
+ * microbatches, each at its own size (the handout lets a stage keep what a gradient was
+ * sent from until the step's last send is done, section 8), plus one boundary buffer of
+ * slack. */
+static int judge_memory_interleaved(int m, const struct outcome *o,
+                                    const struct pl_model_config *c)
+{
+    int p = o->trace.nranks, v = o->chunks.n / p, Bmb = GLOBAL_B / m;
+    double slack = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, c->seq_len);
+    for (int s = 0; s < p; s++) {
+        const struct stage_stats *st = &o->st[s];
+        char a[32], b[32];
+        if (st->activ_left > 0) {
+            gr_say("memory", "%s, %d microbatches: stage %d still holds %s of activations after "
+                   "pipe_step: free every chunk's activations of the step before it returns "
+                   "(pl_parts_acts_free, once the gradient sent from them has gone: handout "
+                   "section 8)", sched_name(PIPE_INTERLEAVED), m, s,
+                   pl_format_bytes(st->activ_left, a, sizeof a));
+            return 0;
+        }
+        double allowed = 0;
+        for (int j = 0; j < v; j++)
+            allowed += m * (double)pl_parts_acts_bytes(c, o->chunks.first[j * p + s],
+                                                       o->chunks.last[j * p + s], Bmb,
+                                                       c->seq_len);
+        if (st->activ_peak > allowed + slack) {
+            gr_say("memory", "%s, %d stages, %d microbatches: stage %d's activations peaked at "
+                   "%s, more than all %d microbatches of its %d chunks hold (%s): keep one "
+                   "struct pl_parts_acts per chunk and microbatch and free each once (handout "
+                   "section 8)", sched_name(PIPE_INTERLEAVED), p, m, s,
+                   pl_format_bytes(st->activ_peak, a, sizeof a), m, v,
+                   pl_format_bytes(allowed, b, sizeof b));
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
                          const struct pl_model_config *c)
 {
     int p = o->trace.nranks;
     int Bmb = GLOBAL_B / m;
+    if (k == PIPE_INTERLEAVED) return judge_memory_interleaved(m, o, c);
     for (int s = 0; s < p; s++) {
         const struct stage_stats *st = &o->st[s];
         double per = (double)pl_parts_acts_bytes(c, st->first, st->last, Bmb, c->seq_len);
@@ -602,6 +666,12 @@ static int judge_traffic(enum pipe_schedule k, int m, const struct outcome *o,
                        : "not a tag pipeline.h gives it");
                 gr_say("traffic", "microbatch i's activation goes with PIPE_TAG_ACT(i) = 2i and "
                        "its gradient with PIPE_TAG_GRAD(i) = 2i + 1 (handout section 3)");
+                if (v > 1)
+                    gr_say("traffic", "interleaved, the sender's chunk j sends microbatch mb's "
+                           "messages as \"microbatch\" j m + mb, PIPE_TAG_ACT(j * m + mb) and "
+                           "PIPE_TAG_GRAD(j * m + mb): without the chunk, the %d chunks' "
+                           "messages between the same two ranks share one tag (handout "
+                           "section 8)", v);
                 return 0;
             }
             if (!ran[e->tag]) {
@@ -765,6 +835,8 @@ static void *setup(const struct gr_args *a)
     st->k = schedule_of(a->op);
     struct pl_model_config c = lab_config(1);
     check_stages(&c, st->k);
+    /* v = 3 where the parts allow it (2 stages), so that a v taken as 2 shows */
+    chunks_per_rank = pl_size() * V_MOST <= c.n_layers + 2 ? V_MOST : V_INTERLEAVED;
     for (int i = 0; i < NCASES; i++)
         if (sched_runs(st->k, pl_size(), CASES[i])) st->cases[st->ncases++] = CASES[i];
     setup_init(&st->s, 1);
@@ -785,8 +857,10 @@ static void describe(void *p, int i, char *buf, size_t len)
 {
     struct state *st = p;
     int m = st->cases[i];
-    snprintf(buf, len, "%s, %d stages, %d microbatch%s of %d sequences, %d steps",
-             sched_name(st->k), pl_size(), m, m > 1 ? "es" : "", GLOBAL_B / m, K_STEPS);
+    char chunks[32] = "";
+    if (st->k == PIPE_INTERLEAVED) snprintf(chunks, sizeof chunks, " x %d chunks", chunks_per_rank);
+    snprintf(buf, len, "%s, %d stages%s, %d microbatch%s of %d sequences, %d steps",
+             sched_name(st->k), pl_size(), chunks, m, m > 1 ? "es" : "", GLOBAL_B / m, K_STEPS);
 }
 
 static void run(void *p, int i)
@@ -813,8 +887,7 @@ static int judge(void *p, int i, const char *part)
         return i > 0 || (judge_balance(st->o.st, pl_size(), c) && judge_other_cuts(c));
     if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, &st->o);
     if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, &st->o);
-    if (!strcmp(part, "memory"))
-        return st->k == PIPE_INTERLEAVED || judge_memory(st->k, m, &st->o, c);
+    if (!strcmp(part, "memory")) return judge_memory(st->k, m, &st->o, c);
     if (!strcmp(part, "traffic")) return judge_traffic(st->k, m, &st->o, c);
     gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
            "traffic)", part);

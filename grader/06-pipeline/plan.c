@@ -4,10 +4,11 @@
  * microbatches (the interleaved schedule: those that are multiples of p): the same training
  * as one device, the order of F and B per stage from the trace, the bubble with uniform
  * stage times, the activations in flight per stage from the memory ledger, one tagged
- * message per microbatch per boundary -- AFAB 6, 2, 2, 1, 1 points, 1F1B 6, 2, 2, 3, 2,
- * interleaved 1F1B (v = 2, the lesser part) 1, 1, 1; and the partition's balance by FLOPs
- * (3, 3 and 4 points on 2, 3 and 4 stages). 100 points in all. The hidden suite repeats the
- * correctness test of AFAB and 1F1B on 5 and 6 stages with the secret seed. */
+ * message per microbatch per boundary -- AFAB 5, 2, 2, 1, 1 points, 1F1B 5, 2, 2, 3, 2,
+ * interleaved 1F1B (v = 3 chunks per rank on 2 stages, 2 on 3 and 4: the lesser part) 1, 1,
+ * 1, 1, 1; and the partition's balance by FLOPs (3, 3 and 4 points on 2, 3 and 4 stages).
+ * 100 points in all. The hidden suite repeats the correctness test of AFAB and 1F1B on 5
+ * and 6 stages with the secret seed. */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,9 +21,9 @@ static const struct {
     int max_np;       /* the most stages the schedule runs on with the lab's 6 blocks */
     double points[5]; /* of LAB06_PARTS, in order */
 } LAB06_OPS[] = {
-    {"afab", "AFAB (GPipe)", 8, {6, 2, 2, 1, 1}},
-    {"1f1b", "1F1B", 8, {6, 2, 2, 3, 2}},
-    {"interleaved", "interleaved 1F1B (v=2)", 4, {1, 1, 1, 0, 0}},
+    {"afab", "AFAB (GPipe)", 8, {5, 2, 2, 1, 1}},
+    {"1f1b", "1F1B", 8, {5, 2, 2, 3, 2}},
+    {"interleaved", "interleaved 1F1B", 4, {1, 1, 1, 1, 1}},
 };
 
 static const struct {
@@ -83,11 +84,14 @@ static const struct gr_lab lab06 = {
     .bench_args = "",
     .bench_np = "4",
     /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
-    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC "pl_rank pl_size pl_comm_world",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
     .symbol_rule = "Lab 6 moves activations and gradients between stages with lib's point-to-point "
                    "calls only (no MPI_* or nccl* below the ledger and the trace the schedule is "
                    "judged by) and takes its memory from pl_mem_alloc, whose ledger counts the "
-                   "microbatches in flight",
+                   "microbatches in flight; its stage and p are its rank in the communicator "
+                   "pipe_new is given and that communicator's size (pl_comm_rank, pl_comm_size), "
+                   "never the world's (pl_rank, pl_size, pl_comm_world): in Lab 8 a pipeline is "
+                   "one group of a larger grid",
 };
 GR_REGISTER_LAB(lab06)

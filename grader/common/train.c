@@ -84,6 +84,7 @@ void gr_reference_run(struct gr_reference *ref, const struct gr_train_setup *set
         gr_batch_load(&b, s);
         /* pl_model_step, with the gradient kept between backward and update. */
         struct pl_model_ctx ctx = pl_model_ctx_eval();
+        ctx.train = 1; /* dropout, where the config has it, as one device trains */
         ctx.step = (uint64_t)m->adam_t + 1;
         pl_model_zero_grad(m);
         ref->loss[s] = pl_model_forward(m, b.tokens, b.targets, b.B, &ctx);
