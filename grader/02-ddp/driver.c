@@ -641,6 +641,32 @@ static int check_replicas(const struct run *r, int step)
     return 0;
 }
 
+/* Bytes this rank holds in the kit's memory ledger now. */
+static double mem_held(void)
+{
+    struct pl_mem_stats st;
+    pl_mem_get_stats(&st);
+    return (double)st.current_total;
+}
+
+/* Collective: 1 when no rank holds more of the ledger than at `before`; otherwise rank 0
+ * says which rank kept how much (`when` it was measured, `since` what) and the fix. */
+static int check_nothing_kept(double before, const char *when, const char *since,
+                              const char *fix)
+{
+    struct {
+        double bytes;
+        int rank;
+    } mine = {mem_held() - before, pl_rank()}, most;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    if (most.bytes <= 0) return 1;
+    char b[32];
+    if (pl_rank() == 0)
+        gr_say("correct", "%s rank %d holds %s more of pl_mem_alloc's memory than %s: %s",
+               when, most.rank, pl_format_bytes(most.bytes, b, sizeof b), since, fix);
+    return 0;
+}
+
 /* K steps of training; trace_step's trace is kept in out. */
 static void run_steps(struct run *r, int trace_step)
 {
@@ -652,11 +678,24 @@ static void run_steps(struct run *r, int trace_step)
             pl_trace_enable(1);
             pl_trace_clear();
         }
+        /* The model sizes its activations at its first forward: from step 1 on, a step
+         * that keeps memory leaks it, once per step of a run of any length. */
+        double held = mem_held();
         double loss = run_step(r, &b, step);
+        char what[64];
+        snprintf(what, sizeof what, "step %d: after ddp_finish_gradients", step);
         if (gr_todo_any()) {
             r->out->todo = 1;
             r->out->correct = r->out->traffic = 0;
         } else if (!check_issue_times(step)) {
+            r->out->correct = 0;
+        } else if (step > 0 && !check_nothing_kept(held, what, "before the step's first "
+                                                   "ddp_forward_backward",
+                                                   "a step must free what it allocates "
+                                                   "(handles, staging buffers), or a long run "
+                                                   "leaks one of them per step; keep what "
+                                                   "every step needs in struct ddp, "
+                                                   "allocated once in ddp_new")) {
             r->out->correct = 0;
         } else if (!check_grads(r, step)) {
             r->out->correct = 0;
@@ -687,6 +726,7 @@ static void run_case(const struct setup *s, const struct ddp_case *c, int want_t
     struct run r = {s, c, out, NULL, NULL, NULL, want_traffic && pl_size() > 1 && !traffic_failed,
                     0};
     r.all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.all) : NULL;
+    double held = mem_held();
     r.m = new_replica(s);
     gr02_calls_watch(r.m);
     pl_todo_reset();
@@ -703,6 +743,12 @@ static void run_case(const struct setup *s, const struct ddp_case *c, int want_t
     ddp_free(r.d);
     gr02_calls_unwatch();
     pl_model_free(r.m);
+    if (out->correct && !check_nothing_kept(held, "after ddp_free (and the model's own free)",
+                                            "before the model and ddp_new",
+                                            "ddp_free must pl_mem_free everything ddp_new "
+                                            "and the steps allocated (a field added to "
+                                            "struct ddp needs its pl_mem_free there too)"))
+        out->correct = 0;
     free(r.all);
 }
 
