@@ -273,8 +273,15 @@ static void explain_grads(const struct setup *s, const struct ddp_case *c, int s
     }
     int as_ranks = n > 1 && fabs(ratio - n) < 0.02 * n;
     int as_mbs = c->microbatches > 1 && fabs(ratio - c->microbatches) < 0.02 * c->microbatches;
-    /* n ranks and n microbatches scale alike: the recorded reduction tells them apart */
-    if (as_ranks && (gr02_calls_summed() || !as_mbs))
+    /* n ranks and n microbatches scale alike: the recorded reduction tells them apart. An
+     * asynchronous PL_AVG never waited for holds the ranks' sum: the division is the wait's. */
+    if (as_ranks && !gr02_calls_summed() && gr02_calls_async_avg())
+        gr_say("correct", "your gradient is %.3g times the reference's on %d ranks, though "
+               "your all-reduces asked for PL_AVG: the ranks' sum has arrived but not the "
+               "division by %d, which a pl_all_reduce_async makes when pl_wait or pl_wait_all "
+               "completes it. ddp_finish_gradients must wait for every all-reduce it started "
+               "before it returns (handout section 6)", ratio, n, n);
+    else if (as_ranks && (gr02_calls_summed() || !as_mbs))
         gr_say("correct", "your gradient is %.3g times the reference's, and %d ranks: the "
                "all-reduce summed the ranks' gradients. Average them: PL_AVG (handout section "
                "4)", ratio, n);
