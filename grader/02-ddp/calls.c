@@ -23,6 +23,7 @@ struct call {
     size_t final;   /* gradients from this element on were final when it was issued */
     int part;       /* the part whose hook ran last (NO_PART: none yet) */
     enum pl_red op;
+    int async;      /* pl_all_reduce_async: the result lands when a wait completes it */
 };
 
 #define NO_PART (-1000)
@@ -86,7 +87,7 @@ void gr02_calls_unwatch(void)
     w.recording = 0;
 }
 
-static void record(const float *send, size_t count, enum pl_red op)
+static void record(const float *send, size_t count, enum pl_red op, int async)
 {
     if (!w.recording || !w.m) return;
     if (w.ncalls >= MAX_CALLS) {
@@ -106,6 +107,7 @@ static void record(const float *send, size_t count, enum pl_red op)
     c->final = w.m->hook == our_hook || !w.last ? w.final : 0;
     c->part = w.part;
     c->op = op;
+    c->async = async;
 }
 
 void __real_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
@@ -116,14 +118,14 @@ struct pl_handle *__real_pl_all_reduce_async(struct pl_comm *comm, const float *
 void __wrap_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
                           enum pl_red op)
 {
-    record(send, count, op);
+    record(send, count, op, 0);
     __real_pl_all_reduce(comm, send, recv, count, op);
 }
 
 struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *send,
                                              float *recv, size_t count, enum pl_red op)
 {
-    record(send, count, op);
+    record(send, count, op, 1);
     return __real_pl_all_reduce_async(comm, send, recv, count, op);
 }
 
@@ -156,6 +158,13 @@ int gr02_calls_summed(void)
 {
     for (int i = 0; i < w.ncalls; i++)
         if (w.calls[i].in_grads && w.calls[i].op == PL_SUM) return 1;
+    return 0;
+}
+
+int gr02_calls_async_avg(void)
+{
+    for (int i = 0; i < w.ncalls; i++)
+        if (w.calls[i].in_grads && w.calls[i].async && w.calls[i].op == PL_AVG) return 1;
     return 0;
 }
 

@@ -28,6 +28,9 @@ void gr02_calls_step_end(void);
 
 /* 1 when one of this rank's all-reduces of the step's gradients used PL_SUM. */
 int gr02_calls_summed(void);
+/* 1 when one of them was a pl_all_reduce_async with PL_AVG, whose division by the rank
+ * count happens only when a wait completes it. */
+int gr02_calls_async_avg(void);
 
 /* Collective (raw MPI): 1 on every rank when no rank started an all-reduce of the last
  * microbatch before backward had written every gradient in its range; otherwise 0 and, on

@@ -2,12 +2,14 @@
  * main, flags and modes). It gives every rank a replica of a tiny GPT initialised
  * differently per rank and its slice of each global batch, drives the student's DDP (ddp.h)
  * for K steps, and compares every step's averaged gradients and loss, and the parameters
- * after K steps, with the single-device reference on the whole batch (grader/common). It
- * reads what was sent from the traffic ledger (per microbatch and per step), replays a
- * traced step on the DGX H100 profile to judge overlap, and times the student's step against
- * the kit's own parts measured in the same run: the model's step alone and the library's
- * all-reduce of the gradient alone. Ops: naive, bucketed, overlapped (one variant) or
- * accumulation (all three with microbatches). Lab flags: --svg FILE, --bucket-bytes N. */
+ * after K steps, with the single-device reference on the whole batch (grader/common), on
+ * the world and, on an even rank count, on two groups of every other rank, each its own DDP
+ * on the comm ddp_new is given. It reads what was sent from the traffic ledger (per
+ * microbatch and per step), replays a traced step on the DGX H100 profile to judge overlap,
+ * and times the student's step against the kit's own parts measured in the same run: the
+ * model's step alone and the library's all-reduce of the gradient alone. Ops: naive,
+ * bucketed, overlapped (one variant) or accumulation (all three with microbatches). Lab
+ * flags: --svg FILE, --bucket-bytes N. */
 #include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
@@ -103,17 +105,28 @@ static const char *const VARIANT_NAME[] = {"naive", "bucketed", "overlapped"};
 struct ddp_case {
     struct ddp_options opt;
     int microbatches;
+    int groups; /* the world split into this many data-parallel groups, each its own DDP */
     char why[128];
 };
+
+/* Ranks of one case's data-parallel group: the whole world, or one of its equal groups. */
+static int dp_size(const struct ddp_case *c)
+{
+    return pl_size() / c->groups;
+}
 
 static void describe_case(const struct ddp_case *c, char *buf, size_t len)
 {
     char b[64] = "";
     if (c->opt.variant != DDP_NAIVE)
         snprintf(b, sizeof b, ", bucket_bytes %zu", c->opt.bucket_bytes);
-    snprintf(buf, len, "%s%s, %d microbatch%s, %d ranks, %d steps of %d sequences (%s)",
+    char g[96] = "";
+    if (c->groups > 1)
+        snprintf(g, sizeof g, " in %d groups of %d (every %s rank: ddp_new gets the group's "
+                 "comm)", c->groups, dp_size(c), c->groups == 2 ? "other" : "n-th");
+    snprintf(buf, len, "%s%s, %d microbatch%s, %d ranks%s, %d steps of %d sequences (%s)",
              VARIANT_NAME[c->opt.variant], b, c->microbatches, c->microbatches > 1 ? "es" : "",
-             pl_size(), K_STEPS, GLOBAL_B, c->why);
+             pl_size(), g, K_STEPS, GLOBAL_B, c->why);
 }
 
 static int add_case(struct ddp_case *cs, int k, enum ddp_variant v, size_t bucket, int mb,
@@ -122,6 +135,7 @@ static int add_case(struct ddp_case *cs, int k, enum ddp_variant v, size_t bucke
     cs[k].opt.variant = v;
     cs[k].opt.bucket_bytes = bucket;
     cs[k].microbatches = mb;
+    cs[k].groups = 1;
     snprintf(cs[k].why, sizeof cs[k].why, "%s", why);
     return k + 1;
 }
@@ -170,6 +184,13 @@ static int make_cases(const char *op, struct ddp_case *cs)
         k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, MICROBATCHES,
                      "gradient accumulation: the hook must stay silent until the last "
                      "microbatch");
+    }
+    /* DDP over a group that is not the world, as in 2D and 3D parallelism: the comm's rank
+     * and size are not the world's (pl_rank, pl_size), nor its collectives the world's. */
+    if (k > 0 && strcmp(op, "accumulation") && pl_size() % 2 == 0) {
+        k = add_case(cs, k, cs[0].opt.variant, cs[0].opt.bucket_bytes, 1,
+                     "one DDP per group, on the comm ddp_new was given");
+        cs[k - 1].groups = 2;
     }
     return k;
 }
@@ -234,12 +255,12 @@ static void setup_free(struct setup *s)
     pl_tokens_free(&s->data);
 }
 
-/* A replica initialised from another seed on every rank but 0: only a broadcast makes the
- * replicas equal. */
-static struct pl_model *new_replica(const struct setup *s)
+/* A replica initialised from another seed on every rank of its group but 0: only a
+ * broadcast makes the replicas equal. */
+static struct pl_model *new_replica(const struct setup *s, int rank)
 {
     struct pl_model_config c = s->train.cfg;
-    if (pl_rank() != 0) c.seed = pl_mix64(c.seed + 7919u * (uint64_t)pl_rank());
+    if (rank != 0) c.seed = pl_mix64(c.seed + 7919u * (uint64_t)rank);
     return pl_model_new(&c, PL_MODEL_ALL);
 }
 
@@ -257,7 +278,7 @@ static void explain_grads(const struct setup *s, const struct ddp_case *c, int s
 {
     char what[512];
     const struct pl_model_layout *lay = &s->ref.layout;
-    int n = pl_size();
+    int n = dp_size(c);
     gr_describe_param_error(&s->ref, v, what, sizeof what);
     gr_say("correct", "step %d: after ddp_finish_gradients the gradient differs from the "
            "single-device gradient of the whole batch: %s (tolerance %.0e)", step, what,
@@ -272,9 +293,23 @@ static void explain_grads(const struct setup *s, const struct ddp_case *c, int s
         return;
     }
     int as_ranks = n > 1 && fabs(ratio - n) < 0.02 * n;
+    if (c->groups > 1 && fabs(ratio * pl_size() - n) < 0.02 * n) {
+        gr_say("correct", "your gradient is %.3g times the reference's, %d/%d: the sum over "
+               "a group of %d ranks divided by all %d ranks of the job. Take the rank count "
+               "from the comm ddp_new was given (pl_comm_size(d->comm)), not pl_size() "
+               "(handout section 2)", ratio, n, pl_size(), n, pl_size());
+        return;
+    }
     int as_mbs = c->microbatches > 1 && fabs(ratio - c->microbatches) < 0.02 * c->microbatches;
-    /* n ranks and n microbatches scale alike: the recorded reduction tells them apart */
-    if (as_ranks && (gr02_calls_summed() || !as_mbs))
+    /* n ranks and n microbatches scale alike: the recorded reduction tells them apart. An
+     * asynchronous PL_AVG never waited for holds the ranks' sum: the division is the wait's. */
+    if (as_ranks && !gr02_calls_summed() && gr02_calls_async_avg())
+        gr_say("correct", "your gradient is %.3g times the reference's on %d ranks, though "
+               "your all-reduces asked for PL_AVG: the ranks' sum has arrived but not the "
+               "division by %d, which a pl_all_reduce_async makes when pl_wait or pl_wait_all "
+               "completes it. ddp_finish_gradients must wait for every all-reduce it started "
+               "before it returns (handout section 6)", ratio, n, n);
+    else if (as_ranks && (gr02_calls_summed() || !as_mbs))
         gr_say("correct", "your gradient is %.3g times the reference's, and %d ranks: the "
                "all-reduce summed the ranks' gradients. Average them: PL_AVG (handout section "
                "4)", ratio, n);
@@ -299,12 +334,12 @@ static long data_calls(const struct pl_ledger *l)
 static int judge_step_traffic(const struct setup *s, const struct ddp_case *c, int step,
                               const struct pl_ledger *all, int nplan)
 {
-    int n = pl_size();
+    int n = dp_size(c);
     double psi = (double)s->ref.numel;
     double want = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * psi);
     long want_calls = c->opt.variant == DDP_NAIVE ? s->ref.layout.n_tensors : nplan;
     char a[32];
-    for (int r = 0; r < n; r++) {
+    for (int r = 0; r < pl_size(); r++) {
         const struct pl_ledger *l = &all[r];
         double got = gr_ledger_total_bytes(l), ar = pl_ledger_bytes(l, PL_ALL_REDUCE, -1);
         long calls = l->calls[PL_ALL_REDUCE], other = data_calls(l) - calls;
@@ -313,7 +348,12 @@ static int judge_step_traffic(const struct setup *s, const struct ddp_case *c, i
                  "all-reduce of the gradient of Psi = %.0f parameters sends 2(n-1)/n x 4 Psi "
                  "= %.0f B (%s) per rank on %d ranks", step, r, got, ar, psi, want,
                  pl_format_bytes(want, a, sizeof a), n);
-            if (got < want)
+            if (c->groups > 1 && fabs(got - pl_ring_bytes_sent(PL_ALL_REDUCE, pl_size(),
+                                                               4.0 * psi)) < 1e-9 * got)
+                tsay("that is an all-reduce over all %d ranks, not over the group of %d "
+                     "ddp_new was given: every collective goes on d->comm, never "
+                     "pl_comm_world()", pl_size(), n);
+            else if (got < want)
                 tsay("less than the whole gradient: some gradients were not "
                        "all-reduced, or not with pl_all_reduce");
             else if (fabs(got / want - round(got / want)) < 1e-9)
@@ -337,17 +377,23 @@ static int judge_step_traffic(const struct setup *s, const struct ddp_case *c, i
     return 1;
 }
 
-static int judge_broadcast_traffic(const struct setup *s, const struct pl_ledger *all)
+static int judge_broadcast_traffic(const struct setup *s, const struct ddp_case *c,
+                                   const struct pl_ledger *all)
 {
-    int n = pl_size();
-    double S = 4.0 * (double)s->ref.numel, sum = 0;
-    char a[32], b[32];
-    for (int r = 0; r < n; r++) sum += pl_ledger_bytes(&all[r], PL_BROADCAST, -1);
-    if (n > 1 && fabs(sum - (n - 1) * S) > 1e-9 * S) {
+    int n = dp_size(c);
+    double S = 4.0 * (double)s->ref.numel, sum = 0, want = c->groups * (n - 1) * S;
+    char a[32], b[32], g[64] = "";
+    for (int r = 0; r < pl_size(); r++) sum += pl_ledger_bytes(&all[r], PL_BROADCAST, -1);
+    if (c->groups > 1)
+        snprintf(g, sizeof g, ", in each of the %d groups of %d", c->groups, n);
+    if (fabs(sum - want) > 1e-9 * S) {
         tsay("ddp_new: the ranks sent %s in broadcasts in all; broadcasting the "
-               "Psi = %zu parameters of rank 0 once sends (n-1) x 4 Psi = %s in all (handout "
-               "section 3)", pl_format_bytes(sum, a, sizeof a), s->ref.numel,
-               pl_format_bytes((n - 1) * S, b, sizeof b));
+               "Psi = %zu parameters of rank 0 once sends (n-1) x 4 Psi%s = %s in all (handout "
+               "section 3)", pl_format_bytes(sum, a, sizeof a), s->ref.numel, g,
+               pl_format_bytes(want, b, sizeof b));
+        if (c->groups > 1)
+            tsay("rank 0 of each group broadcasts to its group: pl_broadcast on d->comm, "
+                 "never pl_comm_world()");
         return 0;
     }
     return 1;
@@ -392,6 +438,7 @@ struct run {
     struct pl_model *m;
     struct ddp *d;
     struct pl_ledger *all; /* rank 0: every rank's ledger delta */
+    struct pl_comm *comm;  /* the group ddp_new was given */
     int want_traffic, nplan;
 };
 
@@ -447,7 +494,7 @@ static int check_setup(struct run *r, const struct pl_ledger *delta)
     r->nplan = r->c->opt.variant == DDP_NAIVE ? 0 : ddp_num_buckets(r->d);
     if (!r->want_traffic) return 1;
     gr_ledger_gather_world(delta, r->all);
-    traffic_verdict(r, me != 0 || judge_broadcast_traffic(r->s, r->all));
+    traffic_verdict(r, me != 0 || judge_broadcast_traffic(r->s, r->c, r->all));
     int ok = 1;
     if (r->c->opt.variant != DDP_NAIVE && me == 0 && r->out->traffic) {
         size_t *off = calloc((size_t)(r->nplan > 0 ? r->nplan : 1), sizeof *off);
@@ -641,22 +688,61 @@ static int check_replicas(const struct run *r, int step)
     return 0;
 }
 
+/* Bytes this rank holds in the kit's memory ledger now. */
+static double mem_held(void)
+{
+    struct pl_mem_stats st;
+    pl_mem_get_stats(&st);
+    return (double)st.current_total;
+}
+
+/* Collective: 1 when no rank holds more of the ledger than at `before`; otherwise rank 0
+ * says which rank kept how much (`when` it was measured, `since` what) and the fix. */
+static int check_nothing_kept(double before, const char *when, const char *since,
+                              const char *fix)
+{
+    struct {
+        double bytes;
+        int rank;
+    } mine = {mem_held() - before, pl_rank()}, most;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    if (most.bytes <= 0) return 1;
+    char b[32];
+    if (pl_rank() == 0)
+        gr_say("correct", "%s rank %d holds %s more of pl_mem_alloc's memory than %s: %s",
+               when, most.rank, pl_format_bytes(most.bytes, b, sizeof b), since, fix);
+    return 0;
+}
+
 /* K steps of training; trace_step's trace is kept in out. */
 static void run_steps(struct run *r, int trace_step)
 {
     struct gr_batch b;
-    gr_batch_new(&b, &r->s->train, pl_rank(), pl_size());
+    gr_batch_new(&b, &r->s->train, pl_comm_rank(r->comm), pl_comm_size(r->comm));
     for (int step = 0; step < K_STEPS && r->out->correct; step++) {
         gr_batch_load(&b, step);
         if (step == trace_step) {
             pl_trace_enable(1);
             pl_trace_clear();
         }
+        /* The model sizes its activations at its first forward: from step 1 on, a step
+         * that keeps memory leaks it, once per step of a run of any length. */
+        double held = mem_held();
         double loss = run_step(r, &b, step);
+        char what[64];
+        snprintf(what, sizeof what, "step %d: after ddp_finish_gradients", step);
         if (gr_todo_any()) {
             r->out->todo = 1;
             r->out->correct = r->out->traffic = 0;
         } else if (!check_issue_times(step)) {
+            r->out->correct = 0;
+        } else if (step > 0 && !check_nothing_kept(held, what, "before the step's first "
+                                                   "ddp_forward_backward",
+                                                   "a step must free what it allocates "
+                                                   "(handles, staging buffers), or a long run "
+                                                   "leaks one of them per step; keep what "
+                                                   "every step needs in struct ddp, "
+                                                   "allocated once in ddp_new")) {
             r->out->correct = 0;
         } else if (!check_grads(r, step)) {
             r->out->correct = 0;
@@ -684,15 +770,19 @@ static void run_case(const struct setup *s, const struct ddp_case *c, int want_t
 {
     memset(out, 0, sizeof *out);
     out->correct = out->traffic = 1;
-    struct run r = {s, c, out, NULL, NULL, NULL, want_traffic && pl_size() > 1 && !traffic_failed,
-                    0};
+    struct run r = {.s = s, .c = c, .out = out,
+                    .want_traffic = want_traffic && pl_size() > 1 && !traffic_failed};
     r.all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.all) : NULL;
-    r.m = new_replica(s);
+    r.comm = c->groups > 1 ? pl_comm_split(pl_comm_world(), pl_rank() % c->groups, pl_rank(),
+                                           "dp")
+                           : pl_comm_world();
+    double held = mem_held();
+    r.m = new_replica(s, pl_comm_rank(r.comm));
     gr02_calls_watch(r.m);
     pl_todo_reset();
     struct pl_ledger mark, delta;
     gr_ledger_mark(&mark);
-    r.d = ddp_new(pl_comm_world(), r.m, &c->opt);
+    r.d = ddp_new(r.comm, r.m, &c->opt);
     gr_ledger_since(&mark, &delta);
     if (gr_todo_any()) {
         out->todo = 1;
@@ -703,6 +793,13 @@ static void run_case(const struct setup *s, const struct ddp_case *c, int want_t
     ddp_free(r.d);
     gr02_calls_unwatch();
     pl_model_free(r.m);
+    if (out->correct && !check_nothing_kept(held, "after ddp_free (and the model's own free)",
+                                            "before the model and ddp_new",
+                                            "ddp_free must pl_mem_free everything ddp_new "
+                                            "and the steps allocated (a field added to "
+                                            "struct ddp needs its pl_mem_free there too)"))
+        out->correct = 0;
+    if (c->groups > 1) pl_comm_free(r.comm);
     free(r.all);
 }
 
@@ -922,7 +1019,7 @@ static int probe(void *st)
     struct ddp_options o = {variant_of(l->op), BUCKET_SMALL};
     setup_init(&l->s, 1, 1, 0);
     gr_case("%s step time beside the kit's compute and all-reduce, %d ranks", l->op, pl_size());
-    l->m = new_replica(&l->s);
+    l->m = new_replica(&l->s, pl_rank());
     l->base = pl_model_new(&l->s.train.cfg, PL_MODEL_ALL);
     const struct pl_model_layout *lay = &l->s.ref.layout;
     if (o.variant == DDP_NAIVE)
@@ -1019,7 +1116,7 @@ static int bench_variant(const struct setup *s, enum ddp_variant v, int figures,
                          struct bench_row *row)
 {
     struct ddp_options o = {v, bench_bucket};
-    struct pl_model *m = new_replica(s);
+    struct pl_model *m = new_replica(s, pl_rank());
     pl_todo_reset();
     struct ddp *d = ddp_new(pl_comm_world(), m, &o);
     struct gr_batch b;

@@ -12,7 +12,8 @@
  * pl_model_zero_grad, pl_model_set_hook, pl_model_part_range, m->layout, m->params,
  * m->grads) and the collectives of lib/comm.h (pl_broadcast, pl_all_reduce,
  * pl_all_reduce_async, pl_wait, pl_wait_all). The grader reads the bytes and calls you make
- * from the traffic ledger, so every byte must go through a pl_ call. */
+ * from the traffic ledger, so every byte must go through a pl_ call, and always on d->comm:
+ * the grader also runs your DDP on a group of ranks that is not the world (section 2). */
 #include "ddp.h"
 
 #include "check.h"
