@@ -1030,7 +1030,7 @@ static int judge(void *st, int i, const char *part)
                 gr_say("correct", "this run called zero_new with prefetch = 0, and the run "
                        "before it, with prefetch = 1, was right: the stage must train the same "
                        "either way, so look at what your code does when z->prefetch is 0 "
-                       "(handout section 6)");
+                       "(handout section 6), or at state kept from the previous zero_new");
             return 0;
         }
         if (i + 1 < NCASES) return 1; /* said once, when every case agreed */

@@ -4,6 +4,7 @@
  * global scale of the gradient. The gradient itself can. */
 #include "gradients.h"
 
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -16,13 +17,14 @@
 #include "runtime.h"
 #include "unseen.h"
 
-/* This rank's record of one step: the gradient given for each flat element, and how many
- * times one was given. */
+/* This rank's record of one step: the gradient given for each flat element, how many times
+ * one was given, and the smallest and largest step count t the calls were given. */
 static struct {
     int on;
     size_t numel;
     float *g;
     int *count;
+    int t_min, t_max;
 } rec;
 
 void gr03_grads_begin(size_t numel)
@@ -35,6 +37,8 @@ void gr03_grads_begin(size_t numel)
     }
     memset(rec.g, 0, numel * sizeof *rec.g);
     memset(rec.count, 0, numel * sizeof *rec.count);
+    rec.t_min = INT_MAX;
+    rec.t_max = INT_MIN;
     rec.on = 1;
 }
 
@@ -65,6 +69,8 @@ void __wrap_pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset
     if (rec.on && offset <= rec.numel && n <= rec.numel - offset) {
         pl_to_host(rec.g + offset, g, n * sizeof(float));
         for (size_t i = 0; i < n; i++) rec.count[offset + i]++;
+        if (t < rec.t_min) rec.t_min = t;
+        if (t > rec.t_max) rec.t_max = t;
     }
     __real_pl_model_adamw_flat(lay, offset, n, p, g, m, v, t, opt);
 }
@@ -212,6 +218,23 @@ static int judge_coverage(const struct gr_reference *ref, const int *count, cons
     return 1;
 }
 
+/* Rank 0: a step count t other than the steps the model has taken, this one included. The
+ * gradient can be right and the update still wrong: AdamW divides m by 1 - beta1^t and v by
+ * 1 - beta2^t, so a t carried over from another model, or never counted, scales each
+ * update. */
+static int judge_step_count(int t_min, int t_max, int step, char *msg, size_t len)
+{
+    int want = step + 1;
+    if (t_min == want && t_max == want) return 1;
+    snprintf(msg, len, "step %d: pl_model_adamw_flat was given t = %d, where this model has "
+             "taken %d AdamW step(s), this one included: t counts the steps since zero_new "
+             "(z->t, zero there and one more per zero_step), and AdamW's bias correction "
+             "divides by 1 - beta^t, so a wrong t scales the update. A count kept outside "
+             "struct zero goes on from one model to the next (handout section 3)", want,
+             t_min != want ? t_min : t_max, want);
+    return 0;
+}
+
 int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
                      const struct zero_layout *e, char *msg, size_t len)
 {
@@ -222,12 +245,16 @@ int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
     /* Every element comes from one rank and zeros from the others: the sum is exact. */
     PL_CHECK_MPI(MPI_Reduce(rec.g, got, (int)numel, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
     PL_CHECK_MPI(MPI_Reduce(rec.count, count, (int)numel, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+    int t_min, t_max; /* a rank with no call of its own keeps INT_MAX and INT_MIN */
+    PL_CHECK_MPI(MPI_Reduce(&rec.t_min, &t_min, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&rec.t_max, &t_max, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD));
     int ok = 1;
     const float *ref_g = ref->grads + (size_t)step * numel;
     if (me == 0) {
         int *owner = malloc((numel ? numel : 1) * sizeof *owner);
         for (size_t i = 0; i < numel; i++) owner[i] = owner_of(e, i);
-        ok = judge_coverage(ref, count, owner, step, msg, len);
+        ok = judge_coverage(ref, count, owner, step, msg, len) &&
+             judge_step_count(t_min, t_max, step, msg, len);
         float scale = pl_clip_scale(norm_sq_of(ref_g, owner, numel, -1), clip);
         /* Unclipped, the record compares with the reference's gradient and its tolerance. */
         for (size_t i = 0; ok && i < numel; i++) got[i] /= scale;
