@@ -142,6 +142,7 @@ struct verdict {
     double leak[PL_MEM_NCAT];  /* bytes a step left allocated */
     double peak_total;         /* the peak of all categories together, above the same base */
     int leak_step;             /* -1: none */
+    double left[PL_MEM_NCAT];  /* bytes still allocated after zero_free, above the base */
     double bytes[STEPS][PL_NKINDS];
     long calls[STEPS][PL_NKINDS];
     int steps_done;
@@ -637,6 +638,22 @@ static int judge_leak(int i, const struct verdict *v)
     return 1;
 }
 
+/* What zero_free left allocated of what zero_new and the steps allocated (rank i). */
+static int judge_freed(int i, const struct verdict *v)
+{
+    char b1[32];
+    for (int c = 0; c < PL_MEM_NCAT; c++) {
+        if (v->left[c] <= 0) continue;
+        gr_say("memory", "rank %d: after zero_free, %s of %s (%s) that zero_new and zero_step "
+               "allocated were still allocated: zero_free frees everything the stage "
+               "allocated (zero.h), or every model a program makes and frees leaves that much "
+               "behind", i, pl_format_bytes(v->left[c], b1, sizeof b1),
+               pl_mem_cat_name((enum pl_mem_cat)c), cat_what(c));
+        return 0;
+    }
+    return 1;
+}
+
 static int judge_memory(int stage, const struct verdict *all, int n, const struct zero_layout *e,
                         const double *ddp)
 {
@@ -650,6 +667,7 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
         const struct verdict *v = &all[i];
         if (!judge_unseen(stage, i, v)) return 0;
         if (!judge_leak(i, v)) return 0;
+        if (!judge_freed(i, v)) return 0;
         for (int k = 0; k < 3; k++) {
             if (v->peak[cats[k]] <= allowed[k]) continue;
             gr_say("memory",
@@ -818,6 +836,7 @@ static struct lab03 {
     struct verdict v, *all;      /* this rank's, and every rank's on rank 0 */
     double losses[STEPS];
     struct zero *z;
+    float *flat;                 /* the trained parameters (Psi floats), read before zero_free */
     struct pl_model_layout lay;
     struct zero_layout e0;       /* rank 0's expected layout */
     /* perf mode */
@@ -893,6 +912,8 @@ static void forget_case(struct lab03 *l)
 {
     free(l->all);
     l->all = NULL;
+    free(l->flat);
+    l->flat = NULL;
     if (l->z) zero_free(l->z);
     l->z = NULL;
     if (l->ref.loss) gr_reference_free(&l->ref);
@@ -900,6 +921,22 @@ static void forget_case(struct lab03 *l)
     memset(&l->v, 0, sizeof l->v);
     grads_bad = 0;
     grads_msg[0] = '\0';
+}
+
+/* Collective, once the student's stage has trained: reads its parameters for judge_params,
+ * frees it with zero_free and keeps on v what is still allocated above held, the ledger as
+ * it stood before zero_new. zero_free frees everything zero_new and zero_step allocated; a
+ * buffer it forgets stays behind after every model a program makes and frees. */
+static void read_then_free(struct lab03 *l, const double *held)
+{
+    struct zero_layout e;
+    expected_layout(&e, &l->lay, pl_size(), pl_rank());
+    l->flat = flat_params(l->z, &e);
+    zero_free(l->z);
+    l->z = NULL;
+    double now[PL_MEM_NCAT];
+    mem_current(now);
+    for (int c = 0; c < PL_MEM_NCAT; c++) l->v.left[c] = now[c] > held[c] ? now[c] - held[c] : 0;
 }
 
 static void run(void *st, int i)
@@ -924,7 +961,10 @@ static void run(void *st, int i)
     l->v.rank = pl_rank();
     int prefetch = case_prefetch(l->stage, i);
     prefetch_want(l->trace_prefetch && prefetch); /* the prefetch test replays its trace */
+    double held[PL_MEM_NCAT];
+    mem_current(held);
     train_student(l->stage, prefetch, &l->setup, &l->v, l->losses, &l->z);
+    if (gr_agree(l->v.steps_done == STEPS && !gr_todo_any())) read_then_free(l, held);
     l->all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *l->all) : NULL;
     PL_CHECK_MPI(MPI_Gather(&l->v, (int)sizeof l->v, MPI_BYTE, l->all, (int)sizeof l->v,
                             MPI_BYTE, 0, MPI_COMM_WORLD));
@@ -978,13 +1018,13 @@ static int judge_params(const struct lab03 *l)
 {
     struct zero_layout e;
     expected_layout(&e, &l->lay, pl_size(), pl_rank());
-    float *flat = flat_params(l->z, &e);
+    float *flat = l->flat ? l->flat : flat_params(l->z, &e);
     float *dev = pl_mem_alloc(e.numel * sizeof(float), PL_MEM_WORK, PL_DEVICE, "lab03 got");
     pl_to_device(dev, flat, e.numel * sizeof(float));
     struct gr_param_verdict pv;
     gr_check_params(&l->ref, GR_REPLICATED, 0, e.numel, dev, GR_TOL_PARAMS, &pv);
     pl_mem_free(dev);
-    free(flat);
+    if (flat != l->flat) free(flat);
     if (pv.ok) return 1;
     char desc[512];
     gr_describe_param_error(&l->ref, &pv, desc, sizeof desc);
@@ -1055,6 +1095,7 @@ static void finish(void *st)
     struct lab03 *l = st;
     prefetch_free();
     free(l->all);
+    free(l->flat);
     if (l->z) zero_free(l->z);
     if (l->ref.loss) gr_reference_free(&l->ref);
     gr03_grads_free();
