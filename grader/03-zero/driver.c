@@ -18,6 +18,7 @@
 
 #include "formulas.h"
 #include "gradients.h"
+#include "on_host.h"
 #include "ops.h"
 #include "paralab.h"
 #include "prefetch.h"
@@ -147,6 +148,7 @@ struct verdict {
     long calls[STEPS][PL_NKINDS];
     int steps_done;
     struct gr_unseen unseen; /* a pass buffer the ledger cannot see */
+    struct gr03_on_host on_host; /* a buffer computed on that is host memory */
 };
 
 /* ---- the layout (handout section 2) ---- */
@@ -383,9 +385,11 @@ static int train_student(int stage, int prefetch, const struct gr_train_setup *s
     struct gr_batch b;
     gr_batch_new(&b, setup, me, n);
     gr_unseen_begin(1);
+    gr03_host_begin();
     int reached = run_student(stage, prefetch, setup, v, losses, out, &lay, &e, &b, base, before,
                               after);
     v->unseen = gr_unseen_end();
+    v->on_host = gr03_host_end();
     gr_batch_free(&b);
     pl_model_layout_free(&lay);
     return reached;
@@ -615,6 +619,18 @@ static int judge_unseen(int stage, int i, const struct verdict *v)
     return 0;
 }
 
+/* A buffer the step computed on that was allocated with PL_HOST (rank i). */
+static int judge_on_host(int stage, int i, const struct verdict *v)
+{
+    if (!v->on_host.seen) return 1;
+    gr_say("memory", "rank %d: %s lay in memory allocated with PL_HOST (\"%s\"): zero.h asks "
+           "for PL_DEVICE for every buffer a stage keeps or computes on. This CPU build "
+           "cannot tell the two apart; on a GPU the kit's kernels read device memory, and "
+           "the stage fails there (zero.h, handout section %s)", i, v->on_host.what,
+           v->on_host.label, section_of_stage(stage));
+    return 0;
+}
+
 /* A step that left memory allocated (rank i). */
 static int judge_leak(int i, const struct verdict *v)
 {
@@ -666,6 +682,7 @@ static int judge_memory(int stage, const struct verdict *all, int n, const struc
     for (int i = 0; i < n; i++) {
         const struct verdict *v = &all[i];
         if (!judge_unseen(stage, i, v)) return 0;
+        if (!judge_on_host(stage, i, v)) return 0;
         if (!judge_leak(i, v)) return 0;
         if (!judge_freed(i, v)) return 0;
         for (int k = 0; k < 3; k++) {

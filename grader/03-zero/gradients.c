@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "mem.h"
+#include "on_host.h"
 #include "ops.h"
 #include "runtime.h"
 #include "unseen.h"
@@ -66,6 +67,10 @@ void __wrap_pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset
     gr_unseen_place(g, "pl_model_adamw_flat", "gradient", -2, "PL_MEM_GRADS");
     gr_unseen_place(m, "pl_model_adamw_flat", "m", -2, "PL_MEM_OPTIM");
     gr_unseen_place(v, "pl_model_adamw_flat", "v", -2, "PL_MEM_OPTIM");
+    gr03_host_place(p, "pl_model_adamw_flat", "parameters", -2);
+    gr03_host_place(g, "pl_model_adamw_flat", "gradient", -2);
+    gr03_host_place(m, "pl_model_adamw_flat", "m", -2);
+    gr03_host_place(v, "pl_model_adamw_flat", "v", -2);
     if (rec.on && offset <= rec.numel && n <= rec.numel - offset) {
         pl_to_host(rec.g + offset, g, n * sizeof(float));
         for (size_t i = 0; i < n; i++) rec.count[offset + i]++;
