@@ -141,11 +141,23 @@ static int explain(const float *got, const float *ref_g, const int *owner, size_
 {
     double nsq = norm_sq_of(ref_g, owner, numel, -1);
     float scale = pl_clip_scale(nsq, clip);
-    float *cand = malloc((numel ? numel : 1) * sizeof *cand);
+    float *cand = calloc(numel ? numel : 1, sizeof *cand);
     int found = 0;
     /* A sum over n ranks is n times the average, and is clipped by its own, n times larger,
-     * norm. */
+     * norm; an average divided by n once more is n times smaller, clipped by its own norm. */
     if (n > 1) {
+        float s = pl_clip_scale(nsq / ((double)n * n), clip) / (float)n;
+        for (size_t i = 0; i < numel; i++) cand[i] = s * ref_g[i];
+        if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {
+            snprintf(msg, len, "step %d: gradients averaged twice: off by a factor of 1/n = "
+                     "1/%d before clipping (AdamW was given %.4g times the gradient it "
+                     "needs%s). A reduce-scatter with PL_AVG already divides the sum by n: "
+                     "divide once, before the clip (handout section 3)", step + 1, n,
+                     (double)(s / scale), clip > 0 ? ", after your clip" : "");
+            found = 1;
+        }
+    }
+    if (!found && n > 1) {
         float s = (float)n * pl_clip_scale((double)n * n * nsq, clip);
         for (size_t i = 0; i < numel; i++) cand[i] = s * ref_g[i];
         if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {

@@ -4,8 +4,9 @@
  * and the step count t it is given is checked against the steps taken.
  * After each step the ranks' records are put together and compared with the single-device
  * gradient of the whole batch, clipped by the reference's global norm; a difference is
- * explained by the mistakes that make it (a sum where an average belongs, a clip by one
- * rank's own norm, no clip), each recognised from the numbers, not guessed. */
+ * explained by the mistakes that make it (a sum where an average belongs, an average taken
+ * twice, a clip by one rank's own norm, no clip), each recognised from the numbers, not
+ * guessed. */
 #ifndef GR03_GRADIENTS_H
 #define GR03_GRADIENTS_H
 
