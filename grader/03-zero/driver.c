@@ -18,6 +18,7 @@
 
 #include "formulas.h"
 #include "gradients.h"
+#include "on_host.h"
 #include "ops.h"
 #include "paralab.h"
 #include "prefetch.h"
@@ -142,10 +143,12 @@ struct verdict {
     double leak[PL_MEM_NCAT];  /* bytes a step left allocated */
     double peak_total;         /* the peak of all categories together, above the same base */
     int leak_step;             /* -1: none */
+    double left[PL_MEM_NCAT];  /* bytes still allocated after zero_free, above the base */
     double bytes[STEPS][PL_NKINDS];
     long calls[STEPS][PL_NKINDS];
     int steps_done;
     struct gr_unseen unseen; /* a pass buffer the ledger cannot see */
+    struct gr03_on_host on_host; /* a buffer computed on that is host memory */
 };
 
 /* ---- the layout (handout section 2) ---- */
@@ -311,10 +314,10 @@ static void mem_current(double *out)
     for (int c = 0; c < PL_MEM_NCAT; c++) out[c] = (double)st.current[c];
 }
 
-static int run_student(int stage, const struct gr_train_setup *setup, struct verdict *v,
-                       double *losses, struct zero **out, const struct pl_model_layout *lay,
-                       const struct zero_layout *e, struct gr_batch *bp, double *base,
-                       double *before, double *after);
+static int run_student(int stage, int prefetch, const struct gr_train_setup *setup,
+                       struct verdict *v, double *losses, struct zero **out,
+                       const struct pl_model_layout *lay, const struct zero_layout *e,
+                       struct gr_batch *bp, double *base, double *before, double *after);
 
 /* The gradient each step updates with, judged against this reference (gradients.h): the
  * first step where it is wrong says why in grads_msg (rank 0). */
@@ -366,10 +369,11 @@ static int replicas_after_step(const struct zero *z, const struct pl_model_layou
     return 0;
 }
 
-/* Runs the student's stage for STEPS steps on this rank, filling v; losses[STEPS] get the
- * global loss of each step. Returns 0 when it stopped at a stub. */
-static int train_student(int stage, const struct gr_train_setup *setup, struct verdict *v,
-                         double *losses, struct zero **out)
+/* Runs the student's stage (zero_new's prefetch flag as given) for STEPS steps on this rank,
+ * filling v; losses[STEPS] get the global loss of each step. Returns 0 when it stopped at a
+ * stub. */
+static int train_student(int stage, int prefetch, const struct gr_train_setup *setup,
+                         struct verdict *v, double *losses, struct zero **out)
 {
     int n = pl_size(), me = pl_rank();
     double base[PL_MEM_NCAT], before[PL_MEM_NCAT], after[PL_MEM_NCAT];
@@ -381,24 +385,27 @@ static int train_student(int stage, const struct gr_train_setup *setup, struct v
     struct gr_batch b;
     gr_batch_new(&b, setup, me, n);
     gr_unseen_begin(1);
-    int reached = run_student(stage, setup, v, losses, out, &lay, &e, &b, base, before, after);
+    gr03_host_begin();
+    int reached = run_student(stage, prefetch, setup, v, losses, out, &lay, &e, &b, base, before,
+                              after);
     v->unseen = gr_unseen_end();
+    v->on_host = gr03_host_end();
     gr_batch_free(&b);
     pl_model_layout_free(&lay);
     return reached;
 }
 
-static int run_student(int stage, const struct gr_train_setup *setup, struct verdict *v,
-                       double *losses, struct zero **out, const struct pl_model_layout *lay,
-                       const struct zero_layout *e, struct gr_batch *bp, double *base,
-                       double *before, double *after)
+static int run_student(int stage, int prefetch, const struct gr_train_setup *setup,
+                       struct verdict *v, double *losses, struct zero **out,
+                       const struct pl_model_layout *lay, const struct zero_layout *e,
+                       struct gr_batch *bp, double *base, double *before, double *after)
 {
     int n = pl_size(), me = pl_rank();
     mem_current(base);
     pl_mem_reset_peak();
     pl_todo_reset();
-    gr_case("zero_new(stage %d) on %d ranks", stage, n);
-    struct zero *z = zero_new(&setup->cfg, &setup->opt, stage, stage == 3, pl_comm_world());
+    gr_case("zero_new(stage %d, prefetch %d) on %d ranks", stage, prefetch, n);
+    struct zero *z = zero_new(&setup->cfg, &setup->opt, stage, prefetch, pl_comm_world());
     *out = z;
     if (gr_todo_any()) return 0;
     if (!z) v->null_field = 5;
@@ -612,6 +619,18 @@ static int judge_unseen(int stage, int i, const struct verdict *v)
     return 0;
 }
 
+/* A buffer the step computed on that was allocated with PL_HOST (rank i). */
+static int judge_on_host(int stage, int i, const struct verdict *v)
+{
+    if (!v->on_host.seen) return 1;
+    gr_say("memory", "rank %d: %s lay in memory allocated with PL_HOST (\"%s\"): zero.h asks "
+           "for PL_DEVICE for every buffer a stage keeps or computes on. This CPU build "
+           "cannot tell the two apart; on a GPU the kit's kernels read device memory, and "
+           "the stage fails there (zero.h, handout section %s)", i, v->on_host.what,
+           v->on_host.label, section_of_stage(stage));
+    return 0;
+}
+
 /* A step that left memory allocated (rank i). */
 static int judge_leak(int i, const struct verdict *v)
 {
@@ -635,19 +654,37 @@ static int judge_leak(int i, const struct verdict *v)
     return 1;
 }
 
+/* What zero_free left allocated of what zero_new and the steps allocated (rank i). */
+static int judge_freed(int i, const struct verdict *v)
+{
+    char b1[32];
+    for (int c = 0; c < PL_MEM_NCAT; c++) {
+        if (v->left[c] <= 0) continue;
+        gr_say("memory", "rank %d: after zero_free, %s of %s (%s) that zero_new and zero_step "
+               "allocated were still allocated: zero_free frees everything the stage "
+               "allocated (zero.h), or every model a program makes and frees leaves that much "
+               "behind", i, pl_format_bytes(v->left[c], b1, sizeof b1),
+               pl_mem_cat_name((enum pl_mem_cat)c), cat_what(c));
+        return 0;
+    }
+    return 1;
+}
+
 static int judge_memory(int stage, const struct verdict *all, int n, const struct zero_layout *e,
-                        const double *ddp)
+                        const double *ddp, int report)
 {
     struct allowance a = stage_allowance(stage, e);
     char b1[32], b2[32], b3[32];
     const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
     const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
     const double formula[3] = {a.formula.params, a.formula.grads, a.formula.optim};
-    memory_report(stage, &all[0], n, &a, ddp);
+    if (report) memory_report(stage, &all[0], n, &a, ddp);
     for (int i = 0; i < n; i++) {
         const struct verdict *v = &all[i];
         if (!judge_unseen(stage, i, v)) return 0;
+        if (!judge_on_host(stage, i, v)) return 0;
         if (!judge_leak(i, v)) return 0;
+        if (!judge_freed(i, v)) return 0;
         for (int k = 0; k < 3; k++) {
             if (v->peak[cats[k]] <= allowed[k]) continue;
             gr_say("memory",
@@ -765,20 +802,22 @@ static int judge_step_bytes(int stage, int i, int s, const double *by, int n,
     return 1;
 }
 
-static int judge_traffic(int stage, const struct verdict *all, int n, const struct zero_layout *e)
+static int judge_traffic(int stage, const struct verdict *all, int n, const struct zero_layout *e,
+                         int report)
 {
     char b1[32], b2[32], b3[32];
     double unit = 4.0 * (double)(n - 1) / n * (double)e->numel; /* 4 Psi (n-1)/n */
     const struct verdict *v0 = &all[0];
     double tot0 = 0;
     for (int k = 0; k < PL_NKINDS; k++) tot0 += v0->bytes[0][k];
-    gr_say("traffic",
-           "rank 0 sent per step: reduce-scatter %s, all-gather %s, all-reduce %s: "
-           "%.3f x 4Psi(n-1)/n (formula %.0fPsi; padded to full_numel=%zu)",
-           pl_format_bytes(v0->bytes[0][PL_REDUCE_SCATTER], b1, sizeof b1),
-           pl_format_bytes(v0->bytes[0][PL_ALL_GATHER], b2, sizeof b2),
-           pl_format_bytes(v0->bytes[0][PL_ALL_REDUCE], b3, sizeof b3),
-           unit > 0 ? tot0 / unit : 0.0, zero_comm_psi(stage), e->full_numel);
+    if (report)
+        gr_say("traffic",
+               "rank 0 sent per step: reduce-scatter %s, all-gather %s, all-reduce %s: "
+               "%.3f x 4Psi(n-1)/n (formula %.0fPsi; padded to full_numel=%zu)",
+               pl_format_bytes(v0->bytes[0][PL_REDUCE_SCATTER], b1, sizeof b1),
+               pl_format_bytes(v0->bytes[0][PL_ALL_GATHER], b2, sizeof b2),
+               pl_format_bytes(v0->bytes[0][PL_ALL_REDUCE], b3, sizeof b3),
+               unit > 0 ? tot0 / unit : 0.0, zero_comm_psi(stage), e->full_numel);
     for (int i = 0; i < n; i++)
         for (int s = 0; s < all[i].steps_done; s++)
             if (!judge_step_bytes(stage, i, s, all[i].bytes[s], n, e)) return 0;
@@ -806,6 +845,7 @@ static void measure_reference(struct gr_reference *ref, const struct gr_train_se
 
 static struct lab03 {
     int stage; /* 0: the layout test */
+    int trace_prefetch;          /* stage 3 with the prefetch test: trace a step with prefetch */
     int layout_ok, layout_tried;
     char layout_msg[700];
     struct pl_tokens data;
@@ -815,6 +855,7 @@ static struct lab03 {
     struct verdict v, *all;      /* this rank's, and every rank's on rank 0 */
     double losses[STEPS];
     struct zero *z;
+    float *flat;                 /* the trained parameters (Psi floats), read before zero_free */
     struct pl_model_layout lay;
     struct zero_layout e0;       /* rank 0's expected layout */
     /* perf mode */
@@ -837,7 +878,7 @@ static void *setup(const struct gr_args *a)
                            "2, 3, 4, 6 or 12 ranks)", pl_size(), GLOBAL_B);
     base_seed = a->seed;
     lab.stage = strcmp(a->op, "layout") ? a->op[4] - '0' : 0;
-    prefetch_want(lab.stage == 3 && gr_has_part(a->parts, "prefetch"));
+    lab.trace_prefetch = lab.stage == 3 && gr_has_part(a->parts, "prefetch");
     if (!lab.stage && strcmp(a->mode, "check"))
         pl_usage_error_all("--op layout has only a check mode");
     lab.data = pl_corpus_tokens(pl_mix64(base_seed + 5), CORPUS_TOKENS);
@@ -858,6 +899,14 @@ static const char *subject(void *st)
  * the ranks' shards, so that a clip by a rank's own norm scales some ranks and not others. */
 enum { CASE_CLIP_DEFAULT, CASE_CLIP_OFF, CASE_CLIP_SOME_RANKS, NCASES };
 
+/* zero_new's prefetch flag in case i. zero.h takes both values, and a stage 3 often has a
+ * path of its own without prefetch (a blocking gather, no handle to keep), so stage 3 trains
+ * once with it off: in the clip-off case, which no other part judges. */
+static int case_prefetch(int stage, int i)
+{
+    return stage == 3 && i != CASE_CLIP_OFF;
+}
+
 static int count_cases(void *st)
 {
     return ((struct lab03 *)st)->stage ? NCASES : 1;
@@ -872,8 +921,9 @@ static void describe(void *st, int i, char *buf, size_t len)
         "clipping at a norm between the ranks' shard norms: only the whole gradient's norm "
         "clips every rank alike"};
     if (!l->stage) snprintf(buf, len, "zero_layout_init on many model sizes and rank counts");
-    else snprintf(buf, len, "%s: %d AdamW steps on %d ranks, %s", stage_name(l->stage), STEPS,
-                  pl_size(), clip[i]);
+    else snprintf(buf, len, "%s: %d AdamW steps on %d ranks, %s%s", stage_name(l->stage), STEPS,
+                  pl_size(), clip[i],
+                  l->stage == 3 ? case_prefetch(3, i) ? ", prefetch on" : ", prefetch off" : "");
 }
 
 /* What the previous case left. */
@@ -881,6 +931,8 @@ static void forget_case(struct lab03 *l)
 {
     free(l->all);
     l->all = NULL;
+    free(l->flat);
+    l->flat = NULL;
     if (l->z) zero_free(l->z);
     l->z = NULL;
     if (l->ref.loss) gr_reference_free(&l->ref);
@@ -888,6 +940,22 @@ static void forget_case(struct lab03 *l)
     memset(&l->v, 0, sizeof l->v);
     grads_bad = 0;
     grads_msg[0] = '\0';
+}
+
+/* Collective, once the student's stage has trained: reads its parameters for judge_params,
+ * frees it with zero_free and keeps on v what is still allocated above held, the ledger as
+ * it stood before zero_new. zero_free frees everything zero_new and zero_step allocated; a
+ * buffer it forgets stays behind after every model a program makes and frees. */
+static void read_then_free(struct lab03 *l, const double *held)
+{
+    struct zero_layout e;
+    expected_layout(&e, &l->lay, pl_size(), pl_rank());
+    l->flat = flat_params(l->z, &e);
+    zero_free(l->z);
+    l->z = NULL;
+    double now[PL_MEM_NCAT];
+    mem_current(now);
+    for (int c = 0; c < PL_MEM_NCAT; c++) l->v.left[c] = now[c] > held[c] ? now[c] - held[c] : 0;
 }
 
 static void run(void *st, int i)
@@ -910,7 +978,12 @@ static void run(void *st, int i)
     pass_work = kit_pass_work(&l->setup);
     grads_ref = &l->ref;
     l->v.rank = pl_rank();
-    train_student(l->stage, &l->setup, &l->v, l->losses, &l->z);
+    int prefetch = case_prefetch(l->stage, i);
+    prefetch_want(l->trace_prefetch && prefetch); /* the prefetch test replays its trace */
+    double held[PL_MEM_NCAT];
+    mem_current(held);
+    train_student(l->stage, prefetch, &l->setup, &l->v, l->losses, &l->z);
+    if (gr_agree(l->v.steps_done == STEPS && !gr_todo_any())) read_then_free(l, held);
     l->all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *l->all) : NULL;
     PL_CHECK_MPI(MPI_Gather(&l->v, (int)sizeof l->v, MPI_BYTE, l->all, (int)sizeof l->v,
                             MPI_BYTE, 0, MPI_COMM_WORLD));
@@ -964,13 +1037,13 @@ static int judge_params(const struct lab03 *l)
 {
     struct zero_layout e;
     expected_layout(&e, &l->lay, pl_size(), pl_rank());
-    float *flat = flat_params(l->z, &e);
+    float *flat = l->flat ? l->flat : flat_params(l->z, &e);
     float *dev = pl_mem_alloc(e.numel * sizeof(float), PL_MEM_WORK, PL_DEVICE, "lab03 got");
     pl_to_device(dev, flat, e.numel * sizeof(float));
     struct gr_param_verdict pv;
     gr_check_params(&l->ref, GR_REPLICATED, 0, e.numel, dev, GR_TOL_PARAMS, &pv);
     pl_mem_free(dev);
-    free(flat);
+    if (flat != l->flat) free(flat);
     if (pv.ok) return 1;
     char desc[512];
     gr_describe_param_error(&l->ref, &pv, desc, sizeof desc);
@@ -1011,22 +1084,38 @@ static int judge(void *st, int i, const char *part)
     if (!strcmp(part, "correct")) {
         if (!gr_agree(me != 0 || judge_state(l)) || !gr_agree(me != 0 || judge_grads()) ||
             !gr_agree(judge_losses(l)) ||
-            !gr_agree(judge_params(l)))
+            !gr_agree(judge_params(l))) {
+            if (l->stage == 3 && !case_prefetch(3, i))
+                gr_say("correct", "this run called zero_new with prefetch = 0, and the run "
+                       "before it, with prefetch = 1, was right: the stage must train the same "
+                       "either way, so look at what your code does when z->prefetch is 0 "
+                       "(handout section 6), or at state kept from the previous zero_new");
             return 0;
+        }
         if (i + 1 < NCASES) return 1; /* said once, when every case agreed */
         gr_say("correct", "%d steps on %d ranks, clipping at the default threshold, off, and "
-               "between the ranks' shard norms, match the single-device reference (losses to "
+               "between the ranks' shard norms%s, match the single-device reference (losses to "
                "%.0e, the gradient AdamW is given to %.0e, parameters to %.0e)", STEPS,
-               pl_size(), GR_TOL_LOSS, GR_TOL_GRADS, GR_TOL_PARAMS);
+               pl_size(), l->stage == 3 ? " (prefetch off in the run without clipping)" : "",
+               GR_TOL_LOSS, GR_TOL_GRADS, GR_TOL_PARAMS);
         return 1;
     }
-    /* Traffic and memory are the same in every case: judged (and reported) once. */
-    if (me != 0 || i != CASE_CLIP_DEFAULT) return 1;
-    if (!strcmp(part, "traffic")) return judge_traffic(l->stage, l->all, pl_size(), &l->e0);
-    if (!strcmp(part, "memory")) return judge_memory(l->stage, l->all, pl_size(), &l->e0, l->ddp);
-    if (!strcmp(part, "prefetch"))
-        return prefetch_judge(&l->setup.cfg, GLOBAL_B / pl_size(), &l->e0);
-    pl_usage_error("--parts %s: Lab 3 judges correct, traffic, memory and prefetch", part);
+    /* Traffic and memory are the same in every case: judged (and reported) once, and for
+     * stage 3 again, unreported, on the run without prefetch, a path of its own. */
+    int again = l->stage == 3 && !case_prefetch(3, i);
+    if (me != 0 || (i != CASE_CLIP_DEFAULT && !again)) return 1;
+    int ok = 1;
+    if (!strcmp(part, "traffic")) ok = judge_traffic(l->stage, l->all, pl_size(), &l->e0, !again);
+    else if (!strcmp(part, "memory"))
+        ok = judge_memory(l->stage, l->all, pl_size(), &l->e0, l->ddp, !again);
+    else if (!strcmp(part, "prefetch"))
+        return again || prefetch_judge(&l->setup.cfg, GLOBAL_B / pl_size(), &l->e0);
+    else pl_usage_error("--parts %s: Lab 3 judges correct, traffic, memory and prefetch", part);
+    if (!ok && again)
+        gr_say(part, "that was the run with zero_new's prefetch = 0; with prefetch = 1 the "
+               "stage kept within it: look at what your code does when z->prefetch is 0 "
+               "(handout section 6)");
+    return ok;
 }
 
 static void finish(void *st)
@@ -1034,6 +1123,7 @@ static void finish(void *st)
     struct lab03 *l = st;
     prefetch_free();
     free(l->all);
+    free(l->flat);
     if (l->z) zero_free(l->z);
     if (l->ref.loss) gr_reference_free(&l->ref);
     gr03_grads_free();

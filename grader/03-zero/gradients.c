@@ -4,6 +4,7 @@
  * global scale of the gradient. The gradient itself can. */
 #include "gradients.h"
 
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -12,17 +13,19 @@
 
 #include "check.h"
 #include "mem.h"
+#include "on_host.h"
 #include "ops.h"
 #include "runtime.h"
 #include "unseen.h"
 
-/* This rank's record of one step: the gradient given for each flat element, and how many
- * times one was given. */
+/* This rank's record of one step: the gradient given for each flat element, how many times
+ * one was given, and the smallest and largest step count t the calls were given. */
 static struct {
     int on;
     size_t numel;
     float *g;
     int *count;
+    int t_min, t_max;
 } rec;
 
 void gr03_grads_begin(size_t numel)
@@ -35,6 +38,8 @@ void gr03_grads_begin(size_t numel)
     }
     memset(rec.g, 0, numel * sizeof *rec.g);
     memset(rec.count, 0, numel * sizeof *rec.count);
+    rec.t_min = INT_MAX;
+    rec.t_max = INT_MIN;
     rec.on = 1;
 }
 
@@ -62,9 +67,15 @@ void __wrap_pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset
     gr_unseen_place(g, "pl_model_adamw_flat", "gradient", -2, "PL_MEM_GRADS");
     gr_unseen_place(m, "pl_model_adamw_flat", "m", -2, "PL_MEM_OPTIM");
     gr_unseen_place(v, "pl_model_adamw_flat", "v", -2, "PL_MEM_OPTIM");
+    gr03_host_place(p, "pl_model_adamw_flat", "parameters", -2);
+    gr03_host_place(g, "pl_model_adamw_flat", "gradient", -2);
+    gr03_host_place(m, "pl_model_adamw_flat", "m", -2);
+    gr03_host_place(v, "pl_model_adamw_flat", "v", -2);
     if (rec.on && offset <= rec.numel && n <= rec.numel - offset) {
         pl_to_host(rec.g + offset, g, n * sizeof(float));
         for (size_t i = 0; i < n; i++) rec.count[offset + i]++;
+        if (t < rec.t_min) rec.t_min = t;
+        if (t > rec.t_max) rec.t_max = t;
     }
     __real_pl_model_adamw_flat(lay, offset, n, p, g, m, v, t, opt);
 }
@@ -130,11 +141,23 @@ static int explain(const float *got, const float *ref_g, const int *owner, size_
 {
     double nsq = norm_sq_of(ref_g, owner, numel, -1);
     float scale = pl_clip_scale(nsq, clip);
-    float *cand = malloc((numel ? numel : 1) * sizeof *cand);
+    float *cand = calloc(numel ? numel : 1, sizeof *cand);
     int found = 0;
     /* A sum over n ranks is n times the average, and is clipped by its own, n times larger,
-     * norm. */
+     * norm; an average divided by n once more is n times smaller, clipped by its own norm. */
     if (n > 1) {
+        float s = pl_clip_scale(nsq / ((double)n * n), clip) / (float)n;
+        for (size_t i = 0; i < numel; i++) cand[i] = s * ref_g[i];
+        if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {
+            snprintf(msg, len, "step %d: gradients averaged twice: off by a factor of 1/n = "
+                     "1/%d before clipping (AdamW was given %.4g times the gradient it "
+                     "needs%s). A reduce-scatter with PL_AVG already divides the sum by n: "
+                     "divide once, before the clip (handout section 3)", step + 1, n,
+                     (double)(s / scale), clip > 0 ? ", after your clip" : "");
+            found = 1;
+        }
+    }
+    if (!found && n > 1) {
         float s = (float)n * pl_clip_scale((double)n * n * nsq, clip);
         for (size_t i = 0; i < numel; i++) cand[i] = s * ref_g[i];
         if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {
@@ -212,6 +235,23 @@ static int judge_coverage(const struct gr_reference *ref, const int *count, cons
     return 1;
 }
 
+/* Rank 0: a step count t other than the steps the model has taken, this one included. The
+ * gradient can be right and the update still wrong: AdamW divides m by 1 - beta1^t and v by
+ * 1 - beta2^t, so a t carried over from another model, or never counted, scales each
+ * update. */
+static int judge_step_count(int t_min, int t_max, int step, char *msg, size_t len)
+{
+    int want = step + 1;
+    if (t_min == want && t_max == want) return 1;
+    snprintf(msg, len, "step %d: pl_model_adamw_flat was given t = %d, where this model has "
+             "taken %d AdamW step(s), this one included: t counts the steps since zero_new "
+             "(z->t, zero there and one more per zero_step), and AdamW's bias correction "
+             "divides by 1 - beta^t, so a wrong t scales the update. A count kept outside "
+             "struct zero goes on from one model to the next (handout section 3)", want,
+             t_min != want ? t_min : t_max, want);
+    return 0;
+}
+
 int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
                      const struct zero_layout *e, char *msg, size_t len)
 {
@@ -222,12 +262,16 @@ int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
     /* Every element comes from one rank and zeros from the others: the sum is exact. */
     PL_CHECK_MPI(MPI_Reduce(rec.g, got, (int)numel, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
     PL_CHECK_MPI(MPI_Reduce(rec.count, count, (int)numel, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+    int t_min, t_max; /* a rank with no call of its own keeps INT_MAX and INT_MIN */
+    PL_CHECK_MPI(MPI_Reduce(&rec.t_min, &t_min, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&rec.t_max, &t_max, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD));
     int ok = 1;
     const float *ref_g = ref->grads + (size_t)step * numel;
     if (me == 0) {
         int *owner = malloc((numel ? numel : 1) * sizeof *owner);
         for (size_t i = 0; i < numel; i++) owner[i] = owner_of(e, i);
-        ok = judge_coverage(ref, count, owner, step, msg, len);
+        ok = judge_coverage(ref, count, owner, step, msg, len) &&
+             judge_step_count(t_min, t_max, step, msg, len);
         float scale = pl_clip_scale(norm_sq_of(ref_g, owner, numel, -1), clip);
         /* Unclipped, the record compares with the reference's gradient and its tolerance. */
         for (size_t i = 0; ok && i < numel; i++) got[i] /= scale;

@@ -1,10 +1,12 @@
 /* gradients.h: what Lab 3's grader sees of the gradient a ZeRO step updates with. Every call
  * of pl_model_adamw_flat the code under test makes is wrapped (grader/03-zero/lab.mk): the
- * gradient it is given, after the reduce-scatter and the clip, is kept at its flat offset.
+ * gradient it is given, after the reduce-scatter and the clip, is kept at its flat offset,
+ * and the step count t it is given is checked against the steps taken.
  * After each step the ranks' records are put together and compared with the single-device
  * gradient of the whole batch, clipped by the reference's global norm; a difference is
- * explained by the mistakes that make it (a sum where an average belongs, a clip by one
- * rank's own norm, no clip), each recognised from the numbers, not guessed. */
+ * explained by the mistakes that make it (a sum where an average belongs, an average taken
+ * twice, a clip by one rank's own norm, no clip), each recognised from the numbers, not
+ * guessed. */
 #ifndef GR03_GRADIENTS_H
 #define GR03_GRADIENTS_H
 
