@@ -276,16 +276,36 @@ static int judge_route_case(const struct route_case *c, int index)
     struct pl_moe_routing *got = pl_moe_routing_new(c->N, c->E, c->k, cap);
     struct pl_moe_routing *want = pl_moe_routing_new(c->N, c->E, c->k, cap);
     pl_moe_route(want, p, 0.01f);
+    /* moe_forward routes a layer into the same routing step after step: route another draw,
+     * with expert 0 hotter, into it first */
+    float *q = pl_mem_alloc((size_t)c->N * c->E * sizeof(float), PL_MEM_WORK, PL_HOST,
+                            "router test probs before");
+    draw_probs(q, c->N, c->E, pl_mix64(base_seed + 31u * (uint64_t)index + 7u), c->sharp + 1.0f,
+               c->hot + 2.0f);
+    moe_route(got, q, 0.01f);
     moe_route(got, p, 0.01f);
     int ok = !pl_todo_what() && compare_routing(got, want) &&
              compare_router_rest(got, want);
     if (!ok && !pl_todo_what()) {
+        /* the same probabilities into a fresh routing: right there, it carried state over */
+        size_t said = strlen(why_text);
+        struct pl_moe_routing *fresh = pl_moe_routing_new(c->N, c->E, c->k, cap);
+        moe_route(fresh, p, 0.01f);
+        int fresh_ok = compare_routing(fresh, want) && compare_router_rest(fresh, want);
+        why_text[said] = '\0';
+        if (fresh_ok)
+            why("this was the second call into one routing; into a fresh one yours is right. "
+                "moe_route sets every field on every call (moe_forward routes each layer into "
+                "the same routing step after step): count, f, P and dropped start again from "
+                "zero, not from the last call's (section 2)");
+        pl_moe_routing_free(fresh);
         char d[200];
         describe_route_case(c, d, sizeof d);
         why("in: %s", d);
     }
     pl_moe_routing_free(got);
     pl_moe_routing_free(want);
+    pl_mem_free(q);
     pl_mem_free(p);
     return ok;
 }
