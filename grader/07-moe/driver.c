@@ -9,7 +9,8 @@
  *                     every part but the MoE branch (embedding, attention, layernorms, head,
  *                     AdamW), against the single-device reference on the same slices
  *                     (oracle.c): the MoE outputs of the first step, every step's loss and
- *                     gradients, the parameters after K steps (correct); the routing of the
+ *                     gradients, the parameters after K steps, branch written over stale
+ *                     values and dln added into (correct); the routing of the
  *                     first step, exactly (counts); the all-to-all calls and bytes of the
  *                     first step from the ledger, against what the routing sends off-rank
  *                     (traffic).
@@ -370,6 +371,7 @@ struct pass {
     struct pl_head_acts head;
     const int *tokens; /* of the last forward */
     float *x, *branch, *dln, *dbranch;
+    float *stale_h; /* host [L*N*C]: what branch held before each moe_forward of step 0 */
 };
 
 static float *activ(size_t n, const char *label)
@@ -402,6 +404,8 @@ static void pass_new(struct pass *ps, const struct pl_model_config *c, int B)
     ps->branch = activ(NC, "pass branch");
     ps->dln = activ(NC, "pass d ln2");
     ps->dbranch = activ(NC, "pass d branch");
+    ps->stale_h = pl_mem_alloc((size_t)L * NC * sizeof(float), PL_MEM_WORK, PL_HOST,
+                               "pass stale branch");
 }
 
 static void pass_free(struct pass *ps)
@@ -423,10 +427,12 @@ static void pass_free(struct pass *ps)
     pl_mem_free(ps->branch);
     pl_mem_free(ps->dln);
     pl_mem_free(ps->dbranch);
+    pl_mem_free(ps->stale_h);
 }
 
 /* The forward of lib/model.c with the MoE branch the student's; branches_h (host [L*N*C],
- * or NULL) receives each layer's branch. Returns this rank's objective. */
+ * or NULL) receives each layer's branch, and ps->stale_h then what branch held before: ln,
+ * not zeros, since moe.h says moe_forward writes branch. Returns this rank's objective. */
 static double pass_forward(struct pass *ps, struct pl_model *m, struct moe *s,
                            const struct gr_batch *b, float *branches_h)
 {
@@ -442,7 +448,8 @@ static double pass_forward(struct pass *ps, struct pl_model *m, struct moe *s,
         pl_attn_forward(c, l, p, &ps->attn[l], &ctx, ps->x, ps->xm[l]);
         pl_layernorm_forward(ps->ln[l], ps->mean[l], ps->rstd[l], ps->xm[l], p->ln2_w, p->ln2_b,
                              N, C);
-        pl_zero(ps->branch, NC);
+        pl_copy(ps->branch, ps->ln[l], NC);
+        if (branches_h) pl_to_host(ps->stale_h + (size_t)l * NC, ps->branch, NC * sizeof(float));
         if (tl7_tracing) tl7_begin("F moe_forward");
         aux += moe_forward(s, l, ps->ln[l], ps->branch);
         if (tl7_tracing) tl7_end();
@@ -597,23 +604,34 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
     return 1;
 }
 
-/* The MoE outputs of the first step against the reference's for this rank's tokens. */
-static int judge_branches(const struct or_reference *o, const float *got, int C)
+/* The MoE outputs of the first step against the reference's for this rank's tokens; stale
+ * is what branch held before each call. 1 when right; 0 when wrong, and -1 when wrong by
+ * keeping stale (the later blocks' routing then differs only because their input does). */
+static int judge_branches(const struct or_reference *o, const float *got, const float *stale,
+                          int C)
 {
     const size_t NC = (size_t)o->N * C;
     for (int l = 0; l < o->layout.cfg.n_layers; l++) {
-        double scale, su;
+        double scale, su, sa;
         int bad = 0;
         double rel = rel_l2(got + l * NC, o->branch + l * NC, NC, 0, &scale, &bad);
         if (!bad && rel <= GR_TOL_LOSS) continue;
         double ungated = rel_l2(got + l * NC, o->ungated + l * NC, NC, 0, &su, &bad);
+        float *added = pl_mem_alloc(NC * sizeof(float), PL_MEM_WORK, PL_HOST, "branch added");
+        for (size_t i = 0; i < NC; i++) added[i] = got[l * NC + i] - stale[l * NC + i];
+        /* the sum onto ln rounds at ln's scale: a hint, not a verdict, so a loose bound */
+        double onto = rel_l2(added, o->branch + l * NC, NC, 0, &sa, &bad);
+        pl_mem_free(added);
         why("block %d's MoE output: relative L2 error %.2e against the reference, more than "
             "%.0e%s", l, rel, GR_TOL_LOSS,
             ungated <= GR_TOL_LOSS ? "; it equals the experts' outputs summed WITHOUT the "
                                      "gates: the combine multiplies each expert's output by "
                                      "its gate (section 5)"
-                                   : "");
-        return 0;
+            : onto <= 1e-3 ? "; it equals the reference added onto what branch held "
+                                    "before the call: moe_forward writes branch (moe.h), so "
+                                    "zero it before the combine adds into it (section 5)"
+                                  : "");
+        return ungated > GR_TOL_LOSS && onto <= 1e-3 ? -1 : 0;
     }
     return 1;
 }
@@ -876,8 +894,9 @@ static int judge_step(struct run *r, int step, double loss, const struct pl_ledg
         why_part = 3;
         judge_placement(&r->ref, delta);
         why_part = 0;
-        if (!judge_branches(&r->ref, r->branches, C)) {
-            if (reasons[1][0])
+        int branches = judge_branches(&r->ref, r->branches, r->pass.stale_h, C);
+        if (branches != 1) {
+            if (branches == 0 && reasons[1][0])
                 why("your routing differs from the reference's: %.*s",
                     (int)strcspn(reasons[1], "\n"), reasons[1]);
             return 0;
@@ -923,6 +942,40 @@ static void judge_time(struct run *r)
     why_part = 0;
 }
 
+/* After the last step (collective): moe.h says moe_backward adds into dln. The last block's
+ * forward and backward twice on the same batch and parameters, from dln = 0 and from dln =
+ * dbranch: the second must be the first plus dbranch. The gradients it accumulates are no
+ * longer judged. */
+static void judge_dln_adds(struct run *r)
+{
+    struct pass *ps = &r->pass;
+    const int l = ps->c->n_layers - 1;
+    const size_t NC = (size_t)ps->N * ps->c->d_model;
+    const float scale = 1.0f / (float)pl_size();
+    float *h = pl_mem_alloc(3 * NC * sizeof(float), PL_MEM_WORK, PL_HOST, "dln probe");
+    float *first = h, *second = h + NC, *held = h + 2 * NC;
+    pass_forward(ps, r->m, r->st, &r->batch, NULL);
+    pl_zero(ps->dln, NC);
+    moe_backward(r->st, l, ps->dbranch, ps->dln, scale);
+    pl_to_host(first, ps->dln, NC * sizeof(float));
+    pass_forward(ps, r->m, r->st, &r->batch, NULL);
+    pl_copy(ps->dln, ps->dbranch, NC);
+    pl_to_host(held, ps->dln, NC * sizeof(float));
+    moe_backward(r->st, l, ps->dbranch, ps->dln, scale);
+    pl_to_host(second, ps->dln, NC * sizeof(float));
+    for (size_t i = 0; i < NC; i++) second[i] -= first[i];
+    double sc;
+    int bad = 0;
+    double rel = rel_l2(second, held, NC, 0, &sc, &bad);
+    why_part = 0;
+    if (bad || rel > 1e-3)
+        why("moe_backward of block %d, called with dln holding other gradients, %s; moe.h "
+            "says dln += d(objective)/d(ln): the caller may sum several branches' gradients "
+            "in it, so add into it and never zero it (section 6)", l,
+            fabs(sc) < 0.05 ? "threw them away" : "did not keep them as they were");
+    pl_mem_free(h);
+}
+
 /* Trains case c for K steps, every rank recording its reasons per part. */
 static void run_training(const struct pl_tokens *data, const struct train_case *c)
 {
@@ -959,8 +1012,9 @@ static void run_training(const struct pl_tokens *data, const struct train_case *
     }
     pl_to_host(r.host, r.m->params, r.ref.numel * sizeof(float));
     why_part = 0;
-    if (ok) judge_tensors(&r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
-                          "after the last step, the parameters");
+    if (ok) ok = judge_tensors(&r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
+                               "after the last step, the parameters");
+    judge_dln_adds(&r);
     run_close(&r);
 }
 
