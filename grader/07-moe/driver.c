@@ -10,8 +10,9 @@
  *                     AdamW), against the single-device reference on the same slices
  *                     (oracle.c): the MoE outputs of the first step, every step's loss and
  *                     gradients, the parameters after K steps, branch written over stale
- *                     values and dln added into (correct); the routing of the
- *                     first step, exactly (counts); the all-to-all calls and bytes of the
+ *                     values, dln added into, no memory kept from step to step or after
+ *                     moe_free (correct); the routing of the first step, exactly, and
+ *                     none before it (counts); the all-to-all calls and bytes of the
  *                     first step from the ledger, against what the routing sends off-rank
  *                     (traffic).
  *
@@ -976,12 +977,55 @@ static void judge_dln_adds(struct run *r)
     pl_mem_free(h);
 }
 
+/* The category that grew most from a to b, and by how much (0: none grew). */
+static double grown(const struct pl_mem_stats *a, const struct pl_mem_stats *b, int *cat)
+{
+    double most = 0;
+    *cat = 0;
+    for (int k = 0; k < PL_MEM_NCAT; k++)
+        if (b->current[k] > a->current[k] && (double)(b->current[k] - a->current[k]) > most) {
+            most = (double)(b->current[k] - a->current[k]);
+            *cat = k;
+        }
+    return most;
+}
+
+/* What the code under test holds: not more allocations after every step than after the
+ * one before (a buffer allocated once on first use, or replaced by a larger one, is no
+ * leak), and nothing after moe_free that it did not hold before moe_new. before: the ledger
+ * before moe_new; held[s]: after step s; freed: after moe_free (NULL: not yet). */
+static void judge_held(const struct pl_mem_stats *before, const struct pl_mem_stats *held,
+                       const struct pl_mem_stats *freed)
+{
+    char b[32];
+    int cat, every = 1;
+    why_part = 0;
+    for (int s = 1; s < K_STEPS; s++) every &= held[s].live_allocs > held[s - 1].live_allocs;
+    double more = grown(&held[0], &held[K_STEPS - 1], &cat);
+    if (!freed && every) {
+        why("every step left more allocations live than the one before (%zu after step 0, "
+            "%zu after step %d; %s more %s): moe_forward or moe_backward keeps what it "
+            "allocates, so memory grows until a long run runs out. Free each call's scratch "
+            "before it returns; what lasts from step to step is allocated once, in moe_new "
+            "(section 4)", held[0].live_allocs, held[K_STEPS - 1].live_allocs, K_STEPS - 1,
+            pl_format_bytes(more, b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)cat));
+        return;
+    }
+    more = freed ? grown(before, freed, &cat) : 0;
+    if (more > 0)
+        why("after moe_free the ledger still holds %s of %s that it did not hold before "
+            "moe_new: moe_free frees everything moe_new and the calls allocated (section 4)",
+            pl_format_bytes(more, b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)cat));
+}
+
 /* Trains case c for K steps, every rank recording its reasons per part. */
 static void run_training(const struct pl_tokens *data, const struct train_case *c)
 {
     struct run r;
     run_open(&r, data, c, K_STEPS, 1);
     int n = pl_size();
+    struct pl_mem_stats before, held[K_STEPS];
+    pl_mem_get_stats(&before);
     r.st = moe_new(pl_comm_world(), r.m, r.pass.N, ep_of(n));
     if (gr_todo_any()) {
         run_close(&r);
@@ -992,6 +1036,10 @@ static void run_training(const struct pl_tokens *data, const struct train_case *
         run_close(&r);
         return;
     }
+    why_part = 1;
+    if (moe_last_routing(r.st, 0))
+        why("moe_last_routing(0) gives a routing before any moe_forward has run; moe.h says "
+            "NULL until then, so that a caller cannot take an empty routing for a real one");
     int ok = 1, timed = tl7_wanted() && timed_case(c);
     for (int step = 0; step < K_STEPS; step++) {
         struct pl_ledger mark, delta;
@@ -1009,12 +1057,19 @@ static void run_training(const struct pl_tokens *data, const struct train_case *
         gr_ledger_since(&mark, &delta);
         if (ok) ok = judge_step(&r, step, loss, &delta);
         update_owned(r.m, r.ref.ep, r.ref.ep_rank, step + 1, &r.setup.opt);
+        pl_mem_get_stats(&held[step]);
     }
     pl_to_host(r.host, r.m->params, r.ref.numel * sizeof(float));
     why_part = 0;
     if (ok) ok = judge_tensors(&r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
                                "after the last step, the parameters");
+    judge_held(&before, held, NULL);
     judge_dln_adds(&r);
+    moe_free(r.st);
+    r.st = NULL;
+    struct pl_mem_stats freed;
+    pl_mem_get_stats(&freed);
+    if (!why_text[0]) judge_held(&before, held, &freed);
     run_close(&r);
 }
 
