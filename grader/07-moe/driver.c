@@ -591,8 +591,10 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
                      "(section 7)", o->slices);
         else if (expert && o->slices > o->ep && fabs(scale * o->slices - o->ep) < 0.05 * o->ep)
             snprintf(hint, sizeof hint, "; yours is %d/%d of it: only your EP group's tokens "
-                     "are in it. Sum each expert's gradient over its copies in the other EP "
-                     "groups (the expert-data-parallel group, section 7)", o->ep, o->slices);
+                     "are in it, or their sum was divided by the %d copies. Sum each expert's "
+                     "gradient over its copies in the other EP groups (the expert-data-"
+                     "parallel group), and do not average: each rank's backward already scaled "
+                     "by 1/n (section 7)", o->ep, o->slices, o->slices / o->ep);
         else if (router_alone_wrong(o, got, want, all, tol))
             snprintf(hint, sizeof hint, "; the last block's router gradient is off while its "
                      "experts' are right, so the router's backward is where it goes wrong: "
