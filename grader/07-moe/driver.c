@@ -8,9 +8,11 @@
  *   top1 / top2       K training steps of the MoE-GPT on ep = world ranks, the driver running
  *                     every part but the MoE branch (embedding, attention, layernorms, head,
  *                     AdamW), against the single-device reference on the same slices
- *                     (oracle.c): the MoE outputs of the first step, every step's loss and
- *                     gradients, the parameters after K steps (correct); the routing of the
- *                     first step, exactly (counts); the all-to-all calls and bytes of the
+ *                     (oracle.c): every step's MoE outputs, loss and
+ *                     gradients, the parameters after K steps, branch written over stale
+ *                     values, dln added into, no memory kept from step to step or after
+ *                     moe_free (correct); the routing of the first step, exactly, and
+ *                     none before it (counts); the all-to-all calls and bytes of the
  *                     first step from the ledger, against what the routing sends off-rank
  *                     (traffic).
  *
@@ -276,16 +278,36 @@ static int judge_route_case(const struct route_case *c, int index)
     struct pl_moe_routing *got = pl_moe_routing_new(c->N, c->E, c->k, cap);
     struct pl_moe_routing *want = pl_moe_routing_new(c->N, c->E, c->k, cap);
     pl_moe_route(want, p, 0.01f);
+    /* moe_forward routes a layer into the same routing step after step: route another draw,
+     * with expert 0 hotter, into it first */
+    float *q = pl_mem_alloc((size_t)c->N * c->E * sizeof(float), PL_MEM_WORK, PL_HOST,
+                            "router test probs before");
+    draw_probs(q, c->N, c->E, pl_mix64(base_seed + 31u * (uint64_t)index + 7u), c->sharp + 1.0f,
+               c->hot + 2.0f);
+    moe_route(got, q, 0.01f);
     moe_route(got, p, 0.01f);
     int ok = !pl_todo_what() && compare_routing(got, want) &&
              compare_router_rest(got, want);
     if (!ok && !pl_todo_what()) {
+        /* the same probabilities into a fresh routing: right there, it carried state over */
+        size_t said = strlen(why_text);
+        struct pl_moe_routing *fresh = pl_moe_routing_new(c->N, c->E, c->k, cap);
+        moe_route(fresh, p, 0.01f);
+        int fresh_ok = compare_routing(fresh, want) && compare_router_rest(fresh, want);
+        why_text[said] = '\0';
+        if (fresh_ok)
+            why("this was the second call into one routing; into a fresh one yours is right. "
+                "moe_route sets every field on every call (moe_forward routes each layer into "
+                "the same routing step after step): count, f, P and dropped start again from "
+                "zero, not from the last call's (section 2)");
+        pl_moe_routing_free(fresh);
         char d[200];
         describe_route_case(c, d, sizeof d);
         why("in: %s", d);
     }
     pl_moe_routing_free(got);
     pl_moe_routing_free(want);
+    pl_mem_free(q);
     pl_mem_free(p);
     return ok;
 }
@@ -350,6 +372,7 @@ struct pass {
     struct pl_head_acts head;
     const int *tokens; /* of the last forward */
     float *x, *branch, *dln, *dbranch;
+    float *stale_h; /* host [L*N*C]: what branch held before each moe_forward */
 };
 
 static float *activ(size_t n, const char *label)
@@ -382,6 +405,8 @@ static void pass_new(struct pass *ps, const struct pl_model_config *c, int B)
     ps->branch = activ(NC, "pass branch");
     ps->dln = activ(NC, "pass d ln2");
     ps->dbranch = activ(NC, "pass d branch");
+    ps->stale_h = pl_mem_alloc((size_t)L * NC * sizeof(float), PL_MEM_WORK, PL_HOST,
+                               "pass stale branch");
 }
 
 static void pass_free(struct pass *ps)
@@ -403,10 +428,12 @@ static void pass_free(struct pass *ps)
     pl_mem_free(ps->branch);
     pl_mem_free(ps->dln);
     pl_mem_free(ps->dbranch);
+    pl_mem_free(ps->stale_h);
 }
 
 /* The forward of lib/model.c with the MoE branch the student's; branches_h (host [L*N*C],
- * or NULL) receives each layer's branch. Returns this rank's objective. */
+ * or NULL) receives each layer's branch, and ps->stale_h then what branch held before: ln,
+ * not zeros, since moe.h says moe_forward writes branch. Returns this rank's objective. */
 static double pass_forward(struct pass *ps, struct pl_model *m, struct moe *s,
                            const struct gr_batch *b, float *branches_h)
 {
@@ -422,7 +449,8 @@ static double pass_forward(struct pass *ps, struct pl_model *m, struct moe *s,
         pl_attn_forward(c, l, p, &ps->attn[l], &ctx, ps->x, ps->xm[l]);
         pl_layernorm_forward(ps->ln[l], ps->mean[l], ps->rstd[l], ps->xm[l], p->ln2_w, p->ln2_b,
                              N, C);
-        pl_zero(ps->branch, NC);
+        pl_copy(ps->branch, ps->ln[l], NC);
+        if (branches_h) pl_to_host(ps->stale_h + (size_t)l * NC, ps->branch, NC * sizeof(float));
         if (tl7_tracing) tl7_begin("F moe_forward");
         aux += moe_forward(s, l, ps->ln[l], ps->branch);
         if (tl7_tracing) tl7_end();
@@ -563,8 +591,10 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
                      "(section 7)", o->slices);
         else if (expert && o->slices > o->ep && fabs(scale * o->slices - o->ep) < 0.05 * o->ep)
             snprintf(hint, sizeof hint, "; yours is %d/%d of it: only your EP group's tokens "
-                     "are in it. Sum each expert's gradient over its copies in the other EP "
-                     "groups (the expert-data-parallel group, section 7)", o->ep, o->slices);
+                     "are in it, or their sum was divided by the %d copies. Sum each expert's "
+                     "gradient over its copies in the other EP groups (the expert-data-"
+                     "parallel group), and do not average: each rank's backward already scaled "
+                     "by 1/n (section 7)", o->ep, o->slices, o->slices / o->ep);
         else if (router_alone_wrong(o, got, want, all, tol))
             snprintf(hint, sizeof hint, "; the last block's router gradient is off while its "
                      "experts' are right, so the router's backward is where it goes wrong: "
@@ -577,23 +607,43 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
     return 1;
 }
 
-/* The MoE outputs of the first step against the reference's for this rank's tokens. */
-static int judge_branches(const struct or_reference *o, const float *got, int C)
+/* The MoE outputs of step `step` against the reference's for this rank's tokens; stale is
+ * what branch held before each call. After the first step the parameters differ from the
+ * reference's by rounding, hence the looser bound. 1 when right; 0 when wrong, and -1 when
+ * wrong by keeping stale (the later blocks' routing then differs only because their input
+ * does). */
+static int judge_branches(const struct or_reference *o, const float *got, const float *stale,
+                          int C, int step)
 {
     const size_t NC = (size_t)o->N * C;
-    for (int l = 0; l < o->layout.cfg.n_layers; l++) {
-        double scale, su;
+    const int L = o->layout.cfg.n_layers;
+    const double tol = step == 0 ? GR_TOL_LOSS : GR_TOL_PARAMS;
+    const float *want = o->branch + (size_t)step * L * NC;
+    const float *ungated_want = o->ungated + (size_t)step * L * NC;
+    for (int l = 0; l < L; l++) {
+        double scale, su, sa;
         int bad = 0;
-        double rel = rel_l2(got + l * NC, o->branch + l * NC, NC, 0, &scale, &bad);
-        if (!bad && rel <= GR_TOL_LOSS) continue;
-        double ungated = rel_l2(got + l * NC, o->ungated + l * NC, NC, 0, &su, &bad);
-        why("block %d's MoE output: relative L2 error %.2e against the reference, more than "
-            "%.0e%s", l, rel, GR_TOL_LOSS,
-            ungated <= GR_TOL_LOSS ? "; it equals the experts' outputs summed WITHOUT the "
-                                     "gates: the combine multiplies each expert's output by "
-                                     "its gate (section 5)"
-                                   : "");
-        return 0;
+        double rel = rel_l2(got + l * NC, want + l * NC, NC, 0, &scale, &bad);
+        if (!bad && rel <= tol) continue;
+        double ungated = rel_l2(got + l * NC, ungated_want + l * NC, NC, 0, &su, &bad);
+        float *added = pl_mem_alloc(NC * sizeof(float), PL_MEM_WORK, PL_HOST, "branch added");
+        for (size_t i = 0; i < NC; i++) added[i] = got[l * NC + i] - stale[l * NC + i];
+        /* the sum onto ln rounds at ln's scale: a hint, not a verdict, so a loose bound */
+        double onto = rel_l2(added, want + l * NC, NC, 0, &sa, &bad);
+        pl_mem_free(added);
+        why("step %d: block %d's MoE output: relative L2 error %.2e against the reference, "
+            "more than %.0e%s", step, l, rel, tol,
+            ungated <= tol ? "; it equals the experts' outputs summed WITHOUT the gates: the "
+                             "combine multiplies each expert's output by its gate (section 5)"
+            : onto <= 1e-3 ? "; it equals the reference added onto what branch held before "
+                             "the call: moe_forward writes branch (moe.h), so zero it before "
+                             "the combine adds into it (section 5)"
+            : step > 0     ? "; step 0's outputs were right, so something your layer keeps "
+                             "from one call to the next carried over: zero every buffer you "
+                             "scatter or add into (pl_scatter_add_rows and pl_row_dot add) on "
+                             "each call, not once (appendix)"
+                           : "");
+        return ungated > tol && onto <= 1e-3 ? -1 : 0;
     }
     return 1;
 }
@@ -793,7 +843,7 @@ struct run {
     struct pass pass;
     struct moe *st;
     float *host;     /* [numel] */
-    float *branches; /* [L * N * C] */
+    float *branches; /* [L * N * C] the last step's MoE outputs */
 };
 
 static void run_open(struct run *r, const struct pl_tokens *data, const struct train_case *c,
@@ -835,7 +885,7 @@ static int train_step(struct run *r, int step, double *loss)
     int n = pl_size();
     pl_model_zero_grad(r->m);
     gr_batch_load(&r->batch, step);
-    double mine = pass_forward(&r->pass, r->m, r->st, &r->batch, step == 0 ? r->branches : NULL);
+    double mine = pass_forward(&r->pass, r->m, r->st, &r->batch, r->branches);
     if (gr_todo_any()) return 0;
     pass_backward(&r->pass, r->m, r->st, 1.0f / (float)n);
     moe_finish_gradients(r->st);
@@ -855,15 +905,15 @@ static int judge_step(struct run *r, int step, double loss, const struct pl_ledg
         if (pl_size() > 1) judge_traffic(&r->ref, delta);
         why_part = 3;
         judge_placement(&r->ref, delta);
-        why_part = 0;
-        if (!judge_branches(&r->ref, r->branches, C)) {
-            if (reasons[1][0])
-                why("your routing differs from the reference's: %.*s",
-                    (int)strcspn(reasons[1], "\n"), reasons[1]);
-            return 0;
-        }
     }
     why_part = 0;
+    int branches = judge_branches(&r->ref, r->branches, r->pass.stale_h, C, step);
+    if (branches != 1) {
+        if (step == 0 && branches == 0 && reasons[1][0])
+            why("your routing differs from the reference's: %.*s",
+                (int)strcspn(reasons[1], "\n"), reasons[1]);
+        return 0;
+    }
     double e = gr_rel_err(loss, r->ref.loss[step]);
     if (!(e <= GR_TOL_LOSS)) {
         why("step %d: loss %.7f, the reference %.7f (relative error %.1e, more than %.0e)", step,
@@ -903,12 +953,89 @@ static void judge_time(struct run *r)
     why_part = 0;
 }
 
+/* After the last step (collective): moe.h says moe_backward adds into dln. The last block's
+ * forward and backward twice on the same batch and parameters, from dln = 0 and from dln =
+ * dbranch: the second must be the first plus dbranch. The gradients it accumulates are no
+ * longer judged. */
+static void judge_dln_adds(struct run *r)
+{
+    struct pass *ps = &r->pass;
+    const int l = ps->c->n_layers - 1;
+    const size_t NC = (size_t)ps->N * ps->c->d_model;
+    const float scale = 1.0f / (float)pl_size();
+    float *h = pl_mem_alloc(3 * NC * sizeof(float), PL_MEM_WORK, PL_HOST, "dln probe");
+    float *first = h, *second = h + NC, *held = h + 2 * NC;
+    pass_forward(ps, r->m, r->st, &r->batch, NULL);
+    pl_zero(ps->dln, NC);
+    moe_backward(r->st, l, ps->dbranch, ps->dln, scale);
+    pl_to_host(first, ps->dln, NC * sizeof(float));
+    pass_forward(ps, r->m, r->st, &r->batch, NULL);
+    pl_copy(ps->dln, ps->dbranch, NC);
+    pl_to_host(held, ps->dln, NC * sizeof(float));
+    moe_backward(r->st, l, ps->dbranch, ps->dln, scale);
+    pl_to_host(second, ps->dln, NC * sizeof(float));
+    for (size_t i = 0; i < NC; i++) second[i] -= first[i];
+    double sc;
+    int bad = 0;
+    double rel = rel_l2(second, held, NC, 0, &sc, &bad);
+    why_part = 0;
+    if (bad || rel > 1e-3)
+        why("moe_backward of block %d, called with dln holding other gradients, %s; moe.h "
+            "says dln += d(objective)/d(ln): the caller may sum several branches' gradients "
+            "in it, so add into it and never zero it (section 6)", l,
+            fabs(sc) < 0.05 ? "threw them away" : "did not keep them as they were");
+    pl_mem_free(h);
+}
+
+/* The category that grew most from a to b, and by how much (0: none grew). */
+static double grown(const struct pl_mem_stats *a, const struct pl_mem_stats *b, int *cat)
+{
+    double most = 0;
+    *cat = 0;
+    for (int k = 0; k < PL_MEM_NCAT; k++)
+        if (b->current[k] > a->current[k] && (double)(b->current[k] - a->current[k]) > most) {
+            most = (double)(b->current[k] - a->current[k]);
+            *cat = k;
+        }
+    return most;
+}
+
+/* What the code under test holds: not more allocations after every step than after the
+ * one before (a buffer allocated once on first use, or replaced by a larger one, is no
+ * leak), and nothing after moe_free that it did not hold before moe_new. before: the ledger
+ * before moe_new; held[s]: after step s; freed: after moe_free (NULL: not yet). */
+static void judge_held(const struct pl_mem_stats *before, const struct pl_mem_stats *held,
+                       const struct pl_mem_stats *freed)
+{
+    char b[32];
+    int cat, every = 1;
+    why_part = 0;
+    for (int s = 1; s < K_STEPS; s++) every &= held[s].live_allocs > held[s - 1].live_allocs;
+    double more = grown(&held[0], &held[K_STEPS - 1], &cat);
+    if (!freed && every) {
+        why("every step left more allocations live than the one before (%zu after step 0, "
+            "%zu after step %d; %s more %s): moe_forward or moe_backward keeps what it "
+            "allocates, so memory grows until a long run runs out. Free each call's scratch "
+            "before it returns; what lasts from step to step is allocated once, in moe_new "
+            "(section 4)", held[0].live_allocs, held[K_STEPS - 1].live_allocs, K_STEPS - 1,
+            pl_format_bytes(more, b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)cat));
+        return;
+    }
+    more = freed ? grown(before, freed, &cat) : 0;
+    if (more > 0)
+        why("after moe_free the ledger still holds %s of %s that it did not hold before "
+            "moe_new: moe_free frees everything moe_new and the calls allocated (section 4)",
+            pl_format_bytes(more, b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)cat));
+}
+
 /* Trains case c for K steps, every rank recording its reasons per part. */
 static void run_training(const struct pl_tokens *data, const struct train_case *c)
 {
     struct run r;
     run_open(&r, data, c, K_STEPS, 1);
     int n = pl_size();
+    struct pl_mem_stats before, held[K_STEPS];
+    pl_mem_get_stats(&before);
     r.st = moe_new(pl_comm_world(), r.m, r.pass.N, ep_of(n));
     if (gr_todo_any()) {
         run_close(&r);
@@ -919,6 +1046,10 @@ static void run_training(const struct pl_tokens *data, const struct train_case *
         run_close(&r);
         return;
     }
+    why_part = 1;
+    if (moe_last_routing(r.st, 0))
+        why("moe_last_routing(0) gives a routing before any moe_forward has run; moe.h says "
+            "NULL until then, so that a caller cannot take an empty routing for a real one");
     int ok = 1, timed = tl7_wanted() && timed_case(c);
     for (int step = 0; step < K_STEPS; step++) {
         struct pl_ledger mark, delta;
@@ -936,11 +1067,19 @@ static void run_training(const struct pl_tokens *data, const struct train_case *
         gr_ledger_since(&mark, &delta);
         if (ok) ok = judge_step(&r, step, loss, &delta);
         update_owned(r.m, r.ref.ep, r.ref.ep_rank, step + 1, &r.setup.opt);
+        pl_mem_get_stats(&held[step]);
     }
     pl_to_host(r.host, r.m->params, r.ref.numel * sizeof(float));
     why_part = 0;
-    if (ok) judge_tensors(&r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
-                          "after the last step, the parameters");
+    if (ok) ok = judge_tensors(&r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
+                               "after the last step, the parameters");
+    judge_held(&before, held, NULL);
+    judge_dln_adds(&r);
+    moe_free(r.st);
+    r.st = NULL;
+    struct pl_mem_stats freed;
+    pl_mem_get_stats(&freed);
+    if (!why_text[0]) judge_held(&before, held, &freed);
     run_close(&r);
 }
 

@@ -1,7 +1,8 @@
 /* oracle.c: Lab 7's expectations, computed by the grader from lib/model.h alone: the
  * single-device MoE reference trained on the ranks' slices as microbatches (with each
- * rank's routing and MoE outputs of the first step kept), the permutation a counting sort
- * gives, and the bytes each rank's all-to-all-v must send, derived from the routing. */
+ * rank's routing of the first step and MoE outputs of every step kept), the permutation a
+ * counting sort gives, and the bytes each rank's all-to-all-v must send, derived from the
+ * routing. */
 #include "oracle.h"
 
 #include <string.h>
@@ -56,10 +57,10 @@ static void branch_of(const struct pl_mlp_acts *a, int E, int C, int N, int gate
     pl_mem_free(out);
 }
 
-static void keep_routing(struct or_reference *o, int step, int slice, const struct pl_model *m)
+static void keep_routing(struct or_reference *o, int slice, const struct pl_model *m)
 {
     const struct pl_model_config *c = &m->cfg;
-    const int L = c->n_layers, E = c->n_experts, C = c->d_model, N = o->N, k = c->top_k;
+    const int L = c->n_layers, E = c->n_experts, N = o->N, k = c->top_k;
     for (int l = 0; l < L; l++) {
         const struct pl_moe_routing *r = m->acts[l].mlp.route;
         struct or_routing *d = &o->route[(size_t)slice * L + l];
@@ -69,10 +70,18 @@ static void keep_routing(struct or_reference *o, int step, int slice, const stru
         memcpy(d->slot, r->slot, (size_t)N * k * sizeof(int));
         d->dropped = r->dropped;
         d->aux = r->aux;
-        if (slice == o->me && step == 0) {
-            branch_of(&m->acts[l].mlp, E, C, N, 1, o->branch + (size_t)l * N * C);
-            branch_of(&m->acts[l].mlp, E, C, N, 0, o->ungated + (size_t)l * N * C);
-        }
+    }
+}
+
+/* Slice me's MoE outputs of every layer in step `step`, gated and not. */
+static void keep_branches(struct or_reference *o, int step, const struct pl_model *m)
+{
+    const struct pl_model_config *c = &m->cfg;
+    const int L = c->n_layers, E = c->n_experts, C = c->d_model, N = o->N;
+    for (int l = 0; l < L; l++) {
+        size_t at = ((size_t)step * L + l) * N * C;
+        branch_of(&m->acts[l].mlp, E, C, N, 1, o->branch + at);
+        branch_of(&m->acts[l].mlp, E, C, N, 0, o->ungated + at);
     }
 }
 
@@ -98,8 +107,9 @@ void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, in
         o->route[i].expert = host((size_t)o->N * k * sizeof(int), "oracle expert");
         o->route[i].slot = host((size_t)o->N * k * sizeof(int), "oracle slot");
     }
-    o->branch = host((size_t)L * o->N * c->d_model * sizeof(float), "oracle branch");
-    o->ungated = host((size_t)L * o->N * c->d_model * sizeof(float), "oracle ungated");
+    const size_t branches = (size_t)s->steps * L * o->N * c->d_model;
+    o->branch = host(branches * sizeof(float), "oracle branch");
+    o->ungated = host(branches * sizeof(float), "oracle ungated");
 
     struct gr_batch *b = host((size_t)slices * sizeof *b, "oracle batches");
     for (int r = 0; r < slices; r++) gr_batch_new(&b[r], s, r, slices);
@@ -113,7 +123,8 @@ void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, in
         for (int r = 0; r < slices; r++) {
             gr_batch_load(&b[r], step);
             loss += pl_model_forward(m, b[r].tokens, b[r].targets, b[r].B, &ctx);
-            if (step == 0) keep_routing(o, step, r, m);
+            if (step == 0) keep_routing(o, r, m);
+            if (r == me) keep_branches(o, step, m);
             pl_model_backward(m, &ctx);
         }
         o->loss[step] = loss / slices;

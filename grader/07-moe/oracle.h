@@ -31,7 +31,7 @@ struct or_reference {
     float *grads;   /* [steps * numel] the step's gradient */
     float *params;  /* [numel] after the last step */
     struct or_routing *route; /* [ep * L] first step, slice-major */
-    float *branch;  /* [L * N * C] slice `me`'s MoE outputs in the first step */
+    float *branch;  /* [steps * L * N * C] slice `me`'s MoE outputs in every step */
     float *ungated; /* the same, combined without the gates */
 };
 
