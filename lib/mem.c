@@ -276,6 +276,21 @@ size_t pl_mem_size(const void *p)
     return e ? e->bytes : 0;
 }
 
+int pl_mem_block_of(const void *p, enum pl_where *where, const char **label)
+{
+    const char *c = p;
+    for (size_t i = 0; p && i < g.cap; i++) {
+        const struct entry *e = &g.table[i];
+        if (!e->p || e->p == TOMBSTONE) continue;
+        const char *lo = e->p;
+        if (c < lo || c >= lo + (e->bytes ? e->bytes : 1)) continue;
+        if (where) *where = e->where;
+        if (label) *label = e->label;
+        return 1;
+    }
+    return 0;
+}
+
 void pl_mem_get_stats(struct pl_mem_stats *out)
 {
     *out = g.stats;

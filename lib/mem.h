@@ -44,6 +44,11 @@ void pl_mem_free(void *p);
 /* Bytes and category of a live allocation; 0 and -1 when the pointer is unknown. */
 size_t pl_mem_size(const void *p);
 
+/* The live allocation that holds address p anywhere inside it: 1 with its place and label
+ * (either pointer may be NULL), 0 when none does. It scans the ledger: for checks, not for
+ * a hot path. */
+int pl_mem_block_of(const void *p, enum pl_where *where, const char **label);
+
 void pl_mem_get_stats(struct pl_mem_stats *out);
 
 /* Starts a new measurement window: peaks are set to the current values. */

@@ -31,6 +31,12 @@ static void test_mem_ledger(void)
     CHECK(s.live_allocs - s0.live_allocs == 3, "3 live allocations, got %zu", s.live_allocs - s0.live_allocs);
     CHECK(pl_mem_size(b) == 3000, "pl_mem_size(b) = %zu, expected 3000", pl_mem_size(b));
     CHECK(((size_t)a % 64) == 0, "allocations are 64-byte aligned");
+    enum pl_where where = PL_DEVICE;
+    const char *label = NULL;
+    CHECK(pl_mem_block_of((char *)b + 2999, &where, &label) && where == PL_HOST &&
+              label && !strcmp(label, "b"),
+          "pl_mem_block_of finds b from its last byte, with its place and label");
+    CHECK(!pl_mem_block_of(&where, NULL, NULL), "a stack address lies in no ledger block");
 
     pl_mem_free(b);
     void *d = pl_mem_alloc(100, PL_MEM_GRADS, PL_HOST, "d");

@@ -1,8 +1,8 @@
 /* on_host.h: which buffers a ZeRO step computes on were allocated with PL_HOST. zero.h asks
  * for PL_DEVICE for every buffer a stage keeps; the CPU build cannot tell the two apart, a
- * GPU can (the kit's kernels read device memory). pl_mem_alloc and pl_mem_free are wrapped
- * (lab.mk) to keep the live PL_HOST blocks, and the wrappers of the pass (unseen.c) and of
- * AdamW (gradients.c) place every buffer they are given against them. */
+ * GPU can (the kit's kernels read device memory). The wrappers of the pass (unseen.c) and
+ * of AdamW (gradients.c) place every buffer they are given against the memory ledger's live
+ * blocks (pl_mem_block_of). */
 #ifndef GR03_ON_HOST_H
 #define GR03_ON_HOST_H
 
