@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "kernels.h"
 #include "proc.h"
 
 /* The compute stream: the legacy default stream, on which the kit's kernels, cuBLAS calls
@@ -348,7 +349,17 @@ void pl_nccl_start(struct pl_handle *h)
     const float *send = op->send;
     float *recv = op->recv;
     size_t count = op->count, off = (size_t)c->rank * count;
-    ncclRedOp_t red = op->red == PL_AVG ? ncclAvg : ncclSum;
+    /* PL_AVG is a sum here, divided by the group's size once the operation completes
+     * (pl_nccl_progress), as the MPI backend divides: the same result bit for bit on every
+     * backend, and no reliance on ncclAvg, which left the last elements of some counts
+     * unwritten on a real GPU (an out-of-place all-reduce of 786433 floats, NCCL 2.28). */
+    const ncclRedOp_t red = ncclSum;
+    if (op->red == PL_AVG &&
+        (op->type == PL_OP_ALL_REDUCE || op->type == PL_OP_REDUCE_SCATTER)) {
+        h->scale_buf = recv;
+        h->scale_n = count;
+        h->scale_div = c->size;
+    }
     float *tmp = NULL;
     /* Every member passes the same count (checked when checks are on), so skipping empty
      * collectives is consistent across the group. */
@@ -462,6 +473,10 @@ int pl_nccl_progress(struct pl_handle *h, int block)
     else PL_CHECK_CUDA(cudaEventSynchronize(done));
     PL_CHECK_CUDA(cudaEventDestroy(done));
     h->event = NULL;
+    /* PL_AVG's division, queued on the compute stream behind the sum: every kernel, copy
+     * and later communication (which waits for the compute stream) sees the average. */
+    if (h->scale_n) pl_gpu_divide(h->scale_buf, h->scale_n, (float)h->scale_div);
+    h->scale_n = 0;
     return 1;
 }
 

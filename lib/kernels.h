@@ -372,6 +372,8 @@ void pl_gpu_adamw_step(float *param, const float *grad, float *m, float *v, size
 double pl_gpu_sum(const float *x, size_t n, int squares);
 void pl_gpu_zero(float *x, size_t n);
 void pl_gpu_scale(float *x, size_t n, float s);
+/* x[i] = x[i] / d: a true division, as the MPI backend's PL_AVG makes (not x * (1/d)). */
+void pl_gpu_divide(float *x, size_t n, float d);
 void pl_gpu_accumulate(float *dst, const float *src, size_t n);
 void pl_gpu_copy(float *dst, const float *src, size_t n);
 void pl_gpu_to_device(void *dst_dev, const void *src_host, size_t bytes);

@@ -198,6 +198,11 @@ __global__ static void k_scale(float *x, float s, size_t n)
     GRID_STRIDE(i, n) { x[i] *= s; }
 }
 
+__global__ static void k_divide(float *x, float d, size_t n)
+{
+    GRID_STRIDE(i, n) { x[i] = x[i] / d; }
+}
+
 __global__ static void k_softmax_fwd(float *probs, const float *logits, int N, int V)
 {
     GRID_STRIDE(n, (size_t)N) { pl_k_softmax_row(probs + n * V, logits + n * V, V, V, 1.0f); }
@@ -539,6 +544,13 @@ void pl_gpu_zero(float *x, size_t n)
 void pl_gpu_scale(float *x, size_t n, float s)
 {
     k_scale<<<blocks_for(n), THREADS>>>(x, s, n);
+    finish();
+}
+
+void pl_gpu_divide(float *x, size_t n, float d)
+{
+    if (!n) return;
+    k_divide<<<blocks_for(n), THREADS>>>(x, d, n);
     finish();
 }
 

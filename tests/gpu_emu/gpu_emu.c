@@ -13,7 +13,9 @@
  *     exactly where it would on a GPU. The host reports that as a hang with the stream's
  *     blocked operation instead of hanging;
  *   - device-wide synchronisations (cudaDeviceSynchronize, and cudaFree, which implies one)
- *     are counted, so tests can assert that a training step has none.
+ *     are counted, so tests can assert that a training step has none;
+ *   - faults seen on real GPUs can be played on request (PL_EMU_NCCL_AVG_TAIL), so a test
+ *     shows that the kit does not depend on what a given NCCL gets wrong.
  * MPI_Init is wrapped to ask for MPI_THREAD_MULTIPLE, which the device thread needs. */
 #include <cblas.h>
 #include <mpi.h>
@@ -50,6 +52,8 @@ struct nccl_op {
     cudaStream_t stream;
     float *tmp;
     MPI_Request req;
+    float tail[3]; /* PL_EMU_NCCL_AVG_TAIL: what recv held where ncclAvg leaves it unwritten */
+    size_t ntail;
 };
 
 struct pl_emu_event {
@@ -160,11 +164,27 @@ static void event_unref(struct pl_emu_event *e)
     if (--e->refs == 0 && e->destroyed) free(e);
 }
 
+/* PL_EMU_NCCL_AVG_TAIL=1 plays a fault seen on a real GPU (NCCL 2.28.9): ncclAvg left the
+ * end of its output unwritten (an out-of-place all-reduce of 786433 floats its last
+ * element, a reduce-scatter of 786434 its last two) while ncclSum was right. The stand-in
+ * leaves the last count % 4 elements as they were, which fits both. The kit must not
+ * depend on ncclAvg. */
+static int avg_tail_fault(const struct nccl_op *o)
+{
+    const char *v = getenv("PL_EMU_NCCL_AVG_TAIL");
+    return v && *v && strcmp(v, "0") && o->red == ncclAvg &&
+           (o->kind == NOP_ALL_REDUCE || o->kind == NOP_REDUCE_SCATTER);
+}
+
 static void nccl_start(struct nccl_op *o)
 {
     MPI_Comm c = o->comm->data;
     int n = (int)o->count, size = o->comm->size;
     size_t f = sizeof(float);
+    if (avg_tail_fault(o)) {
+        o->ntail = o->count % 4;
+        memcpy(o->tail, (float *)o->recv + (o->count - o->ntail), o->ntail * f);
+    }
     switch (o->kind) {
     case NOP_SEND: MPI_Issend(o->send, n, MPI_FLOAT, o->peer, 0, c, &o->req); break;
     case NOP_RECV: MPI_Irecv(o->recv, n, MPI_FLOAT, o->peer, 0, c, &o->req); break;
@@ -195,6 +215,7 @@ static void nccl_finish(struct nccl_op *o)
     if (o->red == ncclAvg && (o->kind == NOP_ALL_REDUCE || o->kind == NOP_REDUCE_SCATTER)) {
         float *r = o->recv;
         for (size_t i = 0; i < o->count; i++) r[i] /= (float)o->comm->size;
+        memcpy(r + (o->count - o->ntail), o->tail, o->ntail * sizeof *r);
     }
     free(o->tmp);
     o->tmp = NULL;

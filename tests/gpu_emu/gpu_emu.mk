@@ -4,8 +4,10 @@
 # the real libraries, and run on 1..4 ranks. No GPU needed; this checks how the code uses the
 # device (stream order, NCCL's group rules, no device-wide synchronisation) and that the
 # kernels, run as host code, agree with the tests; not what a GPU's hardware does.
-# It also builds tests/gpu_emu/ungrouped_p2p.patch (the lone ncclSend/ncclRecv that the
-# backend used to issue) and requires that the emulator reports it as a hang.
+# It also builds two broken variants of the backend and requires that each fails:
+# tests/gpu_emu/ungrouped_p2p.patch (the lone ncclSend/ncclRecv that the backend used to
+# issue), reported as a hang, and tests/gpu_emu/nccl_avg.patch (PL_AVG by ncclAvg), whose
+# averages the stand-in's PL_EMU_NCCL_AVG_TAIL=1 leaves unwritten at the tail.
 
 EMU_B := build/gpu-emu
 EMU_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g $(SIMD_CFLAGS) $(WARN) -DPL_GPU=1 -Itests/gpu_emu -Ilib -Idatasets \
@@ -15,6 +17,7 @@ EMU_CU_SRC := $(wildcard lib/*.cu)
 EMU_OBJ := $(EMU_LIB_SRC:%.c=$(EMU_B)/obj/%.o) $(EMU_B)/obj/gpu_emu.o $(EMU_B)/obj/kernel_emu.o \
   $(EMU_CU_SRC:lib/%.cu=$(EMU_B)/obj/cu/%.o)
 EMU_TESTS := $(EMU_B)/tests/test_comm $(EMU_B)/tests/test_gpu_emu $(EMU_B)/tests/test_comm_ungrouped \
+  $(EMU_B)/tests/test_comm_nccl_avg \
   $(EMU_B)/tests/test_ops $(EMU_B)/tests/test_model $(EMU_B)/tests/test_gpu_step
 EMU_CXXFLAGS = -std=c++17 -O1 -g $(SIMD_CFLAGS) -Wall -Wextra -Werror -Wno-unused-parameter -DPL_GPU=1 \
   -Itests/gpu_emu -Ilib -Idatasets $(shell mpicc --showme:compile 2>/dev/null) -MMD -MP
@@ -80,6 +83,20 @@ $(EMU_B)/tests/test_comm_ungrouped: tests/test_comm.c $(EMU_B)/broken/comm_nccl_
 	@mkdir -p $(@D)
 	@echo "  LINK  $@ (broken variant: ungrouped point-to-point)"
 	$(Q)$(CC) $(EMU_CFLAGS) $< $(EMU_B)/broken/comm_nccl_gpu.c $(EMU_B)/libparalab-emu.a \
+	  $(EMU_LDLIBS) -o $@
+
+# The second: PL_AVG by ncclAvg (tests/gpu_emu/nccl_avg.patch), which the stand-in's
+# PL_EMU_NCCL_AVG_TAIL=1 gets wrong at the tail as a real GPU's NCCL did.
+$(EMU_B)/broken/nccl_avg/comm_nccl_gpu.c: lib/comm_nccl_gpu.c tests/gpu_emu/nccl_avg.patch
+	@mkdir -p $(@D)
+	$(Q)cp lib/comm_nccl_gpu.c $@
+	$(Q)patch --quiet $@ tests/gpu_emu/nccl_avg.patch
+
+$(EMU_B)/tests/test_comm_nccl_avg: tests/test_comm.c $(EMU_B)/broken/nccl_avg/comm_nccl_gpu.c \
+  $(EMU_B)/libparalab-emu.a
+	@mkdir -p $(@D)
+	@echo "  LINK  $@ (broken variant: PL_AVG by ncclAvg)"
+	$(Q)$(CC) $(EMU_CFLAGS) $< $(EMU_B)/broken/nccl_avg/comm_nccl_gpu.c $(EMU_B)/libparalab-emu.a \
 	  $(EMU_LDLIBS) -o $@
 
 -include $(wildcard $(EMU_B)/obj/lib/*.d $(EMU_B)/obj/datasets/*.d $(EMU_B)/obj/*.d \
