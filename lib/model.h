@@ -312,7 +312,7 @@ struct pl_moe_routing {
 };
 
 /* ceil(capacity_factor * N * top_k / E), at least 1: a choice counts as one token for the
- * DESIGN.md formula tokens/experts x capacity factor (the same thing for top-1). At most N,
+ * docs/design.md formula tokens/experts x capacity factor (the same thing for top-1). At most N,
  * since an expert receives at most one choice per token: a factor that asks for more (any
  * factor >= E / top_k) means no choice is ever dropped. */
 int pl_moe_capacity(int N, int E, int top_k, float capacity_factor);

@@ -5,7 +5,7 @@
  * and the modelled step time and MFU; a search enumerates the configurations that obey the
  * placement rules (plan_rules.h) and ranks them by step time.
  *
- * The formulas are those of the reference figures in DESIGN.md: mixed-precision Adam 16 bytes
+ * The formulas are those of the reference figures in docs/design.md: mixed-precision Adam 16 bytes
  * per parameter divided per ZeRO stage, activations per layer after Korthikanti et al.
  * (2022), the 1F1B bubble (p-1)/(v m), ring collectives at each link class' bandwidth and
  * latency (ledger.h's pl_coll_time), training FLOPs 6N per token plus attention 12 L h s.

@@ -2,7 +2,7 @@
  * in place and out of place, on sizes 0, 1, a prime, one not divisible by the rank count and
  * a few MB, compared exactly with a serial computation (every rank regenerates what every
  * other rank contributed from the seed; the values are small integers, so sums are exact).
- * Also: the traffic ledger against the DESIGN.md ring volumes and the topology's link
+ * Also: the traffic ledger against the docs/design.md ring volumes and the topology's link
  * classes, communicator splits and their ids, the trace events, the comm-buffer ledger.
  *     test_comm                 all checks (any rank count; --nodes/--gpus-per-node apply)
  *     test_comm --mode verbose  a few calls, for PL_VERBOSE=1
@@ -108,7 +108,7 @@ static void ledger_expect(const char *what, enum pl_coll_kind kind, const double
                   pl_coll_kind_name(k));
 }
 
-/* A ring collective: hand formula of DESIGN.md on the link to the ring's next member. */
+/* A ring collective: hand formula of docs/design.md on the link to the ring's next member. */
 static void ledger_expect_ring(const char *what, struct pl_comm *c, enum pl_coll_kind kind,
                                double S, double hand)
 {

@@ -80,7 +80,7 @@ static void test_formulas(void)
                 CHECK(close_to(factor, want_f), "%s n=%d: busbw factor %.17g, expected %.17g",
                       name, n, factor, want_f);
             }
-    /* The factors DESIGN.md states, written as it writes them. */
+    /* The factors docs/design.md states, written as it writes them. */
     for (int n = 2; n <= 8; n++) {
         CHECK(close_to(pl_busbw_factor(PL_ALL_REDUCE, n), 2.0 * (n - 1) / n), "AR factor n=%d", n);
         CHECK(close_to(pl_busbw_factor(PL_REDUCE_SCATTER, n), (n - 1.0) / n), "RS factor n=%d", n);

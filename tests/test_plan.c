@@ -1,5 +1,5 @@
 /* test_plan: the planner (lib/plan.h) and the placement rules (lib/plan_rules.h) against the
- * reference figures of DESIGN.md computed here, and Lab 8's handout against the programs
+ * reference figures of docs/design.md computed here, and Lab 8's handout against the programs
  * that produce its numbers.
  *     test_plan                          formulas, rules, search properties, published runs
  *     test_plan handout MD PLAN GRADE    every "<!-- plan: ARGS -->" block of MD appears, line
@@ -59,7 +59,7 @@ static void test_params(void)
           "mixtral: every expert but the top-k is idle per token");
 }
 
-/* DESIGN.md: ZeRO per device on Nd ranks, K = 12: DDP (2+2+K)Psi, ZeRO-1 4Psi + K Psi/Nd,
+/* docs/design.md: ZeRO per device on Nd ranks, K = 12: DDP (2+2+K)Psi, ZeRO-1 4Psi + K Psi/Nd,
  * ZeRO-2 2Psi + (2+K)Psi/Nd, ZeRO-3 (4+K)Psi/Nd. */
 static void test_zero(void)
 {
@@ -82,7 +82,7 @@ static void test_zero(void)
     }
 }
 
-/* DESIGN.md: activations per layer sbh(34 + 5as/h); TP+SP sbh(34/t + 5as/(ht)); full
+/* docs/design.md: activations per layer sbh(34 + 5as/h); TP+SP sbh(34/t + 5as/(ht)); full
  * recomputation 2sbh (per t with SP). GPT-3's MLP is 4h wide, the formula's shape. */
 static void test_activations(void)
 {
@@ -194,7 +194,7 @@ static void test_search(void)
     CHECK(pl_plan_search(big, &c, NULL, &res) > 0, "%d nodes fit", n);
 }
 
-/* Published Llama 3 runs within 5 points of their MFU (DESIGN.md: 43% on 8K, 41% on 16K
+/* Published Llama 3 runs within 5 points of their MFU (docs/design.md: 43% on 8K, 41% on 16K
  * H100). The A100 runs are shown in the handout with their gap, not asserted. */
 static void test_published(void)
 {

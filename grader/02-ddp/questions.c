@@ -1,5 +1,5 @@
 /* questions.c: Lab 2's graded questions (labs/02-ddp/questions.txt). Expected values come
- * from the ring all-reduce's traffic, 2(n-1)/n of the buffer per rank (DESIGN.md), the
+ * from the ring all-reduce's traffic, 2(n-1)/n of the buffer per rank (docs/design.md), the
  * bucket rule of ddp.h, and the alpha-beta model's latency term. The questions file states
  * the constants below in words. */
 #include <stdio.h>

@@ -16,7 +16,7 @@
 #include "tp.h"
 #include "train.h"
 
-#define TOL_FWD 1e-5 /* DESIGN.md: relative L2 per tensor, fp32 forward */
+#define TOL_FWD 1e-5 /* docs/design.md: relative L2 per tensor, fp32 forward */
 #define TOL_BWD GR_TOL_GRADS
 #define PLACE_NODES 2
 #define PLACE_PER_NODE 4

@@ -446,7 +446,7 @@ void run_sub(struct pl_comm *tp, enum sub s, int i)
                            "f's backward before each column-parallel linear");
     }
     gr_parts_set(P_CORRECT);
-    /* DESIGN.md: a block moves 8bsh(t-1)/t elements per rank per microbatch */
+    /* docs/design.md: a block moves 8bsh(t-1)/t elements per rank per microbatch */
     double want = 8.0 * B * T * 64 * (t - 1) / t * 4.0 * SUBS[s].ars / 2;
     char a[32];
     gr_parts_say_ok(P_TRAFFIC,

@@ -230,7 +230,7 @@ static double bench_row(int t, const char *order)
 
 /* The tiny graded block is latency-bound; a GPT-3 sized block shows what TP buys and what
  * the network costs: compute 72bsh^2(1 + s/(6h)) FLOPs per block forward and backward,
- * split t ways, plus four ring all-reduces of bsh 16-bit values (DESIGN.md's 8bsh(t-1)/t
+ * split t ways, plus four ring all-reduces of bsh 16-bit values (docs/design.md's 8bsh(t-1)/t
  * per rank), on dgx-h100's links inside and across nodes. */
 static void big_block_table(void)
 {

@@ -34,7 +34,7 @@
 #include "train.h"
 #include "unseen.h"
 
-#define TOL_FWD 1e-5 /* DESIGN.md: relative L2 per tensor, fp32 forward */
+#define TOL_FWD 1e-5 /* docs/design.md: relative L2 per tensor, fp32 forward */
 #define TOL_BWD GR_TOL_GRADS
 #define DROPOUT 0.1f
 

@@ -1,5 +1,5 @@
 /* questions.c: Lab 6's graded questions (labs/06-pipeline/questions.txt). Expected values
- * come from the bubble and in-flight formulas of DESIGN.md and the handout, computed here
+ * come from the bubble and in-flight formulas of docs/design.md and the handout, computed here
  * with uniform stage times: bubble (p-1)/(v m + p - 1) (v = 1 for AFAB and 1F1B), AFAB
  * keeps all m microbatches, 1F1B at most min(p - s, m) on stage s after a warm-up of
  * min(p - s - 1, m) forwards. */

@@ -32,7 +32,7 @@ void sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct sched_
 /* "AFAB (GPipe)", "1F1B" or "interleaved 1F1B". */
 const char *sched_name(enum pipe_schedule k);
 /* The fraction of a step every stage idles when stage times are uniform: (p-1)/(m+p-1)
- * for AFAB and 1F1B (DESIGN.md). */
+ * for AFAB and 1F1B (docs/design.md). */
 double sched_bubble_formula(enum pipe_schedule k, int p, int m);
 /* The most microbatches stage s holds in flight: m for AFAB, min(p - s, m) for 1F1B. */
 int sched_in_flight(enum pipe_schedule k, int p, int s, int m);
