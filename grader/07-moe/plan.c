@@ -88,11 +88,14 @@ static const struct gr_lab lab07 = {
     .bench_args = "--experts 8 --top-k 2",
     .bench_np = "4",
     /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
-    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
+    /* pl_moe_route and pl_moe_capacity are the single-device router the lab's router is
+     * judged against: calling them would grade the kit against itself. */
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC "pl_moe_route pl_moe_capacity ",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
     .symbol_rule = "Lab 7 dispatches and combines tokens with lib's pl_all_to_all and "
                    "pl_all_to_all_v only (MPI_Alltoallv or any other MPI_* or nccl* call is below "
-                   "the ledger the all-to-all volume is judged by) and takes its memory from "
-                   "pl_mem_alloc",
+                   "the ledger the all-to-all volume is judged by), takes its memory from "
+                   "pl_mem_alloc, and writes its own router: the kit's pl_moe_route and "
+                   "pl_moe_capacity are the single-device oracle it is graded against",
 };
 GR_REGISTER_LAB(lab07)

@@ -43,7 +43,9 @@
 /* ---- the router (sections 2 and 3): host arithmetic, graded exactly ---- */
 
 /* Slots per expert for N tokens, E experts, k choices per token and the capacity factor
- * cf > 0, by the kit's rule (handout section 2, lib/model.h pl_moe_capacity). */
+ * cf > 0, by the kit's rule (handout section 2, lib/model.h pl_moe_capacity). The kit's
+ * pl_moe_capacity and pl_moe_route are the oracle this lab is graded against: read them,
+ * never call them (the grader refuses a file that does, handout section 8). */
 int moe_capacity(int N, int E, int k, float cf);
 
 /* Fills every field of r (r->N, E, k and cap are set, its arrays allocated by
