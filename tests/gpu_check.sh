@@ -72,7 +72,11 @@ skip() {
 summary() {
     log=$out/$1.log
     case $1 in
-        tests) grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1 ;;
+        tests)
+            if ! grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1 | grep .; then
+                echo "$(grep -c '== OK' "$log") passed, $(grep -c '== FAIL' "$log") failed" \
+                     "before it was stopped"
+            fi ;;
         grade) grep -E '^Score: ' "$log" | tail -n 1 ;;
         build) grep -E '^built ' "$log" | tail -n 1 ;;
         *) ;;
