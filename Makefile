@@ -79,7 +79,7 @@ TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 BENCH_SRC := $(wildcard tests/bench_*.c)
 BENCHES := $(BENCH_SRC:tests/%.c=$(B)/tests/%)
 
-.PHONY: all deps lib bins test bench demo check-gpu-build test-gpu clean help
+.PHONY: all deps lib bins test bench demo check-gpu-build test-gpu gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: deps
@@ -136,11 +136,18 @@ test: all
 
 test-gpu:
 	@$(MAKE) --no-print-directory GPU=1 all
-	@build/gpu/tests/harness --build build/gpu --gpu tests/*.tests $(wildcard tests/labs/*.tests)
+	@build/gpu/tests/harness --build build/gpu --gpu $(if $(JOBS),-j $(JOBS)) tests/*.tests \
+	    $(wildcard tests/labs/*.tests)
 
 check-gpu-build:
 	@$(MAKE) --no-print-directory GPU=1 all
 	@echo "GPU build compiled and linked warning-free (-Werror) in build/gpu"
+
+# A GPU node's validation in one command, under 8 minutes: deps, build, the tests in
+# parallel, the solutions graded, the benchmarks; report in build/gpu/gpu-check.md
+# (tests/gpu_check.sh). Without a GPU it says so and exits 2 before building.
+gpu-check:
+	@sh tests/gpu_check.sh
 
 bench: all
 	@LAB='$(LAB)' SOLUTIONS='$(SOLUTIONS)' NP='$(NP)' sh tests/bench.sh $(B)
@@ -170,12 +177,14 @@ help:
 	@echo "  make plots LAB=NN    a lab's pictures drawn from your own run, SVGs in build/plots"
 	@echo "                       (SOLUTIONS=1: the solutions; PLOTS_DIR=docs/labs/img: the handouts')"
 	@echo "  make bench-model     the reference step at 1 thread vs PyTorch and the sgemm peak (3 sizes)"
+	@echo "                       (GPU=1: up to GPT-2 small on the GPU vs PyTorch fp32 and bf16 there)"
 	@echo "  make questions LAB=01 check your answers in labs/NN-name/questions.txt (SOLUTIONS=1, INSTRUCTOR=1)"
 	@echo "  make replay TRACE=f  replay a run's --trace file on a cluster profile (PROFILE=dgx-h100 NODES= SVG=)"
 	@echo "  make flake           speed grading's stability: the solutions graded RUNS=20 times under CPU load"
 	@echo "                       (DRIVERS=build/cpu/grader/alt/NAME: a correct alternative of tests/alt)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
-	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
+	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs (JOBS=N at once)"
+	@echo "  make gpu-check       validate a GPU node in one command (<8 min): build/gpu/gpu-check.md"
 	@echo "  make test-gpu-emu    the GPU build's library on a CUDA/NCCL stand-in (no GPU; run by make test)"
 	@echo "  make deps            check and install the packages the build needs"
 	@echo "  make clean           remove build/"

@@ -205,3 +205,10 @@ regrade:
 	@LAB='$(LAB)' SEED='$(SEED)' TEST='$(TEST)' BUDGET='$(BUDGET)' \
 	    sh grader/regrade.sh '$(SUBMISSIONS)' '$(CSV)'
 include grader/questions.mk
+
+# test_grader --perf-judged calls the common perf code itself (gr_perf_judged), so it links
+# report.o beside the library.
+$(B)/tests/test_grader: tests/test_grader.c $(B)/grader/obj/grader/common/report.o $(LIB)
+	@mkdir -p $(@D)
+	@echo "  LINK  $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -Igrader/common $< $(B)/grader/obj/grader/common/report.o $(LIB) $(LDLIBS) -o $@

@@ -26,9 +26,10 @@ static struct {
     struct pl_comm *world;
     int use_nccl;      /* GPU build with one GPU per local rank */
     int staged;        /* MPI on copies staged through host buffers */
+    int per_device;    /* most ranks of one node on one GPU; 0 on the CPU build */
     long next_handle;
     int groups_led;    /* groups in which this rank is the lowest world rank: makes ids */
-} cs = {NULL, 0, 0, 1, 0};
+} cs = {NULL, 0, 0, 0, 1, 0};
 
 /* ---- communicators ---- */
 
@@ -63,7 +64,7 @@ static void choose_backend(MPI_Comm world)
     const char *want = getenv("PL_COMM_BACKEND");
     if (want && !*want) want = NULL;
 #ifdef PL_GPU
-    int nccl = pl_gpu_comm_startup(world);
+    int nccl = pl_gpu_comm_startup(world, &cs.per_device);
     if (want && strcmp(want, "nccl") && strcmp(want, "mpi-staged"))
         pl_usage_error_all("PL_COMM_BACKEND=%s: the GPU build offers nccl or mpi-staged", want);
     if (want && !strcmp(want, "nccl") && !nccl)
@@ -243,6 +244,11 @@ int pl_comm_world_rank(const struct pl_comm *comm, int rank)
 const char *pl_comm_backend(void)
 {
     return cs.use_nccl ? "nccl" : cs.staged ? "mpi-staged" : "mpi";
+}
+
+int pl_comm_ranks_per_device(void)
+{
+    return cs.per_device;
 }
 
 /* ---- running an operation ---- */

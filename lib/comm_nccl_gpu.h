@@ -17,8 +17,8 @@
 void pl_gpu_pick_device(void);
 /* Sets this rank's device by local rank and decides the backend, the same on every rank
  * of world: returns 1 for NCCL (no two ranks of a node on one physical GPU), 0 for
- * mpi-staged. */
-int pl_gpu_comm_startup(MPI_Comm world);
+ * mpi-staged. *per_device: the most ranks of any node on one physical GPU. */
+int pl_gpu_comm_startup(MPI_Comm world, int *per_device);
 void pl_nccl_comm_world(struct pl_comm *world);
 void pl_nccl_comm_split(struct pl_comm *child, const struct pl_comm *parent, int color,
                         int key);

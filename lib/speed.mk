@@ -16,7 +16,19 @@ $(B)/obj/lib/ops.o: ALL_CFLAGS += -ffp-contract=fast
 # `make bench-model`: the step at one thread for three model sizes against PyTorch on the
 # CPU and the sgemm peak (tests/bench_train.c --model). BENCH_ROUNDS=R rounds (median of
 # R interleaved kit/PyTorch runs), BENCH_SECONDS=S per run.
+# `make bench-model GPU=1`: three sizes up to GPT-2 small on the GPU against PyTorch on the
+# same GPU (fp32 without TF32, and bf16 with fused attention for reference); 3 rounds
+# unless BENCH_ROUNDS says. Without a GPU it says so and exits 2 before building.
 .PHONY: bench-model
+ifeq ($(GPU),1)
+bench-model:
+	@sh tests/gpu_present.sh "make bench-model GPU=1" \
+	    "make bench-model (the CPU build's step against PyTorch on the CPU)"
+	@$(MAKE) --no-print-directory GPU=1 all
+	@$(B)/tests/bench_train --model --rounds $(or $(BENCH_ROUNDS),3) \
+	    --seconds $(or $(BENCH_SECONDS),1)
+else
 bench-model: all
 	@$(B)/tests/bench_train --model --rounds $(or $(BENCH_ROUNDS),5) \
 	    --seconds $(or $(BENCH_SECONDS),1)
+endif

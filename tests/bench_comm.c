@@ -72,6 +72,7 @@ static void run_size(struct pl_comm *w, enum pl_coll_kind kind, size_t bytes, do
     double t = 0;
     for (int it = -1; it < iters; it++) { /* iteration -1 warms up */
         if (it == 0) {
+            pl_ops_wait(); /* the warm-up's device work is not timed */
             pl_barrier(w);
             t = pl_clock();
         }
@@ -84,6 +85,7 @@ static void run_size(struct pl_comm *w, enum pl_coll_kind kind, size_t bytes, do
         default: pl_fatal("no benchmark for %s", pl_coll_kind_name(kind));
         }
     }
+    pl_ops_wait(); /* a collective completes into the compute stream on the GPU build */
     t = (pl_clock() - t) / iters;
     PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
 

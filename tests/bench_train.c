@@ -1,8 +1,10 @@
 /* bench_train: training-step throughput of the reference model on one device, beside the two
  * baselines measured in the same run: the sgemm rate of the backend the step runs on
  * (OpenBLAS on the CPU build, cuBLAS on the GPU build: the step's fraction of matmul peak)
- * and, where /usr/bin/python3 can import torch, the same model stepped by PyTorch on the
- * CPU with the same thread count (tests/bench_train.py).
+ * and, where python3 (on PATH, else /usr/bin/python3) can import torch, the same model
+ * stepped by PyTorch (tests/bench_train.py): on the CPU with the same thread count on the
+ * CPU build; on the same GPU on the GPU build, in fp32 with TF32 off (the kit's math) and,
+ * for reference, in bf16 autocast with PyTorch's fused attention.
  *
  *     bench_train [--seconds S] [--threads N]   (default: 2 s per measurement; 1 thread and
  *                                                 the machine's core count)
@@ -10,7 +12,9 @@
  *         (`make bench-model`) the three model sizes of the step-speed target at one thread,
  *         kit and PyTorch interleaved round by round, median of R rounds (default 5), and
  *         the share of the square-sgemm rate the step reaches, beside the rate of the step's
- *         own linear-layer sgemm shapes run alone. */
+ *         own linear-layer sgemm shapes run alone. On the GPU build (`make bench-model
+ *         GPU=1`) three sizes up to GPT-2 small (d 768, 12 layers, 12 heads, T 1024, B 8;
+ *         vocab 256) on the GPU, against PyTorch fp32 and bf16 on the same GPU. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,15 @@ static const struct bench_config CONFIGS[] = {
 };
 #define NCONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 
+#ifdef PL_GPU
+/* The GPU build's sizes (`--model`): up to GPT-2 small's shape, with the kit's vocabulary. */
+static const struct bench_config GPU_MODEL_CONFIGS[] = {
+    {"gpt2-tiny", 384, 6, 6, 1536, 512, 8, 0, 2},
+    {"gpt2-mini", 512, 8, 8, 2048, 1024, 8, 0, 2},
+    {"gpt2-small", 768, 12, 12, 3072, 1024, 8, 0, 2},
+};
+#define NGPU_MODEL_CONFIGS ((int)(sizeof GPU_MODEL_CONFIGS / sizeof GPU_MODEL_CONFIGS[0]))
+#else
 /* The step-speed target's sizes (`--model`): every config at one thread. */
 static const struct bench_config MODEL_CONFIGS[] = {
     {"tiny", 64, 2, 4, 256, 64, 8, 0, 2},
@@ -42,6 +55,7 @@ static const struct bench_config MODEL_CONFIGS[] = {
     {"large", 256, 4, 8, 1024, 256, 8, 0, 2},
 };
 #define NMODEL_CONFIGS ((int)(sizeof MODEL_CONFIGS / sizeof MODEL_CONFIGS[0]))
+#endif
 
 static double seconds_per_measure = 2.0;
 
@@ -53,8 +67,9 @@ static double seconds_per_measure = 2.0;
 #define SGEMM_NAME "OpenBLAS"
 #endif
 
-/* Best sgemm rate over repeated C[n,n] = A[n,n] B[n,n] for a fixed time (pl_sgemm returns
- * once the product is done, on either backend). */
+/* Best sgemm rate over repeated C[n,n] = A[n,n] B[n,n] for a fixed time. The GPU build only
+ * queues the product on the compute stream, so each timing waits for it (pl_ops_wait)
+ * before reading the clock; the CPU build's pl_sgemm has finished when it returns. */
 static double sgemm_gflops(int n)
 {
     size_t count = (size_t)n * n, bytes = count * sizeof(float);
@@ -68,8 +83,10 @@ static double sgemm_gflops(int n)
     pl_to_device(b, h, bytes);
     double best = 0, t_end = pl_now() + seconds_per_measure / 4;
     for (int rep = 0; rep < 3 || pl_now() < t_end; rep++) {
+        pl_ops_wait();
         double t0 = pl_now();
         pl_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        pl_ops_wait();
         double rate = 2.0 * n * n * n / (pl_now() - t0) / 1e9;
         if (rate > best) best = rate;
     }
@@ -128,6 +145,7 @@ static struct result bench_c(const struct bench_config *bc, const struct pl_toke
     int n = 0;
     for (int warm = 3;; step++) {
         if (warm == 0 && n == 0) {
+            pl_ops_wait(); /* the warm-up steps' device work is not timed */
             t0 = pl_now();
             c0 = thread_cpu_seconds();
             flops = pl_ledger()->flops;
@@ -141,6 +159,7 @@ static struct result bench_c(const struct bench_config *bc, const struct pl_toke
             continue;
         }
         n++;
+        pl_ops_wait(); /* a step is done when the device is (the GPU build queues ops) */
         if (n >= 5 && pl_now() - t0 >= seconds_per_measure) break;
     }
     double dt = (pl_now() - t0) / n, cpu = (thread_cpu_seconds() - c0) / n;
@@ -155,28 +174,53 @@ static struct result bench_c(const struct bench_config *bc, const struct pl_toke
     return r;
 }
 
+#ifdef PL_GPU
+#define TORCH_DEVICE "cuda"
+#define TORCH_CHECK "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+#else
+#define TORCH_DEVICE "cpu"
+#define TORCH_CHECK "import torch"
+#endif
+
+/* The python that runs tests/bench_train.py: python3 on PATH (GPU nodes keep torch in a
+ * virtual environment or a pip install), else /usr/bin/python3 (Debian's python3-torch). */
+static const char *torch_python = "/usr/bin/python3";
+
+/* 1 when one of those pythons imports torch (and, on the GPU build, sees a GPU). */
 static int torch_available(void)
 {
-    return access("/usr/bin/python3", X_OK) == 0 &&
-           system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+    static const char *const candidates[] = {"python3", "/usr/bin/python3"};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "%s -c '" TORCH_CHECK "' >/dev/null 2>&1", candidates[i]);
+        if (system(cmd) == 0) {
+            torch_python = candidates[i];
+            return 1;
+        }
+    }
+    return 0;
 }
 
-/* Runs tests/bench_train.py with the same config and threads; 0 tok/s when it fails.
+/* Runs tests/bench_train.py with the same config and threads; 0 tok/s when it fails. On the
+ * GPU build it runs on the GPU and *bf16 (when not NULL) gets its bf16 autocast run.
  * wait_policy is OpenMP's: PyTorch's threads spin by default, which collapses its speed when
  * another process shares a core, so with several threads both policies are tried and the
  * baseline gets the better one. */
 static struct result bench_torch_policy(const struct bench_config *bc, const char *data_path,
-                                        int threads, const char *wait_policy)
+                                        int threads, const char *wait_policy,
+                                        struct result *bf16)
 {
     struct result r = {0, 0, 0, 0, 0};
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "OMP_WAIT_POLICY=%s OMP_NUM_THREADS=%d /usr/bin/python3 tests/bench_train.py "
+             "OMP_WAIT_POLICY=%s OMP_NUM_THREADS=%d %s tests/bench_train.py "
              "--data %s --threads %d "
              "--d-model %d --layers %d --heads %d --d-ff %d --seq-len %d --batch %d "
-             "--experts %d --top-k %d --seconds %g 2>&1",
-             wait_policy, threads, data_path, threads, bc->d_model, bc->layers, bc->heads, bc->d_ff,
-             bc->seq_len, bc->batch, bc->experts, bc->top_k, seconds_per_measure);
+             "--experts %d --top-k %d --seconds %g --device " TORCH_DEVICE " 2>&1",
+             wait_policy, threads, torch_python, data_path, threads, bc->d_model, bc->layers,
+             bc->heads, bc->d_ff, bc->seq_len, bc->batch, bc->experts, bc->top_k,
+             seconds_per_measure);
+    if (bf16) *bf16 = r;
     FILE *p = popen(cmd, "r");
     if (!p) return r;
     char line[512];
@@ -184,8 +228,11 @@ static struct result bench_torch_policy(const struct bench_config *bc, const cha
         double tok, ms, cpu_ms = 0;
         unsigned long params;
         int threads_seen;
-        if (sscanf(line, "torch tok/s %lf ms/step %lf params %lu threads %d cpu_ms/step %lf",
-                   &tok, &ms, &params, &threads_seen, &cpu_ms) >= 3) {
+        if (sscanf(line, "torch-bf16 tok/s %lf ms/step %lf params %lu", &tok, &ms, &params) == 3) {
+            if (bf16) *bf16 = (struct result){ms, tok, 0, params, 0};
+        } else if (sscanf(line, "torch tok/s %lf ms/step %lf params %lu threads %d "
+                                "cpu_ms/step %lf", &tok, &ms, &params, &threads_seen,
+                          &cpu_ms) >= 3) {
             r.tok_s = tok;
             r.ms = ms;
             r.params = params;
@@ -201,9 +248,9 @@ static struct result bench_torch_policy(const struct bench_config *bc, const cha
 static struct result bench_torch(const struct bench_config *bc, const char *data_path,
                                  int threads)
 {
-    struct result r = bench_torch_policy(bc, data_path, threads, "ACTIVE");
+    struct result r = bench_torch_policy(bc, data_path, threads, "ACTIVE", NULL);
     if (threads > 1) {
-        struct result q = bench_torch_policy(bc, data_path, threads, "PASSIVE");
+        struct result q = bench_torch_policy(bc, data_path, threads, "PASSIVE", NULL);
         if (q.tok_s > r.tok_s) r = q;
     }
     return r;
@@ -251,6 +298,7 @@ static void run_at(int threads, const struct pl_tokens *data, const char *data_p
 
 /* ---- `--model`: the step-speed table ------------------------------------------------------ */
 
+#ifndef PL_GPU
 /* Seconds for one pl_sgemm of these shapes and flags, best of a few (op memory, zeroed). */
 static double sgemm_seconds(int ta, int tb, int M, int N, int K)
 {
@@ -260,8 +308,10 @@ static double sgemm_seconds(int ta, int tb, int M, int N, int K)
     float *c = pl_mem_alloc(nc * sizeof(float), PL_MEM_WORK, PL_DEVICE, "bench C");
     double best = 1e30;
     for (int rep = 0; rep < 5; rep++) {
+        pl_ops_wait();
         double t0 = pl_now();
         pl_sgemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, 1.0f, c, N);
+        pl_ops_wait();
         double dt = pl_now() - t0;
         if (dt < best) best = dt;
     }
@@ -289,6 +339,8 @@ static double linear_shapes_gflops(const struct bench_config *bc)
     return flops / secs / 1e9;
 }
 
+#endif
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -303,6 +355,7 @@ static double median(double *v, int n)
 
 #define MAX_ROUNDS 99
 
+#ifndef PL_GPU
 /* One thread; each round steps every config with the kit, then with PyTorch, so a slow
  * spell of a shared machine lands on both; the medians over the rounds are reported. */
 static void model_table(int rounds, const struct pl_tokens *data, const char *data_path,
@@ -368,6 +421,70 @@ static void model_table(int rounds, const struct pl_tokens *data, const char *da
     }
 }
 
+#endif
+
+#ifdef PL_GPU
+/* The GPU build's table: each round steps every size with the kit, then with PyTorch on the
+ * same GPU (fp32 without TF32, then bf16 autocast with fused attention); medians over the
+ * rounds. The peak is cuBLAS's square sgemm at sizes where a GPU reaches it. */
+static void gpu_model_table(int rounds, const struct pl_tokens *data, const char *data_path,
+                            int torch)
+{
+    const int sizes[] = {1024, 2048, 4096};
+    double peak = 0;
+    for (int i = 0; i < 3; i++) {
+        double r = sgemm_gflops(sizes[i]);
+        if (r > peak) peak = r;
+    }
+    double kit[NGPU_MODEL_CONFIGS][MAX_ROUNDS], pt[NGPU_MODEL_CONFIGS][MAX_ROUNDS],
+        bf[NGPU_MODEL_CONFIGS][MAX_ROUNDS], gf[NGPU_MODEL_CONFIGS][MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+        printf("# round %d of %d:", r + 1, rounds);
+        for (int i = 0; i < NGPU_MODEL_CONFIGS; i++) {
+            const struct bench_config *bc = &GPU_MODEL_CONFIGS[i];
+            struct result c = bench_c(bc, data), t = {0, 0, 0, 0, 0}, b = t;
+            if (torch) t = bench_torch_policy(bc, data_path, 1, "PASSIVE", &b);
+            kit[i][r] = c.tok_s;
+            gf[i][r] = c.gflops;
+            pt[i][r] = t.tok_s;
+            bf[i][r] = b.tok_s;
+            if (t.tok_s > 0 && t.params != c.params)
+                printf("\n#   warning: the torch model has %zu parameters, the kit's %zu\n",
+                       t.params, c.params);
+            printf(" %s %.0f/%.0f/%.0f", bc->name, kit[i][r], pt[i][r], bf[i][r]);
+            fflush(stdout);
+        }
+        printf(" tok/s (kit/torch fp32/torch bf16)\n");
+    }
+    printf("\n# step speed on this GPU, median of %d interleaved rounds; cuBLAS square-sgemm "
+           "peak %.1f GFLOP/s\n"
+           "# torch fp32 = PyTorch on the same GPU with TF32 off (the kit's math); torch bf16 =\n"
+           "# bf16 autocast with fused attention (scaled_dot_product_attention), for reference:\n"
+           "# not the same arithmetic; %%peak = the kit's GFLOP/s (ledger FLOPs) over that peak\n",
+           rounds, peak);
+    printf("# %-10s %-22s %9s %10s %6s %10s %6s %9s %6s\n", "config", "C/L/H/F/T/B", "kit tok/s",
+           "torch fp32", "ratio", "torch bf16", "ratio", "GFLOP/s", "%peak");
+    for (int i = 0; i < NGPU_MODEL_CONFIGS; i++) {
+        const struct bench_config *bc = &GPU_MODEL_CONFIGS[i];
+        char shape[64], tf[16] = "-", tr[16] = "-", bft[16] = "-", bfr[16] = "-";
+        snprintf(shape, sizeof shape, "%d/%d/%d/%d/%d/%d", bc->d_model, bc->layers, bc->heads,
+                 bc->d_ff, bc->seq_len, bc->batch);
+        double k = median(kit[i], rounds), t = median(pt[i], rounds), b = median(bf[i], rounds),
+               g = median(gf[i], rounds);
+        if (t > 0) {
+            snprintf(tf, sizeof tf, "%.0f", t);
+            snprintf(tr, sizeof tr, "%.2fx", k / t);
+        }
+        if (b > 0) {
+            snprintf(bft, sizeof bft, "%.0f", b);
+            snprintf(bfr, sizeof bfr, "%.2fx", k / b);
+        }
+        printf("  %-10s %-22s %9.0f %10s %6s %10s %6s %9.1f %5.1f%%\n", bc->name, shape, k, tf,
+               tr, bft, bfr, g, 100.0 * g / peak);
+    }
+}
+#endif
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
@@ -401,18 +518,27 @@ int main(int argc, char **argv)
     int torch = torch_available();
 
 #ifdef PL_GPU
-    const char *torch_where = "; PyTorch runs on the CPU, so the ratio sets this GPU against it";
+    const char *torch_where = "; PyTorch on the same GPU";
+    const char *torch_missing = "\n# torch: skipped, neither python3 nor /usr/bin/python3 "
+                                "imports a torch that sees a GPU (pip install torch)";
 #else
     const char *torch_where = "";
+    const char *torch_missing = "\n# torch: skipped, neither python3 nor /usr/bin/python3 "
+                                "can import torch (python3-torch)";
 #endif
     printf("# training-step throughput of the reference model (pl_model_step: forward, backward,\n"
            "# clip, AdamW) on the synthetic corpus; %%peak = achieved GFLOP/s (ledger FLOPs) over\n"
            "# the " SGEMM_NAME " sgemm rate of the same device; ratio = our tok/s over PyTorch's\n"
            "# (same model, same threads%s)%s\n",
-           torch_where,
-           torch ? "" : "\n# torch: skipped, /usr/bin/python3 cannot import torch (python3-torch)");
-    if (model)
+           torch_where, torch ? "" : torch_missing);
+    if (torch) printf("# torch: %s\n", torch_python);
+    if (model) {
+#ifdef PL_GPU
+        gpu_model_table(rounds, &data, path, torch);
+#else
         model_table(rounds, &data, path, torch);
+#endif
+    }
     else if (only_threads)
         run_at(only_threads, &data, path, torch);
     else {

@@ -1,9 +1,17 @@
 """bench_train.py: the model of lib/model.h written as an ordinary fp32 PyTorch module and
-stepped on the CPU, for bench_train's comparison of training throughput in the same run.
+stepped on the CPU or a GPU, for bench_train's comparison of training throughput in the same
+run.
 
-    /usr/bin/python3 tests/bench_train.py --data FILE --threads N --d-model C --layers L
+    python3 tests/bench_train.py --data FILE --threads N --d-model C --layers L
         --heads H --d-ff F --seq-len T --batch B [--experts E --top-k K
-        --capacity-factor CF --aux-coef A] [--seconds S]
+        --capacity-factor CF --aux-coef A] [--seconds S] [--device cuda]
+
+--device cuda (the GPU build's `make bench-model GPU=1`) steps the model on the GPU twice:
+in fp32 with TF32 off (the kit's math: every matmul in full fp32), and, for reference, the
+way a PyTorch user trains: bf16 autocast with the fused attention kernel
+(scaled_dot_product_attention, causal). Each timing ends with torch.cuda.synchronize(). It
+prints the fp32 line, then the same line starting "torch-bf16" (cpu_ms/step is then the
+host's time, not the GPU's). Exits 3 when torch cannot be imported or sees no GPU.
 
 Same architecture as the C reference: pre-layernorm GPT-2 blocks, untied head without bias,
 tanh GELU, AdamW (betas 0.9/0.95, eps 1e-8, decay 0.1 on matrices), gradient clipping at
@@ -36,6 +44,9 @@ def read_tokens(path):
     return torch.frombuffer(bytearray(buf[64:64 + 2 * n]), dtype=torch.int16).to(torch.int64) & 0xFFFF
 
 
+FUSED_ATTENTION = False  # set for the bf16 reference run on a GPU
+
+
 class Block(nn.Module):
     def __init__(self, a):
         super().__init__()
@@ -64,6 +75,9 @@ class Block(nn.Module):
         q, k, v = self.qkv(h).split(C, dim=2)
         hs = C // self.nh
         q, k, v = (t.view(B, T, self.nh, hs).transpose(1, 2) for t in (q, k, v))
+        if FUSED_ATTENTION:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.proj(y.transpose(1, 2).reshape(B, T, C))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(dim=-1)
         return self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
@@ -78,7 +92,7 @@ class Block(nn.Module):
         flat_e = expert.t().reshape(-1)  # choice-major: all first choices, then second...
         pos = (F.one_hot(flat_e, E).cumsum(0) - 1).gather(1, flat_e[:, None]).squeeze(1)
         keep = pos < cap
-        tok = torch.arange(N).repeat(K)[keep]
+        tok = torch.arange(N, device=x.device).repeat(K)[keep]
         slot = (flat_e * cap + pos)[keep]
         g = gate.t().reshape(-1)[keep]
         xe = x.new_zeros(E * cap, C).index_copy(0, slot, x[tok]).view(E, cap, C)
@@ -129,13 +143,38 @@ def main():
                                ("d-ff", int, 256), ("seq-len", int, 64), ("batch", int, 8),
                                ("experts", int, 0), ("top-k", int, 2),
                                ("capacity-factor", float, 1.25), ("aux-coef", float, 0.01),
-                               ("seconds", float, 2.0), ("warmup", int, 3)]:
+                               ("seconds", float, 2.0), ("warmup", int, 3),
+                               ("device", str, "cpu")]:
         p.add_argument("--" + name, type=typ, default=default)
     a = p.parse_args()
+    if a.device not in ("cpu", "cuda"):
+        sys.exit(f"--device {a.device}: expected cpu or cuda")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("skipped: torch sees no GPU (torch.cuda.is_available() is False)")
+        sys.exit(3)
     torch.set_num_threads(a.threads)
-    torch.manual_seed(1234)
     data = read_tokens(a.data)
-    model = GPT(a)
+    if a.device == "cpu":
+        run(a, data, "torch", bf16=False)
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False  # the kit's math: fp32 matmuls
+        torch.backends.cudnn.allow_tf32 = False
+        run(a, data, "torch", bf16=False)
+        if not hasattr(F, "scaled_dot_product_attention"):
+            print(f"torch {torch.__version__} has no scaled_dot_product_attention (torch 2.0 "
+                  "or newer): no bf16 reference run")
+            return
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        run(a, data, "torch-bf16", bf16=True)
+
+
+def run(a, data, label, bf16):
+    global FUSED_ATTENTION
+    FUSED_ATTENTION = bf16
+    dev = torch.device(a.device)
+    torch.manual_seed(1234)
+    model = GPT(a).to(dev)
     decay = [q for q in model.parameters() if q.dim() >= 2]
     no_decay = [q for q in model.parameters() if q.dim() < 2]
     if a.experts:  # stacked expert biases are per-expert vectors: not decayed, as model.c
@@ -147,29 +186,38 @@ def main():
     B, T = a.batch, a.seq_len
     windows = (len(data) - 1) // T
     gen = torch.Generator().manual_seed(1)
+    cuda = dev.type == "cuda"
 
     def step():
         w = torch.randint(windows, (B,), generator=gen) * T
         idx = w[:, None] + torch.arange(T + 1)[None, :]
-        chunk = data[idx]
-        loss = model(chunk[:, :-1], chunk[:, 1:])
+        chunk = data[idx].to(dev, non_blocking=True)
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = model(chunk[:, :-1], chunk[:, 1:])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        return loss.item()
+        return loss.item()  # waits for the step (the kit's step also returns its loss)
 
     for _ in range(a.warmup):
         step()
+    if cuda:
+        torch.cuda.synchronize()
     n, t0, c0 = 0, time.perf_counter(), time.thread_time()
     while n < 5 or time.perf_counter() - t0 < a.seconds:
         step()
         n += 1
+    if cuda:
+        torch.cuda.synchronize()
     dt = (time.perf_counter() - t0) / n
     cpu = (time.thread_time() - c0) / n
     params = sum(q.numel() for q in model.parameters())
-    print(f"torch tok/s {B * T / dt:.1f} ms/step {dt * 1e3:.3f} params {params} "
-          f"threads {torch.get_num_threads()} cpu_ms/step {cpu * 1e3:.3f}")
+    print(f"{label} tok/s {B * T / dt:.1f} ms/step {dt * 1e3:.3f} params {params} "
+          f"threads {torch.get_num_threads()} cpu_ms/step {cpu * 1e3:.3f}", flush=True)
+    del model, opt
+    if cuda:
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

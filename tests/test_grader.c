@@ -5,8 +5,19 @@
  *
  *   test_grader [--expect-full [--speed-may-vary] | --expect-zero] [--expect-fail TEXT]
  *               [--expect-pass TEXT] [--expect-text TEXT] [--within S] -- GRADE-ARGS...
+ *   test_grader --perf-judged
  * --expect-fail/--expect-pass name a test (a substring of its name); --expect-text is a
- * substring of the output; --within S bounds the grader's wall time. */
+ * substring of the output; --within S bounds the grader's wall time.
+ *
+ * Time scale: the bound (--within) and this program's own limit on the grader (900 s) are
+ * multiplied by PL_TEST_TIME_SCALE, which the test harness sets for the build and the
+ * parallelism it runs with (tests/harness.c); 1 when unset. A bound set below the grader's
+ * own --timeout T (GRADE-ARGS) stays below it once scaled: it is held at 0.9 T, so a test
+ * that shows a deadlock is stopped within seconds (--within 20 -- ... --timeout 60) still
+ * fails a grader that waits out the whole timeout instead, at any scale.
+ *
+ * --perf-judged checks the common perf code's decision (grader/common/report.c,
+ * gr_perf_judged): which placements can judge speed, and what the verdict line says. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +26,7 @@
 #include <unistd.h>
 
 #include "launch.h"
+#include "report.h"
 
 static int failures;
 
@@ -375,10 +387,64 @@ static int count_speed_shortfalls(const char *out)
     return n;
 }
 
+/* One placement's decision: judged or not, and the text the verdict line carries. */
+static void check_judged(const char *backend, int per_device, int want, const char *want_why)
+{
+    char why[200];
+    int got = gr_perf_judged(backend, per_device, why, sizeof why);
+    if (got != want)
+        fail("gr_perf_judged(%s, %d ranks per GPU) = %d, expected %d (%s)", backend, per_device,
+             got, want, why);
+    else if (strcmp(why, want_why))
+        fail("gr_perf_judged(%s, %d): says '%s', expected '%s'", backend, per_device, why,
+             want_why);
+    else
+        printf("ok: %s, %d rank(s) per GPU: %s\n", backend, per_device, why);
+}
+
+/* Wall-clock speed is judged on the CPU build (no device: 0 ranks per GPU) and on one GPU
+ * per rank; ranks that share a GPU (which the comm layer runs as mpi-staged) are not. */
+static int perf_judged_checks(void)
+{
+    char shared[200];
+    check_judged("mpi", 0, 1, "on backend mpi");
+    check_judged("mpi-staged", 0, 1, "on backend mpi-staged"); /* CPU build, forced staging */
+    check_judged("nccl", 1, 1, "on backend nccl");
+    check_judged("mpi-staged", 1, 1, "on backend mpi-staged"); /* own GPUs, forced staging */
+    for (int per = 2; per <= 8; per *= 2) {
+        snprintf(shared, sizeof shared, "not judged: %d ranks share one GPU (backend "
+                 "mpi-staged); speed is judged with one GPU per rank or on the CPU build", per);
+        check_judged("mpi-staged", per, 0, shared);
+    }
+    char tiny[8];
+    if (gr_perf_judged("mpi-staged", 3, tiny, sizeof tiny) != 0 || strlen(tiny) != sizeof tiny - 1)
+        fail("a short buffer gets a cut reason, '%s'", tiny);
+    if (failures) printf("%d check(s) failed\n", failures);
+    else printf("all checks passed\n");
+    return failures ? 1 : 0;
+}
+
+/* PL_TEST_TIME_SCALE (tests/harness.c): 1 when unset; a number from 1 to 100 otherwise. */
+static double time_scale(void)
+{
+    const char *v = getenv("PL_TEST_TIME_SCALE");
+    if (!v || !*v) return 1;
+    char *end = NULL;
+    double s = strtod(v, &end);
+    if (*end || !(s >= 1 && s <= 100)) {
+        fprintf(stderr, "test_grader: PL_TEST_TIME_SCALE=%s: expected a number from 1 to 100 "
+                        "(the factor on time bounds; 1 for a serial run of the CPU build)\n", v);
+        exit(2);
+    }
+    return s;
+}
+
 int main(int argc, char **argv)
 {
     int sep = -1;
     double within = 0;
+    if (argc == 2 && !strcmp(argv[1], "--perf-judged")) return perf_judged_checks();
+    double scale = time_scale();
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--")) {
             sep = i;
@@ -386,7 +452,8 @@ int main(int argc, char **argv)
         }
     if (sep < 0) {
         fprintf(stderr, "usage: test_grader [--expect-full|--expect-zero] [--expect-fail T] "
-                        "[--expect-pass T] [--expect-text T] [--within S] -- GRADE-ARGS...\n");
+                        "[--expect-pass T] [--expect-text T] [--within S] -- GRADE-ARGS...\n"
+                        "       test_grader --perf-judged\n");
         return 2;
     }
 
@@ -409,7 +476,10 @@ int main(int argc, char **argv)
     gargv[g++] = results;
     gargv[g] = NULL;
 
-    struct pl_launch_opts o = {.np = 0, .timeout_s = 900};
+    struct pl_launch_opts o = {.np = 0, .timeout_s = 900 * scale};
+    double grade_timeout = 0; /* the grader's own --timeout, when given */
+    for (int i = sep + 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--timeout")) grade_timeout = atof(argv[i + 1]);
     struct pl_launch_result r;
     unlink(results);
     if (pl_launch(&o, gargv, &r) != 0) {
@@ -481,8 +551,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (within > 0 && r.seconds > within)
-        fail("the grader took %.1f s, more than the %.0f s allowed", r.seconds, within);
+    if (within > 0) {
+        double bound = within * scale;
+        if (within < grade_timeout && bound > 0.9 * grade_timeout) bound = 0.9 * grade_timeout;
+        if (r.seconds > bound)
+            fail("the grader took %.1f s, more than the %.0f s allowed (--within %g at time "
+                 "scale %g%s)", r.seconds, bound, within, scale,
+                 bound < within * scale ? ", held below the grader's --timeout" : "");
+    }
     if (passed >= 0) validate_results(results, score, passed, failed);
     unlink(results);
     pl_launch_result_free(&r);

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "comm.h"
+#include "ops.h"
 #include "runtime.h"
 
 /* ---- the report channel ---- */
@@ -213,9 +215,11 @@ double gr_median_spread(double *v, int n, double *spread)
 double gr_perf_round(void (*base)(void *), void (*mine)(void *), void *ctx, int reps,
                      int which)
 {
+    pl_ops_wait(); /* nothing queued before the round is counted in it */
     PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = MPI_Wtime();
     for (int r = 0; r < reps; r++) (which ? mine : base)(ctx);
+    pl_ops_wait(); /* the GPU build queues ops: the round ends when the device is done */
     double t = (MPI_Wtime() - t0) / reps, tmax;
     PL_CHECK_MPI(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     return tmax;
@@ -233,11 +237,38 @@ void gr_perf_set_bar(double bar)
     perf_bar = bar;
 }
 
+int gr_perf_judged(const char *backend, int per_device, char *why, size_t len)
+{
+    if (per_device > 1) {
+        snprintf(why, len, "not judged: %d ranks share one GPU (backend %s); speed is judged "
+                 "with one GPU per rank or on the CPU build", per_device, backend);
+        return 0;
+    }
+    snprintf(why, len, "on backend %s", backend);
+    return 1;
+}
+
+/* Why this run's speed is not judged ("" when it is), set by gr_perf_compare. */
+static char not_judged_why[200];
+
+const char *gr_perf_bar_text(void)
+{
+    static char text[400];
+    char why[200];
+    gr_perf_judged(pl_comm_backend(), pl_comm_ranks_per_device(), why, sizeof why);
+    snprintf(text, sizeof text, "full marks from %.2fx %s", gr_perf_bar(),
+             not_judged_why[0] ? "where speed is judged" : why);
+    return text;
+}
+
 void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
                      struct gr_perf *out)
 {
     double ratio[GR_PERF_MAX_PAIRS], base[GR_PERF_MAX_PAIRS], mine[GR_PERF_MAX_PAIRS], tmp[2];
     int n = 0;
+    int judged = gr_perf_judged(pl_comm_backend(), pl_comm_ranks_per_device(), not_judged_why,
+                                sizeof not_judged_why);
+    if (judged) not_judged_why[0] = '\0';
     time(ctx, 0); /* warm-up: first-touch pages, connection set-up, caches */
     time(ctx, 1);
     double med = 0, spread = 0;
@@ -257,7 +288,7 @@ void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds,
          * is full marks; a ratio clearly short is measured again too, in case the load
          * came in one burst. */
         if (med - spread >= gr_perf_bar()) break;
-        if (n >= GR_PERF_MAX_PAIRS) break;
+        if (n >= GR_PERF_MAX_PAIRS || !judged) break; /* not judged: one batch, for the record */
     }
     out->best_base = gr_median_spread(base, n, tmp);
     out->best_mine = gr_median_spread(mine, n, tmp);
@@ -265,16 +296,18 @@ void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds,
     out->spread = spread;
     out->pairs = n;
     double bar = gr_perf_bar();
-    out->undecided = med < bar && med + spread >= bar;
-    out->fraction = med >= bar || out->undecided ? 1.0 : med / bar;
+    out->not_judged = !judged;
+    out->undecided = judged && med < bar && med + spread >= bar;
+    out->fraction = med >= bar || out->undecided || !judged ? 1.0 : med / bar;
 }
 
 const char *gr_perf_how(const struct gr_perf *pf)
 {
-    static char how[200];
-    snprintf(how, sizeof how, "median of %d paired rounds, spread +-%.2f%s", pf->pairs,
+    static char how[400];
+    snprintf(how, sizeof how, "median of %d paired rounds, spread +-%.2f%s%s%s", pf->pairs,
              pf->spread, pf->undecided ? "; within the noise of the bar on this busy machine: "
-                                         "not counted against you" : "");
+                                         "not counted against you" : "",
+             pf->not_judged ? "; " : "", pf->not_judged ? not_judged_why : "");
     return how;
 }
 
@@ -282,8 +315,8 @@ double gr_perf_report_step(const struct gr_perf *pf, double tokens, const char *
                            const char *hint, const char *metric)
 {
     gr_say("perf", "yours %.3f ms per step (%.0f tokens/s), %s %.3f ms per step: %.2fx (%s); "
-           "full marks from %.2fx", 1e3 * pf->best_mine, tokens / pf->best_mine, baseline,
-           1e3 * pf->best_base, pf->ratio, gr_perf_how(pf), gr_perf_bar());
+           "%s", 1e3 * pf->best_mine, tokens / pf->best_mine, baseline,
+           1e3 * pf->best_base, pf->ratio, gr_perf_how(pf), gr_perf_bar_text());
     if (pf->fraction < 1) gr_say("perf", "%s", hint);
     gr_metric(metric, tokens / pf->best_mine);
     return pf->fraction;

@@ -11,6 +11,7 @@
 #ifndef GR_REPORT_H
 #define GR_REPORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- the report channel ---- */
@@ -62,7 +63,16 @@ struct gr_perf {
     int pairs;                   /* paired rounds the median is taken over */
     double fraction;             /* of the points: 1 from the bar (gr_perf_bar), else linear */
     int undecided;               /* short of the bar, but within the noise of it */
+    int not_judged;              /* this run cannot judge speed (gr_perf_judged): full marks */
 };
+
+/* Whether wall-clock times on this placement can judge speed: 1 when they can (the CPU
+ * build, or the GPU build with one GPU per rank), with the backend the bar applies to in
+ * why ("on backend nccl"); 0 when ranks share a GPU (per_device > 1, backend mpi-staged):
+ * their kernels and copies contend for one device, so a ratio would measure the contention.
+ * why then says so, for the verdict line. backend is pl_comm_backend(), per_device
+ * pl_comm_ranks_per_device() (0 on the CPU build). Pure, so that it is tested anywhere. */
+int gr_perf_judged(const char *backend, int per_device, char *why, size_t len);
 
 /* Collective. time(ctx, mine) measures one round of the baseline (mine 0) or of the code
  * under test (mine 1) and returns its seconds per unit, the same on every rank (the slowest
@@ -74,7 +84,11 @@ struct gr_perf {
  * up to batches in all, so a loaded machine costs time, not points. A median that is still
  * within its spread of the bar after every batch is undecided: the machine was too busy to
  * tell the two apart, and the code keeps full marks (said in the verdict). Points are lost
- * only when the ratio is short of the bar by more than its spread. */
+ * only when the ratio is short of the bar by more than its spread. Where this run cannot
+ * judge speed (gr_perf_judged: ranks sharing a GPU), one batch is measured for the record,
+ * the code keeps full marks and the verdict says why (not_judged). Each side's time must
+ * include the device work it started: gr_perf_round waits for it (pl_ops_wait) before
+ * reading the clock, and so must a lab's own time callback. */
 void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
                      struct gr_perf *out);
 /* Collective: seconds per call of reps calls of mine(ctx) (mine 1) or base(ctx) (mine 0),
@@ -87,11 +101,17 @@ double gr_perf_round(void (*base)(void *), void (*mine)(void *), void *ctx, int 
 double gr_median_spread(double *v, int n, double *spread);
 
 /* "median of N paired rounds, spread +-S": how a ratio was measured, for the verdict line
- * (a static buffer, valid until the next call). */
+ * (a static buffer, valid until the next call); it ends with why speed was not judged, when
+ * it was not. */
 const char *gr_perf_how(const struct gr_perf *pf);
 
+/* "full marks from 0.70x on backend nccl" (the bar and where it applies) for a verdict line;
+ * a static buffer, valid until the next call. */
+const char *gr_perf_bar_text(void);
+
 /* The verdict of part "perf" for a training step timed by gr_perf_compare: "yours X ms per
- * step (T tokens/s), BASELINE Y ms per step: Rx; full marks from 0.70x", the hint when the
+ * step (T tokens/s), BASELINE Y ms per step: Rx (...); full marks from 0.70x on backend
+ * mpi", the hint when the
  * ratio is short of full marks, the leaderboard metric (tokens/s); returns the fraction of the points. */
 double gr_perf_report_step(const struct gr_perf *pf, double tokens, const char *baseline,
                            const char *hint, const char *metric);
