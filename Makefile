@@ -190,7 +190,9 @@ help:
 	@echo "                       (DRIVERS=build/cpu/grader/alt/NAME: a correct alternative of tests/alt)"
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs"
-	@echo "  make test-gpu-emu    the GPU build's library on a CUDA/NCCL stand-in (no GPU; run by make test)"
+	@echo "  make test-gpu-emu    the GPU build (make EMU=1, build/gpu-emu) on a CUDA/NCCL stand-in, no GPU:"
+	@echo "                       every test line a GPU runs (not [cpu]) and Lab 2's grader"
+	@echo "                       (make test runs its quick part, make test-gpu-emu-quick)"
 	@echo "  make deps            check and install the packages the build needs"
 	@echo "  make clean           remove build/"
 
