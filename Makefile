@@ -2,6 +2,8 @@
 #
 #   make            build the CPU backend (gcc + Open MPI + OpenBLAS) into build/cpu
 #   make GPU=1      build the CUDA backend (nvcc + cuBLAS + NCCL) into build/gpu
+#   make EMU=1      the GPU build on the CUDA/NCCL stand-in of tests/gpu_emu into build/gpu-emu
+#                   (host compilers, no GPU; make test-gpu-emu runs the tests on it)
 #
 # Sources are found by convention, so a new module needs no Makefile edit:
 #   lib/*.c, datasets/*.c        -> libparalab.a (files named *_gpu.c or *.cu: GPU build only)
@@ -14,8 +16,11 @@ GPU ?= 0
 # ASAN=1: the CPU build with AddressSanitizer in build/cpu-asan, for finding a bad memory
 # access in a lab: `make grade ASAN=1 LAB=NN` names the rank, the access and the line.
 ASAN ?= 0
+EMU ?= 0
 ifeq ($(GPU),1)
 B := build/gpu
+else ifeq ($(EMU),1)
+B := build/gpu-emu
 else ifeq ($(ASAN),1)
 B := build/cpu-asan
 else
@@ -53,6 +58,10 @@ NVCC_FLAGS = -std=c++17 -O2 -g -DPL_GPU=1 -Ilib -Idatasets $(shell mpicc --showm
   -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH)) \
   -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter
 GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart -lstdc++
+else ifeq ($(EMU),1)
+# The GPU build's sources against the stand-in's cuda_runtime.h, nccl.h and cublas_v2.h.
+ALL_CFLAGS += -DPL_GPU=1 -Itests/gpu_emu
+GPU_LIBS = -lstdc++
 else
 GPU_LIBS =
 endif
@@ -66,6 +75,11 @@ LIB_CU := $(wildcard lib/*.cu)
 ifeq ($(GPU),1)
 LIB_C := $(LIB_C_ALL)
 LIB_OBJ := $(LIB_C:%.c=$(B)/obj/%.o) $(LIB_CU:%.cu=$(B)/obj/%.o)
+else ifeq ($(EMU),1)
+# The kernels as host C++ and the stand-in itself (rules in tests/gpu_emu/gpu_emu.mk).
+LIB_C := $(LIB_C_ALL)
+LIB_OBJ := $(LIB_C:%.c=$(B)/obj/%.o) $(LIB_CU:lib/%.cu=$(B)/obj/cu/%.o) \
+  $(B)/obj/tests/gpu_emu/gpu_emu.o $(B)/obj/tests/gpu_emu/kernel_emu.o
 else
 LIB_C := $(filter-out $(LIB_C_GPU),$(LIB_C_ALL))
 LIB_OBJ := $(LIB_C:%.c=$(B)/obj/%.o)
@@ -185,7 +199,9 @@ help:
 	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs (JOBS=N at once)"
 	@echo "  make gpu-check       validate a GPU node in one command (<8 min): build/gpu/gpu-check.md"
-	@echo "  make test-gpu-emu    the GPU build's library on a CUDA/NCCL stand-in (no GPU; run by make test)"
+	@echo "  make test-gpu-emu    the GPU build (make EMU=1, build/gpu-emu) on a CUDA/NCCL stand-in, no GPU:"
+	@echo "                       every test line a GPU runs (not [cpu]) and Lab 2's grader"
+	@echo "                       (make test runs its quick part, make test-gpu-emu-quick)"
 	@echo "  make deps            check and install the packages the build needs"
 	@echo "  make clean           remove build/"
 

@@ -3,9 +3,10 @@
  * np 0 runs the command through /bin/sh without a launcher; otherwise the command runs on np
  * ranks under the launcher. expect is "ok" (exit 0) or "exit=N" optionally followed by
  * "~ text" that the output must contain. "$B" in a command is the build directory.
- * A name may start with a build tag: "[cpu] name" runs only on the CPU build, "[gpu] name"
- * only on the GPU build (make GPU=1; the harness knows which build it belongs to). On the
- * other build such a test is printed as skipped and counted, not run.
+ * A name may start with a build tag: "[cpu: why] name" runs only on the CPU build and says
+ * why the GPU build cannot run it (the reason is required), "[gpu] name" only on the GPU
+ * build (make GPU=1; the harness knows which build it belongs to). On the other build such
+ * a test is printed as skipped, with the reason, and counted, not run.
  * Lines starting with # are comments.
  * A command that exits with 77 (the automake convention) could not run here: the test is
  * printed as SKIP with the last line of its output as the reason, and counted as skipped.
@@ -62,6 +63,7 @@ enum only { ANY_BUILD, CPU_ONLY, GPU_ONLY };
 struct test {
     char name[160];
     enum only only;
+    char why[200]; /* a [cpu: why] tag's reason */
     int np;
     double timeout;
     int expect_exit;
@@ -114,12 +116,26 @@ static int parse_line(char *line, const char *file, int lineno, const char *buil
     memset(t, 0, sizeof *t);
     snprintf(t->where, sizeof t->where, "%s:%d", file, lineno);
     char *name = trim(fields[0]);
-    if (!strncmp(name, "[cpu]", 5) || !strncmp(name, "[gpu]", 5)) {
-        t->only = name[1] == 'c' ? CPU_ONLY : GPU_ONLY;
+    if (!strncmp(name, "[gpu]", 5)) {
+        t->only = GPU_ONLY;
         name = trim(name + 5);
+    } else if (!strncmp(name, "[cpu", 4)) {
+        char *end = strchr(name, ']'), *why = "";
+        if (name[4] == ':' && end) {
+            *end = '\0';
+            why = trim(name + 5);
+        }
+        if (!*why) {
+            fprintf(stderr, "%s:%d: a [cpu] tag says why the GPU build cannot run the test: "
+                    "'[cpu: needs X because Y] name'\n", file, lineno);
+            return -1;
+        }
+        t->only = CPU_ONLY;
+        snprintf(t->why, sizeof t->why, "%s", why);
+        name = trim(end + 1);
     } else if (name[0] == '[') {
-        fprintf(stderr, "%s:%d: a build tag must be [cpu] or [gpu], got '%.*s'\n", file, lineno,
-                (int)strcspn(name, "]") + 1, name);
+        fprintf(stderr, "%s:%d: a build tag must be [cpu: why] or [gpu], got '%.*s'\n", file,
+                lineno, (int)strcspn(name, "]") + 1, name);
         return -1;
     }
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -461,8 +477,10 @@ int main(int argc, char **argv)
             }
             if (filter && !strstr(t.name, filter)) continue;
             if (t.only != ANY_BUILD && t.only != THIS_BUILD) {
-                printf("== %s == SKIP (%s build only)\n", t.name,
-                       t.only == CPU_ONLY ? "CPU" : "GPU");
+                if (t.only == CPU_ONLY)
+                    printf("== %s == SKIP (CPU build only: %s)\n", t.name, t.why);
+                else
+                    printf("== %s == SKIP (GPU build only)\n", t.name);
                 skipped++;
                 continue;
             }

@@ -32,8 +32,12 @@ static void check_rows(int t)
     float *full = malloc(nf * sizeof *full), *loc = malloc(nl * sizeof *loc);
     float *rm = malloc(nf * sizeof *rm), *back = malloc(nf * sizeof *back);
     for (size_t i = 0; i < nf; i++) full[i] = (float)i;
+    /* the functions take op memory: each result is read back to be checked */
+    float *d_full = op_from_host(full, nf * sizeof *full), *d_loc = op_alloc(nl * sizeof *loc);
+    float *d_rm = op_alloc(nf * sizeof *rm), *d_back = op_alloc(nf * sizeof *back);
     for (int r = 0; r < t; r++) {
-        pl_sp_slice(loc, full, B, T, C, t, r);
+        pl_sp_slice(d_loc, d_full, B, T, C, t, r);
+        pl_to_host(loc, d_loc, nl * sizeof *loc);
         int ok = 1;
         for (int b = 0; b < B; b++)
             for (int i = 0; i < Ts; i++)
@@ -42,13 +46,18 @@ static void check_rows(int t)
                           full[((size_t)b * T + (size_t)r * Ts + i) * C + j];
         CHECK(ok, "t=%d rank %d: local row b T/t + i is token r T/t + i of sequence b", t, r);
     }
-    pl_sp_to_rank_major(rm, full, B, T, C, t);
-    pl_sp_slice(loc, full, B, T, C, t, t - 1);
+    pl_sp_to_rank_major(d_rm, d_full, B, T, C, t);
+    pl_sp_slice(d_loc, d_full, B, T, C, t, t - 1);
+    pl_to_host(rm, d_rm, nf * sizeof *rm);
+    pl_to_host(loc, d_loc, nl * sizeof *loc);
     CHECK(!memcmp(rm + (size_t)(t - 1) * nl, loc, nl * sizeof *loc),
           "t=%d: rank-major block r is rank r's rows", t);
-    pl_sp_from_rank_major(back, rm, B, T, C, t);
+    pl_sp_from_rank_major(d_back, d_rm, B, T, C, t);
+    pl_to_host(back, d_back, nf * sizeof *back);
     CHECK(!memcmp(back, full, nf * sizeof *full), "t=%d: from_rank_major inverts to_rank_major",
           t);
+    float *op[] = {d_full, d_loc, d_rm, d_back};
+    for (size_t i = 0; i < sizeof op / sizeof *op; i++) pl_mem_free(op[i]);
     free(full);
     free(loc);
     free(rm);
@@ -96,9 +105,16 @@ static void check_acts(void)
           "t=1: the SP formula is the single device's acts (%.0f B)", single);
 }
 
+/* The relative L2 distance of two arrays of op memory, compared on the host. */
 static double rel(const float *got, const float *want, size_t n)
 {
-    return pl_rel_l2(got, want, n);
+    float *g = malloc(n * sizeof *g), *w = malloc(n * sizeof *w);
+    pl_to_host(g, got, n * sizeof *g);
+    pl_to_host(w, want, n * sizeof *w);
+    double d = pl_rel_l2(g, w, n);
+    free(g);
+    free(w);
+    return d;
 }
 
 /* Sum over the t ranks' shards of the core's partials (+ bias once) = the full sub-layer. */
@@ -108,17 +124,20 @@ static void check_core(int t)
     const int B = 2, T = 8, N = B * T, C = c.d_model, F = c.d_ff;
     struct pl_model_layout lay;
     pl_model_layout_init(&lay, &c);
-    float *full = malloc(lay.block_numel * sizeof *full);
-    pl_rng_fill_normal(full, lay.block_numel, 7, pl_rng_stream("test.sp.block"), 0, 0, 0.1f);
+    /* every array is op memory, the random values drawn on the host and copied in */
+    float *host = malloc(lay.block_numel * sizeof *host), *dy_h = malloc((size_t)N * C * 4);
+    pl_rng_fill_normal(host, lay.block_numel, 7, pl_rng_stream("test.sp.block"), 0, 0, 0.1f);
+    float *full = op_from_host(host, lay.block_numel * sizeof *host);
     struct pl_block_params p;
     pl_block_bind(&c, full, &p);
-    float *ln = malloc((size_t)N * C * sizeof *ln), *dy = malloc((size_t)N * C * sizeof *dy);
-    pl_rng_fill_normal(ln, (size_t)N * C, 7, pl_rng_stream("test.sp.ln"), 0, 0, 1);
-    pl_rng_fill_normal(dy, (size_t)N * C, 7, pl_rng_stream("test.sp.dy"), 0, 0, 1);
+    pl_rng_fill_normal(host, (size_t)N * C, 7, pl_rng_stream("test.sp.ln"), 0, 0, 1);
+    float *ln = op_from_host(host, (size_t)N * C * sizeof *host);
+    pl_rng_fill_normal(dy_h, (size_t)N * C, 7, pl_rng_stream("test.sp.dy"), 0, 0, 1);
+    float *dy = op_from_host(dy_h, (size_t)N * C * sizeof *dy_h);
     /* the single device's MLP and its dln */
-    float *h = calloc((size_t)N * F, sizeof *h), *g = calloc((size_t)N * F, sizeof *g);
-    float *dg = calloc((size_t)N * F, sizeof *dg), *dh = calloc((size_t)N * F, sizeof *dh);
-    float *y = calloc((size_t)N * C, sizeof *y), *dln = calloc((size_t)N * C, sizeof *dln);
+    float *h = op_alloc((size_t)N * F * sizeof *h), *g = op_alloc((size_t)N * F * sizeof *g);
+    float *dg = op_alloc((size_t)N * F * sizeof *dg), *dh = op_alloc((size_t)N * F * 4);
+    float *y = op_alloc((size_t)N * C * sizeof *y), *dln = op_alloc((size_t)N * C * 4);
     pl_matmul_forward(h, ln, p.w_fc, p.b_fc, N, C, F);
     pl_gelu_forward(g, h, (size_t)N * F);
     pl_matmul_forward(y, g, p.w_fc2, p.b_fc2, N, F, C);
@@ -126,18 +145,18 @@ static void check_core(int t)
     pl_gelu_backward(dh, dg, h, (size_t)N * F);
     pl_matmul_backward(dln, NULL, NULL, dh, ln, p.w_fc, N, C, F);
     /* the attention's output */
-    float *qkv = calloc((size_t)N * 3 * C, sizeof *qkv), *hd = calloc((size_t)N * C, sizeof *hd);
-    float *att = calloc((size_t)B * c.n_heads * T * T, sizeof *att);
-    float *ya = calloc((size_t)N * C, sizeof *ya);
+    float *qkv = op_alloc((size_t)N * 3 * C * sizeof *qkv), *hd = op_alloc((size_t)N * C * 4);
+    float *att = op_alloc((size_t)B * c.n_heads * T * T * sizeof *att);
+    float *ya = op_alloc((size_t)N * C * sizeof *ya);
     pl_matmul_forward(qkv, ln, p.w_qkv, p.b_qkv, N, C, 3 * C);
     pl_attention_forward(hd, att, qkv, B, T, C, c.n_heads);
     pl_matmul_forward(ya, hd, p.w_proj, p.b_proj, N, C, C);
 
-    float *sum_y = calloc((size_t)N * C, sizeof *sum_y), *sum_ya = calloc((size_t)N * C, 4);
-    float *sum_dln = calloc((size_t)N * C, sizeof *sum_dln);
-    float *part = malloc((size_t)N * C * sizeof *part), *dpart = malloc((size_t)N * C * 4);
+    float *sum_y = op_alloc((size_t)N * C * 4), *sum_ya = op_alloc((size_t)N * C * 4);
+    float *sum_dln = op_alloc((size_t)N * C * sizeof *sum_dln);
+    float *part = op_alloc((size_t)N * C * sizeof *part), *dpart = op_alloc((size_t)N * C * 4);
     size_t sn = pl_tp_block_numel(&c, t);
-    float *shard = malloc(sn * sizeof *shard), *shard_g = calloc(sn, sizeof *shard_g);
+    float *shard = op_alloc(sn * sizeof *shard), *shard_g = op_alloc(sn * sizeof *shard_g);
     for (int r = 0; r < t; r++) {
         struct pl_block_params sp, sg;
         pl_tp_block_slice(&c, t, r, full, shard);
@@ -161,14 +180,18 @@ static void check_core(int t)
           t, rel(sum_dln, dln, (size_t)N * C));
     CHECK(rel(sum_ya, ya, (size_t)N * C) < 1e-5, "t=%d: attention partials + bias (%.2e)", t,
           rel(sum_ya, ya, (size_t)N * C));
-    float *db = calloc((size_t)C, sizeof *db), *want = calloc((size_t)C, sizeof *want);
+    float *db = op_alloc((size_t)C * sizeof *db), *want = op_alloc((size_t)C * sizeof *want);
     pl_sp_bias_backward(db, dy, N, C);
+    memset(host, 0, (size_t)C * sizeof *host);
     for (int n = 0; n < N; n++)
-        for (int j = 0; j < C; j++) want[j] += dy[(size_t)n * C + j];
+        for (int j = 0; j < C; j++) host[j] += dy_h[(size_t)n * C + j];
+    pl_to_device(want, host, (size_t)C * sizeof *host);
     CHECK(rel(db, want, (size_t)C) < 1e-6, "t=%d: the bias gradient sums the rows", t);
     void *fr[] = {full, ln, dy, h, g, dg, dh, y, dln, qkv, hd, att, ya, sum_y, sum_ya,
                   sum_dln, part, dpart, shard, shard_g, db, want};
-    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) free(fr[i]);
+    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) pl_mem_free(fr[i]);
+    free(host);
+    free(dy_h);
     pl_model_layout_free(&lay);
 }
 

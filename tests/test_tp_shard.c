@@ -42,14 +42,14 @@ static float expected(const struct pl_model_config *c, const struct pl_block_par
     return 0;
 }
 
+/* The shard functions take op memory: each result is read back to the host to be checked. */
 static void check_layout(const struct pl_model_config *c, int t)
 {
     struct pl_model_layout lay;
     pl_model_layout_init(&lay, c);
     size_t off, n;
     pl_model_part_range(&lay, 1, &off, &n);
-    float *full = malloc(n * sizeof *full), *back = calloc(n, sizeof *back);
-    pl_model_init_flat(&lay, off, n, full);
+    float *full = malloc(n * sizeof *full), *back = malloc(n * sizeof *back);
     /* random values everywhere, so that a copy from the wrong place shows */
     pl_rng_fill_normal(full, n, 7, 11, 0, 0, 1);
     struct pl_block_params fp;
@@ -58,10 +58,14 @@ static void check_layout(const struct pl_model_config *c, int t)
     CHECK(sn == 4 * C + (3 * C * C + 3 * C + C * C + 2 * F * C + F) / t + 2 * C,
           "t=%d: shard of %zu floats", t, sn);
     float *shard = malloc(sn * sizeof *shard), *init = malloc(sn * sizeof *init);
-    float *full_init = malloc(n * sizeof *full_init), *want = malloc(sn * sizeof *want);
-    pl_model_init_flat(&lay, off, n, full_init);
+    float *want = malloc(sn * sizeof *want);
+    float *d_full = op_from_host(full, n * sizeof *full), *d_back = op_alloc(n * sizeof *back);
+    float *d_full_init = op_alloc(n * sizeof *full), *d_shard = op_alloc(sn * sizeof *shard);
+    float *d_init = op_alloc(sn * sizeof *init), *d_want = op_alloc(sn * sizeof *want);
+    pl_model_init_flat(&lay, off, n, d_full_init);
     for (int r = 0; r < t; r++) {
-        pl_tp_block_slice(c, t, r, full, shard);
+        pl_tp_block_slice(c, t, r, d_full, d_shard);
+        pl_to_host(shard, d_shard, sn * sizeof *shard);
         struct pl_block_params sp;
         pl_tp_block_bind(c, t, shard, &sp);
         const struct {
@@ -87,20 +91,24 @@ static void check_layout(const struct pl_model_config *c, int t)
               !memcmp(sp.b_fc2, fp.b_fc2, C * sizeof(float)) &&
               !memcmp(sp.ln2_b, fp.ln2_b, C * sizeof(float)),
               "t=%d rank %d: replicated tensors differ", t, r);
-        pl_tp_block_unslice(c, t, r, shard, back);
+        pl_tp_block_unslice(c, t, r, d_shard, d_back);
         /* the initialisation of the shard alone is the slice of the full initial values */
-        pl_tp_block_init(&lay, 1, t, r, init);
-        pl_tp_block_slice(c, t, r, full_init, want);
+        pl_tp_block_init(&lay, 1, t, r, d_init);
+        pl_tp_block_slice(c, t, r, d_full_init, d_want);
+        pl_to_host(init, d_init, sn * sizeof *init);
+        pl_to_host(want, d_want, sn * sizeof *want);
         CHECK(!memcmp(init, want, sn * sizeof *init), "t=%d rank %d: shard init is not the "
               "slice of the full init", t, r);
     }
+    pl_to_host(back, d_back, n * sizeof *back);
     CHECK(!memcmp(back, full, n * sizeof *full), "t=%d: the ranks' blocks do not cover the "
           "block", t);
+    float *op[] = {d_full, d_back, d_full_init, d_shard, d_init, d_want};
+    for (size_t i = 0; i < sizeof op / sizeof *op; i++) pl_mem_free(op[i]);
     free(full);
     free(back);
     free(shard);
     free(init);
-    free(full_init);
     free(want);
     pl_model_layout_free(&lay);
 }
@@ -138,7 +146,11 @@ static void check_acts_and_bias(void)
     float y[35], b[7];
     for (int i = 0; i < N * OC; i++) y[i] = (float)i;
     for (int j = 0; j < OC; j++) b[j] = 0.5f * (float)j - 1.0f;
-    pl_tp_add_bias(y, b, N, OC);
+    float *d_y = op_from_host(y, sizeof y), *d_b = op_from_host(b, sizeof b);
+    pl_tp_add_bias(d_y, d_b, N, OC);
+    pl_to_host(y, d_y, sizeof y);
+    pl_mem_free(d_y);
+    pl_mem_free(d_b);
     int bad = 0;
     for (int i = 0; i < N; i++)
         for (int j = 0; j < OC; j++) bad += y[i * OC + j] != (float)(i * OC + j) + b[j];
@@ -151,43 +163,56 @@ static void check_acts_and_bias(void)
 static void check_xent(int t)
 {
     const int N = 6, V = 40, Vt = V / t;
-    float logits[240], losses[6], probs[240], dl[240] = {0}, mine[240] = {0};
+    const size_t NV = (size_t)N * V * sizeof(float), Nf = (size_t)N * sizeof(float);
+    float logits[240], losses[6], mine[240];
     int targets[6];
     pl_rng_fill_normal(logits, (size_t)N * V, 3, 5, 0, 0, 4);
     for (int n = 0; n < N; n++) targets[n] = (n * 7 + 3) % V;
-    pl_crossentropy_forward(losses, logits, targets, N, V);
+    float *d_logits = op_from_host(logits, NV), *d_losses = op_alloc(Nf);
+    float *d_probs = op_alloc(NV), *d_dl = op_alloc(NV), *d_mine = op_alloc(NV);
+    int *d_targets = op_from_host(targets, sizeof targets);
+    pl_crossentropy_forward(d_losses, d_logits, d_targets, N, V);
+    pl_to_host(losses, d_losses, Nf);
     double want = 0;
     for (int n = 0; n < N; n++) want += losses[n];
     want /= N;
-    pl_softmax_forward(probs, logits, N, V);
-    pl_crossentropy_softmax_backward(dl, probs, targets, 1.0f / N, N, V);
-    float cols[240], maxes[6 * 8], shift[6], sum[6] = {0}, tl[6] = {0}, part[6];
+    pl_softmax_forward(d_probs, d_logits, N, V);
+    pl_crossentropy_softmax_backward(d_dl, d_probs, d_targets, 1.0f / N, N, V);
+    /* The pieces as a TP group combines them: max of the ranks' maxima, sums summed. */
+    float *cols = op_alloc(NV), *maxes = op_alloc((size_t)t * Nf), *shift = op_alloc(Nf);
+    float *sum = op_alloc(Nf), *tl = op_alloc(Nf), *part = op_alloc(Nf), *d = op_alloc(NV);
     for (int r = 0; r < t; r++) {
         struct pl_tp_rect q = {0, (size_t)r * Vt, (size_t)N, (size_t)Vt};
-        pl_tp_copy_rect_out(cols, logits, (size_t)V, &q);
+        pl_tp_copy_rect_out(cols, d_logits, (size_t)V, &q);
         pl_tp_row_max(maxes + r * N, cols, N, Vt);
     }
     pl_tp_max_of_blocks(shift, maxes, t, N);
     for (int r = 0; r < t; r++) {
         struct pl_tp_rect q = {0, (size_t)r * Vt, (size_t)N, (size_t)Vt};
-        pl_tp_copy_rect_out(cols, logits, (size_t)V, &q);
+        pl_tp_copy_rect_out(cols, d_logits, (size_t)V, &q);
         pl_tp_row_sumexp(part, cols, shift, N, Vt);
-        for (int n = 0; n < N; n++) sum[n] += part[n];
-        pl_tp_pick_target(part, cols, targets, r * Vt, N, Vt);
-        for (int n = 0; n < N; n++) tl[n] += part[n];
+        pl_accumulate(sum, part, (size_t)N);
+        pl_tp_pick_target(part, cols, d_targets, r * Vt, N, Vt);
+        pl_accumulate(tl, part, (size_t)N);
     }
     for (int r = 0; r < t; r++) {
         struct pl_tp_rect q = {0, (size_t)r * Vt, (size_t)N, (size_t)Vt};
-        float d[240] = {0};
-        pl_tp_copy_rect_out(cols, logits, (size_t)V, &q);
-        pl_tp_xent_backward(d, cols, shift, sum, targets, r * Vt, 1.0f / N, N, Vt);
-        pl_tp_copy_rect_in(mine, (size_t)V, d, &q);
+        pl_zero(d, (size_t)N * Vt);
+        pl_tp_copy_rect_out(cols, d_logits, (size_t)V, &q);
+        pl_tp_xent_backward(d, cols, shift, sum, d_targets, r * Vt, 1.0f / N, N, Vt);
+        pl_tp_copy_rect_in(d_mine, (size_t)V, d, &q);
     }
     double got = pl_tp_xent_mean(shift, sum, tl, N);
     CHECK(fabs(got - want) <= 1e-6 * fabs(want), "t=%d: loss %.9f, whole rows %.9f", t, got,
           want);
+    float dl[240];
+    pl_to_host(dl, d_dl, NV);
+    pl_to_host(mine, d_mine, NV);
     CHECK(pl_rel_l2(mine, dl, (size_t)N * V) < 1e-6, "t=%d: dlogits off by %.2e", t,
           pl_rel_l2(mine, dl, (size_t)N * V));
+    void *op[] = {d_logits, d_losses, d_probs, d_dl, d_mine, d_targets, cols, maxes, shift,
+                  sum, tl, part, d};
+    for (size_t i = 0; i < sizeof op / sizeof *op; i++) pl_mem_free(op[i]);
 }
 
 /* The whole model: a rank's shard initialised alone is the slice of the full model's
@@ -203,15 +228,23 @@ static void check_model(int t)
     CHECK(n == want, "t=%d: model shard of %zu floats, expected %zu", t, n, want);
     float *full = malloc(lay.numel * sizeof *full);
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
-    pl_model_init_flat(&lay, 0, lay.numel, full);
+    float *d_full = op_alloc(lay.numel * sizeof *full), *d_a = op_alloc(n * sizeof *a);
+    float *d_b = op_alloc(n * sizeof *b);
+    pl_model_init_flat(&lay, 0, lay.numel, d_full);
+    pl_to_host(full, d_full, lay.numel * sizeof *full);
     for (int r = 0; r < t; r++) {
-        pl_tp_model_init(&lay, t, r, a);
-        pl_tp_model_slice(&lay, t, r, full, b);
+        pl_tp_model_init(&lay, t, r, d_a);
+        pl_tp_model_slice(&lay, t, r, d_full, d_b);
+        pl_to_host(a, d_a, n * sizeof *a);
+        pl_to_host(b, d_b, n * sizeof *b);
         CHECK(!memcmp(a, b, n * sizeof *a), "t=%d rank %d: model shard init is not the slice", t,
               r);
         CHECK(!memcmp(b, full + (size_t)r * (V / t) * C, (V / t) * C * sizeof *b),
               "t=%d rank %d: the shard does not start with its rows of wte", t, r);
     }
+    pl_mem_free(d_full);
+    pl_mem_free(d_a);
+    pl_mem_free(d_b);
     free(full);
     free(a);
     free(b);

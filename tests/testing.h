@@ -1,7 +1,8 @@
 /* testing.h: the one CHECK of the project's test programs. It counts checks and failures
  * and prints each failure with file, line and (under MPI) rank; a program exits non-zero
  * when `failures` is not zero. One translation unit per test program includes it. Also the
- * shared comparison of computed doubles and the job-wide sum a verdict is taken from. */
+ * shared comparison of computed doubles, the job-wide sum a verdict is taken from, and op
+ * memory for the arrays a test hands to the kit's ops. */
 #ifndef PL_TESTING_H
 #define PL_TESTING_H
 
@@ -9,6 +10,8 @@
 #include <stdio.h>
 
 #include "comm.h"
+#include "mem.h"
+#include "ops.h"
 #include "runtime.h"
 
 static int checks, failures;
@@ -43,6 +46,21 @@ static inline double world_sum(double v)
     pl_copy_to_host(&x, buf, 1);
     pl_comm_buf_free(buf);
     return x;
+}
+
+/* Op memory for a test's arrays: what the kit's ops take, device memory on the GPU build
+ * (where a host array given to an op is refused). Zero-filled; freed with pl_mem_free.
+ * op_from_host fills it with bytes of host memory; read it back with pl_to_host. */
+static inline void *op_alloc(size_t bytes)
+{
+    return pl_mem_alloc(bytes, PL_MEM_WORK, PL_DEVICE, "test array");
+}
+
+static inline void *op_from_host(const void *host, size_t bytes)
+{
+    void *p = op_alloc(bytes);
+    pl_to_device(p, host, bytes);
+    return p;
 }
 
 #endif

@@ -29,6 +29,7 @@
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
 #include "gpu_emu.h"
+#include "mem.h"
 #include "nccl.h"
 
 enum item_kind { IT_COPY, IT_SET, IT_RECORD, IT_WAIT, IT_FREE, IT_NCCL, IT_HOST };
@@ -432,7 +433,35 @@ const char *cudaGetErrorString(cudaError_t e)
     return "unknown error";
 }
 
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+static void report_side(const char *call, const char *what, const void *p, int want_device);
+
+/* A launch refused by pl_emu_launch_check, returned (and cleared) by the next call. */
+static cudaError_t last_error = cudaSuccess;
+
+cudaError_t cudaGetLastError(void)
+{
+    pthread_mutex_lock(&E.mu);
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    pthread_mutex_unlock(&E.mu);
+    return e;
+}
+
+int pl_emu_launch_check(const char *kernel, int arg, const void *p)
+{
+    pthread_mutex_lock(&E.mu);
+    int ok = !p || on_device(p, 0);
+    if (!ok) {
+        char what[160];
+        snprintf(what, sizeof what, "kernel %s", kernel);
+        char which[32];
+        snprintf(which, sizeof which, "argument %d", arg + 1);
+        report_side(what, which, p, 1);
+        last_error = cudaErrorInvalidValue;
+    }
+    pthread_mutex_unlock(&E.mu);
+    return ok;
+}
 
 static int emulated_devices(void)
 {
@@ -535,26 +564,70 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
     return cudaSuccess;
 }
 
-/* Whether each side of a copy is where its kind says: host pointers given to the device (or
- * the reverse) are errors on a real GPU without unified addressing of pageable memory. */
-static int copy_sides_ok(const void *dst, const void *src, size_t bytes, enum cudaMemcpyKind k)
+/* A pointer on the wrong side, told the way a student can act on: which call, which pointer,
+ * what it is (a pl_mem_alloc block and its label, or memory the ledger never saw) and where
+ * op memory comes from. A GPU says only "invalid argument" or "illegal memory access". */
+static void report_side(const char *call, const char *what, const void *p, int want_device)
 {
-    int dd = on_device(dst, bytes), sd = on_device(src, bytes);
+    enum pl_where where;
+    const char *label = NULL;
+    char origin[200];
+    if (pl_mem_block_of(p, &where, &label))
+        snprintf(origin, sizeof origin, "in pl_mem_alloc's block '%s', allocated %s", label,
+                 where == PL_HOST ? "PL_HOST" : "PL_DEVICE");
+    else
+        snprintf(origin, sizeof origin,
+                 "not from pl_mem_alloc: malloc'd, on the stack or in static storage");
+    if (want_device)
+        fprintf(stderr,
+                "gpu_emu: %s: %s %p is host memory (%s), where the call needs device memory. "
+                "On the GPU build the kit's ops and collectives take op memory: allocate it "
+                "with pl_mem_alloc(bytes, cat, PL_DEVICE, label) and move host data in and out "
+                "with pl_to_device and pl_to_host (lib/ops.h)\n",
+                call, what, p, origin);
+    else
+        fprintf(stderr,
+                "gpu_emu: %s: %s %p is device memory, where the call needs host memory: copy "
+                "op memory to a host buffer with pl_to_host (lib/ops.h) before reading it on "
+                "the host\n",
+                call, what, p);
+}
+
+static const char *kind_name(enum cudaMemcpyKind k)
+{
     switch (k) {
-    case cudaMemcpyHostToDevice: return dd && !sd;
-    case cudaMemcpyDeviceToHost: return sd && !dd;
-    case cudaMemcpyDeviceToDevice: return dd && sd;
-    case cudaMemcpyHostToHost: return !dd && !sd;
-    case cudaMemcpyDefault: return 1;
+    case cudaMemcpyHostToDevice: return "cudaMemcpyHostToDevice";
+    case cudaMemcpyDeviceToHost: return "cudaMemcpyDeviceToHost";
+    case cudaMemcpyDeviceToDevice: return "cudaMemcpyDeviceToDevice";
+    case cudaMemcpyHostToHost: return "cudaMemcpyHostToHost";
+    case cudaMemcpyDefault: return "cudaMemcpyDefault";
     }
+    return "?";
+}
+
+/* Whether each side of a copy is where its kind says: host pointers given to the device (or
+ * the reverse) are errors on a real GPU without unified addressing of pageable memory. A
+ * wrong side is reported (report_side) and refused. */
+static int copy_sides_ok(const char *call, const void *dst, const void *src, size_t bytes,
+                         enum cudaMemcpyKind k)
+{
+    if (k == cudaMemcpyDefault) return 1;
+    int want_dd = k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice;
+    int want_sd = k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice;
+    int dd = on_device(dst, bytes), sd = on_device(src, bytes);
+    if (dd == want_dd && sd == want_sd) return 1;
+    char what[160];
+    snprintf(what, sizeof what, "%s(dst, src, %zu bytes, %s)", call, bytes, kind_name(k));
+    if (dd != want_dd) report_side(what, "dst", dst, want_dd);
+    if (sd != want_sd) report_side(what, "src", src, want_sd);
     return 0;
 }
 
 /* Queues a copy on s, with the lock held; its sequence number in *seq. */
-static cudaError_t queue_copy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
-                              cudaStream_t s, long *seq)
+static cudaError_t queue_copy(const char *call, void *dst, const void *src, size_t bytes,
+                              enum cudaMemcpyKind kind, cudaStream_t s, long *seq)
 {
-    if (bytes && !copy_sides_ok(dst, src, bytes, kind)) return cudaErrorInvalidValue;
+    if (bytes && !copy_sides_ok(call, dst, src, bytes, kind)) return cudaErrorInvalidValue;
     struct item *it = item_new(IT_COPY);
     it->dst = dst;
     it->src = src;
@@ -569,7 +642,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 {
     long seq;
     pthread_mutex_lock(&E.mu);
-    cudaError_t e = queue_copy(dst, src, bytes, kind, s, &seq);
+    cudaError_t e = queue_copy("cudaMemcpyAsync", dst, src, bytes, kind, s, &seq);
     pthread_mutex_unlock(&E.mu);
     return e;
 }
@@ -578,7 +651,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
 {
     long seq;
     pthread_mutex_lock(&E.mu);
-    cudaError_t e = queue_copy(dst, src, bytes, kind, NULL, &seq);
+    cudaError_t e = queue_copy("cudaMemcpy", dst, src, bytes, kind, NULL, &seq);
     if (e == cudaSuccess) {
         /* A synchronous copy returns once the default stream has done it: a wait on one
          * stream, not on the device. */
@@ -593,6 +666,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
 {
     pthread_mutex_lock(&E.mu);
     if (bytes && !on_device(p, bytes)) {
+        report_side("cudaMemsetAsync", "p", p, 1);
         pthread_mutex_unlock(&E.mu);
         return cudaErrorInvalidValue;
     }
@@ -792,6 +866,17 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          int ldc, long long strideC, int batch)
 {
     if (!handle || m < 0 || n < 0 || k < 0 || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    const void *ptrs[3] = {A, B, C};
+    const char *names[3] = {"A", "B", "C"};
+    int sides_ok = 1;
+    pthread_mutex_lock(&E.mu);
+    for (int i = 0; i < 3; i++)
+        if (m && n && (k || i == 2) && !on_device(ptrs[i], 0)) {
+            report_side("cublasSgemm", names[i], ptrs[i], 1);
+            sides_ok = 0;
+        }
+    pthread_mutex_unlock(&E.mu);
+    if (!sides_ok) return CUBLAS_STATUS_INVALID_VALUE;
     struct gemm *g = xcalloc(1, sizeof *g);
     /* The default pointer mode: alpha and beta are read on the host, at the call. */
     *g = (struct gemm){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
@@ -955,8 +1040,10 @@ static ncclResult_t submit(struct nccl_op op, size_t send_elems, size_t recv_ele
     ncclResult_t r = ncclSuccess;
     if ((send_elems && !on_device(op.send, send_elems * f)) ||
         (recv_elems && !on_device(op.recv, recv_elems * f))) {
-        fprintf(stderr, "gpu_emu: %s was given a buffer that is not device memory\n",
-                nop_name(op.kind));
+        if (send_elems && !on_device(op.send, send_elems * f))
+            report_side(nop_name(op.kind), "sendbuff", op.send, 1);
+        if (recv_elems && !on_device(op.recv, recv_elems * f))
+            report_side(nop_name(op.kind), "recvbuff", op.recv, 1);
         r = ncclInvalidArgument;
     } else if ((op.kind == NOP_SEND || op.kind == NOP_RECV || op.kind == NOP_BROADCAST) &&
                (op.peer < 0 || op.peer >= op.comm->size)) {
