@@ -60,7 +60,7 @@ NVCC_FLAGS = -std=c++17 -O2 -g -DPL_GPU=1 -Ilib -Idatasets $(shell mpicc --showm
 GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart -lstdc++
 else ifeq ($(EMU),1)
 # The GPU build's sources against the stand-in's cuda_runtime.h, nccl.h and cublas_v2.h.
-ALL_CFLAGS += -DPL_GPU=1 -Itests/gpu_emu
+ALL_CFLAGS += -DPL_GPU=1 -DPL_GPU_STAND_IN=1 -Itests/gpu_emu
 GPU_LIBS = -lstdc++
 else
 GPU_LIBS =

@@ -251,6 +251,15 @@ int pl_comm_ranks_per_device(void)
     return cs.per_device;
 }
 
+int pl_comm_device_emulated(void)
+{
+#ifdef PL_GPU_STAND_IN
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 /* ---- running an operation ---- */
 
 static void backend_start(struct pl_handle *h)

@@ -128,4 +128,9 @@ const char *pl_comm_backend(void);
  * contention as much as their own code (the grader's speed tests ask this). */
 int pl_comm_ranks_per_device(void);
 
+/* 1 when the GPU build runs on the CUDA/NCCL stand-in of the kit's own tests (make EMU=1):
+ * its devices are host threads on the cores the ranks use, so no time taken there says
+ * anything about a GPU; 0 on the CPU build and on a real GPU. */
+int pl_comm_device_emulated(void);
+
 #endif

@@ -391,7 +391,7 @@ static int count_speed_shortfalls(const char *out)
 static void check_judged(const char *backend, int per_device, int want, const char *want_why)
 {
     char why[200];
-    int got = gr_perf_judged(backend, per_device, why, sizeof why);
+    int got = gr_perf_judged(backend, per_device, 0, why, sizeof why);
     if (got != want)
         fail("gr_perf_judged(%s, %d ranks per GPU) = %d, expected %d (%s)", backend, per_device,
              got, want, why);
@@ -416,8 +416,14 @@ static int perf_judged_checks(void)
                  "mpi-staged); speed is judged with one GPU per rank or on the CPU build", per);
         check_judged("mpi-staged", per, 0, shared);
     }
+    /* The stand-in's devices are host threads: never judged, whatever the placement. */
+    char emu[200];
+    for (int per = 1; per <= 2; per++)
+        if (gr_perf_judged(per == 1 ? "nccl" : "mpi-staged", per, 1, emu, sizeof emu) != 0 ||
+            !strstr(emu, "not judged: the GPU build runs on the CUDA stand-in"))
+            fail("on the stand-in with %d rank(s) per device: judged, or says '%s'", per, emu);
     char tiny[8];
-    if (gr_perf_judged("mpi-staged", 3, tiny, sizeof tiny) != 0 || strlen(tiny) != sizeof tiny - 1)
+    if (gr_perf_judged("mpi-staged", 3, 0, tiny, sizeof tiny) != 0 || strlen(tiny) != sizeof tiny - 1)
         fail("a short buffer gets a cut reason, '%s'", tiny);
     if (failures) printf("%d check(s) failed\n", failures);
     else printf("all checks passed\n");

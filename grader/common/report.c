@@ -237,8 +237,14 @@ void gr_perf_set_bar(double bar)
     perf_bar = bar;
 }
 
-int gr_perf_judged(const char *backend, int per_device, char *why, size_t len)
+int gr_perf_judged(const char *backend, int per_device, int emulated, char *why, size_t len)
 {
+    if (emulated) {
+        snprintf(why, len, "not judged: the GPU build runs on the CUDA stand-in (backend %s), "
+                 "whose devices are host threads; speed is judged on a GPU or on the CPU "
+                 "build", backend);
+        return 0;
+    }
     if (per_device > 1) {
         snprintf(why, len, "not judged: %d ranks share one GPU (backend %s); speed is judged "
                  "with one GPU per rank or on the CPU build", per_device, backend);
@@ -255,7 +261,8 @@ const char *gr_perf_bar_text(void)
 {
     static char text[400];
     char why[200];
-    gr_perf_judged(pl_comm_backend(), pl_comm_ranks_per_device(), why, sizeof why);
+    gr_perf_judged(pl_comm_backend(), pl_comm_ranks_per_device(), pl_comm_device_emulated(),
+                   why, sizeof why);
     snprintf(text, sizeof text, "full marks from %.2fx %s", gr_perf_bar(),
              not_judged_why[0] ? "where speed is judged" : why);
     return text;
@@ -266,8 +273,8 @@ void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds,
 {
     double ratio[GR_PERF_MAX_PAIRS], base[GR_PERF_MAX_PAIRS], mine[GR_PERF_MAX_PAIRS], tmp[2];
     int n = 0;
-    int judged = gr_perf_judged(pl_comm_backend(), pl_comm_ranks_per_device(), not_judged_why,
-                                sizeof not_judged_why);
+    int judged = gr_perf_judged(pl_comm_backend(), pl_comm_ranks_per_device(),
+                                pl_comm_device_emulated(), not_judged_why, sizeof not_judged_why);
     if (judged) not_judged_why[0] = '\0';
     time(ctx, 0); /* warm-up: first-touch pages, connection set-up, caches */
     time(ctx, 1);

@@ -70,9 +70,11 @@ struct gr_perf {
  * build, or the GPU build with one GPU per rank), with the backend the bar applies to in
  * why ("on backend nccl"); 0 when ranks share a GPU (per_device > 1, backend mpi-staged):
  * their kernels and copies contend for one device, so a ratio would measure the contention.
- * why then says so, for the verdict line. backend is pl_comm_backend(), per_device
- * pl_comm_ranks_per_device() (0 on the CPU build). Pure, so that it is tested anywhere. */
-int gr_perf_judged(const char *backend, int per_device, char *why, size_t len);
+ * why then says so, for the verdict line; 0 too on the CUDA stand-in of the kit's tests
+ * (emulated 1), whose devices are host threads on the cores the ranks use. backend is
+ * pl_comm_backend(), per_device pl_comm_ranks_per_device() (0 on the CPU build), emulated
+ * pl_comm_device_emulated(). Pure, so that it is tested anywhere. */
+int gr_perf_judged(const char *backend, int per_device, int emulated, char *why, size_t len);
 
 /* Collective. time(ctx, mine) measures one round of the baseline (mine 0) or of the code
  * under test (mine 1) and returns its seconds per unit, the same on every rank (the slowest

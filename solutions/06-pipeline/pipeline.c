@@ -161,10 +161,13 @@ static void backward(struct pipe *pp, int j, int mb)
     size_t n = pl_parts_boundary_numel(&pp->m->cfg, pp->Bmb, pp->T);
     const float *dy = NULL;
     if (c < vlast(pp)) {
+        /* The gradient is received before the output's send is waited for: on NCCL a wait
+         * launches every send posted so far with it, and the next stage takes the later
+         * microbatches' activations only after it has sent this gradient (handout 5). */
         int from_chunk = pp->stage < pp->p - 1 ? j : j + 1;
-        pl_wait(pp->act_sent[slot]);
         pl_recv(pp->comm, pp->inbuf, n, (pp->stage + 1) % pp->p,
                 PIPE_TAG_GRAD(from_chunk * m + mb));
+        pl_wait(pp->act_sent[slot]);
         dy = pp->inbuf;
     }
     struct pl_model_ctx ctx = microbatch_ctx(pp, mb);
