@@ -16,7 +16,7 @@ EMU_OBJ := $(EMU_LIB_SRC:%.c=$(EMU_B)/obj/%.o) $(EMU_B)/obj/gpu_emu.o $(EMU_B)/o
   $(EMU_CU_SRC:lib/%.cu=$(EMU_B)/obj/cu/%.o)
 EMU_TESTS := $(EMU_B)/tests/test_comm $(EMU_B)/tests/test_gpu_emu $(EMU_B)/tests/test_comm_ungrouped \
   $(EMU_B)/tests/test_ops $(EMU_B)/tests/test_model $(EMU_B)/tests/test_gpu_step
-EMU_CXXFLAGS = -std=c++17 -O1 -g $(SIMD_CFLAGS) -Wall -Wextra -Werror -Wno-unused-parameter -DPL_GPU=1 \
+EMU_CXXFLAGS = -std=c++17 -O1 -g $(SIMD_CFLAGS) -Wall -Wextra $(WERROR_FLAG) -Wno-unused-parameter -DPL_GPU=1 \
   -Itests/gpu_emu -Ilib -Idatasets $(shell mpicc --showme:compile 2>/dev/null) -MMD -MP
 EMU_LDLIBS = $(BLAS_LIBS) -lstdc++ $(LDLIBS_BASE)
 
