@@ -28,23 +28,33 @@ if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] || [ -x /usr/lib/cuda/bin/nvc
 fi
 
 start=$(date +%s)
+# step NAME BUILD_DIR COMMAND...
 step() {
-    name=$1
-    shift
+    name=$1 dir=$2
+    shift 2
     t0=$(date +%s)
-    echo "== $name"
+    echo "== $name ($dir)"
     "$@" || { echo "check-compilers: $name has warnings or errors (above)" >&2; exit 1; }
+    # The labs' stubs are built as a student's code is (a failure there is a lab's failed
+    # grade, not a failed build): each must still have linked.
+    for p in grader/*/plan.c; do
+        lab=$(basename "$(dirname "$p")")
+        [ -x "$dir/grader/labs/$lab/driver" ] || {
+            echo "check-compilers: $name: the stub of $lab did not build ($dir/grader/labs/$lab/build.log)" >&2
+            exit 1
+        }
+    done
     echo "== $name: warning-free under -Werror ($(($(date +%s) - t0)) s)"
 }
-step "CPU build, $clang (build/cpu-clang)" \
+step "CPU build, $clang" build/cpu-clang \
     env OMPI_CC="$clang" $make --no-print-directory build-only WERROR=1 BUILD_DIR=build/cpu-clang
-step "CPU build, gcc -O2 -D_FORTIFY_SOURCE=3 (build/cpu-fortify)" \
+step "CPU build, gcc -O2 -D_FORTIFY_SOURCE=3" build/cpu-fortify \
     $make --no-print-directory build-only WERROR=1 BUILD_DIR=build/cpu-fortify HOST_FLAGS="$fortify"
 if [ $gpu = 1 ]; then
-    step "GPU build, $clang and nvcc -ccbin $clangxx (build/gpu-clang)" \
+    step "GPU build, $clang and nvcc -ccbin $clangxx" build/gpu-clang \
         env OMPI_CC="$clang" $make --no-print-directory build-only GPU=1 WERROR=1 \
         BUILD_DIR=build/gpu-clang NVCC_CCBIN="$clangxx"
-    step "GPU build, gcc -O2 -D_FORTIFY_SOURCE=3 (build/gpu-fortify)" \
+    step "GPU build, gcc -O2 -D_FORTIFY_SOURCE=3" build/gpu-fortify \
         $make --no-print-directory build-only GPU=1 WERROR=1 BUILD_DIR=build/gpu-fortify \
         HOST_FLAGS="$fortify"
 else
