@@ -26,6 +26,11 @@ B := build/cpu-asan
 else
 B := build/cpu
 endif
+# BUILD_DIR=build/x: build into another folder (make check-compilers builds each compiler's
+# copy in its own, so build/cpu and build/gpu are left as they are).
+ifneq ($(BUILD_DIR),)
+B := $(BUILD_DIR)
+endif
 
 # The CUDA toolkit: $CUDA_HOME, else the usual prefixes, else wherever nvcc on PATH lives.
 NVCC_ON_PATH := $(shell command -v nvcc 2>/dev/null)
@@ -41,9 +46,20 @@ else
 Q := @
 endif
 NVCC := $(CUDA_HOME)/bin/nvcc
-WARN := -Wall -Wextra -Werror -Wno-unused-parameter
+# Users' builds print warnings and go on: a newer compiler's new warning must not stop a
+# student on another distribution. WERROR=1 makes every warning an error, in every compiler
+# the kit runs (mpicc, nvcc and its host compiler, the GPU stand-in's g++); CI builds so.
+WERROR ?= 0
+WERROR_FLAG := $(if $(filter 1,$(WERROR)),-Werror)
+WARN := -Wall -Wextra $(WERROR_FLAG) -Wno-unused-parameter
 CFLAGS ?= -O2 -g
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -Ilib -Idatasets -MMD -MP \
+# HOST_FLAGS: added to every C compile and to nvcc's host compiler (make check-compilers
+# sets -D_FORTIFY_SOURCE=3 there); NVCC_CCBIN: nvcc's host compiler (default: its own).
+HOST_FLAGS ?=
+comma := ,
+empty :=
+space := $(empty) $(empty)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(HOST_FLAGS) $(WARN) -Ilib -Idatasets -MMD -MP \
   $(if $(filter 1,$(ASAN)),-fsanitize=address -fno-omit-frame-pointer -Wno-error)
 LDLIBS_BASE = -lm -lpthread
 
@@ -52,12 +68,24 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null)
 
 ifeq ($(GPU),1)
-ALL_CFLAGS += -DPL_GPU=1 -I$(CUDA_HOME)/include
-NVCC_FLAGS = -std=c++17 -O2 -g -DPL_GPU=1 -Ilib -Idatasets $(shell mpicc --showme:compile 2>/dev/null) \
+# NCCL: the first of $NCCL_HOME, the CUDA prefix, /usr, /usr/local, a Python environment's
+# NVIDIA NCCL wheel (lib/nccl_find.sh, the search lib/deps.sh reports). A wheel ships only
+# libnccl.so.2: it is linked by its full path, with an rpath to its folder.
+NCCL_FOUND := $(shell sh lib/nccl_find.sh '$(CUDA_HOME)' 2>/dev/null)
+nccl_field = $(patsubst $(1)=%,%,$(filter $(1)=%,$(NCCL_FOUND)))
+NCCL_INC := $(call nccl_field,include)
+NCCL_LIB := $(call nccl_field,lib)
+NCCL_INC_FLAGS := $(if $(filter-out $(CUDA_HOME)/include /usr/include,$(NCCL_INC)),-I$(NCCL_INC))
+NCCL_LINK := $(if $(NCCL_FOUND),$(call nccl_field,link),-lnccl)
+# Ahead of the CUDA prefix's rpath: that folder may hold another libnccl.so.2.
+NCCL_RPATH := $(if $(call nccl_field,rpath),-Wl$(comma)-rpath$(comma)$(call nccl_field,rpath))
+ALL_CFLAGS += -DPL_GPU=1 -I$(CUDA_HOME)/include $(NCCL_INC_FLAGS)
+NVCC_FLAGS = -std=c++17 -O2 -g -DPL_GPU=1 -Ilib -Idatasets $(NCCL_INC_FLAGS) $(shell mpicc --showme:compile 2>/dev/null) \
   $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
   -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH)) \
-  -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter
-GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart -lstdc++
+  $(if $(NVCC_CCBIN),-ccbin $(NVCC_CCBIN)) $(if $(WERROR_FLAG),-Werror all-warnings) \
+  -Xcompiler -Wall,-Wextra,-Wno-unused-parameter$(if $(WERROR_FLAG),$(comma)-Werror)$(if $(strip $(HOST_FLAGS)),$(comma)$(subst $(space),$(comma),$(strip $(HOST_FLAGS))))
+GPU_LIBS = $(NCCL_RPATH) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas $(NCCL_LINK) -lcudart -lstdc++
 else ifeq ($(EMU),1)
 # The GPU build's sources against the stand-in's cuda_runtime.h, nccl.h and cublas_v2.h.
 ALL_CFLAGS += -DPL_GPU=1 -DPL_GPU_STAND_IN=1 -Itests/gpu_emu
@@ -93,7 +121,7 @@ TESTS := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 BENCH_SRC := $(wildcard tests/bench_*.c)
 BENCHES := $(BENCH_SRC:tests/%.c=$(B)/tests/%)
 
-.PHONY: all deps lib bins test bench demo check-gpu-build test-gpu gpu-check clean help
+.PHONY: all deps lib bins test bench demo check-gpu-build check-compilers test-gpu gpu-check clean help
 .DEFAULT_GOAL := all
 
 all: deps
@@ -153,8 +181,9 @@ test-gpu:
 	@build/gpu/tests/harness --build build/gpu --gpu $(if $(JOBS),-j $(JOBS)) tests/*.tests \
 	    $(wildcard tests/labs/*.tests)
 
+# CI's check: warnings are errors here (WERROR=1), as in .ci/run.
 check-gpu-build:
-	@$(MAKE) --no-print-directory GPU=1 all
+	@$(MAKE) --no-print-directory GPU=1 WERROR=1 all
 	@echo "GPU build compiled and linked warning-free (-Werror) in build/gpu"
 
 # A GPU node's validation in one command, under 8 minutes: deps, build, the tests in
@@ -162,6 +191,12 @@ check-gpu-build:
 # (tests/gpu_check.sh). Without a GPU it says so and exits 2 before building.
 gpu-check:
 	@sh tests/gpu_check.sh
+
+# CI's check that another compiler's warnings do not reach a user: the CPU build (and the
+# GPU build where nvcc exists) with clang and with gcc -D_FORTIFY_SOURCE=3, under -Werror,
+# each in its own build folder (tests/check_compilers.sh). CLANG=clang-16 by default.
+check-compilers: deps
+	@MAKE='$(MAKE)' CLANG='$(CLANG)' sh tests/check_compilers.sh
 
 bench: all
 	@LAB='$(LAB)' SOLUTIONS='$(SOLUTIONS)' NP='$(NP)' sh tests/bench.sh $(B)
@@ -176,6 +211,8 @@ help:
 	@echo "paralab targets:"
 	@echo "  make                 build the CPU backend into build/cpu (installs missing packages as root)"
 	@echo "  make GPU=1           build the CUDA backend (nvcc, cuBLAS, NCCL) into build/gpu"
+	@echo "                       (NCCL: NCCL_HOME, the CUDA prefix, /usr, or a Python NCCL wheel)"
+	@echo "  make WERROR=1        any build with warnings as errors (CI's setting; users' builds warn)"
 	@echo "  make demo            8 ranks on a virtual 2x4 cluster: collectives, traffic and memory report"
 	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
 	@echo "                       ASAN=1: built with AddressSanitizer, a bad memory access named with its line)"
@@ -196,7 +233,10 @@ help:
 	@echo "  make replay TRACE=f  replay a run's --trace file on a cluster profile (PROFILE=dgx-h100 NODES= SVG=)"
 	@echo "  make flake           speed grading's stability: the solutions graded RUNS=20 times under CPU load"
 	@echo "                       (DRIVERS=build/cpu/grader/alt/NAME: a correct alternative of tests/alt)"
-	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed)"
+	@echo "  make check-gpu-build compile and link the GPU build only (no GPU needed; warnings are errors)"
+	@echo "  make check-compilers what CI compiles: the CPU build (and the GPU build where nvcc is)"
+	@echo "                       with clang-16 and with gcc -D_FORTIFY_SOURCE=3, warnings as errors,"
+	@echo "                       into build/{cpu,gpu}-{clang,fortify} (CLANG=clang-16)"
 	@echo "  make test-gpu        build with GPU=1 and run the tests on this machine's GPUs (JOBS=N at once)"
 	@echo "  make gpu-check       validate a GPU node in one command (<8 min): build/gpu/gpu-check.md"
 	@echo "  make test-gpu-emu    the GPU build (make EMU=1, build/gpu-emu) on a CUDA/NCCL stand-in, no GPU:"

@@ -13,7 +13,15 @@ if command -v gcc >/dev/null 2>&1; then note gcc "$(gcc -dumpfullversion 2>/dev/
 command -v make >/dev/null 2>&1 || need make make
 # g++: the tests' CUDA stand-in runs the GPU build's kernels as host C++ (make test-gpu-emu).
 command -v g++ >/dev/null 2>&1 || need g++ g++
+# The tools the kit runs: patch (the broken and alternative variants), perl (the GPU
+# stand-in's kernels), zip and unzip (make gradescope, make regrade, the attack tests),
+# python3 (make flake, the attack tests), pgrep (the launcher's tests).
 command -v patch >/dev/null 2>&1 || need patch patch
+command -v perl >/dev/null 2>&1 || need perl-base perl
+command -v zip >/dev/null 2>&1 || need zip zip
+command -v unzip >/dev/null 2>&1 || need unzip unzip
+command -v python3 >/dev/null 2>&1 || need python3 python3
+command -v pgrep >/dev/null 2>&1 || need procps pgrep
 if command -v pkg-config >/dev/null 2>&1; then :; else need pkg-config pkg-config; fi
 if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
     note MPI "$(mpirun --version 2>/dev/null | head -n 1)"
@@ -34,23 +42,16 @@ if [ "$build" = gpu ]; then
     fi
     if [ -n "$cuda" ] && [ -x "$cuda/bin/nvcc" ]; then
         note nvcc "$("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1)"
-        nccl_h=""
-        for h in "$cuda/include/nccl.h" /usr/include/nccl.h /usr/local/include/nccl.h; do
-            [ -f "$h" ] && nccl_h=$h && break
-        done
-        if [ -n "$nccl_h" ]; then
-            # The backend needs ncclCommSplit, NCCL 2.18 or newer (ncclAvg: 2.10).
-            nv() { sed -n "s/^#define NCCL_$1 *\([0-9]*\).*/\1/p" "$nccl_h" | head -n 1; }
-            nmaj=$(nv MAJOR); nmin=$(nv MINOR); npat=$(nv PATCH)
-            note NCCL "${nmaj:-?}.${nmin:-?}.${npat:-?} ($nccl_h)"
-            if [ -z "$nmaj" ] || [ -z "$nmin" ] || [ "$nmaj" -lt 2 ] || { [ "$nmaj" -eq 2 ] && [ "$nmin" -lt 18 ]; }; then
-                echo "error: NCCL ${nmaj:-?}.${nmin:-?} in $nccl_h is too old: the kit needs NCCL 2.18 or newer (ncclCommSplit); install a newer libnccl-dev (or set CUDA_HOME to a toolkit that ships one)" >&2
-                exit 1
-            fi
-        else
-            echo "error: NCCL not found (nccl.h); install NVIDIA's libnccl-dev for your CUDA version" >&2
-            exit 1
-        fi
+        # The same search as the Makefile's (lib/nccl_find.sh): what is reported is what is linked.
+        found=$(sh "$(dirname "$0")/nccl_find.sh" "$cuda") || exit $?
+        field() { printf '%s\n' "$found" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+        case $(field from) in
+            NCCL_HOME) from="\$NCCL_HOME" ;;
+            cuda) from="the CUDA prefix" ;;
+            system) from="the system" ;;
+            wheel:*) from="the NVIDIA NCCL wheel of $(field from | sed 's/^wheel://')" ;;
+        esac
+        note NCCL "$(field version) in $(field home) (from $from; links $(field link))"
         [ -f "$cuda/include/cublas_v2.h" ] && note cuBLAS "$cuda" ||
             { echo "error: cuBLAS headers not found under $cuda/include" >&2; exit 1; }
         # The driver matters only where the kit runs: a build node may have none.

@@ -5,7 +5,10 @@
 #define PL_HD_H
 
 #ifdef __CUDACC__
-#define PL_HD __host__ __device__ static inline
+/* C++'s inline, not static: one definition across the .cu files, and no unused-function
+ * warning where a .cu file uses some of a header's functions (nvcc hands its host compiler
+ * one file, headers included, which clang then warns about). */
+#define PL_HD __host__ __device__ inline
 #else
 #define PL_HD static inline
 #endif

@@ -72,7 +72,14 @@ PL_HDI float pl_k_expf(float x)
 #define PL_SIMD PL_PRAGMA(omp simd)
 #define PL_SIMD_SUM(s) PL_PRAGMA(omp simd reduction(+ : s))
 #define PL_SIMD_SUM2(s, t) PL_PRAGMA(omp simd reduction(+ : s, t))
+#if defined(__clang__)
+/* clang (16 at least) vectorises a float max reduction only when told NaNs and signed
+ * zeros cannot occur (-ffast-math), which the kit does not assume: asked to, it leaves the
+ * loop scalar and warns. gcc vectorises it as written. */
+#define PL_SIMD_MAX(m)
+#else
 #define PL_SIMD_MAX(m) PL_PRAGMA(omp simd reduction(max : m))
+#endif
 #endif
 
 #define PL_GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */

@@ -918,8 +918,8 @@ static void describe(void *st, int i, char *buf, size_t len)
     static const char *clip[NCASES] = {
         "clipping at the default threshold",
         "clipping off: AdamW gets the averaged gradient itself",
-        "clipping at a norm between the ranks' shard norms: only the whole gradient's norm "
-        "clips every rank alike"};
+        ("clipping at a norm between the ranks' shard norms: only the whole gradient's norm "
+         "clips every rank alike")};
     if (!l->stage) snprintf(buf, len, "zero_layout_init on many model sizes and rank counts");
     else snprintf(buf, len, "%s: %d AdamW steps on %d ranks, %s%s", stage_name(l->stage), STEPS,
                   pl_size(), clip[i],

@@ -73,7 +73,8 @@ int main(int argc, char **argv)
 {
     double psi = 0, k = ZERO_PAPER_K;
     int nd = 0;
-    for (int i = 1; i < argc; i++) {
+    /* Every flag takes a value: they come in pairs. */
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage("%s", "the ZeRO memory formulas");
         if (!v) usage("%s needs a value", a);
@@ -89,7 +90,6 @@ int main(int argc, char **argv)
         } else {
             usage("unknown argument '%s'", a);
         }
-        i++;
     }
     if ((psi > 0) != (nd > 0))
         usage("%s", "give both --params and --ranks (or neither, for the paper's example only)");

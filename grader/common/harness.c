@@ -14,6 +14,7 @@
 
 #define MAX_OPS 32
 #define MAX_PARTS 8
+#define PART_NAME 32 /* the longest part name, its terminating nul included */
 
 /* ---- the lab's plan, as seen from its driver ---- */
 
@@ -83,7 +84,7 @@ void gr_say_stub(const char *part)
 /* ---- check mode ---- */
 
 /* Partial credit of the parts of this run (gr_partial), 1 unless a lab said less. */
-static char part_name[MAX_PARTS][32];
+static char part_name[MAX_PARTS][PART_NAME];
 static double part_frac[MAX_PARTS];
 static int nparts_known;
 
@@ -94,21 +95,32 @@ void gr_partial(const char *part, double fraction)
 }
 
 /* The parts asked for, "correct" first whether asked or not: nothing else is judged on a
- * wrong result. */
-static int split_parts(const char *list, char parts[MAX_PARTS][32])
+ * wrong result. A name too long, or more parts than the table holds, is refused, never cut
+ * short: a cut name would be judged as no part at all. */
+static int split_parts(const char *list, char parts[MAX_PARTS][PART_NAME])
 {
     int n = 1;
-    snprintf(parts[0], sizeof parts[0], "correct");
-    char buf[256], *save = NULL;
-    snprintf(buf, sizeof buf, "%s", list);
-    for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save))
-        if (strcmp(w, "correct") && n < MAX_PARTS) snprintf(parts[n++], sizeof parts[0], "%s", w);
+    snprintf(parts[0], PART_NAME, "correct");
+    for (const char *w = list; *w;) {
+        size_t len = strcspn(w, ",");
+        if (len >= PART_NAME)
+            pl_usage_error_all("--parts: '%.*s' is not a part (a part's name has at most %d "
+                               "characters)", (int)len, w, PART_NAME - 1);
+        if (len && !(len == strlen("correct") && !strncmp(w, "correct", len))) {
+            if (n == MAX_PARTS)
+                pl_usage_error_all("--parts %s: at most %d parts besides correct", list,
+                                   MAX_PARTS - 1);
+            memcpy(parts[n], w, len);
+            parts[n++][len] = '\0';
+        }
+        w += len + (w[len] == ',');
+    }
     return n;
 }
 
 /* Runs and judges case i: returns 0 when its result is wrong (the loop stops). */
 static int check_case(const struct gr_driver *d, void *st, int i, int nparts,
-                      char parts[MAX_PARTS][32], int *ok)
+                      char parts[MAX_PARTS][PART_NAME], int *ok)
 {
     char what[1024];
     d->describe(st, i, what, sizeof what);
@@ -127,11 +139,11 @@ static int check_case(const struct gr_driver *d, void *st, int i, int nparts,
 
 static void check_mode(const struct gr_driver *d, void *st, const struct gr_args *a)
 {
-    char parts[MAX_PARTS][32];
+    char parts[MAX_PARTS][PART_NAME];
     int nparts = split_parts(a->parts, parts), ok[MAX_PARTS];
     for (int p = 0; p < nparts; p++) {
         ok[p] = 1;
-        snprintf(part_name[p], sizeof part_name[p], "%s", parts[p]);
+        memcpy(part_name[p], parts[p], sizeof part_name[p]);
         part_frac[p] = 1;
     }
     nparts_known = nparts;
