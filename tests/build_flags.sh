@@ -13,8 +13,8 @@ cmds() {
     echo "mpicc: $($m BUILD_DIR="$t/c" "$t/c/obj/lib/rng.o" 2>/dev/null | grep -- '-c lib/rng.c')"
     echo "mpicc GPU=1: $($m GPU=1 BUILD_DIR="$t/g" "$t/g/obj/lib/rng.o" 2>/dev/null | grep -- '-c lib/rng.c')"
     echo "nvcc: $($m GPU=1 BUILD_DIR="$t/g" "$t/g/obj/lib/ops_gpu.o" 2>/dev/null | grep -- '-c lib/ops_gpu.cu')"
-    echo "stand-in g++: $($m build/gpu-emu/obj/kernel_emu.o 2>/dev/null | grep -- '-c tests/gpu_emu/kernel_emu.cpp')"
-    echo "stand-in mpicc: $($m build/gpu-emu/obj/lib/rng.o 2>/dev/null | grep -- '-c lib/rng.c')"
+    echo "stand-in g++: $($m EMU=1 BUILD_DIR="$t/e" "$t/e/obj/tests/gpu_emu/kernel_emu.o" 2>/dev/null | grep -- '-c tests/gpu_emu/kernel_emu.cpp')"
+    echo "stand-in mpicc: $($m EMU=1 BUILD_DIR="$t/e" "$t/e/obj/lib/rng.o" 2>/dev/null | grep -- '-c lib/rng.c')"
 }
 cmds 0 >"$t/user"
 cmds 1 >"$t/ci"
