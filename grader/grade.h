@@ -46,6 +46,8 @@ struct gr_lab {
      * patterns of the undefined symbols refused, those of them allowed after all, and the
      * rule in words for the message. NULL forbidden_symbols: no rule. */
     const char *forbidden_symbols, *allowed_symbols, *symbol_rule;
+    /* A sentence added to the diagnosis of a deadlock: the lab's own rule. NULL: none. */
+    const char *deadlock_rule;
 };
 
 /* Registers a lab (plan.c's last line: GR_REGISTER_LAB(lab01);). */

@@ -93,6 +93,17 @@ void pl_comm_startup(void)
     cs.world->id = 0;
     pl_trace_register_group(0, cs.world->size, cs.world->world_ranks);
     choose_backend(dup);
+    const char *like = getenv("PL_P2P_LIKE_NCCL");
+    if (like && *like && strcmp(like, "0") && strcmp(like, "1"))
+        pl_usage_error_all("PL_P2P_LIKE_NCCL=%s: set 1 to give point-to-point NCCL's rules on "
+                           "the MPI backend, or 0 (or leave it unset) for MPI's", like);
+    if (like && !strcmp(like, "1")) pl_comm_set_p2p_like_nccl(1);
+}
+
+void pl_comm_set_p2p_like_nccl(int on)
+{
+    /* The NCCL backend has these rules already. */
+    if (!cs.use_nccl) pl_mpi_set_p2p_like_nccl(on);
 }
 
 static void comm_destroy(struct pl_comm *c)

@@ -103,6 +103,16 @@ void pl_wait_all(struct pl_handle **hs, int n);
 /* 1 (and frees the handle) when done, 0 when still in flight. */
 int pl_test(struct pl_handle *h);
 
+/* NCCL's rules for point-to-point on the MPI backend, to find on CPUs the code that would
+ * deadlock on GPUs (off by default; PL_P2P_LIKE_NCCL=1 or pl_comm_set_p2p_like_nccl(1)
+ * turns it on; every rank must use the same setting, switched while no pl_isend/pl_irecv
+ * is in flight). Then nothing is buffered (a send completes only when its receive matches
+ * it); pl_isend and pl_irecv start only at the first pl_wait/pl_test on any of them or at
+ * the next blocking point-to-point call, which launch every one issued so far as one group;
+ * and a call completes only with its whole group and every group launched before it on the
+ * same communicator. No effect on the NCCL backend, which works that way. */
+void pl_comm_set_p2p_like_nccl(int on);
+
 /* Validation: with checks on (the default; PL_CHECK_COUNTS=0 or pl_comm_set_checks(0) turns
  * them off, as benchmarks do; every rank must use the same setting), the members of a
  * collective agree that they make the same call (the same collective, blocking or not, the

@@ -230,17 +230,164 @@ static void host_start(struct pl_handle *h, const float *send, float *recv)
     }
 }
 
+/* ---- point-to-point with NCCL's completion rules ----
+ * With pl_comm_set_p2p_like_nccl(1) (or PL_P2P_LIKE_NCCL=1) the MPI backend runs send and
+ * receive as the NCCL backend (comm_nccl_gpu.c) does, so that code which would deadlock on
+ * GPUs deadlocks here too: nothing is buffered (MPI_Issend, a send completes only when its
+ * receive matches it); pl_isend and pl_irecv do nothing until the first wait or test on any
+ * of them or the next blocking point-to-point call, which launch every one issued so far as
+ * one group, as does the start of a collective; and completing a call completes its group
+ * and every group launched before it on the same communicator (NCCL runs a communicator's
+ * work in order on one stream). */
+
+static int like_nccl;
+
+/* Launched calls whose MPI request is not completed yet, and issued calls not launched. */
+static struct {
+    struct pl_handle **q;
+    int n, cap;
+} launched, deferred;
+
+static void list_add(struct pl_handle ***q, int *n, int *cap, struct pl_handle *h)
+{
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *q = realloc(*q, (size_t)*cap * sizeof **q);
+        if (!*q) pl_fatal("out of memory for point-to-point calls in flight");
+    }
+    (*q)[(*n)++] = h;
+}
+
+void pl_mpi_set_p2p_like_nccl(int on)
+{
+    if (launched.n || deferred.n)
+        pl_usage_error("pl_comm_set_p2p_like_nccl(%d) with %d point-to-point calls in flight: "
+                       "switch before the first pl_isend/pl_irecv or after the last pl_wait",
+                       on, launched.n + deferred.n);
+    like_nccl = on != 0;
+}
+
+int pl_mpi_p2p_like_nccl(void) { return like_nccl; }
+
+static int is_p2p(const struct pl_handle *h)
+{
+    return h->op.type == PL_OP_SEND || h->op.type == PL_OP_RECV || h->op.type == PL_OP_SENDRECV;
+}
+
+/* Posts h's MPI request: a synchronous send, or a receive. */
+static void post(struct pl_handle *h)
+{
+    const struct pl_op *op = &h->op;
+    if (op->type == PL_OP_SEND)
+        PL_CHECK_MPI(MPI_Issend(h->p2p_buf, pl_mpi_count(op->count, "pl_send", h->comm),
+                                MPI_FLOAT, op->peer, op->tag, h->comm->mpi, &h->req));
+    else
+        PL_CHECK_MPI(MPI_Irecv((float *)h->p2p_buf, pl_mpi_count(op->count, "pl_recv", h->comm),
+                               MPI_FLOAT, op->peer, op->tag, h->comm->mpi, &h->req));
+    h->active = 1;
+    h->p2p_deferred = 0;
+    h->p2p_upto = h->comm->p2p_issued;
+    list_add(&launched.q, &launched.n, &launched.cap, h);
+}
+
+/* The group: every call issued and not launched yet, of every communicator. */
+static void launch(void)
+{
+    for (int i = 0; i < deferred.n; i++) post(deferred.q[i]);
+    deferred.n = 0;
+}
+
+/* Completes (block) or tests every launched call of comm up to place upto; 1 when none is
+ * left. A completed receive is checked now: its status is not kept for its own wait. */
+static int complete_upto(const struct pl_comm *comm, long upto, int block)
+{
+    int left = 0;
+    for (int i = 0; i < launched.n;) {
+        struct pl_handle *o = launched.q[i];
+        if (o->comm != comm || o->p2p_seq > upto) {
+            i++;
+            continue;
+        }
+        MPI_Status st;
+        int done = 1, rc = block ? MPI_Wait(&o->req, &st) : MPI_Test(&o->req, &done, &st);
+        if (o->op.type == PL_OP_RECV && (rc != MPI_SUCCESS || done))
+            check_received(o, rc, &st, o->op.count, o->op.peer);
+        else
+            PL_CHECK_MPI(rc);
+        if (!done) {
+            left++;
+            i++;
+            continue;
+        }
+        o->active = 0;
+        launched.q[i] = launched.q[--launched.n];
+    }
+    return left == 0;
+}
+
+/* A send or receive issued on comm: deferred, or (blocking) launched with every deferred
+ * one and completed with its group. A blocking sendrecv is a send and a receive of one
+ * group: the send goes from a copy when in place. */
+static void nccl_like_start(struct pl_handle *h, const float *send, float *recv)
+{
+    const struct pl_op *op = &h->op;
+    struct pl_comm *c = h->comm;
+    h->p2p_seq = ++c->p2p_issued;
+    h->p2p_buf = op->type == PL_OP_RECV ? recv : send;
+    if (!h->blocking) {
+        h->p2p_deferred = 1;
+        list_add(&deferred.q, &deferred.n, &deferred.cap, h);
+        return;
+    }
+    if (op->type != PL_OP_SENDRECV) {
+        launch();
+        post(h);
+        complete_upto(c, h->p2p_upto, 1);
+        return;
+    }
+    int cnt = pl_mpi_count(op->count, "pl_sendrecv", c);
+    float *copy = NULL;
+    if (send == recv && cnt > 0) {
+        copy = host_alloc(op->count);
+        memcpy(copy, send, op->count * sizeof(float));
+        send = copy;
+    }
+    MPI_Request sreq;
+    launch();
+    PL_CHECK_MPI(MPI_Issend(send, cnt, MPI_FLOAT, op->peer, op->tag, c->mpi, &sreq));
+    h->p2p_buf = recv;
+    h->op.type = PL_OP_RECV; /* the receive half, as post() and the checks see it */
+    h->op.count = op->recv_count;
+    h->op.peer = op->src;
+    post(h);
+    complete_upto(c, h->p2p_upto, 1);
+    PL_CHECK_MPI(MPI_Wait(&sreq, MPI_STATUS_IGNORE));
+    free(copy);
+}
+
 void pl_mpi_start(struct pl_handle *h, int staged)
 {
     const float *send = h->op.send;
     float *recv = h->op.recv;
     if (staged) stage_in(h, &send, &recv);
+    if (like_nccl && is_p2p(h)) {
+        nccl_like_start(h, send, recv);
+        return;
+    }
+    /* As on NCCL, sends and receives issued before a collective are on their way before it
+     * (that the collective then also waits for them is not modelled). */
+    if (like_nccl) launch();
     host_start(h, send, recv);
 }
 
 int pl_mpi_progress(struct pl_handle *h, int block)
 {
-    if (h->active) {
+    if (h->p2p_seq) {
+        /* NCCL's rules: waiting or testing launches the group; its completion waits for
+         * the whole group and the groups before it. */
+        if (h->p2p_deferred) launch();
+        if (!complete_upto(h->comm, h->p2p_upto, block)) return 0;
+    } else if (h->active) {
         MPI_Status st;
         int done = 1, rc;
         if (block) rc = MPI_Wait(&h->req, &st);

@@ -20,6 +20,7 @@ struct pl_comm {
     char name[PL_COMM_NAME_LEN];
     int *world_ranks; /* [size] */
     int in_flight;    /* handles not yet completed */
+    long p2p_issued;  /* point-to-point calls so far, when they follow NCCL's rules (comm_mpi.c) */
     void *gpu;        /* backend state of the GPU build (struct pl_nccl_comm) */
 };
 
@@ -77,6 +78,12 @@ struct pl_handle {
     const float *stage_src;
     size_t stage_n;
     void *stage_extra;       /* a second staging buffer, freed with the first */
+    /* MPI backend with NCCL's point-to-point rules (pl_comm_set_p2p_like_nccl) */
+    long p2p_seq;            /* this call's place among its communicator's p2p calls */
+    long p2p_upto;           /* launched: completing it completes its communicator's p2p
+                              * calls up to this place (its group and every earlier one) */
+    int p2p_deferred;        /* issued, not launched yet: no MPI request exists */
+    const float *p2p_buf;    /* the send's or receive's buffer (the host copy when staged) */
     /* NCCL backend */
     void *event;             /* cudaEvent_t recorded after the operation */
     int deferred;            /* a pl_isend/pl_irecv not launched yet (comm_nccl_gpu.c) */

@@ -810,6 +810,41 @@ static void verbose_demo(void)
     pl_comm_buf_free(buf);
 }
 
+/* Point-to-point under NCCL's rules (pl_comm_set_p2p_like_nccl on the MPI backend, the
+ * NCCL backend's own): a send completes only once it is received (nothing is buffered), and
+ * only with every other call of its group. Rank 0 sends a and b to rank 1, which takes a
+ * only after rank 0 has tested its send, and b only after rank 0 has tested it again. The
+ * ranks keep step with MPI barriers, which no stream orders after the sends. */
+static void test_p2p_like_nccl(void)
+{
+    if (nw < 2) return;
+    struct pl_comm *w = pl_comm_world();
+    pl_comm_set_p2p_like_nccl(1);
+    float *a = pl_comm_buf_alloc(4, "test a"), *b = pl_comm_buf_alloc(4, "test b");
+    struct pl_handle *ha = NULL, *hb = NULL;
+    int unreceived_done = 0, half_done = 0;
+    if (me == 0) {
+        ha = pl_isend(w, a, 4, 1, 1);
+        hb = pl_isend(w, b, 4, 1, 2);
+    }
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (me == 0 && (unreceived_done = pl_test(ha))) ha = NULL;
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (me == 1) pl_recv(w, a, 4, 0, 1);
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (me == 0 && ha && (half_done = pl_test(ha))) ha = NULL;
+    PL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (me == 1) pl_recv(w, b, 4, 0, 2);
+    pl_wait(ha);
+    pl_wait(hb);
+    CHECK(!unreceived_done, "NCCL's rules: a pl_isend no rank has received tested as done");
+    CHECK(!half_done, "NCCL's rules: a pl_isend tested as done before the other send of its "
+          "group was received");
+    pl_comm_buf_free(a);
+    pl_comm_buf_free(b);
+    pl_comm_set_p2p_like_nccl(0);
+}
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
@@ -839,6 +874,7 @@ int main(int argc, char **argv)
     test_groups(sizes, nsizes);
     test_trace();
     test_async_issue_order();
+    test_p2p_like_nccl();
 
     int total_fail = failures, total_checks = checks;
     PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &total_fail, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));

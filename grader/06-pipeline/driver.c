@@ -15,6 +15,9 @@
  *             microbatches the schedule may hold in flight;
  *   traffic   every message's peer, tag and bytes from the trace: one per microbatch per
  *             boundary, the activation's size.
+ * The training runs with point-to-point under NCCL's rules (pl_comm_set_p2p_like_nccl), so
+ * a schedule that completes on MPI only because MPI buffers small messages deadlocks on the
+ * CPU build as it would on GPUs.
  * main, flags, the case loop and the report are the lab harness's (grader/common/harness.h).
  *
  *   driver --op afab|1f1b|interleaved --mode check [--parts LIST] [--seed S]
@@ -840,6 +843,9 @@ static void *setup(const struct gr_args *a)
     for (int i = 0; i < NCASES; i++)
         if (sched_runs(st->k, pl_size(), CASES[i])) st->cases[st->ncases++] = CASES[i];
     setup_init(&st->s, 1);
+    /* Point-to-point as NCCL runs it (nothing buffered, a wait completes the whole group):
+     * a pipeline that deadlocks on GPUs deadlocks here too, not only on a GPU node. */
+    pl_comm_set_p2p_like_nccl(1);
     return st;
 }
 

@@ -84,7 +84,8 @@ static const struct gr_lab lab06 = {
     .bench_args = "",
     .bench_np = "4",
     /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
-    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC "pl_rank pl_size pl_comm_world",
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC
+        "pl_rank pl_size pl_comm_world pl_comm_set_p2p_like_nccl",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
     .symbol_rule = "Lab 6 moves activations and gradients between stages with lib's point-to-point "
                    "calls only (no MPI_* or nccl* below the ledger and the trace the schedule is "
@@ -92,6 +93,13 @@ static const struct gr_lab lab06 = {
                    "microbatches in flight; its stage and p are its rank in the communicator "
                    "pipe_new is given and that communicator's size (pl_comm_rank, pl_comm_size), "
                    "never the world's (pl_rank, pl_size, pl_comm_world): in Lab 8 a pipeline is "
-                   "one group of a larger grid",
+                   "one group of a larger grid; and it leaves the rules of point-to-point to "
+                   "the grader (pl_comm_set_p2p_like_nccl)",
+    .deadlock_rule = "The training runs with NCCL's point-to-point rules, as on GPUs: nothing is "
+                     "buffered (a send completes only when its receive runs), and a wait, or a "
+                     "blocking send or receive, completes every send and receive posted before "
+                     "it. So a stage must never wait while its neighbour waits for something "
+                     "it has not yet posted: post each step's sends and receives together, "
+                     "then wait for all of them (handout sections 3.2 and 8).",
 };
 GR_REGISTER_LAB(lab06)

@@ -754,8 +754,11 @@ static void explain_run(struct text *why, const struct test *t0, int started,
         where_ranks_were(why, status_dir, t0->np);
         text_printf(why, "ranks that wait for each other in a cycle never return: check that "
                          "every receive has a matching send on the peer, posted so that neither "
-                         "waits for the other first. Rerun with PL_VERBOSE=1 to see every "
-                         "message: PL_VERBOSE=1 make grade LAB=%.2s TEST='%s' NP=%d\n",
+                         "waits for the other first. ");
+        if (lab_of[t0->lab]->deadlock_rule)
+            text_printf(why, "%s ", lab_of[t0->lab]->deadlock_rule);
+        text_printf(why, "Rerun with PL_VERBOSE=1 to see every message: PL_VERBOSE=1 make "
+                         "grade LAB=%.2s TEST='%s' NP=%d\n",
                     lab_of[t0->lab]->dir, t0->name, t0->np);
         *op_timeout_cap = TIMEOUT_AFTER_HANG;
     } else if (res->timed_out) {

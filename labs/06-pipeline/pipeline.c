@@ -10,9 +10,11 @@
  * What you may call: lib/pipe_parts.h (pl_part_flops, pl_parts_forward,
  * pl_parts_backward, pl_parts_acts_free, pl_parts_boundary_numel), the model
  * (pl_model_zero_grad, pl_model_ctx_eval, m->cfg, m->adam_t) and the point-to-point calls
- * of lib/comm.h (pl_send, pl_isend, pl_recv, pl_wait, pl_comm_buf_alloc). The grader reads
- * your order of work and every message from the trace, so every byte must go through a
- * pl_ call. */
+ * of lib/comm.h (pl_send, pl_isend, pl_recv, pl_irecv, pl_wait, pl_wait_all,
+ * pl_comm_buf_alloc). The grader reads your order of work and every message from the trace,
+ * so every byte must go through a pl_ call. It runs them under NCCL's rules, as on GPUs
+ * (section 3.2): nothing is buffered, and a wait or a blocking call completes every send and
+ * receive posted before it. */
 #include "pipeline.h"
 
 #include "check.h"
@@ -99,9 +101,10 @@ static void forward(struct pipe *pp, int mb)
     lab_todo("forward", "3");
 }
 
-/* Section 3. The backward of microbatch mb: unless this is the last stage, wait for the
- * activation's send and pl_recv the gradient of the output from stage + 1
- * (PIPE_TAG_GRAD(mb)); pl_parts_backward(m, &pp->acts[mb], &ctx, dy) (dy NULL on the last
+/* Section 3. The backward of microbatch mb: unless this is the last stage, pl_recv the
+ * gradient of the output from stage + 1 (PIPE_TAG_GRAD(mb)), then wait for the activation's
+ * send (in that order: the wait completes every send posted before it, section 3.2);
+ * pl_parts_backward(m, &pp->acts[mb], &ctx, dy) (dy NULL on the last
  * stage: it starts from the loss); unless this is stage 0, send pp->acts[mb].x (now the
  * gradient of the input) to stage - 1 with PIPE_TAG_GRAD(mb); then pl_parts_acts_free. */
 __attribute__((unused)) /* until afab or one_f_one_b calls it */
@@ -131,7 +134,9 @@ static void one_f_one_b(struct pipe *pp)
  * the backwards take the chunks in reverse; a warm-up of 2(p - stage - 1) + (v - 1) p
  * forwards (all v m of them when m = p), then one forward one backward, then the
  * cool-down. Messages cross from the last rank back to rank 0 between chunks; the sender's
- * chunk j tags microbatch mb's messages as j * m + mb. */
+ * chunk j tags microbatch mb's messages as j * m + mb. Post each step's sends and receives
+ * together and then wait for them all, so that every wait is matched by the neighbours'
+ * (section 8): one blocking receive per forward and per backward deadlocks. */
 static void interleaved(struct pipe *pp)
 {
     lab_todo("interleaved", "8");

