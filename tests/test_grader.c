@@ -423,7 +423,8 @@ static int perf_judged_checks(void)
             !strstr(emu, "not judged: the GPU build runs on the CUDA stand-in"))
             fail("on the stand-in with %d rank(s) per device: judged, or says '%s'", per, emu);
     char tiny[8];
-    if (gr_perf_judged("mpi-staged", 3, 0, tiny, sizeof tiny) != 0 || strlen(tiny) != sizeof tiny - 1)
+    if (gr_perf_judged("mpi-staged", 3, 0, tiny, sizeof tiny) != 0 ||
+        strlen(tiny) != sizeof tiny - 1)
         fail("a short buffer gets a cut reason, '%s'", tiny);
     if (failures) printf("%d check(s) failed\n", failures);
     else printf("all checks passed\n");
