@@ -173,11 +173,11 @@ $(B)/tests/%: tests/%.c $(LIB)
 -include lib/layers.mk
 
 # ---- running ----
-test: all
+test: variants
 	@$(B)/tests/harness --build $(B) tests/*.tests $(wildcard tests/labs/*.tests)
 
 test-gpu:
-	@$(MAKE) --no-print-directory GPU=1 all
+	@$(MAKE) --no-print-directory GPU=1 variants
 	@build/gpu/tests/harness --build build/gpu --gpu $(if $(JOBS),-j $(JOBS)) tests/*.tests \
 	    $(wildcard tests/labs/*.tests)
 
@@ -223,6 +223,7 @@ help:
 	@echo "  make plan ARGS=...   place a model on a cluster (ARGS=--help for the flags; Lab 8)"
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
+	@echo "  make variants        the broken and correct variants of tests/ (make test builds them first)"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
 	@echo "  make docs-tables     rewrite the lab tables of README.md and docs from grade --labs and the handouts"
 	@echo "  make plots LAB=NN    a lab's pictures drawn from your own run, SVGs in build/plots"

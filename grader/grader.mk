@@ -16,11 +16,19 @@
 
 GRADER_LABS := $(patsubst grader/%/plan.c,%,$(wildcard grader/*/plan.c))
 # A lab's own make settings, if any (e.g. GRADER_WRAP_<lab>): grader/NN-name/lab.mk.
-# make plots LAB=NN: each lab's lab.mk adds its own `plots::` rule; this first one stops a
-# LAB that names no lab, with the labs listed (exit 2).
+# make plots LAB=NN: the labs LAB names, chosen as `make grade` and `make bench` choose them
+# (grade --labs; none: every lab; a list: LAB=01,03), each drawn by its
+# grader/NN-name/plots.sh BUILD OUT labs|solutions. A LAB that names no lab stops here, with
+# the labs listed (exit 2).
+PLOTS_DIR ?= build/plots
 .PHONY: plots
-plots:: all
+plots: all
 	@$(B)/bin/grade --labs $(if $(LAB),--lab '$(LAB)') >/dev/null
+	@$(B)/bin/grade --labs $(if $(LAB),--lab '$(LAB)') | cut -f1 | while read -r d; do \
+	  if [ -f grader/$$d/plots.sh ]; then \
+	    sh grader/$$d/plots.sh $(B) $(PLOTS_DIR) \
+	      $(if $(filter-out 0,$(SOLUTIONS)),solutions,labs) || exit 1; \
+	  else echo "$$d: no pictures (grader/$$d/plots.sh)"; fi; done
 -include $(wildcard grader/*/lab.mk)
 
 # The trusted objects of a lab's driver (plan, driver part, helpers,
@@ -174,12 +182,22 @@ BIN_OBJ_grade := $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ)
 $(GRADER_SANDBOX_OBJ): $(wildcard lib/*.h)
 $(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ)
 
+# `make` builds what grading needs: each lab's driver for labs/ and for solutions/. The
+# broken and alternative variants of tests/ are the tests' business: `make variants`, which
+# `make test` runs first.
 GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
-  $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver) \
+  $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver)
+GRADER_VARIANTS := \
   $(foreach s,$(GRADER_BROKEN),$(B)/grader/broken/$(call broken_name,$(s))/$(call broken_lab,$(s))/$(if $(call broken_forged,$(s)),build.log,driver)) \
   $(foreach s,$(GRADER_ALT),$(B)/grader/alt/$(call broken_name,$(s))/$(call broken_lab,$(s))/driver)
 
 build-only: $(GRADER_DRIVERS)
+
+.PHONY: variants build-variants
+variants: all
+	@$(MAKE) --no-print-directory build-variants
+build-variants: $(GRADER_VARIANTS)
+	@echo "built $(B): $(words $(GRADER_VARIANTS)) broken and alternative variants of tests/"
 
 GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(LAB),--lab '$(LAB)') $(if $(TEST),--test '$(TEST)') $(if $(NP),--np '$(NP)') \

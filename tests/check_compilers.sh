@@ -1,8 +1,8 @@
 #!/bin/sh
 # check_compilers.sh: `make check-compilers`, run by .ci/run. Users' builds do not stop on a
 # warning, so a warning that another distribution's compiler raises must be caught here:
-# everything `make` builds (library, programs, tests, grader drivers and variants) is built
-# again with every warning an error (WERROR=1)
+# everything `make` and `make variants` build (library, programs, tests, grader drivers and
+# variants) is built again with every warning an error (WERROR=1)
 #   - with clang (CLANG, default clang-16, through mpicc: OMPI_CC), into build/cpu-clang;
 #   - with gcc at -O2 -D_FORTIFY_SOURCE=3 (Ubuntu's gcc turns it on by default, and its
 #     checked string functions let gcc see more truncations), into build/cpu-fortify;
@@ -47,15 +47,15 @@ step() {
     echo "== $name: warning-free under -Werror ($(($(date +%s) - t0)) s)"
 }
 step "CPU build, $clang" build/cpu-clang \
-    env OMPI_CC="$clang" $make --no-print-directory build-only WERROR=1 BUILD_DIR=build/cpu-clang
+    env OMPI_CC="$clang" $make --no-print-directory build-only build-variants WERROR=1 BUILD_DIR=build/cpu-clang
 step "CPU build, gcc -O2 -D_FORTIFY_SOURCE=3" build/cpu-fortify \
-    $make --no-print-directory build-only WERROR=1 BUILD_DIR=build/cpu-fortify HOST_FLAGS="$fortify"
+    $make --no-print-directory build-only build-variants WERROR=1 BUILD_DIR=build/cpu-fortify HOST_FLAGS="$fortify"
 if [ $gpu = 1 ]; then
     step "GPU build, $clang and nvcc -ccbin $clangxx" build/gpu-clang \
-        env OMPI_CC="$clang" $make --no-print-directory build-only GPU=1 WERROR=1 \
+        env OMPI_CC="$clang" $make --no-print-directory build-only build-variants GPU=1 WERROR=1 \
         BUILD_DIR=build/gpu-clang NVCC_CCBIN="$clangxx"
     step "GPU build, gcc -O2 -D_FORTIFY_SOURCE=3" build/gpu-fortify \
-        $make --no-print-directory build-only GPU=1 WERROR=1 BUILD_DIR=build/gpu-fortify \
+        $make --no-print-directory build-only build-variants GPU=1 WERROR=1 BUILD_DIR=build/gpu-fortify \
         HOST_FLAGS="$fortify"
 else
     echo "== GPU builds skipped: no nvcc on this machine"

@@ -1,0 +1,14 @@
+#!/bin/sh
+# plots.sh BUILD_DIR OUT_DIR labs|solutions: Lab 5's pictures (`make plots LAB=05`), on 4
+# ranks: the TP vs TP+SP layout, and activation bytes per rank against t measured from the
+# copy being graded beside the kit's formulas (05-sequence-parallel-*.svg in OUT_DIR).
+set -e
+B=$1 out=$2 v=${3:-labs}
+d="$B/grader/$v/05-sequence-parallel/driver"
+if [ ! -x "$d" ]; then
+    echo "no $v driver: $v/05-sequence-parallel did not compile (make grade LAB=05 shows why)"
+    exit 1
+fi
+mkdir -p "$out"
+OPENBLAS_NUM_THREADS=1 "$B/bin/launch" --timeout 300 -np 4 -- "$d" --mode bench --label "$v/" \
+    --plots-dir "$out"
