@@ -34,6 +34,83 @@ int extra_bias(const float *got, const float *ref, const float *b, int N, int OC
     return den > 0 && sqrt(num / den) < 1e-3;
 }
 
+/* ---- a group smaller than the world ---- */
+
+const char *world_hint(struct pl_comm *tp)
+{
+    return pl_comm_size(tp) < pl_size()
+               ? ". Here each TP group is only some of the ranks and each DP replica has its "
+                 "own data: a rank's slice is its rank IN THE GROUP (pl_comm_rank(tp)), and "
+                 "every collective runs on the group, never on the world (pl_rank, pl_size, "
+                 "pl_comm_world)"
+               : "";
+}
+
+/* ---- gradients handed over non-zero ---- */
+
+float *junk(const char *name, size_t n)
+{
+    return gr_op_normal(base_seed, name, n, 0.0f, 1.0f);
+}
+
+/* got - init (op memory). */
+static float *minus(const float *got, const float *init, size_t n)
+{
+    float *d = gr_op_alloc(n, "lab04 got - handed"), *neg = gr_op_alloc(n, "lab04 -handed");
+    pl_copy(d, got, n);
+    pl_copy(neg, init, n);
+    pl_scale(neg, n, -1.0f);
+    pl_accumulate(d, neg, n);
+    pl_mem_free(neg);
+    return d;
+}
+
+/* 1 when got (op memory) is ref within tol, and finite. */
+static int near(const float *got, const float *ref, size_t n, double tol)
+{
+    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
+    double e = pl_rel_l2(g, r, n);
+    free(g);
+    free(r);
+    return e <= tol;
+}
+
+int compare_accumulated(const char *what, const float *got, const float *init, const float *ref,
+                        size_t n, double tol, const char *hint)
+{
+    float *d = minus(got, init, n);
+    char why[400];
+    int ok;
+    if (!near(d, ref, n, tol) && near(got, ref, n, tol)) {
+        snprintf(why, sizeof why, "it was handed over holding other values and your backward "
+                 "overwrote them with this call's gradient: parameter gradients ACCUMULATE "
+                 "(+=, tp.h), as model.h's backward does, so that a model can sum them over "
+                 "micro-batches; add into the buffer (pl_matmul_backward already does), never "
+                 "zero or copy over it");
+        ok = gr_compare(what, d, ref, n, tol, why);
+    } else {
+        snprintf(why, sizeof why, "%s%shanded over non-zero, so what is compared is what "
+                 "your backward added to it (the contract is +=)", hint ? hint : "",
+                 hint ? "; the gradient was " : "the gradient was ");
+        ok = gr_compare(what, d, ref, n, tol, why);
+    }
+    pl_mem_free(d);
+    return ok;
+}
+
+int compare_written(const char *what, const float *got, const float *junk_in, const float *ref,
+                    size_t n, double tol, const char *hint)
+{
+    float *d = minus(got, junk_in, n);
+    int added = !near(got, ref, n, tol) && near(d, ref, n, tol);
+    pl_mem_free(d);
+    return gr_compare(what, got, ref, n, tol,
+                      added ? "it is the right gradient plus what the buffer held when handed "
+                              "over: backward functions WRITE (=) input gradients (tp.h), so "
+                              "zero dx (or copy into it) before adding to it"
+                            : hint);
+}
+
 /* ---- inputs (drawn with grader/common/tensors.h's gr_op_normal) ---- */
 
 void block_case_new(struct block_case *k, int t, int r, int B, int T)
@@ -61,8 +138,9 @@ void block_case_new(struct block_case *k, int t, int r, int B, int T)
     k->full_g = gr_op_alloc(k->full_numel, "lab04 full grads");
     pl_zero(k->full_g, k->full_numel);
     k->shard = gr_op_alloc(k->shard_numel, "lab04 shard");
-    k->shard_g = gr_op_alloc(k->shard_numel, "lab04 shard grads");
-    pl_zero(k->shard_g, k->shard_numel);
+    k->shard_g = junk("lab04.shard.g0", k->shard_numel);
+    k->shard_g0 = gr_op_alloc(k->shard_numel, "lab04 shard grads handed over");
+    pl_copy(k->shard_g0, k->shard_g, k->shard_numel);
     pl_tp_block_slice(&k->cfg, t, r, k->full, k->shard);
     pl_block_bind(&k->cfg, k->full, &k->p);
     pl_block_bind(&k->cfg, k->full_g, &k->g);
@@ -75,7 +153,7 @@ void block_case_new(struct block_case *k, int t, int r, int B, int T)
 
 void block_case_free(struct block_case *k)
 {
-    float *p[] = {k->full, k->full_g, k->shard, k->shard_g, k->x, k->dy};
+    float *p[] = {k->full, k->full_g, k->shard, k->shard_g, k->shard_g0, k->x, k->dy};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
 }
 
@@ -95,13 +173,25 @@ void compare_shard_grads(const struct block_case *k, const int *which, int n,
                  e->split == PL_TP_REPLICATED ? "replicated"
                  : e->split == PL_TP_ROWS     ? "a row block" : "a column block");
         const float *got = k->shard_g + e->shard_offset, *ref = want + e->shard_offset;
-        double s = gr_scale_of(got, ref, e->shard_numel);
+        /* summed over the group: this call's part alone, or the whole buffer after it */
+        const float *g0 = k->shard_g0 + e->shard_offset;
+        float *added = minus(got, g0, e->shard_numel);
+        double s = gr_scale_of(added, ref, e->shard_numel);
+        float *whole = gr_op_alloc(e->shard_numel, "lab04 handed + expected");
+        pl_copy(whole, g0, e->shard_numel);
+        pl_accumulate(whole, ref, e->shard_numel);
+        pl_scale(whole, e->shard_numel, (float)k->t);
+        int summed = k->t > 1 && (fabs(s - k->t) < 1e-3 * k->t ||
+                                  near(got, whole, e->shard_numel, TOL_BWD));
+        pl_mem_free(added);
+        pl_mem_free(whole);
         char why[320] = "";
-        if (k->t > 1 && fabs(s - k->t) < 1e-3 * k->t)
+        if (summed)
             snprintf(why, sizeof why, "it is %d (= t) times the single device's: a gradient "
                      "every rank already holds whole was summed over the group again "
                      "(section 7, question 3)", k->t);
-        gr_compare(what, got, ref, e->shard_numel, TOL_BWD, why[0] ? why : hint);
+        compare_accumulated(what, got, k->shard_g0 + e->shard_offset, ref, e->shard_numel,
+                            TOL_BWD, why[0] ? why : hint);
     }
     pl_mem_free(want);
 }

@@ -22,8 +22,10 @@
 #define PLACE_PER_NODE 4
 #define PLACE_TP 4
 
-/* The grading seed: every input is drawn from it. */
-extern uint64_t base_seed;
+/* The grading seed (--seed), and the seed the running case draws its inputs from: the
+ * grading seed, or on a TP x DP grid one of its own per DP replica, so that the groups hold
+ * different data and code that uses the world where it needs its group changes the numbers. */
+extern uint64_t grading_seed, base_seed;
 
 /* The graded model: 8 heads so that t = 8 splits them too; every degree that divides 8
  * divides d_ff and the vocabulary. */
@@ -33,8 +35,11 @@ struct pl_model_config graded_config(void);
 struct lab04_case {
     int B, T;
 };
-#define NCASES 2
-extern const struct lab04_case CASES[NCASES];
+#define NCASES 3
+extern const struct lab04_case CASES[2];
+/* Case i of the layer ops: CASES[0], CASES[1], then one drawn from the grading seed with
+ * B > 1 and T < seq_len (on a TP x DP grid from 4 ranks up, driver.c). */
+struct lab04_case case_shape(int i);
 
 /* The parts this rank judges (grader/common/parts.h), gathered to rank 0 by judge(). */
 enum part { P_CORRECT, P_TRAFFIC, P_MEMORY, P_PLACEMENT, P_ORDER, P_TIME, NPARTS };
@@ -53,12 +58,28 @@ struct block_case {
     size_t full_numel, shard_numel;
     float *full, *full_g;     /* one block, the model's order */
     float *shard, *shard_g;
+    float *shard_g0;          /* what shard_g held when handed over */
     struct pl_block_params p, g, sp, sg;
     float *x, *dy;            /* [N, C] the same on every rank */
 };
 
+/* The shard's gradients are handed over holding non-zero values (parameter gradients
+ * accumulate, +=), kept in shard_g0 for the comparison. */
 void block_case_new(struct block_case *k, int t, int r, int B, int T);
 void block_case_free(struct block_case *k);
+/* "" when tp is the world; else a sentence (starting ". ") on the group's rank and
+ * communicator against the world's, for hints. */
+const char *world_hint(struct pl_comm *tp);
+/* A parameter gradient handed over holding init (op memory) against the oracle's ref: got -
+ * init must be ref, as the += of tp.h says; code that overwrote it is told so. 1 when right. */
+int compare_accumulated(const char *what, const float *got, const float *init, const float *ref,
+                        size_t n, double tol, const char *hint);
+/* An input gradient handed over holding junk against ref: the backward writes it (=). */
+int compare_written(const char *what, const float *got, const float *junk, const float *ref,
+                    size_t n, double tol, const char *hint);
+/* n floats of junk from stream name (op memory), to hand a buffer over non-zero. */
+float *junk(const char *name, size_t n);
+
 /* Each shard gradient of the tensors in `which` (indices into the block's tensor table)
  * against its block of the full gradient. */
 void compare_shard_grads(const struct block_case *k, const int *which, int n, const char *hint);

@@ -18,9 +18,16 @@
  * dgx-h100 at GPT-3 block scale, against compute/t plus its four ring all-reduces (3
  * each); on the perf ranks (4, or 2 on fewer than 4 cores) the block's wall-clock time
  * against the kit's single-device block on B/t sequences plus four all-reduces of the
- * activation, measured in the same run (4). 110 points in all. The hidden suite repeats
- * the MLP, attention, block, loss and training on 2, 4 and 8 ranks (t = 8: one head per
- * rank) with the secret seed. */
+ * activation, measured in the same run (4). 110 points in all. Every case runs on a
+ * communicator split from the world and freed after it; from 4 ranks up the last case of each
+ * op is on a TP x DP grid (groups smaller than the world, each DP replica with its own data);
+ * gradients are handed over holding values (parameters' +=, dx's =); the loss sees ids at
+ * every shard boundary and, in its last case, logits past exp's float range; the last shape
+ * has B > 1 and T < seq_len (drawn from the seed); training's traffic is bounded on both
+ * sides, its memory over every category, and its live memory must not grow step to step. The
+ * hidden suite repeats the MLP, attention, block, loss and training on 2, 4 and 8 ranks (t =
+ * 8: one head per rank; on 8 the TP x DP grid is 4 x 2 or 2 x 4) with the secret seed, which
+ * draws its own shape, grid and order. */
 #include <stdio.h>
 
 #include "grade.h"

@@ -16,12 +16,19 @@
 
 /* ---- op vocab: the vocabulary-parallel embedding, head and cross-entropy ---- */
 
-/* n ids in [0, V) drawn from stream name, the same on every rank (op memory). */
-static int *ids(const char *name, int n, int V)
+/* n ids in [0, V) drawn from stream name, the same on every rank of a group (op memory),
+ * the first of them the ids at the shard boundaries of t ranks: the first and the last id of
+ * every shard, v0 and v0 + V/t - 1, in turn (from the end when `reversed`, so that tokens
+ * and targets together hold all 2t of them whenever N >= t). */
+static int *ids(const char *name, int n, int V, int t, int reversed)
 {
-    int *h = malloc((size_t)n * sizeof *h);
+    int *h = malloc((size_t)n * sizeof *h), Vt = V / t;
     for (int i = 0; i < n; i++)
         h[i] = (int)(pl_rng_u64(base_seed, pl_rng_stream(name), (uint64_t)i) % (uint64_t)V);
+    for (int j = 0; j < n && j < 2 * t; j++) {
+        int b = reversed ? 2 * t - 1 - j : j;
+        h[j] = (b / 2) * Vt + (b % 2 ? Vt - 1 : 0);
+    }
     int *d = pl_mem_alloc((size_t)n * sizeof *d, PL_MEM_WORK, PL_DEVICE, name);
     pl_to_device(d, h, (size_t)n * sizeof *h);
     free(h);
@@ -45,17 +52,20 @@ struct vocab_full {
     double loss;
 };
 
-/* The single device's embedding and head + mean cross-entropy, from lib's ops. */
-static void vocab_oracle(const struct pl_model_config *c, int B, int T, struct vocab_full *f)
+/* The single device's embedding and head + mean cross-entropy, from lib's ops; the head's
+ * weights drawn with std head_std (the logits' std is about 8 head_std), ids at the shard
+ * boundaries of t ranks first. */
+static void vocab_oracle(const struct pl_model_config *c, int B, int T, int t, float head_std,
+                         struct vocab_full *f)
 {
     const int N = B * T, C = c->d_model, V = c->vocab;
     f->wte = gr_op_normal(base_seed, "lab04.wte", (size_t)V * C, 0, 0.5f);
     f->wpe = gr_op_normal(base_seed, "lab04.wpe", (size_t)c->seq_len * C, 0, 0.5f);
-    f->w = gr_op_normal(base_seed, "lab04.head", (size_t)V * C, 0, 0.5f);
+    f->w = gr_op_normal(base_seed, "lab04.head", (size_t)V * C, 0, head_std);
     f->x = gr_op_normal(base_seed, "lab04.head.x", (size_t)N * C, 0, 1);
     f->dxe = gr_op_normal(base_seed, "lab04.embed.dx", (size_t)N * C, 0, 1);
-    f->tokens = ids("lab04.tokens", N, V);
-    f->targets = ids("lab04.targets", N, V);
+    f->tokens = ids("lab04.tokens", N, V, t, 0);
+    f->targets = ids("lab04.targets", N, V, t, 1);
     f->xe = gr_op_alloc((size_t)N * C, "xe");
     f->dwte = gr_op_alloc((size_t)V * C, "dwte");
     f->dwpe = gr_op_alloc((size_t)c->seq_len * C, "dwpe");
@@ -174,18 +184,24 @@ static void judge_vocab_comm(const struct pl_ledger *dp, double held,
 void run_vocab(struct pl_comm *tp, int i)
 {
     struct pl_model_config c = graded_config();
-    const int t = pl_comm_size(tp), r = pl_comm_rank(tp), B = CASES[i].B, T = CASES[i].T;
+    const int t = pl_comm_size(tp), r = pl_comm_rank(tp);
+    const int B = case_shape(i).B, T = case_shape(i).T;
     const int N = B * T, C = c.d_model, V = c.vocab, Vt = V / t;
+    /* the last case's logits (std about 160) reach past 88, where exp overflows a float */
+    const int large = i == NCASES - 1;
     struct vocab_full f;
-    vocab_oracle(&c, B, T, &f);
+    vocab_oracle(&c, B, T, t, large ? 20.0f : 0.5f, &f);
     float *wte_r = vocab_rows(f.wte, V, C, t, r), *w_r = vocab_rows(f.w, V, C, t, r);
-    float *gx = gr_op_alloc((size_t)N * C, "your x"), *gdx = gr_op_alloc((size_t)N * C, "your dx");
-    float *dwte_r = gr_op_alloc((size_t)Vt * C, "dwte_r"),
-          *dw_r = gr_op_alloc((size_t)Vt * C, "dw");
-    float *dwpe = gr_op_alloc((size_t)c.seq_len * C, "dwpe"), *hx = gr_op_alloc((size_t)N * C, "x");
-    pl_zero(dwte_r, (size_t)Vt * C);
-    pl_zero(dw_r, (size_t)Vt * C);
-    pl_zero(dwpe, (size_t)c.seq_len * C);
+    /* gradients handed over non-zero (the parameters' accumulate, dx is written) */
+    float *gx = gr_op_alloc((size_t)N * C, "your x"), *gdx = junk("lab04.vocab.dx0", (size_t)N * C);
+    float *dwte_r = junk("lab04.vocab.dwte0", (size_t)Vt * C),
+          *dw_r = junk("lab04.vocab.dw0", (size_t)Vt * C);
+    float *dwpe = junk("lab04.vocab.dwpe0", (size_t)c.seq_len * C),
+          *hx = gr_op_alloc((size_t)N * C, "x");
+    float *dx0 = junk("lab04.vocab.dx0", (size_t)N * C);
+    float *dwte0 = junk("lab04.vocab.dwte0", (size_t)Vt * C),
+          *dw0 = junk("lab04.vocab.dw0", (size_t)Vt * C);
+    float *dwpe0 = junk("lab04.vocab.dwpe0", (size_t)c.seq_len * C);
     pl_copy(hx, f.x, (size_t)N * C);
     struct pl_tp_head_acts a;
     pl_tp_head_acts_new(&a, &c, t, B, T);
@@ -205,25 +221,40 @@ void run_vocab(struct pl_comm *tp, int i)
     gr_ledger_since(&mark, &d);
 
     float *e_wte = vocab_rows(f.dwte, V, C, t, r), *e_w = vocab_rows(f.dw, V, C, t, r);
-    gr_compare("embedding output x", gx, f.xe, (size_t)N * C, TOL_FWD, "ids outside your slice "
-            "contribute zero rows; g sums the ranks' rows; the position embedding is added "
-            "once, after the sum (section 9)");
-    gr_compare("gradient of your rows of wte", dwte_r, e_wte, (size_t)Vt * C, TOL_BWD, NULL);
-    gr_compare("gradient of wpe (replicated)", dwpe, f.dwpe, (size_t)c.seq_len * C, TOL_BWD, NULL);
-    if (gr_parts_ok() && gr_rel_err(loss, f.loss) > TOL_FWD)
+    char hint[400];
+    snprintf(hint, sizeof hint, "ids outside your slice contribute zero rows, ids %d and %d "
+             "(the first and last of your slice) are yours; g sums the ranks' rows; the "
+             "position embedding (position of token i: i mod T, T=%d here%s) is added once, "
+             "after the sum (section 9)%s", r * Vt, r * Vt + Vt - 1, T,
+             T < c.seq_len ? ", not seq_len" : "", world_hint(tp));
+    gr_compare("embedding output x", gx, f.xe, (size_t)N * C, TOL_FWD, hint);
+    compare_accumulated("gradient of your rows of wte", dwte_r, dwte0, e_wte, (size_t)Vt * C,
+                        TOL_BWD, NULL);
+    compare_accumulated("gradient of wpe (replicated)", dwpe, dwpe0, f.dwpe,
+                        (size_t)c.seq_len * C, TOL_BWD, NULL);
+    if (gr_parts_ok() && !isfinite(loss))
+        gr_fail("loss %g where the single device's is %.7f: these logits reach the hundreds, "
+                "and exp of anything past 88 overflows a float; subtract each row's maximum "
+                "over the WHOLE vocabulary before exp (M_n, section 10), which leaves the loss "
+                "unchanged", loss, f.loss);
+    else if (gr_parts_ok() && gr_rel_err(loss, f.loss) > TOL_FWD)
         gr_fail("loss %.7f, the single device's %.7f: the row maximum, the sum of exponentials "
-             "and the target's logit must each cover the whole vocabulary (section 10)", loss,
-             f.loss);
-    gr_compare("head input gradient dx", gdx, f.dx, (size_t)N * C, TOL_BWD, "f's backward sums "
-            "the ranks' dlogits_r w_r (section 10)");
-    gr_compare("gradient of your rows of the head", dw_r, e_w, (size_t)Vt * C, TOL_BWD, NULL);
-    gr_parts_say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d)",
-                    t);
+                "and the target's logit must each cover the whole vocabulary, and target ids "
+                "%d and %d (the first and last of your slice) are yours (section 10)", loss,
+                f.loss, r * Vt, r * Vt + Vt - 1);
+    compare_written("head input gradient dx", gdx, dx0, f.dx, (size_t)N * C, TOL_BWD,
+                    "f's backward sums the ranks' dlogits_r w_r (section 10)");
+    compare_accumulated("gradient of your rows of the head", dw_r, dw0, e_w, (size_t)Vt * C,
+                        TOL_BWD, NULL);
+    gr_parts_say_ok(P_CORRECT, "embedding, loss and every gradient match the single device (t=%d; "
+                    "%d cases, ids at every shard boundary, logits past exp's float range, "
+                    "gradients handed over non-zero, the last on %d TP group%s)",
+                    t, NCASES, pl_size() / t, pl_size() / t == 1 ? "" : "s");
 
     judge_vocab_comm(&d, held, &hidden, t, B, T, C, V);
     gr_parts_set(P_CORRECT);
     pl_tp_head_acts_free(&a);
-    float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w};
+    float *p[] = {wte_r, w_r, gx, gdx, dwte_r, dw_r, dwpe, hx, e_wte, e_w, dx0, dwte0, dw0, dwpe0};
     for (size_t k = 0; k < sizeof p / sizeof *p; k++) pl_mem_free(p[k]);
     vocab_full_free(&f);
 }
@@ -245,9 +276,19 @@ static double grown(const struct pl_mem_stats *before, const struct pl_mem_stats
  * L records of the blocks' activations (struct pl_tp_block_acts), whichever category a
  * step files them in. */
 static void judge_train_memory(const struct pl_model_config *c, int t, int B,
-                               const struct pl_mem_stats *before, const struct pl_mem_stats *after)
+                               const struct pl_mem_stats *before, const struct pl_mem_stats *after,
+                               const struct unseen_held *hidden, const size_t *live, int steps)
 {
     gr_parts_set(P_MEMORY);
+    char a[32], b[32];
+    /* live allocations may not grow from step to step */
+    for (int s = 1; s < steps && gr_parts_ok(); s++)
+        if (live[s] > live[0])
+            gr_fail("after step %d your code held %s more than after step 1 (%s live in "
+                    "all): each step frees what it allocates (activations, work buffers, the "
+                    "head's acts), or memory grows with every step until training runs out",
+                    s + 1, pl_format_bytes((double)(live[s] - live[0]), a, sizeof a),
+                    pl_format_bytes((double)live[s], b, sizeof b));
     struct pl_model_layout lay;
     pl_model_layout_init(&lay, c);
     const double C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layers;
@@ -262,7 +303,6 @@ static void judge_train_memory(const struct pl_model_config *c, int t, int B,
     } K[] = {{PL_MEM_PARAMS, want, "parameters"},
              {PL_MEM_GRADS, want, "gradients"},
              {PL_MEM_OPTIM, 2 * want, "AdamW moments"}};
-    char a[32], b[32];
     for (int k = 0; k < 3; k++) {
         double got = grown(before, after, K[k].cat);
         if (got > K[k].bound * 1.001)
@@ -274,15 +314,41 @@ static void judge_train_memory(const struct pl_model_config *c, int t, int B,
     double act = L * pl_tp_block_act_bytes(c, t, B, c->seq_len) + 4 * N * (V / t + 3) +
                  4 * (4 * N * C + 2 * N) + L * sizeof(struct pl_tp_block_acts);
     double got = grown(before, after, PL_MEM_ACTIV);
-    if (got > act)
+    if (gr_parts_ok() && got > act)
         gr_fail("activations held %s at peak, more than the kit's TP formula allows (%s: the "
              "blocks' split activations, the head's [N, V/t] logits, four [N, C] buffers, "
              "the final layernorm's statistics and the blocks' records)",
              pl_format_bytes(got, a, sizeof a), pl_format_bytes(act, b, sizeof b));
+    /* the total over every category, whatever a buffer is filed as: the above, plus what a
+     * step needs for a moment (the work buffers of one block's backward: six [N, C] and the
+     * attention's split [N, 4C/t] or the MLP's [N, 2F/t]; the head's [N, V/t] gradient and
+     * the loss's (t + 3) N numbers) and 64 KiB for small records; plus any buffer a
+     * collective was given in static storage or on the stack, which no category shows */
+    double work = 4 * (6 * N * C + N * fmax(4 * C / t, 2 * F / t) + N * V / t + (t + 3) * N) +
+                  65536;
+    double total_bound = 4 * want + act + work;
+    double total = (double)after->peak_total - (double)before->current_total + hidden->bytes;
+    if (gr_parts_ok() && total > total_bound)
+        gr_fail("your %d steps held %s at peak over all memory categories%s, where a TP rank "
+                "needs at most %s: its shard's parameters, gradients and AdamW moments (%s), "
+                "the activations above (%s) and one step's work buffers (%s: a block "
+                "backward's [N, C] gradients, the head's [N, V/t], the loss's numbers). "
+                "Something larger was kept, whatever category it was filed in: a full-size "
+                "copy of a tensor, or buffers kept across steps (section 11)%s%s",
+                TRAIN_STEPS, pl_format_bytes(total, a, sizeof a),
+                hidden->bytes > 0 ? " (buffers given to collectives outside the ledger "
+                                    "included)" : "",
+                pl_format_bytes(total_bound, b, sizeof b),
+                pl_format_bytes(4 * want, (char[32]){0}, 32),
+                pl_format_bytes(act, (char[32]){0}, 32), pl_format_bytes(work, (char[32]){0}, 32),
+                hidden->bytes > 0 ? "; " : "", hidden->bytes > 0 ? gr_unseen_where(hidden->where)
+                                                                 : "");
     gr_parts_say_ok(P_MEMORY, "per rank: %s of parameters (as many of gradients, twice of AdamW "
-           "moments) for t=%d, from the shapes; activations %s at peak within %s",
+           "moments) for t=%d, from the shapes; activations %s at peak within %s; %s in all "
+           "within %s; live memory the same after every step",
            pl_format_bytes(want, a, sizeof a), t, pl_format_bytes(got, b, sizeof b),
-           pl_format_bytes(act, (char[32]){0}, 32));
+           pl_format_bytes(act, (char[32]){0}, 32), pl_format_bytes(total, (char[32]){0}, 32),
+           pl_format_bytes(total_bound, (char[32]){0}, 32));
     gr_parts_set(P_CORRECT);
 }
 
@@ -312,10 +378,11 @@ static double judge_train_compute(double mine, double full, int t)
 static void judge_train_traffic(const struct pl_ledger *d, const struct pl_model_config *c,
                                 int t, int B)
 {
-    const double N = (double)B * c->seq_len;
-    double floor = TRAIN_STEPS * 2.0 * c->n_layers *
-                   pl_ring_bytes_sent(PL_ALL_REDUCE, t, N * c->d_model * sizeof(float));
+    const double N = (double)B * c->seq_len, NC = N * c->d_model, L = c->n_layers;
+    double floor = TRAIN_STEPS * 2.0 * L *
+                   pl_ring_bytes_sent(PL_ALL_REDUCE, t, NC * sizeof(float));
     double sent = gr_ledger_total_bytes(d);
+    long calls = gr_ledger_total_calls(d);
     char a[32], b[32];
     if (t > 1 && sent < floor)
         gr_fail("your %d steps sent %s per rank where a TP rank sends at least %s (g's "
@@ -326,6 +393,26 @@ static void judge_train_traffic(const struct pl_ledger *d, const struct pl_model
                 "with its shard only (section 11)", TRAIN_STEPS,
                 pl_format_bytes(sent, a, sizeof a), pl_format_bytes(floor, b, sizeof b),
                 TRAIN_STEPS);
+    /* and at most, per step: the blocks' 4L all-reduces of [N, C], the embedding and loss as
+     * section 10 bounds them (two all-reduces of [N, C], one collective of N floats, an
+     * all-gather's (t-1)N at most, for each of the loss's three numbers), and the global
+     * norm in at most two collectives of at most one float per tensor */
+    const double per = fmax(2.0 * (t - 1) / t, t - 1.0) * 4;
+    const double ntens = pl_tp_model_ntensors(c);
+    const long most_calls = TRAIN_STEPS * (long)(4 * L + 2 + 3 + 2);
+    const double most = TRAIN_STEPS * ((4 * L + 2) * pl_ring_bytes_sent(PL_ALL_REDUCE, t,
+                                                                        NC * sizeof(float)) +
+                                       3 * per * N + per * 2 * ntens);
+    if (t > 1 && gr_parts_ok() && (calls > most_calls || sent > most + 0.5))
+        gr_fail("your %d steps sent %s per rank in %ld collectives (%ld all-reduces) where a TP "
+                "step needs at most %s in %ld: per step the blocks' 4L all-reduces of [N, C] "
+                "(L=%d), the embedding's and the head's two, one collective of N floats for "
+                "each of the loss's three numbers per row, and the global norm in at most two "
+                "collectives of one float per tensor. A replicated tensor's gradient is already "
+                "the same on every rank (section 7), so syncing it, or any other all-reduce, "
+                "is traffic that tensor parallelism does not need (section 11)", TRAIN_STEPS,
+                pl_format_bytes(sent, a, sizeof a), calls, d->calls[PL_ALL_REDUCE],
+                pl_format_bytes(most, b, sizeof b), most_calls, c->n_layers);
 }
 
 /* Every tensor's shard against its slice of the reference's final weights. */
@@ -390,11 +477,18 @@ void run_train(struct pl_comm *tp)
     double f1 = pl_ledger_flops_total();
     struct pl_ledger mark, d;
     gr_ledger_mark(&mark);
+    size_t live[TRAIN_STEPS] = {0};
+    lab04_unseen_begin();
     struct tp_gpt *m = tp_gpt_new(&setup.cfg, &setup.opt, tp);
     for (int s = 0; m && s < TRAIN_STEPS && !pl_todo_what(); s++) {
         gr_batch_load(&b, s);
         loss[s] = tp_gpt_step(m, b.tokens, b.targets, b.B);
+        struct pl_mem_stats now;
+        pl_mem_get_stats(&now);
+        live[s] = now.current_total;
     }
+    struct unseen_held hidden;
+    hidden.bytes = lab04_unseen_end(&hidden.where, &hidden.call);
     double my_flops = pl_ledger_flops_total() - f1;
     gr_ledger_since(&mark, &d);
     pl_mem_get_stats(&after);
@@ -411,7 +505,7 @@ void run_train(struct pl_comm *tp)
     if (m && gr_parts_ok()) check_train_weights(m, &ref, t, r);
     double share = m && gr_parts_ok() ? judge_train_compute(my_flops, ref_flops, t) : 0;
     if (m && gr_parts_ok()) judge_train_traffic(&d, &setup.cfg, t, b.B);
-    judge_train_memory(&setup.cfg, t, b.B, &before, &after);
+    judge_train_memory(&setup.cfg, t, b.B, &before, &after, &hidden, live, TRAIN_STEPS);
     gr_parts_say_ok(P_CORRECT,
                     "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
                     "weights match the single device (last loss %.5f), with %.3f of its "
