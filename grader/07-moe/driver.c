@@ -37,35 +37,77 @@
 #include "paralab.h"
 #include "harness.h"
 #include "train.h"
+/* struct pl_comm's count of operations in flight: pl_comm_free refuses to free a
+ * communicator with any, and the grader says so as a verdict before it frees its own. */
+#include "comm_op.h"
 
 #define K_STEPS 3
-#define GLOBAL_B 8 /* sequences per step: 1, 2 and 4 ranks all divide it */
 #define CORPUS_TOKENS 32768
-#define CF_NONE 0.0f /* "no dropping": the case uses a factor of E / k */
+#define CF_NONE 0.0f /* "no dropping": the case uses a factor of E / k, 1e10 or infinity */
 
 static uint64_t base_seed = 1;
+/* The hidden suite's shapes (ops top1-hidden, top2-hidden): shorter sequences, other expert
+ * counts on 6 ranks. */
+static int hidden_shape;
 
-/* The EP degree at n ranks: all of them up to 4; beyond, EP groups of 4 (a node's worth on
- * the placement test's 2 nodes of 4) and expert data parallelism across them. */
-static int ep_of(int n)
+/* Sequences per step: every rank count the lab runs on divides it (6 only in the hidden
+ * suite). */
+static int global_b(int n)
 {
-    return n <= 4 ? n : 4;
+    return n == 6 ? 12 : 8;
 }
 
-static struct pl_model_config lab_config(uint64_t seed, int E, int k, float cf)
+static int seq_len(void)
+{
+    return hidden_shape ? 12 : 16;
+}
+
+/* The largest EP degree at n ranks: all of them up to 4 (and 6 ranks in the hidden suite);
+ * at 8, EP groups of 4 (a node's worth on the placement test's 2 nodes of 4) and expert data
+ * parallelism across them. */
+static int ep_full(int n)
+{
+    return n <= 4 || n == 6 ? n : 4;
+}
+
+/* A smaller EP degree, so that several EP groups hold different slices of the batch (DP x
+ * EP): a group mistaken for the world changes the numbers. */
+static int ep_part(int n)
+{
+    return n == 1 ? 1 : n == 2 ? 1 : n == 6 ? 3 : 2;
+}
+
+struct train_case {
+    int E, k, ep;
+    float cf;    /* CF_NONE: no dropping */
+    float coef;  /* the load-balancing loss's coefficient */
+    float scale; /* the backward's loss_scale times n: 1 in most cases */
+    float hot;   /* > 0: the router pushed to experts 0, 3, 6 and away from the others */
+};
+
+/* The factor of case c: CF_NONE is E / k for the smaller expert count, and a factor far
+ * beyond it (1e10 for top-1, infinity for top-2) for the larger. */
+static float case_cf(const struct train_case *c)
+{
+    if (c->cf != CF_NONE) return c->cf;
+    if (c->E <= 6 || c->hot > 0) return (float)c->E / (float)c->k;
+    return c->k == 1 ? 1e10f : INFINITY;
+}
+
+static struct pl_model_config lab_config(uint64_t seed, const struct train_case *tc)
 {
     struct pl_model_config c = pl_model_config_default();
     c.vocab = PL_BYTE_VOCAB;
     c.d_model = 32;
     c.n_layers = 2;
     c.n_heads = 2;
-    c.d_ff = 48;
-    c.seq_len = 16;
+    c.d_ff = hidden_shape ? 40 : 48;
+    c.seq_len = seq_len();
     c.dropout = 0.0f;
-    c.n_experts = E;
-    c.top_k = k;
-    c.capacity_factor = cf == CF_NONE ? (float)E / (float)k : cf;
-    c.aux_loss_coef = 0.01f;
+    c.n_experts = tc->E;
+    c.top_k = tc->k;
+    c.capacity_factor = case_cf(tc);
+    c.aux_loss_coef = tc->coef;
     c.seed = seed;
     return c;
 }
@@ -155,32 +197,44 @@ static void draw_probs(float *p, int N, int E, uint64_t seed, float sharp, float
 struct route_case {
     int N, E, k;
     float cf, sharp, hot;
+    float coef; /* aux_coef: 0.01 as usual, and others, 0 included */
 };
 
 static const struct route_case ROUTE_CASES[] = {
-    {40, 4, 1, 1.0f, 1.0f, 0.0f},  {40, 4, 2, 1.0f, 1.0f, 0.0f},  {40, 8, 2, 0.5f, 2.0f, 0.0f},
-    {40, 8, 1, 1.25f, 1.0f, 2.0f}, {40, 8, 2, 1.25f, 2.0f, 3.0f}, {50, 4, 2, 1.1f, 1.0f, 1.0f},
-    {32, 8, 2, 8.0f, 1.0f, 0.0f},  {7, 4, 1, 0.3f, 1.0f, 0.0f},   {33, 4, 2, 1.0f, 0.0f, 0.0f},
+    {40, 4, 1, 1.0f, 1.0f, 0.0f, 0.01f},   {40, 4, 2, 1.0f, 1.0f, 0.0f, 0.01f},
+    {40, 8, 2, 0.5f, 2.0f, 0.0f, 0.3f},    {40, 8, 1, 1.25f, 1.0f, 2.0f, 0.01f},
+    {40, 8, 2, 1.25f, 2.0f, 3.0f, 1e-3f},  {50, 4, 2, 1.1f, 1.0f, 1.0f, 0.01f},
+    {32, 8, 2, 8.0f, 1.0f, 0.0f, 0.0f},    {7, 4, 1, 0.3f, 1.0f, 0.0f, 0.01f},
+    {33, 4, 2, 1.0f, 0.0f, 0.0f, 2.0f},    {24, 8, 2, 1e10f, 1.0f, 0.0f, 0.05f},
+    {24, 8, 1, INFINITY, 1.0f, 4.0f, 0.01f},
 };
 #define N_ROUTE_CASES ((int)(sizeof ROUTE_CASES / sizeof ROUTE_CASES[0]))
 
 static int judge_capacity(void)
 {
     static const int Ns[] = {7, 32, 40, 50, 100, 128};
-    static const float cfs[] = {0.3f, 0.5f, 1.0f, 1.1f, 1.25f, 2.0f, 8.0f};
+    /* up to factors whose product overflows an int, and infinity: "no capacity limit" */
+    static const float cfs[] = {0.3f, 0.5f, 1.0f, 1.1f, 1.25f, 2.0f, 8.0f, 3e9f, 1e10f,
+                                INFINITY};
+    const int ncf = (int)(sizeof cfs / sizeof cfs[0]);
     for (int a = 0; a < 6; a++)
         for (int e = 4; e <= 8; e += 4)
             for (int k = 1; k <= 2; k++)
-                for (int f = 0; f < 7; f++) {
+                for (int f = 0; f < ncf; f++) {
                     int got = moe_capacity(Ns[a], e, k, cfs[f]);
                     int want = pl_moe_capacity(Ns[a], e, k, cfs[f]);
                     if (got == want) continue;
+                    double product = (double)cfs[f] * Ns[a] * k / e;
                     why("moe_capacity(N=%d, E=%d, k=%d, cf=%g) = %d, the kit's "
                            "rule gives %d: ceil(cf x N x k / E) computed in double from the "
                            "float factor, at least 1 and at most N (section 2)%s",
                            Ns[a], e, k, (double)cfs[f], got, want,
                            got == want - 1 ? "; yours rounds down where the rule rounds up"
-                                           : "");
+                           : !(product < 2147483647.0)
+                               ? "; here cf x N x k / E does not fit an int, so converting it "
+                                 "before the clamp gives nonsense: clamp to N in double first, "
+                                 "then convert (appendix)"
+                               : "");
                     return 0;
                 }
     return 1;
@@ -188,8 +242,9 @@ static int judge_capacity(void)
 
 static void describe_route_case(const struct route_case *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "N=%d tokens, E=%d experts, top-%d, capacity factor %g (%d slots)%s%s",
-             c->N, c->E, c->k, (double)c->cf, pl_moe_capacity(c->N, c->E, c->k, c->cf),
+    snprintf(buf, len, "N=%d tokens, E=%d experts, top-%d, capacity factor %g (%d slots), "
+             "aux_coef %g%s%s", c->N, c->E, c->k, (double)c->cf,
+             pl_moe_capacity(c->N, c->E, c->k, c->cf), (double)c->coef,
              c->hot > 0 ? ", a hot expert 0" : "", c->sharp == 0 ? ", all experts tied" : "");
 }
 
@@ -235,7 +290,7 @@ static int compare_routing(const struct pl_moe_routing *got, const struct pl_moe
 }
 
 static int compare_router_rest(const struct pl_moe_routing *got,
-                               const struct pl_moe_routing *want)
+                               const struct pl_moe_routing *want, float coef)
 {
     for (int i = 0; i < want->N * want->k; i++)
         if (got->gate[i] != want->gate[i]) {
@@ -262,8 +317,16 @@ static int compare_router_rest(const struct pl_moe_routing *got,
             return 0;
         }
     if (gr_rel_err(got->aux, want->aux) > 1e-9) {
-        why("aux loss %.9g, the reference %.9g = a x E x sum_i f_i P_i",
-               got->aux, want->aux);
+        double sum = 0;
+        for (int e = 0; e < want->E; e++) sum += want->f[e] * want->P[e];
+        double a = sum > 0 ? got->aux / (want->E * sum) : 0;
+        char hint[200] = "";
+        if (sum > 0 && fabs(a - coef) > 1e-6 * (fabs(coef) + 1e-3))
+            snprintf(hint, sizeof hint, ": yours is that sum times %.6g where a = aux_coef = %g "
+                     "in this call; use the argument, not a fixed coefficient", a,
+                     (double)coef);
+        why("aux loss %.9g, the reference %.9g = a x E x sum_i f_i P_i%s",
+               got->aux, want->aux, hint);
         return 0;
     }
     return 1;
@@ -277,23 +340,23 @@ static int judge_route_case(const struct route_case *c, int index)
     draw_probs(p, c->N, c->E, pl_mix64(base_seed + 31u * (uint64_t)index), c->sharp, c->hot);
     struct pl_moe_routing *got = pl_moe_routing_new(c->N, c->E, c->k, cap);
     struct pl_moe_routing *want = pl_moe_routing_new(c->N, c->E, c->k, cap);
-    pl_moe_route(want, p, 0.01f);
+    pl_moe_route(want, p, c->coef);
     /* moe_forward routes a layer into the same routing step after step: route another draw,
      * with expert 0 hotter, into it first */
     float *q = pl_mem_alloc((size_t)c->N * c->E * sizeof(float), PL_MEM_WORK, PL_HOST,
                             "router test probs before");
     draw_probs(q, c->N, c->E, pl_mix64(base_seed + 31u * (uint64_t)index + 7u), c->sharp + 1.0f,
                c->hot + 2.0f);
-    moe_route(got, q, 0.01f);
-    moe_route(got, p, 0.01f);
+    moe_route(got, q, c->coef + 0.5f);
+    moe_route(got, p, c->coef);
     int ok = !pl_todo_what() && compare_routing(got, want) &&
-             compare_router_rest(got, want);
+             compare_router_rest(got, want, c->coef);
     if (!ok && !pl_todo_what()) {
         /* the same probabilities into a fresh routing: right there, it carried state over */
         size_t said = strlen(why_text);
         struct pl_moe_routing *fresh = pl_moe_routing_new(c->N, c->E, c->k, cap);
-        moe_route(fresh, p, 0.01f);
-        int fresh_ok = compare_routing(fresh, want) && compare_router_rest(fresh, want);
+        moe_route(fresh, p, c->coef);
+        int fresh_ok = compare_routing(fresh, want) && compare_router_rest(fresh, want, c->coef);
         why_text[said] = '\0';
         if (fresh_ok)
             why("this was the second call into one routing; into a fresh one yours is right. "
@@ -320,7 +383,7 @@ static int judge_permute_case(const struct route_case *c, int index)
                             "permute test probs");
     draw_probs(p, c->N, c->E, pl_mix64(base_seed + 31u * (uint64_t)index), c->sharp, c->hot);
     struct pl_moe_routing *r = pl_moe_routing_new(c->N, c->E, c->k, cap);
-    pl_moe_route(r, p, 0.01f);
+    pl_moe_route(r, p, c->coef);
     int *buf = pl_mem_alloc((size_t)(2 * (c->E + 1) + 4 * nk) * sizeof(int), PL_MEM_WORK,
                             PL_HOST, "permute test");
     int *ws = buf, *wp = ws + c->E + 1, *wi = wp + nk;
@@ -485,33 +548,43 @@ static void pass_backward(struct pass *ps, struct pl_model *m, struct moe *s, fl
 
 /* ---- training cases ---- */
 
-struct train_case {
-    int E, k;
-    float cf; /* CF_NONE: no dropping */
-};
-
-static int make_cases(const char *op, struct train_case *cs)
+/* The cases of top-k at n ranks: two expert counts, four capacity factors, then the router
+ * pushed to a few experts so that the others receive no tokens. Every contract parameter
+ * takes several values: the EP degree (all ranks, or groups smaller than the world), the
+ * aux-loss coefficient (0.01, another, and 0), the loss scale (1/n, and others), the factor
+ * (dropping, none at E/k, 1e10 and infinity). The hidden suite pairs them differently. */
+static int make_cases(int k, int n, int hidden, struct train_case *cs)
 {
     static const float cfs[] = {0.5f, 1.0f, 1.25f, CF_NONE};
-    int k = !strcmp(op, "top1") ? 1 : !strcmp(op, "top2") ? 2 : 0, n = 0;
-    if (!k) return 0;
-    for (int e = 4; e <= 8; e += 4)
-        for (int f = 0; f < 4; f++) cs[n++] = (struct train_case){e, k, cfs[f]};
-    return n;
+    const int Es[2] = {n == 6 ? 6 : 4, n == 6 ? 12 : 8};
+    int count = 0;
+    for (int i = 0; i < 2; i++)
+        for (int f = 0; f < 4; f++) {
+            int odd = (f % 2) ^ hidden;
+            struct train_case c = {Es[i], k, odd ? ep_part(n) : ep_full(n), cfs[f], 0.01f, 1.0f, 0};
+            if (f == 1) c.coef = hidden ? 0.05f : 0.2f;
+            if (f == 3 && i == 1) c.coef = 0.0f;
+            if (f == (hidden ? 0 : 1)) c.scale = hidden ? 0.6f : 0.3f;
+            if (f == 3) c.scale = 2.0f;
+            cs[count++] = c;
+        }
+    cs[count++] = (struct train_case){Es[1], k, ep_full(n), CF_NONE, 0.01f, 1.0f, 4.0f};
+    return count;
 }
 
 static void describe_case(const struct train_case *c, int N, char *buf, size_t len)
 {
     char cf[64];
-    if (c->cf == CF_NONE) snprintf(cf, sizeof cf, "no capacity limit");
+    float factor = case_cf(c);
+    if (c->cf == CF_NONE) snprintf(cf, sizeof cf, "no capacity limit (factor %g)", (double)factor);
     else snprintf(cf, sizeof cf, "capacity factor %g", (double)c->cf);
-    struct pl_model_config cfg = lab_config(0, c->E, c->k, c->cf);
     char groups[64] = "";
-    if (ep_of(pl_size()) < pl_size())
-        snprintf(groups, sizeof groups, " (EP groups of %d)", ep_of(pl_size()));
+    if (c->ep < pl_size()) snprintf(groups, sizeof groups, " (EP groups of %d)", c->ep);
     snprintf(buf, len, "%d experts on %d ranks%s, top-%d, %s (%d slots for %d tokens a rank), "
-             "%d steps of %d sequences", c->E, pl_size(), groups, c->k, cf,
-             pl_moe_capacity(N, c->E, c->k, cfg.capacity_factor), N, K_STEPS, GLOBAL_B);
+             "aux_coef %g, loss_scale %g/n, %d steps of %d sequences%s", c->E, pl_size(), groups,
+             c->k, cf, pl_moe_capacity(N, c->E, c->k, factor), N, (double)c->coef,
+             (double)c->scale, K_STEPS, global_b(pl_size()),
+             c->hot > 0 ? "; the router pushed to experts 0, 3, 6: the others get no tokens" : "");
 }
 
 /* How far got is from want over n floats: ||got - want|| / max(||want||, floor); *scale is
@@ -581,7 +654,8 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
         char hint[400] = "";
         if (bad)
             snprintf(hint, sizeof hint, "; %d elements are not numbers", bad);
-        else if (expert && o->ep > 1 && fabs(scale * o->ep - 1) < 0.05)
+        else if (expert && o->ep > 1 && fabs(scale * o->ep - 1) < 0.05 &&
+                 !(o->slices > o->ep && fabs(scale * o->slices - o->ep) < 0.05 * o->ep))
             snprintf(hint, sizeof hint, "; yours is 1/%d of it: expert gradients were averaged "
                      "across the EP group, but its ranks hold different experts, whose "
                      "gradients already hold the group's tokens (section 7)", o->ep);
@@ -599,12 +673,31 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
             snprintf(hint, sizeof hint, "; the last block's router gradient is off while its "
                      "experts' are right, so the router's backward is where it goes wrong: "
                      "the gates' gradient at the kept choices, and the load-balancing loss's "
-                     "(loss_scale x a E f_e / N on every token, section 6)");
+                     "(loss_scale x a E f_e / N on every token, section 6)%s",
+                     fabs(o->loss_scale * o->slices - 1) > 1e-6
+                         ? ". This case's loss_scale is not 1/n: the aux term takes the "
+                           "loss_scale argument, whatever the rank count"
+                         : "");
         why("%s of %s%s: relative L2 error %.2e, more than %.0e%s", what, d->name,
             expert ? " (this rank's experts)" : "", rel, tol, hint);
         return 0;
     }
     return 1;
+}
+
+/* 1 when some expert of layer l, in the first step, received no rows from any member of
+ * this rank's EP group while a later expert did. */
+static int empty_expert(const struct or_reference *o, int l)
+{
+    const int L = o->layout.cfg.n_layers, E = o->layout.cfg.n_experts;
+    int seen_empty = 0;
+    for (int e = 0; e < E; e++) {
+        int rows = 0;
+        for (int m = 0; m < o->ep; m++) rows += o->route[(size_t)o->members[m] * L + l].count[e];
+        if (!rows) seen_empty = 1;
+        else if (seen_empty) return 1;
+    }
+    return 0;
 }
 
 /* The MoE outputs of step `step` against the reference's for this rank's tokens; stale is
@@ -642,6 +735,10 @@ static int judge_branches(const struct or_reference *o, const float *got, const 
                              "from one call to the next carried over: zero every buffer you "
                              "scatter or add into (pl_scatter_add_rows and pl_row_dot add) on "
                              "each call, not once (appendix)"
+            : empty_expert(o, l) ? "; in this case some experts receive no tokens (the "
+                                   "router is pushed to experts 0, 3, 6): an expert without "
+                                   "rows is skipped, and every expert after it still runs on "
+                                   "its own rows, at the right offset (section 5)"
                            : "");
         return ungated > tol && onto <= 1e-3 ? -1 : 0;
     }
@@ -778,19 +875,36 @@ static int judge_traffic(const struct or_reference *o, const struct pl_ledger *d
 
 /* The code under test's EP group, from moe_ep_comm: its size must be the lab's EP degree;
  * the grader then follows whichever experts each rank owns. 0 with a reason otherwise. */
-static int learn_ep_group(struct or_reference *o, const struct moe *st)
+static int learn_ep_group(struct or_reference *o, const struct moe *st, struct pl_comm *lab,
+                          int want)
 {
     struct pl_comm *c = moe_ep_comm(st);
-    int want = ep_of(pl_size());
     if (!c || pl_comm_size(c) != want) {
-        why("moe_ep_comm gives %s; with %d ranks the EP groups have %d ranks (moe_new's ep)",
-            c ? "a group of another size" : "no group", pl_size(), want);
+        why("moe_ep_comm gives %s; with %d ranks and ep = %d the EP groups have %d ranks "
+            "(moe_new's ep)", c ? "a group of another size" : "no group", pl_size(), want, want);
         return 0;
     }
     o->ep = want;
     o->ep_rank = pl_comm_rank(c);
-    for (int i = 0; i < want; i++) o->members[i] = pl_comm_world_rank(c, i);
-    return 1;
+    int ordered = 1;
+    char list[160] = "";
+    for (int i = 0; i < want; i++) {
+        o->world[i] = pl_comm_world_rank(c, i);
+        o->members[i] = -1;
+        for (int j = 0; j < pl_comm_size(lab); j++)
+            if (pl_comm_world_rank(lab, j) == o->world[i]) o->members[i] = j;
+        if (i && o->members[i] <= o->members[i - 1]) ordered = 0;
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", o->members[i]);
+    }
+    if (ordered) return 1;
+    why("moe_ep_comm's ranks 0..%d are ranks %s of the communicator moe_new was given, not in "
+        "its order. The grader hands moe_new a communicator split from the job's world with "
+        "its ranks in another order, as a caller with several groups would: build the rank "
+        "grid on it (pl_grid_comm(&g, world, ...), where world is moe_new's argument), not on "
+        "pl_comm_world(), and take ranks and sizes from it, not from pl_rank() or pl_size() "
+        "(section 4)", want - 1, list);
+    return 0;
 }
 
 /* Where the EP group sits on a cluster of 2 nodes (the world's ranks split in two, as
@@ -803,16 +917,24 @@ static int judge_placement(const struct or_reference *o, const struct pl_ledger 
     struct pl_topo t;
     char err[200];
     if (pl_topo_virtual(&t, n, 2, n / 2, err, sizeof err) != 0) pl_fatal("%s", err);
-    if (pl_topo_group_link(&t, o->members, o->ep) == PL_LINK_INTRA) return 1;
+    if (pl_topo_group_link(&t, o->world, o->ep) == PL_LINK_INTRA) return 1;
     const struct pl_profile *p = pl_profile_find("dgx-h100");
     double bytes = pl_ledger_bytes(d, PL_ALL_TO_ALL_V, -1) + pl_ledger_bytes(d, PL_ALL_TO_ALL, -1);
     long calls = d->calls[PL_ALL_TO_ALL_V] + d->calls[PL_ALL_TO_ALL];
     double intra = bytes / p->bw[PL_LINK_INTRA] + calls * p->latency[PL_LINK_INTRA];
     double inter = bytes / p->bw[PL_LINK_INTER] + calls * p->latency[PL_LINK_INTER];
     char list[128] = "";
+    int sorted[OR_MAX_EP];
+    memcpy(sorted, o->world, (size_t)o->ep * sizeof(int));
+    for (int i = 1; i < o->ep; i++)
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            int t_ = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t_;
+        }
     for (int i = 0; i < o->ep; i++) {
         size_t l = strlen(list);
-        snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", o->members[i]);
+        snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", sorted[i]);
     }
     why("your EP group (world ranks %s) spans both nodes of 2 x %d: every all-to-all crosses "
         "the network. On dgx-h100 this step's all-to-all bytes take %.1f us across nodes "
@@ -836,6 +958,8 @@ static void update_owned(struct pl_model *m, int ep, int ep_rank, int t,
 }
 
 struct run {
+    struct pl_comm *lab; /* what moe_new is given: split from the world, freed after moe_free */
+    float loss_scale;
     struct gr_train_setup setup;
     struct or_reference ref;
     struct pl_model *m;
@@ -846,20 +970,25 @@ struct run {
     float *branches; /* [L * N * C] the last step's MoE outputs */
 };
 
+/* lab: the communicator the case runs on (this rank's slice is its rank there); the run
+ * frees it after moe_free. */
 static void run_open(struct run *r, const struct pl_tokens *data, const struct train_case *c,
-                     int steps, int with_reference)
+                     int steps, int with_reference, struct pl_comm *lab)
 {
-    int n = pl_size(), me = pl_rank();
+    int n = pl_comm_size(lab), me = pl_comm_rank(lab);
     memset(r, 0, sizeof *r);
-    r->setup.cfg = lab_config(pl_mix64(base_seed ^ 0x1417), c->E, c->k, c->cf);
+    r->lab = lab;
+    r->loss_scale = c->scale / (float)n;
+    r->setup.cfg = lab_config(pl_mix64(base_seed ^ 0x1417), c);
     r->setup.opt = pl_adamw_config_default();
     r->setup.opt.grad_clip = 0;
     r->setup.data = data;
-    r->setup.global_B = GLOBAL_B;
+    r->setup.global_B = global_b(n);
     r->setup.steps = steps;
     r->setup.data_seed = pl_mix64(base_seed ^ 0x5eed);
-    if (with_reference) or_reference_run(&r->ref, &r->setup, n, me);
+    if (with_reference) or_reference_run(&r->ref, &r->setup, n, me, r->loss_scale, c->hot);
     r->m = pl_model_new(&r->setup.cfg, PL_MODEL_ALL);
+    if (c->hot > 0) or_push_router(r->m, c->hot);
     gr_batch_new(&r->batch, &r->setup, me, n);
     pass_new(&r->pass, &r->m->cfg, r->batch.B);
     r->host = pl_mem_alloc(r->m->layout.numel * sizeof(float), PL_MEM_WORK, PL_HOST,
@@ -868,9 +997,33 @@ static void run_open(struct run *r, const struct pl_tokens *data, const struct t
                                sizeof(float), PL_MEM_WORK, PL_HOST, "grader branches");
 }
 
+/* Frees the case's communicator after moe_free, as a caller would; one with operations
+ * still in flight cannot be freed (pl_comm_free refuses), which is a verdict of part
+ * correct. Collective: every rank agrees whether to free it. */
+static void free_lab_comm(struct run *r)
+{
+    if (!r->lab || r->lab == pl_comm_world()) return;
+    int mine = r->lab->in_flight, most = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (mine) {
+        int saved = why_part;
+        why_part = 0;
+        why("after moe_free, %d operation(s) you started on the communicator moe_new was given "
+            "are still in flight: a handle of pl_all_reduce_async (or another async call) was "
+            "never waited. The caller frees that communicator after moe_free, and pl_comm_free "
+            "refuses one with operations in flight; pl_wait every handle before the call that "
+            "started it returns (section 7)", mine);
+        why_part = saved;
+    }
+    if (!most) pl_comm_free(r->lab);
+    r->lab = NULL;
+}
+
 static void run_close(struct run *r)
 {
     if (r->st) moe_free(r->st);
+    r->st = NULL;
+    free_lab_comm(r);
     pass_free(&r->pass);
     gr_batch_free(&r->batch);
     pl_model_free(r->m);
@@ -882,12 +1035,11 @@ static void run_close(struct run *r)
 /* One training step of the student's MoE; 0 when a stub was reached. */
 static int train_step(struct run *r, int step, double *loss)
 {
-    int n = pl_size();
     pl_model_zero_grad(r->m);
     gr_batch_load(&r->batch, step);
     double mine = pass_forward(&r->pass, r->m, r->st, &r->batch, r->branches);
     if (gr_todo_any()) return 0;
-    pass_backward(&r->pass, r->m, r->st, 1.0f / (float)n);
+    pass_backward(&r->pass, r->m, r->st, r->loss_scale);
     moe_finish_gradients(r->st);
     if (gr_todo_any()) return 0;
     *loss = gr_global_loss(mine);
@@ -931,7 +1083,7 @@ static int judge_step(struct run *r, int step, double loss, const struct pl_ledg
  * and capacity factor 1.25, so that most choices are kept. */
 static int timed_case(const struct train_case *c)
 {
-    return c->E == 8 && c->cf == 1.25f;
+    return c->E == 8 && c->cf == 1.25f && c->hot == 0 && !hidden_shape;
 }
 
 static void model_scale(int N, const struct pl_model_config *c, double *flops_x,
@@ -962,7 +1114,7 @@ static void judge_dln_adds(struct run *r)
     struct pass *ps = &r->pass;
     const int l = ps->c->n_layers - 1;
     const size_t NC = (size_t)ps->N * ps->c->d_model;
-    const float scale = 1.0f / (float)pl_size();
+    const float scale = r->loss_scale;
     float *h = pl_mem_alloc(3 * NC * sizeof(float), PL_MEM_WORK, PL_HOST, "dln probe");
     float *first = h, *second = h + NC, *held = h + 2 * NC;
     pass_forward(ps, r->m, r->st, &r->batch, NULL);
@@ -1032,17 +1184,20 @@ static void judge_held(const struct pl_mem_stats *before, const struct pl_mem_st
 static void run_training(const struct pl_tokens *data, const struct train_case *c)
 {
     struct run r;
-    run_open(&r, data, c, K_STEPS, 1);
+    /* the case's ranks in reverse order of the world's: code that takes pl_rank() or
+     * pl_comm_world() for the communicator it was given gets other groups and experts */
     int n = pl_size();
+    struct pl_comm *lab = pl_comm_split(pl_comm_world(), 0, n - 1 - pl_rank(), "moe lab");
+    run_open(&r, data, c, K_STEPS, 1, lab);
     struct pl_mem_stats before, held[K_STEPS];
     pl_mem_get_stats(&before);
-    r.st = moe_new(pl_comm_world(), r.m, r.pass.N, ep_of(n));
+    r.st = moe_new(lab, r.m, r.pass.N, c->ep);
     if (gr_todo_any()) {
         run_close(&r);
         return;
     }
     why_part = 0;
-    if (!learn_ep_group(&r.ref, r.st)) {
+    if (!learn_ep_group(&r.ref, r.st, lab, c->ep)) {
         run_close(&r);
         return;
     }
@@ -1080,6 +1235,7 @@ static void run_training(const struct pl_tokens *data, const struct train_case *
     struct pl_mem_stats freed;
     pl_mem_get_stats(&freed);
     if (!why_text[0]) judge_held(&before, held, &freed);
+    free_lab_comm(&r);
     run_close(&r);
 }
 
@@ -1162,10 +1318,10 @@ static double replay_step(const struct pl_merged_trace *t, const struct pl_profi
 static int bench_row(const struct pl_tokens *data, int E, int k, float cf, float skew,
                      const struct pl_profile *prof, struct bench_result *out)
 {
-    struct train_case c = {E, k, cf};
+    struct train_case c = {E, k, pl_size(), cf, 0.01f, 1.0f, 0};
     struct run r;
     int n = pl_size(), me = pl_rank();
-    run_open(&r, data, &c, 1, 0);
+    run_open(&r, data, &c, 1, 0, pl_comm_world());
     make_hot(r.m, skew);
     r.st = moe_new(pl_comm_world(), r.m, r.pass.N, n);
     struct pl_ledger mark, d, *all = pl_mem_alloc((size_t)n * sizeof *all, PL_MEM_WORK, PL_HOST,
@@ -1245,7 +1401,7 @@ static void bench_mode(int E, int k, float cf, float skew, const char *plots_dir
     const struct pl_profile *prof = pl_profile_find("dgx-h100");
     if (pl_rank() == 0) {
         printf("# MoE all-to-all volume and balance, %d ranks, %d tokens a rank, block 0's "
-               "routing, one training step\n", pl_size(), GLOBAL_B / pl_size() * 16);
+               "routing, one training step\n", pl_size(), global_b(pl_size()) / pl_size() * seq_len());
         printf("# a2a/rank: all-to-all-v bytes sent per rank (mean, all blocks); max/mean: the "
                "busiest rank's share; hot: the busiest expert's tokens / the mean;\n# layer: "
                "block 0 forward+backward modelled on %s for a layer of C %.0f, F %.0f, %.0f "
@@ -1346,11 +1502,16 @@ static void *setup(const struct gr_args *a)
     st.op = !strcmp(a->op, "router") ? OP_ROUTER : !strcmp(a->op, "permute") ? OP_PERMUTE
                                                                              : OP_TRAIN;
     if (st.op == OP_TRAIN) {
-        if (GLOBAL_B % n || 4 % ep_of(n))
+        /* top1, top2, and the hidden suite's top1-hidden, top2-hidden */
+        int k = !strncmp(a->op, "top1", 4) ? 1 : !strncmp(a->op, "top2", 4) ? 2 : 0;
+        hidden_shape = strstr(a->op, "-hidden") != NULL;
+        if (!k)
+            pl_usage_error_all("--op %s: Lab 7's ops are router, permute, top1 and top2", a->op);
+        if (!(n == 1 || n == 2 || n == 4 || n == 8 || (hidden_shape && n == 6)))
             pl_usage_error_all("%d ranks: Lab 7 trains on 1, 2, 4 or 8 ranks (they must divide "
                                "the global batch of %d sequences, and the EP groups the 4 "
-                               "experts)", n, GLOBAL_B);
-        st.ncases = make_cases(a->op, st.cases);
+                               "experts)", n, global_b(n));
+        st.ncases = make_cases(k, n, hidden_shape, st.cases);
         tl7_want(!strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL);
         st.data = pl_corpus_tokens(pl_mix64(base_seed ^ 0xda7a), CORPUS_TOKENS);
     } else {
@@ -1374,15 +1535,14 @@ static int count_cases(void *vst)
 static void describe(void *vst, int i, char *buf, size_t len)
 {
     const struct state *st = vst;
-    char d[256];
+    char d[512];
     if (st->op == OP_ROUTER && i == 0) {
         snprintf(buf, len, "moe_capacity over N, E, k and factors 0.3 to 8");
     } else if (st->op != OP_TRAIN) {
         describe_route_case(&ROUTE_CASES[st->op == OP_ROUTER ? i - 1 : i], d, sizeof d);
         snprintf(buf, len, "%s(%s)", subject(vst), d);
     } else {
-        describe_case(&st->cases[i], GLOBAL_B / pl_size() * lab_config(0, 4, 1, 1).seq_len, d,
-                      sizeof d);
+        describe_case(&st->cases[i], global_b(pl_size()) / pl_size() * seq_len(), d, sizeof d);
         snprintf(buf, len, "%s", d);
     }
 }
@@ -1403,9 +1563,8 @@ static int judge(void *vst, int i, const char *part)
     const struct state *st = vst;
     int ok = verdict(part);
     if (!ok && st->op == OP_TRAIN && pl_rank() == 0) {
-        char d[256];
-        describe_case(&st->cases[i], GLOBAL_B / pl_size() * lab_config(0, 4, 1, 1).seq_len, d,
-                      sizeof d);
+        char d[512];
+        describe_case(&st->cases[i], global_b(pl_size()) / pl_size() * seq_len(), d, sizeof d);
         gr_say(part, "in: %s", d);
     }
     return ok;

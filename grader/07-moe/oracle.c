@@ -85,14 +85,33 @@ static void keep_branches(struct or_reference *o, int step, const struct pl_mode
     }
 }
 
+void or_push_router(struct pl_model *m, float hot)
+{
+    const int C = m->cfg.d_model, E = m->cfg.n_experts;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const float zero = 0.0f, one = 1.0f;
+        pl_to_device(m->blocks[l].ln2_w, &zero, sizeof zero);
+        pl_to_device(m->blocks[l].ln2_b, &one, sizeof one);
+        for (int e = 0; e < E; e++) {
+            float w;
+            float *at = m->blocks[l].w_router + (size_t)e * C;
+            pl_to_host(&w, at, sizeof w);
+            w += e % 3 == 0 ? hot : -hot;
+            pl_to_device(at, &w, sizeof w);
+        }
+    }
+}
+
 void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, int slices,
-                      int me)
+                      int me, float loss_scale, float hot)
 {
     memset(o, 0, sizeof *o);
     const struct pl_model_config *c = &s->cfg;
     const int L = c->n_layers, E = c->n_experts, k = c->top_k;
     struct pl_model *m = pl_model_new(c, PL_MODEL_ALL);
+    if (hot > 0) or_push_router(m, hot);
     o->slices = slices;
+    o->loss_scale = loss_scale;
     o->me = me;
     o->steps = s->steps;
     o->numel = m->layout.numel;
@@ -116,7 +135,7 @@ void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, in
     struct pl_adamw_config opt = s->opt;
     opt.grad_clip = 0; /* the lab trains without clipping (moe.h) */
     struct pl_model_ctx ctx = pl_model_ctx_eval();
-    ctx.loss_scale = 1.0f / (float)slices;
+    ctx.loss_scale = loss_scale;
     for (int step = 0; step < s->steps; step++) {
         pl_model_zero_grad(m);
         double loss = 0.0;

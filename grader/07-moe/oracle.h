@@ -21,10 +21,11 @@ struct or_routing {
 };
 
 struct or_reference {
-    int slices, me, steps, N; /* world ranks (one slice each), this rank, N tokens a slice */
+    int slices, me, steps, N; /* ranks (one slice each), this rank, N tokens a slice */
+    float loss_scale;         /* of every slice's objective */
     /* Set by the driver from the code under test's EP group: its size, this rank's place in
-     * it, and its members' world ranks. */
-    int ep, ep_rank, members[OR_MAX_EP];
+     * it, its members' ranks in the case's communicator (their slices), and in the world. */
+    int ep, ep_rank, members[OR_MAX_EP], world[OR_MAX_EP];
     size_t numel;
     struct pl_model_layout layout;
     double *loss;   /* [steps] mean over the slices of each slice's objective */
@@ -36,10 +37,15 @@ struct or_reference {
 };
 
 /* K steps of the single-device reference (no clipping), each on the slices of the global
- * batch (one per world rank) as microbatches with loss scale 1/slices: the objective the
- * lab's ranks share. */
+ * batch (one per rank of the case) as microbatches with loss scale loss_scale (1/slices, or
+ * another the case chooses): the objective the lab's ranks share. hot > 0: the router
+ * pushed as or_push_router does. */
 void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, int slices,
-                      int me);
+                      int me, float loss_scale, float hot);
+/* Pushes every block's router towards experts 0, 3, 6, ... and away from the others by hot
+ * (ln2's channel 0 made a constant 1, the router's weight on it +hot or -hot), so that the
+ * others receive no tokens. */
+void or_push_router(struct pl_model *m, float hot);
 void or_reference_free(struct or_reference *o);
 
 /* 1 for the stacked expert tensors (w_fc, b_fc, w_proj, b_proj of a block's MoE). */
