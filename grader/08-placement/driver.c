@@ -9,7 +9,10 @@
  *   search           the student's choice on the visible cases (SEARCHES): part "correct"
  *                    every rule (the planner's pl_plan_check), part "quality" its step time
  *                    (by the planner) within TOL_QUALITY of the planner's exhaustive best;
- *   search_hidden    the same on two cases drawn by the seed;
+ *   search_hidden    the same on three cases drawn by the seed, two of a table, one of the
+ *                    sweep's space;
+ *   bench --sweep    the student's search against the planner's on every preset, both
+ *                    clusters, 1 to 128 nodes and three batch shapes (a project test);
  *   sanity(_hidden)  the student's step time on published runs (the published degrees, the
  *                    rest planned by the kit) within SANITY_POINTS of their published MFU;
  *   questions        the numeric answers of placement_answers against the planner's. */
@@ -256,6 +259,36 @@ static void draw_case(struct tcase *t, uint64_t seed, int i)
         if (res.points[k].fits && want-- == 0) t->cfg = res.points[k].cfg;
 }
 
+/* A search case of the sweep's space (bench --sweep) drawn by the seed: any preset, either
+ * cluster, 1 to 128 nodes, the preset's batch, a 1M-token batch or 64K-token sequences,
+ * where the kit fits something and which is not one of the visible cases. */
+static void draw_search(struct tcase *t, uint64_t seed)
+{
+    static struct spec drawn; /* the case's spec outlives setup */
+    static struct pl_plan_result res;
+    static const char *const profiles[] = {"dgx-h100", "dgx-a100"};
+    for (uint64_t k = 0;; k++) {
+        uint64_t r = pl_mix64(seed ^ (0x5eec0000u + k));
+        int preset = (int)(r % (uint64_t)pl_plan_model_count());
+        const struct pl_plan_model *m = pl_plan_model_at(preset);
+        int shape = (int)((r >> 8) % 3);
+        drawn = (struct spec){.model = m->name, .profile = profiles[(r >> 16) & 1],
+                              .nodes = 1 << ((r >> 20) % 8),
+                              .seq = shape == 2 ? 65536 : 0,
+                              .batch_tokens = shape == 1 ? 1048576 : 0};
+        if (shape == 2 && m->batch_tokens < 65536) drawn.batch_tokens = 65536;
+        int visible = 0;
+        for (int i = 0; i < N_SEARCHES; i++)
+            visible |= !strcmp(SEARCHES[i].model, drawn.model) &&
+                       !strcmp(SEARCHES[i].profile, drawn.profile) &&
+                       SEARCHES[i].nodes == drawn.nodes && SEARCHES[i].seq == drawn.seq &&
+                       SEARCHES[i].batch_tokens == drawn.batch_tokens;
+        if (visible) continue;
+        build_case(t, &drawn);
+        if (__real_pl_plan_search(&t->model, &t->cluster, NULL, &res) > 0) return;
+    }
+}
+
 static void *setup(const struct gr_args *a)
 {
     if (pl_size() != 1) pl_usage_error_all("Lab 8 runs on 1 rank (it is arithmetic), not %d",
@@ -276,7 +309,8 @@ static void *setup(const struct gr_args *a)
         if (j >= i) j++;
         build_case(&cases[0], &SEARCHES_HIDDEN[i]);
         build_case(&cases[1], &SEARCHES_HIDDEN[j]);
-        ncases = 2;
+        draw_search(&cases[2], a->seed);
+        ncases = 3;
         return NULL;
     }
     for (ncases = 0; ncases < n; ncases++) build_case(&cases[ncases], &table[ncases]);
@@ -432,10 +466,12 @@ static int judge_time(const struct tcase *t)
         if (g->link[a] != w->link[a]) {
             gr_say("correct", "link of %s: yours %s-node, the kit's %s-node: intra-node when "
                    "pl_rule_inside_node holds for the axis under the order, else inter-node "
-                   "(section 4.2)", pl_plan_axis_name(a),
+                   "(section 4.2)%s", pl_plan_axis_name(a),
                    g->link[a] == PL_LINK_INTRA || g->link[a] == PL_LINK_INTER
                        ? pl_link_name(g->link[a]) : "not a link class",
-                   pl_link_name(w->link[a]));
+                   pl_link_name(w->link[a]),
+                   t->cfg.deg[a] == 1 ? "; an axis of size 1 has no group to spread and counts "
+                                        "as inside a node (section 2's table)" : "");
             bad++;
         }
     }
