@@ -9,7 +9,10 @@
  *   search           the student's choice on the visible cases (SEARCHES): part "correct"
  *                    every rule (the planner's pl_plan_check), part "quality" its step time
  *                    (by the planner) within TOL_QUALITY of the planner's exhaustive best;
- *   search_hidden    the same on two cases drawn by the seed;
+ *   search_hidden    the same on three cases drawn by the seed, two of a table, one of the
+ *                    sweep's space;
+ *   bench --sweep    the student's search against the planner's on every preset, both
+ *                    clusters, 1 to 128 nodes and three batch shapes (a project test);
  *   sanity(_hidden)  the student's step time on published runs (the published degrees, the
  *                    rest planned by the kit) within SANITY_POINTS of their published MFU;
  *   questions        the numeric answers of placement_answers against the planner's. */
@@ -27,7 +30,7 @@
 #define TOL_EST 0.01      /* relative, per category of memory and time */
 #define TOL_QUALITY 0.02  /* the chosen step may be this much slower than the best */
 #define SANITY_POINTS 5.0 /* percentage points of MFU */
-#define MAX_CASES 13
+#define MAX_CASES 16
 
 /* ---------------------------------------------------------------- the oracle's gate */
 
@@ -113,6 +116,19 @@ static const struct spec ESTIMATES[] = {
      0, NULL},
     {"deepseek-v3", "dgx-h100", 32, 0, 0, "ep=8,pp=32,dp=1,zero=3,micro=1,m=480,recompute=full",
      0, NULL},
+    /* MoE without full recomputation, where every layer's activations count the widths a
+     * token passes through: the shared expert's share shows (full recomputation keeps only
+     * each layer's input and hides it). */
+    {"deepseek-v3", "dgx-h100", 32, 0, 0,
+     "tp=2,ep=4,pp=16,dp=2,zero=1,micro=1,m=480,recompute=selective", 0, NULL},
+    {"deepseek-v3", "dgx-h100", 32, 0, 0, "ep=8,pp=16,dp=2,zero=2,micro=1,m=480,v=2,recompute=none",
+     0, NULL},
+    /* dp = 1 with a cp group of 16 spanning two nodes: the dense gradients are reduced over
+     * cp, across the network, although the size-1 dp axis is inside a node; ZeRO-3's gathers
+     * per microbatch of 2K tokens per GPU hide behind compute at NVLink's speed, not on the
+     * network. */
+    {"llama3-8b", "dgx-h100", 2, 32768, 4194304,
+     "cp=16,dp=1,zero=3,micro=1,m=128,recompute=selective", 0, NULL},
 };
 
 /* The last two are where a partial search falls more than TOL_QUALITY behind: with a small
@@ -124,6 +140,14 @@ static const struct spec SEARCHES[] = {
     {"mixtral-8x7b", "dgx-a100", 4, 0, 0, NULL, 0, NULL},
     {"gpt3-175b", "dgx-h100", 64, 0, 1048576, NULL, 0, NULL},
     {"llama3-8b", "dgx-a100", 128, 0, 1048576, NULL, 0, NULL},
+    /* Where a rule binds: 64K-token sequences on one node, where the best splits them with
+     * context parallelism (cp = 1 at best is 9% slower); a MoE with a 1M-token batch on 512
+     * GPUs, where an ep group spanning nodes (tp x ep > 8) and fewer microbatches than stages
+     * would be fastest if allowed; and DeepSeek-V3 on 1024 GPUs, where 32 stages with too
+     * few microbatches break only the bubble's bound. */
+    {"llama3-8b", "dgx-h100", 1, 65536, 0, NULL, 0, NULL},
+    {"mixtral-8x7b", "dgx-h100", 64, 0, 1048576, NULL, 0, NULL},
+    {"deepseek-v3", "dgx-h100", 128, 0, 1048576, NULL, 0, NULL},
 };
 #define N_SEARCHES ((int)(sizeof SEARCHES / sizeof SEARCHES[0]))
 
@@ -235,6 +259,36 @@ static void draw_case(struct tcase *t, uint64_t seed, int i)
         if (res.points[k].fits && want-- == 0) t->cfg = res.points[k].cfg;
 }
 
+/* A search case of the sweep's space (bench --sweep) drawn by the seed: any preset, either
+ * cluster, 1 to 128 nodes, the preset's batch, a 1M-token batch or 64K-token sequences,
+ * where the kit fits something and which is not one of the visible cases. */
+static void draw_search(struct tcase *t, uint64_t seed)
+{
+    static struct spec drawn; /* the case's spec outlives setup */
+    static struct pl_plan_result res;
+    static const char *const profiles[] = {"dgx-h100", "dgx-a100"};
+    for (uint64_t k = 0;; k++) {
+        uint64_t r = pl_mix64(seed ^ (0x5eec0000u + k));
+        int preset = (int)(r % (uint64_t)pl_plan_model_count());
+        const struct pl_plan_model *m = pl_plan_model_at(preset);
+        int shape = (int)((r >> 8) % 3);
+        drawn = (struct spec){.model = m->name, .profile = profiles[(r >> 16) & 1],
+                              .nodes = 1 << ((r >> 20) % 8),
+                              .seq = shape == 2 ? 65536 : 0,
+                              .batch_tokens = shape == 1 ? 1048576 : 0};
+        if (shape == 2 && m->batch_tokens < 65536) drawn.batch_tokens = 65536;
+        int visible = 0;
+        for (int i = 0; i < N_SEARCHES; i++)
+            visible |= !strcmp(SEARCHES[i].model, drawn.model) &&
+                       !strcmp(SEARCHES[i].profile, drawn.profile) &&
+                       SEARCHES[i].nodes == drawn.nodes && SEARCHES[i].seq == drawn.seq &&
+                       SEARCHES[i].batch_tokens == drawn.batch_tokens;
+        if (visible) continue;
+        build_case(t, &drawn);
+        if (__real_pl_plan_search(&t->model, &t->cluster, NULL, &res) > 0) return;
+    }
+}
+
 static void *setup(const struct gr_args *a)
 {
     if (pl_size() != 1) pl_usage_error_all("Lab 8 runs on 1 rank (it is arithmetic), not %d",
@@ -255,7 +309,8 @@ static void *setup(const struct gr_args *a)
         if (j >= i) j++;
         build_case(&cases[0], &SEARCHES_HIDDEN[i]);
         build_case(&cases[1], &SEARCHES_HIDDEN[j]);
-        ncases = 2;
+        draw_search(&cases[2], a->seed);
+        ncases = 3;
         return NULL;
     }
     for (ncases = 0; ncases < n; ncases++) build_case(&cases[ncases], &table[ncases]);
@@ -342,6 +397,16 @@ static int judge_memory(const struct tcase *t)
         ? "none counted: every microbatch in flight keeps each layer's activations (section 3.2)"
         : "per layer x layers on the stage x microbatches in flight, + logits (section 3.2)";
     bad += compare_value("correct", "activations", g->activ, w->activ, 1e9, "GB", activ_hint);
+    /* The three factors of the activations, which placement.h asks for too. */
+    bad += compare_value("correct", "layers_stage", g->layers_stage, w->layers_stage, 1,
+                         "layers", "the first stage holds ceil(L/p) layers (section 3.2)");
+    bad += compare_value("correct", "in_flight", g->in_flight, w->in_flight, 1, "microbatches",
+                         "min(m, p) on the first stage (1 without a pipeline), x (1 + (p-1)/(p "
+                         "v)) interleaved (section 3.2)");
+    bad += compare_value("correct", "activ_layer", g->activ_layer, w->activ_layer, 1e6, "MB",
+                         "one layer, one microbatch, as stored after recomputation: sbh(10/t' + "
+                         "(8 + 4r)/t + 5as/(ht)), r the widths a token passes through, shared "
+                         "experts included (section 3.2)");
     if (!bad) bad += compare_value("correct", "total", g->total, w->total, 1e9, "GB",
                                    "the total is the sum of the four categories");
     return !bad;
@@ -384,6 +449,32 @@ static int judge_time(const struct tcase *t)
     bad += compare_value("correct", "step", g->step, w->step, 1, "s", NULL);
     bad += compare_value("correct", "MFU", g->mfu, w->mfu, 0.01, "%",
                          "model FLOPs per step / (step x GPUs x peak) (section 4.4)");
+    bad += compare_value("correct", "HFU", g->hfu, w->hfu, 0.01, "%",
+                         "MFU x the microbatch's FLOPs with recomputation / without (section "
+                         "4.4)");
+    bad += compare_value("correct", "tflops", g->tflops, w->tflops, 1, "TFLOP/s",
+                         "model TFLOP/s per GPU: model FLOPs per step / GPUs / step / 1e12 "
+                         "(section 4.4)");
+    for (int a = 0; a < PL_NAXES; a++) {
+        char what[64];
+        snprintf(what, sizeof what, "bytes sent on %s", pl_plan_axis_name(a));
+        bad += compare_value("correct", what, g->bytes[a], w->bytes[a], 1e9, "GB",
+                             a == PL_AX_DP ? "2 reduce-scatters' worth of pl_ring_bytes_sent per "
+                             "parameter group, 3m with ZeRO-3 (section 4.3)"
+                                           : "m x pl_ring_bytes_sent of each collective (pp: "
+                                             "the message bytes) (section 4.2)");
+        if (g->link[a] != w->link[a]) {
+            gr_say("correct", "link of %s: yours %s-node, the kit's %s-node: intra-node when "
+                   "pl_rule_inside_node holds for the axis under the order, else inter-node "
+                   "(section 4.2)%s", pl_plan_axis_name(a),
+                   g->link[a] == PL_LINK_INTRA || g->link[a] == PL_LINK_INTER
+                       ? pl_link_name(g->link[a]) : "not a link class",
+                   pl_link_name(w->link[a]),
+                   t->cfg.deg[a] == 1 ? "; an axis of size 1 has no group to spread and counts "
+                                        "as inside a node (section 2's table)" : "");
+            bad++;
+        }
+    }
     return !bad;
 }
 
@@ -599,12 +690,99 @@ static void handout_figures(void)
            a100->efficiency * ratio / n);
 }
 
+/* ---------------------------------------------------------------- sweep */
+
+/* --sweep: every preset on both clusters, 1 to 128 nodes, with the preset's batch, a
+ * 1M-token batch and 64K-token sequences (the preset's batch in tokens, at least one
+ * sequence). Where the kit fits something, the student's choice must obey every rule and be
+ * within TOL_QUALITY of the kit's best; where it fits nothing, the student's search must say
+ * so. The search cases of the grade are a handful of these; this is the whole space. */
+static const char *sweep_which; /* "all" or one preset's name */
+static struct pl_flag lab08_flags[] = {
+    {"--sweep", PL_FLAG_STR, &sweep_which, "MODEL",
+     "bench: your search against the kit's on every preset (all) or one, both clusters, 1 to "
+     "128 nodes, three batch shapes; exits 1 on a disagreement", 0},
+};
+
+#define SWEEP_MAX_NODES 128
+
+/* One case of the sweep; returns 1 when the student's search disagrees with the kit's. */
+static int sweep_case(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                      struct pl_plan_result *res)
+{
+    struct pl_plan_config mine;
+    char err[512] = "", desc[256], best[256];
+    int kit = __real_pl_plan_search(m, c, NULL, res) > 0;
+    oracle_called = NULL;
+    under_test = 1;
+    int found = placement_search(m, c, &mine) == 0;
+    under_test = 0;
+    const char *why = NULL;
+    struct pl_plan_time tm;
+    if (oracle_called) why = "your search called the kit's planner, the grader's oracle";
+    else if (!kit && found) why = "the kit fits nothing, yours found";
+    else if (kit && !found) why = "yours found nothing";
+    else if (kit && __real_pl_plan_check(m, c, &mine, err, sizeof err) != 0) why = err;
+    else if (kit && __real_pl_plan_time(m, c, &mine, &tm) > (1 + TOL_QUALITY) *
+                                                             res->best[0].time.step)
+        why = "slower than the kit's best by more than 2%";
+    if (!why) return 0;
+    printf("WRONG %s (seq %d, %.0f tokens) on %d x %s: yours %s, the kit's %s: %s\n", m->name,
+           m->seq, m->batch_tokens, c->nodes, c->name,
+           found ? pl_plan_config_describe(&mine, desc, sizeof desc) : "none",
+           kit ? pl_plan_config_describe(&res->best[0].cfg, best, sizeof best) : "none", why);
+    return 1;
+}
+
+static void sweep(void)
+{
+    static struct pl_plan_result res; /* large: its points */
+    static const char *const profiles[] = {"dgx-h100", "dgx-a100"};
+    int cases = 0, fits = 0, wrong = 0, known = !strcmp(sweep_which, "all");
+    for (int i = 0; i < pl_plan_model_count(); i++)
+        known |= !strcmp(sweep_which, pl_plan_model_at(i)->name);
+    if (!known) {
+        char names[256];
+        pl_usage_error_all("--sweep %s: expected all or a preset (%s)", sweep_which,
+                           pl_plan_model_names(names, sizeof names));
+    }
+    double t0 = pl_now();
+    for (int i = 0; i < pl_plan_model_count(); i++) {
+        const struct pl_plan_model *preset = pl_plan_model_at(i);
+        if (strcmp(sweep_which, "all") && strcmp(sweep_which, preset->name)) continue;
+        for (int p = 0; p < 2; p++)
+            for (int nodes = 1; nodes <= SWEEP_MAX_NODES; nodes *= 2)
+                for (int shape = 0; shape < 3; shape++) {
+                    struct pl_plan_model m = *preset;
+                    if (shape == 1) m.batch_tokens = 1048576;
+                    if (shape == 2) m.seq = 65536;
+                    if (m.batch_tokens < m.seq) m.batch_tokens = m.seq;
+                    struct pl_plan_cluster c;
+                    pl_plan_cluster_from_profile(&c, pl_profile_find(profiles[p]), nodes);
+                    wrong += sweep_case(&m, &c, &res);
+                    fits += res.found > 0;
+                    cases++;
+                }
+    }
+    printf("sweep: %d of %d cases wrong (%d where the kit fits something), %.1f s\n", wrong,
+           cases, fits, pl_now() - t0);
+    if (wrong) {
+        pl_finalize();
+        exit(1);
+    }
+}
+
 /* The visible search cases: the student's search beside the kit's exhaustive one, and
- * what each chose. Nothing is judged. With --figures, the handout's figures instead. */
+ * what each chose. Nothing is judged. With --figures, the handout's figures instead; with
+ * --sweep, the sweep, judged. */
 static void bench(const struct gr_args *a)
 {
     if (a->figures) {
         handout_figures();
+        return;
+    }
+    if (sweep_which) {
+        sweep();
         return;
     }
     the_op = OP_SEARCH;
@@ -632,8 +810,8 @@ static void bench(const struct gr_args *a)
 }
 
 const struct gr_driver gr_lab_driver = {
-    .flags = NULL,
-    .nflags = 0,
+    .flags = lab08_flags,
+    .nflags = (int)(sizeof lab08_flags / sizeof lab08_flags[0]),
     .setup = setup,
     .subject = subject,
     .correct_first = "must obey every placement rule first",
