@@ -224,6 +224,7 @@ help:
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
 	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
 	@echo "  make variants        the broken and correct variants of tests/ (make test builds them first)"
+	@echo "  make test-review     grade the reviewers' submissions in tests/review (LAB=NN one lab)"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
 	@echo "  make docs-tables     rewrite the lab tables of README.md and docs from grade --labs and the handouts"
 	@echo "  make plots LAB=NN    a lab's pictures drawn from your own run, SVGs in build/plots"

@@ -199,6 +199,17 @@ variants: all
 build-variants: $(GRADER_VARIANTS)
 	@echo "built $(B): $(words $(GRADER_VARIANTS)) broken and alternative variants of tests/"
 
+# Submissions by reviewers who had not read the grader (tests/review/NN-name/NAME.c, whole
+# student files), each built as a student's file is, into $(B)/grader/review/NAME/NN-name;
+# `make test-review LAB=NN` grades them (tests/review.sh).
+GRADER_REVIEW := $(foreach f,$(wildcard tests/review/*/*.c),$(if $(filter $(call broken_lab,$(f)),$(GRADER_LABS)),$(f)))
+$(foreach f,$(GRADER_REVIEW),$(eval $(call grader_student_rule,review/$(call broken_name,$(f)),$(call broken_lab,$(f)),$(f))))
+.PHONY: test-review review-build
+review-build: $(foreach f,$(GRADER_REVIEW),$(B)/grader/review/$(call broken_name,$(f))/$(call broken_lab,$(f))/driver)
+test-review: all
+	@$(MAKE) --no-print-directory review-build >/dev/null
+	@sh tests/review.sh $(B) '$(LAB)'
+
 GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(LAB),--lab '$(LAB)') $(if $(TEST),--test '$(TEST)') $(if $(NP),--np '$(NP)') \
   $(if $(LAUNCHER),--launcher '$(LAUNCHER)') $(if $(RESULTS),--results '$(RESULTS)') \

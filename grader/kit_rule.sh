@@ -4,7 +4,7 @@
 # kit_stage; neither ever holds a solution, a solution-derived test or the instructor's notes.
 KIT_PARTS="Makefile .gitignore lib datasets labs grader docs tests"
 KIT_NEVER="solutions tests/broken tests/alt tests/labs tests/attacks tests/attacks.tests tests/grader.tests docs/instructor.md
-grader/gradescope .ci"
+docs/threats tests/review grader/gradescope .ci"
 
 # kit_stage DEST: copies the kit's parts into DEST, then removes what may never leave.
 kit_stage() {

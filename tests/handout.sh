@@ -14,7 +14,7 @@ fail() { echo "handout: $*"; exit 1; }
 make -s handout >"$d/handout.log" 2>&1 || { cat "$d/handout.log"; fail "make handout failed"; }
 tar -C "$d" -xzf build/handout/paralab-kit.tar.gz
 k="$d/paralab-kit"
-for p in solutions tests/broken tests/labs tests/grader.tests docs/instructor.md \
+for p in solutions tests/broken tests/labs tests/grader.tests docs/instructor.md docs/threats tests/review \
     grader/gradescope .ci build; do
     [ ! -e "$k/$p" ] || fail "$p is in the kit"
 done
