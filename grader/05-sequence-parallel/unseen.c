@@ -16,12 +16,25 @@
 /* The FLOPs the kit's core charged, for the block's work bound (driver.c): the core splits
  * the single device's products evenly over the TP group, so what is left of a rank's FLOPs
  * is the work outside the TP region. */
-static double core_flops;
+static double core_flops, core_last[4]; /* every call's; the last call of each kind's */
 
 double lab05_core_flops(void);
 double lab05_core_flops(void)
 {
     return core_flops;
+}
+
+/* One call of each kind: attention forward and backward, MLP forward and backward. */
+double lab05_core_flops_once(void);
+double lab05_core_flops_once(void)
+{
+    return core_last[0] + core_last[1] + core_last[2] + core_last[3];
+}
+
+static void count(int kind, double f0)
+{
+    core_last[kind] = pl_ledger_flops_total() - f0;
+    core_flops += core_last[kind];
 }
 
 void __real_pl_sp_attn_core_forward(const struct pl_model_config *c,
@@ -49,7 +62,7 @@ void __wrap_pl_sp_attn_core_forward(const struct pl_model_config *c,
     gr_unseen_place(partial, "pl_sp_attn_core_forward", "partial", -2, "");
     const double f0 = pl_ledger_flops_total();
     __real_pl_sp_attn_core_forward(c, p, a, ln, partial);
-    core_flops += pl_ledger_flops_total() - f0;
+    count(0, f0);
 }
 
 void __wrap_pl_sp_attn_core_backward(const struct pl_model_config *c,
@@ -63,7 +76,7 @@ void __wrap_pl_sp_attn_core_backward(const struct pl_model_config *c,
     gr_unseen_place(dln, "pl_sp_attn_core_backward", "dln", -2, "");
     const double f0 = pl_ledger_flops_total();
     __real_pl_sp_attn_core_backward(c, p, g, a, ln, dbranch, dln);
-    core_flops += pl_ledger_flops_total() - f0;
+    count(1, f0);
 }
 
 void __wrap_pl_sp_mlp_core_forward(const struct pl_model_config *c,
@@ -74,7 +87,7 @@ void __wrap_pl_sp_mlp_core_forward(const struct pl_model_config *c,
     gr_unseen_place(partial, "pl_sp_mlp_core_forward", "partial", -2, "");
     const double f0 = pl_ledger_flops_total();
     __real_pl_sp_mlp_core_forward(c, p, a, ln, partial);
-    core_flops += pl_ledger_flops_total() - f0;
+    count(2, f0);
 }
 
 void __wrap_pl_sp_mlp_core_backward(const struct pl_model_config *c,
@@ -88,7 +101,7 @@ void __wrap_pl_sp_mlp_core_backward(const struct pl_model_config *c,
     gr_unseen_place(dln, "pl_sp_mlp_core_backward", "dln", -2, "");
     const double f0 = pl_ledger_flops_total();
     __real_pl_sp_mlp_core_backward(c, p, g, a, ln, dbranch, dln);
-    core_flops += pl_ledger_flops_total() - f0;
+    count(3, f0);
 }
 
 /* The conjugates' collectives and layout moves. */
