@@ -1039,8 +1039,10 @@ static void run_block(struct pl_comm *tp, const struct sp_case *kcp, int d, int 
     char a[32], b[32], e[32];
     gr_parts_say_ok(P_CORRECT,
                     "outputs, input gradients and every split shard's gradient match the "
-                    "single device with dropout off and on (t=%d, %d cases, the last B=%d T=%d)",
-                    t, NCASES, kc.B, kc.T);
+                    "single device in %d cases: dropout off and on, gradients accumulated over "
+                    "two micro-batches, evaluation with dropout configured, and (the last, "
+                    "B=%d T=%d) t=%d on a %d-rank world split into %d TP group%s",
+                    NCASES, kc.B, kc.T, t, pl_size(), kc.dp, kc.dp == 1 ? "" : "s");
     gr_parts_say_ok(P_REPLICAS,
                     "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
                     "bit, equal to the single device's (t=%d)",
