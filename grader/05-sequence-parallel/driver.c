@@ -57,24 +57,59 @@ static struct pl_model_config graded_config(float dropout)
     return c;
 }
 
+/* One block case. p: the configured dropout; train: ctx->train (evaluation keeps dropout
+ * configured but off); dp > 1: the world is a tp x dp grid (order "tp-dp": TP groups of
+ * consecutive ranks; "dp-tp": strided), each DP replica on its own sequences and data;
+ * accum: the split gradients are handed over holding other values and a second
+ * micro-batch's backward adds to them before the synchronisation. */
 struct sp_case {
-    int B, T, dropout, seq0, step;
+    int B, T, dropout, seq0, step, train, layer, dp, accum;
+    float p;
+    const char *order;
 };
-#define NCASES 3
+#define NCASES 5
+#define CASE_EVAL 3
+#define CASE_GRID 4
 
-/* Case 0: dropout off; case 1: on, at a later sequence and step; case 2: on, batch and
- * sequence length drawn from the seed (a multiple of t up to seq_len). */
-static struct sp_case case_of(int i, int t)
+static int hidden_cases; /* --op block-hidden: other grids and shapes (the hidden suite) */
+
+/* A multiple of t below seq_len 16 when there is one (T < seq_len: positions count in T),
+ * from r in [0, 1). */
+static int short_seq(int t, float r)
 {
-    struct sp_case k = {2, 16, 0, 0, 0};
-    if (i >= 1) k = (struct sp_case){2, 16, 1, 3, 7};
-    if (i == 2) {
-        float r[3];
-        pl_rng_fill_uniform(r, 3, base_seed, pl_rng_stream("lab05.shape"), 0, 0.0f, 1.0f);
+    const int n = 16 / t - 1; /* the multiples of t below 16 */
+    return n < 1 ? t : t * (1 + (int)(r * n) % n);
+}
+
+/* Case 0: dropout off; case 1: on, at a later sequence and step, gradients accumulated over
+ * two micro-batches; case 2: on with p = 0.25, batch and sequence length drawn from the seed
+ * (a multiple of t up to seq_len); case 3: evaluation with dropout configured, B > 1 and
+ * T < seq_len; case 4: a tp x dp grid, dropout p = 0.3 at block 1, T < seq_len. n is the
+ * world's size; the hidden suite draws the last two cases' shapes and grid from the seed. */
+static struct sp_case case_of(int i, int n)
+{
+    float r[8];
+    pl_rng_fill_uniform(r, 8, base_seed, pl_rng_stream("lab05.shape"), 0, 0.0f, 1.0f);
+    struct sp_case k = {2, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
+    if (i == 1)
+        k = (struct sp_case){2, 16, 1, 3, 7, 1, 0, 1, 1, DROPOUT, "tp"};
+    else if (i == 2) {
+        k = (struct sp_case){2, 16, 1, 3, 11, 1, 0, 1, 0, 0.25f, "tp"};
         k.B = 1 + (int)(r[0] * 3) % 3;
-        k.T = t * (1 + (int)(r[1] * (16 / t)) % (16 / t));
+        k.T = n * (1 + (int)(r[1] * (16 / n)) % (16 / n));
         k.seq0 = (int)(r[2] * 50);
-        k.step = 11;
+    } else if (i == CASE_EVAL) {
+        k = (struct sp_case){3, 8, 1, 2, 5, 0, 1, 1, 0, DROPOUT, "tp"};
+        if (hidden_cases) k.B = 2 + (int)(r[3] * 3) % 3, k.T = short_seq(n, r[4]);
+    } else if (i == CASE_GRID) {
+        k = (struct sp_case){2, 12, 1, 5, 2, 1, 1, n % 2 ? 1 : 2, 0, 0.3f, "tp-dp"};
+        if (hidden_cases) {
+            /* strided TP groups, and on 8 ranks dp = 2 or 4 */
+            k.order = "dp-tp";
+            if (n >= 8 && r[5] < 0.5f) k.dp = 4;
+        }
+        const int t = n / k.dp;
+        if (k.T % t || hidden_cases) k.T = short_seq(t, r[6]);
     }
     if (seq_flag) k.T = seq_flag;
     return k;
@@ -279,9 +314,13 @@ static void run_conjugates(struct pl_comm *tp)
 struct block_run {
     struct pass_traffic fwd, bwd, sync;
     double held, peak; /* bytes kept from the forward to the backward; peak of the step */
+    double left;       /* bytes still held once the backward returned and the acts were freed */
     double oracle_flops; /* the single device's forward and backward, from the ledger */
     double activation_floats; /* the whole [B, T, C] activation */
-    struct gr_unseen unseen;  /* a core buffer in static storage (unseen.c) */
+    double flops, core_flops; /* this rank's block, and the part of it in the kit's core */
+    double core_once;         /* one forward and one backward of each half's core */
+    struct gr_unseen unseen;  /* a buffer of the conjugates or the core in static storage */
+    char kept[160];           /* another rank's rows found in static storage after the forward */
 };
 
 static const char *split_name(enum pl_tp_split s)
@@ -291,21 +330,75 @@ static const char *split_name(enum pl_tp_split s)
                                  : "a column block";
 }
 
-/* The replicated tensors after the synchronisation: bitwise equal on every rank (collective),
- * then equal to the single device's. */
+/* Relative L2 error of n floats of op memory against ref (op memory). */
+static double rel_l2(const float *got, const float *ref, size_t n)
+{
+    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
+    double e2 = 0, r2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        e2 += ((double)g[i] - r[i]) * ((double)g[i] - r[i]);
+        r2 += (double)r[i] * r[i];
+    }
+    free(g);
+    free(r);
+    return r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+}
+
+/* Whether every rank's n floats (op memory) equal those of the rank 0 of its TP group, bit
+ * for bit (collective over the world; the groups may be smaller than it). 0 with the first
+ * group rank and element that differ. */
+static int group_replicas_equal(struct pl_comm *tp, const float *x, size_t n, int *bad_rank,
+                                size_t *bad)
+{
+    const int nw = pl_size(), t = pl_comm_size(tp);
+    float *mine = gr_host_copy(x, n), *all = malloc((size_t)nw * n * sizeof *all);
+    PL_CHECK_MPI(MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT,
+                               MPI_COMM_WORLD));
+    const float *root = all + (size_t)pl_comm_world_rank(tp, 0) * n;
+    int equal = 1;
+    for (int m = 1; m < t && equal; m++) {
+        const float *o = all + (size_t)pl_comm_world_rank(tp, m) * n;
+        for (size_t e = 0; e < n && equal; e++)
+            if (memcmp(&o[e], &root[e], sizeof *o)) equal = 0, *bad_rank = m, *bad = e;
+    }
+    free(mine);
+    free(all);
+    return equal;
+}
+
+/* What a case on a tp x dp grid adds to a failure: the group is not the world. */
+static void grid_hint(const struct sp_case *kc, int t, char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (kc->dp > 1)
+        snprintf(buf, len, "this case runs on a tp=%d x dp=%d grid (order %s), each DP "
+                 "replica on its own sequences, and the cases whose TP group was the whole "
+                 "world matched: the TP group is not the world. The group's rank and size are "
+                 "pl_comm_rank(tp) and pl_comm_size(tp) and its collectives run on tp; "
+                 "pl_rank(), pl_size() and pl_comm_world() are the world's (sections 4 and 6)",
+                 t, kc->dp, kc->order);
+}
+
+/* The replicated tensors after the synchronisation: bitwise equal on every rank of the TP
+ * group (collective), then equal to the single device's. last: the expected gradient of
+ * the second micro-batch alone (accumulating cases), or NULL. */
 static int in_bench; /* the bench runs a TP group smaller than the world: no replica test */
 
-static void judge_replicas(const struct pl_model_config *c, int t, const float *shard_g,
-                           const float *want)
+static void judge_replicas(struct pl_comm *tp, const struct sp_case *kc,
+                           const struct pl_model_config *c, int t, const float *shard_g,
+                           const float *want, const float *last)
 {
     struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
     pl_tp_block_tensors(c, 0, t, d);
+    char grid[600];
+    grid_hint(kc, t, grid, sizeof grid);
     /* collective first, every tensor on every rank; then each rank's values */
     for (int i = 0; i < PL_TP_BLOCK_TENSORS; i++) {
         if (d[i].split != PL_TP_REPLICATED) continue;
         int bad_rank = -1;
         size_t bad = 0;
-        if (!gr_replicas_equal(shard_g + d[i].shard_offset, d[i].shard_numel, &bad_rank, &bad))
+        if (!group_replicas_equal(tp, shard_g + d[i].shard_offset, d[i].shard_numel, &bad_rank,
+                                  &bad) && gr_parts_ok())
             gr_fail("the gradient of %s (replicated on every rank) differs between the ranks "
                  "after sp_sync_replicated_grads: rank %d's element %zu is not rank 0's. Each "
                  "rank's layernorm and bias saw only its own T/t tokens, so its gradient is a "
@@ -317,8 +410,16 @@ static void judge_replicas(const struct pl_model_config *c, int t, const float *
         if (d[i].split != PL_TP_REPLICATED) continue;
         const float *got = shard_g + d[i].shard_offset, *ref = want + d[i].shard_offset;
         double s = gr_scale_of(got, ref, d[i].shard_numel);
-        char why[320] = "", what[PL_NAME_LEN + 128];
-        if (t > 1 && fabs(s - t) < 1e-3 * t)
+        char why[700] = "", what[PL_NAME_LEN + 128];
+        if (last && rel_l2(got, last + d[i].shard_offset, d[i].shard_numel) <= TOL_BWD)
+            snprintf(why, sizeof why, "it is the second micro-batch's gradient alone: the "
+                     "backward writes (=) it instead of adding (+=) to what the buffer held, "
+                     "the first micro-batch's. sp.h: backward functions ACCUMULATE parameter "
+                     "gradients; pl_sp_bias_backward and pl_layernorm_backward add, so never "
+                     "zero or copy over g (section 5)");
+        else if (grid[0])
+            snprintf(why, sizeof why, "%s", grid);
+        else if (t > 1 && fabs(s - t) < 1e-3 * t)
             snprintf(why, sizeof why, "it is %d (= t) times the single device's: summed over "
                      "the group twice, or reduced where every rank already held it whole", t);
         else if (t > 1 && fabs(s - 1.0 / t) < 1e-2 / t)
@@ -327,35 +428,49 @@ static void judge_replicas(const struct pl_model_config *c, int t, const float *
                      "every rank: the partial sums were averaged (PL_AVG). Each rank's sum "
                      "covers its own T/t tokens, and the whole gradient is their sum: PL_SUM "
                      "(section 6)");
-        snprintf(what, sizeof what, "gradient of %.64s (replicated) after the synchronisation",
-                 d[i].name);
+        snprintf(what, sizeof what, "gradient of %.64s (replicated) after the synchronisation%s",
+                 d[i].name, last ? " of two micro-batches" : "");
         gr_compare(what, got, ref, d[i].shard_numel, TOL_BWD, why[0] ? why : NULL);
     }
 }
 
 /* One block case's tensors: the full block and this rank's shard (with their gradients),
- * the input and output gradient of every token, and this rank's rows of each. */
+ * the input and output gradient of every token, and this rank's rows of each; with accum,
+ * the gradients the split tensors held before (g0) and a second micro-batch (x2, dy2). */
 struct block_case {
     struct pl_model_config c;
-    int t, r, B, T, C;
+    int t, r, B, T, C, layer, d;
     size_t nc, nl, full_numel, shard_numel;
     float *full, *full_g, *shard, *shard_g, *x, *dy, *y, *dx, *lx, *ldy, *ly, *ldx;
+    float *g0, *g_last, *x2, *dy2; /* accum only: full [numel], full [numel], [nc], [nc] */
     struct pl_block_params p, g, sp, sg;
-    struct pl_model_ctx ctx;
+    struct pl_model_ctx ctx, ctx2;
 };
 
-static void block_case_new(struct pl_comm *tp, const struct sp_case *kc, struct block_case *k)
+/* A tensor's stream of case data, replica d's own on a tp x dp grid. */
+static float *case_normal(const char *name, int d, size_t n, float mean, float std)
+{
+    char s[64];
+    if (d) snprintf(s, sizeof s, "%s.dp%d", name, d);
+    else snprintf(s, sizeof s, "%s", name);
+    return gr_op_normal(base_seed, s, n, mean, std);
+}
+
+static void block_case_new(struct pl_comm *tp, const struct sp_case *kc, int d,
+                           struct block_case *k)
 {
     memset(k, 0, sizeof *k);
     k->t = pl_comm_size(tp), k->r = pl_comm_rank(tp), k->B = kc->B, k->T = kc->T;
-    k->c = graded_config(kc->dropout ? DROPOUT : 0.0f);
+    k->layer = kc->layer, k->d = d;
+    k->c = graded_config(kc->dropout ? kc->p : 0.0f);
     k->C = k->c.d_model;
     k->nc = (size_t)k->B * k->T * k->C, k->nl = k->nc / k->t;
     struct pl_model_layout lay;
     pl_model_layout_init(&lay, &k->c);
     k->full_numel = lay.block_numel, k->shard_numel = pl_tp_block_numel(&k->c, k->t);
     pl_model_layout_free(&lay);
-    /* a full block with every tensor random, layernorm weights near 1 */
+    /* a full block with every tensor random, layernorm weights near 1 (the same on every
+     * replica: data parallelism replicates the weights) */
     k->full = gr_op_normal(base_seed, "lab05.block", k->full_numel, 0.0f, 0.1f);
     pl_block_bind(&k->c, k->full, &k->p);
     float *one = gr_op_normal(base_seed, "lab05.ln", (size_t)k->C, 1.0f, 0.1f);
@@ -366,40 +481,157 @@ static void block_case_new(struct pl_comm *tp, const struct sp_case *kc, struct 
     k->shard = gr_op_alloc(k->shard_numel, "lab05 shard");
     k->shard_g = gr_op_alloc(k->shard_numel, "");
     pl_zero(k->full_g, k->full_numel);
-    pl_zero(k->shard_g, k->shard_numel);
+    if (kc->accum) {
+        /* the split tensors' gradients hold an earlier micro-batch's (sp.h: backward
+         * functions accumulate). The replicated ones start at zero: the synchronisation
+         * all-reduces what it is given, and a backward that completes a bias gradient from
+         * the gathered one is right too, so only zero is the same start for both; the
+         * second micro-batch shows whether their backward adds. */
+        k->g0 = gr_op_normal(base_seed, "lab05.g0", k->full_numel, 0.0f, 0.5f);
+        struct pl_block_params z;
+        pl_block_bind(&k->c, k->g0, &z);
+        float *rep[] = {z.ln1_w, z.ln1_b, z.b_proj, z.ln2_w, z.ln2_b, z.b_fc2};
+        for (int i = 0; i < 6; i++) pl_zero(rep[i], (size_t)k->C);
+        pl_copy(k->full_g, k->g0, k->full_numel);
+    }
     pl_block_bind(&k->c, k->full_g, &k->g);
     pl_tp_block_slice(&k->c, k->t, k->r, k->full, k->shard);
+    pl_tp_block_slice(&k->c, k->t, k->r, k->full_g, k->shard_g);
     pl_tp_block_bind(&k->c, k->t, k->shard, &k->sp);
     pl_tp_block_bind(&k->c, k->t, k->shard_g, &k->sg);
-    k->x = gr_op_normal(base_seed, "lab05.x", k->nc, 0.0f, 1.0f);
-    k->dy = gr_op_normal(base_seed, "lab05.dy", k->nc, 0.0f, 1.0f);
+    k->x = case_normal("lab05.x", d, k->nc, 0.0f, 1.0f);
+    k->dy = case_normal("lab05.dy", d, k->nc, 0.0f, 1.0f);
     k->ctx = pl_model_ctx_eval();
-    k->ctx.train = kc->dropout;
+    k->ctx.train = kc->train;
     k->ctx.seed = base_seed ^ 0x5eedULL;
     k->ctx.step = (uint64_t)kc->step;
-    k->ctx.seq0 = kc->seq0;
+    /* replica d's sequences follow replica d-1's, as a data-parallel batch is split */
+    k->ctx.seq0 = kc->seq0 + d * kc->B;
+    if (kc->accum) {
+        k->x2 = case_normal("lab05.x2", d, k->nc, 0.0f, 1.0f);
+        k->dy2 = case_normal("lab05.dy2", d, k->nc, 0.0f, 1.0f);
+        k->ctx2 = k->ctx;
+        k->ctx2.seq0 = k->ctx.seq0 + kc->B * (kc->dp > 1 ? kc->dp : 1);
+    }
 }
 
 static void block_case_free(struct block_case *k)
 {
-    float *fr[] = {k->full, k->full_g, k->shard, k->shard_g, k->x, k->dy,
-                   k->y,    k->dx,     k->lx,    k->ldy,     k->ly, k->ldx};
-    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) pl_mem_free(fr[i]);
+    float *fr[] = {k->full, k->full_g, k->shard, k->shard_g, k->x, k->dy, k->y, k->dx,
+                   k->lx, k->ldy, k->ly, k->ldx, k->g0, k->g_last, k->x2, k->dy2};
+    for (size_t i = 0; i < sizeof fr / sizeof *fr; i++)
+        if (fr[i]) pl_mem_free(fr[i]);
 }
 
-/* The oracle: the reference model's block on every token. */
+/* The oracle: the reference model's block on every token; with accum, the second
+ * micro-batch's gradients too, alone in g_last and added to full_g. */
 static void reference_block(struct block_case *k)
 {
     k->y = gr_op_alloc(k->nc, "ref y"), k->dx = gr_op_alloc(k->nc, "ref dx");
     struct pl_block_acts ra;
     pl_block_acts_new(&ra, &k->c, k->B, k->T);
-    pl_block_forward(&k->c, 0, &k->p, &ra, &k->ctx, k->x, k->y);
-    pl_block_backward(&k->c, 0, &k->p, &k->g, &ra, &k->ctx, k->dy, k->dx);
+    pl_block_forward(&k->c, k->layer, &k->p, &ra, &k->ctx, k->x, k->y);
+    pl_block_backward(&k->c, k->layer, &k->p, &k->g, &ra, &k->ctx, k->dy, k->dx);
+    if (k->x2) {
+        float *y2 = gr_op_alloc(k->nc, "ref y2"), *dx2 = gr_op_alloc(k->nc, "ref dx2");
+        k->g_last = gr_op_alloc(k->full_numel, "ref second micro-batch grads");
+        pl_zero(k->g_last, k->full_numel);
+        struct pl_block_params g2;
+        pl_block_bind(&k->c, k->g_last, &g2);
+        pl_block_forward(&k->c, k->layer, &k->p, &ra, &k->ctx2, k->x2, y2);
+        pl_block_backward(&k->c, k->layer, &k->p, &g2, &ra, &k->ctx2, k->dy2, dx2);
+        pl_accumulate(k->full_g, k->g_last, k->full_numel);
+        pl_mem_free(y2);
+        pl_mem_free(dx2);
+    }
     pl_block_acts_free(&ra);
 }
 
+/* Core FLOPs (unseen.c counts them in the wrappers of the kit's core): every call's, and
+ * one call of each of the four (attention and MLP, forward and backward) at the shape last
+ * seen, what a block's pass needs. */
+double lab05_core_flops(void);
+double lab05_core_flops_once(void);
+
+/* Whether the static storage of this process holds a row of another rank of the TP group
+ * after the forward: the layernorm outputs and inputs of every token are what Lab 4 kept
+ * and SP must not, and a copy kept in a static array passes no call the grader can wrap
+ * (a memcpy) and no ledger. Collective over the world; names what it found in kept. */
+extern char __data_start[], _end[];
+
+struct kept_row {
+    uint32_t first; /* the row's first float's bits */
+    int member, tensor;
+    size_t row;
+};
+
+static int kept_row_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const struct kept_row *)a)->first, y = ((const struct kept_row *)b)->first;
+    return x < y ? -1 : x > y;
+}
+
+static void find_kept_rows(struct pl_comm *tp, const struct pl_sp_block_acts *a, size_t nl,
+                           int C, char *kept, size_t len)
+{
+    static const char *const names[] = {"the attention half's input x",
+                                        "the attention half's layernorm output",
+                                        "the MLP half's input", "the MLP half's layernorm output"};
+    const int nw = pl_size(), t = pl_comm_size(tp), r = pl_comm_rank(tp);
+    const size_t rows = nl / (size_t)C;
+    const float *src[] = {a->x1, a->ln1, a->x2, a->ln2};
+    float *mine = malloc(4 * nl * sizeof *mine), *all = malloc((size_t)nw * 4 * nl * sizeof *all);
+    for (int k = 0; k < 4; k++) pl_to_host(mine + k * nl, src[k], nl * sizeof *mine);
+    PL_CHECK_MPI(MPI_Allgather(mine, (int)(4 * nl), MPI_FLOAT, all, (int)(4 * nl), MPI_FLOAT,
+                               MPI_COMM_WORLD));
+    /* every row of the other members, sorted by its first word */
+    struct kept_row *cand = malloc((size_t)t * 4 * rows * sizeof *cand);
+    size_t nc = 0;
+    for (int m = 0; m < t; m++)
+        for (int k = 0; k < 4 && m != r; k++)
+            for (size_t i = 0; i < rows; i++) {
+                const float *row = all + ((size_t)pl_comm_world_rank(tp, m) * 4 + k) * nl +
+                                   i * (size_t)C;
+                memcpy(&cand[nc].first, row, sizeof(uint32_t));
+                cand[nc].member = m, cand[nc].tensor = k, cand[nc].row = i;
+                nc++;
+            }
+    qsort(cand, nc, sizeof *cand, kept_row_cmp);
+    kept[0] = 0;
+    const char *lo = __data_start, *hi = _end;
+    for (const char *q = lo; q + (size_t)C * sizeof(float) <= hi && !kept[0];
+         q += sizeof(float)) {
+        struct kept_row key = {0};
+        memcpy(&key.first, q, sizeof key.first);
+        const struct kept_row *f = bsearch(&key, cand, nc, sizeof *cand, kept_row_cmp);
+        if (!f) continue;
+        while (f > cand && f[-1].first == key.first) f--;
+        for (; f < cand + nc && f->first == key.first && !kept[0]; f++) {
+            const float *row = all + ((size_t)pl_comm_world_rank(tp, f->member) * 4 +
+                                      (size_t)f->tensor) * nl + f->row * (size_t)C;
+            if (!memcmp(q, row, (size_t)C * sizeof(float)))
+                snprintf(kept, len, "%s, token row %zu of rank %d's", names[f->tensor], f->row,
+                         f->member);
+        }
+    }
+    free(cand);
+    free(mine);
+    free(all);
+}
+
+/* One forward and backward of the student's block on this case's rows, writing y and dx. */
+static void student_pass(struct pl_comm *tp, struct block_case *k, struct pl_sp_block_acts *a,
+                         const struct pl_model_ctx *ctx, const float *x, float *y,
+                         const float *dy, float *dx)
+{
+    sp_block_forward(tp, &k->c, k->layer, &k->sp, a, ctx, x, y);
+    sp_block_backward(tp, &k->c, k->layer, &k->sp, &k->sg, a, ctx, dy, dx);
+}
+
 /* This rank's tokens through the student's block: its traffic per pass, the bytes it held
- * from the forward to the backward and the step's peak; traced for part time (collective). */
+ * from the forward to the backward and the step's peak, what it left, its FLOPs; traced for
+ * part time (collective). With accum, a second micro-batch's forward and backward follow
+ * (unmeasured). */
 static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
                           struct block_run *run)
 {
@@ -417,34 +649,40 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     gr_ledger_mark(&mark);
     if (traced) gr_bt_begin();
     gr_unseen_begin(0);
-    sp_block_forward(tp, &k->c, 0, &k->sp, &a, &k->ctx, k->lx, k->ly);
+    double f0 = pl_ledger_flops_total(), c0 = lab05_core_flops();
+    sp_block_forward(tp, &k->c, k->layer, &k->sp, &a, &k->ctx, k->lx, k->ly);
+    double f1 = pl_ledger_flops_total(), c1 = lab05_core_flops();
     if (traced) gr_bt_pause();
     traffic_since(&mark, &run->fwd);
     pl_mem_get_stats(&after);
     run->held = (double)after.current_total - (double)before.current_total;
+    if (k->t > 1 && !pl_todo_what() && !in_bench)
+        find_kept_rows(tp, &a, k->nl, k->C, run->kept, sizeof run->kept);
     gr_ledger_mark(&mark);
     if (traced) gr_bt_resume();
-    sp_block_backward(tp, &k->c, 0, &k->sp, &k->sg, &a, &k->ctx, k->ldy, k->ldx);
+    double f2 = pl_ledger_flops_total(), c2 = lab05_core_flops();
+    sp_block_backward(tp, &k->c, k->layer, &k->sp, &k->sg, &a, &k->ctx, k->ldy, k->ldx);
+    run->flops = f1 - f0 + pl_ledger_flops_total() - f2;
+    run->core_flops = c1 - c0 + lab05_core_flops() - c2;
+    run->core_once = lab05_core_flops_once();
     run->unseen = gr_unseen_end();
     if (traced) gr_bt_end(1);
     traffic_since(&mark, &run->bwd);
     pl_mem_get_stats(&after);
     run->peak = (double)after.peak_total - (double)before.current_total;
     pl_sp_block_acts_free(&a);
-}
-
-/* Relative L2 error of n floats of op memory against ref (op memory). */
-static double rel_l2(const float *got, const float *ref, size_t n)
-{
-    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
-    double e2 = 0, r2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        e2 += ((double)g[i] - r[i]) * ((double)g[i] - r[i]);
-        r2 += (double)r[i] * r[i];
+    pl_mem_get_stats(&after);
+    run->left = (double)after.current_total - (double)before.current_total;
+    if (k->x2 && !pl_todo_what()) {
+        float *lx2 = local_rows(k->x2, k->B, k->T, k->C, k->t, k->r);
+        float *ldy2 = local_rows(k->dy2, k->B, k->T, k->C, k->t, k->r);
+        float *y2 = gr_op_alloc(k->nl, "your y2"), *dx2 = gr_op_alloc(k->nl, "your dx2");
+        pl_sp_block_acts_new(&a, &k->c, k->t, k->B, k->T);
+        student_pass(tp, k, &a, &k->ctx2, lx2, y2, ldy2, dx2);
+        pl_sp_block_acts_free(&a);
+        float *fr[] = {lx2, ldy2, y2, dx2};
+        for (int i = 0; i < 4; i++) pl_mem_free(fr[i]);
     }
-    free(g);
-    free(r);
-    return r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
 }
 
 /* Whether this rank's output rows are the single device's with the row-parallel biases
@@ -461,7 +699,7 @@ static int rows_with_biases_times(const struct block_case *k, float s)
     float *y = gr_op_alloc(k->nc, "lab05 y biases scaled"), *mine = gr_op_alloc(k->nl, "");
     struct pl_block_acts ra;
     pl_block_acts_new(&ra, &k->c, k->B, k->T);
-    pl_block_forward(&k->c, 0, &q, &ra, &k->ctx, k->x, y);
+    pl_block_forward(&k->c, k->layer, &q, &ra, &k->ctx, k->x, y);
     pl_block_acts_free(&ra);
     pl_sp_slice(mine, y, k->B, k->T, k->C, k->t, k->r);
     int same = rel_l2(k->ly, mine, k->nl) <= TOL_FWD;
@@ -475,15 +713,24 @@ static int rows_with_biases_times(const struct block_case *k, float s)
 static int judge_block_rows(const struct block_case *k, const struct sp_case *kc)
 {
     const int B = k->B, T = k->T, C = k->C, t = k->t, r = k->r;
-    char what[PL_NAME_LEN + 128], hint[400] = "";
-    if (kc->dropout)
-        snprintf(hint, sizeof hint, "dropout is on in this case (p=%.1f, sequences from %d, "
-                 "step %d) and the case without dropout matched: each rank must draw the "
-                 "single device's mask of the same global tokens, row (seq0 + b) T + r T/t + i "
-                 "of the full [B*T, C] (section 4)", (double)DROPOUT, kc->seq0, kc->step);
+    char what[PL_NAME_LEN + 128], hint[800] = "";
+    if (kc->dp > 1)
+        grid_hint(kc, t, hint, sizeof hint);
+    else if (kc->dropout && !kc->train)
+        snprintf(hint, sizeof hint, "this case evaluates (ctx->train = 0) with dropout "
+                 "configured (p=%.1f): dropout is off outside training, the branch passes "
+                 "unchanged and its gradient is dy (sp.h: off when ctx->train is 0 or "
+                 "c->dropout is 0)", (double)kc->p);
+    else if (kc->dropout)
+        snprintf(hint, sizeof hint, "dropout is on in this case (p=%.2g, block %d, sequences "
+                 "from %d, step %d, T=%d where the model's seq_len is %d) and the case without "
+                 "dropout matched: each rank must draw the single device's mask of the same "
+                 "global tokens, row (seq0 + b) T + r T/t + i of the full [B*T, C], with T the "
+                 "sequence length the block is given and the configuration's p (section 4)",
+                 (double)kc->p, kc->layer, kc->seq0, kc->step, T, k->c.seq_len);
     float *want = gr_op_alloc(k->nl, "expected rows");
     pl_sp_slice(want, k->y, B, T, C, t, r);
-    if (!hint[0] && t > 1 && rel_l2(k->ly, want, k->nl) > TOL_FWD) {
+    if (!kc->dropout && t > 1 && rel_l2(k->ly, want, k->nl) > TOL_FWD) {
         if (rows_with_biases_times(k, (float)t))
             snprintf(hint, sizeof hint, "your rows are the single device's with b_proj and "
                      "b_fc2 added t = %d times: every rank added the row-parallel bias to its "
@@ -538,9 +785,11 @@ static void judge_dropout_alone(struct pl_comm *tp, const struct block_case *k)
     snprintf(what, sizeof what, "sp_dropout_forward alone (block %d, site %d, sequences from "
              "%lld, B=%d, T=%d, t=%d), your T/t tokens", layer, site, (long long)k->ctx.seq0,
              B, T, t);
-    int ok = gr_compare(what, mine, want, k->nl, TOL_FWD, "each rank draws the single "
-                        "device's mask of the same global tokens, for the block and site it is "
-                        "given (section 4)");
+    int ok = gr_compare(what, mine, want, k->nl, TOL_FWD, !on && k->c.dropout > 0.0f
+                        ? "in evaluation (ctx->train = 0) dropout is off although the "
+                          "configuration has p > 0: the branch passes unchanged (sp.h)"
+                        : "each rank draws the single device's mask of the same global tokens, "
+                          "for the block and site it is given (section 4)");
     /* the backward, into a buffer that holds this rank's x rows */
     pl_zero(full, k->nc);
     pl_dropout_backward(full, k->dy, k->nc, p, k->ctx.seed, stream, at);
@@ -566,36 +815,58 @@ static void judge_dropout_alone(struct pl_comm *tp, const struct block_case *k)
 }
 
 /* Every split tensor's gradient (before the synchronisation, which must not touch it);
- * wg receives the expected shard gradients. */
-static void judge_split_grads(const struct block_case *k, int fwd_ok, float *wg)
+ * wg receives the expected shard gradients, wl (accumulating cases) the second
+ * micro-batch's alone. */
+static void judge_split_grads(const struct block_case *k, int fwd_ok, float *wg, float *wl)
 {
     char what[PL_NAME_LEN + 128];
     pl_tp_block_slice(&k->c, k->t, k->r, k->full_g, wg);
+    float *w0 = NULL;
+    if (k->g0) {
+        pl_tp_block_slice(&k->c, k->t, k->r, k->g_last, wl);
+        w0 = gr_op_alloc(k->shard_numel, "expected shard grads without what they held");
+        pl_tp_block_slice(&k->c, k->t, k->r, k->g0, w0);
+        pl_scale(w0, k->shard_numel, -1.0f);
+        pl_accumulate(w0, wg, k->shard_numel);
+    }
     struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
     pl_tp_block_tensors(&k->c, 0, k->t, d);
     for (int i = 0; i < PL_TP_BLOCK_TENSORS && fwd_ok && gr_parts_ok(); i++) {
         if (d[i].split == PL_TP_REPLICATED) continue;
-        snprintf(what, sizeof what, "gradient of your shard of %.64s (%s)", d[i].name,
-                 split_name(d[i].split));
-        gr_compare(what, k->shard_g + d[i].shard_offset, wg + d[i].shard_offset,
-                d[i].shard_numel, TOL_BWD, NULL);
+        const size_t o = d[i].shard_offset, n = d[i].shard_numel;
+        const char *hint = NULL;
+        if (w0 && (rel_l2(k->shard_g + o, w0 + o, n) <= TOL_BWD ||
+                   rel_l2(k->shard_g + o, wl + o, n) <= TOL_BWD))
+            hint = "the gradient buffers were handed over holding an earlier micro-batch's "
+                   "gradients and your values lost them: sp_block_backward ACCUMULATES (+=) "
+                   "parameter gradients (sp.h), as pl_block_backward does, so that micro-batches "
+                   "add up before one synchronisation; the kit's core adds into g, so never zero "
+                   "or overwrite it (section 5)";
+        snprintf(what, sizeof what, "gradient of your shard of %.64s (%s)%s", d[i].name,
+                 split_name(d[i].split), w0 ? ", two micro-batches added to what it held" : "");
+        gr_compare(what, k->shard_g + o, wg + o, n, TOL_BWD, hint);
     }
+    if (w0) pl_mem_free(w0);
 }
 
-static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, int traced,
+static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, int d, int traced,
                            struct block_run *run)
 {
     struct block_case k;
-    block_case_new(tp, kc, &k);
+    block_case_new(tp, kc, d, &k);
     double f0 = pl_ledger_flops_total();
     reference_block(&k);
     run->oracle_flops = pl_ledger_flops_total() - f0;
+    if (k.x2) { /* the first micro-batch's only: the second ran the same ops again */
+        run->oracle_flops /= 2;
+    }
     run->activation_floats = (double)k.nc;
     student_block(tp, &k, traced, run);
     int fwd_ok = judge_block_rows(&k, kc);
     if (fwd_ok && gr_parts_ok()) judge_dropout_alone(tp, &k);
     float *wg = gr_op_alloc(k.shard_numel, "expected shard grads");
-    judge_split_grads(&k, fwd_ok, wg);
+    float *wl = k.g0 ? gr_op_alloc(k.shard_numel, "expected second micro-batch") : NULL;
+    judge_split_grads(&k, fwd_ok, wg, wl);
     /* the synchronisation of the replicated gradients */
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
@@ -603,17 +874,20 @@ static void run_block_case(struct pl_comm *tp, const struct sp_case *kc, int tra
     traffic_since(&mark, &run->sync);
     if (!pl_todo_what() && !in_bench) {
         gr_parts_set(P_REPLICAS);
-        judge_replicas(&k.c, k.t, k.shard_g, wg);
+        judge_replicas(tp, kc, &k.c, k.t, k.shard_g, wg, wl);
         gr_parts_set(P_CORRECT);
     }
+    if (wl) pl_mem_free(wl);
     pl_mem_free(wg);
     block_case_free(&k);
 }
 
 static void judge_block_traffic(const struct block_run *run, int t, double NC, int C)
 {
-    /* the six replicated vectors all-reduced: 2(t-1)/t of 6C floats; an all-reduce done as
-     * its two halves, a reduce-scatter and an all-gather, may pad 6C to t equal shares */
+    /* at most the six replicated vectors all-reduced: 2(t-1)/t of 6C floats (an all-reduce
+     * done as its two halves, a reduce-scatter and an all-gather, may pad 6C to t equal
+     * shares). Less is right too: a backward that sums the bias gradients from the gathered
+     * gradient, the same on every rank, leaves only the layernorms' to reduce. */
     const double sync = 2.0 * (t - 1) / t * 6 * C * 4.0;
     const double sync_padded = 2.0 * (t - 1) * ceil(6.0 * C / t) * 4.0;
     char a[32], b[32];
@@ -658,10 +932,10 @@ static void judge_block_traffic(const struct block_run *run, int t, double NC, i
              s->other == 1 ? "" : "s",
              pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
                             sizeof a), pl_format_bytes(sync, b, sizeof b));
-    else if (s->ar_bytes + s->ag_bytes + s->rs_bytes < sync - 0.5 ||
-             s->ar_bytes + s->ag_bytes + s->rs_bytes > (s->ar ? sync : sync_padded) + 0.5)
+    else if (s->ar_bytes + s->ag_bytes + s->rs_bytes > (s->ar ? sync : sync_padded) + 0.5)
         gr_fail("sp_sync_replicated_grads sent %s per rank in %ld all-reduce%s and %ld other "
-             "operation%s where all-reducing the six replicated vectors of C floats sends %s",
+             "operation%s where all-reducing the six replicated vectors of C floats sends %s, "
+             "which is enough: reduce only the partial sums, each once (section 6)",
              pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
                             sizeof a), s->ar, s->ar == 1 ? "" : "s", s->ag + s->rs + s->other,
              s->ag + s->rs + s->other == 1 ? "" : "s",
@@ -681,6 +955,13 @@ static void judge_block_memory(const struct block_run *run, const struct pl_mode
              "Lab 4's replicated activation again). Take every buffer from pl_mem_alloc "
              "(scratch as PL_MEM_WORK), free it before you return, and re-gather the stored "
              "layernorm shard in the backward (section 5)", run->unseen.what);
+    else if (run->kept[0])
+        gr_fail("after your forward returned, static storage held %s (the grader searched it "
+             "for every other rank's rows): a copy of the whole sequence kept outside the "
+             "memory ledger, Lab 4's replicated activation again where no test can see it. "
+             "Keep only this rank's shards in the acts, free the gathered buffers before you "
+             "return, and re-gather the stored layernorm shard in the backward (section 5)",
+             run->kept);
     else if (run->held > want + 0.5)
         gr_fail("your block held %s between its forward and its backward where TP+SP keeps %s "
              "(4/t (8NC + 2NF + 4N + B NH T^2), sp_shard.h); the extra %s is %.2f full "
@@ -691,15 +972,64 @@ static void judge_block_memory(const struct block_run *run, const struct pl_mode
              "(section 5)", pl_format_bytes(run->held, a, sizeof a),
              pl_format_bytes(want, b, sizeof b), pl_format_bytes(run->held - want, e, sizeof e),
              (run->held - want) / (NC * 4.0), pl_format_bytes(lab4, l4, sizeof l4));
+    else if (run->left > 0.5 || run->left < -0.5)
+        gr_fail("%s %s once the backward returned and the acts were freed: %s. Every "
+             "buffer a pass takes from pl_mem_alloc is freed before it returns; the acts "
+             "belong to the caller (section 5)", run->left > 0 ? "your block still held"
+             : "your block freed", pl_format_bytes(fabs(run->left), a, sizeof a),
+             run->left > 0 ? "scratch never freed, which grows step after step"
+                           : "memory it did not allocate");
 }
 
-static void run_block(struct pl_comm *tp, int i)
+/* The work outside the kit's core, summed over the TP group, against the single device's
+ * (its forward and backward less one pass of the core, which the group's cores split
+ * evenly; a core run twice is the modelled timeline's to judge): the
+ * layernorms, residuals, dropouts and biases run once per token in all, on the rank that
+ * owns it. Two-sided: at least WORK_LO of the single device's (less is work skipped), at
+ * most WORK_HI of it plus WORK_GATHERED FLOPs per element of the [B*T, C] activation for
+ * each rank beyond the first: room for a few sums over the gathered sequence (the bias
+ * gradients summed from the gathered gradient, 4 a rank), not for a layernorm forward on it
+ * (8 each) by every rank, which is t times the work sequence parallelism exists to split.
+ * Collective over the world. */
+#define WORK_LO 0.75
+#define WORK_HI 1.15
+#define WORK_GATHERED 6.0
+
+static void judge_block_work(struct pl_comm *tp, const struct block_run *run, int t)
+{
+    const int nw = pl_size();
+    double mine[2] = {run->flops - run->core_flops, run->core_once};
+    double *all = malloc((size_t)nw * 2 * sizeof *all), group = 0, core = 0;
+    PL_CHECK_MPI(MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, MPI_COMM_WORLD));
+    for (int m = 0; m < t; m++) {
+        group += all[2 * pl_comm_world_rank(tp, m)];
+        core += all[2 * pl_comm_world_rank(tp, m) + 1];
+    }
+    free(all);
+    const double single = run->oracle_flops - core;
+    const double hi = WORK_HI * single + WORK_GATHERED * (t - 1) * run->activation_floats;
+    if (single <= 0 || group < WORK_LO * single || group > hi)
+        gr_fail("outside the TP region (the kit's core) your block's %d ranks did %.4g FLOPs "
+             "in all, %.2fx the single device's %.4g for the same tokens (the FLOPs ledger; "
+             "allowed %.2fx to %.2fx here, the most being %.2fx plus %.0f FLOPs per element of "
+             "the [B*T, C] activation for each rank beyond the first): %s (section 5)", t, group,
+             group / single, single, WORK_LO, hi / single, WORK_HI, WORK_GATHERED,
+             group > single ? "work done more than once. The layernorms, dropouts, residual "
+                              "adds and row-parallel biases act on each token alone, so each "
+                              "rank runs them on its own T/t tokens only; a layernorm on the "
+                              "gathered sequence by every rank does t times the work sequence "
+                              "parallelism exists to split: gather after the layernorm"
+                            : "work missing: every token's layernorms, dropouts, residual "
+                              "adds and biases run once, on the rank that owns it");
+}
+
+static void run_block(struct pl_comm *tp, const struct sp_case *kcp, int d, int i)
 {
     const int t = pl_comm_size(tp);
-    struct sp_case kc = case_of(i, t);
+    const struct sp_case kc = *kcp;
     struct block_run run;
     memset(&run, 0, sizeof run);
-    run_block_case(tp, &kc, time_wanted && i == 0, &run);
+    run_block_case(tp, &kc, d, time_wanted && i == 0, &run);
     if (pl_todo_what()) {
         gr_bt_free();
         return;
@@ -709,8 +1039,10 @@ static void run_block(struct pl_comm *tp, int i)
     char a[32], b[32], e[32];
     gr_parts_say_ok(P_CORRECT,
                     "outputs, input gradients and every split shard's gradient match the "
-                    "single device with dropout off and on (t=%d, %d cases, the last B=%d T=%d)",
-                    t, NCASES, kc.B, kc.T);
+                    "single device in %d cases: dropout off and on, gradients accumulated over "
+                    "two micro-batches, evaluation with dropout configured, and (the last, "
+                    "B=%d T=%d) t=%d on a %d-rank world split into %d TP group%s",
+                    NCASES, kc.B, kc.T, t, pl_size(), kc.dp, kc.dp == 1 ? "" : "s");
     gr_parts_say_ok(P_REPLICAS,
                     "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
                     "bit, equal to the single device's (t=%d)",
@@ -722,7 +1054,9 @@ static void run_block(struct pl_comm *tp, int i)
         judge_block_memory(&run, &c, t, kc.B, kc.T);
         if (time_wanted) {
             gr_parts_set(P_TIME);
-            gr_bt_judge(&time_verdict, i, P_TIME, "time", t, run.oracle_flops,
+            judge_block_work(tp, &run, t);
+            /* the verdict is case 0's, whose TP group is the world: its t names it */
+            gr_bt_judge(&time_verdict, i, P_TIME, "time", pl_size(), run.oracle_flops,
                         run.activation_floats, "4 all-gathers and 4 reduce-scatters of bsh",
                         "5");
         }
@@ -1244,9 +1578,9 @@ static void bench(const struct gr_args *args)
         if (tp) {
             struct block_run run;
             memset(&run, 0, sizeof run);
-            struct sp_case kc = {B, T, 1, 0, 1};
+            struct sp_case kc = {B, T, 1, 0, 1, 1, 0, 1, 0, DROPOUT, "tp"};
             pl_todo_reset();
-            run_block_case(tp, &kc, 0, &run);
+            run_block_case(tp, &kc, 0, 0, &run);
             v[0] = run.held;
             ok = gr_parts_ok_of(P_CORRECT) && gr_parts_ok_of(P_REPLICAS) && !pl_todo_what();
             pl_comm_free(tp);
@@ -1342,9 +1676,9 @@ static int probe(void *st)
     snprintf(deg, sizeof deg, "tp=%d", pl_size());
     pl_grid_init_or_die(&grid, "tp", deg, pl_size());
     pf.tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
-    struct sp_case kc = {PERF_B, 16, 0, 0, 0};
+    struct sp_case kc = {PERF_B, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
     struct block_case *k = &pf.k;
-    block_case_new(pf.tp, &kc, k);
+    block_case_new(pf.tp, &kc, 0, k);
     gr_case("SP block of %d sequences, t=%d, beside the kit's block on %d and the "
             "collectives", PERF_B, k->t, PERF_B / k->t);
     k->lx = local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
@@ -1396,7 +1730,8 @@ static struct pl_flag lab_flags[] = {
 static void *setup(const struct gr_args *a)
 {
     base_seed = a->seed;
-    the_kind = !a->op ? K_CONJ : !strcmp(a->op, "block") ? K_BLOCK
+    hidden_cases = a->op && !strcmp(a->op, "block-hidden");
+    the_kind = !a->op ? K_CONJ : !strcmp(a->op, "block") || hidden_cases ? K_BLOCK
                : !strcmp(a->op, "train") ? K_TRAIN : K_CONJ;
     time_wanted = !strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL;
     struct pl_model_config c = graded_config(0);
@@ -1435,19 +1770,30 @@ static void describe(void *st, int i, char *buf, size_t len)
         return;
     }
     struct sp_case k = case_of(i, pl_size());
-    snprintf(buf, len, "SP block, B=%d T=%d, t=%d, dropout %s", k.B, k.T, pl_size(),
-             k.dropout ? "on" : "off");
+    char grid[64] = "";
+    if (k.dp > 1)
+        snprintf(grid, sizeof grid, " on a tp=%d x dp=%d grid (%s)", pl_size() / k.dp, k.dp,
+                 k.order);
+    snprintf(buf, len, "SP block, B=%d T=%d, t=%d%s, dropout %s%s", k.B, k.T,
+             pl_size() / k.dp, grid,
+             !k.dropout ? "off" : k.train ? "on" : "configured, evaluation (off)",
+             k.accum ? ", gradients accumulated over 2 micro-batches" : "");
 }
 
 static void run(void *st, int i)
 {
     gr_parts_reset(PART_NAMES, NPARTS);
+    /* the block's cases on their grid: tp = the world, or tp x dp (each replica its own
+     * data); the TP communicator is split from the world and freed after the case */
+    struct sp_case kc = case_of(i, pl_size());
+    const int dp = the_kind == K_BLOCK ? kc.dp : 1;
     struct pl_grid grid;
-    char deg[32];
-    snprintf(deg, sizeof deg, "tp=%d", pl_size());
-    pl_grid_init_or_die(&grid, "tp", deg, pl_size());
+    char deg[64];
+    snprintf(deg, sizeof deg, "tp=%d,dp=%d", pl_size() / dp, dp);
+    pl_grid_init_or_die(&grid, dp > 1 ? kc.order : "tp-dp", deg, pl_size());
     struct pl_comm *tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
-    if (the_kind == K_BLOCK) run_block(tp, i);
+    const int d = pl_grid_coord(&grid, pl_rank(), pl_grid_axis(&grid, "dp"));
+    if (the_kind == K_BLOCK) run_block(tp, &kc, d, i);
     else if (the_kind == K_TRAIN) run_train(tp);
     else run_conjugates(tp);
     pl_comm_free(tp);

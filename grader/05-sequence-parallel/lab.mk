@@ -1,5 +1,8 @@
 # lab.mk: Lab 5's make settings (included by grader/grader.mk).
-# The driver sees whether the block keeps a buffer of the TP region in static storage by
-# wrapping the kit's core (unseen.c).
+# The driver sees whether the block keeps a buffer of the TP region or of the conjugates in
+# static storage by wrapping the kit's core, the collectives and the layout moves, and counts
+# the core's FLOPs for the work bound (unseen.c).
 GRADER_WRAP_05-sequence-parallel := $(foreach f,attn_core_forward attn_core_backward \
-                                      mlp_core_forward mlp_core_backward,-Wl,--wrap=pl_sp_$(f))
+                                      mlp_core_forward mlp_core_backward from_rank_major \
+                                      to_rank_major,-Wl,--wrap=pl_sp_$(f)) \
+                                    -Wl,--wrap=pl_all_gather -Wl,--wrap=pl_reduce_scatter

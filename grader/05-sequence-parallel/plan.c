@@ -13,9 +13,11 @@
  * four all-gathers and four reduce-scatters (3, grader/common/block_time.h); on the perf ranks
  * (4, or 2 on fewer than 4 cores) the block's wall-clock time against the kit's
  * single-device block on B/t sequences and the same collectives, measured in the same run
- * (4). 110 points. The
- * hidden suite repeats the block on 2 and 4 ranks with the secret seed, whose last case
- * also draws the batch and sequence length. */
+ * (4). 110 points. The block's cases: dropout off; on, with the gradients handed over
+ * holding other values and a second micro-batch; a shape drawn from the seed; evaluation
+ * with dropout configured (B > 1, T < seq_len); a tp x dp grid whose replicas hold their own
+ * data. The hidden suite repeats the block on 2, 4 and 8 ranks with the secret seed, strided
+ * TP groups (and dp = 4 on 8 ranks), and the shapes drawn from the seed. */
 #include <stdio.h>
 
 #include "grade.h"
@@ -25,7 +27,7 @@
 
 static int lab05_runs(int np)
 {
-    return np == 1 || np == 2 || np == 4;
+    return np == 1 || np == 2 || np == 4 || np == 8;
 }
 
 static void lab05_tests(int np, int hidden)
@@ -43,12 +45,15 @@ static void lab05_tests(int np, int hidden)
                                      3, LAB05_TIMEOUT, 0, NULL});
         }
     }
+    /* the hidden suite's block cases: other grids (strided TP groups, dp = 4 on 8 ranks) and
+     * the shapes of the evaluation and grid cases drawn from the seed */
+    const char *op = hidden ? "block-hidden" : "block";
     snprintf(name, sizeof name, "%sSP block, dropout off and on [np=%d]", h, np);
-    gr_add(&(struct gr_spec){name, "block", "check", "correct", "correctness", np,
+    gr_add(&(struct gr_spec){name, op, "check", "correct", "correctness", np,
                              zero ? 0 : hidden ? 2 : 10, LAB05_TIMEOUT, hidden, NULL});
     snprintf(name, sizeof name, "%sSP block replicated gradients equal on every rank [np=%d]",
              h, np);
-    gr_add(&(struct gr_spec){name, "block", "check", "replicas", "correctness", np,
+    gr_add(&(struct gr_spec){name, op, "check", "replicas", "correctness", np,
                              zero ? 0 : hidden ? 1 : 8, LAB05_TIMEOUT, hidden, NULL});
     if (np >= 2 && !hidden) {
         snprintf(name, sizeof name, "SP block traffic [np=%d]", np);
@@ -70,9 +75,9 @@ static void lab05_tests(int np, int hidden)
 
 static void lab05_plan(const struct gr_plan_opts *o)
 {
-    static const int visible[] = {1, 2, 4, 0}, hidden[] = {2, 4, 0};
+    static const int visible[] = {1, 2, 4, 0}, hidden[] = {2, 4, 8, 0};
     int given[GR_MAX_NP];
-    if (o->np[0]) gr_filter_np(o->np, lab05_runs, "1, 2 or 4", given);
+    if (o->np[0]) gr_filter_np(o->np, lab05_runs, "1, 2, 4 or 8", given);
     const int *nps = o->np[0] ? given : visible;
     for (int i = 0; nps[i]; i++) lab05_tests(nps[i], 0);
     /* the block on the wall clock against the kit's block on B/t sequences + its collectives */
