@@ -242,6 +242,7 @@ void pl_comm_free(struct pl_comm *comm)
 int pl_comm_rank(const struct pl_comm *comm) { return comm->rank; }
 int pl_comm_size(const struct pl_comm *comm) { return comm->size; }
 const char *pl_comm_name(const struct pl_comm *comm) { return comm->name; }
+int pl_comm_in_flight(const struct pl_comm *comm) { return comm->in_flight; }
 int pl_comm_id(const struct pl_comm *comm) { return comm->id; }
 
 int pl_comm_world_rank(const struct pl_comm *comm, int rank)

@@ -33,6 +33,9 @@ void pl_comm_free(struct pl_comm *comm);
 int pl_comm_rank(const struct pl_comm *comm);
 int pl_comm_size(const struct pl_comm *comm);
 const char *pl_comm_name(const struct pl_comm *comm);
+/* Operations started on comm (by this rank) whose handles have not been waited for: what
+ * pl_comm_free refuses to free. A caller that owns comm checks it before freeing. */
+int pl_comm_in_flight(const struct pl_comm *comm);
 int pl_comm_id(const struct pl_comm *comm); /* same on every member, unique in the job; world 0 */
 int pl_comm_world_rank(const struct pl_comm *comm, int rank); /* group rank -> world rank */
 
