@@ -8,7 +8,8 @@
 # Tests timed on the wall clock (busbw, step time or throughput against the kit's parts) are
 # left out of the verdict, both ways: this machine's noise decides them, not the code.
 # One line per submission: CAUGHT, CAUGHT-ELSEWHERE (it fails, but not the test named),
-# MISSED, OK or FALSE-FAIL; exit 1 when any is MISSED or FALSE-FAIL. Logs in
+# MISSED, OK, FALSE-FAIL or NO-BUILD (it did not compile or link: it proves nothing);
+# exit 1 when any is MISSED, FALSE-FAIL or NO-BUILD. Logs in
 # BUILD_DIR/review/. The drivers are built by `make review-build` (make test-review does).
 set -u
 B=${1:?usage: review.sh BUILD_DIR [LAB]}
@@ -34,7 +35,10 @@ for d in $dirs; do
         failed=$(sed -n 's/^== [^:]*: \(.*\) == FAIL.*$/\1/p' "$log" | grep -Ev "$wall")
         score=$(sed -n 's/^Score: //p' "$log" | tail -n 1)
         n=$((n + 1))
-        if [ "$want" = pass ]; then
+        if grep -q "the lab did not compile" "$log" && ! grep -q "^/\* builds-not\b" "$f"; then
+            # a submission that does not build proves nothing about the grader
+            verdict=NO-BUILD bad=$((bad + 1))
+        elif [ "$want" = pass ]; then
             if [ -z "$failed" ] && [ -n "$score" ]; then verdict=OK; else verdict=FALSE-FAIL bad=$((bad + 1)); fi
         elif [ -z "$failed" ]; then
             verdict=MISSED bad=$((bad + 1))
