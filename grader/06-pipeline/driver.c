@@ -29,6 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* lib's own view of a communicator (its handles in flight): read, never changed, so that
+ * the grader can refuse to free one with a graded reason where pl_comm_free would stop the
+ * job. */
+#include "comm_op.h"
 #include "harness.h"
 #include "ops.h"
 #include "paralab.h"
@@ -120,6 +124,16 @@ struct stage_stats {
     double activ_left;  /* bytes still held after it */
 };
 
+/* What a stage's code held over the case, from the memory ledger and its communicator:
+ * live allocations after each step, what pipe_free left that pipe_new found free, and the
+ * operations still in flight on the communicator pipe_new was given, after pipe_free. */
+struct lifetime {
+    double live[K_STEPS]; /* live allocations after step s (-1: the step did not run) */
+    double left;          /* bytes more than before pipe_new, in the category of most */
+    int left_cat;
+    int in_flight;
+};
+
 /* The model's chunks (virtual stages) and which this rank holds: chunk c is on rank c % p. */
 struct chunks {
     int n;                      /* p v */
@@ -129,6 +143,7 @@ struct chunks {
 struct outcome {
     int correct, todo;
     struct stage_stats st[MAX_STAGES]; /* rank 0: every stage's */
+    struct lifetime life[MAX_STAGES];  /* rank 0: every stage's */
     struct pl_merged_trace trace;      /* rank 0: the last step */
     struct chunks chunks;              /* every rank */
 };
@@ -334,16 +349,19 @@ static int check_step(const struct setup *s, struct pl_model *model, const struc
 /* One step of pipe_step; the traced one also records the trace and this rank's activation
  * peak above the level before it, and what is left after. Returns the last stage's loss. */
 static double one_step(struct pipe *pp, const struct gr_batch *b, int traced, int last_rank,
-                       struct stage_stats *mine)
+                       struct stage_stats *mine, double *live)
 {
-    struct pl_mem_stats before, after;
+    struct pl_mem_stats before, after, held;
     if (traced) {
         pl_trace_enable(1);
         pl_trace_clear();
         pl_mem_reset_peak();
         pl_mem_get_stats(&before);
     }
-    double loss = last_stage_loss(pipe_step(pp, b->tokens, b->targets, b->B), last_rank);
+    double mine_loss = pipe_step(pp, b->tokens, b->targets, b->B);
+    pl_mem_get_stats(&held);
+    *live = (double)held.live_allocs;
+    double loss = last_stage_loss(mine_loss, last_rank);
     if (traced) {
         pl_trace_flush();
         pl_trace_enable(0);
@@ -369,8 +387,51 @@ static int check_params(const struct setup *s, struct pl_model *model, const str
     return 0;
 }
 
+/* The category that grew most from a to b, and by how much (0: none grew). */
+static double grown(const struct pl_mem_stats *a, const struct pl_mem_stats *b, int *cat)
+{
+    double most = 0;
+    *cat = 0;
+    for (int k = 0; k < PL_MEM_NCAT; k++)
+        if (b->current[k] > a->current[k] && (double)(b->current[k] - a->current[k]) > most) {
+            most = (double)(b->current[k] - a->current[k]);
+            *cat = k;
+        }
+    return most;
+}
+
+/* After pipe_free: what this rank's code still holds, gathered to rank 0; the pipeline's
+ * communicator is freed when no rank has an operation in flight on it (pl_comm_free would
+ * stop the job: the verdict says it instead), and left allocated otherwise. */
+static void close_lifetime(struct pl_comm *comm, const struct pl_mem_stats *before,
+                           struct lifetime *mine, struct outcome *o)
+{
+    struct pl_mem_stats after;
+    pl_mem_get_stats(&after);
+    mine->left = grown(before, &after, &mine->left_cat);
+    mine->in_flight = comm->in_flight;
+    enum { W = K_STEPS + 3 };
+    double d[W], *all = malloc(sizeof(double) * W * (size_t)pl_size());
+    PL_ASSERT(all);
+    for (int i = 0; i < K_STEPS; i++) d[i] = mine->live[i];
+    d[K_STEPS] = mine->left, d[K_STEPS + 1] = mine->left_cat, d[K_STEPS + 2] = mine->in_flight;
+    PL_CHECK_MPI(MPI_Allgather(d, W, MPI_DOUBLE, all, W, MPI_DOUBLE, MPI_COMM_WORLD));
+    int busy = 0;
+    for (int r = 0; r < pl_size(); r++) {
+        struct lifetime *l = &o->life[r];
+        for (int i = 0; i < K_STEPS; i++) l->live[i] = all[W * r + i];
+        l->left = all[W * r + K_STEPS];
+        l->left_cat = (int)all[W * r + K_STEPS + 1];
+        l->in_flight = (int)all[W * r + K_STEPS + 2];
+        busy |= l->in_flight > 0;
+    }
+    free(all);
+    if (!busy) pl_comm_free(comm);
+}
+
 /* Runs the K steps and judges correctness on the way; the last step is traced and its
- * activation peak measured. */
+ * activation peak measured. The pipeline runs on a communicator split from the world and
+ * freed after pipe_free, as a group of a larger grid would be. */
 static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct outcome *o)
 {
     memset(o, 0, sizeof *o);
@@ -379,8 +440,13 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     int v = sched_chunks(k, chunks_per_rank);
     struct pl_model *model = pl_model_new(c, PL_MODEL_ALL);
     struct pipe_options po = {k, m, v};
+    struct pl_comm *comm = pl_comm_split(pl_comm_world(), 0, pl_rank(), "pipeline");
+    struct pl_mem_stats before;
+    struct lifetime life;
+    for (int i = 0; i < K_STEPS; i++) life.live[i] = -1;
     pl_todo_reset();
-    struct pipe *pp = pipe_new(pl_comm_world(), model, &po);
+    pl_mem_get_stats(&before);
+    struct pipe *pp = pipe_new(comm, model, &po);
     struct stage_stats mine = {0, 0, 0, 0};
     struct chunks ch;
     if ((o->todo = gr_todo_any())) goto done;
@@ -394,7 +460,8 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     o->correct = 1;
     for (int step = 0; step < K_STEPS && o->correct; step++) {
         gr_batch_load(&b, step);
-        double loss = one_step(pp, &b, step == K_STEPS - 1, (ch.n - 1) % pl_size(), &mine);
+        double loss = one_step(pp, &b, step == K_STEPS - 1, (ch.n - 1) % pl_size(), &mine,
+                               &life.live[step]);
         if ((o->todo = gr_todo_any()) || !check_step(s, model, &ch, m, step, loss, full))
             o->correct = 0;
         else
@@ -407,6 +474,7 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     pl_trace_gather(&o->trace);
 done:
     pipe_free(pp);
+    close_lifetime(comm, &before, &life, o);
     pl_model_free(model);
 }
 
@@ -552,6 +620,84 @@ static int judge_memory_interleaved(int m, const struct outcome *o,
                    pl_format_bytes(allowed, b, sizeof b));
             return 0;
         }
+    }
+    return 1;
+}
+
+/* What the code holds from step to step and after pipe_free: not more live allocations after
+ * every step than after the one before (a buffer allocated once, on first use, is no leak),
+ * and nothing after pipe_free that it did not hold before pipe_new. */
+static int judge_held(enum pipe_schedule k, int m, const struct outcome *o)
+{
+    int p = o->trace.nranks;
+    char a[32];
+    for (int s = 0; s < p; s++) {
+        const struct lifetime *l = &o->life[s];
+        int every = 1;
+        for (int i = 1; i < K_STEPS; i++)
+            every &= l->live[i - 1] >= 0 && l->live[i] > l->live[i - 1];
+        if (every) {
+            gr_say("memory", "%s, %d microbatches: stage %d held more live allocations after "
+                   "every step than after the one before (%.0f after step 0, %.0f after step "
+                   "%d): pipe_step keeps something it allocates, a receive buffer per "
+                   "microbatch perhaps, so memory grows until a long training run runs out. "
+                   "Free what a step allocates before pipe_step returns; what lasts from step "
+                   "to step is allocated once, in pipe_new, and freed in pipe_free (pipeline.h, "
+                   "handout section 3)", sched_name(k), m, s, l->live[0], l->live[K_STEPS - 1],
+                   K_STEPS - 1);
+            return 0;
+        }
+        if (l->left > 0) {
+            gr_say("memory", "%s, %d microbatches: after pipe_free stage %d still holds %s of "
+                   "%s that it did not hold before pipe_new: pipe_free frees everything "
+                   "pipe_new and pipe_step allocated (pipeline.h, handout section 3)",
+                   sched_name(k), m, s, pl_format_bytes(l->left, a, sizeof a),
+                   pl_mem_cat_name((enum pl_mem_cat)l->left_cat));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* An asynchronous send or receive of stage s's traced step that was never waited for: its
+ * tag and peer into *tag and *peer, the event type as the result (0: none found). */
+static int unwaited(const struct pl_merged_trace *t, int s, int *tag, int *peer)
+{
+    for (int i = 0; i < t->nevents[s]; i++) {
+        const struct pl_event *e = &t->events[s][i];
+        if (e->type != PL_EV_ISEND && e->type != PL_EV_IRECV) continue;
+        int waited = 0;
+        for (int j = i + 1; j < t->nevents[s] && !waited; j++)
+            waited = t->events[s][j].type == PL_EV_WAIT && t->events[s][j].handle == e->handle;
+        if (!waited) {
+            *tag = e->tag, *peer = e->peer;
+            return e->type;
+        }
+    }
+    return 0;
+}
+
+/* No operation left in flight on the communicator pipe_new was given, after pipe_free: the
+ * grader frees it then, and lib's pl_comm_free refuses one with operations in flight. */
+static int judge_in_flight(enum pipe_schedule k, int m, const struct outcome *o)
+{
+    int p = o->trace.nranks;
+    for (int s = 0; s < p; s++) {
+        int n = o->life[s].in_flight, tag = 0, peer = 0, type;
+        if (n <= 0) continue;
+        gr_say("traffic", "%s, %d microbatches: after pipe_free stage %d still has %d "
+               "operation%s in flight on the communicator pipe_new was given, so it cannot be "
+               "freed (pl_comm_free refuses it): a pl_isend or pl_irecv whose handle was never "
+               "waited for", sched_name(k), m, s, n, n > 1 ? "s" : "");
+        if ((type = unwaited(&o->trace, s, &tag, &peer)))
+            gr_say("traffic", "in the last step, stage %d's %s with tag %d (%s %d) was never "
+                   "waited for", s, type == PL_EV_ISEND ? "pl_isend" : "pl_irecv", tag,
+                   type == PL_EV_ISEND ? "to rank" : "from rank", peer);
+        gr_say("traffic", "until a wait completes it, a send may still read its buffer (on "
+               "GPUs the transfer runs on its own stream) and a receive may still write its "
+               "own: pl_wait every handle before its buffer is reused or freed, at the latest "
+               "before pipe_step returns (handout section 3.2)");
+        return 0;
     }
     return 1;
 }
@@ -734,15 +880,21 @@ static int judge_balance(const struct stage_stats *st, int p, const struct pl_mo
 /* The partition of other models than the lab's, on other stage counts and microbatch
  * shapes: a cut that is best only for the graded model (a table of its answers, or a rule
  * that happens to fit it) fails here. Each is compared, like the lab's, with the best
- * contiguous cut by the kit's FLOPs for the B x T it was given. */
+ * contiguous cut by the kit's FLOPs for the B x T it was given. Attention's cost grows as
+ * T^2 and the rest as T, so T moves the best cut (B scales every part alike and cannot):
+ * the last two cut differently from the model's own seq_len and from the lab's T = 16, so
+ * a cost model that counts 1 x seq_len, or the lab's shape, instead of the B x T given
+ * fails one of them. */
 static const struct {
-    int layers, d_model, d_ff, heads, vocab, stages, B, T;
+    int layers, d_model, d_ff, heads, vocab, seq_len, stages, B, T;
 } OTHER_CUTS[] = {
-    {10, 32, 64, 2, PL_BYTE_VOCAB, 5, 1, 16}, /* more blocks, more stages */
-    {6, 32, 64, 2, 4096, 3, 2, 8},            /* a head heavier than two blocks; B, T given */
-    {13, 64, 256, 4, PL_BYTE_VOCAB, 4, 1, 16},
-    {3, 32, 64, 2, 2048, 5, 1, 16},           /* one part a stage */
-    {20, 32, 64, 2, 8192, 7, 3, 4},
+    {10, 32, 64, 2, PL_BYTE_VOCAB, 16, 5, 1, 16}, /* more blocks, more stages */
+    {6, 32, 64, 2, 4096, 16, 3, 2, 8},            /* a head heavier than two blocks */
+    {13, 64, 256, 4, PL_BYTE_VOCAB, 16, 4, 1, 16},
+    {3, 32, 64, 2, 2048, 16, 5, 1, 16},           /* one part a stage */
+    {20, 32, 64, 2, 8192, 16, 7, 3, 4},
+    {6, 32, 64, 2, 1024, 128, 3, 3, 16},          /* T below seq_len: not cut as 1 x 128 */
+    {6, 32, 64, 2, 1024, 128, 2, 2, 128},         /* T long: not cut as at T = 16 */
 };
 #define N_OTHER_CUTS ((int)(sizeof OTHER_CUTS / sizeof OTHER_CUTS[0]))
 
@@ -755,6 +907,7 @@ static int judge_other_cuts(const struct pl_model_config *lab)
         c.d_ff = OTHER_CUTS[i].d_ff;
         c.n_heads = OTHER_CUTS[i].heads;
         c.vocab = OTHER_CUTS[i].vocab;
+        c.seq_len = OTHER_CUTS[i].seq_len;
         int p = OTHER_CUTS[i].stages, B = OTHER_CUTS[i].B, T = OTHER_CUTS[i].T;
         int n = c.n_layers + 2, first[MAX_STAGES], last[MAX_STAGES];
         double cost[MAX_STAGES + 2], worst = 0;
@@ -762,8 +915,8 @@ static int judge_other_cuts(const struct pl_model_config *lab)
         for (int k = 0; k < n; k++) cost[k] = pl_part_flops(&c, k - 1, B, T);
         char shape[200];
         snprintf(shape, sizeof shape, "pipe_partition of a model of %d blocks (d_model %d, "
-                 "d_ff %d, vocab %d) into %d stages for microbatches of B x T = %d x %d",
-                 c.n_layers, c.d_model, c.d_ff, c.vocab, p, B, T);
+                 "d_ff %d, vocab %d, seq_len %d) into %d stages for microbatches of B x T = "
+                 "%d x %d", c.n_layers, c.d_model, c.d_ff, c.vocab, c.seq_len, p, B, T);
         int want = PL_PART_EMBED, ws = 0;
         for (int s = 0; s < p; s++) {
             if (first[s] != want || last[s] < first[s] || last[s] > PL_PART_HEAD(&c)) {
@@ -788,6 +941,11 @@ static int judge_other_cuts(const struct pl_model_config *lab)
         gr_say("balance", "%s: your largest stage, %d (parts %d..%d), computes %.0f FLOPs; the "
                "best contiguous cut's largest computes %.0f (%.2fx)", shape, ws, first[ws],
                last[ws], worst, best, worst / best);
+        if (T != c.seq_len || T != lab->seq_len)
+            gr_say("balance", "the B x T given matters: a block's attention costs T^2, the "
+                   "rest T, so the best cut for T = %d is not the best for another T. Count "
+                   "each part as pl_part_flops(cfg, part, B, T) with the B and T pipe_partition "
+                   "is given, not cfg->seq_len or a shape of your own", T);
         gr_say("balance", "your cut is the best one for the lab's model but not for this one: "
                "pipe_partition must find the best cut for any model, stage count and B x T, "
                "from pl_part_flops of each part (here the embedding %.0f, a block %.0f, the "
@@ -893,8 +1051,10 @@ static int judge(void *p, int i, const char *part)
         return i > 0 || (judge_balance(st->o.st, pl_size(), c) && judge_other_cuts(c));
     if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, &st->o);
     if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, &st->o);
-    if (!strcmp(part, "memory")) return judge_memory(st->k, m, &st->o, c);
-    if (!strcmp(part, "traffic")) return judge_traffic(st->k, m, &st->o, c);
+    if (!strcmp(part, "memory"))
+        return judge_memory(st->k, m, &st->o, c) && judge_held(st->k, m, &st->o);
+    if (!strcmp(part, "traffic"))
+        return judge_in_flight(st->k, m, &st->o) && judge_traffic(st->k, m, &st->o, c);
     gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
            "traffic)", part);
     return 0;
