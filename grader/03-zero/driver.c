@@ -60,6 +60,16 @@
 
 static uint64_t base_seed = 1;
 
+/* The ZeRO group of the case: the communicator zero_new is given, split from the world and
+ * freed after zero_free as a program that owns it would; its raw MPI twin, over which the
+ * grader's own reads (gradients, replicas, the stage-3 shards, the loss) go; this rank's
+ * place in it and how many groups the world holds. Each group trains its own batches. */
+static struct {
+    struct pl_comm *comm;
+    MPI_Comm mpi;
+    int n, rank, color, ngroups;
+} grp = {NULL, MPI_COMM_NULL, 1, 0, 0, 1};
+
 static const char *section_of_stage(int stage)
 {
     return stage == 1 ? "3" : stage == 2 ? "4" : "5";
@@ -149,6 +159,11 @@ struct verdict {
     int steps_done;
     struct gr_unseen unseen; /* a pass buffer the ledger cannot see */
     struct gr03_on_host on_host; /* a buffer computed on that is host memory */
+    int in_flight;             /* operations on zero_new's communicator left after zero_free */
+    struct {                   /* this rank's group's losses against its reference */
+        int step;              /* the first step off, -1 when all agree */
+        double got, want, err;
+    } loss;
 };
 
 /* ---- the layout (handout section 2) ---- */
@@ -273,8 +288,8 @@ static int run_layouts(char *msg, size_t len, int *tried)
 /* ---- reading a stage's parameters back ---- */
 
 /* The model's flat parameters (Psi floats, host) as this rank's state holds them: stages 1
- * and 2 from the full padded buffer, stage 3 gathered from every rank's shard (raw MPI, so
- * the ledger does not see it). zl is the trusted layout. */
+ * and 2 from the full padded buffer, stage 3 gathered from every shard of the group (raw
+ * MPI, so the ledger does not see it). zl is the trusted layout. */
 static float *flat_params(const struct zero *z, const struct zero_layout *zl)
 {
     float *flat = malloc((zl->numel ? zl->numel : 1) * sizeof *flat);
@@ -289,7 +304,7 @@ static float *flat_params(const struct zero *z, const struct zero_layout *zl)
     float *mine = malloc((s ? s : 1) * sizeof *mine);
     float *all = malloc((s ? s : 1) * (size_t)zl->n * sizeof *all);
     pl_to_host(mine, z->params, s * sizeof(float));
-    PL_CHECK_MPI(MPI_Allgather(mine, (int)s, MPI_FLOAT, all, (int)s, MPI_FLOAT, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Allgather(mine, (int)s, MPI_FLOAT, all, (int)s, MPI_FLOAT, grp.mpi));
     for (int u = 0; u < zl->nunits; u++) {
         const struct zero_unit *x = &zl->unit[u];
         for (int r = 0; r < zl->n; r++) {
@@ -319,6 +334,15 @@ static int run_student(int stage, int prefetch, const struct gr_train_setup *set
                        const struct pl_model_layout *lay, const struct zero_layout *e,
                        struct gr_batch *bp, double *base, double *before, double *after);
 
+/* The mean over the group's ranks of each rank's loss: the loss of the group's global batch
+ * (raw MPI, unseen by the traffic ledger). */
+static double group_loss(double mine)
+{
+    double sum = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, grp.mpi));
+    return sum / grp.n;
+}
+
 /* The gradient each step updates with, judged against this reference (gradients.h): the
  * first step where it is wrong says why in grads_msg (rank 0). */
 static const struct gr_reference *grads_ref;
@@ -347,13 +371,22 @@ static int replicas_after_step(const struct zero *z, const struct pl_model_layou
                                const struct zero_layout *e, int step)
 {
     float *flat = flat_params(z, e);
-    float *dev = pl_mem_alloc(e->numel * sizeof(float), PL_MEM_WORK, PL_DEVICE, "lab03 replica");
-    pl_to_device(dev, flat, e->numel * sizeof(float));
-    int bad_rank = -1;
-    size_t bad_elem = 0;
-    int equal = gr_replicas_equal(dev, e->numel, &bad_rank, &bad_elem);
-    pl_mem_free(dev);
+    float *root = malloc((e->numel ? e->numel : 1) * sizeof *root);
+    memcpy(root, flat, e->numel * sizeof *root);
+    PL_CHECK_MPI(MPI_Bcast(root, (int)e->numel, MPI_FLOAT, 0, grp.mpi));
+    long first = -1;
+    for (size_t k = 0; k < e->numel && first < 0; k++)
+        if (memcmp(&flat[k], &root[k], sizeof(float))) first = (long)k;
+    free(root);
     free(flat);
+    int nw = pl_size(), bad_rank = -1;
+    long *all = malloc((size_t)nw * sizeof *all);
+    PL_CHECK_MPI(MPI_Allgather(&first, 1, MPI_LONG, all, 1, MPI_LONG, MPI_COMM_WORLD));
+    for (int r = 0; r < nw && bad_rank < 0; r++)
+        if (all[r] >= 0) bad_rank = r;
+    size_t bad_elem = bad_rank >= 0 ? (size_t)all[bad_rank] : 0;
+    free(all);
+    int equal = bad_rank < 0;
     if (equal) return 1;
     const struct pl_param_desc *t = gr_tensor_at(lay, bad_elem);
     int owner = -1;
@@ -361,11 +394,11 @@ static int replicas_after_step(const struct zero *z, const struct pl_model_layou
         if (bad_elem >= e->unit[u].offset && bad_elem < e->unit[u].offset + e->unit[u].numel)
             owner = (int)((bad_elem - e->unit[u].offset) / e->unit[u].chunk);
     snprintf(grads_msg, sizeof grads_msg, "after zero_step %d, rank %d's parameters differ from "
-             "rank 0's, bit for bit, first in %s (flat element %zu, in rank %d's chunk): every "
+             "rank 0's%s, bit for bit, first in %s (flat element %zu, in rank %d's chunk): every "
              "rank must end the step with the same model. Each rank updates only its own "
              "chunks, so every unit must be all-gathered after the update, the last one "
-             "included (handout section 3)", step + 1, bad_rank, t ? t->name : "?", bad_elem,
-             owner);
+             "included (handout section 3)", step + 1, bad_rank,
+             grp.ngroups > 1 ? " of its ZeRO group" : "", t ? t->name : "?", bad_elem, owner);
     return 0;
 }
 
@@ -375,7 +408,7 @@ static int replicas_after_step(const struct zero *z, const struct pl_model_layou
 static int train_student(int stage, int prefetch, const struct gr_train_setup *setup,
                          struct verdict *v, double *losses, struct zero **out)
 {
-    int n = pl_size(), me = pl_rank();
+    int n = grp.n, me = grp.rank;
     double base[PL_MEM_NCAT], before[PL_MEM_NCAT], after[PL_MEM_NCAT];
     /* What the driver itself needs is allocated before the window opens. */
     struct pl_model_layout lay;
@@ -400,12 +433,17 @@ static int run_student(int stage, int prefetch, const struct gr_train_setup *set
                        const struct pl_model_layout *lay, const struct zero_layout *e,
                        struct gr_batch *bp, double *base, double *before, double *after)
 {
-    int n = pl_size(), me = pl_rank();
+    int n = grp.n, me = pl_rank();
     mem_current(base);
     pl_mem_reset_peak();
     pl_todo_reset();
-    gr_case("zero_new(stage %d, prefetch %d) on %d ranks", stage, prefetch, n);
-    struct zero *z = zero_new(&setup->cfg, &setup->opt, stage, prefetch, pl_comm_world());
+    if (grp.ngroups > 1)
+        gr_case("zero_new(stage %d, prefetch %d) on a communicator of %d ranks split from the "
+                "world of %d (rank %d of the world is rank %d of its group)", stage, prefetch,
+                n, pl_size(), me, grp.rank);
+    else
+        gr_case("zero_new(stage %d, prefetch %d) on %d ranks", stage, prefetch, n);
+    struct zero *z = zero_new(&setup->cfg, &setup->opt, stage, prefetch, grp.comm);
     *out = z;
     if (gr_todo_any()) return 0;
     if (!z) v->null_field = 5;
@@ -446,7 +484,7 @@ static int run_student(int stage, int prefetch, const struct gr_train_setup *set
         /* The grader's own checks below allocate: the window pauses for them. */
         fold_peaks(v, base);
         if (grads_ref && !grads_bad &&
-            !gr03_grads_judge(grads_ref, s, setup->opt.grad_clip, e, grads_msg,
+            !gr03_grads_judge(grads_ref, s, setup->opt.grad_clip, e, grp.mpi, grads_msg,
                               sizeof grads_msg))
             grads_bad = 1;
         if (grads_ref && !grads_bad && stage != 3 && !replicas_after_step(z, lay, e, s))
@@ -464,7 +502,7 @@ static int run_student(int stage, int prefetch, const struct gr_train_setup *set
             v->bytes[s][k] = pl_ledger_bytes(&d, k, -1);
             v->calls[s][k] = d.calls[k];
         }
-        losses[s] = gr_global_loss(loss);
+        losses[s] = group_loss(loss);
         v->steps_done = s + 1;
         pl_mem_reset_peak();
     }
@@ -545,7 +583,7 @@ static double kit_pass_work(const struct gr_train_setup *setup)
     struct pl_model_layout lay;
     pl_model_layout_init(&lay, &setup->cfg);
     struct gr_batch b;
-    gr_batch_new(&b, setup, pl_rank(), pl_size());
+    gr_batch_new(&b, setup, grp.rank, grp.n);
     gr_batch_load(&b, 0);
     float *p = pl_mem_alloc(lay.numel * sizeof(float), PL_MEM_PARAMS, PL_DEVICE, "lab03 p");
     float *g = pl_mem_alloc(lay.numel * sizeof(float), PL_MEM_GRADS, PL_DEVICE, "lab03 g");
@@ -897,7 +935,17 @@ static const char *subject(void *st)
 /* A stage's cases differ in the clip only: the default threshold; none, where the averaged
  * gradient is what AdamW gets and a sum shows as a factor n; and one between the norms of
  * the ranks' shards, so that a clip by a rank's own norm scales some ranks and not others. */
-enum { CASE_CLIP_DEFAULT, CASE_CLIP_OFF, CASE_CLIP_SOME_RANKS, NCASES };
+enum { CASE_CLIP_DEFAULT, CASE_CLIP_OFF, CASE_CLIP_SOME_RANKS, CASE_GROUPS, NCASES };
+
+/* On 4 ranks and more (an even count), a last case splits the world into two ZeRO groups of
+ * n/2, the first and the second half of the world, each ordered against the world (on 4
+ * ranks no rank's group rank is its world rank), each training its own batches against its own single-device reference, with
+ * another model shape and AdamW setting drawn from the seed: code that takes pl_rank(),
+ * pl_size() or pl_comm_world() for the communicator it was given gets other numbers. */
+static int has_groups(void)
+{
+    return pl_size() >= 4 && pl_size() % 2 == 0;
+}
 
 /* zero_new's prefetch flag in case i. zero.h takes both values, and a stage 3 often has a
  * path of its own without prefetch (a blocking gather, no handle to keep), so stage 3 trains
@@ -909,7 +957,7 @@ static int case_prefetch(int stage, int i)
 
 static int count_cases(void *st)
 {
-    return ((struct lab03 *)st)->stage ? NCASES : 1;
+    return ((struct lab03 *)st)->stage ? NCASES - !has_groups() : 1;
 }
 
 static void describe(void *st, int i, char *buf, size_t len)
@@ -921,9 +969,65 @@ static void describe(void *st, int i, char *buf, size_t len)
         ("clipping at a norm between the ranks' shard norms: only the whole gradient's norm "
          "clips every rank alike")};
     if (!l->stage) snprintf(buf, len, "zero_layout_init on many model sizes and rank counts");
+    else if (i == CASE_GROUPS)
+        snprintf(buf, len, "%s: %d AdamW steps in each of 2 ZeRO groups of %d ranks split from "
+                 "the world, each on its own batches, another model shape and AdamW setting%s",
+                 stage_name(l->stage), STEPS, pl_size() / 2,
+                 l->stage == 3 ? ", prefetch on" : "");
     else snprintf(buf, len, "%s: %d AdamW steps on %d ranks, %s%s", stage_name(l->stage), STEPS,
                   pl_size(), clip[i],
                   l->stage == 3 ? case_prefetch(3, i) ? ", prefetch on" : ", prefetch off" : "");
+}
+
+/* Collective: case i's ZeRO group (grp), split from the world. */
+static void group_open(int i)
+{
+    int me = pl_rank();
+    grp.ngroups = i == CASE_GROUPS ? 2 : 1;
+    grp.color = me / (pl_size() / grp.ngroups);
+    int key = grp.ngroups > 1 ? -me : me; /* groups: the world's order reversed */
+    grp.comm = pl_comm_split(pl_comm_world(), grp.color, key, "zero");
+    PL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, grp.color, key, &grp.mpi));
+    grp.n = pl_comm_size(grp.comm);
+    grp.rank = pl_comm_rank(grp.comm);
+    int raw;
+    PL_CHECK_MPI(MPI_Comm_rank(grp.mpi, &raw));
+    PL_REQUIRE(raw == grp.rank, "the grader's group rank %d differs from the library's %d", raw,
+               grp.rank);
+}
+
+/* Collective, after zero_free: frees the case's communicator as the program that owns it
+ * would (gr03_comm_close), keeping in *in_flight (may be NULL) the operations zero_step or
+ * zero_new left running on it. */
+static void group_close(int *in_flight)
+{
+    if (grp.mpi == MPI_COMM_NULL) return;
+    int left = gr03_comm_close(grp.comm);
+    if (in_flight) *in_flight = left;
+    grp.comm = NULL;
+    PL_CHECK_MPI(MPI_Comm_free(&grp.mpi));
+}
+
+/* Case i's training setup: the graded model on the batches of this rank's group; the groups
+ * case draws another shape and AdamW setting from the seed (odd d_ff, so padding shows on
+ * every rank count) and gives each group batches of its own. */
+static struct gr_train_setup case_setup(const struct pl_tokens *data, int i)
+{
+    struct gr_train_setup s = graded_setup(data);
+    if (i != CASE_GROUPS) return s;
+    uint64_t r = pl_mix64(base_seed ^ 0x3a09c5u);
+    s.cfg.n_layers = 2 + (int)(r % 4);
+    s.cfg.d_ff = 65 + 2 * (int)((r >> 8) % 64);
+    s.cfg.seq_len = 3 + (int)((r >> 16) % 5);
+    s.cfg.vocab = 129 + (int)((r >> 24) % 127);
+    s.opt.lr = 3e-3f;
+    s.opt.beta1 = 0.8f;
+    s.opt.beta2 = 0.99f;
+    s.opt.eps = 1e-6f;
+    s.opt.weight_decay = 0.3f;
+    s.opt.grad_clip = 0.5f;
+    s.data_seed = pl_mix64(base_seed + 11 + 977u * (uint64_t)(grp.color + 1));
+    return s;
 }
 
 /* What the previous case left. */
@@ -935,6 +1039,7 @@ static void forget_case(struct lab03 *l)
     l->flat = NULL;
     if (l->z) zero_free(l->z);
     l->z = NULL;
+    group_close(NULL);
     if (l->ref.loss) gr_reference_free(&l->ref);
     memset(&l->ref, 0, sizeof l->ref);
     memset(&l->v, 0, sizeof l->v);
@@ -949,7 +1054,7 @@ static void forget_case(struct lab03 *l)
 static void read_then_free(struct lab03 *l, const double *held)
 {
     struct zero_layout e;
-    expected_layout(&e, &l->lay, pl_size(), pl_rank());
+    expected_layout(&e, &l->lay, grp.n, grp.rank);
     l->flat = flat_params(l->z, &e);
     zero_free(l->z);
     l->z = NULL;
@@ -966,24 +1071,36 @@ static void run(void *st, int i)
         return;
     }
     forget_case(l);
-    l->setup.opt = pl_adamw_config_default();
+    group_open(i);
+    l->setup = case_setup(&l->data, i);
+    pl_model_layout_free(&l->lay);
+    pl_model_layout_init(&l->lay, &l->setup.cfg);
+    expected_layout(&l->e0, &l->lay, grp.n, 0);
     if (i == CASE_CLIP_OFF) l->setup.opt.grad_clip = 0;
     if (i == CASE_CLIP_SOME_RANKS) { /* the first gradient does not depend on the clip */
         gr_reference_run(&l->ref, &l->setup);
         l->setup.opt.grad_clip = gr03_clip_between_shards(&l->ref, &l->e0);
         gr_reference_free(&l->ref);
     }
-    gr_case("the single-device reference: %d AdamW steps on %d sequences", STEPS, GLOBAL_B);
+    if (grp.ngroups > 1)
+        gr_case("the single-device reference of group %d: %d AdamW steps on its %d sequences",
+                grp.color, STEPS, GLOBAL_B);
+    else
+        gr_case("the single-device reference: %d AdamW steps on %d sequences", STEPS, GLOBAL_B);
     measure_reference(&l->ref, &l->setup, l->ddp);
     pass_work = kit_pass_work(&l->setup);
     grads_ref = &l->ref;
     l->v.rank = pl_rank();
     int prefetch = case_prefetch(l->stage, i);
-    prefetch_want(l->trace_prefetch && prefetch); /* the prefetch test replays its trace */
+    /* the prefetch test replays the trace of the first case */
+    prefetch_want(l->trace_prefetch && prefetch && i != CASE_GROUPS);
     double held[PL_MEM_NCAT];
     mem_current(held);
     train_student(l->stage, prefetch, &l->setup, &l->v, l->losses, &l->z);
-    if (gr_agree(l->v.steps_done == STEPS && !gr_todo_any())) read_then_free(l, held);
+    if (gr_agree(l->v.steps_done == STEPS && !gr_todo_any())) {
+        read_then_free(l, held);
+        group_close(&l->v.in_flight);
+    }
     l->all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *l->all) : NULL;
     PL_CHECK_MPI(MPI_Gather(&l->v, (int)sizeof l->v, MPI_BYTE, l->all, (int)sizeof l->v,
                             MPI_BYTE, 0, MPI_COMM_WORLD));
@@ -1011,15 +1128,37 @@ static int judge_state(const struct lab03 *l)
     return 1;
 }
 
-static int judge_losses(const struct lab03 *l)
+/* Collective: every rank's group loss against its group's reference; rank 0 says why for the
+ * first rank (in world order) whose group's loss is off. */
+static int judge_losses(struct lab03 *l)
 {
+    struct verdict *mine = &l->v;
     double err;
     int bad = gr_check_losses(l->losses, l->ref.loss, STEPS, &err);
-    if (bad < 0) return 1;
-    gr_say("correct", "%s on %d ranks, step %d of %d: the loss (mean over ranks) is %.8g, the "
-           "single-device model's on the same global batch %.8g: relative error %s, more "
-           "than %.0e", stage_name(l->stage), pl_size(), bad + 1, STEPS, l->losses[bad],
-           l->ref.loss[bad], gr_fmt_beyond(err, GR_TOL_LOSS), GR_TOL_LOSS);
+    mine->loss.step = bad;
+    mine->loss.got = bad >= 0 ? l->losses[bad] : 0;
+    mine->loss.want = bad >= 0 ? l->ref.loss[bad] : 0;
+    mine->loss.err = bad >= 0 ? err : 0;
+    int nw = pl_size(), who = -1;
+    struct verdict *all = pl_rank() == 0 ? calloc((size_t)nw, sizeof *all) : NULL;
+    PL_CHECK_MPI(MPI_Gather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE,
+                            0, MPI_COMM_WORLD));
+    for (int r = 0; all && r < nw && who < 0; r++)
+        if (all[r].loss.step >= 0) who = r;
+    if (who >= 0) {
+        bad = all[who].loss.step;
+        err = all[who].loss.err;
+        char where[96] = "";
+        if (grp.ngroups > 1)
+            snprintf(where, sizeof where, " (rank %d's group, on its own batches)", who);
+        gr_say("correct", "%s on %d ranks%s, step %d of %d: the loss (mean over the group's "
+               "ranks) is %.8g, the single-device model's on the same global batch %.8g: "
+               "relative error %s, more than %.0e", stage_name(l->stage), grp.n, where,
+               bad + 1, STEPS, all[who].loss.got, all[who].loss.want,
+               gr_fmt_beyond(err, GR_TOL_LOSS), GR_TOL_LOSS);
+    }
+    free(all);
+    if (who < 0) return 1; /* rank 0's verdict is the one gr_agree keeps */
     if (bad == 0)
         gr_say("correct", "the first forward already differs: are the parameters initialised "
                "with pl_model_init_flat at their flat offsets, and does every unit's forward "
@@ -1036,7 +1175,7 @@ static int judge_losses(const struct lab03 *l)
 static int judge_params(const struct lab03 *l)
 {
     struct zero_layout e;
-    expected_layout(&e, &l->lay, pl_size(), pl_rank());
+    expected_layout(&e, &l->lay, grp.n, grp.rank);
     float *flat = l->flat ? l->flat : flat_params(l->z, &e);
     float *dev = pl_mem_alloc(e.numel * sizeof(float), PL_MEM_WORK, PL_DEVICE, "lab03 got");
     pl_to_device(dev, flat, e.numel * sizeof(float));
@@ -1048,7 +1187,7 @@ static int judge_params(const struct lab03 *l)
     char desc[512];
     gr_describe_param_error(&l->ref, &pv, desc, sizeof desc);
     gr_say("correct", "%s on %d ranks: after %d steps the parameters%s differ from the "
-           "single-device model's: %s", stage_name(l->stage), pl_size(), STEPS,
+           "single-device model's: %s", stage_name(l->stage), grp.n, STEPS,
            l->stage == 3 ? " (gathered from every rank's shard)" : "", desc);
     if (pv.nonfinite)
         gr_say("correct", "%d parameters are NaN or Inf: a chunk read past its unit, or "
@@ -1058,6 +1197,25 @@ static int judge_params(const struct lab03 *l)
                "is never updated and that every rank updates exactly its chunk [rank x chunk, "
                "rank x chunk + chunk) of each unit");
     return 0;
+}
+
+/* Rank 0: operations zero_new or zero_step started on the communicator and never waited for,
+ * still in flight once zero_free returned. */
+static int judge_in_flight(const struct lab03 *l)
+{
+    for (int r = 0; r < pl_size(); r++) {
+        if (!l->all[r].in_flight) continue;
+        gr_say("correct", "rank %d: after zero_free, %d operation(s) your code started on the "
+               "communicator zero_new was given were still in flight: a handle of "
+               "pl_all_gather_async or pl_reduce_scatter_async (a prefetch started for a unit "
+               "that never came, or a reduce-scatter left running) was never waited for. The "
+               "program that owns the communicator frees it after zero_free, and "
+               "pl_comm_free refuses one with operations in flight: pl_wait every handle you "
+               "start, before the step that started it returns (handout section %s)", r,
+               l->all[r].in_flight, section_of_stage(l->stage));
+        return 0;
+    }
+    return 1;
 }
 
 /* Rank 0: the first step whose gradient was wrong, and why. */
@@ -1082,6 +1240,7 @@ static int judge(void *st, int i, const char *part)
     int me = pl_rank();
     if (!l->stage) return judge_layouts(l);
     if (!strcmp(part, "correct")) {
+        if (!gr_agree(me != 0 || judge_in_flight(l))) return 0;
         if (!gr_agree(me != 0 || judge_state(l)) || !gr_agree(me != 0 || judge_grads()) ||
             !gr_agree(judge_losses(l)) ||
             !gr_agree(judge_params(l))) {
@@ -1090,14 +1249,39 @@ static int judge(void *st, int i, const char *part)
                        "before it, with prefetch = 1, was right: the stage must train the same "
                        "either way, so look at what your code does when z->prefetch is 0 "
                        "(handout section 6), or at state kept from the previous zero_new");
+            if (i == CASE_GROUPS)
+                gr_say("correct", "this case split the %d ranks into 2 ZeRO groups of %d, each "
+                       "training on batches of its own, and gave zero_new its group's "
+                       "communicator: world rank r is not rank r of its group. The cases before it, where the group was the whole world, were "
+                       "right, so take the rank, the rank count and every collective from the "
+                       "communicator you were given (pl_comm_rank(z->comm), "
+                       "pl_comm_size(z->comm), z->comm), never pl_rank(), pl_size() or "
+                       "pl_comm_world() (zero.h: comm is the data-parallel group). The case "
+                       "also has another model shape (n_layers=%d, d_ff=%d, seq_len=%d, "
+                       "vocab=%d) and AdamW setting (lr, betas, eps, weight decay, clip): use "
+                       "cfg and opt as given", pl_size(), grp.n, l->setup.cfg.n_layers,
+                       l->setup.cfg.d_ff, l->setup.cfg.seq_len, l->setup.cfg.vocab);
             return 0;
         }
-        if (i + 1 < NCASES) return 1; /* said once, when every case agreed */
+        if (i + 1 < count_cases(l)) return 1; /* said once, when every case agreed */
+        char groups[96] = "";
+        if (i == CASE_GROUPS)
+            snprintf(groups, sizeof groups, ", and in 2 ZeRO groups of %d on their own batches",
+                     grp.n);
         gr_say("correct", "%d steps on %d ranks, clipping at the default threshold, off, and "
-               "between the ranks' shard norms%s, match the single-device reference (losses to "
-               "%.0e, the gradient AdamW is given to %.0e, parameters to %.0e)", STEPS,
+               "between the ranks' shard norms%s%s, match the single-device reference (losses "
+               "to %.0e, the gradient AdamW is given to %.0e, parameters to %.0e)", STEPS,
                pl_size(), l->stage == 3 ? " (prefetch off in the run without clipping)" : "",
-               GR_TOL_LOSS, GR_TOL_GRADS, GR_TOL_PARAMS);
+               groups, GR_TOL_LOSS, GR_TOL_GRADS, GR_TOL_PARAMS);
+        return 1;
+    }
+    if (i == CASE_GROUPS) { /* lifetimes only: traffic and memory were judged on the world */
+        if (me != 0 || strcmp(part, "memory")) return 1;
+        for (int r = 0; r < pl_size(); r++)
+            if (!judge_leak(r, &l->all[r]) || !judge_freed(r, &l->all[r])) {
+                gr_say("memory", "that was the case of 2 ZeRO groups of %d ranks", grp.n);
+                return 0;
+            }
         return 1;
     }
     /* Traffic and memory are the same in every case: judged (and reported) once, and for
@@ -1125,6 +1309,7 @@ static void finish(void *st)
     free(l->all);
     free(l->flat);
     if (l->z) zero_free(l->z);
+    group_close(NULL);
     if (l->ref.loss) gr_reference_free(&l->ref);
     gr03_grads_free();
     pl_model_layout_free(&l->lay);
@@ -1190,7 +1375,8 @@ static int probe(void *st)
     int n = pl_size(), me = pl_rank();
     gr_case("ZeRO-%d step time on %d ranks beside the kit's compute and collectives, each alone",
             l->stage, n);
-    l->z = zero_new(&l->setup.cfg, &l->setup.opt, l->stage, l->stage == 3, pl_comm_world());
+    group_open(CASE_CLIP_DEFAULT);
+    l->z = zero_new(&l->setup.cfg, &l->setup.opt, l->stage, l->stage == 3, grp.comm);
     gr_batch_new(&l->b, &l->setup, me, n);
     gr_batch_load(&l->b, 0);
     if (!gr_todo_any()) student_step(l);
@@ -1325,7 +1511,8 @@ static int bench_stage(const struct gr_train_setup *setup, int stage, int prefet
     mem_current(base);
     pl_mem_reset_peak();
     pl_todo_reset();
-    struct zero *z = zero_new(&setup->cfg, &setup->opt, stage, prefetch, pl_comm_world());
+    struct pl_comm *comm = gr03_comm_open();
+    struct zero *z = zero_new(&setup->cfg, &setup->opt, stage, prefetch, comm);
     struct gr_batch b;
     gr_batch_new(&b, setup, pl_rank(), n);
     if (!gr_todo_any())
@@ -1345,6 +1532,7 @@ static int bench_stage(const struct gr_train_setup *setup, int stage, int prefet
                                    MPI_COMM_WORLD));
     }
     zero_free(z);
+    gr03_comm_close(comm);
     struct zero_bytes fz = zero_fp32(stage, psi, n);
     bar->formula[0] = fz.params;
     bar->formula[1] = fz.grads;

@@ -252,19 +252,38 @@ static int judge_step_count(int t_min, int t_max, int step, char *msg, size_t le
     return 0;
 }
 
+/* Collective over the world: every group's first rank judged its own group (ok; why in
+ * msg). 1 on every rank when all groups were right; otherwise 0, and the first failing
+ * group's message is on world rank 0. */
+static int first_group_verdict(int ok, char *msg, size_t len)
+{
+    int me = pl_rank(), n = pl_size(), first;
+    int mine = ok ? n : me;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == n) return 1;
+    if (first != 0 && me == first)
+        PL_CHECK_MPI(MPI_Send(msg, (int)len, MPI_CHAR, 0, 0, MPI_COMM_WORLD));
+    if (first != 0 && me == 0)
+        PL_CHECK_MPI(MPI_Recv(msg, (int)len, MPI_CHAR, first, 0, MPI_COMM_WORLD,
+                              MPI_STATUS_IGNORE));
+    return 0;
+}
+
 int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
-                     const struct zero_layout *e, char *msg, size_t len)
+                     const struct zero_layout *e, MPI_Comm group, char *msg, size_t len)
 {
     size_t numel = ref->numel;
-    int me = pl_rank(), n = pl_size();
+    int me, n;
+    PL_CHECK_MPI(MPI_Comm_rank(group, &me));
+    PL_CHECK_MPI(MPI_Comm_size(group, &n));
     float *got = me == 0 ? malloc((numel ? numel : 1) * sizeof *got) : NULL;
     int *count = me == 0 ? malloc((numel ? numel : 1) * sizeof *count) : NULL;
     /* Every element comes from one rank and zeros from the others: the sum is exact. */
-    PL_CHECK_MPI(MPI_Reduce(rec.g, got, (int)numel, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD));
-    PL_CHECK_MPI(MPI_Reduce(rec.count, count, (int)numel, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(rec.g, got, (int)numel, MPI_FLOAT, MPI_SUM, 0, group));
+    PL_CHECK_MPI(MPI_Reduce(rec.count, count, (int)numel, MPI_INT, MPI_SUM, 0, group));
     int t_min, t_max; /* a rank with no call of its own keeps INT_MAX and INT_MIN */
-    PL_CHECK_MPI(MPI_Reduce(&rec.t_min, &t_min, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD));
-    PL_CHECK_MPI(MPI_Reduce(&rec.t_max, &t_max, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&rec.t_min, &t_min, 1, MPI_INT, MPI_MIN, 0, group));
+    PL_CHECK_MPI(MPI_Reduce(&rec.t_max, &t_max, 1, MPI_INT, MPI_MAX, 0, group));
     int ok = 1;
     const float *ref_g = ref->grads + (size_t)step * numel;
     if (me == 0) {
@@ -293,15 +312,22 @@ int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
                 snprintf(msg, len, "step %d: the gradient AdamW was given differs from the "
                          "single-device gradient of the whole batch%s: relative L2 error %.3g "
                          "(tolerance %.0e); the largest difference is at flat element %zu (%s, "
-                         "rank %d's chunk): %.6g where %.6g was expected", step + 1,
+                         "rank %d's chunk): %.6g where %.6g was expected%s", step + 1,
                          scale < 1 ? ", clipped by its global norm" : "",
                          err, GR_TOL_GRADS, worst, t ? t->name : "?",
-                         owner[worst], (double)got[worst], (double)scale * ref_g[worst]);
+                         owner[worst], (double)got[worst], (double)scale * ref_g[worst],
+                         step > 0 ? ". The steps before were right, so look at what one "
+                                    "step leaves for the next: a gradient buffer kept from "
+                                    "step to step is zeroed before each backward, since "
+                                    "zero_backward_part adds into the buffer it is given "
+                                    "(zero.h); and the update writes the parameters with "
+                                    "every AdamW setting of opt as given"
+                                  : "");
             }
         }
         free(owner);
     }
     free(got);
     free(count);
-    return gr_agree(ok);
+    return first_group_verdict(ok, msg, len);
 }

@@ -10,6 +10,7 @@
 #ifndef GR03_GRADIENTS_H
 #define GR03_GRADIENTS_H
 
+#include <mpi.h>
 #include <stddef.h>
 
 #include "train.h"
@@ -21,12 +22,14 @@ void gr03_grads_begin(size_t numel);
 void gr03_grads_end(void);
 void gr03_grads_free(void);
 
-/* Collective (raw MPI): the step's recorded gradient of every rank against ref's gradient of
- * step `step`, clipped at clip as the reference does. e is the trusted layout on n ranks
- * (any rank's: only the units' fields are read). 1 when right; otherwise 0 and, on rank 0,
- * why in msg. */
+/* Collective over the world (raw MPI): the step's recorded gradient of every rank of the
+ * ZeRO group `group` (the raw twin of the communicator zero_new was given) against ref's
+ * gradient of step `step`, clipped at clip as the reference does; each group is judged
+ * against its own ref. e is the trusted layout on the group's n ranks (any rank's: only the
+ * units' fields are read). 1 on every rank when every group was right; otherwise 0 and, on
+ * world rank 0, why in msg (the first failing group's). */
 int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
-                     const struct zero_layout *e, char *msg, size_t len);
+                     const struct zero_layout *e, MPI_Comm group, char *msg, size_t len);
 
 /* A clip threshold that the global norm of ref's first gradient exceeds and that lies
  * between the smallest and the largest norm of one rank's shard of it on e's n ranks: a

@@ -2,6 +2,7 @@
 #include "prefetch.h"
 
 #include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,12 +279,26 @@ static void bench_report(const struct pl_merged_trace *t, const struct gr_train_
     if (dir) printf("# ZeRO-3 pictures written to %s, %s and %s\n", memt, with, without);
 }
 
+struct pl_comm *gr03_comm_open(void)
+{
+    return pl_comm_split(pl_comm_world(), 0, pl_rank(), "zero");
+}
+
+int gr03_comm_close(struct pl_comm *comm)
+{
+    int mine = comm ? pl_comm_in_flight(comm) : 0, most = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (!most) pl_comm_free(comm);
+    return mine;
+}
+
 int prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout *e,
                    const char *dir)
 {
     int n = pl_size();
     pl_todo_reset();
-    struct zero *z = zero_new(&setup->cfg, &setup->opt, 3, 1, pl_comm_world());
+    struct pl_comm *comm = gr03_comm_open();
+    struct zero *z = zero_new(&setup->cfg, &setup->opt, 3, 1, comm);
     struct gr_batch b;
     gr_batch_new(&b, setup, pl_rank(), n);
     int ok = !gr_todo_any();
@@ -310,5 +325,6 @@ int prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout 
     mem_series_free(&mem);
     gr_batch_free(&b);
     zero_free(z);
+    gr03_comm_close(comm);
     return ok;
 }

@@ -47,6 +47,14 @@ void prefetch_step_end(int step, int steps);
 int prefetch_judge(const struct pl_model_config *cfg, int B, const struct zero_layout *e);
 void prefetch_free(void);
 
+/* Collective over the world: a communicator split from the world in world order, the one
+ * zero_new is given outside check mode's cases; and its release after zero_free, as its
+ * owner would. pl_comm_free refuses a communicator with operations in flight (a usage error
+ * that ends the run), so the ranks first agree whether any has one: it is freed only when
+ * none has. Returns this rank's operations still in flight. */
+struct pl_comm *gr03_comm_open(void);
+int gr03_comm_close(struct pl_comm *comm);
+
 /* Collective, bench: one ZeRO-3 step with prefetch, traced and its memory watched; rank 0
  * writes 03-zero-memory-time.svg, 03-zero-timeline-prefetch.svg and
  * 03-zero-timeline-no-prefetch.svg into dir (when not NULL) and prints the figures the
