@@ -34,6 +34,7 @@
  * job. */
 #include "harness.h"
 #include "ops.h"
+#include "outside.h"
 #include "paralab.h"
 #include "pipeline.h"
 #include "schedule.h"
@@ -131,6 +132,7 @@ struct lifetime {
     double left;          /* bytes more than before pipe_new, in the category of most */
     int left_cat;
     int in_flight;
+    struct outside outside; /* the first buffer sent or received outside the ledger */
 };
 
 /* The model's chunks (virtual stages) and which this rank holds: chunk c is on rank c % p. */
@@ -409,11 +411,13 @@ static void close_lifetime(struct pl_comm *comm, const struct pl_mem_stats *befo
     pl_mem_get_stats(&after);
     mine->left = grown(before, &after, &mine->left_cat);
     mine->in_flight = pl_comm_in_flight(comm);
-    enum { W = K_STEPS + 3 };
+    mine->outside = outside_seen();
+    enum { W = K_STEPS + 4 };
     double d[W], *all = malloc(sizeof(double) * W * (size_t)pl_size());
     PL_ASSERT(all);
     for (int i = 0; i < K_STEPS; i++) d[i] = mine->live[i];
     d[K_STEPS] = mine->left, d[K_STEPS + 1] = mine->left_cat, d[K_STEPS + 2] = mine->in_flight;
+    d[K_STEPS + 3] = mine->outside.where;
     PL_CHECK_MPI(MPI_Allgather(d, W, MPI_DOUBLE, all, W, MPI_DOUBLE, MPI_COMM_WORLD));
     int busy = 0;
     for (int r = 0; r < pl_size(); r++) {
@@ -422,6 +426,10 @@ static void close_lifetime(struct pl_comm *comm, const struct pl_mem_stats *befo
         l->left = all[W * r + K_STEPS];
         l->left_cat = (int)all[W * r + K_STEPS + 1];
         l->in_flight = (int)all[W * r + K_STEPS + 2];
+        l->outside.where = (int)all[W * r + K_STEPS + 3];
+        /* the call's name is rank 0's own; other ranks' is said generically */
+        snprintf(l->outside.call, sizeof l->outside.call, "%s",
+                 r == pl_rank() ? mine->outside.call : "a send or receive");
         busy |= l->in_flight > 0;
     }
     free(all);
@@ -445,6 +453,7 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     for (int i = 0; i < K_STEPS; i++) life.live[i] = -1;
     pl_todo_reset();
     pl_mem_get_stats(&before);
+    outside_reset();
     struct pipe *pp = pipe_new(comm, model, &po);
     struct stage_stats mine = {0, 0, 0, 0};
     struct chunks ch;
@@ -459,8 +468,10 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     o->correct = 1;
     for (int step = 0; step < K_STEPS && o->correct; step++) {
         gr_batch_load(&b, step);
+        outside_watch(1);
         double loss = one_step(pp, &b, step == K_STEPS - 1, (ch.n - 1) % pl_size(), &mine,
                                &life.live[step]);
+        outside_watch(0);
         if ((o->todo = gr_todo_any()) || !check_step(s, model, &ch, m, step, loss, full))
             o->correct = 0;
         else
@@ -644,6 +655,16 @@ static int judge_held(enum pipe_schedule k, int m, const struct outcome *o)
                    "to step is allocated once, in pipe_new, and freed in pipe_free (pipeline.h, "
                    "handout section 3)", sched_name(k), m, s, l->live[0], l->live[K_STEPS - 1],
                    K_STEPS - 1);
+            return 0;
+        }
+        if (l->outside.where) {
+            gr_say("memory", "%s, %d microbatches: stage %d gave %s a buffer that lies %s: "
+                   "what a stage sends and receives is memory the ledger counts, from "
+                   "pl_comm_buf_alloc (device memory on the GPU build, where NCCL reads and "
+                   "writes it; an array in the program is host memory it cannot use), "
+                   "freed before pipe_step returns or, if kept, in pipe_free (pipeline.h, "
+                   "handout section 3)", sched_name(k), m, s, l->outside.call,
+                   outside_where(l->outside.where));
             return 0;
         }
         if (l->left > 0) {

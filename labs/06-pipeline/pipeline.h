@@ -81,7 +81,9 @@ void pipe_stage_parts(const struct pipe *pp, int *first, int *last);
  * backward with pl_send/pl_isend and pl_recv/pl_irecv on comm, one message per microbatch
  * per boundary, tagged PIPE_TAG_ACT/PIPE_TAG_GRAD, under NCCL's rules as on GPUs (the grader
  * sets them): nothing is buffered, and a wait or a blocking call completes every send and
- * receive posted before it (section 3.2). Returns the step's mean loss on the last
+ * receive posted before it (section 3.2). Every buffer sent or received is ledger memory
+ * (a receive buffer from pl_comm_buf_alloc, freed before pipe_step returns or, if kept,
+ * in pipe_free; never an array in the program). Returns the step's mean loss on the last
  * stage (which alone computes it) and 0 on the others. Sections 4 and 5. */
 double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B);
 

@@ -1,4 +1,4 @@
-/* caught[same training as one device] | the two boundary buffers are static arrays sized for the graded shapes (1M floats) rather than pl_comm_buf_alloc: memory outside the ledger, and right only while B/m x T x d_model fits */
+/* caught[activations in flight] | the two boundary buffers are static arrays sized for the graded shapes (1M floats) rather than pl_comm_buf_alloc: memory outside the ledger (and host memory NCCL cannot use on the GPU build), right only while B/m x T x d_model fits */
 /* pipeline.c: Lab 6, pipeline parallelism -- the reference solution. The model is cut into
  * stages balanced by FLOPs; each microbatch's activation goes forward and its gradient back
  * with one tagged message per boundary; AFAB runs every forward before any backward, 1F1B
