@@ -93,9 +93,10 @@ struct spec {
 
 /* Each row exercises a different part of the formulas: data parallel only, tp with pp and
  * interleaving, ZeRO-3, full recomputation, experts, many stages, context parallel. The
- * DeepSeek-V3 row with ep = 8 and ZeRO-3 has dp = 1 on 32 nodes: its dense gradients are reduced inside the ep group, one node, and
- * ZeRO-3's gathers per microbatch hide behind compute at NVLink's speed but not on the
- * network, so a size-1 dp axis taken as spread across nodes shows in the step. */
+ * DeepSeek-V3 row with ep = 8 and ZeRO-3 has dp = 1 on 32 nodes: its dense gradients are
+ * reduced inside the ep group, one node, and ZeRO-3's gathers per microbatch hide behind
+ * compute at NVLink's speed but not on the network, so a size-1 dp axis taken as spread
+ * across nodes shows in the step. */
 static const struct spec ESTIMATES[] = {
     {"llama3-8b", "dgx-h100", 1, 0, 0, "dp=8,zero=0,micro=1,m=64,recompute=selective", 0, NULL},
     {"llama3-70b", "dgx-h100", 8, 0, 0, "tp=8,pp=4,dp=2,zero=1,micro=1,m=256,v=2,recompute=none",
@@ -139,8 +140,8 @@ static const struct spec ESTIMATES[] = {
     {"llama3-8b", "dgx-a100", 4, 2048, 1048576,
      "tp=4,dp=8,zero=0,micro=1,m=64,recompute=selective", 0, NULL},
     /* Nodes of 4 GPUs: the pp groups of tp = 4 span two nodes (on 8 per node they would not). */
-    {"llama3-8b", "h100-4gpu", 4, 0, 0, "tp=4,pp=2,dp=2,zero=1,micro=1,m=256,v=2,recompute=selective",
-     0, NULL},
+    {"llama3-8b", "h100-4gpu", 4, 0, 0,
+     "tp=4,pp=2,dp=2,zero=1,micro=1,m=256,v=2,recompute=selective", 0, NULL},
     /* A rank order other than the default that obeys every rule: ep before cp puts each ep
      * group of 4 inside a node (tp x ep = 8) and spreads cp's across two; the default order
      * would do the opposite. */
@@ -167,10 +168,11 @@ static const struct spec SEARCHES[] = {
     {"deepseek-v3", "dgx-h100", 128, 0, 1048576, NULL, 0, NULL},
     /* 2K-token sequences and a 256K-token batch on 128 GPUs: the best takes 4 sequences per
      * microbatch (one sequence per microbatch at best is 16% slower: four times the tp
-     * collectives' latencies and the per-microbatch overheads); and Llama 3 70B on nodes of 4
-     * GPUs, where tp = 8 spans two nodes (the best on 8 per node uses it). */
+     * collectives' latencies and the per-microbatch overheads); and Mixtral with a 1M-token
+     * batch on nodes of 4 GPUs, where ep = 8 spans two nodes (the best on 8 per node uses
+     * it). */
     {"llama3-8b", "dgx-h100", 16, 2048, 262144, NULL, 0, NULL},
-    {"llama3-70b", "h100-4gpu", 8, 0, 0, NULL, 0, NULL},
+    {"mixtral-8x7b", "h100-4gpu", 8, 0, 1048576, NULL, 0, NULL},
 };
 #define N_SEARCHES ((int)(sizeof SEARCHES / sizeof SEARCHES[0]))
 
@@ -181,7 +183,7 @@ static const struct spec SEARCHES_HIDDEN[] = {
     {"llama3-8b", "dgx-a100", 2, 0, 0, NULL, 0, NULL},
     {"deepseek-v3", "dgx-h100", 32, 0, 0, NULL, 0, NULL},
     {"llama3-405b", "dgx-h100", 64, 0, 0, NULL, 0, NULL},
-    {"mixtral-8x7b", "h100-4gpu", 8, 0, 1048576, NULL, 0, NULL},
+    {"llama3-70b", "h100-4gpu", 8, 0, 0, NULL, 0, NULL},
     {"llama3-8b", "dgx-a100", 8, 1024, 262144, NULL, 0, NULL},
 };
 
