@@ -30,7 +30,7 @@
 #define TOL_EST 0.01      /* relative, per category of memory and time */
 #define TOL_QUALITY 0.02  /* the chosen step may be this much slower than the best */
 #define SANITY_POINTS 5.0 /* percentage points of MFU */
-#define MAX_CASES 16
+#define MAX_CASES 24
 
 /* ---------------------------------------------------------------- the oracle's gate */
 
@@ -92,10 +92,11 @@ struct spec {
 };
 
 /* Each row exercises a different part of the formulas: data parallel only, tp with pp and
- * interleaving, ZeRO-3, full recomputation, experts, many stages, context parallel. The last
- * has dp = 1 on 32 nodes: its dense gradients are reduced inside the ep group, one node, and
- * ZeRO-3's gathers per microbatch hide behind compute at NVLink's speed but not on the
- * network, so a size-1 dp axis taken as spread across nodes shows in the step. */
+ * interleaving, ZeRO-3, full recomputation, experts, many stages, context parallel. The
+ * DeepSeek-V3 row with ep = 8 and ZeRO-3 has dp = 1 on 32 nodes: its dense gradients are
+ * reduced inside the ep group, one node, and ZeRO-3's gathers per microbatch hide behind
+ * compute at NVLink's speed but not on the network, so a size-1 dp axis taken as spread
+ * across nodes shows in the step. */
 static const struct spec ESTIMATES[] = {
     {"llama3-8b", "dgx-h100", 1, 0, 0, "dp=8,zero=0,micro=1,m=64,recompute=selective", 0, NULL},
     {"llama3-70b", "dgx-h100", 8, 0, 0, "tp=8,pp=4,dp=2,zero=1,micro=1,m=256,v=2,recompute=none",
@@ -129,9 +130,26 @@ static const struct spec ESTIMATES[] = {
      * network. */
     {"llama3-8b", "dgx-h100", 2, 32768, 4194304,
      "cp=16,dp=1,zero=3,micro=1,m=128,recompute=selective", 0, NULL},
+    /* Fewer microbatches than stages (the search never makes one, the estimates must still
+     * hold): the first stage holds min(m, p) = 2 in flight, not p = 4. */
+    {"llama3-70b", "dgx-h100", 4, 0, 16384, "tp=8,pp=4,dp=1,zero=1,micro=1,m=2,recompute=selective",
+     0, NULL},
+    /* ZeRO-0 across nodes with 2K-token microbatches: the all-reduce outlasts the backward it
+     * hides behind, and one all-reduce exposed beyond the backward is not a reduce-scatter
+     * behind the backward plus an all-gather behind the forward (ZeRO-1's). */
+    {"llama3-8b", "dgx-a100", 4, 2048, 1048576,
+     "tp=4,dp=8,zero=0,micro=1,m=64,recompute=selective", 0, NULL},
+    /* Nodes of 4 GPUs: the pp groups of tp = 4 span two nodes (on 8 per node they would not). */
+    {"llama3-8b", "h100-4gpu", 4, 0, 0,
+     "tp=4,pp=2,dp=2,zero=1,micro=1,m=256,v=2,recompute=selective", 0, NULL},
+    /* A rank order other than the default that obeys every rule: ep before cp puts each ep
+     * group of 4 inside a node (tp x ep = 8) and spreads cp's across two; the default order
+     * would do the opposite. */
+    {"mixtral-8x7b", "dgx-h100", 4, 0, 0,
+     "tp=2,cp=2,ep=4,dp=2,zero=1,micro=1,m=128,recompute=selective,order=tp-ep-cp-pp-dp", 0, NULL},
 };
 
-/* The last two are where a partial search falls more than TOL_QUALITY behind: with a small
+/* The fourth and fifth are where a partial search falls more than TOL_QUALITY behind: with a small
  * batch on many GPUs the best interleaves (175B: v = 1 at best is 11% slower) or recomputes
  * nothing (8B: selective recomputation at best is 6% slower). */
 static const struct spec SEARCHES[] = {
@@ -148,6 +166,13 @@ static const struct spec SEARCHES[] = {
     {"llama3-8b", "dgx-h100", 1, 65536, 0, NULL, 0, NULL},
     {"mixtral-8x7b", "dgx-h100", 64, 0, 1048576, NULL, 0, NULL},
     {"deepseek-v3", "dgx-h100", 128, 0, 1048576, NULL, 0, NULL},
+    /* 2K-token sequences and a 256K-token batch on 128 GPUs: the best takes 4 sequences per
+     * microbatch (one sequence per microbatch at best is 16% slower: four times the tp
+     * collectives' latencies and the per-microbatch overheads); and Mixtral with a 1M-token
+     * batch on nodes of 4 GPUs, where ep = 8 spans two nodes (the best on 8 per node uses
+     * it). */
+    {"llama3-8b", "dgx-h100", 16, 2048, 262144, NULL, 0, NULL},
+    {"mixtral-8x7b", "h100-4gpu", 8, 0, 1048576, NULL, 0, NULL},
 };
 #define N_SEARCHES ((int)(sizeof SEARCHES / sizeof SEARCHES[0]))
 
@@ -158,6 +183,8 @@ static const struct spec SEARCHES_HIDDEN[] = {
     {"llama3-8b", "dgx-a100", 2, 0, 0, NULL, 0, NULL},
     {"deepseek-v3", "dgx-h100", 32, 0, 0, NULL, 0, NULL},
     {"llama3-405b", "dgx-h100", 64, 0, 0, NULL, 0, NULL},
+    {"llama3-70b", "h100-4gpu", 8, 0, 0, NULL, 0, NULL},
+    {"llama3-8b", "dgx-a100", 8, 1024, 262144, NULL, 0, NULL},
 };
 
 /* Where the memory and time tests draw N_DRAWN more configurations by the seed, so that a
@@ -210,6 +237,32 @@ static enum op the_op;
 static struct tcase cases[MAX_CASES];
 static int ncases;
 
+/* Clusters whose nodes hold other than a profile's GPUs: every profile of topo.h has 8 per
+ * node, so code that writes 8 where it means c->per_node agrees with the kit on all of them.
+ * A node of four H100s with the DGX H100's links and rates is as real a cluster, and the
+ * planner takes it as it is (struct pl_plan_cluster's per_node). */
+static const struct {
+    const char *name, *profile;
+    int per_node;
+} NODE_SHAPES[] = {
+    {"h100-4gpu", "dgx-h100", 4},
+};
+
+/* The cluster of nodes nodes named name: a node shape above or a profile of topo.h. */
+static void cluster_of(struct pl_plan_cluster *c, const char *name, int nodes)
+{
+    for (size_t k = 0; k < sizeof NODE_SHAPES / sizeof NODE_SHAPES[0]; k++)
+        if (!strcmp(name, NODE_SHAPES[k].name)) {
+            pl_plan_cluster_from_profile(c, pl_profile_find(NODE_SHAPES[k].profile), nodes);
+            c->name = NODE_SHAPES[k].name;
+            c->per_node = NODE_SHAPES[k].per_node;
+            return;
+        }
+    const struct pl_profile *p = pl_profile_find(name);
+    if (!p) pl_fatal("case cluster %s: not a node shape of the driver nor a profile", name);
+    pl_plan_cluster_from_profile(c, p, nodes);
+}
+
 static void build_case(struct tcase *t, const struct spec *s)
 {
     memset(t, 0, sizeof *t);
@@ -217,7 +270,7 @@ static void build_case(struct tcase *t, const struct spec *s)
     t->model = *pl_plan_model_find(s->model);
     if (s->seq) t->model.seq = s->seq;
     if (s->batch_tokens > 0) t->model.batch_tokens = s->batch_tokens;
-    pl_plan_cluster_from_profile(&t->cluster, pl_profile_find(s->profile), s->nodes);
+    cluster_of(&t->cluster, s->profile, s->nodes);
     pl_plan_config_default(&t->cfg);
     char err[256];
     if (s->config && the_op != OP_SANITY && the_op != OP_SANITY_HIDDEN &&
@@ -419,6 +472,10 @@ static const char *dp_hint(const struct tcase *t, char *buf, size_t len)
 {
     const int *d = t->cfg.deg;
     enum pl_link mine = t->time.link[PL_AX_DP], kit = t->time_ref.link[PL_AX_DP];
+    if (t->cfg.zero == 0 && d[PL_AX_DP] * d[PL_AX_EP] > 1)
+        return "ZeRO-0 reduces the gradients with one all-reduce, exposed beyond the backward: "
+               "max(0, AR - bwd), not ZeRO-1's reduce-scatter behind the backward and all-gather "
+               "behind the forward (section 4.3)";
     if (d[PL_AX_DP] != 1 || d[PL_AX_CP] * d[PL_AX_EP] == 1) return "section 4.3";
     int n = snprintf(buf, len, "with dp = 1 the dense gradients are still reduced, over cp x ep "
                      "= %d GPUs, on the link of the cp and ep groups (section 4.3): the dp "
@@ -464,14 +521,23 @@ static int judge_time(const struct tcase *t)
                                            : "m x pl_ring_bytes_sent of each collective (pp: "
                                              "the message bytes) (section 4.2)");
         if (g->link[a] != w->link[a]) {
+            /* What code that assumes the preset clusters' shape or the default order would
+             * miss: said where this configuration differs from them. */
+            char shape[160] = "";
+            if (t->cluster.per_node != 8)
+                snprintf(shape, sizeof shape, "; this cluster's nodes hold %d GPUs "
+                         "(c->per_node), not 8", t->cluster.per_node);
+            else if (strcmp(t->cfg.order, PL_PLAN_ORDER))
+                snprintf(shape, sizeof shape, "; this configuration's rank order is %s "
+                         "(cfg->order), not the default " PL_PLAN_ORDER, t->cfg.order);
             gr_say("correct", "link of %s: yours %s-node, the kit's %s-node: intra-node when "
                    "pl_rule_inside_node holds for the axis under the order, else inter-node "
-                   "(section 4.2)%s", pl_plan_axis_name(a),
+                   "(section 4.2)%s%s", pl_plan_axis_name(a),
                    g->link[a] == PL_LINK_INTRA || g->link[a] == PL_LINK_INTER
                        ? pl_link_name(g->link[a]) : "not a link class",
                    pl_link_name(w->link[a]),
                    t->cfg.deg[a] == 1 ? "; an axis of size 1 has no group to spread and counts "
-                                        "as inside a node (section 2's table)" : "");
+                                        "as inside a node (section 2's table)" : "", shape);
             bad++;
         }
     }

@@ -1,19 +1,23 @@
 /* plan.c: the descriptor and test plan of Lab 8 (placement), read by the grader.
  *
  * Every test runs on one rank: the lab is arithmetic on a model and a cluster. The student's
- * memory and step-time estimates against the kit's planner (lib/plan.h) on a table of
- * configurations and three more drawn by the seed (25 and 20 points); the student's search
- * on eight visible cases (7B on 8 GPUs, 70B on 64, a MoE on 32, and with a 1M-token batch
+ * memory and step-time estimates against the kit's planner (lib/plan.h) on a table of 17
+ * configurations (one with m < p, ZeRO-0 across nodes, 4-GPU nodes, a rank order other than
+ * the default) and three more drawn by the seed (25 and 20 points); the student's search
+ * on ten visible cases (7B on 8 GPUs, 70B on 64, a MoE on 32, and with a 1M-token batch
  * 175B on 512 and 8B on 1024; then the cases where a rule binds: 7B with 64K-token
  * sequences on 8, where context parallelism is needed, a MoE with a 1M-token batch on 512,
  * where an ep group across nodes and too few microbatches would be fastest, DeepSeek-V3
- * with a 1M-token batch on 1024, where the bubble's bound binds): every placement rule
+ * with a 1M-token batch on 1024, where the bubble's bound binds; 7B with 2K-token sequences
+ * on 128, where 4 sequences per microbatch win, and a MoE with a 1M-token batch on 32
+ * GPUs in nodes of 4, where ep = 8 crosses the network): every placement rule
  * obeyed (20), and the chosen configuration within 2% of the step time of the kit's
  * exhaustive best (20); the student's step time on published frontier runs within 5 points
  * of their published MFU (5); the answers to the handout's three numeric questions (10).
  * 100 points in all. The hidden suite: three more search cases drawn by the seed, two from
- * a table of other presets, clusters and node counts and one from the whole space of bench
- * --sweep (5 + 5), and a published run the handout does not name (5). */
+ * a table of other presets, clusters (4-GPU nodes among them) and node counts and one from
+ * the whole space of bench --sweep (5 + 5), and a published run the handout does not name
+ * (5). */
 #include <stdio.h>
 
 #include "grade.h"
@@ -24,16 +28,16 @@
 static void lab08_plan(const struct gr_plan_opts *o)
 {
     static const struct gr_spec visible[] = {
-        {"memory per GPU vs the kit's model [13 configurations, 3 drawn by the seed]", "memory",
+        {"memory per GPU vs the kit's model [17 configurations, 3 drawn by the seed]", "memory",
          "check", "correct", "memory", 1, 25, LAB08_TIMEOUT, 0, NULL},
-        {"step time vs the kit's model [13 configurations, 3 drawn by the seed]", "time",
+        {"step time vs the kit's model [17 configurations, 3 drawn by the seed]", "time",
          "check", "correct", "performance", 1, 20, LAB08_TIMEOUT, 0, NULL},
-        {"search obeys the placement rules [7B on 8 and at 64K, 70B on 64, MoE on 32 and 512, "
-         "175B on 512, 8B on 1024, DeepSeek-V3 on 1024 GPUs]", "search", "check", "correct",
-         "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
-        {"search within 2% of the exhaustive best [7B on 8 and at 64K, 70B on 64, MoE on 32 "
-         "and 512, 175B on 512, 8B on 1024, DeepSeek-V3 on 1024 GPUs]", "search", "check",
-         "quality", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
+        {"search obeys the placement rules [7B on 8, at 64K and at 2K on 128, 70B on 64, MoE on "
+         "32, on 32 in 4-GPU nodes and on 512, 175B on 512, 8B on 1024, DeepSeek-V3 on 1024 "
+         "GPUs]", "search", "check", "correct", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
+        {"search within 2% of the exhaustive best [7B on 8, at 64K and at 2K on 128, 70B on 64, "
+         "MoE on 32, on 32 in 4-GPU nodes and on 512, 175B on 512, 8B on 1024, DeepSeek-V3 on "
+         "1024 GPUs]", "search", "check", "quality", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
         {"published runs within 5 points of their MFU [Llama 3 405B on 8K and 16K H100]",
          "sanity", "check", "correct", "performance", 1, 5, LAB08_TIMEOUT, 0, NULL},
         {"answers to the handout's questions [3 questions]", "questions", "check", "correct",
