@@ -28,7 +28,7 @@ static const struct {
      "bucketed traffic: one all-reduce per bucket", 4, 2, 3},
     {"overlapped", "overlapped: same training as one device",
      "overlapped traffic: one all-reduce per bucket", 4, 2, 4},
-    {"accumulation", "accumulation: same training with 2 microbatches",
+    {"accumulation", "accumulation: same training over microbatches",
      "accumulation traffic: nothing sent before the last microbatch", 3, 2, 0},
 };
 
