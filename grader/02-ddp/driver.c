@@ -365,6 +365,13 @@ static void explain_grads(const struct gr_reference *ref, const struct ddp_case 
         gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
                "scale each microbatch's loss by 1/microbatches (ctx.loss_scale) so the sum "
                "over microbatches is the mean (handout section 7)", ratio, c->microbatches);
+    else if (c->microbatches > 1 && fabs(ratio * c->microbatches - 1) >= 0.02 &&
+             fabs(c->microbatches / ratio - round(c->microbatches / ratio)) < 0.02)
+        gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
+               "each microbatch's loss was scaled by 1/%.0f, not by 1/microbatches = 1/%d. Take "
+               "the scale from this call's microbatches argument, never a fixed count "
+               "(ctx.loss_scale, handout section 7)", ratio, c->microbatches,
+               c->microbatches / ratio, c->microbatches);
     else if (c->microbatches > 1 && fabs(ratio * c->microbatches - 1) < 0.02)
         gr_say("correct", "your gradient is 1/%d of the reference's: were the gradients "
                "zeroed before every microbatch instead of once per step? (handout section 7)",
