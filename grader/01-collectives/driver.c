@@ -367,7 +367,7 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     struct pl_comm *world = pl_comm_world(), *comm;
     int wr = pl_rank(), wn = pl_size();
     if (c->split) comm = pl_comm_split(world, wr % 2, wn - wr, "half");
-    else comm = pl_comm_split(world, 0, wr, "whole");
+    else comm = pl_comm_split(world, 0, wr, "world"); /* the same ranks, named alike */
     int n = pl_comm_size(comm), r = pl_comm_rank(comm);
     size_t total = buffer_count(op, c->count, n);
     uint64_t seed = pl_mix64(base_seed * 1000003u + (uint64_t)index);
