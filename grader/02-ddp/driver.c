@@ -314,7 +314,7 @@ struct outcome {
 /* Rank 0: why the gradients are wrong, from figures every rank computed. */
 static void explain_grads(const struct gr_reference *ref, const struct ddp_case *c, int step,
                           const struct gr_param_verdict *v, int replicas_equal, int bad_rank,
-                          size_t bad_elem, double ratio, int world_mean)
+                          size_t bad_elem, double ratio, int world_mean, int kept_last)
 {
     char what[512];
     const struct pl_model_layout *lay = &ref->layout;
@@ -330,6 +330,14 @@ static void explain_grads(const struct gr_reference *ref, const struct ddp_case 
                "average. A tensor that no all-reduce covered keeps each rank's own gradient "
                "-- is one missing from your loop or your buckets? (handout sections 4 and 5)",
                bad_rank, d ? d->name : "?", bad_elem);
+        return;
+    }
+    if (kept_last) {
+        gr_say("correct", "step %d: your gradient is this step's plus the last step's (as "
+               "the optimizer's clipping left it): the gradients were not zeroed when this "
+               "step began. m->grads still holds the last step's average when the next step's "
+               "first ddp_forward_backward is called; microbatch 0 starts a new step, so zero "
+               "them there (pl_model_zero_grad), every step (ddp.h, handout section 7)", step);
         return;
     }
     if (world_mean) {
@@ -716,7 +724,7 @@ static int check_grads(const struct run *r, int step)
         return 0;
     }
     if (v.ok) return 1;
-    double g2 = 0, r2 = 0, g2all = 0, r2all = 0, e2 = 0, m2 = 0, mix = 0;
+    double g2 = 0, r2 = 0, g2all = 0, r2all = 0, e2 = 0, m2 = 0, mix = 0, k2 = 0, kept = 0;
     float *host = malloc(numel * sizeof *host);
     pl_to_host(host, r->m->grads, numel * sizeof *host);
     const float *want = r->ref->grads + (size_t)step * numel;
@@ -724,21 +732,34 @@ static int check_grads(const struct run *r, int step)
     int both = r->c->groups == 2 && r->s->has_other;
     const float *g0 = r->s->ref.grads + (size_t)step * numel;
     const float *g1 = both ? r->s->other.grads + (size_t)step * numel : g0;
+    /* The last step's gradient left in: what code that never zeroes at microbatch 0 gives,
+     * times the factor the optimizer's clipping scaled it by in place (fitted here). */
+    const float *prev = step > 0 ? want - numel : NULL;
+    double dp = 0, pp = 0;
+    for (size_t i = 0; prev && i < numel; i++) {
+        dp += ((double)host[i] - want[i]) * prev[i];
+        pp += (double)prev[i] * prev[i];
+    }
+    double alpha = pp > 0 ? dp / pp : 0;
     for (size_t i = 0; i < numel; i++) {
         g2 += (double)host[i] * host[i];
         r2 += (double)want[i] * want[i];
         double w = 0.5 * ((double)g0[i] + g1[i]);
         e2 += (host[i] - w) * (host[i] - w);
         m2 += w * w;
+        double k = prev ? (double)want[i] + alpha * prev[i] : 0;
+        k2 += (host[i] - k) * (host[i] - k);
     }
     free(host);
     double rel = m2 > 0 ? sqrt(e2 / m2) : 1;
+    double krel = prev && r2 > 0 && alpha > 0.01 && alpha < 1.01 ? sqrt(k2 / r2) : 1;
     PL_CHECK_MPI(MPI_Reduce(&g2, &g2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
     PL_CHECK_MPI(MPI_Reduce(&r2, &r2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
     PL_CHECK_MPI(MPI_Reduce(&rel, &mix, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&krel, &kept, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     if (pl_rank() == 0)
         explain_grads(r->ref, r->c, step, &v, eq, bad_rank, bad_elem,
-                      r2all > 0 ? sqrt(g2all / r2all) : 0, both && mix < 1e-3);
+                      r2all > 0 ? sqrt(g2all / r2all) : 0, both && mix < 1e-3, kept < 1e-2);
     return 0;
 }
 
