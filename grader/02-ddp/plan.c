@@ -2,8 +2,9 @@
  *
  * Per variant (naive, bucketed, overlapped) and for gradient accumulation: the same
  * training as one device on 1, 2, 3 and 4 ranks (gradients each step, losses, parameters
- * after K steps, no memory kept by a step or after ddp_free; 3 or 4 points each); the
- * traffic of each step from the ledger on 2 ranks and more (2 points each); for the
+ * after K steps, no memory kept by a step or after ddp_free, nothing in flight on the
+ * communicator the grader splits for each case and frees after ddp_free; 3 or 4 points
+ * each); the traffic of each step from the ledger on 2 ranks and more (2 points each); for the
  * overlapped variant, the share of all-reduce time left exposed on the modelled timeline at
  * the largest rank count (10 points); the step time of each variant against the kit's own
  * parts measured alone in the same run, the model's step then the library's all-reduces of
