@@ -185,6 +185,7 @@ struct verdict {
     double coll_calls;           /* library collectives called */
     int coll_kind;
     double leaked, scratch;      /* bytes */
+    int in_flight;               /* operations still in flight on comm after the call */
     struct gr_unseen unseen;     /* a buffer of the call's outside the memory ledger */
     double seconds;
 };
@@ -348,12 +349,25 @@ static void observe_call(enum op op, struct pl_comm *comm, float *buf, float *bu
     v->scratch = (double)m1.peak_total - (double)m0.current_total;
 }
 
-/* Runs one case on this rank and fills its verdict. */
+/* Collective: frees the case's communicator unless some rank still has an operation in flight
+ * on it (pl_comm_free would stop the job with a usage error; the verdict says so instead and
+ * the communicator is left to the end of the run). */
+static void free_case_comm(struct pl_comm *comm)
+{
+    int mine = pl_comm_in_flight(comm), most = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (!most) pl_comm_free(comm);
+}
+
+/* Runs one case on this rank and fills its verdict. Every case runs on a communicator of
+ * its own, split from the world (the same ranks in the same order, or two interleaved
+ * halves in reverse order), and freed after the call, as a caller that owns one would. */
 static void run_case(enum op op, const struct test_case *c, int index, struct verdict *v)
 {
-    struct pl_comm *world = pl_comm_world(), *comm = world;
+    struct pl_comm *world = pl_comm_world(), *comm;
     int wr = pl_rank(), wn = pl_size();
     if (c->split) comm = pl_comm_split(world, wr % 2, wn - wr, "half");
+    else comm = pl_comm_split(world, 0, wr, "world"); /* the same ranks, named alike */
     int n = pl_comm_size(comm), r = pl_comm_rank(comm);
     size_t total = buffer_count(op, c->count, n);
     uint64_t seed = pl_mix64(base_seed * 1000003u + (uint64_t)index);
@@ -376,6 +390,7 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     v->world_rank = wr;
     v->root = root;
     observe_call(op, comm, buf, buf2, c->count, root, v);
+    v->in_flight = pl_comm_in_flight(comm);
 
     pl_copy_to_host(got, op == OP_A2A ? buf2 : buf, total);
     compare(got, expected, total, v);
@@ -391,7 +406,7 @@ static void run_case(enum op op, const struct test_case *c, int index, struct ve
     free(in2);
     free(expected);
     free(got);
-    if (comm != world) pl_comm_free(comm);
+    free_case_comm(comm);
 }
 
 /* Where element i of a rank's result sits, in the words of the handout. */
@@ -507,6 +522,18 @@ static int judge_correct(const struct test_case *c, const struct verdict *all, i
             gr_say("correct", "sizes that %d divides passed, this one does not divide: cut chunks "
                 "with coll_chunk, which gives the first count %% n chunks one extra element",
                 v->n);
+        return 0;
+    }
+    for (int i = 0; i < nranks; i++) {
+        if (!all[i].in_flight) continue;
+        describe_case(c, nranks, cs, sizeof cs);
+        gr_say("correct", "%s: the result is right, but when %s returned, %s %d still had %d "
+            "operation(s) in flight on the communicator it was given: a handle of pl_isend or "
+            "pl_irecv was never waited for. The caller frees that communicator after the call, "
+            "and pl_comm_free refuses one with operations in flight; pl_wait (or pl_wait_all) "
+            "every handle before the collective returns (handout section 2)", cs,
+            OPS[the_op].func, c->split ? "group rank" : "rank", all[i].rank,
+            all[i].in_flight);
         return 0;
     }
     return 1;

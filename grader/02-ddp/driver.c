@@ -120,10 +120,11 @@ static void describe_case(const struct ddp_case *c, char *buf, size_t len)
     char b[64] = "";
     if (c->opt.variant != DDP_NAIVE)
         snprintf(b, sizeof b, ", bucket_bytes %zu", c->opt.bucket_bytes);
-    char g[96] = "";
+    char g[128] = "";
     if (c->groups > 1)
-        snprintf(g, sizeof g, " in %d groups of %d (every %s rank: ddp_new gets the group's "
-                 "comm)", c->groups, dp_size(c), c->groups == 2 ? "other" : "n-th");
+        snprintf(g, sizeof g, " in %d groups of %d (every %s rank, each group its own batches: "
+                 "ddp_new gets the group's comm)", c->groups, dp_size(c),
+                 c->groups == 2 ? "other" : "n-th");
     snprintf(buf, len, "%s%s, %d microbatch%s, %d ranks%s, %d steps of %d sequences (%s)",
              VARIANT_NAME[c->opt.variant], b, c->microbatches, c->microbatches > 1 ? "es" : "",
              pl_size(), g, K_STEPS, GLOBAL_B, c->why);
@@ -154,6 +155,26 @@ static size_t exact_bucket(void)
     return n * sizeof(float);
 }
 
+/* Bucket bytes below the smallest tensor's (half of it, a whole number of floats): every
+ * tensor is a bucket of its own, and the overlapped hook starts many in one part. */
+static size_t tiny_bucket(void)
+{
+    struct pl_model_config cfg = lab_config(1);
+    struct pl_model_layout lay;
+    size_t least = (size_t)-1;
+    pl_model_layout_init(&lay, &cfg);
+    for (int t = 0; t < lay.n_tensors; t++)
+        if (lay.tensors[t].numel < least) least = lay.tensors[t].numel;
+    pl_model_layout_free(&lay);
+    return (least / 2 > 1 ? least / 2 : 1) * sizeof(float);
+}
+
+/* Microbatches of one sequence each: this rank's whole slice, one by one (12 on 2 ranks). */
+static int one_sequence_microbatches(void)
+{
+    return GLOBAL_B / pl_size();
+}
+
 /* A bucket size between 8 and 40 KiB drawn from the seed, never a multiple of 4 KiB. */
 static size_t seeded_bucket(void)
 {
@@ -174,16 +195,23 @@ static int make_cases(const char *op, struct ddp_case *cs)
         k = add_case(cs, k, DDP_BUCKETED, exact_bucket(), 1,
                      "the head's tensors fill bucket 0 to its last byte");
         k = add_case(cs, k, DDP_BUCKETED, seeded_bucket(), 1, why);
+        k = add_case(cs, k, DDP_BUCKETED, tiny_bucket(), 1,
+                     "a bucket smaller than the smallest tensor: one bucket per tensor");
     } else if (!strcmp(op, "overlapped")) {
         k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, 1,
                      "uneven bucket boundaries; wte and head.w are larger than a bucket");
         k = add_case(cs, k, DDP_OVERLAPPED, seeded_bucket(), 1, why);
+        k = add_case(cs, k, DDP_OVERLAPPED, tiny_bucket(), 1,
+                     "a bucket smaller than the smallest tensor: several start in one part's "
+                     "hook");
     } else if (!strcmp(op, "accumulation")) {
         k = add_case(cs, k, DDP_NAIVE, 0, MICROBATCHES, "gradient accumulation");
         k = add_case(cs, k, DDP_BUCKETED, BUCKET_SMALL, MICROBATCHES, "gradient accumulation");
         k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, MICROBATCHES,
                      "gradient accumulation: the hook must stay silent until the last "
                      "microbatch");
+        k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_ALL, one_sequence_microbatches(),
+                     "microbatches of one sequence each; one bucket larger than the model");
     }
     /* DDP over a group that is not the world, as in 2D and 3D parallelism: the comm's rank
      * and size are not the world's (pl_rank, pl_size), nor its collectives the world's. */
@@ -227,6 +255,11 @@ struct setup {
     struct pl_tokens data;
     struct gr_train_setup train;
     struct gr_reference ref;
+    /* On an even rank count: the reference of the other data-parallel group, trained on
+     * other batches (another shuffle of the corpus), so that the two groups hold different
+     * data and a collective over the world mixes them. */
+    struct gr_reference other;
+    int has_other;
 };
 
 /* The run's corpus, model and batches; with_reference also trains the single-device
@@ -243,6 +276,12 @@ static void setup_init(struct setup *s, int steps, uint64_t data_seed, int with_
     s->train.data_seed = data_seed;
     if (with_reference) {
         gr_reference_run(&s->ref, &s->train);
+        if (pl_size() % 2 == 0) {
+            struct gr_train_setup t = s->train;
+            t.data_seed = pl_mix64(data_seed ^ 0x0a7e);
+            gr_reference_run(&s->other, &t);
+            s->has_other = 1;
+        }
     } else {
         pl_model_layout_init(&s->ref.layout, &s->train.cfg);
         s->ref.numel = s->ref.layout.numel;
@@ -252,6 +291,7 @@ static void setup_init(struct setup *s, int steps, uint64_t data_seed, int with_
 static void setup_free(struct setup *s)
 {
     gr_reference_free(&s->ref);
+    if (s->has_other) gr_reference_free(&s->other);
     pl_tokens_free(&s->data);
 }
 
@@ -272,14 +312,14 @@ struct outcome {
 };
 
 /* Rank 0: why the gradients are wrong, from figures every rank computed. */
-static void explain_grads(const struct setup *s, const struct ddp_case *c, int step,
+static void explain_grads(const struct gr_reference *ref, const struct ddp_case *c, int step,
                           const struct gr_param_verdict *v, int replicas_equal, int bad_rank,
-                          size_t bad_elem, double ratio)
+                          size_t bad_elem, double ratio, int world_mean, int kept_last)
 {
     char what[512];
-    const struct pl_model_layout *lay = &s->ref.layout;
+    const struct pl_model_layout *lay = &ref->layout;
     int n = dp_size(c);
-    gr_describe_param_error(&s->ref, v, what, sizeof what);
+    gr_describe_param_error(ref, v, what, sizeof what);
     gr_say("correct", "step %d: after ddp_finish_gradients the gradient differs from the "
            "single-device gradient of the whole batch: %s (tolerance %.0e)", step, what,
            GR_TOL_GRADS);
@@ -290,6 +330,22 @@ static void explain_grads(const struct setup *s, const struct ddp_case *c, int s
                "average. A tensor that no all-reduce covered keeps each rank's own gradient "
                "-- is one missing from your loop or your buckets? (handout sections 4 and 5)",
                bad_rank, d ? d->name : "?", bad_elem);
+        return;
+    }
+    if (kept_last) {
+        gr_say("correct", "step %d: your gradient is this step's plus the last step's (as "
+               "the optimizer's clipping left it): the gradients were not zeroed when this "
+               "step began. m->grads still holds the last step's average when the next step's "
+               "first ddp_forward_backward is called; microbatch 0 starts a new step, so zero "
+               "them there (pl_model_zero_grad), every step (ddp.h, handout section 7)", step);
+        return;
+    }
+    if (world_mean) {
+        gr_say("correct", "every rank's gradient is the mean over all %d ranks of the job: "
+               "the %d groups train on different batches, and your all-reduce mixed them. "
+               "Each group is its own DDP: every collective goes on the comm ddp_new was "
+               "given (d->comm), never pl_comm_world() (handout section 2)", pl_size(),
+               c->groups);
         return;
     }
     int as_ranks = n > 1 && fabs(ratio - n) < 0.02 * n;
@@ -317,6 +373,13 @@ static void explain_grads(const struct setup *s, const struct ddp_case *c, int s
         gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
                "scale each microbatch's loss by 1/microbatches (ctx.loss_scale) so the sum "
                "over microbatches is the mean (handout section 7)", ratio, c->microbatches);
+    else if (c->microbatches > 1 && fabs(ratio * c->microbatches - 1) >= 0.02 &&
+             fabs(c->microbatches / ratio - round(c->microbatches / ratio)) < 0.02)
+        gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
+               "each microbatch's loss was scaled by 1/%.0f, not by 1/microbatches = 1/%d. Take "
+               "the scale from this call's microbatches argument, never a fixed count "
+               "(ctx.loss_scale, handout section 7)", ratio, c->microbatches,
+               c->microbatches / ratio, c->microbatches);
     else if (c->microbatches > 1 && fabs(ratio * c->microbatches - 1) < 0.02)
         gr_say("correct", "your gradient is 1/%d of the reference's: were the gradients "
                "zeroed before every microbatch instead of once per step? (handout section 7)",
@@ -438,9 +501,39 @@ struct run {
     struct pl_model *m;
     struct ddp *d;
     struct pl_ledger *all; /* rank 0: every rank's ledger delta */
-    struct pl_comm *comm;  /* the group ddp_new was given */
+    struct pl_comm *comm;  /* the group ddp_new was given, split from the world */
+    MPI_Comm group;        /* the same ranks, for the grader's own checks */
+    const struct gr_reference *ref; /* this rank's group's single-device reference */
     int want_traffic, nplan;
 };
+
+/* Collective: 1 on every rank when every rank's n elements (op memory) equal those of its
+ * group's rank 0 bit for bit; otherwise 0 with the first differing rank (in the world) and
+ * element. The groups hold different data, so only the replicas of a group must agree. */
+static int group_replicas_equal(const struct run *r, const float *x, size_t n, int *bad_rank,
+                                size_t *bad_elem)
+{
+    float *mine = malloc(n * sizeof *mine), *root = malloc(n * sizeof *root);
+    pl_to_host(mine, x, n * sizeof *mine);
+    memcpy(root, mine, n * sizeof *mine);
+    PL_CHECK_MPI(MPI_Bcast(root, (int)n, MPI_FLOAT, 0, r->group));
+    long first = -1;
+    for (size_t i = 0; i < n && first < 0; i++)
+        if (memcmp(&mine[i], &root[i], sizeof(float))) first = (long)i;
+    int nranks = pl_size(), equal = 1;
+    long *all = malloc((size_t)nranks * sizeof *all);
+    PL_CHECK_MPI(MPI_Allgather(&first, 1, MPI_LONG, all, 1, MPI_LONG, MPI_COMM_WORLD));
+    for (int k = 0; k < nranks && equal; k++)
+        if (all[k] >= 0) {
+            equal = 0;
+            *bad_rank = k;
+            *bad_elem = (size_t)all[k];
+        }
+    free(all);
+    free(root);
+    free(mine);
+    return equal;
+}
 
 /* Rank 0's traffic verdict on every rank, when traffic is judged. */
 static void traffic_verdict(struct run *r, int ok)
@@ -453,17 +546,17 @@ static void traffic_verdict(struct run *r, int ok)
  * replicas equal to one another but not to it were broadcast from another root. */
 static int rank0_kept_own(const struct run *r)
 {
-    size_t numel = r->s->ref.numel, bad = numel;
+    size_t numel = r->ref->numel, bad = numel;
     if (pl_rank() == 0) {
         float *host = malloc(numel * sizeof *host);
         pl_to_host(host, r->m->params, numel * sizeof *host);
         for (size_t i = 0; i < numel && bad == numel; i++)
-            if (host[i] != r->s->ref.init[i]) bad = i;
+            if (host[i] != r->ref->init[i]) bad = i;
         free(host);
     }
     int ok = gr_agree(bad == numel);
     if (!ok && pl_rank() == 0) {
-        const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad);
+        const struct pl_param_desc *t = gr_tensor_at(&r->ref->layout, bad);
         gr_say("correct", "after ddp_new, rank 0's parameters are no longer the ones it was "
                "initialised with (tensor %s, element %zu of the flat buffer): every replica "
                "must take rank 0's, so broadcast m->params from root 0 (handout section 3)",
@@ -482,8 +575,8 @@ static int check_setup(struct run *r, const struct pl_ledger *delta)
         r->out->correct = 0;
         return 0;
     }
-    if (!gr_replicas_equal(r->m->params, r->s->ref.numel, &bad_rank, &bad_elem)) {
-        const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad_elem);
+    if (!gr_replicas_equal(r->m->params, r->ref->numel, &bad_rank, &bad_elem)) {
+        const struct pl_param_desc *t = gr_tensor_at(&r->ref->layout, bad_elem);
         gr_say("correct", "after ddp_new, rank %d's parameters differ from rank 0's (tensor "
                "%s, element %zu of the flat buffer): the ranks initialise their replicas "
                "differently, so ddp_new must broadcast rank 0's parameters (handout "
@@ -537,7 +630,7 @@ static void ledger_add(struct pl_ledger *sum, const struct pl_ledger *d)
  * header's rule, as the ledger's bytes and calls cannot tell. */
 static int judge_call_ranges(const struct run *r, int step)
 {
-    const struct pl_model_layout *lay = &r->s->ref.layout;
+    const struct pl_model_layout *lay = &r->ref->layout;
     size_t *off = malloc((size_t)lay->n_tensors * sizeof *off);
     size_t *len = malloc((size_t)lay->n_tensors * sizeof *len);
     int n, naive = r->c->opt.variant == DDP_NAIVE;
@@ -614,14 +707,14 @@ static int check_issue_times(int step)
  * on a difference, rank 0 says why from figures every rank computed. */
 static int check_grads(const struct run *r, int step)
 {
-    size_t numel = r->s->ref.numel;
+    size_t numel = r->ref->numel;
     struct gr_param_verdict v;
-    gr_check_grads(&r->s->ref, step, GR_REPLICATED, 0, numel, r->m->grads, GR_TOL_GRADS, &v);
+    gr_check_grads(r->ref, step, GR_REPLICATED, 0, numel, r->m->grads, GR_TOL_GRADS, &v);
     int bad_rank = -1;
     size_t bad_elem = 0;
-    int eq = gr_replicas_equal(r->m->grads, numel, &bad_rank, &bad_elem);
+    int eq = group_replicas_equal(r, r->m->grads, numel, &bad_rank, &bad_elem);
     if (v.ok && !eq) {
-        const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad_elem);
+        const struct pl_param_desc *t = gr_tensor_at(&r->ref->layout, bad_elem);
         gr_say("correct", "step %d: after ddp_finish_gradients rank %d's gradient of %s differs "
                "from rank 0's in its last bits (element %zu of the flat buffer): close to the "
                "reference, but every rank must hold the same average bit for bit, or the "
@@ -631,45 +724,78 @@ static int check_grads(const struct run *r, int step)
         return 0;
     }
     if (v.ok) return 1;
-    double g2 = 0, r2 = 0, g2all = 0, r2all = 0;
+    double g2 = 0, r2 = 0, g2all = 0, r2all = 0, e2 = 0, m2 = 0, mix = 0, k2 = 0, kept = 0;
     float *host = malloc(numel * sizeof *host);
     pl_to_host(host, r->m->grads, numel * sizeof *host);
-    const float *want = r->s->ref.grads + (size_t)step * numel;
+    const float *want = r->ref->grads + (size_t)step * numel;
+    /* Both groups' references averaged: what an all-reduce over the world gives. */
+    int both = r->c->groups == 2 && r->s->has_other;
+    const float *g0 = r->s->ref.grads + (size_t)step * numel;
+    const float *g1 = both ? r->s->other.grads + (size_t)step * numel : g0;
+    /* The last step's gradient left in: what code that never zeroes at microbatch 0 gives,
+     * times the factor the optimizer's clipping scaled it by in place (fitted here). */
+    const float *prev = step > 0 ? want - numel : NULL;
+    double dp = 0, pp = 0;
+    for (size_t i = 0; prev && i < numel; i++) {
+        dp += ((double)host[i] - want[i]) * prev[i];
+        pp += (double)prev[i] * prev[i];
+    }
+    double alpha = pp > 0 ? dp / pp : 0;
     for (size_t i = 0; i < numel; i++) {
         g2 += (double)host[i] * host[i];
         r2 += (double)want[i] * want[i];
+        double w = 0.5 * ((double)g0[i] + g1[i]);
+        e2 += (host[i] - w) * (host[i] - w);
+        m2 += w * w;
+        double k = prev ? (double)want[i] + alpha * prev[i] : 0;
+        k2 += (host[i] - k) * (host[i] - k);
     }
     free(host);
+    double rel = m2 > 0 ? sqrt(e2 / m2) : 1;
+    double krel = prev && r2 > 0 && alpha > 0.01 && alpha < 1.01 ? sqrt(k2 / r2) : 1;
     PL_CHECK_MPI(MPI_Reduce(&g2, &g2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
     PL_CHECK_MPI(MPI_Reduce(&r2, &r2all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&rel, &mix, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Reduce(&krel, &kept, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     if (pl_rank() == 0)
-        explain_grads(r->s, r->c, step, &v, eq, bad_rank, bad_elem,
-                      r2all > 0 ? sqrt(g2all / r2all) : 0);
+        explain_grads(r->ref, r->c, step, &v, eq, bad_rank, bad_elem,
+                      r2all > 0 ? sqrt(g2all / r2all) : 0, both && mix < 1e-3, kept < 1e-2);
     return 0;
 }
 
 static int check_loss(const struct run *r, int step, double loss)
 {
-    double global = gr_global_loss(loss), want = r->s->ref.loss[step];
-    double e = gr_rel_err(global, want);
-    if (e <= GR_TOL_LOSS) return 1;
+    int n = 1;
+    double global = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&loss, &global, 1, MPI_DOUBLE, MPI_SUM, r->group));
+    PL_CHECK_MPI(MPI_Comm_size(r->group, &n));
+    global /= n;
+    /* The worst group's figures: the groups train on different batches. */
+    struct {
+        double e;
+        int rank;
+    } mine = {gr_rel_err(global, r->ref->loss[step]), pl_rank()}, worst;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    if (worst.e <= GR_TOL_LOSS) return 1;
+    double fig[2] = {global, r->ref->loss[step]};
+    PL_CHECK_MPI(MPI_Bcast(fig, 2, MPI_DOUBLE, worst.rank, MPI_COMM_WORLD));
     gr_say("correct", "step %d: the loss of the whole batch is %.7g, the single-device "
            "reference's %.7g (relative error %s, tolerance %.0e): ddp_forward_backward "
-           "returns each microbatch's mean loss, unscaled", step, global, want,
-           gr_fmt_beyond(e, GR_TOL_LOSS), GR_TOL_LOSS);
+           "returns each microbatch's mean loss, unscaled", step, fig[0], fig[1],
+           gr_fmt_beyond(worst.e, GR_TOL_LOSS), GR_TOL_LOSS);
     return 0;
 }
 
 static int check_params(const struct run *r)
 {
     struct gr_param_verdict v;
-    gr_check_params(&r->s->ref, GR_REPLICATED, 0, r->s->ref.numel, r->m->params,
+    gr_check_params(r->ref, GR_REPLICATED, 0, r->ref->numel, r->m->params,
                     GR_TOL_PARAMS, &v);
     if (v.ok) return 1;
     char what[512];
     gr_say("correct", "after %d steps the parameters differ from the single-device reference's: "
            "%s (tolerance %.0e)", K_STEPS,
-           gr_describe_param_error(&r->s->ref, &v, what, sizeof what), GR_TOL_PARAMS);
+           gr_describe_param_error(r->ref, &v, what, sizeof what), GR_TOL_PARAMS);
     return 0;
 }
 
@@ -679,8 +805,8 @@ static int check_replicas(const struct run *r, int step)
 {
     int bad_rank = -1;
     size_t bad_elem = 0;
-    if (gr_replicas_equal(r->m->params, r->s->ref.numel, &bad_rank, &bad_elem)) return 1;
-    const struct pl_param_desc *t = gr_tensor_at(&r->s->ref.layout, bad_elem);
+    if (group_replicas_equal(r, r->m->params, r->ref->numel, &bad_rank, &bad_elem)) return 1;
+    const struct pl_param_desc *t = gr_tensor_at(&r->ref->layout, bad_elem);
     gr_say("correct", "step %d: after the update rank %d's parameters differ from rank 0's, bit "
            "for bit, first in %s (element %zu of the flat buffer): the replicas must stay "
            "identical, so every rank must update with the same averaged gradient (handout "
@@ -718,7 +844,7 @@ static int check_nothing_kept(double before, const char *when, const char *since
 static void run_steps(struct run *r, int trace_step)
 {
     struct gr_batch b;
-    gr_batch_new(&b, &r->s->train, pl_comm_rank(r->comm), pl_comm_size(r->comm));
+    gr_batch_new(&b, &r->ref->setup, pl_comm_rank(r->comm), pl_comm_size(r->comm));
     for (int step = 0; step < K_STEPS && r->out->correct; step++) {
         gr_batch_load(&b, step);
         if (step == trace_step) {
@@ -764,6 +890,32 @@ static void run_steps(struct run *r, int trace_step)
     gr_batch_free(&b);
 }
 
+/* Collective, after ddp_free: the case's communicator is freed when no rank has an
+ * operation on it still in flight (pl_comm_free would stop the job with a usage error);
+ * otherwise it is left to the end of the run and the case fails with the reason. */
+static void free_case_comm(struct run *r)
+{
+    int mine = pl_comm_in_flight(r->comm), most = 0;
+    struct {
+        int n, rank;
+    } me = {mine, pl_rank()}, worst;
+    PL_CHECK_MPI(MPI_Allreduce(&me, &worst, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    most = worst.n;
+    if (!most) {
+        pl_comm_free(r->comm);
+    } else if (r->out->correct) {
+        if (pl_rank() == 0)
+            gr_say("correct", "after ddp_free, rank %d still has %d operation(s) in flight on "
+                   "the communicator ddp_new was given: a handle of pl_all_reduce_async (or "
+                   "another asynchronous call) was never waited for. The caller frees that "
+                   "communicator after ddp_free, and pl_comm_free refuses one with operations "
+                   "in flight; pl_wait (or pl_wait_all) every handle, at the latest in "
+                   "ddp_finish_gradients (handout section 6)", worst.rank, most);
+        r->out->correct = 0;
+    }
+    r->comm = NULL;
+}
+
 /* Runs one case of the student's DDP; fills out. trace_step >= 0 records that step's trace. */
 static void run_case(const struct setup *s, const struct ddp_case *c, int want_traffic,
                      int trace_step, struct outcome *out)
@@ -773,9 +925,12 @@ static void run_case(const struct setup *s, const struct ddp_case *c, int want_t
     struct run r = {.s = s, .c = c, .out = out,
                     .want_traffic = want_traffic && pl_size() > 1 && !traffic_failed};
     r.all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.all) : NULL;
-    r.comm = c->groups > 1 ? pl_comm_split(pl_comm_world(), pl_rank() % c->groups, pl_rank(),
-                                           "dp")
-                           : pl_comm_world();
+    /* Every case runs on a communicator of its own, split from the world and freed after
+     * ddp_free, as the caller of a DDP inside 2D or 3D parallelism would. */
+    int color = pl_rank() % c->groups;
+    r.comm = pl_comm_split(pl_comm_world(), color, pl_rank(), "dp");
+    PL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, pl_rank(), &r.group));
+    r.ref = color == 1 && s->has_other ? &s->other : &s->ref;
     double held = mem_held();
     r.m = new_replica(s, pl_comm_rank(r.comm));
     gr02_calls_watch(r.m);
@@ -793,13 +948,14 @@ static void run_case(const struct setup *s, const struct ddp_case *c, int want_t
     ddp_free(r.d);
     gr02_calls_unwatch();
     pl_model_free(r.m);
+    free_case_comm(&r);
     if (out->correct && !check_nothing_kept(held, "after ddp_free (and the model's own free)",
                                             "before the model and ddp_new",
                                             "ddp_free must pl_mem_free everything ddp_new "
                                             "and the steps allocated (a field added to "
                                             "struct ddp needs its pl_mem_free there too)"))
         out->correct = 0;
-    if (c->groups > 1) pl_comm_free(r.comm);
+    PL_CHECK_MPI(MPI_Comm_free(&r.group));
     free(r.all);
 }
 
