@@ -8,12 +8,8 @@
 set -e
 B=$1 out=$2 v=${3:-labs}
 np=4
-d="$B/grader/$v/01-collectives/driver"
-if [ ! -x "$d" ]; then
-    echo "no $v driver: $v/01-collectives did not compile (make grade LAB=01 shows why)"
-    exit 1
-fi
-mkdir -p "$out"
+. grader/plots_common.sh
+plots_driver "$B" "$out" "$v" 01-collectives
 OPENBLAS_NUM_THREADS=1 "$B/bin/launch" --timeout 300 -np $np -- "$d" --mode bench --max-mib 16 \
     >"$out/01-collectives-bench.txt"
 awk -v out="$out" -v n=$np '

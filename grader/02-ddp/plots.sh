@@ -3,11 +3,7 @@
 # benchmark on 4 ranks, from your own run, drawing the overlapped step's modelled timeline on dgx-h100.
 set -e
 B=$1 out=$2 v=${3:-labs}
-d="$B/grader/$v/02-ddp/driver"
-if [ ! -x "$d" ]; then
-    echo "no $v driver: $v/02-ddp did not compile (make grade LAB=02 shows why)"
-    exit 1
-fi
-mkdir -p "$out"
+. grader/plots_common.sh
+plots_driver "$B" "$out" "$v" 02-ddp
 OPENBLAS_NUM_THREADS=1 "$B/bin/launch" --timeout 300 -np 4 -- "$d" --mode bench --label "$v" \
     --svg "$out/02-ddp-overlap-timeline.svg"

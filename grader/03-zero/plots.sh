@@ -6,11 +6,7 @@
 # with and without prefetch (03-zero-timeline-prefetch.svg, 03-zero-timeline-no-prefetch.svg).
 set -e
 B=$1 out=$2 v=${3:-labs}
-d="$B/grader/$v/03-zero/driver"
-if [ ! -x "$d" ]; then
-    echo "no $v driver: $v/03-zero did not compile (make grade LAB=03 shows why)"
-    exit 1
-fi
-mkdir -p "$out"
+. grader/plots_common.sh
+plots_driver "$B" "$out" "$v" 03-zero
 OPENBLAS_NUM_THREADS=1 "$B/bin/launch" --timeout 300 -np 4 -- "$d" --mode bench --label "$v" \
     --svg "$out/03-zero-memory.svg" --plots "$out"

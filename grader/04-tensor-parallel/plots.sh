@@ -5,11 +5,7 @@
 # across nodes (04-tensor-parallel-*.svg in OUT_DIR).
 set -e
 B=$1 out=$2 v=${3:-labs}
-d="$B/grader/$v/04-tensor-parallel/driver"
-if [ ! -x "$d" ]; then
-    echo "no $v driver: $v/04-tensor-parallel did not compile (make grade LAB=04 shows why)"
-    exit 1
-fi
-mkdir -p "$out"
+. grader/plots_common.sh
+plots_driver "$B" "$out" "$v" 04-tensor-parallel
 OPENBLAS_NUM_THREADS=1 "$B/bin/launch" --timeout 300 -np 8 -- "$d" --mode bench --label "$v/" \
     --plots-dir "$out"

@@ -4,11 +4,7 @@
 # copy being graded beside the kit's formulas (05-sequence-parallel-*.svg in OUT_DIR).
 set -e
 B=$1 out=$2 v=${3:-labs}
-d="$B/grader/$v/05-sequence-parallel/driver"
-if [ ! -x "$d" ]; then
-    echo "no $v driver: $v/05-sequence-parallel did not compile (make grade LAB=05 shows why)"
-    exit 1
-fi
-mkdir -p "$out"
+. grader/plots_common.sh
+plots_driver "$B" "$out" "$v" 05-sequence-parallel
 OPENBLAS_NUM_THREADS=1 "$B/bin/launch" --timeout 300 -np 4 -- "$d" --mode bench --label "$v/" \
     --plots-dir "$out"

@@ -5,10 +5,6 @@
 # ideal one the grader computes from the schedule's definition.
 set -e
 B=$1 out=$2 v=${3:-labs}
-d="$B/grader/$v/06-pipeline/driver"
-if [ ! -x "$d" ]; then
-    echo "no $v driver: $v/06-pipeline did not compile (make grade LAB=06 shows why)"
-    exit 1
-fi
-mkdir -p "$out"
+. grader/plots_common.sh
+plots_driver "$B" "$out" "$v" 06-pipeline
 OPENBLAS_NUM_THREADS=1 "$B/bin/launch" --timeout 300 -np 4 -- "$d" --mode bench --svg-dir "$out"

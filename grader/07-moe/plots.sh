@@ -3,10 +3,6 @@
 # figures of the handout's section 8), from the copy being graded on 4 ranks.
 set -e
 B=$1 out=$2 v=${3:-labs}
-d="$B/grader/$v/07-moe/driver"
-if [ ! -x "$d" ]; then
-    echo "no $v driver: $v/07-moe did not compile (make grade LAB=07 shows why)"
-    exit 1
-fi
-mkdir -p "$out"
+. grader/plots_common.sh
+plots_driver "$B" "$out" "$v" 07-moe
 "$B/bin/launch" --timeout 300 -np 4 -- "$d" --mode bench --plots-dir "$out"
