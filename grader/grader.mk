@@ -199,11 +199,16 @@ variants: all
 build-variants: $(GRADER_VARIANTS)
 	@echo "built $(B): $(words $(GRADER_VARIANTS)) broken and alternative variants of tests/"
 
-# Submissions by reviewers who had not read the grader (tests/review/NN-name/NAME.c, whole
-# student files), each built as a student's file is, into $(B)/grader/review/NAME/NN-name;
+# Submissions by reviewers who had not read the grader (tests/review/NN-name/NAME.patch: a
+# patch on the lab's solution, as a broken variant is, whose first line says what the grader
+# must do with it), each built as a student's file is, into $(B)/grader/review/NAME/NN-name;
 # `make test-review LAB=NN` grades them (tests/review.sh).
-GRADER_REVIEW := $(foreach f,$(wildcard tests/review/*/*.c),$(if $(filter $(call broken_lab,$(f)),$(GRADER_LABS)),$(f)))
-$(foreach f,$(GRADER_REVIEW),$(eval $(call grader_student_rule,review/$(call broken_name,$(f)),$(call broken_lab,$(f)),$(f))))
+GRADER_REVIEW := $(foreach f,$(wildcard tests/review/*/*.patch),$(if $(wildcard solutions/$(call broken_lab,$(f))/*.c),$(f)))
+review_src = $(B)/review-src/$(call broken_lab,$(1))/$(call broken_name,$(1)).c
+$(B)/review-src/%.c: tests/review/%.patch $(wildcard solutions/*/*.c)
+	@mkdir -p $(@D)
+	$(Q)patch -s -p1 -o $@ < $<
+$(foreach f,$(GRADER_REVIEW),$(eval $(call grader_student_rule,review/$(call broken_name,$(f)),$(call broken_lab,$(f)),$(call review_src,$(f)))))
 .PHONY: test-review review-build
 review-build: $(foreach f,$(GRADER_REVIEW),$(B)/grader/review/$(call broken_name,$(f))/$(call broken_lab,$(f))/driver)
 test-review: all

@@ -14,7 +14,7 @@ kit_stage() {
     for d in $KIT_NEVER; do
         rm -rf "${1:?}/$d"
     done
-    if [ -n "$(find "$1" -path "*/solutions/*" -o -path "*/broken/*.patch" | head -n 1)" ]; then
+    if [ -n "$(find "$1" -path "*/solutions/*" -o -path "*/broken/*.patch" -o -path "*/review/*.patch" | head -n 1)" ]; then
         echo "kit_rule: a solution file reached $1; not packaged" >&2
         exit 1
     fi

@@ -22,12 +22,9 @@ done
     fail "an instructor or kit marker was left in the kit's README.md or docs/grader.md"
 # No line that only a solution has (longer than 30 characters, and found nowhere else in
 # lib/, datasets/, labs/, grader/ or tests/, so that common calls do not count) is in the kit.
-# tests/review is left out of the search: its submissions are whole copies of the solutions
-# with one mistake each (and never in the kit).
 for s in solutions/*/*.c; do
     awk 'length($0) > 30' "$s" | sort -u >"$d/long.txt"
-    grep -rhxF -f "$d/long.txt" --exclude-dir=review lib datasets labs grader tests | sort -u \
-        >"$d/shared.txt" || true
+    grep -rhxF -f "$d/long.txt" lib datasets labs grader tests | sort -u >"$d/shared.txt" || true
     comm -23 "$d/long.txt" "$d/shared.txt" >"$d/own.txt"
     [ -s "$d/own.txt" ] || fail "$s has no line of its own to look for"
     if grep -rqxF -f "$d/own.txt" "$k"; then fail "text of $s is in the kit"; fi

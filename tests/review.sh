@@ -1,8 +1,9 @@
 #!/bin/sh
 # review.sh BUILD_DIR [LAB]: `make test-review`. Grades every submission in tests/review/
-# (LAB: one lab's, named as `make grade` names labs). Each is a whole student file written by
-# a reviewer who had read the handout, header and solution but not the grader; its first
-# line says what a trustworthy grader does with it:
+# (LAB: one lab's, named as `make grade` names labs). Each is a student file written by a
+# reviewer who had read the handout, header and solution but not the grader, kept as a patch
+# on the lab's solution (NAME.patch); its first line says what a trustworthy grader does
+# with it:
 #     /* caught[ERE] | why it is wrong */   some test whose name matches ERE fails
 #     /* pass | why it is right */          every test passes
 # Tests timed on the wall clock (busbw, step time or throughput against the kit's parts) are
@@ -19,9 +20,9 @@ dirs=$("$B/bin/grade" --labs ${sel:+--lab "$sel"} | cut -f1) || exit 2
 mkdir -p "$B/review"
 bad=0 n=0
 for d in $dirs; do
-    for f in tests/review/"$d"/*.c; do
+    for f in tests/review/"$d"/*.patch; do
         [ -f "$f" ] || continue
-        name=$(basename "$f" .c)
+        name=$(basename "$f" .patch)
         head=$(head -n 1 "$f")
         case "$head" in
         "/* caught["*) want=caught
