@@ -388,19 +388,6 @@ static int check_params(const struct setup *s, struct pl_model *model, const str
     return 0;
 }
 
-/* The category that grew most from a to b, and by how much (0: none grew). */
-static double grown(const struct pl_mem_stats *a, const struct pl_mem_stats *b, int *cat)
-{
-    double most = 0;
-    *cat = 0;
-    for (int k = 0; k < PL_MEM_NCAT; k++)
-        if (b->current[k] > a->current[k] && (double)(b->current[k] - a->current[k]) > most) {
-            most = (double)(b->current[k] - a->current[k]);
-            *cat = k;
-        }
-    return most;
-}
-
 /* After pipe_free: what this rank's code still holds, gathered to rank 0; the pipeline's
  * communicator is freed when no rank has an operation in flight on it (pl_comm_free would
  * stop the job: the verdict says it instead), and left allocated otherwise. */
@@ -409,7 +396,7 @@ static void close_lifetime(struct pl_comm *comm, const struct pl_mem_stats *befo
 {
     struct pl_mem_stats after;
     pl_mem_get_stats(&after);
-    mine->left = grown(before, &after, &mine->left_cat);
+    mine->left = gr_mem_grown(before, &after, &mine->left_cat);
     mine->in_flight = pl_comm_in_flight(comm);
     mine->outside = outside_seen();
     enum { W = K_STEPS + 4 };

@@ -1138,19 +1138,6 @@ static void judge_dln_adds(struct run *r)
     pl_mem_free(h);
 }
 
-/* The category that grew most from a to b, and by how much (0: none grew). */
-static double grown(const struct pl_mem_stats *a, const struct pl_mem_stats *b, int *cat)
-{
-    double most = 0;
-    *cat = 0;
-    for (int k = 0; k < PL_MEM_NCAT; k++)
-        if (b->current[k] > a->current[k] && (double)(b->current[k] - a->current[k]) > most) {
-            most = (double)(b->current[k] - a->current[k]);
-            *cat = k;
-        }
-    return most;
-}
-
 /* What the code under test holds: not more allocations after every step than after the
  * one before (a buffer allocated once on first use, or replaced by a larger one, is no
  * leak), and nothing after moe_free that it did not hold before moe_new. before: the ledger
@@ -1162,7 +1149,7 @@ static void judge_held(const struct pl_mem_stats *before, const struct pl_mem_st
     int cat, every = 1;
     why_part = 0;
     for (int s = 1; s < K_STEPS; s++) every &= held[s].live_allocs > held[s - 1].live_allocs;
-    double more = grown(&held[0], &held[K_STEPS - 1], &cat);
+    double more = gr_mem_grown(&held[0], &held[K_STEPS - 1], &cat);
     if (!freed && every) {
         why("every step left more allocations live than the one before (%zu after step 0, "
             "%zu after step %d; %s more %s): moe_forward or moe_backward keeps what it "
@@ -1172,7 +1159,7 @@ static void judge_held(const struct pl_mem_stats *before, const struct pl_mem_st
             pl_format_bytes(more, b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)cat));
         return;
     }
-    more = freed ? grown(before, freed, &cat) : 0;
+    more = freed ? gr_mem_grown(before, freed, &cat) : 0;
     if (more > 0)
         why("after moe_free the ledger still holds %s of %s that it did not hold before "
             "moe_new: moe_free frees everything moe_new and the calls allocated (section 4)",

@@ -429,3 +429,15 @@ int gr_overlap_replay(const struct pl_merged_trace *m, const struct pl_profile *
     gr_trace_scaled_free(&c);
     return rc;
 }
+
+double gr_mem_grown(const struct pl_mem_stats *a, const struct pl_mem_stats *b, int *cat)
+{
+    double most = 0;
+    *cat = 0;
+    for (int k = 0; k < PL_MEM_NCAT; k++)
+        if (b->current[k] > a->current[k] && (double)(b->current[k] - a->current[k]) > most) {
+            most = (double)(b->current[k] - a->current[k]);
+            *cat = k;
+        }
+    return most;
+}

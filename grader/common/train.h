@@ -169,4 +169,8 @@ int gr_overlap_replay(const struct pl_merged_trace *m, const struct pl_profile *
                       double flop_scale, double byte_scale, const char *svg_path,
                       const char *title, struct gr_overlap *out, char *err, size_t errlen);
 
+/* The memory category that grew most from a to b (into *cat), and by how many bytes (0:
+ * none grew): what a lab's code kept from one point of a run to a later one. */
+double gr_mem_grown(const struct pl_mem_stats *a, const struct pl_mem_stats *b, int *cat);
+
 #endif
