@@ -224,6 +224,7 @@ struct pl_comm *pl_comm_split(struct pl_comm *parent, int color, int key, const 
                    parent->id, color);
         fflush(stdout);
     }
+    pl_trace_where_done();
     return c;
 }
 
@@ -301,7 +302,8 @@ static struct pl_handle *run(struct pl_call *k)
                            "group by a negative color?)", k->fn);
     enum pl_coll_kind kind = pl_op_kind(op->type);
 
-    char where[128];
+    char where[192];
+    long coll_call = 0;
     if (kind == PL_P2P && op->type == PL_OP_SENDRECV)
         snprintf(where, sizeof where, "%s %s to %d from %d tag=%d count=%zu",
                  pl_op_word(op->type), c->name, op->peer, op->src, op->tag, op->count);
@@ -310,8 +312,8 @@ static struct pl_handle *run(struct pl_call *k)
                  c->name, op->type == PL_OP_SEND ? "to" : "from",
                  op->peer, op->tag, op->count);
     else
-        snprintf(where, sizeof where, "%s %s count=%zu", pl_op_word(op->type), c->name,
-                 op->count);
+        snprintf(where, sizeof where, PL_WHERE_COLL_FMT, pl_op_word(op->type), c->name,
+                 op->count, coll_call = ++c->coll_calls, c->id, c->size);
     pl_trace_where(where);
 
     int p2p = kind == PL_P2P;
@@ -354,6 +356,7 @@ static struct pl_handle *run(struct pl_call *k)
     h->kind = kind;
     h->bytes = pl_comm_bytes(op, c->size);
     h->id = k->async ? cs.next_handle++ : 0;
+    h->coll_call = coll_call;
     if (pl_verbose()) pl_comm_print(k, h);
 
     pl_comm_charge(op, c, kind, h->bytes);
@@ -418,9 +421,15 @@ void pl_wait(struct pl_handle *h)
     if (!h) return;
     check_handle(h, "pl_wait");
     double t0 = pl_now();
-    char where[96];
-    snprintf(where, sizeof where, "wait h=%ld %s %s", h->id, pl_op_word(h->op.type),
-             h->comm->name);
+    char where[224];
+    int n = snprintf(where, sizeof where, "wait h=%ld ", h->id);
+    if (h->kind == PL_P2P)
+        snprintf(where + n, sizeof where - (size_t)n, "%s %s", pl_op_word(h->op.type),
+                 h->comm->name);
+    else
+        snprintf(where + n, sizeof where - (size_t)n, PL_WHERE_COLL_FMT,
+                 pl_op_word(h->op.type), h->comm->name, h->op.count, h->coll_call,
+                 h->comm->id, h->comm->size);
     pl_trace_where(where);
     check_done(h, 1);
     backend_progress(h, 1);

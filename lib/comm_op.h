@@ -21,6 +21,7 @@ struct pl_comm {
     int *world_ranks; /* [size] */
     int in_flight;    /* handles not yet completed */
     long p2p_issued;  /* point-to-point calls so far, when they follow NCCL's rules (comm_mpi.c) */
+    long coll_calls;  /* collective calls so far on this rank: the status record numbers them */
     void *gpu;        /* backend state of the GPU build (struct pl_nccl_comm) */
 };
 
@@ -62,6 +63,7 @@ struct pl_handle {
     struct pl_comm *comm;
     int blocking;
     long id;                 /* trace handle, > 0 for asynchronous operations */
+    long coll_call;          /* a collective's number among its communicator's (coll_calls) */
     enum pl_coll_kind kind;  /* ledger/trace kind */
     double bytes;            /* trace bytes: S for collectives, message bytes for p2p */
     /* MPI backend */

@@ -134,6 +134,9 @@ void pl_init(int *argc, char ***argv)
 void pl_finalize(void)
 {
     if (!rt.initialized) return;
+    /* From here on this rank makes no call of the labs: a rank that others still wait for
+     * in a collective is seen to have left it out (deadlock.h). */
+    pl_trace_where("pl_finalize: this rank has finished");
     if (rt.trace_path[0]) {
         struct pl_merged_trace m;
         pl_trace_gather(&m);

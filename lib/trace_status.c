@@ -16,13 +16,14 @@
 #include "proc.h"
 #include "check.h"
 
-#define STATUS_BYTES 256
+#define STATUS_BYTES PL_STATUS_BYTES
 
 static struct {
     int status_tried;
     char *status; /* mmap'd record of STATUS_BYTES */
     char span[STATUS_BYTES]; /* the span the record names */
     char what[STATUS_BYTES]; /* the call recorded last */
+    int in_call;             /* it has not returned yet */
 } tr;
 
 static int world_rank(void)
@@ -64,14 +65,20 @@ void pl_trace_set_status_dir(const char *dir)
 
 /* Writes text into the record: a memcpy into shared memory that the kernel keeps in the
  * file even when the process is killed, so it costs no system call per communication. */
-static void status_write(const char *what)
+/* 1 when the record is mapped, opening it on first use. */
+static int status_ready(void)
 {
     if (!tr.status_tried) {
         /* Before MPI is up the rank, and so the file's name, is not known yet. */
-        if (!pl_initialized() && !pl_mpi_running()) return;
+        if (!pl_initialized() && !pl_mpi_running()) return 0;
         pl_trace_set_status_dir(getenv("PL_STATUS_DIR"));
     }
-    if (!tr.status) return;
+    return tr.status != NULL;
+}
+
+static void status_write(const char *what)
+{
+    if (!status_ready()) return;
     char rec[STATUS_BYTES];
     int n;
     if (what && tr.span[0]) n = snprintf(rec, sizeof rec, "%s (in span \"%s\")\n", what, tr.span);
@@ -89,11 +96,31 @@ static void status_write(const char *what)
 void pl_trace_where(const char *what)
 {
     snprintf(tr.what, sizeof tr.what, "%s", what ? what : "");
+    tr.in_call = 1;
     status_write(tr.what);
+}
+
+int pl_trace_in_call(void)
+{
+    return tr.in_call;
+}
+
+int pl_trace_where_mpi(const char *what, char *saved)
+{
+    if (!status_ready()) return 0;
+    memcpy(saved, tr.status, STATUS_BYTES);
+    status_write(what);
+    return 1;
+}
+
+void pl_trace_where_mpi_done(const char *saved)
+{
+    if (tr.status) memcpy(tr.status, saved, STATUS_BYTES);
 }
 
 void pl_trace_where_done(void)
 {
+    tr.in_call = 0;
     if (!tr.status || !tr.what[0]) return;
     char rec[STATUS_BYTES];
     snprintf(rec, sizeof rec, "after %.240s", tr.what);

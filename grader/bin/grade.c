@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deadlock.h"
 #include "json.h"
 #include "launch.h"
 #include "proc.h"
@@ -36,9 +37,10 @@
  * on 3 ranks is almost always one on 5. */
 #define TIMEOUT_AFTER_HANG 15.0
 /* A run whose every rank has sat in the same communication calls this long, none of them
- * returning, is a deadlock and is stopped without waiting for its timeout. Long against any
- * one message of the labs, even on a loaded machine (16 MiB moves in milliseconds), short
- * enough that a deadlocking test fails within 10 s of its start. */
+ * returning and none able to (deadlock.h), is a deadlock and is stopped without waiting for
+ * its timeout. Long against any one message of the labs, even on a loaded machine (16 MiB
+ * moves in milliseconds), short enough that a deadlocking test fails within 10 s of its
+ * start. */
 #define DEADLOCK_QUIET_S 4.0
 /* What a run's report may hold; a driver gone wild is not kept beyond it. */
 #define REPORT_CAP (16u << 20)
@@ -739,11 +741,25 @@ static void read_report(int first, int last, const struct run_files *f, char *re
     forfeit_if_forged(first, last, outc);
 }
 
+/* 1 when some rank's status record names a collective (the advice on a timeout). */
+static int waits_in_collective(const char *status_dir, int np)
+{
+    for (int k = 0; k < np; k++) {
+        char buf[PL_STATUS_BYTES];
+        if (pl_trace_read_status(status_dir, k, buf, sizeof buf) == 0 &&
+            pl_deadlock_in_collective(buf))
+            return 1;
+    }
+    return 0;
+}
+
 /* Why the run ended as it did, in words, into why. */
 static void explain_run(struct text *why, const struct test *t0, int started,
                         const struct pl_launch_result *res, double timeout,
-                        const char *status_dir, const char *last_case, double *op_timeout_cap)
+                        const struct pl_deadlock_watch *dw, const char *last_case,
+                        double *op_timeout_cap)
 {
+    const char *status_dir = dw->status_dir;
     if (!started) {
         text_printf(why, "could not start the run: %s", res->output ? res->output : "");
     } else if (res->stopped) {
@@ -752,9 +768,7 @@ static void explain_run(struct text *why, const struct test *t0, int started,
                     DEADLOCK_QUIET_S);
         if (last_case[0]) text_printf(why, "while running %s\n", last_case);
         where_ranks_were(why, status_dir, t0->np);
-        text_printf(why, "ranks that wait for each other in a cycle never return: check that "
-                         "every receive has a matching send on the peer, posted so that neither "
-                         "waits for the other first. ");
+        text_printf(why, "%s%s ", dw->why, pl_deadlock_advice(dw->verdict));
         if (lab_of[t0->lab]->deadlock_rule)
             text_printf(why, "%s ", lab_of[t0->lab]->deadlock_rule);
         text_printf(why, "Rerun with PL_VERBOSE=1 to see every message: PL_VERBOSE=1 make "
@@ -766,9 +780,10 @@ static void explain_run(struct text *why, const struct test *t0, int started,
                     timeout);
         if (last_case[0]) text_printf(why, "while running %s\n", last_case);
         if (where_ranks_were(why, status_dir, t0->np))
-            text_printf(why, "ranks that wait in recv or sendrecv for each other forever are "
-                             "a deadlock: check that every receive has a matching send on the "
-                             "peer. ");
+            text_printf(why, "if the ranks waited for each other: %s ",
+                        pl_deadlock_advice(waits_in_collective(status_dir, t0->np)
+                                               ? PL_STUCK_COLLECTIVE
+                                               : PL_STUCK_P2P));
         else
             text_printf(why, "no rank reached a communication call: an endless loop before "
                              "the first message? ");
@@ -816,11 +831,7 @@ struct run_watch {
     struct gr_handshake hs;
     int report_fd;       /* the report channel, drained into report on every tick */
     struct text report;
-    const char *status_dir;
-    int np;
-    char (*last)[256];   /* each rank's status line when last seen */
-    double quiet_since;  /* when the lines last changed or a rank was outside a call */
-    double next_look;
+    struct pl_deadlock_watch dw;
     volatile int stop;   /* set when the run deadlocked: pl_launch stops it */
 };
 
@@ -833,37 +844,12 @@ static void drain_report(struct run_watch *w)
         if (w->report.n < REPORT_CAP) text_add(&w->report, buf, (size_t)n);
 }
 
-/* 1 when the line says the rank is inside a call (not "after" one, nor in a span alone). */
-static int inside_call(const char *line)
-{
-    return line[0] && strncmp(line, "after ", 6) && strncmp(line, "span ", 5) &&
-           !strstr(line, "before its first message") && !strstr(line, "MPI_Abort");
-}
-
 static void watch_tick(void *arg)
 {
     struct run_watch *w = arg;
     gr_handshake_tick(&w->hs);
     drain_report(w);
-    double now = pl_clock();
-    if (w->stop || now < w->next_look) return;
-    w->next_look = now + 0.25;
-    int blocked = 1, changed = 0, same_collective = 1;
-    for (int r = 0; r < w->np; r++) {
-        char buf[256] = "";
-        if (pl_trace_read_status(w->status_dir, r, buf, sizeof buf) != 0) buf[0] = '\0';
-        if (!inside_call(buf)) blocked = 0;
-        if (strcmp(buf, w->last[r])) changed = 1;
-        snprintf(w->last[r], sizeof w->last[r], "%s", buf);
-        /* every rank in one and the same collective is a slow collective, not a cycle */
-        if (r > 0 && strcmp(buf, w->last[0])) same_collective = 0;
-    }
-    if (same_collective && w->np > 1 && (strncmp(w->last[0], "recv", 4) &&
-                                         strncmp(w->last[0], "send", 4) &&
-                                         strncmp(w->last[0], "wait", 4)))
-        blocked = 0;
-    if (!blocked || changed) w->quiet_since = now;
-    else if (now - w->quiet_since >= DEADLOCK_QUIET_S) w->stop = 1;
+    if (pl_deadlock_watch_tick(&w->dw)) w->stop = 1;
 }
 
 /* Runs the tests [first, last) that share one launch. */
@@ -900,10 +886,8 @@ static void run_group(int first, int last, const char *driver, const char *build
         timeout = *op_timeout_cap;
     struct run_watch watch = {.hs = {.ready = f.ready, .token_path = f.token_path,
                                      .token = f.token_file},
-                              .report_fd = f.report_fd,
-                              .status_dir = f.status, .np = t0->np,
-                              .last = calloc((size_t)(t0->np > 0 ? t0->np : 1), 256),
-                              .quiet_since = pl_clock()};
+                              .report_fd = f.report_fd};
+    pl_deadlock_watch_start(&watch.dw, f.status, t0->np, DEADLOCK_QUIET_S);
     /* As root, the job gets a cgroup of its own where the machine allows (contain.h). */
     struct pl_contain_cgroup cgroup;
     pl_contain_cgroup_make(&cgroup);
@@ -915,7 +899,6 @@ static void run_group(int first, int last, const char *driver, const char *build
     struct pl_launch_result res;
     memset(&res, 0, sizeof res);
     int started = pl_launch(&lo, argv, &res) == 0;
-    free(watch.last);
     pl_contain_cgroup_end(&cgroup);
     gr_sandbox_sweep(); /* nothing of this run outlives it, double-forked or not */
     gr_sandbox_drop_links(f.dir);
@@ -927,7 +910,8 @@ static void run_group(int first, int last, const char *driver, const char *build
     read_report(first, last, &f, watch.report.s, outc, last_case, sizeof last_case);
     free(watch.report.s);
     struct text why = {0};
-    explain_run(&why, t0, started, &res, timeout, f.status, last_case, op_timeout_cap);
+    explain_run(&why, t0, started, &res, timeout, &watch.dw, last_case, op_timeout_cap);
+    pl_deadlock_watch_end(&watch.dw);
     settle_tests(first, last, outc, started, &res, &why);
     free(why.s);
     free(outc);
