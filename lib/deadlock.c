@@ -121,6 +121,7 @@ static size_t say_group(char *why, size_t len, size_t at, const struct waits *w,
     for (int r = first; r < np; r++) {
         if (said[r] || w[r].kind != W_COLL || w[r].id != g->id) continue;
         int n = 0;
+        memset(pick, 0, (size_t)np * sizeof *pick);
         for (int q = r; q < np; q++) {
             pick[q] = !said[q] && w[q].kind == W_COLL && same_call(&w[q], &w[r]);
             n += pick[q];
