@@ -2,8 +2,8 @@
  *
  * Read docs/labs/04-tensor-parallel.md first: section 1 shows why a block splits the way
  * tp.h describes, section 2 the group, and sections 3 to 11 each function below, in this
- * order. Its Hints appendix turns each step into a handful of pl_ calls. Replace each
- * lab_todo() call with your code. Grade your work with
+ * order (docs/labs/04-tensor-parallel-hints.md turns each step into a handful of pl_ calls,
+ * for when you are stuck). Replace each lab_todo() call with your code. Grade your work with
  *     make grade LAB=04                       every test of this lab
  *     make grade LAB=04 TEST=conjugates       the tests whose name contains "conjugates"
  *     make grade LAB=04 NP=2                  only 2 ranks
