@@ -227,6 +227,7 @@ help:
 	@echo "  make test-review     grade the reviewers' submissions in tests/review (LAB=NN one lab)"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"
 	@echo "  make docs-tables     rewrite the lab tables of README.md and docs from grade --labs and the handouts"
+	@echo "                       (and a handout's total of points, from grade --list)"
 	@echo "  make plots LAB=NN    a lab's pictures drawn from your own run, SVGs in build/plots"
 	@echo "                       (SOLUTIONS=1: the solutions; PLOTS_DIR=docs/labs/img: the handouts')"
 	@echo "  make bench-model     the reference step at 1 thread vs PyTorch and the sgemm peak (3 sizes)"

@@ -8,8 +8,9 @@
 lib/bin/train.c: ;
 
 # The lab tables of README.md, docs/instructor.md and docs/grader.md, rewritten from
-# `grade --labs` and each handout's "<!-- table KEY: ... -->" lines (tests/doc_tables.sh);
-# tests/layers.tests fails while a table is out of date.
+# `grade --labs` and each handout's "<!-- table KEY: ... -->" lines (tests/doc_tables.sh),
+# and a handout's total between "<!-- lab points -->" lines, from `grade --list`;
+# tests/layers.tests fails while a table or a total is out of date.
 .PHONY: docs-tables
 docs-tables: all
 	@sh tests/doc_tables.sh --write $(B)

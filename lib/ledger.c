@@ -120,13 +120,27 @@ double pl_ledger_bytes(const struct pl_ledger *l, int kind, int link)
     return sum;
 }
 
+/* The kinds whose every member sends in the ring algorithm whenever the group has two ranks
+ * or more and the buffer is not empty. */
+static int ring_kind(int k)
+{
+    return k == PL_ALL_REDUCE || k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER;
+}
+
 double pl_ledger_modelled_time(const struct pl_ledger *l, const struct pl_profile *p)
 {
     double t = l->flops / p->flops;
     for (int j = 0; j < PL_NLINKS; j++) t += pl_ledger_bytes(l, -1, j) / p->bw[j];
     /* The ledger does not keep a call's link class, so a kind that sent anything across
-     * nodes pays the network latency per call, as its ring would at its slowest hop. */
+     * nodes pays the network latency per call, as its ring would at its slowest hop. Nor
+     * does it keep a call's group; but on two ranks or more every member of a ring
+     * all-reduce, reduce-scatter or all-gather sends, so one of those kinds that sent no
+     * byte at all ran on groups of one (tensor parallelism with t = 1, say) or on empty
+     * buffers, waited for no one and costs nothing, as pl_coll_time says. The other kinds
+     * may wait without sending (a receive, the end of a broadcast chain, a barrier): they
+     * pay their latency always. */
     for (int k = 0; k < PL_NKINDS; k++) {
+        if (ring_kind(k) && pl_ledger_bytes(l, k, -1) <= 0) continue;
         enum pl_link link = l->bytes[k][PL_LINK_INTER] > 0 ? PL_LINK_INTER : PL_LINK_INTRA;
         t += (double)l->calls[k] * p->latency[link];
     }

@@ -45,7 +45,9 @@ void pl_ledger_diff(const struct pl_ledger *after, const struct pl_ledger *befor
                     struct pl_ledger *out);
 double pl_ledger_bytes(const struct pl_ledger *l, int kind /* -1: all */, int link /* -1 */);
 /* FLOPs at the profile's rate plus each link class's bytes at its bandwidth and each call's
- * latency: a serial (no overlap) modelled time. */
+ * latency: a serial (no overlap) modelled time. An all-reduce, reduce-scatter or all-gather
+ * kind that sent no byte (every call on a group of one) costs no latency; the other kinds,
+ * which may wait without sending, always do. */
 double pl_ledger_modelled_time(const struct pl_ledger *l, const struct pl_profile *p);
 
 /* Collective over comm: root (rank 0) receives every member's ledger into all[size].

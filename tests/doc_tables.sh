@@ -6,6 +6,8 @@
 # give implement (README), prerequisite and learn (instructor.md), graded, baseline and hidden
 # (grader.md). Each table sits between the lines
 #     <!-- lab table: ... -->   and   <!-- /lab table -->
+# A handout's total (between "<!-- lab points -->" and "<!-- /lab points -->") is written
+# from `grade --list` the same way, below.
 # --write rewrites the tables in place (make docs-tables); --check exits 1 naming each file
 # whose table is out of date, 2 on bad input. A document this copy lacks (the student kit has
 # no docs/instructor.md) is passed over.
@@ -87,5 +89,46 @@ for doc in README.md docs/instructor.md docs/grader.md; do
         fi
     fi
 done
+
+# A handout may state its lab's total between the lines "<!-- lab points -->" and
+# "<!-- /lab points -->": the sentence there is written from `grade --list`, the points the
+# grader gives (questions apart), so the handout's total cannot drift from the grader's.
+points_line() {
+    "$B/bin/grade" --lab "$1" --list </dev/null >"$d/list" || die "$B/bin/grade --lab $1 --list failed"
+    sed -n 's/.*(\([0-9.]*\) points\{0,1\}, \([a-z]*\))$/\1 \2/p' "$d/list" | awk '
+        { all += $1; if ($2 == "questions") q += $1 }
+        END {
+            if (all <= 0) exit 1
+            if (q > 0)
+                printf "**%g points** in all, as `make grade` counts them: %g for the tests above " \
+                    "and %g for the questions answered with a number (the answers in words are " \
+                    "read by a person).\n", all, all - q, q
+            else printf "**%g points** in all, as `make grade` counts them.\n", all
+        }' || die "$B/bin/grade --lab $1 --list gave no points"
+}
+handouts=""
+while IFS="$(printf '\t')" read -r dir _; do
+    h="docs/labs/$dir.md"
+    grep -q '^<!-- lab points -->$' "$h" || continue
+    grep -q '^<!-- /lab points -->$' "$h" ||
+        die "$h has '<!-- lab points -->' but no '<!-- /lab points -->' after it"
+    handouts="$handouts $h"
+    points_line "${dir%%-*}" >"$d/points"
+    awk -v points="$d/points" '
+        /^<!-- lab points -->$/ { print; while ((getline line < points) > 0) print line; skip = 1; next }
+        /^<!-- \/lab points -->$/ { skip = 0 }
+        !skip { print }' "$h" >"$d/new"
+    if ! cmp -s "$h" "$d/new"; then
+        if [ "$mode" = --write ]; then
+            cat "$d/new" >"$h"
+            echo "rewrote the points of $h"
+        else
+            echo "$h: its total is not the grader's (run make docs-tables):"
+            diff "$h" "$d/new" | sed 's/^/    /' | head -n 20
+            stale=1
+        fi
+    fi
+done <"$d/labs"
 [ "$stale" = 0 ] || exit 1
 echo "the lab tables of$checked are up to date with grade --labs"
+[ -z "$handouts" ] || echo "the totals of$handouts are the grader's"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # handout.sh BUILD_DIR: the student kit end to end. Builds it with `make handout`, unpacks
-# it in a temporary folder and checks that: no solution text, no tests/broken, lab checks,
-# docs/instructor.md, Gradescope packaging, .ci/ or instructor block is in it; `make` builds
+# it in a temporary folder and checks that: every handout's hints file is in it; no solution
+# text, no tests/broken, lab checks, docs/instructor.md, Gradescope packaging, .ci/ or
+# instructor block is in it; `make` builds
 # there and the kit's test harness runs; `make grade` scores 0 with "still a stub" on every
 # lab; and, once the solution files are copied into labs/, its grader gives full marks.
 # NP (default 2) keeps the grading short.
@@ -28,6 +29,10 @@ for s in solutions/*/*.c; do
     comm -23 "$d/long.txt" "$d/shared.txt" >"$d/own.txt"
     [ -s "$d/own.txt" ] || fail "$s has no line of its own to look for"
     if grep -rqxF -f "$d/own.txt" "$k"; then fail "text of $s is in the kit"; fi
+done
+# The hints the handouts point to ship beside them.
+for h in docs/labs/*-hints.md; do
+    [ -f "$k/$h" ] || fail "$h is not in the kit (the handout $(basename "$h" -hints.md).md points to it)"
 done
 echo "kit contents: no solutions, no instructor material"
 

@@ -120,6 +120,15 @@ static void ledger_expect_ring(const char *what, struct pl_comm *c, enum pl_coll
     int next = pl_comm_world_rank(c, (r + 1) % n);
     if (n > 1) want[link_between(me, next)] = hand;
     ledger_expect(what, kind, want, 1);
+    /* Modelled: the bytes at their link's bandwidth plus one latency, none on a group of one
+     * (it waits for no one) or an empty buffer. */
+    const struct pl_profile *p = pl_profile_get("dgx-h100");
+    enum pl_link link = n > 1 ? link_between(me, next) : PL_LINK_INTRA;
+    struct pl_ledger d;
+    pl_ledger_diff(pl_ledger(), &before, &d);
+    double t = d.flops / p->flops + hand / p->bw[link] + (hand > 0 ? p->latency[link] : 0.0);
+    CHECK(close_to(pl_ledger_modelled_time(&d, p), t), "%s on %d rank%s: modelled %.3g s, "
+          "expected %.3g s", what, n, n == 1 ? "" : "s", pl_ledger_modelled_time(&d, p), t);
 }
 
 static uint64_t stream_of(const char *op, struct pl_comm *c, size_t count)

@@ -140,6 +140,35 @@ static void test_running_ledger(const struct pl_profile *p)
     CHECK(d.calls[PL_ALL_GATHER] == 1 && d.calls[PL_P2P] == 0, "diff calls");
 }
 
+/* Calls that sent nothing: a ring kind's ran on groups of one and cost no latency (a TP
+ * block at t = 1 makes four all-reduces that wait for no one); a receive, the end of a
+ * broadcast chain and a barrier send nothing yet wait, and pay theirs. */
+static void test_silent_calls(const struct pl_profile *p)
+{
+    struct pl_ledger l;
+    memset(&l, 0, sizeof l);
+    l.flops = 2e9;
+    l.calls[PL_ALL_REDUCE] = 4;
+    l.calls[PL_REDUCE_SCATTER] = 1;
+    l.calls[PL_ALL_GATHER] = 1;
+    double compute = 2e9 / p->flops;
+    CHECK(close_to(pl_ledger_modelled_time(&l, p), compute),
+          "collectives on groups of one: modelled %.17g, expected the compute alone %.17g",
+          pl_ledger_modelled_time(&l, p), compute);
+    l.calls[PL_P2P] = 1;
+    l.calls[PL_BROADCAST] = 1;
+    l.calls[PL_BARRIER] = 2;
+    double want = compute + 4 * p->latency[PL_LINK_INTRA];
+    CHECK(close_to(pl_ledger_modelled_time(&l, p), want),
+          "a receive, a broadcast's last hop and two barriers: modelled %.17g, expected %.17g",
+          pl_ledger_modelled_time(&l, p), want);
+    l.bytes[PL_ALL_REDUCE][PL_LINK_INTER] = 8.0;
+    want += 8.0 / p->bw[PL_LINK_INTER] + 4 * p->latency[PL_LINK_INTER];
+    CHECK(close_to(pl_ledger_modelled_time(&l, p), want),
+          "an all-reduce kind that sent bytes pays a latency per call: modelled %.17g, "
+          "expected %.17g", pl_ledger_modelled_time(&l, p), want);
+}
+
 /* Each rank charges what only it would; rank 0 gathers and checks every row, and gathering
  * charges nothing (it must not show up in the ledger it reports). */
 static void test_gather(void)
@@ -298,6 +327,7 @@ int main(int argc, char **argv)
     test_formulas();
     test_running_ledger(pl_profile_get("dgx-h100"));
     test_running_ledger(pl_profile_get("cpu"));
+    test_silent_calls(pl_profile_get("dgx-h100"));
     test_gather();
     test_topology();
     test_profiles();

@@ -2,8 +2,8 @@
  *
  * Read docs/labs/01-collectives.md first (sections 3 to 7, 11 and 12 explain each function
  * below), then replace each lab_todo() call with your code. Each comment below states what the
- * function must achieve; how is yours to derive (the handout's Hints appendix, at its end,
- * has a step-by-step plan for when you are stuck). Grade your work with
+ * function must achieve; how is yours to derive (docs/labs/01-collectives-hints.md has a
+ * step-by-step plan for when you are stuck). Grade your work with
  *     make grade LAB=01                    every test of this lab
  *     make grade LAB=01 TEST=all-gather    the tests whose name contains "all-gather"
  *     make grade LAB=01 NP=3               only 3 ranks
@@ -22,8 +22,8 @@
  * (n-1)/n of the buffer, no more: the grader reads that in the traffic ledger.
  * Two facts worth knowing before you start: two blocking pl_send calls that face each
  * other can deadlock (pl_sendrecv cannot), and in C (r - 1) % n is negative for r = 0.
- * Derive which chunk moves at which step yourself (handout section 3; its Hints appendix
- * has the schedule if you are stuck). */
+ * Derive which chunk moves at which step yourself (handout section 3;
+ * docs/labs/01-collectives-hints.md has the schedule if you are stuck). */
 void ring_reduce_scatter(struct pl_comm *comm, float *buf, size_t count)
 {
     lab_todo("ring_reduce_scatter", "3");

@@ -2,7 +2,8 @@
  *
  * Read docs/labs/02-ddp.md first (sections 3 to 7 explain each function below), then
  * replace each lab_todo() call with your code. Each comment states what the function must
- * achieve; the handout's Hints appendix, at its end, has a step-by-step plan. Grade your work with
+ * achieve; docs/labs/02-ddp-hints.md has a step-by-step plan, for when you are stuck. Grade
+ * your work with
  *     make grade LAB=02                    every test of this lab
  *     make grade LAB=02 TEST=bucketed      the tests whose name contains "bucketed"
  *     make grade LAB=02 NP=2               only 2 ranks

@@ -2,7 +2,7 @@
  *
  * Read docs/labs/03-zero.md first (section 2 explains the layout of the shards, sections 3 to
  * 5 each stage), then replace each lab_todo() call with your code (each comment states
- * what must hold; the handout's Hints appendix, at its end, has a step-by-step plan), in
+ * what must hold; docs/labs/03-zero-hints.md has a step-by-step plan, for when you are stuck), in
  * this order:
  * zero_layout_init, then stage 1 (zero_new's stage 1 part and zero1_step), stage 2, stage 3.
  * Grade your work with

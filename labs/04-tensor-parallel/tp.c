@@ -2,17 +2,21 @@
  *
  * Read docs/labs/04-tensor-parallel.md first: section 1 shows why a block splits the way
  * tp.h describes, section 2 the group, and sections 3 to 11 each function below, in this
- * order. Its Hints appendix turns each step into a handful of pl_ calls. Replace each
- * lab_todo() call with your code. Grade your work with
+ * order. Replace each lab_todo() call with your code; which buffers, which collective on
+ * which group and in which order are yours to work out (one plan, call by call, is in
+ * docs/labs/04-tensor-parallel-hints.md, for when you are stuck). Grade your work with
  *     make grade LAB=04                       every test of this lab
  *     make grade LAB=04 TEST=conjugates       the tests whose name contains "conjugates"
  *     make grade LAB=04 NP=2                  only 2 ranks
  * and see the modelled cost of TP inside and across nodes with `make bench LAB=04`.
  *
- * The invariants the grader checks are in tp.h. The kit gives you (tp_shard.h, ops.h,
- * comm.h, grid.h): your shard already sliced (rows of column-parallel weights, columns of
- * row-parallel ones), the activations struct of a TP block, pl_all_reduce, the ops of the
- * single-device model, pl_tp_add_bias. */
+ * Every rule the grader enforces is in tp.h: results, groups, traffic, compute, memory
+ * (all of it through pl_mem_alloc: a call to malloc or its family scores 0 before anything
+ * runs), the calls you may make, placement. The kit gives you (tp_shard.h, ops.h, comm.h,
+ * grid.h, mem.h): your shard already sliced (rows of column-parallel weights, columns of
+ * row-parallel ones), the activations structs of a TP block and of the head, lib's
+ * collectives, the grid, the ops of the single-device model, and the loss's per-row
+ * arithmetic. */
 #include "tp.h"
 
 #include "mem.h"

@@ -11,21 +11,56 @@
  *     f  (copy to the TP region)       forward: identity        backward: all-reduce
  *     g  (reduce from the TP region)   forward: all-reduce      backward: identity
  *
- * A column-parallel linear (f, then the local product) leaves its output split along the
- * features; a row-parallel linear takes that split input and ends with g. The MLP is
- * column then row, the attention column (q, k, v by heads) then row, so a block makes
- * exactly two all-reduces forward and two backward, each of N*C floats.
+ * A column-parallel linear leaves its output split along the features; a row-parallel
+ * linear takes that split input and leaves the full output. The MLP and the attention (by
+ * whole heads) are each one of each, in that order.
  *
- * Invariants the grader checks:
- *   - outputs, input gradients and replicated gradients equal the single-device block's;
- *     every shard's gradient equals the matching row or column block of the full gradient;
- *   - communication only on the TP group, only pl_all_reduce, only where f and g say;
- *   - a bias of a row-parallel linear is added once, after the reduction;
- *   - tp_group works with any grid order, and with the default one ("tp" leftmost) the
- *     group lies inside a node.
- * All float arrays are op memory (device memory on the GPU build). Backward functions
- * WRITE (=) activation gradients (dx) and ACCUMULATE (+=) parameter gradients, as model.h
- * does. The block is the dense model without dropout (cfg->dropout == 0). */
+ * The rules the grader enforces, every one of them:
+ *   results   outputs, input gradients and replicated gradients equal the single-device
+ *             block's (lib/model.h) to a relative L2 error of 1e-5 (outputs, losses) and
+ *             1e-4 (gradients; weights after K AdamW steps); every shard's gradient equals
+ *             the matching row or column block of the full gradient. Backward functions
+ *             WRITE (=) activation gradients (dx) and ACCUMULATE (+=) parameter gradients,
+ *             as model.h does: the grader hands dx over holding junk and parameter
+ *             gradients holding values.
+ *   groups    every collective runs on the TP group it is given, never on the world: from 4
+ *             ranks up the group is smaller than the world (a TP x DP grid, each DP replica
+ *             with its own data). A rank's slice is its rank in the group. tp_group works
+ *             with any grid order and any number of axes; group rank = tp coordinate.
+ *   traffic   from the traffic ledger, on t >= 2: a block (and each of its MLP and
+ *             attention) communicates only by all-reduces of [N, C] on the group, exactly
+ *             two forward and two backward for a block (one and one for the MLP or the
+ *             attention), nothing else. The embedding and loss together: the two all-reduces
+ *             of [N, C] f and g need, and at most three collectives of N floats each, each
+ *             sending at most an all-gather's (t-1)N floats per rank. A training step: at
+ *             most the blocks' 4L all-reduces, the embedding's and loss's as above, and at
+ *             most two collectives of one float per tensor for the global norm; and at least
+ *             g's all-reduces of [N, C] forward (a rank that runs the whole model fails).
+ *   compute   a bias of a row-parallel linear is added once, after the reduction. A
+ *             training rank does about 1/t of the single device's FLOPs (the ledger counts
+ *             the kit's ops); the block's modelled time is graded against compute/t plus
+ *             four all-reduces (full marks up to 1.10x, none from 1.40x) and its wall-clock
+ *             time against the kit's block on B/t sequences plus four all-reduces (full
+ *             marks from 0.70x of that speed): no product with a full-size or zero-padded
+ *             weight, no product written as loops of your own.
+ *   memory    every byte through pl_mem_alloc (lib/mem.h), host bookkeeping included: the
+ *             code may not call malloc, calloc, realloc or the rest of the C allocator
+ *             family, mmap or sbrk (the build lists the symbols the code calls, and a
+ *             forbidden one scores 0 on every test before anything runs). Nothing the size
+ *             of the full [N, V] logits is ever held, allocated or as a static or stack
+ *             array a collective fills. A training rank holds at most its shard's
+ *             parameters, gradients and moments, the TP activations and one step's work
+ *             buffers (the handout, section 11, gives the bound), over all memory categories
+ *             together, and what is live after a step does not grow from step to step.
+ *   calls     communication only through lib's collectives on the group (pl_all_reduce,
+ *             pl_all_gather, ...): no point-to-point (pl_send, pl_recv, pl_sendrecv and
+ *             their async forms), no MPI_*, nccl*, dlopen, dlsym or syscall, and none of
+ *             the calls that reach into the process or the kit's measurements (threads,
+ *             signals, timers, atexit, the ledger's and trace's own functions).
+ *   placement with the default order ("tp" leftmost) a group lies inside a node; under
+ *             another order the code still computes right wherever the group lies.
+ * All float arrays are op memory (device memory on the GPU build); so are tokens and
+ * targets. The block is the dense model without dropout (cfg->dropout == 0). */
 #ifndef LAB_TP_H
 #define LAB_TP_H
 
@@ -105,7 +140,11 @@ void tp_block_backward(struct pl_comm *tp, const struct pl_model_config *c,
 /* ---- the vocabulary-parallel embedding and loss (sections 9 and 10) ----
  * Rank r of t holds rows [r V/t, (r+1) V/t) of the token embedding and of the LM head, the
  * ids v0 = r V/t .. v0 + V/t - 1; the position embedding is replicated. tokens and targets
- * are op memory [B*T] (ints). */
+ * are op memory [B*T] (ints). The kit gives the loss's per-row arithmetic on your columns
+ * (lib/tp_shard.h: row maxima, sums of exponentials, the target's logit, the mean loss and
+ * its gradient) and struct pl_tp_head_acts; which numbers cross ranks, and in which
+ * collectives, is yours (the rules above bound them). Logits reach the hundreds, every
+ * shard's first and last id occur, and a batch may have B > 1 with T < seq_len. */
 
 /* x [N, C] = wte[tokens] + wpe[position] on every rank. wte_r [V/t, C], wpe [seq_len, C]. */
 void tp_embed_forward(struct pl_comm *tp, const struct pl_model_config *c, const float *wte_r,
