@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "block_time.h"
+#include "gpt3.h"
 #include "harness.h"
 #include "tensors.h"
 #include "parts.h"
@@ -1721,6 +1722,28 @@ static double acts_bytes_of(int kind, const struct pl_model_config *c, int t, in
     return (double)(s1.current[PL_MEM_ACTIV] - s0.current[PL_MEM_ACTIV]);
 }
 
+/* Sections 1 and 7 of the handout from the kit's fp32 formulas, for the lab's block and for
+ * the GPT-3 block of the questions: Lab 4's TP block keeps R + S/t bytes (R what does not
+ * shrink with t: both halves' inputs, layernorm outputs and statistics), so R and S come from
+ * pl_tp_block_act_bytes at t = 1 and 2; the first t dividing the heads where R exceeds S/t,
+ * and what TP + SP keeps there as a fraction of TP's. */
+static void handout_split_figures(const char *what, const char *name,
+                                  const struct pl_model_config *c, int B, int T)
+{
+    const double tp1 = pl_tp_block_act_bytes(c, 1, B, T), tp2 = pl_tp_block_act_bytes(c, 2, B, T);
+    const double R = 2 * tp2 - tp1, S = tp1 - R;
+    int t = 1;
+    while (t < c->n_heads && (R <= S / t || c->n_heads % t)) t++;
+    const double f = pl_sp_block_act_bytes(c, t, B, T) / pl_tp_block_act_bytes(c, t, B, T);
+    char a[32], b[32];
+    pl_print0("# handout: for %s (b = %d, s = %d, h = %d, %d heads) the terms that do not shrink "
+              "with t, %s, exceed the split ones from t = %d on (%s there)\n", what, B, T,
+              c->d_model, c->n_heads, pl_format_bytes(R, a, sizeof a), t,
+              pl_format_bytes(S / t, b, sizeof b));
+    pl_print0("# handout: with sequence parallelism a rank keeps %.2f of Lab 4's TP bytes at "
+              "t = %d for %s\n", f, t, name);
+}
+
 static void bench(const struct gr_args *args)
 {
     base_seed = args->seed;
@@ -1777,6 +1800,10 @@ static void bench(const struct gr_args *args)
         }
         gr_parts_reset(PART_NAMES, NPARTS);
     }
+    /* the graded shape, whatever --seq says: the handout's sentences are about it */
+    handout_split_figures("this lab's block", "this lab's block", &c, 2, c.seq_len);
+    struct pl_model_config g = lab05_gpt3_block();
+    handout_split_figures("the GPT-3 block of the questions", "the GPT-3 block", &g, Q5_B, Q5_S);
     if (plots_dir && pl_rank() == 0) {
         double m[9];
         for (int k = 0; k < 3; k++)
