@@ -11,7 +11,8 @@
  * gathers them to rank 0.
  *
  *   driver --op conjugates|block|train --mode check [--parts correct,replicas,traffic,memory]
- *          [--seed S] [--seq T]                         t = the world size
+ *          [--seed S] [--seq T]                         t = the world size, and a tp x dp grid
+ *   driver --op block-hidden|train-hidden ...          the hidden suite's grids and shapes
  *   driver --mode bench [--seq T] [--plots-dir DIR]     activation bytes per rank vs t (4
  *                                                       ranks), and the handout's figures */
 #include <math.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "block_time.h"
+#include "gpt3.h"
 #include "harness.h"
 #include "tensors.h"
 #include "parts.h"
@@ -71,7 +73,8 @@ struct sp_case {
 #define CASE_EVAL 3
 #define CASE_GRID 4
 
-static int hidden_cases; /* --op block-hidden: other grids and shapes (the hidden suite) */
+static int hidden_cases; /* --op block-hidden, train-hidden: other grids and shapes (the
+                          * hidden suite) */
 
 /* A multiple of t below seq_len 16 when there is one (T < seq_len: positions count in T),
  * from r in [0, 1). */
@@ -1079,23 +1082,62 @@ static void run_block(struct pl_comm *tp, const struct sp_case *kcp, int d, int 
 /* ---- op train: K AdamW steps of a 2-block model, dropout on, against pl_model_step ----
  * The embedding and the head are the grader's (replicated, their gradients summed with raw
  * MPI); the blocks are the student's SP blocks on Lab 4's shards, with the student's
- * synchronisation of the replicated gradients. */
+ * synchronisation of the replicated gradients; on a tp x dp grid the grader averages the
+ * blocks' gradients over the replicas after it, as data parallelism does. */
 
 #define TRAIN_STEPS 3
 #define TRAIN_B 2
 
+/* A training case. dp = 1: the TP group is the world. dp > 1: a tp x dp grid whose TP
+ * groups are smaller than the world and numbered against its order (strided: the ranks w
+ * with the same w % dp; else consecutive: the same w / t; highest world rank first), each
+ * DP replica d on its own B sequences, d B to d B + B - 1 of the global batch, and the
+ * trainer (the grader) averages the block gradients over the replicas after the student's
+ * synchronisation, as data parallelism does. */
+struct train_case {
+    int dp, strided, B;
+};
+
+/* Case 0: the world as one TP group; case 1 (4 ranks and more): a tp x dp grid of strided
+ * groups. The hidden suite's one case draws B, dp (2 or 4 on 8 ranks) and the groups' shape
+ * (consecutive on 4 ranks, where the visible suite runs strided ones) from the seed. */
+static struct train_case train_case_of(int i, int n)
+{
+    struct train_case k = {1, 0, TRAIN_B};
+    if (hidden_cases) {
+        float r[3];
+        pl_rng_fill_uniform(r, 3, base_seed, pl_rng_stream("lab05.train"), 0, 0.0f, 1.0f);
+        k.B = 1 + (int)(r[0] * 3) % 3;
+        if (n >= 4) {
+            k.dp = n >= 8 && r[1] < 0.5f ? 4 : 2;
+            k.strided = n >= 8 && r[2] < 0.5f;
+        }
+    } else if (i == 1) {
+        k.dp = 2, k.strided = 1;
+    }
+    return k;
+}
+
+static int train_cases(int n)
+{
+    return hidden_cases ? 1 : n >= 4 ? 2 : 1;
+}
+
 struct sp_model {
     struct pl_model_config cfg;
     struct pl_model *m; /* embedding and head (its blocks unused); the layout */
-    int t, r;
+    int t, r, d, dp, B, strided;
+    MPI_Comm dp_comm, tp_comm; /* the grader's: the DP reduction and the norm's sum */
     float *shard[2], *grad[2], *am[2], *av[2];
     struct pl_block_params sp[2], sg[2];
     int adam_t;
 };
 
-static void step_tokens(const struct pl_model_config *c, int step, int *tok, int *tgt)
+/* The tokens and targets of step `step`'s global batch of nseq sequences. */
+static void step_tokens(const struct pl_model_config *c, int step, int nseq, int *tok,
+                        int *tgt)
 {
-    size_t n = (size_t)TRAIN_B * c->seq_len;
+    size_t n = (size_t)nseq * c->seq_len;
     float *f = malloc(2 * n * sizeof *f);
     pl_rng_fill_int(f, 2 * n, base_seed, pl_rng_stream("lab05.tokens"), (uint64_t)step * 2 * n,
                     0, c->vocab - 1);
@@ -1106,14 +1148,18 @@ static void step_tokens(const struct pl_model_config *c, int step, int *tok, int
     free(f);
 }
 
-static void sp_model_new(struct sp_model *s, const struct pl_model_config *c, int t, int r)
+static void sp_model_new(struct sp_model *s, const struct pl_model_config *c,
+                         struct pl_comm *tp, int d, const struct train_case *kt)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *c;
-    s->t = t;
-    s->r = r;
+    s->t = pl_comm_size(tp);
+    s->r = pl_comm_rank(tp);
+    s->d = d, s->dp = kt->dp, s->B = kt->B, s->strided = kt->strided;
+    PL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, s->r, d, &s->dp_comm));
+    PL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, d, s->r, &s->tp_comm));
     s->m = pl_model_new(c, PL_MODEL_ALL);
-    size_t sn = pl_tp_block_numel(c, t);
+    size_t sn = pl_tp_block_numel(c, s->t);
     for (int l = 0; l < c->n_layers; l++) {
         size_t off, n;
         pl_model_part_range(&s->m->layout, l, &off, &n);
@@ -1123,9 +1169,9 @@ static void sp_model_new(struct sp_model *s, const struct pl_model_config *c, in
         s->av[l] = gr_op_alloc(sn, "lab05 train v");
         pl_zero(s->am[l], sn);
         pl_zero(s->av[l], sn);
-        pl_tp_block_slice(c, t, r, s->m->params + off, s->shard[l]);
-        pl_tp_block_bind(c, t, s->shard[l], &s->sp[l]);
-        pl_tp_block_bind(c, t, s->grad[l], &s->sg[l]);
+        pl_tp_block_slice(c, s->t, s->r, s->m->params + off, s->shard[l]);
+        pl_tp_block_bind(c, s->t, s->shard[l], &s->sp[l]);
+        pl_tp_block_bind(c, s->t, s->grad[l], &s->sg[l]);
     }
 }
 
@@ -1138,18 +1184,23 @@ static void sp_model_free(struct sp_model *s)
         pl_mem_free(s->av[l]);
     }
     pl_model_free(s->m);
+    MPI_Comm_free(&s->dp_comm);
+    MPI_Comm_free(&s->tp_comm);
 }
 
-/* Raw MPI sum of a replicated gradient (the grader's part: embedding and head). */
-static void world_sum(float *x, size_t n)
+/* Raw MPI sum of n floats of op memory over comm, times scale (the grader's part: the
+ * embedding's and head's gradients over the world, the blocks' over the replicas). */
+static void raw_sum(MPI_Comm comm, float *x, size_t n, float scale)
 {
     float *h = gr_host_copy(x, n);
-    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, comm));
+    if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++) h[i] *= scale;
     pl_to_device(x, h, n * sizeof *h);
     free(h);
 }
 
-/* This rank's T/t tokens of every sequence of a step, on the host and in op memory. */
+/* This rank's T/t tokens of every sequence of its replica, on the host and in op memory. */
 struct local_batch {
     int *ltok, *ltgt, *dtok, *dtgt;
     size_t n;
@@ -1158,14 +1209,15 @@ struct local_batch {
 static void local_batch_new(const struct sp_model *s, const int *tok, const int *tgt,
                             struct local_batch *lb)
 {
-    const int T = s->cfg.seq_len, Ts = T / s->t;
-    lb->n = (size_t)TRAIN_B * Ts;
+    const int T = s->cfg.seq_len, Ts = T / s->t, B = s->B;
+    lb->n = (size_t)B * Ts;
     lb->ltok = pl_mem_alloc(lb->n * sizeof(int), PL_MEM_WORK, PL_HOST, "tok");
     lb->ltgt = pl_mem_alloc(lb->n * sizeof(int), PL_MEM_WORK, PL_HOST, "tgt");
-    for (int b = 0; b < TRAIN_B; b++)
+    for (int b = 0; b < B; b++)
         for (int i = 0; i < Ts; i++) {
-            lb->ltok[b * Ts + i] = tok[b * T + s->r * Ts + i];
-            lb->ltgt[b * Ts + i] = tgt[b * T + s->r * Ts + i];
+            size_t g = (size_t)(s->d * B + b) * T + (size_t)s->r * Ts + i;
+            lb->ltok[b * Ts + i] = tok[g];
+            lb->ltgt[b * Ts + i] = tgt[g];
         }
     lb->dtok = pl_mem_alloc(lb->n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tok");
     lb->dtgt = pl_mem_alloc(lb->n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tgt");
@@ -1187,8 +1239,8 @@ static double sp_forward_backward(struct pl_comm *tp, struct sp_model *s,
                                   const struct local_batch *lb, const struct pl_model_ctx *ctx)
 {
     const struct pl_model_config *c = &s->cfg;
-    const int t = s->t, T = c->seq_len, Ts = T / t, C = c->d_model, L = c->n_layers;
-    const size_t nl = (size_t)TRAIN_B * Ts * C;
+    const int t = s->t, T = c->seq_len, Ts = T / t, C = c->d_model, L = c->n_layers, B = s->B;
+    const size_t nl = (size_t)B * Ts * C;
     struct pl_model *m = s->m;
     struct pl_embed_params e = m->embed, eg = m->embed_g;
     e.wpe += (size_t)s->r * Ts * C;
@@ -1196,13 +1248,13 @@ static double sp_forward_backward(struct pl_comm *tp, struct sp_model *s,
     float *xs[3];
     for (int k = 0; k < 3; k++) xs[k] = gr_op_alloc(nl, "lab05 train stream");
     struct pl_sp_block_acts acts[2];
-    pl_embed_forward(c, &e, lb->dtok, TRAIN_B, Ts, xs[0]);
+    pl_embed_forward(c, &e, lb->dtok, B, Ts, xs[0]);
     for (int l = 0; l < L; l++) {
-        pl_sp_block_acts_new(&acts[l], c, t, TRAIN_B, T);
+        pl_sp_block_acts_new(&acts[l], c, t, B, T);
         sp_block_forward(tp, c, l, &s->sp[l], &acts[l], ctx, xs[l % 2], xs[(l + 1) % 2]);
     }
     struct pl_head_acts ha;
-    pl_head_acts_new(&ha, c, TRAIN_B, Ts);
+    pl_head_acts_new(&ha, c, B, Ts);
     double loss = gr_global_loss(pl_head_forward(c, &m->head, &ha, xs[L % 2], lb->dtgt));
     pl_head_backward(c, &m->head, &m->head_g, &ha, ctx, xs[2]);
     pl_head_acts_free(&ha);
@@ -1214,25 +1266,147 @@ static double sp_forward_backward(struct pl_comm *tp, struct sp_model *s,
         xs[2] = dx;
         xs[(l + 1) % 2] = tmp;
     }
-    pl_embed_backward(c, &eg, lb->dtok, TRAIN_B, Ts, xs[2]);
+    pl_embed_backward(c, &eg, lb->dtok, B, Ts, xs[2]);
     for (int k = 0; k < 3; k++) pl_mem_free(xs[k]);
     return loss;
 }
 
-/* The student's synchronisation of the blocks' replicated gradients, the grader's sums of
- * the embedding's and head's, and the clipping scale from the global norm: replicated
- * tensors counted once, split ones summed over the ranks. */
+/* Relative L2 error of got against ref (op memory), measured against at least
+ * rms^2 x n: a tensor whose norm is below the shard's RMS times sqrt(its size) (a bias that
+ * started at zero, whose gradient may be rounding alone, as the key bias's is) never fails
+ * on rounding alone. */
+static double rel_floor(const float *got, const float *ref, size_t n, double rms)
+{
+    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)g[i] - r[i]) * ((double)g[i] - r[i]);
+        den += (double)r[i] * r[i];
+    }
+    free(g);
+    free(r);
+    double floor = rms * rms * (double)n;
+    return sqrt(num / (den > floor ? den : floor));
+}
+
+/* The single device's gradients of the blocks on the sequences of replica d (all replicas
+ * summed when d < 0), at the reference's current parameters, this rank's shard of block l
+ * in want[l]. */
+static void replica_reference(struct pl_model *ref, const struct sp_model *s, const int *dtok,
+                              const int *dtgt, int d, float **want)
+{
+    const struct pl_model_config *c = &s->cfg;
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1;
+    ctx.seed = base_seed ^ 0x5eedULL;
+    ctx.step = (uint64_t)s->adam_t + 1;
+    pl_model_zero_grad(ref);
+    for (int k = d < 0 ? 0 : d; k < (d < 0 ? s->dp : d + 1); k++) {
+        const size_t at = (size_t)k * s->B * c->seq_len;
+        ctx.seq0 = (int64_t)k * s->B;
+        pl_model_forward(ref, dtok + at, dtgt + at, s->B, &ctx);
+        pl_model_backward(ref, &ctx);
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t off, nb;
+        pl_model_part_range(&ref->layout, l, &off, &nb);
+        pl_tp_block_slice(c, s->t, s->r, ref->grads + off, want[l]);
+    }
+    pl_model_free_acts(ref);
+}
+
+/* What a failure on a tp x dp grid adds: this rank's group, and that it is not the world. */
+static void train_grid_hint(struct pl_comm *tp, const struct sp_model *s, int world_matched,
+                            char *buf, size_t len)
+{
+    char members[160] = "";
+    for (int m = 0; m < s->t; m++) {
+        size_t l = strlen(members);
+        snprintf(members + l, sizeof members - l, "%s%d", m ? ", " : "",
+                 pl_comm_world_rank(tp, m));
+    }
+    snprintf(buf, len, "this case runs on a tp=%d x dp=%d grid of %s TP groups: your TP group "
+             "is world ranks "
+             "%s, TP ranks 0 to %d in that order (not the world's), and replica %d holds its "
+             "own %d sequence%s%s: the TP group is not the world. The rows of the dropout mask "
+             "and the tokens a rank holds come from pl_comm_rank(tp) and pl_comm_size(tp), and "
+             "the collectives run on tp; pl_rank(), pl_size() and pl_comm_world() are the "
+             "world's (sections 4 and 6)", s->t, s->dp,
+             s->strided ? "strided" : "consecutive", members, s->t - 1, s->d, s->B,
+             s->B > 1 ? "s" : "", world_matched ? ", and the case whose TP group was the whole world matched" : "");
+}
+
+/* On a tp x dp grid, after the student's synchronisation and before the replicas are
+ * averaged: every tensor of this rank's shards against the single device's gradient on its
+ * replica's sequences alone. A replicated one that holds every replica's sum was
+ * synchronised over the world. */
+static void check_replica_grads(struct pl_comm *tp, const struct sp_model *s,
+                                struct pl_model *ref, const int *dtok, const int *dtgt,
+                                int step, int world_matched)
+{
+    const struct pl_model_config *c = &s->cfg;
+    const size_t sn = pl_tp_block_numel(c, s->t);
+    float *want[2], *all[2] = {NULL, NULL};
+    for (int l = 0; l < c->n_layers; l++) want[l] = gr_op_alloc(sn, "replica's expected grads");
+    replica_reference(ref, s, dtok, dtgt, s->d, want);
+    for (int l = 0; l < c->n_layers && gr_parts_ok(); l++) {
+        struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(c, l, s->t, d);
+        const double rms = sqrt(pl_grad_norm_sq(want[l], sn) / (double)sn);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS && gr_parts_ok(); k++) {
+            const size_t o = d[k].shard_offset, n = d[k].shard_numel;
+            const double e = rel_floor(s->grad[l] + o, want[l] + o, n, rms);
+            if (e <= TOL_BWD) continue;
+            const int rep = d[k].split == PL_TP_REPLICATED;
+            char why[1000];
+            if (rep && !all[0]) {
+                for (int m = 0; m < c->n_layers; m++) all[m] = gr_op_alloc(sn, "every replica's");
+                replica_reference(ref, s, dtok, dtgt, -1, all);
+            }
+            if (rep && rel_floor(s->grad[l] + o, all[l] + o, n, rms) <= TOL_BWD)
+                snprintf(why, sizeof why, "it is the sum of all %d replicas' gradients, each "
+                         "on its own sequences: sp_sync_replicated_grads reduced over the world "
+                         "(pl_comm_world()), which holds every replica, where it must reduce "
+                         "over tp, the TP group (a tp=%d x dp=%d grid here). Each replica's "
+                         "gradient is its own until the data-parallel reduction, the trainer's, "
+                         "averages them after yours (section 6)", s->dp, s->t, s->dp);
+            else
+                train_grid_hint(tp, s, world_matched, why, sizeof why);
+            gr_fail("gradient of %.64s (your shard%s) at step %d, after sp_sync_replicated_grads "
+                    "and before the replicas are averaged: relative L2 error %.2e against the "
+                    "single device's on replica %d's %d sequence%s (tolerance %.0e): %s",
+                    d[k].name, rep ? ", replicated" : "", step + 1, e, s->d, s->B,
+                    s->B > 1 ? "s" : "", TOL_BWD, why);
+        }
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        pl_mem_free(want[l]);
+        if (all[l]) pl_mem_free(all[l]);
+    }
+}
+
+/* The student's synchronisation of the blocks' replicated gradients (checked per replica
+ * on a grid), the trainer's average over the replicas and sums of the embedding's and head's,
+ * and the clipping scale from the global norm: replicated tensors counted once, split ones
+ * summed over the TP group. */
 static float sp_sync_and_clip(struct pl_comm *tp, struct sp_model *s,
-                              const struct pl_adamw_config *opt)
+                              const struct pl_adamw_config *opt, struct pl_model *ref,
+                              const int *dtok, const int *dtgt, int step, int world_matched)
 {
     const struct pl_model_config *c = &s->cfg;
     struct pl_model *m = s->m;
+    const float inv_dp = 1.0f / (float)s->dp;
     for (int l = 0; l < c->n_layers; l++) sp_sync_replicated_grads(tp, c, &s->sg[l]);
+    if (s->dp > 1) {
+        check_replica_grads(tp, s, ref, dtok, dtgt, step, world_matched);
+        for (int l = 0; l < c->n_layers; l++)
+            raw_sum(s->dp_comm, s->grad[l], pl_tp_block_numel(c, s->t), inv_dp);
+    }
     size_t eo, en, ho, hn;
     pl_model_part_range(&m->layout, PL_PART_EMBED, &eo, &en);
     pl_model_part_range(&m->layout, PL_PART_HEAD(c), &ho, &hn);
-    world_sum(m->grads + eo, en);
-    world_sum(m->grads + ho, hn);
+    raw_sum(MPI_COMM_WORLD, m->grads + eo, en, inv_dp);
+    raw_sum(MPI_COMM_WORLD, m->grads + ho, hn, inv_dp);
     struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
     pl_tp_block_tensors(c, 0, s->t, d);
     double rep = pl_grad_norm_sq(m->grads + eo, en) + pl_grad_norm_sq(m->grads + ho, hn);
@@ -1243,10 +1417,9 @@ static float sp_sync_and_clip(struct pl_comm *tp, struct sp_model *s,
             if (d[k].split == PL_TP_REPLICATED) rep += q;
             else split += q;
         }
-    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &split, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &split, 1, MPI_DOUBLE, MPI_SUM, s->tp_comm));
     return pl_clip_scale(rep + split, opt->grad_clip);
 }
-
 /* AdamW on the embedding and head (whole) and on this rank's block shards, gradients scaled
  * by the clipping factor first. */
 static void sp_adamw(struct sp_model *s, float scale, const struct pl_adamw_config *opt)
@@ -1283,14 +1456,18 @@ static void sp_adamw(struct sp_model *s, float scale, const struct pl_adamw_conf
 }
 
 /* One step as pl_model_step: zero, forward, backward, sync, clip on the global norm, AdamW.
- * Returns the global batch's loss. */
+ * tok, tgt: the global batch on the host (replica d's sequences are its own), dtok, dtgt the
+ * same in op memory for the per-replica reference. Returns the global batch's loss. */
 static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *tok,
-                            const int *tgt, const struct pl_adamw_config *opt)
+                            const int *tgt, const struct pl_adamw_config *opt,
+                            struct pl_model *ref, const int *dtok, const int *dtgt,
+                            int world_matched)
 {
     struct pl_model_ctx ctx = pl_model_ctx_eval();
     ctx.train = 1;
     ctx.seed = base_seed ^ 0x5eedULL;
     ctx.step = (uint64_t)s->adam_t + 1;
+    ctx.seq0 = (int64_t)s->d * s->B;
     ctx.loss_scale = 1.0f / s->t; /* the head's loss is the mean over this rank's tokens */
     pl_model_zero_grad(s->m);
     const size_t sn = pl_tp_block_numel(&s->cfg, s->t);
@@ -1298,55 +1475,39 @@ static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *t
     struct local_batch lb;
     local_batch_new(s, tok, tgt, &lb);
     double loss = sp_forward_backward(tp, s, &lb, &ctx);
-    sp_adamw(s, sp_sync_and_clip(tp, s, opt), opt);
+    sp_adamw(s, sp_sync_and_clip(tp, s, opt, ref, dtok, dtgt, s->adam_t, world_matched), opt);
     local_batch_free(&lb);
     return loss;
 }
 
-/* As train.h's parameter check: a tensor whose norm is below the shard's RMS times
- * sqrt(its size) (a bias that started at zero, whose gradient may be rounding alone, as the
- * key bias's is) is measured against that floor, so that rounding alone never fails it. */
-static void compare_floor(const char *what, const float *got, const float *ref, size_t n,
-                          double rms, const char *hint)
-{
-    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)g[i] - r[i]) * ((double)g[i] - r[i]);
-        den += (double)r[i] * r[i];
-    }
-    double floor = rms * rms * (double)n, e = sqrt(num / (den > floor ? den : floor));
-    if (!(e <= GR_TOL_PARAMS))
-        gr_fail("%s: relative L2 error %.2e (tolerance %.0e)%s%s", what, e, GR_TOL_PARAMS,
-             hint ? ": " : "", hint ? hint : "");
-    free(g);
-    free(r);
-}
-
-static void run_train(struct pl_comm *tp)
+/* K AdamW steps of the 2-block model on case i's grid against pl_model_step on the global
+ * batch (every replica's sequences): every loss, every parameter shard after the steps, and
+ * on a grid each replica's gradients at every step. */
+static void run_train(struct pl_comm *tp, const struct train_case *kt, int d, int i)
 {
     const int t = pl_comm_size(tp), r = pl_comm_rank(tp);
     struct pl_model_config c = graded_config(DROPOUT);
     c.n_layers = 2;
     struct pl_adamw_config opt = pl_adamw_config_default();
-    const size_t n = (size_t)TRAIN_B * c.seq_len;
+    const int nseq = kt->dp * kt->B;
+    const size_t n = (size_t)nseq * c.seq_len;
     int *tok = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_HOST, "tokens");
     int *tgt = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_HOST, "targets");
     int *dtok = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tokens");
     int *dtgt = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "targets");
     struct pl_model *ref = pl_model_new(&c, PL_MODEL_ALL);
     struct sp_model s;
-    sp_model_new(&s, &c, t, r);
+    sp_model_new(&s, &c, tp, d, kt);
     struct pl_model_ctx ctx = pl_model_ctx_eval();
     ctx.train = 1;
     ctx.seed = base_seed ^ 0x5eedULL;
     double want[TRAIN_STEPS], got[TRAIN_STEPS];
     for (int k = 0; k < TRAIN_STEPS; k++) {
-        step_tokens(&c, k, tok, tgt);
+        step_tokens(&c, k, nseq, tok, tgt);
         pl_to_device(dtok, tok, n * sizeof(int));
         pl_to_device(dtgt, tgt, n * sizeof(int));
-        want[k] = pl_model_step(ref, dtok, dtgt, TRAIN_B, &opt, &ctx);
-        got[k] = sp_model_step(tp, &s, tok, tgt, &opt);
+        got[k] = sp_model_step(tp, &s, tok, tgt, &opt, ref, dtok, dtgt, i > 0);
+        want[k] = pl_model_step(ref, dtok, dtgt, nseq, &opt, &ctx);
         if (pl_todo_what()) break;
     }
     double err = 0;
@@ -1363,24 +1524,35 @@ static void run_train(struct pl_comm *tp)
         float *w = gr_op_alloc(sn, "expected shard");
         pl_tp_block_slice(&c, t, r, ref->params + off, w);
         double floor_rms = sqrt(pl_grad_norm_sq(w, sn) / (double)sn);
-        struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
-        pl_tp_block_tensors(&c, l, t, d);
+        struct pl_tp_tensor dl[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(&c, l, t, dl);
         for (int k = 0; k < PL_TP_BLOCK_TENSORS && gr_parts_ok(); k++) {
-            char what[PL_NAME_LEN + 96];
-            snprintf(what, sizeof what, "%.64s (your shard) after %d steps", d[k].name,
-                     TRAIN_STEPS);
-            compare_floor(what, s.shard[l] + d[k].shard_offset, w + d[k].shard_offset,
-                          d[k].shard_numel, floor_rms,
-                          d[k].split == PL_TP_REPLICATED ? "a replicated tensor whose gradient "
-                          "was not the whole one on every rank steps differently (section 6)"
-                          : NULL);
+            const size_t o = dl[k].shard_offset, sz = dl[k].shard_numel;
+            double e = rel_floor(s.shard[l] + o, w + o, sz, floor_rms);
+            if (!(e <= GR_TOL_PARAMS))
+                gr_fail("%.64s (your shard) after %d steps: relative L2 error %.2e (tolerance "
+                        "%.0e)%s", dl[k].name, TRAIN_STEPS, e, GR_TOL_PARAMS,
+                        dl[k].split == PL_TP_REPLICATED ? ": a replicated tensor whose "
+                        "gradient was not the whole one on every rank steps differently "
+                        "(section 6)" : "");
         }
         pl_mem_free(w);
     }
-    gr_parts_say_ok(P_CORRECT,
-                    "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
-                    "every parameter shard match pl_model_step (t=%d)",
-                    TRAIN_STEPS, c.n_layers, (double)DROPOUT, t);
+    if (kt->dp > 1)
+        gr_parts_say_ok(P_CORRECT,
+                        "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
+                        "every parameter shard match pl_model_step%s on a tp=%d x dp=%d grid of "
+                        "%s TP groups numbered against the world's order, where each replica's "
+                        "gradients after your synchronisation match the single device's on its "
+                        "own %d sequence%s",
+                        TRAIN_STEPS, c.n_layers, (double)DROPOUT,
+                        i > 0 ? " with the TP group the whole world and" : "", t, kt->dp,
+                        kt->strided ? "strided" : "consecutive", kt->B, kt->B > 1 ? "s" : "");
+    else
+        gr_parts_say_ok(P_CORRECT,
+                        "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
+                        "every parameter shard match pl_model_step (t=%d)",
+                        TRAIN_STEPS, c.n_layers, (double)DROPOUT, t);
     sp_model_free(&s);
     pl_model_free(ref);
     pl_mem_free(tok);
@@ -1550,6 +1722,28 @@ static double acts_bytes_of(int kind, const struct pl_model_config *c, int t, in
     return (double)(s1.current[PL_MEM_ACTIV] - s0.current[PL_MEM_ACTIV]);
 }
 
+/* Sections 1 and 7 of the handout from the kit's fp32 formulas, for the lab's block and for
+ * the GPT-3 block of the questions: Lab 4's TP block keeps R + S/t bytes (R what does not
+ * shrink with t: both halves' inputs, layernorm outputs and statistics), so R and S come from
+ * pl_tp_block_act_bytes at t = 1 and 2; the first t dividing the heads where R exceeds S/t,
+ * and what TP + SP keeps there as a fraction of TP's. */
+static void handout_split_figures(const char *what, const char *name,
+                                  const struct pl_model_config *c, int B, int T)
+{
+    const double tp1 = pl_tp_block_act_bytes(c, 1, B, T), tp2 = pl_tp_block_act_bytes(c, 2, B, T);
+    const double R = 2 * tp2 - tp1, S = tp1 - R;
+    int t = 1;
+    while (t < c->n_heads && (R <= S / t || c->n_heads % t)) t++;
+    const double f = pl_sp_block_act_bytes(c, t, B, T) / pl_tp_block_act_bytes(c, t, B, T);
+    char a[32], b[32];
+    pl_print0("# handout: for %s (b = %d, s = %d, h = %d, %d heads) the terms that do not shrink "
+              "with t, %s, exceed the split ones from t = %d on (%s there)\n", what, B, T,
+              c->d_model, c->n_heads, pl_format_bytes(R, a, sizeof a), t,
+              pl_format_bytes(S / t, b, sizeof b));
+    pl_print0("# handout: with sequence parallelism a rank keeps %.2f of Lab 4's TP bytes at "
+              "t = %d for %s\n", f, t, name);
+}
+
 static void bench(const struct gr_args *args)
 {
     base_seed = args->seed;
@@ -1606,6 +1800,10 @@ static void bench(const struct gr_args *args)
         }
         gr_parts_reset(PART_NAMES, NPARTS);
     }
+    /* the graded shape, whatever --seq says: the handout's sentences are about it */
+    handout_split_figures("this lab's block", "this lab's block", &c, 2, c.seq_len);
+    struct pl_model_config g = lab05_gpt3_block();
+    handout_split_figures("the GPT-3 block of the questions", "the GPT-3 block", &g, Q5_B, Q5_S);
     if (plots_dir && pl_rank() == 0) {
         double m[9];
         for (int k = 0; k < 3; k++)
@@ -1730,9 +1928,9 @@ static struct pl_flag lab_flags[] = {
 static void *setup(const struct gr_args *a)
 {
     base_seed = a->seed;
-    hidden_cases = a->op && !strcmp(a->op, "block-hidden");
-    the_kind = !a->op ? K_CONJ : !strcmp(a->op, "block") || hidden_cases ? K_BLOCK
-               : !strcmp(a->op, "train") ? K_TRAIN : K_CONJ;
+    hidden_cases = a->op && strstr(a->op, "-hidden") != NULL;
+    the_kind = !a->op ? K_CONJ : !strncmp(a->op, "block", 5) ? K_BLOCK
+               : !strncmp(a->op, "train", 5) ? K_TRAIN : K_CONJ;
     time_wanted = !strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL;
     struct pl_model_config c = graded_config(0);
     char err[320];
@@ -1754,14 +1952,22 @@ static const char *subject(void *st)
 
 static int count_cases(void *st)
 {
-    return the_kind == K_BLOCK ? NCASES : 1;
+    return the_kind == K_BLOCK ? NCASES : the_kind == K_TRAIN ? train_cases(pl_size()) : 1;
 }
 
 static void describe(void *st, int i, char *buf, size_t len)
 {
     if (the_kind == K_TRAIN) {
-        snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, t=%d", TRAIN_STEPS,
-                 pl_size());
+        struct train_case k = train_case_of(i, pl_size());
+        if (k.dp > 1)
+            snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, t=%d on a tp=%d x "
+                     "dp=%d grid (%s TP groups, numbered against the world's order), each "
+                     "replica on its own %d sequence%s", TRAIN_STEPS, pl_size() / k.dp,
+                     pl_size() / k.dp, k.dp, k.strided ? "strided" : "consecutive", k.B,
+                     k.B > 1 ? "s" : "");
+        else
+            snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, B=%d, t=%d",
+                     TRAIN_STEPS, k.B, pl_size());
         return;
     }
     if (the_kind == K_CONJ) {
@@ -1785,6 +1991,15 @@ static void run(void *st, int i)
     gr_parts_reset(PART_NAMES, NPARTS);
     /* the block's cases on their grid: tp = the world, or tp x dp (each replica its own
      * data); the TP communicator is split from the world and freed after the case */
+    if (the_kind == K_TRAIN) {
+        /* dp > 1: TP groups of strided or consecutive ranks, the highest world rank first */
+        const struct train_case kt = train_case_of(i, pl_size());
+        const int n = pl_size(), w = pl_rank(), d = kt.strided ? w % kt.dp : w / (n / kt.dp);
+        struct pl_comm *tp = pl_comm_split(pl_comm_world(), d, kt.dp > 1 ? n - w : w, "tp");
+        run_train(tp, &kt, d, i);
+        pl_comm_free(tp);
+        return;
+    }
     struct sp_case kc = case_of(i, pl_size());
     const int dp = the_kind == K_BLOCK ? kc.dp : 1;
     struct pl_grid grid;
@@ -1794,7 +2009,6 @@ static void run(void *st, int i)
     struct pl_comm *tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
     const int d = pl_grid_coord(&grid, pl_rank(), pl_grid_axis(&grid, "dp"));
     if (the_kind == K_BLOCK) run_block(tp, &kc, d, i);
-    else if (the_kind == K_TRAIN) run_train(tp);
     else run_conjugates(tp);
     pl_comm_free(tp);
 }

@@ -8,7 +8,9 @@
  * after the synchronisation and equal to the single device's (8), its traffic per pass
  * from the ledger against Lab 4's TP volume (6), and the bytes it holds between forward
  * and backward against the kit's TP+SP activation formula (13); 3 AdamW steps of a 2-block
- * model with dropout on against pl_model_step, losses and every parameter (4); the block's
+ * model with dropout on against pl_model_step, losses and every parameter, on 4 ranks also on
+ * a tp=2 x dp=2 grid of strided TP groups numbered against the world's order, each replica
+ * on its own sequences and its gradients checked after the synchronisation (4); the block's
  * forward and backward replayed on dgx-h100 at GPT-3 block scale against compute/t plus its
  * four all-gathers and four reduce-scatters (3, grader/common/block_time.h); on the perf ranks
  * (4, or 2 on fewer than 4 cores) the block's wall-clock time against the kit's
@@ -17,7 +19,9 @@
  * holding other values and a second micro-batch; a shape drawn from the seed; evaluation
  * with dropout configured (B > 1, T < seq_len); a tp x dp grid whose replicas hold their own
  * data. The hidden suite repeats the block on 2, 4 and 8 ranks with the secret seed, strided
- * TP groups (and dp = 4 on 8 ranks), and the shapes drawn from the seed. */
+ * TP groups (and dp = 4 on 8 ranks), and the shapes drawn from the seed; and the training on
+ * 4 and 8 ranks on another grid (consecutive groups on 4 ranks; on 8, dp = 2 or 4 and the
+ * groups' shape drawn) with B drawn from the seed. */
 #include <stdio.h>
 
 #include "grade.h"
@@ -70,6 +74,11 @@ static void lab05_tests(int np, int hidden)
         snprintf(name, sizeof name, "SP training, %s [np=%d]", "3 AdamW steps with dropout", np);
         gr_add(&(struct gr_spec){name, "train", "check", "correct", "correctness", np,
                                  zero ? 0 : 4, LAB05_TIMEOUT, 0, NULL});
+    } else if (np >= 4) {
+        /* another grid than the visible one: its groups' shape, dp and B from the seed */
+        snprintf(name, sizeof name, "hidden: SP training on a tp x dp grid [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "train-hidden", "check", "correct", "correctness", np, 1,
+                                 LAB05_TIMEOUT, hidden, NULL});
     }
 }
 

@@ -4,25 +4,11 @@
  * s = 2048, h = 12288, 96 heads, d_ff = 4h. */
 #include <stdio.h>
 
+#include "gpt3.h"
 #include "model.h"
 #include "questions.h"
 #include "sp_shard.h"
 #include "tp_shard.h"
-
-#define Q5_B 1
-#define Q5_S 2048
-#define Q5_H 12288
-#define Q5_HEADS 96
-
-static struct pl_model_config gpt3_block(void)
-{
-    struct pl_model_config c = pl_model_config_default();
-    c.d_model = Q5_H;
-    c.n_heads = Q5_HEADS;
-    c.d_ff = 4 * Q5_H;
-    c.seq_len = Q5_S;
-    return c;
-}
 
 static double conjugates(char *why, size_t len)
 {
@@ -43,7 +29,7 @@ static double regather(char *why, size_t len)
 
 static double fraction(int t, char *why, size_t len)
 {
-    struct pl_model_config c = gpt3_block();
+    struct pl_model_config c = lab05_gpt3_block();
     double sp = pl_sp_block_act_bytes(&c, t, Q5_B, Q5_S);
     double tp = pl_tp_block_act_bytes(&c, t, Q5_B, Q5_S);
     snprintf(why, len, "TP + SP keeps 4/t (8NC + 2NF + 4N + B NH T^2) = %.4g bytes; Lab 4's TP "
