@@ -186,7 +186,7 @@ static double bench_row(struct l4_state *st, int t, const char *order)
     v[2] = pl_ledger_bytes(&d, -1, PL_LINK_INTRA);
     v[3] = pl_ledger_bytes(&d, -1, PL_LINK_INTER);
     PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    int ok = !st->ob->part[L4_CORRECT].failed, all_ok = 0;
+    int ok = !st->ob->part[L4_CORRECT].code, all_ok = 0;
     PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     pl_print0("%-8s %4d %14.0f %14.0f %16.2f %16.2f %8s\n", order, t, v[2], v[3], v[0] * 1e6,
               v[1] * 1e6, all_ok ? "yes" : "NO");

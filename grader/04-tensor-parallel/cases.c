@@ -14,8 +14,6 @@
 #include "todo.h"
 #include "tp_shard.h"
 
-const struct l4_shape L4_SHAPES[2] = {{2, 16}, {1, 7}};
-
 struct pl_model_config l4_config(const struct l4_state *st)
 {
     struct pl_model_config c = pl_model_config_default();
@@ -43,28 +41,23 @@ struct l4_shape l4_shape_of(const struct l4_state *st, int i)
 
 /* ---- what this rank records ---- */
 
-void l4_fail(struct l4_state *st, const char *fmt, ...)
+struct l4_said *l4_fail(struct l4_state *st, enum l4_why code, const double *v, int n)
 {
     struct l4_said *s = &st->ob->part[st->cur];
-    if (s->failed) return;
-    s->failed = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->why, sizeof s->why, fmt, ap);
-    va_end(ap);
+    if (s->code) return NULL;
+    s->code = code;
+    for (int k = 0; k < n && k < (int)(sizeof s->v / sizeof *s->v); k++) s->v[k] = v[k];
+    return s;
 }
 
-void l4_note(struct l4_state *st, int part, const char *fmt, ...)
+void l4_name(struct l4_said *s, int k, const char *name)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->ob->part[part].note, sizeof st->ob->part[part].note, fmt, ap);
-    va_end(ap);
+    if (s) snprintf(s->name[k], sizeof s->name[k], "%s", name);
 }
 
 int l4_ok(const struct l4_state *st)
 {
-    return !st->ob->part[st->cur].failed;
+    return !st->ob->part[st->cur].code;
 }
 
 void l4_pass(struct l4_state *st, const char *name, const struct l4_traffic *tr, long calls,
@@ -81,28 +74,24 @@ void l4_pass(struct l4_state *st, const char *name, const struct l4_traffic *tr,
     p->t = t;
 }
 
-/* As gr_compare (tensors.h), the reason recorded in this rank's observation. */
+/* As gr_compare (tensors.h), the figures recorded in this rank's observation. */
 int l4_compare(struct l4_state *st, const char *what, const float *got, const float *ref,
-               size_t n, double tol, const char *hint)
+               size_t n, double tol, struct l4_hint hint)
 {
     float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
-    size_t bad = 0, at = 0;
-    int ok = 1;
-    const char *sep = hint ? ": " : "", *why = hint ? hint : "";
-    if (!pl_all_finite(g, n, &bad)) {
-        l4_fail(st, "%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
-                (double)r[bad], sep, why);
-        ok = 0;
-    } else {
-        double rel = pl_rel_l2(g, r, n);
-        if (rel > tol) {
-            double mx = pl_max_abs_diff(g, r, n, &at);
-            l4_fail(st, "%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element "
-                    "%zu: expected %.6g, got %.6g)%s%s", what, rel, tol, mx, at, (double)r[at],
-                    (double)g[at], sep, why);
-            ok = 0;
-        }
+    size_t at = 0;
+    struct l4_cmp m = {.finite = pl_all_finite(g, n, &at), .tol = tol, .hint = hint};
+    if (m.finite) {
+        m.rel = pl_rel_l2(g, r, n);
+        if (m.rel > tol) m.max_abs = pl_max_abs_diff(g, r, n, &at);
     }
+    m.at = (double)at;
+    m.got = g[at];
+    m.ref = r[at];
+    int ok = m.finite && m.rel <= tol;
+    struct l4_said *s = ok ? NULL : L4_FAIL(st, L4_W_COMPARE, 0);
+    l4_name(s, 0, what);
+    if (s) s->cmp = m;
     free(g);
     free(r);
     return ok;
@@ -128,18 +117,6 @@ int l4_extra_bias(const float *got, const float *ref, const float *b, int N, int
     free(r);
     free(hb);
     return den > 0 && sqrt(num / den) < 1e-3;
-}
-
-/* ---- a group smaller than the world ---- */
-
-const char *l4_world_hint(struct pl_comm *tp)
-{
-    return pl_comm_size(tp) < pl_size()
-               ? ". Here each TP group is only some of the ranks and each DP replica has its "
-                 "own data: a rank's slice is its rank IN THE GROUP (pl_comm_rank(tp)), and "
-                 "every collective runs on the group, never on the world (pl_rank, pl_size, "
-                 "pl_comm_world)"
-               : "";
 }
 
 /* ---- gradients handed over non-zero ---- */
@@ -171,40 +148,31 @@ int l4_near(const float *got, const float *ref, size_t n, double tol)
     return e <= tol;
 }
 
-int l4_compare_accumulated(struct l4_state *st, const char *what, const float *got, const float *init, const float *ref,
-                        size_t n, double tol, const char *hint)
+/* A parameter gradient handed over holding init: what the backward added is compared. */
+int l4_compare_accumulated(struct l4_state *st, const char *what, const float *got,
+                           const float *init, const float *ref, size_t n, double tol,
+                           struct l4_hint hint)
 {
     float *d = l4_minus(got, init, n);
-    char why[400];
-    int ok;
-    if (!l4_near(d, ref, n, tol) && l4_near(got, ref, n, tol)) {
-        snprintf(why, sizeof why, "it was handed over holding other values and your backward "
-                 "overwrote them with this call's gradient: parameter gradients ACCUMULATE "
-                 "(+=, tp.h), as model.h's backward does, so that a model can sum them over "
-                 "micro-batches; add into the buffer (pl_matmul_backward already does), never "
-                 "zero or copy over it");
-        ok = l4_compare(st, what, d, ref, n, tol, why);
-    } else {
-        snprintf(why, sizeof why, "%s%shanded over non-zero, so what is compared is what "
-                 "your backward added to it (the contract is +=)", hint ? hint : "",
-                 hint ? "; the gradient was " : "the gradient was ");
-        ok = l4_compare(st, what, d, ref, n, tol, why);
-    }
+    if (!l4_near(d, ref, n, tol) && l4_near(got, ref, n, tol))
+        hint = (struct l4_hint){.kind = L4_H_OVERWROTE};
+    else
+        hint.handed = 1;
+    int ok = l4_compare(st, what, d, ref, n, tol, hint);
     pl_mem_free(d);
     return ok;
 }
 
-int l4_compare_written(struct l4_state *st, const char *what, const float *got, const float *junk_in, const float *ref,
-                    size_t n, double tol, const char *hint)
+/* An input gradient handed over holding junk: the backward writes it. */
+int l4_compare_written(struct l4_state *st, const char *what, const float *got,
+                       const float *junk_in, const float *ref, size_t n, double tol,
+                       struct l4_hint hint)
 {
     float *d = l4_minus(got, junk_in, n);
-    int added = !l4_near(got, ref, n, tol) && l4_near(d, ref, n, tol);
+    if (!l4_near(got, ref, n, tol) && l4_near(d, ref, n, tol))
+        hint = (struct l4_hint){.kind = L4_H_WRITTEN_ADDED};
     pl_mem_free(d);
-    return l4_compare(st, what, got, ref, n, tol,
-                      added ? "it is the right gradient plus what the buffer held when handed "
-                              "over: backward functions WRITE (=) input gradients (tp.h), so "
-                              "zero dx (or copy into it) before adding to it"
-                            : hint);
+    return l4_compare(st, what, got, ref, n, tol, hint);
 }
 
 /* ---- inputs (drawn with grader/common/tensors.h's gr_op_normal) ---- */
@@ -255,8 +223,8 @@ void l4_block_free(struct l4_block *k)
 
 /* Each shard gradient of the tensors in `which` (indices into the block's tensor table)
  * against its block of the full gradient. */
-void l4_compare_shard_grads(struct l4_state *st, const struct l4_block *k, const int *which, int n,
-                                const char *hint)
+void l4_compare_shard_grads(struct l4_state *st, const struct l4_block *k, const int *which,
+                            int n)
 {
     float *want = gr_op_alloc(k->shard_numel, "lab04 expected shard");
     pl_tp_block_slice(&k->cfg, k->t, k->r, k->full_g, want);
@@ -281,13 +249,8 @@ void l4_compare_shard_grads(struct l4_state *st, const struct l4_block *k, const
                                   l4_near(got, whole, e->shard_numel, L4_TOL_BWD));
         pl_mem_free(added);
         pl_mem_free(whole);
-        char why[320] = "";
-        if (summed)
-            snprintf(why, sizeof why, "it is %d (= t) times the single device's: a gradient "
-                     "every rank already holds whole was summed over the group again "
-                     "(section 7, question 3)", k->t);
-        l4_compare_accumulated(st, what, got, k->shard_g0 + e->shard_offset, ref, e->shard_numel,
-                            L4_TOL_BWD, why[0] ? why : hint);
+        struct l4_hint h = {.kind = summed ? L4_H_SUMMED : L4_H_NONE, .h = {k->t}};
+        l4_compare_accumulated(st, what, got, g0, ref, e->shard_numel, L4_TOL_BWD, h);
     }
     pl_mem_free(want);
 }
@@ -372,7 +335,7 @@ static struct pl_comm *case_tp_group(struct l4_state *st, const struct l4_grid *
     *dp = pl_grid_coord(&grid, pl_comm_rank(world), pl_grid_axis(&grid, "dp"));
     struct pl_comm *tp = tp_group(&grid, world);
     if (!tp) {
-        if (!pl_todo_what()) l4_fail(st, "tp_group returned no communicator (section 2)");
+        if (!pl_todo_what()) L4_FAIL(st, L4_W_NO_GROUP, 0);
         return NULL;
     }
     int want[64], n = pl_grid_group(&grid, pl_comm_rank(world), pl_grid_axis(&grid, "tp"), want);
@@ -380,10 +343,7 @@ static struct pl_comm *case_tp_group(struct l4_state *st, const struct l4_grid *
     for (int m = 0; same && m < n; m++)
         same = pl_comm_world_rank(tp, m) == pl_comm_world_rank(world, want[m]);
     if (!same) {
-        l4_fail(st, "on grid %s tp_group gave rank %d a group of %d ranks that is not its TP "
-                "group of %d (the ranks that share its coordinate on every axis but tp, ordered "
-                "by the tp coordinate: pl_grid_comm on the tp axis, section 2)", desc, pl_rank(),
-                pl_comm_size(tp), n);
+        l4_name(L4_FAIL(st, L4_W_NOT_TP_GROUP, pl_rank(), pl_comm_size(tp), n), 0, desc);
         pl_comm_free(tp);
         return NULL;
     }

@@ -130,26 +130,19 @@ static int check_sub_output(struct l4_state *st, struct l4_block *k, enum l4_sub
 {
     const int B = k->B, T = k->T;
     const size_t nc = (size_t)k->N * k->cfg.d_model;
-    char what[96], hint[400] = "";
+    char what[96];
+    struct l4_hint hint = {.h = {(double)run->fwd.ar_calls, SUBS[s].ars}};
     snprintf(what, sizeof what, "%s output y (B=%d, T=%d, t=%d)", SUBS[s].title, B, T, k->t);
     const float *bias = s == L4_SUB_MLP ? k->p.b_fc2 : k->p.b_proj;
     if (s != L4_SUB_BLOCK && l4_extra_bias(gy, y, bias, k->N, k->cfg.d_model, k->t))
-        snprintf(hint, sizeof hint, "it is the right sum plus t-1 extra copies of the output "
-                 "bias: the row-parallel bias was added on every rank before the reduction "
-                 "(section 4)");
+        hint.kind = L4_H_OUT_BIAS;
     else if (s == L4_SUB_ATTN && heads_split_wrong(k, &a->attn))
-        snprintf(hint, sizeof hint, "your q, k and v are right but the heads' outputs are not: "
-                 "this rank's C/t channels are NH/t WHOLE heads of size C/NH; attention over "
-                 "all NH heads of size C/(NH t) splits each head's q.k dot product (section 6)");
+        hint.kind = L4_H_HEADS;
     else if (run->fwd.ar_calls < SUBS[s].ars && k->t > 1)
-        snprintf(hint, sizeof hint, "your forward made %ld all-reduce%s where it needs %d: "
-                 "without g's all-reduce each rank holds only its partial sum (section 3)",
-                 run->fwd.ar_calls, run->fwd.ar_calls == 1 ? "" : "s", SUBS[s].ars);
+        hint.kind = L4_H_FEWER_AR;
     else if (run->fwd.ar_calls > SUBS[s].ars && k->t > 1)
-        snprintf(hint, sizeof hint, "your forward made %ld all-reduces where it needs %d: f is "
-                 "the identity forward; summing x over the ranks multiplies it by t (section 3)",
-                 run->fwd.ar_calls, SUBS[s].ars);
-    return l4_compare(st, what, gy, y, nc, L4_TOL_FWD, hint[0] ? hint : NULL);
+        hint.kind = L4_H_MORE_AR;
+    return l4_compare(st, what, gy, y, nc, L4_TOL_FWD, hint);
 }
 
 void l4_run_sub_case(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int B, int T, int traced,
@@ -201,12 +194,9 @@ void l4_run_sub_case(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int
         char what[96];
         snprintf(what, sizeof what, "%s input gradient dx (B=%d, T=%d, t=%d)", SUBS[s].title,
                  B, T, k.t);
-        char hint[600];
-        snprintf(hint, sizeof hint, "every rank's branch saw all of x, so its dx is a part of "
-                 "the whole: f's backward sums them over the TP group (section 3)%s",
-                 l4_world_hint(tp));
+        struct l4_hint hint = {.kind = L4_H_SUB_DX, .world = pl_comm_size(tp) < pl_size()};
         l4_compare_written(st, what, gdx, gdx0, dx, nc, L4_TOL_BWD, hint);
-        l4_compare_shard_grads(st, &k, SUBS[s].tensors, SUBS[s].ntensors, NULL);
+        l4_compare_shard_grads(st, &k, SUBS[s].tensors, SUBS[s].ntensors);
     }
     if (traced) gr_bt_end(all_ok);
     pl_tp_block_acts_free(&a);
@@ -220,21 +210,13 @@ void l4_run_sub_case(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int
 static void record_time(struct l4_state *st, const struct l4_sub_run *run, int t, int i)
 {
     if (i == 0 && pl_rank() == 0) {
-        struct l4_time *m = &st->time_last;
-        memset(m, 0, sizeof *m);
-        m->t = t;
+        char err[256] = "the forward was wrong, so the backward never ran";
         struct gr_bt_verdict v;
+        memset(&v, 0, sizeof v);
         if (gr_bt_traced() && gr_bt_replay(run->oracle_flops, run->activation_floats, t, NULL,
-                                           NULL, &v, m->err, sizeof m->err) == 0) {
-            m->traced = 1;
-            m->step = v.r.step;
-            m->compute = v.r.compute;
-            m->bound = v.bound;
-            m->ratio = v.ratio;
-        } else if (!gr_bt_traced()) {
-            snprintf(m->err, sizeof m->err, "the forward was wrong, so the backward never ran");
-        }
-        m->split = gr_bt_flops() / t / pl_profile_find(GR_BT_PROFILE)->flops;
+                                           NULL, &v, err, sizeof err) != 0)
+            memset(&v, 0, sizeof v);
+        gr_bt_figures_of(&v, t, err, &st->time_last);
     }
     gr_bt_free();
     if (pl_rank() == 0) {
@@ -248,11 +230,7 @@ void l4_run_sub(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int i)
     int t = pl_comm_size(tp), B = l4_shape_of(st, i).B, T = l4_shape_of(st, i).T;
     struct l4_sub_run run;
     l4_run_sub_case(st, tp, s, B, T, st->want_time && s == L4_SUB_BLOCK && i == 0, &run);
-    l4_note(st, L4_CORRECT,
-                    "output, dx and every shard's gradient match the single device (t=%d, "
-                    "%d cases, the last with B=%d T=%d on %d TP group%s of %d, each with its "
-                    "own data; gradients handed over non-zero)",
-                    pl_size(), L4_NCASES, B, T, pl_size() / t, pl_size() / t == 1 ? "" : "s", t);
+    st->ob->figs = (struct l4_figs){.t = t, .B = B, .T = T};
     st->cur = L4_TRAFFIC;
     double nc = (double)B * T * 64;
     if (t > 1) {
@@ -262,16 +240,6 @@ void l4_run_sub(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int i)
                            "f's backward before each column-parallel linear");
     }
     st->cur = L4_CORRECT;
-    /* docs/design.md: a block moves 8bsh(t-1)/t elements per rank per microbatch (said of
-     * case 1, whose group is the world) */
-    const int b1 = L4_SHAPES[1].B, s1 = L4_SHAPES[1].T, tw = pl_size();
-    double want = 8.0 * b1 * s1 * 64 * (tw - 1) / tw * 4.0 * SUBS[s].ars / 2;
-    char a[32];
-    l4_note(st, L4_TRAFFIC,
-                    "%d all-reduce%s forward and %d backward per pass on the TP group; the "
-                    "case b=%d, s=%d, h=64 on t=%d sent %s per rank = %s8bsh(t-1)/t x 4 bytes",
-                    SUBS[s].ars, SUBS[s].ars == 1 ? "" : "s", SUBS[s].ars, b1, s1, tw,
-                    pl_format_bytes(want, a, sizeof a), s == L4_SUB_BLOCK ? "" : "1/2 of ");
     if (st->want_time && s == L4_SUB_BLOCK && pl_size() > 1)
         record_time(st, &run, i == 0 ? t : pl_size(), i);
 }
@@ -315,16 +283,11 @@ static void check_group(struct l4_state *st, const struct pl_grid *g, struct pl_
     pl_grid_describe(g, grid, sizeof grid);
     describe_list(got, size < 64 ? size : 64, a, sizeof a);
     describe_list(want, n, b, sizeof b);
-    if (!same && members)
-        l4_fail(st, "on grid %s tp_group gave rank %d the right ranks in the wrong order, %s by "
-                "group rank where the tp coordinates give %s: group rank must be the tp "
-                "coordinate, so that rank r of the group holds block r of every split tensor "
-                "(section 2)", grid, pl_rank(), a, b);
-    else if (!same)
-        l4_fail(st, "on grid %s tp_group gave rank %d the group %s where its TP group is %s: the "
-                "ranks that share its coordinate on every axis but tp, whatever the axes and "
-                "their order (pl_grid_comm on the tp axis, section 2)", grid, pl_rank(),
-                size ? a : "{} (none)", b);
+    if (same) return;
+    struct l4_said *f = L4_FAIL(st, members ? L4_W_GROUP_ORDER : L4_W_GROUP_WRONG, pl_rank());
+    l4_name(f, 0, grid);
+    l4_name(f, 1, size ? a : "{} (none)");
+    l4_name(f, 2, b);
 }
 
 /* tp_group on a grid of three axes with tp in the middle, where a group built from one
@@ -366,8 +329,7 @@ static void placement_run(struct l4_state *st, const char *order, struct pl_grid
     memset(delta, 0, sizeof *delta);
     if (!tp && pl_todo_what()) return;
     if (!tp || pl_comm_size(tp) != L4_PLACE_TP) {
-        l4_fail(st, "tp_group gave a group of %d ranks under order %s, where the grid's tp axis has %d",
-             tp ? pl_comm_size(tp) : 0, order, L4_PLACE_TP);
+        l4_name(L4_FAIL(st, L4_W_PLACE_SIZE, tp ? pl_comm_size(tp) : 0), 0, order);
         pl_comm_free(tp);
         *tp_out = NULL;
         return;
@@ -393,48 +355,31 @@ void l4_run_placement(struct l4_state *st, int i)
     struct pl_grid grid;
     placement_run(st, order, &grid, &tp, &d);
     if (!tp) return;
-    char mem[64], a[32], b[32];
-    describe_members(tp, mem, sizeof mem);
+    struct l4_figs *f = &st->ob->figs;
+    describe_members(tp, f->members, sizeof f->members);
     /* the slowest rank's modelled time and the busiest rank's network bytes: a ring
      * charges each rank the link to its successor, so only some members cross nodes */
     double v[3];
     l4_modelled_cost(&d, &v[0], &v[1]);
     v[2] = pl_ledger_bytes(&d, -1, PL_LINK_INTER);
     PL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    double run = v[0], inside = v[1], inter = v[2], mine = pl_ledger_bytes(&d, -1, PL_LINK_INTER);
-    l4_note(st, L4_CORRECT, "the block matches the single device in every TP group under orders "
-           "tp-dp and dp-tp");
+    f->run = v[0], f->inside = v[1], f->inter = v[2];
+    double mine = pl_ledger_bytes(&d, -1, PL_LINK_INTER);
     if (i == 0) {
         st->cur = L4_PLACEMENT;
         if (mine > 0)
-            l4_fail(st, "your TP group %s spans nodes: %s of its %s crossed the network. Modelled on "
-                 "dgx-h100 this block takes %.2f us where inside a node it takes %.2f us "
-                 "(%.1fx). With tp leftmost in the order the grid puts a TP group on "
-                 "consecutive ranks, one node: build the group from the grid's tp axis "
-                 "(section 2)", mem, pl_format_bytes(mine, a, sizeof a),
-                 pl_format_bytes(pl_ledger_bytes(&d, -1, -1), b, sizeof b), run * 1e6,
-                 inside * 1e6, run / inside);
+            l4_name(L4_FAIL(st, L4_W_SPANS, mine, pl_ledger_bytes(&d, -1, -1), f->run,
+                            f->inside), 0, f->members);
         /* which ranks form the group, and in what order, is the placement: the grid's,
          * under this order and on a grid of three axes (once no group spans nodes, that
          * failure being the one to teach; inter is every rank's, so all ranks agree) */
-        if (inter <= 0) {
+        if (f->inter <= 0) {
             check_group(st, &grid, tp);
             check_three_axes(st);
         }
-        l4_note(st, L4_PLACEMENT, "every TP group of order tp-dp lies inside a node: all of its "
-               "all-reduce bytes on intra-node links; modelled on dgx-h100 %.2f us per block "
-               "forward+backward", run * 1e6);
     } else {
         st->cur = L4_ORDER;
-        if (inter <= 0)
-            l4_fail(st, "under order dp-tp the TP group %s should cross nodes, yet no byte went "
-                 "inter-node: does tp_group follow the grid it is given?", mem);
-        l4_note(st, L4_ORDER,
-            "order dp-tp is a placement violation, found and costed: TP group %s "
-            "crosses nodes, up to %s per rank inter-node; modelled on dgx-h100 %.2f us per "
-            "block forward+backward vs %.2f us inside a node (%.1fx slower). Your code gave "
-            "the right numbers under this order too",
-            mem, pl_format_bytes(inter, a, sizeof a), run * 1e6, inside * 1e6, run / inside);
+        if (f->inter <= 0) l4_name(L4_FAIL(st, L4_W_NO_CROSS, 0), 0, f->members);
     }
     st->cur = L4_CORRECT;
     pl_comm_free(tp);

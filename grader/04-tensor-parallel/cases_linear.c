@@ -17,13 +17,6 @@ static void member_data(struct l4_state *st, int w, size_t n, float *out)
 static void check_conjugate(struct l4_state *st, struct pl_comm *tp, int which, const float *mine,
                             const float *sum, size_t n, struct l4_traffic *tr)
 {
-    static const char *names[] = {"f's forward", "f's backward", "g's forward",
-                                  "g's backward"};
-    static const char *rules[] = {
-        "f (copy to the TP region) is the identity forward: every rank already holds x",
-        "f's backward all-reduces (sums) the gradient over the TP group",
-        "g (reduce from the TP region) all-reduces (sums) over the TP group forward",
-        "g's backward is the identity: the sum's gradient reaches every term unchanged"};
     float *buf = gr_op_alloc(n, "lab04 conj buf");
     pl_to_device(buf, mine, n * sizeof(float));
     struct pl_ledger mark;
@@ -40,9 +33,7 @@ static void check_conjugate(struct l4_state *st, struct pl_comm *tp, int which, 
     const float *want = sums ? sum : mine;
     for (size_t i = 0; i < n; i++)
         if (got[i] != want[i]) {
-            l4_fail(st, "%s: element %zu is %g, expected %g (%s%s)", names[which], i, (double)got[i],
-                 (double)want[i], rules[which],
-                 !sums && got[i] == sum[i] ? "; you summed over the ranks" : "");
+            L4_FAIL(st, L4_W_CONJ, which, (double)i, got[i], want[i], sum[i]);
             break;
         }
     free(got);
@@ -65,16 +56,13 @@ void l4_run_conjugates(struct l4_state *st, struct pl_comm *tp)
     free(mine);
     free(sum);
     free(tmp);
-    l4_note(st, L4_CORRECT, "f and g forward and backward exact on every rank (t=%d)", t);
+    st->ob->figs.t = t;
     static const char *names[] = {"f forward", "f backward", "g forward", "g backward"};
     st->cur = L4_TRAFFIC;
     for (int k = 0; k < 4 && t > 1; k++)
         l4_pass(st, names[k], &tr[k], k == 1 || k == 2, (double)n, t,
                            "one for f's backward and g's forward, none otherwise");
     st->cur = L4_CORRECT;
-    l4_note(st, L4_TRAFFIC,
-                    "one all-reduce in f's backward and g's forward, none in f's forward "
-                    "and g's backward");
 }
 
 /* ---- op linear: column- and row-parallel against nn.Linear on the full weight ---- */
@@ -148,14 +136,15 @@ static void column_linear_case(struct l4_state *st, struct pl_comm *tp, int N, i
     gr_ledger_mark(&mark);
     tp_column_linear_backward(tp, gdx, gdw, gdb, sdy, x, sw, N, C, OCt);
     l4_traffic_since(&mark, &lr->bwd);
+    const struct l4_hint none = {0};
     l4_compare(st, "column-parallel y (your columns of the output)", gy, sy, (size_t)N * OCt,
-            L4_TOL_FWD, "y = x w^T + b with this rank's rows of w: the output stays split");
+               L4_TOL_FWD, (struct l4_hint){.kind = L4_H_COL_Y});
     l4_compare_written(st, "column-parallel dx", gdx, dx0, dx, (size_t)N * C, L4_TOL_BWD,
-                    "every rank's dy w is a part of dx: f's backward sums them over the group");
-    l4_compare_accumulated(st, "column-parallel dw (your rows)", gdw, dw0, ew, (size_t)OCt * C, L4_TOL_BWD,
-                        NULL);
-    l4_compare_accumulated(st, "column-parallel db (your slice)", gdb, db0, eb, (size_t)OCt, L4_TOL_BWD,
-                        NULL);
+                       (struct l4_hint){.kind = L4_H_COL_DX});
+    l4_compare_accumulated(st, "column-parallel dw (your rows)", gdw, dw0, ew, (size_t)OCt * C,
+                           L4_TOL_BWD, none);
+    l4_compare_accumulated(st, "column-parallel db (your slice)", gdb, db0, eb, (size_t)OCt,
+                           L4_TOL_BWD, none);
     float *p[] = {sw, sb, sdy, sy, gy, gdx, gdw, gdb, ew, eb, dx0, dw0, db0};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
     full_linear_free(&f);
@@ -189,17 +178,15 @@ static void row_linear_case(struct l4_state *st, struct pl_comm *tp, int N, int 
     gr_ledger_mark(&mark);
     tp_row_linear_backward(tp, gdx, gdw, gdb, gdy, sx, sw, N, ICt, OC);
     l4_traffic_since(&mark, &lr->bwd);
-    const char *hint = l4_extra_bias(gy, y, b, N, OC, t)
-        ? "the output is the right sum plus t-1 extra copies of the bias: it was added on "
-          "every rank before the reduction; add it once, after g (section 4)"
-        : "each rank's x_r w_r^T is a partial sum: g's forward adds them, then the bias "
-          "once";
+    const struct l4_hint none = {0};
+    struct l4_hint hint = {.kind = l4_extra_bias(gy, y, b, N, OC, t) ? L4_H_ROW_BIAS : L4_H_ROW_Y};
     l4_compare(st, "row-parallel y (full, every rank)", gy, y, (size_t)N * OC, L4_TOL_FWD, hint);
-    l4_compare_written(st, "row-parallel dx (your columns)", gdx, dx0, ex, (size_t)N * ICt, L4_TOL_BWD,
-                    NULL);
+    l4_compare_written(st, "row-parallel dx (your columns)", gdx, dx0, ex, (size_t)N * ICt,
+                       L4_TOL_BWD, none);
     l4_compare_accumulated(st, "row-parallel dw (your columns)", gdw, dw0, ew, (size_t)OC * ICt,
-                        L4_TOL_BWD, NULL);
-    l4_compare_accumulated(st, "row-parallel db (replicated)", gdb, db0, db, (size_t)OC, L4_TOL_BWD, NULL);
+                           L4_TOL_BWD, none);
+    l4_compare_accumulated(st, "row-parallel db (replicated)", gdb, db0, db, (size_t)OC,
+                           L4_TOL_BWD, none);
     float *p[] = {sw, sx, gy, gdx, gdw, gdb, ex, ew, gdy, dx0, dw0, db0};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);
     full_linear_free(&f);
@@ -211,8 +198,7 @@ void l4_run_linear(struct l4_state *st, struct pl_comm *tp, int i)
     struct linear_run col, row;
     column_linear_case(st, tp, N, 64, 128, &col);
     row_linear_case(st, tp, N, 128, 64, &row);
-    l4_note(st, L4_CORRECT, "column- and row-parallel outputs and gradients match the full "
-           "nn.Linear's blocks (t=%d)", t);
+    st->ob->figs.t = t;
     st->cur = L4_TRAFFIC;
     if (t > 1) {
         l4_pass(st, "column-parallel forward", &col.fwd, 0, N * 64.0, t,
@@ -224,7 +210,4 @@ void l4_run_linear(struct l4_state *st, struct pl_comm *tp, int i)
                            "g is the identity backward");
     }
     st->cur = L4_CORRECT;
-    l4_note(st, L4_TRAFFIC,
-                    "one all-reduce of [N, C] in the column backward and the row forward, "
-                    "none elsewhere");
 }

@@ -155,35 +155,22 @@ void l4_run_vocab(struct l4_state *st, struct pl_comm *tp, int i)
     gr_ledger_since(&mark, &d);
 
     float *e_wte = vocab_rows(f.dwte, V, C, t, r), *e_w = vocab_rows(f.dw, V, C, t, r);
-    char hint[400];
-    snprintf(hint, sizeof hint, "ids outside your slice contribute zero rows, ids %d and %d "
-             "(the first and last of your slice) are yours; g sums the ranks' rows; the "
-             "position embedding (position of token i: i mod T, T=%d here%s) is added once, "
-             "after the sum (section 9)%s", r * Vt, r * Vt + Vt - 1, T,
-             T < c.seq_len ? ", not seq_len" : "", l4_world_hint(tp));
+    const struct l4_hint none = {0};
+    struct l4_hint hint = {.kind = L4_H_EMBED, .h = {r * Vt, r * Vt + Vt - 1, T, T < c.seq_len},
+                           .world = t < pl_size()};
     l4_compare(st, "embedding output x", gx, f.xe, (size_t)N * C, L4_TOL_FWD, hint);
-    l4_compare_accumulated(st, "gradient of your rows of wte", dwte_r, dwte0, e_wte, (size_t)Vt * C,
-                        L4_TOL_BWD, NULL);
+    l4_compare_accumulated(st, "gradient of your rows of wte", dwte_r, dwte0, e_wte,
+                           (size_t)Vt * C, L4_TOL_BWD, none);
     l4_compare_accumulated(st, "gradient of wpe (replicated)", dwpe, dwpe0, f.dwpe,
-                        (size_t)c.seq_len * C, L4_TOL_BWD, NULL);
-    if (l4_ok(st) && !isfinite(loss))
-        l4_fail(st, "loss %g where the single device's is %.7f: these logits reach the hundreds, "
-                "and exp of anything past 88 overflows a float; subtract each row's maximum "
-                "over the WHOLE vocabulary before exp (M_n, section 10), which leaves the loss "
-                "unchanged", loss, f.loss);
+                           (size_t)c.seq_len * C, L4_TOL_BWD, none);
+    if (l4_ok(st) && !isfinite(loss)) L4_FAIL(st, L4_W_LOSS_INF, loss, f.loss);
     else if (l4_ok(st) && gr_rel_err(loss, f.loss) > L4_TOL_FWD)
-        l4_fail(st, "loss %.7f, the single device's %.7f: the row maximum, the sum of exponentials "
-                "and the target's logit must each cover the whole vocabulary, and target ids "
-                "%d and %d (the first and last of your slice) are yours (section 10)", loss,
-                f.loss, r * Vt, r * Vt + Vt - 1);
+        L4_FAIL(st, L4_W_LOSS, loss, f.loss, r * Vt, r * Vt + Vt - 1);
     l4_compare_written(st, "head input gradient dx", gdx, dx0, f.dx, (size_t)N * C, L4_TOL_BWD,
-                    "f's backward sums the ranks' dlogits_r w_r (section 10)");
-    l4_compare_accumulated(st, "gradient of your rows of the head", dw_r, dw0, e_w, (size_t)Vt * C,
-                        L4_TOL_BWD, NULL);
-    l4_note(st, L4_CORRECT, "embedding, loss and every gradient match the single device (t=%d; "
-                    "%d cases, ids at every shard boundary, logits past exp's float range, "
-                    "gradients handed over non-zero, the last on %d TP group%s)",
-                    t, L4_NCASES, pl_size() / t, pl_size() / t == 1 ? "" : "s");
+                       (struct l4_hint){.kind = L4_H_HEAD_DX});
+    l4_compare_accumulated(st, "gradient of your rows of the head", dw_r, dw0, e_w,
+                           (size_t)Vt * C, L4_TOL_BWD, none);
+    st->ob->figs.t = t;
 
     /* parts traffic and memory: judged from these (judge.c) */
     struct l4_vocab *v = &st->ob->vocab;
@@ -223,15 +210,10 @@ static void judge_train_memory(struct l4_state *st, const struct pl_model_config
                                const struct unseen_held *hidden, const size_t *live, int steps)
 {
     st->cur = L4_MEMORY;
-    char a[32], b[32];
     /* live allocations may not grow from step to step */
     for (int s = 1; s < steps && l4_ok(st); s++)
         if (live[s] > live[0])
-            l4_fail(st, "after step %d your code held %s more than after step 1 (%s live in "
-                    "all): each step frees what it allocates (activations, work buffers, the "
-                    "head's acts), or memory grows with every step until training runs out",
-                    s + 1, pl_format_bytes((double)(live[s] - live[0]), a, sizeof a),
-                    pl_format_bytes((double)live[s], b, sizeof b));
+            L4_FAIL(st, L4_W_LIVE_GROWS, s + 1, (double)(live[s] - live[0]), (double)live[s]);
     struct pl_model_layout lay;
     pl_model_layout_init(&lay, c);
     const double C = c->d_model, F = c->d_ff, V = c->vocab, L = c->n_layers;
@@ -239,29 +221,15 @@ static void judge_train_memory(struct l4_state *st, const struct pl_model_config
     double split = 2 * V * C + L * (4 * C * C + 3 * C + 2 * F * C + F);
     double want = 4.0 * ((double)lay.numel - split + split / t);
     pl_model_layout_free(&lay);
-    const struct {
-        enum pl_mem_cat cat;
-        double bound;
-        const char *what;
-    } K[] = {{PL_MEM_PARAMS, want, "parameters"},
-             {PL_MEM_GRADS, want, "gradients"},
-             {PL_MEM_OPTIM, 2 * want, "AdamW moments"}};
+    const enum pl_mem_cat cat[] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
     for (int k = 0; k < 3; k++) {
-        double got = grown(before, after, K[k].cat);
-        if (got > K[k].bound * 1.001)
-            l4_fail(st, "%s held %s at peak where a rank's shard needs %s: the split tensors' 1/t "
-                 "(t=%d) plus the replicated layernorms, position embedding and biases whole",
-                 K[k].what, pl_format_bytes(got, a, sizeof a),
-                 pl_format_bytes(K[k].bound, b, sizeof b), t);
+        double got = grown(before, after, cat[k]), bound = k == 2 ? 2 * want : want;
+        if (got > bound * 1.001) L4_FAIL(st, L4_W_SHARD_MEM, k, got, bound, t);
     }
     double act = L * pl_tp_block_act_bytes(c, t, B, c->seq_len) + 4 * N * (V / t + 3) +
                  4 * (4 * N * C + 2 * N) + L * sizeof(struct pl_tp_block_acts);
     double got = grown(before, after, PL_MEM_ACTIV);
-    if (l4_ok(st) && got > act)
-        l4_fail(st, "activations held %s at peak, more than the kit's TP formula allows (%s: the "
-             "blocks' split activations, the head's [N, V/t] logits, four [N, C] buffers, "
-             "the final layernorm's statistics and the blocks' records)",
-             pl_format_bytes(got, a, sizeof a), pl_format_bytes(act, b, sizeof b));
+    if (l4_ok(st) && got > act) L4_FAIL(st, L4_W_ACT_MEM, got, act);
     /* the total over every category, whatever a buffer is filed as: the above, plus what a
      * step needs for a moment (the work buffers of one block's backward: six [N, C] and the
      * attention's split [N, 4C/t] or the MLP's [N, 2F/t]; the head's [N, V/t] gradient and
@@ -272,26 +240,13 @@ static void judge_train_memory(struct l4_state *st, const struct pl_model_config
     double total_bound = 4 * want + act + work;
     double total = (double)after->peak_total - (double)before->current_total + hidden->bytes;
     if (l4_ok(st) && total > total_bound)
-        l4_fail(st, "your %d steps held %s at peak over all memory categories%s, where a TP rank "
-                "needs at most %s: its shard's parameters, gradients and AdamW moments (%s), "
-                "the activations above (%s) and one step's work buffers (%s: a block "
-                "backward's [N, C] gradients, the head's [N, V/t], the loss's numbers). "
-                "Something larger was kept, whatever category it was filed in: a full-size "
-                "copy of a tensor, or buffers kept across steps (section 11)%s%s",
-                L4_TRAIN_STEPS, pl_format_bytes(total, a, sizeof a),
-                hidden->bytes > 0 ? " (buffers given to collectives outside the ledger "
-                                    "included)" : "",
-                pl_format_bytes(total_bound, b, sizeof b),
-                pl_format_bytes(4 * want, (char[32]){0}, 32),
-                pl_format_bytes(act, (char[32]){0}, 32), pl_format_bytes(work, (char[32]){0}, 32),
-                hidden->bytes > 0 ? "; " : "", hidden->bytes > 0 ? gr_unseen_where(hidden->where)
-                                                                 : "");
-    l4_note(st, L4_MEMORY, "per rank: %s of parameters (as many of gradients, twice of AdamW "
-           "moments) for t=%d, from the shapes; activations %s at peak within %s; %s in all "
-           "within %s; live memory the same after every step",
-           pl_format_bytes(want, a, sizeof a), t, pl_format_bytes(got, b, sizeof b),
-           pl_format_bytes(act, (char[32]){0}, 32), pl_format_bytes(total, (char[32]){0}, 32),
-           pl_format_bytes(total_bound, (char[32]){0}, 32));
+        l4_name(L4_FAIL(st, L4_W_TOTAL_MEM, total, total_bound, 4 * want, act, work,
+                        hidden->bytes), 0, gr_unseen_where(hidden->where));
+    st->ob->figs.states = want;
+    st->ob->figs.act = got;
+    st->ob->figs.act_bound = act;
+    st->ob->figs.total = total;
+    st->ob->figs.total_bound = total_bound;
     st->cur = L4_CORRECT;
 }
 
@@ -302,12 +257,7 @@ static void judge_train_memory(struct l4_state *st, const struct pl_model_config
 static double judge_train_compute(struct l4_state *st, double mine, double full, int t)
 {
     double bound = full * (1.0 / t + 0.5 * (1.0 - 1.0 / t));
-    if (t > 1 && mine > bound)
-        l4_fail(st, "your steps computed %.3g FLOPs on this rank where the single device's take "
-                "%.3g and a TP rank about 1/%d of them (%.3g): the whole model's products ran "
-                "on every rank (a full copy of the weights, or gathered ones), so the right "
-                "losses are the single device's, not tensor parallelism. Each rank computes "
-                "with its shard only (section 11)", mine, full, t, full / t);
+    if (t > 1 && mine > bound) L4_FAIL(st, L4_W_FLOPS, mine, full, t);
     return full > 0 ? mine / full : 0;
 }
 
@@ -326,16 +276,7 @@ static void judge_train_traffic(struct l4_state *st, const struct pl_ledger *d, 
                    pl_ring_bytes_sent(PL_ALL_REDUCE, t, NC * sizeof(float));
     double sent = gr_ledger_total_bytes(d);
     long calls = gr_ledger_total_calls(d);
-    char a[32], b[32];
-    if (t > 1 && sent < floor)
-        l4_fail(st, "your %d steps sent %s per rank where a TP rank sends at least %s (g's "
-                "all-reduce of [N, C] twice per block forward: %d steps x 2L x 2(t-1)/t x NC x 4 "
-                "bytes): the right losses without those sums mean the whole model ran on every "
-                "rank (a full copy of the weights, its products out of the FLOP count), so "
-                "they are the single device's, not tensor parallelism. Each rank computes "
-                "with its shard only (section 11)", L4_TRAIN_STEPS,
-                pl_format_bytes(sent, a, sizeof a), pl_format_bytes(floor, b, sizeof b),
-                L4_TRAIN_STEPS);
+    if (t > 1 && sent < floor) L4_FAIL(st, L4_W_SENT_FLOOR, sent, floor);
     /* and at most, per step: the blocks' 4L all-reduces of [N, C], the embedding and loss as
      * section 10 bounds them (two all-reduces of [N, C], one collective of N floats, an
      * all-gather's (t-1)N at most, for each of the loss's three numbers), and the global
@@ -347,15 +288,8 @@ static void judge_train_traffic(struct l4_state *st, const struct pl_ledger *d, 
                                                                         NC * sizeof(float)) +
                                        3 * per * N + per * 2 * ntens);
     if (t > 1 && l4_ok(st) && (calls > most_calls || sent > most + 0.5))
-        l4_fail(st, "your %d steps sent %s per rank in %ld collectives (%ld all-reduces) where a TP "
-                "step needs at most %s in %ld: per step the blocks' 4L all-reduces of [N, C] "
-                "(L=%d), the embedding's and the head's two, one collective of N floats for "
-                "each of the loss's three numbers per row, and the global norm in at most two "
-                "collectives of one float per tensor. A replicated tensor's gradient is already "
-                "the same on every rank (section 7), so syncing it, or any other all-reduce, "
-                "is traffic that tensor parallelism does not need (section 11)", L4_TRAIN_STEPS,
-                pl_format_bytes(sent, a, sizeof a), calls, d->calls[PL_ALL_REDUCE],
-                pl_format_bytes(most, b, sizeof b), most_calls, c->n_layers);
+        L4_FAIL(st, L4_W_SENT_MOST, sent, calls, d->calls[PL_ALL_REDUCE], most, most_calls,
+                c->n_layers);
 }
 
 /* Every tensor's shard against its slice of the reference's final weights. */
@@ -382,10 +316,7 @@ static void check_train_weights(struct l4_state *st, const struct tp_gpt *m, con
         }
         double rel = sqrt(e) / fmax(sqrt(nr), rms * sqrt((double)d->shard_numel));
         if (!(rel <= GR_TOL_PARAMS))
-            l4_fail(st, "your shard of %s after %d steps: relative L2 error %.2e (tolerance %.0e)%s",
-                 d->name, L4_TRAIN_STEPS, rel, GR_TOL_PARAMS,
-                 d->split == PL_TP_REPLICATED ? ": a replicated tensor, updated the same "
-                                                "on every rank" : "");
+            l4_name(L4_FAIL(st, L4_W_WEIGHTS, rel, d->split == PL_TP_REPLICATED), 0, d->name);
     }
     free(h);
     free(g);
@@ -438,23 +369,15 @@ void l4_run_train(struct l4_state *st, struct pl_comm *tp)
     pl_mem_get_stats(&after);
     double err = 0;
     int bad = m ? gr_check_losses(loss, ref.loss, L4_TRAIN_STEPS, &err) : 0;
-    if (!m && !pl_todo_what()) l4_fail(st, "tp_gpt_new returned NULL (section 11)");
-    else if (bad >= 0 && m)
-        l4_fail(st, "the loss of step %d is %.7f where the single device's is %.7f (relative error "
-             "%.1e, tolerance %.0e)%s", bad + 1, loss[bad], ref.loss[bad], err, GR_TOL_LOSS,
-             bad > 0 ? ": the first steps agree, so the forward is right; look at the "
-                       "gradient clipping (replicated tensors count once in the global norm) "
-                       "and AdamW's weight decay per tensor (section 11)"
-                     : "");
+    if (!m && !pl_todo_what()) L4_FAIL(st, L4_W_NO_MODEL, 0);
+    else if (bad >= 0 && m) L4_FAIL(st, L4_W_STEP_LOSS, bad + 1, loss[bad], ref.loss[bad], err);
     if (m && l4_ok(st)) check_train_weights(st, m, &ref, t, r);
     double share = m && l4_ok(st) ? judge_train_compute(st, my_flops, ref_flops, t) : 0;
     if (m && l4_ok(st)) judge_train_traffic(st, &d, &setup.cfg, t, b.B);
     judge_train_memory(st, &setup.cfg, t, b.B, &before, &after, &hidden, live, L4_TRAIN_STEPS);
-    l4_note(st, L4_CORRECT,
-                    "%d AdamW steps of a %d-block GPT on %d ranks: losses and every shard's "
-                    "weights match the single device (last loss %.5f), with %.3f of its "
-                    "FLOPs per rank",
-                    L4_TRAIN_STEPS, L4_TRAIN_LAYERS, t, ref.loss[L4_TRAIN_STEPS - 1], share);
+    st->ob->figs.t = t;
+    st->ob->figs.loss = ref.loss[L4_TRAIN_STEPS - 1];
+    st->ob->figs.share = share;
     tp_gpt_free(m);
     gr_batch_free(&b);
     gr_reference_free(&ref);

@@ -33,7 +33,7 @@
 #define L4_TRAIN_B 4
 #define L4_TRAIN_LAYERS 2
 #define L4_CORPUS_TOKENS 8192
-#define L4_TEXT 768 /* a reason or a note, as the ranks state it */
+#define L4_TEXT 768 /* a reason or a note, as judge.c words it */
 
 /* The parts a case is judged on. */
 enum l4_part { L4_CORRECT, L4_TRAFFIC, L4_MEMORY, L4_PLACEMENT, L4_ORDER, L4_TIME, L4_NPARTS };
@@ -73,31 +73,86 @@ struct l4_vocab {
     char hidden_region[96];      /* gr_unseen_where(hidden_where) */
 };
 
-/* The block on the modelled timeline, replayed on rank 0 (block_time.h). */
-struct l4_time {
-    int traced;      /* 1: a complete trace was replayed */
-    char err[256];   /* why not, when a trace was held */
-    int t;
-    double step, compute, bound, ratio;
-    double split;    /* the single device's compute split t ways (s) */
+/* Why a comparison is likeliest wrong: a class, with its figures (judge.c words it). */
+enum l4_hint_kind {
+    L4_H_NONE, L4_H_COL_Y, L4_H_COL_DX, L4_H_ROW_Y, L4_H_ROW_BIAS, L4_H_OUT_BIAS, L4_H_HEADS,
+    L4_H_FEWER_AR, /* h: all-reduces made, needed */
+    L4_H_MORE_AR,  /* h: all-reduces made, needed */
+    L4_H_SUB_DX,   /* (world) */
+    L4_H_SUMMED,   /* h: t */
+    L4_H_EMBED,    /* h: the slice's first and last id, T, T < seq_len; (world) */
+    L4_H_HEAD_DX, L4_H_OVERWROTE, L4_H_WRITTEN_ADDED
 };
 
-/* A rank's own statement of a part: the first failure it found, and what the part says
- * when every rank passed it (rank 0's, on the last case). */
+struct l4_hint {
+    int kind;       /* enum l4_hint_kind */
+    int handed;     /* a gradient handed over non-zero: compared is what the backward added */
+    double h[4];
+    int world;      /* the TP group is smaller than the world */
+};
+
+/* One tensor against the oracle's, as it failed. */
+struct l4_cmp {
+    int finite;     /* 0: element `at` is not finite */
+    double at, got, ref;
+    double rel, tol, max_abs;
+    struct l4_hint hint;
+};
+
+/* Why a rank failed a part (judge.c's reason text reads the figures v and names). */
+enum l4_why {
+    L4_W_NONE,
+    L4_W_COMPARE,      /* name: the tensor; cmp */
+    L4_W_CONJ,         /* v: which pass, element, got, want, the sum's element */
+    L4_W_NO_GROUP,
+    L4_W_NOT_TP_GROUP, /* name: the grid; v: rank, the group's size, the TP group's */
+    L4_W_GROUP_ORDER,  /* names: the grid, the group given, the TP group; v: rank */
+    L4_W_GROUP_WRONG,  /* as L4_W_GROUP_ORDER */
+    L4_W_PLACE_SIZE,   /* name: the order; v: the group's size */
+    L4_W_SPANS,        /* name: the group; v: bytes inter-node, all, time as run, inside */
+    L4_W_NO_CROSS,     /* name: the group */
+    L4_W_LOSS_INF,     /* v: loss, the single device's */
+    L4_W_LOSS,         /* v: loss, the single device's, the slice's first and last id */
+    L4_W_LIVE_GROWS,   /* v: step, bytes more, bytes live */
+    L4_W_SHARD_MEM,    /* v: category (0 parameters, 1 gradients, 2 moments), held, bound, t */
+    L4_W_ACT_MEM,      /* v: held, bound */
+    L4_W_TOTAL_MEM,    /* name: where buffers outside the ledger were; v: held, bound, the
+                        * states', the activations', the work's, bytes outside the ledger */
+    L4_W_FLOPS,        /* v: this rank's, the single device's, t */
+    L4_W_SENT_FLOOR,   /* v: sent, the least */
+    L4_W_SENT_MOST,    /* v: sent, calls, all-reduces, the most, its calls, L */
+    L4_W_WEIGHTS,      /* name: the tensor; v: relative error, replicated */
+    L4_W_NO_MODEL,
+    L4_W_STEP_LOSS     /* v: step, loss, the single device's, relative error */
+};
+
+#define L4_NAME 160
+
 struct l4_said {
-    int failed;
-    char why[L4_TEXT];
-    char note[L4_TEXT];
+    int code; /* enum l4_why; L4_W_NONE: passed */
+    double v[8];
+    char name[3][L4_NAME];
+    struct l4_cmp cmp;
+};
+
+/* What the note of a passing part says: rank 0's figures of the case. */
+struct l4_figs {
+    int t, B, T;
+    double loss, share;                    /* train: the last loss, the FLOPs' fraction */
+    double states, act, act_bound, total, total_bound; /* train: bytes per rank */
+    double run, inside, inter;             /* placement: modelled s, the most inter-node bytes */
+    char members[64];                      /* placement: the TP group */
 };
 
 struct l4_obs {
-    struct l4_said part[L4_NPARTS];
-    int npass;                  /* passes judged for part traffic */
+    struct l4_said part[L4_NPARTS]; /* this rank's first failure of each */
+    struct l4_figs figs;
+    int npass;                      /* passes judged for part traffic */
     struct l4_pass pass[4];
-    int has_vocab;              /* parts traffic and memory of op vocab */
+    int has_vocab;                  /* parts traffic and memory of op vocab */
     struct l4_vocab vocab;
-    int has_time;               /* part time (rank 0) */
-    struct l4_time time;
+    int has_time;                   /* part time (rank 0) */
+    struct gr_bt_figures time;
 };
 
 /* ---- the lab's state (the harness's; driver.c makes it) ---- */
@@ -116,7 +171,7 @@ struct l4_state {
     const char *plots_dir;      /* bench: --plots-dir, or NULL */
     struct l4_obs *ob;          /* the observation being filled (observe) */
     int cur;                    /* the part l4_fail records against */
-    struct l4_time time_last;   /* the traced case's replay, said again on the others */
+    struct gr_bt_figures time_last;   /* the traced case's replay, said again on the others */
     struct pl_comm *perf_tp;
     struct l4_perf *perf;
 };
@@ -139,26 +194,29 @@ void l4_describe(const struct l4_state *st, int i, char *buf, size_t len);
 /* Collective: runs case i of the layer ops, vocab and train into st->ob. */
 void l4_run_case(struct l4_state *st, int i);
 
-/* This rank's statements (into st->ob, part st->cur). */
-void l4_fail(struct l4_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void l4_note(struct l4_state *st, int part, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* This rank's first failure of part st->cur, with figures v[n] (NULL when the part has
+ * failed already); L4_FAIL(st, code, figures...). */
+struct l4_said *l4_fail(struct l4_state *st, enum l4_why code, const double *v, int n);
+#define L4_FAIL(st, code, ...)                                                                  \
+    l4_fail(st, code, (const double[]){__VA_ARGS__},                                            \
+            (int)(sizeof((const double[]){__VA_ARGS__}) / sizeof(double)))
+/* Names k of a failure (s may be NULL). */
+void l4_name(struct l4_said *s, int k, const char *name);
 int l4_ok(const struct l4_state *st);
 /* Records a pass for part traffic. */
 void l4_pass(struct l4_state *st, const char *name, const struct l4_traffic *tr, long calls,
              double count, int t, const char *where);
 void l4_traffic_since(const struct pl_ledger *mark, struct l4_traffic *out);
-/* got against ref (op memory), as gr_compare, the reason recorded on part st->cur. */
+/* got against ref (op memory), as gr_compare, recorded on part st->cur. */
 int l4_compare(struct l4_state *st, const char *what, const float *got, const float *ref,
-               size_t n, double tol, const char *hint);
+               size_t n, double tol, struct l4_hint hint);
 int l4_extra_bias(const float *got, const float *ref, const float *b, int N, int OC, int t);
-const char *l4_world_hint(struct pl_comm *tp);
 int l4_compare_accumulated(struct l4_state *st, const char *what, const float *got,
                            const float *init, const float *ref, size_t n, double tol,
-                           const char *hint);
+                           struct l4_hint hint);
 int l4_compare_written(struct l4_state *st, const char *what, const float *got,
                        const float *junk, const float *ref, size_t n, double tol,
-                       const char *hint);
+                       struct l4_hint hint);
 float *l4_junk(struct l4_state *st, const char *name, size_t n);
 /* got - init (op memory). */
 float *l4_minus(const float *got, const float *init, size_t n);
@@ -166,7 +224,7 @@ int l4_near(const float *got, const float *ref, size_t n, double tol);
 /* Each shard gradient of the tensors in `which` (indices into the block's tensor table)
  * against its block of the full gradient. */
 void l4_compare_shard_grads(struct l4_state *st, const struct l4_block *k, const int *which,
-                            int n, const char *hint);
+                            int n);
 
 struct l4_block;
 /* A full block with every tensor random, and the shard of TP rank r of t sliced from it. */
@@ -217,6 +275,8 @@ int l4_judge(int kind, int i, int ncases, const char *part, const struct gr_obs 
              struct gr_why *why);
 /* The verdict of one pass (judge.c): 1, or 0 with the reason in buf. */
 int l4_judge_pass(const struct l4_pass *p, char *buf, size_t len);
+/* Rank r's failure s of a part in words: what a student reads after "rank R: ". */
+void l4_reason(const struct l4_said *s, char *buf, size_t len);
 
 /* ---- bench.c ---- */
 

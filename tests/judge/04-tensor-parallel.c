@@ -59,6 +59,116 @@ static void pass_of(struct l4_pass *p, const char *name, long need, long made, d
     p->tr.ar_bytes = (double)made * 2.0 * (t - 1) / t * count * 4.0;
 }
 
+/* Training: the loss of a later step, the traffic past its most, memory outside the ledger,
+ * the FLOPs of a whole model; then the notes of passing parts from rank 0's figures. */
+static void training(void)
+{
+    enum { NP = 2 };
+    static struct l4_obs obs[NP];
+    struct gr_why why;
+    char want[1024], a[32], b[32], c[32], d[32], e[32];
+    memset(obs, 0, sizeof obs);
+    struct l4_said *f = &obs[1].part[L4_CORRECT];
+    *f = (struct l4_said){.code = L4_W_STEP_LOSS, .v = {2, 5.25, 5.5, 0.05}};
+    snprintf(want, sizeof want, "rank 1: the loss of step 2 is %.7f where the single device's "
+             "is %.7f (relative error %.1e, tolerance %.0e): the first steps agree", 5.25, 5.5,
+             0.05, GR_TOL_LOSS);
+    CHECK(!judge(L4_TRAIN, 0, 1, "correct", obs, NP, &why) && said(&why, want),
+          "step 2's loss: %s", why.n ? why.line[0] : "");
+    f->v[0] = 1;
+    CHECK(!judge(L4_TRAIN, 0, 1, "correct", obs, NP, &why) && !said(&why, "first steps agree"),
+          "step 1's loss blames no later step: %s", why.n ? why.line[0] : "");
+    const double sent = 3 << 20, most = 1 << 20;
+    *f = (struct l4_said){.code = L4_W_SENT_MOST, .v = {sent, 40, 38, most, 33, 2}};
+    snprintf(want, sizeof want, "rank 1: your %d steps sent %s per rank in 40 collectives (38 "
+             "all-reduces) where a TP step needs at most %s in 33: per step the blocks' 4L "
+             "all-reduces of [N, C] (L=2)", L4_TRAIN_STEPS, pl_format_bytes(sent, a, sizeof a),
+             pl_format_bytes(most, b, sizeof b));
+    CHECK(!judge(L4_TRAIN, 0, 1, "correct", obs, NP, &why) && said(&why, want),
+          "traffic past the most: %s", why.n ? why.line[0] : "");
+    *f = (struct l4_said){.code = L4_W_FLOPS, .v = {8e9, 8e9, NP}};
+    snprintf(want, sizeof want, "rank 1: your steps computed %.3g FLOPs on this rank where the "
+             "single device's take %.3g and a TP rank about 1/%d of them (%.3g)", 8e9, 8e9, NP,
+             8e9 / NP);
+    CHECK(!judge(L4_TRAIN, 0, 1, "correct", obs, NP, &why) && said(&why, want),
+          "the whole model's FLOPs: %s", why.n ? why.line[0] : "");
+    f = &obs[0].part[L4_MEMORY];
+    const double held = 9e6, bound = 5e6, states = 2e6, act = 1e6, work = 2e6, hidden = 4e6;
+    *f = (struct l4_said){.code = L4_W_TOTAL_MEM, .v = {held, bound, states, act, work, hidden}};
+    snprintf(f->name[0], L4_NAME, "on the stack");
+    snprintf(want, sizeof want, "rank 0: your %d steps held %s at peak over all memory "
+             "categories (buffers given to collectives outside the ledger included), where a TP "
+             "rank needs at most %s: its shard's parameters, gradients and AdamW moments (%s), "
+             "the activations above (%s) and one step's work buffers (%s:", L4_TRAIN_STEPS,
+             pl_format_bytes(held, a, sizeof a), pl_format_bytes(bound, b, sizeof b),
+             pl_format_bytes(states, c, sizeof c), pl_format_bytes(act, d, sizeof d),
+             pl_format_bytes(work, e, sizeof e));
+    CHECK(!judge(L4_TRAIN, 0, 1, "memory", obs, NP, &why) && said(&why, want) &&
+              said(&why, "buffers kept across steps (section 11); on the stack"),
+          "memory over every category, some outside the ledger: %s", why.n ? why.line[0] : "");
+    *f = (struct l4_said){.code = L4_W_SHARD_MEM, .v = {2, 3e6, 1e6, NP}};
+    snprintf(want, sizeof want, "rank 0: AdamW moments held %s at peak where a rank's shard "
+             "needs %s: the split tensors' 1/t (t=%d)", pl_format_bytes(3e6, a, sizeof a),
+             pl_format_bytes(1e6, b, sizeof b), NP);
+    CHECK(!judge(L4_TRAIN, 0, 1, "memory", obs, NP, &why) && said(&why, want),
+          "moments past a shard's: %s", why.n ? why.line[0] : "");
+    /* passing: the notes say rank 0's figures */
+    memset(obs, 0, sizeof obs);
+    obs[0].figs = (struct l4_figs){.t = NP, .loss = 5.123456, .share = 0.5123, .states = states,
+                                   .act = act, .act_bound = 2 * act, .total = held,
+                                   .total_bound = 2 * held};
+    snprintf(want, sizeof want, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every "
+             "shard's weights match the single device (last loss %.5f), with %.3f of its FLOPs "
+             "per rank", L4_TRAIN_STEPS, L4_TRAIN_LAYERS, NP, 5.123456, 0.5123);
+    CHECK(judge(L4_TRAIN, 0, 1, "correct", obs, NP, &why) && why.n == 1 &&
+              !strcmp(why.line[0], want),
+          "training's note: %s", why.n ? why.line[0] : "");
+    snprintf(want, sizeof want, "per rank: %s of parameters (as many of gradients, twice of "
+             "AdamW moments) for t=%d, from the shapes; activations %s at peak within %s; %s in "
+             "all within %s", pl_format_bytes(states, a, sizeof a), NP,
+             pl_format_bytes(act, b, sizeof b), pl_format_bytes(2 * act, c, sizeof c),
+             pl_format_bytes(held, d, sizeof d), pl_format_bytes(2 * held, e, sizeof e));
+    CHECK(judge(L4_TRAIN, 0, 1, "memory", obs, NP, &why) && said(&why, want),
+          "training memory's note: %s", why.n ? why.line[0] : "");
+}
+
+/* Placement on 8 ranks: a group across nodes, one numbered backwards; order dp-tp's note. */
+static void placement(void)
+{
+    enum { NP = 8 };
+    static struct l4_obs obs[NP];
+    struct gr_why why;
+    char want[1024], a[32], b[32];
+    memset(obs, 0, sizeof obs);
+    struct l4_said *f = &obs[2].part[L4_PLACEMENT];
+    *f = (struct l4_said){.code = L4_W_SPANS, .v = {3000, 6000, 40e-6, 10e-6}};
+    snprintf(f->name[0], L4_NAME, "{0,2,4,6}");
+    snprintf(want, sizeof want, "rank 2: your TP group {0,2,4,6} spans nodes: %s of its %s "
+             "crossed the network. Modelled on dgx-h100 this block takes %.2f us where inside a "
+             "node it takes %.2f us (%.1fx)", pl_format_bytes(3000, a, sizeof a),
+             pl_format_bytes(6000, b, sizeof b), 40.0, 10.0, 4.0);
+    CHECK(!judge(L4_PLACE, 0, 2, "placement", obs, NP, &why) && said(&why, want),
+          "a group across nodes: %s", why.n ? why.line[0] : "");
+    *f = (struct l4_said){.code = L4_W_GROUP_ORDER, .v = {2}};
+    snprintf(f->name[0], L4_NAME, "tp4-dp2");
+    snprintf(f->name[1], L4_NAME, "{3,2,1,0}");
+    snprintf(f->name[2], L4_NAME, "{0,1,2,3}");
+    CHECK(!judge(L4_PLACE, 0, 2, "placement", obs, NP, &why) &&
+              said(&why, "rank 2: on grid tp4-dp2 tp_group gave rank 2 the right ranks in the "
+                         "wrong order, {3,2,1,0} by group rank where the tp coordinates give "
+                         "{0,1,2,3}"),
+          "a group numbered backwards: %s", why.n ? why.line[0] : "");
+    memset(obs, 0, sizeof obs);
+    obs[0].figs = (struct l4_figs){.t = 4, .run = 30e-6, .inside = 10e-6, .inter = 4096};
+    snprintf(obs[0].figs.members, sizeof obs[0].figs.members, "{0,2,4,6}");
+    snprintf(want, sizeof want, "order dp-tp is a placement violation, found and costed: TP "
+             "group {0,2,4,6} crosses nodes, up to %s per rank inter-node; modelled on dgx-h100 "
+             "%.2f us per block forward+backward vs %.2f us inside a node (%.1fx slower)",
+             pl_format_bytes(4096, a, sizeof a), 30.0, 10.0, 3.0);
+    CHECK(judge(L4_PLACE, 1, 2, "order", obs, NP, &why) && said(&why, want),
+          "order dp-tp's note: %s", why.n ? why.line[0] : "");
+}
+
 static void hand_built(void)
 {
     enum { NP = 2 };
@@ -72,11 +182,15 @@ static void hand_built(void)
         obs[r].npass = 1;
         pass_of(&obs[r].pass[0], "forward", 1, 1, count, NP);
     }
-    snprintf(obs[0].part[L4_TRAFFIC].note, L4_TEXT, "one all-reduce forward");
     CHECK(judge(L4_MLP, 0, 3, "traffic", obs, NP, &why) && why.n == 0,
           "right traffic on a middle case passes silently (%d lines)", why.n);
-    CHECK(judge(L4_MLP, 2, 3, "traffic", obs, NP, &why) && said(&why, "one all-reduce forward"),
-          "right traffic on the last case says rank 0's note");
+    /* the note: case 1 (b=1, s=7) on t = np sends half of a block's 8bsh(t-1)/t x 4 bytes */
+    char note[256], sent[32];
+    pl_format_bytes(8.0 * 1 * 7 * 64 * (NP - 1) / NP * 4 / 2, sent, sizeof sent);
+    snprintf(note, sizeof note, "1 all-reduce forward and 1 backward per pass on the TP group; "
+             "the case b=1, s=7, h=64 on t=%d sent %s per rank = 1/2 of 8bsh(t-1)/t", NP, sent);
+    CHECK(judge(L4_MLP, 2, 3, "traffic", obs, NP, &why) && said(&why, note),
+          "right traffic on the last case says the MLP's figures: %s", why.n ? why.line[0] : "");
     pass_of(&obs[1].pass[0], "forward", 1, 2, count, NP);
     CHECK(!judge(L4_MLP, 0, 3, "traffic", obs, NP, &why) &&
               said(&why, "rank 1: the forward made 2 all-reduces on the TP group where it "
@@ -94,13 +208,61 @@ static void hand_built(void)
               said(&why, "reduce exactly the [N, C] activation"),
           "an all-reduce of twice the activation: %s", why.n ? why.line[0] : "");
 
-    /* correct: the first rank that stated a failure, in rank order */
+    /* correct: the first rank that recorded a failure, in rank order, worded from figures */
     memset(obs, 0, sizeof obs);
-    obs[1].part[L4_CORRECT].failed = 1;
-    snprintf(obs[1].part[L4_CORRECT].why, L4_TEXT, "TP MLP output y: relative L2 error 1.00e+00");
-    CHECK(!judge(L4_MLP, 0, 3, "correct", obs, NP, &why) &&
-              !strcmp(why.line[0], "rank 1: TP MLP output y: relative L2 error 1.00e+00"),
-          "rank 1's perturbed output is its reason: %s", why.n ? why.line[0] : "");
+    struct l4_said *f = &obs[1].part[L4_CORRECT];
+    f->code = L4_W_COMPARE;
+    snprintf(f->name[0], L4_NAME, "TP MLP output y (B=2, T=16, t=2)");
+    f->cmp = (struct l4_cmp){.finite = 1, .at = 17, .got = 1.5, .ref = 0.5, .rel = 1.0,
+                             .tol = L4_TOL_FWD, .max_abs = 1.0,
+                             .hint = {.kind = L4_H_OUT_BIAS}};
+    char want[1024];
+    snprintf(want, sizeof want, "rank 1: TP MLP output y (B=2, T=16, t=2): relative L2 error "
+             "%.2e (tolerance %.0e; max abs %.2e at element 17: expected %.6g, got %.6g): it is "
+             "the right sum plus t-1 extra copies of the output bias", 1.0, L4_TOL_FWD, 1.0, 0.5,
+             1.5);
+    CHECK(!judge(L4_MLP, 0, 3, "correct", obs, NP, &why) && why.n == 1 &&
+              !strncmp(why.line[0], want, strlen(want)),
+          "rank 1's output, a bias per rank: %s", why.n ? why.line[0] : "");
+    /* rank 0 failing too is named first */
+    obs[0].part[L4_CORRECT] = *f;
+    CHECK(!judge(L4_MLP, 0, 3, "correct", obs, NP, &why) && !strncmp(why.line[0], "rank 0: ", 8),
+          "the first failing rank is named: %s", why.n ? why.line[0] : "");
+    /* a shard gradient summed t times and handed over non-zero: both hints, joined */
+    memset(obs, 0, sizeof obs);
+    f = &obs[0].part[L4_CORRECT];
+    f->code = L4_W_COMPARE;
+    snprintf(f->name[0], L4_NAME, "gradient of your shard of h.0.ln1.w (replicated)");
+    f->cmp = (struct l4_cmp){.finite = 1, .rel = 1.0, .tol = L4_TOL_BWD,
+                             .hint = {.kind = L4_H_SUMMED, .handed = 1, .h = {NP}}};
+    snprintf(want, sizeof want, "it is %d (= t) times the single device's: a gradient every "
+             "rank already holds whole was summed over the group again (section 7, question 3); "
+             "the gradient was handed over non-zero, so what is compared is what your backward "
+             "added to it (the contract is +=)", NP);
+    CHECK(!judge(L4_BLOCK, 0, 3, "correct", obs, NP, &why) && said(&why, want),
+          "summed t times, handed over: %s", why.n ? why.line[0] : "");
+    /* an element not finite; the embedding's hint on a group smaller than the world */
+    f->cmp = (struct l4_cmp){.finite = 0, .at = 3, .got = INFINITY, .ref = 2,
+                             .hint = {.kind = L4_H_EMBED, .h = {64, 127, 5, 1}, .world = 1}};
+    snprintf(f->name[0], L4_NAME, "embedding output x");
+    snprintf(want, sizeof want, "rank 0: embedding output x: element 3 is %g (expected 2): ids "
+             "outside your slice contribute zero rows, ids 64 and 127 (the first and last of "
+             "your slice) are yours; g sums the ranks' rows; the position embedding (position "
+             "of token i: i mod T, T=5 here, not seq_len) is added once, after the sum (section "
+             "9). Here each TP group is only some of the ranks", (double)INFINITY);
+    CHECK(!judge(L4_VOCAB, 0, 3, "correct", obs, NP, &why) && said(&why, want),
+          "a non-finite element, the group's slice: %s", why.n ? why.line[0] : "");
+
+    /* f and g: an element of f's forward that is the group's sum */
+    memset(obs, 0, sizeof obs);
+    f = &obs[1].part[L4_CORRECT];
+    f->code = L4_W_CONJ;
+    f->v[0] = 0, f->v[1] = 9, f->v[2] = 12, f->v[3] = 5, f->v[4] = 12;
+    CHECK(!judge(L4_CONJ, 0, 1, "correct", obs, NP, &why) &&
+              said(&why, "rank 1: f's forward: element 9 is 12, expected 5 (f (copy to the TP "
+                         "region) is the identity forward: every rank already holds x; you "
+                         "summed over the ranks)"),
+          "f summing forward: %s", why.n ? why.line[0] : "");
 
     /* memory of the loss: as much as the full logits, held or hidden from the ledger */
     memset(obs, 0, sizeof obs);
@@ -110,7 +272,7 @@ static void hand_built(void)
         obs[r].vocab.held = 1024;
     }
     const double full = 4.0 * 2 * 16 * 256; /* [N, V] floats */
-    char fb[32], hb[32], want[256];
+    char fb[32], hb[32];
     pl_format_bytes(full, fb, sizeof fb);
     pl_format_bytes(full / 2, hb, sizeof hb);
     snprintf(want, sizeof want, "below the full logits' %s", fb);
@@ -134,8 +296,8 @@ static void hand_built(void)
     /* time: between full and no marks a fraction, past no marks a failure */
     memset(obs, 0, sizeof obs);
     obs[0].has_time = 1;
-    obs[0].time = (struct l4_time){.traced = 1, .t = 2, .step = 1.0, .compute = 0.5,
-                                   .bound = 1.0, .split = 0.4};
+    obs[0].time = (struct gr_bt_figures){.traced = 1, .t = 2, .step = 1.0, .compute = 0.5,
+                                         .bound = 1.0, .split = 0.4};
     obs[0].time.ratio = (GR_BT_FULL + GR_BT_NONE) / 2;
     CHECK(judge(L4_BLOCK, 0, 3, "time", obs, NP, &why) && fabs(why.fraction - 0.5) < 1e-9,
           "halfway between the bars earns half: %g", why.fraction);
@@ -152,6 +314,8 @@ static void hand_built(void)
           "no trace: %s", why.n ? why.line[0] : "");
     CHECK(!judge(L4_BLOCK, 0, 3, "speed", obs, NP, &why) && said(&why, "no part 'speed'"),
           "an unknown part is refused");
+    training();
+    placement();
 }
 
 /* Every case of a recorded run passes parts; then each rank's observation made wrong in
@@ -196,12 +360,15 @@ static void recorded(const char *path, const char *parts)
                   why.n ? why.line[0] : "(passed)");
             last->pass[0].tr.ar_calls--;
         }
-        /* the same rank's correctness stated wrong */
-        last->part[L4_CORRECT].failed = 1;
-        snprintf(last->part[L4_CORRECT].why, L4_TEXT, "output perturbed");
+        /* the same rank's output recorded wrong */
+        struct l4_said *f = &last->part[L4_CORRECT];
+        f->code = L4_W_COMPARE;
+        snprintf(f->name[0], L4_NAME, "output");
+        f->cmp = (struct l4_cmp){.finite = 1, .rel = 0.5, .tol = L4_TOL_FWD};
         gr_why_init(&why);
-        char want[64];
-        snprintf(want, sizeof want, "rank %d: output perturbed", rec.obs.nranks - 1);
+        char want[256];
+        snprintf(want, sizeof want, "rank %d: output: relative L2 error %.2e (tolerance %.0e",
+                 rec.obs.nranks - 1, 0.5, L4_TOL_FWD);
         CHECK(!l4_judge(kind, rec.icase, rec.ncases, "correct", &bad, &why) && said(&why, want),
               "%s case %d, a rank wrong: %s", rec.op, rec.icase, why.n ? why.line[0] : "");
         free(mine);
