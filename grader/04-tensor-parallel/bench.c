@@ -19,7 +19,6 @@
 
 /* ---- figures ---- */
 
-
 static FILE *svg_open(const char *dir, const char *name, char *path, size_t len, int w, int h)
 {
     snprintf(path, len, "%s/%s", dir, name);
@@ -206,8 +205,7 @@ static double bench_row(struct l4_state *st, int t, const char *order)
 static void big_block_table(void)
 {
     const struct pl_profile *p = pl_profile_find("dgx-h100");
-    const double b = 1, sq = 2048, h = 12288, S = 2 * b * sq * h;
-    const double flops = 72 * b * sq * h * h * (1 + sq / (6 * h));
+    const double S = gr_bt_bytes(), flops = gr_bt_flops();
     double two = 0;
     pl_print0("#\n# one GPT-3 175B block (b=1, s=2048, h=12288, bf16) forward and backward on "
               "dgx-h100, modelled serially:\n# compute/t + 4 ring all-reduces of bsh values\n");

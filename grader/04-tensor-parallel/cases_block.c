@@ -246,17 +246,6 @@ void l4_run_sub(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int i)
 
 /* ---- op placement: 2 nodes x 4 ranks, tp = 4 ---- */
 
-/* The ranks of this rank's TP group, in world ranks, as "{0,1,2,3}". */
-static void describe_members(struct pl_comm *tp, char *buf, size_t len)
-{
-    size_t at = 0;
-    at += (size_t)snprintf(buf + at, len - at, "{");
-    for (int m = 0; m < pl_comm_size(tp) && at < len; m++)
-        at += (size_t)snprintf(buf + at, len - at, "%s%d", m ? "," : "",
-                               pl_comm_world_rank(tp, m));
-    if (at < len) snprintf(buf + at, len - at, "}");
-}
-
 /* world ranks as "{0,1,2,3}". */
 static void describe_list(const int *ranks, int n, char *buf, size_t len)
 {
@@ -356,7 +345,9 @@ void l4_run_placement(struct l4_state *st, int i)
     placement_run(st, order, &grid, &tp, &d);
     if (!tp) return;
     struct l4_figs *f = &st->ob->figs;
-    describe_members(tp, f->members, sizeof f->members);
+    int members[64], n = pl_comm_size(tp) < 64 ? pl_comm_size(tp) : 64;
+    for (int m = 0; m < n; m++) members[m] = pl_comm_world_rank(tp, m);
+    describe_list(members, n, f->members, sizeof f->members);
     /* the slowest rank's modelled time and the busiest rank's network bytes: a ring
      * charges each rank the link to its successor, so only some members cross nodes */
     double v[3];

@@ -226,7 +226,6 @@ int l4_near(const float *got, const float *ref, size_t n, double tol);
 void l4_compare_shard_grads(struct l4_state *st, const struct l4_block *k, const int *which,
                             int n);
 
-struct l4_block;
 /* A full block with every tensor random, and the shard of TP rank r of t sliced from it. */
 struct l4_block {
     struct pl_model_config cfg;
