@@ -94,52 +94,41 @@ double gr_bt_bound(int t)
     return gr_bt_flops() / t / p->flops + 4 * ar;
 }
 
-/* Why a block is slower than the bound, when it is: its compute against the single
- * device's split t ways. */
-static void slower_because(const struct gr_bt_verdict *v, int t, const char *section,
-                           char *buf, size_t len)
+void gr_bt_figures_of(const struct gr_bt_verdict *v, int t, const char *err,
+                      struct gr_bt_figures *m)
 {
-    double split = gr_bt_flops() / t / pl_profile_find(GR_BT_PROFILE)->flops;
-    snprintf(buf, len,
-             "your compute alone is %.2f ms, %.2fx the single device's split %d "
-             "ways (%.2f ms). Each rank should do the products of its own shard once: a product "
-             "repeated (the forward's, again in the backward, with its activations kept) or run "
-             "on zero-padded or gathered full-size tensors is paid on every rank (section %s)",
-             v->r.compute * 1e3, v->r.compute / split, t, split * 1e3, section);
+    memset(m, 0, sizeof *m);
+    m->traced = v->bound > 0;
+    snprintf(m->err, sizeof m->err, "%s", err ? err : "");
+    m->t = t;
+    m->step = v->r.step;
+    m->compute = v->r.compute;
+    m->bound = v->bound;
+    m->ratio = v->ratio;
+    m->split = gr_bt_flops() / t / pl_profile_find(GR_BT_PROFILE)->flops;
 }
 
 void gr_bt_judge(struct gr_bt_verdict *v, int i, int p, const char *name, int t,
                  double oracle_flops, double activation_floats, const char *comm,
                  const char *section)
 {
-    char why[400] = "";
-    if (i == 0 && pl_rank() == 0) {
-        char err[256];
-        memset(v, 0, sizeof *v);
-        if (!bt.traced || gr_bt_replay(oracle_flops, activation_floats, t, NULL, NULL, v, err,
-                                       sizeof err) != 0) {
+    if (pl_rank() == 0) {
+        char err[256] = "the forward was wrong, so the backward never ran", buf[1024];
+        if (i == 0) {
             memset(v, 0, sizeof *v);
-            gr_fail("your block's trace could not be replayed: %s",
-                    bt.traced ? err : "the forward was wrong, so the backward never ran");
-        } else {
-            if (v->ratio >= GR_BT_NONE) {
-                slower_because(v, t, section, why, sizeof why);
-                gr_fail("your block's modelled step is %.2f ms on %s at GPT-3 block scale, "
-                        "%.2fx the %.2f ms a split block needs (compute/t + %s; no points "
-                        "from %.2fx): %s", v->r.step * 1e3, GR_BT_PROFILE, v->ratio,
-                        v->bound * 1e3, comm, GR_BT_NONE, why);
-            } else if (v->ratio > GR_BT_FULL) {
-                gr_partial(name, (GR_BT_NONE - v->ratio) / (GR_BT_NONE - GR_BT_FULL));
-            }
+            if (bt.traced && gr_bt_replay(oracle_flops, activation_floats, t, NULL, NULL, v,
+                                          err, sizeof err) != 0)
+                memset(v, 0, sizeof *v);
         }
+        struct gr_bt_figures m;
+        gr_bt_figures_of(v, t, err, &m);
+        double fraction = 1;
+        if (i == 0 && !gr_bt_decide(&m, comm, section, &fraction, buf, sizeof buf))
+            gr_fail("%s", buf);
+        else if (fraction < 1)
+            gr_partial(name, fraction);
+        gr_bt_note(&m, comm, section, buf, sizeof buf);
+        if (buf[0]) gr_parts_say_ok(p, "%s", buf);
     }
     gr_bt_free();
-    if (pl_rank() == 0 && v->bound > 0) {
-        if (v->ratio > GR_BT_FULL && !why[0]) slower_because(v, t, section, why, sizeof why);
-        gr_parts_say_ok(p, "your block forward and backward, modelled on %s at GPT-3 175B block "
-                        "scale, takes %.2f ms: %.2fx the %.2f ms of compute/t + %s (full "
-                        "marks up to %.2fx, none from %.2fx)%s%s", GR_BT_PROFILE,
-                        v->r.step * 1e3, v->ratio, v->bound * 1e3, comm, GR_BT_FULL,
-                        GR_BT_NONE, why[0] ? "; " : "", why);
-    }
 }

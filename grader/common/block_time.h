@@ -60,10 +60,33 @@ struct gr_bt_verdict {
 int gr_bt_replay(double oracle_flops, double activation_floats, int t, const char *svg,
                  const char *title, struct gr_bt_verdict *out, char *err, size_t len);
 
+/* What a block's verdict is decided from, on rank 0 (a judge's observation). */
+struct gr_bt_figures {
+    int traced;     /* 1: a complete trace was replayed */
+    char err[256];  /* why not */
+    int t;
+    double step, compute, bound, ratio; /* as struct gr_bt_verdict */
+    double split;   /* the single device's compute split t ways (s) */
+};
+
+/* Rank 0: the figures of a replayed block v of degree t (v->bound 0: none replayed, err
+ * says why). */
+void gr_bt_figures_of(const struct gr_bt_verdict *v, int t, const char *err,
+                      struct gr_bt_figures *m);
+
+/* The verdict on m, no MPI (block_verdict.c; Lab 4's judge and gr_bt_judge): 1 passes,
+ * earning *fraction of the points (between GR_BT_FULL and GR_BT_NONE less than 1), or 0
+ * with the reason in why (comm: the collectives the bound counts, in words; section: the
+ * handout's). */
+int gr_bt_decide(const struct gr_bt_figures *m, const char *comm, const char *section,
+                 double *fraction, char *why, size_t len);
+/* What a block that was replayed says (empty when none was). */
+void gr_bt_note(const struct gr_bt_figures *m, const char *comm, const char *section, char *buf,
+                size_t len);
+
 /* Collective, on every case of a check run: on case 0 rank 0 replays the held trace and
- * judges parts.h part p (named name for gr_partial) against gr_bt_bound(t), failing with
- * the reason (comm: the collectives the bound counts, in words; section: the handout's);
- * every case says the figures. Frees the trace. */
+ * judges parts.h part p (named name for gr_partial) by gr_bt_decide; every case says the
+ * figures (gr_bt_note). Frees the trace. */
 void gr_bt_judge(struct gr_bt_verdict *v, int i, int p, const char *name, int t,
                  double oracle_flops, double activation_floats, const char *comm,
                  const char *section);

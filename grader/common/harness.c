@@ -137,6 +137,72 @@ static int check_case(const struct gr_driver *d, void *st, int i, int nparts,
     return 1;
 }
 
+/* ---- check mode, the new shape: observe, gather once, judge on rank 0 ---- */
+
+/* Says the judge's lines for part and applies its fraction (rank 0). */
+static void emit_why(const char *part, const struct gr_why *w)
+{
+    for (int k = 0; k < w->n; k++) gr_say(part, "%s", w->line[k]);
+    if (w->fraction < 1) gr_partial(part, w->fraction);
+}
+
+/* The record file of --record, opened by rank 0 (NULL elsewhere or without it). */
+static FILE *record_open(const char *path)
+{
+    if (!path || pl_rank() != 0) return NULL;
+    FILE *f = fopen(path, "wb");
+    if (!f) pl_usage_error("--record %s: cannot write it (does the folder exist?)", path);
+    return f;
+}
+
+/* Runs case i, gathers every rank's observation to rank 0 and judges it there; returns 0
+ * when its result is wrong (the loop stops). */
+static int observe_case(const struct gr_driver *d, void *st, int i, int ncases, int nparts,
+                        char parts[MAX_PARTS][PART_NAME], int *ok, FILE *record,
+                        const char *op)
+{
+    char what[1024];
+    d->describe(st, i, what, sizeof what);
+    gr_case("%s", what);
+    size_t size = d->obs_size(st, i);
+    unsigned char *mine = calloc(1, size ? size : 1);
+    unsigned char *all = pl_rank() == 0 ? calloc((size_t)pl_size(), size ? size : 1) : NULL;
+    if (!mine || (pl_rank() == 0 && !all)) pl_fatal("out of memory for %zu bytes of observations", size);
+    pl_todo_reset();
+    d->observe(st, i, mine);
+    int right = 0;
+    if (gr_todo_any()) {
+        gr_say_stub("correct");
+    } else {
+        if (size > (size_t)0x7fffffff) pl_fatal("an observation of %zu bytes is too large to gather", size);
+        PL_CHECK_MPI(MPI_Gather(mine, (int)size, MPI_BYTE, all, (int)size, MPI_BYTE, 0,
+                                MPI_COMM_WORLD));
+        struct gr_obs obs = {pl_size(), size, all};
+        if (record && gr_record_write(record, the_lab->dir, op, i, ncases, &obs) != 0)
+            pl_fatal("--record: could not write case %d", i);
+        struct gr_why why;
+        int v = 0;
+        if (pl_rank() == 0) {
+            gr_why_init(&why);
+            v = d->judge_obs(st, i, "correct", &obs, &why);
+            emit_why("correct", &why);
+        }
+        right = gr_agree(v);
+        for (int p = 1; right && p < nparts; p++) {
+            if (!ok[p]) continue;
+            if (pl_rank() == 0) {
+                gr_why_init(&why);
+                v = d->judge_obs(st, i, parts[p], &obs, &why);
+                emit_why(parts[p], &why);
+            }
+            if (!gr_agree(v)) ok[p] = 0;
+        }
+    }
+    free(mine);
+    free(all);
+    return right;
+}
+
 static void check_mode(const struct gr_driver *d, void *st, const struct gr_args *a)
 {
     char parts[MAX_PARTS][PART_NAME];
@@ -149,7 +215,14 @@ static void check_mode(const struct gr_driver *d, void *st, const struct gr_args
     nparts_known = nparts;
     double t0 = pl_clock();
     int n = d->ncases(st);
-    for (int i = 0; i < n && ok[0]; i++) ok[0] = check_case(d, st, i, nparts, parts, ok);
+    if (d->observe) {
+        FILE *record = record_open(a->record);
+        for (int i = 0; i < n && ok[0]; i++)
+            ok[0] = observe_case(d, st, i, n, nparts, parts, ok, record, a->op);
+        if (record && fclose(record) != 0) pl_fatal("--record %s: could not write it", a->record);
+    } else {
+        for (int i = 0; i < n && ok[0]; i++) ok[0] = check_case(d, st, i, nparts, parts, ok);
+    }
     double secs = pl_clock() - t0;
     gr_result("correct", ok[0], secs);
     for (int p = 1; p < nparts; p++) {
@@ -190,6 +263,8 @@ static struct pl_flag harness_flags[] = {
     {"--label", PL_FLAG_STR, &args.label, "NAME", "bench: whose code, for the title", 0},
     {"--figures", PL_FLAG_SWITCH, &args.figures, "", "bench: only the handout's figures, no "
      "wall-clock timing", 0},
+    {"--record", PL_FLAG_STR, &args.record, "FILE", "check: write every case's gathered "
+     "observations to FILE (a lab on the harness's new shape; for its judge tests)", 0},
 };
 
 static void usage(FILE *f)
@@ -204,9 +279,26 @@ static void usage(FILE *f)
 static void parse(int argc, char **argv, const struct gr_driver *d)
 {
     static const struct pl_flags_program prog = {"driver", usage, 1};
-    struct pl_flag *const tables[] = {harness_flags, d->flags};
-    const int n[] = {(int)(sizeof harness_flags / sizeof harness_flags[0]), d->nflags};
-    pl_flags_parse(&prog, tables, n, d->flags ? 2 : 1, argc, argv);
+    /* the lab's options, parsed into args.opt (the table's ptr is ignored) */
+    struct pl_flag options[GR_MAX_OPTS];
+    int nopt = d->options ? d->noptions : 0;
+    if (nopt > GR_MAX_OPTS) pl_fatal("the driver has %d options, at most %d", nopt, GR_MAX_OPTS);
+    for (int k = 0; k < nopt; k++) {
+        options[k] = d->options[k];
+        options[k].ptr = &args.opt[k];
+        options[k].set = 0;
+    }
+    struct pl_flag *tables[3] = {harness_flags};
+    int n[3] = {(int)(sizeof harness_flags / sizeof harness_flags[0])}, ntables = 1;
+    if (d->flags) {
+        tables[ntables] = d->flags;
+        n[ntables++] = d->nflags;
+    }
+    if (nopt) {
+        tables[ntables] = options;
+        n[ntables++] = nopt;
+    }
+    pl_flags_parse(&prog, (struct pl_flag *const *)tables, n, ntables, argc, argv);
     const char *m = args.mode;
     if (strcmp(m, "check") && strcmp(m, "perf") && strcmp(m, "bench"))
         pl_usage_error_all("--mode %s: choose check, perf or bench", m);
@@ -221,6 +313,11 @@ static void parse(int argc, char **argv, const struct gr_driver *d)
         }
         pl_usage_error_all("--op %s is not an op of %s (choose %s)", args.op, the_lab->dir, list);
     }
+    if (args.record && strcmp(m, "check"))
+        pl_usage_error_all("--record %s: only a check run records observations", args.record);
+    if (args.record && !d->observe)
+        pl_usage_error_all("--record %s: %s does not gather observations (the harness's new "
+                           "shape, harness.h)", args.record, the_lab->dir);
     if ((!strcmp(m, "bench") && !d->bench) || (!strcmp(m, "perf") && !d->perf))
         pl_usage_error_all("--mode %s: %s has none", m, the_lab->dir);
 }

@@ -20,7 +20,9 @@
  * perf: pl_todo_reset(), probe() (a stub reached fails it with the stub message; probe
  * returns 0 after saying why the code is wrong), then perf() measures, says its figures and
  * the leaderboard metric, and returns the fraction of the points.
- * bench: bench() prints a table; nothing is judged. */
+ * bench: bench() prints a table; nothing is judged.
+ * A lab on the new shape (observe, obs_size, judge_obs below) is judged from every rank's
+ * observation gathered once to rank 0; its judge calls no MPI. */
 #ifndef GR_HARNESS_H
 #define GR_HARNESS_H
 
@@ -30,6 +32,9 @@
 #include "flags.h"
 #include "grade.h"
 #include "report.h"
+#include "verdict.h"
+
+#define GR_MAX_OPTS 8
 
 /* What the harness parsed, for the lab. */
 struct gr_args {
@@ -39,6 +44,17 @@ struct gr_args {
     const char *label; /* bench: whose code this is, for the table's title */
     uint64_t seed;     /* the grading seed: data and sizes drawn from it */
     int figures;       /* bench: only what the handout quotes (no wall-clock timing) */
+    const char *record; /* check: --record FILE, where rank 0 writes the gathered observations */
+    /* The lab's options (gr_driver.options), in the table's order; a value not given keeps
+     * the table's default (0 or NULL). */
+    union gr_opt {
+        int i;          /* PL_FLAG_INT, PL_FLAG_SWITCH */
+        int64_t l;      /* PL_FLAG_I64 */
+        uint64_t u;     /* PL_FLAG_U64 */
+        float f;        /* PL_FLAG_FLOAT */
+        double d;       /* PL_FLAG_DOUBLE */
+        const char *s;  /* PL_FLAG_STR */
+    } opt[GR_MAX_OPTS];
 };
 
 struct gr_driver {
@@ -73,6 +89,27 @@ struct gr_driver {
      * left 0: the machine's own topology). A --nodes, PL_NODES or PL_GPUS_PER_NODE given
      * by the person running the driver wins. */
     void (*before_init)(const char *op, const char *mode, int *nodes, int *per_node);
+
+    /* ---- the new shape (optional: a lab that sets observe uses it, run and judge unused) ----
+     * The harness owns the lab's state and the gather. setup returns the state on the heap
+     * (seed, config, cases; only const tables stay at file scope), finish frees it. For case
+     * i the harness zeroes obs_size(st, i) bytes for this rank, calls observe (collective: it
+     * runs the case and fills this rank's observation), gathers every rank's to rank 0 once,
+     * and calls judge_obs there alone for "correct", then for every other part asked for
+     * that has not failed yet. judge_obs calls no MPI and reads nothing but its arguments: it
+     * returns 1 (the part passes this case) or 0, and says why, and any figures a passing
+     * part shows, with gr_why_say (verdict.h); the harness says each line for the part,
+     * applies gr_why_partial's fraction, and broadcasts the verdict. --record FILE writes the
+     * gathered observations of every case to FILE, for tests/judge/NN-name.c. */
+    size_t (*obs_size)(const void *st, int i);
+    void (*observe)(void *st, int i, void *obs);
+    int (*judge_obs)(const void *st, int i, const char *part, const struct gr_obs *all,
+                     struct gr_why *why);
+    /* The lab's own flags without storage of its own (may be NULL): each is parsed like
+     * flags, its ptr ignored, and its value is gr_args.opt[k] for entry k (at most
+     * GR_MAX_OPTS). */
+    const struct pl_flag *options;
+    int noptions;
 };
 
 /* Defined by the lab's driver.c. */

@@ -1,0 +1,63 @@
+/* verdict.h: what a judge of the lab harness's new shape (harness.h) is given and what it
+ * says, with no MPI and no report channel, so that the same judge runs on rank 0 of a check
+ * run and in a plain test program (tests/judge/NN-name.c).
+ *
+ * A judge is handed every rank's observation of one case (struct gr_obs: rank r's bytes at
+ * gr_obs_rank(o, r)) and writes its reasons into a struct gr_why, one line per gr_why_say;
+ * the harness then says each line for the part (gr_say) and applies the fraction
+ * (gr_partial). A check run given --record FILE writes each case's gathered observations
+ * to FILE (gr_record_write), and a test reads them back (gr_record_read). */
+#ifndef GR_VERDICT_H
+#define GR_VERDICT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define GR_WHY_LINES 8
+#define GR_WHY_LEN 2048
+
+/* The reasons of one part's verdict on one case. */
+struct gr_why {
+    int n;                               /* lines said */
+    char line[GR_WHY_LINES][GR_WHY_LEN]; /* in order; a line too long is cut */
+    double fraction;                     /* of the part's points when it passes (1: all) */
+};
+
+/* Every rank's observation of one case, gathered to rank 0 (or read from a record). */
+struct gr_obs {
+    int nranks;
+    size_t size;               /* bytes of one rank's observation */
+    const unsigned char *data; /* rank r's at data + r * size */
+};
+
+/* Empties w: no lines, fraction 1. */
+void gr_why_init(struct gr_why *w);
+/* Appends one line (a ninth line and later are dropped). */
+void gr_why_say(struct gr_why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A part that passes earns this fraction of its points (the smallest said counts). */
+void gr_why_partial(struct gr_why *w, double fraction);
+/* Rank r's observation. */
+const void *gr_obs_rank(const struct gr_obs *o, int r);
+
+/* ---- records (--record FILE) ---- */
+
+#define GR_RECORD_MAGIC "GROBS01"
+
+/* One case's gathered observations as a check run wrote them. */
+struct gr_record {
+    char lab[40];   /* "04-tensor-parallel" */
+    char op[32];    /* the --op */
+    int icase;      /* the case's index */
+    int ncases;     /* cases of the run */
+    struct gr_obs obs; /* data malloc'd by gr_record_read */
+};
+
+/* Appends one case to f; 0, or -1 when it could not be written. */
+int gr_record_write(FILE *f, const char *lab, const char *op, int icase, int ncases,
+                    const struct gr_obs *o);
+/* Reads the next case from f into r: 1, 0 at the end, -1 (err says why) on a file that is not
+ * a record or is cut short. */
+int gr_record_read(FILE *f, struct gr_record *r, char *err, size_t len);
+void gr_record_free(struct gr_record *r);
+
+#endif
