@@ -188,7 +188,7 @@ static void hint_text(const struct l4_hint *h, char *buf, size_t len)
     else if (h->kind == L4_H_SUMMED)
         snprintf(base, sizeof base, "it is %d (= t) times the single device's: a gradient "
                  "every rank already holds whole was summed over the group again (section 7, "
-                 "question 3)", (int)h->h[0]);
+                 "question why_ln_grads_equal)", (int)h->h[0]);
     else if (h->kind == L4_H_EMBED)
         snprintf(base, sizeof base, "ids outside your slice contribute zero rows, ids %d and %d "
                  "(the first and last of your slice) are yours; g sums the ranks' rows; the "

@@ -236,7 +236,8 @@ static void hand_built(void)
     f->cmp = (struct l4_cmp){.finite = 1, .rel = 1.0, .tol = L4_TOL_BWD,
                              .hint = {.kind = L4_H_SUMMED, .handed = 1, .h = {NP}}};
     snprintf(want, sizeof want, "it is %d (= t) times the single device's: a gradient every "
-             "rank already holds whole was summed over the group again (section 7, question 3); "
+             "rank already holds whole was summed over the group again (section 7, "
+             "question why_ln_grads_equal); "
              "the gradient was handed over non-zero, so what is compared is what your backward "
              "added to it (the contract is +=)", NP);
     CHECK(!judge(L4_BLOCK, 0, 3, "correct", obs, NP, &why) && said(&why, want),
