@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lab01_trace(lab01_call f, size_t count, struct pl_merged_trace *out)
+void l1_trace(l1_call f, size_t count, struct pl_merged_trace *out)
 {
     memset(out, 0, sizeof *out);
     float *zeros = calloc(count ? count : 1, sizeof *zeros);
@@ -28,7 +28,7 @@ static int is_message(enum pl_ev_type t)
     return t == PL_EV_SEND || t == PL_EV_RECV || t == PL_EV_ISEND || t == PL_EV_IRECV;
 }
 
-double lab01_replay(const struct pl_merged_trace *t, double x, const struct pl_profile *p,
+double l1_replay(const struct pl_merged_trace *t, double x, const struct pl_profile *p,
                     const struct pl_topo *topo, char *err, size_t len)
 {
     /* A copy whose messages (and reductions, which grow with them) are x times larger. */

@@ -24,7 +24,7 @@ static const struct {
     const char *title;
     const char *op;
     const char *sizes; /* the range of sizes the driver tries, for the test name */
-} LAB01_OPS[] = {
+} L1_TESTED[] = {
     {"ring reduce-scatter", "reduce_scatter", "0 B..1 MiB"},
     {"ring all-gather", "all_gather", "0 B..1 MiB"},
     {"ring all-reduce", "all_reduce", "0 B..1 MiB"},
@@ -32,9 +32,9 @@ static const struct {
     {"pairwise all-to-all", "all_to_all", "0 B..128 KiB blocks"},
 };
 
-#define LAB01_CHECK_TIMEOUT 60
-#define LAB01_PERF_TIMEOUT 180
-#define LAB01_PERF_MIB 16
+#define L1_CHECK_TIMEOUT 60
+#define L1_PERF_TIMEOUT 180
+#define L1_PERF_MIB 16
 
 static int largest(const int *nps)
 {
@@ -45,7 +45,7 @@ static int largest(const int *nps)
 }
 
 /* Names live as long as the plan: the orchestrator copies them. */
-static void lab01_check_tests(const char *title, const char *op, const char *sizes,
+static void l1_check_tests(const char *title, const char *op, const char *sizes,
                               const int *nps, int hidden)
 {
     char name[160];
@@ -55,17 +55,17 @@ static void lab01_check_tests(const char *title, const char *op, const char *siz
         int np = nps[i];
         snprintf(name, sizeof name, "%s%s [np=%d, %s]", pre, title, np, sizes);
         gr_add(&(struct gr_spec){name, op, "check", "correct", "correctness", np,
-                                 np == 1 ? 0 : hidden ? 1 : 2.5, LAB01_CHECK_TIMEOUT, hidden,
+                                 np == 1 ? 0 : hidden ? 1 : 2.5, L1_CHECK_TIMEOUT, hidden,
                                  NULL});
         if (np >= 2) {
             snprintf(name, sizeof name, "%s%s traffic [np=%d]", pre, title, np);
             gr_add(&(struct gr_spec){name, op, "check", "traffic", "performance", np, 1,
-                                     LAB01_CHECK_TIMEOUT, hidden, NULL});
+                                     L1_CHECK_TIMEOUT, hidden, NULL});
         }
         if (np == most && !hidden) {
             snprintf(name, sizeof name, "%s%s memory [np=%d]", pre, title, np);
             gr_add(&(struct gr_spec){name, op, "check", "memory", "memory", np,
-                                     np == 1 ? 0 : 1, LAB01_CHECK_TIMEOUT, hidden, NULL});
+                                     np == 1 ? 0 : 1, L1_CHECK_TIMEOUT, hidden, NULL});
         }
     }
 }
@@ -76,7 +76,7 @@ static void lab01_check_tests(const char *title, const char *op, const char *siz
  * all-reduce on 2 virtual nodes of 2, 3 and 4 ranks and on 3 of 2, graded on its results
  * and its bytes across nodes. Neither races the library: the alpha-beta model on the
  * ledger's counts, and the replay of the student's own messages, say where each wins. */
-static void lab01_second_part(const int *given, int hidden)
+static void l1_second_part(const int *given, int hidden)
 {
     static const int doubling[] = {1, 2, 3, 5, 8, 0}, doubling_hidden[] = {4, 6, 7, 0};
     static const int nodes[] = {4, 6, 8, 0}, nodes_hidden[] = {8, 0};
@@ -88,23 +88,23 @@ static void lab01_second_part(const int *given, int hidden)
         snprintf(name, sizeof name, "%srecursive-doubling all-reduce [np=%d, 0 B..256 KiB]", pre,
                  np);
         gr_add(&(struct gr_spec){name, "recursive_doubling", "check", "correct", "correctness",
-                                 np, np == 1 ? 0 : hidden ? 1 : 2.5, LAB01_CHECK_TIMEOUT,
+                                 np, np == 1 ? 0 : hidden ? 1 : 2.5, L1_CHECK_TIMEOUT,
                                  hidden, NULL});
         if (np < 2 || hidden) continue;
         snprintf(name, sizeof name, "recursive-doubling all-reduce messages [np=%d]", np);
         gr_add(&(struct gr_spec){name, "recursive_doubling", "check", "traffic", "performance",
-                                 np, 1, LAB01_CHECK_TIMEOUT, 0, NULL});
+                                 np, 1, L1_CHECK_TIMEOUT, 0, NULL});
         if (np < 3) continue; /* on 2 ranks doubling beats the ring at every size */
         snprintf(name, sizeof name, "recursive-doubling vs your ring, replayed crossover [np=%d]",
                  np);
         gr_add(&(struct gr_spec){name, "recursive_doubling", "check", "crossover", "performance",
-                                 np, 2, LAB01_CHECK_TIMEOUT, 0, NULL});
+                                 np, 2, L1_CHECK_TIMEOUT, 0, NULL});
     }
     if (!hidden && largest(nps) >= 2) { /* one buffer of scratch, the partner's, at most */
         snprintf(name, sizeof name, "recursive-doubling all-reduce memory [np=%d]",
                  largest(nps));
         gr_add(&(struct gr_spec){name, "recursive_doubling", "check", "memory", "memory",
-                                 largest(nps), 1, LAB01_CHECK_TIMEOUT, 0, NULL});
+                                 largest(nps), 1, L1_CHECK_TIMEOUT, 0, NULL});
     }
     nps = given ? given : hidden ? nodes_hidden : nodes;
     int widest = 0; /* the most ranks the two-level all-reduce runs on */
@@ -116,54 +116,54 @@ static void lab01_second_part(const int *given, int hidden)
         snprintf(name, sizeof name,
                  "%shierarchical all-reduce on 2 nodes of %d [np=%d, 0 B..1 MiB]", pre, np / 2, np);
         gr_add(&(struct gr_spec){name, "hierarchical", "check", "correct", "correctness", np,
-                                 hidden ? 1 : 2.5, LAB01_CHECK_TIMEOUT, hidden, NULL});
+                                 hidden ? 1 : 2.5, L1_CHECK_TIMEOUT, hidden, NULL});
         if (hidden) continue;
         snprintf(name, sizeof name, "hierarchical all-reduce bytes across nodes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "hierarchical", "check", "traffic", "placement", np, 2,
-                                 LAB01_CHECK_TIMEOUT, 0, NULL});
+                                 L1_CHECK_TIMEOUT, 0, NULL});
         if (np == widest) {
             snprintf(name, sizeof name, "hierarchical all-reduce memory [np=%d]", np);
             gr_add(&(struct gr_spec){name, "hierarchical", "check", "memory", "memory", np, 1,
-                                     LAB01_CHECK_TIMEOUT, 0, NULL});
+                                     L1_CHECK_TIMEOUT, 0, NULL});
         }
         if (np % 3) continue; /* and on 3 nodes, where two halves of the ranks are not nodes */
         snprintf(name, sizeof name,
                  "hierarchical all-reduce on 3 nodes of %d [np=%d, 0 B..1 MiB]", np / 3, np);
         gr_add(&(struct gr_spec){name, "hierarchical_3_nodes", "check", "correct", "correctness",
-                                 np, 2.5, LAB01_CHECK_TIMEOUT, 0, NULL});
+                                 np, 2.5, L1_CHECK_TIMEOUT, 0, NULL});
         snprintf(name, sizeof name, "hierarchical all-reduce bytes across 3 nodes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "hierarchical_3_nodes", "check", "traffic", "placement",
-                                 np, 2, LAB01_CHECK_TIMEOUT, 0, NULL});
+                                 np, 2, L1_CHECK_TIMEOUT, 0, NULL});
     }
 }
 
-static void lab01_plan(const struct gr_plan_opts *o)
+static void l1_plan(const struct gr_plan_opts *o)
 {
     static const int visible[] = {1, 2, 3, 5, 8, 0}, hidden[] = {4, 6, 7, 0};
-    int n = (int)(sizeof LAB01_OPS / sizeof LAB01_OPS[0]);
+    int n = (int)(sizeof L1_TESTED / sizeof L1_TESTED[0]);
     for (int k = 0; k < n; k++)
-        lab01_check_tests(LAB01_OPS[k].title, LAB01_OPS[k].op, LAB01_OPS[k].sizes,
+        l1_check_tests(L1_TESTED[k].title, L1_TESTED[k].op, L1_TESTED[k].sizes,
                           o->np[0] ? o->np : visible, 0);
     for (int k = 0; k < n; k++) {
         char name[160];
-        snprintf(name, sizeof name, "%s busbw vs library [np=%d, %d MiB]", LAB01_OPS[k].title,
-                 o->perf_np, LAB01_PERF_MIB);
-        gr_add(&(struct gr_spec){name, LAB01_OPS[k].op, "perf", "perf", "performance",
-                                 o->perf_np, 5, LAB01_PERF_TIMEOUT, 0, LAB01_OPS[k].op});
+        snprintf(name, sizeof name, "%s busbw vs library [np=%d, %d MiB]", L1_TESTED[k].title,
+                 o->perf_np, L1_PERF_MIB);
+        gr_add(&(struct gr_spec){name, L1_TESTED[k].op, "perf", "perf", "performance",
+                                 o->perf_np, 5, L1_PERF_TIMEOUT, 0, L1_TESTED[k].op});
     }
-    lab01_second_part(o->np[0] ? o->np : NULL, 0);
+    l1_second_part(o->np[0] ? o->np : NULL, 0);
     if (o->hidden) {
         for (int k = 0; k < n; k++)
-            lab01_check_tests(LAB01_OPS[k].title, LAB01_OPS[k].op, LAB01_OPS[k].sizes,
+            l1_check_tests(L1_TESTED[k].title, L1_TESTED[k].op, L1_TESTED[k].sizes,
                               o->np[0] ? o->np : hidden, 1);
-        lab01_second_part(o->np[0] ? o->np : NULL, 1);
+        l1_second_part(o->np[0] ? o->np : NULL, 1);
     }
 }
 
-static const struct gr_lab lab01 = {
+static const struct gr_lab l1_lab = {
     .dir = "01-collectives",
     .title = "collectives from point-to-point",
-    .plan = lab01_plan,
+    .plan = l1_plan,
     .metric = "busbw_all_reduce",
     .metric_title = "Lab 1: ring all-reduce busbw (GB/s)",
     .bench_args = "--max-mib 16",
@@ -178,4 +178,4 @@ static const struct gr_lab lab01 = {
                    "with buffers from pl_comm_buf_alloc (see the lab's handout)",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
 };
-GR_REGISTER_LAB(lab01)
+GR_REGISTER_LAB(l1_lab)

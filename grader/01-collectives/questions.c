@@ -79,7 +79,7 @@ static double doubling_crossover_bytes(char *why, size_t len)
     return Q1_ALPHA * Q1_BW * (ring - k) / (k - ring / Q7_RANKS);
 }
 
-static const struct gr_question LAB01_QUESTIONS[] = {
+static const struct gr_question L1_QUESTIONS[] = {
     {"ring_bytes_per_rank", ring_bytes_per_rank, 0.01, 1},
     {"ring_time_ms", ring_time_ms, 0.02, 2},
     {"crossover_bytes", crossover_bytes, 0.02, 2},
@@ -89,7 +89,7 @@ static const struct gr_question LAB01_QUESTIONS[] = {
     {"why_busbw", NULL, 0, 0},
 };
 
-static const struct gr_questions lab01_questions = {
-    "01-collectives", LAB01_QUESTIONS,
-    (int)(sizeof LAB01_QUESTIONS / sizeof LAB01_QUESTIONS[0])};
-GR_REGISTER_QUESTIONS(lab01_questions);
+static const struct gr_questions l1_questions = {
+    "01-collectives", L1_QUESTIONS,
+    (int)(sizeof L1_QUESTIONS / sizeof L1_QUESTIONS[0])};
+GR_REGISTER_QUESTIONS(l1_questions);
