@@ -248,10 +248,10 @@ $(B)/tests/test_grader: tests/test_grader.c $(B)/grader/obj/grader/common/report
 	$(Q)$(CC) $(ALL_CFLAGS) -Igrader/common $< $(B)/grader/obj/grader/common/report.o $(LIB) $(LDLIBS) -o $@
 
 # Judge tests: tests/judge/NN-name.c is a plain program (no mpirun) linked with the lab's
-# grader/NN-name/judge.c, grader/common/verdict.c and block_verdict.c alone; it feeds the judges hand-built
-# observations and those a check run recorded (--record FILE). Built with the kit. A lab whose
-# judge words a reason with another MPI-free file of grader/common names it in its lab.mk as
-# GRADER_JUDGE_SRC_NN-name.
+# grader/NN-name/judge.c, grader/common/verdict.c and block_verdict.c alone; it feeds the
+# judges hand-built observations and those a check run recorded (--record FILE). Built with
+# the kit. A lab whose judge words a reason with another MPI-free file of grader/common names
+# it in its lab.mk as GRADER_JUDGE_SRC_NN-name.
 GRADER_JUDGE_TESTS := $(patsubst tests/judge/%.c,$(B)/tests/judge/%,$(wildcard tests/judge/*.c))
 $(B)/tests/judge/%: tests/judge/%.c grader/%/judge.c grader/common/verdict.c grader/common/block_verdict.c $(GRADER_HEADERS) $(LIB)
 	@mkdir -p $(@D)
