@@ -12,7 +12,7 @@
 /* ---- figures: `make plots LAB=05` (bench mode with --plots-dir) ---- */
 
 
-static FILE *svg_open(const char *name, int w, int h)
+static FILE *svg_open(const char *plots_dir, const char *name, int w, int h)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", plots_dir, name);
@@ -23,7 +23,7 @@ static FILE *svg_open(const char *name, int w, int h)
     return f;
 }
 
-static void svg_close(FILE *f, const char *name)
+static void svg_close(const char *plots_dir, FILE *f, const char *name)
 {
     int bad = pl_svg_end(f) != 0;
     if (fclose(f) != 0 || bad) pl_fatal("could not write %s/%s", plots_dir, name);
@@ -43,13 +43,13 @@ static void svg_cell(FILE *f, double x, double y, double w, double h, double r0,
 
 /* TP (Lab 4) above TP+SP (this lab), t = 2: what each rank holds at each step of a half,
  * from the layouts of tp_shard.h and sp_shard.h (rows: tokens, columns: channels). */
-static void plot_layout(void)
+static void plot_layout(const char *plots_dir)
 {
     static const char *steps[] = {"x", "layernorm", "TP region in", "heads / fc1",
                                   "TP region out", "dropout + residual"};
     const int t = 2, ns = 6;
     const double cw = 70, ch = 46, gap = 40, left = 150, top = 40, panel = 2 * (ch + 18) + 50;
-    FILE *f = svg_open("05-sequence-parallel-layout.svg", (int)(left + ns * (cw + gap) + 60),
+    FILE *f = svg_open(plots_dir, "05-sequence-parallel-layout.svg", (int)(left + ns * (cw + gap) + 60),
                        (int)(top + 2 * panel + 22));
     for (int sp = 0; sp < 2; sp++) {
         double y0 = top + sp * panel;
@@ -94,19 +94,19 @@ static void plot_layout(void)
             "it:</text>\n<text x=\"10\" y=\"%.1f\" fill=\"#555\" font-size=\"11\">orange "
             "whole on every rank, green split along s, blue split along h</text>\n",
             top + 2 * panel - 2, top + 2 * panel + 12);
-    svg_close(f, "05-sequence-parallel-layout.svg");
+    svg_close(plots_dir, f, "05-sequence-parallel-layout.svg");
 }
 
 /* Bytes per rank against t: the three measured series as points, the kit's formulas as
  * lines. */
-static void plot_bytes(const struct pl_model_config *c, int B, int T, const double *meas,
+static void plot_bytes(const char *plots_dir, const struct pl_model_config *c, int B, int T, const double *meas,
                        int nt)
 {
     const double W = 700, H = 360, L = 80, R = 170, TOP = 30, BOT = 50;
     double ymax = 0;
     for (int i = 0; i < 3 * nt; i++) ymax = meas[i] > ymax ? meas[i] : ymax;
     ymax *= 1.1;
-    FILE *f = svg_open("05-sequence-parallel-activations.svg", (int)W, (int)H);
+    FILE *f = svg_open(plots_dir, "05-sequence-parallel-activations.svg", (int)W, (int)H);
 #define PX(t) (L + ((t) - 1) / 3.0 * (W - L - R))
 #define PY(v) (H - BOT - (v) / ymax * (H - TOP - BOT))
     fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", L, H - BOT,
@@ -150,7 +150,7 @@ static void plot_bytes(const struct pl_model_config *c, int B, int T, const doub
     }
 #undef PX
 #undef PY
-    svg_close(f, "05-sequence-parallel-activations.svg");
+    svg_close(plots_dir, f, "05-sequence-parallel-activations.svg");
 }
 
 /* ---- bench: activation bytes per rank against t ---- */
@@ -193,11 +193,12 @@ static void handout_split_figures(const char *what, const char *name,
 
 void l5_bench(const struct gr_args *args)
 {
-    base_seed = args->seed;
-    in_bench = 1;
+    /* the options' order: driver.c's L5_OPTIONS */
+    const struct l5_state st = {.seed = args->seed, .seq = args->opt[0].i, .in_bench = 1,
+                                .plots_dir = args->opt[1].s};
     gr_parts_reset(PART_NAMES, NPARTS);
-    struct pl_model_config c = l5_config(0);
-    const int B = 2, T = seq_flag ? seq_flag : 16;
+    struct pl_model_config c = l5_config(&st, 0);
+    const int B = 2, T = st.seq ? st.seq : 16;
     pl_print0("# Lab 5 sequence parallelism: %s, activation bytes per rank kept between one "
               "block's forward\n# and backward (b=%d, s=%d, h=%d, %d heads, d_ff %d), from the "
               "memory ledger; the kit's fp32\n# formulas beside Korthikanti et al.'s 16-bit "
@@ -221,7 +222,7 @@ void l5_bench(const struct gr_args *args)
             memset(&run, 0, sizeof run);
             struct sp_case kc = {B, T, 1, 0, 1, 1, 0, 1, 0, DROPOUT, "tp"};
             pl_todo_reset();
-            l5_run_block_case(tp, &kc, 0, 0, &run);
+            l5_run_block_case(&st, tp, &kc, 0, 0, &run);
             v[0] = run.held;
             ok = gr_parts_ok_of(P_CORRECT) && gr_parts_ok_of(P_REPLICAS) && !pl_todo_what();
             pl_comm_free(tp);
@@ -251,12 +252,12 @@ void l5_bench(const struct gr_args *args)
     handout_split_figures("this lab's block", "this lab's block", &c, 2, c.seq_len);
     struct pl_model_config g = lab05_gpt3_block();
     handout_split_figures("the GPT-3 block of the questions", "the GPT-3 block", &g, Q5_B, Q5_S);
-    if (plots_dir && pl_rank() == 0) {
+    if (st.plots_dir && pl_rank() == 0) {
         double m[9];
         for (int k = 0; k < 3; k++)
             for (int i = 0; i < nt; i++) m[k * nt + i] = meas[k * 3 + i];
-        plot_layout();
-        plot_bytes(&c, B, T, m, nt);
+        plot_layout(st.plots_dir);
+        plot_bytes(st.plots_dir, &c, B, T, m, nt);
     }
 }
 
@@ -273,30 +274,30 @@ void l5_bench(const struct gr_args *args)
 #define PERF_ROUNDS 5
 #define PERF_BATCHES 3
 
-static struct {
+struct l5_perf {
     struct pl_comm *tp;
     struct block_case k;
     struct pl_sp_block_acts a;
     struct pl_block_acts ra;
     float *by, *bdx, *full, *part; /* the kit's: its block's outputs, the gathered [N, C] */
-} pf;
+};
 
 static void perf_student(void *ctx)
 {
-    (void)ctx;
-    sp_block_forward(pf.tp, &pf.k.c, 0, &pf.k.sp, &pf.a, &pf.k.ctx, pf.k.lx, pf.k.ly);
-    sp_block_backward(pf.tp, &pf.k.c, 0, &pf.k.sp, &pf.k.sg, &pf.a, &pf.k.ctx, pf.k.ldy,
-                      pf.k.ldx);
+    struct l5_perf *pf = ctx;
+    sp_block_forward(pf->tp, &pf->k.c, 0, &pf->k.sp, &pf->a, &pf->k.ctx, pf->k.lx, pf->k.ly);
+    sp_block_backward(pf->tp, &pf->k.c, 0, &pf->k.sp, &pf->k.sg, &pf->a, &pf->k.ctx, pf->k.ldy,
+                      pf->k.ldx);
 }
 
 static void perf_kit(void *ctx)
 {
-    (void)ctx;
-    pl_block_forward(&pf.k.c, 0, &pf.k.p, &pf.ra, &pf.k.ctx, pf.k.x, pf.by);
-    pl_block_backward(&pf.k.c, 0, &pf.k.p, &pf.k.g, &pf.ra, &pf.k.ctx, pf.k.dy, pf.bdx);
+    struct l5_perf *pf = ctx;
+    pl_block_forward(&pf->k.c, 0, &pf->k.p, &pf->ra, &pf->k.ctx, pf->k.x, pf->by);
+    pl_block_backward(&pf->k.c, 0, &pf->k.p, &pf->k.g, &pf->ra, &pf->k.ctx, pf->k.dy, pf->bdx);
     for (int i = 0; i < 4; i++) {
-        pl_all_gather(pf.tp, pf.k.lx, pf.full, pf.k.nl);
-        pl_reduce_scatter(pf.tp, pf.full, pf.part, pf.k.nl, PL_SUM);
+        pl_all_gather(pf->tp, pf->k.lx, pf->full, pf->k.nl);
+        pl_reduce_scatter(pf->tp, pf->full, pf->part, pf->k.nl, PL_SUM);
     }
 }
 
@@ -306,55 +307,57 @@ static double perf_round(void *ctx, int mine)
     return gr_perf_round(perf_kit, perf_student, ctx, PERF_REPS, mine);
 }
 
-int l5_probe(void *st)
+int l5_probe(struct l5_state *st)
 {
-    (void)st;
-    if (the_kind != K_BLOCK) pl_usage_error_all("--mode perf: Lab 5 times --op block only");
-    memset(&pf, 0, sizeof pf);
+    if (st->kind != L5_BLOCK) pl_usage_error_all("--mode perf: Lab 5 times --op block only");
+    struct l5_perf *pf = st->perf = calloc(1, sizeof *pf);
+    if (!pf) pl_fatal("out of memory");
     struct pl_grid grid;
     char deg[32];
     snprintf(deg, sizeof deg, "tp=%d", pl_size());
     pl_grid_init_or_die(&grid, "tp", deg, pl_size());
-    pf.tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
+    pf->tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
     struct sp_case kc = {PERF_B, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
-    struct block_case *k = &pf.k;
-    l5_block_case_new(pf.tp, &kc, 0, k);
+    struct block_case *k = &pf->k;
+    l5_block_case_new(st, pf->tp, &kc, 0, k);
     gr_case("SP block of %d sequences, t=%d, beside the kit's block on %d and the "
             "collectives", PERF_B, k->t, PERF_B / k->t);
     k->lx = l5_local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
     k->ldy = l5_local_rows(k->dy, k->B, k->T, k->C, k->t, k->r);
     k->ly = gr_op_alloc(k->nl, "perf y"), k->ldx = gr_op_alloc(k->nl, "perf dx");
-    pl_sp_block_acts_new(&pf.a, &k->c, k->t, k->B, k->T);
-    pl_block_acts_new(&pf.ra, &k->c, k->B / k->t, k->T);
-    pf.by = gr_op_alloc(k->nl, "perf kit y"), pf.bdx = gr_op_alloc(k->nl, "perf kit dx");
-    pf.full = gr_op_alloc(k->nc, "perf gathered"), pf.part = gr_op_alloc(k->nl, "perf part");
-    perf_student(NULL);
+    pl_sp_block_acts_new(&pf->a, &k->c, k->t, k->B, k->T);
+    pl_block_acts_new(&pf->ra, &k->c, k->B / k->t, k->T);
+    pf->by = gr_op_alloc(k->nl, "perf kit y"), pf->bdx = gr_op_alloc(k->nl, "perf kit dx");
+    pf->full = gr_op_alloc(k->nc, "perf gathered"), pf->part = gr_op_alloc(k->nl, "perf part");
+    perf_student(pf);
     return 1;
 }
 
-double l5_perf(void *st)
+double l5_perf(struct l5_state *st)
 {
-    (void)st;
+    struct l5_perf *pf = st->perf;
     pl_comm_set_checks(0);
-    perf_kit(NULL);
+    perf_kit(pf);
     struct gr_perf p;
-    gr_perf_compare(perf_round, NULL, PERF_ROUNDS, PERF_BATCHES, &p);
+    gr_perf_compare(perf_round, pf, PERF_ROUNDS, PERF_BATCHES, &p);
     pl_comm_set_checks(1);
     char base[200];
     snprintf(base, sizeof base, "the kit's block on %d sequences and the library's 4 "
              "all-gathers and 4 reduce-scatters of [N, C], one after the other,",
-             PERF_B / pf.k.t);
-    double f = gr_perf_report_step(&p, (double)pf.k.B * pf.k.T, base,
+             PERF_B / pf->k.t);
+    double f = gr_perf_report_step(&p, (double)pf->k.B * pf->k.T, base,
                                    "the same products and the same bytes in both: look for "
                                    "hand-written loops where lib has an op, buffers allocated "
                                    "or zeroed that the block does not need, or whole-sequence "
                                    "copies outside the TP region (section 5)",
                                    "tokens_per_s_sp_block");
-    float *bufs[] = {pf.by, pf.bdx, pf.full, pf.part};
+    float *bufs[] = {pf->by, pf->bdx, pf->full, pf->part};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pl_mem_free(bufs[i]);
-    pl_sp_block_acts_free(&pf.a);
-    pl_block_acts_free(&pf.ra);
-    l5_block_case_free(&pf.k);
-    pl_comm_free(pf.tp);
+    pl_sp_block_acts_free(&pf->a);
+    pl_block_acts_free(&pf->ra);
+    l5_block_case_free(&pf->k);
+    pl_comm_free(pf->tp);
+    free(pf);
+    st->perf = NULL;
     return f;
 }

@@ -8,7 +8,7 @@
 
 #include "lab05.h"
 
-struct pl_model_config l5_config(float dropout)
+struct pl_model_config l5_config(const struct l5_state *st, float dropout)
 {
     struct pl_model_config c = pl_model_config_default();
     c.vocab = 256;
@@ -19,7 +19,7 @@ struct pl_model_config l5_config(float dropout)
     c.seq_len = 16;
     c.dropout = dropout;
     c.n_experts = 0;
-    c.seed = base_seed;
+    c.seed = st->seed;
     return c;
 }
 
@@ -36,10 +36,10 @@ static int short_seq(int t, float r)
  * (a multiple of t up to seq_len); case 3: evaluation with dropout configured, B > 1 and
  * T < seq_len; case 4: a tp x dp grid, dropout p = 0.3 at block 1, T < seq_len. n is the
  * world's size; the hidden suite draws the last two cases' shapes and grid from the seed. */
-struct sp_case l5_case_of(int i, int n)
+struct sp_case l5_case_of(const struct l5_state *st, int i, int n)
 {
     float r[8];
-    pl_rng_fill_uniform(r, 8, base_seed, pl_rng_stream("lab05.shape"), 0, 0.0f, 1.0f);
+    pl_rng_fill_uniform(r, 8, st->seed, pl_rng_stream("lab05.shape"), 0, 0.0f, 1.0f);
     struct sp_case k = {2, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
     if (i == 1)
         k = (struct sp_case){2, 16, 1, 3, 7, 1, 0, 1, 1, DROPOUT, "tp"};
@@ -50,18 +50,18 @@ struct sp_case l5_case_of(int i, int n)
         k.seq0 = (int)(r[2] * 50);
     } else if (i == CASE_EVAL) {
         k = (struct sp_case){3, 8, 1, 2, 5, 0, 1, 1, 0, DROPOUT, "tp"};
-        if (hidden_cases) k.B = 2 + (int)(r[3] * 3) % 3, k.T = short_seq(n, r[4]);
+        if (st->hidden) k.B = 2 + (int)(r[3] * 3) % 3, k.T = short_seq(n, r[4]);
     } else if (i == CASE_GRID) {
         k = (struct sp_case){2, 12, 1, 5, 2, 1, 1, n % 2 ? 1 : 2, 0, 0.3f, "tp-dp"};
-        if (hidden_cases) {
+        if (st->hidden) {
             /* strided TP groups, and on 8 ranks dp = 2 or 4 */
             k.order = "dp-tp";
             if (n >= 8 && r[5] < 0.5f) k.dp = 4;
         }
         const int t = n / k.dp;
-        if (k.T % t || hidden_cases) k.T = short_seq(t, r[6]);
+        if (k.T % t || st->hidden) k.T = short_seq(t, r[6]);
     }
-    if (seq_flag) k.T = seq_flag;
+    if (st->seq) k.T = st->seq;
     return k;
 }
 
@@ -98,9 +98,9 @@ float *l5_local_rows(const float *full, int B, int T, int C, int t, int r)
 
 /* ---- op conjugates: integer-valued data, exact ---- */
 
-static void member_data(const char *what, int w, size_t n, float *out)
+static void member_data(uint64_t seed, const char *what, int w, size_t n, float *out)
 {
-    pl_rng_fill_int(out, n, base_seed, pl_rng_stream(what), (uint64_t)w * n, -64, 64);
+    pl_rng_fill_int(out, n, seed, pl_rng_stream(what), (uint64_t)w * n, -64, 64);
 }
 
 /* got (host, n) against want: 0 and a failure naming the first wrong element. */
@@ -163,7 +163,7 @@ struct conj_data {
     float *mine_l, *mine_f, *gath, *rm, *want_l;
 };
 
-static void conj_data_new(struct pl_comm *tp, struct conj_data *d)
+static void conj_data_new(uint64_t seed, struct pl_comm *tp, struct conj_data *d)
 {
     const int t = pl_comm_size(tp), r = pl_comm_rank(tp), B = 3, T = 4 * t, C = 5;
     const size_t nf = (size_t)B * T * C, nl = nf / t, rows = (size_t)(T / t) * C;
@@ -172,15 +172,15 @@ static void conj_data_new(struct pl_comm *tp, struct conj_data *d)
     d->gath = calloc(nf, sizeof(float)), d->rm = malloc(nf * sizeof(float));
     d->want_l = malloc(nl * sizeof(float));
     float *sum = calloc(nf, sizeof *sum), *tmp = malloc(nf * sizeof *tmp);
-    member_data("lab05.conj.local", pl_comm_world_rank(tp, r), nl, d->mine_l);
-    member_data("lab05.conj.full", pl_comm_world_rank(tp, r), nf, d->mine_f);
+    member_data(seed, "lab05.conj.local", pl_comm_world_rank(tp, r), nl, d->mine_l);
+    member_data(seed, "lab05.conj.full", pl_comm_world_rank(tp, r), nf, d->mine_f);
     for (int m = 0; m < t; m++) {
-        member_data("lab05.conj.local", pl_comm_world_rank(tp, m), nl, tmp);
+        member_data(seed, "lab05.conj.local", pl_comm_world_rank(tp, m), nl, tmp);
         memcpy(d->rm + m * nl, tmp, nl * sizeof *tmp);
         for (int b = 0; b < B; b++)
             memcpy(d->gath + ((size_t)b * T + (size_t)m * (T / t)) * C, tmp + (size_t)b * rows,
                    rows * sizeof *tmp);
-        member_data("lab05.conj.full", pl_comm_world_rank(tp, m), nf, tmp);
+        member_data(seed, "lab05.conj.full", pl_comm_world_rank(tp, m), nf, tmp);
         for (size_t i = 0; i < nf; i++) sum[i] += tmp[i];
     }
     for (int b = 0; b < B; b++)
@@ -196,10 +196,10 @@ static void conj_data_free(struct conj_data *d)
     for (int i = 0; i < 5; i++) free(p[i]);
 }
 
-void l5_run_conjugates(struct pl_comm *tp)
+void l5_run_conjugates(const struct l5_state *st, struct pl_comm *tp)
 {
     struct conj_data d;
-    conj_data_new(tp, &d);
+    conj_data_new(st->seed, tp, &d);
     const int t = d.t, B = d.B, T = d.T, C = d.C;
     const size_t nf = d.nf, nl = d.nl;
     float *dl = gr_op_alloc(nl, "lab05 local"), *df = gr_op_alloc(nf, "lab05 full");

@@ -11,21 +11,21 @@
 #include "unseen.h"
 
 /* A tensor's stream of case data, replica d's own on a tp x dp grid. */
-static float *case_normal(const char *name, int d, size_t n, float mean, float std)
+static float *case_normal(uint64_t seed, const char *name, int d, size_t n, float mean, float std)
 {
     char s[64];
     if (d) snprintf(s, sizeof s, "%s.dp%d", name, d);
     else snprintf(s, sizeof s, "%s", name);
-    return gr_op_normal(base_seed, s, n, mean, std);
+    return gr_op_normal(seed, s, n, mean, std);
 }
 
-void l5_block_case_new(struct pl_comm *tp, const struct sp_case *kc, int d,
+void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d,
                            struct block_case *k)
 {
     memset(k, 0, sizeof *k);
     k->t = pl_comm_size(tp), k->r = pl_comm_rank(tp), k->B = kc->B, k->T = kc->T;
     k->layer = kc->layer, k->d = d;
-    k->c = l5_config(kc->dropout ? kc->p : 0.0f);
+    k->c = l5_config(st, kc->dropout ? kc->p : 0.0f);
     k->C = k->c.d_model;
     k->nc = (size_t)k->B * k->T * k->C, k->nl = k->nc / k->t;
     struct pl_model_layout lay;
@@ -34,9 +34,9 @@ void l5_block_case_new(struct pl_comm *tp, const struct sp_case *kc, int d,
     pl_model_layout_free(&lay);
     /* a full block with every tensor random, layernorm weights near 1 (the same on every
      * replica: data parallelism replicates the weights) */
-    k->full = gr_op_normal(base_seed, "lab05.block", k->full_numel, 0.0f, 0.1f);
+    k->full = gr_op_normal(st->seed, "lab05.block", k->full_numel, 0.0f, 0.1f);
     pl_block_bind(&k->c, k->full, &k->p);
-    float *one = gr_op_normal(base_seed, "lab05.ln", (size_t)k->C, 1.0f, 0.1f);
+    float *one = gr_op_normal(st->seed, "lab05.ln", (size_t)k->C, 1.0f, 0.1f);
     pl_copy(k->p.ln1_w, one, (size_t)k->C);
     pl_copy(k->p.ln2_w, one, (size_t)k->C);
     pl_mem_free(one);
@@ -50,7 +50,7 @@ void l5_block_case_new(struct pl_comm *tp, const struct sp_case *kc, int d,
          * all-reduces what it is given, and a backward that completes a bias gradient from
          * the gathered one is right too, so only zero is the same start for both; the
          * second micro-batch shows whether their backward adds. */
-        k->g0 = gr_op_normal(base_seed, "lab05.g0", k->full_numel, 0.0f, 0.5f);
+        k->g0 = gr_op_normal(st->seed, "lab05.g0", k->full_numel, 0.0f, 0.5f);
         struct pl_block_params z;
         pl_block_bind(&k->c, k->g0, &z);
         float *rep[] = {z.ln1_w, z.ln1_b, z.b_proj, z.ln2_w, z.ln2_b, z.b_fc2};
@@ -62,17 +62,17 @@ void l5_block_case_new(struct pl_comm *tp, const struct sp_case *kc, int d,
     pl_tp_block_slice(&k->c, k->t, k->r, k->full_g, k->shard_g);
     pl_tp_block_bind(&k->c, k->t, k->shard, &k->sp);
     pl_tp_block_bind(&k->c, k->t, k->shard_g, &k->sg);
-    k->x = case_normal("lab05.x", d, k->nc, 0.0f, 1.0f);
-    k->dy = case_normal("lab05.dy", d, k->nc, 0.0f, 1.0f);
+    k->x = case_normal(st->seed, "lab05.x", d, k->nc, 0.0f, 1.0f);
+    k->dy = case_normal(st->seed, "lab05.dy", d, k->nc, 0.0f, 1.0f);
     k->ctx = pl_model_ctx_eval();
     k->ctx.train = kc->train;
-    k->ctx.seed = base_seed ^ 0x5eedULL;
+    k->ctx.seed = st->seed ^ 0x5eedULL;
     k->ctx.step = (uint64_t)kc->step;
     /* replica d's sequences follow replica d-1's, as a data-parallel batch is split */
     k->ctx.seq0 = kc->seq0 + d * kc->B;
     if (kc->accum) {
-        k->x2 = case_normal("lab05.x2", d, k->nc, 0.0f, 1.0f);
-        k->dy2 = case_normal("lab05.dy2", d, k->nc, 0.0f, 1.0f);
+        k->x2 = case_normal(st->seed, "lab05.x2", d, k->nc, 0.0f, 1.0f);
+        k->dy2 = case_normal(st->seed, "lab05.dy2", d, k->nc, 0.0f, 1.0f);
         k->ctx2 = k->ctx;
         k->ctx2.seq0 = k->ctx.seq0 + kc->B * (kc->dp > 1 ? kc->dp : 1);
     }
@@ -195,7 +195,7 @@ static void student_pass(struct pl_comm *tp, struct block_case *k, struct pl_sp_
  * from the forward to the backward and the step's peak, what it left, its FLOPs; traced for
  * part time (collective). With accum, a second micro-batch's forward and backward follow
  * (unmeasured). */
-static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
+static void student_block(const struct l5_state *st, struct pl_comm *tp, struct block_case *k, int traced,
                           struct block_run *run)
 {
     k->lx = l5_local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
@@ -219,7 +219,7 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     l5_traffic_since(&mark, &run->fwd);
     pl_mem_get_stats(&after);
     run->held = (double)after.current_total - (double)before.current_total;
-    if (k->t > 1 && !pl_todo_what() && !in_bench)
+    if (k->t > 1 && !pl_todo_what() && !st->in_bench)
         find_kept_rows(tp, &a, k->nl, k->C, run->kept, sizeof run->kept);
     gr_ledger_mark(&mark);
     if (traced) gr_bt_resume();
@@ -248,11 +248,11 @@ static void student_block(struct pl_comm *tp, struct block_case *k, int traced,
     }
 }
 
-void l5_run_block_case(struct pl_comm *tp, const struct sp_case *kc, int d, int traced,
+void l5_run_block_case(const struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d, int traced,
                            struct block_run *run)
 {
     struct block_case k;
-    l5_block_case_new(tp, kc, d, &k);
+    l5_block_case_new(st, tp, kc, d, &k);
     double f0 = pl_ledger_flops_total();
     reference_block(&k);
     run->oracle_flops = pl_ledger_flops_total() - f0;
@@ -260,7 +260,7 @@ void l5_run_block_case(struct pl_comm *tp, const struct sp_case *kc, int d, int 
         run->oracle_flops /= 2;
     }
     run->activation_floats = (double)k.nc;
-    student_block(tp, &k, traced, run);
+    student_block(st, tp, &k, traced, run);
     int fwd_ok = l5_judge_block_rows(&k, kc);
     if (fwd_ok && gr_parts_ok()) l5_judge_dropout_alone(tp, &k);
     float *wg = gr_op_alloc(k.shard_numel, "expected shard grads");
@@ -271,7 +271,7 @@ void l5_run_block_case(struct pl_comm *tp, const struct sp_case *kc, int d, int 
     gr_ledger_mark(&mark);
     sp_sync_replicated_grads(tp, &k.c, &k.sg);
     l5_traffic_since(&mark, &run->sync);
-    if (!pl_todo_what() && !in_bench) {
+    if (!pl_todo_what() && !st->in_bench) {
         gr_parts_set(P_REPLICAS);
         l5_judge_replicas(tp, kc, &k.c, k.t, k.shard_g, wg, wl);
         gr_parts_set(P_CORRECT);
@@ -281,18 +281,18 @@ void l5_run_block_case(struct pl_comm *tp, const struct sp_case *kc, int d, int 
     l5_block_case_free(&k);
 }
 
-void l5_run_block(struct pl_comm *tp, const struct sp_case *kcp, int d, int i)
+void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct sp_case *kcp, int d, int i)
 {
     const int t = pl_comm_size(tp);
     const struct sp_case kc = *kcp;
     struct block_run run;
     memset(&run, 0, sizeof run);
-    l5_run_block_case(tp, &kc, d, time_wanted && i == 0, &run);
+    l5_run_block_case(st, tp, &kc, d, st->want_time && i == 0, &run);
     if (pl_todo_what()) {
         gr_bt_free();
         return;
     }
-    struct pl_model_config c = l5_config(0);
+    struct pl_model_config c = l5_config(st, 0);
     const double NC = (double)kc.B * kc.T * c.d_model;
     char a[32], b[32], e[32];
     gr_parts_say_ok(P_CORRECT,
@@ -310,11 +310,11 @@ void l5_run_block(struct pl_comm *tp, const struct sp_case *kcp, int d, int i)
         l5_judge_block_traffic(&run, t, NC, c.d_model);
         gr_parts_set(P_MEMORY);
         l5_judge_block_memory(&run, &c, t, kc.B, kc.T);
-        if (time_wanted) {
+        if (st->want_time) {
             gr_parts_set(P_TIME);
             l5_judge_block_work(tp, &run, t);
             /* the verdict is case 0's, whose TP group is the world: its t names it */
-            gr_bt_judge(&time_verdict, i, P_TIME, "time", pl_size(), run.oracle_flops,
+            gr_bt_judge(&st->time_verdict, i, P_TIME, "time", pl_size(), run.oracle_flops,
                         run.activation_floats, "4 all-gathers and 4 reduce-scatters of bsh",
                         "5");
         }

@@ -17,12 +17,12 @@
 /* Case 0: the world as one TP group; case 1 (4 ranks and more): a tp x dp grid of strided
  * groups. The hidden suite's one case draws B, dp (2 or 4 on 8 ranks) and the groups' shape
  * (consecutive on 4 ranks, where the visible suite runs strided ones) from the seed. */
-struct train_case l5_train_case_of(int i, int n)
+struct train_case l5_train_case_of(const struct l5_state *st, int i, int n)
 {
     struct train_case k = {1, 0, TRAIN_B};
-    if (hidden_cases) {
+    if (st->hidden) {
         float r[3];
-        pl_rng_fill_uniform(r, 3, base_seed, pl_rng_stream("lab05.train"), 0, 0.0f, 1.0f);
+        pl_rng_fill_uniform(r, 3, st->seed, pl_rng_stream("lab05.train"), 0, 0.0f, 1.0f);
         k.B = 1 + (int)(r[0] * 3) % 3;
         if (n >= 4) {
             k.dp = n >= 8 && r[1] < 0.5f ? 4 : 2;
@@ -34,9 +34,9 @@ struct train_case l5_train_case_of(int i, int n)
     return k;
 }
 
-int l5_train_cases(int n)
+int l5_train_cases(const struct l5_state *st, int n)
 {
-    return hidden_cases ? 1 : n >= 4 ? 2 : 1;
+    return st->hidden ? 1 : n >= 4 ? 2 : 1;
 }
 
 struct sp_model {
@@ -47,15 +47,16 @@ struct sp_model {
     float *shard[2], *grad[2], *am[2], *av[2];
     struct pl_block_params sp[2], sg[2];
     int adam_t;
+    uint64_t seed; /* the grading seed: dropout's masks */
 };
 
 /* The tokens and targets of step `step`'s global batch of nseq sequences. */
-static void step_tokens(const struct pl_model_config *c, int step, int nseq, int *tok,
+static void step_tokens(uint64_t seed, const struct pl_model_config *c, int step, int nseq, int *tok,
                         int *tgt)
 {
     size_t n = (size_t)nseq * c->seq_len;
     float *f = malloc(2 * n * sizeof *f);
-    pl_rng_fill_int(f, 2 * n, base_seed, pl_rng_stream("lab05.tokens"), (uint64_t)step * 2 * n,
+    pl_rng_fill_int(f, 2 * n, seed, pl_rng_stream("lab05.tokens"), (uint64_t)step * 2 * n,
                     0, c->vocab - 1);
     for (size_t i = 0; i < n; i++) {
         tok[i] = (int)f[i];
@@ -64,11 +65,12 @@ static void step_tokens(const struct pl_model_config *c, int step, int nseq, int
     free(f);
 }
 
-static void sp_model_new(struct sp_model *s, const struct pl_model_config *c,
+static void sp_model_new(struct sp_model *s, uint64_t seed, const struct pl_model_config *c,
                          struct pl_comm *tp, int d, const struct train_case *kt)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *c;
+    s->seed = seed;
     s->t = pl_comm_size(tp);
     s->r = pl_comm_rank(tp);
     s->d = d, s->dp = kt->dp, s->B = kt->B, s->strided = kt->strided;
@@ -214,7 +216,7 @@ static void replica_reference(struct pl_model *ref, const struct sp_model *s, co
     const struct pl_model_config *c = &s->cfg;
     struct pl_model_ctx ctx = pl_model_ctx_eval();
     ctx.train = 1;
-    ctx.seed = base_seed ^ 0x5eedULL;
+    ctx.seed = s->seed ^ 0x5eedULL;
     ctx.step = (uint64_t)s->adam_t + 1;
     pl_model_zero_grad(ref);
     for (int k = d < 0 ? 0 : d; k < (d < 0 ? s->dp : d + 1); k++) {
@@ -381,7 +383,7 @@ static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *t
 {
     struct pl_model_ctx ctx = pl_model_ctx_eval();
     ctx.train = 1;
-    ctx.seed = base_seed ^ 0x5eedULL;
+    ctx.seed = s->seed ^ 0x5eedULL;
     ctx.step = (uint64_t)s->adam_t + 1;
     ctx.seq0 = (int64_t)s->d * s->B;
     ctx.loss_scale = 1.0f / s->t; /* the head's loss is the mean over this rank's tokens */
@@ -399,10 +401,10 @@ static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *t
 /* K AdamW steps of the 2-block model on case i's grid against pl_model_step on the global
  * batch (every replica's sequences): every loss, every parameter shard after the steps, and
  * on a grid each replica's gradients at every step. */
-void l5_run_train(struct pl_comm *tp, const struct train_case *kt, int d, int i)
+void l5_run_train(const struct l5_state *st, struct pl_comm *tp, const struct train_case *kt, int d, int i)
 {
     const int t = pl_comm_size(tp), r = pl_comm_rank(tp);
-    struct pl_model_config c = l5_config(DROPOUT);
+    struct pl_model_config c = l5_config(st, DROPOUT);
     c.n_layers = 2;
     struct pl_adamw_config opt = pl_adamw_config_default();
     const int nseq = kt->dp * kt->B;
@@ -413,13 +415,13 @@ void l5_run_train(struct pl_comm *tp, const struct train_case *kt, int d, int i)
     int *dtgt = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "targets");
     struct pl_model *ref = pl_model_new(&c, PL_MODEL_ALL);
     struct sp_model s;
-    sp_model_new(&s, &c, tp, d, kt);
+    sp_model_new(&s, st->seed, &c, tp, d, kt);
     struct pl_model_ctx ctx = pl_model_ctx_eval();
     ctx.train = 1;
-    ctx.seed = base_seed ^ 0x5eedULL;
+    ctx.seed = st->seed ^ 0x5eedULL;
     double want[TRAIN_STEPS], got[TRAIN_STEPS];
     for (int k = 0; k < TRAIN_STEPS; k++) {
-        step_tokens(&c, k, nseq, tok, tgt);
+        step_tokens(st->seed, &c, k, nseq, tok, tgt);
         pl_to_device(dtok, tok, n * sizeof(int));
         pl_to_device(dtgt, tgt, n * sizeof(int));
         got[k] = sp_model_step(tp, &s, tok, tgt, &opt, ref, dtok, dtgt, i > 0);

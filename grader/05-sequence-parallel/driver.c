@@ -21,60 +21,63 @@
 
 #include "lab05.h"
 
-/* The run's settings, shared by the lab's files (lab05.h). */
-uint64_t base_seed = 1;
-int seq_flag;
-int hidden_cases;
-int time_wanted;
-struct gr_bt_verdict time_verdict;
-int in_bench;
-const char *plots_dir;
-enum kind the_kind;
-
 const char *const PART_NAMES[NPARTS] = {"correct", "replicas", "traffic", "memory", "time"};
 
-static struct pl_flag lab_flags[] = {
-    {"--seq", PL_FLAG_INT, &seq_flag, "T",
+/* The lab's flags: entry k's value is gr_args.opt[k] (bench.c reads them in this order). */
+static const struct pl_flag OPTIONS[] = {
+    {"--seq", PL_FLAG_INT, NULL, "T",
      "tokens per sequence of every case, a multiple of t up to 16 (default: the cases' own)", 0},
-    {"--plots-dir", PL_FLAG_STR, &plots_dir, "DIR",
+    {"--plots-dir", PL_FLAG_STR, NULL, "DIR",
      "bench: also draw the handout's figures (layout, bytes vs t) as SVGs in DIR (default "
      "none)", 0},
 };
 
 static void *setup(const struct gr_args *a)
 {
-    base_seed = a->seed;
-    hidden_cases = a->op && strstr(a->op, "-hidden") != NULL;
-    the_kind = !a->op ? K_CONJ : !strncmp(a->op, "block", 5) ? K_BLOCK
-               : !strncmp(a->op, "train", 5) ? K_TRAIN : K_CONJ;
-    time_wanted = !strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL;
-    struct pl_model_config c = l5_config(0);
+    struct l5_state *st = calloc(1, sizeof *st);
+    if (!st) pl_fatal("out of memory");
+    st->seed = a->seed;
+    st->seq = a->opt[0].i;
+    st->plots_dir = a->opt[1].s;
+    st->hidden = a->op && strstr(a->op, "-hidden") != NULL;
+    st->kind = !a->op ? L5_CONJ : !strncmp(a->op, "block", 5) ? L5_BLOCK
+               : !strncmp(a->op, "train", 5) ? L5_TRAIN : L5_CONJ;
+    st->want_time = !strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL;
+    const int seq = st->seq;
+    struct pl_model_config c = l5_config(st, 0);
     char err[320];
     if (pl_tp_degree_error(&c, pl_size(), err, sizeof err))
         pl_usage_error_all("%d ranks form one TP group here: %s", pl_size(), err);
-    if (seq_flag && (seq_flag > c.seq_len ||
-                     pl_sp_seq_error(&c, pl_size(), seq_flag, err, sizeof err)))
-        pl_usage_error_all("--seq %d: %s", seq_flag,
-                           seq_flag > c.seq_len ? "longer than the graded model's seq_len=16"
+    if (seq && (seq > c.seq_len || pl_sp_seq_error(&c, pl_size(), seq, err, sizeof err)))
+        pl_usage_error_all("--seq %d: %s", seq,
+                           seq > c.seq_len ? "longer than the graded model's seq_len=16"
                                                 : err);
-    return NULL;
+    return st;
 }
 
-static const char *subject(void *st)
+static void finish(void *st)
 {
-    return the_kind == K_BLOCK ? "the SP block" : the_kind == K_TRAIN ? "SP training"
+    free(st);
+}
+
+static const char *subject(void *vst)
+{
+    const struct l5_state *st = vst;
+    return st->kind == L5_BLOCK ? "the SP block" : st->kind == L5_TRAIN ? "SP training"
            : "the conjugates";
 }
 
-static int count_cases(void *st)
+static int count_cases(void *vst)
 {
-    return the_kind == K_BLOCK ? NCASES : the_kind == K_TRAIN ? l5_train_cases(pl_size()) : 1;
+    const struct l5_state *st = vst;
+    return st->kind == L5_BLOCK ? NCASES : st->kind == L5_TRAIN ? l5_train_cases(st, pl_size()) : 1;
 }
 
-static void describe(void *st, int i, char *buf, size_t len)
+static void describe(void *vst, int i, char *buf, size_t len)
 {
-    if (the_kind == K_TRAIN) {
-        struct train_case k = l5_train_case_of(i, pl_size());
+    const struct l5_state *st = vst;
+    if (st->kind == L5_TRAIN) {
+        struct train_case k = l5_train_case_of(st, i, pl_size());
         if (k.dp > 1)
             snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, t=%d on a tp=%d x "
                      "dp=%d grid (%s TP groups, numbered against the world's order), each "
@@ -86,12 +89,12 @@ static void describe(void *st, int i, char *buf, size_t len)
                      TRAIN_STEPS, k.B, pl_size());
         return;
     }
-    if (the_kind == K_CONJ) {
+    if (st->kind == L5_CONJ) {
         snprintf(buf, len, "gather and scatter on B=3 sequences of %d tokens, t=%d",
                  4 * pl_size(), pl_size());
         return;
     }
-    struct sp_case k = l5_case_of(i, pl_size());
+    struct sp_case k = l5_case_of(st, i, pl_size());
     char grid[64] = "";
     if (k.dp > 1)
         snprintf(grid, sizeof grid, " on a tp=%d x dp=%d grid (%s)", pl_size() / k.dp, k.dp,
@@ -102,30 +105,31 @@ static void describe(void *st, int i, char *buf, size_t len)
              k.accum ? ", gradients accumulated over 2 micro-batches" : "");
 }
 
-static void run(void *st, int i)
+static void run(void *vst, int i)
 {
+    struct l5_state *st = vst;
     gr_parts_reset(PART_NAMES, NPARTS);
     /* the block's cases on their grid: tp = the world, or tp x dp (each replica its own
      * data); the TP communicator is split from the world and freed after the case */
-    if (the_kind == K_TRAIN) {
+    if (st->kind == L5_TRAIN) {
         /* dp > 1: TP groups of strided or consecutive ranks, the highest world rank first */
-        const struct train_case kt = l5_train_case_of(i, pl_size());
+        const struct train_case kt = l5_train_case_of(st, i, pl_size());
         const int n = pl_size(), w = pl_rank(), d = kt.strided ? w % kt.dp : w / (n / kt.dp);
         struct pl_comm *tp = pl_comm_split(pl_comm_world(), d, kt.dp > 1 ? n - w : w, "tp");
-        l5_run_train(tp, &kt, d, i);
+        l5_run_train(st, tp, &kt, d, i);
         pl_comm_free(tp);
         return;
     }
-    struct sp_case kc = l5_case_of(i, pl_size());
-    const int dp = the_kind == K_BLOCK ? kc.dp : 1;
+    struct sp_case kc = l5_case_of(st, i, pl_size());
+    const int dp = st->kind == L5_BLOCK ? kc.dp : 1;
     struct pl_grid grid;
     char deg[64];
     snprintf(deg, sizeof deg, "tp=%d,dp=%d", pl_size() / dp, dp);
     pl_grid_init_or_die(&grid, dp > 1 ? kc.order : "tp-dp", deg, pl_size());
     struct pl_comm *tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
     const int d = pl_grid_coord(&grid, pl_rank(), pl_grid_axis(&grid, "dp"));
-    if (the_kind == K_BLOCK) l5_run_block(tp, &kc, d, i);
-    else l5_run_conjugates(tp);
+    if (st->kind == L5_BLOCK) l5_run_block(st, tp, &kc, d, i);
+    else l5_run_conjugates(st, tp);
     pl_comm_free(tp);
 }
 
@@ -138,9 +142,19 @@ static int judge(void *st, int i, const char *part)
                        part);
 }
 
+static int probe(void *st)
+{
+    return l5_probe(st);
+}
+
+static double perf(void *st)
+{
+    return l5_perf(st);
+}
+
 const struct gr_driver gr_lab_driver = {
-    .flags = lab_flags,
-    .nflags = (int)(sizeof lab_flags / sizeof lab_flags[0]),
+    .options = OPTIONS,
+    .noptions = (int)(sizeof OPTIONS / sizeof OPTIONS[0]),
     .setup = setup,
     .subject = subject,
     .correct_first = "must match the single device first",
@@ -148,7 +162,8 @@ const struct gr_driver gr_lab_driver = {
     .describe = describe,
     .run = run,
     .judge = judge,
-    .probe = l5_probe,
-    .perf = l5_perf,
+    .probe = probe,
+    .perf = perf,
     .bench = l5_bench,
+    .finish = finish,
 };

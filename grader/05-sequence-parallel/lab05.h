@@ -31,15 +31,22 @@
 #define TOL_BWD GR_TOL_GRADS
 #define DROPOUT 0.1f
 
-extern uint64_t base_seed;
-extern int seq_flag;     /* --seq: every case's T (0: the cases' own) */
-extern int hidden_cases; /* --op block-hidden, train-hidden: other grids and shapes */
-extern int time_wanted;  /* part time is graded */
-extern struct gr_bt_verdict time_verdict;
-extern int in_bench;     /* the bench runs a TP group smaller than the world: no replica test */
-extern const char *plots_dir;
-enum kind { K_CONJ, K_BLOCK, K_TRAIN };
-extern enum kind the_kind;
+enum l5_kind { L5_CONJ, L5_BLOCK, L5_TRAIN };
+
+struct l5_perf; /* bench.c's timed block */
+
+/* The lab's state: the harness's, made by setup on the heap (driver.c). */
+struct l5_state {
+    uint64_t seed;          /* --seed: the data and the drawn shapes */
+    int seq;                /* --seq: every case's T (0: the cases' own) */
+    int hidden;             /* --op block-hidden, train-hidden: other grids and shapes */
+    enum l5_kind kind;
+    int want_time;          /* check mode judges part time */
+    int in_bench;           /* the bench runs a TP group smaller than the world: no replica test */
+    const char *plots_dir;  /* bench: --plots-dir, or NULL */
+    struct gr_bt_verdict time_verdict;
+    struct l5_perf *perf;
+};
 
 /* One block case. p: the configured dropout; train: ctx->train (evaluation keeps dropout
  * configured but off); dp > 1: the world is a tp x dp grid (order "tp-dp": TP groups of
@@ -68,8 +75,8 @@ struct pass_traffic {
 /* ---- cases.c ---- */
 
 /* 8 heads so that t = 1, 2, 4 split them; seq_len 16 so that T/t is 4 tokens at t = 4. */
-struct pl_model_config l5_config(float dropout);
-struct sp_case l5_case_of(int i, int n);
+struct pl_model_config l5_config(const struct l5_state *st, float dropout);
+struct sp_case l5_case_of(const struct l5_state *st, int i, int n);
 void l5_traffic_since(const struct pl_ledger *mark, struct pass_traffic *out);
 /* A ring all-gather or reduce-scatter of a full [N, C] sends (t-1)/t of it per rank. */
 double l5_coll_bytes(double NC, int t);
@@ -78,7 +85,7 @@ float *l5_local_rows(const float *full, int B, int T, int C, int t, int r);
 double l5_rel_l2(const float *got, const float *ref, size_t n);
 /* What a case on a tp x dp grid adds to a failure: the group is not the world. */
 void l5_grid_hint(const struct sp_case *kc, int t, char *buf, size_t len);
-void l5_run_conjugates(struct pl_comm *tp);
+void l5_run_conjugates(const struct l5_state *st, struct pl_comm *tp);
 
 /* ---- cases_block.c ---- */
 
@@ -107,12 +114,12 @@ struct block_run {
     char kept[160];           /* another rank's rows found in static storage after the forward */
 };
 
-void l5_block_case_new(struct pl_comm *tp, const struct sp_case *kc, int d,
+void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d,
                        struct block_case *k);
 void l5_block_case_free(struct block_case *k);
-void l5_run_block_case(struct pl_comm *tp, const struct sp_case *kc, int d, int traced,
+void l5_run_block_case(const struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d, int traced,
                        struct block_run *run);
-void l5_run_block(struct pl_comm *tp, const struct sp_case *kcp, int d, int i);
+void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct sp_case *kcp, int d, int i);
 
 /* ---- checks_block.c ---- */
 
@@ -141,15 +148,15 @@ void l5_judge_block_work(struct pl_comm *tp, const struct block_run *run, int t)
 struct train_case {
     int dp, strided, B;
 };
-struct train_case l5_train_case_of(int i, int n);
-int l5_train_cases(int n);
-void l5_run_train(struct pl_comm *tp, const struct train_case *kt, int d, int i);
+struct train_case l5_train_case_of(const struct l5_state *st, int i, int n);
+int l5_train_cases(const struct l5_state *st, int n);
+void l5_run_train(const struct l5_state *st, struct pl_comm *tp, const struct train_case *kt, int d, int i);
 
 /* ---- bench.c ---- */
 
 void l5_bench(const struct gr_args *args);
-int l5_probe(void *st);
-double l5_perf(void *st);
+int l5_probe(struct l5_state *st);
+double l5_perf(struct l5_state *st);
 
 /* ---- unseen.c: the core FLOPs counted in the wrappers of the kit's core ---- */
 
