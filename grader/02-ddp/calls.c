@@ -222,7 +222,7 @@ int gr02_calls_judge_timing(int step, char *msg, size_t len)
                  "last microbatch's backward, when only %s%s had their final gradients: it "
                  "may send gradients backward has not written yet (on GPUs it would). A "
                  "part's hook may start only the buckets whose FIRST element is at or after "
-                 "the part's first element (handout section 6)", step, r, when,
+                 "the part's first element (handout section 6)", step + 1, r, when,
                  c->final >= w.m->layout.numel ? "" : "elements ", fin);
         ok = 0;
     }
@@ -258,7 +258,7 @@ int gr02_calls_judge_ranges(int step, const size_t *off, const size_t *len, int 
                 break;
             }
         snprintf(msg, mlen, "step %d: an all-reduce covered gradient elements %s, %s%s; "
-                 "each all-reduce covers exactly one %s, in place: %s", step, r,
+                 "each all-reduce covers exactly one %s, in place: %s", step + 1, r,
                  k >= 0 ? "a range already all-reduced in this step" : "which is not one of "
                  "the step's ranges", s, what, how);
         ok = 0;

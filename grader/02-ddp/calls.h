@@ -34,14 +34,14 @@ int gr02_calls_async_avg(void);
 
 /* Collective (raw MPI): 1 on every rank when no rank started an all-reduce of the last
  * microbatch before backward had written every gradient in its range; otherwise 0 and, on
- * rank 0, why in msg. */
+ * rank 0, why in msg. step counts from 0; messages count steps from 1, as Lab 3's do. */
 int gr02_calls_judge_timing(int step, char *msg, size_t len);
 
 /* Collective (raw MPI): 1 on every rank when every rank's all-reduces of the step covered
  * exactly the n ranges [off[i], off[i]+len[i]) of m->grads, one call each, in any order;
  * what: "tensor" or "bucket", how: where one lies, for the message. A step with a call
  * whose buffer is not in m->grads (a staging copy) is not judged. Otherwise 0 and, on rank
- * 0, why in msg. */
+ * 0, why in msg (step as gr02_calls_judge_timing's). */
 int gr02_calls_judge_ranges(int step, const size_t *off, const size_t *len, int n,
                             const char *what, const char *how, char *msg, size_t mlen);
 

@@ -248,7 +248,7 @@ static void path_in(char *buf, size_t len, const char *dir, const char *name)
 /* Rank 0: the pictures and the figures of the traced step. */
 static void bench_report(const struct pl_merged_trace *t, const struct gr_train_setup *setup,
                          const struct zero_layout *e, int B, const struct mem_series *mem,
-                         const char *dir)
+                         const char *dir, const char *tag)
 {
     char with[512], without[512], memt[512], err[512];
     if (dir) {
@@ -270,10 +270,10 @@ static void bench_report(const struct pl_merged_trace *t, const struct gr_train_
                "per rank\n", PREFETCH_PSI / 1e6, PREFETCH_TOKENS);
         printf("# handout: full marks from %.0f%% of that bound, none up to %.0f%%\n",
                100 * PREFETCH_FULL, 100 * PREFETCH_NONE);
-        printf("# handout: on %d ranks an ideal prefetch hides %.0f%% of the all-gather time\n",
+        printf("# %s: on %d ranks an ideal prefetch hides %.0f%% of the all-gather time\n", tag,
                r.n, 100 * r.ideal);
-        printf("# handout: prefetching hides %.0f%% of it: the modelled step takes %.0f us "
-               "with prefetch and %.0f us without\n", 100 * r.hidden, 1e6 * r.with.step,
+        printf("# %s: prefetching hides %.0f%% of it: the modelled step takes %.0f us "
+               "with prefetch and %.0f us without\n", tag, 100 * r.hidden, 1e6 * r.with.step,
                1e6 * r.without.step);
     }
     if (dir) printf("# ZeRO-3 pictures written to %s, %s and %s\n", memt, with, without);
@@ -293,7 +293,7 @@ int gr03_comm_close(struct pl_comm *comm)
 }
 
 int prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout *e,
-                   const char *dir)
+                   const char *dir, const char *tag)
 {
     int n = pl_size();
     pl_todo_reset();
@@ -319,7 +319,7 @@ int prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout 
         ok = !gr_todo_any();
     }
     prefetch_want(0);
-    if (ok && pl_rank() == 0) bench_report(&pf.trace, setup, e, b.B, &mem, dir);
+    if (ok && pl_rank() == 0) bench_report(&pf.trace, setup, e, b.B, &mem, dir, tag);
     if (!ok) pl_print0("# ZeRO-3 is still a stub (see %s): no timeline\n", gr_handout());
     prefetch_free();
     mem_series_free(&mem);

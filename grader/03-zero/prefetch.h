@@ -58,9 +58,10 @@ int gr03_comm_close(struct pl_comm *comm);
 /* Collective, bench: one ZeRO-3 step with prefetch, traced and its memory watched; rank 0
  * writes 03-zero-memory-time.svg, 03-zero-timeline-prefetch.svg and
  * 03-zero-timeline-no-prefetch.svg into dir (when not NULL) and prints the figures the
- * handout quotes. e: rank 0's layout, computed by the grader. Returns 0 when the stage is
- * still a stub. */
+ * handout quotes. e: rank 0's layout, computed by the grader. tag: what the figures of the
+ * code's own step are printed as ("handout" under --figures, where the solution runs;
+ * otherwise whose code it is). Returns 0 when the stage is still a stub. */
 int prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout *e,
-                   const char *dir);
+                   const char *dir, const char *tag);
 
 #endif

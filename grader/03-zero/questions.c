@@ -28,9 +28,11 @@ static double fewest_devices(int stage, double psi, char *why, size_t len)
 {
     for (int nd = 1; nd <= Q3_MAX_DEVICES; nd++)
         if (zero_bytes_total(zero_mixed(stage, psi, nd, ZERO_PAPER_K)) <= Q3_DEVICE_BYTES) {
-            snprintf(why, len, "%s: %s <= 80e9 bytes with Psi = %.3g: nd = %d gives %.4g bytes",
-                     zero_stage_name(stage), zero_mixed_text(stage), psi, nd,
-                     zero_bytes_total(zero_mixed(stage, psi, nd, ZERO_PAPER_K)));
+            double at = zero_bytes_total(zero_mixed(stage, psi, nd, ZERO_PAPER_K));
+            snprintf(why, len, "%s: %s <= 80e9 bytes with Psi = %.3g: nd = %d gives %.4g "
+                     "bytes%s", zero_stage_name(stage), zero_mixed_text(stage), psi, nd, at,
+                     at == Q3_DEVICE_BYTES ? ", exactly 80e9, which fits (at most 80e9, as the "
+                                             "question says)" : "");
             return nd;
         }
     snprintf(why, len, "%s: %s never fits 80e9 bytes with Psi = %.3g: the unsharded part "

@@ -604,7 +604,9 @@ static double rel_l2(const float *got, const float *want, size_t n, double floor
     return den > 0 ? sqrt(d) / den : sqrt(d);
 }
 
-/* The relative error of this rank's part of tensor t; scale and nonfinite as rel_l2's. */
+/* The relative error of this rank's part of tensor t; scale and nonfinite as rel_l2's. It
+ * decides: a tensor whose reference norm is below the whole buffer's RMS times sqrt(its
+ * size) is measured against that floor, so that rounding alone never fails it. */
 static double tensor_error(const struct or_reference *o, int t, const float *got,
                            const float *want, double all, double *scale, int *bad)
 {
@@ -615,9 +617,35 @@ static double tensor_error(const struct or_reference *o, int t, const float *got
     return rel_l2(got + off, want + off, n, floor, scale, bad);
 }
 
-/* 1 when the last block's router gradient is off while its experts' are right: the
- * experts' backward saw the right d outputs, so the router's backward is where it went
- * wrong. */
+/* What a message quotes: the error of this rank's part of tensor t against that part's own
+ * reference norm (never the floor's), so that "yours is 1/2 of it" reads 5.00e-01; when
+ * the reference part is all zeros, the norm of the error itself, and *zero is set. */
+static double own_error(const struct or_reference *o, int t, const float *got,
+                        const float *want, int *zero)
+{
+    size_t off, n;
+    or_owned_range(&o->layout, t, o->ep_rank, o->ep, &off, &n);
+    double d = 0, w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)got[off + i] - want[off + i];
+        d += e * e;
+        w += (double)want[off + i] * want[off + i];
+    }
+    *zero = w == 0;
+    return w > 0 ? sqrt(d / w) : sqrt(d);
+}
+
+/* The index of tensor name, or -1. */
+static int tensor_index(const struct pl_model_layout *lay, const char *name)
+{
+    for (int t = 0; t < lay->n_tensors; t++)
+        if (!strcmp(lay->tensors[t].name, name)) return t;
+    return -1;
+}
+
+/* The last block's router tensor when its gradient is off while its experts' are right
+ * (the experts' backward saw the right d outputs, so the router's backward is where it
+ * went wrong), or -1. */
 static int router_alone_wrong(const struct or_reference *o, const float *got, const float *want,
                               double all, double tol)
 {
@@ -625,34 +653,48 @@ static int router_alone_wrong(const struct or_reference *o, const float *got, co
     int L = o->layout.cfg.n_layers;
     snprintf(router, sizeof router, "h.%d.moe.w_router", L - 1);
     snprintf(fc, sizeof fc, "h.%d.moe.w_fc", L - 1);
-    int r = -1, f = -1, bad;
-    for (int t = 0; t < o->layout.n_tensors; t++) {
-        if (!strcmp(o->layout.tensors[t].name, router)) r = t;
-        if (!strcmp(o->layout.tensors[t].name, fc)) f = t;
-    }
+    int r = tensor_index(&o->layout, router), f = tensor_index(&o->layout, fc), bad;
     double scale;
     return r >= 0 && f >= 0 && tensor_error(o, r, got, want, all, &scale, &bad) > tol &&
-           tensor_error(o, f, got, want, all, &scale, &bad) <= tol;
+                   !bad && tensor_error(o, f, got, want, all, &scale, &bad) <= tol
+               ? r
+               : -1;
 }
 
 /* This rank's part of every tensor (got, host [numel]) against want: the first tensor off by
- * more than tol fails with a reason that names it, and what the pattern of errors suggests. */
+ * more than tol fails with a reason that names it, and what the pattern of errors suggests.
+ * A wrong router gradient spreads to every tensor the backward reaches after it (wte
+ * first in flat order), so when the router alone is wrong it is the tensor named. */
 static int judge_tensors(const struct or_reference *o, const float *got, const float *want,
                          double tol, const char *what)
 {
     const struct pl_model_layout *lay = &o->layout;
     double all = 0;
     for (size_t i = 0; i < o->numel; i++) all += (double)want[i] * want[i];
-    for (int t = 0; t < lay->n_tensors; t++) {
+    for (int first = 0; first < lay->n_tensors; first++) {
         double scale;
         int bad;
-        double rel = tensor_error(o, t, got, want, all, &scale, &bad);
+        double rel = tensor_error(o, first, got, want, all, &scale, &bad);
         if (!bad && rel <= tol) continue;
+        int router = bad ? -1 : router_alone_wrong(o, got, want, all, tol);
+        int t = router >= 0 ? router : first;
+        if (t != first) tensor_error(o, t, got, want, all, &scale, &bad);
         const struct pl_param_desc *d = &lay->tensors[t];
         int expert = or_is_expert_tensor(d);
-        char hint[400] = "";
+        char hint[600] = "";
         if (bad)
             snprintf(hint, sizeof hint, "; %d elements are not numbers", bad);
+        else if (router >= 0)
+            snprintf(hint, sizeof hint, "; the last block's router gradient is off while its "
+                     "experts' are right, so the router's backward is where it goes wrong "
+                     "(%s is off too, as is every tensor the backward reaches after it): the "
+                     "gates' gradient at the kept choices, and the load-balancing loss's "
+                     "(loss_scale x a E f_e / N on every token, section 6)%s",
+                     lay->tensors[first].name,
+                     fabs(o->loss_scale * o->slices - 1) > 1e-6
+                         ? ". This case's loss_scale is not 1/n: the aux term takes the "
+                           "loss_scale argument, whatever the rank count"
+                         : "");
         else if (expert && o->ep > 1 && fabs(scale * o->ep - 1) < 0.05 &&
                  !(o->slices > o->ep && fabs(scale * o->slices - o->ep) < 0.05 * o->ep))
             snprintf(hint, sizeof hint, "; yours is 1/%d of it: expert gradients were averaged "
@@ -668,17 +710,18 @@ static int judge_tensors(const struct or_reference *o, const float *got, const f
                      "gradient over its copies in the other EP groups (the expert-data-"
                      "parallel group), and do not average: each rank's backward already scaled "
                      "by 1/n (section 7)", o->ep, o->slices, o->slices / o->ep);
-        else if (router_alone_wrong(o, got, want, all, tol))
-            snprintf(hint, sizeof hint, "; the last block's router gradient is off while its "
-                     "experts' are right, so the router's backward is where it goes wrong: "
-                     "the gates' gradient at the kept choices, and the load-balancing loss's "
-                     "(loss_scale x a E f_e / N on every token, section 6)%s",
-                     fabs(o->loss_scale * o->slices - 1) > 1e-6
-                         ? ". This case's loss_scale is not 1/n: the aux term takes the "
-                           "loss_scale argument, whatever the rank count"
-                         : "");
-        why("%s of %s%s: relative L2 error %.2e, more than %.0e%s", what, d->name,
-            expert ? " (this rank's experts)" : "", rel, tol, hint);
+        int zero;
+        double own = own_error(o, t, got, want, &zero);
+        if (bad)
+            why("%s of %s%s: not finite%s", what, d->name,
+                expert ? " (this rank's experts)" : "", hint);
+        else if (zero)
+            why("%s of %s%s: the reference's is all zeros and yours is not (L2 norm %.2e)%s",
+                what, d->name, expert ? " (this rank's experts)" : "", own, hint);
+        else
+            why("%s of %s%s: relative L2 error %.2e (against that tensor's own norm), more "
+                "than %.0e%s", what, d->name, expert ? " (this rank's experts)" : "", own, tol,
+                hint);
         return 0;
     }
     return 1;

@@ -134,16 +134,17 @@ double tl7_judge(const struct or_reference *o, double flops_x, double bytes_x, c
         int replayed = gr_overlap_replay(&t, p, flops_x, bytes_x, NULL, NULL, &ov, err,
                                          sizeof err) == 0;
         double need = worst[1] * flops_x / p->flops, did = worst[0] * flops_x / p->flops;
-        char step[160] = "";
+        char step[200] = "";
         if (replayed)
             snprintf(step, sizeof step, "your MoE layers' forward and backward take %.2f ms "
-                     "modelled on %s at a Mixtral-sized layer; ", ov.step_time * 1e3,
-                     TL7_PROFILE);
+                     "on the slowest rank, modelled on %s at a Mixtral-sized layer; ",
+                     ov.step_time * 1e3, TL7_PROFILE);
         fraction = out.v <= TL7_FULL ? 1 : out.v >= TL7_NONE ? 0
                  : (TL7_NONE - out.v) / (TL7_NONE - TL7_FULL);
-        snprintf(why, len, "%srank %d computes for %.2f ms where its experts' routed rows and "
-                 "its router need %.2f ms (%.2fx; full marks up to %.2fx, none from %.2fx)%s",
-                 step, out.r, did * 1e3, need * 1e3, out.v, TL7_FULL, TL7_NONE,
+        snprintf(why, len, "%srank %d, the one furthest beyond its share, computes for "
+                 "%.2f ms where its own experts' routed rows and its router need %.2f ms "
+                 "(%.2fx; full marks up to %.2fx, none from %.2fx)%s", step, out.r, did * 1e3,
+                 need * 1e3, out.v, TL7_FULL, TL7_NONE,
                  out.v > TL7_FULL ? ": an expert should run only the rows routed to it, not "
                                     "every row its rank received (section 5)" : "");
     }
