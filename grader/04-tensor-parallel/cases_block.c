@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lab04.h"
+#include "todo.h"
 #include "tp_shard.h"
 #include "units.h"
 
@@ -76,11 +77,14 @@ static void oracle_block(struct l4_block *k, float *y, float *dx)
     pl_block_acts_free(&a);
 }
 
-/* q, k, v of this rank right but its heads' outputs not: the head dimension was split. */
-static int heads_split_wrong(struct l4_block *k, const struct pl_tp_attn_acts *a)
+/* q, k, v of this rank right but its heads' outputs not: the head dimension was split.
+ * heads_rel (may be NULL) gets the heads' relative L2 error. */
+static int heads_split_wrong(struct l4_block *k, const struct pl_tp_attn_acts *a,
+                             double *heads_rel)
 {
     const struct pl_model_config *c = &k->cfg;
     const int N = k->N, C = c->d_model, t = k->t, Ct = C / t;
+    if (heads_rel) *heads_rel = 0;
     if (t < 2) return 0;
     float *qkv = gr_op_alloc((size_t)N * 3 * C, "qkv"), *hd = gr_op_alloc((size_t)N * C, "heads");
     float *att = gr_op_alloc((size_t)k->B * c->n_heads * k->T * k->T, "att");
@@ -102,8 +106,9 @@ static int heads_split_wrong(struct l4_block *k, const struct pl_tp_attn_acts *a
     float *gq = gr_host_copy(a->qkv, (size_t)N * 3 * Ct),
           *eq = gr_host_copy(mine, (size_t)N * 3 * Ct);
     float *gh = gr_host_copy(a->y, (size_t)N * Ct), *eh = gr_host_copy(my_hd, (size_t)N * Ct);
-    int wrong = pl_rel_l2(gq, eq, (size_t)N * 3 * Ct) < L4_TOL_FWD &&
-                pl_rel_l2(gh, eh, (size_t)N * Ct) > L4_TOL_FWD;
+    double hrel = pl_rel_l2(gh, eh, (size_t)N * Ct);
+    int wrong = pl_rel_l2(gq, eq, (size_t)N * 3 * Ct) < L4_TOL_FWD && hrel > L4_TOL_FWD;
+    if (heads_rel) *heads_rel = hrel;
     free(gq);
     free(eq);
     free(gh);
@@ -111,6 +116,93 @@ static int heads_split_wrong(struct l4_block *k, const struct pl_tp_attn_acts *a
     float *p[] = {qkv, hd, att, mine, my_hd};
     for (int i = 0; i < 5; i++) pl_mem_free(p[i]);
     return wrong;
+}
+
+/* ---- the attention's scores: room for every head, and whether it was used ----
+ * The kit's acts keep the scores of this rank's NH/t heads, a->att [B, NH/t, T, T].
+ * Attention run on all NH heads with C/(NH t) channels each (the head dimension split
+ * instead of the heads) fills t times that and would overwrite whatever the heap holds
+ * next: the grader hands a->att over with room for all NH heads, the part past the kit's
+ * size filled with a pattern, so that such code is told what it did instead of crashing. */
+
+#define L4_ATT_PATTERN 0x7fa11a77u /* a NaN no op writes */
+
+void l4_att_guard_set(struct l4_att_guard *g, struct pl_tp_attn_acts *a,
+                      const struct pl_model_config *c, int t)
+{
+    const size_t TT = (size_t)a->T * a->T;
+    g->kit = a->att;
+    g->held = (size_t)a->B * (size_t)(c->n_heads / t) * TT;
+    g->room = (size_t)a->B * (size_t)c->n_heads * TT;
+    g->per_head = (size_t)a->B * TT;
+    g->roomy = gr_op_alloc(g->room, "tp attn scores with room for every head");
+    uint32_t *h = malloc((g->room - g->held) * sizeof *h + sizeof *h);
+    for (size_t i = 0; i < g->room - g->held; i++) h[i] = L4_ATT_PATTERN;
+    pl_to_device(g->roomy + g->held, h, (g->room - g->held) * sizeof *h);
+    free(h);
+    a->att = g->roomy;
+}
+
+double l4_att_guard_used(const struct l4_att_guard *g)
+{
+    size_t extra = g->room - g->held, last = 0;
+    if (!extra) return (double)g->held;
+    float *tail = gr_host_copy(g->roomy + g->held, extra);
+    for (size_t i = 0; i < extra; i++) {
+        uint32_t bits;
+        memcpy(&bits, &tail[i], sizeof bits);
+        if (bits != L4_ATT_PATTERN) last = i + 1;
+    }
+    free(tail);
+    return (double)(g->held + last);
+}
+
+void l4_att_guard_end(struct l4_att_guard *g, struct pl_tp_attn_acts *a)
+{
+    a->att = g->kit;
+    pl_mem_free(g->roomy);
+    g->roomy = NULL;
+}
+
+/* Records the scores written past a->att as this part's failure (why L4_W_ATT_OVERRUN)
+ * and returns 1, or returns 0 when the attention kept within them. */
+static int att_overran(struct l4_state *st, struct l4_block *k, const struct pl_tp_attn_acts *a,
+                       const struct l4_att_guard *g, int before_training)
+{
+    double used = l4_att_guard_used(g);
+    if (used <= (double)g->held) return 0;
+    double heads_rel = 0;
+    int split = heads_split_wrong(k, a, &heads_rel);
+    L4_FAIL(st, L4_W_ATT_OVERRUN, used, (double)g->held, (double)g->per_head,
+            (double)k->cfg.n_heads, (double)k->t, split, heads_rel, before_training);
+    return 1;
+}
+
+int l4_att_probe(struct l4_state *st, struct pl_comm *tp)
+{
+    const int t = pl_comm_size(tp), B = 1, T = l4_config(st).seq_len;
+    struct l4_block k;
+    l4_block_new(st, &k, t, pl_comm_rank(tp), B, T);
+    struct pl_tp_block_acts a;
+    pl_tp_block_acts_new(&a, &k.cfg, t, B, T);
+    struct l4_att_guard g;
+    l4_att_guard_set(&g, &a.attn, &k.cfg, t);
+    const size_t nc = (size_t)k.N * k.cfg.d_model;
+    float *x = gr_op_alloc(nc, "x"), *y = gr_op_alloc(nc, "y");
+    pl_copy(x, k.x, nc);
+    const char *stub = pl_todo_what();
+    tp_attention_forward(tp, &k.cfg, &k.sp, &a.attn, x, y);
+    int over = 0;
+    if (!stub && pl_todo_what()) pl_todo_reset(); /* a stub here is the training's to name */
+    else over = att_overran(st, &k, &a.attn, &g, 1);
+    l4_att_guard_end(&g, &a.attn);
+    pl_tp_block_acts_free(&a);
+    pl_mem_free(x);
+    pl_mem_free(y);
+    l4_block_free(&k);
+    int any = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return any;
 }
 
 /* a += b, field by field. */
@@ -126,8 +218,10 @@ static void ledger_add(struct pl_ledger *a, const struct pl_ledger *b)
 /* The sub-layer's output against the oracle's, with the likeliest reason when it is
  * wrong; 1 when right. */
 static int check_sub_output(struct l4_state *st, struct l4_block *k, enum l4_sub s, const struct pl_tp_block_acts *a,
-                            const struct l4_sub_run *run, const float *gy, const float *y)
+                            const struct l4_att_guard *g, const struct l4_sub_run *run,
+                            const float *gy, const float *y)
 {
+    if (s != L4_SUB_MLP && att_overran(st, k, &a->attn, g, 0)) return 0;
     const int B = k->B, T = k->T;
     const size_t nc = (size_t)k->N * k->cfg.d_model;
     char what[96];
@@ -136,7 +230,7 @@ static int check_sub_output(struct l4_state *st, struct l4_block *k, enum l4_sub
     const float *bias = s == L4_SUB_MLP ? k->p.b_fc2 : k->p.b_proj;
     if (s != L4_SUB_BLOCK && l4_extra_bias(gy, y, bias, k->N, k->cfg.d_model, k->t))
         hint.kind = L4_H_OUT_BIAS;
-    else if (s == L4_SUB_ATTN && heads_split_wrong(k, &a->attn))
+    else if (s == L4_SUB_ATTN && heads_split_wrong(k, &a->attn, NULL))
         hint.kind = L4_H_HEADS;
     else if (run->fwd.ar_calls < SUBS[s].ars && k->t > 1)
         hint.kind = L4_H_FEWER_AR;
@@ -163,6 +257,8 @@ void l4_run_sub_case(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int
     run->activation_floats = (double)nc;
     struct pl_tp_block_acts a;
     pl_tp_block_acts_new(&a, &k.cfg, k.t, B, T);
+    struct l4_att_guard guard;
+    l4_att_guard_set(&guard, &a.attn, &k.cfg, k.t);
     pl_copy(gdy, k.dy, nc);
     pl_copy(gx, k.x, nc);
     struct pl_ledger mark;
@@ -177,7 +273,7 @@ void l4_run_sub_case(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int
     memset(&run->bwd, 0, sizeof run->bwd);
     /* a wrong forward is the reason; the backward runs (on every rank) only after a right
      * one, so what it reads was written as the contract says */
-    int ok = check_sub_output(st, &k, s, &a, run, gy, y), all_ok = 0;
+    int ok = check_sub_output(st, &k, s, &a, &guard, run, gy, y), all_ok = 0;
     PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (all_ok) {
         gr_ledger_mark(&mark);
@@ -199,6 +295,7 @@ void l4_run_sub_case(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int
         l4_compare_shard_grads(st, &k, SUBS[s].tensors, SUBS[s].ntensors);
     }
     if (traced) gr_bt_end(all_ok);
+    l4_att_guard_end(&guard, &a.attn);
     pl_tp_block_acts_free(&a);
     float *p[] = {y, dx, gy, gdx, gdx0, gdy, gx};
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) pl_mem_free(p[i]);

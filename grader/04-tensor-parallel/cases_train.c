@@ -327,6 +327,9 @@ static void check_train_weights(struct l4_state *st, const struct tp_gpt *m, con
 void l4_run_train(struct l4_state *st, struct pl_comm *tp)
 {
     int t = pl_comm_size(tp), r = pl_comm_rank(tp);
+    /* attention that fills more scores than the kit's acts hold would overwrite the heap in
+     * the student's own steps: said, and the steps not run */
+    if (l4_att_probe(st, tp)) return;
     struct pl_tokens data = pl_corpus_tokens(pl_mix64(st->base_seed + 5), L4_CORPUS_TOKENS);
     struct gr_train_setup setup;
     memset(&setup, 0, sizeof setup);

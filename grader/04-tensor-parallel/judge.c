@@ -244,7 +244,7 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
     case L4_W_NOT_TP_GROUP:
         snprintf(buf, len, "on grid %s tp_group gave rank %d a group of %d ranks that is not its "
                  "TP group of %d (the ranks that share its coordinate on every axis but tp, "
-                 "ordered by the tp coordinate: pl_grid_comm on the tp axis, section 2)", n0,
+                 "ordered by the tp coordinate, section 2)", n0,
                  (int)v[0], (int)v[1], (int)v[2]);
         break;
     case L4_W_GROUP_ORDER:
@@ -256,7 +256,7 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
     case L4_W_GROUP_WRONG:
         snprintf(buf, len, "on grid %s tp_group gave rank %d the group %s where its TP group is "
                  "%s: the ranks that share its coordinate on every axis but tp, whatever the "
-                 "axes and their order (pl_grid_comm on the tp axis, section 2)", n0, (int)v[0],
+                 "axes and their order (section 2)", n0, (int)v[0],
                  n1, n2);
         break;
     case L4_W_PLACE_SIZE:
@@ -364,6 +364,24 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
                                          "count once in the global norm) and AdamW's weight "
                                          "decay per tensor (section 11)" : "");
         break;
+    case L4_W_ATT_OVERRUN: {
+        char mine[160] = "";
+        if (v[5])
+            snprintf(mine, sizeof mine, " Your q, k and v are right, your heads' outputs wrong "
+                     "(relative L2 error %.2e).", v[6]);
+        snprintf(buf, len, "%syour tp_attention_forward filled %.0f floats of a->att, which "
+                 "holds %.0f: the scores of this rank's NH/t = %d heads, [B, NH/t, T, T]. %.0f "
+                 "floats are the scores of %.0f heads: you split the head dimension instead of "
+                 "the heads, every head on every rank with C/(NH t) of its channels.%s This "
+                 "rank's C/t channels of q, k and v are NH/t WHOLE heads of size C/NH: run "
+                 "attention on those alone; cut into t parts, each head's q.k dot product is a "
+                 "partial sum, and the softmax of a partial sum is not a partial softmax "
+                 "(section 6). The grader gave a->att room for every head, so nothing else was "
+                 "overwritten%s", v[7] ? "before the training: " : "", v[0], v[1],
+                 (int)(v[3] / v[4]), v[0], ceil(v[0] / v[2]), mine,
+                 v[7] ? "; the training did not run" : "");
+        break;
+    }
     default:
         snprintf(buf, len, "a failure this build of the grader does not know (code %d)",
                  s->code);

@@ -33,7 +33,7 @@
 #define L4_TRAIN_B 4
 #define L4_TRAIN_LAYERS 2
 #define L4_CORPUS_TOKENS 8192
-#define L4_TEXT 768 /* a reason or a note, as judge.c words it */
+#define L4_TEXT 1024 /* a reason or a note, as judge.c words it */
 
 /* The parts a case is judged on. */
 enum l4_part { L4_CORRECT, L4_TRAFFIC, L4_MEMORY, L4_PLACEMENT, L4_ORDER, L4_TIME, L4_NPARTS };
@@ -123,7 +123,9 @@ enum l4_why {
     L4_W_SENT_MOST,    /* v: sent, calls, all-reduces, the most, its calls, L */
     L4_W_WEIGHTS,      /* name: the tensor; v: relative error, replicated */
     L4_W_NO_MODEL,
-    L4_W_STEP_LOSS     /* v: step, loss, the single device's, relative error */
+    L4_W_STEP_LOSS,    /* v: step, loss, the single device's, relative error */
+    L4_W_ATT_OVERRUN   /* v: a->att floats written, held, one head's, NH, t, q k v right and
+                        * heads wrong, the heads' relative error, found before training */
 };
 
 #define L4_NAME 160
@@ -255,6 +257,24 @@ struct l4_sub_run {
     double oracle_flops;      /* the single device's forward and backward */
     double activation_floats; /* N x C: the size of each all-reduce */
 };
+
+/* a->att handed over with room for all NH heads' scores (cases_block.c): kit is the acts'
+ * own buffer, held its floats (this rank's NH/t heads), room all NH heads', per_head one
+ * head's [B, T, T]. */
+struct l4_att_guard {
+    float *kit, *roomy;
+    size_t held, room, per_head;
+};
+void l4_att_guard_set(struct l4_att_guard *g, struct pl_tp_attn_acts *a,
+                      const struct pl_model_config *c, int t);
+/* The floats of a->att the code wrote: held, or more when it ran past the kit's size. */
+double l4_att_guard_used(const struct l4_att_guard *g);
+/* Gives the acts their own buffer back. */
+void l4_att_guard_end(struct l4_att_guard *g, struct pl_tp_attn_acts *a);
+/* Collective: one call of the student's tp_attention_forward on a guarded a->att, before
+ * the training; 1 on every rank when any rank's wrote past the kit's scores (recorded as
+ * this rank's failure of the current part), 0 otherwise. */
+int l4_att_probe(struct l4_state *st, struct pl_comm *tp);
 
 void l4_run_sub_case(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int B, int T,
                      int traced, struct l4_sub_run *run);

@@ -129,11 +129,17 @@ static const struct gr_lab lab04 = {
     .bench_args = "--op placement",
     .bench_np = "8",
     /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
+    /* pl_grid_comm and pl_grid_group are the grid's own groups, which tp_group is judged
+     * against: calling them would grade the kit against itself and leave section 2 with
+     * no design in it. */
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC
-                         "pl_send* pl_recv* pl_isend* pl_irecv* pl_sendrecv* ",
+                         "pl_send* pl_recv* pl_isend* pl_irecv* pl_sendrecv* "
+                         "pl_grid_comm pl_grid_group ",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
     .symbol_rule = "Lab 4 communicates only through lib's collectives on the TP group "
                    "(pl_all_reduce, pl_all_gather, ...; no MPI_* or nccl* below the ledger, no "
-                   "point-to-point) and takes its memory from pl_mem_alloc",
+                   "point-to-point), takes its memory from pl_mem_alloc, and builds its TP group "
+                   "itself with pl_comm_split: the kit's pl_grid_comm and pl_grid_group are the "
+                   "grid's own groups, which tp_group is checked against",
 };
 GR_REGISTER_LAB(lab04)

@@ -1147,7 +1147,7 @@ static void answers_path(const struct gr_lab *lab, char *path, size_t len)
 }
 
 static void judge_question(struct test *t, const struct gr_question *q, const char *ans,
-                           const char *path)
+                           const char *path, const char *retired)
 {
     struct gr_verdict v;
     gr_question_judge(q, ans, &v);
@@ -1157,6 +1157,9 @@ static void judge_question(struct test *t, const struct gr_question *q, const ch
         text_printf(&t->reason, "collected for a person to read: %.1500s\n", ans);
     } else if (!strcmp(v.state, "unanswered")) {
         text_printf(&t->reason, "unanswered: fill in \"%s = ...\" in %s\n", q->key, path);
+        if (retired)
+            text_printf(&t->reason, "your file answers %s, a question this lab no longer asks "
+                        "(it is not graded): this one took its place\n", retired);
     } else if (!t->passed) {
         text_printf(&t->reason, "%s: you answered %.200s%s\n", v.state, ans,
                     !strcmp(v.state, "not a number")
@@ -1187,7 +1190,8 @@ static void grade_questions(int i, int j)
         for (int k = 0; k < qs->n && !q; k++)
             if (!strcmp(key, qs->q[k].key)) q = &qs->q[k];
         if (bad || !q) text_printf(&t->reason, "%s\n", bad ? err : "no such question");
-        else judge_question(t, q, gr_answer_of(&sheet, q->key), path);
+        else judge_question(t, q, gr_answer_of(&sheet, q->key), path,
+                            gr_answer_retired_for(&sheet, qs->lab, q->key));
     }
 }
 

@@ -98,6 +98,12 @@ int main(int argc, char **argv)
         if (instructor && !right)
             printf("              expected %.6g: %s\n", v[i].expected, v[i].why);
     }
+    for (int i = 0; i < a->n; i++) {
+        const struct gr_retired_question *r = gr_question_retired(qs->lab, a->a[i].key);
+        if (r)
+            printf("  %-11s %s (this lab no longer asks it, and it is not graded: answer %s "
+                   "instead)\n", "retired", r->key, r->successor);
+    }
     printf("questions: %g/%g points%s\n", got, total,
            instructor ? "" : " (expected values and derivations are shown in instructor "
                              "mode, after the deadline)");

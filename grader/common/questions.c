@@ -15,6 +15,29 @@
 
 static const struct gr_questions *registered[GR_MAX_QUESTION_LABS];
 static int nregistered;
+static struct {
+    const struct gr_retired_question *r;
+    int n;
+} retired[GR_MAX_QUESTION_LABS];
+static int nretired;
+
+void gr_register_retired_questions(const struct gr_retired_question *r, int n)
+{
+    if (nretired >= GR_MAX_QUESTION_LABS)
+        pl_fatal("more than %d tables of retired questions: raise GR_MAX_QUESTION_LABS",
+                 GR_MAX_QUESTION_LABS);
+    retired[nretired].r = r;
+    retired[nretired++].n = n;
+}
+
+const struct gr_retired_question *gr_question_retired(const char *lab, const char *key)
+{
+    for (int i = 0; i < nretired; i++)
+        for (int k = 0; k < retired[i].n; k++)
+            if (!strcmp(retired[i].r[k].lab, lab) && !strcmp(retired[i].r[k].key, key))
+                return &retired[i].r[k];
+    return NULL;
+}
 
 void gr_register_questions(const struct gr_questions *qs)
 {
@@ -81,7 +104,7 @@ int gr_answers_read(const char *path, const struct gr_questions *qs, struct gr_a
         }
         *eq = '\0';
         char *key = trim(s), *value = trim(eq + 1);
-        if (!asks(qs, key)) {
+        if (!asks(qs, key) && !gr_question_retired(qs->lab, key)) {
             snprintf(err, errlen, "%s:%d: %s asks no question named \"%.80s\" (keep the keys "
                      "as given)", path, lineno, qs->lab, key);
             rc = -1;
@@ -104,6 +127,16 @@ const char *gr_answer_of(const struct gr_answers *s, const char *key)
     for (int i = 0; i < s->n; i++)
         if (!strcmp(s->a[i].key, key)) v = s->a[i].value; /* the last one counts */
     return v;
+}
+
+const char *gr_answer_retired_for(const struct gr_answers *s, const char *lab,
+                                  const char *successor)
+{
+    for (int i = 0; i < s->n; i++) {
+        const struct gr_retired_question *r = gr_question_retired(lab, s->a[i].key);
+        if (r && !strcmp(r->successor, successor) && s->a[i].value[0]) return r->key;
+    }
+    return NULL;
 }
 
 /* "1.75e9", "12", "0.5": a number with nothing after it. */

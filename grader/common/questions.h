@@ -37,6 +37,23 @@ void gr_register_questions(const struct gr_questions *qs);
         gr_register_questions(&var);                                                       \
     }
 
+/* A key a lab asked once and no longer asks, and the key of the question that took its
+ * place. An answers file written before the change still reads: its answer to the old key
+ * is kept but graded nowhere, and the newer question, left unanswered, says that the file
+ * answers the old one (a key no lab ever asked is still an error). A lab lists its own
+ * (GR_REGISTER_RETIRED_QUESTIONS) beside its table. */
+struct gr_retired_question {
+    const char *lab, *key, *successor;
+};
+void gr_register_retired_questions(const struct gr_retired_question *r, int n);
+#define GR_REGISTER_RETIRED_QUESTIONS(arr)                                                 \
+    static void __attribute__((constructor)) gr_register_retired_##arr(void)              \
+    {                                                                                      \
+        gr_register_retired_questions(arr, (int)(sizeof arr / sizeof arr[0]));             \
+    }
+/* The retired question of lab named key, or NULL. */
+const struct gr_retired_question *gr_question_retired(const char *lab, const char *key);
+
 /* The registered table of a lab, by its directory name or its number ("01"); NULL if none. */
 const struct gr_questions *gr_questions_find(const char *lab);
 
@@ -60,6 +77,9 @@ int gr_answers_read(const char *path, const struct gr_questions *qs, struct gr_a
                     char *err, size_t errlen);
 /* The answer to key (the last one given), or NULL. */
 const char *gr_answer_of(const struct gr_answers *s, const char *key);
+/* The retired key of lab whose place successor took and that s answers, or NULL. */
+const char *gr_answer_retired_for(const struct gr_answers *s, const char *lab,
+                                  const char *successor);
 
 /* One question judged: state is "right", "wrong", "unanswered", "not a number" or, for a
  * free-text question, "collected"; expected and why are set for a numeric question. */

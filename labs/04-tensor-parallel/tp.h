@@ -26,7 +26,10 @@
  *   groups    every collective runs on the TP group it is given, never on the world: from 4
  *             ranks up the group is smaller than the world (a TP x DP grid, each DP replica
  *             with its own data). A rank's slice is its rank in the group. tp_group works
- *             with any grid order and any number of axes; group rank = tp coordinate.
+ *             with any grid order and any number of axes; group rank = tp coordinate. It
+ *             builds the group itself (pl_comm_split over world, from the grid's
+ *             arithmetic): pl_grid_comm and pl_grid_group, the grid's own groups, are what
+ *             the grader checks it against, and the calls rule refuses them.
  *   traffic   from the traffic ledger, on t >= 2: a block (and each of its MLP and
  *             attention) communicates only by all-reduces of [N, C] on the group, exactly
  *             two forward and two backward for a block (one and one for the MLP or the
@@ -54,7 +57,8 @@
  *             together, and what is live after a step does not grow from step to step.
  *   calls     communication only through lib's collectives on the group (pl_all_reduce,
  *             pl_all_gather, ...): no point-to-point (pl_send, pl_recv, pl_sendrecv and
- *             their async forms), no MPI_*, nccl*, dlopen, dlsym or syscall, and none of
+ *             their async forms), no MPI_*, nccl*, dlopen, dlsym or syscall, no
+ *             pl_grid_comm or pl_grid_group (the group is yours to build), and none of
  *             the calls that reach into the process or the kit's measurements (threads,
  *             signals, timers, atexit, the ledger's and trace's own functions).
  *   placement with the default order ("tp" leftmost) a group lies inside a node; under

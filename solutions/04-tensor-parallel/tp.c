@@ -6,11 +6,19 @@
 #include "mem.h"
 #include "ops.h"
 
-/* ---- the group ---- */
+/* ---- the group ----
+ * A TP group is named by its member whose tp coordinate is 0 (this rank's coordinates with
+ * tp set to 0): one color per group whatever the other axes and their order, and the tp
+ * coordinate as the key makes it the group rank. */
 
 struct pl_comm *tp_group(const struct pl_grid *grid, struct pl_comm *world)
 {
-    return pl_grid_comm(grid, world, pl_grid_axis(grid, "tp"));
+    int axis = pl_grid_axis(grid, "tp"), me = pl_comm_rank(world), coords[PL_GRID_MAX_AXES];
+    if (axis < 0) return pl_comm_split(world, me, 0, "tp"); /* no tp axis: a group of one */
+    pl_grid_coords(grid, me, coords);
+    int key = coords[axis];
+    coords[axis] = 0;
+    return pl_comm_split(world, pl_grid_rank(grid, coords), key, "tp");
 }
 
 /* ---- f and g ---- */
