@@ -35,10 +35,10 @@ static void lab08_plan(const struct gr_plan_opts *o)
          "check", "correct", "performance", 1, 20, LAB08_TIMEOUT, 0, NULL},
         {"search obeys the placement rules [7B on 8, at 64K and at 2K on 128, 70B on 64, MoE on "
          "32, on 32 in 4-GPU nodes and on 512, 175B on 512, 8B on 1024, DeepSeek-V3 on 1024 "
-         "GPUs, 6 drawn by the seed]", "search", "check", "correct", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
+         "GPUs, 6 seeded cases]", "search", "check", "correct", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
         {"search within 3% of the exhaustive best [7B on 8, at 64K and at 2K on 128, 70B on 64, "
          "MoE on 32, on 32 in 4-GPU nodes and on 512, 175B on 512, 8B on 1024, DeepSeek-V3 on "
-         "1024 GPUs, 6 drawn by the seed]", "search", "check", "quality", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
+         "1024 GPUs, 6 seeded cases]", "search", "check", "quality", "placement", 1, 20, LAB08_TIMEOUT, 0, NULL},
         {"published runs within 5 points of their MFU [Llama 3 405B on 8K and 16K H100]",
          "sanity", "check", "correct", "performance", 1, 5, LAB08_TIMEOUT, 0, NULL},
         {"answers to the handout's questions [3 questions]", "questions", "check", "correct",
