@@ -45,9 +45,10 @@ static void explain_memory(FILE *f, const struct pl_plan_model *m,
                                  : g->zero == 2 ? "optimizer state and gradients" : "all three",
             g->deg[PL_AX_CP] * g->deg[PL_AX_EP] * g->deg[PL_AX_DP],
             g->deg[PL_AX_CP] * g->deg[PL_AX_DP]);
-    fprintf(f, "  activations per layer per microbatch: s b h (10/t' + (8 + 4r)/t + 5 a s/(h t)) "
-               "with s=%.0f b=%d h=%.0f a=%d t=%d r=d_ff/h=%.2f (t'=t with sequence parallelism, "
-               "1 without tp)\n", s, g->micro, h, m->heads, t, r_mlp);
+    fprintf(f, "  activations per layer per microbatch: s b h ((18 + 4r)/t + 5 a s/(h t)) "
+               "with s=%.0f b=%d h=%.0f a=%d t=%d r=d_ff/h=%.2f (sequence parallelism always "
+               "with tp, so the 10 of the layernorms and dropouts is divided by t too)\n",
+            s, g->micro, h, m->heads, t, r_mlp);
     fprintf(f, "    recompute %s: %.3f GB per layer%s\n", pl_recompute_name(g->recompute),
             r->activ_layer / 1e9,
             g->recompute == PL_RECOMPUTE_FULL ? " (the layer input 2sbh/t; plus one layer in full "
@@ -56,19 +57,25 @@ static void explain_memory(FILE *f, const struct pl_plan_model *m,
                                                      : "");
     fprintf(f, "    x %.0f layers on the first stage x %.2f microbatches in flight (1F1B: min(m, "
                "p)%s) + fp32 logits of one microbatch 4 s b V / t\n",
-            r->layers_stage, r->in_flight, g->v > 1 ? " x (1 + (p-1)/(p v))" : "");
+            r->layers_stage, r->in_flight,
+            g->v > 1 ? ", x (1 + (p-1)/(p v)) as v > 1" : "; no interleaving factor at v = 1");
 }
 
 static void explain_time(FILE *f, const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                          const struct pl_plan_config *g, const struct pl_plan_time *t)
 {
-    fprintf(f, "  compute: FLOPs per token x %.0f tokens per step / %d GPUs at %.0f TFLOP/s x "
-               "%.2f%s = %.3f s\n",
-            m->batch_tokens, g->deg[PL_AX_TP] * g->deg[PL_AX_CP] * g->deg[PL_AX_EP] *
-                                 g->deg[PL_AX_PP] * g->deg[PL_AX_DP],
-            c->flops / 1e12, c->efficiency,
-            g->recompute == PL_RECOMPUTE_FULL ? ", x 4/3 for the recomputed forward" : "",
-            t->compute);
+    int p = g->deg[PL_AX_PP], stage = (m->layers + p - 1) / p;
+    int split = g->deg[PL_AX_TP] * g->deg[PL_AX_CP];
+    char extra[160] = "";
+    if (g->recompute == PL_RECOMPUTE_FULL)
+        snprintf(extra, sizeof extra, ", x 4/3 for the recomputed forward");
+    if (g->recompute == PL_RECOMPUTE_SELECTIVE)
+        snprintf(extra, sizeof extra, ", + the attention scores' forward again, 4 x %d layers x "
+                 "h x seq = %.4g FLOPs per token", stage, 4.0 * stage * m->d_model * m->seq);
+    fprintf(f, "  compute: FLOPs per token x %d seq x mb %d x %d/%d layers (the first stage) / "
+               "tp x cp = %d%s, x m = %d microbatches, at %.0f TFLOP/s x %.2f = %.3f s\n",
+            m->seq, g->micro, stage, m->layers, split, extra, g->m, c->flops / 1e12,
+            c->efficiency, t->compute);
     fprintf(f, "  tp: 4 all-reduce-sized collectives of 2 s b h bytes per layer per microbatch "
                "(6 with full recompute), ring time 2(t-1) lat + 2(t-1)/t S/bw\n");
     fprintf(f, "  pp: one activation and one gradient message of 2 s b h / t bytes per chunk "
@@ -120,7 +127,7 @@ static const char *const MEM_COLOURS[] = {"#7570b3", "#e6ab02", "#66a61e", "#1f7
 static const char *const MEM_NAMES[] = {"parameters", "gradients", "optimizer", "activations"};
 
 static void svg_bar_panel(FILE *f, const struct pl_plan_point *pt, int n, int top, int height,
-                          double max, int mfu, double hbm)
+                          double max, int mfu, double hbm, int mark)
 {
     int left = 70, w = 16;
     fprintf(f, "<text x=\"10\" y=\"%d\" font-size=\"12\">%s</text>\n", top - 6,
@@ -137,7 +144,7 @@ static void svg_bar_panel(FILE *f, const struct pl_plan_point *pt, int n, int to
                 344 + 95 * j, top - 7, MEM_NAMES[j]);
     for (int i = 0; i < n && mfu; i++) {
         double v = pt[i].fits ? 100 * pt[i].mfu : 0;
-        const char *col[] = {i == 0 ? "#d95f02" : "#1b9e77"};
+        const char *col[] = {i == mark ? "#d95f02" : "#1b9e77"};
         svg_stack(f, left + i * (w + 2), top, height, max, &v, col, 1);
     }
     for (int k = 0; k <= 4; k++) {
@@ -174,6 +181,19 @@ static void svg_labels(FILE *f, const struct pl_plan_point *pt, int n, int y)
 int pl_plan_write_svg(const char *path, const struct pl_plan_model *m,
                       const struct pl_plan_cluster *c, const struct pl_plan_result *res)
 {
+    return pl_plan_write_svg_marked(path, m, c, res, NULL,
+                                    "the best settings of each set of degrees, fastest first");
+}
+
+static int same_degrees(const struct pl_plan_config *a, const struct pl_plan_config *b)
+{
+    return !memcmp(a->deg, b->deg, sizeof a->deg);
+}
+
+int pl_plan_write_svg_marked(const char *path, const struct pl_plan_model *m,
+                             const struct pl_plan_cluster *c, const struct pl_plan_result *res,
+                             const struct pl_plan_config *chosen, const char *caption)
+{
     char err[512];
     if (pl_atomic_check(path, "plot", err, sizeof err) != 0) {
         fprintf(stderr, "error: %s\n", err);
@@ -183,7 +203,17 @@ int pl_plan_write_svg(const char *path, const struct pl_plan_model *m,
     int n = res->npoints;
     memcpy(pt, res->points, (size_t)n * sizeof pt[0]);
     qsort(pt, (size_t)n, sizeof pt[0], by_step);
+    int mark = 0; /* the fastest, unless chosen names another */
+    for (int i = 0; chosen && i < n; i++)
+        if (same_degrees(&pt[i].cfg, chosen)) {
+            mark = i;
+            break;
+        }
     if (n > SVG_MAX_BARS) n = SVG_MAX_BARS;
+    if (mark >= n) { /* keep the chosen plan in the picture */
+        pt[n - 1] = pt[mark];
+        mark = n - 1;
+    }
     double max_mfu = 0, max_mem = c->hbm / 1e9;
     for (int i = 0; i < n; i++) {
         if (pt[i].fits && 100 * pt[i].mfu > max_mfu) max_mfu = 100 * pt[i].mfu;
@@ -198,11 +228,11 @@ int pl_plan_write_svg(const char *path, const struct pl_plan_model *m,
     pl_atomic_open(&a, path, "plot");
     FILE *f = a.f;
     pl_svg_begin(f, width, height, 12);
-    fprintf(f, "<text x=\"10\" y=\"18\" font-size=\"13\">%s on %d x %s (%d GPUs): the best "
-               "settings of each set of degrees, fastest first (grey: fits no setting)</text>\n",
-            m->name, c->nodes, c->name, pl_plan_gpus(c));
-    svg_bar_panel(f, pt, n, 50, 150, max_mfu, 1, c->hbm);
-    svg_bar_panel(f, pt, n, 250, 140, max_mem, 0, c->hbm);
+    fprintf(f, "<text x=\"10\" y=\"18\" font-size=\"13\">%s on %d x %s (%d GPUs): %s (no MFU "
+               "bar: fits no setting)</text>\n",
+            m->name, c->nodes, c->name, pl_plan_gpus(c), caption);
+    svg_bar_panel(f, pt, n, 50, 150, max_mfu, 1, c->hbm, mark);
+    svg_bar_panel(f, pt, n, 250, 140, max_mem, 0, c->hbm, mark);
     svg_labels(f, pt, n, 400);
     pl_atomic_ok(&a, pl_svg_end(f) == 0);
     pl_atomic_commit(&a);

@@ -14,5 +14,11 @@ void pl_plan_explain(FILE *f, const struct pl_plan_model *m, const struct pl_pla
  * stderr. */
 int pl_plan_write_svg(const char *path, const struct pl_plan_model *m,
                       const struct pl_plan_cluster *c, const struct pl_plan_result *res);
+/* The same picture of res's points (whatever figures they hold: the kit's, or a lab's own
+ * estimates of the same configurations), with the bar of chosen's degrees in orange (the
+ * fastest when chosen is NULL) and caption after the model and cluster in the title. */
+int pl_plan_write_svg_marked(const char *path, const struct pl_plan_model *m,
+                             const struct pl_plan_cluster *c, const struct pl_plan_result *res,
+                             const struct pl_plan_config *chosen, const char *caption);
 
 #endif

@@ -25,10 +25,17 @@
 #include "paralab.h"
 #include "placement.h"
 #include "plan_internal.h"
+#include "plan_report.h"
 #include "todo.h"
 
 #define TOL_EST 0.01      /* relative, per category of memory and time */
-#define TOL_QUALITY 0.02  /* the chosen step may be this much slower than the best */
+/* The chosen step may be this much slower than the kit's best. A search whose estimates take
+ * the handout's named alternative (section 4.3: both parameter groups' reductions hidden
+ * together) picks, over the whole sweep, at worst 2.4% slower by the kit's model (Mixtral
+ * with a 1M-token batch on 32 DGX H100 nodes; bench --sweep prints it, and the handout's
+ * figure is checked against it); the wrong searches of tests/ lose 6% and more where they
+ * lose. */
+#define TOL_QUALITY 0.03
 #define SANITY_POINTS 5.0 /* percentage points of MFU */
 #define MAX_CASES 24
 
@@ -314,30 +321,34 @@ static void draw_case(struct tcase *t, uint64_t seed, int i)
 
 /* A search case of the sweep's space (bench --sweep) drawn by the seed: any preset, either
  * cluster, 1 to 128 nodes, the preset's batch, a 1M-token batch or 64K-token sequences,
- * where the kit fits something and which is not one of the visible cases. */
-static void draw_search(struct tcase *t, uint64_t seed)
+ * where the kit fits something and which is not one of the fixed visible cases. Draw i of
+ * the seed (each keeps its own spec: the case's spec outlives setup). */
+#define N_SEARCH_DRAWN 6
+static void draw_search(struct tcase *t, uint64_t seed, int i)
 {
-    static struct spec drawn; /* the case's spec outlives setup */
+    static struct spec specs[N_SEARCH_DRAWN + 1];
     static struct pl_plan_result res;
     static const char *const profiles[] = {"dgx-h100", "dgx-a100"};
+    struct spec *drawn = &specs[i];
+    seed = pl_mix64(seed + 0x9e3779b97f4a7c15u * (uint64_t)i);
     for (uint64_t k = 0;; k++) {
         uint64_t r = pl_mix64(seed ^ (0x5eec0000u + k));
         int preset = (int)(r % (uint64_t)pl_plan_model_count());
         const struct pl_plan_model *m = pl_plan_model_at(preset);
         int shape = (int)((r >> 8) % 3);
-        drawn = (struct spec){.model = m->name, .profile = profiles[(r >> 16) & 1],
-                              .nodes = 1 << ((r >> 20) % 8),
-                              .seq = shape == 2 ? 65536 : 0,
-                              .batch_tokens = shape == 1 ? 1048576 : 0};
-        if (shape == 2 && m->batch_tokens < 65536) drawn.batch_tokens = 65536;
+        *drawn = (struct spec){.model = m->name, .profile = profiles[(r >> 16) & 1],
+                               .nodes = 1 << ((r >> 20) % 8),
+                               .seq = shape == 2 ? 65536 : 0,
+                               .batch_tokens = shape == 1 ? 1048576 : 0};
+        if (shape == 2 && m->batch_tokens < 65536) drawn->batch_tokens = 65536;
         int visible = 0;
-        for (int i = 0; i < N_SEARCHES; i++)
-            visible |= !strcmp(SEARCHES[i].model, drawn.model) &&
-                       !strcmp(SEARCHES[i].profile, drawn.profile) &&
-                       SEARCHES[i].nodes == drawn.nodes && SEARCHES[i].seq == drawn.seq &&
-                       SEARCHES[i].batch_tokens == drawn.batch_tokens;
+        for (int j = 0; j < N_SEARCHES; j++)
+            visible |= !strcmp(SEARCHES[j].model, drawn->model) &&
+                       !strcmp(SEARCHES[j].profile, drawn->profile) &&
+                       SEARCHES[j].nodes == drawn->nodes && SEARCHES[j].seq == drawn->seq &&
+                       SEARCHES[j].batch_tokens == drawn->batch_tokens;
         if (visible) continue;
-        build_case(t, &drawn);
+        build_case(t, drawn);
         if (__real_pl_plan_search(&t->model, &t->cluster, NULL, &res) > 0) return;
     }
 }
@@ -362,13 +373,15 @@ static void *setup(const struct gr_args *a)
         if (j >= i) j++;
         build_case(&cases[0], &SEARCHES_HIDDEN[i]);
         build_case(&cases[1], &SEARCHES_HIDDEN[j]);
-        draw_search(&cases[2], a->seed);
+        draw_search(&cases[2], a->seed, N_SEARCH_DRAWN);
         ncases = 3;
         return NULL;
     }
     for (ncases = 0; ncases < n; ncases++) build_case(&cases[ncases], &table[ncases]);
     if (the_op == OP_MEMORY || the_op == OP_TIME)
         for (int i = 0; i < N_DRAWN; i++) draw_case(&cases[ncases++], a->seed, i);
+    if (the_op == OP_SEARCH)
+        for (int i = 0; i < N_SEARCH_DRAWN; i++) draw_search(&cases[ncases++], a->seed, i);
     if (the_op == OP_SANITY || the_op == OP_SANITY_HIDDEN)
         for (int i = 0; i < ncases; i++) plan_published(&cases[i]);
     return NULL;
@@ -488,30 +501,87 @@ static const char *dp_hint(const struct tcase *t, char *buf, size_t len)
     return buf;
 }
 
+/* Section 4.3's named alternative: the exposed data-parallel time with the dense and the
+ * expert reductions hidden together behind one backward (and their gathers behind one
+ * forward), max(0, dense + expert - window), where the kit hides each on its own. It is
+ * never less than the kit's, and equal to it unless both groups have something to reduce.
+ * Computed here from the handout's formulas and the kit's figures for the case (compute
+ * per microbatch, the dp link). */
+static double dp_together(const struct tcase *t)
+{
+    const struct pl_plan_model *m = &t->model;
+    const struct pl_plan_cluster *c = &t->cluster;
+    const struct pl_plan_config *cfg = &t->cfg;
+    const int *d = cfg->deg;
+    struct pl_plan_params p;
+    pl_plan_params(m, &p);
+    double layers = (m->layers + d[PL_AX_PP] - 1) / d[PL_AX_PP];
+    double emb = d[PL_AX_PP] == 1 ? p.embedding : (double)m->vocab * m->d_model;
+    double psi[2] = {(layers * (p.dense - p.embedding) / m->layers + emb) / d[PL_AX_TP],
+                     layers * (p.expert / m->layers) / ((double)d[PL_AX_TP] * d[PL_AX_EP])};
+    int n[2] = {d[PL_AX_CP] * d[PL_AX_EP] * d[PL_AX_DP], d[PL_AX_CP] * d[PL_AX_DP]};
+    const enum pl_link *ln = t->time_ref.link;
+    enum pl_link l = ln[PL_AX_EP] == PL_LINK_INTER || ln[PL_AX_CP] == PL_LINK_INTER
+                         ? PL_LINK_INTER : ln[PL_AX_DP];
+    double u = t->time_ref.compute / cfg->m, fwd = u / 3, bwd = 2 * u / 3, rs = 0, ag = 0,
+           ar = 0;
+    for (int k = 0; k < 2; k++) {
+        double S = 2 * psi[k];
+        if (n[k] <= 1 || S == 0) continue;
+        rs += pl_coll_time(PL_REDUCE_SCATTER, n[k], S, c->latency[l], c->bw[l]);
+        ag += pl_coll_time(PL_ALL_GATHER, n[k], S, c->latency[l], c->bw[l]);
+        ar += pl_coll_time(PL_ALL_REDUCE, n[k], S, c->latency[l], c->bw[l]);
+    }
+    if (cfg->zero == 3) return cfg->m * (fmax(0, ag - fwd) + fmax(0, ag + rs - bwd));
+    if (cfg->zero == 0) return fmax(0, ar - bwd);
+    return fmax(0, rs - bwd) + fmax(0, ag - fwd);
+}
+
+/* Like compare_value, for a figure the two data-parallel choices of section 4.3 both give:
+ * right within TOL_EST of the kit's (want), of the alternative's (alt), or between them. */
+static int compare_band(const char *what, double got, double want, double alt, double unit,
+                        const char *unit_name, const char *hint)
+{
+    if (close_to(got, want) || close_to(got, alt) || (got - want) * (got - alt) <= 0) return 0;
+    if (fabs(alt - want) <= 1e-9 + TOL_EST * fabs(want))
+        return compare_value("correct", what, got, want, unit, unit_name, hint);
+    gr_say("correct", "%s: yours %.4g %s, the kit's %.4g %s (%.4g with the two parameter "
+           "groups' reductions hidden together, section 4.3's alternative)%s%s", what,
+           got / unit, unit_name, want / unit, unit_name, alt / unit, hint ? ": " : "",
+           hint ? hint : "");
+    return 1;
+}
+
 static int judge_time(const struct tcase *t)
 {
     const struct pl_plan_time *g = &t->time, *w = &t->time_ref;
     int bad = 0;
     char hint[512];
+    /* Where the alternative differs, the step and what follows from it move with it. */
+    double dp_alt = dp_together(t), step_alt = w->step - w->exposed[PL_AX_DP] + dp_alt;
+    double slower = w->step / step_alt;
     bad += compare_value("correct", "compute", g->compute, w->compute, 1, "s",
                          "m microbatches' FLOPs on the stage at peak x efficiency (section 4.1)");
     for (int a = 0; a < PL_NAXES; a++) {
         char what[64];
         snprintf(what, sizeof what, "exposed %s communication", pl_plan_axis_name(a));
-        bad += compare_value("correct", what, g->exposed[a], w->exposed[a], 1, "s",
-                             a == PL_AX_DP ? dp_hint(t, hint, sizeof hint) : "section 4.2");
+        if (a == PL_AX_DP)
+            bad += compare_band(what, g->exposed[a], w->exposed[a], dp_alt, 1, "s",
+                                dp_hint(t, hint, sizeof hint));
+        else bad += compare_value("correct", what, g->exposed[a], w->exposed[a], 1, "s",
+                                  "section 4.2");
     }
     bad += compare_value("correct", "bubble", g->bubble, w->bubble, 1, "s",
                          "(p-1)/v slots of one microbatch, communication included (section 4.3)");
-    bad += compare_value("correct", "step", g->step, w->step, 1, "s", NULL);
-    bad += compare_value("correct", "MFU", g->mfu, w->mfu, 0.01, "%",
-                         "model FLOPs per step / (step x GPUs x peak) (section 4.4)");
-    bad += compare_value("correct", "HFU", g->hfu, w->hfu, 0.01, "%",
-                         "MFU x the microbatch's FLOPs with recomputation / without (section "
-                         "4.4)");
-    bad += compare_value("correct", "tflops", g->tflops, w->tflops, 1, "TFLOP/s",
-                         "model TFLOP/s per GPU: model FLOPs per step / GPUs / step / 1e12 "
-                         "(section 4.4)");
+    bad += compare_band("step", g->step, w->step, step_alt, 1, "s", NULL);
+    bad += compare_band("MFU", g->mfu, w->mfu, w->mfu * slower, 0.01, "%",
+                        "model FLOPs per step / (step x GPUs x peak) (section 4.4)");
+    bad += compare_band("HFU", g->hfu, w->hfu, w->hfu * slower, 0.01, "%",
+                        "MFU x the microbatch's FLOPs with recomputation / without (section "
+                        "4.4)");
+    bad += compare_band("tflops", g->tflops, w->tflops, w->tflops * slower, 1, "TFLOP/s",
+                        "model TFLOP/s per GPU: model FLOPs per step / GPUs / step / 1e12 "
+                        "(section 4.4)");
     for (int a = 0; a < PL_NAXES; a++) {
         char what[64];
         snprintf(what, sizeof what, "bytes sent on %s", pl_plan_axis_name(a));
@@ -677,7 +747,8 @@ static int judge(void *st, int i, const char *part)
         if (!strcmp(part, "quality") ? judge_quality(t) : judge_rules(t)) return 1;
         char in[512];
         describe(st, i, in, sizeof in);
-        gr_say(part, "in: %s", in);
+        gr_say(part, "in: %s%s", in, the_op == OP_SEARCH && i >= N_SEARCHES
+                                         ? " (drawn by the seed from the sweep's space)" : "");
         return 0;
     }
     case OP_QUESTIONS: return judge_questions(&cases[i]);
@@ -764,13 +835,22 @@ static void handout_figures(void)
  * within TOL_QUALITY of the kit's best; where it fits nothing, the student's search must say
  * so. The search cases of the grade are a handful of these; this is the whole space. */
 static const char *sweep_which; /* "all" or one preset's name */
+static const char *svg_path;
 static struct pl_flag lab08_flags[] = {
     {"--sweep", PL_FLAG_STR, &sweep_which, "MODEL",
      "bench: your search against the kit's on every preset (all) or one, both clusters, 1 to "
      "128 nodes, three batch shapes; exits 1 on a disagreement", 0},
+    {"--svg", PL_FLAG_STR, &svg_path, "FILE",
+     "bench: the picture of section 1 drawn from your code (make plots LAB=08): your search's "
+     "choice and your estimates of every set of degrees", 0},
 };
 
 #define SWEEP_MAX_NODES 128
+
+/* The slowest choice of the sweep that is still within the margin, by the kit's model: the
+ * handout quotes it for section 4.3's alternative (tests/labs/08-placement.tests checks). */
+static double sweep_worst = 1;
+static char sweep_worst_where[192];
 
 /* One case of the sweep; returns 1 when the student's search disagrees with the kit's. */
 static int sweep_case(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
@@ -784,14 +864,22 @@ static int sweep_case(const struct pl_plan_model *m, const struct pl_plan_cluste
     int found = placement_search(m, c, &mine) == 0;
     under_test = 0;
     const char *why = NULL;
+    char slow[128];
     struct pl_plan_time tm;
     if (oracle_called) why = "your search called the kit's planner, the grader's oracle";
     else if (!kit && found) why = "the kit fits nothing, yours found";
     else if (kit && !found) why = "yours found nothing";
     else if (kit && __real_pl_plan_check(m, c, &mine, err, sizeof err) != 0) why = err;
     else if (kit && __real_pl_plan_time(m, c, &mine, &tm) > (1 + TOL_QUALITY) *
-                                                             res->best[0].time.step)
-        why = "slower than the kit's best by more than 2%";
+                                                             res->best[0].time.step) {
+        snprintf(slow, sizeof slow, "%.1f%% slower than the kit's best, more than %.0f%%",
+                 100 * (tm.step / res->best[0].time.step - 1), 100 * TOL_QUALITY);
+        why = slow;
+    } else if (kit && tm.step > sweep_worst * res->best[0].time.step) {
+        sweep_worst = tm.step / res->best[0].time.step;
+        snprintf(sweep_worst_where, sizeof sweep_worst_where, "%s (seq %d, %.0f tokens) on %d x %s",
+                 m->name, m->seq, m->batch_tokens, c->nodes, c->name);
+    }
     if (!why) return 0;
     printf("WRONG %s (seq %d, %.0f tokens) on %d x %s: yours %s, the kit's %s: %s\n", m->name,
            m->seq, m->batch_tokens, c->nodes, c->name,
@@ -832,10 +920,58 @@ static void sweep(void)
     }
     printf("sweep: %d of %d cases wrong (%d where the kit fits something), %.1f s\n", wrong,
            cases, fits, pl_now() - t0);
+    if (sweep_worst > 1)
+        printf("sweep: your slowest choice within the margin: at worst %.1f%% slower by the "
+               "kit's model, %s\n", 100 * (sweep_worst - 1), sweep_worst_where);
+    else
+        printf("sweep: every choice as fast as the kit's best\n");
     if (wrong) {
         pl_finalize();
         exit(1);
     }
+}
+
+/* --svg: section 1's picture (Llama 3 70B on 8 DGX H100 nodes) drawn from the code under
+ * test. The sets of degrees are the kit's points (each with the kit's best settings, or the
+ * least memory where none fits), every figure is the student's own estimate of that
+ * configuration, and the student's search's choice takes the place of its degrees' point,
+ * in orange. */
+static void draw_svg(const char *path)
+{
+    static struct pl_plan_result res;
+    static const struct spec space = {"llama3-70b", "dgx-h100", 8, 0, 0, NULL, 0, NULL};
+    struct tcase *t = &cases[0];
+    the_op = OP_SEARCH;
+    build_case(t, &space);
+    __real_pl_plan_search(&t->model, &t->cluster, NULL, &res);
+    pl_todo_reset();
+    int found = placement_search(&t->model, &t->cluster, &t->chosen) == 0;
+    if (pl_todo_what()) {
+        printf("no picture: still a stub: %s\n", pl_todo_what());
+        return;
+    }
+    int k = 0;
+    while (found && k < res.npoints && memcmp(res.points[k].cfg.deg, t->chosen.deg,
+                                              sizeof t->chosen.deg))
+        k++;
+    if (found && k == res.npoints && res.npoints < PL_PLAN_POINTS) res.npoints++;
+    if (found && k < res.npoints) res.points[k].cfg = t->chosen;
+    for (int i = 0; i < res.npoints; i++) {
+        struct pl_plan_point *pt = &res.points[i];
+        struct pl_plan_time tm;
+        pt->memory = placement_memory(&t->model, &t->cluster, &pt->cfg, &pt->mem);
+        pt->step = placement_step_time(&t->model, &t->cluster, &pt->cfg, &tm);
+        pt->mfu = tm.mfu;
+        pt->fits = pl_rule_memory(pt->memory, t->cluster.hbm, NULL, 0) == 0 && pt->step > 0;
+    }
+    if (pl_plan_write_svg_marked(path, &t->model, &t->cluster, &res, found ? &t->chosen : NULL,
+                                 found ? "your estimates of the kit's best settings of each "
+                                         "set of degrees, your search's choice in orange"
+                                       : "your estimates; your search found nothing") != 0)
+        exit(1);
+    char desc[256];
+    printf("wrote %s: your choice %s\n", path,
+           found ? pl_plan_config_describe(&t->chosen, desc, sizeof desc) : "none");
 }
 
 /* The visible search cases: the student's search beside the kit's exhaustive one, and
@@ -849,6 +985,10 @@ static void bench(const struct gr_args *a)
     }
     if (sweep_which) {
         sweep();
+        return;
+    }
+    if (svg_path) {
+        draw_svg(svg_path);
         return;
     }
     the_op = OP_SEARCH;

@@ -1,10 +1,10 @@
 #!/bin/sh
-# plots.sh BUILD_DIR OUT_DIR labs|solutions: Lab 8's picture (`make plots LAB=08`): the
-# kit's planner's search space for Llama 3 70B on 8 DGX H100 nodes (08-placement-space.svg).
-# It is the kit's, not the copy being graded: the third argument is accepted and unused.
+# plots.sh BUILD_DIR OUT_DIR labs|solutions: Lab 8's picture (`make plots LAB=08`, section 1's
+# figure), drawn from the copy being graded: its search's choice for Llama 3 70B on 8 DGX H100
+# nodes and its own estimates of every set of degrees the kit weighs (08-placement-space.svg).
+# `plan --svg` draws the kit's.
 set -e
-B=$1 out=$2
-mkdir -p "$out"
-"$B/bin/plan" --model llama3-70b --cluster dgx-h100 --nodes 8 --svg "$out/08-placement-space.svg" \
-    >/dev/null
-echo "wrote $out/08-placement-space.svg"
+B=$1 out=$2 v=${3:-labs}
+. grader/plots_common.sh
+plots_driver "$B" "$out" "$v" 08-placement
+"$d" --mode bench --svg "$out/08-placement-space.svg"
