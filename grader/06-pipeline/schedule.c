@@ -72,6 +72,22 @@ int sched_in_flight(enum pipe_schedule k, int p, int s, int m)
     return p - s < m ? p - s : m;
 }
 
+double sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
+                       const double *chunk_bytes)
+{
+    int n = 2 * sched_chunks(k, v) * m;
+    struct sched_op *ops = malloc(sizeof *ops * (size_t)n);
+    PL_ASSERT(ops);
+    sched_order(k, p, sched_chunks(k, v), s, m, ops);
+    double live = 0, peak = 0;
+    for (int i = 0; i < n; i++) {
+        live += (ops[i].phase == 'F' ? 1 : -1) * chunk_bytes[ops[i].chunk];
+        if (live > peak) peak = live;
+    }
+    free(ops);
+    return peak;
+}
+
 /* ---- ideal runs as traces ---- */
 
 struct ev_list {

@@ -36,6 +36,12 @@ const char *sched_name(enum pipe_schedule k);
 double sched_bubble_formula(enum pipe_schedule k, int p, int m);
 /* The most microbatches stage s holds in flight: m for AFAB, min(p - s, m) for 1F1B. */
 int sched_in_flight(enum pipe_schedule k, int p, int s, int m);
+/* The most activation bytes stage s holds at once when it runs the schedule's order and
+ * frees each microbatch's activations of a chunk once that chunk's backward of it is done:
+ * chunk_bytes[j] is what one microbatch holds on the rank's chunk j (v of them). AFAB: m
+ * microbatches; 1F1B: min(p - s, m); interleaved: its warm-up plus one, of chunks. */
+double sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
+                       const double *chunk_bytes);
 
 /* The ideal run of the schedule with uniform times, boundary messages of `bytes`, tagged
  * as pipeline.h says. */
