@@ -60,6 +60,15 @@ void sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merge
 int sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const char *title,
                         double *bubble, char *err, size_t errlen);
 
+/* Both replayed with uniform stage times: the first operation, stage by stage, that starts
+ * later in `uni` (sched_uniform_copy of the run t, whose marks name the operations) than
+ * the same operation in the schedule's ideal run. chunk_first[j * p + s] is the first part
+ * of rank s's chunk j. Returns 1 with *stage, *op and the two start times, 0 when none
+ * starts late, -1 with err when a trace cannot be replayed. */
+int sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_merged_trace *t,
+                     const struct pl_merged_trace *uni, const int *chunk_first, int *stage, struct sched_op *op, double *t_got,
+                     double *t_ideal, char *err, size_t errlen);
+
 /* The marks of one rank's trace, in order: up to cap into ops; returns how many. A mark's
  * chunk is the j whose chunk_first[j] (v of them) is the first part it names, -1 if none. */
 int sched_read_marks(const struct pl_event *ev, int n, const int *chunk_first, int v,
