@@ -1,18 +1,21 @@
 /* driver.c: the trusted test driver of Lab 6. It owns main, gives every rank the same tiny
  * GPT and the whole global batch of each step, drives the student's pipeline (pipeline.h)
  * for K steps per case (AFAB, 1F1B or interleaved 1F1B, m = 1..8 microbatches) on p =
- * world-size stages, and judges, each in its own function so the parts stay separate:
+ * world-size stages and, from 4 ranks up, one case more on a grid of two pipelines of n/2
+ * stages numbered against world order, each on its own data (grid.h), and judges, each in
+ * its own function so the parts stay separate (every pipeline of a grid on its own):
  *   correct   every step's loss (last stage) and gradients, the parameters after K steps,
  *             each stage's parts assembled into one model, against the single-device
- *             reference (grader/common);
+ *             reference of the pipeline's own data (grader/common);
  *   balance   the student's partition against the best contiguous cut by the kit's FLOPs,
  *             on the lab's model and on five others (OTHER_CUTS);
  *   schedule  the order of F and B each rank ran, read from its own trace (the marks of
  *             lib/pipe_parts), against the schedule's definition (schedule.c);
  *   bubble    that trace replayed with uniform stage times against (p-1)/(m+p-1) and the
- *             ideal run of the definition;
- *   memory    each stage's peak activation bytes in the memory ledger against the
- *             microbatches the schedule may hold in flight;
+ *             ideal run of the definition (AFAB and 1F1B: every operation's start too);
+ *   memory    each stage's peak in the memory ledger, its activations and every category
+ *             together, against the figure of the schedule's order (sched_peak_acts), and
+ *             what the code holds from step to step and after pipe_free;
  *   traffic   every message's peer, tag and bytes from the trace: one per microbatch per
  *             boundary, the activation's size.
  * The training runs with point-to-point under NCCL's rules (pl_comm_set_p2p_like_nccl), so
@@ -20,7 +23,7 @@
  * CPU build as it would on GPUs.
  * main, flags, the case loop and the report are the lab harness's (grader/common/harness.h).
  *
- *   driver --op afab|1f1b|interleaved --mode check [--parts LIST] [--seed S]
+ *   driver --op afab|1f1b|interleaved[-hidden] --mode check [--parts LIST] [--seed S]
  *   driver --mode bench [--op afab|1f1b|interleaved] [--microbatches M] [--svg-dir DIR] */
 #include <math.h>
 #include <mpi.h>
@@ -804,8 +807,9 @@ static int judge_bubble(enum pipe_schedule k, int m, const struct outcome *o)
     int s = 0;
     struct sched_op op;
     double t_got = 0, t_want = 0;
-    if (ok && v == 1 && sched_first_late(k, p, v, m, t, &uni, o->chunks.first, &s, &op, &t_got, &t_want, err,
-                               sizeof err) > 0) {
+    if (ok && v == 1
+        && sched_first_late(k, p, v, m, t, &uni, o->chunks.first, &s, &op, &t_got, &t_want,
+                            err, sizeof err) > 0) {
         char x[24];
         gr_say("bubble", "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, "
                "free links): stage %d starts %s at %g, where the schedule starts it at %g: the "
@@ -1467,8 +1471,8 @@ static void bench_mode(const char *only, int only_m, const char *svg_dir, const 
     pl_print0("# bubble: your trace replayed with uniform stage times (F %g, B %g, free links; "
               "a chunk of the interleaved schedule 1/%d of that); ideal: the schedule as "
               "defined, replayed the same way. peak: stage 0's activations at their peak, in "
-              "microbatches and kB. %s(us): the trace on that profile\n", SCHED_UNIT_F,
-              SCHED_UNIT_B, V_INTERLEAVED, BENCH_PROFILE);
+              "microbatches (interleaved: one of each of its chunks) and kB. %s(us): the trace "
+              "on that profile\n", SCHED_UNIT_F, SCHED_UNIT_B, V_INTERLEAVED, BENCH_PROFILE);
     pl_print0("# %-16s %3s %9s %9s %11s %11s %12s\n", "schedule", "m", "bubble", "ideal",
               "peak(mb)", "peak(kB)", "dgx-h100(us)");
     for (int kk = 0; kk < 3; kk++) {

@@ -295,8 +295,9 @@ static struct pl_profile uniform_profile(void)
 }
 
 int sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_merged_trace *t,
-                     const struct pl_merged_trace *uni, const int *chunk_first, int *stage, struct sched_op *op, double *t_got,
-                     double *t_ideal, char *err, size_t errlen)
+                     const struct pl_merged_trace *uni, const int *chunk_first, int *stage,
+                     struct sched_op *op, double *t_got, double *t_ideal, char *err,
+                     size_t errlen)
 {
     int nv = sched_chunks(k, v), nops = 2 * nv * m, found = 0;
     struct pl_profile prof = uniform_profile();

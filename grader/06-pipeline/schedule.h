@@ -66,8 +66,9 @@ int sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const 
  * of rank s's chunk j. Returns 1 with *stage, *op and the two start times, 0 when none
  * starts late, -1 with err when a trace cannot be replayed. */
 int sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_merged_trace *t,
-                     const struct pl_merged_trace *uni, const int *chunk_first, int *stage, struct sched_op *op, double *t_got,
-                     double *t_ideal, char *err, size_t errlen);
+                     const struct pl_merged_trace *uni, const int *chunk_first, int *stage,
+                     struct sched_op *op, double *t_got, double *t_ideal, char *err,
+                     size_t errlen);
 
 /* The marks of one rank's trace, in order: up to cap into ops; returns how many. A mark's
  * chunk is the j whose chunk_first[j] (v of them) is the first part it names, -1 if none. */
