@@ -1,18 +1,21 @@
 /* driver.c: the trusted test driver of Lab 6. It owns main, gives every rank the same tiny
  * GPT and the whole global batch of each step, drives the student's pipeline (pipeline.h)
  * for K steps per case (AFAB, 1F1B or interleaved 1F1B, m = 1..8 microbatches) on p =
- * world-size stages, and judges, each in its own function so the parts stay separate:
+ * world-size stages and, from 4 ranks up, one case more on a grid of two pipelines of n/2
+ * stages numbered against world order, each on its own data (grid.h), and judges, each in
+ * its own function so the parts stay separate (every pipeline of a grid on its own):
  *   correct   every step's loss (last stage) and gradients, the parameters after K steps,
  *             each stage's parts assembled into one model, against the single-device
- *             reference (grader/common);
+ *             reference of the pipeline's own data (grader/common);
  *   balance   the student's partition against the best contiguous cut by the kit's FLOPs,
  *             on the lab's model and on five others (OTHER_CUTS);
  *   schedule  the order of F and B each rank ran, read from its own trace (the marks of
  *             lib/pipe_parts), against the schedule's definition (schedule.c);
  *   bubble    that trace replayed with uniform stage times against (p-1)/(m+p-1) and the
- *             ideal run of the definition;
- *   memory    each stage's peak activation bytes in the memory ledger against the
- *             microbatches the schedule may hold in flight;
+ *             ideal run of the definition (AFAB and 1F1B: every operation's start too);
+ *   memory    each stage's peak in the memory ledger, its activations and every category
+ *             together, against the figure of the schedule's order (sched_peak_acts), and
+ *             what the code holds from step to step and after pipe_free;
  *   traffic   every message's peer, tag and bytes from the trace: one per microbatch per
  *             boundary, the activation's size.
  * The training runs with point-to-point under NCCL's rules (pl_comm_set_p2p_like_nccl), so
@@ -20,7 +23,7 @@
  * CPU build as it would on GPUs.
  * main, flags, the case loop and the report are the lab harness's (grader/common/harness.h).
  *
- *   driver --op afab|1f1b|interleaved --mode check [--parts LIST] [--seed S]
+ *   driver --op afab|1f1b|interleaved[-hidden] --mode check [--parts LIST] [--seed S]
  *   driver --mode bench [--op afab|1f1b|interleaved] [--microbatches M] [--svg-dir DIR] */
 #include <math.h>
 #include <mpi.h>
@@ -32,6 +35,7 @@
 /* lib's own view of a communicator (its handles in flight): read, never changed, so that
  * the grader can refuse to free one with a graded reason where pl_comm_free would stop the
  * job. */
+#include "grid.h"
 #include "harness.h"
 #include "ops.h"
 #include "outside.h"
@@ -59,18 +63,20 @@ static const int CASES[] = {1, 2, 3, 4, 6, 8}; /* microbatches, m < p among them
 #define LAB_DROPOUT 0.1f
 
 static uint64_t base_seed = 1;
-static int chunks_per_rank = V_INTERLEAVED; /* v of the interleaved runs */
 static int one_microbatch_ok; /* the case m = 1 trained correctly */
+static int hidden_shape;      /* --op NAME-hidden: the hidden suite's model */
 
+/* The lab's model: 6 blocks of width 32 on 16 tokens; the hidden suite's is another depth,
+ * width, head count and sequence length (7 blocks of width 40, 4 heads, 12 tokens). */
 static struct pl_model_config lab_config(uint64_t seed)
 {
     struct pl_model_config c = pl_model_config_default();
     c.vocab = PL_BYTE_VOCAB;
-    c.d_model = 32;
-    c.n_layers = 6;
-    c.n_heads = 2;
-    c.d_ff = 64;
-    c.seq_len = 16;
+    c.d_model = hidden_shape ? 40 : 32;
+    c.n_layers = hidden_shape ? 7 : 6;
+    c.n_heads = hidden_shape ? 4 : 2;
+    c.d_ff = hidden_shape ? 96 : 64;
+    c.seq_len = hidden_shape ? 12 : 16;
     c.dropout = LAB_DROPOUT;
     c.n_experts = 0;
     c.seed = seed;
@@ -89,8 +95,22 @@ static struct pl_adamw_config lab_adamw(void)
 struct setup {
     struct pl_tokens data;
     struct gr_train_setup train;
-    struct gr_reference ref;
+    struct gr_reference ref;  /* the world's pipeline, or pipeline 0 of a grid */
+    struct gr_reference ref1; /* pipeline 1 of a grid, on batches of its own (numel 0: none) */
 };
+
+/* v of the interleaved runs on p stages: 3 where the parts allow it (2 stages), so that a v
+ * taken as 2 shows, else 2. */
+static int chunks_for(int p)
+{
+    return p * V_MOST <= lab_config(1).n_layers + 2 ? V_MOST : V_INTERLEAVED;
+}
+
+/* Whether the world splits into a grid of two pipelines (an even world of 4 ranks or more). */
+static int grid_fits(void)
+{
+    return pl_size() >= 4 && pl_size() % 2 == 0;
+}
 
 static void setup_init(struct setup *s, int with_reference)
 {
@@ -104,6 +124,11 @@ static void setup_init(struct setup *s, int with_reference)
     s->train.data_seed = pl_mix64(base_seed ^ 0x5eed);
     if (with_reference) {
         gr_reference_run(&s->ref, &s->train);
+        if (grid_fits()) {
+            struct gr_train_setup other = s->train;
+            other.data_seed = pl_mix64(base_seed ^ 0x0dd5eed);
+            gr_reference_run(&s->ref1, &other);
+        }
     } else {
         pl_model_layout_init(&s->ref.layout, &s->train.cfg);
         s->ref.numel = s->ref.layout.numel;
@@ -113,6 +138,7 @@ static void setup_init(struct setup *s, int with_reference)
 static void setup_free(struct setup *s)
 {
     gr_reference_free(&s->ref);
+    if (s->ref1.numel) gr_reference_free(&s->ref1);
     pl_tokens_free(&s->data);
 }
 
@@ -122,7 +148,10 @@ struct stage_stats {
     int first, last;
     double activ_peak;  /* bytes above the level before the step */
     double activ_left;  /* bytes still held after it */
+    double total_peak;  /* bytes above the level before the step, every category together */
+    double cat_peak[PL_MEM_NCAT]; /* each category's peak above its level before the step */
 };
+#define STATS_WORDS (5 + PL_MEM_NCAT)
 
 /* What a stage's code held over the case, from the memory ledger and its communicator:
  * live allocations after each step, what pipe_free left that pipe_new found free, and the
@@ -141,12 +170,22 @@ struct chunks {
     int first[MAX_STAGES], last[MAX_STAGES];
 };
 
+/* One pipeline's outcome of a case (a grid of two has two). */
 struct outcome {
     int correct, todo;
     struct stage_stats st[MAX_STAGES]; /* rank 0: every stage's */
     struct lifetime life[MAX_STAGES];  /* rank 0: every stage's */
-    struct pl_merged_trace trace;      /* rank 0: the last step */
+    struct pl_merged_trace trace;      /* rank 0: the last step, its ranks in stage order */
     struct chunks chunks;              /* every rank */
+};
+
+/* This rank's place in the case: its pipeline, its stage there, the driver's own (raw MPI)
+ * communicator of the pipeline's ranks in stage order, and the pipeline's reference. */
+struct member {
+    struct grid grid;
+    int pipe, stage, p;
+    MPI_Comm comm;
+    const struct gr_reference *ref;
 };
 
 static const char *op_sched_name(enum pipe_schedule k)
@@ -187,26 +226,88 @@ static void say_dropout(int m)
            "(handout section 3.1)", LAB_DROPOUT, GLOBAL_B / m);
 }
 
+/* Rank 0, step 0 with m > 1: whether the pipeline's loss (grads NULL) or its assembled
+ * gradient (grads, op memory) is what one device computes on the same batch with every
+ * microbatch's dropout masks drawn where the first microbatch's are (ctx.seq0 left at 0),
+ * or at step 0 (ctx.step left at m->adam_t): the single-device model at its initial
+ * parameters, run microbatch by microbatch with that context. 1 (said, before anything
+ * else) when one of them matches. */
+static int dropout_explains(const struct gr_reference *ref, const struct gr_batch *b, int m,
+                            double loss, const float *grads)
+{
+    const struct pl_model_config *c = &ref->setup.cfg;
+    struct pl_model *model = pl_model_new(c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    pl_copy_from_host(model->params, ref->init, ref->numel);
+    size_t N = ref->numel;
+    float *mine = malloc(N * sizeof *mine), *what = malloc(N * sizeof *what);
+    PL_ASSERT(mine && what);
+    if (grads) pl_copy_to_host(mine, grads, N);
+    int was = pl_trace_enabled(), Bmb = b->B / m, T = c->seq_len, found = 0;
+    pl_trace_enable(0);
+    for (int how = 0; how < 2 && !found; how++) {
+        double sum = 0, d2 = 0, r2 = 0;
+        pl_model_zero_grad(model);
+        for (int i = 0; i < m; i++) {
+            struct pl_model_ctx ctx = pl_model_ctx_eval();
+            ctx.train = 1;
+            ctx.step = how == 0 ? 1 : 0;
+            ctx.seq0 = how == 0 ? 0 : (int64_t)i * Bmb;
+            ctx.loss_scale = 1.0f / (float)m;
+            size_t at = (size_t)i * (size_t)Bmb * (size_t)T;
+            sum += pl_model_forward(model, b->tokens + at, b->targets + at, Bmb, &ctx);
+            if (grads) pl_model_backward(model, &ctx);
+        }
+        if (grads) {
+            pl_copy_to_host(what, model->grads, N);
+            for (size_t i = 0; i < N; i++)
+                d2 += ((double)mine[i] - what[i]) * ((double)mine[i] - what[i]),
+                r2 += (double)what[i] * what[i];
+        }
+        if (grads ? d2 <= GR_TOL_GRADS * GR_TOL_GRADS * r2
+                  : fabs(loss - sum / m) <= GR_TOL_LOSS * fabs(sum / m)) {
+            gr_say("correct", "step 0: the %s is what one device computes on this batch when "
+                   "every microbatch draws its dropout masks %s: the masks are wrong. "
+                   "Microbatch i's context must say where its sequences sit in the whole "
+                   "batch, ctx.seq0 = i * B/m (here i * %d), and which step it is, ctx.step = "
+                   "m->adam_t + 1 (handout section 3.1)",
+                   grads ? "pipeline's gradient" : "last stage's loss",
+                   how == 0 ? "at ctx.seq0 = 0, where the first microbatch's are"
+                            : "at ctx.step = 0, those of no optimizer step",
+                   Bmb);
+            found = 1;
+        }
+    }
+    pl_trace_enable(was);
+    free(mine);
+    free(what);
+    pl_model_free(model);
+    return found;
+}
+
 /* Rank 0, from figures every rank computed: what the gradient error suggests. */
-static void explain_grads(const struct setup *s, int m, int step,
+static void explain_grads(const struct gr_reference *ref, int m, int step,
                           const struct gr_param_verdict *v, double ratio)
 {
     char what[512];
-    gr_describe_param_error(&s->ref, v, what, sizeof what);
+    gr_describe_param_error(ref, v, what, sizeof what);
     gr_say("correct", "step %d: after pipe_step the gradient differs from the single-device "
            "gradient of the whole batch: %s (tolerance %.0e)", step, what, GR_TOL_GRADS);
-    if (m > 1 && fabs(ratio - m) < 0.05 * m)
+    if (m > 1 && fabs(ratio - m) < 0.05 * m) {
         gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
                "scale each microbatch's loss by 1/m (ctx.loss_scale) so their sum is the "
                "mean (handout section 3)", ratio, m);
-    else if (m > 1 && fabs(ratio * m * m - 1) < 0.05)
+        return;
+    }
+    if (m > 1 && fabs(ratio * m * m - 1) < 0.05) {
         gr_say("correct", "your gradient is 1/%d of the reference's: it was scaled by 1/m "
                "twice (handout section 3)", m * m);
-    else if (m > 1 && one_microbatch_ok)
+        return;
+    }
+    if (m > 1 && one_microbatch_ok)
         gr_say("correct", "one microbatch trained correctly, %d do not: the microbatches' "
                "gradients must add up to the step's. Zero the gradients once per step, before "
-               "the first microbatch, let every backward accumulate (+=) into them, and scale "
-               "each microbatch's loss by 1/m (handout sections 3 and 4)", m);
+               "the first microbatch, and let every backward accumulate (+=) into them "
+               "(handout section 3.1)", m);
     if (m > 1) say_dropout(m);
 }
 
@@ -221,28 +322,30 @@ static void parts_range(const struct pl_model_layout *lay, int first, int last, 
     *n = o2 + n2 - o1;
 }
 
-/* The step's loss as the last stage returned it, on every rank. */
-static double last_stage_loss(double mine, int from)
+/* The step's loss as the last stage of this rank's pipeline returned it, on each of its
+ * ranks. */
+static double last_stage_loss(const struct member *me, double mine, int from)
 {
     double l = mine;
-    PL_CHECK_MPI(MPI_Bcast(&l, 1, MPI_DOUBLE, from, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Bcast(&l, 1, MPI_DOUBLE, from, me->comm));
     return l;
 }
 
 /* Every rank's values of src over the parts it holds, assembled into dst (op memory, the
- * whole flat buffer, the same on every rank): what the pipeline holds, as one model. */
-static void assemble(const struct pl_model_layout *lay, const struct chunks *ch, const float *src,
-                     float *dst)
+ * whole flat buffer, the same on every rank of the pipeline): what the pipeline holds, as
+ * one model. */
+static void assemble(const struct member *me, const struct pl_model_layout *lay,
+                     const struct chunks *ch, const float *src, float *dst)
 {
     size_t N = lay->numel;
     float *h = calloc(N, sizeof *h), *all = malloc(N * sizeof *all);
     PL_ASSERT(h && all);
-    for (int c = pl_rank(); c < ch->n; c += pl_size()) {
+    for (int c = me->stage; c < ch->n; c += me->p) {
         size_t off, n;
         parts_range(lay, ch->first[c], ch->last[c], &off, &n);
         pl_copy_to_host(h + off, src + off, n);
     }
-    PL_CHECK_MPI(MPI_Allreduce(h, all, (int)N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    PL_CHECK_MPI(MPI_Allreduce(h, all, (int)N, MPI_FLOAT, MPI_SUM, me->comm));
     pl_copy_from_host(dst, all, N);
     free(h);
     free(all);
@@ -263,11 +366,11 @@ static double grad_ratio(const struct gr_reference *ref, int step, const float *
 }
 
 /* One optimizer step on this rank's chunks, as the reference's pl_model_update does it. */
-static void stage_adamw(struct pl_model *m, const struct chunks *ch,
+static void stage_adamw(const struct member *me, struct pl_model *m, const struct chunks *ch,
                         const struct pl_adamw_config *opt)
 {
     m->adam_t++;
-    for (int c = pl_rank(); c < ch->n; c += pl_size()) {
+    for (int c = me->stage; c < ch->n; c += me->p) {
         size_t off, n;
         parts_range(&m->layout, ch->first[c], ch->last[c], &off, &n);
         pl_model_adamw_flat(&m->layout, off, n, m->params + off, m->grads + off,
@@ -275,82 +378,182 @@ static void stage_adamw(struct pl_model *m, const struct chunks *ch,
     }
 }
 
-/* Gathers (first, last, peak, left) of every rank to rank 0. */
-static void gather_stats(const struct stage_stats *mine, struct stage_stats *all)
+/* Gathers every rank's stats to rank 0, into o[its pipeline].st[its stage]. */
+static void gather_stats(const struct member *me, const struct stage_stats *mine,
+                         struct outcome *o)
 {
-    double d[4] = {mine->first, mine->last, mine->activ_peak, mine->activ_left};
-    double *buf = malloc(sizeof(double) * 4 * (size_t)pl_size());
+    enum { W = STATS_WORDS };
+    double d[W] = {mine->first, mine->last, mine->activ_peak, mine->activ_left,
+                   mine->total_peak};
+    for (int c = 0; c < PL_MEM_NCAT; c++) d[5 + c] = mine->cat_peak[c];
+    double *buf = malloc(sizeof(double) * W * (size_t)pl_size());
     PL_ASSERT(buf);
-    PL_CHECK_MPI(MPI_Gather(d, 4, MPI_DOUBLE, buf, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    if (pl_rank() == 0)
-        for (int r = 0; r < pl_size(); r++)
-            all[r] = (struct stage_stats){(int)buf[4 * r], (int)buf[4 * r + 1], buf[4 * r + 2],
-                                          buf[4 * r + 3]};
+    PL_CHECK_MPI(MPI_Gather(d, W, MPI_DOUBLE, buf, W, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    for (int r = 0; r < pl_size() && pl_rank() == 0; r++) {
+        struct stage_stats *st =
+            &o[grid_pipe_of(&me->grid, r)].st[grid_stage_of(&me->grid, r)];
+        const double *x = buf + (size_t)W * r;
+        *st = (struct stage_stats){(int)x[0], (int)x[1], x[2], x[3], x[4], {0}};
+        for (int c = 0; c < PL_MEM_NCAT; c++) st->cat_peak[c] = x[5 + c];
+    }
     free(buf);
+}
+
+/* Rank 0, when a grid's pipeline is cut wrong: what its communicator's order means. */
+static void say_grid(const struct grid *g, const char *part)
+{
+    char a[160], b[160];
+    gr_say(part, "in this case the world is split into %d pipelines of %d stages, each training "
+           "on data of its own, whose communicators number their ranks in another order than "
+           "the world: pipeline 0 runs %s, pipeline 1 %s. The stage is this rank's rank in the "
+           "communicator pipe_new is given (pl_comm_rank(comm)) and p its size "
+           "(pl_comm_size(comm)); a stage taken from the world rank (pl_comm_world_rank) is "
+           "right only while the pipeline is the whole world in world order (handout "
+           "section 3)", g->pipes, g->p, grid_text(g, 0, a, sizeof a),
+           grid_text(g, 1, b, sizeof b));
+}
+
+/* Rank 0, a grid: a stage of some pipeline holding the parts that the student's own cut
+ * (cut: chunk c is parts first[c]..last[c]) gives another stage, the mark of a stage taken
+ * from somewhere else than the pipeline's communicator. 1 (said) when one does. */
+static int stage_mixed_up(const struct grid *g, const struct outcome *o, const struct chunks *cut)
+{
+    for (int pipe = 0; pipe < g->pipes; pipe++)
+        for (int s = 0; s < g->p; s++) {
+            const struct stage_stats *st = &o[pipe].st[s];
+            if (st->first == cut->first[s] && st->last == cut->last[s]) continue;
+            for (int t = 0; t < g->p; t++) {
+                if (st->first != cut->first[t] || st->last != cut->last[t]) continue;
+                gr_say("correct", "pipeline %d: world rank %d, stage %d of its pipeline's "
+                       "communicator, holds parts %d..%d, which your pipe_partition gives stage "
+                       "%d", pipe, g->ranks[pipe][s], s, st->first, st->last, t);
+                say_grid(g, "correct");
+                return 1;
+            }
+        }
+    return 0;
 }
 
 /* The chunks of the run: each rank's parts from pipe_stage_parts (one chunk per rank), or,
  * interleaved, the student's pipe_partition into p v chunks. 0 (said) when they are not a
- * contiguous cover of the model. */
-static int find_chunks(const struct pipe *pp, const struct pl_model_config *c, int v,
-                       struct chunks *ch, struct outcome *o)
+ * contiguous cover of the model in every pipeline, or the pipelines cut it differently. */
+static int find_chunks(const struct member *me, const struct pipe *pp,
+                       const struct pl_model_config *c, int v, struct chunks *ch,
+                       struct outcome *o)
 {
-    struct stage_stats mine = {0, 0, 0, 0};
+    struct stage_stats mine = {0, 0, 0, 0, 0, {0}};
     pipe_stage_parts(pp, &mine.first, &mine.last);
-    gather_stats(&mine, o->st);
-    int p = pl_size();
+    gather_stats(me, &mine, o);
+    int p = me->p, cover = 1;
     ch->n = p * v;
+    if (me->grid.pipes > 1 && pl_rank() == 0) {
+        struct chunks cut;
+        pipe_partition(c, p * v, 1, c->seq_len, cut.first, cut.last);
+        cover = !stage_mixed_up(&me->grid, o, &cut);
+    }
+    for (int g = 0; g < me->grid.pipes && cover && v == 1 && pl_rank() == 0; g++) {
+        cover = judge_cover(o[g].st, p, c);
+        for (int s = 0; s < p && cover && g > 0; s++)
+            if (o[g].st[s].first != o[0].st[s].first || o[g].st[s].last != o[0].st[s].last) {
+                gr_say("correct", "stage %d holds parts %d..%d in pipeline 0 but %d..%d in "
+                       "pipeline %d: one pipe_partition of the model for p = %d, the same in "
+                       "every pipeline (handout section 2)", s, o[0].st[s].first,
+                       o[0].st[s].last, o[g].st[s].first, o[g].st[s].last, g, p);
+                cover = 0;
+            }
+        if (!cover && me->grid.pipes > 1) say_grid(&me->grid, "correct");
+    }
     if (v == 1) {
         for (int s = 0; s < p && pl_rank() == 0; s++)
-            ch->first[s] = o->st[s].first, ch->last[s] = o->st[s].last;
+            ch->first[s] = o[0].st[s].first, ch->last[s] = o[0].st[s].last;
         PL_CHECK_MPI(MPI_Bcast(ch->first, p, MPI_INT, 0, MPI_COMM_WORLD));
         PL_CHECK_MPI(MPI_Bcast(ch->last, p, MPI_INT, 0, MPI_COMM_WORLD));
     } else {
         pipe_partition(c, p * v, 1, c->seq_len, ch->first, ch->last);
+        struct stage_stats st[MAX_STAGES];
+        for (int i = 0; i < ch->n; i++)
+            st[i] = (struct stage_stats){ch->first[i], ch->last[i], 0, 0, 0, {0}};
+        cover = pl_rank() == 0 ? cover && judge_cover(st, ch->n, c) : 0;
     }
-    struct stage_stats st[MAX_STAGES];
-    for (int i = 0; i < ch->n; i++) st[i] = (struct stage_stats){ch->first[i], ch->last[i], 0, 0};
-    int cover = pl_rank() == 0 ? judge_cover(st, ch->n, c) : 0;
-    for (int s = 0; s < p && cover && v > 1 && pl_rank() == 0; s++)
-        if (o->st[s].first != ch->first[s] || o->st[s].last != ch->last[s]) {
-            gr_say("correct", "interleaved, %d stages, %d chunks each: pipe_stage_parts on stage "
-                   "%d gives parts %d..%d, but chunk %d of your pipe_partition into p v = %d "
-                   "chunks is parts %d..%d: cut the model into p * o->virtual_stages chunks "
-                   "and give rank s chunks s, s + p, ... (handout section 8)", p, v, s,
-                   o->st[s].first, o->st[s].last, s, ch->n, ch->first[s], ch->last[s]);
-            cover = 0;
-        }
+    for (int g = 0; g < me->grid.pipes && cover && v > 1 && pl_rank() == 0; g++)
+        for (int s = 0; s < p && cover; s++)
+            if (o[g].st[s].first != ch->first[s] || o[g].st[s].last != ch->last[s]) {
+                gr_say("correct", "interleaved, %d stages, %d chunks each: pipe_stage_parts on "
+                       "stage %d gives parts %d..%d, but chunk %d of your pipe_partition into p "
+                       "v = %d chunks is parts %d..%d: cut the model into p * "
+                       "o->virtual_stages chunks and give rank s chunks s, s + p, ... (handout "
+                       "section 8)", p, v, s, o[g].st[s].first, o[g].st[s].last, s, ch->n,
+                       ch->first[s], ch->last[s]);
+                if (me->grid.pipes > 1) say_grid(&me->grid, "correct");
+                cover = 0;
+            }
     PL_CHECK_MPI(MPI_Bcast(&cover, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    for (int g = 0; g < me->grid.pipes; g++) o[g].chunks = *ch;
     return cover;
 }
 
-/* Step `step`'s loss and gradients against the reference; 0 (said) when wrong. */
-static int check_step(const struct setup *s, struct pl_model *model, const struct chunks *ch,
-                      int m, int step, double loss, float *full)
+/* Step `step`'s loss and gradients against the reference of each rank's pipeline; 0 (said)
+ * when wrong in any pipeline, the same on every rank. */
+static int check_step(const struct member *me, struct pl_model *model, const struct chunks *ch,
+                      const struct gr_batch *b, int m, int step, double loss, float *full)
 {
-    double err = fabs(loss - s->ref.loss[step]) / fabs(s->ref.loss[step]);
+    const struct gr_reference *ref = me->ref;
+    double mine[3] = {loss, ref->loss[step], fabs(loss - ref->loss[step]) / fabs(ref->loss[step])};
+    double *all = malloc(sizeof(double) * 3 * (size_t)pl_size());
+    PL_ASSERT(all);
+    PL_CHECK_MPI(MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, MPI_COMM_WORLD));
+    int worst = 0;
+    for (int r = 1; r < pl_size(); r++)
+        if (!(all[3 * r + 2] <= all[3 * worst + 2])) worst = r;
+    double got = all[3 * worst], want = all[3 * worst + 1], err = all[3 * worst + 2];
     if (!(err <= GR_TOL_LOSS)) {
-        if (pl_rank() == 0)
-            gr_say("correct", "step %d: the last stage's loss is %.6f, the single-device loss "
+        /* rank 0's own pipeline, when it is the one off: is it only the dropout masks? */
+        if (pl_rank() == 0 && step == 0 && m > 1 && grid_pipe_of(&me->grid, worst) == me->pipe
+            && dropout_explains(ref, b, m, got, NULL)) {
+            free(all);
+            return 0;
+        }
+        if (pl_rank() == 0) {
+            char in[64] = "";
+            if (me->grid.pipes > 1)
+                snprintf(in, sizeof in, " of pipeline %d", grid_pipe_of(&me->grid, worst));
+            gr_say("correct", "step %d: the last stage%s's loss is %.6f, the single-device loss "
                    "%.6f (relative error %.1e): return the mean of the microbatches' losses, "
-                   "each the mean over its own tokens (handout section 3)", step, loss,
-                   s->ref.loss[step], err);
+                   "each the mean over its own tokens (handout section 3)", step, in, got,
+                   want, err);
+        }
         if (pl_rank() == 0 && m > 1) say_dropout(m);
+        free(all);
         return 0;
     }
+    /* Each rank against its own pipeline's reference; the verdict names the worst rank. */
     struct gr_param_verdict v;
-    assemble(&model->layout, ch, model->grads, full);
-    gr_check_grads(&s->ref, step, GR_REPLICATED, 0, s->ref.numel, full, GR_TOL_GRADS, &v);
-    if (v.ok) return 1;
-    double ratio = grad_ratio(&s->ref, step, full);
-    if (pl_rank() == 0) explain_grads(s, m, step, &v, ratio);
+    assemble(me, &model->layout, ch, model->grads, full);
+    gr_check_grads(ref, step, GR_REPLICATED, 0, ref->numel, full, GR_TOL_GRADS, &v);
+    if (v.ok) {
+        free(all);
+        return 1;
+    }
+    double ratio = grad_ratio(ref, step, full);
+    PL_CHECK_MPI(MPI_Allgather(&ratio, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD));
+    int masks = pl_rank() == 0 && step == 0 && m > 1 && v.rank >= 0
+                && grid_pipe_of(&me->grid, v.rank) == me->pipe
+                && dropout_explains(ref, b, m, 0, full);
+    if (pl_rank() == 0 && !masks)
+        explain_grads(me->ref, m, step, &v, all[v.rank >= 0 ? v.rank : 0]);
+    if (pl_rank() == 0 && me->grid.pipes > 1 && v.rank >= 0)
+        gr_say("correct", "in pipeline %d of %d (world rank %d is its stage %d)",
+               grid_pipe_of(&me->grid, v.rank), me->grid.pipes, v.rank,
+               grid_stage_of(&me->grid, v.rank));
+    free(all);
     return 0;
 }
 
-/* One step of pipe_step; the traced one also records the trace and this rank's activation
- * peak above the level before it, and what is left after. Returns the last stage's loss. */
-static double one_step(struct pipe *pp, const struct gr_batch *b, int traced, int last_rank,
-                       struct stage_stats *mine, double *live)
+/* One step of pipe_step; the traced one also records the trace and this rank's memory peak
+ * above the level before it (activations, and every category together), and what is left
+ * after. Returns the last stage's loss. */
+static double one_step(const struct member *me, struct pipe *pp, const struct gr_batch *b,
+                       int traced, int last_stage, struct stage_stats *mine, double *live)
 {
     struct pl_mem_stats before, after, held;
     if (traced) {
@@ -362,37 +565,42 @@ static double one_step(struct pipe *pp, const struct gr_batch *b, int traced, in
     double mine_loss = pipe_step(pp, b->tokens, b->targets, b->B);
     pl_mem_get_stats(&held);
     *live = (double)held.live_allocs;
-    double loss = last_stage_loss(mine_loss, last_rank);
+    double loss = last_stage_loss(me, mine_loss, last_stage);
     if (traced) {
         pl_trace_flush();
         pl_trace_enable(0);
         pl_mem_get_stats(&after);
         mine->activ_peak = (double)after.peak[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
         mine->activ_left = (double)after.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+        mine->total_peak = (double)after.peak_total - (double)before.current_total;
+        for (int c = 0; c < PL_MEM_NCAT; c++)
+            mine->cat_peak[c] = (double)after.peak[c] - (double)before.current[c];
     }
     return loss;
 }
 
-/* The parameters after K steps against the reference; 0 (said) when wrong. */
-static int check_params(const struct setup *s, struct pl_model *model, const struct chunks *ch,
-                        float *full)
+/* The parameters after K steps against the reference of each rank's pipeline; 0 (said)
+ * when wrong. */
+static int check_params(const struct member *me, struct pl_model *model,
+                        const struct chunks *ch, float *full)
 {
     struct gr_param_verdict v;
-    assemble(&model->layout, ch, model->params, full);
-    gr_check_params(&s->ref, GR_REPLICATED, 0, s->ref.numel, full, GR_TOL_PARAMS, &v);
+    assemble(me, &model->layout, ch, model->params, full);
+    gr_check_params(me->ref, GR_REPLICATED, 0, me->ref->numel, full, GR_TOL_PARAMS, &v);
     if (v.ok) return 1;
     char what[512];
     if (pl_rank() == 0)
         gr_say("correct", "after %d steps the parameters differ from the single-device model's: "
-               "%s", K_STEPS, gr_describe_param_error(&s->ref, &v, what, sizeof what));
+               "%s", K_STEPS, gr_describe_param_error(me->ref, &v, what, sizeof what));
     return 0;
 }
 
 /* After pipe_free: what this rank's code still holds, gathered to rank 0; the pipeline's
  * communicator is freed when no rank has an operation in flight on it (pl_comm_free would
  * stop the job: the verdict says it instead), and left allocated otherwise. */
-static void close_lifetime(struct pl_comm *comm, const struct pl_mem_stats *before,
-                           struct lifetime *mine, struct outcome *o)
+static void close_lifetime(const struct member *me, struct pl_comm *comm,
+                           const struct pl_mem_stats *before, struct lifetime *mine,
+                           struct outcome *o)
 {
     struct pl_mem_stats after;
     pl_mem_get_stats(&after);
@@ -408,7 +616,7 @@ static void close_lifetime(struct pl_comm *comm, const struct pl_mem_stats *befo
     PL_CHECK_MPI(MPI_Allgather(d, W, MPI_DOUBLE, all, W, MPI_DOUBLE, MPI_COMM_WORLD));
     int busy = 0;
     for (int r = 0; r < pl_size(); r++) {
-        struct lifetime *l = &o->life[r];
+        struct lifetime *l = &o[grid_pipe_of(&me->grid, r)].life[grid_stage_of(&me->grid, r)];
         for (int i = 0; i < K_STEPS; i++) l->live[i] = all[W * r + i];
         l->left = all[W * r + K_STEPS];
         l->left_cat = (int)all[W * r + K_STEPS + 1];
@@ -423,18 +631,28 @@ static void close_lifetime(struct pl_comm *comm, const struct pl_mem_stats *befo
     if (!busy) pl_comm_free(comm);
 }
 
-/* Runs the K steps and judges correctness on the way; the last step is traced and its
- * activation peak measured. The pipeline runs on a communicator split from the world and
- * freed after pipe_free, as a group of a larger grid would be. */
-static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct outcome *o)
+/* Runs the K steps of `pipes` pipelines (1: the world; 2: a grid, grid.h) and judges
+ * correctness on the way; the last step is traced and its memory peak measured. Each
+ * pipeline runs on a communicator split from the world and freed after pipe_free, as a
+ * group of a larger grid would be, and trains on batches of its own against its own
+ * single-device reference. o[pipes]: each pipeline's outcome, in stage order (rank 0). */
+static void run_case(const struct setup *s, enum pipe_schedule k, int m, int pipes,
+                     struct outcome *o)
 {
-    memset(o, 0, sizeof *o);
+    memset(o, 0, sizeof *o * (size_t)pipes);
     const struct pl_model_config *c = &s->train.cfg;
     struct pl_adamw_config opt = s->train.opt;
-    int v = sched_chunks(k, chunks_per_rank);
+    struct member me;
+    grid_make(&me.grid, pl_size(), pipes);
+    me.pipe = grid_pipe_of(&me.grid, pl_rank());
+    me.stage = grid_stage_of(&me.grid, pl_rank());
+    me.p = me.grid.p;
+    me.ref = me.pipe == 0 ? &s->ref : &s->ref1;
+    PL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, me.pipe, me.stage, &me.comm));
+    int v = sched_chunks(k, chunks_for(me.p));
     struct pl_model *model = pl_model_new(c, PL_MODEL_ALL);
     struct pipe_options po = {k, m, v};
-    struct pl_comm *comm = pl_comm_split(pl_comm_world(), 0, pl_rank(), "pipeline");
+    struct pl_comm *comm = pl_comm_split(pl_comm_world(), me.pipe, me.stage, "pipeline");
     struct pl_mem_stats before;
     struct lifetime life;
     for (int i = 0; i < K_STEPS; i++) life.live[i] = -1;
@@ -442,37 +660,42 @@ static void run_case(const struct setup *s, enum pipe_schedule k, int m, struct 
     pl_mem_get_stats(&before);
     outside_reset();
     struct pipe *pp = pipe_new(comm, model, &po);
-    struct stage_stats mine = {0, 0, 0, 0};
+    struct stage_stats mine = {0, 0, 0, 0, 0, {0}};
     struct chunks ch;
+    int correct = 0;
     if ((o->todo = gr_todo_any())) goto done;
-    if (!find_chunks(pp, c, v, &ch, o)) goto done;
-    o->chunks = ch;
+    if (!find_chunks(&me, pp, c, v, &ch, o)) goto done;
     pipe_stage_parts(pp, &mine.first, &mine.last);
-    float *full = pl_mem_alloc(s->ref.numel * sizeof(float), PL_MEM_WORK, PL_DEVICE,
+    float *full = pl_mem_alloc(me.ref->numel * sizeof(float), PL_MEM_WORK, PL_DEVICE,
                                "assembled model");
     struct gr_batch b;
-    gr_batch_new(&b, &s->train, 0, 1);
-    o->correct = 1;
-    for (int step = 0; step < K_STEPS && o->correct; step++) {
+    gr_batch_new(&b, &me.ref->setup, 0, 1);
+    correct = 1;
+    for (int step = 0; step < K_STEPS && correct; step++) {
         gr_batch_load(&b, step);
         outside_watch(1);
-        double loss = one_step(pp, &b, step == K_STEPS - 1, (ch.n - 1) % pl_size(), &mine,
+        double loss = one_step(&me, pp, &b, step == K_STEPS - 1, (ch.n - 1) % me.p, &mine,
                                &life.live[step]);
         outside_watch(0);
-        if ((o->todo = gr_todo_any()) || !check_step(s, model, &ch, m, step, loss, full))
-            o->correct = 0;
+        if ((o->todo = gr_todo_any()) || !check_step(&me, model, &ch, &b, m, step, loss, full))
+            correct = 0;
         else
-            stage_adamw(model, &ch, &opt);
+            stage_adamw(&me, model, &ch, &opt);
     }
-    if (o->correct) o->correct = check_params(s, model, &ch, full);
+    if (correct) correct = check_params(&me, model, &ch, full);
     gr_batch_free(&b);
     pl_mem_free(full);
-    gather_stats(&mine, o->st);
-    pl_trace_gather(&o->trace);
+    gather_stats(&me, &mine, o);
+    struct pl_merged_trace world;
+    pl_trace_gather(&world);
+    for (int g = 0; g < pipes && pl_rank() == 0; g++) grid_trace(&me.grid, g, &world, &o[g].trace);
+    pl_trace_merged_free(&world);
 done:
+    for (int g = 0; g < pipes; g++) o[g].correct = correct, o[g].todo = o->todo;
     pipe_free(pp);
-    close_lifetime(comm, &before, &life, o);
+    close_lifetime(&me, comm, &before, &life, o);
     pl_model_free(model);
+    PL_CHECK_MPI(MPI_Comm_free(&me.comm));
 }
 
 /* ---- the judges (rank 0) ---- */
@@ -578,47 +801,29 @@ static int judge_bubble(enum pipe_schedule k, int m, const struct outcome *o)
     } else {
         ok = 1;
     }
+    /* the same idle time can hide a stage that works late: every operation of AFAB and 1F1B
+     * must start when the schedule starts it (interleaved, whose exchanges wait for a
+     * step's messages together, is held to its idle time only) */
+    int s = 0;
+    struct sched_op op;
+    double t_got = 0, t_want = 0;
+    if (ok && v == 1
+        && sched_first_late(k, p, v, m, t, &uni, o->chunks.first, &s, &op, &t_got, &t_want,
+                            err, sizeof err) > 0) {
+        char x[24];
+        gr_say("bubble", "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, "
+               "free links): stage %d starts %s at %g, where the schedule starts it at %g: the "
+               "stage works in another order than the schedule, or waits where it could work, "
+               "so the pipeline's critical path runs through other operations (handout "
+               "section%s)", sched_name(k), p, m, SCHED_UNIT_F, SCHED_UNIT_B, s,
+               op_text(&op, x, sizeof x), t_got, t_want,
+               k == PIPE_1F1B ? "s 5 and 3.2: the warm-up is min(p - s - 1, m) forwards"
+                              : "s 4 and 3.2");
+        ok = 0;
+    }
     pl_trace_merged_free(&uni);
     pl_trace_merged_free(&ideal);
     return ok;
-}
-
-/* Interleaved: nothing left after the step, and a peak of at most every chunk's m
- * microbatches, each at its own size (the handout lets a stage keep what a gradient was
- * sent from until the step's last send is done, section 8), plus one boundary buffer of
- * slack. */
-static int judge_memory_interleaved(int m, const struct outcome *o,
-                                    const struct pl_model_config *c)
-{
-    int p = o->trace.nranks, v = o->chunks.n / p, Bmb = GLOBAL_B / m;
-    double slack = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, c->seq_len);
-    for (int s = 0; s < p; s++) {
-        const struct stage_stats *st = &o->st[s];
-        char a[32], b[32];
-        if (st->activ_left > 0) {
-            gr_say("memory", "%s, %d microbatches: stage %d still holds %s of activations after "
-                   "pipe_step: free every chunk's activations of the step before it returns "
-                   "(pl_parts_acts_free, once the gradient sent from them has gone: handout "
-                   "section 8)", sched_name(PIPE_INTERLEAVED), m, s,
-                   pl_format_bytes(st->activ_left, a, sizeof a));
-            return 0;
-        }
-        double allowed = 0;
-        for (int j = 0; j < v; j++)
-            allowed += m * (double)pl_parts_acts_bytes(c, o->chunks.first[j * p + s],
-                                                       o->chunks.last[j * p + s], Bmb,
-                                                       c->seq_len);
-        if (st->activ_peak > allowed + slack) {
-            gr_say("memory", "%s, %d stages, %d microbatches: stage %d's activations peaked at "
-                   "%s, more than all %d microbatches of its %d chunks hold (%s): keep one "
-                   "struct pl_parts_acts per chunk and microbatch and free each once (handout "
-                   "section 8)", sched_name(PIPE_INTERLEAVED), p, m, s,
-                   pl_format_bytes(st->activ_peak, a, sizeof a), m, v,
-                   pl_format_bytes(allowed, b, sizeof b));
-            return 0;
-        }
-    }
-    return 1;
 }
 
 /* What the code holds from step to step and after pipe_free: not more live allocations after
@@ -709,41 +914,131 @@ static int judge_in_flight(enum pipe_schedule k, int m, const struct outcome *o)
     return 1;
 }
 
-static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
-                         const struct pl_model_config *c)
+/* What the kit itself holds for one microbatch on parts [first, last] between its forward
+ * and its backward, every category together (*held: the activations and their bookkeeping),
+ * and how far above that its forward and backward reach for scratch of their own
+ * (*transient), measured on a scratch copy of the parts as pl_parts_acts_bytes measures the
+ * activations. */
+static void kit_stage_bytes(const struct pl_model_config *c, int first, int last, int B,
+                            int T, double *held, double *transient)
 {
-    int p = o->trace.nranks;
-    int Bmb = GLOBAL_B / m;
-    if (k == PIPE_INTERLEAVED) return judge_memory_interleaved(m, o, c);
+    int was = pl_trace_enabled();
+    pl_trace_enable(0);
+    struct pl_model *m = pl_model_new(c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    size_t N = (size_t)B * (size_t)T, n = pl_parts_boundary_numel(c, B, T);
+    int *tok = pl_mem_alloc(N * sizeof(int), PL_MEM_WORK, PL_DEVICE, "grader kit tokens");
+    float *x = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_DEVICE, "grader kit input");
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1;
+    struct pl_parts_acts a;
+    struct pl_mem_stats before, mid, after;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&before);
+    pl_parts_forward(m, first, last, 0, &a, &ctx, tok, tok, B, T, x);
+    pl_mem_get_stats(&mid);
+    pl_parts_backward(m, &a, &ctx, x);
+    pl_mem_get_stats(&after);
+    *held = (double)mid.current_total - (double)before.current_total;
+    *transient = (double)after.peak_total - (double)before.current_total - *held;
+    pl_parts_acts_free(&a);
+    pl_mem_free(x);
+    pl_mem_free(tok);
+    pl_model_free(m);
+    pl_trace_enable(was);
+}
+
+/* The category other than activations that rose most above its level before the step. */
+static int top_other_category(const struct stage_stats *st)
+{
+    int top = PL_MEM_WORK;
+    for (int c = 0; c < PL_MEM_NCAT; c++)
+        if (c != PL_MEM_ACTIV && st->cat_peak[c] > st->cat_peak[top]) top = c;
+    return top;
+}
+
+/* Each stage's memory in the traced step, from the ledger, against figures computed from the
+ * schedule's order (sched_peak_acts: each microbatch's activations of a chunk held from its
+ * forward until its backward is done): the activations at their peak exactly what the
+ * order holds (within one boundary buffer), nothing left after the step, and the peak of
+ * every category together at most those activations, the kit's own bookkeeping and
+ * scratch, and max(v m, 4) + 2 boundary-sized buffers (two to receive into, and one per
+ * microbatch and chunk for copies of what is sent or receives posted ahead: handout
+ * section 6). */
+static int judge_memory(enum pipe_schedule k, int m, const struct outcome *o,
+                        const struct pl_model_config *c)
+{
+    int p = o->trace.nranks, v = o->chunks.n / p, Bmb = GLOBAL_B / m, T = c->seq_len;
+    double bnd = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, T);
+    const char *rule = k == PIPE_1F1B
+        ? "1F1B bounds the warm-up by min(p - s - 1, m) forwards and runs a backward after "
+          "every later forward, so a stage never holds more than p - s microbatches (handout "
+          "section 5)"
+        : k == PIPE_AFAB ? "AFAB holds at most the m microbatches of the step (handout section 4)"
+        : "interleaved 1F1B frees a microbatch's activations of a chunk once that chunk's "
+          "backward of it is done (once the gradient sent from them has gone, at the latest at "
+          "the end of that step's exchange), as 1F1B does: stage s then holds at most its "
+          "warm-up, 2(p - s - 1) + (v - 1)p chunk microbatches, plus one; on stage 0 about "
+          "1 + (p-1)/(p v) times the p microbatches 1F1B holds there (handout section 8)";
     for (int s = 0; s < p; s++) {
         const struct stage_stats *st = &o->st[s];
-        double per = (double)pl_parts_acts_bytes(c, st->first, st->last, Bmb, c->seq_len);
-        int allowed = sched_in_flight(k, p, s, m);
-        double held = st->activ_peak / per;
-        char a[32], b[32];
+        char a[32], b[32], d[32], e[32];
         if (st->activ_left > 0) {
             gr_say("memory", "%s, %d microbatches: stage %d still holds %s of activations after "
-                 "pipe_step: free each microbatch's (pl_parts_acts_free) after its backward",
-                 sched_name(k), m, s, pl_format_bytes(st->activ_left, a, sizeof a));
+                   "pipe_step: free each microbatch's (pl_parts_acts_free) after its backward%s",
+                   sched_name(k), m, s, pl_format_bytes(st->activ_left, a, sizeof a),
+                   v > 1 ? ", once the gradient sent from them has gone (handout section 8)"
+                         : "");
             return 0;
         }
-        /* one boundary buffer of slack: a copy of the input the student may keep */
-        double slack = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, c->seq_len);
-        if (st->activ_peak > allowed * per + slack) {
+        double chunk[MAX_STAGES], held[MAX_STAGES], kit_extra = 0, per_stage = 0;
+        for (int j = 0; j < v; j++) {
+            int f = o->chunks.first[j * p + s], l = o->chunks.last[j * p + s];
+            double tr;
+            chunk[j] = (double)pl_parts_acts_bytes(c, f, l, Bmb, T);
+            per_stage += chunk[j];
+            kit_stage_bytes(c, f, l, Bmb, T, &held[j], &tr);
+            if (tr > kit_extra) kit_extra = tr;
+        }
+        double acts = sched_peak_acts(k, p, v, s, m, chunk);
+        double kit = sched_peak_acts(k, p, v, s, m, held) + kit_extra;
+        int nbuf = (v * m > 4 ? v * m : 4) + 2;
+        double allowed = kit + nbuf * bnd;
+        if (st->activ_peak > acts + bnd) {
             gr_say("memory", "%s, %d stages, %d microbatches: stage %d's activations peaked at %s, "
-                 "%.1f microbatches of %s; the schedule holds at most %d there", sched_name(k),
-                 p, m, s, pl_format_bytes(st->activ_peak, a, sizeof a), held,
-                 pl_format_bytes(per, b, sizeof b), allowed);
-            gr_say("memory", "%s", k == PIPE_1F1B
-                 ? "1F1B bounds the warm-up by min(p - s - 1, m) forwards and runs a backward "
-                   "after every later forward, so a stage never holds more than p - s "
-                   "microbatches (handout section 5)"
-                 : "AFAB holds at most the m microbatches of the step (handout section 4)");
+                   "%.2f microbatches of %s; the schedule holds at most %.2f there (%s)",
+                   sched_name(k), p, m, s, pl_format_bytes(st->activ_peak, a, sizeof a),
+                   st->activ_peak / per_stage, pl_format_bytes(per_stage, b, sizeof b),
+                   acts / per_stage, pl_format_bytes(acts, d, sizeof d));
+            gr_say("memory", "%s", rule);
             return 0;
         }
-        if (k == PIPE_AFAB && s == 0 && st->activ_peak < m * per) {
-            gr_say("memory", "AFAB, %d microbatches: stage 0's activations peaked at %.1f "
-                 "microbatches, but all m forwards run before the first backward", m, held);
+        if (st->activ_peak < acts - bnd) {
+            gr_say("memory", "%s, %d stages, %d microbatches: stage %d's activations peaked at "
+                   "%.2f microbatches of %s, but the schedule's order holds %.2f there at once "
+                   "(%s): every forward before the backward that frees it keeps its activations "
+                   "(handout sections 4 and 5)", sched_name(k), p, m, s,
+                   st->activ_peak / per_stage, pl_format_bytes(per_stage, a, sizeof a),
+                   acts / per_stage, pl_format_bytes(acts, b, sizeof b));
+            return 0;
+        }
+        if (st->total_peak > allowed) {
+            int top = top_other_category(st);
+            char f[32];
+            gr_say("memory", "%s, %d stages, %d microbatch%s: stage %d held %s at its peak, every "
+                   "category of the ledger together, %s more than the schedule allows (%s: "
+                   "its activations in flight with the kit's own bookkeeping and scratch, and "
+                   "max(v m, 4) + 2 = %d boundary-sized buffers of %s, to receive into and for "
+                   "copies of what is sent); besides the activations, %s rose most (by %s)",
+                   sched_name(k), p, m, m > 1 ? "es" : "", s,
+                   pl_format_bytes(st->total_peak, a, sizeof a),
+                   pl_format_bytes(st->total_peak - allowed, b, sizeof b),
+                   pl_format_bytes(allowed, d, sizeof d), nbuf, pl_format_bytes(bnd, e, sizeof e),
+                   pl_mem_cat_name((enum pl_mem_cat)top),
+                   pl_format_bytes(st->cat_peak[top], f, sizeof f));
+            gr_say("memory", "a stage holds what its schedule keeps in flight, not a copy of "
+                   "every microbatch's activations or scratch for the whole batch: free scratch "
+                   "once its microbatch is done, and size it by one microbatch (handout "
+                   "section 6)");
             return 0;
         }
     }
@@ -965,12 +1260,20 @@ static int judge_other_cuts(const struct pl_model_config *lab)
 
 /* ---- check mode: the harness's callbacks ---- */
 
-static enum pipe_schedule schedule_of(const char *op)
+/* The schedule of --op; NAME-hidden also sets the hidden suite's model. */
+static enum pipe_schedule schedule_of(const char *op, int *hidden)
 {
-    if (!strcmp(op, "afab")) return PIPE_AFAB;
-    if (!strcmp(op, "1f1b")) return PIPE_1F1B;
-    if (!strcmp(op, "interleaved")) return PIPE_INTERLEAVED;
-    pl_usage_error_all("--op %s is not a Lab 6 schedule (choose afab, 1f1b or interleaved)", op);
+    static const char *const names[] = {"afab", "1f1b", "interleaved"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(names[k]);
+        if (strncmp(op, names[k], n)) continue;
+        if (!op[n] || (hidden && !strcmp(op + n, "-hidden"))) {
+            if (hidden) *hidden = op[n] != '\0';
+            return (enum pipe_schedule)k;
+        }
+    }
+    pl_usage_error_all("--op %s is not a Lab 6 schedule (choose afab, 1f1b or interleaved%s)", op,
+                       hidden ? ", or one of them with -hidden" : "");
 }
 
 static void check_stages(const struct pl_model_config *c, enum pipe_schedule k)
@@ -990,23 +1293,32 @@ static void check_stages(const struct pl_model_config *c, enum pipe_schedule k)
 
 struct state {
     enum pipe_schedule k;
-    int ncases, cases[NCASES]; /* the m of CASES the schedule runs with on p stages */
+    int ncases, cases[NCASES + 1]; /* the m of CASES the schedule runs with on p stages */
+    int pipes[NCASES + 1];         /* 1, or 2 for the grid case (grid_fits) */
     struct setup s;
-    struct outcome o; /* the case that ran last */
+    struct outcome o[GRID_MAX_PIPES]; /* the case that ran last, per pipeline */
 };
+
+static void free_traces(struct state *st)
+{
+    for (int g = 0; g < GRID_MAX_PIPES; g++) pl_trace_merged_free(&st->o[g].trace);
+}
 
 static void *setup(const struct gr_args *a)
 {
     base_seed = a->seed;
     struct state *st = calloc(1, sizeof *st);
     PL_ASSERT(st);
-    st->k = schedule_of(a->op);
+    st->k = schedule_of(a->op, &hidden_shape);
     struct pl_model_config c = lab_config(1);
     check_stages(&c, st->k);
-    /* v = 3 where the parts allow it (2 stages), so that a v taken as 2 shows */
-    chunks_per_rank = pl_size() * V_MOST <= c.n_layers + 2 ? V_MOST : V_INTERLEAVED;
     for (int i = 0; i < NCASES; i++)
-        if (sched_runs(st->k, pl_size(), CASES[i])) st->cases[st->ncases++] = CASES[i];
+        if (sched_runs(st->k, pl_size(), CASES[i]))
+            st->pipes[st->ncases] = 1, st->cases[st->ncases++] = CASES[i];
+    /* From 4 ranks up, one case more: two pipelines of n/2 stages (grid.h), m = 2 p, which
+     * every schedule runs with (m > p: 1F1B reaches its steady state). */
+    if (grid_fits() && sched_runs(st->k, pl_size() / 2, pl_size()))
+        st->pipes[st->ncases] = 2, st->cases[st->ncases++] = pl_size();
     setup_init(&st->s, 1);
     /* Point-to-point as NCCL runs it (nothing buffered, a wait completes the whole group):
      * a pipeline that deadlocks on GPUs deadlocks here too, not only on a GPU node. */
@@ -1027,50 +1339,74 @@ static int count_cases(void *p)
 static void describe(void *p, int i, char *buf, size_t len)
 {
     struct state *st = p;
-    int m = st->cases[i];
-    char chunks[32] = "";
-    if (st->k == PIPE_INTERLEAVED) snprintf(chunks, sizeof chunks, " x %d chunks", chunks_per_rank);
-    snprintf(buf, len, "%s, %d stages%s, %d microbatch%s of %d sequences, %d steps",
-             sched_name(st->k), pl_size(), chunks, m, m > 1 ? "es" : "", GLOBAL_B / m, K_STEPS);
+    int m = st->cases[i], pipes = st->pipes[i], stages = pl_size() / pipes;
+    char chunks[32] = "", grid[64] = "";
+    if (st->k == PIPE_INTERLEAVED)
+        snprintf(chunks, sizeof chunks, " x %d chunks", chunks_for(stages));
+    if (pipes > 1)
+        snprintf(grid, sizeof grid, "%d pipelines (each on its own data) of ", pipes);
+    snprintf(buf, len, "%s, %s%d stages%s, %d microbatch%s of %d sequences, %d steps",
+             sched_name(st->k), grid, stages, chunks, m, m > 1 ? "es" : "", GLOBAL_B / m,
+             K_STEPS);
 }
 
 static void run(void *p, int i)
 {
     struct state *st = p;
-    pl_trace_merged_free(&st->o.trace);
-    run_case(&st->s, st->k, st->cases[i], &st->o);
-    if (st->cases[i] == 1) one_microbatch_ok = st->o.correct;
+    free_traces(st);
+    run_case(&st->s, st->k, st->cases[i], st->pipes[i], st->o);
+    if (st->cases[i] == 1) one_microbatch_ok = st->o[0].correct;
+}
+
+/* One judge of the trace and the ledger on pipeline g's outcome. */
+static int judge_pipe(const struct state *st, int m, const char *part, const struct outcome *o)
+{
+    const struct pl_model_config *c = &st->s.train.cfg;
+    if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, o);
+    if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, o);
+    if (!strcmp(part, "memory")) return judge_memory(st->k, m, o, c) && judge_held(st->k, m, o);
+    return judge_in_flight(st->k, m, o) && judge_traffic(st->k, m, o, c);
 }
 
 static int judge(void *p, int i, const char *part)
 {
     struct state *st = p;
-    int m = st->cases[i];
+    int m = st->cases[i], pipes = st->pipes[i];
     const struct pl_model_config *c = &st->s.train.cfg;
     if (!strcmp(part, "correct")) {
-        if (!st->o.correct && pl_rank() == 0)
-            gr_say("correct", "in: %s, %d stages, %d microbatch%s", sched_name(st->k),
-                   pl_size(), m, m > 1 ? "es" : "");
-        return st->o.correct;
+        if (!st->o[0].correct && pl_rank() == 0)
+            gr_say("correct", "in: %s, %s%d stages, %d microbatch%s", sched_name(st->k),
+                   pipes > 1 ? "2 pipelines of " : "", pl_size() / pipes, m,
+                   m > 1 ? "es" : "");
+        return st->o[0].correct;
     }
     if (pl_rank() != 0) return 1;
     if (!strcmp(part, "balance"))
-        return i > 0 || (judge_balance(st->o.st, pl_size(), c) && judge_other_cuts(c));
-    if (!strcmp(part, "schedule")) return judge_schedule(st->k, m, &st->o);
-    if (!strcmp(part, "bubble")) return judge_bubble(st->k, m, &st->o);
-    if (!strcmp(part, "memory"))
-        return judge_memory(st->k, m, &st->o, c) && judge_held(st->k, m, &st->o);
-    if (!strcmp(part, "traffic"))
-        return judge_in_flight(st->k, m, &st->o) && judge_traffic(st->k, m, &st->o, c);
-    gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
-           "traffic)", part);
-    return 0;
+        return i > 0 || (judge_balance(st->o[0].st, pl_size(), c) && judge_other_cuts(c));
+    if (strcmp(part, "schedule") && strcmp(part, "bubble") && strcmp(part, "memory")
+        && strcmp(part, "traffic")) {
+        gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
+               "traffic)", part);
+        return 0;
+    }
+    for (int g = 0; g < pipes; g++) {
+        if (judge_pipe(st, m, part, &st->o[g])) continue;
+        if (pipes > 1) {
+            struct grid gr;
+            char who[160];
+            grid_make(&gr, pl_size(), pipes);
+            gr_say(part, "in: pipeline %d of %d, %s (stage s is rank s of its communicator)", g,
+                   pipes, grid_text(&gr, g, who, sizeof who));
+        }
+        return 0;
+    }
+    return 1;
 }
 
 static void finish(void *p)
 {
     struct state *st = p;
-    pl_trace_merged_free(&st->o.trace);
+    free_traces(st);
     setup_free(&st->s);
     free(st);
 }
@@ -1108,11 +1444,13 @@ static void bench_row(enum pipe_schedule k, int m, const struct outcome *o,
     snprintf(title, sizeof title, "Lab 6: %s as defined, %d stages, %d microbatches",
              sched_name(k), p, m);
     sched_replay_bubble(&ideal, svg_dir ? svg : NULL, title, &best, err, sizeof err);
-    char held[16] = "-";
-    if (v == 1)
-        snprintf(held, sizeof held, "%.2f", o->st[0].activ_peak /
-                 (double)pl_parts_acts_bytes(c, o->st[0].first, o->st[0].last, GLOBAL_B / m,
-                                             c->seq_len));
+    /* in microbatches of the whole stage: interleaved, one of each of its chunks */
+    double per = 0;
+    char held[16];
+    for (int j = 0; j < v; j++)
+        per += (double)pl_parts_acts_bytes(c, o->chunks.first[j * p], o->chunks.last[j * p],
+                                           GLOBAL_B / m, c->seq_len);
+    snprintf(held, sizeof held, "%.2f", o->st[0].activ_peak / per);
     snprintf(row, len, "%-16s %3d %9.4f %9.4f %11s %11.1f %12.1f", sched_name(k), m, bubble,
              best, held, o->st[0].activ_peak / 1e3, 1e6 * modelled_step(&o->trace, BENCH_PROFILE));
     pl_trace_merged_free(&uni);
@@ -1133,8 +1471,8 @@ static void bench_mode(const char *only, int only_m, const char *svg_dir, const 
     pl_print0("# bubble: your trace replayed with uniform stage times (F %g, B %g, free links; "
               "a chunk of the interleaved schedule 1/%d of that); ideal: the schedule as "
               "defined, replayed the same way. peak: stage 0's activations at their peak, in "
-              "microbatches and kB. %s(us): the trace on that profile\n", SCHED_UNIT_F,
-              SCHED_UNIT_B, V_INTERLEAVED, BENCH_PROFILE);
+              "microbatches (interleaved: one of each of its chunks) and kB. %s(us): the trace "
+              "on that profile\n", SCHED_UNIT_F, SCHED_UNIT_B, V_INTERLEAVED, BENCH_PROFILE);
     pl_print0("# %-16s %3s %9s %9s %11s %11s %12s\n", "schedule", "m", "bubble", "ideal",
               "peak(mb)", "peak(kB)", "dgx-h100(us)");
     for (int kk = 0; kk < 3; kk++) {
@@ -1145,7 +1483,7 @@ static void bench_mode(const char *only, int only_m, const char *svg_dir, const 
             int m = CASES[i];
             if ((only_m && m != only_m) || !sched_runs(k, p, m)) continue;
             struct outcome o;
-            run_case(&s, k, m, &o);
+            run_case(&s, k, m, 1, &o);
             if (pl_rank() == 0 && o.todo) {
                 printf("  %-16s still a stub: %s (see %s section %s)\n", sched_name(k),
                        pl_todo_what(), gr_handout(), pl_todo_section());
@@ -1181,7 +1519,7 @@ static void bench(const struct gr_args *a)
             pl_usage_error_all("--microbatches %d: a step needs m >= 1 microbatches that divide "
                                "its %d sequences (choose 1, 2, 3, 4, 6 or 8)", bench_m, GLOBAL_B);
     }
-    if (a->op) schedule_of(a->op);
+    if (a->op) schedule_of(a->op, NULL);
     bench_mode(a->op, bench_m > 0 ? bench_m : 0, svg_dir, a->label);
 }
 

@@ -38,7 +38,8 @@ static double warmup(char *why, size_t len)
 {
     const int p = 4, s = 1, m = 8;
     snprintf(why, len, "min(p - s - 1, m) = min(%d, %d): the forwards still to reach the last "
-             "stage before stage %d's first backward can come back", p - s - 1, m, s);
+             "stage before stage %d's first backward can come back; the steady state's first "
+             "forward, run just before that backward, is not one of them", p - s - 1, m, s);
     return min_int(p - s - 1, m);
 }
 

@@ -72,6 +72,22 @@ int sched_in_flight(enum pipe_schedule k, int p, int s, int m)
     return p - s < m ? p - s : m;
 }
 
+double sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
+                       const double *chunk_bytes)
+{
+    int n = 2 * sched_chunks(k, v) * m;
+    struct sched_op *ops = malloc(sizeof *ops * (size_t)n);
+    PL_ASSERT(ops);
+    sched_order(k, p, sched_chunks(k, v), s, m, ops);
+    double live = 0, peak = 0;
+    for (int i = 0; i < n; i++) {
+        live += (ops[i].phase == 'F' ? 1 : -1) * chunk_bytes[ops[i].chunk];
+        if (live > peak) peak = live;
+    }
+    free(ops);
+    return peak;
+}
+
 /* ---- ideal runs as traces ---- */
 
 struct ev_list {
@@ -269,14 +285,72 @@ static int write_svg(const struct pl_merged_trace *t, const struct pl_replay *r,
     return bad ? -1 : 0;
 }
 
+static struct pl_profile uniform_profile(void)
+{
+    /* one FLOP per second and free links: a compute's time is its units */
+    return (struct pl_profile){.name = "uniform",
+                               .description = "uniform stage times, free communication",
+                               .flops = 1.0, .bw = {1e30, 1e30}, .latency = {0.0, 0.0},
+                               .devices_per_node = 8, .device_mem = 1e30, .efficiency = 1.0};
+}
+
+int sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_merged_trace *t,
+                     const struct pl_merged_trace *uni, const int *chunk_first, int *stage,
+                     struct sched_op *op, double *t_got, double *t_ideal, char *err,
+                     size_t errlen)
+{
+    int nv = sched_chunks(k, v), nops = 2 * nv * m, found = 0;
+    struct pl_profile prof = uniform_profile();
+    struct pl_merged_trace ideal;
+    struct pl_replay rg, ri;
+    sched_ideal_trace(k, p, v, m, 1.0, &ideal);
+    if (pl_replay_run(uni, &prof, NULL, &rg, err, errlen) != 0) {
+        pl_trace_merged_free(&ideal);
+        return -1;
+    }
+    if (pl_replay_run(&ideal, &prof, NULL, &ri, err, errlen) != 0) {
+        pl_replay_free(&rg);
+        pl_trace_merged_free(&ideal);
+        return -1;
+    }
+    struct sched_op *want = calloc((size_t)nops, sizeof *want);
+    double *when = calloc((size_t)nops, sizeof *when);
+    PL_ASSERT(want && when);
+    for (int s = 0; s < p && !found; s++) {
+        /* the ideal run: its i-th labelled compute is operation i of the order */
+        sched_order(k, p, nv, s, m, want);
+        for (int i = 0, n = 0; i < ideal.nevents[s] && n < nops; i++)
+            if (ideal.events[s][i].type == PL_EV_COMPUTE && ideal.events[s][i].label[0])
+                when[n++] = ri.span[s][i].start;
+        int cf[64];
+        for (int j = 0; j < nv && j < 64; j++) cf[j] = chunk_first[j * p + s];
+        for (int i = 0; i < t->nevents[s] && i < uni->nevents[s] && !found; i++) {
+            struct sched_op got;
+            if (sched_read_marks(&t->events[s][i], 1, cf, nv, &got, 1) != 1) continue;
+            for (int w = 0; w < nops; w++) {
+                if (want[w].phase != got.phase || want[w].mb != got.mb
+                    || want[w].chunk != got.chunk)
+                    continue;
+                if (rg.span[s][i].start > when[w] + 1e-9) {
+                    *stage = s, *op = got, *t_got = rg.span[s][i].start, *t_ideal = when[w];
+                    found = 1;
+                }
+                break;
+            }
+        }
+    }
+    free(want);
+    free(when);
+    pl_replay_free(&rg);
+    pl_replay_free(&ri);
+    pl_trace_merged_free(&ideal);
+    return found;
+}
+
 int sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const char *title,
                         double *bubble, char *err, size_t errlen)
 {
-    /* one FLOP per second and free links: a compute's time is its units */
-    struct pl_profile uniform = {.name = "uniform",
-                                 .description = "uniform stage times, free communication",
-                                 .flops = 1.0, .bw = {1e30, 1e30}, .latency = {0.0, 0.0},
-                                 .devices_per_node = 8, .device_mem = 1e30, .efficiency = 1.0};
+    struct pl_profile uniform = uniform_profile();
     struct pl_replay r;
     if (pl_replay_run(t, &uniform, NULL, &r, err, errlen) != 0) return -1;
     *bubble = pl_replay_idle_fraction(&r);

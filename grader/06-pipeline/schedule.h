@@ -36,6 +36,12 @@ const char *sched_name(enum pipe_schedule k);
 double sched_bubble_formula(enum pipe_schedule k, int p, int m);
 /* The most microbatches stage s holds in flight: m for AFAB, min(p - s, m) for 1F1B. */
 int sched_in_flight(enum pipe_schedule k, int p, int s, int m);
+/* The most activation bytes stage s holds at once when it runs the schedule's order and
+ * frees each microbatch's activations of a chunk once that chunk's backward of it is done:
+ * chunk_bytes[j] is what one microbatch holds on the rank's chunk j (v of them). AFAB: m
+ * microbatches; 1F1B: min(p - s, m); interleaved: its warm-up plus one, of chunks. */
+double sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
+                       const double *chunk_bytes);
 
 /* The ideal run of the schedule with uniform times, boundary messages of `bytes`, tagged
  * as pipeline.h says. */
@@ -53,6 +59,16 @@ void sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merge
  * fraction of the stages. svg non-NULL also draws it. Returns 0, or -1 with err. */
 int sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const char *title,
                         double *bubble, char *err, size_t errlen);
+
+/* Both replayed with uniform stage times: the first operation, stage by stage, that starts
+ * later in `uni` (sched_uniform_copy of the run t, whose marks name the operations) than
+ * the same operation in the schedule's ideal run. chunk_first[j * p + s] is the first part
+ * of rank s's chunk j. Returns 1 with *stage, *op and the two start times, 0 when none
+ * starts late, -1 with err when a trace cannot be replayed. */
+int sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_merged_trace *t,
+                     const struct pl_merged_trace *uni, const int *chunk_first, int *stage,
+                     struct sched_op *op, double *t_got, double *t_ideal, char *err,
+                     size_t errlen);
 
 /* The marks of one rank's trace, in order: up to cap into ops; returns how many. A mark's
  * chunk is the j whose chunk_first[j] (v of them) is the first part it names, -1 if none. */

@@ -168,8 +168,8 @@ static void forward(struct pipe *pp, int j, int mb)
  * received it in its exchange), run the backward, send the gradient of its input back
  * (unless first), and free what the forward kept. With one chunk per rank the gradient goes
  * with a blocking send: the previous stage is waiting in its receive for exactly it.
- * Interleaved, it goes asynchronously, this step's exchange waits for it, and its buffer is
- * freed at the end of the step. */
+ * Interleaved, it goes asynchronously from the activations' own buffer, so they are freed
+ * once this step's exchange has waited for it (step_exchange). */
 static void backward(struct pipe *pp, int j, int mb)
 {
     int m = pp->opt.microbatches, c = vstage(pp, j), slot = j * m + mb;
@@ -228,7 +228,8 @@ static void interleaved_op(const struct pipe *pp, int fwd, int k, int *j, int *m
 
 /* The exchange that ends step `step` (-1: the one before the first): this step's sends
  * (the forward's activation, the backward's gradient) and the next step's receives, posted
- * together and waited for together. Stage s + 1 runs two fewer warm-up forwards than stage
+ * together and waited for together; then the backward's activations, whose buffer the
+ * gradient went from, are freed, so a rank holds no more than 1F1B's warm-up plus one. Stage s + 1 runs two fewer warm-up forwards than stage
  * s, so stage s's exchange of step t meets exactly stage s + 1's of step t - 1 and stage
  * s - 1's of step t + 1: what one sends there, the other receives there (with m = p, every
  * forward first, the exchanges meet that way forwards, and backwards the other way round).
@@ -243,9 +244,10 @@ static void step_exchange(struct pipe *pp, int step, int warmup)
         interleaved_op(pp, 1, step, &j, &mb);
         if (vstage(pp, j) < vlast(pp)) done[0] = pp->act_sent[j * m + mb];
     }
+    int freed = -1;
     if (step >= warmup) {
         interleaved_op(pp, 0, step - warmup, &j, &mb);
-        if (vstage(pp, j) > 0) done[1] = pp->grad_sent[j * m + mb];
+        if (vstage(pp, j) > 0) done[1] = pp->grad_sent[j * m + mb], freed = j * m + mb;
     }
     if (step + 1 < total) {
         interleaved_op(pp, 1, step + 1, &j, &mb);
@@ -260,6 +262,7 @@ static void step_exchange(struct pipe *pp, int step, int warmup)
                                grad_tag_in(pp, j, mb));
     }
     pl_wait_all(done, 4);
+    if (freed >= 0) pl_parts_acts_free(&pp->acts[freed]);
 }
 
 /* Step t runs forward t (while there is one) and then backward t - warmup (once the
@@ -281,7 +284,6 @@ static void interleaved(struct pipe *pp)
         }
         step_exchange(pp, step, warmup);
     }
-    for (int slot = 0; slot < total; slot++) pl_parts_acts_free(&pp->acts[slot]);
 }
 
 double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B)
