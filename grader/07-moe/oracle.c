@@ -16,7 +16,7 @@ static void *host(size_t bytes, const char *label)
     return pl_mem_alloc(bytes ? bytes : 1, PL_MEM_WORK, PL_HOST, label);
 }
 
-int or_is_expert_tensor(const struct pl_param_desc *d)
+int l7_or_is_expert_tensor(const struct pl_param_desc *d)
 {
     static const char *const suffix[] = {".moe.w_fc", ".moe.b_fc", ".moe.w_proj", ".moe.b_proj"};
     size_t n = strlen(d->name);
@@ -27,13 +27,13 @@ int or_is_expert_tensor(const struct pl_param_desc *d)
     return 0;
 }
 
-void or_owned_range(const struct pl_model_layout *lay, int t, int ep_rank, int ep, size_t *off,
+void l7_or_owned_range(const struct pl_model_layout *lay, int t, int ep_rank, int ep, size_t *off,
                     size_t *n)
 {
     const struct pl_param_desc *d = &lay->tensors[t];
     *off = d->offset;
     *n = d->numel;
-    if (!or_is_expert_tensor(d)) return;
+    if (!l7_or_is_expert_tensor(d)) return;
     size_t per_rank = d->numel / (size_t)ep; /* experts are the first dimension */
     *off += per_rank * (size_t)ep_rank;
     *n = per_rank;
@@ -57,13 +57,13 @@ static void branch_of(const struct pl_mlp_acts *a, int E, int C, int N, int gate
     pl_mem_free(out);
 }
 
-static void keep_routing(struct or_reference *o, int slice, const struct pl_model *m)
+static void keep_routing(struct l7_or_reference *o, int slice, const struct pl_model *m)
 {
     const struct pl_model_config *c = &m->cfg;
     const int L = c->n_layers, E = c->n_experts, N = o->N, k = c->top_k;
     for (int l = 0; l < L; l++) {
         const struct pl_moe_routing *r = m->acts[l].mlp.route;
-        struct or_routing *d = &o->route[(size_t)slice * L + l];
+        struct l7_or_routing *d = &o->route[(size_t)slice * L + l];
         d->cap = r->cap;
         memcpy(d->count, r->count, (size_t)E * sizeof(int));
         memcpy(d->expert, r->expert, (size_t)N * k * sizeof(int));
@@ -74,7 +74,7 @@ static void keep_routing(struct or_reference *o, int slice, const struct pl_mode
 }
 
 /* Slice me's MoE outputs of every layer in step `step`, gated and not. */
-static void keep_branches(struct or_reference *o, int step, const struct pl_model *m)
+static void keep_branches(struct l7_or_reference *o, int step, const struct pl_model *m)
 {
     const struct pl_model_config *c = &m->cfg;
     const int L = c->n_layers, E = c->n_experts, C = c->d_model, N = o->N;
@@ -85,7 +85,7 @@ static void keep_branches(struct or_reference *o, int step, const struct pl_mode
     }
 }
 
-void or_push_router(struct pl_model *m, float hot)
+void l7_or_push_router(struct pl_model *m, float hot)
 {
     const int C = m->cfg.d_model, E = m->cfg.n_experts;
     for (int l = 0; l < m->cfg.n_layers; l++) {
@@ -102,14 +102,14 @@ void or_push_router(struct pl_model *m, float hot)
     }
 }
 
-void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, int slices,
+void l7_or_reference_run(struct l7_or_reference *o, const struct gr_train_setup *s, int slices,
                       int me, float loss_scale, float hot)
 {
     memset(o, 0, sizeof *o);
     const struct pl_model_config *c = &s->cfg;
     const int L = c->n_layers, E = c->n_experts, k = c->top_k;
     struct pl_model *m = pl_model_new(c, PL_MODEL_ALL);
-    if (hot > 0) or_push_router(m, hot);
+    if (hot > 0) l7_or_push_router(m, hot);
     o->slices = slices;
     o->loss_scale = loss_scale;
     o->me = me;
@@ -156,7 +156,7 @@ void or_reference_run(struct or_reference *o, const struct gr_train_setup *s, in
     pl_model_free(m);
 }
 
-void or_reference_free(struct or_reference *o)
+void l7_or_reference_free(struct l7_or_reference *o)
 {
     if (!o->loss) return;
     for (int i = 0; i < o->slices * o->layout.cfg.n_layers; i++) {
@@ -174,7 +174,7 @@ void or_reference_free(struct or_reference *o)
     memset(o, 0, sizeof *o);
 }
 
-void or_permutation(const struct pl_moe_routing *r, int *start, int *perm, int *inv)
+void l7_or_permutation(const struct pl_moe_routing *r, int *start, int *perm, int *inv)
 {
     /* a counting sort by expert: histogram (count), exclusive prefix sum, then every kept
      * choice at its expert's start plus its slot */
@@ -192,13 +192,13 @@ void or_permutation(const struct pl_moe_routing *r, int *start, int *perm, int *
         }
 }
 
-void or_a2a_rows(const struct or_reference *o, int layer, long *dispatch, long *combine)
+void l7_or_a2a_rows(const struct l7_or_reference *o, int layer, long *dispatch, long *combine)
 {
     const int E = o->layout.cfg.n_experts, k = o->layout.cfg.top_k, El = E / o->ep;
     *dispatch = *combine = 0;
     for (int m = 0; m < o->ep; m++) {
         int src = o->members[m];
-        const struct or_routing *r = &o->route[(size_t)src * o->layout.cfg.n_layers + layer];
+        const struct l7_or_routing *r = &o->route[(size_t)src * o->layout.cfg.n_layers + layer];
         for (size_t i = 0; i < (size_t)o->N * k; i++) {
             if (r->slot[i] < 0) continue;
             int owner = r->expert[i] / El; /* the EP group's rank of the expert's owner */

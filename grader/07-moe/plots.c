@@ -48,7 +48,7 @@ static void legend(FILE *f, int i, const char *label)
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n", x + 18, y, label);
 }
 
-void plot_tokens(const char *path, int E, const long *a, const long *b, const char *label_a,
+void l7_plot_tokens(const char *path, int E, const long *a, const long *b, const char *label_a,
                  const char *label_b, const char *title)
 {
     FILE *f = open_svg(path, title);
@@ -76,7 +76,7 @@ void plot_tokens(const char *path, int E, const long *a, const long *b, const ch
     if (pl_svg_end(f) != 0 || fclose(f) != 0) pl_fatal("could not write %s", path);
 }
 
-void plot_lines(const char *path, int nx, const float *x, int nseries, const double *y,
+void l7_plot_lines(const char *path, int nx, const float *x, int nseries, const double *y,
                 const char *const *labels, const char *title, const char *xlabel)
 {
     FILE *f = open_svg(path, title);

@@ -8,41 +8,26 @@
 #include "paralab.h"
 #include "train.h"
 
-static struct {
-    int wanted, was_on;
-    double flops; /* this rank's, inside the student's calls */
-} tl;
-
-void tl7_want(int on)
-{
-    tl.wanted = on;
-}
-
-int tl7_wanted(void)
-{
-    return tl.wanted;
-}
-
-void tl7_start(void)
+void l7_tl_start(struct l7_timeline *tl)
 {
     pl_trace_clear();
-    tl.flops = 0;
+    tl->flops = 0;
 }
 
-void tl7_begin(const char *label)
+void l7_tl_begin(struct l7_timeline *tl, const char *label)
 {
-    tl.was_on = pl_trace_enabled();
+    tl->was_on = pl_trace_enabled();
     pl_trace_enable(1);
     pl_span(label);
-    tl.flops -= pl_ledger_flops_total();
+    tl->flops -= pl_ledger_flops_total();
 }
 
-void tl7_end(void)
+void l7_tl_end(struct l7_timeline *tl)
 {
-    tl.flops += pl_ledger_flops_total();
+    tl->flops += pl_ledger_flops_total();
     pl_trace_flush();
     pl_span("");
-    pl_trace_enable(tl.was_on);
+    pl_trace_enable(tl->was_on);
 }
 
 static float *scratch(size_t n, const char *label)
@@ -91,7 +76,7 @@ static double router_flops(int N, int C, int E)
 
 /* This rank's work in the reference's first step: its experts' rows from every member's
  * routing, and its router on its own tokens. */
-static double work_flops(const struct or_reference *o)
+static double work_flops(const struct l7_or_reference *o)
 {
     const struct pl_model_config *c = &o->layout.cfg;
     const int L = c->n_layers, E = c->n_experts, El = E / o->ep;
@@ -108,12 +93,12 @@ static double work_flops(const struct or_reference *o)
     return f;
 }
 
-double tl7_judge(const struct or_reference *o, double flops_x, double bytes_x, char *why,
-                 size_t len)
+double l7_tl_judge(struct l7_timeline *tl, const struct l7_or_reference *o, double flops_x,
+                   double bytes_x, char *why, size_t len)
 {
     why[0] = '\0';
-    double mine[2] = {tl.flops, work_flops(o)};
-    tl.flops = 0;
+    double mine[2] = {tl->flops, work_flops(o)};
+    tl->flops = 0;
     double ratio = mine[1] > 0 ? mine[0] / mine[1] : 1;
     /* the rank that did the most beyond its share, and its figures */
     struct {
@@ -128,7 +113,7 @@ double tl7_judge(const struct or_reference *o, double flops_x, double bytes_x, c
     pl_trace_gather(&t);
     double fraction = 1;
     if (pl_rank() == 0) {
-        const struct pl_profile *p = pl_profile_find(TL7_PROFILE);
+        const struct pl_profile *p = pl_profile_find(L7_TL_PROFILE);
         struct gr_overlap ov;
         char err[256];
         int replayed = gr_overlap_replay(&t, p, flops_x, bytes_x, NULL, NULL, &ov, err,
@@ -138,14 +123,14 @@ double tl7_judge(const struct or_reference *o, double flops_x, double bytes_x, c
         if (replayed)
             snprintf(step, sizeof step, "your MoE layers' forward and backward take %.2f ms "
                      "on the slowest rank, modelled on %s at a Mixtral-sized layer; ",
-                     ov.step_time * 1e3, TL7_PROFILE);
-        fraction = out.v <= TL7_FULL ? 1 : out.v >= TL7_NONE ? 0
-                 : (TL7_NONE - out.v) / (TL7_NONE - TL7_FULL);
+                     ov.step_time * 1e3, L7_TL_PROFILE);
+        fraction = out.v <= L7_TL_FULL ? 1 : out.v >= L7_TL_NONE ? 0
+                 : (L7_TL_NONE - out.v) / (L7_TL_NONE - L7_TL_FULL);
         snprintf(why, len, "%srank %d, the one furthest beyond its share, computes for "
                  "%.2f ms where its own experts' routed rows and its router need %.2f ms "
                  "(%.2fx; full marks up to %.2fx, none from %.2fx)%s", step, out.r, did * 1e3,
-                 need * 1e3, out.v, TL7_FULL, TL7_NONE,
-                 out.v > TL7_FULL ? ": an expert should run only the rows routed to it, not "
+                 need * 1e3, out.v, L7_TL_FULL, L7_TL_NONE,
+                 out.v > L7_TL_FULL ? ": an expert should run only the rows routed to it, not "
                                     "every row its rank received (section 5)" : "");
     }
     pl_trace_merged_free(&t);

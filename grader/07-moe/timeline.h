@@ -11,27 +11,31 @@
 #include "model.h"
 #include "oracle.h"
 
-#define TL7_PROFILE "dgx-h100"
-/* Full marks up to TL7_FULL times the work, none from TL7_NONE, linear between. */
-#define TL7_FULL 1.25
-#define TL7_NONE 1.60
+#define L7_TL_PROFILE "dgx-h100"
+/* Full marks up to L7_TL_FULL times the work, none from L7_TL_NONE, linear between. */
+#define L7_TL_FULL 1.25
+#define L7_TL_NONE 1.60
 
-/* Whether check mode grades part time (from --parts). */
-void tl7_want(int on);
-int tl7_wanted(void);
+/* Part time's figures on this rank (a member of the lab's state). */
+struct l7_timeline {
+    int wanted;   /* check mode grades part time (from --parts) */
+    int was_on;   /* tracing before the student's call */
+    double flops; /* this rank's, inside the student's calls */
+};
+
 /* Before the traced step: forgets earlier events and FLOPs. */
-void tl7_start(void);
+void l7_tl_start(struct l7_timeline *tl);
 /* Around each of the student's calls in the traced step: starts recording under label
  * (e.g. "F moe"), and stops, adding the FLOPs between to this rank's count. */
-void tl7_begin(const char *label);
-void tl7_end(void);
+void l7_tl_begin(struct l7_timeline *tl, const char *label);
+void l7_tl_end(struct l7_timeline *tl);
 /* Collective, after the traced step: each rank's FLOPs in the student's calls against the
  * work of o's routing (its EP group's members' counts for its experts, and its router),
  * the trace replayed on rank 0 at the size bench mode models (FLOPs times flops_x, bytes
  * times bytes_x). Writes the figures (rank 0) to why and returns the fraction of the
- * points: 1 up to TL7_FULL times the work on the rank that did most beyond it, 0 from
- * TL7_NONE. */
-double tl7_judge(const struct or_reference *o, double flops_x, double bytes_x, char *why,
-                 size_t len);
+ * points: 1 up to L7_TL_FULL times the work on the rank that did most beyond it, 0 from
+ * L7_TL_NONE. */
+double l7_tl_judge(struct l7_timeline *tl, const struct l7_or_reference *o, double flops_x,
+                   double bytes_x, char *why, size_t len);
 
 #endif

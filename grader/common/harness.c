@@ -299,6 +299,7 @@ static void parse(int argc, char **argv, const struct gr_driver *d)
         n[ntables++] = nopt;
     }
     pl_flags_parse(&prog, (struct pl_flag *const *)tables, n, ntables, argc, argv);
+    for (int k = 0; k < nopt; k++) args.given[k] = options[k].set;
     const char *m = args.mode;
     if (strcmp(m, "check") && strcmp(m, "perf") && strcmp(m, "bench"))
         pl_usage_error_all("--mode %s: choose check, perf or bench", m);

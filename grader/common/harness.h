@@ -55,6 +55,7 @@ struct gr_args {
         double d;       /* PL_FLAG_DOUBLE */
         const char *s;  /* PL_FLAG_STR */
     } opt[GR_MAX_OPTS];
+    int given[GR_MAX_OPTS]; /* 1 where option k was on the command line */
 };
 
 struct gr_driver {
