@@ -58,7 +58,7 @@ int l7_run_capacity(struct l7_state *st)
                            : !(product < 2147483647.0)
                                ? "; here cf x N x k / E does not fit an int, so converting it "
                                  "before the clamp gives nonsense: clamp to N in double first, "
-                                 "then convert (appendix)"
+                                 "then convert (docs/labs/07-moe-hints.md)"
                                : "");
                     return 0;
                 }

@@ -199,7 +199,7 @@ int l7_judge_branches(struct l7_state *st, const struct l7_or_reference *o, cons
             : step > 0     ? "; step 0's outputs were right, so something your layer keeps "
                              "from one call to the next carried over: zero every buffer you "
                              "scatter or add into (pl_scatter_add_rows and pl_row_dot add) on "
-                             "each call, not once (appendix)"
+                             "each call, not once (docs/labs/07-moe-hints.md)"
             : empty_expert(o, l) ? "; in this case some experts receive no tokens (the "
                                    "router is pushed to experts 0, 3, 6): an expert without "
                                    "rows is skipped, and every expert after it still runs on "
