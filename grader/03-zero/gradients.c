@@ -1,9 +1,14 @@
-/* gradients.c: the gradient each ZeRO step updates with, seen where the update happens (the
- * wrapped pl_model_adamw_flat), judged against the single-device reference (gradients.h).
- * The trained parameters cannot tell a sum from an average: clipping and AdamW both undo a
- * global scale of the gradient. The gradient itself can. */
-#include "gradients.h"
-
+/* gradients.c: the gradient each ZeRO step updates with, seen where the update happens.
+ * Every call of pl_model_adamw_flat the code under test makes is wrapped
+ * (grader/03-zero/lab.mk): the gradient it is given, after the reduce-scatter and the clip,
+ * is kept at its flat offset in the state's watch (gr_wrap_ctx), and the step count t it is
+ * given is checked against the steps taken. After each step the ranks' records are put
+ * together and compared with the single-device gradient of the whole batch, clipped by the
+ * reference's global norm; a difference is explained by the mistakes that make it (a sum
+ * where an average belongs, an average taken twice, a clip by one rank's own norm, no clip),
+ * each recognised from the numbers, not guessed. The trained parameters cannot tell a sum
+ * from an average: clipping and AdamW both undo a global scale of the gradient. The
+ * gradient itself can. */
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
@@ -12,47 +17,38 @@
 #include <string.h>
 
 #include "check.h"
+#include "lab03.h"
 #include "mem.h"
-#include "on_host.h"
 #include "ops.h"
 #include "runtime.h"
 #include "unseen.h"
+#include "wrap_ctx.h"
 
-/* This rank's record of one step: the gradient given for each flat element, how many times
- * one was given, and the smallest and largest step count t the calls were given. */
-static struct {
-    int on;
-    size_t numel;
-    float *g;
-    int *count;
-    int t_min, t_max;
-} rec;
-
-void gr03_grads_begin(size_t numel)
+void l3_grads_begin(struct l3_watch *w, size_t numel)
 {
-    if (rec.numel != numel) {
-        gr03_grads_free();
-        rec.g = malloc((numel ? numel : 1) * sizeof *rec.g);
-        rec.count = malloc((numel ? numel : 1) * sizeof *rec.count);
-        rec.numel = numel;
+    if (w->grads.numel != numel) {
+        l3_grads_free(w);
+        w->grads.g = malloc((numel ? numel : 1) * sizeof *w->grads.g);
+        w->grads.count = malloc((numel ? numel : 1) * sizeof *w->grads.count);
+        w->grads.numel = numel;
     }
-    memset(rec.g, 0, numel * sizeof *rec.g);
-    memset(rec.count, 0, numel * sizeof *rec.count);
-    rec.t_min = INT_MAX;
-    rec.t_max = INT_MIN;
-    rec.on = 1;
+    memset(w->grads.g, 0, numel * sizeof *w->grads.g);
+    memset(w->grads.count, 0, numel * sizeof *w->grads.count);
+    w->grads.t_min = INT_MAX;
+    w->grads.t_max = INT_MIN;
+    w->grads.on = 1;
 }
 
-void gr03_grads_end(void)
+void l3_grads_end(struct l3_watch *w)
 {
-    rec.on = 0;
+    w->grads.on = 0;
 }
 
-void gr03_grads_free(void)
+void l3_grads_free(struct l3_watch *w)
 {
-    free(rec.g);
-    free(rec.count);
-    memset(&rec, 0, sizeof rec);
+    free(w->grads.g);
+    free(w->grads.count);
+    memset(&w->grads, 0, sizeof w->grads);
 }
 
 void __real_pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_t n,
@@ -67,15 +63,16 @@ void __wrap_pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset
     gr_unseen_place(g, "pl_model_adamw_flat", "gradient", -2, "PL_MEM_GRADS");
     gr_unseen_place(m, "pl_model_adamw_flat", "m", -2, "PL_MEM_OPTIM");
     gr_unseen_place(v, "pl_model_adamw_flat", "v", -2, "PL_MEM_OPTIM");
-    gr03_host_place(p, "pl_model_adamw_flat", "parameters", -2);
-    gr03_host_place(g, "pl_model_adamw_flat", "gradient", -2);
-    gr03_host_place(m, "pl_model_adamw_flat", "m", -2);
-    gr03_host_place(v, "pl_model_adamw_flat", "v", -2);
-    if (rec.on && offset <= rec.numel && n <= rec.numel - offset) {
-        pl_to_host(rec.g + offset, g, n * sizeof(float));
-        for (size_t i = 0; i < n; i++) rec.count[offset + i]++;
-        if (t < rec.t_min) rec.t_min = t;
-        if (t > rec.t_max) rec.t_max = t;
+    l3_host_place(p, "pl_model_adamw_flat", "parameters", -2);
+    l3_host_place(g, "pl_model_adamw_flat", "gradient", -2);
+    l3_host_place(m, "pl_model_adamw_flat", "m", -2);
+    l3_host_place(v, "pl_model_adamw_flat", "v", -2);
+    struct l3_watch *w = gr_wrap_ctx();
+    if (w && w->grads.on && offset <= w->grads.numel && n <= w->grads.numel - offset) {
+        pl_to_host(w->grads.g + offset, g, n * sizeof(float));
+        for (size_t i = 0; i < n; i++) w->grads.count[offset + i]++;
+        if (t < w->grads.t_min) w->grads.t_min = t;
+        if (t > w->grads.t_max) w->grads.t_max = t;
     }
     __real_pl_model_adamw_flat(lay, offset, n, p, g, m, v, t, opt);
 }
@@ -102,7 +99,7 @@ static double norm_sq_of(const float *x, const int *owner, size_t numel, int r)
     return s;
 }
 
-float gr03_clip_between_shards(const struct gr_reference *ref, const struct zero_layout *e)
+float l3_clip_between_shards(const struct gr_reference *ref, const struct zero_layout *e)
 {
     size_t numel = ref->numel;
     int *owner = malloc((numel ? numel : 1) * sizeof *owner);
@@ -269,8 +266,9 @@ static int first_group_verdict(int ok, char *msg, size_t len)
     return 0;
 }
 
-int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
-                     const struct zero_layout *e, MPI_Comm group, char *msg, size_t len)
+int l3_grads_judge(const struct l3_watch *w, const struct gr_reference *ref, int step,
+                   float clip, const struct zero_layout *e, MPI_Comm group, char *msg,
+                   size_t len)
 {
     size_t numel = ref->numel;
     int me, n;
@@ -279,11 +277,11 @@ int gr03_grads_judge(const struct gr_reference *ref, int step, float clip,
     float *got = me == 0 ? malloc((numel ? numel : 1) * sizeof *got) : NULL;
     int *count = me == 0 ? malloc((numel ? numel : 1) * sizeof *count) : NULL;
     /* Every element comes from one rank and zeros from the others: the sum is exact. */
-    PL_CHECK_MPI(MPI_Reduce(rec.g, got, (int)numel, MPI_FLOAT, MPI_SUM, 0, group));
-    PL_CHECK_MPI(MPI_Reduce(rec.count, count, (int)numel, MPI_INT, MPI_SUM, 0, group));
+    PL_CHECK_MPI(MPI_Reduce(w->grads.g, got, (int)numel, MPI_FLOAT, MPI_SUM, 0, group));
+    PL_CHECK_MPI(MPI_Reduce(w->grads.count, count, (int)numel, MPI_INT, MPI_SUM, 0, group));
     int t_min, t_max; /* a rank with no call of its own keeps INT_MAX and INT_MIN */
-    PL_CHECK_MPI(MPI_Reduce(&rec.t_min, &t_min, 1, MPI_INT, MPI_MIN, 0, group));
-    PL_CHECK_MPI(MPI_Reduce(&rec.t_max, &t_max, 1, MPI_INT, MPI_MAX, 0, group));
+    PL_CHECK_MPI(MPI_Reduce(&w->grads.t_min, &t_min, 1, MPI_INT, MPI_MIN, 0, group));
+    PL_CHECK_MPI(MPI_Reduce(&w->grads.t_max, &t_max, 1, MPI_INT, MPI_MAX, 0, group));
     int ok = 1;
     const float *ref_g = ref->grads + (size_t)step * numel;
     if (me == 0) {

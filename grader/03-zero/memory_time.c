@@ -6,9 +6,9 @@
 
 #include "check.h"
 
-void mem_series_add(const struct pl_mem_stats *now, void *ctx)
+void l3_mem_series_add(const struct pl_mem_stats *now, void *ctx)
 {
-    struct mem_series *s = ctx;
+    struct l3_mem_series *s = ctx;
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 256;
         void *p = realloc(s->v, (size_t)cap * sizeof *s->v);
@@ -30,14 +30,16 @@ struct frame {
     double col;             /* width of one sample */
 };
 
-static const char *const COLORS[MEM_SHOWN] = {"#4c72b0", "#dd8452", "#55a868", "#c4c4c4"};
-static const char *const NAMES[MEM_SHOWN] = {"params", "grads", "optim m, v", "activations"};
+static const char *const COLORS[L3_MEM_SHOWN] = {"#4c72b0", "#dd8452", "#55a868",
+                                                  "#c4c4c4"};
+static const char *const NAMES[L3_MEM_SHOWN] = {"params", "grads", "optim m, v",
+                                                 "activations"};
 
 /* One stepped band per category, stacked: its top edge left to right, then the top of the
  * bands below it right to left. */
-static void bands(FILE *f, const struct mem_series *s, const struct frame *fr)
+static void bands(FILE *f, const struct l3_mem_series *s, const struct frame *fr)
 {
-    for (int c = 0; c < MEM_SHOWN; c++) {
+    for (int c = 0; c < L3_MEM_SHOWN; c++) {
         fprintf(f, "<path fill=\"%s\" d=\"", COLORS[c]);
         for (int pass = 0; pass < 2; pass++)
             for (int k = 0; k < s->n; k++) {
@@ -65,15 +67,15 @@ static void axes(FILE *f, const struct frame *fr)
         fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.2f MB</text>\n",
                 fr->left - 6, y + 4, fr->maxv * k / 4 / 1e6);
     }
-    for (int c = MEM_SHOWN - 1; c >= 0; c--) {
-        double ly = fr->top + 20 + (MEM_SHOWN - 1 - c) * 20, lx = fr->left + fr->w + 16;
+    for (int c = L3_MEM_SHOWN - 1; c >= 0; c--) {
+        double ly = fr->top + 20 + (L3_MEM_SHOWN - 1 - c) * 20, lx = fr->left + fr->w + 16;
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
                 lx, ly - 10, COLORS[c]);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 18, ly, NAMES[c]);
     }
 }
 
-void mem_series_svg(const char *path, const struct mem_series *s, int n, double psi)
+void l3_mem_series_svg(const char *path, const struct l3_mem_series *s, int n, double psi)
 {
     FILE *f = fopen(path, "w");
     if (!f) pl_usage_error("--plots: cannot write %s", path);
@@ -82,7 +84,7 @@ void mem_series_svg(const char *path, const struct mem_series *s, int n, double 
     int backward = -1;
     for (int i = 0; i < s->n; i++) {
         double t = 0;
-        for (int c = 0; c < MEM_SHOWN; c++) t += s->v[i][c];
+        for (int c = 0; c < L3_MEM_SHOWN; c++) t += s->v[i][c];
         if (t > fr.maxv) fr.maxv = t;
         if (backward < 0 && s->v[i][1] > s->v[0][1]) backward = i; /* the first bucket */
     }
@@ -110,7 +112,7 @@ void mem_series_svg(const char *path, const struct mem_series *s, int n, double 
     fclose(f);
 }
 
-void mem_series_free(struct mem_series *s)
+void l3_mem_series_free(struct l3_mem_series *s)
 {
     free(s->v);
     s->v = NULL;

@@ -1,38 +1,39 @@
 /* on_host.c: which buffers a ZeRO step computes on lie in PL_HOST blocks, from the memory
- * ledger's own record of each live block (pl_mem_block_of). */
-#include "on_host.h"
-
+ * ledger's own record of each live block (pl_mem_block_of). zero.h asks for PL_DEVICE for
+ * every buffer a stage keeps; the CPU build cannot tell the two apart, a GPU can (the kit's
+ * kernels read device memory). The wrappers of the pass (unseen.c) and of AdamW
+ * (gradients.c) place every buffer they are given, into the state's watch (gr_wrap_ctx). */
 #include <stdio.h>
 
+#include "lab03.h"
 #include "mem.h"
+#include "wrap_ctx.h"
 
-static struct {
-    int on;
-    struct gr03_on_host first;
-} h;
-
-void gr03_host_begin(void)
+void l3_host_begin(struct l3_watch *w)
 {
-    h.first.seen = 0;
-    h.on = 1;
+    w->host.first.seen = 0;
+    w->host.on = 1;
 }
 
-struct gr03_on_host gr03_host_end(void)
+struct l3_on_host l3_host_end(struct l3_watch *w)
 {
-    h.on = 0;
-    return h.first;
+    w->host.on = 0;
+    return w->host.first;
 }
 
-void gr03_host_place(const void *buf, const char *call, const char *arg, int part)
+void l3_host_place(const void *buf, const char *call, const char *arg, int part)
 {
+    struct l3_watch *w = gr_wrap_ctx();
     enum pl_where where;
     const char *label;
-    if (!h.on || h.first.seen || !pl_mem_block_of(buf, &where, &label) || where != PL_HOST)
+    if (!w || !w->host.on || w->host.first.seen || !pl_mem_block_of(buf, &where, &label) ||
+        where != PL_HOST)
         return;
-    h.first.seen = 1;
-    snprintf(h.first.label, sizeof h.first.label, "%s", label);
+    struct l3_on_host *h = &w->host.first;
+    h->seen = 1;
+    snprintf(h->label, sizeof h->label, "%s", label);
     if (part >= -1)
-        snprintf(h.first.what, sizeof h.first.what, "%s's %s (part %d)", call, arg, part);
+        snprintf(h->what, sizeof h->what, "%s's %s (part %d)", call, arg, part);
     else
-        snprintf(h.first.what, sizeof h.first.what, "%s's %s", call, arg);
+        snprintf(h->what, sizeof h->what, "%s's %s", call, arg);
 }

@@ -23,18 +23,18 @@
 static const struct {
     const char *title;
     const char *op;
-} LAB03_STAGES[] = {
+} L3_STAGES[] = {
     {"ZeRO-1 (optimizer state sharded)", "zero1"},
     {"ZeRO-2 (+ gradients reduce-scattered)", "zero2"},
     {"ZeRO-3 (+ parameters gathered on demand)", "zero3"},
 };
 
-#define LAB03_CHECK_TIMEOUT 90
-#define LAB03_PERF_POINTS 3
-#define LAB03_PREFETCH_POINTS 3
-#define LAB03_PERF_TIMEOUT 180
+#define L3_CHECK_TIMEOUT 90
+#define L3_PERF_POINTS 3
+#define L3_PREFETCH_POINTS 3
+#define L3_PERF_TIMEOUT 180
 
-static void lab03_stage_tests(const char *title, const char *op, const int *nps, int hidden)
+static void l3_stage_tests(const char *title, const char *op, const int *nps, int hidden)
 {
     char name[200];
     const char *pre = hidden ? "hidden: " : "";
@@ -42,62 +42,62 @@ static void lab03_stage_tests(const char *title, const char *op, const int *nps,
         int np = nps[i];
         snprintf(name, sizeof name, "%s%s [np=%d]", pre, title, np);
         gr_add(&(struct gr_spec){name, op, "check", "correct", "correctness", np,
-                                 hidden ? 1 : 4, LAB03_CHECK_TIMEOUT, hidden, NULL});
+                                 hidden ? 1 : 4, L3_CHECK_TIMEOUT, hidden, NULL});
         if (np >= 2 && !hidden) {
             snprintf(name, sizeof name, "%s traffic [np=%d]", title, np);
             gr_add(&(struct gr_spec){name, op, "check", "traffic", "performance", np, 2,
-                                     LAB03_CHECK_TIMEOUT, 0, NULL});
+                                     L3_CHECK_TIMEOUT, 0, NULL});
             snprintf(name, sizeof name, "%s memory [np=%d]", title, np);
             gr_add(&(struct gr_spec){name, op, "check", "memory", "memory", np, 2,
-                                     LAB03_CHECK_TIMEOUT, 0, NULL});
+                                     L3_CHECK_TIMEOUT, 0, NULL});
         }
     }
 }
 
 /* The driver splits a global batch of 12 sequences into equal slices. */
-static int lab03_runs(int np)
+static int l3_runs(int np)
 {
     return 12 % np == 0;
 }
 
-static void lab03_plan(const struct gr_plan_opts *o)
+static void l3_plan(const struct gr_plan_opts *o)
 {
     static const int visible[] = {1, 2, 3, 4, 0}, hidden[] = {3, 6, 0};
-    int n = (int)(sizeof LAB03_STAGES / sizeof LAB03_STAGES[0]);
+    int n = (int)(sizeof L3_STAGES / sizeof L3_STAGES[0]);
     int given[GR_MAX_NP];
-    if (o->np[0]) gr_filter_np(o->np, lab03_runs, "1, 2, 3, 4, 6 or 12", given);
+    if (o->np[0]) gr_filter_np(o->np, l3_runs, "1, 2, 3, 4, 6 or 12", given);
     gr_add(&(struct gr_spec){"shard layout [np=1, any size, 1..9 ranks]", "layout", "check",
-                             "correct", "correctness", 1, 4, LAB03_CHECK_TIMEOUT, 0, NULL});
+                             "correct", "correctness", 1, 4, L3_CHECK_TIMEOUT, 0, NULL});
     for (int k = 0; k < n; k++)
-        lab03_stage_tests(LAB03_STAGES[k].title, LAB03_STAGES[k].op, o->np[0] ? given : visible,
+        l3_stage_tests(L3_STAGES[k].title, L3_STAGES[k].op, o->np[0] ? given : visible,
                           0);
     for (int k = 0; k < n; k++) {
         char name[200];
         snprintf(name, sizeof name, "%s throughput vs compute + collectives alone [np=%d]",
-                 LAB03_STAGES[k].title, o->perf_np);
-        gr_add(&(struct gr_spec){name, LAB03_STAGES[k].op, "perf", "perf", "performance",
-                                 o->perf_np, LAB03_PERF_POINTS, LAB03_PERF_TIMEOUT, 0,
-                                 LAB03_STAGES[k].op});
+                 L3_STAGES[k].title, o->perf_np);
+        gr_add(&(struct gr_spec){name, L3_STAGES[k].op, "perf", "perf", "performance",
+                                 o->perf_np, L3_PERF_POINTS, L3_PERF_TIMEOUT, 0,
+                                 L3_STAGES[k].op});
     }
     {
         char name[200];
         snprintf(name, sizeof name, "%s prefetch: all-gather hidden behind compute (modelled "
-                 "dgx-h100) [np=%d]", LAB03_STAGES[n - 1].title, o->perf_np);
+                 "dgx-h100) [np=%d]", L3_STAGES[n - 1].title, o->perf_np);
         /* gated like the throughput: a ZeRO-3 that keeps a full copy (its memory test
          * failed) earns no time points for hiding gathers it should not need */
         gr_add(&(struct gr_spec){name, "zero3", "check", "prefetch", "performance", o->perf_np,
-                                 LAB03_PREFETCH_POINTS, LAB03_CHECK_TIMEOUT, 0, "zero3"});
+                                 L3_PREFETCH_POINTS, L3_CHECK_TIMEOUT, 0, "zero3"});
     }
     if (o->hidden)
         for (int k = 0; k < n; k++)
-            lab03_stage_tests(LAB03_STAGES[k].title, LAB03_STAGES[k].op,
+            l3_stage_tests(L3_STAGES[k].title, L3_STAGES[k].op,
                               o->np[0] ? given : hidden, 1);
 }
 
-static const struct gr_lab lab03 = {
+static const struct gr_lab l3_lab = {
     .dir = "03-zero",
     .title = "ZeRO",
-    .plan = lab03_plan,
+    .plan = l3_plan,
     .metric = "zero3_tokens_per_s",
     .metric_title = "Lab 3: ZeRO-3 tokens/s",
     .bench_args = "",
@@ -110,4 +110,4 @@ static const struct gr_lab lab03 = {
                    "grader sees each update's gradient and each pass's buffers through them), "
                    "and takes its memory from pl_mem_alloc, whose ledger the memory tests read",
 };
-GR_REGISTER_LAB(lab03)
+GR_REGISTER_LAB(l3_lab)

@@ -7,51 +7,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "case_comm.h"
 #include "formulas.h"
-#include "paralab.h"
 #include "memory_time.h"
+#include "paralab.h"
 #include "part_pass.h"
 
 /* ---- the traced step (check mode) ---- */
 
-static struct {
-    int wanted, traced, was_on;
-    struct pl_merged_trace trace; /* rank 0 */
-} pf;
-
-void prefetch_want(int on)
+void l3_prefetch_want(struct l3_prefetch *pf, int on)
 {
-    pf.wanted = on;
+    pf->wanted = on;
 }
 
-static int traced_step(int step, int steps)
+static int traced_step(const struct l3_prefetch *pf, int step, int steps)
 {
-    return pf.wanted && step == steps - 1;
+    return pf->wanted && step == steps - 1;
 }
 
-void prefetch_step_begin(int step, int steps)
+void l3_prefetch_step_begin(struct l3_prefetch *pf, int step, int steps)
 {
-    if (!traced_step(step, steps)) return;
-    pf.was_on = pl_trace_enabled();
+    if (!traced_step(pf, step, steps)) return;
+    pf->was_on = pl_trace_enabled();
     pl_trace_enable(1);
     pl_trace_clear();
 }
 
-void prefetch_step_end(int step, int steps)
+void l3_prefetch_step_end(struct l3_prefetch *pf, int step, int steps)
 {
-    if (!traced_step(step, steps)) return;
+    if (!traced_step(pf, step, steps)) return;
     pl_trace_flush();
     pl_trace_enable(0);
-    pl_trace_merged_free(&pf.trace);
-    pl_trace_gather(&pf.trace);
-    pf.traced = 1;
-    pl_trace_enable(pf.was_on);
+    pl_trace_merged_free(&pf->trace);
+    pl_trace_gather(&pf->trace);
+    pf->traced = 1;
+    pl_trace_enable(pf->was_on);
 }
 
-void prefetch_free(void)
+void l3_prefetch_free(struct l3_prefetch *pf)
 {
-    pl_trace_merged_free(&pf.trace);
-    pf.traced = 0;
+    pl_trace_merged_free(&pf->trace);
+    pf->traced = 0;
 }
 
 /* ---- the replay, with and without prefetch ---- */
@@ -151,13 +147,13 @@ static double ideal_hidden(const struct pl_model_config *cfg, int B, const struc
  * with a message in err. */
 static int measure(const struct pl_merged_trace *t, const struct pl_model_config *cfg, int B,
                    const struct zero_layout *e, const char *svg_with, const char *svg_without,
-                   struct prefetch_result *out, char *err, size_t len)
+                   struct l3_prefetch_result *out, char *err, size_t len)
 {
     memset(out, 0, sizeof *out);
     out->n = t->nranks;
-    const struct pl_profile *prof = pl_profile_get(PREFETCH_PROFILE);
-    double bytes_x = PREFETCH_PSI / (double)e->numel;
-    double flops_x = bytes_x * PREFETCH_TOKENS / ((double)B * cfg->seq_len);
+    const struct pl_profile *prof = pl_profile_get(L3_PREFETCH_PROFILE);
+    double bytes_x = L3_PREFETCH_PSI / (double)e->numel;
+    double flops_x = bytes_x * L3_PREFETCH_TOKENS / ((double)B * cfg->seq_len);
     struct pl_merged_trace w, wo;
     gr_trace_scaled(t, flops_x, bytes_x, &w);
     per_parameter_compute(&w, bytes_x / flops_x);
@@ -184,7 +180,7 @@ static int measure(const struct pl_merged_trace *t, const struct pl_model_config
         out->without.step = rwo.step_time;
         char title[160];
         snprintf(title, sizeof title, "ZeRO-3 step with prefetch, %d ranks, modelled on %s at "
-                 "GPT-2 small scale", t->nranks, PREFETCH_PROFILE);
+                 "GPT-2 small scale", t->nranks, L3_PREFETCH_PROFILE);
         if (svg_with && pl_replay_write_svg(&w, &rw, title, svg_with) != 0)
             fprintf(stderr, "warning: cannot write %s\n", svg_with);
         snprintf(title, sizeof title, "The same step, each all-gather waited for where it is "
@@ -200,31 +196,32 @@ static int measure(const struct pl_merged_trace *t, const struct pl_model_config
     return rc;
 }
 
-int prefetch_judge(const struct pl_model_config *cfg, int B, const struct zero_layout *e)
+int l3_prefetch_judge(const struct l3_prefetch *pf, const struct pl_model_config *cfg, int B,
+                      const struct zero_layout *e)
 {
-    if (!pf.traced) {
+    if (!pf->traced) {
         gr_say("prefetch", "no step was traced: the stage did not run to its last step");
         return 0;
     }
-    struct prefetch_result r;
+    struct l3_prefetch_result r;
     char err[512];
-    if (measure(&pf.trace, cfg, B, e, NULL, NULL, &r, err, sizeof err) != 0) {
+    if (measure(&pf->trace, cfg, B, e, NULL, NULL, &r, err, sizeof err) != 0) {
         gr_say("prefetch", "your step's trace could not be replayed: %s", err);
         return 0;
     }
     double reach = r.ideal > 0 ? r.hidden / r.ideal : 1.0;
-    double fraction = reach >= PREFETCH_FULL ? 1.0 : reach <= PREFETCH_NONE ? 0.0
-                      : (reach - PREFETCH_NONE) / (PREFETCH_FULL - PREFETCH_NONE);
+    double fraction = reach >= L3_PREFETCH_FULL ? 1.0 : reach <= L3_PREFETCH_NONE ? 0.0
+                      : (reach - L3_PREFETCH_NONE) / (L3_PREFETCH_FULL - L3_PREFETCH_NONE);
     gr_say("prefetch", "modelled on %s at GPT-2 small scale (%d ranks): your step hid %.0f%% "
            "of its all-gather time behind compute; the compute waited %.0f us for "
            "all-gathers (step %.0f us), and %.0f us without prefetch (step %.0f us: the same "
-           "trace with each all-gather waited for where it was issued)", PREFETCH_PROFILE, r.n,
+           "trace with each all-gather waited for where it was issued)", L3_PREFETCH_PROFILE, r.n,
            100 * r.hidden, 1e6 * r.with.ag_exposed, 1e6 * r.with.step,
            1e6 * r.without.ag_exposed, 1e6 * r.without.step);
     gr_say("prefetch", "the model's bound: an ideal prefetch hides %.0f%% (the first gather has "
            "no compute before it, and each later one hides only behind the compute of the "
            "unit before it); you reached %.0f%% of it; full marks from %.0f%% of it, none up "
-           "to %.0f%%", 100 * r.ideal, 100 * reach, 100 * PREFETCH_FULL, 100 * PREFETCH_NONE);
+           "to %.0f%%", 100 * r.ideal, 100 * reach, 100 * L3_PREFETCH_FULL, 100 * L3_PREFETCH_NONE);
     if (fraction < 1)
         gr_say("prefetch", "%s: start unit u+1's pl_all_gather_async before unit u computes, "
                "and pl_wait on it only when unit u+1's turn comes (z->prefetch is 1 here; "
@@ -247,7 +244,7 @@ static void path_in(char *buf, size_t len, const char *dir, const char *name)
 
 /* Rank 0: the pictures and the figures of the traced step. */
 static void bench_report(const struct pl_merged_trace *t, const struct gr_train_setup *setup,
-                         const struct zero_layout *e, int B, const struct mem_series *mem,
+                         const struct zero_layout *e, int B, const struct l3_mem_series *mem,
                          const char *dir, const char *tag)
 {
     char with[512], without[512], memt[512], err[512];
@@ -255,21 +252,21 @@ static void bench_report(const struct pl_merged_trace *t, const struct gr_train_
         path_in(with, sizeof with, dir, "03-zero-timeline-prefetch.svg");
         path_in(without, sizeof without, dir, "03-zero-timeline-no-prefetch.svg");
         path_in(memt, sizeof memt, dir, "03-zero-memory-time.svg");
-        mem_series_svg(memt, mem, t->nranks, (double)e->numel);
+        l3_mem_series_svg(memt, mem, t->nranks, (double)e->numel);
     }
-    struct prefetch_result r;
+    struct l3_prefetch_result r;
     if (measure(t, &setup->cfg, B, e, dir ? with : NULL, dir ? without : NULL, &r, err,
                 sizeof err) != 0) {
         printf("# the ZeRO-3 step could not be replayed: %s\n", err);
     } else {
         printf("# ZeRO-3 step modelled on %s at GPT-2 small scale, %d ranks: all-gathers %.0f "
                "us, of which the compute waited %.0f us with prefetch, %.0f us without\n",
-               PREFETCH_PROFILE, r.n, 1e6 * r.ag, 1e6 * r.with.ag_exposed,
+               L3_PREFETCH_PROFILE, r.n, 1e6 * r.ag, 1e6 * r.with.ag_exposed,
                1e6 * r.without.ag_exposed);
         printf("# handout: a model of %.0fM parameters (GPT-2 small's count) and %.0f tokens "
-               "per rank\n", PREFETCH_PSI / 1e6, PREFETCH_TOKENS);
+               "per rank\n", L3_PREFETCH_PSI / 1e6, L3_PREFETCH_TOKENS);
         printf("# handout: full marks from %.0f%% of that bound, none up to %.0f%%\n",
-               100 * PREFETCH_FULL, 100 * PREFETCH_NONE);
+               100 * L3_PREFETCH_FULL, 100 * L3_PREFETCH_NONE);
         printf("# %s: on %d ranks an ideal prefetch hides %.0f%% of the all-gather time\n", tag,
                r.n, 100 * r.ideal);
         printf("# %s: prefetching hides %.0f%% of it: the modelled step takes %.0f us "
@@ -279,52 +276,45 @@ static void bench_report(const struct pl_merged_trace *t, const struct gr_train_
     if (dir) printf("# ZeRO-3 pictures written to %s, %s and %s\n", memt, with, without);
 }
 
-struct pl_comm *gr03_comm_open(void)
+struct pl_comm *l3_comm_open(void)
 {
     return pl_comm_split(pl_comm_world(), 0, pl_rank(), "zero");
 }
 
-int gr03_comm_close(struct pl_comm *comm)
-{
-    int mine = comm ? pl_comm_in_flight(comm) : 0, most = 0;
-    PL_CHECK_MPI(MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    if (!most) pl_comm_free(comm);
-    return mine;
-}
-
-int prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout *e,
-                   const char *dir, const char *tag)
+int l3_prefetch_bench(const struct gr_train_setup *setup, const struct zero_layout *e,
+                      const char *dir, const char *tag)
 {
     int n = pl_size();
     pl_todo_reset();
-    struct pl_comm *comm = gr03_comm_open();
+    struct pl_comm *comm = l3_comm_open();
+    struct l3_prefetch pf;
+    memset(&pf, 0, sizeof pf);
     struct zero *z = zero_new(&setup->cfg, &setup->opt, 3, 1, comm);
     struct gr_batch b;
     gr_batch_new(&b, setup, pl_rank(), n);
     int ok = !gr_todo_any();
-    struct mem_series mem = {0, 0, NULL};
+    struct l3_mem_series mem = {0, 0, NULL};
     for (int s = 0; s < 2 && ok; s++) { /* the first step allocates the activations */
         gr_batch_load(&b, s);
         if (s == 1) {
             struct pl_mem_stats now;
             pl_mem_get_stats(&now);
-            mem_series_add(&now, &mem); /* where the step starts */
-            pl_mem_watch(mem_series_add, &mem);
+            l3_mem_series_add(&now, &mem); /* where the step starts */
+            pl_mem_watch(l3_mem_series_add, &mem);
         }
-        prefetch_want(s == 1);
-        prefetch_step_begin(s, 2);
+        l3_prefetch_want(&pf, s == 1);
+        l3_prefetch_step_begin(&pf, s, 2);
         zero_step(z, b.tokens, b.targets, b.B);
-        prefetch_step_end(s, 2);
+        l3_prefetch_step_end(&pf, s, 2);
         pl_mem_watch(NULL, NULL);
         ok = !gr_todo_any();
     }
-    prefetch_want(0);
     if (ok && pl_rank() == 0) bench_report(&pf.trace, setup, e, b.B, &mem, dir, tag);
     if (!ok) pl_print0("# ZeRO-3 is still a stub (see %s): no timeline\n", gr_handout());
-    prefetch_free();
-    mem_series_free(&mem);
+    l3_prefetch_free(&pf);
+    l3_mem_series_free(&mem);
     gr_batch_free(&b);
     zero_free(z);
-    gr03_comm_close(comm);
+    gr_case_comm_free(comm);
     return ok;
 }

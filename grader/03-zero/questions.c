@@ -96,7 +96,7 @@ static double exposed_ms(char *why, size_t len)
     return 1e3 * fmax(0.0, t - fwd);
 }
 
-static const struct gr_question LAB03_QUESTIONS[] = {
+static const struct gr_question L3_QUESTIONS[] = {
     {"devices_ddp_13b", ddp_13b, 0.0, 1},
     {"devices_zero1_13b", zero1_13b, 0.0, 1},
     {"devices_zero2_13b", zero2_13b, 0.0, 1},
@@ -109,6 +109,6 @@ static const struct gr_question LAB03_QUESTIONS[] = {
     {"when_zero3_costs_more", NULL, 0, 0},
 };
 
-static const struct gr_questions lab03_questions = {
-    "03-zero", LAB03_QUESTIONS, (int)(sizeof LAB03_QUESTIONS / sizeof LAB03_QUESTIONS[0])};
-GR_REGISTER_QUESTIONS(lab03_questions);
+static const struct gr_questions l3_questions = {
+    "03-zero", L3_QUESTIONS, (int)(sizeof L3_QUESTIONS / sizeof L3_QUESTIONS[0])};
+GR_REGISTER_QUESTIONS(l3_questions);

@@ -2,10 +2,10 @@
  * and pl_pass_backward (zero_forward_part, zero_backward_part) and of pl_model_adamw_flat
  * (gradients.c) the code under test makes is wrapped (grader/03-zero/lab.mk), and each buffer
  * is placed against the stack and static storage (grader/common/unseen.h) and against the
- * ledger's host memory (on_host.h). */
+ * ledger's host memory (on_host.c). */
 #include <stddef.h>
 
-#include "on_host.h"
+#include "lab03.h"
 #include "part_pass.h"
 #include "unseen.h"
 
@@ -15,7 +15,7 @@ void __real_pl_pass_backward(struct pl_pass *s, int part, const float *p, float 
 void __wrap_pl_pass_forward(struct pl_pass *s, int part, const float *p)
 {
     gr_unseen_place(p, "zero_forward_part", "parameters", part, "PL_MEM_PARAMS");
-    gr03_host_place(p, "zero_forward_part", "parameters", part);
+    l3_host_place(p, "zero_forward_part", "parameters", part);
     __real_pl_pass_forward(s, part, p);
 }
 
@@ -23,7 +23,7 @@ void __wrap_pl_pass_backward(struct pl_pass *s, int part, const float *p, float 
 {
     gr_unseen_place(p, "zero_backward_part", "parameters", part, "PL_MEM_PARAMS");
     gr_unseen_place(g, "zero_backward_part", "gradient buffer", part, "PL_MEM_GRADS");
-    gr03_host_place(p, "zero_backward_part", "parameters", part);
-    gr03_host_place(g, "zero_backward_part", "gradient buffer", part);
+    l3_host_place(p, "zero_backward_part", "parameters", part);
+    l3_host_place(g, "zero_backward_part", "gradient buffer", part);
     __real_pl_pass_backward(s, part, p, g);
 }

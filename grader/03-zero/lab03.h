@@ -1,0 +1,260 @@
+/* lab03.h: what the files of Lab 3's grader share. Its state (struct l3_state) is made by
+ * setup on the heap, with everything a case, the perf mode and the link-time wrappers
+ * (gradients.c, unseen.c) use; the wrappers reach it through gr_wrap_ctx (wrap_ctx.h), the
+ * one pointer a wrapper can see. The files depend one way: driver.c -> cases.c, judge.c,
+ * bench.c; cases.c -> cases_layout.c, gradients.c, prefetch.c; bench.c -> cases.c,
+ * prefetch.c.
+ *
+ *   cases.c         a case: the group, the reference, the student's training observed
+ *   cases_layout.c  the shard layout zero.h's rule gives, and the layout test
+ *   judge.c         the verdicts on rank 0 and every reason text but the gradient's
+ *   gradients.c     the gradient each AdamW update is given, against the reference
+ *   prefetch.c      ZeRO-3's step on the modelled timeline; the bench's pictures of it
+ *   bench.c         the perf mode's speed test and the bench mode's table and chart
+ *   on_host.c       buffers computed on that lie in PL_HOST blocks
+ *   memory_time.c   one step's memory over time, drawn */
+#ifndef LAB03_H
+#define LAB03_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formulas.h"
+#include "harness.h"
+#include "paralab.h"
+#include "train.h"
+#include "unseen.h"
+#include "zero.h"
+
+/* The graded model: small, with a d_ff that makes every block's size odd and not a
+ * multiple of 3, so that no rank count from 2 to 4 divides it and padding is exercised.
+ * Wide and short-sequenced, so that the lab's lesson holds on its own model: a rank's
+ * parameters, gradients and optimizer state (16 bytes a parameter) are several times the
+ * activations of its slice of the batch, as in real training at these widths; activations
+ * per token grow with d_model, model state with d_model squared. */
+#define L3_VOCAB 256
+#define L3_D_MODEL 64
+#define L3_N_LAYERS 4
+#define L3_N_HEADS 2
+#define L3_D_FF 255
+#define L3_SEQ_LEN 4
+#define L3_GLOBAL_B 12 /* 1, 2, 3 and 4 ranks get equal slices */
+#define L3_STEPS 4
+#define L3_CORPUS_TOKENS 8192
+
+/* Memory: beside the formulas, a rank may hold the two largest units of gathered parameters
+ * (the one computing and the one being prefetched) and two gradient buckets (one being
+ * reduced, one being filled); its own bookkeeping (state struct, layout table, a scalar
+ * buffer) stays under these many bytes of communication buffers, and of workspace beyond
+ * what the ops' scratch takes in the single-device reference. */
+#define L3_MEM_SLACK_COMM 4096
+#define L3_MEM_SLACK_WORK (24 * 1024)
+/* Activations: the kit's zero_pass keeps them for this rank's slice of the batch, so a rank
+ * holds the single-device reference's activation peak on the whole batch times its share,
+ * and this much beside (a full copy of the parameters is many times more). */
+#define L3_MEM_SLACK_ACTIV 4096
+#define L3_PERF_ROUNDS 10
+#define L3_PERF_BATCHES 3
+#define L3_PERF_ITERS 4
+
+/* A stage's cases differ in the clip only: the default threshold; none, where the averaged
+ * gradient is what AdamW gets and a sum shows as a factor n; and one between the norms of
+ * the ranks' shards, so that a clip by a rank's own norm scales some ranks and not others.
+ * On 4 ranks and more (an even count), a last case splits the world into two ZeRO groups
+ * (l3_has_groups). */
+enum { L3_CASE_CLIP_DEFAULT, L3_CASE_CLIP_OFF, L3_CASE_CLIP_SOME_RANKS, L3_CASE_GROUPS,
+       L3_NCASES };
+
+/* What a stage may hold: the formulas for this model, with the padding of its shards. */
+struct l3_allowance {
+    double psi;                  /* parameters */
+    double full, shard;          /* padded elements: a full buffer, one rank's shard */
+    double two_units;            /* the two largest padded units */
+    struct zero_bytes formula;   /* fp32 formula with Psi (no padding) */
+    struct zero_bytes allowed;   /* what the grader accepts */
+};
+
+/* A buffer computed on that is host memory (on_host.c). */
+struct l3_on_host {
+    int seen;         /* 0: every buffer placed was device memory */
+    char what[96];    /* "zero_backward_part's gradient buffer (part 4)" */
+    char label[48];   /* the label it was allocated under */
+};
+
+/* What one rank saw, gathered to rank 0 as plain bytes. */
+struct l3_verdict {
+    int rank;
+    int null_field;            /* 1 params, 2 grads, 3 m/v, 4 pass: a field zero_new left NULL */
+    int layout_bad;
+    char layout_msg[400];
+    double peak[PL_MEM_NCAT];  /* bytes above what the rank held before zero_new */
+    double leak[PL_MEM_NCAT];  /* bytes a step left allocated */
+    double peak_total;         /* the peak of all categories together, above the same base */
+    int leak_step;             /* -1: none */
+    double left[PL_MEM_NCAT];  /* bytes still allocated after zero_free, above the base */
+    double bytes[L3_STEPS][PL_NKINDS];
+    long calls[L3_STEPS][PL_NKINDS];
+    int steps_done;
+    struct gr_unseen unseen;   /* a pass buffer the ledger cannot see */
+    struct l3_on_host on_host; /* a buffer computed on that is host memory */
+    int in_flight;             /* operations on zero_new's communicator left after zero_free */
+    struct {                   /* this rank's group's losses against its reference */
+        int step;              /* the first step off, -1 when all agree */
+        double got, want, err;
+    } loss;
+};
+
+/* What the link-time wrappers record (gr_wrap_ctx points here while the state lives): this
+ * rank's gradients of one step, given for each flat element, how many times one was given,
+ * and the smallest and largest step count t the calls were given; and the first buffer the
+ * pass or AdamW computed on that lay in a PL_HOST block. */
+struct l3_watch {
+    struct {
+        int on;
+        size_t numel;
+        float *g;
+        int *count;
+        int t_min, t_max;
+    } grads;
+    struct {
+        int on;
+        struct l3_on_host first;
+    } host;
+};
+
+/* The traced step of the prefetch test (prefetch.c). */
+struct l3_prefetch {
+    int wanted, traced, was_on;
+    struct pl_merged_trace trace; /* rank 0 */
+};
+
+/* The ZeRO group of a case: the communicator zero_new is given, split from the world and
+ * freed after zero_free as a program that owns it would; its raw MPI twin, over which the
+ * grader's own reads (gradients, replicas, the stage-3 shards, the loss) go; this rank's
+ * place in it and how many groups the world holds. Each group trains its own batches. */
+struct l3_group {
+    struct pl_comm *comm;
+    MPI_Comm mpi;
+    int n, rank, color, ngroups;
+};
+
+/* The lab's state, made by setup. */
+struct l3_state {
+    uint64_t seed;
+    int stage;                   /* 0: the layout test */
+    int trace_prefetch;          /* stage 3 with the prefetch test: trace a step with prefetch */
+    int layout_ok, layout_tried;
+    char layout_msg[700];
+    struct l3_group grp;
+    struct pl_tokens data;
+    struct gr_train_setup setup;
+    struct gr_reference ref;
+    double ddp[5];               /* what DDP holds per rank, by category */
+    double pass_work;            /* the ops' workspace of one pass on this rank's slice */
+    struct l3_verdict v, *all;   /* this rank's, and every rank's on rank 0 */
+    double losses[L3_STEPS];
+    /* The gradient each step updates with, judged against ref (gradients.c): the first step
+     * where it is wrong says why in grads_msg (rank 0). */
+    int grads_on, grads_bad;
+    char grads_msg[1024];
+    struct zero *z;
+    float *flat;                 /* the trained parameters (Psi floats), read before zero_free */
+    struct pl_model_layout lay;
+    struct zero_layout e0;       /* rank 0's expected layout */
+    struct l3_watch watch;
+    struct l3_prefetch pf;
+    /* perf mode */
+    struct gr_batch b;
+    struct pl_model *base;
+    float *mom_m, *mom_v;
+    float *full, *shard;         /* a padded full buffer and a shard, for the collectives */
+    size_t own_off, own_n;       /* the flat range the baseline's AdamW updates */
+};
+
+/* ---- cases_layout.c ---- */
+
+/* The layout zero.h's rule gives, computed here: every unit cut into n chunks of
+ * ceil(numel/n), padded, rank r owning chunk r of each. */
+void l3_expected_layout(struct zero_layout *zl, const struct pl_model_layout *lay, int n,
+                        int rank);
+/* 1 when got equals the trusted layout; otherwise a message saying where it differs. */
+int l3_compare_layout(const struct zero_layout *e, const struct zero_layout *g, char *msg,
+                      size_t len, const char *what);
+/* The layout test: zero_layout_init on model sizes drawn from the seed, on 1 to 9 ranks.
+ * Stops at the first difference (kept in msg) or stub. */
+int l3_run_layouts(uint64_t seed, char *msg, size_t len, int *tried);
+/* The model's flat parameters (Psi floats, host, malloc'd) as this rank's state holds them:
+ * stage 3 gathered from every shard of the group (raw MPI over group). */
+float *l3_flat_params(const struct zero *z, const struct zero_layout *zl, MPI_Comm group);
+
+/* ---- cases.c ---- */
+
+struct pl_model_config l3_graded_config(uint64_t seed);
+struct gr_train_setup l3_graded_setup(const struct pl_tokens *data, uint64_t seed);
+int l3_has_groups(void);
+/* zero_new's prefetch flag in case i. */
+int l3_case_prefetch(int stage, int i);
+void l3_mem_current(double *out);
+/* Memory DDP holds per rank: the single-device reference, measured while it trains. */
+void l3_measure_reference(struct gr_reference *ref, const struct gr_train_setup *setup,
+                          double *ddp);
+/* Collective: case i's ZeRO group, split from the world; its release after zero_free,
+ * keeping in *in_flight (may be NULL) the operations left running on it. */
+void l3_group_open(struct l3_group *g, int i);
+void l3_group_close(struct l3_group *g, int *in_flight);
+/* Collective: case i run, this rank's figures in st->v, every rank's in st->all (rank 0). */
+void l3_run(struct l3_state *st, int i);
+/* Collective: the losses and the trained parameters against the reference. */
+int l3_judge_losses(struct l3_state *st);
+int l3_judge_params(const struct l3_state *st);
+/* What the last case left. */
+void l3_forget_case(struct l3_state *st);
+
+/* ---- judge.c ---- */
+
+const char *l3_stage_name(int stage);
+const char *l3_section_of_stage(int stage);
+struct l3_allowance l3_stage_allowance(int stage, const struct zero_layout *zl);
+/* The cases of the op: the layout test's one, or a stage's (L3_CASE_GROUPS on 4 ranks and
+ * more, an even count). */
+int l3_count_cases(const struct l3_state *st);
+/* The verdict of part on case i (rank 0's counts). */
+int l3_judge(struct l3_state *st, int i, const char *part);
+
+/* ---- gradients.c ---- */
+
+/* Starts recording one step's pl_model_adamw_flat calls on this rank into w (numel: Psi). */
+void l3_grads_begin(struct l3_watch *w, size_t numel);
+/* Stops recording (the wrapped calls then only pass through). */
+void l3_grads_end(struct l3_watch *w);
+void l3_grads_free(struct l3_watch *w);
+/* Collective over the world (raw MPI): the step's recorded gradient of every rank of the
+ * ZeRO group `group` against ref's gradient of step `step`, clipped at clip as the reference
+ * does; each group is judged against its own ref. e is the trusted layout on the group's n
+ * ranks. 1 on every rank when every group was right; otherwise 0 and, on world rank 0, why
+ * in msg (the first failing group's). */
+int l3_grads_judge(const struct l3_watch *w, const struct gr_reference *ref, int step,
+                   float clip, const struct zero_layout *e, MPI_Comm group, char *msg,
+                   size_t len);
+/* A clip threshold that the global norm of ref's first gradient exceeds and that lies
+ * between the smallest and the largest norm of one rank's shard of it on e's n ranks. */
+float l3_clip_between_shards(const struct gr_reference *ref, const struct zero_layout *e);
+
+/* ---- on_host.c ---- */
+
+/* Starts watching this rank's calls and forgets what was seen. */
+void l3_host_begin(struct l3_watch *w);
+/* Stops watching and returns the first buffer seen in a PL_HOST block. */
+struct l3_on_host l3_host_end(struct l3_watch *w);
+/* From a wrapper: notes buf when it lies in a live PL_HOST block: argument arg of call
+ * (part >= -1 names the pass's part, otherwise none). */
+void l3_host_place(const void *buf, const char *call, const char *arg, int part);
+
+/* ---- bench.c ---- */
+
+int l3_probe(struct l3_state *st);
+double l3_perf(struct l3_state *st);
+void l3_bench(const struct gr_args *a);
+
+#endif
