@@ -119,7 +119,9 @@ double lab05_core_flops_once(void);
 /* Whether the static storage of this process holds a row of another rank of the TP group
  * after the forward: the layernorm outputs and inputs of every token are what Lab 4 kept
  * and SP must not, and a copy kept in a static array passes no call the grader can wrap
- * (a memcpy) and no ledger. Collective over the world; names what it found in kept. */
+ * (a memcpy) and no ledger. Only this process can search its own storage, so the rows of
+ * the group are exchanged first (collective over the world); what it found is recorded in
+ * run (judge.c words it). */
 extern char __data_start[], _end[];
 
 struct kept_row {
@@ -135,11 +137,8 @@ static int kept_row_cmp(const void *a, const void *b)
 }
 
 static void find_kept_rows(struct pl_comm *tp, const struct pl_sp_block_acts *a, size_t nl,
-                           int C, char *kept, size_t len)
+                           int C, struct block_run *run)
 {
-    static const char *const names[] = {"the attention half's input x",
-                                        "the attention half's layernorm output",
-                                        "the MLP half's input", "the MLP half's layernorm output"};
     const int nw = pl_size(), t = pl_comm_size(tp), r = pl_comm_rank(tp);
     const size_t rows = nl / (size_t)C;
     const float *src[] = {a->x1, a->ln1, a->x2, a->ln2};
@@ -160,21 +159,21 @@ static void find_kept_rows(struct pl_comm *tp, const struct pl_sp_block_acts *a,
                 nc++;
             }
     qsort(cand, nc, sizeof *cand, kept_row_cmp);
-    kept[0] = 0;
+    run->kept_tensor = -1;
     const char *lo = __data_start, *hi = _end;
-    for (const char *q = lo; q + (size_t)C * sizeof(float) <= hi && !kept[0];
+    for (const char *q = lo; q + (size_t)C * sizeof(float) <= hi && run->kept_tensor < 0;
          q += sizeof(float)) {
         struct kept_row key = {0};
         memcpy(&key.first, q, sizeof key.first);
         const struct kept_row *f = bsearch(&key, cand, nc, sizeof *cand, kept_row_cmp);
         if (!f) continue;
         while (f > cand && f[-1].first == key.first) f--;
-        for (; f < cand + nc && f->first == key.first && !kept[0]; f++) {
+        for (; f < cand + nc && f->first == key.first && run->kept_tensor < 0; f++) {
             const float *row = all + ((size_t)pl_comm_world_rank(tp, f->member) * 4 +
                                       (size_t)f->tensor) * nl + f->row * (size_t)C;
             if (!memcmp(q, row, (size_t)C * sizeof(float)))
-                snprintf(kept, len, "%s, token row %zu of rank %d's", names[f->tensor], f->row,
-                         f->member);
+                run->kept_tensor = f->tensor, run->kept_member = f->member,
+                run->kept_row = f->row;
         }
     }
     free(cand);
@@ -219,8 +218,8 @@ static void student_block(const struct l5_state *st, struct pl_comm *tp, struct 
     l5_traffic_since(&mark, &run->fwd);
     pl_mem_get_stats(&after);
     run->held = (double)after.current_total - (double)before.current_total;
-    if (k->t > 1 && !pl_todo_what() && !st->in_bench)
-        find_kept_rows(tp, &a, k->nl, k->C, run->kept, sizeof run->kept);
+    run->kept_tensor = -1;
+    if (k->t > 1 && !pl_todo_what() && !st->in_bench) find_kept_rows(tp, &a, k->nl, k->C, run);
     gr_ledger_mark(&mark);
     if (traced) gr_bt_resume();
     double f2 = pl_ledger_flops_total(), c2 = lab05_core_flops();
@@ -248,8 +247,8 @@ static void student_block(const struct l5_state *st, struct pl_comm *tp, struct 
     }
 }
 
-void l5_run_block_case(const struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d, int traced,
-                           struct block_run *run)
+void l5_run_block_case(struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d,
+                       int traced, struct block_run *run)
 {
     struct block_case k;
     l5_block_case_new(st, tp, kc, d, &k);
@@ -261,24 +260,45 @@ void l5_run_block_case(const struct l5_state *st, struct pl_comm *tp, const stru
     }
     run->activation_floats = (double)k.nc;
     student_block(st, tp, &k, traced, run);
-    int fwd_ok = l5_judge_block_rows(&k, kc);
-    if (fwd_ok && gr_parts_ok()) l5_judge_dropout_alone(tp, &k);
+    st->cur = L5_CORRECT;
+    int fwd_ok = l5_check_block_rows(st, &k, kc);
+    if (fwd_ok && l5_ok(st)) l5_check_dropout_alone(st, tp, &k);
     float *wg = gr_op_alloc(k.shard_numel, "expected shard grads");
     float *wl = k.g0 ? gr_op_alloc(k.shard_numel, "expected second micro-batch") : NULL;
-    l5_judge_split_grads(&k, fwd_ok, wg, wl);
+    l5_check_split_grads(st, &k, fwd_ok, wg, wl);
     /* the synchronisation of the replicated gradients */
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
     sp_sync_replicated_grads(tp, &k.c, &k.sg);
     l5_traffic_since(&mark, &run->sync);
     if (!pl_todo_what() && !st->in_bench) {
-        gr_parts_set(P_REPLICAS);
-        l5_judge_replicas(tp, kc, &k.c, k.t, k.shard_g, wg, wl);
-        gr_parts_set(P_CORRECT);
+        st->cur = L5_REPLICAS;
+        l5_check_replicas(st, kc, &k.c, k.t, k.shard_g, wg, wl);
+        st->cur = L5_CORRECT;
     }
     if (wl) pl_mem_free(wl);
     pl_mem_free(wg);
     l5_block_case_free(&k);
+}
+
+/* Part time: on case 0 (t = the world) rank 0 replays the traced block (block_time.h); the
+ * other cases carry its figures again, for the part's note on the last case. */
+static void record_time(struct l5_state *st, const struct block_run *run, int t, int i)
+{
+    if (i == 0 && pl_rank() == 0) {
+        char err[256] = "the forward was wrong, so the backward never ran";
+        struct gr_bt_verdict v;
+        memset(&v, 0, sizeof v);
+        if (gr_bt_traced() && gr_bt_replay(run->oracle_flops, run->activation_floats, t, NULL,
+                                           NULL, &v, err, sizeof err) != 0)
+            memset(&v, 0, sizeof v);
+        gr_bt_figures_of(&v, t, err, &st->time_last);
+    }
+    gr_bt_free();
+    if (pl_rank() == 0) {
+        st->ob->has_time = 1;
+        st->ob->time = st->time_last;
+    }
 }
 
 void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct sp_case *kcp, int d, int i)
@@ -293,43 +313,23 @@ void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct sp_case 
         return;
     }
     struct pl_model_config c = l5_config(st, 0);
-    const double NC = (double)kc.B * kc.T * c.d_model;
-    char a[32], b[32], e[32];
-    gr_parts_say_ok(P_CORRECT,
-                    "outputs, input gradients and every split shard's gradient match the "
-                    "single device in %d cases: dropout off and on, gradients accumulated over "
-                    "two micro-batches, evaluation with dropout configured, and (the last, "
-                    "B=%d T=%d) t=%d on a %d-rank world split into %d TP group%s",
-                    NCASES, kc.B, kc.T, t, pl_size(), kc.dp, kc.dp == 1 ? "" : "s");
-    gr_parts_say_ok(P_REPLICAS,
-                    "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
-                    "bit, equal to the single device's (t=%d)",
-                    t);
-    if (t > 1) {
-        gr_parts_set(P_TRAFFIC);
-        l5_judge_block_traffic(&run, t, NC, c.d_model);
-        gr_parts_set(P_MEMORY);
-        l5_judge_block_memory(&run, &c, t, kc.B, kc.T);
-        if (st->want_time) {
-            gr_parts_set(P_TIME);
-            l5_judge_block_work(tp, &run, t);
-            /* the verdict is case 0's, whose TP group is the world: its t names it */
-            gr_bt_judge(&st->time_verdict, i, P_TIME, "time", pl_size(), run.oracle_flops,
-                        run.activation_floats, "4 all-gathers and 4 reduce-scatters of bsh",
-                        "5");
-        }
-        gr_parts_set(P_CORRECT);
-    }
-    const double lab4 = 2 * 2 * 2.0 * (t - 1) / t * NC * 4.0;
-    gr_parts_say_ok(P_TRAFFIC, "forward 2 all-gathers + 2 reduce-scatters, backward 2 + 2 and %ld "
-           "re-gather%s of the stored layernorm shards, no all-reduce in the block: its "
-           "conjugates sent %s per rank = Lab 4's 8bsh(t-1)/t x 4 bytes (b=%d, s=%d, h=%d), "
-           "the re-gathers %s more", run.bwd.ag - 2, run.bwd.ag - 2 == 1 ? "" : "s",
-           pl_format_bytes(lab4, a, sizeof a), kc.B, kc.T, c.d_model,
-           pl_format_bytes(l5_coll_bytes(NC, t) * (double)(run.bwd.ag - 2), b, sizeof b));
-    gr_parts_say_ok(P_MEMORY, "held %s between forward and backward (B=%d, T=%d, t=%d) = the TP+SP "
-           "formula 4/t (8NC + 2NF + 4N + B NH T^2); Lab 4's TP block keeps %s; peak of the "
-           "step %s", pl_format_bytes(run.held, a, sizeof a), kc.B, kc.T, t,
-           pl_format_bytes(pl_tp_block_act_bytes(&c, t, kc.B, kc.T), b, sizeof b),
-           pl_format_bytes(run.peak, e, sizeof e));
+    struct l5_block_figs *bf = &st->ob->block;
+    bf->measured = t > 1;
+    bf->fwd = run.fwd, bf->bwd = run.bwd, bf->sync = run.sync;
+    bf->NC = (double)kc.B * kc.T * c.d_model;
+    bf->held = run.held, bf->peak = run.peak, bf->left = run.left;
+    bf->want_held = pl_sp_block_act_bytes(&c, t, kc.B, kc.T);
+    bf->lab4_held = pl_tp_block_act_bytes(&c, t, kc.B, kc.T);
+    bf->unseen = run.unseen;
+    bf->kept_tensor = run.kept_tensor, bf->kept_member = run.kept_member;
+    bf->kept_row = (double)run.kept_row;
+    bf->work = run.flops - run.core_flops;
+    bf->core_once = run.core_once;
+    bf->oracle_flops = run.oracle_flops, bf->activation_floats = run.activation_floats;
+    struct l5_figs *f = &st->ob->figs;
+    f->B = kc.B, f->T = kc.T, f->C = c.d_model, f->dp = kc.dp;
+    /* the verdict is case 0's, whose TP group is the world: its t names it (none on one
+     * rank); the later cases, whatever their group, carry its figures for the note */
+    if (st->want_time && (t > 1 || i > 0)) record_time(st, &run, pl_size(), i);
+    else gr_bt_free();
 }
