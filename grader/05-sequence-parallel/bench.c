@@ -217,9 +217,9 @@ void l5_bench(const struct gr_args *args)
         double v[2] = {0, 0};
         int ok = 1;
         if (tp) {
-            struct block_run run;
+            struct l5_block_run run;
             memset(&run, 0, sizeof run);
-            struct sp_case kc = {B, T, 1, 0, 1, 1, 0, 1, 0, DROPOUT, "tp"};
+            struct l5_case kc = {B, T, 1, 0, 1, 1, 0, 1, 0, L5_DROPOUT, "tp"};
             struct l5_obs ob;
             memset(&ob, 0, sizeof ob);
             st.ob = &ob;
@@ -252,8 +252,9 @@ void l5_bench(const struct gr_args *args)
     }
     /* the graded shape, whatever --seq says: the handout's sentences are about it */
     handout_split_figures("this lab's block", "this lab's block", &c, 2, c.seq_len);
-    struct pl_model_config g = lab05_gpt3_block();
-    handout_split_figures("the GPT-3 block of the questions", "the GPT-3 block", &g, Q5_B, Q5_S);
+    struct pl_model_config g = l5_gpt3_block();
+    handout_split_figures("the GPT-3 block of the questions", "the GPT-3 block", &g, L5_Q_B,
+                          L5_Q_S);
     if (st.plots_dir && pl_rank() == 0) {
         double m[9];
         for (int k = 0; k < 3; k++)
@@ -278,7 +279,7 @@ void l5_bench(const struct gr_args *args)
 
 struct l5_perf {
     struct pl_comm *tp;
-    struct block_case k;
+    struct l5_block k;
     struct pl_sp_block_acts a;
     struct pl_block_acts ra;
     float *by, *bdx, *full, *part; /* the kit's: its block's outputs, the gathered [N, C] */
@@ -319,8 +320,8 @@ int l5_probe(struct l5_state *st)
     snprintf(deg, sizeof deg, "tp=%d", pl_size());
     pl_grid_init_or_die(&grid, "tp", deg, pl_size());
     pf->tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
-    struct sp_case kc = {PERF_B, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
-    struct block_case *k = &pf->k;
+    struct l5_case kc = {PERF_B, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
+    struct l5_block *k = &pf->k;
     l5_block_case_new(st, pf->tp, &kc, 0, k);
     gr_case("SP block of %d sequences, t=%d, beside the kit's block on %d and the "
             "collectives", PERF_B, k->t, PERF_B / k->t);

@@ -36,23 +36,23 @@ static int short_seq(int t, float r)
  * (a multiple of t up to seq_len); case 3: evaluation with dropout configured, B > 1 and
  * T < seq_len; case 4: a tp x dp grid, dropout p = 0.3 at block 1, T < seq_len. n is the
  * world's size; the hidden suite draws the last two cases' shapes and grid from the seed. */
-struct sp_case l5_case_of(const struct l5_state *st, int i, int n)
+struct l5_case l5_case_of(const struct l5_state *st, int i, int n)
 {
     float r[8];
     pl_rng_fill_uniform(r, 8, st->seed, pl_rng_stream("lab05.shape"), 0, 0.0f, 1.0f);
-    struct sp_case k = {2, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
+    struct l5_case k = {2, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
     if (i == 1)
-        k = (struct sp_case){2, 16, 1, 3, 7, 1, 0, 1, 1, DROPOUT, "tp"};
+        k = (struct l5_case){2, 16, 1, 3, 7, 1, 0, 1, 1, L5_DROPOUT, "tp"};
     else if (i == 2) {
-        k = (struct sp_case){2, 16, 1, 3, 11, 1, 0, 1, 0, 0.25f, "tp"};
+        k = (struct l5_case){2, 16, 1, 3, 11, 1, 0, 1, 0, 0.25f, "tp"};
         k.B = 1 + (int)(r[0] * 3) % 3;
         k.T = n * (1 + (int)(r[1] * (16 / n)) % (16 / n));
         k.seq0 = (int)(r[2] * 50);
-    } else if (i == CASE_EVAL) {
-        k = (struct sp_case){3, 8, 1, 2, 5, 0, 1, 1, 0, DROPOUT, "tp"};
+    } else if (i == L5_CASE_EVAL) {
+        k = (struct l5_case){3, 8, 1, 2, 5, 0, 1, 1, 0, L5_DROPOUT, "tp"};
         if (st->hidden) k.B = 2 + (int)(r[3] * 3) % 3, k.T = short_seq(n, r[4]);
-    } else if (i == CASE_GRID) {
-        k = (struct sp_case){2, 12, 1, 5, 2, 1, 1, n % 2 ? 1 : 2, 0, 0.3f, "tp-dp"};
+    } else if (i == L5_CASE_GRID) {
+        k = (struct l5_case){2, 12, 1, 5, 2, 1, 1, n % 2 ? 1 : 2, 0, 0.3f, "tp-dp"};
         if (st->hidden) {
             /* strided TP groups, and on 8 ranks dp = 2 or 4 */
             k.order = "dp-tp";
@@ -67,7 +67,7 @@ struct sp_case l5_case_of(const struct l5_state *st, int i, int n)
 
 /* ---- traffic of one pass, from the ledger ---- */
 
-void l5_traffic_since(const struct pl_ledger *mark, struct pass_traffic *out)
+void l5_traffic_since(const struct pl_ledger *mark, struct l5_traffic *out)
 {
     struct pl_ledger d;
     gr_ledger_since(mark, &d);
@@ -263,7 +263,7 @@ double l5_rel_l2(const float *got, const float *ref, size_t n)
 }
 
 /* What a case on a tp x dp grid adds to a failure: the group is not the world. */
-struct l5_hint l5_grid_hint(const struct sp_case *kc, int t)
+struct l5_hint l5_grid_hint(const struct l5_case *kc, int t)
 {
     struct l5_hint h = {.kind = kc->dp > 1 ? L5_H_GRID : L5_H_NONE, .h = {t, kc->dp}};
     snprintf(h.order, sizeof h.order, "%s", kc->order);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lab05.h"
+#include "core_count.h"
 #include "unseen.h"
 
 /* A tensor's stream of case data, replica d's own on a tp x dp grid. */
@@ -19,8 +20,8 @@ static float *case_normal(uint64_t seed, const char *name, int d, size_t n, floa
     return gr_op_normal(seed, s, n, mean, std);
 }
 
-void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d,
-                           struct block_case *k)
+void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const struct l5_case *kc,
+                       int d, struct l5_block *k)
 {
     memset(k, 0, sizeof *k);
     k->t = pl_comm_size(tp), k->r = pl_comm_rank(tp), k->B = kc->B, k->T = kc->T;
@@ -78,7 +79,7 @@ void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const stru
     }
 }
 
-void l5_block_case_free(struct block_case *k)
+void l5_block_case_free(struct l5_block *k)
 {
     float *fr[] = {k->full, k->full_g, k->shard, k->shard_g, k->x, k->dy, k->y, k->dx,
                    k->lx, k->ldy, k->ly, k->ldx, k->g0, k->g_last, k->x2, k->dy2};
@@ -88,7 +89,7 @@ void l5_block_case_free(struct block_case *k)
 
 /* The oracle: the reference model's block on every token; with accum, the second
  * micro-batch's gradients too, alone in g_last and added to full_g. */
-static void reference_block(struct block_case *k)
+static void reference_block(struct l5_block *k)
 {
     k->y = gr_op_alloc(k->nc, "ref y"), k->dx = gr_op_alloc(k->nc, "ref dx");
     struct pl_block_acts ra;
@@ -109,12 +110,6 @@ static void reference_block(struct block_case *k)
     }
     pl_block_acts_free(&ra);
 }
-
-/* Core FLOPs (unseen.c counts them in the wrappers of the kit's core): every call's, and
- * one call of each of the four (attention and MLP, forward and backward) at the shape last
- * seen, what a block's pass needs. */
-double lab05_core_flops(void);
-double lab05_core_flops_once(void);
 
 /* Whether the static storage of this process holds a row of another rank of the TP group
  * after the forward: the layernorm outputs and inputs of every token are what Lab 4 kept
@@ -137,7 +132,7 @@ static int kept_row_cmp(const void *a, const void *b)
 }
 
 static void find_kept_rows(struct pl_comm *tp, const struct pl_sp_block_acts *a, size_t nl,
-                           int C, struct block_run *run)
+                           int C, struct l5_block_run *run)
 {
     const int nw = pl_size(), t = pl_comm_size(tp), r = pl_comm_rank(tp);
     const size_t rows = nl / (size_t)C;
@@ -182,7 +177,7 @@ static void find_kept_rows(struct pl_comm *tp, const struct pl_sp_block_acts *a,
 }
 
 /* One forward and backward of the student's block on this case's rows, writing y and dx. */
-static void student_pass(struct pl_comm *tp, struct block_case *k, struct pl_sp_block_acts *a,
+static void student_pass(struct pl_comm *tp, struct l5_block *k, struct pl_sp_block_acts *a,
                          const struct pl_model_ctx *ctx, const float *x, float *y,
                          const float *dy, float *dx)
 {
@@ -194,8 +189,8 @@ static void student_pass(struct pl_comm *tp, struct block_case *k, struct pl_sp_
  * from the forward to the backward and the step's peak, what it left, its FLOPs; traced for
  * part time (collective). With accum, a second micro-batch's forward and backward follow
  * (unmeasured). */
-static void student_block(const struct l5_state *st, struct pl_comm *tp, struct block_case *k, int traced,
-                          struct block_run *run)
+static void student_block(const struct l5_state *st, struct pl_comm *tp, struct l5_block *k,
+                          int traced, struct l5_block_run *run)
 {
     k->lx = l5_local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
     k->ldy = l5_local_rows(k->dy, k->B, k->T, k->C, k->t, k->r);
@@ -211,9 +206,14 @@ static void student_block(const struct l5_state *st, struct pl_comm *tp, struct 
     gr_ledger_mark(&mark);
     if (traced) gr_bt_begin();
     gr_unseen_begin(0);
-    double f0 = pl_ledger_flops_total(), c0 = lab05_core_flops();
+    /* the kit's core FLOPs (unseen.c's wrappers note them): every call's, and one call of
+     * each of the four (attention and MLP, forward and backward) at this shape, what a
+     * block's pass needs */
+    struct gr_core_count core;
+    gr_core_begin(&core);
+    double f0 = pl_ledger_flops_total(), c0 = core.total;
     sp_block_forward(tp, &k->c, k->layer, &k->sp, &a, &k->ctx, k->lx, k->ly);
-    double f1 = pl_ledger_flops_total(), c1 = lab05_core_flops();
+    double f1 = pl_ledger_flops_total(), c1 = core.total;
     if (traced) gr_bt_pause();
     l5_traffic_since(&mark, &run->fwd);
     pl_mem_get_stats(&after);
@@ -222,11 +222,12 @@ static void student_block(const struct l5_state *st, struct pl_comm *tp, struct 
     if (k->t > 1 && !pl_todo_what() && !st->in_bench) find_kept_rows(tp, &a, k->nl, k->C, run);
     gr_ledger_mark(&mark);
     if (traced) gr_bt_resume();
-    double f2 = pl_ledger_flops_total(), c2 = lab05_core_flops();
+    double f2 = pl_ledger_flops_total(), c2 = core.total;
     sp_block_backward(tp, &k->c, k->layer, &k->sp, &k->sg, &a, &k->ctx, k->ldy, k->ldx);
     run->flops = f1 - f0 + pl_ledger_flops_total() - f2;
-    run->core_flops = c1 - c0 + lab05_core_flops() - c2;
-    run->core_once = lab05_core_flops_once();
+    run->core_flops = c1 - c0 + core.total - c2;
+    gr_core_end(&core);
+    run->core_once = gr_core_once(&core);
     run->unseen = gr_unseen_end();
     if (traced) gr_bt_end(1);
     l5_traffic_since(&mark, &run->bwd);
@@ -247,10 +248,10 @@ static void student_block(const struct l5_state *st, struct pl_comm *tp, struct 
     }
 }
 
-void l5_run_block_case(struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d,
-                       int traced, struct block_run *run)
+void l5_run_block_case(struct l5_state *st, struct pl_comm *tp, const struct l5_case *kc, int d,
+                       int traced, struct l5_block_run *run)
 {
-    struct block_case k;
+    struct l5_block k;
     l5_block_case_new(st, tp, kc, d, &k);
     double f0 = pl_ledger_flops_total();
     reference_block(&k);
@@ -283,7 +284,7 @@ void l5_run_block_case(struct l5_state *st, struct pl_comm *tp, const struct sp_
 
 /* Part time: on case 0 (t = the world) rank 0 replays the traced block (block_time.h); the
  * other cases carry its figures again, for the part's note on the last case. */
-static void record_time(struct l5_state *st, const struct block_run *run, int t, int i)
+static void record_time(struct l5_state *st, const struct l5_block_run *run, int t, int i)
 {
     if (i == 0 && pl_rank() == 0) {
         char err[256] = "the forward was wrong, so the backward never ran";
@@ -301,11 +302,11 @@ static void record_time(struct l5_state *st, const struct block_run *run, int t,
     }
 }
 
-void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct sp_case *kcp, int d, int i)
+void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct l5_case *kcp, int d, int i)
 {
     const int t = pl_comm_size(tp);
-    const struct sp_case kc = *kcp;
-    struct block_run run;
+    const struct l5_case kc = *kcp;
+    struct l5_block_run run;
     memset(&run, 0, sizeof run);
     l5_run_block_case(st, tp, &kc, d, st->want_time && i == 0, &run);
     if (pl_todo_what()) {

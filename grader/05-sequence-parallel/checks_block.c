@@ -22,7 +22,7 @@ static const char *split_name(enum pl_tp_split s)
  * judge, which sets them against its TP group's rank 0 bit for bit, then each against the
  * single device's. last: the expected gradient of the second micro-batch alone
  * (accumulating cases), or NULL. */
-void l5_check_replicas(struct l5_state *st, const struct sp_case *kc,
+void l5_check_replicas(struct l5_state *st, const struct l5_case *kc,
                        const struct pl_model_config *c, int t, const float *shard_g,
                        const float *want, const float *last)
 {
@@ -45,7 +45,7 @@ void l5_check_replicas(struct l5_state *st, const struct sp_case *kc,
         double s = gr_scale_of(got, ref, d[i].shard_numel);
         char what[PL_NAME_LEN + 128];
         struct l5_hint h = l5_hint_of(L5_H_NONE);
-        if (last && l5_rel_l2(got, last + d[i].shard_offset, d[i].shard_numel) <= TOL_BWD)
+        if (last && l5_rel_l2(got, last + d[i].shard_offset, d[i].shard_numel) <= L5_TOL_BWD)
             h.kind = L5_H_SECOND_ONLY;
         else if (grid.kind)
             h = grid;
@@ -56,14 +56,14 @@ void l5_check_replicas(struct l5_state *st, const struct sp_case *kc,
             h.kind = L5_H_AVERAGED;
         snprintf(what, sizeof what, "gradient of %.64s (replicated) after the synchronisation%s",
                  d[i].name, last ? " of two micro-batches" : "");
-        l5_compare(st, what, got, ref, d[i].shard_numel, TOL_BWD, h);
+        l5_compare(st, what, got, ref, d[i].shard_numel, L5_TOL_BWD, h);
     }
 }
 
 /* Whether this rank's output rows are the single device's with the row-parallel biases
  * (b_proj, b_fc2) scaled by s: added on every rank before the reduce-scatter (s = t), or
  * never (s = 0). */
-static int rows_with_biases_times(const struct block_case *k, float s)
+static int rows_with_biases_times(const struct l5_block *k, float s)
 {
     float *full = gr_op_alloc(k->full_numel, "lab05 biases scaled");
     pl_copy(full, k->full, k->full_numel);
@@ -77,7 +77,7 @@ static int rows_with_biases_times(const struct block_case *k, float s)
     pl_block_forward(&k->c, k->layer, &q, &ra, &k->ctx, k->x, y);
     pl_block_acts_free(&ra);
     pl_sp_slice(mine, y, k->B, k->T, k->C, k->t, k->r);
-    int same = l5_rel_l2(k->ly, mine, k->nl) <= TOL_FWD;
+    int same = l5_rel_l2(k->ly, mine, k->nl) <= L5_TOL_FWD;
     pl_mem_free(mine);
     pl_mem_free(y);
     pl_mem_free(full);
@@ -85,7 +85,7 @@ static int rows_with_biases_times(const struct block_case *k, float s)
 }
 
 /* Output and input gradient rows against the single device's; 1 when the output matched. */
-int l5_check_block_rows(struct l5_state *st, const struct block_case *k, const struct sp_case *kc)
+int l5_check_block_rows(struct l5_state *st, const struct l5_block *k, const struct l5_case *kc)
 {
     const int B = k->B, T = k->T, C = k->C, t = k->t, r = k->r;
     char what[PL_NAME_LEN + 128];
@@ -99,23 +99,23 @@ int l5_check_block_rows(struct l5_state *st, const struct block_case *k, const s
                                 .h = {kc->p, kc->layer, kc->seq0, kc->step, T, k->c.seq_len}};
     float *want = gr_op_alloc(k->nl, "expected rows");
     pl_sp_slice(want, k->y, B, T, C, t, r);
-    if (!kc->dropout && t > 1 && l5_rel_l2(k->ly, want, k->nl) > TOL_FWD) {
+    if (!kc->dropout && t > 1 && l5_rel_l2(k->ly, want, k->nl) > L5_TOL_FWD) {
         if (rows_with_biases_times(k, (float)t))
             hint = (struct l5_hint){.kind = L5_H_BIAS_T, .h = {t}};
         else if (rows_with_biases_times(k, 0.0f))
             hint = l5_hint_of(L5_H_BIAS_NONE);
     }
     snprintf(what, sizeof what, "output y, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
-    int fwd_ok = l5_compare(st, what, k->ly, want, k->nl, TOL_FWD, hint);
+    int fwd_ok = l5_compare(st, what, k->ly, want, k->nl, L5_TOL_FWD, hint);
     pl_sp_slice(want, k->dx, B, T, C, t, r);
     snprintf(what, sizeof what, "input gradient dx, your T/t tokens (B=%d, T=%d, t=%d)", B, T, t);
     float *added = gr_op_alloc(k->nl, "expected rows added to x");
     pl_copy(added, k->lx, k->nl);
     pl_accumulate(added, want, k->nl);
-    if (fwd_ok && l5_rel_l2(k->ldx, added, k->nl) <= TOL_BWD) hint = l5_hint_of(L5_H_DX_ADDED);
+    if (fwd_ok && l5_rel_l2(k->ldx, added, k->nl) <= L5_TOL_BWD) hint = l5_hint_of(L5_H_DX_ADDED);
     pl_mem_free(added);
     if (fwd_ok)
-        l5_compare(st, what, k->ldx, want, k->nl, TOL_BWD,
+        l5_compare(st, what, k->ldx, want, k->nl, L5_TOL_BWD,
                    hint.kind ? hint : l5_hint_of(L5_H_DX_PARTS));
     pl_mem_free(want);
     return fwd_ok;
@@ -126,7 +126,7 @@ int l5_check_block_rows(struct l5_state *st, const struct block_case *k, const s
  * the same tokens, and the backward must write (=) dbranch as sp.h says, so its buffer is
  * handed over holding other values first. (The student's own block may hand it a fresh,
  * zeroed buffer, where adding and writing look the same.) */
-void l5_check_dropout_alone(struct l5_state *st, struct pl_comm *tp, const struct block_case *k)
+void l5_check_dropout_alone(struct l5_state *st, struct pl_comm *tp, const struct l5_block *k)
 {
     const int B = k->B, T = k->T, C = k->C, t = k->t, r = k->r, layer = 1, site = 1;
     char what[160];
@@ -143,7 +143,7 @@ void l5_check_dropout_alone(struct l5_state *st, struct pl_comm *tp, const struc
     snprintf(what, sizeof what, "sp_dropout_forward alone (block %d, site %d, sequences from "
              "%lld, B=%d, T=%d, t=%d), your T/t tokens", layer, site, (long long)k->ctx.seq0,
              B, T, t);
-    int ok = l5_compare(st, what, mine, want, k->nl, TOL_FWD,
+    int ok = l5_compare(st, what, mine, want, k->nl, L5_TOL_FWD,
                         l5_hint_of(!on && k->c.dropout > 0.0f ? L5_H_ALONE_EVAL
                                                                : L5_H_ALONE_MASK));
     /* the backward, into a buffer that holds this rank's x rows */
@@ -154,11 +154,11 @@ void l5_check_dropout_alone(struct l5_state *st, struct pl_comm *tp, const struc
     if (ok) sp_dropout_backward(tp, &k->c, layer, site, &k->ctx, dbranch, k->ldy, B, T);
     float *added = l5_local_rows(k->x, B, T, C, t, r);
     pl_accumulate(added, want, k->nl);
-    const struct l5_hint hint = l5_hint_of(l5_rel_l2(dbranch, added, k->nl) <= TOL_BWD
+    const struct l5_hint hint = l5_hint_of(l5_rel_l2(dbranch, added, k->nl) <= L5_TOL_BWD
                                                ? L5_H_DBRANCH_ADDED : L5_H_DBRANCH_WRITE);
     snprintf(what, sizeof what, "sp_dropout_backward alone, dbranch handed over not zero "
              "(block %d, site %d, B=%d, T=%d, t=%d)", layer, site, B, T, t);
-    if (ok) l5_compare(st, what, dbranch, want, k->nl, TOL_BWD, hint);
+    if (ok) l5_compare(st, what, dbranch, want, k->nl, L5_TOL_BWD, hint);
     pl_mem_free(added);
     pl_mem_free(dbranch);
     pl_mem_free(mine);
@@ -169,7 +169,7 @@ void l5_check_dropout_alone(struct l5_state *st, struct pl_comm *tp, const struc
 /* Every split tensor's gradient (before the synchronisation, which must not touch it);
  * wg receives the expected shard gradients, wl (accumulating cases) the second
  * micro-batch's alone. */
-void l5_check_split_grads(struct l5_state *st, const struct block_case *k, int fwd_ok, float *wg,
+void l5_check_split_grads(struct l5_state *st, const struct l5_block *k, int fwd_ok, float *wg,
                           float *wl)
 {
     char what[PL_NAME_LEN + 128];
@@ -188,12 +188,12 @@ void l5_check_split_grads(struct l5_state *st, const struct block_case *k, int f
         if (d[i].split == PL_TP_REPLICATED) continue;
         const size_t o = d[i].shard_offset, n = d[i].shard_numel;
         struct l5_hint hint = l5_hint_of(L5_H_NONE);
-        if (w0 && (l5_rel_l2(k->shard_g + o, w0 + o, n) <= TOL_BWD ||
-                   l5_rel_l2(k->shard_g + o, wl + o, n) <= TOL_BWD))
+        if (w0 && (l5_rel_l2(k->shard_g + o, w0 + o, n) <= L5_TOL_BWD ||
+                   l5_rel_l2(k->shard_g + o, wl + o, n) <= L5_TOL_BWD))
             hint.kind = L5_H_ACCUM_LOST;
         snprintf(what, sizeof what, "gradient of your shard of %.64s (%s)%s", d[i].name,
                  split_name(d[i].split), w0 ? ", two micro-batches added to what it held" : "");
-        l5_compare(st, what, k->shard_g + o, wg + o, n, TOL_BWD, hint);
+        l5_compare(st, what, k->shard_g + o, wg + o, n, L5_TOL_BWD, hint);
     }
     if (w0) pl_mem_free(w0);
 }

@@ -85,23 +85,25 @@ static const char *subject(void *vst)
 static int count_cases(void *vst)
 {
     const struct l5_state *st = vst;
-    return st->kind == L5_BLOCK ? NCASES : st->kind == L5_TRAIN ? l5_train_cases(st, pl_size()) : 1;
+    return st->kind == L5_BLOCK   ? L5_NCASES
+           : st->kind == L5_TRAIN ? l5_train_cases(st, pl_size())
+                                  : 1;
 }
 
 static void describe(void *vst, int i, char *buf, size_t len)
 {
     const struct l5_state *st = vst;
     if (st->kind == L5_TRAIN) {
-        struct train_case k = l5_train_case_of(st, i, pl_size());
+        struct l5_train_case k = l5_train_case_of(st, i, pl_size());
         if (k.dp > 1)
             snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, t=%d on a tp=%d x "
                      "dp=%d grid (%s TP groups, numbered against the world's order), each "
-                     "replica on its own %d sequence%s", TRAIN_STEPS, pl_size() / k.dp,
+                     "replica on its own %d sequence%s", L5_TRAIN_STEPS, pl_size() / k.dp,
                      pl_size() / k.dp, k.dp, k.strided ? "strided" : "consecutive", k.B,
                      k.B > 1 ? "s" : "");
         else
             snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, B=%d, t=%d",
-                     TRAIN_STEPS, k.B, pl_size());
+                     L5_TRAIN_STEPS, k.B, pl_size());
         return;
     }
     if (st->kind == L5_CONJ) {
@@ -109,7 +111,7 @@ static void describe(void *vst, int i, char *buf, size_t len)
                  4 * pl_size(), pl_size());
         return;
     }
-    struct sp_case k = l5_case_of(st, i, pl_size());
+    struct l5_case k = l5_case_of(st, i, pl_size());
     char grid[64] = "";
     if (k.dp > 1)
         snprintf(grid, sizeof grid, " on a tp=%d x dp=%d grid (%s)", pl_size() / k.dp, k.dp,
@@ -144,14 +146,14 @@ static void observe(void *vst, int i, void *obs)
      * data); the TP communicator is split from the world and freed after the case */
     if (st->kind == L5_TRAIN) {
         /* dp > 1: TP groups of strided or consecutive ranks, the highest world rank first */
-        const struct train_case kt = l5_train_case_of(st, i, pl_size());
+        const struct l5_train_case kt = l5_train_case_of(st, i, pl_size());
         const int n = pl_size(), w = pl_rank(), d = kt.strided ? w % kt.dp : w / (n / kt.dp);
         struct pl_comm *tp = pl_comm_split(pl_comm_world(), d, kt.dp > 1 ? n - w : w, "tp");
         record_group(st, tp, d);
         l5_run_train(st, tp, &kt, d, i);
         pl_comm_free(tp);
     } else {
-        struct sp_case kc = l5_case_of(st, i, pl_size());
+        struct l5_case kc = l5_case_of(st, i, pl_size());
         const int dp = st->kind == L5_BLOCK ? kc.dp : 1;
         struct pl_grid grid;
         char deg[64];

@@ -153,7 +153,7 @@ void l5_reason(const struct l5_said *s, char *buf, size_t len)
         break;
     case L5_W_WEIGHTS:
         snprintf(buf, len, "%.64s (your shard) after %d steps: relative L2 error %.2e "
-                 "(tolerance %.0e)%s", s->name[0], TRAIN_STEPS, v[0], GR_TOL_PARAMS,
+                 "(tolerance %.0e)%s", s->name[0], L5_TRAIN_STEPS, v[0], GR_TOL_PARAMS,
                  v[1] ? ": a replicated tensor whose gradient was not the whole one on every "
                         "rank steps differently (section 6)" : "");
         break;
@@ -172,7 +172,7 @@ void l5_reason(const struct l5_said *s, char *buf, size_t len)
                  "sp_sync_replicated_grads and before the replicas are averaged: relative L2 "
                  "error %.2e against the single device's on replica %d's %d sequence%s "
                  "(tolerance %.0e): %s", s->name[0], v[0] ? ", replicated" : "", (int)v[1], v[2],
-                 (int)v[3], (int)v[4], v[4] > 1 ? "s" : "", TOL_BWD, hint);
+                 (int)v[3], (int)v[4], v[4] > 1 ? "s" : "", L5_TOL_BWD, hint);
         break;
     default:
         snprintf(buf, len, "a failure this build of the grader does not know (code %d)",
@@ -189,7 +189,7 @@ static int conj_traffic(const struct l5_obs *o, char *buf, size_t len)
     const int t = o->figs.t;
     const double nf = (double)o->figs.B * o->figs.T * o->figs.C;
     for (int k = 0; k < 4 && t > 1; k++) {
-        const struct pass_traffic *tr = &o->conj[k];
+        const struct l5_traffic *tr = &o->conj[k];
         int gathers = k == 0 || k == 3;
         long want_ag = gathers, want_rs = !gathers;
         double want = coll_bytes(nf, t);
@@ -232,35 +232,41 @@ static int block_traffic(const struct l5_block_figs *bf, int t, int C, char *buf
     const double one = coll_bytes(NC, t);
     /* Lab 4: two all-reduces of [N, C] per pass, 2(t-1)/t of each */
     const double lab4_pass = 2 * 2.0 * (t - 1) / t * NC * 4.0;
-    const struct pass_traffic *f = &bf->fwd, *k = &bf->bwd, *s = &bf->sync;
+    const struct l5_traffic *f = &bf->fwd, *k = &bf->bwd, *s = &bf->sync;
     if (f->ar || k->ar)
-        snprintf(buf, len, "the %s made %ld all-reduce%s (%s): sequence parallelism replaces each of Lab 4's "
+        snprintf(buf, len,
+                 "the %s made %ld all-reduce%s (%s): sequence parallelism replaces each of Lab 4's "
              "all-reduces by a reduce-scatter and an all-gather, so that between them the "
              "activation lives split along the sequence (section 3)",
              f->ar ? "forward" : "backward", f->ar ? f->ar : k->ar,
              (f->ar ? f->ar : k->ar) == 1 ? "" : "s",
              pl_format_bytes(f->ar ? f->ar_bytes : k->ar_bytes, a, sizeof a));
     else if (f->ag != 2 || f->rs != 2 || f->other)
-        snprintf(buf, len, "the forward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
+        snprintf(buf, len,
+                 "the forward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
              "where a block needs 2 and 2: one gather entering and one scatter leaving each of "
              "the two TP regions (section 5)", f->ag, f->rs, f->other);
     else if (fabs(f->ag_bytes + f->rs_bytes - lab4_pass) > 0.5)
-        snprintf(buf, len, "the forward sent %s per rank where 2 all-gathers and 2 reduce-scatters of the "
+        snprintf(buf, len,
+                 "the forward sent %s per rank where 2 all-gathers and 2 reduce-scatters of the "
              "[B*T, C] activation send %s, Lab 4's two all-reduces' worth: gather and scatter "
              "exactly the layernorm output and the branch",
              pl_format_bytes(f->ag_bytes + f->rs_bytes, a, sizeof a),
              pl_format_bytes(lab4_pass, b, sizeof b));
     else if (k->rs != 2 || k->ag < 2 || k->ag > 4 || k->other)
-        snprintf(buf, len, "the backward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
+        snprintf(buf, len,
+                 "the backward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
              "where a block needs 2 reduce-scatters (the gathers' backward) and 2 all-gathers "
              "(the scatters' backward), plus at most 2 all-gathers of the stored layernorm "
              "shards (section 5)", k->ag, k->rs, k->other);
     else if (fabs(k->ag_bytes + k->rs_bytes - one * (double)(k->ag + k->rs)) > 0.5)
-        snprintf(buf, len, "the backward sent %s per rank where its %ld collectives of the [B*T, C] "
+        snprintf(buf, len,
+                 "the backward sent %s per rank where its %ld collectives of the [B*T, C] "
              "activation send %s", pl_format_bytes(k->ag_bytes + k->rs_bytes, a, sizeof a),
              k->ag + k->rs, pl_format_bytes(one * (double)(k->ag + k->rs), b, sizeof b));
     else if (s->ag != s->rs || s->other)
-        snprintf(buf, len, "sp_sync_replicated_grads made %ld all-gather%s, %ld reduce-scatter%s and %ld "
+        snprintf(buf, len,
+                 "sp_sync_replicated_grads made %ld all-gather%s, %ld reduce-scatter%s and %ld "
              "other operation%s (%s per rank): each rank's replicated gradients are partial "
              "sums over its own tokens, and one all-reduce (PL_SUM) of the six vectors of C "
              "floats adds them (or its two halves, a reduce-scatter and an all-gather of the "
@@ -271,7 +277,8 @@ static int block_traffic(const struct l5_block_figs *bf, int t, int C, char *buf
              pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
                             sizeof a), pl_format_bytes(sync, b, sizeof b));
     else if (s->ar_bytes + s->ag_bytes + s->rs_bytes > (s->ar ? sync : sync_padded) + 0.5)
-        snprintf(buf, len, "sp_sync_replicated_grads sent %s per rank in %ld all-reduce%s and %ld other "
+        snprintf(buf, len,
+                 "sp_sync_replicated_grads sent %s per rank in %ld all-reduce%s and %ld other "
              "operation%s where all-reducing the six replicated vectors of C floats sends %s, "
              "which is enough: reduce only the partial sums, each once (section 6)",
              pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
@@ -296,21 +303,24 @@ static int block_memory(const struct l5_block_figs *bf, char *buf, size_t len)
     const double want = bf->want_held, lab4 = bf->lab4_held, NC = bf->NC;
     char a[32], b[32], e[32], l4[32];
     if (bf->unseen.where)
-        snprintf(buf, len, "%s was an array in static storage: it outlives the forward where the memory "
+        snprintf(buf, len,
+                 "%s was an array in static storage: it outlives the forward where the memory "
              "ledger never sees it, so what the block holds between its forward and backward "
              "cannot be measured (a whole sequence's layernorm output kept there would be "
              "Lab 4's replicated activation again). Take every buffer from pl_mem_alloc "
              "(scratch as PL_MEM_WORK), free it before you return, and re-gather the stored "
              "layernorm shard in the backward (section 5)", bf->unseen.what);
     else if (bf->kept_tensor >= 0)
-        snprintf(buf, len, "after your forward returned, static storage held %s (the grader searched it "
+        snprintf(buf, len,
+                 "after your forward returned, static storage held %s (the grader searched it "
              "for every other rank's rows): a copy of the whole sequence kept outside the "
              "memory ledger, Lab 4's replicated activation again where no test can see it. "
              "Keep only this rank's shards in the acts, free the gathered buffers before you "
              "return, and re-gather the stored layernorm shard in the backward (section 5)",
              kept);
     else if (bf->held > want + 0.5)
-        snprintf(buf, len, "your block held %s between its forward and its backward where TP+SP keeps %s "
+        snprintf(buf, len,
+                 "your block held %s between its forward and its backward where TP+SP keeps %s "
              "(4/t (8NC + 2NF + 4N + B NH T^2), sp_shard.h); the extra %s is %.2f full "
              "[B*T, C] activations: something of the whole sequence was kept. Lab 4's TP block "
              "keeps %s, its replicated part (inputs, layernorm outputs and statistics of every "
@@ -451,7 +461,7 @@ static void note(enum l5_kind kind, int p, const struct l5_obs *o, char *buf, si
         snprintf(buf, len, "outputs, input gradients and every split shard's gradient match the "
                  "single device in %d cases: dropout off and on, gradients accumulated over two "
                  "micro-batches, evaluation with dropout configured, and (the last, B=%d T=%d) "
-                 "t=%d on a %d-rank world split into %d TP group%s", NCASES, f->B, f->T, t,
+                 "t=%d on a %d-rank world split into %d TP group%s", L5_NCASES, f->B, f->T, t,
                  f->world, f->dp, f->dp == 1 ? "" : "s");
     else if (kind == L5_BLOCK && p == L5_REPLICAS)
         snprintf(buf, len, "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
@@ -478,12 +488,12 @@ static void note(enum l5_kind kind, int p, const struct l5_obs *o, char *buf, si
                  "and every parameter shard match pl_model_step%s on a tp=%d x dp=%d grid of %s "
                  "TP groups numbered against the world's order, where each replica's gradients "
                  "after your synchronisation match the single device's on its own %d "
-                 "sequence%s", TRAIN_STEPS, f->layers, f->p,
+                 "sequence%s", L5_TRAIN_STEPS, f->layers, f->p,
                  f->grid_after_world ? " with the TP group the whole world and" : "", t, f->dp,
                  f->strided ? "strided" : "consecutive", f->B, f->B > 1 ? "s" : "");
     else if (kind == L5_TRAIN && p == L5_CORRECT)
         snprintf(buf, len, "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss "
-                 "and every parameter shard match pl_model_step (t=%d)", TRAIN_STEPS,
+                 "and every parameter shard match pl_model_step (t=%d)", L5_TRAIN_STEPS,
                  f->layers, f->p, t);
 }
 

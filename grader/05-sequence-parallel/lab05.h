@@ -30,9 +30,9 @@
 #include "train.h"
 #include "unseen.h"
 
-#define TOL_FWD 1e-5 /* docs/design.md: relative L2 per tensor, fp32 forward */
-#define TOL_BWD GR_TOL_GRADS
-#define DROPOUT 0.1f
+#define L5_TOL_FWD 1e-5 /* docs/design.md: relative L2 per tensor, fp32 forward */
+#define L5_TOL_BWD GR_TOL_GRADS
+#define L5_DROPOUT 0.1f
 
 enum l5_kind { L5_CONJ, L5_BLOCK, L5_TRAIN };
 
@@ -58,21 +58,21 @@ struct l5_state {
  * consecutive ranks; "dp-tp": strided), each DP replica on its own sequences and data;
  * accum: the split gradients are handed over holding other values and a second
  * micro-batch's backward adds to them before the synchronisation. */
-struct sp_case {
+struct l5_case {
     int B, T, dropout, seq0, step, train, layer, dp, accum;
     float p;
     const char *order;
 };
-#define NCASES 5
-#define CASE_EVAL 3
-#define CASE_GRID 4
+#define L5_NCASES 5
+#define L5_CASE_EVAL 3
+#define L5_CASE_GRID 4
 
 /* The parts a case is judged on. */
 enum l5_part { L5_CORRECT, L5_REPLICAS, L5_TRAFFIC, L5_MEMORY, L5_TIME, L5_NPARTS };
 extern const char *const L5_PART_NAMES[L5_NPARTS];
 
 /* The traffic of one pass, from the ledger. */
-struct pass_traffic {
+struct l5_traffic {
     long ag, rs, ar, other;
     double ag_bytes, rs_bytes, ar_bytes, other_bytes;
 };
@@ -141,7 +141,7 @@ struct l5_said {
  * the kit's core, and the replicated gradients after the synchronisation. */
 struct l5_block_figs {
     int measured;       /* the passes ran on t > 1 ranks (parts traffic, memory, time) */
-    struct pass_traffic fwd, bwd, sync;
+    struct l5_traffic fwd, bwd, sync;
     double NC;          /* the [B*T, C] activation's floats */
     double held, peak, left, want_held, lab4_held;
     struct gr_unseen unseen;   /* a buffer of the conjugates or the core in static storage */
@@ -170,7 +170,7 @@ struct l5_obs {
     struct l5_said part[L5_NPARTS]; /* this rank's first failure of each */
     struct l5_figs figs;
     int has_conj;                   /* op conjugates: each one's traffic */
-    struct pass_traffic conj[4];
+    struct l5_traffic conj[4];
     struct l5_block_figs block;
     int has_time;                   /* part time (rank 0) */
     struct gr_bt_figures time;
@@ -180,8 +180,8 @@ struct l5_obs {
 
 /* 8 heads so that t = 1, 2, 4 split them; seq_len 16 so that T/t is 4 tokens at t = 4. */
 struct pl_model_config l5_config(const struct l5_state *st, float dropout);
-struct sp_case l5_case_of(const struct l5_state *st, int i, int n);
-void l5_traffic_since(const struct pl_ledger *mark, struct pass_traffic *out);
+struct l5_case l5_case_of(const struct l5_state *st, int i, int n);
+void l5_traffic_since(const struct pl_ledger *mark, struct l5_traffic *out);
 /* A ring all-gather or reduce-scatter of a full [N, C] sends (t-1)/t of it per rank. */
 double l5_coll_bytes(double NC, int t);
 float *l5_local_rows(const float *full, int B, int T, int C, int t, int r);
@@ -189,7 +189,7 @@ float *l5_local_rows(const float *full, int B, int T, int C, int t, int r);
 double l5_rel_l2(const float *got, const float *ref, size_t n);
 /* What a case on a tp x dp grid adds to a failure: the group is not the world (kind
  * L5_H_NONE on the group that is the world). */
-struct l5_hint l5_grid_hint(const struct sp_case *kc, int t);
+struct l5_hint l5_grid_hint(const struct l5_case *kc, int t);
 void l5_run_conjugates(struct l5_state *st, struct pl_comm *tp);
 
 /* This rank's first failure of part st->cur, with figures v[n] (NULL when the part has
@@ -214,7 +214,7 @@ struct l5_hint l5_hint_of(int kind);
 /* One block case's tensors: the full block and this rank's shard (with their gradients),
  * the input and output gradient of every token, and this rank's rows of each; with accum,
  * the gradients the split tensors held before (g0) and a second micro-batch (x2, dy2). */
-struct block_case {
+struct l5_block {
     struct pl_model_config c;
     int t, r, B, T, C, layer, d;
     size_t nc, nl, full_numel, shard_numel;
@@ -224,8 +224,8 @@ struct block_case {
     struct pl_model_ctx ctx, ctx2;
 };
 
-struct block_run {
-    struct pass_traffic fwd, bwd, sync;
+struct l5_block_run {
+    struct l5_traffic fwd, bwd, sync;
     double held, peak; /* bytes kept from the forward to the backward; peak of the step */
     double left;       /* bytes still held once the backward returned and the acts were freed */
     double oracle_flops; /* the single device's forward and backward, from the ledger */
@@ -237,28 +237,28 @@ struct block_run {
     size_t kept_row;              /* forward (kept_tensor -1: none) */
 };
 
-void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d,
-                       struct block_case *k);
-void l5_block_case_free(struct block_case *k);
+void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const struct l5_case *kc,
+                       int d, struct l5_block *k);
+void l5_block_case_free(struct l5_block *k);
 /* Collective: runs one block case, its checks recorded in st->ob (which must be set). */
-void l5_run_block_case(struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d,
-                       int traced, struct block_run *run);
-void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct sp_case *kcp, int d, int i);
+void l5_run_block_case(struct l5_state *st, struct pl_comm *tp, const struct l5_case *kc, int d,
+                       int traced, struct l5_block_run *run);
+void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct l5_case *kcp, int d, int i);
 
 /* ---- checks_block.c: this rank's checks, recorded in st->ob ---- */
 
-void l5_check_replicas(struct l5_state *st, const struct sp_case *kc,
+void l5_check_replicas(struct l5_state *st, const struct l5_case *kc,
                        const struct pl_model_config *c, int t, const float *shard_g,
                        const float *want, const float *last);
-int l5_check_block_rows(struct l5_state *st, const struct block_case *k, const struct sp_case *kc);
-void l5_check_dropout_alone(struct l5_state *st, struct pl_comm *tp, const struct block_case *k);
-void l5_check_split_grads(struct l5_state *st, const struct block_case *k, int fwd_ok, float *wg,
+int l5_check_block_rows(struct l5_state *st, const struct l5_block *k, const struct l5_case *kc);
+void l5_check_dropout_alone(struct l5_state *st, struct pl_comm *tp, const struct l5_block *k);
+void l5_check_split_grads(struct l5_state *st, const struct l5_block *k, int fwd_ok, float *wg,
                           float *wl);
 
 /* ---- cases_train.c ---- */
 
-#define TRAIN_STEPS 3
-#define TRAIN_B 2
+#define L5_TRAIN_STEPS 3
+#define L5_TRAIN_B 2
 
 /* A training case. dp = 1: the TP group is the world. dp > 1: a tp x dp grid whose TP
  * groups are smaller than the world and numbered against its order (strided: the ranks w
@@ -266,12 +266,13 @@ void l5_check_split_grads(struct l5_state *st, const struct block_case *k, int f
  * DP replica d on its own B sequences, d B to d B + B - 1 of the global batch, and the
  * trainer (the grader) averages the block gradients over the replicas after the student's
  * synchronisation, as data parallelism does. */
-struct train_case {
+struct l5_train_case {
     int dp, strided, B;
 };
-struct train_case l5_train_case_of(const struct l5_state *st, int i, int n);
+struct l5_train_case l5_train_case_of(const struct l5_state *st, int i, int n);
 int l5_train_cases(const struct l5_state *st, int n);
-void l5_run_train(struct l5_state *st, struct pl_comm *tp, const struct train_case *kt, int d, int i);
+void l5_run_train(struct l5_state *st, struct pl_comm *tp, const struct l5_train_case *kt, int d,
+                  int i);
 
 /* ---- judge.c: no MPI ---- */
 
@@ -286,10 +287,5 @@ void l5_reason(const struct l5_said *s, char *buf, size_t len);
 void l5_bench(const struct gr_args *args);
 int l5_probe(struct l5_state *st);
 double l5_perf(struct l5_state *st);
-
-/* ---- unseen.c: the core FLOPs counted in the wrappers of the kit's core ---- */
-
-double lab05_core_flops(void);
-double lab05_core_flops_once(void);
 
 #endif

@@ -67,10 +67,10 @@ static void right_passes(struct l5_block_figs *bf, int t, double NC)
 {
     bf->measured = 1;
     bf->NC = NC;
-    bf->fwd = (struct pass_traffic){.ag = 2, .rs = 2, .ag_bytes = 2 * ring(NC, t),
+    bf->fwd = (struct l5_traffic){.ag = 2, .rs = 2, .ag_bytes = 2 * ring(NC, t),
                                     .rs_bytes = 2 * ring(NC, t)};
     bf->bwd = bf->fwd;
-    bf->sync = (struct pass_traffic){.ar = 1, .ar_bytes = 2 * ring(6.0 * L5_C, t)};
+    bf->sync = (struct l5_traffic){.ar = 1, .ar_bytes = 2 * ring(6.0 * L5_C, t)};
     bf->kept_tensor = -1;
 }
 
@@ -89,7 +89,7 @@ static void conjugates(void)
         for (int k = 0; k < 4; k++) {
             const int gathers = k == 0 || k == 3;
             const double bytes = ring(3.0 * 4 * NP * 5, NP);
-            obs[w].conj[k] = (struct pass_traffic){.ag = gathers, .rs = !gathers,
+            obs[w].conj[k] = (struct l5_traffic){.ag = gathers, .rs = !gathers,
                                                    .ag_bytes = gathers ? bytes : 0,
                                                    .rs_bytes = gathers ? 0 : bytes};
         }
@@ -106,7 +106,7 @@ static void conjugates(void)
     obs[1].part[L5_CORRECT].code = L5_W_NONE;
     /* sp_gather_backward all-reduced: 2(t-1)/t of the full buffer */
     const double ar = 2 * ring(3.0 * 4 * NP * 5, NP);
-    obs[0].conj[1] = (struct pass_traffic){.ar = 1, .ar_bytes = ar};
+    obs[0].conj[1] = (struct l5_traffic){.ar = 1, .ar_bytes = ar};
     snprintf(want, sizeof want, "rank 0: sp_gather_backward made 1 all-reduce (%s): an "
              "all-reduce leaves the whole sum on every rank", pl_format_bytes(ar, a, sizeof a));
     CHECK(!judge(L5_CONJ, 0, 1, "traffic", obs, NP, &why) && said(&why, want),
@@ -137,21 +137,21 @@ static void comparisons(void)
     *f = (struct l5_said){.code = L5_W_COMPARE};
     snprintf(f->name[0], L5_NAME, "output y, your T/t tokens (B=2, T=16, t=%d)", NP);
     f->cmp = (struct l5_cmp){.finite = 1, .at = 9, .got = 1.5, .ref = 0.5, .rel = 0.25,
-                             .tol = TOL_FWD, .max_abs = 1.0,
+                             .tol = L5_TOL_FWD, .max_abs = 1.0,
                              .hint = {.kind = L5_H_BIAS_T, .h = {NP}}};
     snprintf(want, sizeof want, "rank 1: %s: relative L2 error %.2e (tolerance %.0e; max abs "
              "%.2e at element 9: expected %.6g, got %.6g): your rows are the single device's "
-             "with b_proj and b_fc2 added t = %d times", f->name[0], 0.25, TOL_FWD, 1.0, 0.5,
+             "with b_proj and b_fc2 added t = %d times", f->name[0], 0.25, L5_TOL_FWD, 1.0, 0.5,
              1.5, NP);
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "correct", obs, NP, &why) && said(&why, want),
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "correct", obs, NP, &why) && said(&why, want),
           "the bias added t times: %s", FIRST(&why));
     f->cmp.hint = (struct l5_hint){.kind = L5_H_DROPOUT_ROWS, .h = {0.25, 1, 3, 11, 8, 16}};
     snprintf(want, sizeof want, "dropout is on in this case (p=%.2g, block 1, sequences from 3, "
              "step 11, T=8 where the model's seq_len is 16)", 0.25);
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "correct", obs, NP, &why) && said(&why, want),
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "correct", obs, NP, &why) && said(&why, want),
           "the mask's rows: %s", FIRST(&why));
     f->cmp.hint = (struct l5_hint){.kind = L5_H_GRID, .h = {2, 2}, .order = "dp-tp"};
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "correct", obs, NP, &why) &&
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "correct", obs, NP, &why) &&
               said(&why, "runs on a tp=2 x dp=2 grid (order dp-tp)") &&
               said(&why, "the TP group is not the world"),
           "the grid's hint: %s", FIRST(&why));
@@ -160,7 +160,7 @@ static void comparisons(void)
     f->cmp.hint = (struct l5_hint){.kind = L5_H_NONE};
     snprintf(want, sizeof want, "rank 1: %s: element 9 is %g (expected %g)", f->name[0], NAN,
              0.5);
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "correct", obs, NP, &why) && why.n == 1 &&
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "correct", obs, NP, &why) && why.n == 1 &&
               !strcmp(why.line[0], want),
           "a non-finite element, no hint: %s", FIRST(&why));
     /* replicas: the synchronisation averaged */
@@ -168,15 +168,15 @@ static void comparisons(void)
     f = &obs[0].part[L5_REPLICAS];
     *f = (struct l5_said){.code = L5_W_COMPARE};
     snprintf(f->name[0], L5_NAME, "gradient of h.0.ln1.w (replicated) after the synchronisation");
-    f->cmp = (struct l5_cmp){.finite = 1, .rel = 0.5, .tol = TOL_BWD,
+    f->cmp = (struct l5_cmp){.finite = 1, .rel = 0.5, .tol = L5_TOL_BWD,
                              .hint = {.kind = L5_H_AVERAGED}};
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "replicas", obs, NP, &why) &&
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) &&
               said(&why, "rank 0: gradient of h.0.ln1.w") &&
               said(&why, "the partial sums were averaged (PL_AVG)"),
           "averaged replicas: %s", FIRST(&why));
     f->cmp.hint = (struct l5_hint){.kind = L5_H_SUMMED, .h = {NP}};
     snprintf(want, sizeof want, "it is %d (= t) times the single device's", NP);
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "replicas", obs, NP, &why) && said(&why, want),
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) && said(&why, want),
           "summed twice: %s", FIRST(&why));
 }
 
@@ -200,18 +200,19 @@ static void replicas(void)
             for (int e = 0; e < L5_C; e++) bf->rep[i][e] = (float)(obs[w].figs.group * 100 + e);
         }
     }
-    CHECK(judge(L5_BLOCK, 0, NCASES, "replicas", obs, NP, &why),
+    CHECK(judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why),
           "equal within each group, different across: %s", FIRST(&why));
     obs[3].block.rep[2][5] += 1.0f;
     snprintf(want, sizeof want, "rank 2: the gradient of vector2 (replicated on every rank) "
              "differs between the ranks after sp_sync_replicated_grads: rank 1's element 5 is "
              "not rank 0's");
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "replicas", obs, NP, &why) && said(&why, want),
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) && said(&why, want),
           "group 1's member 1 differs: %s", FIRST(&why));
     obs[1].part[L5_REPLICAS] = (struct l5_said){.code = L5_W_COMPARE,
-                                                .cmp = {.finite = 1, .rel = 0.5, .tol = TOL_BWD}};
+                                                .cmp = {.finite = 1, .rel = 0.5,
+                                                        .tol = L5_TOL_BWD}};
     snprintf(obs[1].part[L5_REPLICAS].name[0], L5_NAME, "gradient of vector0");
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "replicas", obs, NP, &why) &&
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) &&
               said(&why, "rank 1: gradient of vector0: relative L2 error"),
           "rank 1's own failure first: %s", FIRST(&why));
 }
@@ -231,21 +232,21 @@ static void block_rules(void)
         obs[w].block.lab4_held = 55e3;
         obs[w].block.peak = 80e3;
     }
-    CHECK(judge(L5_BLOCK, 0, NCASES, "traffic", obs, NP, &why),
+    CHECK(judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why),
           "the solution's passes: %s", FIRST(&why));
     obs[1].block.fwd.ar = 2;
     obs[1].block.fwd.ar_bytes = 2 * 2 * ring(NC, NP);
     snprintf(want, sizeof want, "rank 1: the forward made 2 all-reduces (%s): sequence "
              "parallelism replaces each of Lab 4's all-reduces",
              pl_format_bytes(obs[1].block.fwd.ar_bytes, a, sizeof a));
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "traffic", obs, NP, &why) && said(&why, want),
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why) && said(&why, want),
           "Lab 4's all-reduces: %s", FIRST(&why));
     right_passes(&obs[1].block, NP, NC);
-    obs[1].block.sync = (struct pass_traffic){.ag = 1, .ag_bytes = (NP - 1) * 6.0 * L5_C * 4};
+    obs[1].block.sync = (struct l5_traffic){.ag = 1, .ag_bytes = (NP - 1) * 6.0 * L5_C * 4};
     snprintf(want, sizeof want, "rank 1: sp_sync_replicated_grads made 1 all-gather, 0 "
              "reduce-scatters and 0 other operations (%s per rank)",
              pl_format_bytes(obs[1].block.sync.ag_bytes, a, sizeof a));
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "traffic", obs, NP, &why) && said(&why, want),
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why) && said(&why, want),
           "the sync by all-gather: %s", FIRST(&why));
     right_passes(&obs[1].block, NP, NC);
     /* memory: one whole activation more than the formula, then a row in static storage */
@@ -253,18 +254,18 @@ static void block_rules(void)
     snprintf(want, sizeof want, "rank 1: your block held %s between its forward and its "
              "backward where TP+SP keeps %s", pl_format_bytes(obs[1].block.held, a, sizeof a),
              pl_format_bytes(obs[1].block.want_held, b, sizeof b));
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "memory", obs, NP, &why) && said(&why, want) &&
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "memory", obs, NP, &why) && said(&why, want) &&
               said(&why, "is 1.00 full [B*T, C] activations"),
           "a whole activation kept: %s", FIRST(&why));
     obs[1].block.held = obs[1].block.want_held;
     obs[1].block.kept_tensor = 1, obs[1].block.kept_member = 0, obs[1].block.kept_row = 3;
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "memory", obs, NP, &why) &&
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "memory", obs, NP, &why) &&
               said(&why, "rank 1: after your forward returned, static storage held the "
                          "attention half's layernorm output, token row 3 of rank 0's"),
           "another rank's row kept: %s", FIRST(&why));
     obs[1].block.kept_tensor = -1;
     obs[1].block.left = 4096;
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "memory", obs, NP, &why) &&
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "memory", obs, NP, &why) &&
               said(&why, "rank 1: your block still held") &&
               said(&why, "scratch never freed"),
           "scratch left: %s", FIRST(&why));
@@ -277,13 +278,13 @@ static void block_rules(void)
         obs[w].block.activation_floats = NC;
         obs[w].block.work = single / NP;
     }
-    CHECK(judge(L5_BLOCK, 1, NCASES, "time", obs, NP, &why),
+    CHECK(judge(L5_BLOCK, 1, L5_NCASES, "time", obs, NP, &why),
           "the single device's work split: %s", FIRST(&why));
     obs[0].block.work = single; /* the group's sum 1.5x */
     snprintf(want, sizeof want, "rank 0: outside the TP region (the kit's core) your block's %d "
              "ranks did %.4g FLOPs in all, %.2fx the single device's %.4g", NP, 1.5 * single,
              1.5, single);
-    CHECK(!judge(L5_BLOCK, 1, NCASES, "time", obs, NP, &why) && said(&why, want) &&
+    CHECK(!judge(L5_BLOCK, 1, L5_NCASES, "time", obs, NP, &why) && said(&why, want) &&
               said(&why, "work done more than once"),
           "work done twice: %s", FIRST(&why));
     obs[0].block.work = single / NP;
@@ -292,30 +293,30 @@ static void block_rules(void)
     obs[0].time = (struct gr_bt_figures){.traced = 1, .t = NP, .step = 1.0, .compute = 0.5,
                                          .bound = 1.0, .split = 0.4};
     obs[0].time.ratio = (GR_BT_FULL + GR_BT_NONE) / 2;
-    CHECK(judge(L5_BLOCK, 0, NCASES, "time", obs, NP, &why) &&
+    CHECK(judge(L5_BLOCK, 0, L5_NCASES, "time", obs, NP, &why) &&
               fabs(why.fraction - 0.5) < 1e-9,
           "halfway between the bars earns half: %g", why.fraction);
     obs[0].time.ratio = GR_BT_NONE;
-    CHECK(!judge(L5_BLOCK, 0, NCASES, "time", obs, NP, &why) &&
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "time", obs, NP, &why) &&
               said(&why, "rank 0: your block's modelled step") &&
               said(&why, "4 all-gathers and 4 reduce-scatters of bsh"),
           "at the no-marks bar: %s", FIRST(&why));
-    CHECK(judge(L5_BLOCK, 1, NCASES, "time", obs, NP, &why),
+    CHECK(judge(L5_BLOCK, 1, L5_NCASES, "time", obs, NP, &why),
           "decided on case 0 alone: %s", FIRST(&why));
     /* the last case's notes */
-    const int last = NCASES - 1;
+    const int last = L5_NCASES - 1;
     snprintf(want, sizeof want, "held %s between forward and backward (B=%d, T=%d, t=%d) = the "
              "TP+SP formula", pl_format_bytes(40e3, a, sizeof a), B, T, NP);
-    CHECK(judge(L5_BLOCK, last, NCASES, "memory", obs, NP, &why) &&
+    CHECK(judge(L5_BLOCK, last, L5_NCASES, "memory", obs, NP, &why) &&
               said(&why, want) && said(&why, "Lab 4's TP block keeps"),
           "memory's note: %s", FIRST(&why));
     snprintf(want, sizeof want, "its conjugates sent %s per rank = Lab 4's 8bsh(t-1)/t x 4 bytes "
              "(b=%d, s=%d, h=%d)", pl_format_bytes(8.0 * B * T * L5_C * (NP - 1) / NP * 4, a,
                                                    sizeof a), B, T, L5_C);
-    CHECK(judge(L5_BLOCK, last, NCASES, "traffic", obs, NP, &why) &&
+    CHECK(judge(L5_BLOCK, last, L5_NCASES, "traffic", obs, NP, &why) &&
               said(&why, want) && said(&why, "and 0 re-gathers"),
           "traffic's note: %s", FIRST(&why));
-    CHECK(judge(L5_BLOCK, last, NCASES, "correct", obs, NP, &why) &&
+    CHECK(judge(L5_BLOCK, last, L5_NCASES, "correct", obs, NP, &why) &&
               said(&why, "(the last, B=2 T=16) t=2 on a 2-rank world split into 1 TP group"),
           "correct's note: %s", FIRST(&why));
 }
@@ -337,7 +338,8 @@ static void training(void)
     *f = (struct l5_said){.code = L5_W_WEIGHTS, .v = {0.1, 1}};
     snprintf(f->name[0], L5_NAME, "h.1.ln2.b");
     snprintf(want, sizeof want, "rank 2: h.1.ln2.b (your shard) after %d steps: relative L2 "
-             "error %.2e (tolerance %.0e): a replicated tensor", TRAIN_STEPS, 0.1, GR_TOL_PARAMS);
+             "error %.2e (tolerance %.0e): a replicated tensor", L5_TRAIN_STEPS, 0.1,
+             GR_TOL_PARAMS);
     CHECK(!judge(L5_TRAIN, 0, 2, "correct", obs, NP, &why) && said(&why, want),
           "a replicated weight: %s", FIRST(&why));
     *f = (struct l5_said){.code = L5_W_REPLICA_SUM, .v = {1, 2, 0.7, 1, 2, 2, 2}};
@@ -362,7 +364,7 @@ static void training(void)
         obs[w].figs.grid_after_world = 1;
     snprintf(want, sizeof want, "%d AdamW steps of a 2-block model with dropout p=%.1f: every "
              "loss and every parameter shard match pl_model_step with the TP group the whole "
-             "world and on a tp=2 x dp=2 grid of strided TP groups", TRAIN_STEPS, 0.1);
+             "world and on a tp=2 x dp=2 grid of strided TP groups", L5_TRAIN_STEPS, 0.1);
     CHECK(judge(L5_TRAIN, 1, 2, "correct", obs, NP, &why) && said(&why, want),
           "training's note: %s", FIRST(&why));
 }
@@ -444,10 +446,10 @@ static void recorded(const char *path, const char *parts)
         struct l5_said *s = &last->part[L5_CORRECT];
         s->code = L5_W_COMPARE;
         snprintf(s->name[0], L5_NAME, "output");
-        s->cmp = (struct l5_cmp){.finite = 1, .rel = 0.5, .tol = TOL_FWD};
+        s->cmp = (struct l5_cmp){.finite = 1, .rel = 0.5, .tol = L5_TOL_FWD};
         gr_why_init(&why);
         snprintf(want, sizeof want, "rank %d: output: relative L2 error %.2e (tolerance %.0e", r,
-                 0.5, TOL_FWD);
+                 0.5, L5_TOL_FWD);
         CHECK(!l5_judge(kind, rec.icase, rec.ncases, "correct", &bad, &why) && said(&why, want),
               "%s case %d, a rank wrong: %s", rec.op, rec.icase, FIRST(&why));
         free(mine);
