@@ -1,7 +1,6 @@
 /* cases.c: Lab 5's model and cases, the traffic of a pass, a rank's rows, the comparisons
  * the block's checks share, and op conjugates (integer-valued data, exact). */
 #include <math.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
