@@ -74,7 +74,7 @@ void l4_pass(struct l4_state *st, const char *name, const struct l4_traffic *tr,
     p->t = t;
 }
 
-/* As gr_compare (tensors.h), the figures recorded in this rank's observation. */
+/* got against ref, the figures of a failure recorded in this rank's observation. */
 int l4_compare(struct l4_state *st, const char *what, const float *got, const float *ref,
                size_t n, double tol, struct l4_hint hint)
 {

@@ -209,7 +209,8 @@ int l4_ok(const struct l4_state *st);
 void l4_pass(struct l4_state *st, const char *name, const struct l4_traffic *tr, long calls,
              double count, int t, const char *where);
 void l4_traffic_since(const struct pl_ledger *mark, struct l4_traffic *out);
-/* got against ref (op memory), as gr_compare, recorded on part st->cur. */
+/* got against ref (op memory): relative L2 error within tol and every element finite, or the
+ * figures of the failure recorded on part st->cur. */
 int l4_compare(struct l4_state *st, const char *what, const float *got, const float *ref,
                size_t n, double tol, struct l4_hint hint);
 int l4_extra_bias(const float *got, const float *ref, const float *b, int N, int OC, int t);

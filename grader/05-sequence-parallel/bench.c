@@ -194,9 +194,8 @@ static void handout_split_figures(const char *what, const char *name,
 void l5_bench(const struct gr_args *args)
 {
     /* the options' order: driver.c's L5_OPTIONS */
-    const struct l5_state st = {.seed = args->seed, .seq = args->opt[0].i, .in_bench = 1,
-                                .plots_dir = args->opt[1].s};
-    gr_parts_reset(PART_NAMES, NPARTS);
+    struct l5_state st = {.seed = args->seed, .seq = args->opt[0].i, .in_bench = 1,
+                          .plots_dir = args->opt[1].s};
     struct pl_model_config c = l5_config(&st, 0);
     const int B = 2, T = st.seq ? st.seq : 16;
     pl_print0("# Lab 5 sequence parallelism: %s, activation bytes per rank kept between one "
@@ -218,13 +217,17 @@ void l5_bench(const struct gr_args *args)
         double v[2] = {0, 0};
         int ok = 1;
         if (tp) {
-            struct block_run run;
+            struct l5_block_run run;
             memset(&run, 0, sizeof run);
-            struct sp_case kc = {B, T, 1, 0, 1, 1, 0, 1, 0, DROPOUT, "tp"};
+            struct l5_case kc = {B, T, 1, 0, 1, 1, 0, 1, 0, L5_DROPOUT, "tp"};
+            struct l5_obs ob;
+            memset(&ob, 0, sizeof ob);
+            st.ob = &ob;
             pl_todo_reset();
             l5_run_block_case(&st, tp, &kc, 0, 0, &run);
+            st.ob = NULL;
             v[0] = run.held;
-            ok = gr_parts_ok_of(P_CORRECT) && gr_parts_ok_of(P_REPLICAS) && !pl_todo_what();
+            ok = !ob.part[L5_CORRECT].code && !pl_todo_what();
             pl_comm_free(tp);
         }
         v[1] = ok;
@@ -246,12 +249,12 @@ void l5_bench(const struct gr_args *args)
                       "where Lab 4's TP keeps %s\n", t, pl_format_bytes(v[0], a, sizeof a),
                       pl_format_bytes(meas[3 + i], b, sizeof b));
         }
-        gr_parts_reset(PART_NAMES, NPARTS);
     }
     /* the graded shape, whatever --seq says: the handout's sentences are about it */
     handout_split_figures("this lab's block", "this lab's block", &c, 2, c.seq_len);
-    struct pl_model_config g = lab05_gpt3_block();
-    handout_split_figures("the GPT-3 block of the questions", "the GPT-3 block", &g, Q5_B, Q5_S);
+    struct pl_model_config g = l5_gpt3_block();
+    handout_split_figures("the GPT-3 block of the questions", "the GPT-3 block", &g, L5_Q_B,
+                          L5_Q_S);
     if (st.plots_dir && pl_rank() == 0) {
         double m[9];
         for (int k = 0; k < 3; k++)
@@ -276,7 +279,7 @@ void l5_bench(const struct gr_args *args)
 
 struct l5_perf {
     struct pl_comm *tp;
-    struct block_case k;
+    struct l5_block k;
     struct pl_sp_block_acts a;
     struct pl_block_acts ra;
     float *by, *bdx, *full, *part; /* the kit's: its block's outputs, the gathered [N, C] */
@@ -317,8 +320,8 @@ int l5_probe(struct l5_state *st)
     snprintf(deg, sizeof deg, "tp=%d", pl_size());
     pl_grid_init_or_die(&grid, "tp", deg, pl_size());
     pf->tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
-    struct sp_case kc = {PERF_B, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
-    struct block_case *k = &pf->k;
+    struct l5_case kc = {PERF_B, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
+    struct l5_block *k = &pf->k;
     l5_block_case_new(st, pf->tp, &kc, 0, k);
     gr_case("SP block of %d sequences, t=%d, beside the kit's block on %d and the "
             "collectives", PERF_B, k->t, PERF_B / k->t);

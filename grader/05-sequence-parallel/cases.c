@@ -1,7 +1,6 @@
 /* cases.c: Lab 5's model and cases, the traffic of a pass, a rank's rows, the comparisons
  * the block's checks share, and op conjugates (integer-valued data, exact). */
 #include <math.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,23 +35,23 @@ static int short_seq(int t, float r)
  * (a multiple of t up to seq_len); case 3: evaluation with dropout configured, B > 1 and
  * T < seq_len; case 4: a tp x dp grid, dropout p = 0.3 at block 1, T < seq_len. n is the
  * world's size; the hidden suite draws the last two cases' shapes and grid from the seed. */
-struct sp_case l5_case_of(const struct l5_state *st, int i, int n)
+struct l5_case l5_case_of(const struct l5_state *st, int i, int n)
 {
     float r[8];
     pl_rng_fill_uniform(r, 8, st->seed, pl_rng_stream("lab05.shape"), 0, 0.0f, 1.0f);
-    struct sp_case k = {2, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
+    struct l5_case k = {2, 16, 0, 0, 0, 0, 0, 1, 0, 0.0f, "tp"};
     if (i == 1)
-        k = (struct sp_case){2, 16, 1, 3, 7, 1, 0, 1, 1, DROPOUT, "tp"};
+        k = (struct l5_case){2, 16, 1, 3, 7, 1, 0, 1, 1, L5_DROPOUT, "tp"};
     else if (i == 2) {
-        k = (struct sp_case){2, 16, 1, 3, 11, 1, 0, 1, 0, 0.25f, "tp"};
+        k = (struct l5_case){2, 16, 1, 3, 11, 1, 0, 1, 0, 0.25f, "tp"};
         k.B = 1 + (int)(r[0] * 3) % 3;
         k.T = n * (1 + (int)(r[1] * (16 / n)) % (16 / n));
         k.seq0 = (int)(r[2] * 50);
-    } else if (i == CASE_EVAL) {
-        k = (struct sp_case){3, 8, 1, 2, 5, 0, 1, 1, 0, DROPOUT, "tp"};
+    } else if (i == L5_CASE_EVAL) {
+        k = (struct l5_case){3, 8, 1, 2, 5, 0, 1, 1, 0, L5_DROPOUT, "tp"};
         if (st->hidden) k.B = 2 + (int)(r[3] * 3) % 3, k.T = short_seq(n, r[4]);
-    } else if (i == CASE_GRID) {
-        k = (struct sp_case){2, 12, 1, 5, 2, 1, 1, n % 2 ? 1 : 2, 0, 0.3f, "tp-dp"};
+    } else if (i == L5_CASE_GRID) {
+        k = (struct l5_case){2, 12, 1, 5, 2, 1, 1, n % 2 ? 1 : 2, 0, 0.3f, "tp-dp"};
         if (st->hidden) {
             /* strided TP groups, and on 8 ranks dp = 2 or 4 */
             k.order = "dp-tp";
@@ -67,7 +66,7 @@ struct sp_case l5_case_of(const struct l5_state *st, int i, int n)
 
 /* ---- traffic of one pass, from the ledger ---- */
 
-void l5_traffic_since(const struct pl_ledger *mark, struct pass_traffic *out)
+void l5_traffic_since(const struct pl_ledger *mark, struct l5_traffic *out)
 {
     struct pl_ledger d;
     gr_ledger_since(mark, &d);
@@ -103,55 +102,20 @@ static void member_data(uint64_t seed, const char *what, int w, size_t n, float 
     pl_rng_fill_int(out, n, seed, pl_rng_stream(what), (uint64_t)w * n, -64, 64);
 }
 
-/* got (host, n) against want: 0 and a failure naming the first wrong element. */
-static int exact(const char *what, const float *got, const float *want, const float *rank_major,
-                 size_t n, const char *rule)
+/* Conjugate k's result (host, n) against want: 0 with the first wrong element recorded,
+ * and whether the rows are in the collective's rank-major order. */
+static int exact(struct l5_state *st, int k, const float *got, const float *want,
+                 const float *rank_major, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (got[i] != want[i]) {
             int ordered = rank_major != NULL;
             for (size_t j = 0; rank_major && j < n && ordered; j++)
                 ordered = got[j] == rank_major[j];
-            gr_fail("%s: element %zu is %g, expected %g (%s)%s", what, i, (double)got[i],
-                 (double)want[i], rule,
-                 ordered ? ": the rows are in the collective's rank-major order; sequence b's "
-                           "tokens from rank r belong at rows b T + r T/t "
-                           "(pl_sp_from_rank_major, section 3)"
-                         : "");
+            L5_FAIL(st, L5_W_CONJ, k, (double)i, got[i], want[i], ordered);
             return 0;
         }
     return 1;
-}
-
-static const char *const CONJ_NAMES[] = {"sp_gather_forward", "sp_gather_backward",
-                                          "sp_scatter_forward", "sp_scatter_backward"};
-
-/* Each conjugate's collectives from the ledger: exactly one all-gather or one reduce-scatter
- * of (t-1)/t of the full activation of nf values. */
-static void judge_conjugate_traffic(const struct pass_traffic *tr, int t, size_t nf)
-{
-    for (int k = 0; k < 4 && t > 1 && !pl_todo_what(); k++) {
-        int gathers = k == 0 || k == 3;
-        long want_ag = gathers, want_rs = !gathers;
-        double want = l5_coll_bytes((double)nf, t);
-        char a[32], b[32];
-        const char *name = CONJ_NAMES[k];
-        if (tr[k].ar)
-            gr_fail("%s made %ld all-reduce%s (%s): an all-reduce leaves the whole sum on every "
-                 "rank and sends 2(t-1)/t of the buffer where a reduce-scatter sends (t-1)/t "
-                 "and leaves each rank only its tokens, which is all it keeps (section 3)",
-                 name, tr[k].ar, tr[k].ar == 1 ? "" : "s",
-                 pl_format_bytes(tr[k].ar_bytes, a, sizeof a));
-        else if (tr[k].other || tr[k].ag != want_ag || tr[k].rs != want_rs)
-            gr_fail("%s made %ld all-gather%s, %ld reduce-scatter%s and %ld other operation%s "
-                 "where it needs exactly one %s (section 3)", name, tr[k].ag,
-                 tr[k].ag == 1 ? "" : "s", tr[k].rs, tr[k].rs == 1 ? "" : "s", tr[k].other,
-                 tr[k].other == 1 ? "" : "s", gathers ? "all-gather" : "reduce-scatter");
-        else if (fabs(tr[k].ag_bytes + tr[k].rs_bytes - want) > 0.5)
-            gr_fail("%s sent %s per rank where one %s of the full [B*T, C] sends %s ((t-1)/t of "
-                 "it)", name, pl_format_bytes(tr[k].ag_bytes + tr[k].rs_bytes, a, sizeof a),
-                 gathers ? "all-gather" : "reduce-scatter", pl_format_bytes(want, b, sizeof b));
-    }
 }
 
 /* The conjugates' data on the host: this rank's local rows and full buffer, and what each
@@ -196,21 +160,17 @@ static void conj_data_free(struct conj_data *d)
     for (int i = 0; i < 5; i++) free(p[i]);
 }
 
-void l5_run_conjugates(const struct l5_state *st, struct pl_comm *tp)
+void l5_run_conjugates(struct l5_state *st, struct pl_comm *tp)
 {
     struct conj_data d;
     conj_data_new(st->seed, tp, &d);
-    const int t = d.t, B = d.B, T = d.T, C = d.C;
+    const int B = d.B, T = d.T, C = d.C;
     const size_t nf = d.nf, nl = d.nl;
     float *dl = gr_op_alloc(nl, "lab05 local"), *df = gr_op_alloc(nf, "lab05 full");
     float *ol = gr_op_alloc(nl, "lab05 out local"), *of = gr_op_alloc(nf, "lab05 out full");
-    static const char *rules[] = {
-        "all-gather along the sequence: every rank's T/t tokens of each sequence in place",
-        "reduce-scatter: this rank's tokens of the sum over the group",
-        "reduce-scatter: this rank's tokens of the sum over the group",
-        "all-gather along the sequence: every rank's T/t tokens of each sequence in place"};
-    struct pass_traffic tr[4];
-    for (int k = 0; k < 4 && gr_parts_ok_of(P_CORRECT); k++) {
+    struct l5_obs *ob = st->ob;
+    ob->has_conj = 1;
+    for (int k = 0; k < 4 && l5_ok_of(st, L5_CORRECT); k++) {
         int gathers = k == 0 || k == 3;
         pl_to_device(dl, d.mine_l, nl * sizeof(float));
         pl_to_device(df, d.mine_f, nf * sizeof(float));
@@ -220,28 +180,72 @@ void l5_run_conjugates(const struct l5_state *st, struct pl_comm *tp)
         else if (k == 1) sp_gather_backward(tp, ol, df, B, T, C);
         else if (k == 2) sp_scatter_forward(tp, ol, df, B, T, C);
         else sp_scatter_backward(tp, of, dl, B, T, C);
-        l5_traffic_since(&mark, &tr[k]);
+        l5_traffic_since(&mark, &ob->conj[k]);
         if (pl_todo_what()) break;
         float *got = gr_host_copy(gathers ? of : ol, gathers ? nf : nl);
-        exact(CONJ_NAMES[k], got, gathers ? d.gath : d.want_l, gathers && B > 1 ? d.rm : NULL,
-              gathers ? nf : nl, rules[k]);
+        exact(st, k, got, gathers ? d.gath : d.want_l, gathers && B > 1 ? d.rm : NULL,
+              gathers ? nf : nl);
         free(got);
     }
-    gr_parts_say_ok(P_CORRECT,
-                    "both conjugates exact forward and backward on every rank (t=%d, B=%d, "
-                    "T=%d, C=%d)",
-                    t, B, T, C);
-    gr_parts_set(P_TRAFFIC);
-    judge_conjugate_traffic(tr, t, nf);
-    gr_parts_set(P_CORRECT);
-    gr_parts_say_ok(P_TRAFFIC, "one all-gather in sp_gather_forward and sp_scatter_backward, one "
-           "reduce-scatter in sp_gather_backward and sp_scatter_forward, each (t-1)/t of the "
-           "full activation per rank");
+    ob->figs.B = B, ob->figs.T = T, ob->figs.C = C;
     float *p[] = {dl, df, ol, of};
     for (int i = 0; i < 4; i++) pl_mem_free(p[i]);
     conj_data_free(&d);
 }
 
+/* ---- what this rank records ---- */
+
+struct l5_said *l5_fail(struct l5_state *st, enum l5_why code, const double *v, int n)
+{
+    struct l5_said *s = &st->ob->part[st->cur];
+    if (s->code) return NULL;
+    s->code = code;
+    for (int k = 0; k < n && k < (int)(sizeof s->v / sizeof *s->v); k++) s->v[k] = v[k];
+    return s;
+}
+
+void l5_name(struct l5_said *s, int k, const char *name)
+{
+    if (s) snprintf(s->name[k], sizeof s->name[k], "%s", name);
+}
+
+int l5_ok(const struct l5_state *st)
+{
+    return !st->ob->part[st->cur].code;
+}
+
+int l5_ok_of(const struct l5_state *st, int p)
+{
+    return !st->ob->part[p].code;
+}
+
+int l5_compare(struct l5_state *st, const char *what, const float *got, const float *ref,
+               size_t n, double tol, struct l5_hint hint)
+{
+    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
+    size_t at = 0;
+    struct l5_cmp m = {.finite = pl_all_finite(g, n, &at), .tol = tol, .hint = hint};
+    if (m.finite) {
+        m.rel = pl_rel_l2(g, r, n);
+        if (m.rel > tol) m.max_abs = pl_max_abs_diff(g, r, n, &at);
+    }
+    m.at = (double)at;
+    m.got = g[at];
+    m.ref = r[at];
+    int ok = m.finite && m.rel <= tol;
+    struct l5_said *s = ok ? NULL : L5_FAIL(st, L5_W_COMPARE, 0);
+    l5_name(s, 0, what);
+    if (s) s->cmp = m;
+    free(g);
+    free(r);
+    return ok;
+}
+
+struct l5_hint l5_hint_of(int kind)
+{
+    struct l5_hint h = {.kind = kind};
+    return h;
+}
 
 /* Relative L2 error of n floats of op memory against ref (op memory). */
 double l5_rel_l2(const float *got, const float *ref, size_t n)
@@ -258,15 +262,9 @@ double l5_rel_l2(const float *got, const float *ref, size_t n)
 }
 
 /* What a case on a tp x dp grid adds to a failure: the group is not the world. */
-void l5_grid_hint(const struct sp_case *kc, int t, char *buf, size_t len)
+struct l5_hint l5_grid_hint(const struct l5_case *kc, int t)
 {
-    buf[0] = 0;
-    if (kc->dp > 1)
-        snprintf(buf, len, "this case runs on a tp=%d x dp=%d grid (order %s), each DP "
-                 "replica on its own sequences, and the cases whose TP group was the whole "
-                 "world matched: the TP group is not the world. The group's rank and size are "
-                 "pl_comm_rank(tp) and pl_comm_size(tp) and its collectives run on tp; "
-                 "pl_rank(), pl_size() and pl_comm_world() are the world's (sections 4 and 6)",
-                 t, kc->dp, kc->order);
+    struct l5_hint h = {.kind = kc->dp > 1 ? L5_H_GRID : L5_H_NONE, .h = {t, kc->dp}};
+    snprintf(h.order, sizeof h.order, "%s", kc->order);
+    return h;
 }
-

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lab05.h"
+#include "core_count.h"
 #include "unseen.h"
 
 /* A tensor's stream of case data, replica d's own on a tp x dp grid. */
@@ -19,8 +20,8 @@ static float *case_normal(uint64_t seed, const char *name, int d, size_t n, floa
     return gr_op_normal(seed, s, n, mean, std);
 }
 
-void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d,
-                           struct block_case *k)
+void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const struct l5_case *kc,
+                       int d, struct l5_block *k)
 {
     memset(k, 0, sizeof *k);
     k->t = pl_comm_size(tp), k->r = pl_comm_rank(tp), k->B = kc->B, k->T = kc->T;
@@ -78,7 +79,7 @@ void l5_block_case_new(const struct l5_state *st, struct pl_comm *tp, const stru
     }
 }
 
-void l5_block_case_free(struct block_case *k)
+void l5_block_case_free(struct l5_block *k)
 {
     float *fr[] = {k->full, k->full_g, k->shard, k->shard_g, k->x, k->dy, k->y, k->dx,
                    k->lx, k->ldy, k->ly, k->ldx, k->g0, k->g_last, k->x2, k->dy2};
@@ -88,7 +89,7 @@ void l5_block_case_free(struct block_case *k)
 
 /* The oracle: the reference model's block on every token; with accum, the second
  * micro-batch's gradients too, alone in g_last and added to full_g. */
-static void reference_block(struct block_case *k)
+static void reference_block(struct l5_block *k)
 {
     k->y = gr_op_alloc(k->nc, "ref y"), k->dx = gr_op_alloc(k->nc, "ref dx");
     struct pl_block_acts ra;
@@ -110,16 +111,12 @@ static void reference_block(struct block_case *k)
     pl_block_acts_free(&ra);
 }
 
-/* Core FLOPs (unseen.c counts them in the wrappers of the kit's core): every call's, and
- * one call of each of the four (attention and MLP, forward and backward) at the shape last
- * seen, what a block's pass needs. */
-double lab05_core_flops(void);
-double lab05_core_flops_once(void);
-
 /* Whether the static storage of this process holds a row of another rank of the TP group
  * after the forward: the layernorm outputs and inputs of every token are what Lab 4 kept
  * and SP must not, and a copy kept in a static array passes no call the grader can wrap
- * (a memcpy) and no ledger. Collective over the world; names what it found in kept. */
+ * (a memcpy) and no ledger. Only this process can search its own storage, so the rows of
+ * the group are exchanged first (collective over the world); what it found is recorded in
+ * run (judge.c words it). */
 extern char __data_start[], _end[];
 
 struct kept_row {
@@ -135,11 +132,8 @@ static int kept_row_cmp(const void *a, const void *b)
 }
 
 static void find_kept_rows(struct pl_comm *tp, const struct pl_sp_block_acts *a, size_t nl,
-                           int C, char *kept, size_t len)
+                           int C, struct l5_block_run *run)
 {
-    static const char *const names[] = {"the attention half's input x",
-                                        "the attention half's layernorm output",
-                                        "the MLP half's input", "the MLP half's layernorm output"};
     const int nw = pl_size(), t = pl_comm_size(tp), r = pl_comm_rank(tp);
     const size_t rows = nl / (size_t)C;
     const float *src[] = {a->x1, a->ln1, a->x2, a->ln2};
@@ -160,21 +154,21 @@ static void find_kept_rows(struct pl_comm *tp, const struct pl_sp_block_acts *a,
                 nc++;
             }
     qsort(cand, nc, sizeof *cand, kept_row_cmp);
-    kept[0] = 0;
+    run->kept_tensor = -1;
     const char *lo = __data_start, *hi = _end;
-    for (const char *q = lo; q + (size_t)C * sizeof(float) <= hi && !kept[0];
+    for (const char *q = lo; q + (size_t)C * sizeof(float) <= hi && run->kept_tensor < 0;
          q += sizeof(float)) {
         struct kept_row key = {0};
         memcpy(&key.first, q, sizeof key.first);
         const struct kept_row *f = bsearch(&key, cand, nc, sizeof *cand, kept_row_cmp);
         if (!f) continue;
         while (f > cand && f[-1].first == key.first) f--;
-        for (; f < cand + nc && f->first == key.first && !kept[0]; f++) {
+        for (; f < cand + nc && f->first == key.first && run->kept_tensor < 0; f++) {
             const float *row = all + ((size_t)pl_comm_world_rank(tp, f->member) * 4 +
                                       (size_t)f->tensor) * nl + f->row * (size_t)C;
             if (!memcmp(q, row, (size_t)C * sizeof(float)))
-                snprintf(kept, len, "%s, token row %zu of rank %d's", names[f->tensor], f->row,
-                         f->member);
+                run->kept_tensor = f->tensor, run->kept_member = f->member,
+                run->kept_row = f->row;
         }
     }
     free(cand);
@@ -183,7 +177,7 @@ static void find_kept_rows(struct pl_comm *tp, const struct pl_sp_block_acts *a,
 }
 
 /* One forward and backward of the student's block on this case's rows, writing y and dx. */
-static void student_pass(struct pl_comm *tp, struct block_case *k, struct pl_sp_block_acts *a,
+static void student_pass(struct pl_comm *tp, struct l5_block *k, struct pl_sp_block_acts *a,
                          const struct pl_model_ctx *ctx, const float *x, float *y,
                          const float *dy, float *dx)
 {
@@ -195,8 +189,8 @@ static void student_pass(struct pl_comm *tp, struct block_case *k, struct pl_sp_
  * from the forward to the backward and the step's peak, what it left, its FLOPs; traced for
  * part time (collective). With accum, a second micro-batch's forward and backward follow
  * (unmeasured). */
-static void student_block(const struct l5_state *st, struct pl_comm *tp, struct block_case *k, int traced,
-                          struct block_run *run)
+static void student_block(const struct l5_state *st, struct pl_comm *tp, struct l5_block *k,
+                          int traced, struct l5_block_run *run)
 {
     k->lx = l5_local_rows(k->x, k->B, k->T, k->C, k->t, k->r);
     k->ldy = l5_local_rows(k->dy, k->B, k->T, k->C, k->t, k->r);
@@ -212,22 +206,28 @@ static void student_block(const struct l5_state *st, struct pl_comm *tp, struct 
     gr_ledger_mark(&mark);
     if (traced) gr_bt_begin();
     gr_unseen_begin(0);
-    double f0 = pl_ledger_flops_total(), c0 = lab05_core_flops();
+    /* the kit's core FLOPs (unseen.c's wrappers note them): every call's, and one call of
+     * each of the four (attention and MLP, forward and backward) at this shape, what a
+     * block's pass needs */
+    struct gr_core_count core;
+    gr_core_begin(&core);
+    double f0 = pl_ledger_flops_total(), c0 = core.total;
     sp_block_forward(tp, &k->c, k->layer, &k->sp, &a, &k->ctx, k->lx, k->ly);
-    double f1 = pl_ledger_flops_total(), c1 = lab05_core_flops();
+    double f1 = pl_ledger_flops_total(), c1 = core.total;
     if (traced) gr_bt_pause();
     l5_traffic_since(&mark, &run->fwd);
     pl_mem_get_stats(&after);
     run->held = (double)after.current_total - (double)before.current_total;
-    if (k->t > 1 && !pl_todo_what() && !st->in_bench)
-        find_kept_rows(tp, &a, k->nl, k->C, run->kept, sizeof run->kept);
+    run->kept_tensor = -1;
+    if (k->t > 1 && !pl_todo_what() && !st->in_bench) find_kept_rows(tp, &a, k->nl, k->C, run);
     gr_ledger_mark(&mark);
     if (traced) gr_bt_resume();
-    double f2 = pl_ledger_flops_total(), c2 = lab05_core_flops();
+    double f2 = pl_ledger_flops_total(), c2 = core.total;
     sp_block_backward(tp, &k->c, k->layer, &k->sp, &k->sg, &a, &k->ctx, k->ldy, k->ldx);
     run->flops = f1 - f0 + pl_ledger_flops_total() - f2;
-    run->core_flops = c1 - c0 + lab05_core_flops() - c2;
-    run->core_once = lab05_core_flops_once();
+    run->core_flops = c1 - c0 + core.total - c2;
+    gr_core_end(&core);
+    run->core_once = gr_core_once(&core);
     run->unseen = gr_unseen_end();
     if (traced) gr_bt_end(1);
     l5_traffic_since(&mark, &run->bwd);
@@ -248,10 +248,10 @@ static void student_block(const struct l5_state *st, struct pl_comm *tp, struct 
     }
 }
 
-void l5_run_block_case(const struct l5_state *st, struct pl_comm *tp, const struct sp_case *kc, int d, int traced,
-                           struct block_run *run)
+void l5_run_block_case(struct l5_state *st, struct pl_comm *tp, const struct l5_case *kc, int d,
+                       int traced, struct l5_block_run *run)
 {
-    struct block_case k;
+    struct l5_block k;
     l5_block_case_new(st, tp, kc, d, &k);
     double f0 = pl_ledger_flops_total();
     reference_block(&k);
@@ -261,31 +261,52 @@ void l5_run_block_case(const struct l5_state *st, struct pl_comm *tp, const stru
     }
     run->activation_floats = (double)k.nc;
     student_block(st, tp, &k, traced, run);
-    int fwd_ok = l5_judge_block_rows(&k, kc);
-    if (fwd_ok && gr_parts_ok()) l5_judge_dropout_alone(tp, &k);
+    st->cur = L5_CORRECT;
+    int fwd_ok = l5_check_block_rows(st, &k, kc);
+    if (fwd_ok && l5_ok(st)) l5_check_dropout_alone(st, tp, &k);
     float *wg = gr_op_alloc(k.shard_numel, "expected shard grads");
     float *wl = k.g0 ? gr_op_alloc(k.shard_numel, "expected second micro-batch") : NULL;
-    l5_judge_split_grads(&k, fwd_ok, wg, wl);
+    l5_check_split_grads(st, &k, fwd_ok, wg, wl);
     /* the synchronisation of the replicated gradients */
     struct pl_ledger mark;
     gr_ledger_mark(&mark);
     sp_sync_replicated_grads(tp, &k.c, &k.sg);
     l5_traffic_since(&mark, &run->sync);
     if (!pl_todo_what() && !st->in_bench) {
-        gr_parts_set(P_REPLICAS);
-        l5_judge_replicas(tp, kc, &k.c, k.t, k.shard_g, wg, wl);
-        gr_parts_set(P_CORRECT);
+        st->cur = L5_REPLICAS;
+        l5_check_replicas(st, kc, &k.c, k.t, k.shard_g, wg, wl);
+        st->cur = L5_CORRECT;
     }
     if (wl) pl_mem_free(wl);
     pl_mem_free(wg);
     l5_block_case_free(&k);
 }
 
-void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct sp_case *kcp, int d, int i)
+/* Part time: on case 0 (t = the world) rank 0 replays the traced block (block_time.h); the
+ * other cases carry its figures again, for the part's note on the last case. */
+static void record_time(struct l5_state *st, const struct l5_block_run *run, int t, int i)
+{
+    if (i == 0 && pl_rank() == 0) {
+        char err[256] = "the forward was wrong, so the backward never ran";
+        struct gr_bt_verdict v;
+        memset(&v, 0, sizeof v);
+        if (gr_bt_traced() && gr_bt_replay(run->oracle_flops, run->activation_floats, t, NULL,
+                                           NULL, &v, err, sizeof err) != 0)
+            memset(&v, 0, sizeof v);
+        gr_bt_figures_of(&v, t, err, &st->time_last);
+    }
+    gr_bt_free();
+    if (pl_rank() == 0) {
+        st->ob->has_time = 1;
+        st->ob->time = st->time_last;
+    }
+}
+
+void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct l5_case *kcp, int d, int i)
 {
     const int t = pl_comm_size(tp);
-    const struct sp_case kc = *kcp;
-    struct block_run run;
+    const struct l5_case kc = *kcp;
+    struct l5_block_run run;
     memset(&run, 0, sizeof run);
     l5_run_block_case(st, tp, &kc, d, st->want_time && i == 0, &run);
     if (pl_todo_what()) {
@@ -293,43 +314,23 @@ void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct sp_case 
         return;
     }
     struct pl_model_config c = l5_config(st, 0);
-    const double NC = (double)kc.B * kc.T * c.d_model;
-    char a[32], b[32], e[32];
-    gr_parts_say_ok(P_CORRECT,
-                    "outputs, input gradients and every split shard's gradient match the "
-                    "single device in %d cases: dropout off and on, gradients accumulated over "
-                    "two micro-batches, evaluation with dropout configured, and (the last, "
-                    "B=%d T=%d) t=%d on a %d-rank world split into %d TP group%s",
-                    NCASES, kc.B, kc.T, t, pl_size(), kc.dp, kc.dp == 1 ? "" : "s");
-    gr_parts_say_ok(P_REPLICAS,
-                    "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
-                    "bit, equal to the single device's (t=%d)",
-                    t);
-    if (t > 1) {
-        gr_parts_set(P_TRAFFIC);
-        l5_judge_block_traffic(&run, t, NC, c.d_model);
-        gr_parts_set(P_MEMORY);
-        l5_judge_block_memory(&run, &c, t, kc.B, kc.T);
-        if (st->want_time) {
-            gr_parts_set(P_TIME);
-            l5_judge_block_work(tp, &run, t);
-            /* the verdict is case 0's, whose TP group is the world: its t names it */
-            gr_bt_judge(&st->time_verdict, i, P_TIME, "time", pl_size(), run.oracle_flops,
-                        run.activation_floats, "4 all-gathers and 4 reduce-scatters of bsh",
-                        "5");
-        }
-        gr_parts_set(P_CORRECT);
-    }
-    const double lab4 = 2 * 2 * 2.0 * (t - 1) / t * NC * 4.0;
-    gr_parts_say_ok(P_TRAFFIC, "forward 2 all-gathers + 2 reduce-scatters, backward 2 + 2 and %ld "
-           "re-gather%s of the stored layernorm shards, no all-reduce in the block: its "
-           "conjugates sent %s per rank = Lab 4's 8bsh(t-1)/t x 4 bytes (b=%d, s=%d, h=%d), "
-           "the re-gathers %s more", run.bwd.ag - 2, run.bwd.ag - 2 == 1 ? "" : "s",
-           pl_format_bytes(lab4, a, sizeof a), kc.B, kc.T, c.d_model,
-           pl_format_bytes(l5_coll_bytes(NC, t) * (double)(run.bwd.ag - 2), b, sizeof b));
-    gr_parts_say_ok(P_MEMORY, "held %s between forward and backward (B=%d, T=%d, t=%d) = the TP+SP "
-           "formula 4/t (8NC + 2NF + 4N + B NH T^2); Lab 4's TP block keeps %s; peak of the "
-           "step %s", pl_format_bytes(run.held, a, sizeof a), kc.B, kc.T, t,
-           pl_format_bytes(pl_tp_block_act_bytes(&c, t, kc.B, kc.T), b, sizeof b),
-           pl_format_bytes(run.peak, e, sizeof e));
+    struct l5_block_figs *bf = &st->ob->block;
+    bf->measured = t > 1;
+    bf->fwd = run.fwd, bf->bwd = run.bwd, bf->sync = run.sync;
+    bf->NC = (double)kc.B * kc.T * c.d_model;
+    bf->held = run.held, bf->peak = run.peak, bf->left = run.left;
+    bf->want_held = pl_sp_block_act_bytes(&c, t, kc.B, kc.T);
+    bf->lab4_held = pl_tp_block_act_bytes(&c, t, kc.B, kc.T);
+    bf->unseen = run.unseen;
+    bf->kept_tensor = run.kept_tensor, bf->kept_member = run.kept_member;
+    bf->kept_row = (double)run.kept_row;
+    bf->work = run.flops - run.core_flops;
+    bf->core_once = run.core_once;
+    bf->oracle_flops = run.oracle_flops, bf->activation_floats = run.activation_floats;
+    struct l5_figs *f = &st->ob->figs;
+    f->B = kc.B, f->T = kc.T, f->C = c.d_model, f->dp = kc.dp;
+    /* the verdict is case 0's, whose TP group is the world: its t names it (none on one
+     * rank); the later cases, whatever their group, carry its figures for the note */
+    if (st->want_time && (t > 1 || i > 0)) record_time(st, &run, pl_size(), i);
+    else gr_bt_free();
 }

@@ -17,9 +17,9 @@
 /* Case 0: the world as one TP group; case 1 (4 ranks and more): a tp x dp grid of strided
  * groups. The hidden suite's one case draws B, dp (2 or 4 on 8 ranks) and the groups' shape
  * (consecutive on 4 ranks, where the visible suite runs strided ones) from the seed. */
-struct train_case l5_train_case_of(const struct l5_state *st, int i, int n)
+struct l5_train_case l5_train_case_of(const struct l5_state *st, int i, int n)
 {
-    struct train_case k = {1, 0, TRAIN_B};
+    struct l5_train_case k = {1, 0, L5_TRAIN_B};
     if (st->hidden) {
         float r[3];
         pl_rng_fill_uniform(r, 3, st->seed, pl_rng_stream("lab05.train"), 0, 0.0f, 1.0f);
@@ -39,7 +39,7 @@ int l5_train_cases(const struct l5_state *st, int n)
     return st->hidden ? 1 : n >= 4 ? 2 : 1;
 }
 
-struct sp_model {
+struct l5_model {
     struct pl_model_config cfg;
     struct pl_model *m; /* embedding and head (its blocks unused); the layout */
     int t, r, d, dp, B, strided;
@@ -51,8 +51,8 @@ struct sp_model {
 };
 
 /* The tokens and targets of step `step`'s global batch of nseq sequences. */
-static void step_tokens(uint64_t seed, const struct pl_model_config *c, int step, int nseq, int *tok,
-                        int *tgt)
+static void step_tokens(uint64_t seed, const struct pl_model_config *c, int step, int nseq,
+                        int *tok, int *tgt)
 {
     size_t n = (size_t)nseq * c->seq_len;
     float *f = malloc(2 * n * sizeof *f);
@@ -65,8 +65,8 @@ static void step_tokens(uint64_t seed, const struct pl_model_config *c, int step
     free(f);
 }
 
-static void sp_model_new(struct sp_model *s, uint64_t seed, const struct pl_model_config *c,
-                         struct pl_comm *tp, int d, const struct train_case *kt)
+static void l5_model_new(struct l5_model *s, uint64_t seed, const struct pl_model_config *c,
+                         struct pl_comm *tp, int d, const struct l5_train_case *kt)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *c;
@@ -93,7 +93,7 @@ static void sp_model_new(struct sp_model *s, uint64_t seed, const struct pl_mode
     }
 }
 
-static void sp_model_free(struct sp_model *s)
+static void l5_model_free(struct l5_model *s)
 {
     for (int l = 0; l < s->cfg.n_layers; l++) {
         pl_mem_free(s->shard[l]);
@@ -124,7 +124,7 @@ struct local_batch {
     size_t n;
 };
 
-static void local_batch_new(const struct sp_model *s, const int *tok, const int *tgt,
+static void local_batch_new(const struct l5_model *s, const int *tok, const int *tgt,
                             struct local_batch *lb)
 {
     const int T = s->cfg.seq_len, Ts = T / s->t, B = s->B;
@@ -153,7 +153,7 @@ static void local_batch_free(struct local_batch *lb)
 
 /* Forward and backward of this rank's tokens: the grader's embedding (at the tokens'
  * positions) and head around the student's SP blocks. Returns the global batch's loss. */
-static double sp_forward_backward(struct pl_comm *tp, struct sp_model *s,
+static double l5_forward_backward(struct pl_comm *tp, struct l5_model *s,
                                   const struct local_batch *lb, const struct pl_model_ctx *ctx)
 {
     const struct pl_model_config *c = &s->cfg;
@@ -210,7 +210,7 @@ static double rel_floor(const float *got, const float *ref, size_t n, double rms
 /* The single device's gradients of the blocks on the sequences of replica d (all replicas
  * summed when d < 0), at the reference's current parameters, this rank's shard of block l
  * in want[l]. */
-static void replica_reference(struct pl_model *ref, const struct sp_model *s, const int *dtok,
+static void replica_reference(struct pl_model *ref, const struct l5_model *s, const int *dtok,
                               const int *dtgt, int d, float **want)
 {
     const struct pl_model_config *c = &s->cfg;
@@ -233,32 +233,21 @@ static void replica_reference(struct pl_model *ref, const struct sp_model *s, co
     pl_model_free_acts(ref);
 }
 
-/* What a failure on a tp x dp grid adds: this rank's group, and that it is not the world. */
-static void train_grid_hint(struct pl_comm *tp, const struct sp_model *s, int world_matched,
-                            char *buf, size_t len)
+/* This rank's TP group as world ranks, in group order ("2, 0"). */
+static void group_members(struct pl_comm *tp, int t, char *buf, size_t len)
 {
-    char members[160] = "";
-    for (int m = 0; m < s->t; m++) {
-        size_t l = strlen(members);
-        snprintf(members + l, sizeof members - l, "%s%d", m ? ", " : "",
-                 pl_comm_world_rank(tp, m));
+    buf[0] = '\0';
+    for (int m = 0; m < t; m++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, len - l, "%s%d", m ? ", " : "", pl_comm_world_rank(tp, m));
     }
-    snprintf(buf, len, "this case runs on a tp=%d x dp=%d grid of %s TP groups: your TP group "
-             "is world ranks "
-             "%s, TP ranks 0 to %d in that order (not the world's), and replica %d holds its "
-             "own %d sequence%s%s: the TP group is not the world. The rows of the dropout mask "
-             "and the tokens a rank holds come from pl_comm_rank(tp) and pl_comm_size(tp), and "
-             "the collectives run on tp; pl_rank(), pl_size() and pl_comm_world() are the "
-             "world's (sections 4 and 6)", s->t, s->dp,
-             s->strided ? "strided" : "consecutive", members, s->t - 1, s->d, s->B,
-             s->B > 1 ? "s" : "", world_matched ? ", and the case whose TP group was the whole world matched" : "");
 }
 
 /* On a tp x dp grid, after the student's synchronisation and before the replicas are
  * averaged: every tensor of this rank's shards against the single device's gradient on its
  * replica's sequences alone. A replicated one that holds every replica's sum was
  * synchronised over the world. */
-static void check_replica_grads(struct pl_comm *tp, const struct sp_model *s,
+static void check_replica_grads(struct l5_state *st, struct pl_comm *tp, const struct l5_model *s,
                                 struct pl_model *ref, const int *dtok, const int *dtgt,
                                 int step, int world_matched)
 {
@@ -267,34 +256,30 @@ static void check_replica_grads(struct pl_comm *tp, const struct sp_model *s,
     float *want[2], *all[2] = {NULL, NULL};
     for (int l = 0; l < c->n_layers; l++) want[l] = gr_op_alloc(sn, "replica's expected grads");
     replica_reference(ref, s, dtok, dtgt, s->d, want);
-    for (int l = 0; l < c->n_layers && gr_parts_ok(); l++) {
+    for (int l = 0; l < c->n_layers && l5_ok(st); l++) {
         struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
         pl_tp_block_tensors(c, l, s->t, d);
         const double rms = sqrt(pl_grad_norm_sq(want[l], sn) / (double)sn);
-        for (int k = 0; k < PL_TP_BLOCK_TENSORS && gr_parts_ok(); k++) {
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS && l5_ok(st); k++) {
             const size_t o = d[k].shard_offset, n = d[k].shard_numel;
             const double e = rel_floor(s->grad[l] + o, want[l] + o, n, rms);
-            if (e <= TOL_BWD) continue;
+            if (e <= L5_TOL_BWD) continue;
             const int rep = d[k].split == PL_TP_REPLICATED;
-            char why[1000];
             if (rep && !all[0]) {
                 for (int m = 0; m < c->n_layers; m++) all[m] = gr_op_alloc(sn, "every replica's");
                 replica_reference(ref, s, dtok, dtgt, -1, all);
             }
-            if (rep && rel_floor(s->grad[l] + o, all[l] + o, n, rms) <= TOL_BWD)
-                snprintf(why, sizeof why, "it is the sum of all %d replicas' gradients, each "
-                         "on its own sequences: sp_sync_replicated_grads reduced over the world "
-                         "(pl_comm_world()), which holds every replica, where it must reduce "
-                         "over tp, the TP group (a tp=%d x dp=%d grid here). Each replica's "
-                         "gradient is its own until the data-parallel reduction, the trainer's, "
-                         "averages them after yours (section 6)", s->dp, s->t, s->dp);
-            else
-                train_grid_hint(tp, s, world_matched, why, sizeof why);
-            gr_fail("gradient of %.64s (your shard%s) at step %d, after sp_sync_replicated_grads "
-                    "and before the replicas are averaged: relative L2 error %.2e against the "
-                    "single device's on replica %d's %d sequence%s (tolerance %.0e): %s",
-                    d[k].name, rep ? ", replicated" : "", step + 1, e, s->d, s->B,
-                    s->B > 1 ? "s" : "", TOL_BWD, why);
+            struct l5_said *f;
+            if (rep && rel_floor(s->grad[l] + o, all[l] + o, n, rms) <= L5_TOL_BWD) {
+                f = L5_FAIL(st, L5_W_REPLICA_SUM, rep, step + 1, e, s->d, s->B, s->dp, s->t);
+            } else {
+                char members[160];
+                group_members(tp, s->t, members, sizeof members);
+                f = L5_FAIL(st, L5_W_REPLICA_GRID, rep, step + 1, e, s->d, s->B, s->dp, s->t,
+                            s->strided, world_matched);
+                l5_name(f, 1, members);
+            }
+            l5_name(f, 0, d[k].name);
         }
     }
     for (int l = 0; l < c->n_layers; l++) {
@@ -307,7 +292,7 @@ static void check_replica_grads(struct pl_comm *tp, const struct sp_model *s,
  * on a grid), the trainer's average over the replicas and sums of the embedding's and head's,
  * and the clipping scale from the global norm: replicated tensors counted once, split ones
  * summed over the TP group. */
-static float sp_sync_and_clip(struct pl_comm *tp, struct sp_model *s,
+static float l5_sync_and_clip(struct l5_state *st, struct pl_comm *tp, struct l5_model *s,
                               const struct pl_adamw_config *opt, struct pl_model *ref,
                               const int *dtok, const int *dtgt, int step, int world_matched)
 {
@@ -316,7 +301,7 @@ static float sp_sync_and_clip(struct pl_comm *tp, struct sp_model *s,
     const float inv_dp = 1.0f / (float)s->dp;
     for (int l = 0; l < c->n_layers; l++) sp_sync_replicated_grads(tp, c, &s->sg[l]);
     if (s->dp > 1) {
-        check_replica_grads(tp, s, ref, dtok, dtgt, step, world_matched);
+        check_replica_grads(st, tp, s, ref, dtok, dtgt, step, world_matched);
         for (int l = 0; l < c->n_layers; l++)
             raw_sum(s->dp_comm, s->grad[l], pl_tp_block_numel(c, s->t), inv_dp);
     }
@@ -340,7 +325,7 @@ static float sp_sync_and_clip(struct pl_comm *tp, struct sp_model *s,
 }
 /* AdamW on the embedding and head (whole) and on this rank's block shards, gradients scaled
  * by the clipping factor first. */
-static void sp_adamw(struct sp_model *s, float scale, const struct pl_adamw_config *opt)
+static void l5_adamw(struct l5_model *s, float scale, const struct pl_adamw_config *opt)
 {
     const struct pl_model_config *c = &s->cfg;
     struct pl_model *m = s->m;
@@ -376,8 +361,8 @@ static void sp_adamw(struct sp_model *s, float scale, const struct pl_adamw_conf
 /* One step as pl_model_step: zero, forward, backward, sync, clip on the global norm, AdamW.
  * tok, tgt: the global batch on the host (replica d's sequences are its own), dtok, dtgt the
  * same in op memory for the per-replica reference. Returns the global batch's loss. */
-static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *tok,
-                            const int *tgt, const struct pl_adamw_config *opt,
+static double l5_model_step(struct l5_state *st, struct pl_comm *tp, struct l5_model *s,
+                            const int *tok, const int *tgt, const struct pl_adamw_config *opt,
                             struct pl_model *ref, const int *dtok, const int *dtgt,
                             int world_matched)
 {
@@ -392,8 +377,9 @@ static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *t
     for (int l = 0; l < s->cfg.n_layers; l++) pl_zero(s->grad[l], sn);
     struct local_batch lb;
     local_batch_new(s, tok, tgt, &lb);
-    double loss = sp_forward_backward(tp, s, &lb, &ctx);
-    sp_adamw(s, sp_sync_and_clip(tp, s, opt, ref, dtok, dtgt, s->adam_t, world_matched), opt);
+    double loss = l5_forward_backward(tp, s, &lb, &ctx);
+    l5_adamw(s, l5_sync_and_clip(st, tp, s, opt, ref, dtok, dtgt, s->adam_t, world_matched),
+             opt);
     local_batch_free(&lb);
     return loss;
 }
@@ -401,10 +387,11 @@ static double sp_model_step(struct pl_comm *tp, struct sp_model *s, const int *t
 /* K AdamW steps of the 2-block model on case i's grid against pl_model_step on the global
  * batch (every replica's sequences): every loss, every parameter shard after the steps, and
  * on a grid each replica's gradients at every step. */
-void l5_run_train(const struct l5_state *st, struct pl_comm *tp, const struct train_case *kt, int d, int i)
+void l5_run_train(struct l5_state *st, struct pl_comm *tp, const struct l5_train_case *kt, int d,
+                  int i)
 {
     const int t = pl_comm_size(tp), r = pl_comm_rank(tp);
-    struct pl_model_config c = l5_config(st, DROPOUT);
+    struct pl_model_config c = l5_config(st, L5_DROPOUT);
     c.n_layers = 2;
     struct pl_adamw_config opt = pl_adamw_config_default();
     const int nseq = kt->dp * kt->B;
@@ -414,28 +401,25 @@ void l5_run_train(const struct l5_state *st, struct pl_comm *tp, const struct tr
     int *dtok = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "tokens");
     int *dtgt = pl_mem_alloc(n * sizeof(int), PL_MEM_WORK, PL_DEVICE, "targets");
     struct pl_model *ref = pl_model_new(&c, PL_MODEL_ALL);
-    struct sp_model s;
-    sp_model_new(&s, st->seed, &c, tp, d, kt);
+    struct l5_model s;
+    l5_model_new(&s, st->seed, &c, tp, d, kt);
     struct pl_model_ctx ctx = pl_model_ctx_eval();
     ctx.train = 1;
     ctx.seed = st->seed ^ 0x5eedULL;
-    double want[TRAIN_STEPS], got[TRAIN_STEPS];
-    for (int k = 0; k < TRAIN_STEPS; k++) {
+    double want[L5_TRAIN_STEPS], got[L5_TRAIN_STEPS];
+    for (int k = 0; k < L5_TRAIN_STEPS; k++) {
         step_tokens(st->seed, &c, k, nseq, tok, tgt);
         pl_to_device(dtok, tok, n * sizeof(int));
         pl_to_device(dtgt, tgt, n * sizeof(int));
-        got[k] = sp_model_step(tp, &s, tok, tgt, &opt, ref, dtok, dtgt, i > 0);
+        got[k] = l5_model_step(st, tp, &s, tok, tgt, &opt, ref, dtok, dtgt, i > 0);
         want[k] = pl_model_step(ref, dtok, dtgt, nseq, &opt, &ctx);
         if (pl_todo_what()) break;
     }
     double err = 0;
-    int bad = pl_todo_what() ? -1 : gr_check_losses(got, want, TRAIN_STEPS, &err);
-    if (bad >= 0)
-        gr_fail("the loss of step %d is %.7g where the single device's is %.7g (relative error "
-             "%.2e): the SP blocks in a model with dropout on train a different model "
-             "(sections 4 to 6)", bad + 1, got[bad], want[bad], err);
+    int bad = pl_todo_what() ? -1 : gr_check_losses(got, want, L5_TRAIN_STEPS, &err);
+    if (bad >= 0) L5_FAIL(st, L5_W_STEP_LOSS, bad + 1, got[bad], want[bad], err);
     /* every parameter after K steps: the shards against their blocks of the reference */
-    for (int l = 0; l < c.n_layers && gr_parts_ok() && !pl_todo_what(); l++) {
+    for (int l = 0; l < c.n_layers && l5_ok(st) && !pl_todo_what(); l++) {
         size_t off, nb;
         pl_model_part_range(&ref->layout, l, &off, &nb);
         size_t sn = pl_tp_block_numel(&c, t);
@@ -444,34 +428,20 @@ void l5_run_train(const struct l5_state *st, struct pl_comm *tp, const struct tr
         double floor_rms = sqrt(pl_grad_norm_sq(w, sn) / (double)sn);
         struct pl_tp_tensor dl[PL_TP_BLOCK_TENSORS];
         pl_tp_block_tensors(&c, l, t, dl);
-        for (int k = 0; k < PL_TP_BLOCK_TENSORS && gr_parts_ok(); k++) {
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS && l5_ok(st); k++) {
             const size_t o = dl[k].shard_offset, sz = dl[k].shard_numel;
             double e = rel_floor(s.shard[l] + o, w + o, sz, floor_rms);
             if (!(e <= GR_TOL_PARAMS))
-                gr_fail("%.64s (your shard) after %d steps: relative L2 error %.2e (tolerance "
-                        "%.0e)%s", dl[k].name, TRAIN_STEPS, e, GR_TOL_PARAMS,
-                        dl[k].split == PL_TP_REPLICATED ? ": a replicated tensor whose "
-                        "gradient was not the whole one on every rank steps differently "
-                        "(section 6)" : "");
+                l5_name(L5_FAIL(st, L5_W_WEIGHTS, e, dl[k].split == PL_TP_REPLICATED), 0,
+                        dl[k].name);
         }
         pl_mem_free(w);
     }
-    if (kt->dp > 1)
-        gr_parts_say_ok(P_CORRECT,
-                        "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
-                        "every parameter shard match pl_model_step%s on a tp=%d x dp=%d grid of "
-                        "%s TP groups numbered against the world's order, where each replica's "
-                        "gradients after your synchronisation match the single device's on its "
-                        "own %d sequence%s",
-                        TRAIN_STEPS, c.n_layers, (double)DROPOUT,
-                        i > 0 ? " with the TP group the whole world and" : "", t, kt->dp,
-                        kt->strided ? "strided" : "consecutive", kt->B, kt->B > 1 ? "s" : "");
-    else
-        gr_parts_say_ok(P_CORRECT,
-                        "%d AdamW steps of a %d-block model with dropout p=%.1f: every loss and "
-                        "every parameter shard match pl_model_step (t=%d)",
-                        TRAIN_STEPS, c.n_layers, (double)DROPOUT, t);
-    sp_model_free(&s);
+    struct l5_figs *f = &st->ob->figs;
+    f->dp = kt->dp, f->strided = kt->strided, f->B = kt->B, f->layers = c.n_layers;
+    f->grid_after_world = i > 0;
+    f->p = L5_DROPOUT;
+    l5_model_free(&s);
     pl_model_free(ref);
     pl_mem_free(tok);
     pl_mem_free(tgt);

@@ -7,8 +7,9 @@
  * collectives of each pass come from the traffic ledger, the bytes kept between forward
  * and backward from the memory ledger. A training op runs K AdamW steps of a 2-block model
  * with dropout (the grader's embedding and head around the student's blocks) against
- * pl_model_step. Each rank records its verdict of every part while a case runs; judge()
- * gathers them to rank 0.
+ * pl_model_step. Each rank records what it observed of every part while a case runs (figures
+ * and names, lab05.h); the harness gathers the observations to rank 0, where judge.c gives
+ * the verdicts without MPI.
  *
  *   driver --op conjugates|block|train --mode check [--parts correct,replicas,traffic,memory]
  *          [--seed S] [--seq T]                         t = the world size, and a tp x dp grid
@@ -21,8 +22,6 @@
 
 #include "lab05.h"
 
-const char *const PART_NAMES[NPARTS] = {"correct", "replicas", "traffic", "memory", "time"};
-
 /* The lab's flags: entry k's value is gr_args.opt[k] (bench.c reads them in this order). */
 static const struct pl_flag OPTIONS[] = {
     {"--seq", PL_FLAG_INT, NULL, "T",
@@ -31,6 +30,21 @@ static const struct pl_flag OPTIONS[] = {
      "bench: also draw the handout's figures (layout, bytes vs t) as SVGs in DIR (default "
      "none)", 0},
 };
+
+/* Refuses a part Lab 5 does not judge before any case runs. */
+static void check_parts(const char *list)
+{
+    for (const char *w = list; *w;) {
+        size_t len = strcspn(w, ",");
+        int known = len == 0;
+        for (int p = 0; p < L5_NPARTS && !known; p++)
+            known = strlen(L5_PART_NAMES[p]) == len && !strncmp(w, L5_PART_NAMES[p], len);
+        if (!known)
+            pl_usage_error_all("--parts %.*s: Lab 5 judges correct, replicas, traffic, memory "
+                               "and time", (int)len, w);
+        w += len + (w[len] == ',');
+    }
+}
 
 static void *setup(const struct gr_args *a)
 {
@@ -43,6 +57,7 @@ static void *setup(const struct gr_args *a)
     st->kind = !a->op ? L5_CONJ : !strncmp(a->op, "block", 5) ? L5_BLOCK
                : !strncmp(a->op, "train", 5) ? L5_TRAIN : L5_CONJ;
     st->want_time = !strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL;
+    if (!strcmp(a->mode, "check")) check_parts(a->parts);
     const int seq = st->seq;
     struct pl_model_config c = l5_config(st, 0);
     char err[320];
@@ -70,23 +85,25 @@ static const char *subject(void *vst)
 static int count_cases(void *vst)
 {
     const struct l5_state *st = vst;
-    return st->kind == L5_BLOCK ? NCASES : st->kind == L5_TRAIN ? l5_train_cases(st, pl_size()) : 1;
+    return st->kind == L5_BLOCK   ? L5_NCASES
+           : st->kind == L5_TRAIN ? l5_train_cases(st, pl_size())
+                                  : 1;
 }
 
 static void describe(void *vst, int i, char *buf, size_t len)
 {
     const struct l5_state *st = vst;
     if (st->kind == L5_TRAIN) {
-        struct train_case k = l5_train_case_of(st, i, pl_size());
+        struct l5_train_case k = l5_train_case_of(st, i, pl_size());
         if (k.dp > 1)
             snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, t=%d on a tp=%d x "
                      "dp=%d grid (%s TP groups, numbered against the world's order), each "
-                     "replica on its own %d sequence%s", TRAIN_STEPS, pl_size() / k.dp,
+                     "replica on its own %d sequence%s", L5_TRAIN_STEPS, pl_size() / k.dp,
                      pl_size() / k.dp, k.dp, k.strided ? "strided" : "consecutive", k.B,
                      k.B > 1 ? "s" : "");
         else
             snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, B=%d, t=%d",
-                     TRAIN_STEPS, k.B, pl_size());
+                     L5_TRAIN_STEPS, k.B, pl_size());
         return;
     }
     if (st->kind == L5_CONJ) {
@@ -94,7 +111,7 @@ static void describe(void *vst, int i, char *buf, size_t len)
                  4 * pl_size(), pl_size());
         return;
     }
-    struct sp_case k = l5_case_of(st, i, pl_size());
+    struct l5_case k = l5_case_of(st, i, pl_size());
     char grid[64] = "";
     if (k.dp > 1)
         snprintf(grid, sizeof grid, " on a tp=%d x dp=%d grid (%s)", pl_size() / k.dp, k.dp,
@@ -105,41 +122,58 @@ static void describe(void *vst, int i, char *buf, size_t len)
              k.accum ? ", gradients accumulated over 2 micro-batches" : "");
 }
 
-static void run(void *vst, int i)
+static size_t obs_size(const void *st, int i)
+{
+    (void)st;
+    (void)i;
+    return sizeof(struct l5_obs);
+}
+
+/* The TP group this rank is in: its size, its rank in it and which group (d). */
+static void record_group(struct l5_state *st, struct pl_comm *tp, int d)
+{
+    struct l5_figs *f = &st->ob->figs;
+    f->t = pl_comm_size(tp), f->member = pl_comm_rank(tp), f->group = d;
+    f->world = pl_size();
+}
+
+static void observe(void *vst, int i, void *obs)
 {
     struct l5_state *st = vst;
-    gr_parts_reset(PART_NAMES, NPARTS);
+    st->ob = obs;
+    st->cur = L5_CORRECT;
     /* the block's cases on their grid: tp = the world, or tp x dp (each replica its own
      * data); the TP communicator is split from the world and freed after the case */
     if (st->kind == L5_TRAIN) {
         /* dp > 1: TP groups of strided or consecutive ranks, the highest world rank first */
-        const struct train_case kt = l5_train_case_of(st, i, pl_size());
+        const struct l5_train_case kt = l5_train_case_of(st, i, pl_size());
         const int n = pl_size(), w = pl_rank(), d = kt.strided ? w % kt.dp : w / (n / kt.dp);
         struct pl_comm *tp = pl_comm_split(pl_comm_world(), d, kt.dp > 1 ? n - w : w, "tp");
+        record_group(st, tp, d);
         l5_run_train(st, tp, &kt, d, i);
         pl_comm_free(tp);
-        return;
+    } else {
+        struct l5_case kc = l5_case_of(st, i, pl_size());
+        const int dp = st->kind == L5_BLOCK ? kc.dp : 1;
+        struct pl_grid grid;
+        char deg[64];
+        snprintf(deg, sizeof deg, "tp=%d,dp=%d", pl_size() / dp, dp);
+        pl_grid_init_or_die(&grid, dp > 1 ? kc.order : "tp-dp", deg, pl_size());
+        struct pl_comm *tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
+        const int d = pl_grid_coord(&grid, pl_rank(), pl_grid_axis(&grid, "dp"));
+        record_group(st, tp, d);
+        if (st->kind == L5_BLOCK) l5_run_block(st, tp, &kc, d, i);
+        else l5_run_conjugates(st, tp);
+        pl_comm_free(tp);
     }
-    struct sp_case kc = l5_case_of(st, i, pl_size());
-    const int dp = st->kind == L5_BLOCK ? kc.dp : 1;
-    struct pl_grid grid;
-    char deg[64];
-    snprintf(deg, sizeof deg, "tp=%d,dp=%d", pl_size() / dp, dp);
-    pl_grid_init_or_die(&grid, dp > 1 ? kc.order : "tp-dp", deg, pl_size());
-    struct pl_comm *tp = pl_grid_comm(&grid, pl_comm_world(), pl_grid_axis(&grid, "tp"));
-    const int d = pl_grid_coord(&grid, pl_rank(), pl_grid_axis(&grid, "dp"));
-    if (st->kind == L5_BLOCK) l5_run_block(st, tp, &kc, d, i);
-    else l5_run_conjugates(st, tp);
-    pl_comm_free(tp);
+    st->ob = NULL;
 }
 
-static int judge(void *st, int i, const char *part)
+static int judge(const void *vst, int i, const char *part, const struct gr_obs *all,
+                 struct gr_why *why)
 {
-    for (int p = 0; p < NPARTS; p++)
-        if (!strcmp(part, PART_NAMES[p]))
-            return gr_parts_gather((enum part)p, i == count_cases(st) - 1);
-    pl_usage_error_all("--parts %s: Lab 5 judges correct, replicas, traffic, memory and time",
-                       part);
+    const struct l5_state *st = vst;
+    return l5_judge(st->kind, i, count_cases((void *)st), part, all, why);
 }
 
 static int probe(void *st)
@@ -160,8 +194,9 @@ const struct gr_driver gr_lab_driver = {
     .correct_first = "must match the single device first",
     .ncases = count_cases,
     .describe = describe,
-    .run = run,
-    .judge = judge,
+    .obs_size = obs_size,
+    .observe = observe,
+    .judge_obs = judge,
     .probe = probe,
     .perf = perf,
     .bench = l5_bench,

@@ -6,18 +6,18 @@
 
 #include "model.h"
 
-#define Q5_B 1
-#define Q5_S 2048
-#define Q5_H 12288
-#define Q5_HEADS 96
+#define L5_Q_B 1
+#define L5_Q_S 2048
+#define L5_Q_H 12288
+#define L5_Q_HEADS 96
 
-static inline struct pl_model_config lab05_gpt3_block(void)
+static inline struct pl_model_config l5_gpt3_block(void)
 {
     struct pl_model_config c = pl_model_config_default();
-    c.d_model = Q5_H;
-    c.n_heads = Q5_HEADS;
-    c.d_ff = 4 * Q5_H;
-    c.seq_len = Q5_S;
+    c.d_model = L5_Q_H;
+    c.n_heads = L5_Q_HEADS;
+    c.d_ff = 4 * L5_Q_H;
+    c.seq_len = L5_Q_S;
     return c;
 }
 

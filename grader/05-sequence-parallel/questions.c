@@ -21,7 +21,7 @@ static double conjugates(char *why, size_t len)
 static double regather(char *why, size_t len)
 {
     const int t = 8;
-    double bsh = (double)Q5_B * Q5_S * Q5_H, v = 2 * bsh * (t - 1) / t * 2;
+    double bsh = (double)L5_Q_B * L5_Q_S * L5_Q_H, v = 2 * bsh * (t - 1) / t * 2;
     snprintf(why, len, "2 all-gathers of the [b s, h] layernorm output, each a ring sending "
              "(t-1)/t of it: 2 x %.0f x 7/8 values x 2 bytes = %.4g bytes", bsh, v);
     return v;
@@ -29,13 +29,13 @@ static double regather(char *why, size_t len)
 
 static double fraction(int t, char *why, size_t len)
 {
-    struct pl_model_config c = lab05_gpt3_block();
-    double sp = pl_sp_block_act_bytes(&c, t, Q5_B, Q5_S);
-    double tp = pl_tp_block_act_bytes(&c, t, Q5_B, Q5_S);
+    struct pl_model_config c = l5_gpt3_block();
+    double sp = pl_sp_block_act_bytes(&c, t, L5_Q_B, L5_Q_S);
+    double tp = pl_tp_block_act_bytes(&c, t, L5_Q_B, L5_Q_S);
     snprintf(why, len, "TP + SP keeps 4/t (8NC + 2NF + 4N + B NH T^2) = %.4g bytes; Lab 4's TP "
              "block 4 (4NC + 4N + 3NC/t + B(NH/t)T^2 + NC/t + 2NF/t) = %.4g bytes (t = %d, "
-             "N = %d, C = %d, F = %d, NH = %d): %.4f", sp, tp, t, Q5_B * Q5_S, Q5_H, 4 * Q5_H,
-             Q5_HEADS, sp / tp);
+             "N = %d, C = %d, F = %d, NH = %d): %.4f", sp, tp, t, L5_Q_B * L5_Q_S, L5_Q_H,
+             4 * L5_Q_H, L5_Q_HEADS, sp / tp);
     return sp / tp;
 }
 

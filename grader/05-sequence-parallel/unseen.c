@@ -9,32 +9,18 @@
  * outlives the pass as well. A copy made with memcpy passes no wrapper: the driver searches
  * static storage for other ranks' rows after the forward. */
 #include "comm.h"
+#include "core_count.h"
 #include "ledger.h"
 #include "sp_shard.h"
 #include "unseen.h"
 
-/* The FLOPs the kit's core charged, for the block's work bound (driver.c): the core splits
- * the single device's products evenly over the TP group, so what is left of a rank's FLOPs
- * is the work outside the TP region. */
-static double core_flops, core_last[4]; /* every call's; the last call of each kind's */
-
-double lab05_core_flops(void);
-double lab05_core_flops(void)
-{
-    return core_flops;
-}
-
-/* One call of each kind: attention forward and backward, MLP forward and backward. */
-double lab05_core_flops_once(void);
-double lab05_core_flops_once(void)
-{
-    return core_last[0] + core_last[1] + core_last[2] + core_last[3];
-}
-
+/* The FLOPs the kit's core charged, for the block's work bound (cases_block.c collects them
+ * in a struct gr_core_count): the core splits the single device's products evenly over the
+ * TP group, so what is left of a rank's FLOPs is the work outside the TP region. Kinds:
+ * attention forward and backward, MLP forward and backward. */
 static void count(int kind, double f0)
 {
-    core_last[kind] = pl_ledger_flops_total() - f0;
-    core_flops += core_last[kind];
+    gr_core_note(kind, pl_ledger_flops_total() - f0);
 }
 
 void __real_pl_sp_attn_core_forward(const struct pl_model_config *c,

@@ -6,7 +6,6 @@
 
 #include "harness.h"
 #include "paralab.h"
-#include "parts.h"
 #include "train.h"
 
 static struct {
@@ -106,29 +105,4 @@ void gr_bt_figures_of(const struct gr_bt_verdict *v, int t, const char *err,
     m->bound = v->bound;
     m->ratio = v->ratio;
     m->split = gr_bt_flops() / t / pl_profile_find(GR_BT_PROFILE)->flops;
-}
-
-void gr_bt_judge(struct gr_bt_verdict *v, int i, int p, const char *name, int t,
-                 double oracle_flops, double activation_floats, const char *comm,
-                 const char *section)
-{
-    if (pl_rank() == 0) {
-        char err[256] = "the forward was wrong, so the backward never ran", buf[1024];
-        if (i == 0) {
-            memset(v, 0, sizeof *v);
-            if (bt.traced && gr_bt_replay(oracle_flops, activation_floats, t, NULL, NULL, v,
-                                          err, sizeof err) != 0)
-                memset(v, 0, sizeof *v);
-        }
-        struct gr_bt_figures m;
-        gr_bt_figures_of(v, t, err, &m);
-        double fraction = 1;
-        if (i == 0 && !gr_bt_decide(&m, comm, section, &fraction, buf, sizeof buf))
-            gr_fail("%s", buf);
-        else if (fraction < 1)
-            gr_partial(name, fraction);
-        gr_bt_note(&m, comm, section, buf, sizeof buf);
-        if (buf[0]) gr_parts_say_ok(p, "%s", buf);
-    }
-    gr_bt_free();
 }

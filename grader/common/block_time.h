@@ -74,7 +74,7 @@ struct gr_bt_figures {
 void gr_bt_figures_of(const struct gr_bt_verdict *v, int t, const char *err,
                       struct gr_bt_figures *m);
 
-/* The verdict on m, no MPI (block_verdict.c; Lab 4's judge and gr_bt_judge): 1 passes,
+/* The verdict on m, no MPI (block_verdict.c; Labs 4 and 5's judges): 1 passes,
  * earning *fraction of the points (between GR_BT_FULL and GR_BT_NONE less than 1), or 0
  * with the reason in why (comm: the collectives the bound counts, in words; section: the
  * handout's). */
@@ -83,12 +83,5 @@ int gr_bt_decide(const struct gr_bt_figures *m, const char *comm, const char *se
 /* What a block that was replayed says (empty when none was). */
 void gr_bt_note(const struct gr_bt_figures *m, const char *comm, const char *section, char *buf,
                 size_t len);
-
-/* Collective, on every case of a check run: on case 0 rank 0 replays the held trace and
- * judges parts.h part p (named name for gr_partial) by gr_bt_decide; every case says the
- * figures (gr_bt_note). Frees the trace. */
-void gr_bt_judge(struct gr_bt_verdict *v, int i, int p, const char *name, int t,
-                 double oracle_flops, double activation_floats, const char *comm,
-                 const char *section);
 
 #endif

@@ -1,6 +1,6 @@
 /* block_verdict.c: a split block's modelled-time verdict and note (block_time.h), from its
- * figures alone: no MPI, so that a lab's judge (and its test program) decides it as
- * gr_bt_judge does. */
+ * figures alone: no MPI, so that a lab's judge decides it on rank 0 and its test program
+ * (tests/judge/NN-name.c) without mpirun. */
 #include <stdio.h>
 
 #include "block_time.h"

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include "paralab.h"
-#include "parts.h"
 
 float *gr_op_alloc(size_t n, const char *label)
 {
@@ -28,32 +27,6 @@ float *gr_host_copy(const float *op, size_t n)
     if (!h) pl_fatal("out of memory copying %zu floats to the host", n);
     pl_to_host(h, op, n * sizeof *h);
     return h;
-}
-
-int gr_compare(const char *what, const float *got, const float *ref, size_t n, double tol,
-               const char *hint)
-{
-    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
-    size_t bad = 0, at = 0;
-    int ok = 1;
-    const char *sep = hint ? ": " : "", *why = hint ? hint : "";
-    if (!pl_all_finite(g, n, &bad)) {
-        gr_fail("%s: element %zu is %g (expected %g)%s%s", what, bad, (double)g[bad],
-                (double)r[bad], sep, why);
-        ok = 0;
-    } else {
-        double rel = pl_rel_l2(g, r, n);
-        if (rel > tol) {
-            double mx = pl_max_abs_diff(g, r, n, &at);
-            gr_fail("%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at element %zu: "
-                    "expected %.6g, got %.6g)%s%s", what, rel, tol, mx, at, (double)r[at],
-                    (double)g[at], sep, why);
-            ok = 0;
-        }
-    }
-    free(g);
-    free(r);
-    return ok;
 }
 
 double gr_scale_of(const float *got, const float *ref, size_t n)

@@ -1,6 +1,6 @@
-/* tensors.h: op-memory tensors in a driver whose ranks judge their own shards (parts.h):
- * scratch in op memory, host copies, and a result against its oracle with the error and
- * the likeliest mistake named (Labs 4 and 5). */
+/* tensors.h: op-memory tensors in a driver whose ranks check their own shards (Labs 4 and
+ * 5): scratch in op memory, host copies, and how many times the reference a wrong result is.
+ * Each lab records a comparison's figures in its observation (l4_compare, l5_compare). */
 #ifndef GR_TENSORS_H
 #define GR_TENSORS_H
 
@@ -14,10 +14,6 @@ float *gr_op_alloc(size_t n, const char *label);
 float *gr_op_normal(uint64_t seed, const char *name, size_t n, float mean, float std);
 /* A malloc'd host copy of n floats of op memory (free it). */
 float *gr_host_copy(const float *op, size_t n);
-/* got against ref (op memory, n floats), relative L2 error within tol and every element
- * finite: 1, or 0 after gr_fail names what, the error, the element and hint (may be NULL). */
-int gr_compare(const char *what, const float *got, const float *ref, size_t n, double tol,
-               const char *hint);
 /* got / ref by least squares: how many times the reference a wrong result is (t when a
  * gradient every rank already holds was summed over the group once more). */
 double gr_scale_of(const float *got, const float *ref, size_t n);

@@ -1,0 +1,475 @@
+/* tests/judge/05-sequence-parallel.c: Lab 5's judges (grader/05-sequence-parallel/judge.c)
+ * run alone, without mpirun, on hand-built observations and on those a check run of the
+ * solution recorded (driver --record FILE):
+ *
+ *   05-sequence-parallel               the hand-built cases
+ *   05-sequence-parallel FILE PARTS    every case of FILE passes PARTS (comma-separated), and
+ *                                      the same observations with one rank's made wrong fail
+ *                                      with that rank named
+ *
+ * Expected figures come from the formulas in code, never pasted. Exit 0 when every check
+ * holds; each failed one is printed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lab05.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            failures++;                                                                        \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
+            printf(__VA_ARGS__);                                                               \
+            printf("\n");                                                                      \
+        }                                                                                      \
+    } while (0)
+
+#define FIRST(w) ((w)->n ? (w)->line[0] : "(nothing said)")
+
+/* Judges part of case i of n on np hand-built observations; the verdict, lines in why. */
+static int judge(enum l5_kind kind, int i, int n, const char *part, const struct l5_obs *obs,
+                 int np, struct gr_why *why)
+{
+    struct gr_obs all = {np, sizeof *obs, (const unsigned char *)obs};
+    gr_why_init(why);
+    return l5_judge(kind, i, n, part, &all, why);
+}
+
+static int said(const struct gr_why *w, const char *text)
+{
+    for (int k = 0; k < w->n; k++)
+        if (strstr(w->line[k], text)) return 1;
+    return 0;
+}
+
+/* A ring all-gather or reduce-scatter of nf floats sends (t-1)/t of them per rank. */
+static double ring(double nf, int t)
+{
+    return (double)(t - 1) / t * nf * 4.0;
+}
+
+/* np ranks in TP groups of t consecutive ranks, each with the figures of case (B, T). */
+static void grid_of(struct l5_obs *obs, int np, int t, int B, int T)
+{
+    memset(obs, 0, (size_t)np * sizeof *obs);
+    for (int w = 0; w < np; w++)
+        obs[w].figs = (struct l5_figs){.t = t, .group = w / t, .member = w % t, .B = B, .T = T,
+                                       .C = L5_C, .dp = np / t, .world = np};
+}
+
+/* The block's passes as the solution makes them on t ranks: 2 + 2 forward, 2 + 2 backward
+ * and no re-gather, one all-reduce of the six replicated vectors. */
+static void right_passes(struct l5_block_figs *bf, int t, double NC)
+{
+    bf->measured = 1;
+    bf->NC = NC;
+    bf->fwd = (struct l5_traffic){.ag = 2, .rs = 2, .ag_bytes = 2 * ring(NC, t),
+                                    .rs_bytes = 2 * ring(NC, t)};
+    bf->bwd = bf->fwd;
+    bf->sync = (struct l5_traffic){.ar = 1, .ar_bytes = 2 * ring(6.0 * L5_C, t)};
+    bf->kept_tensor = -1;
+}
+
+/* op conjugates: a wrong element in rank-major order, an all-reduce for a reduce-scatter, the
+ * passing notes. */
+static void conjugates(void)
+{
+    enum { NP = 2 };
+    static struct l5_obs obs[NP];
+    struct gr_why why;
+    char want[L5_TEXT], a[32];
+    grid_of(obs, NP, NP, 3, 4 * NP);
+    for (int w = 0; w < NP; w++) {
+        obs[w].has_conj = 1;
+        obs[w].figs.C = 5;
+        for (int k = 0; k < 4; k++) {
+            const int gathers = k == 0 || k == 3;
+            const double bytes = ring(3.0 * 4 * NP * 5, NP);
+            obs[w].conj[k] = (struct l5_traffic){.ag = gathers, .rs = !gathers,
+                                                   .ag_bytes = gathers ? bytes : 0,
+                                                   .rs_bytes = gathers ? 0 : bytes};
+        }
+    }
+    obs[1].part[L5_CORRECT] = (struct l5_said){.code = L5_W_CONJ, .v = {3, 7, 3, 5, 1}};
+    snprintf(want, sizeof want, "rank 1: sp_scatter_backward: element 7 is %g, expected %g "
+             "(all-gather along the sequence: every rank's T/t tokens of each sequence in "
+             "place): the rows are in the collective's rank-major order", 3.0, 5.0);
+    CHECK(!judge(L5_CONJ, 0, 1, "correct", obs, NP, &why) && said(&why, want),
+          "a gather in rank-major order: %s", FIRST(&why));
+    obs[1].part[L5_CORRECT].v[4] = 0;
+    CHECK(!judge(L5_CONJ, 0, 1, "correct", obs, NP, &why) && !said(&why, "rank-major"),
+          "rows not in rank-major order say nothing of it: %s", FIRST(&why));
+    obs[1].part[L5_CORRECT].code = L5_W_NONE;
+    /* sp_gather_backward all-reduced: 2(t-1)/t of the full buffer */
+    const double ar = 2 * ring(3.0 * 4 * NP * 5, NP);
+    obs[0].conj[1] = (struct l5_traffic){.ar = 1, .ar_bytes = ar};
+    snprintf(want, sizeof want, "rank 0: sp_gather_backward made 1 all-reduce (%s): an "
+             "all-reduce leaves the whole sum on every rank", pl_format_bytes(ar, a, sizeof a));
+    CHECK(!judge(L5_CONJ, 0, 1, "traffic", obs, NP, &why) && said(&why, want),
+          "an all-reduce for a reduce-scatter: %s", FIRST(&why));
+    obs[0].conj[1] = obs[1].conj[1];
+    obs[0].conj[1].rs_bytes *= 2;
+    CHECK(!judge(L5_CONJ, 0, 1, "traffic", obs, NP, &why) &&
+              said(&why, "rank 0: sp_gather_backward sent"),
+          "twice the bytes of one reduce-scatter: %s", FIRST(&why));
+    obs[0].conj[1] = obs[1].conj[1];
+    snprintf(want, sizeof want, "both conjugates exact forward and backward on every rank (t=%d, "
+             "B=3, T=%d, C=5)", NP, 4 * NP);
+    CHECK(judge(L5_CONJ, 0, 1, "correct", obs, NP, &why) && why.n == 1 &&
+              !strcmp(why.line[0], want),
+          "the conjugates' note: %s", FIRST(&why));
+    CHECK(judge(L5_CONJ, 0, 1, "traffic", obs, NP, &why), "their traffic: %s", FIRST(&why));
+}
+
+/* A block's comparisons: each class of hint worded from its figures. */
+static void comparisons(void)
+{
+    enum { NP = 2 };
+    static struct l5_obs obs[NP];
+    struct gr_why why;
+    char want[L5_TEXT];
+    grid_of(obs, NP, NP, 2, 16);
+    struct l5_said *f = &obs[1].part[L5_CORRECT];
+    *f = (struct l5_said){.code = L5_W_COMPARE};
+    snprintf(f->name[0], L5_NAME, "output y, your T/t tokens (B=2, T=16, t=%d)", NP);
+    f->cmp = (struct l5_cmp){.finite = 1, .at = 9, .got = 1.5, .ref = 0.5, .rel = 0.25,
+                             .tol = L5_TOL_FWD, .max_abs = 1.0,
+                             .hint = {.kind = L5_H_BIAS_T, .h = {NP}}};
+    snprintf(want, sizeof want, "rank 1: %s: relative L2 error %.2e (tolerance %.0e; max abs "
+             "%.2e at element 9: expected %.6g, got %.6g): your rows are the single device's "
+             "with b_proj and b_fc2 added t = %d times", f->name[0], 0.25, L5_TOL_FWD, 1.0, 0.5,
+             1.5, NP);
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "correct", obs, NP, &why) && said(&why, want),
+          "the bias added t times: %s", FIRST(&why));
+    f->cmp.hint = (struct l5_hint){.kind = L5_H_DROPOUT_ROWS, .h = {0.25, 1, 3, 11, 8, 16}};
+    snprintf(want, sizeof want, "dropout is on in this case (p=%.2g, block 1, sequences from 3, "
+             "step 11, T=8 where the model's seq_len is 16)", 0.25);
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "correct", obs, NP, &why) && said(&why, want),
+          "the mask's rows: %s", FIRST(&why));
+    f->cmp.hint = (struct l5_hint){.kind = L5_H_GRID, .h = {2, 2}, .order = "dp-tp"};
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "correct", obs, NP, &why) &&
+              said(&why, "runs on a tp=2 x dp=2 grid (order dp-tp)") &&
+              said(&why, "the TP group is not the world"),
+          "the grid's hint: %s", FIRST(&why));
+    f->cmp.finite = 0;
+    f->cmp.got = NAN;
+    f->cmp.hint = (struct l5_hint){.kind = L5_H_NONE};
+    snprintf(want, sizeof want, "rank 1: %s: element 9 is %g (expected %g)", f->name[0], NAN,
+             0.5);
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "correct", obs, NP, &why) && why.n == 1 &&
+              !strcmp(why.line[0], want),
+          "a non-finite element, no hint: %s", FIRST(&why));
+    /* replicas: the synchronisation averaged */
+    memset(f, 0, sizeof *f);
+    f = &obs[0].part[L5_REPLICAS];
+    *f = (struct l5_said){.code = L5_W_COMPARE};
+    snprintf(f->name[0], L5_NAME, "gradient of h.0.ln1.w (replicated) after the synchronisation");
+    f->cmp = (struct l5_cmp){.finite = 1, .rel = 0.5, .tol = L5_TOL_BWD,
+                             .hint = {.kind = L5_H_AVERAGED}};
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) &&
+              said(&why, "rank 0: gradient of h.0.ln1.w") &&
+              said(&why, "the partial sums were averaged (PL_AVG)"),
+          "averaged replicas: %s", FIRST(&why));
+    f->cmp.hint = (struct l5_hint){.kind = L5_H_SUMMED, .h = {NP}};
+    snprintf(want, sizeof want, "it is %d (= t) times the single device's", NP);
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) && said(&why, want),
+          "summed twice: %s", FIRST(&why));
+}
+
+/* The replicated gradients bit for bit over each TP group of a tp=2 x dp=2 grid: the first
+ * rank of a group whose member differs is named, the member and element in the reason; a
+ * lower rank's own failure comes first. */
+static void replicas(void)
+{
+    enum { NP = 4, T = 2 };
+    static struct l5_obs obs[NP];
+    struct gr_why why;
+    char want[L5_TEXT];
+    grid_of(obs, NP, T, 2, 12);
+    for (int w = 0; w < NP; w++) {
+        struct l5_block_figs *bf = &obs[w].block;
+        bf->has_rep = 1;
+        bf->nrep = L5_REP;
+        for (int i = 0; i < L5_REP; i++) {
+            snprintf(bf->rep_name[i], sizeof bf->rep_name[i], "vector%d", i);
+            /* each group its own values, the same on its members */
+            for (int e = 0; e < L5_C; e++) bf->rep[i][e] = (float)(obs[w].figs.group * 100 + e);
+        }
+    }
+    CHECK(judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why),
+          "equal within each group, different across: %s", FIRST(&why));
+    obs[3].block.rep[2][5] += 1.0f;
+    snprintf(want, sizeof want, "rank 2: the gradient of vector2 (replicated on every rank) "
+             "differs between the ranks after sp_sync_replicated_grads: rank 1's element 5 is "
+             "not rank 0's");
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) && said(&why, want),
+          "group 1's member 1 differs: %s", FIRST(&why));
+    obs[1].part[L5_REPLICAS] = (struct l5_said){.code = L5_W_COMPARE,
+                                                .cmp = {.finite = 1, .rel = 0.5,
+                                                        .tol = L5_TOL_BWD}};
+    snprintf(obs[1].part[L5_REPLICAS].name[0], L5_NAME, "gradient of vector0");
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) &&
+              said(&why, "rank 1: gradient of vector0: relative L2 error"),
+          "rank 1's own failure first: %s", FIRST(&why));
+}
+
+/* A block's traffic, memory and work against their rules, and the notes of the last case. */
+static void block_rules(void)
+{
+    enum { NP = 2, B = 2, T = 16 };
+    static struct l5_obs obs[NP];
+    struct gr_why why;
+    char want[L5_TEXT], a[32], b[32];
+    const double NC = (double)B * T * L5_C;
+    grid_of(obs, NP, NP, B, T);
+    for (int w = 0; w < NP; w++) {
+        right_passes(&obs[w].block, NP, NC);
+        obs[w].block.held = obs[w].block.want_held = 40e3;
+        obs[w].block.lab4_held = 55e3;
+        obs[w].block.peak = 80e3;
+    }
+    CHECK(judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why),
+          "the solution's passes: %s", FIRST(&why));
+    obs[1].block.fwd.ar = 2;
+    obs[1].block.fwd.ar_bytes = 2 * 2 * ring(NC, NP);
+    snprintf(want, sizeof want, "rank 1: the forward made 2 all-reduces (%s): sequence "
+             "parallelism replaces each of Lab 4's all-reduces",
+             pl_format_bytes(obs[1].block.fwd.ar_bytes, a, sizeof a));
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why) && said(&why, want),
+          "Lab 4's all-reduces: %s", FIRST(&why));
+    right_passes(&obs[1].block, NP, NC);
+    obs[1].block.sync = (struct l5_traffic){.ag = 1, .ag_bytes = (NP - 1) * 6.0 * L5_C * 4};
+    snprintf(want, sizeof want, "rank 1: sp_sync_replicated_grads made 1 all-gather, 0 "
+             "reduce-scatters and 0 other operations (%s per rank)",
+             pl_format_bytes(obs[1].block.sync.ag_bytes, a, sizeof a));
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why) && said(&why, want),
+          "the sync by all-gather: %s", FIRST(&why));
+    right_passes(&obs[1].block, NP, NC);
+    /* memory: one whole activation more than the formula, then a row in static storage */
+    obs[1].block.held = obs[1].block.want_held + NC * 4;
+    snprintf(want, sizeof want, "rank 1: your block held %s between its forward and its "
+             "backward where TP+SP keeps %s", pl_format_bytes(obs[1].block.held, a, sizeof a),
+             pl_format_bytes(obs[1].block.want_held, b, sizeof b));
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "memory", obs, NP, &why) && said(&why, want) &&
+              said(&why, "is 1.00 full [B*T, C] activations"),
+          "a whole activation kept: %s", FIRST(&why));
+    obs[1].block.held = obs[1].block.want_held;
+    obs[1].block.kept_tensor = 1, obs[1].block.kept_member = 0, obs[1].block.kept_row = 3;
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "memory", obs, NP, &why) &&
+              said(&why, "rank 1: after your forward returned, static storage held the "
+                         "attention half's layernorm output, token row 3 of rank 0's"),
+          "another rank's row kept: %s", FIRST(&why));
+    obs[1].block.kept_tensor = -1;
+    obs[1].block.left = 4096;
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "memory", obs, NP, &why) &&
+              said(&why, "rank 1: your block still held") &&
+              said(&why, "scratch never freed"),
+          "scratch left: %s", FIRST(&why));
+    obs[1].block.left = 0;
+    /* work outside the core: the group's sum against the single device's less one core */
+    const double oracle = 1e6, core = 2e5, single = oracle - 2 * core;
+    for (int w = 0; w < NP; w++) {
+        obs[w].block.oracle_flops = oracle;
+        obs[w].block.core_once = core;
+        obs[w].block.activation_floats = NC;
+        obs[w].block.work = single / NP;
+    }
+    CHECK(judge(L5_BLOCK, 1, L5_NCASES, "time", obs, NP, &why),
+          "the single device's work split: %s", FIRST(&why));
+    obs[0].block.work = single; /* the group's sum 1.5x */
+    snprintf(want, sizeof want, "rank 0: outside the TP region (the kit's core) your block's %d "
+             "ranks did %.4g FLOPs in all, %.2fx the single device's %.4g", NP, 1.5 * single,
+             1.5, single);
+    CHECK(!judge(L5_BLOCK, 1, L5_NCASES, "time", obs, NP, &why) && said(&why, want) &&
+              said(&why, "work done more than once"),
+          "work done twice: %s", FIRST(&why));
+    obs[0].block.work = single / NP;
+    /* time on case 0: rank 0's replayed figures */
+    obs[0].has_time = 1;
+    obs[0].time = (struct gr_bt_figures){.traced = 1, .t = NP, .step = 1.0, .compute = 0.5,
+                                         .bound = 1.0, .split = 0.4};
+    obs[0].time.ratio = (GR_BT_FULL + GR_BT_NONE) / 2;
+    CHECK(judge(L5_BLOCK, 0, L5_NCASES, "time", obs, NP, &why) &&
+              fabs(why.fraction - 0.5) < 1e-9,
+          "halfway between the bars earns half: %g", why.fraction);
+    obs[0].time.ratio = GR_BT_NONE;
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "time", obs, NP, &why) &&
+              said(&why, "rank 0: your block's modelled step") &&
+              said(&why, "4 all-gathers and 4 reduce-scatters of bsh"),
+          "at the no-marks bar: %s", FIRST(&why));
+    CHECK(judge(L5_BLOCK, 1, L5_NCASES, "time", obs, NP, &why),
+          "decided on case 0 alone: %s", FIRST(&why));
+    /* the last case's notes */
+    const int last = L5_NCASES - 1;
+    snprintf(want, sizeof want, "held %s between forward and backward (B=%d, T=%d, t=%d) = the "
+             "TP+SP formula", pl_format_bytes(40e3, a, sizeof a), B, T, NP);
+    CHECK(judge(L5_BLOCK, last, L5_NCASES, "memory", obs, NP, &why) &&
+              said(&why, want) && said(&why, "Lab 4's TP block keeps"),
+          "memory's note: %s", FIRST(&why));
+    snprintf(want, sizeof want, "its conjugates sent %s per rank = Lab 4's 8bsh(t-1)/t x 4 bytes "
+             "(b=%d, s=%d, h=%d)", pl_format_bytes(8.0 * B * T * L5_C * (NP - 1) / NP * 4, a,
+                                                   sizeof a), B, T, L5_C);
+    CHECK(judge(L5_BLOCK, last, L5_NCASES, "traffic", obs, NP, &why) &&
+              said(&why, want) && said(&why, "and 0 re-gathers"),
+          "traffic's note: %s", FIRST(&why));
+    CHECK(judge(L5_BLOCK, last, L5_NCASES, "correct", obs, NP, &why) &&
+              said(&why, "(the last, B=2 T=16) t=2 on a 2-rank world split into 1 TP group"),
+          "correct's note: %s", FIRST(&why));
+}
+
+/* op train: a later step's loss, a weight, a replica's gradient on a grid. */
+static void training(void)
+{
+    enum { NP = 4 };
+    static struct l5_obs obs[NP];
+    struct gr_why why;
+    char want[L5_TEXT];
+    grid_of(obs, NP, 2, 2, 16);
+    struct l5_said *f = &obs[2].part[L5_CORRECT];
+    *f = (struct l5_said){.code = L5_W_STEP_LOSS, .v = {2, 5.25, 5.5, 0.05}};
+    snprintf(want, sizeof want, "rank 2: the loss of step 2 is %.7g where the single device's is "
+             "%.7g (relative error %.2e)", 5.25, 5.5, 0.05);
+    CHECK(!judge(L5_TRAIN, 0, 2, "correct", obs, NP, &why) && said(&why, want),
+          "a step's loss: %s", FIRST(&why));
+    *f = (struct l5_said){.code = L5_W_WEIGHTS, .v = {0.1, 1}};
+    snprintf(f->name[0], L5_NAME, "h.1.ln2.b");
+    snprintf(want, sizeof want, "rank 2: h.1.ln2.b (your shard) after %d steps: relative L2 "
+             "error %.2e (tolerance %.0e): a replicated tensor", L5_TRAIN_STEPS, 0.1,
+             GR_TOL_PARAMS);
+    CHECK(!judge(L5_TRAIN, 0, 2, "correct", obs, NP, &why) && said(&why, want),
+          "a replicated weight: %s", FIRST(&why));
+    *f = (struct l5_said){.code = L5_W_REPLICA_SUM, .v = {1, 2, 0.7, 1, 2, 2, 2}};
+    snprintf(f->name[0], L5_NAME, "h.0.ln1.w");
+    CHECK(!judge(L5_TRAIN, 1, 2, "correct", obs, NP, &why) &&
+              said(&why, "rank 2: gradient of h.0.ln1.w (your shard, replicated) at step 2") &&
+              said(&why, "it is the sum of all 2 replicas' gradients") &&
+              said(&why, "(a tp=2 x dp=2 grid here)"),
+          "synced over the world: %s", FIRST(&why));
+    *f = (struct l5_said){.code = L5_W_REPLICA_GRID, .v = {0, 1, 0.7, 0, 1, 2, 2, 1, 1}};
+    snprintf(f->name[0], L5_NAME, "h.0.attn.qkv.w");
+    snprintf(f->name[1], L5_NAME, "2, 0");
+    CHECK(!judge(L5_TRAIN, 1, 2, "correct", obs, NP, &why) &&
+              said(&why, "on a tp=2 x dp=2 grid of strided TP groups: your TP group is world "
+                         "ranks 2, 0, TP ranks 0 to 1 in that order (not the world's), and "
+                         "replica 0 holds its own 1 sequence, and the case whose TP group was "
+                         "the whole world matched"),
+          "the grid's hint: %s", FIRST(&why));
+    memset(f, 0, sizeof *f);
+    for (int w = 0; w < NP; w++)
+        obs[w].figs.layers = 2, obs[w].figs.strided = 1, obs[w].figs.p = 0.1,
+        obs[w].figs.grid_after_world = 1;
+    snprintf(want, sizeof want, "%d AdamW steps of a 2-block model with dropout p=%.1f: every "
+             "loss and every parameter shard match pl_model_step with the TP group the whole "
+             "world and on a tp=2 x dp=2 grid of strided TP groups", L5_TRAIN_STEPS, 0.1);
+    CHECK(judge(L5_TRAIN, 1, 2, "correct", obs, NP, &why) && said(&why, want),
+          "training's note: %s", FIRST(&why));
+}
+
+static void hand_built(void)
+{
+    static struct l5_obs obs[1];
+    struct gr_why why;
+    conjugates();
+    comparisons();
+    replicas();
+    block_rules();
+    training();
+    CHECK(!judge(L5_BLOCK, 0, 1, "speed", obs, 1, &why) && said(&why, "no part 'speed'"),
+          "an unknown part is refused");
+    struct gr_obs small = {1, sizeof obs[0] - 8, (const unsigned char *)obs};
+    gr_why_init(&why);
+    CHECK(!l5_judge(L5_BLOCK, 0, 1, "correct", &small, &why) && said(&why, "another build"),
+          "a record of another build is refused: %s", FIRST(&why));
+}
+
+/* The op of a record as the judge's kind. */
+static enum l5_kind kind_of(const char *op)
+{
+    return !strncmp(op, "block", 5) ? L5_BLOCK : !strncmp(op, "train", 5) ? L5_TRAIN : L5_CONJ;
+}
+
+/* Every case of a recorded run passes parts; then the last rank's observation made wrong
+ * fails with that rank named. */
+static void recorded(const char *path, const char *parts)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("cannot read %s: give a file written by the driver's --record FILE\n", path);
+        exit(2);
+    }
+    struct gr_record rec;
+    char err[256], want[256];
+    int n = 0, got;
+    while ((got = gr_record_read(f, &rec, err, sizeof err)) == 1) {
+        const enum l5_kind kind = kind_of(rec.op);
+        struct gr_why why;
+        char list[128];
+        snprintf(list, sizeof list, "%s", parts);
+        for (char *p = strtok(list, ","); p; p = strtok(NULL, ",")) {
+            gr_why_init(&why);
+            int v = l5_judge(kind, rec.icase, rec.ncases, p, &rec.obs, &why);
+            CHECK(v && why.fraction == 1, "%s case %d part %s of the solution: %s", rec.op,
+                  rec.icase, p, FIRST(&why));
+        }
+        const int r = rec.obs.nranks - 1;
+        struct l5_obs *mine = malloc(rec.obs.size * (size_t)rec.obs.nranks);
+        memcpy(mine, rec.obs.data, rec.obs.size * (size_t)rec.obs.nranks);
+        struct l5_obs *last = &mine[r];
+        struct gr_obs bad = {rec.obs.nranks, rec.obs.size, (const unsigned char *)mine};
+        /* its traffic: one all-reduce in the forward, or in a conjugate */
+        if ((last->block.measured || last->has_conj) && last->figs.t > 1) {
+            if (last->has_conj) last->conj[0].ar = 1;
+            else last->block.fwd.ar = 1;
+            snprintf(want, sizeof want, "rank %d: %s made 1 all-reduce", r,
+                     last->has_conj ? "sp_gather_forward" : "the forward");
+            gr_why_init(&why);
+            CHECK(!l5_judge(kind, rec.icase, rec.ncases, "traffic", &bad, &why) &&
+                      said(&why, want),
+                  "%s case %d, an all-reduce: %s", rec.op, rec.icase, FIRST(&why));
+            last->conj[0].ar = 0, last->block.fwd.ar = 0;
+        }
+        /* its replicated gradients one bit off its group's rank 0 */
+        if (last->block.has_rep && last->figs.member > 0) {
+            unsigned char *bits = (unsigned char *)&last->block.rep[0][0];
+            bits[0] ^= 1;
+            gr_why_init(&why);
+            CHECK(!l5_judge(kind, rec.icase, rec.ncases, "replicas", &bad, &why) &&
+                      said(&why, "differs between the ranks after sp_sync_replicated_grads"),
+                  "%s case %d, replicas apart: %s", rec.op, rec.icase, FIRST(&why));
+            bits[0] ^= 1;
+        }
+        /* its output recorded wrong */
+        struct l5_said *s = &last->part[L5_CORRECT];
+        s->code = L5_W_COMPARE;
+        snprintf(s->name[0], L5_NAME, "output");
+        s->cmp = (struct l5_cmp){.finite = 1, .rel = 0.5, .tol = L5_TOL_FWD};
+        gr_why_init(&why);
+        snprintf(want, sizeof want, "rank %d: output: relative L2 error %.2e (tolerance %.0e", r,
+                 0.5, L5_TOL_FWD);
+        CHECK(!l5_judge(kind, rec.icase, rec.ncases, "correct", &bad, &why) && said(&why, want),
+              "%s case %d, a rank wrong: %s", rec.op, rec.icase, FIRST(&why));
+        free(mine);
+        gr_record_free(&rec);
+        n++;
+    }
+    fclose(f);
+    CHECK(got == 0, "%s: %s", path, err);
+    CHECK(n > 0, "%s holds no case", path);
+    printf("%s: %d recorded cases judged\n", path, n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3) recorded(argv[1], argv[2]);
+    else if (argc == 1) hand_built();
+    else {
+        printf("usage: %s [RECORD PARTS]\n", argv[0]);
+        return 2;
+    }
+    printf("%s\n", failures ? "judge tests FAILED" : "judge tests passed");
+    return failures ? 1 : 0;
+}
