@@ -50,10 +50,10 @@ static void tsay_flush(char *text)
 static void *setup(const struct gr_args *a)
 {
     int n = pl_size();
-    if (GLOBAL_B % n || (GLOBAL_B / n) % MICROBATCHES)
+    if (!l2_runs_on(n))
         pl_usage_error_all("%d ranks do not divide the global batch of %d sequences into "
-                           "slices of whole microbatches (use 1, 2, 3, 4, 6 or 12 ranks)",
-                           n, GLOBAL_B);
+                           "slices of whole microbatches (use %s ranks)", n, GLOBAL_B,
+                           L2_RUNS_ON);
     struct l2_state *st = calloc(1, sizeof *st);
     if (!st) pl_fatal("out of memory");
     st->seed = a->seed;

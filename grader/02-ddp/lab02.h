@@ -124,6 +124,11 @@ struct l2_run {
     struct l2_calls *calls; /* the step's gradient all-reduces */
 };
 
+/* ---- plan.c: the rank counts the lab runs on (predicate and sentence) ---- */
+
+extern const char L2_RUNS_ON[];
+int l2_runs_on(int np);
+
 /* ---- driver.c ---- */
 
 /* Appends one traffic line to text (L2_TRAFFIC_TEXT bytes), said when the part is judged. */
