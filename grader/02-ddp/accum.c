@@ -9,22 +9,22 @@
 #include "ops.h"
 #include "train.h"
 
-void gr02_accum_init(struct gr02_accum *a, size_t numel)
+void l2_accum_init(struct l2_accum *a, size_t numel)
 {
     memset(a, 0, sizeof *a);
     a->numel = numel;
     a->partial = calloc(numel, sizeof *a->partial);
     PL_ASSERT(a->partial);
-    gr02_accum_step_begin(a);
+    l2_accum_step_begin(a);
 }
 
-void gr02_accum_free(struct gr02_accum *a)
+void l2_accum_free(struct l2_accum *a)
 {
     free(a->partial);
     memset(a, 0, sizeof *a);
 }
 
-void gr02_accum_step_begin(struct gr02_accum *a)
+void l2_accum_step_begin(struct l2_accum *a)
 {
     a->mb = a->rank = a->late_rank = -1;
     a->bytes = a->late_bytes = 0;
@@ -38,7 +38,7 @@ static long data_calls(const struct pl_ledger *l)
     return gr_ledger_total_calls(l) - l->calls[PL_BARRIER];
 }
 
-void gr02_accum_microbatch(struct gr02_accum *a, int mb, const struct pl_ledger *delta,
+void l2_accum_microbatch(struct l2_accum *a, int mb, const struct pl_ledger *delta,
                            const float *grads)
 {
     float *host = malloc(a->numel * sizeof *host);
@@ -61,7 +61,7 @@ void gr02_accum_microbatch(struct gr02_accum *a, int mb, const struct pl_ledger 
     a->calls = (long)mine[1];
 }
 
-void gr02_accum_last(struct gr02_accum *a, const struct pl_ledger *delta)
+void l2_accum_last(struct l2_accum *a, const struct pl_ledger *delta)
 {
     struct {
         double v;
@@ -73,7 +73,7 @@ void gr02_accum_last(struct gr02_accum *a, const struct pl_ledger *delta)
     a->late_bytes = out.v;
 }
 
-double gr02_accum_zeroed_each(const struct gr02_accum *a, MPI_Comm group, const float *got,
+double l2_accum_zeroed_each(const struct l2_accum *a, MPI_Comm group, const float *got,
                               const float *want)
 {
     int n;

@@ -13,6 +13,7 @@
 #include "comm.h"
 #include "runtime.h"
 #include "train.h"
+#include "wrapped.h"
 
 #define MAX_CALLS 4096
 
@@ -28,7 +29,7 @@ struct call {
 
 #define NO_PART (-1000)
 
-static struct {
+struct l2_calls {
     struct pl_model *m;
     pl_model_hook theirs; /* the student's hook, called from ours */
     void *their_arg;
@@ -37,75 +38,80 @@ static struct {
     int part;
     int ncalls, overflow;
     struct call calls[MAX_CALLS];
-} w;
+};
 
 static void our_hook(struct pl_model *m, int part, void *arg)
 {
-    (void)arg;
-    if (w.recording && w.last) {
+    struct l2_calls *w = arg;
+    if (w->recording && w->last) {
         size_t start, n;
         pl_model_part_range(&m->layout, part, &start, &n);
-        if (start < w.final) w.final = start;
-        w.part = part;
+        if (start < w->final) w->final = start;
+        w->part = part;
     }
-    if (w.theirs) w.theirs(m, part, w.their_arg);
+    if (w->theirs) w->theirs(m, part, w->their_arg);
 }
 
 /* The student may have set m->hook by hand: take it as theirs and put ours first. */
-static void adopt_hook(void)
+static void adopt_hook(struct l2_calls *w)
 {
-    if (!w.m || w.m->hook == our_hook) return;
-    w.theirs = w.m->hook;
-    w.their_arg = w.m->hook_arg;
-    w.m->hook = our_hook;
-    w.m->hook_arg = NULL;
+    if (!w->m || w->m->hook == our_hook) return;
+    w->theirs = w->m->hook;
+    w->their_arg = w->m->hook_arg;
+    w->m->hook = our_hook;
+    w->m->hook_arg = w;
 }
 
 void __real_pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg);
 
 void __wrap_pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg)
 {
-    if (!w.m || m != w.m) {
+    struct l2_calls *w = gr_wrapped_get();
+    if (!w || m != w->m) {
         __real_pl_model_set_hook(m, hook, arg);
         return;
     }
-    w.theirs = hook;
-    w.their_arg = arg;
-    __real_pl_model_set_hook(m, our_hook, NULL);
+    w->theirs = hook;
+    w->their_arg = arg;
+    __real_pl_model_set_hook(m, our_hook, w);
 }
 
-void gr02_calls_watch(struct pl_model *m)
+struct l2_calls *l2_calls_watch(struct pl_model *m)
 {
-    memset(&w, 0, sizeof w);
-    w.m = m;
-    __real_pl_model_set_hook(m, our_hook, NULL);
+    struct l2_calls *w = calloc(1, sizeof *w);
+    if (!w) pl_fatal("out of memory");
+    w->m = m;
+    __real_pl_model_set_hook(m, our_hook, w);
+    gr_wrapped_set(w);
+    return w;
 }
 
-void gr02_calls_unwatch(void)
+void l2_calls_unwatch(struct l2_calls *w)
 {
-    w.m = NULL;
-    w.recording = 0;
+    if (gr_wrapped_get() == w) gr_wrapped_set(NULL);
+    free(w);
 }
 
 static void record(const float *send, size_t count, enum pl_red op, int async)
 {
-    if (!w.recording || !w.m) return;
-    if (w.ncalls >= MAX_CALLS) {
-        w.overflow = 1;
+    struct l2_calls *w = gr_wrapped_get();
+    if (!w || !w->recording || !w->m) return;
+    if (w->ncalls >= MAX_CALLS) {
+        w->overflow = 1;
         return;
     }
-    struct call *c = &w.calls[w.ncalls++];
-    uintptr_t base = (uintptr_t)w.m->grads, p = (uintptr_t)send;
-    size_t numel = w.m->layout.numel;
+    struct call *c = &w->calls[w->ncalls++];
+    uintptr_t base = (uintptr_t)w->m->grads, p = (uintptr_t)send;
+    size_t numel = w->m->layout.numel;
     c->in_grads = p >= base && (p - base) % sizeof(float) == 0 &&
                   (p - base) / sizeof(float) <= numel &&
                   count <= numel - (p - base) / sizeof(float);
     c->off = c->in_grads ? (p - base) / sizeof(float) : 0;
     c->count = count;
-    c->last = w.last;
+    c->last = w->last;
     /* a hook replaced by hand after ours was installed: the backward cannot be followed */
-    c->final = w.m->hook == our_hook || !w.last ? w.final : 0;
-    c->part = w.part;
+    c->final = w->m->hook == our_hook || !w->last ? w->final : 0;
+    c->part = w->part;
     c->op = op;
     c->async = async;
 }
@@ -129,59 +135,60 @@ struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *
     return __real_pl_all_reduce_async(comm, send, recv, count, op);
 }
 
-void gr02_calls_step_begin(void)
+void l2_calls_step_begin(struct l2_calls *w)
 {
-    w.ncalls = w.overflow = 0;
-    w.last = 0;
-    w.recording = 1;
+    w->ncalls = w->overflow = 0;
+    w->last = 0;
+    w->recording = 1;
 }
 
-void gr02_calls_microbatch(int last)
+void l2_calls_microbatch(struct l2_calls *w, int last)
 {
-    adopt_hook();
-    w.last = last;
-    w.final = w.m ? w.m->layout.numel : 0;
-    w.part = NO_PART;
+    adopt_hook(w);
+    w->last = last;
+    w->final = w->m ? w->m->layout.numel : 0;
+    w->part = NO_PART;
 }
 
-void gr02_calls_backward_over(void)
+void l2_calls_backward_over(struct l2_calls *w)
 {
-    w.final = 0;
+    w->final = 0;
 }
 
-void gr02_calls_step_end(void)
+void l2_calls_step_end(struct l2_calls *w)
 {
-    w.recording = 0;
+    w->recording = 0;
 }
 
-int gr02_calls_summed(void)
+int l2_calls_summed(const struct l2_calls *w)
 {
-    for (int i = 0; i < w.ncalls; i++)
-        if (w.calls[i].in_grads && w.calls[i].op == PL_SUM) return 1;
+    for (int i = 0; i < w->ncalls; i++)
+        if (w->calls[i].in_grads && w->calls[i].op == PL_SUM) return 1;
     return 0;
 }
 
-int gr02_calls_async_avg(void)
+int l2_calls_async_avg(const struct l2_calls *w)
 {
-    for (int i = 0; i < w.ncalls; i++)
-        if (w.calls[i].in_grads && w.calls[i].async && w.calls[i].op == PL_AVG) return 1;
+    for (int i = 0; i < w->ncalls; i++)
+        if (w->calls[i].in_grads && w->calls[i].async && w->calls[i].op == PL_AVG) return 1;
     return 0;
 }
 
 /* ---- judging ---- */
 
-static void part_name(int part, char *buf, size_t len)
+static void part_name(const struct l2_calls *w, int part, char *buf, size_t len)
 {
     if (part == NO_PART) snprintf(buf, len, "before the hook of any part had run");
     else if (part == PL_PART_EMBED) snprintf(buf, len, "in the embedding's hook");
-    else if (w.m && part == w.m->cfg.n_layers) snprintf(buf, len, "in the head's hook");
+    else if (w->m && part == w->m->cfg.n_layers) snprintf(buf, len, "in the head's hook");
     else snprintf(buf, len, "in block %d's hook", part);
 }
 
-static void range_text(size_t off, size_t count, char *buf, size_t len)
+static void range_text(const struct l2_calls *w, size_t off, size_t count, char *buf,
+                       size_t len)
 {
-    const struct pl_param_desc *a = gr_tensor_at(&w.m->layout, off);
-    const struct pl_param_desc *b = count ? gr_tensor_at(&w.m->layout, off + count - 1) : a;
+    const struct pl_param_desc *a = gr_tensor_at(&w->m->layout, off);
+    const struct pl_param_desc *b = count ? gr_tensor_at(&w->m->layout, off + count - 1) : a;
     if (!a || !b) snprintf(buf, len, "[%zu, %zu)", off, off + count);
     else if (a == b) snprintf(buf, len, "[%zu, %zu), %s", off, off + count, a->name);
     else snprintf(buf, len, "[%zu, %zu), %s .. %s", off, off + count, a->name, b->name);
@@ -206,24 +213,24 @@ static int agree_with_message(int ok, char *msg, size_t len)
     return 0;
 }
 
-int gr02_calls_judge_timing(int step, char *msg, size_t len)
+int l2_calls_judge_timing(const struct l2_calls *w, int step, char *msg, size_t len)
 {
     int ok = 1;
     msg[0] = '\0';
-    for (int i = 0; i < w.ncalls && ok; i++) {
-        const struct call *c = &w.calls[i];
+    for (int i = 0; i < w->ncalls && ok; i++) {
+        const struct call *c = &w->calls[i];
         if (!c->last || !c->in_grads || c->off >= c->final) continue;
         char r[256], when[64], fin[256];
-        range_text(c->off, c->count, r, sizeof r);
-        part_name(c->part, when, sizeof when);
-        if (c->final >= w.m->layout.numel) snprintf(fin, sizeof fin, "no gradient was final yet");
-        else range_text(c->final, w.m->layout.numel - c->final, fin, sizeof fin);
+        range_text(w, c->off, c->count, r, sizeof r);
+        part_name(w, c->part, when, sizeof when);
+        if (c->final >= w->m->layout.numel) snprintf(fin, sizeof fin, "no gradient was final yet");
+        else range_text(w, c->final, w->m->layout.numel - c->final, fin, sizeof fin);
         snprintf(msg, len, "step %d: the all-reduce of gradient elements %s started %s of the "
                  "last microbatch's backward, when only %s%s had their final gradients: it "
                  "may send gradients backward has not written yet (on GPUs it would). A "
                  "part's hook may start only the buckets whose FIRST element is at or after "
                  "the part's first element (handout section 6)", step + 1, r, when,
-                 c->final >= w.m->layout.numel ? "" : "elements ", fin);
+                 c->final >= w->m->layout.numel ? "" : "elements ", fin);
         ok = 0;
     }
     return agree_with_message(ok, msg, len);
@@ -236,24 +243,25 @@ static int range_wanted(const size_t *off, const size_t *len, int n, size_t o, s
     return -1;
 }
 
-int gr02_calls_judge_ranges(int step, const size_t *off, const size_t *len, int n,
-                            const char *what, const char *how, char *msg, size_t mlen)
+int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
+                          const size_t *len, int n, const char *what, const char *how, char *msg,
+                          size_t mlen)
 {
-    int ok = 1, judged = !w.overflow;
+    int ok = 1, judged = !w->overflow;
     msg[0] = '\0';
-    for (int i = 0; i < w.ncalls; i++)
-        if (!w.calls[i].in_grads) judged = 0;
+    for (int i = 0; i < w->ncalls; i++)
+        if (!w->calls[i].in_grads) judged = 0;
     int *seen = calloc((size_t)(n > 0 ? n : 1), sizeof *seen);
-    for (int i = 0; judged && ok && i < w.ncalls; i++) {
-        const struct call *c = &w.calls[i];
+    for (int i = 0; judged && ok && i < w->ncalls; i++) {
+        const struct call *c = &w->calls[i];
         int k = range_wanted(off, len, n, c->off, c->count);
         if (k >= 0 && !seen[k]++) continue;
         char r[256], s[320] = "";
-        range_text(c->off, c->count, r, sizeof r);
+        range_text(w, c->off, c->count, r, sizeof r);
         for (int j = 0; j < n && k < 0; j++)
             if (off[j] < c->off + c->count && c->off < off[j] + len[j]) {
                 char b[256];
-                range_text(off[j], len[j], b, sizeof b);
+                range_text(w, off[j], len[j], b, sizeof b);
                 snprintf(s, sizeof s, " (it overlaps %s %d, %s)", what, j, b);
                 break;
             }

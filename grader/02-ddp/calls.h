@@ -6,43 +6,49 @@
  * calls only: these records say which elements each call covered, so a plan reported right
  * but all-reduced over other ranges, or a bucket started before backward had written all of
  * it, is told apart from the right step. */
-#ifndef GR02_CALLS_H
-#define GR02_CALLS_H
+#ifndef L2_CALLS_H
+#define L2_CALLS_H
 
 #include <stddef.h>
 
 #include "model.h"
 
-/* Follows m's backward from now on: installs the grader's hook (before ddp_new). */
-void gr02_calls_watch(struct pl_model *m);
-void gr02_calls_unwatch(void);
+/* What one case records (calls.c), made by l2_calls_watch on the heap. */
+struct l2_calls;
+
+/* Follows m's backward from now on: installs the grader's hook (before ddp_new) and names
+ * the record the wrappers write into (grader/common/wrapped.h). */
+struct l2_calls *l2_calls_watch(struct pl_model *m);
+/* Stops following and frees w. */
+void l2_calls_unwatch(struct l2_calls *w);
 
 /* Starts recording one step's all-reduces on this rank. */
-void gr02_calls_step_begin(void);
+void l2_calls_step_begin(struct l2_calls *w);
 /* Around one microbatch's ddp_forward_backward; last: the step's last microbatch, whose
  * backward makes the gradients final part by part. */
-void gr02_calls_microbatch(int last);
+void l2_calls_microbatch(struct l2_calls *w, int last);
 /* After the last microbatch's ddp_forward_backward: every gradient is final. */
-void gr02_calls_backward_over(void);
-void gr02_calls_step_end(void);
+void l2_calls_backward_over(struct l2_calls *w);
+void l2_calls_step_end(struct l2_calls *w);
 
 /* 1 when one of this rank's all-reduces of the step's gradients used PL_SUM. */
-int gr02_calls_summed(void);
+int l2_calls_summed(const struct l2_calls *w);
 /* 1 when one of them was a pl_all_reduce_async with PL_AVG, whose division by the rank
  * count happens only when a wait completes it. */
-int gr02_calls_async_avg(void);
+int l2_calls_async_avg(const struct l2_calls *w);
 
 /* Collective (raw MPI): 1 on every rank when no rank started an all-reduce of the last
  * microbatch before backward had written every gradient in its range; otherwise 0 and, on
  * rank 0, why in msg. step counts from 0; messages count steps from 1, as Lab 3's do. */
-int gr02_calls_judge_timing(int step, char *msg, size_t len);
+int l2_calls_judge_timing(const struct l2_calls *w, int step, char *msg, size_t len);
 
 /* Collective (raw MPI): 1 on every rank when every rank's all-reduces of the step covered
  * exactly the n ranges [off[i], off[i]+len[i]) of m->grads, one call each, in any order;
  * what: "tensor" or "bucket", how: where one lies, for the message. A step with a call
  * whose buffer is not in m->grads (a staging copy) is not judged. Otherwise 0 and, on rank
- * 0, why in msg (step as gr02_calls_judge_timing's). */
-int gr02_calls_judge_ranges(int step, const size_t *off, const size_t *len, int n,
-                            const char *what, const char *how, char *msg, size_t mlen);
+ * 0, why in msg (step as l2_calls_judge_timing's). */
+int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
+                          const size_t *len, int n, const char *what, const char *how, char *msg,
+                          size_t mlen);
 
 #endif

@@ -1,0 +1,390 @@
+/* cases.c: Lab 2's model, its case table and single-device references, and one case of the
+ * student's DDP run step by step (lab02.h). Each rank gets a replica of a tiny GPT
+ * initialised differently per rank and its slice of each global batch, drives the student's
+ * DDP (ddp.h) for K steps, and checks every step (checks.c) against the single-device
+ * reference on the whole batch, on the world and, on an even rank count, on two groups of
+ * every other rank, each its own DDP on the comm ddp_new is given. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "case_comm.h"
+#include "lab02.h"
+
+const char *const L2_VARIANT_NAME[3] = {"naive", "bucketed", "overlapped"};
+
+struct pl_model_config l2_config(uint64_t seed)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = PL_BYTE_VOCAB;
+    c.d_model = 32;
+    c.n_layers = 4;
+    c.n_heads = 2;
+    c.d_ff = 64;
+    c.seq_len = 16;
+    c.dropout = 0.0f;
+    c.n_experts = 0;
+    c.seed = seed;
+    return c;
+}
+
+int l2_dp_size(const struct l2_case *c)
+{
+    return pl_size() / c->groups;
+}
+
+void l2_describe_case(const struct l2_case *c, char *buf, size_t len)
+{
+    char b[64] = "";
+    if (c->opt.variant != DDP_NAIVE)
+        snprintf(b, sizeof b, ", bucket_bytes %zu", c->opt.bucket_bytes);
+    char g[128] = "";
+    if (c->groups > 1)
+        snprintf(g, sizeof g, " in %d groups of %d (every %s rank, each group its own batches: "
+                 "ddp_new gets the group's comm)", c->groups, l2_dp_size(c),
+                 c->groups == 2 ? "other" : "n-th");
+    snprintf(buf, len, "%s%s, %d microbatch%s, %d ranks%s, %d steps of %d sequences (%s)",
+             L2_VARIANT_NAME[c->opt.variant], b, c->microbatches, c->microbatches > 1 ? "es" : "",
+             pl_size(), g, K_STEPS, GLOBAL_B, c->why);
+}
+
+static int add_case(struct l2_case *cs, int k, enum ddp_variant v, size_t bucket, int mb,
+                    const char *why)
+{
+    cs[k].opt.variant = v;
+    cs[k].opt.bucket_bytes = bucket;
+    cs[k].microbatches = mb;
+    cs[k].groups = 1;
+    snprintf(cs[k].why, sizeof cs[k].why, "%s", why);
+    return k + 1;
+}
+
+/* Bucket bytes that the head's tensors fill exactly: bucket 0 is full to its last byte,
+ * and a plan that starts a new bucket on reaching the limit instead of passing it cuts it
+ * one tensor early. */
+static size_t exact_bucket(void)
+{
+    struct pl_model_config cfg = l2_config(1);
+    struct pl_model_layout lay;
+    size_t off, n;
+    pl_model_layout_init(&lay, &cfg);
+    pl_model_part_range(&lay, cfg.n_layers, &off, &n);
+    pl_model_layout_free(&lay);
+    return n * sizeof(float);
+}
+
+/* Bucket bytes below the smallest tensor's (half of it, a whole number of floats): every
+ * tensor is a bucket of its own, and the overlapped hook starts many in one part. */
+static size_t tiny_bucket(void)
+{
+    struct pl_model_config cfg = l2_config(1);
+    struct pl_model_layout lay;
+    size_t least = (size_t)-1;
+    pl_model_layout_init(&lay, &cfg);
+    for (int t = 0; t < lay.n_tensors; t++)
+        if (lay.tensors[t].numel < least) least = lay.tensors[t].numel;
+    pl_model_layout_free(&lay);
+    return (least / 2 > 1 ? least / 2 : 1) * sizeof(float);
+}
+
+/* Microbatches of one sequence each: this rank's whole slice, one by one (12 on 2 ranks). */
+static int one_sequence_microbatches(void)
+{
+    return GLOBAL_B / pl_size();
+}
+
+/* A bucket size between 8 and 40 KiB drawn from the seed, never a multiple of 4 KiB. */
+static size_t seeded_bucket(uint64_t seed)
+{
+    return 8192 + 4 * (size_t)(pl_mix64(seed ^ 0x2dd9) % 8192) + 4;
+}
+
+int l2_make_cases(const char *op, uint64_t seed, struct l2_case *cs)
+{
+    int k = 0;
+    char why[128];
+    snprintf(why, sizeof why, "a bucket size drawn from the seed");
+    if (!strcmp(op, "naive")) {
+        k = add_case(cs, k, DDP_NAIVE, 0, 1, "one all-reduce per tensor");
+    } else if (!strcmp(op, "bucketed")) {
+        k = add_case(cs, k, DDP_BUCKETED, BUCKET_SMALL, 1,
+                     "uneven bucket boundaries; wte and head.w are larger than a bucket");
+        k = add_case(cs, k, DDP_BUCKETED, BUCKET_ALL, 1, "one bucket holds every gradient");
+        k = add_case(cs, k, DDP_BUCKETED, exact_bucket(), 1,
+                     "the head's tensors fill bucket 0 to its last byte");
+        k = add_case(cs, k, DDP_BUCKETED, seeded_bucket(seed), 1, why);
+        k = add_case(cs, k, DDP_BUCKETED, tiny_bucket(), 1,
+                     "a bucket smaller than the smallest tensor: one bucket per tensor");
+    } else if (!strcmp(op, "overlapped")) {
+        k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, 1,
+                     "uneven bucket boundaries; wte and head.w are larger than a bucket");
+        k = add_case(cs, k, DDP_OVERLAPPED, seeded_bucket(seed), 1, why);
+        k = add_case(cs, k, DDP_OVERLAPPED, tiny_bucket(), 1,
+                     "a bucket smaller than the smallest tensor: several start in one part's "
+                     "hook");
+    } else if (!strcmp(op, "accumulation")) {
+        k = add_case(cs, k, DDP_NAIVE, 0, MICROBATCHES, "gradient accumulation");
+        k = add_case(cs, k, DDP_BUCKETED, BUCKET_SMALL, MICROBATCHES, "gradient accumulation");
+        k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, MICROBATCHES,
+                     "gradient accumulation: the hook must stay silent until the last "
+                     "microbatch");
+        k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_ALL, one_sequence_microbatches(),
+                     "microbatches of one sequence each; one bucket larger than the model");
+    }
+    /* DDP over a group that is not the world, as in 2D and 3D parallelism: the comm's rank
+     * and size are not the world's (pl_rank, pl_size), nor its collectives the world's. */
+    if (k > 0 && strcmp(op, "accumulation") && pl_size() % 2 == 0) {
+        k = add_case(cs, k, cs[0].opt.variant, cs[0].opt.bucket_bytes, 1,
+                     "one DDP per group, on the comm ddp_new was given");
+        cs[k - 1].groups = 2;
+    }
+    return k;
+}
+
+int l2_expected_plan(const struct pl_model_layout *lay, size_t bucket_bytes, size_t *off,
+                         size_t *len)
+{
+    size_t cap = bucket_bytes / sizeof(float);
+    int b = -1;
+    for (int t = lay->n_tensors - 1; t >= 0; t--) {
+        const struct pl_param_desc *p = &lay->tensors[t];
+        if (b < 0 || len[b] + p->numel > cap) len[++b] = 0;
+        off[b] = p->offset;
+        len[b] += p->numel;
+    }
+    return b + 1;
+}
+
+void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len, char *buf,
+                      size_t blen)
+{
+    const struct pl_param_desc *a = gr_tensor_at(lay, off);
+    const struct pl_param_desc *b = len ? gr_tensor_at(lay, off + len - 1) : a;
+    if (!a || !b) snprintf(buf, blen, "outside the parameters");
+    else if (a == b) snprintf(buf, blen, "tensor %s", a->name);
+    else snprintf(buf, blen, "tensors %s .. %s", a->name, b->name);
+}
+
+void l2_setup_init(struct l2_setup *s, uint64_t seed, int steps, uint64_t data_seed,
+                   int with_reference)
+{
+    memset(s, 0, sizeof *s);
+    s->data = pl_corpus_tokens(pl_mix64(seed ^ 0xda7a), CORPUS_TOKENS);
+    s->train.cfg = l2_config(pl_mix64(seed ^ 0x1417));
+    s->train.opt = pl_adamw_config_default();
+    s->train.data = &s->data;
+    s->train.global_B = GLOBAL_B;
+    s->train.steps = steps;
+    s->train.data_seed = data_seed;
+    if (with_reference) {
+        gr_reference_run(&s->ref, &s->train);
+        if (pl_size() % 2 == 0) {
+            struct gr_train_setup t = s->train;
+            t.data_seed = pl_mix64(data_seed ^ 0x0a7e);
+            gr_reference_run(&s->other, &t);
+            s->has_other = 1;
+        }
+    } else {
+        pl_model_layout_init(&s->ref.layout, &s->train.cfg);
+        s->ref.numel = s->ref.layout.numel;
+    }
+}
+
+void l2_setup_free(struct l2_setup *s)
+{
+    gr_reference_free(&s->ref);
+    if (s->has_other) gr_reference_free(&s->other);
+    pl_tokens_free(&s->data);
+}
+
+struct pl_model *l2_new_replica(const struct l2_setup *s, int rank)
+{
+    struct pl_model_config c = s->train.cfg;
+    if (rank != 0) c.seed = pl_mix64(c.seed + 7919u * (uint64_t)rank);
+    return pl_model_new(&c, PL_MODEL_ALL);
+}
+
+long l2_data_calls(const struct pl_ledger *l)
+{
+    return gr_ledger_total_calls(l) - l->calls[PL_BARRIER];
+}
+
+
+static void ledger_add(struct pl_ledger *sum, const struct pl_ledger *d)
+{
+    for (int k = 0; k < PL_NKINDS; k++) {
+        sum->calls[k] += d->calls[k];
+        for (int l = 0; l < PL_NLINKS; l++) sum->bytes[k][l] += d->bytes[k][l];
+    }
+}
+
+
+/* Forward and backward of every microbatch of this step and the synchronisation, with the
+ * traffic of each; returns the sum of the microbatches' losses. */
+static double run_step(struct l2_run *r, const struct gr_batch *b, int step)
+{
+    int M = r->c->microbatches, mbB = b->B / M;
+    struct pl_ledger mark, delta, step_delta, last_delta;
+    memset(&step_delta, 0, sizeof step_delta);
+    memset(&last_delta, 0, sizeof last_delta);
+    double loss = 0;
+    l2_calls_step_begin(r->calls);
+    l2_accum_step_begin(&r->acc);
+    for (int mb = 0; mb < M; mb++) {
+        size_t at = (size_t)mb * (size_t)mbB * (size_t)b->T;
+        gr_ledger_mark(&mark);
+        pl_span("fwd+bwd");
+        l2_calls_microbatch(r->calls, mb == M - 1);
+        loss += ddp_forward_backward(r->d, b->tokens + at, b->targets + at, mbB, mb, M);
+        gr_ledger_since(&mark, &delta);
+        if (mb < M - 1) l2_accum_microbatch(&r->acc, mb, &delta, r->m->grads);
+        if (mb < M - 1 && r->want_traffic) {
+            gr_ledger_gather_world(&delta, r->all);
+            l2_traffic_verdict(r, pl_rank() != 0 || !r->out->traffic ||
+                                   l2_judge_silent_microbatch(r, step, mb));
+        }
+        ledger_add(&step_delta, &delta);
+        if (mb == M - 1) last_delta = delta;
+    }
+    l2_calls_backward_over(r->calls);
+    gr_ledger_mark(&mark);
+    pl_span("wait");
+    ddp_finish_gradients(r->d);
+    gr_ledger_since(&mark, &delta);
+    l2_calls_step_end(r->calls);
+    ledger_add(&step_delta, &delta);
+    ledger_add(&last_delta, &delta);
+    l2_accum_last(&r->acc, &last_delta);
+    if (r->want_traffic && !gr_todo_any()) {
+        gr_ledger_gather_world(&step_delta, r->all);
+        l2_traffic_verdict(r, pl_rank() != 0 || !r->out->traffic ||
+                               l2_judge_step_traffic(r, step));
+        if (r->out->traffic) l2_traffic_verdict(r, l2_judge_call_ranges(r, step));
+    }
+    return loss;
+}
+
+double l2_mem_held(void)
+{
+    struct pl_mem_stats st;
+    pl_mem_get_stats(&st);
+    return (double)st.current_total;
+}
+
+/* K steps of training; trace_step's trace is kept in out. */
+static void run_steps(struct l2_run *r, int trace_step)
+{
+    struct gr_batch b;
+    gr_batch_new(&b, &r->ref->setup, pl_comm_rank(r->comm), pl_comm_size(r->comm));
+    for (int step = 0; step < K_STEPS && r->out->correct; step++) {
+        gr_batch_load(&b, step);
+        if (step == trace_step) {
+            pl_trace_enable(1);
+            pl_trace_clear();
+        }
+        /* The model sizes its activations at its first forward: from step 1 on, a step
+         * that keeps memory leaks it, once per step of a run of any length. */
+        double held = l2_mem_held();
+        double loss = run_step(r, &b, step);
+        char what[64];
+        snprintf(what, sizeof what, "step %d: after ddp_finish_gradients", step + 1);
+        if (gr_todo_any()) {
+            r->out->todo = 1;
+            r->out->correct = r->out->traffic = 0;
+        } else if (!l2_check_issue_times(r, step)) {
+            r->out->correct = 0;
+        } else if (step > 0 && !l2_check_nothing_kept(held, what, "before the step's first "
+                                                   "ddp_forward_backward",
+                                                   "a step must free what it allocates "
+                                                   "(handles, staging buffers), or a long run "
+                                                   "leaks one of them per step; keep what "
+                                                   "every step needs in struct ddp, "
+                                                   "allocated once in ddp_new")) {
+            r->out->correct = 0;
+        } else if (!l2_check_grads(r, step)) {
+            r->out->correct = 0;
+        } else {
+            pl_span("adamw");
+            pl_model_update(r->m, &r->s->train.opt);
+            if (step == trace_step) {
+                pl_trace_flush();
+                pl_trace_enable(0);
+                pl_trace_gather(&r->out->trace);
+                r->out->traced = 1;
+            }
+            r->out->correct = l2_check_replicas(r, step) &&
+                              l2_check_loss(r, step, loss / r->c->microbatches);
+        }
+        if (step == trace_step) pl_trace_enable(0);
+    }
+    if (r->out->correct) r->out->correct = l2_check_params(r);
+    gr_batch_free(&b);
+}
+
+/* Collective, after ddp_free: the case's communicator is freed when no rank has an
+ * operation on it still in flight (pl_comm_free would stop the job with a usage error);
+ * otherwise it is left to the end of the run and the case fails with the reason. */
+static void free_case_comm(struct l2_run *r)
+{
+    struct {
+        int n, rank;
+    } me = {gr_case_comm_free(r->comm), pl_rank()}, worst;
+    PL_CHECK_MPI(MPI_Allreduce(&me, &worst, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    if (worst.n && r->out->correct) {
+        if (pl_rank() == 0)
+            gr_say("correct", "after ddp_free, rank %d still has %d operation(s) in flight on "
+                   "the communicator ddp_new was given: a handle of pl_all_reduce_async (or "
+                   "another asynchronous call) was never waited for. The caller frees that "
+                   "communicator after ddp_free, and pl_comm_free refuses one with operations "
+                   "in flight; pl_wait (or pl_wait_all) every handle, at the latest in "
+                   "ddp_finish_gradients (handout section 6)", worst.rank, worst.n);
+        r->out->correct = 0;
+    }
+    r->comm = NULL;
+}
+
+void l2_run_case(struct l2_state *st, int i, int trace_step)
+{
+    const struct l2_setup *s = &st->s;
+    const struct l2_case *c = &st->cases[i];
+    struct l2_outcome *out = &st->last;
+    memset(out, 0, sizeof *out);
+    out->correct = out->traffic = 1;
+    struct l2_run r = {.s = s, .c = c, .out = out, .ttext = st->traffic_text,
+                       .want_traffic = st->want_traffic && pl_size() > 1 && !st->traffic_failed};
+    r.all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.all) : NULL;
+    /* Every case runs on a communicator of its own, split from the world and freed after
+     * ddp_free, as the caller of a DDP inside 2D or 3D parallelism would. */
+    int color = pl_rank() % c->groups;
+    r.comm = pl_comm_split(pl_comm_world(), color, pl_rank(), "dp");
+    PL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, pl_rank(), &r.group));
+    r.ref = color == 1 && s->has_other ? &s->other : &s->ref;
+    double held = l2_mem_held();
+    l2_accum_init(&r.acc, s->ref.numel);
+    r.m = l2_new_replica(s, pl_comm_rank(r.comm));
+    r.calls = l2_calls_watch(r.m);
+    pl_todo_reset();
+    struct pl_ledger mark, delta;
+    gr_ledger_mark(&mark);
+    r.d = ddp_new(r.comm, r.m, &c->opt);
+    gr_ledger_since(&mark, &delta);
+    if (gr_todo_any()) {
+        out->todo = 1;
+        out->correct = out->traffic = 0;
+    } else if (l2_check_setup(&r, &delta)) {
+        run_steps(&r, trace_step);
+    }
+    ddp_free(r.d);
+    l2_calls_unwatch(r.calls);
+    pl_model_free(r.m);
+    free_case_comm(&r);
+    if (out->correct && !l2_check_nothing_kept(held, "after ddp_free (and the model's own free)",
+                                               "before the model and ddp_new",
+                                               "ddp_free must pl_mem_free everything ddp_new "
+                                               "and the steps allocated (a field added to "
+                                               "struct ddp needs its pl_mem_free there too)"))
+        out->correct = 0;
+    PL_CHECK_MPI(MPI_Comm_free(&r.group));
+    l2_accum_free(&r.acc);
+    free(r.all);
+}

@@ -1,0 +1,192 @@
+/* lab02.h: what the files of Lab 2's grader (data parallelism) share. Its state (struct
+ * l2_state) is made by setup on the heap and freed by finish. The files depend one way:
+ * driver.c -> cases.c, checks.c, bench.c; bench.c -> cases.c; cases.c <-> checks.c (a step
+ * runs, then is checked); checks.c -> calls.c, accum.c.
+ *
+ *   cases.c    the model, the case table, the single-device references, one case run
+ *   checks.c   the checks of a case in flight: setup, each step's gradient, loss,
+ *              replicas, memory and traffic
+ *   bench.c    the overlap on the modelled timeline, the perf mode, the bench mode
+ *   calls.c    the gradient all-reduces seen where they are made (lab.mk's --wrap)
+ *   accum.c    what a step's accumulation microbatches left behind */
+#ifndef LAB02_H
+#define LAB02_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accum.h"
+#include "calls.h"
+#include "ddp.h"
+#include "harness.h"
+#include "paralab.h"
+#include "todo.h"
+#include "train.h"
+
+#define K_STEPS 4
+#define GLOBAL_B 24      /* sequences per step: 1, 2, 3 and 4 ranks all divide it */
+#define MICROBATCHES 2   /* accumulation: and every rank's slice splits in two */
+#define CORPUS_TOKENS 65536
+/* Buckets of 24 KiB cut the blocks' tensors at uneven places, and wte and head.w (32 KiB
+ * each) are larger than a bucket; 1 MiB holds the whole gradient in one bucket. */
+#define BUCKET_SMALL (24u * 1024u)
+#define BUCKET_ALL (1024u * 1024u)
+/* The overlap test replays the step as the step of a model with GPT-2 small's parameter
+ * count and this many tokens per rank (handout section 8): every transfer's bytes times
+ * MODEL_PSI / Psi, every compute's FLOPs times that and MODEL_TOKENS / tokens per rank. */
+#define MODEL_PSI 124e6
+#define MODEL_TOKENS 8192.0
+#define OVERLAP_PROFILE "dgx-h100"
+/* The overlap is placed between the serial sum (compute + communication: nothing hidden)
+ * and the perfect-overlap bound (all of the communication hidden): full marks from hiding
+ * OVERLAP_FULL of the all-reduce time (the last bucket, reduced after backward ends, can
+ * never hide), none up to OVERLAP_NONE (blocking all-reduces after backward). */
+#define OVERLAP_FULL 0.50
+#define OVERLAP_NONE 0.05
+#define PERF_ROUNDS 5
+#define PERF_STEPS 10
+#define PERF_BATCHES 3
+#define L2_MAX_CASES 8
+#define L2_MAX_PARTS 256
+#define L2_TRAFFIC_TEXT 8192
+
+extern const char *const L2_VARIANT_NAME[3];
+
+/* One case: the DDP's options, its microbatches, and the world split into this many
+ * data-parallel groups, each its own DDP. */
+struct l2_case {
+    struct ddp_options opt;
+    int microbatches;
+    int groups;
+    char why[128];
+};
+
+/* The run's corpus, model and batches, and the single-device references. */
+struct l2_setup {
+    struct pl_tokens data;
+    struct gr_train_setup train;
+    struct gr_reference ref;
+    /* On an even rank count: the reference of the other data-parallel group, trained on
+     * other batches (another shuffle of the corpus), so that the two groups hold different
+     * data and a collective over the world mixes them. */
+    struct gr_reference other;
+    int has_other;
+};
+
+struct l2_outcome {
+    int correct, traffic;         /* verdicts (all ranks agree) */
+    int todo;                     /* a stub was reached */
+    struct pl_merged_trace trace; /* rank 0: the traced step, when asked */
+    int traced;
+};
+
+/* The lab's state: the harness's, made by setup on the heap (driver.c). */
+struct l2_state {
+    uint64_t seed;       /* --seed */
+    const char *svg;     /* --svg FILE, or NULL */
+    size_t bench_bucket; /* bench: --bucket-bytes */
+    const char *op;
+    struct l2_case cases[L2_MAX_CASES];
+    int ncases, want_traffic, want_overlap;
+    struct l2_setup s;      /* check mode: with the reference trained */
+    struct l2_outcome last; /* of the last case run */
+    /* Traffic is judged while the case runs but only told when the variant trains correctly
+     * (a wrong gradient explains its own traffic), and only its first failure: the lines
+     * waiting, and whether a case already failed (later ones are not judged on traffic). */
+    char traffic_text[L2_TRAFFIC_TEXT];
+    int traffic_failed;
+    char subject[64];
+    /* perf mode: the student's DDP and the kit's own model, and the ranges the variant
+     * all-reduces (one per tensor, or the header's bucket plan) */
+    struct pl_model *m, *base;
+    struct ddp *d;
+    struct gr_batch b;
+    size_t part_off[L2_MAX_PARTS], part_len[L2_MAX_PARTS];
+    int nparts;
+};
+
+/* One case in flight: what its phases share. Every check is collective, so all ranks follow
+ * the same path. */
+struct l2_run {
+    const struct l2_setup *s;
+    const struct l2_case *c;
+    struct l2_outcome *out;
+    char *ttext;           /* the state's traffic lines waiting (l2_tsay) */
+    struct pl_model *m;
+    struct ddp *d;
+    struct pl_ledger *all; /* rank 0: every rank's ledger delta */
+    struct pl_comm *comm;  /* the group ddp_new was given, split from the world */
+    MPI_Comm group;        /* the same ranks, for the grader's own checks */
+    const struct gr_reference *ref; /* this rank's group's single-device reference */
+    int want_traffic, nplan;
+    struct l2_accum acc;   /* the step's accumulation microbatches, for the reasons */
+    struct l2_calls *calls; /* the step's gradient all-reduces */
+};
+
+/* ---- plan.c: the rank counts the lab runs on (predicate and sentence) ---- */
+
+extern const char L2_RUNS_ON[];
+int l2_runs_on(int np);
+
+/* ---- driver.c ---- */
+
+/* Appends one traffic line to text (L2_TRAFFIC_TEXT bytes), said when the part is judged. */
+void l2_tsay(char *text, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- cases.c ---- */
+
+struct pl_model_config l2_config(uint64_t seed);
+/* Ranks of one case's data-parallel group: the whole world, or one of its equal groups. */
+int l2_dp_size(const struct l2_case *c);
+void l2_describe_case(const struct l2_case *c, char *buf, size_t len);
+int l2_make_cases(const char *op, uint64_t seed, struct l2_case *cs);
+/* The plan the header's rule gives: whole tensors, last to first, while they fit. */
+int l2_expected_plan(const struct pl_model_layout *lay, size_t bucket_bytes, size_t *off,
+                     size_t *len);
+/* "tensors h.3.mlp.w_fc2 .. head.w" for the range [off, off+len). */
+void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len, char *buf,
+                      size_t blen);
+/* The run's corpus, model and batches; with_reference also trains the single-device
+ * reference for `steps` steps (the check mode's), otherwise only its layout is filled in. */
+void l2_setup_init(struct l2_setup *s, uint64_t seed, int steps, uint64_t data_seed,
+                   int with_reference);
+void l2_setup_free(struct l2_setup *s);
+/* A replica initialised from another seed on every rank of its group but 0: only a
+ * broadcast makes the replicas equal. */
+struct pl_model *l2_new_replica(const struct l2_setup *s, int rank);
+/* Collective calls that move data: a barrier carries none. */
+long l2_data_calls(const struct pl_ledger *l);
+/* Bytes this rank holds in the kit's memory ledger now. */
+double l2_mem_held(void);
+/* Runs one case of the student's DDP; fills st->last. trace_step >= 0 records that step's
+ * trace. */
+void l2_run_case(struct l2_state *st, int i, int trace_step);
+
+/* ---- checks.c (collective unless said) ---- */
+
+/* Rank 0's traffic verdict on every rank, when traffic is judged. */
+void l2_traffic_verdict(struct l2_run *r, int ok);
+/* Section 3: replicas equal to rank 0's after ddp_new, and what it broadcast; section 5: the
+ * bucket plan against the rule of ddp.h. Returns 0 when the case cannot go on. */
+int l2_check_setup(struct l2_run *r, const struct pl_ledger *delta);
+/* Rank 0: accumulation microbatches send nothing. */
+int l2_judge_silent_microbatch(const struct l2_run *r, int step, int mb);
+/* Rank 0: the traffic of one step against the formulas. */
+int l2_judge_step_traffic(const struct l2_run *r, int step);
+int l2_judge_call_ranges(const struct l2_run *r, int step);
+int l2_check_issue_times(const struct l2_run *r, int step);
+int l2_check_grads(const struct l2_run *r, int step);
+int l2_check_loss(const struct l2_run *r, int step, double loss);
+int l2_check_params(const struct l2_run *r);
+int l2_check_replicas(const struct l2_run *r, int step);
+int l2_check_nothing_kept(double before, const char *when, const char *since, const char *fix);
+
+/* ---- bench.c ---- */
+
+int l2_judge_overlap(const struct l2_state *st);
+int l2_probe(void *st);
+double l2_perf(void *st);
+void l2_bench(const struct gr_args *a);
+
+#endif
