@@ -13,7 +13,7 @@
 #include "comm.h"
 #include "runtime.h"
 #include "train.h"
-#include "wrapped.h"
+#include "wrap_ctx.h"
 
 #define MAX_CALLS 4096
 
@@ -66,7 +66,7 @@ void __real_pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg)
 
 void __wrap_pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg)
 {
-    struct l2_calls *w = gr_wrapped_get();
+    struct l2_calls *w = gr_wrap_ctx();
     if (!w || m != w->m) {
         __real_pl_model_set_hook(m, hook, arg);
         return;
@@ -82,19 +82,19 @@ struct l2_calls *l2_calls_watch(struct pl_model *m)
     if (!w) pl_fatal("out of memory");
     w->m = m;
     __real_pl_model_set_hook(m, our_hook, w);
-    gr_wrapped_set(w);
+    gr_wrap_ctx_set(w);
     return w;
 }
 
 void l2_calls_unwatch(struct l2_calls *w)
 {
-    if (gr_wrapped_get() == w) gr_wrapped_set(NULL);
+    if (gr_wrap_ctx() == w) gr_wrap_ctx_set(NULL);
     free(w);
 }
 
 static void record(const float *send, size_t count, enum pl_red op, int async)
 {
-    struct l2_calls *w = gr_wrapped_get();
+    struct l2_calls *w = gr_wrap_ctx();
     if (!w || !w->recording || !w->m) return;
     if (w->ncalls >= MAX_CALLS) {
         w->overflow = 1;

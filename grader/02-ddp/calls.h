@@ -17,7 +17,7 @@
 struct l2_calls;
 
 /* Follows m's backward from now on: installs the grader's hook (before ddp_new) and names
- * the record the wrappers write into (grader/common/wrapped.h). */
+ * the record the wrappers write into (grader/common/wrap_ctx.h). */
 struct l2_calls *l2_calls_watch(struct pl_model *m);
 /* Stops following and frees w. */
 void l2_calls_unwatch(struct l2_calls *w);

@@ -1,7 +1,7 @@
 /* wrap_ctx.h: the one pointer a lab's link-time wrappers (its lab.mk's -Wl,--wrap) can reach.
  * A wrapper has the library call's arguments and nothing of the lab's, so a lab whose state
  * lives on the heap (harness.h) hands the part its wrappers record into here, and takes it
- * back before freeing it; its folder then holds no mutable state of its own (Lab 3). */
+ * back before freeing it; its folder then holds no mutable state of its own (Labs 2 and 3). */
 #ifndef GR_WRAP_CTX_H
 #define GR_WRAP_CTX_H
 
