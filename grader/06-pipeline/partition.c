@@ -88,14 +88,18 @@ static const char *flops_text(double x, char *buf, size_t len)
 static void say_excess(const char *shape, int ws, int first, int last, double worst,
                        double best, const double *cost, int n, const char *unit)
 {
-    char w[40], b[40], d[40];
-    double diff = worst - best;
+    char w[40], b[40], d[40], pct[32];
+    double diff = worst - best, share = 100 * diff / best;
+    if (share >= 10)
+        snprintf(pct, sizeof pct, "%.0f", share);
+    else
+        snprintf(pct, sizeof pct, "%.2g", share);
     gr_say("balance", "%s: your largest stage, %d (parts %d..%d), computes %s FLOPs%s, %s more "
-           "than the best contiguous cut's largest stage, %s (+%.2g%%). The step runs at the "
+           "than the best contiguous cut's largest stage, %s (+%s%%). The step runs at the "
            "pace of the slowest stage, so the cut is graded exactly: its largest stage must be "
            "as small as any contiguous cut allows, however small the difference (handout "
            "section 2)", shape, ws, first, last, flops_text(worst, w, sizeof w), unit,
-           flops_text(diff, d, sizeof d), flops_text(best, b, sizeof b), 100 * diff / best);
+           flops_text(diff, d, sizeof d), flops_text(best, b, sizeof b), pct);
     if (diff == cost[0])
         gr_say("balance", "the difference is exactly the embedding's cost (%s FLOPs): your "
                "largest stage holds the embedding beside as much work as the best cut's "
