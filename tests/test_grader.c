@@ -4,10 +4,12 @@
  * with the fields Gradescope reads, consistent with the printed summary.
  *
  *   test_grader [--expect-full [--speed-may-vary] | --expect-zero] [--expect-fail TEXT]
- *               [--expect-pass TEXT] [--expect-text TEXT] [--within S] -- GRADE-ARGS...
+ *               [--expect-pass TEXT] [--expect-text TEXT] [--expect-no-text TEXT] [--within S]
+ *               -- GRADE-ARGS...
  *   test_grader --perf-judged
  * --expect-fail/--expect-pass name a test (a substring of its name); --expect-text is a
- * substring of the output; --within S bounds the grader's wall time.
+ * substring of the output, --expect-no-text one it must not hold; --within S bounds the
+ * grader's wall time.
  *
  * Time scale: the bound (--within) and this program's own limit on the grader (900 s) are
  * multiplied by PL_TEST_TIME_SCALE, which the test harness sets for the build and the
@@ -459,7 +461,8 @@ int main(int argc, char **argv)
         }
     if (sep < 0) {
         fprintf(stderr, "usage: test_grader [--expect-full|--expect-zero] [--expect-fail T] "
-                        "[--expect-pass T] [--expect-text T] [--within S] -- GRADE-ARGS...\n"
+                        "[--expect-pass T] [--expect-text T] [--expect-no-text T] [--within S] "
+                        "-- GRADE-ARGS...\n"
                         "       test_grader --perf-judged\n");
         return 2;
     }
@@ -550,6 +553,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--expect-text") && v) {
             i++;
             if (!strstr(out, v)) fail("the output does not say '%s'", v);
+        } else if (!strcmp(a, "--expect-no-text") && v) {
+            i++;
+            if (strstr(out, v)) fail("the output says '%s', which it must not", v);
         } else if (!strcmp(a, "--within") && v) {
             i++;
             within = atof(v);

@@ -8,7 +8,7 @@
  *             each stage's parts assembled into one model, against the single-device
  *             reference of the pipeline's own data (grader/common);
  *   balance   the student's partition against the best contiguous cut by the kit's FLOPs,
- *             on the lab's model and on five others (OTHER_CUTS);
+ *             on the lab's model and on seven others (partition.c);
  *   schedule  the order of F and B each rank ran, read from its own trace (the marks of
  *             lib/pipe_parts), against the schedule's definition (schedule.c);
  *   bubble    that trace replayed with uniform stage times against (p-1)/(m+p-1) and the
@@ -40,6 +40,7 @@
 #include "ops.h"
 #include "outside.h"
 #include "paralab.h"
+#include "partition.h"
 #include "pipeline.h"
 #include "schedule.h"
 #include "train.h"
@@ -1157,107 +1158,6 @@ static int judge_traffic(enum pipe_schedule k, int m, const struct outcome *o,
     return 1;
 }
 
-static int judge_balance(const struct stage_stats *st, int p, const struct pl_model_config *c)
-{
-    int n = c->n_layers + 2;
-    double cost[MAX_STAGES + 2];
-    for (int k = 0; k < n; k++) cost[k] = pl_part_flops(c, k - 1, 1, c->seq_len);
-    double best = sched_best_max(cost, n, p), worst = 0;
-    int ws = 0;
-    for (int s = 0; s < p; s++) {
-        double sum = 0;
-        for (int q = st[s].first; q <= st[s].last; q++) sum += cost[q + 1];
-        if (sum > worst) worst = sum, ws = s;
-    }
-    if (worst <= best * (1 + 1e-9)) return 1;
-    gr_say("balance", "%d stages: your largest stage, %d (parts %d..%d), computes %.0f FLOPs per "
-           "sequence; the best contiguous cut's largest computes %.0f (%.2fx)", p, ws,
-           st[ws].first, st[ws].last, worst, best, worst / best);
-    gr_say("balance", "the pipeline runs at the pace of its slowest stage. Count the embedding "
-           "(%.0f) and the head (%.0f, about a block's %.0f) too, and minimise the largest "
-           "stage (handout section 2)", cost[0], cost[n - 1], cost[1]);
-    return 0;
-}
-
-/* The partition of other models than the lab's, on other stage counts and microbatch
- * shapes: a cut that is best only for the graded model (a table of its answers, or a rule
- * that happens to fit it) fails here. Each is compared, like the lab's, with the best
- * contiguous cut by the kit's FLOPs for the B x T it was given. Attention's cost grows as
- * T^2 and the rest as T, so T moves the best cut (B scales every part alike and cannot):
- * the last two cut differently from the model's own seq_len and from the lab's T = 16, so
- * a cost model that counts 1 x seq_len, or the lab's shape, instead of the B x T given
- * fails one of them. */
-static const struct {
-    int layers, d_model, d_ff, heads, vocab, seq_len, stages, B, T;
-} OTHER_CUTS[] = {
-    {10, 32, 64, 2, PL_BYTE_VOCAB, 16, 5, 1, 16}, /* more blocks, more stages */
-    {6, 32, 64, 2, 4096, 16, 3, 2, 8},            /* a head heavier than two blocks */
-    {13, 64, 256, 4, PL_BYTE_VOCAB, 16, 4, 1, 16},
-    {3, 32, 64, 2, 2048, 16, 5, 1, 16},           /* one part a stage */
-    {20, 32, 64, 2, 8192, 16, 7, 3, 4},
-    {6, 32, 64, 2, 1024, 128, 3, 3, 16},          /* T below seq_len: not cut as 1 x 128 */
-    {6, 32, 64, 2, 1024, 128, 2, 2, 128},         /* T long: not cut as at T = 16 */
-};
-#define N_OTHER_CUTS ((int)(sizeof OTHER_CUTS / sizeof OTHER_CUTS[0]))
-
-static int judge_other_cuts(const struct pl_model_config *lab)
-{
-    for (int i = 0; i < N_OTHER_CUTS; i++) {
-        struct pl_model_config c = *lab;
-        c.n_layers = OTHER_CUTS[i].layers;
-        c.d_model = OTHER_CUTS[i].d_model;
-        c.d_ff = OTHER_CUTS[i].d_ff;
-        c.n_heads = OTHER_CUTS[i].heads;
-        c.vocab = OTHER_CUTS[i].vocab;
-        c.seq_len = OTHER_CUTS[i].seq_len;
-        int p = OTHER_CUTS[i].stages, B = OTHER_CUTS[i].B, T = OTHER_CUTS[i].T;
-        int n = c.n_layers + 2, first[MAX_STAGES], last[MAX_STAGES];
-        double cost[MAX_STAGES + 2], worst = 0;
-        pipe_partition(&c, p, B, T, first, last);
-        for (int k = 0; k < n; k++) cost[k] = pl_part_flops(&c, k - 1, B, T);
-        char shape[200];
-        snprintf(shape, sizeof shape, "pipe_partition of a model of %d blocks (d_model %d, "
-                 "d_ff %d, vocab %d, seq_len %d) into %d stages for microbatches of B x T = "
-                 "%d x %d", c.n_layers, c.d_model, c.d_ff, c.vocab, c.seq_len, p, B, T);
-        int want = PL_PART_EMBED, ws = 0;
-        for (int s = 0; s < p; s++) {
-            if (first[s] != want || last[s] < first[s] || last[s] > PL_PART_HEAD(&c)) {
-                gr_say("balance", "%s: stage %d holds parts %d..%d, but it must start at part "
-                       "%d, hold at least one part, and the last stage end at the head, part "
-                       "%d (handout section 2)", shape, s, first[s], last[s], want,
-                       PL_PART_HEAD(&c));
-                return 0;
-            }
-            double sum = 0;
-            for (int q = first[s]; q <= last[s]; q++) sum += cost[q + 1];
-            if (sum > worst) worst = sum, ws = s;
-            want = last[s] + 1;
-        }
-        if (want != PL_PART_HEAD(&c) + 1) {
-            gr_say("balance", "%s: the last stage ends at part %d, not at the head, part %d "
-                   "(handout section 2)", shape, want - 1, PL_PART_HEAD(&c));
-            return 0;
-        }
-        double best = sched_best_max(cost, n, p);
-        if (worst <= best * (1 + 1e-9)) continue;
-        gr_say("balance", "%s: your largest stage, %d (parts %d..%d), computes %.0f FLOPs; the "
-               "best contiguous cut's largest computes %.0f (%.2fx)", shape, ws, first[ws],
-               last[ws], worst, best, worst / best);
-        if (T != c.seq_len || T != lab->seq_len)
-            gr_say("balance", "the B x T given matters: a block's attention costs T^2, the "
-                   "rest T, so the best cut for T = %d is not the best for another T. Count "
-                   "each part as pl_part_flops(cfg, part, B, T) with the B and T pipe_partition "
-                   "is given, not cfg->seq_len or a shape of your own", T);
-        gr_say("balance", "your cut is the best one for the lab's model but not for this one: "
-               "pipe_partition must find the best cut for any model, stage count and B x T, "
-               "from pl_part_flops of each part (here the embedding %.0f, a block %.0f, the "
-               "head %.0f), for example by dynamic programming over where each stage starts "
-               "(handout section 2)", cost[0], cost[1], cost[n - 1]);
-        return 0;
-    }
-    return 1;
-}
-
 /* ---- check mode: the harness's callbacks ---- */
 
 /* The schedule of --op; NAME-hidden also sets the hidden suite's model. */
@@ -1382,7 +1282,11 @@ static int judge(void *p, int i, const char *part)
     }
     if (pl_rank() != 0) return 1;
     if (!strcmp(part, "balance"))
-        return i > 0 || (judge_balance(st->o[0].st, pl_size(), c) && judge_other_cuts(c));
+    {
+        int first[MAX_STAGES], last[MAX_STAGES], p = pl_size();
+        for (int s = 0; s < p; s++) first[s] = st->o[0].st[s].first, last[s] = st->o[0].st[s].last;
+        return i > 0 || (part_judge_lab(first, last, p, c) && part_judge_others(c));
+    }
     if (strcmp(part, "schedule") && strcmp(part, "bubble") && strcmp(part, "memory")
         && strcmp(part, "traffic")) {
         gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
@@ -1500,6 +1404,7 @@ static void bench_mode(const char *only, int only_m, const char *svg_dir, const 
         }
     }
     for (int i = 0; i < nquoted; i++) pl_print0("# handout: %s\n", quoted[i]);
+    if (pl_rank() == 0 && !only) part_print_figures(c);
     if (svg_dir) pl_print0("# wrote each schedule's timeline (yours and the ideal) to %s\n", svg_dir);
     setup_free(&s);
 }

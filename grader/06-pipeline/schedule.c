@@ -147,30 +147,40 @@ void sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
     free(ops);
 }
 
-double sched_best_max(const double *cost, int n, int p)
+double sched_best_max(const double *cost, int n, int p, int *start)
 {
-    /* best[j][k]: the smallest largest stage when the first k costs make j stages */
+    /* best[j][k]: the smallest largest stage when the first k costs make j stages; from[j][k]:
+     * where the last of those j stages starts */
     double *best = malloc(sizeof(double) * (size_t)(p + 1) * (size_t)(n + 1));
-    PL_ASSERT(best);
+    int *from = malloc(sizeof(int) * (size_t)(p + 1) * (size_t)(n + 1));
+    PL_ASSERT(best && from);
 #define BEST(j, k) best[(size_t)(j) * (size_t)(n + 1) + (size_t)(k)]
+#define FROM(j, k) from[(size_t)(j) * (size_t)(n + 1) + (size_t)(k)]
     double run = 0;
     for (int k = 0; k <= n; k++) {
         BEST(1, k) = run;
+        FROM(1, k) = 0;
         if (k < n) run += cost[k];
     }
     for (int j = 2; j <= p; j++)
         for (int k = j; k <= n; k++) {
             double b = 1e300, tail = 0;
+            int at = j - 1;
             for (int i = k - 1; i >= j - 1; i--) {
                 tail += cost[i];
                 double worst = BEST(j - 1, i) > tail ? BEST(j - 1, i) : tail;
-                if (worst < b) b = worst;
+                if (worst < b) b = worst, at = i;
             }
             BEST(j, k) = b;
+            FROM(j, k) = at;
         }
     double r = BEST(p, n);
+    if (start)
+        for (int j = p, k = n; j >= 1; j--) start[j - 1] = k = FROM(j, k);
 #undef BEST
+#undef FROM
     free(best);
+    free(from);
     return r;
 }
 

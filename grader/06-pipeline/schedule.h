@@ -48,8 +48,9 @@ double sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
 void sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
                        struct pl_merged_trace *out);
 
-/* The smallest largest stage of a contiguous cut of the n costs into p stages. */
-double sched_best_max(const double *cost, int n, int p);
+/* The smallest largest stage of a contiguous cut of the n costs into p stages; start, when
+ * not NULL, gets the index of the first cost of each of the p stages of one such cut. */
+double sched_best_max(const double *cost, int n, int p, int *start);
 
 /* A merged trace with every compute event's FLOPs set to the uniform time of the mark it
  * carries ("pipe F 3": SCHED_UNIT_F / v, "pipe B 3": SCHED_UNIT_B / v, a chunk being 1/v of

@@ -37,12 +37,10 @@ struct pipe {
 };
 
 /* Section 2. Cut the L + 2 parts (embedding, L blocks, head) into `stages` contiguous
- * stages so that the largest stage's FLOPs are as small as possible. The cost of a part
- * is pl_part_flops(cfg, part, B, T) (every block costs the same; the embedding is cheap,
- * the head is not). With n = L + 2 parts and at most n stages, a table best[j][k] = "the
- * smallest largest stage when the first k parts make j stages" fills in O(p n^2). Write
- * stage s's parts into first[s] and last[s] (part numbers: -1 is the embedding, L the
- * head). */
+ * stages so that the largest stage's FLOPs are as small as any such cut allows, for any
+ * model, stage count and B x T (graded exactly). The cost of a part is
+ * pl_part_flops(cfg, part, B, T). Write stage s's parts into first[s] and last[s] (part
+ * numbers: -1 is the embedding, L the head). */
 void pipe_partition(const struct pl_model_config *cfg, int stages, int B, int T, int *first,
                     int *last)
 {
