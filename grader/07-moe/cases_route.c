@@ -189,10 +189,9 @@ int l7_run_route_case(struct l7_state *st, const struct l7_route_case *c, int in
         L7_WHY_TEXT(st)[said] = '\0';
         if (fresh_ok)
             l7_why(st, "this was the second call into one routing; into a fresh one yours is "
-                       "right. "
-                "moe_route sets every field on every call (moe_forward routes each layer into "
-                "the same routing step after step): count, f, P and dropped start again from "
-                "zero, not from the last call's (section 2)");
+                       "right. moe_route sets every field on every call (moe_forward routes "
+                       "each layer into the same routing step after step): count, f, P and "
+                       "dropped start again from zero, not from the last call's (section 2)");
         pl_moe_routing_free(fresh);
         char d[200];
         l7_describe_route_case(c, d, sizeof d);

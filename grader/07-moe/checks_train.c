@@ -224,9 +224,8 @@ int l7_judge_counts(struct l7_state *st, const struct l7_or_reference *o,
         }
         if (got->N != o->N || got->E != c->n_experts || got->k != c->top_k || got->cap != w->cap) {
             l7_why(st, "block %d's routing is for N=%d E=%d k=%d with %d slots; the reference "
-                       "routes "
-                "N=%d tokens to E=%d experts, top-%d, %d slots", l, got->N, got->E, got->k,
-                got->cap, o->N, c->n_experts, c->top_k, w->cap);
+                       "routes N=%d tokens to E=%d experts, top-%d, %d slots", l, got->N,
+                   got->E, got->k, got->cap, o->N, c->n_experts, c->top_k, w->cap);
             return 0;
         }
         struct pl_moe_routing want = {.N = o->N, .E = c->n_experts, .k = c->top_k,
@@ -270,9 +269,9 @@ static int judge_grad_sums(struct l7_state *st, const struct l7_or_reference *o,
             got += pl_ledger_bytes(d, k, -1);
     if (got <= want * (1 + 1e-9) + 1) return 1;
     char g[32], w[32];
-    l7_why(st, "the gradient sums sent %s from this rank in a step; finishing the gradients needs "
-               "%s "
-        "(by the ring): the non-expert gradients, %.0f floats, summed over all %d ranks, %s",
+    l7_why(st, "the gradient sums sent %s from this rank in a step; finishing the gradients "
+               "needs %s (by the ring): the non-expert gradients, %.0f floats, summed over "
+               "all %d ranks, %s",
         pl_format_bytes(got, g, sizeof g), pl_format_bytes(want, w, sizeof w), dense, n,
         copies > 1 ? "and this rank's experts' rows, summed over their copies in the other "
                      "EP groups"
@@ -280,10 +279,10 @@ static int judge_grad_sums(struct l7_state *st, const struct l7_or_reference *o,
     double whole = pl_ring_bytes_sent(PL_ALL_REDUCE, n, f * (dense + experts));
     if (got >= whole * (1 - 1e-9) - 1)
         l7_why(st, "yours sums the experts' whole tensors (%.0f floats, every expert of every "
-                   "block) "
-            "where this rank holds %.0f of them: the rows of other ranks' experts are zero "
-            "here and belong to other ranks. Sum only this rank's experts' rows, over the "
-            "expert-data-parallel group (section 7)", experts, mine);
+                   "block) where this rank holds %.0f of them: the rows of other ranks' "
+                   "experts are zero here and belong to other ranks. Sum only this rank's "
+                   "experts' rows, over the expert-data-parallel group (section 7)", experts,
+               mine);
     else
         l7_why(st, "sum the non-expert tensors over the world and only this rank's experts' rows "
             "over the expert-data-parallel group (section 7)");
@@ -312,10 +311,9 @@ int l7_judge_traffic(struct l7_state *st, const struct l7_or_reference *o,
     char g[32], w[32], b[32];
     if (d->calls[PL_ALL_TO_ALL_V] != 4L * L || d->calls[PL_ALL_TO_ALL] != L) {
         l7_why(st, "%ld pl_all_to_all and %ld pl_all_to_all_v in a step of %d MoE layers; "
-                   "expected %d "
-            "and %d: per layer one all-to-all of the counts, then dispatch and combine "
-            "forward and the same two in reverse backward (moe.h)", d->calls[PL_ALL_TO_ALL],
-            d->calls[PL_ALL_TO_ALL_V], L, L, 4 * L);
+                   "expected %d and %d: per layer one all-to-all of the counts, then dispatch "
+                   "and combine forward and the same two in reverse backward (moe.h)",
+               d->calls[PL_ALL_TO_ALL], d->calls[PL_ALL_TO_ALL_V], L, L, 4 * L);
         return 0;
     }
     if (pl_ledger_bytes(d, PL_P2P, -1) > 0) {
@@ -324,18 +322,16 @@ int l7_judge_traffic(struct l7_state *st, const struct l7_or_reference *o,
         return 0;
     }
     if (counts != want_counts) {
-        l7_why(st, "the counts exchange sent %s; %d layers x %d peers x %d experts each x 4 bytes "
-                   "= "
-            "%s", pl_format_bytes(counts, g, sizeof g), L, o->ep - 1, El,
-            pl_format_bytes(want_counts, w, sizeof w));
+        l7_why(st, "the counts exchange sent %s; %d layers x %d peers x %d experts each x 4 "
+                   "bytes = %s", pl_format_bytes(counts, g, sizeof g), L, o->ep - 1, El,
+               pl_format_bytes(want_counts, w, sizeof w));
         return 0;
     }
     if (got != want) {
         double padded = 2.0 * L * 2.0 * (o->ep - 1) * El * o->route[0].cap * row;
-        l7_why(st, "all-to-all-v sent %s off this rank in a step; the routing sends %s (the rows "
-                   "of "
-            "kept choices whose expert lives on another rank, and the outputs of this rank's "
-            "experts for other ranks' tokens, both ways)%s",
+        l7_why(st, "all-to-all-v sent %s off this rank in a step; the routing sends %s (the "
+                   "rows of kept choices whose expert lives on another rank, and the outputs "
+                   "of this rank's experts for other ranks' tokens, both ways)%s",
             pl_format_bytes(got, g, sizeof g), pl_format_bytes(want, w, sizeof w),
             got == padded ? ": yours is every expert's whole capacity. Exchange the counts "
                             "first and send only the rows that exist (section 4)"
@@ -372,13 +368,12 @@ int l7_learn_ep_group(struct l7_state *st, struct l7_or_reference *o, const stru
         snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", o->members[i]);
     }
     if (ordered) return 1;
-    l7_why(st, "moe_ep_comm's ranks 0..%d are ranks %s of the communicator moe_new was given, not "
-               "in "
-        "its order. The grader hands moe_new a communicator split from the job's world with "
-        "its ranks in another order, as a caller with several groups would: build the rank "
-        "grid on it (pl_grid_comm(&g, world, ...), where world is moe_new's argument), not on "
-        "pl_comm_world(), and take ranks and sizes from it, not from pl_rank() or pl_size() "
-        "(section 4)", want - 1, list);
+    l7_why(st, "moe_ep_comm's ranks 0..%d are ranks %s of the communicator moe_new was given, "
+               "not in its order. The grader hands moe_new a communicator split from the "
+               "job's world with its ranks in another order, as a caller with several groups "
+               "would: build the rank grid on it (pl_grid_comm(&g, world, ...), where world "
+               "is moe_new's argument), not on pl_comm_world(), and take ranks and sizes "
+               "from it, not from pl_rank() or pl_size() (section 4)", want - 1, list);
     return 0;
 }
 
@@ -413,10 +408,9 @@ int l7_judge_placement(struct l7_state *st, const struct l7_or_reference *o,
         snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", sorted[i]);
     }
     l7_why(st, "your EP group (world ranks %s) spans both nodes of 2 x %d: every all-to-all "
-               "crosses "
-        "the network. On dgx-h100 this step's all-to-all bytes take %.1f us across nodes "
-        "against %.1f us inside one (%.1fx). Build the grid in the default order, ep before "
-        "dp, so that an EP group is %d consecutive ranks (section 4)", list, n / 2, inter * 1e6,
-        intra * 1e6, inter / intra, o->ep);
+               "crosses the network. On dgx-h100 this step's all-to-all bytes take %.1f us "
+               "across nodes against %.1f us inside one (%.1fx). Build the grid in the "
+               "default order, ep before dp, so that an EP group is %d consecutive ranks "
+               "(section 4)", list, n / 2, inter * 1e6, intra * 1e6, inter / intra, o->ep);
     return 0;
 }
