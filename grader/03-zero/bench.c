@@ -10,6 +10,7 @@
 #include "case_comm.h"
 #include "lab03.h"
 #include "prefetch.h"
+#include "svg.h"
 #include "todo.h"
 
 /* ---- perf mode: the student's stage beside the kit's own parts, each alone ---- */
@@ -143,50 +144,45 @@ static void write_svg(const char *path, const struct bar *bars, int nb, int n, d
                             "activations"};
     double plot_w = W - left - right, plot_h = H - top - bottom;
     double slot = plot_w / nb, bw = slot * 0.55;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
-    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">Memory per rank, measured by the "
-               "memory ledger (Psi = %.0f, %d ranks, fp32)</text>\n", left, psi, n);
+    char txt[160];
+    pl_svg_begin(f, W, H, 12);
+    snprintf(txt, sizeof txt, "Memory per rank, measured by the memory ledger (Psi = %.0f, %d "
+             "ranks, fp32)", psi, n);
+    pl_svg_text(f, left, 20, "font-size=\"14\"", txt);
     for (int k = 0; k <= 4; k++) {
         double v = maxv * k / 4, y = top + plot_h - plot_h * k / 4;
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-                left, y, left + plot_w, y);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.0f kB</text>\n", left - 6,
-                y + 4, v / 1e3);
+        pl_svg_line(f, left, y, left + plot_w, y, "#ddd", NULL);
+        snprintf(txt, sizeof txt, "%.0f kB", v / 1e3);
+        pl_svg_text(f, left - 6, y + 4, "text-anchor=\"end\"", txt);
     }
+    const char *dashed = "stroke-width=\"2\" stroke-dasharray=\"4 3\"";
     for (int i = 0; i < nb; i++) {
         double x = left + slot * i + (slot - bw) / 2, y = top + plot_h;
         for (int c = 0; c < 4; c++) {
             double h = plot_h * bars[i].measured[c] / maxv;
             y -= h;
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                       "fill=\"%s\"/>\n", x, y, bw, h, colors[c]);
+            pl_svg_rect(f, x, y, bw, h, colors[c], NULL);
         }
         double tf = bars[i].formula[0] + bars[i].formula[1] + bars[i].formula[2];
         double yf = top + plot_h - plot_h * tf / maxv;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
-                   "stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n", x - 4, yf, x + bw + 4, yf);
+        pl_svg_line(f, x - 4, yf, x + bw + 4, yf, "black", dashed);
         double t = bars[i].measured[0] + bars[i].measured[1] + bars[i].measured[2] +
                    bars[i].measured[3];
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f kB</text>\n",
-                x + bw / 2, top + plot_h - plot_h * t / maxv - 6, t / 1e3);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x + bw / 2,
-                top + plot_h + 18, bars[i].label);
+        snprintf(txt, sizeof txt, "%.0f kB", t / 1e3);
+        pl_svg_text(f, x + bw / 2, top + plot_h - plot_h * t / maxv - 6,
+                    "text-anchor=\"middle\"", txt);
+        pl_svg_text(f, x + bw / 2, top + plot_h + 18, "text-anchor=\"middle\"", bars[i].label);
     }
     double lx = left + plot_w + 16;
     for (int c = 3; c >= 0; c--) {
         double ly = top + 20 + (3 - c) * 20;
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n", lx,
-                ly - 10, colors[c]);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 18, ly, names[c]);
+        pl_svg_rect(f, lx, ly - 10, 12, 12, colors[c], NULL);
+        pl_svg_text(f, lx + 18, ly, NULL, names[c]);
     }
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\" "
-               "stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n", lx, top + 110, lx + 12,
-            top + 110);
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\">ZeRO formula</text>\n", lx + 18, top + 114);
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\">(model state)</text>\n", lx + 18, top + 130);
-    fprintf(f, "</svg>\n");
+    pl_svg_line(f, lx, top + 110, lx + 12, top + 110, "black", dashed);
+    pl_svg_text(f, lx + 18, top + 114, NULL, "ZeRO formula");
+    pl_svg_text(f, lx + 18, top + 130, NULL, "(model state)");
+    if (pl_svg_end(f)) pl_usage_error("--svg %s: cannot write the file", path);
     fclose(f);
 }
 
