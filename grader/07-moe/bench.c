@@ -154,15 +154,13 @@ static int bench_row(struct l7_state *st, const struct pl_tokens *data, int E, i
 }
 
 /* The figures docs/labs/07-moe.md quotes, one "# handout: TEXT" line each, TEXT verbatim
- * as the handout says it (tests/handout_figures.sh): the capacity rule on a factor binary
- * floating point cannot hold exactly. */
+ * as the handout says it (tests/handout_figures.sh): the capacity rule's clamp to N. What
+ * the rule does to a factor binary floating point cannot hold is question
+ * why_capacity_cf11's, so the handout does not work it. */
 static void handout_figures(void)
 {
-    const float cf = 1.1f;
-    printf("# handout: 1.1 becomes %.11f...\n", (double)cf);
-    printf("# handout: for N k / E = 10 the kit computes %.7f and gives %d slots where exact "
-           "decimal arithmetic says 11\n",
-           (double)cf * 40 * 1 / 4, pl_moe_capacity(40, 4, 1, cf));
+    printf("# handout: for N = 8, E = 4, k = 2 and cf = 8 the kit gives %d slots, the clamp "
+           "to N\n", pl_moe_capacity(8, 4, 2, 8.0f));
 }
 
 static void bench_mode(struct l7_state *st, int E, int k, float cf, float skew,

@@ -2,17 +2,21 @@
  *
  * Read docs/labs/05-sequence-parallel.md first: section 1 shows what Lab 4 left replicated
  * and what it cost, section 2 the layout, and sections 3 to 6 each function below, in this
- * order. Replace each lab_todo() call with your code. Grade your work with
+ * order. Replace each lab_todo() call with your code; where the conjugates sit, what each
+ * rank keeps, which collective on which group and in which order are yours to work out (one
+ * plan, call by call, is in docs/labs/05-sequence-parallel-hints.md, for when you are
+ * stuck). Grade your work with
  *     make grade LAB=05                       every test of this lab
  *     make grade LAB=05 TEST=conjugates       the tests whose name contains "conjugates"
  *     make grade LAB=05 NP=2                  only 2 ranks
  * and see the activation memory per rank against t with `make bench LAB=05`.
  *
- * The invariants the grader checks are in sp.h. The kit gives you (sp_shard.h, tp_shard.h,
- * ops.h, comm.h): the rank-major reordering (pl_sp_to_rank_major, pl_sp_from_rank_major),
- * pl_all_gather, pl_reduce_scatter and pl_all_reduce, the activations of an SP block, the
- * TP region's compute (pl_sp_attn_core_*, pl_sp_mlp_core_*), pl_tp_add_bias and its
- * backward pl_sp_bias_backward, the layernorm, dropout and residual ops. */
+ * Every rule the grader enforces is in sp.h: results, groups, traffic, memory (all of it
+ * through pl_mem_alloc: a call to malloc or its family scores 0 before anything runs),
+ * compute, the calls you may make. The kit gives you (sp_shard.h, tp_shard.h, ops.h,
+ * comm.h, mem.h): the rank-major reordering, lib's collectives, the activations of an SP
+ * block, the TP region's compute, the row-parallel bias and its backward, the layernorm,
+ * dropout and residual ops. */
 #include "sp.h"
 
 #include "mem.h"

@@ -11,25 +11,57 @@
  *     gather  (entering the TP region)  forward: all-gather along T   backward: reduce-scatter
  *     scatter (leaving the TP region)   forward: reduce-scatter       backward: all-gather
  *
- * An all-reduce is a reduce-scatter followed by an all-gather, so a block moves the bytes of
- * Lab 4's four all-reduces; the backward all-gathers each stored layernorm shard once more
- * (the weight gradients need every token), the price of storing 1/t of it.
+ * Each conjugate's backward is the other's forward. The TP region's compute is the kit's
+ * (sp_shard.h); where the conjugates sit, what a rank keeps and the backward are yours.
  *
- * Invariants the grader checks:
- *   - outputs and input gradients equal the single-device block's rows of this rank, with
- *     dropout on too (the masks of the same global token positions); every split tensor's
- *     gradient equals its block of the full gradient;
- *   - after sp_sync_replicated_grads every replicated tensor's gradient (ln1, ln2, and the
- *     biases b_proj and b_fc2 added after the reduce-scatter) is bitwise equal on every
- *     rank and equals the single device's;
- *   - per block, forward: 2 all-gathers and 2 reduce-scatters of [B*T, C], no all-reduce;
- *     backward: 2 reduce-scatters, 2 all-gathers, and at most 2 more re-gathering the
- *     stored layernorm shards;
- *   - the bytes held between forward and backward are pl_sp_block_act_bytes: nothing of
- *     the full sequence is kept.
- * All float arrays are op memory. Backward functions WRITE (=) activation gradients and
- * ACCUMULATE (+=) parameter gradients, as model.h does. T is always the FULL sequence
- * length; local arrays are [B*T/t, C] (B*T/t rows, this rank's tokens). */
+ * The rules the grader enforces, every one of them:
+ *   results   outputs and input gradients equal the single-device block's rows of this rank
+ *             (lib/model.h), dropout on too (the masks of the same global token positions,
+ *             for the block, site, seed and step given), to a relative L2 error of 1e-5
+ *             (outputs, losses) and 1e-4 (gradients; weights after 3 AdamW steps); every
+ *             split tensor's gradient equals its block of the full gradient. After
+ *             sp_sync_replicated_grads every replicated tensor's gradient (ln1, ln2, and the
+ *             biases b_proj and b_fc2) is bitwise equal on every rank of the group and
+ *             equals the single device's. Backward functions WRITE (=) activation gradients
+ *             (dx, dbranch) and ACCUMULATE (+=) parameter gradients, as model.h does: the
+ *             grader hands dx and dbranch over holding junk, and g holding an earlier
+ *             micro-batch's gradients.
+ *   groups    every collective runs on the TP group tp, never on the world: the cases
+ *             include tp x dp grids (each DP replica on its own sequences) and TP groups of
+ *             strided ranks numbered against the world's order. A rank's tokens are those
+ *             of its rank in tp, pl_comm_rank(tp).
+ *   traffic   from the traffic ledger, on t >= 2: each gather and each scatter, forward or
+ *             backward, is exactly one all-gather or one reduce-scatter of [B*T, C] on tp,
+ *             (t-1)/t of it sent per rank. A block makes no all-reduce and nothing else; its
+ *             forward sends the bytes of Lab 4's block forward; its backward adds at most 2
+ *             all-gathers re-gathering the stored layernorm shards. sp_sync_replicated_grads
+ *             sends at most one all-reduce's worth of the six replicated vectors of C floats.
+ *   memory    every byte through pl_mem_alloc (lib/mem.h), host bookkeeping included: the
+ *             code may not call malloc, calloc, realloc or the rest of the C allocator
+ *             family, mmap or sbrk (the build lists the symbols the code calls, and a
+ *             forbidden one scores 0 on every test before anything runs). What is allocated
+ *             when sp_block_forward returns is what the block holds until its backward, and
+ *             is at most pl_sp_block_act_bytes, the acts themselves (scratch freed before
+ *             return);
+ *             none of another rank's tokens is kept in static storage, and no buffer handed
+ *             to the kit's core or to a collective is a static array; nothing is left
+ *             allocated once the backward has returned and the acts are freed.
+ *   compute   the work outside the kit's core (layernorms, dropouts, residuals, biases),
+ *             summed over the group, is 0.75x to 1.15x the single device's, plus at most 6
+ *             FLOPs per element of [B*T, C] for each rank beyond the first: each token's
+ *             once, on the rank that owns it. The block's modelled time (dgx-h100, GPT-3
+ *             block scale) is graded against the single device's compute/t plus the
+ *             conjugates' collectives of B*T*C (full marks up to 1.10x, none from 1.40x),
+ *             its wall-clock time against the kit's block on B/t sequences plus the same
+ *             collectives (full marks from 0.70x of that speed).
+ *   calls     communication only through lib's collectives on tp (pl_all_gather,
+ *             pl_reduce_scatter, pl_all_reduce, ...): no point-to-point (pl_send, pl_recv,
+ *             pl_sendrecv and their async forms), no MPI_*, nccl*, dlopen, dlsym or syscall;
+ *             the kit called by its own names (no __real_* or __wrap_*), and none of the
+ *             calls that reach into the process or the kit's measurements (threads,
+ *             signals, timers, atexit, the ledger's and trace's own functions).
+ * All float arrays are op memory. T is always the FULL sequence length, which t divides;
+ * local arrays are [B*T/t, C] (B*T/t rows, this rank's tokens). */
 #ifndef LAB_SP_H
 #define LAB_SP_H
 
@@ -61,7 +93,7 @@ void sp_scatter_backward(struct pl_comm *tp, float *dfull, const float *dlocal, 
  * Dropout site `site` (0 attention, 1 MLP) of block `layer` on this rank's branch output
  * [B*T/t, C], in place, with exactly the mask the single device draws for the same global
  * token positions (model.h: pl_model_dropout_stream, ctx->seq0). Off (a copy) when
- * ctx->train is 0 or c->dropout is 0. The backward writes dbranch from dy. */
+ * ctx->train is 0 or c->dropout is 0. The backward WRITES (=) dbranch from dy. */
 void sp_dropout_forward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
                         int site, const struct pl_model_ctx *ctx, float *branch, int B, int T);
 void sp_dropout_backward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
@@ -71,8 +103,9 @@ void sp_dropout_backward(struct pl_comm *tp, const struct pl_model_config *c, in
 /* ---- the block (section 5) ----
  * x_mid = x + drop(attn(ln1(x))); y = x_mid + drop(mlp(ln2(x_mid))), as pl_block_forward,
  * on this rank's rows x, y [B*T/t, C] (distinct). p and g: Lab 4's TP shard and its
- * gradient (pl_tp_block_bind). a from pl_sp_block_acts_new(c, t, B, T). The TP region's
- * compute is the kit's (pl_sp_attn_core_*, pl_sp_mlp_core_*). dy and dx distinct. */
+ * gradient (pl_tp_block_bind). a from pl_sp_block_acts_new(c, t, B, T), the caller's: what
+ * the block keeps for its backward, and nothing more. The TP region's compute is the kit's
+ * (pl_sp_attn_core_*, pl_sp_mlp_core_*). dy and dx distinct. */
 void sp_block_forward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
                       const struct pl_block_params *p, struct pl_sp_block_acts *a,
                       const struct pl_model_ctx *ctx, const float *x, float *y);

@@ -30,7 +30,43 @@
  * routes its own N tokens with its own capacity. The grader compares every step's loss and
  * gradients, the routing (tokens per expert, the dropped choices) and the parameters after K
  * steps with that reference, reads what you sent from the traffic ledger, and checks where
- * your EP groups sit on a cluster of 2 nodes. */
+ * your EP groups sit on a cluster of 2 nodes.
+ *
+ * The rules the grader enforces, every one of them:
+ *   results   moe_capacity and moe_route exactly the kit's (integers and gates bit for bit;
+ *             f, P and aux to 1e-9), into a routing that may hold another call's values;
+ *             moe_permute's start, perm and inv exact. Training: every step's MoE outputs
+ *             (1e-5 on the first step, 1e-4 after), loss (1e-5) and gradients (1e-4, each
+ *             rank's non-expert tensors and its own experts), and the parameters after the
+ *             last step (1e-4), relative L2 errors against the reference; each rank's
+ *             routing of the first step exactly the reference's for its slice. moe_forward
+ *             WRITES (=) branch, handed over holding stale values; moe_backward ADDS (+=)
+ *             into dln, handed over holding other gradients, and into the gradients. The
+ *             loss_scale and aux_loss_coef given are used, whatever they are.
+ *   groups    everything on the communicator moe_new is given (split from the job's world
+ *             in another rank order), never on pl_comm_world(), pl_rank() or pl_size();
+ *             the grid in the kit's default order, so that on 2 nodes an EP group lies
+ *             inside one node.
+ *   traffic   from the traffic ledger, per step: per MoE layer one pl_all_to_all of the
+ *             counts (E/ep floats to each peer) and four pl_all_to_all_v, no point-to-point;
+ *             the all-to-all-v bytes sent off-rank exactly the rows of kept choices that
+ *             cross ranks, both ways, forward and backward (C floats each); the gradient
+ *             sums at most the ring's bytes of the non-expert tensors over the world and
+ *             this rank's experts' rows over the expert-data-parallel group.
+ *   compute   each rank's compute on the modelled timeline (dgx-h100, a Mixtral-sized
+ *             layer) against what its experts' routed rows and its router need in lib's
+ *             ops: full marks up to 1.25x, none from 1.60x.
+ *   memory    every byte through pl_mem_alloc (lib/mem.h), host bookkeeping included: the
+ *             code may not call malloc, calloc, realloc or the rest of the C allocator
+ *             family, mmap or sbrk (a forbidden symbol scores 0 on every test before
+ *             anything runs); no more allocations live after a step than after the one
+ *             before; nothing left after moe_free; no operation left in flight on the
+ *             communicator moe_new was given.
+ *   calls     tokens travel through pl_all_to_all and pl_all_to_all_v only (no MPI_*,
+ *             nccl*, dlopen, dlsym or syscall); the code never calls pl_moe_route or
+ *             pl_moe_capacity; none of the calls that reach into the process or the kit's
+ *             measurements (threads, signals, timers, atexit, the ledger's and trace's own
+ *             functions). */
 #ifndef LAB_MOE_H
 #define LAB_MOE_H
 
@@ -81,14 +117,12 @@ struct pl_comm *moe_ep_comm(const struct moe *s);
 
 /* The MoE branch of block `layer` for this rank's N tokens: ln [N, C] (op memory) in,
  * branch [N, C] written: for each token, the sum over its kept choices of
- * gate * expert_e(ln_t), where expert e lives on the EP group's rank e / (E/ep). Route,
- * permute, exchange the counts, dispatch with one all-to-all-v, run the local experts,
- * return their outputs with a second all-to-all-v, and combine with the gates on the
- * token's own rank. Keeps what the backward needs (ln itself stays valid and unchanged
- * until this layer's moe_backward: keep the pointer). Returns this rank's load-balancing
- * loss of the layer. Sections 4 and 5. Traffic per forward, on the EP group: one
- * pl_all_to_all of the counts and two pl_all_to_all_v; only the rows of kept choices travel
- * (C floats each); the gates stay home. */
+ * gate * expert_e(ln_t), where expert e lives on the EP group's rank e / (E/ep), and runs
+ * there on the rows routed to it only. ln stays valid and unchanged until this layer's
+ * moe_backward. Returns this rank's load-balancing loss of the layer. Sections 4 and 5.
+ * Traffic per forward, on the EP group: one pl_all_to_all of the counts and two
+ * pl_all_to_all_v; only the rows of kept choices travel (C floats each); the gates stay
+ * home. */
 double moe_forward(struct moe *s, int layer, const float *ln, float *branch);
 
 /* Backward of the last moe_forward of `layer`: dbranch [N, C] (op memory) is d(objective)/
@@ -99,12 +133,10 @@ double moe_forward(struct moe *s, int layer, const float *ln, float *branch);
  * Section 6. */
 void moe_backward(struct moe *s, int layer, const float *dbranch, float *dln, float loss_scale);
 
-/* Returns when every rank's gradients are the step's gradient for what it holds. Each rank's
- * backward produced its share (scaled by 1/n): the non-expert gradients are summed over all
- * the ranks; an expert's gradient already holds its EP group's tokens, and is summed only
- * over the copies of that expert in the other EP groups (the expert-data-parallel group).
- * The expert tensors are h.L.moe.w_fc, h.L.moe.b_fc, h.L.moe.w_proj and h.L.moe.b_proj of
- * m->layout (the router, h.L.moe.w_router, is replicated). Section 7. */
+/* Returns when every rank's gradients are the step's gradient for what it holds: the
+ * non-expert tensors, and its own experts' rows of the expert tensors h.L.moe.w_fc,
+ * h.L.moe.b_fc, h.L.moe.w_proj and h.L.moe.b_proj of m->layout (the router,
+ * h.L.moe.w_router, is replicated like the other non-expert tensors). Section 7. */
 void moe_finish_gradients(struct moe *s);
 
 /* The routing of the last moe_forward of `layer` (what the grader compares exactly with the
