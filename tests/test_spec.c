@@ -24,7 +24,7 @@ static int capacity_rule(int N, int E, int k, float cf)
 
 static void check_capacity(void)
 {
-    static const float cfs[] = {0.5f, 1.0f, 1.1f, 1.25f, 1.5f, 2.0f, 8.0f};
+    static const float cfs[] = {0.5f, 1.0f, 1.1f, 1.2f, 1.25f, 1.5f, 2.0f, 8.0f};
     for (int N = 1; N <= 64; N++)
         for (int E = 1; E <= 8; E++)
             for (int k = 1; k <= 2 && k <= E; k++)
@@ -33,12 +33,13 @@ static void check_capacity(void)
                           "capacity N=%d E=%d k=%d cf=%g: library %d, documented rule %d", N,
                           E, k, (double)cfs[c], pl_moe_capacity(N, E, k, cfs[c]),
                           capacity_rule(N, E, k, cfs[c]));
-    /* The documented consequence: 1.1f is 1.10000002384..., so 40 tokens, 4 experts, top-1
-     * (10 slots' worth) give 12 slots, where 1.1 x 10 with the decimal 1.1 would give 11. */
-    double decimal = ceil(1.1 * 40 * 1 / 4);
-    CHECK(pl_moe_capacity(40, 4, 1, 1.1f) == (int)decimal + 1,
-          "cf=1.1f on 40 tokens, 4 experts, top-1: %d slots, the documented rule says %d",
-          pl_moe_capacity(40, 4, 1, 1.1f), (int)decimal + 1);
+    /* The documented consequence (docs/library.md): 1.2f is 1.20000004768..., so 20 tokens,
+     * 4 experts, top-1 (5 slots' worth) give 7 slots, where 1.2 x 5 with the decimal 1.2
+     * would give 6. */
+    double decimal = ceil(1.2 * 20 * 1 / 4);
+    CHECK(pl_moe_capacity(20, 4, 1, 1.2f) == (int)decimal + 1,
+          "cf=1.2f on 20 tokens, 4 experts, top-1: %d slots, the documented rule says %d",
+          pl_moe_capacity(20, 4, 1, 1.2f), (int)decimal + 1);
 }
 
 /* FNV-1a 64 of the tensor's name, as documented. */
