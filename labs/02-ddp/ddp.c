@@ -1,9 +1,10 @@
 /* ddp.c: Lab 2, your data-parallel training step.
  *
- * Read docs/labs/02-ddp.md first (sections 3 to 7 explain each function below), then
- * replace each lab_todo() call with your code. Each comment states what the function must
- * achieve; docs/labs/02-ddp-hints.md has a step-by-step plan, for when you are stuck. Grade
- * your work with
+ * Read docs/labs/02-ddp.md first (sections 3 to 7 derive what each function below must
+ * achieve), then replace each lab_todo() call with your code. Each comment states the
+ * function's contract; which collective, over which range, when, and where its handles
+ * live are yours to work out (one plan, call by call, is in docs/labs/02-ddp-hints.md, for
+ * when you are stuck). Grade your work with
  *     make grade LAB=02                    every test of this lab
  *     make grade LAB=02 TEST=bucketed      the tests whose name contains "bucketed"
  *     make grade LAB=02 NP=2               only 2 ranks
@@ -14,7 +15,10 @@
  * m->grads) and the collectives of lib/comm.h (pl_broadcast, pl_all_reduce,
  * pl_all_reduce_async, pl_wait, pl_wait_all). The grader reads the bytes and calls you make
  * from the traffic ledger, so every byte must go through a pl_ call, and always on d->comm:
- * the grader also runs your DDP on a group of ranks that is not the world (section 2). */
+ * the grader also runs your DDP on a group of ranks that is not the world (section 2).
+ * Every rule the grader enforces is in ddp.h: results, groups, traffic, timing, memory (all
+ * of it through pl_mem_alloc: a call to malloc or its family fails every test before
+ * anything runs) and the calls you may make. */
 #include "ddp.h"
 
 #include "check.h"
@@ -42,9 +46,10 @@ static void broadcast_params(struct ddp *d)
 }
 
 /* Section 4. Contract: afterwards every rank's m->grads holds the gradient of the mean loss
- * over the whole global batch, one all-reduce per tensor (d->m->layout.tensors). Which
- * reduction gives that is yours to work out; note that clipping and AdamW would hide an
- * answer n times too large, so the grader checks the gradient itself. */
+ * over the whole global batch (section 1), the same bits on every rank, one all-reduce per
+ * tensor (d->m->layout.tensors). Which reduction gives that is yours to work out; clipping
+ * and AdamW would hide an answer n times too large, so the grader checks the gradient
+ * itself. */
 static void allreduce_per_tensor(struct ddp *d)
 {
     lab_todo("allreduce_per_tensor", "4");
@@ -75,8 +80,9 @@ static void on_backward_part(struct pl_model *m, int part, void *arg)
     lab_todo("on_backward_part", "6");
 }
 
-/* Section 6. Contract: on return every bucket started this step has finished, and the
- * state is ready for the next step. */
+/* Section 6. Contract: on return every bucket started this step has completed (an
+ * asynchronous all-reduce's result is there only once waited for), and the state is ready
+ * for the next step. */
 static void wait_buckets(struct ddp *d)
 {
     lab_todo("wait_buckets", "6");
@@ -105,16 +111,18 @@ void ddp_free(struct ddp *d)
 }
 
 /* Section 7. One microbatch of this rank's slice (the two all-reduce lines at the end are
- * given; write the rest where the lab_todo is). Contract: after the last microbatch the
- * gradients are those of the step's mean loss over all microbatches (ctx.loss_scale, from
- * pl_model_ctx_eval() with ctx.train = 1 and ctx.step = m->adam_t + 1, is how the model
- * scales them); earlier microbatches send nothing, which is the whole point of
- * accumulating. Return the unscaled loss. */
+ * given; write the rest where the lab_todo is). Contract: after the last microbatch
+ * m->grads holds the gradient of the step's mean loss over all microbatches, nothing of the
+ * step before; earlier microbatches send nothing, which is the whole point of accumulating,
+ * and the overlapped variant's hook must know which backward may start its buckets. The
+ * model's training context is pl_model_ctx_eval() with ctx.train = 1 and ctx.step =
+ * m->adam_t + 1 (the step AdamW is about to take); ctx.loss_scale weights a backward
+ * (lib/model.h). Return the unscaled loss. */
 double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets, int B,
                             int microbatch, int microbatches)
 {
     int last = microbatch == microbatches - 1;
-    lab_todo("ddp_forward_backward", "7"); /* zero, forward and backward, as above */
+    lab_todo("ddp_forward_backward", "7"); /* this microbatch's forward and backward */
     if (last && d->opt.variant == DDP_NAIVE) allreduce_per_tensor(d);
     if (last && d->opt.variant == DDP_BUCKETED) allreduce_buckets(d);
     return 0.0;

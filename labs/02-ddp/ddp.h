@@ -17,7 +17,45 @@
  * and checks that the gradients after ddp_finish_gradients, each step's loss and the
  * parameters after K steps equal the single-device reference's on the whole global batch.
  * Only the pl_ calls of comm.h move data between ranks; the grader reads what they sent
- * from the traffic ledger and when, from the trace. */
+ * from the traffic ledger and when, from the trace.
+ *
+ * The rules the grader enforces, every one of them:
+ *   results   K = 4 AdamW steps against the single-device reference on the whole global
+ *             batch: each step's gradient after ddp_finish_gradients to a relative L2 error
+ *             of 1e-4 per tensor, the loss to 1e-5, the parameters after K steps to 1e-4 per
+ *             tensor. The replicas are equal after ddp_new, and bit for bit after every
+ *             step's update: every rank holds the same gradient, bit for bit. The grader
+ *             gives each rank's replica a different initialisation.
+ *   groups    comm is the group of ranks that share the model, not always the world: on an
+ *             even rank count the grader also runs two groups of every other rank, each its
+ *             own DDP on its own batches. Rank and rank count are comm's, and every
+ *             collective runs on comm. Every case's comm is split from the world and freed
+ *             after ddp_free: no operation may still be in flight on it then.
+ *   traffic   from the traffic ledger, per rank per step, on 2 ranks and more: exactly
+ *             2(n-1)/n x 4 Psi bytes of all-reduce and nothing else; one all-reduce call per
+ *             tensor (DDP_NAIVE) or per bucket of the rule below (the others), each in place
+ *             over its own range of m->grads; ddp_num_buckets and ddp_bucket_range report
+ *             that plan exactly. ddp_new sends (n-1) x 4 Psi in all. A microbatch before the
+ *             last sends nothing. A pl_barrier moves no data and is not counted.
+ *   timing    no all-reduce starts before backward has written every gradient of its range
+ *             (the trace says when each started). DDP_OVERLAPPED is graded on the modelled
+ *             timeline of one step on 4 ranks (the handout, section 8): the share of
+ *             all-reduce time hidden behind backward, full marks from 50%, none up to 5%; a
+ *             pl_test that finds an all-reduce done counts as a wait where it is called. Each
+ *             variant's step time is graded against the kit's own forward, backward, AdamW
+ *             and all-reduces of the same ranges run one after the other: full marks from
+ *             0.7x of that speed.
+ *   memory    every byte through pl_mem_alloc (lib/mem.h), host bookkeeping included: the
+ *             code may not call malloc, calloc, realloc or the rest of the C allocator
+ *             family, mmap, sbrk or brk (the build lists the symbols the code calls, and a
+ *             forbidden one fails every test before anything runs). A step after the first
+ *             keeps no pl_mem_alloc memory it did not hold before, and ddp_free returns all
+ *             of it.
+ *   calls     communication only through lib's calls, by their own names: no MPI_*, nccl*,
+ *             dlopen, dlsym or syscall, and none of the calls that reach into the process or
+ *             the kit's measurements (threads, signals, timers, atexit, the ledger's and
+ *             trace's own functions).
+ * Traffic, overlap and step time count only once the variant trains correctly. */
 #ifndef LAB_DDP_H
 #define LAB_DDP_H
 

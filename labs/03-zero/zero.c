@@ -1,10 +1,14 @@
 /* zero.c: Lab 3, your ZeRO stages 1, 2 and 3.
  *
  * Read docs/labs/03-zero.md first (section 2 explains the layout of the shards, sections 3 to
- * 5 each stage), then replace each lab_todo() call with your code (each comment states
- * what must hold; docs/labs/03-zero-hints.md has a step-by-step plan, for when you are stuck), in
- * this order:
- * zero_layout_init, then stage 1 (zero_new's stage 1 part and zero1_step), stage 2, stage 3.
+ * 6 what each stage must achieve and why), then replace each lab_todo() call with your code,
+ * in this order: zero_layout_init, then stage 1 (zero_new's stage 1 part and zero1_step),
+ * stage 2, stage 3. Each comment states the contract; which collectives, on which buffers,
+ * when each buffer is allocated and freed, and when each gather is started and waited for
+ * are yours to work out (one plan, call by call, is in docs/labs/03-zero-hints.md, for when
+ * you are stuck). Every rule the grader enforces is in zero.h: results, groups, traffic,
+ * memory (all of it through pl_mem_alloc: a call to malloc or its family fails every test
+ * before anything runs), prefetch, time and the calls you may make.
  * Grade your work with
  *     make grade LAB=03                    every test of this lab
  *     make grade LAB=03 TEST=ZeRO-2        the tests whose name contains "ZeRO-2"
@@ -19,7 +23,7 @@
  *   zero_pass_begin, zero_forward_part, zero_backward_part, zero_pass_loss
  *                             the model one part at a time, on parameters and gradients
  *                             wherever you keep them
- *   pl_reduce_scatter, pl_all_gather, pl_all_gather_async + pl_wait   (PL_AVG averages)
+ *   lib/comm.h's collectives, and their _async forms + pl_wait
  *   pl_model_adamw_flat       AdamW on a flat range, given its own p, g, m, v arrays
  *   pl_grad_norm_sq, zero_sum_over_ranks, pl_clip_scale, pl_scale   gradient clipping
  *   pl_mem_alloc(bytes, PL_MEM_PARAMS | PL_MEM_GRADS | PL_MEM_OPTIM, PL_DEVICE, label)
@@ -95,7 +99,7 @@ static double zero1_step(struct zero *z, const int *tokens, const int *targets, 
 
 /* ---- stage 2 (handout section 4) ----
  * Contract: as stage 1, but no full gradient ever exists: the grader reads the peak of
- * PL_MEM_GRADS, which must stay near one unit's padded size plus the shard. */
+ * PL_MEM_GRADS, which must stay within the shard plus two units' padded sizes. */
 static double zero2_step(struct zero *z, const int *tokens, const int *targets, int B)
 {
     lab_todo("zero2_step", "4");

@@ -21,8 +21,60 @@
  * Every buffer you keep goes through pl_mem_alloc with the category of what it holds
  * (PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM) and PL_DEVICE, so that the memory ledger
  * measures your savings; the grader compares each category's peak with the ZeRO formulas,
- * and activations (the kit's, PL_MEM_ACTIV) with what your slice of the batch needs. Never
- * malloc what you keep: the ledger cannot see it. */
+ * and activations (the kit's, PL_MEM_ACTIV) with what your slice of the batch needs.
+ *
+ * The rules the grader enforces, every one of them (handout section 8 has the figures):
+ *   results   4 AdamW steps against the single-device model on the global batch: every
+ *             step's loss to a relative error of 1e-5, the parameters after the last step to
+ *             a relative L2 error of 1e-4 per tensor, and the gradient each
+ *             pl_model_adamw_flat call is given to 1e-4 of the single-device gradient
+ *             clipped by the WHOLE gradient's norm, at every step. Every parameter is given
+ *             to pl_model_adamw_flat exactly once per step, at its own flat offset, never the
+ *             padding; its t is the steps this model has taken since zero_new, this one
+ *             included (z->t). Every rank ends a step with the same model, bit for bit. Each
+ *             stage runs three times, each on a new zero_new: clipping at the default
+ *             threshold, off, and between the norms of the ranks' shards; stage 3 runs the
+ *             one without clipping with prefetch = 0, and both paths are graded alike.
+ *             zero_layout_init is checked field by field, on many model sizes and 1 to 9
+ *             ranks.
+ *   groups    comm is the data-parallel group: from 4 ranks a run splits the world into two
+ *             groups, each on its own batches, another model shape and AdamW setting. Rank,
+ *             rank count and every collective are comm's, and cfg and opt are used as given.
+ *             Every run's comm is freed after zero_free: every handle (a prefetch included)
+ *             is waited for before the step that started it returns.
+ *   traffic   from the traffic ledger, per rank per step, on 2 ranks and more: stages 1 and
+ *             2, one reduce-scatter and one all-gather of the padded model, 4 x full_numel x
+ *             (n-1)/n bytes each; stage 3, the reduce-scatter and the all-gather twice
+ *             (once and a unit less, keeping the last unit from forward to backward, is
+ *             accepted too); besides them only the one-number all-reduce of the gradient
+ *             norm: no all-reduce of the gradient, no broadcast.
+ *   memory    each rank's peak per category, from zero_new to the last step, on 2 ranks and
+ *             more: params 4 x full_numel (stages 1, 2) or 4 x shard_numel plus the two
+ *             largest units (stage 3); grads 4 x full_numel (stage 1) or 4 x shard_numel
+ *             plus two units' buckets (stages 2, 3); optim 8 x shard_numel; activations the
+ *             single-device activation peak / n and 4 kB beside. The total at the peak,
+ *             every category together, is bounded by the same sum plus the workspace the
+ *             kit's pass needs, so a copy filed under any category is counted. A step frees
+ *             what it allocates; zero_free frees everything; pl_comm_buf_alloc memory is not
+ *             a place to keep parameters or gradients. A buffer given to the pass or to
+ *             AdamW is pl_mem_alloc'd with PL_DEVICE, never PL_HOST, a stack or a static
+ *             array. The code may not call malloc, calloc, realloc or the rest of the C
+ *             allocator family, mmap, sbrk or brk (the build lists the symbols the code
+ *             calls, and a forbidden one fails every test before anything runs).
+ *   prefetch  stage 3 with prefetch = 1, on 2 ranks (4 on a machine with 4 cores): the
+ *             share of all-gather time your step's own trace hides behind compute on the
+ *             modelled dgx-h100 timeline, against what an ideal prefetch hides on the same
+ *             model: full marks from 80% of that bound, none up to 20%. A pl_test that finds
+ *             a gather done counts as a wait where it is called.
+ *   time      each stage's step time against the kit's forward, backward and AdamW on the
+ *             same shares and the library's collectives of the same units, run one after the
+ *             other in the same run: full marks from 0.7x of that speed.
+ *   calls     communication only through lib's calls, by their own names: no MPI_*, nccl*,
+ *             dlopen, dlsym or syscall, and none of the calls that reach into the process or
+ *             the kit's measurements (threads, signals, timers, atexit, the ledger's and
+ *             trace's own functions).
+ * Traffic, memory, prefetch and time count only once the stage trains correctly; prefetch
+ * and time only once it also keeps within its memory. */
 #ifndef LAB_ZERO_H
 #define LAB_ZERO_H
 
