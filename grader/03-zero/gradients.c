@@ -160,9 +160,10 @@ static int explain(const float *got, const float *ref_g, const int *owner, size_
         if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {
             snprintf(msg, len, "step %d: gradients summed, not averaged: off by a factor of n "
                      "= %d before clipping (AdamW was given %.4g times the gradient it needs%s). "
-                     "The parameters cannot show it, since clipping and AdamW both undo a "
-                     "global scale; the gradient shows it. Reduce-scatter with PL_AVG (or "
-                     "divide the sum by n) before the clip (handout section 3)", step + 1, n,
+                     "The parameters barely show it (Lab 2's question why_average_unseen asks "
+                     "why); "
+                     "the gradient shows it. Section 3 asks for the ranks' mean, before the "
+                     "clip", step + 1, n,
                      (double)(s / scale), clip > 0 ? ", after your clip" : "");
             found = 1;
         }
