@@ -8,10 +8,10 @@
 
 #include "check.h"
 
-void grid_make(struct grid *g, int world, int pipes)
+void l6_grid_make(struct l6_grid *g, int world, int pipes)
 {
     PL_ASSERT(pipes == 1 || (pipes == 2 && world % 2 == 0 && world >= 4));
-    PL_ASSERT(world / pipes <= GRID_MAX_STAGES);
+    PL_ASSERT(world / pipes <= L6_GRID_MAX_STAGES);
     memset(g, 0, sizeof *g);
     g->pipes = pipes;
     g->p = world / pipes;
@@ -22,17 +22,17 @@ void grid_make(struct grid *g, int world, int pipes)
     }
 }
 
-int grid_pipe_of(const struct grid *g, int w)
+int l6_grid_pipe_of(const struct l6_grid *g, int w)
 {
     return g->pipes == 1 ? 0 : w % 2;
 }
 
-int grid_stage_of(const struct grid *g, int w)
+int l6_grid_stage_of(const struct l6_grid *g, int w)
 {
     return g->pipes == 1 ? w : g->p - 1 - w / 2;
 }
 
-const char *grid_text(const struct grid *g, int pipe, char *buf, size_t len)
+const char *l6_grid_text(const struct l6_grid *g, int pipe, char *buf, size_t len)
 {
     size_t used = (size_t)snprintf(buf, len, "world ranks");
     for (int s = 0; s < g->p && used < len; s++)
@@ -43,14 +43,14 @@ const char *grid_text(const struct grid *g, int pipe, char *buf, size_t len)
 }
 
 /* The stage of world rank w in pipeline `pipe`, -1 when w is not in it. */
-static int stage_in(const struct grid *g, int pipe, int w)
+static int stage_in(const struct l6_grid *g, int pipe, int w)
 {
     for (int s = 0; s < g->p; s++)
         if (g->ranks[pipe][s] == w) return s;
     return -1;
 }
 
-void grid_trace(const struct grid *g, int pipe, const struct pl_merged_trace *world,
+void l6_grid_trace(const struct l6_grid *g, int pipe, const struct pl_merged_trace *world,
                 struct pl_merged_trace *out)
 {
     memset(out, 0, sizeof *out);

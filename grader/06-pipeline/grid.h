@@ -9,26 +9,26 @@
 
 #include "trace.h"
 
-#define GRID_MAX_PIPES 2
-#define GRID_MAX_STAGES 64
+#define L6_GRID_MAX_PIPES 2
+#define L6_GRID_MAX_STAGES 64
 
-struct grid {
+struct l6_grid {
     int pipes;                                  /* 1 or 2 */
     int p;                                      /* stages of each pipeline */
-    int ranks[GRID_MAX_PIPES][GRID_MAX_STAGES]; /* world rank of stage s of pipeline g */
+    int ranks[L6_GRID_MAX_PIPES][L6_GRID_MAX_STAGES]; /* world rank of stage s of pipeline g */
 };
 
 /* The layout of `pipes` pipelines (1, or 2 when world is even and at least 4) on world ranks. */
-void grid_make(struct grid *g, int world, int pipes);
+void l6_grid_make(struct l6_grid *g, int world, int pipes);
 /* World rank w's pipeline and its stage there. */
-int grid_pipe_of(const struct grid *g, int w);
-int grid_stage_of(const struct grid *g, int w);
+int l6_grid_pipe_of(const struct l6_grid *g, int w);
+int l6_grid_stage_of(const struct l6_grid *g, int w);
 /* "world ranks 2, 0 as stages 0, 1" of pipeline `pipe`, into buf. */
-const char *grid_text(const struct grid *g, int pipe, char *buf, size_t len);
+const char *l6_grid_text(const struct l6_grid *g, int pipe, char *buf, size_t len);
 /* The world's merged trace cut to pipeline `pipe`: its ranks in stage order, every peer
  * renumbered to its stage there (-1 outside the pipeline), the groups that lie inside it
  * kept, renumbered the same way. Free with pl_trace_merged_free. */
-void grid_trace(const struct grid *g, int pipe, const struct pl_merged_trace *world,
+void l6_grid_trace(const struct l6_grid *g, int pipe, const struct pl_merged_trace *world,
                 struct pl_merged_trace *out);
 
 #endif

@@ -11,37 +11,47 @@
 
 #include "paralab.h"
 #include "unseen.h"
+#include "wrap_ctx.h"
 
-static struct outside seen;
-static int watching;
-
-void outside_reset(void)
+void l6_outside_reset(void)
 {
-    seen.where = 0;
-    seen.call[0] = '\0';
-    watching = 0;
+    struct l6_outside_watch *w = gr_wrap_ctx();
+    if (!w) return;
+    w->seen.where = 0;
+    w->seen.call[0] = '\0';
+    w->watching = 0;
 }
 
-void outside_watch(int on) { watching = on; }
+void l6_outside_watch(int on)
+{
+    struct l6_outside_watch *w = gr_wrap_ctx();
+    if (w) w->watching = on;
+}
 
-struct outside outside_seen(void) { return seen; }
+struct l6_outside l6_outside_seen(void)
+{
+    struct l6_outside_watch *w = gr_wrap_ctx();
+    struct l6_outside none = {0, ""};
+    return w ? w->seen : none;
+}
 
 /* noinline: gr_unseen_place's frame must lie below the wrapper's, and the wrapper's below
  * the caller's arrays. */
 __attribute__((noinline)) static void place(const void *buf, size_t count, const char *call)
 {
-    if (!watching || seen.where || !buf || !count) return;
+    struct l6_outside_watch *w = gr_wrap_ctx();
+    if (!w || !w->watching || w->seen.where || !buf || !count) return;
     if (pl_mem_block_of(buf, NULL, NULL)) return;
     gr_unseen_begin(1);
     gr_unseen_place(buf, call, "buffer", -2, "");
     struct gr_unseen u = gr_unseen_end();
-    seen.where = u.where ? u.where : OUTSIDE_HEAP;
-    snprintf(seen.call, sizeof seen.call, "%s", call);
+    w->seen.where = u.where ? u.where : L6_OUTSIDE_HEAP;
+    snprintf(w->seen.call, sizeof w->seen.call, "%s", call);
 }
 
-const char *outside_where(int where)
+const char *l6_outside_where(int where)
 {
-    return where == OUTSIDE_HEAP ? "in memory the ledger never saw (not from pl_comm_buf_alloc "
+    return where == L6_OUTSIDE_HEAP ? "in memory the ledger never saw (not from pl_comm_buf_alloc "
                                    "or pl_mem_alloc)"
                                  : gr_unseen_where(where);
 }

@@ -5,21 +5,28 @@
 
 /* Where a buffer was: 0 none, GR_UNSEEN_STACK or GR_UNSEEN_STATIC (unseen.h), or the heap
  * outside the ledger. */
-enum { OUTSIDE_HEAP = 3 };
+enum { L6_OUTSIDE_HEAP = 3 };
 
-struct outside {
+struct l6_outside {
     int where;
     char call[24]; /* the first call given such a buffer: "pl_irecv" */
 };
 
+/* What the wrappers record: the state's, handed to them through gr_wrap_ctx (wrap_ctx.h);
+ * with none set, they only pass the calls through. */
+struct l6_outside_watch {
+    struct l6_outside seen;
+    int watching;
+};
+
 /* Forgets what was seen and stops watching. */
-void outside_reset(void);
+void l6_outside_reset(void);
 /* Watches this rank's sends and receives (on 1) or stops (0): on only while the code under
  * test runs, so the grader's own messages are not placed. */
-void outside_watch(int on);
+void l6_outside_watch(int on);
 /* The first buffer seen outside the ledger since the reset (where 0: none). */
-struct outside outside_seen(void);
+struct l6_outside l6_outside_seen(void);
 /* "in static storage (...)", "on the stack (...)" or "in memory the ledger never saw". */
-const char *outside_where(int where);
+const char *l6_outside_where(int where);
 
 #endif

@@ -47,7 +47,7 @@ static struct pl_model_config other_model(const struct pl_model_config *lab, int
 }
 
 /* cost[k]: part k - 1's FLOPs (k = 0 the embedding, n - 1 the head). */
-static int part_costs(const struct pl_model_config *c, int B, int T, double *cost)
+static int l6_part_costs(const struct pl_model_config *c, int B, int T, double *cost)
 {
     int n = c->n_layers + 2;
     for (int k = 0; k < n; k++) cost[k] = pl_part_flops(c, k - 1, B, T);
@@ -109,14 +109,14 @@ static void say_excess(const char *shape, int ws, int first, int last, double wo
                diff == cost[1] ? "a block" : "the head", flops_text(diff, d, sizeof d));
 }
 
-int part_judge_lab(const int *first, const int *last, int p, const struct pl_model_config *c)
+int l6_part_judge_lab(const int *first, const int *last, int p, const struct pl_model_config *c)
 {
     double cost[PART_MAX + 2], stage[PART_MAX];
     int start[PART_MAX], ws = 0;
-    int n = part_costs(c, 1, c->seq_len, cost);
+    int n = l6_part_costs(c, 1, c->seq_len, cost);
     for (int s = 0; s < p; s++) start[s] = first[s] + 1;
     double worst = stage_flops(cost, n, start, p, stage, &ws);
-    double best = sched_best_max(cost, n, p, NULL);
+    double best = l6_sched_best_max(cost, n, p, NULL);
     if (worst <= best * (1 + 1e-9)) return 1;
     char shape[40];
     snprintf(shape, sizeof shape, "%d stages", p);
@@ -129,7 +129,7 @@ int part_judge_lab(const int *first, const int *last, int p, const struct pl_mod
     return 0;
 }
 
-int part_judge_others(const struct pl_model_config *lab)
+int l6_part_judge_others(const struct pl_model_config *lab)
 {
     for (int i = 0; i < N_OTHER_CUTS; i++) {
         struct pl_model_config c = other_model(lab, i);
@@ -137,7 +137,7 @@ int part_judge_others(const struct pl_model_config *lab)
         int first[PART_MAX], last[PART_MAX], start[PART_MAX], ws = 0;
         double cost[PART_MAX + 2], stage[PART_MAX];
         pipe_partition(&c, p, B, T, first, last);
-        int n = part_costs(&c, B, T, cost);
+        int n = l6_part_costs(&c, B, T, cost);
         char shape[200];
         snprintf(shape, sizeof shape, "pipe_partition of a model of %d blocks (d_model %d, "
                  "d_ff %d, vocab %d, seq_len %d) into %d stages for microbatches of B x T = "
@@ -160,7 +160,7 @@ int part_judge_others(const struct pl_model_config *lab)
             return 0;
         }
         double worst = stage_flops(cost, n, start, p, stage, &ws);
-        double best = sched_best_max(cost, n, p, NULL);
+        double best = l6_sched_best_max(cost, n, p, NULL);
         if (worst <= best * (1 + 1e-9)) continue;
         say_excess(shape, ws, first[ws], last[ws], worst, best, cost, n, "");
         if (T != c.seq_len || T != lab->seq_len)
@@ -206,11 +206,11 @@ static void cut_text(const double *stage, const int *start, int p, int n, char *
 static void print_row(const char *name, const struct pl_model_config *c, int p, int B, int T)
 {
     double cost[PART_MAX + 2], even[PART_MAX], best[PART_MAX];
-    int n = part_costs(c, B, T, cost), L = c->n_layers, s_even[PART_MAX], s_best[PART_MAX];
+    int n = l6_part_costs(c, B, T, cost), L = c->n_layers, s_even[PART_MAX], s_best[PART_MAX];
     int we = 0, wb = 0;
     s_even[0] = 0;
     for (int s = 1; s < p; s++) s_even[s] = 1 + s * L / p;
-    sched_best_max(cost, n, p, s_best);
+    l6_sched_best_max(cost, n, p, s_best);
     double worst = stage_flops(cost, n, s_even, p, even, &we);
     double top = stage_flops(cost, n, s_best, p, best, &wb);
     char a[400], b[400], d[40], verdict[80];
@@ -227,10 +227,10 @@ static void print_row(const char *name, const struct pl_model_config *c, int p, 
     printf("# handout: | %s | %d | %s | %s | %s |\n", name, p, a, b, verdict);
 }
 
-void part_print_figures(const struct pl_model_config *lab)
+void l6_part_print_figures(const struct pl_model_config *lab)
 {
     double cost[PART_MAX + 2];
-    int n = part_costs(lab, 1, lab->seq_len, cost);
+    int n = l6_part_costs(lab, 1, lab->seq_len, cost);
     char e[40], b[40], h[40];
     printf("# partition: each stage's FLOPs (forward and backward, pl_part_flops) under the "
            "even split (blocks split evenly, E the embedding on the first stage, H the head on "
@@ -245,7 +245,7 @@ void part_print_figures(const struct pl_model_config *lab)
     int i = QUOTED_OTHER;
     struct pl_model_config c = other_model(lab, i);
     double oc[PART_MAX + 2];
-    int on = part_costs(&c, OTHER_CUTS[i].B, OTHER_CUTS[i].T, oc);
+    int on = l6_part_costs(&c, OTHER_CUTS[i].B, OTHER_CUTS[i].T, oc);
     snprintf(name, sizeof name, "vocab %d, %d x %d", c.vocab, OTHER_CUTS[i].B, OTHER_CUTS[i].T);
     printf("# handout: a head of %.2f blocks (vocab %d, B x T = %d x %d)\n", oc[on - 1] / oc[1],
            c.vocab, OTHER_CUTS[i].B, OTHER_CUTS[i].T);

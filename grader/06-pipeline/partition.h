@@ -1,6 +1,6 @@
 /* partition.h: Lab 6's partition of the model into stages, judged and quoted. The cost of a
  * part is the kit's count of its forward and backward FLOPs (pl_part_flops); a cut is judged
- * by its largest stage against the best contiguous cut's (sched_best_max), exactly: the step
+ * by its largest stage against the best contiguous cut's (l6_sched_best_max), exactly: the step
  * runs at the pace of the slowest stage. */
 #ifndef LAB06_PARTITION_H
 #define LAB06_PARTITION_H
@@ -10,16 +10,16 @@
 /* Rank 0: the student's cut of the lab's model into p stages (stage s holds parts
  * first[s]..last[s]), costed for one sequence of c->seq_len tokens; 0 (said) when its
  * largest stage is larger than the best cut's. */
-int part_judge_lab(const int *first, const int *last, int p, const struct pl_model_config *c);
+int l6_part_judge_lab(const int *first, const int *last, int p, const struct pl_model_config *c);
 
 /* Rank 0: the student's pipe_partition of other models than the lab's (other depths, widths,
  * vocabularies, stage counts and B x T); 0 (said) at the first that is not a best cut. */
-int part_judge_others(const struct pl_model_config *lab);
+int l6_part_judge_others(const struct pl_model_config *lab);
 
 /* Rank 0: the figures handout section 2 quotes, as "# handout:" lines: the lab's parts and,
  * on the lab's model and on one of the others, each stage's FLOPs under the even split
  * (blocks split evenly, the embedding on the first stage, the head on the last) and under
  * the best cut. They are the kit's, whatever the student's code does. */
-void part_print_figures(const struct pl_model_config *lab);
+void l6_part_print_figures(const struct pl_model_config *lab);
 
 #endif

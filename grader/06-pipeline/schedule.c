@@ -10,17 +10,17 @@
 #include "replay.h"
 #include "svg.h"
 
-const char *sched_name(enum pipe_schedule k)
+const char *l6_sched_name(enum pipe_schedule k)
 {
     return k == PIPE_AFAB ? "AFAB (GPipe)" : k == PIPE_1F1B ? "1F1B" : "interleaved 1F1B";
 }
 
-int sched_chunks(enum pipe_schedule k, int v)
+int l6_sched_chunks(enum pipe_schedule k, int v)
 {
     return k == PIPE_INTERLEAVED ? v : 1;
 }
 
-int sched_runs(enum pipe_schedule k, int p, int m)
+int l6_sched_runs(enum pipe_schedule k, int p, int m)
 {
     return k != PIPE_INTERLEAVED || m % p == 0;
 }
@@ -28,29 +28,30 @@ int sched_runs(enum pipe_schedule k, int p, int m)
 /* Interleaved: the k-th forward of a stage is microbatch (k / pv) p + k % p of chunk
  * (k / p) % v: p microbatches through chunk 0, the same p through chunk 1, ...; backwards
  * run the chunks in reverse. */
-static struct sched_op interleaved_op(char phase, int k, int p, int v)
+static struct l6_sched_op interleaved_op(char phase, int k, int p, int v)
 {
     int j = (k % (p * v)) / p;
-    return (struct sched_op){phase, (k / (p * v)) * p + k % p, phase == 'F' ? j : v - 1 - j};
+    return (struct l6_sched_op){phase, (k / (p * v)) * p + k % p, phase == 'F' ? j : v - 1 - j};
 }
 
 /* AFAB: F 0..m-1, then B 0..m-1. 1F1B: w = min(p - s - 1, m) warm-up forwards, then
  * F(w + i) B(i) for i < m - w, then the last w backwards. Interleaved (Megatron-LM): the
  * same shape over the v m operations of the stage, with a warm-up of
  * (p - s - 1) 2 + (v - 1) p (all of them when m = p). */
-void sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct sched_op *ops)
+void l6_sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct l6_sched_op *ops)
 {
     int n = 0;
     if (k == PIPE_AFAB) {
-        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'F', i, 0};
-        for (int i = 0; i < m; i++) ops[n++] = (struct sched_op){'B', i, 0};
+        for (int i = 0; i < m; i++) ops[n++] = (struct l6_sched_op){'F', i, 0};
+        for (int i = 0; i < m; i++) ops[n++] = (struct l6_sched_op){'B', i, 0};
         return;
     }
     int total = k == PIPE_INTERLEAVED ? v * m : m;
     int w = k == PIPE_INTERLEAVED ? (m == p ? total : (p - s - 1) * 2 + (v - 1) * p)
                                   : p - s - 1;
     if (w > total) w = total;
-#define OP(ph, i) (k == PIPE_INTERLEAVED ? interleaved_op(ph, i, p, v) : (struct sched_op){ph, i, 0})
+#define OP(ph, i)                                                                                  \
+    (k == PIPE_INTERLEAVED ? interleaved_op(ph, i, p, v) : (struct l6_sched_op){ph, i, 0})
     for (int i = 0; i < w; i++) ops[n++] = OP('F', i);
     for (int i = 0; i < total - w; i++) {
         ops[n++] = OP('F', w + i);
@@ -60,25 +61,25 @@ void sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct sched_
 #undef OP
 }
 
-double sched_bubble_formula(enum pipe_schedule k, int p, int m)
+double l6_sched_bubble_formula(enum pipe_schedule k, int p, int m)
 {
     (void)k;
     return (double)(p - 1) / (double)(m + p - 1);
 }
 
-int sched_in_flight(enum pipe_schedule k, int p, int s, int m)
+int l6_sched_in_flight(enum pipe_schedule k, int p, int s, int m)
 {
     if (k == PIPE_AFAB) return m;
     return p - s < m ? p - s : m;
 }
 
-double sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
+double l6_sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
                        const double *chunk_bytes)
 {
-    int n = 2 * sched_chunks(k, v) * m;
-    struct sched_op *ops = malloc(sizeof *ops * (size_t)n);
+    int n = 2 * l6_sched_chunks(k, v) * m;
+    struct l6_sched_op *ops = malloc(sizeof *ops * (size_t)n);
     PL_ASSERT(ops);
-    sched_order(k, p, sched_chunks(k, v), s, m, ops);
+    l6_sched_order(k, p, l6_sched_chunks(k, v), s, m, ops);
     double live = 0, peak = 0;
     for (int i = 0; i < n; i++) {
         live += (ops[i].phase == 'F' ? 1 : -1) * chunk_bytes[ops[i].chunk];
@@ -108,21 +109,21 @@ static void push(struct ev_list *l, enum pl_ev_type t, const char *label, double
     e->bytes = bytes;
 }
 
-void sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
+void l6_sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
                        struct pl_merged_trace *out)
 {
-    int nv = sched_chunks(k, v), last = nv * p - 1;
+    int nv = l6_sched_chunks(k, v), last = nv * p - 1;
     memset(out, 0, sizeof *out);
     out->nranks = p;
     out->nevents = calloc((size_t)p, sizeof *out->nevents);
     out->events = calloc((size_t)p, sizeof *out->events);
     PL_ASSERT(out->nevents && out->events);
-    struct sched_op *ops = calloc((size_t)(2 * nv * m), sizeof *ops);
+    struct l6_sched_op *ops = calloc((size_t)(2 * nv * m), sizeof *ops);
     PL_ASSERT(ops);
     for (int s = 0; s < p; s++) {
         struct ev_list l = {calloc((size_t)(6 * nv * m), sizeof(struct pl_event)), 0};
         PL_ASSERT(l.ev);
-        sched_order(k, p, nv, s, m, ops);
+        l6_sched_order(k, p, nv, s, m, ops);
         for (int i = 0; i < 2 * nv * m; i++) {
             char label[PL_LABEL_LEN];
             int mb = ops[i].mb, j = ops[i].chunk, fwd = ops[i].phase == 'F';
@@ -132,10 +133,12 @@ void sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
              * gradient, tagged by the chunk that sent it */
             int in_c = fwd ? c - 1 : c + 1, out_c = fwd ? c + 1 : c - 1;
             if (in_c >= 0 && in_c <= last) {
-                int tag = fwd ? PIPE_TAG_ACT((in_c / p) * m + mb) : PIPE_TAG_GRAD((in_c / p) * m + mb);
+                int tag =
+                    fwd ? PIPE_TAG_ACT((in_c / p) * m + mb) : PIPE_TAG_GRAD((in_c / p) * m + mb);
                 push(&l, PL_EV_RECV, NULL, 0, in_c % p, tag, bytes);
             }
-            push(&l, PL_EV_COMPUTE, label, (fwd ? SCHED_UNIT_F : SCHED_UNIT_B) / nv, -1, 0, 0);
+            push(&l, PL_EV_COMPUTE, label, (fwd ? L6_SCHED_UNIT_F : L6_SCHED_UNIT_B) / nv, -1, 0,
+                 0);
             if (out_c >= 0 && out_c <= last) {
                 int tag = fwd ? PIPE_TAG_ACT(j * m + mb) : PIPE_TAG_GRAD(j * m + mb);
                 push(&l, PL_EV_SEND, NULL, 0, out_c % p, tag, bytes);
@@ -147,7 +150,7 @@ void sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
     free(ops);
 }
 
-double sched_best_max(const double *cost, int n, int p, int *start)
+double l6_sched_best_max(const double *cost, int n, int p, int *start)
 {
     /* best[j][k]: the smallest largest stage when the first k costs make j stages; from[j][k]:
      * where the last of those j stages starts */
@@ -187,7 +190,7 @@ double sched_best_max(const double *cost, int n, int p, int *start)
 /* ---- the student's trace with uniform stage times ---- */
 
 /* "pipe F 3 @2": phase, microbatch and first part of a mark. */
-static int parse_mark(const struct pl_event *e, struct sched_op *op, int *first)
+static int parse_mark(const struct pl_event *e, struct l6_sched_op *op, int *first)
 {
     size_t k = strlen(PL_PIPE_MARK);
     if (e->type != PL_EV_COMPUTE || strncmp(e->label, PL_PIPE_MARK, k)) return 0;
@@ -201,12 +204,12 @@ static int parse_mark(const struct pl_event *e, struct sched_op *op, int *first)
     return 1;
 }
 
-int sched_read_marks(const struct pl_event *ev, int n, const int *chunk_first, int v,
-                     struct sched_op *ops, int cap)
+int l6_sched_read_marks(const struct pl_event *ev, int n, const int *chunk_first, int v,
+                     struct l6_sched_op *ops, int cap)
 {
     int k = 0;
     for (int i = 0; i < n; i++) {
-        struct sched_op op;
+        struct l6_sched_op op;
         int first;
         if (!parse_mark(&ev[i], &op, &first)) continue;
         op.chunk = v == 1 ? 0 : -1;
@@ -218,7 +221,7 @@ int sched_read_marks(const struct pl_event *ev, int n, const int *chunk_first, i
     return k;
 }
 
-void sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merged_trace *out)
+void l6_sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merged_trace *out)
 {
     memset(out, 0, sizeof *out);
     out->nranks = in->nranks;
@@ -232,9 +235,9 @@ void sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merge
         PL_ASSERT(out->events[r]);
         for (int i = 0; i < n; i++) {
             struct pl_event e = in->events[r][i];
-            struct sched_op op;
+            struct l6_sched_op op;
             if (e.type == PL_EV_COMPUTE && parse_mark(&e, &op, NULL)) {
-                e.flops = (op.phase == 'F' ? SCHED_UNIT_F : SCHED_UNIT_B) / v;
+                e.flops = (op.phase == 'F' ? L6_SCHED_UNIT_F : L6_SCHED_UNIT_B) / v;
                 snprintf(e.label, sizeof e.label, "%c %d", op.phase, op.mb);
             } else if (e.type == PL_EV_COMPUTE) {
                 e.flops = 0.0;
@@ -304,16 +307,16 @@ static struct pl_profile uniform_profile(void)
                                .devices_per_node = 8, .device_mem = 1e30, .efficiency = 1.0};
 }
 
-int sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_merged_trace *t,
+int l6_sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_merged_trace *t,
                      const struct pl_merged_trace *uni, const int *chunk_first, int *stage,
-                     struct sched_op *op, double *t_got, double *t_ideal, char *err,
+                     struct l6_sched_op *op, double *t_got, double *t_ideal, char *err,
                      size_t errlen)
 {
-    int nv = sched_chunks(k, v), nops = 2 * nv * m, found = 0;
+    int nv = l6_sched_chunks(k, v), nops = 2 * nv * m, found = 0;
     struct pl_profile prof = uniform_profile();
     struct pl_merged_trace ideal;
     struct pl_replay rg, ri;
-    sched_ideal_trace(k, p, v, m, 1.0, &ideal);
+    l6_sched_ideal_trace(k, p, v, m, 1.0, &ideal);
     if (pl_replay_run(uni, &prof, NULL, &rg, err, errlen) != 0) {
         pl_trace_merged_free(&ideal);
         return -1;
@@ -323,20 +326,20 @@ int sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_
         pl_trace_merged_free(&ideal);
         return -1;
     }
-    struct sched_op *want = calloc((size_t)nops, sizeof *want);
+    struct l6_sched_op *want = calloc((size_t)nops, sizeof *want);
     double *when = calloc((size_t)nops, sizeof *when);
     PL_ASSERT(want && when);
     for (int s = 0; s < p && !found; s++) {
         /* the ideal run: its i-th labelled compute is operation i of the order */
-        sched_order(k, p, nv, s, m, want);
+        l6_sched_order(k, p, nv, s, m, want);
         for (int i = 0, n = 0; i < ideal.nevents[s] && n < nops; i++)
             if (ideal.events[s][i].type == PL_EV_COMPUTE && ideal.events[s][i].label[0])
                 when[n++] = ri.span[s][i].start;
         int cf[64];
         for (int j = 0; j < nv && j < 64; j++) cf[j] = chunk_first[j * p + s];
         for (int i = 0; i < t->nevents[s] && i < uni->nevents[s] && !found; i++) {
-            struct sched_op got;
-            if (sched_read_marks(&t->events[s][i], 1, cf, nv, &got, 1) != 1) continue;
+            struct l6_sched_op got;
+            if (l6_sched_read_marks(&t->events[s][i], 1, cf, nv, &got, 1) != 1) continue;
             for (int w = 0; w < nops; w++) {
                 if (want[w].phase != got.phase || want[w].mb != got.mb
                     || want[w].chunk != got.chunk)
@@ -357,7 +360,7 @@ int sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_
     return found;
 }
 
-int sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const char *title,
+int l6_sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const char *title,
                         double *bubble, char *err, size_t errlen)
 {
     struct pl_profile uniform = uniform_profile();

@@ -13,67 +13,67 @@
 
 /* Units of the uniform stage times: a forward of one microbatch on any stage takes
  * UNIT_F, its backward UNIT_B (a backward is about twice a forward). */
-#define SCHED_UNIT_F 1.0
-#define SCHED_UNIT_B 2.0
+#define L6_SCHED_UNIT_F 1.0
+#define L6_SCHED_UNIT_B 2.0
 
-struct sched_op {
+struct l6_sched_op {
     char phase; /* 'F' or 'B' */
     int mb;
     int chunk;  /* the rank's model chunk: 0, or 0..v-1 when interleaved */
 };
 
 /* Virtual stages per rank: v for the interleaved schedule, 1 for the others. */
-int sched_chunks(enum pipe_schedule k, int v);
+int l6_sched_chunks(enum pipe_schedule k, int v);
 /* Whether the schedule runs with p stages and m microbatches (interleaved: m a multiple of
  * p, as Megatron-LM's schedule needs). */
-int sched_runs(enum pipe_schedule k, int p, int m);
+int l6_sched_runs(enum pipe_schedule k, int p, int m);
 /* Stage s of p, m microbatches, v chunks: the 2 v m operations in order into ops. */
-void sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct sched_op *ops);
+void l6_sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct l6_sched_op *ops);
 /* "AFAB (GPipe)", "1F1B" or "interleaved 1F1B". */
-const char *sched_name(enum pipe_schedule k);
+const char *l6_sched_name(enum pipe_schedule k);
 /* The fraction of a step every stage idles when stage times are uniform: (p-1)/(m+p-1)
  * for AFAB and 1F1B (docs/design.md). */
-double sched_bubble_formula(enum pipe_schedule k, int p, int m);
+double l6_sched_bubble_formula(enum pipe_schedule k, int p, int m);
 /* The most microbatches stage s holds in flight: m for AFAB, min(p - s, m) for 1F1B. */
-int sched_in_flight(enum pipe_schedule k, int p, int s, int m);
+int l6_sched_in_flight(enum pipe_schedule k, int p, int s, int m);
 /* The most activation bytes stage s holds at once when it runs the schedule's order and
  * frees each microbatch's activations of a chunk once that chunk's backward of it is done:
  * chunk_bytes[j] is what one microbatch holds on the rank's chunk j (v of them). AFAB: m
  * microbatches; 1F1B: min(p - s, m); interleaved: its warm-up plus one, of chunks. */
-double sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
+double l6_sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
                        const double *chunk_bytes);
 
 /* The ideal run of the schedule with uniform times, boundary messages of `bytes`, tagged
  * as pipeline.h says. */
-void sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
+void l6_sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double bytes,
                        struct pl_merged_trace *out);
 
 /* The smallest largest stage of a contiguous cut of the n costs into p stages; start, when
  * not NULL, gets the index of the first cost of each of the p stages of one such cut. */
-double sched_best_max(const double *cost, int n, int p, int *start);
+double l6_sched_best_max(const double *cost, int n, int p, int *start);
 
 /* A merged trace with every compute event's FLOPs set to the uniform time of the mark it
- * carries ("pipe F 3": SCHED_UNIT_F / v, "pipe B 3": SCHED_UNIT_B / v, a chunk being 1/v of
+ * carries ("pipe F 3": L6_SCHED_UNIT_F / v, "pipe B 3": L6_SCHED_UNIT_B / v, a chunk being 1/v of
  * a stage) and every other compute set to 0, into out (free with pl_trace_merged_free). */
-void sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merged_trace *out);
+void l6_sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merged_trace *out);
 /* Replays t with uniform stage times and free communication; *bubble is the mean idle
  * fraction of the stages. svg non-NULL also draws it. Returns 0, or -1 with err. */
-int sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const char *title,
+int l6_sched_replay_bubble(const struct pl_merged_trace *t, const char *svg, const char *title,
                         double *bubble, char *err, size_t errlen);
 
 /* Both replayed with uniform stage times: the first operation, stage by stage, that starts
- * later in `uni` (sched_uniform_copy of the run t, whose marks name the operations) than
+ * later in `uni` (l6_sched_uniform_copy of the run t, whose marks name the operations) than
  * the same operation in the schedule's ideal run. chunk_first[j * p + s] is the first part
  * of rank s's chunk j. Returns 1 with *stage, *op and the two start times, 0 when none
  * starts late, -1 with err when a trace cannot be replayed. */
-int sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_merged_trace *t,
+int l6_sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct pl_merged_trace *t,
                      const struct pl_merged_trace *uni, const int *chunk_first, int *stage,
-                     struct sched_op *op, double *t_got, double *t_ideal, char *err,
+                     struct l6_sched_op *op, double *t_got, double *t_ideal, char *err,
                      size_t errlen);
 
 /* The marks of one rank's trace, in order: up to cap into ops; returns how many. A mark's
  * chunk is the j whose chunk_first[j] (v of them) is the first part it names, -1 if none. */
-int sched_read_marks(const struct pl_event *ev, int n, const int *chunk_first, int v,
-                     struct sched_op *ops, int cap);
+int l6_sched_read_marks(const struct pl_event *ev, int n, const int *chunk_first, int v,
+                     struct l6_sched_op *ops, int cap);
 
 #endif
