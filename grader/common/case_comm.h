@@ -3,8 +3,7 @@
  * still in flight on it (a handle of pl_isend, pl_irecv or an async collective never
  * waited for) and stops the job with a usage error; here every rank first learns whether
  * any rank still has one, and then the communicator is left to the end of the run, so that
- * the verdict can say so instead. Labs 1, 2, 3, 6 and 7 each check this; Lab 1 uses this
- * function. */
+ * the verdict can say so instead. Labs 1, 2, 3, 6 and 7 check it with this one function. */
 #ifndef GR_CASE_COMM_H
 #define GR_CASE_COMM_H
 
