@@ -17,18 +17,7 @@
 #include "lab01.h"
 #include "units.h"
 #include "unseen.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            failures++;                                                                        \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-            printf(__VA_ARGS__);                                                               \
-            printf("\n");                                                                      \
-        }                                                                                      \
-    } while (0)
+#include "../testing.h"
 
 #define NP 4
 static struct l1_obs obs[NP];

@@ -15,18 +15,7 @@
 #include <string.h>
 
 #include "lab04.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            failures++;                                                                        \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-            printf(__VA_ARGS__);                                                               \
-            printf("\n");                                                                      \
-        }                                                                                      \
-    } while (0)
+#include "../testing.h"
 
 /* Judges part of case i of n on np hand-built observations; the verdict, lines in why. */
 static int judge(int kind, int i, int n, const char *part, const struct l4_obs *obs, int np,

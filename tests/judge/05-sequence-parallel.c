@@ -15,18 +15,7 @@
 #include <string.h>
 
 #include "lab05.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            failures++;                                                                        \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-            printf(__VA_ARGS__);                                                               \
-            printf("\n");                                                                      \
-        }                                                                                      \
-    } while (0)
+#include "../testing.h"
 
 #define FIRST(w) ((w)->n ? (w)->line[0] : "(nothing said)")
 
