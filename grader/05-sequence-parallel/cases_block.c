@@ -286,16 +286,7 @@ void l5_run_block_case(struct l5_state *st, struct pl_comm *tp, const struct l5_
  * other cases carry its figures again, for the part's note on the last case. */
 static void record_time(struct l5_state *st, const struct l5_block_run *run, int t, int i)
 {
-    if (i == 0 && pl_rank() == 0) {
-        char err[256] = "the forward was wrong, so the backward never ran";
-        struct gr_bt_verdict v;
-        memset(&v, 0, sizeof v);
-        if (gr_bt_traced() && gr_bt_replay(run->oracle_flops, run->activation_floats, t, NULL,
-                                           NULL, &v, err, sizeof err) != 0)
-            memset(&v, 0, sizeof v);
-        gr_bt_figures_of(&v, t, err, &st->time_last);
-    }
-    gr_bt_free();
+    gr_bt_record(i == 0, run->oracle_flops, run->activation_floats, t, &st->time_last);
     if (pl_rank() == 0) {
         st->ob->has_time = 1;
         st->ob->time = st->time_last;

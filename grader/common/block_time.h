@@ -73,6 +73,12 @@ struct gr_bt_figures {
  * says why). */
 void gr_bt_figures_of(const struct gr_bt_verdict *v, int t, const char *err,
                       struct gr_bt_figures *m);
+/* Collective, after a block's case: on the traced case (first != 0) rank 0 replays the held
+ * trace (no picture) into *last, which says why when no complete trace is held; every rank
+ * then forgets the trace. The cases after the first leave *last as it was, for the part's
+ * note on the last case (Labs 4 and 5). */
+void gr_bt_record(int first, double oracle_flops, double activation_floats, int t,
+                  struct gr_bt_figures *last);
 
 /* The verdict on m, no MPI (block_verdict.c; Labs 4 and 5's judges): 1 passes,
  * earning *fraction of the points (between GR_BT_FULL and GR_BT_NONE less than 1), or 0
