@@ -78,22 +78,11 @@ void l4_pass(struct l4_state *st, const char *name, const struct l4_traffic *tr,
 int l4_compare(struct l4_state *st, const char *what, const float *got, const float *ref,
                size_t n, double tol, struct l4_hint hint)
 {
-    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
-    size_t at = 0;
-    struct l4_cmp m = {.finite = pl_all_finite(g, n, &at), .tol = tol, .hint = hint};
-    if (m.finite) {
-        m.rel = pl_rel_l2(g, r, n);
-        if (m.rel > tol) m.max_abs = pl_max_abs_diff(g, r, n, &at);
-    }
-    m.at = (double)at;
-    m.got = g[at];
-    m.ref = r[at];
-    int ok = m.finite && m.rel <= tol;
+    struct l4_cmp m = {.hint = hint};
+    int ok = gr_cmp_of(got, ref, n, tol, &m.fig);
     struct l4_said *s = ok ? NULL : L4_FAIL(st, L4_W_COMPARE, 0);
     l4_name(s, 0, what);
     if (s) s->cmp = m;
-    free(g);
-    free(r);
     return ok;
 }
 

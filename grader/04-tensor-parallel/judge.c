@@ -220,16 +220,8 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
     char a[32], b[32], c[32], d[32], e[32], hint[L4_TEXT];
     switch (s->code) {
     case L4_W_COMPARE: {
-        const struct l4_cmp *m = &s->cmp;
-        hint_text(&m->hint, hint, sizeof hint);
-        const char *sep = hint[0] ? ": " : "";
-        if (!m->finite)
-            snprintf(buf, len, "%s: element %zu is %g (expected %g)%s%s", n0, (size_t)m->at,
-                     m->got, m->ref, sep, hint);
-        else
-            snprintf(buf, len, "%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at "
-                     "element %zu: expected %.6g, got %.6g)%s%s", n0, m->rel, m->tol, m->max_abs,
-                     (size_t)m->at, m->ref, m->got, sep, hint);
+        hint_text(&s->cmp.hint, hint, sizeof hint);
+        gr_cmp_words(&s->cmp.fig, n0, hint, buf, len);
         break;
     }
     case L4_W_CONJ: {

@@ -93,9 +93,7 @@ struct l4_hint {
 
 /* One tensor against the oracle's, as it failed. */
 struct l4_cmp {
-    int finite;     /* 0: element `at` is not finite */
-    double at, got, ref;
-    double rel, tol, max_abs;
+    struct gr_cmp fig;
     struct l4_hint hint;
 };
 

@@ -112,9 +112,7 @@ struct l5_hint {
 
 /* One tensor against the oracle's, as it failed. */
 struct l5_cmp {
-    int finite; /* 0: element `at` is not finite */
-    double at, got, ref;
-    double rel, tol, max_abs;
+    struct gr_cmp fig;
     struct l5_hint hint;
 };
 

@@ -41,3 +41,20 @@ double gr_scale_of(const float *got, const float *ref, size_t n)
     free(r);
     return rr > 0 ? gr / rr : 0;
 }
+
+int gr_cmp_of(const float *got, const float *ref, size_t n, double tol, struct gr_cmp *m)
+{
+    float *g = gr_host_copy(got, n), *r = gr_host_copy(ref, n);
+    size_t at = 0;
+    *m = (struct gr_cmp){.finite = pl_all_finite(g, n, &at), .tol = tol};
+    if (m->finite) {
+        m->rel = pl_rel_l2(g, r, n);
+        if (m->rel > tol) m->max_abs = pl_max_abs_diff(g, r, n, &at);
+    }
+    m->at = (double)at;
+    m->got = g[at];
+    m->ref = r[at];
+    free(g);
+    free(r);
+    return m->finite && m->rel <= tol;
+}

@@ -99,3 +99,16 @@ void gr_record_free(struct gr_record *r)
     free((void *)r->obs.data);
     r->obs.data = NULL;
 }
+
+void gr_cmp_words(const struct gr_cmp *m, const char *what, const char *hint, char *buf,
+                  size_t len)
+{
+    const char *sep = hint[0] ? ": " : "";
+    if (!m->finite)
+        snprintf(buf, len, "%s: element %zu is %g (expected %g)%s%s", what, (size_t)m->at,
+                 m->got, m->ref, sep, hint);
+    else
+        snprintf(buf, len, "%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at "
+                 "element %zu: expected %.6g, got %.6g)%s%s", what, m->rel, m->tol, m->max_abs,
+                 (size_t)m->at, m->ref, m->got, sep, hint);
+}

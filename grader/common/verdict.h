@@ -39,6 +39,19 @@ void gr_why_partial(struct gr_why *w, double fraction);
 /* Rank r's observation. */
 const void *gr_obs_rank(const struct gr_obs *o, int r);
 
+/* One tensor against its oracle, in figures: a rank records it (tensors.h's gr_cmp_of), a
+ * judge words it (gr_cmp_words). */
+struct gr_cmp {
+    int finite;          /* 0: element `at` is not finite */
+    double at, got, ref; /* the worst element (the first one not finite) and its two values */
+    double rel, tol, max_abs;
+};
+
+/* "WHAT: relative L2 error E (tolerance T; max abs M at element I: expected R, got G)", or
+ * "WHAT: element I is G (expected R)" when not finite, then ": HINT" unless hint is empty. */
+void gr_cmp_words(const struct gr_cmp *m, const char *what, const char *hint, char *buf,
+                  size_t len);
+
 /* ---- records (--record FILE) ---- */
 
 #define GR_RECORD_MAGIC "GROBS01"

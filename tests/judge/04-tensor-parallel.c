@@ -202,8 +202,8 @@ static void hand_built(void)
     struct l4_said *f = &obs[1].part[L4_CORRECT];
     f->code = L4_W_COMPARE;
     snprintf(f->name[0], L4_NAME, "TP MLP output y (B=2, T=16, t=2)");
-    f->cmp = (struct l4_cmp){.finite = 1, .at = 17, .got = 1.5, .ref = 0.5, .rel = 1.0,
-                             .tol = L4_TOL_FWD, .max_abs = 1.0,
+    f->cmp = (struct l4_cmp){.fig = {.finite = 1, .at = 17, .got = 1.5, .ref = 0.5, .rel = 1.0,
+                                     .tol = L4_TOL_FWD, .max_abs = 1.0},
                              .hint = {.kind = L4_H_OUT_BIAS}};
     char want[1024];
     snprintf(want, sizeof want, "rank 1: TP MLP output y (B=2, T=16, t=2): relative L2 error "
@@ -222,7 +222,7 @@ static void hand_built(void)
     f = &obs[0].part[L4_CORRECT];
     f->code = L4_W_COMPARE;
     snprintf(f->name[0], L4_NAME, "gradient of your shard of h.0.ln1.w (replicated)");
-    f->cmp = (struct l4_cmp){.finite = 1, .rel = 1.0, .tol = L4_TOL_BWD,
+    f->cmp = (struct l4_cmp){.fig = {.finite = 1, .rel = 1.0, .tol = L4_TOL_BWD},
                              .hint = {.kind = L4_H_SUMMED, .handed = 1, .h = {NP}}};
     snprintf(want, sizeof want, "it is %d (= t) times the single device's: a gradient every "
              "rank already holds whole was summed over the group again (section 7, "
@@ -232,7 +232,7 @@ static void hand_built(void)
     CHECK(!judge(L4_BLOCK, 0, 3, "correct", obs, NP, &why) && said(&why, want),
           "summed t times, handed over: %s", why.n ? why.line[0] : "");
     /* an element not finite; the embedding's hint on a group smaller than the world */
-    f->cmp = (struct l4_cmp){.finite = 0, .at = 3, .got = INFINITY, .ref = 2,
+    f->cmp = (struct l4_cmp){.fig = {.finite = 0, .at = 3, .got = INFINITY, .ref = 2},
                              .hint = {.kind = L4_H_EMBED, .h = {64, 127, 5, 1}, .world = 1}};
     snprintf(f->name[0], L4_NAME, "embedding output x");
     snprintf(want, sizeof want, "rank 0: embedding output x: element 3 is %g (expected 2): ids "
@@ -354,7 +354,7 @@ static void recorded(const char *path, const char *parts)
         struct l4_said *f = &last->part[L4_CORRECT];
         f->code = L4_W_COMPARE;
         snprintf(f->name[0], L4_NAME, "output");
-        f->cmp = (struct l4_cmp){.finite = 1, .rel = 0.5, .tol = L4_TOL_FWD};
+        f->cmp = (struct l4_cmp){.fig = {.finite = 1, .rel = 0.5, .tol = L4_TOL_FWD}};
         gr_why_init(&why);
         char want[256];
         snprintf(want, sizeof want, "rank %d: output: relative L2 error %.2e (tolerance %.0e",

@@ -125,8 +125,8 @@ static void comparisons(void)
     struct l5_said *f = &obs[1].part[L5_CORRECT];
     *f = (struct l5_said){.code = L5_W_COMPARE};
     snprintf(f->name[0], L5_NAME, "output y, your T/t tokens (B=2, T=16, t=%d)", NP);
-    f->cmp = (struct l5_cmp){.finite = 1, .at = 9, .got = 1.5, .ref = 0.5, .rel = 0.25,
-                             .tol = L5_TOL_FWD, .max_abs = 1.0,
+    f->cmp = (struct l5_cmp){.fig = {.finite = 1, .at = 9, .got = 1.5, .ref = 0.5, .rel = 0.25,
+                                     .tol = L5_TOL_FWD, .max_abs = 1.0},
                              .hint = {.kind = L5_H_BIAS_T, .h = {NP}}};
     snprintf(want, sizeof want, "rank 1: %s: relative L2 error %.2e (tolerance %.0e; max abs "
              "%.2e at element 9: expected %.6g, got %.6g): your rows are the single device's "
@@ -144,8 +144,8 @@ static void comparisons(void)
               said(&why, "runs on a tp=2 x dp=2 grid (order dp-tp)") &&
               said(&why, "the TP group is not the world"),
           "the grid's hint: %s", FIRST(&why));
-    f->cmp.finite = 0;
-    f->cmp.got = NAN;
+    f->cmp.fig.finite = 0;
+    f->cmp.fig.got = NAN;
     f->cmp.hint = (struct l5_hint){.kind = L5_H_NONE};
     snprintf(want, sizeof want, "rank 1: %s: element 9 is %g (expected %g)", f->name[0], NAN,
              0.5);
@@ -157,7 +157,7 @@ static void comparisons(void)
     f = &obs[0].part[L5_REPLICAS];
     *f = (struct l5_said){.code = L5_W_COMPARE};
     snprintf(f->name[0], L5_NAME, "gradient of h.0.ln1.w (replicated) after the synchronisation");
-    f->cmp = (struct l5_cmp){.finite = 1, .rel = 0.5, .tol = L5_TOL_BWD,
+    f->cmp = (struct l5_cmp){.fig = {.finite = 1, .rel = 0.5, .tol = L5_TOL_BWD},
                              .hint = {.kind = L5_H_AVERAGED}};
     CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) &&
               said(&why, "rank 0: gradient of h.0.ln1.w") &&
@@ -198,8 +198,8 @@ static void replicas(void)
     CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) && said(&why, want),
           "group 1's member 1 differs: %s", FIRST(&why));
     obs[1].part[L5_REPLICAS] = (struct l5_said){.code = L5_W_COMPARE,
-                                                .cmp = {.finite = 1, .rel = 0.5,
-                                                        .tol = L5_TOL_BWD}};
+                                                .cmp.fig = {.finite = 1, .rel = 0.5,
+                                                            .tol = L5_TOL_BWD}};
     snprintf(obs[1].part[L5_REPLICAS].name[0], L5_NAME, "gradient of vector0");
     CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "replicas", obs, NP, &why) &&
               said(&why, "rank 1: gradient of vector0: relative L2 error"),
@@ -435,7 +435,7 @@ static void recorded(const char *path, const char *parts)
         struct l5_said *s = &last->part[L5_CORRECT];
         s->code = L5_W_COMPARE;
         snprintf(s->name[0], L5_NAME, "output");
-        s->cmp = (struct l5_cmp){.finite = 1, .rel = 0.5, .tol = L5_TOL_FWD};
+        s->cmp = (struct l5_cmp){.fig = {.finite = 1, .rel = 0.5, .tol = L5_TOL_FWD}};
         gr_why_init(&why);
         snprintf(want, sizeof want, "rank %d: output: relative L2 error %.2e (tolerance %.0e", r,
                  0.5, L5_TOL_FWD);
