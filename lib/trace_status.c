@@ -107,7 +107,9 @@ int pl_trace_in_call(void)
 
 int pl_trace_where_mpi(const char *what, char *saved)
 {
-    if (!status_ready()) return 0;
+    /* Only once a communication call opened the record: a raw call never opens it, so that
+     * a program may still set PL_STATUS_DIR after its own first MPI exchanges. */
+    if (!tr.status) return 0;
     memcpy(saved, tr.status, STATUS_BYTES);
     status_write(what);
     return 1;

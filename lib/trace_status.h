@@ -29,7 +29,8 @@ int pl_trace_in_call(void);
  * exchanges, seen through MPI's profiling interface: mpi_where.c): recorded while it blocks,
  * so that a supervisor knows the rank waits, then the record is put back as it was (saved,
  * PL_STATUS_BYTES), so that it goes on naming the rank's last communication call. Returns 1
- * when it recorded (then call pl_trace_where_mpi_done after the call), 0 without a file. */
+ * when it recorded (then call pl_trace_where_mpi_done after the call), 0 while no
+ * communication call has opened the file yet (a raw call never opens it). */
 int pl_trace_where_mpi(const char *what, char *saved);
 void pl_trace_where_mpi_done(const char *saved);
 /* Writes status files into dir instead of $PL_STATUS_DIR (NULL or "" stops writing them);
