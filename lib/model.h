@@ -273,6 +273,29 @@ void pl_block_backward(const struct pl_model_config *c, int layer,
                        const struct pl_block_acts *a, const struct pl_model_ctx *ctx,
                        const float *dy, float *dx);
 
+/* ---- the backward in two calls (zero-bubble pipelines; dense blocks) ----------------------
+ * pl_block_backward_b computes dx alone, the part the previous stage waits for, and keeps
+ * in w the gradient at the output of each linear and layernorm; pl_block_backward_w later
+ * adds the block's parameter gradients into g from w and the forward's acts, which must
+ * both live until then. B then W gives bit-identical gradients to pl_block_backward, and
+ * their FLOPs sum to its (the weight products and sums are W's). w is activation memory:
+ * pl_block_wgrad_bytes per microbatch, B*T*(7C + F) floats, held from B to W. */
+struct pl_block_wgrad {
+    int B, T;
+    float *d_proj, *d_qkv, *d_ln1; /* [N,C], [N,3C], [N,C]: attention's proj, qkv, ln1 */
+    float *d_fc2, *d_fc, *d_ln2;   /* [N,C], [N,F], [N,C]: the MLP's fc2, fc, ln2 */
+};
+void pl_block_wgrad_new(struct pl_block_wgrad *w, const struct pl_model_config *c, int B, int T);
+void pl_block_wgrad_free(struct pl_block_wgrad *w);
+size_t pl_block_wgrad_bytes(const struct pl_model_config *c, int B, int T);
+void pl_block_backward_b(const struct pl_model_config *c, int layer,
+                         const struct pl_block_params *p, const struct pl_block_acts *a,
+                         const struct pl_model_ctx *ctx, struct pl_block_wgrad *w,
+                         const float *dy, float *dx);
+void pl_block_backward_w(const struct pl_model_config *c, int layer,
+                         const struct pl_block_params *p, const struct pl_block_params *g,
+                         const struct pl_block_acts *a, const struct pl_block_wgrad *w);
+
 /* Final layernorm, head, and the mean cross-entropy over the B*T positions, returned
  * (summed in double). targets NULL: logits and probs only, returns 0. */
 double pl_head_forward(const struct pl_model_config *c, const struct pl_head_params *p,

@@ -512,7 +512,9 @@ void pl_layernorm_backward(float *dinp, float *dweight, float *dbias, const floa
     require_ptr("pl_layernorm_backward", "weight", weight);
     require_ptr("pl_layernorm_backward", "mean (saved by the forward)", mean);
     require_ptr("pl_layernorm_backward", "rstd (saved by the forward)", rstd);
-    charge((double)PL_FLOPS_LAYERNORM_BWD * N * C);
+    double per = (dinp ? PL_FLOPS_LAYERNORM_BWD - PL_FLOPS_LAYERNORM_BWD_PARAMS : 0) +
+                 (dweight || dbias ? PL_FLOPS_LAYERNORM_BWD_PARAMS : 0);
+    charge(per * N * C);
     BACKEND(layernorm_backward)(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 

@@ -51,6 +51,8 @@ extern "C" {
 #define PL_FLOPS_ENCODER_BWD 2   /* two accumulations */
 #define PL_FLOPS_LAYERNORM_FWD 8 /* mean, variance, normalise, scale and shift */
 #define PL_FLOPS_LAYERNORM_BWD 14
+/* of which the parameters' gradients (dweight and dbias) are 5, dinp the other 9 */
+#define PL_FLOPS_LAYERNORM_BWD_PARAMS 5
 #define PL_FLOPS_GELU_FWD 8
 #define PL_FLOPS_GELU_BWD 16
 #define PL_FLOPS_RESIDUAL_FWD 1
@@ -80,7 +82,10 @@ void pl_encoder_backward(float *dwte, float *dwpe, const float *dout, const int 
  * for the backward (either may be NULL when no backward follows). */
 void pl_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                           const float *weight, const float *bias, int N, int C);
-/* dinp, dweight[C], dbias[C] += the gradients; mean and rstd from the forward. */
+/* dinp, dweight[C], dbias[C] += the gradients; mean and rstd from the forward. Any of dinp,
+ * dweight, dbias may be NULL: dinp alone charges PL_FLOPS_LAYERNORM_BWD -
+ * PL_FLOPS_LAYERNORM_BWD_PARAMS per element, the parameters alone the rest, so a backward
+ * split in two (dinp now, the parameters later) charges what one call does. */
 void pl_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                            const float *inp, const float *weight, const float *mean,
                            const float *rstd, int N, int C);

@@ -753,6 +753,149 @@ static void test_blocks_by_hand(struct pl_model_config c, const char *what)
     pl_model_free(m);
 }
 
+/* ---- the backward split into B and W ------------------------------------------------------------
+ * Two microbatches through every block, dropout on, backward once with pl_block_backward
+ * (B and W together, per microbatch) and once as the zero-bubble order runs it: both B's
+ * first, then both W's. Stops: a W that reads the unmasked gradient or a buffer B reused; a
+ * B that touches a parameter gradient (counted twice) or leaves dx unfinished; a kept buffer
+ * not zeroed between microbatches; FLOPs that do not sum to one call's or land in the wrong
+ * half; kept memory other than B*T*(7C + F) floats of activations, or not freed. */
+/* dev[n] = normal draws of (seed), as the GPU build's tests fill device buffers */
+static void fill_dev(float *dev, size_t n, uint64_t seed)
+{
+    float *h = malloc(n * sizeof *h);
+    PL_ASSERT(h);
+    pl_rng_fill_normal(h, n, seed, 1, 0, 0.0f, 1.0f);
+    pl_to_device(dev, h, n * sizeof *h);
+    free(h);
+}
+
+static double w_flops(const struct pl_model_config *c, int N)
+{
+    const double C = c->d_model, F = c->d_ff;
+    /* dweight 2*N*IN*OUT and dbias N*OUT for proj, qkv, fc, fc2; two layernorms' parameters */
+    return 2.0 * N * C * C + N * C + 2.0 * N * C * 3 * C + N * 3 * C + 2.0 * N * C * F + N * F +
+           2.0 * N * F * C + N * C + 2.0 * PL_FLOPS_LAYERNORM_BWD_PARAMS * N * C;
+}
+
+static void test_split_backward(struct pl_model_config c)
+{
+    c.dropout = 0.2f;
+    enum { MB = 2 };
+    const int B = 2, T = c.seq_len, N = B * T, C = c.d_model, L = c.n_layers;
+    struct pl_model *m = pl_model_new(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    randomize_params(m, 33);
+    size_t nx = (size_t)N * C;
+    struct pl_block_acts acts[MB][8];
+    struct pl_block_wgrad w[MB][8];
+    float *dy[MB], *dx[2][MB];
+    PL_ASSERT(L <= 8);
+    for (int mb = 0; mb < MB; mb++) {
+        struct pl_model_ctx ctx = {.train = 1, .seed = 5, .step = 2, .seq0 = mb * B,
+                                   .loss_scale = 0.5f};
+        float *x = pl_mem_alloc(nx * sizeof(float), PL_MEM_ACTIV, PL_DEVICE, "split x");
+        fill_dev(x, nx, 40 + (uint64_t)mb);
+        for (int l = 0; l < L; l++) {
+            pl_block_acts_new(&acts[mb][l], &c, B, T);
+            pl_block_forward(&c, l, &m->blocks[l], &acts[mb][l], &ctx, x, x);
+        }
+        pl_mem_free(x);
+        dy[mb] = pl_mem_alloc(nx * sizeof(float), PL_MEM_ACTIV, PL_DEVICE, "split dy");
+        fill_dev(dy[mb], nx, 60 + (uint64_t)mb);
+        for (int k = 0; k < 2; k++)
+            dx[k][mb] = pl_mem_alloc(nx * sizeof(float), PL_MEM_ACTIV, PL_DEVICE, "split dx");
+    }
+
+    /* one call per block and microbatch */
+    pl_model_zero_grad(m);
+    double f0 = pl_ledger_flops_total();
+    for (int mb = 0; mb < MB; mb++) {
+        struct pl_model_ctx ctx = {.train = 1, .seed = 5, .step = 2, .seq0 = mb * B,
+                                   .loss_scale = 0.5f};
+        pl_copy(dx[0][mb], dy[mb], nx);
+        for (int l = L - 1; l >= 0; l--)
+            pl_block_backward(&c, l, &m->blocks[l], &m->blocks_g[l], &acts[mb][l], &ctx,
+                              dx[0][mb], dx[0][mb]);
+    }
+    double whole = pl_ledger_flops_total() - f0;
+    float *g_whole = to_host(m->grads, m->layout.numel);
+
+    /* B of both microbatches, then W of both */
+    pl_model_zero_grad(m);
+    struct pl_mem_stats s0, s1, s2;
+    pl_mem_get_stats(&s0);
+    f0 = pl_ledger_flops_total();
+    for (int mb = 0; mb < MB; mb++) {
+        struct pl_model_ctx ctx = {.train = 1, .seed = 5, .step = 2, .seq0 = mb * B,
+                                   .loss_scale = 0.5f};
+        pl_copy(dx[1][mb], dy[mb], nx);
+        for (int l = L - 1; l >= 0; l--) {
+            pl_block_wgrad_new(&w[mb][l], &c, B, T);
+            pl_block_backward_b(&c, l, &m->blocks[l], &acts[mb][l], &ctx, &w[mb][l],
+                                dx[1][mb], dx[1][mb]);
+        }
+    }
+    double b_flops = pl_ledger_flops_total() - f0;
+    pl_mem_get_stats(&s1);
+    float *g_after_b = to_host(m->grads, m->layout.numel);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < m->layout.numel; i++) nonzero += g_after_b[i] != 0.0f;
+    CHECK(nonzero == 0, "split: B left %zu parameter gradients non-zero (B computes dx alone; "
+          "the weights' gradients are W's)", nonzero);
+    size_t kept = (size_t)MB * L * pl_block_wgrad_bytes(&c, B, T);
+    CHECK(kept == (size_t)MB * L * N * (7 * C + c.d_ff) * sizeof(float),
+          "split: pl_block_wgrad_bytes is B*T*(7C + F) floats");
+    CHECK(s1.current[PL_MEM_ACTIV] - s0.current[PL_MEM_ACTIV] == kept &&
+              s1.current[PL_MEM_WORK] == s0.current[PL_MEM_WORK],
+          "split: B holds %zu bytes of activations and %zd of workspace more, where W's kept "
+          "inputs are %zu", s1.current[PL_MEM_ACTIV] - s0.current[PL_MEM_ACTIV],
+          (ssize_t)(s1.current[PL_MEM_WORK] - s0.current[PL_MEM_WORK]), kept);
+    f0 = pl_ledger_flops_total();
+    for (int mb = 0; mb < MB; mb++)
+        for (int l = L - 1; l >= 0; l--) {
+            pl_block_backward_w(&c, l, &m->blocks[l], &m->blocks_g[l], &acts[mb][l], &w[mb][l]);
+            pl_block_wgrad_free(&w[mb][l]);
+        }
+    double wf = pl_ledger_flops_total() - f0;
+    pl_mem_get_stats(&s2);
+    CHECK(s2.current[PL_MEM_ACTIV] == s0.current[PL_MEM_ACTIV],
+          "split: pl_block_wgrad_free gives back what B kept");
+    float *g_split = to_host(m->grads, m->layout.numel);
+
+    for (int mb = 0; mb < MB; mb++) {
+        float *a = to_host(dx[0][mb], nx), *b = to_host(dx[1][mb], nx);
+        CHECK(!memcmp(a, b, nx * sizeof(float)), "split: B's dx of microbatch %d differs from "
+              "the one call's (rel %.3g)", mb, rel_l2(b, a, nx));
+        free(a);
+        free(b);
+    }
+    for (int i = 0; i < m->layout.n_tensors; i++) {
+        const struct pl_param_desc *d = &m->layout.tensors[i];
+        if (!strcmp(d->name, "wte") || !strcmp(d->name, "wpe") || !strncmp(d->name, "lnf", 3) ||
+            !strcmp(d->name, "w_head"))
+            continue;
+        CHECK(!memcmp(g_whole + d->offset, g_split + d->offset, d->numel * sizeof(float)),
+              "split: gradient of %s after B then W differs from one call's (rel %.3g)",
+              d->name, rel_l2(g_split + d->offset, g_whole + d->offset, d->numel));
+    }
+    double want_w = MB * L * w_flops(&c, N);
+    CHECK(b_flops + wf == whole, "split: B and W charge %.0f + %.0f FLOPs where one call "
+          "charges %.0f", b_flops, wf, whole);
+    CHECK(wf == want_w, "split: W charges %.0f FLOPs where the weights' products and sums are "
+          "%.0f", wf, want_w);
+
+    for (int mb = 0; mb < MB; mb++) {
+        for (int l = 0; l < L; l++) pl_block_acts_free(&acts[mb][l]);
+        pl_mem_free(dy[mb]);
+        pl_mem_free(dx[0][mb]);
+        pl_mem_free(dx[1][mb]);
+    }
+    free(g_whole);
+    free(g_after_b);
+    free(g_split);
+    pl_model_free(m);
+}
+
 /* ---- hook ------------------------------------------------------------------------------------- */
 
 struct hook_log {
@@ -1085,6 +1228,7 @@ int main(int argc, char **argv)
     test_capacity();
     test_blocks_by_hand(dense, "dense");
     test_blocks_by_hand(moe, "MoE");
+    test_split_backward(dense);
     test_hook(&dense);
     test_hook(&moe);
     test_accumulation(dense);
