@@ -127,8 +127,79 @@ void pl_parts_backward(struct pl_model *m, struct pl_parts_acts *a,
     done('B', a->mb);
 }
 
+/* The blocks a stage holds: [*b0, *b1], empty when *b1 < *b0. */
+static void block_range(const struct pl_model_config *c, int first, int last, int *b0, int *b1)
+{
+    *b0 = first < 0 ? 0 : first;
+    *b1 = last < c->n_layers ? last : c->n_layers - 1;
+}
+
+void pl_parts_backward_b(struct pl_model *m, struct pl_parts_acts *a,
+                         const struct pl_model_ctx *ctx, const float *dy)
+{
+    const struct pl_model_config *c = &m->cfg;
+    PL_REQUIRE(a->x != NULL, "pl_parts_backward_b of microbatch %d: its forward has not run, "
+               "or its activations were freed already", a->mb);
+    PL_REQUIRE(a->wgrad == NULL, "pl_parts_backward_b of microbatch %d: its B ran already "
+               "(each microbatch runs B once, then W once)", a->mb);
+    PL_REQUIRE(m->grads != NULL, "pl_parts_backward_b needs the model's gradients");
+    struct pl_model_ctx eval = pl_model_ctx_eval();
+    if (!ctx) ctx = &eval;
+    mark('B', a->mb, a->first);
+    if (holds(a, PL_PART_HEAD(c))) {
+        pl_head_backward(c, &m->head, &m->head_g, &a->head, ctx, a->x);
+    } else {
+        PL_REQUIRE(dy != NULL, "a stage without the head needs dy, the gradient the next "
+                   "stage sent back");
+        pl_copy(a->x, dy, pl_parts_boundary_numel(c, a->B, a->T));
+    }
+    /* never empty: W's turn is how a schedule knows B ran, even on a stage without blocks */
+    a->wgrad = pl_mem_alloc((size_t)(a->nblocks ? a->nblocks : 1) * sizeof *a->wgrad,
+                            PL_MEM_WORK, PL_HOST, "stage W state");
+    int b0, b1;
+    block_range(c, a->first, a->last, &b0, &b1);
+    for (int l = b1; l >= b0; l--) {
+        struct pl_block_wgrad *w = &a->wgrad[l - b0];
+        pl_block_wgrad_new(w, c, a->B, a->T);
+        pl_block_backward_b(c, l, &m->blocks[l], &a->blocks[l - b0], ctx, w, a->x, a->x);
+    }
+    done('B', a->mb);
+}
+
+void pl_parts_backward_w(struct pl_model *m, struct pl_parts_acts *a)
+{
+    const struct pl_model_config *c = &m->cfg;
+    PL_REQUIRE(a->wgrad != NULL, "pl_parts_backward_w of microbatch %d: its B has not run, or "
+               "its W ran already (each microbatch runs B once, then W once)", a->mb);
+    mark('W', a->mb, a->first);
+    int b0, b1;
+    block_range(c, a->first, a->last, &b0, &b1);
+    for (int l = b1; l >= b0; l--) {
+        pl_block_backward_w(c, l, &m->blocks[l], &m->blocks_g[l], &a->blocks[l - b0],
+                            &a->wgrad[l - b0]);
+        pl_block_wgrad_free(&a->wgrad[l - b0]);
+    }
+    pl_mem_free(a->wgrad);
+    a->wgrad = NULL;
+    if (holds(a, PL_PART_EMBED)) pl_embed_backward(c, &m->embed_g, a->tokens, a->B, a->T, a->x);
+    done('W', a->mb);
+}
+
+size_t pl_parts_wgrad_bytes(const struct pl_model_config *c, int first, int last, int B, int T)
+{
+    pl_parts_check(c, first, last);
+    int b0, b1;
+    block_range(c, first, last, &b0, &b1);
+    return b1 >= b0 ? (size_t)(b1 - b0 + 1) * pl_block_wgrad_bytes(c, B, T) : 0;
+}
+
 void pl_parts_acts_free(struct pl_parts_acts *a)
 {
+    if (a->wgrad) {
+        for (int i = 0; i < a->nblocks; i++)
+            if (a->wgrad[i].d_proj) pl_block_wgrad_free(&a->wgrad[i]);
+        pl_mem_free(a->wgrad);
+    }
     for (int i = 0; i < a->nblocks; i++) pl_block_acts_free(&a->blocks[i]);
     pl_mem_free(a->blocks);
     if (a->head.x) pl_head_acts_free(&a->head);

@@ -9,7 +9,8 @@
  * activations in the memory ledger, so a schedule's activation memory is what it holds.
  *
  * Every forward and backward also leaves a mark in the trace: an event named "pipe F 3 @2"
- * or "pipe B 3 @2" (microbatch 3, the range starting at part 2) before its compute, so a stage's order of work can be read
+ * or "pipe B 3 @2" (microbatch 3, the range starting at part 2; "pipe W 3 @2" for the
+ * weight-gradient half of a split backward) before its compute, so a stage's order of work can be read
  * back from its own trace and replayed with uniform stage times. */
 #ifndef PL_PIPE_PARTS_H
 #define PL_PIPE_PARTS_H
@@ -29,6 +30,7 @@ struct pl_parts_acts {
     struct pl_block_acts *blocks;/* one per block the stage holds */
     struct pl_head_acts head;    /* when the stage holds the head */
     const int *tokens;           /* when it holds the embedding: the caller's, kept */
+    struct pl_block_wgrad *wgrad;/* between pl_parts_backward_b and _w: one per block */
 };
 
 /* The label prefix of the marks ("pipe F 3"). */
@@ -56,6 +58,19 @@ double pl_parts_forward(struct pl_model *m, int first, int last, int mb,
  * until pl_parts_acts_free, so a->x may still be sent. */
 void pl_parts_backward(struct pl_model *m, struct pl_parts_acts *a,
                        const struct pl_model_ctx *ctx, const float *dy);
+/* The same backward in two calls, for zero-bubble schedules (dense models). B computes the
+ * gradient of the stage's input (left in a->x, as pl_parts_backward leaves it) and, when
+ * the stage holds the head, the head's gradients; it keeps what W needs in a->wgrad
+ * (pl_parts_wgrad_bytes more activations). W, later, adds the blocks' parameter gradients
+ * from it and, when the stage holds the embedding, the embedding's (which are all W: nothing
+ * upstream waits for them), then frees what B kept. B then W gives pl_parts_backward's
+ * gradients bit for bit; the marks read "pipe B 3 @2" and "pipe W 3 @2". The acts stay
+ * allocated until pl_parts_acts_free (which also frees what a W never run kept). */
+void pl_parts_backward_b(struct pl_model *m, struct pl_parts_acts *a,
+                         const struct pl_model_ctx *ctx, const float *dy);
+void pl_parts_backward_w(struct pl_model *m, struct pl_parts_acts *a);
+/* Bytes B keeps for W on a stage of parts [first, last], for B x T tokens. */
+size_t pl_parts_wgrad_bytes(const struct pl_model_config *c, int first, int last, int B, int T);
 void pl_parts_acts_free(struct pl_parts_acts *a);
 
 /* Bytes of activations one microbatch of B x T holds on a stage of parts [first, last]

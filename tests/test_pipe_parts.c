@@ -4,7 +4,8 @@
  * marks in the trace name every F and B in order; FLOPs per part add up to the model's.
  *
  *   test_pipe_parts             the checks
- *   test_pipe_parts empty       a stage of parts 3..2: usage error (exit 2) */
+ *   test_pipe_parts empty       a stage of parts 3..2: usage error (exit 2)
+ *   test_pipe_parts w-before-b  W of a microbatch whose B has not run: usage error (exit 2) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,6 +128,95 @@ static void stages_equal_model(void)
     pl_mem_free(tgt);
 }
 
+/* Runs the three stages of stages_equal_model over m microbatches, forwards first; split: the
+ * backward as B of every microbatch, then W of every one (the order that keeps the most
+ * for W). Returns the host copy of the gradients (*numel floats); *kept: activations held after the B's
+ * beyond the forward's; *marks the pipe marks. */
+static float *stage_grads(int split, size_t *kept, char *marks, size_t len, size_t *numel)
+{
+    struct pl_model_config c = config();
+    c.dropout = 0.1f;
+    enum { M = 2, S = 3 };
+    const int Bmb = 2, T = c.seq_len;
+    int *tok = pl_mem_alloc(sizeof(int) * (size_t)(M * Bmb * T), PL_MEM_WORK, PL_DEVICE, "tok");
+    fill_tokens(tok, M * Bmb * T, c.vocab, 3);
+    struct pl_model *mod = pl_model_new(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    pl_model_zero_grad(mod);
+    const int first[S] = {-1, 1, 2}, last[S] = {0, 1, 3};
+    struct pl_parts_acts acts[S][M];
+    struct pl_model_ctx ctx = {.train = 1, .seed = 9, .step = 1, .loss_scale = 1.0f / M};
+    for (int i = 0; i < M; i++) {
+        const float *x = NULL;
+        ctx.seq0 = i * Bmb;
+        for (int s = 0; s < S; s++) {
+            size_t at = (size_t)(i * Bmb * T);
+            pl_parts_forward(mod, first[s], last[s], i, &acts[s][i], &ctx, tok + at, tok + at,
+                             Bmb, T, x);
+            x = acts[s][i].x;
+        }
+    }
+    struct pl_mem_stats before, after;
+    pl_mem_get_stats(&before);
+    pl_trace_enable(1);
+    pl_trace_clear();
+    for (int i = 0; i < M; i++) {
+        const float *dy = NULL;
+        ctx.seq0 = i * Bmb;
+        for (int s = S - 1; s >= 0; s--) {
+            if (split) pl_parts_backward_b(mod, &acts[s][i], &ctx, dy);
+            else pl_parts_backward(mod, &acts[s][i], &ctx, dy);
+            dy = acts[s][i].x;
+        }
+    }
+    pl_mem_get_stats(&after);
+    *kept = after.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+    for (int i = 0; split && i < M; i++)
+        for (int s = S - 1; s >= 0; s--) pl_parts_backward_w(mod, &acts[s][i]);
+    pl_trace_flush();
+    pl_trace_enable(0);
+    marks[0] = '\0';
+    const struct pl_event *ev = pl_trace_events();
+    for (int i = 0; i < pl_trace_count(); i++)
+        if (ev[i].type == PL_EV_COMPUTE && !strncmp(ev[i].label, PL_PIPE_MARK, strlen(PL_PIPE_MARK)))
+            snprintf(marks + strlen(marks), len - strlen(marks), "%s,",
+                     ev[i].label + strlen(PL_PIPE_MARK));
+    for (int i = 0; i < M; i++)
+        for (int s = 0; s < S; s++) pl_parts_acts_free(&acts[s][i]);
+    *numel = mod->layout.numel;
+    float *g = malloc(sizeof(float) * mod->layout.numel);
+    pl_copy_to_host(g, mod->grads, mod->layout.numel);
+    pl_model_free(mod);
+    pl_mem_free(tok);
+    return g;
+}
+
+/* The backward split into B and W (zero-bubble schedules) gives the one call's gradients bit
+ * for bit with dropout on, keeps exactly pl_parts_wgrad_bytes per stage and microbatch from
+ * B to W, and marks every W. Stops: a W that never adds the embedding's gradient or adds a
+ * block's twice, kept memory the ledger does not see, W marks missing. */
+static void split_backward(void)
+{
+    struct pl_model_config c = config();
+    size_t kept_one, kept_split;
+    char marks_one[512], marks_split[512];
+    size_t numel;
+    float *one = stage_grads(0, &kept_one, marks_one, sizeof marks_one, &numel);
+    float *split = stage_grads(1, &kept_split, marks_split, sizeof marks_split, &numel);
+    CHECK(!memcmp(one, split, numel * sizeof(float)),
+          "B then W: the gradients differ from pl_parts_backward's");
+    size_t want = 2 * (pl_parts_wgrad_bytes(&c, -1, 0, 2, c.seq_len) +
+                       pl_parts_wgrad_bytes(&c, 1, 1, 2, c.seq_len) +
+                       pl_parts_wgrad_bytes(&c, 2, 3, 2, c.seq_len));
+    CHECK(kept_one == 0 && kept_split == want && want == 2 * 3 * pl_block_wgrad_bytes(&c, 2, c.seq_len),
+          "held from B to W: %zu bytes (one call: %zu), pl_parts_wgrad_bytes says %zu",
+          kept_split, kept_one, want);
+    CHECK(!strcmp(marks_split, "B 0 @2,B 0 @1,B 0 @-1,B 1 @2,B 1 @1,B 1 @-1,"
+                               "W 0 @2,W 0 @1,W 0 @-1,W 1 @2,W 1 @1,W 1 @-1,"),
+          "marks of the split backward: %s", marks_split);
+    free(one);
+    free(split);
+}
+
 /* The parts' FLOPs add up to one forward and backward of the whole model. */
 static void flops_add_up(void)
 {
@@ -153,10 +243,19 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "empty")) {
         struct pl_model_config c = config();
         pl_parts_check(&c, 3, 2);
+    } else if (argc > 1 && !strcmp(argv[1], "w-before-b")) {
+        struct pl_model_config c = config();
+        struct pl_model *mod = pl_model_new(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+        struct pl_parts_acts a;
+        int *tok = pl_mem_alloc(sizeof(int) * (size_t)c.seq_len, PL_MEM_WORK, PL_DEVICE, "tok");
+        pl_parts_forward(mod, 1, 1, 0, &a, NULL, NULL, NULL, 1, c.seq_len, mod->params);
+        pl_parts_backward_w(mod, &a);
+        pl_mem_free(tok);
     } else if (argc > 1) {
-        pl_usage_error("unknown mode '%s' (none, or 'empty')", argv[1]);
+        pl_usage_error("unknown mode '%s' (none, 'empty' or 'w-before-b')", argv[1]);
     }
     stages_equal_model();
+    split_backward();
     flops_add_up();
     printf("test_pipe_parts: %d checks, %d failed\n", checks, failures);
     pl_finalize();
