@@ -22,8 +22,8 @@
 #define L6_CORPUS_TOKENS 65536
 #define L6_MAX_STAGES 64
 /* The most F and B marks of a stage's traced step an observation keeps: the largest case
- * the lab and its hidden suite run needs 2 v m = 48 (interleaved, v = 3, m = 8); setup
- * refuses a case that would need more. */
+ * the lab and its hidden suite run needs 2 v m = 48 (interleaved, v = 3, m = 8);
+ * l6_run_case stops a case that would need more with an internal error. */
 #define L6_MAX_OPS 64
 #define L6_NCASES 6
 extern const int L6_CASES[L6_NCASES]; /* microbatches, m < p among them (cases.c) */

@@ -169,6 +169,10 @@ static void training(void)
                          "holds parts -1..2, which your pipe_partition gives stage 0") &&
               said(&why, "pipeline 0 runs world ranks 2, 0 as stages 0..1"),
           "a stage from the world rank: %s", FIRST(why));
+    *t = (struct l6_train){.wrong = L6_W_COVER, .v = {1, 3, 6, 3}};
+    CHECK(!judge(0, "correct", &why) && said(&why, "stage 1 holds parts 3..6") &&
+              said(&why, "The stage is this rank's rank in the communicator pipe_new is given"),
+          "a grid's cut not a cover: %s", FIRST(why));
     *t = (struct l6_train){.wrong = L6_W_PIPES, .v = {0, -1, 2, -1, 1, 1}};
     CHECK(!judge(0, "correct", &why) && said(&why, "stage 0 holds parts -1..2 in pipeline 0 but "
                                                    "-1..1 in pipeline 1"),
@@ -254,6 +258,11 @@ static void order(void)
     CHECK(!judge(0, "bubble", &why) && said(&why, "your step's trace could not be replayed: "
                                                   "rank 1 waits for a message never sent"),
           "a trace not replayed: %s", FIRST(why));
+    b->failed = 2;
+    snprintf(want, sizeof want, "the ideal %s could not be replayed: rank 1 waits",
+             l6_sched_name(PIPE_1F1B));
+    CHECK(!judge(0, "bubble", &why) && said(&why, want), "the ideal not replayed: %s",
+          FIRST(why));
     right_case(4, PIPE_INTERLEAVED, 4, 1);
     b = &obs[0].bub[0];
     b->best = 0.2, b->got = 0.3;
