@@ -2,8 +2,6 @@
  * on router probabilities drawn here (skewed, tied, a hot expert), against lib/model.h's
  * pl_moe_capacity and pl_moe_route and a counting sort of the grader's own: exact. */
 #include <math.h>
-#include <stdio.h>
-#include <string.h>
 
 #include "lab07.h"
 

@@ -7,12 +7,10 @@
  * bytes of the first step from the ledger (traffic); where the EP group sits (placement);
  * the student's MoE calls on the modelled timeline (time). */
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "case_comm.h"
 #include "lab07.h"
-#include "units.h"
 
 int l7_seq_len(const struct l7_state *st)
 {

@@ -166,6 +166,7 @@ static void training(void)
         "after moe_free, %d operation(s) you started on the communicator", 2);
     ONE(T, C, L7_R_EP_SIZE, L7_V(0, 4, 2), NULL,
         "moe_ep_comm gives no group; with %d ranks and ep = %d the EP groups have %d", 4, 2, 2);
+    ONE(T, C, L7_R_EP_SIZE, L7_V(1, 4, 2), NULL, "moe_ep_comm gives a group of another size");
     struct l7_reason *w;
     ranks(T);
     w = add(0, C, L7_R_EP_ORDER, L7_V(3), NULL);
@@ -287,6 +288,8 @@ static void training(void)
         "(by the ring): the non-expert gradients, %.0f floats, summed over all %d ranks, and "
         "this rank's experts' rows", pl_format_bytes(1 << 20, g, sizeof g),
         pl_format_bytes(1 << 19, b2, sizeof b2), 1000.0, 8);
+    ONE(T, F, L7_R_SUMS, L7_V(4, 1), L7_X(1 << 20, 1 << 19, 1000),
+        "summed over all %d ranks, and nothing for the experts, with a single EP group", 4);
     ONE(T, F, L7_R_SUMS_HOW, L7_V(1), L7_X(4096, 1024),
         "yours sums the experts' whole tensors (%d floats, every expert of every block) where "
         "this rank holds %d of them", 4096, 1024);
