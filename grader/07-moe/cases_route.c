@@ -2,8 +2,6 @@
  * on router probabilities drawn here (skewed, tied, a hot expert), against lib/model.h's
  * pl_moe_capacity and pl_moe_route and a counting sort of the grader's own: exact. */
 #include <math.h>
-#include <stdio.h>
-#include <string.h>
 
 #include "lab07.h"
 
@@ -49,69 +47,41 @@ int l7_run_capacity(struct l7_state *st)
                     int got = moe_capacity(Ns[a], e, k, cfs[f]);
                     int want = pl_moe_capacity(Ns[a], e, k, cfs[f]);
                     if (got == want) continue;
-                    double product = (double)cfs[f] * Ns[a] * k / e;
-                    l7_why(st, "moe_capacity(N=%d, E=%d, k=%d, cf=%g) = %d, the kit's "
-                           "rule gives %d: ceil(cf x N x k / E) computed in double from the "
-                           "float factor, at least 1 and at most N (section 2)%s",
-                           Ns[a], e, k, (double)cfs[f], got, want,
-                           got == want - 1 ? "; yours rounds down where the rule rounds up"
-                           : !(product < 2147483647.0)
-                               ? "; here cf x N x k / E does not fit an int, so converting it "
-                                 "before the clamp gives nonsense: clamp to N in double first, "
-                                 "then convert (docs/labs/07-moe-hints.md)"
-                               : "");
+                    l7_note(st, L7_R_CAPACITY, L7_V(Ns[a], e, k, got, want), L7_X(cfs[f]));
                     return 0;
                 }
     return 1;
 }
 
-void l7_describe_route_case(const struct l7_route_case *c, char *buf, size_t len)
-{
-    snprintf(buf, len, "N=%d tokens, E=%d experts, top-%d, capacity factor %g (%d slots), "
-             "aux_coef %g%s%s", c->N, c->E, c->k, (double)c->cf,
-             pl_moe_capacity(c->N, c->E, c->k, c->cf), (double)c->coef,
-             c->hot > 0 ? ", a hot expert 0" : "", c->sharp == 0 ? ", all experts tied" : "");
-}
-
-/* The first difference between two routings, said with its meaning; 1 when equal. */
+/* The first difference between two routings, recorded; 1 when equal. */
 int l7_compare_routing(struct l7_state *st, const struct pl_moe_routing *got,
                        const struct pl_moe_routing *want)
 {
     const int N = want->N, k = want->k, E = want->E;
     for (int i = 0; i < N * k; i++)
         if (got->expert[i] != want->expert[i]) {
-            l7_why(st, "choice %d of token %d: expert %d, the reference picks %d (top-k by "
-                   "probability, ties to the lower expert index)", i % k + 1, i / k,
-                   got->expert[i], want->expert[i]);
+            l7_note(st, L7_R_EXPERT, L7_V(i, k, got->expert[i], want->expert[i]), NULL);
             return 0;
         }
-    static const char *const order = "Slots fill choice by choice: every first choice in "
-                                     "token order, then every second choice; a choice "
-                                     "finding its expert full is dropped (section 2)";
     for (int i = 0; i < N * k; i++)
         if ((got->slot[i] < 0) != (want->slot[i] < 0)) {
-            l7_why(st, "choice %d of token %d (expert %d): %s, the reference %s. %s", i % k + 1,
-                i / k,
-                want->expert[i], got->slot[i] < 0 ? "dropped" : "kept",
-                want->slot[i] < 0 ? "drops it" : "keeps it", order);
+            l7_note(st, L7_R_KEPT, L7_V(i, k, want->expert[i], got->slot[i] < 0,
+                                        want->slot[i] < 0), NULL);
             return 0;
         }
     for (int i = 0; i < N * k; i++)
         if (got->slot[i] != want->slot[i]) {
-            l7_why(st, "choice %d of token %d (expert %d) is in slot %d, the reference's slot %d. "
-                       "%s",
-                i % k + 1, i / k, want->expert[i], got->slot[i], want->slot[i], order);
+            l7_note(st, L7_R_SLOT, L7_V(i, k, want->expert[i], got->slot[i], want->slot[i]),
+                    NULL);
             return 0;
         }
     for (int e = 0; e < E; e++)
         if (got->count[e] != want->count[e]) {
-            l7_why(st, "expert %d holds %d tokens, the reference %d", e, got->count[e],
-                   want->count[e]);
+            l7_note(st, L7_R_COUNT, L7_V(e, got->count[e], want->count[e]), NULL);
             return 0;
         }
     if (got->dropped != want->dropped) {
-        l7_why(st, "%ld choices dropped, the reference drops %ld", got->dropped,
-               want->dropped);
+        l7_note(st, L7_R_DROPPED, L7_V(got->dropped, want->dropped), NULL);
         return 0;
     }
     return 1;
@@ -120,44 +90,40 @@ int l7_compare_routing(struct l7_state *st, const struct pl_moe_routing *got,
 static int compare_router_rest(struct l7_state *st, const struct pl_moe_routing *got,
                                const struct pl_moe_routing *want, float coef)
 {
-    for (int i = 0; i < want->N * want->k; i++)
+    const int k = want->k;
+    for (int i = 0; i < want->N * k; i++)
         if (got->gate[i] != want->gate[i]) {
-            l7_why(st, "gate of choice %d of token %d is %g, the reference %g: the "
-                   "gate is the router probability itself, not renormalised",
-                   i % want->k + 1, i / want->k, (double)got->gate[i], (double)want->gate[i]);
+            l7_note(st, L7_R_GATE, L7_V(i, k), L7_X(got->gate[i], want->gate[i]));
             return 0;
         }
     for (int e = 0; e < want->E; e++)
         for (int s = 0; s < want->count[e]; s++) {
             size_t i = (size_t)e * want->cap + s;
             if (got->rows[i] != want->rows[i] || got->gates[i] != want->gates[i]) {
-                l7_why(st, "slot %d of expert %d holds token %d (gate %g), the "
-                       "reference token %d (gate %g)", s, e, got->rows[i],
-                       (double)got->gates[i], want->rows[i], (double)want->gates[i]);
+                l7_note(st, L7_R_ROW, L7_V(s, e, got->rows[i], want->rows[i]),
+                        L7_X(got->gates[i], want->gates[i]));
                 return 0;
             }
         }
     for (int e = 0; e < want->E; e++)
         if (fabs(got->f[e] - want->f[e]) > 1e-12 || fabs(got->P[e] - want->P[e]) > 1e-9) {
-            l7_why(st, "expert %d: f = %.9g, P = %.9g; the reference f = %.9g (its "
-                   "share of the N k choices, before dropping), P = %.9g (its mean "
-                   "probability)", e, got->f[e], got->P[e], want->f[e], want->P[e]);
+            l7_note(st, L7_R_FP, L7_V(e), L7_X(got->f[e], got->P[e], want->f[e], want->P[e]));
             return 0;
         }
     if (gr_rel_err(got->aux, want->aux) > 1e-9) {
         double sum = 0;
         for (int e = 0; e < want->E; e++) sum += want->f[e] * want->P[e];
         double a = sum > 0 ? got->aux / (want->E * sum) : 0;
-        char hint[200] = "";
-        if (sum > 0 && fabs(a - coef) > 1e-6 * (fabs(coef) + 1e-3))
-            snprintf(hint, sizeof hint, ": yours is that sum times %.6g where a = aux_coef = %g "
-                     "in this call; use the argument, not a fixed coefficient", a,
-                     (double)coef);
-        l7_why(st, "aux loss %.9g, the reference %.9g = a x E x sum_i f_i P_i%s",
-               got->aux, want->aux, hint);
+        l7_note(st, L7_R_AUX, L7_V(sum > 0), L7_X(got->aux, want->aux, a, coef));
         return 0;
     }
     return 1;
+}
+
+/* The case, for the reason's last line. */
+static void note_case(struct l7_state *st, const struct l7_route_case *c)
+{
+    l7_note(st, L7_R_IN_ROUTE, L7_V(c->N, c->E, c->k), L7_X(c->cf, c->sharp, c->hot, c->coef));
 }
 
 int l7_run_route_case(struct l7_state *st, const struct l7_route_case *c, int index)
@@ -181,21 +147,15 @@ int l7_run_route_case(struct l7_state *st, const struct l7_route_case *c, int in
              compare_router_rest(st, got, want, c->coef);
     if (!ok && !pl_todo_what()) {
         /* the same probabilities into a fresh routing: right there, it carried state over */
-        size_t said = strlen(L7_WHY_TEXT(st));
+        int said = st->ob->n;
         struct pl_moe_routing *fresh = pl_moe_routing_new(c->N, c->E, c->k, cap);
         moe_route(fresh, p, c->coef);
         int fresh_ok = l7_compare_routing(st, fresh, want) &&
                        compare_router_rest(st, fresh, want, c->coef);
-        L7_WHY_TEXT(st)[said] = '\0';
-        if (fresh_ok)
-            l7_why(st, "this was the second call into one routing; into a fresh one yours is "
-                       "right. moe_route sets every field on every call (moe_forward routes "
-                       "each layer into the same routing step after step): count, f, P and "
-                       "dropped start again from zero, not from the last call's (section 2)");
+        st->ob->n = said;
+        if (fresh_ok) l7_note(st, L7_R_FRESH, NULL, NULL);
         pl_moe_routing_free(fresh);
-        char d[200];
-        l7_describe_route_case(c, d, sizeof d);
-        l7_why(st, "in: %s", d);
+        note_case(st, c);
     }
     pl_moe_routing_free(got);
     pl_moe_routing_free(want);
@@ -222,28 +182,20 @@ int l7_run_permute_case(struct l7_state *st, const struct l7_route_case *c, int 
     int ok = !pl_todo_what();
     for (int e = 0; ok && e <= c->E; e++)
         if (gs[e] != ws[e]) {
-            l7_why(st, "start[%d] = %d, expected %d: the kept choices of experts "
-                   "0..%d (an exclusive prefix sum of count)", e, gs[e], ws[e], e - 1);
+            l7_note(st, L7_R_START, L7_V(e, gs[e], ws[e]), NULL);
             ok = 0;
         }
     for (int q = 0; ok && q < ws[c->E]; q++)
         if (gp[q] != wp[q]) {
-            l7_why(st, "perm[%d] = %d, expected token %d: position start[e] + slot "
-                   "holds the token of expert e's slot", q, gp[q], wp[q]);
+            l7_note(st, L7_R_PERM, L7_V(q, gp[q], wp[q]), NULL);
             ok = 0;
         }
     for (int i = 0; ok && i < nk; i++)
         if (gi[i] != wi[i]) {
-            l7_why(st, "inv[%d] (choice %d of token %d) = %d, expected %d%s", i,
-                   i % c->k + 1, i / c->k, gi[i], wi[i],
-                   wi[i] < 0 ? " (-1: it was dropped)" : "");
+            l7_note(st, L7_R_INV, L7_V(i, c->k, gi[i], wi[i]), NULL);
             ok = 0;
         }
-    if (!ok && !pl_todo_what()) {
-        char d[200];
-        l7_describe_route_case(c, d, sizeof d);
-        l7_why(st, "in: %s", d);
-    }
+    if (!ok && !pl_todo_what()) note_case(st, c);
     pl_mem_free(buf);
     pl_moe_routing_free(r);
     pl_mem_free(p);

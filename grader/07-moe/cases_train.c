@@ -7,17 +7,10 @@
  * bytes of the first step from the ledger (traffic); where the EP group sits (placement);
  * the student's MoE calls on the modelled timeline (time). */
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "case_comm.h"
 #include "lab07.h"
-#include "units.h"
-
-int l7_global_b(int n)
-{
-    return n == 6 ? 12 : 8;
-}
 
 int l7_seq_len(const struct l7_state *st)
 {
@@ -37,15 +30,6 @@ static int ep_full(int n)
 static int ep_part(int n)
 {
     return n == 1 ? 1 : n == 2 ? 1 : n == 6 ? 3 : 2;
-}
-
-/* The factor of case c: L7_CF_NONE is E / k for the smaller expert count, and a factor far
- * beyond it (1e10 for top-1, infinity for top-2) for the larger. */
-float l7_case_cf(const struct l7_train_case *c)
-{
-    if (c->cf != L7_CF_NONE) return c->cf;
-    if (c->E <= 6 || c->hot > 0) return (float)c->E / (float)c->k;
-    return c->k == 1 ? 1e10f : INFINITY;
 }
 
 struct pl_model_config l7_config(const struct l7_state *st, uint64_t seed,
@@ -90,22 +74,6 @@ int l7_make_cases(int k, int n, int hidden, struct l7_train_case *cs)
         }
     cs[count++] = (struct l7_train_case){Es[1], k, ep_full(n), L7_CF_NONE, 0.01f, 1.0f, 4.0f};
     return count;
-}
-
-void l7_describe_case(const struct l7_train_case *c, int N, char *buf, size_t len)
-{
-    char cf[64];
-    float factor = l7_case_cf(c);
-    if (c->cf == L7_CF_NONE)
-        snprintf(cf, sizeof cf, "no capacity limit (factor %g)", (double)factor);
-    else snprintf(cf, sizeof cf, "capacity factor %g", (double)c->cf);
-    char groups[64] = "";
-    if (c->ep < pl_size()) snprintf(groups, sizeof groups, " (EP groups of %d)", c->ep);
-    snprintf(buf, len, "%d experts on %d ranks%s, top-%d, %s (%d slots for %d tokens a rank), "
-             "aux_coef %g, loss_scale %g/n, %d steps of %d sequences%s", c->E, pl_size(), groups,
-             c->k, cf, pl_moe_capacity(N, c->E, c->k, factor), N, (double)c->coef,
-             (double)c->scale, L7_K_STEPS, l7_global_b(pl_size()),
-             c->hot > 0 ? "; the router pushed to experts 0, 3, 6: the others get no tokens" : "");
 }
 
 /* AdamW step t on what this rank holds: the non-expert tensors and its experts. */
@@ -159,12 +127,7 @@ static void free_lab_comm(struct l7_state *st, struct l7_run *r)
     if (mine) {
         int saved = st->why_part;
         st->why_part = L7_CORRECT;
-        l7_why(st, "after moe_free, %d operation(s) you started on the communicator moe_new "
-                   "was given are still in flight: a handle of pl_all_reduce_async (or "
-                   "another async call) was never waited. The caller frees that "
-                   "communicator after moe_free, and pl_comm_free refuses one with "
-                   "operations in flight; pl_wait every handle before the call that started "
-                   "it returns (section 7)", mine);
+        l7_note(st, L7_R_IN_FLIGHT, L7_V(mine), NULL);
         st->why_part = saved;
     }
     r->lab = NULL;
@@ -213,23 +176,18 @@ static int judge_step(struct l7_state *st, struct l7_run *r, int step, double lo
     st->why_part = L7_CORRECT;
     int branches = l7_judge_branches(st, &r->ref, r->branches, r->pass.stale_h, C, step);
     if (branches != 1) {
-        if (step == 0 && branches == 0 && st->reasons[L7_COUNTS][0])
-            l7_why(st, "your routing differs from the reference's: %.*s",
-                (int)strcspn(st->reasons[L7_COUNTS], "\n"), st->reasons[L7_COUNTS]);
+        if (step == 0 && branches == 0 && l7_noted(st, L7_COUNTS))
+            l7_note(st, L7_R_ROUTING_DIFFERS, NULL, NULL);
         return 0;
     }
     double e = gr_rel_err(loss, r->ref.loss[step]);
     if (!(e <= GR_TOL_LOSS)) {
-        l7_why(st, "step %d: loss %.7f, the reference %.7f (relative error %.1e, more than "
-                   "%.0e)", step,
-            loss, r->ref.loss[step], e, GR_TOL_LOSS);
+        l7_note(st, L7_R_LOSS, L7_V(step), L7_X(loss, r->ref.loss[step], e, GR_TOL_LOSS));
         return 0;
     }
     pl_to_host(r->host, r->m->grads, r->ref.numel * sizeof(float));
-    char what[64];
-    snprintf(what, sizeof what, "step %d: the gradient", step);
     return l7_judge_tensors(st, &r->ref, r->host, r->ref.grads + (size_t)step * r->ref.numel,
-                         GR_TOL_GRADS, what);
+                            GR_TOL_GRADS, step);
 }
 
 /* The case part time is judged on: 8 experts, so that each of up to 4 ranks owns several,
@@ -239,20 +197,17 @@ static int timed_case(const struct l7_state *st, const struct l7_train_case *c)
     return c->E == 8 && c->cf == 1.25f && c->hot == 0 && !st->hidden;
 }
 
-/* Part time on the first step just traced (collective). */
-static void judge_time(struct l7_state *st, struct l7_run *r)
+/* Part time's figures of the first step just traced (collective). */
+static void record_time(struct l7_state *st, struct l7_run *r)
 {
-    double fx, bx;
-    char figures[640];
+    double fx, bx, fig[4];
     l7_model_scale(r->pass.N, &r->m->cfg, &fx, &bx);
-    double fraction = l7_tl_judge(&st->tl, &r->ref, fx, bx, figures, sizeof figures);
-    st->why_part = L7_TIME;
-    if (fraction <= 0) l7_why(st, "%s", figures);
-    else if (pl_rank() == 0) {
-        gr_partial("time", fraction);
-        gr_say("time", "%s", figures);
-    }
-    st->why_part = L7_CORRECT;
+    l7_tl_record(&st->tl, &r->ref, fx, bx, fig, &st->ob->replayed);
+    st->ob->timed = 1;
+    st->ob->did_ms = fig[0];
+    st->ob->need_ms = fig[1];
+    st->ob->ratio = fig[2];
+    st->ob->step_ms = fig[3];
 }
 
 /* After the last step (collective): moe.h says moe_backward adds into dln. The last block's
@@ -281,11 +236,7 @@ static void judge_dln_adds(struct l7_state *st, struct l7_run *r)
     int bad = 0;
     double rel = l7_rel_l2(second, held, NC, 0, &sc, &bad);
     st->why_part = L7_CORRECT;
-    if (bad || rel > 1e-3)
-        l7_why(st, "moe_backward of block %d, called with dln holding other gradients, %s; moe.h "
-            "says dln += d(objective)/d(ln): the caller may sum several branches' gradients "
-            "in it, so add into it and never zero it (section 6)", l,
-            fabs(sc) < 0.05 ? "threw them away" : "did not keep them as they were");
+    if (bad || rel > 1e-3) l7_note(st, L7_R_DLN, L7_V(l, fabs(sc) < 0.05), NULL);
     pl_mem_free(h);
 }
 
@@ -297,25 +248,18 @@ static void judge_held(struct l7_state *st, const struct pl_mem_stats *before,
                        const struct pl_mem_stats *held,
                        const struct pl_mem_stats *freed)
 {
-    char b[32];
     int cat, every = 1;
     st->why_part = L7_CORRECT;
     for (int s = 1; s < L7_K_STEPS; s++) every &= held[s].live_allocs > held[s - 1].live_allocs;
     double more = gr_mem_grown(&held[0], &held[L7_K_STEPS - 1], &cat);
     if (!freed && every) {
-        l7_why(st, "every step left more allocations live than the one before (%zu after step 0, "
-            "%zu after step %d; %s more %s): moe_forward or moe_backward keeps what it "
-            "allocates, so memory grows until a long run runs out. Free each call's scratch "
-            "before it returns; what lasts from step to step is allocated once, in moe_new "
-            "(section 4)", held[0].live_allocs, held[L7_K_STEPS - 1].live_allocs, L7_K_STEPS - 1,
-            pl_format_bytes(more, b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)cat));
+        l7_note(st, L7_R_HELD_EVERY, L7_V((long)held[0].live_allocs,
+                                          (long)held[L7_K_STEPS - 1].live_allocs,
+                                          L7_K_STEPS - 1, cat), L7_X(more));
         return;
     }
     more = freed ? gr_mem_grown(before, freed, &cat) : 0;
-    if (more > 0)
-        l7_why(st, "after moe_free the ledger still holds %s of %s that it did not hold before "
-            "moe_new: moe_free frees everything moe_new and the calls allocated (section 4)",
-            pl_format_bytes(more, b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)cat));
+    if (more > 0) l7_note(st, L7_R_HELD_FREED, L7_V(cat), L7_X(more));
 }
 
 void l7_run_training(struct l7_state *st, const struct l7_train_case *c)
@@ -339,9 +283,7 @@ void l7_run_training(struct l7_state *st, const struct l7_train_case *c)
         return;
     }
     st->why_part = L7_COUNTS;
-    if (moe_last_routing(r.moe, 0))
-        l7_why(st, "moe_last_routing(0) gives a routing before any moe_forward has run; moe.h says "
-            "NULL until then, so that a caller cannot take an empty routing for a real one");
+    if (moe_last_routing(r.moe, 0)) l7_note(st, L7_R_LAST_EARLY, NULL, NULL);
     int ok = 1, timed = st->tl.wanted && timed_case(st, c);
     for (int step = 0; step < L7_K_STEPS; step++) {
         struct pl_ledger mark, delta;
@@ -355,7 +297,7 @@ void l7_run_training(struct l7_state *st, const struct l7_train_case *c)
             l7_run_close(st, &r);
             return;
         }
-        if (timed && step == 0) judge_time(st, &r);
+        if (timed && step == 0) record_time(st, &r);
         gr_ledger_since(&mark, &delta);
         if (ok) ok = judge_step(st, &r, step, loss, &delta);
         l7_update_owned(r.m, r.ref.ep, r.ref.ep_rank, step + 1, &r.setup.opt);
@@ -363,15 +305,14 @@ void l7_run_training(struct l7_state *st, const struct l7_train_case *c)
     }
     pl_to_host(r.host, r.m->params, r.ref.numel * sizeof(float));
     st->why_part = L7_CORRECT;
-    if (ok) ok = l7_judge_tensors(st, &r.ref, r.host, r.ref.params, GR_TOL_PARAMS,
-                               "after the last step, the parameters");
+    if (ok) ok = l7_judge_tensors(st, &r.ref, r.host, r.ref.params, GR_TOL_PARAMS, -1);
     judge_held(st, &before, held, NULL);
     judge_dln_adds(st, &r);
     moe_free(r.moe);
     r.moe = NULL;
     struct pl_mem_stats freed;
     pl_mem_get_stats(&freed);
-    if (!L7_WHY_TEXT(st)[0]) judge_held(st, &before, held, &freed);
+    if (!l7_noted(st, L7_CORRECT)) judge_held(st, &before, held, &freed);
     free_lab_comm(st, &r);
     l7_run_close(st, &r);
 }

@@ -1,13 +1,13 @@
-/* checks_train.c: the judges of Lab 7's training cases (lab07.h), each writing this rank's
- * reason with l7_why: a step's MoE outputs against the reference's, the loss, the gradients
- * and parameters tensor by tensor, the routing of the first step, its all-to-all and
- * gradient-sum traffic, the code's EP group and where it sits on 2 nodes. */
+/* checks_train.c: the checks of Lab 7's training cases (lab07.h), each recording what this
+ * rank finds in figures with l7_note (judge.c words them): a step's MoE outputs against the
+ * reference's, the loss, the gradients and parameters tensor by tensor, the routing of the
+ * first step, its all-to-all and gradient-sum traffic, the code's EP group and where it sits
+ * on 2 nodes. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lab07.h"
-#include "units.h"
 
 /* How far got is from want over n floats: ||got - want|| / max(||want||, floor); *scale is
  * the least-squares factor got ~ scale * want. */
@@ -89,7 +89,7 @@ static int router_alone_wrong(const struct l7_or_reference *o, const float *got,
  * A wrong router gradient spreads to every tensor the backward reaches after it (wte
  * first in flat order), so when the router alone is wrong it is the tensor named. */
 int l7_judge_tensors(struct l7_state *st, const struct l7_or_reference *o, const float *got,
-                     const float *want, double tol, const char *what)
+                     const float *want, double tol, int step)
 {
     const struct pl_model_layout *lay = &o->layout;
     double all = 0;
@@ -103,48 +103,14 @@ int l7_judge_tensors(struct l7_state *st, const struct l7_or_reference *o, const
         int t = router >= 0 ? router : first;
         if (t != first) tensor_error(o, t, got, want, all, &scale, &bad);
         const struct pl_param_desc *d = &lay->tensors[t];
-        int expert = l7_or_is_expert_tensor(d);
-        char hint[600] = "";
-        if (bad)
-            snprintf(hint, sizeof hint, "; %d elements are not numbers", bad);
-        else if (router >= 0)
-            snprintf(hint, sizeof hint, "; the last block's router gradient is off while its "
-                     "experts' are right, so the router's backward is where it goes wrong "
-                     "(%s is off too, as is every tensor the backward reaches after it): the "
-                     "gates' gradient at the kept choices, and the load-balancing loss's "
-                     "(loss_scale x a E f_e / N on every token, section 6)%s",
-                     lay->tensors[first].name,
-                     fabs(o->loss_scale * o->slices - 1) > 1e-6
-                         ? ". This case's loss_scale is not 1/n: the aux term takes the "
-                           "loss_scale argument, whatever the rank count"
-                         : "");
-        else if (expert && o->ep > 1 && fabs(scale * o->ep - 1) < 0.05 &&
-                 !(o->slices > o->ep && fabs(scale * o->slices - o->ep) < 0.05 * o->ep))
-            snprintf(hint, sizeof hint, "; yours is 1/%d of it: expert gradients were averaged "
-                     "across the EP group, but its ranks hold different experts, whose "
-                     "gradients already hold the group's tokens (section 7)", o->ep);
-        else if (!expert && o->slices > 1 && fabs(scale * o->slices - 1) < 0.05)
-            snprintf(hint, sizeof hint, "; yours is 1/%d of it: the backward already scaled "
-                     "each rank's loss by 1/n, so the ranks' shares are summed, not averaged "
-                     "(section 7)", o->slices);
-        else if (expert && o->slices > o->ep && fabs(scale * o->slices - o->ep) < 0.05 * o->ep)
-            snprintf(hint, sizeof hint, "; yours is %d/%d of it: only your EP group's tokens "
-                     "are in it, or their sum was divided by the %d copies. Sum each expert's "
-                     "gradient over its copies in the other EP groups (the expert-data-"
-                     "parallel group), and do not average: each rank's backward already scaled "
-                     "by 1/n (section 7)", o->ep, o->slices, o->slices / o->ep);
         int zero;
         double own = own_error(o, t, got, want, &zero);
-        if (bad)
-            l7_why(st, "%s of %s%s: not finite%s", what, d->name,
-                expert ? " (this rank's experts)" : "", hint);
-        else if (zero)
-            l7_why(st, "%s of %s%s: the reference's is all zeros and yours is not (L2 norm %.2e)%s",
-                what, d->name, expert ? " (this rank's experts)" : "", own, hint);
-        else
-            l7_why(st, "%s of %s%s: relative L2 error %.2e (against that tensor's own norm), more "
-                "than %.0e%s", what, d->name, expert ? " (this rank's experts)" : "", own, tol,
-                hint);
+        struct l7_reason *w = l7_note(st, L7_R_TENSOR,
+                                      L7_V(step, l7_or_is_expert_tensor(d), bad, zero,
+                                           router >= 0, o->ep, o->slices),
+                                      L7_X(own, tol, scale, o->loss_scale));
+        snprintf(w->name[0], sizeof w->name[0], "%s", d->name);
+        snprintf(w->name[1], sizeof w->name[1], "%s", lay->tensors[first].name);
         return 0;
     }
     return 1;
@@ -189,22 +155,8 @@ int l7_judge_branches(struct l7_state *st, const struct l7_or_reference *o, cons
         /* the sum onto ln rounds at ln's scale: a hint, not a verdict, so a loose bound */
         double onto = l7_rel_l2(added, want + l * NC, NC, 0, &sa, &bad);
         pl_mem_free(added);
-        l7_why(st, "step %d: block %d's MoE output: relative L2 error %.2e against the reference, "
-            "more than %.0e%s", step, l, rel, tol,
-            ungated <= tol ? "; it equals the experts' outputs summed WITHOUT the gates: the "
-                             "combine multiplies each expert's output by its gate (section 5)"
-            : onto <= 1e-3 ? "; it equals the reference added onto what branch held before "
-                             "the call: moe_forward writes branch (moe.h), so zero it before "
-                             "the combine adds into it (section 5)"
-            : step > 0     ? "; step 0's outputs were right, so something your layer keeps "
-                             "from one call to the next carried over: zero every buffer you "
-                             "scatter or add into (pl_scatter_add_rows and pl_row_dot add) on "
-                             "each call, not once (docs/labs/07-moe-hints.md)"
-            : empty_expert(o, l) ? "; in this case some experts receive no tokens (the "
-                                   "router is pushed to experts 0, 3, 6): an expert without "
-                                   "rows is skipped, and every expert after it still runs on "
-                                   "its own rows, at the right offset (section 5)"
-                           : "");
+        l7_note(st, L7_R_BRANCH, L7_V(step, l, empty_expert(o, l)),
+                L7_X(rel, tol, ungated, onto));
         return ungated > tol && onto <= 1e-3 ? -1 : 0;
     }
     return 1;
@@ -219,20 +171,19 @@ int l7_judge_counts(struct l7_state *st, const struct l7_or_reference *o,
         const struct pl_moe_routing *got = moe_last_routing(moe, l);
         const struct l7_or_routing *w = &o->route[(size_t)o->me * c->n_layers + l];
         if (!got) {
-            l7_why(st, "moe_last_routing(%d) is NULL after a forward", l);
+            l7_note(st, L7_R_LAST_NULL, L7_V(l), NULL);
             return 0;
         }
         if (got->N != o->N || got->E != c->n_experts || got->k != c->top_k || got->cap != w->cap) {
-            l7_why(st, "block %d's routing is for N=%d E=%d k=%d with %d slots; the reference "
-                       "routes N=%d tokens to E=%d experts, top-%d, %d slots", l, got->N,
-                   got->E, got->k, got->cap, o->N, c->n_experts, c->top_k, w->cap);
+            l7_note(st, L7_R_SHAPE, L7_V(l, got->N, got->E, got->k, got->cap, o->N,
+                                         c->n_experts, c->top_k, w->cap), NULL);
             return 0;
         }
         struct pl_moe_routing want = {.N = o->N, .E = c->n_experts, .k = c->top_k,
                                       .cap = w->cap, .expert = w->expert, .slot = w->slot,
                                       .count = w->count, .dropped = w->dropped};
         if (!l7_compare_routing(st, got, &want)) {
-            l7_why(st, "in block %d", l);
+            l7_note(st, L7_R_IN_BLOCK, L7_V(l), NULL);
             return 0;
         }
     }
@@ -268,24 +219,9 @@ static int judge_grad_sums(struct l7_state *st, const struct l7_or_reference *o,
         if (k != PL_ALL_TO_ALL && k != PL_ALL_TO_ALL_V && k != PL_P2P)
             got += pl_ledger_bytes(d, k, -1);
     if (got <= want * (1 + 1e-9) + 1) return 1;
-    char g[32], w[32];
-    l7_why(st, "the gradient sums sent %s from this rank in a step; finishing the gradients "
-               "needs %s (by the ring): the non-expert gradients, %.0f floats, summed over "
-               "all %d ranks, %s",
-        pl_format_bytes(got, g, sizeof g), pl_format_bytes(want, w, sizeof w), dense, n,
-        copies > 1 ? "and this rank's experts' rows, summed over their copies in the other "
-                     "EP groups"
-                   : "and nothing for the experts, with a single EP group");
     double whole = pl_ring_bytes_sent(PL_ALL_REDUCE, n, f * (dense + experts));
-    if (got >= whole * (1 - 1e-9) - 1)
-        l7_why(st, "yours sums the experts' whole tensors (%.0f floats, every expert of every "
-                   "block) where this rank holds %.0f of them: the rows of other ranks' "
-                   "experts are zero here and belong to other ranks. Sum only this rank's "
-                   "experts' rows, over the expert-data-parallel group (section 7)", experts,
-               mine);
-    else
-        l7_why(st, "sum the non-expert tensors over the world and only this rank's experts' rows "
-            "over the expert-data-parallel group (section 7)");
+    l7_note(st, L7_R_SUMS, L7_V(n, copies), L7_X(got, want, dense));
+    l7_note(st, L7_R_SUMS_HOW, L7_V(got >= whole * (1 - 1e-9) - 1), L7_X(experts, mine));
     return 0;
 }
 
@@ -308,36 +244,23 @@ int l7_judge_traffic(struct l7_state *st, const struct l7_or_reference *o,
     double got = pl_ledger_bytes(d, PL_ALL_TO_ALL_V, -1);
     double counts = pl_ledger_bytes(d, PL_ALL_TO_ALL, -1);
     double want_counts = (double)L * (o->ep - 1) * El * sizeof(float);
-    char g[32], w[32], b[32];
     if (d->calls[PL_ALL_TO_ALL_V] != 4L * L || d->calls[PL_ALL_TO_ALL] != L) {
-        l7_why(st, "%ld pl_all_to_all and %ld pl_all_to_all_v in a step of %d MoE layers; "
-                   "expected %d and %d: per layer one all-to-all of the counts, then dispatch "
-                   "and combine forward and the same two in reverse backward (moe.h)",
-               d->calls[PL_ALL_TO_ALL], d->calls[PL_ALL_TO_ALL_V], L, L, 4 * L);
+        l7_note(st, L7_R_CALLS, L7_V(d->calls[PL_ALL_TO_ALL], d->calls[PL_ALL_TO_ALL_V], L),
+                NULL);
         return 0;
     }
     if (pl_ledger_bytes(d, PL_P2P, -1) > 0) {
-        l7_why(st, "%s sent point to point: the tokens travel in the all-to-all-v calls only",
-            pl_format_bytes(pl_ledger_bytes(d, PL_P2P, -1), g, sizeof g));
+        l7_note(st, L7_R_P2P, NULL, L7_X(pl_ledger_bytes(d, PL_P2P, -1)));
         return 0;
     }
     if (counts != want_counts) {
-        l7_why(st, "the counts exchange sent %s; %d layers x %d peers x %d experts each x 4 "
-                   "bytes = %s", pl_format_bytes(counts, g, sizeof g), L, o->ep - 1, El,
-               pl_format_bytes(want_counts, w, sizeof w));
+        l7_note(st, L7_R_COUNTS_BYTES, L7_V(L, o->ep - 1, El), L7_X(counts, want_counts));
         return 0;
     }
     if (got != want) {
         double padded = 2.0 * L * 2.0 * (o->ep - 1) * El * o->route[0].cap * row;
-        l7_why(st, "all-to-all-v sent %s off this rank in a step; the routing sends %s (the "
-                   "rows of kept choices whose expert lives on another rank, and the outputs "
-                   "of this rank's experts for other ranks' tokens, both ways)%s",
-            pl_format_bytes(got, g, sizeof g), pl_format_bytes(want, w, sizeof w),
-            got == padded ? ": yours is every expert's whole capacity. Exchange the counts "
-                            "first and send only the rows that exist (section 4)"
-                          : "");
-        l7_why(st, "for scale: a balanced routing would send (ep-1)/ep x N x k x C x 4 bytes each "
-            "way, %s a step", pl_format_bytes(balanced, b, sizeof b));
+        l7_note(st, L7_R_A2AV, L7_V(got == padded), L7_X(got, want));
+        l7_note(st, L7_R_BALANCED, NULL, L7_X(balanced));
         return 0;
     }
     return judge_grad_sums(st, o, d);
@@ -350,30 +273,22 @@ int l7_learn_ep_group(struct l7_state *st, struct l7_or_reference *o, const stru
 {
     struct pl_comm *c = moe_ep_comm(moe);
     if (!c || pl_comm_size(c) != want) {
-        l7_why(st, "moe_ep_comm gives %s; with %d ranks and ep = %d the EP groups have %d ranks "
-            "(moe_new's ep)", c ? "a group of another size" : "no group", pl_size(), want, want);
+        l7_note(st, L7_R_EP_SIZE, L7_V(c != NULL, pl_size(), want), NULL);
         return 0;
     }
     o->ep = want;
     o->ep_rank = pl_comm_rank(c);
     int ordered = 1;
-    char list[160] = "";
     for (int i = 0; i < want; i++) {
         o->world[i] = pl_comm_world_rank(c, i);
         o->members[i] = -1;
         for (int j = 0; j < pl_comm_size(lab); j++)
             if (pl_comm_world_rank(lab, j) == o->world[i]) o->members[i] = j;
         if (i && o->members[i] <= o->members[i - 1]) ordered = 0;
-        size_t l = strlen(list);
-        snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", o->members[i]);
     }
     if (ordered) return 1;
-    l7_why(st, "moe_ep_comm's ranks 0..%d are ranks %s of the communicator moe_new was given, "
-               "not in its order. The grader hands moe_new a communicator split from the "
-               "job's world with its ranks in another order, as a caller with several groups "
-               "would: build the rank grid on it (pl_grid_comm(&g, world, ...), where world "
-               "is moe_new's argument), not on pl_comm_world(), and take ranks and sizes "
-               "from it, not from pl_rank() or pl_size() (section 4)", want - 1, list);
+    struct l7_reason *w = l7_note(st, L7_R_EP_ORDER, L7_V(want), NULL);
+    memcpy(w->list, o->members, (size_t)(want < L7_LIST ? want : L7_LIST) * sizeof(int));
     return 0;
 }
 
@@ -394,23 +309,14 @@ int l7_judge_placement(struct l7_state *st, const struct l7_or_reference *o,
     long calls = d->calls[PL_ALL_TO_ALL_V] + d->calls[PL_ALL_TO_ALL];
     double intra = bytes / p->bw[PL_LINK_INTRA] + calls * p->latency[PL_LINK_INTRA];
     double inter = bytes / p->bw[PL_LINK_INTER] + calls * p->latency[PL_LINK_INTER];
-    char list[128] = "";
-    int sorted[L7_MAX_EP];
-    memcpy(sorted, o->world, (size_t)o->ep * sizeof(int));
-    for (int i = 1; i < o->ep; i++)
+    struct l7_reason *w = l7_note(st, L7_R_PLACE, L7_V(n / 2, o->ep), L7_X(inter, intra));
+    int *sorted = w->list, m = o->ep < L7_LIST ? o->ep : L7_LIST;
+    memcpy(sorted, o->world, (size_t)m * sizeof(int));
+    for (int i = 1; i < m; i++)
         for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
             int t_ = sorted[j];
             sorted[j] = sorted[j - 1];
             sorted[j - 1] = t_;
         }
-    for (int i = 0; i < o->ep; i++) {
-        size_t l = strlen(list);
-        snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", sorted[i]);
-    }
-    l7_why(st, "your EP group (world ranks %s) spans both nodes of 2 x %d: every all-to-all "
-               "crosses the network. On dgx-h100 this step's all-to-all bytes take %.1f us "
-               "across nodes against %.1f us inside one (%.1fx). Build the grid in the "
-               "default order, ep before dp, so that an EP group is %d consecutive ranks "
-               "(section 4)", list, n / 2, inter * 1e6, intra * 1e6, inter / intra, o->ep);
     return 0;
 }

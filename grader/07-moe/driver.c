@@ -1,7 +1,8 @@
-/* driver.c: the trusted test driver of Lab 7 (MoE expert parallelism), on the lab harness
- * (grader/common/harness.h): the state, made here on the heap; the cases by cases*.c, the
- * bench by bench.c (lab07.h). It drives the student's router, permutation and expert-parallel
- * MoE (moe.h):
+/* driver.c: the trusted test driver of Lab 7 (MoE expert parallelism), on the lab harness's
+ * new shape (grader/common/harness.h): the state, made here on the heap; each case run by
+ * cases*.c and checks_train.c into this rank's observation, in figures (l7_note); the
+ * verdicts by judge.c on rank 0 from every rank's; the bench by bench.c (lab07.h). It
+ * drives the student's router, permutation and expert-parallel MoE (moe.h):
  *
  *   router / permute  the host functions on router probabilities the driver draws (skewed,
  *                     tied, a hot expert), against lib/model.h's pl_moe_capacity and
@@ -11,12 +12,10 @@
  *                     the same slices (cases_train.c, checks_train.c, oracle.c).
  *
  *   driver --op router|permute|top1|top2 --mode check [--parts correct,counts,traffic]
+ *          [--record FILE]
  *   driver --mode bench [--experts E] [--top-k K] [--capacity-factor F] [--skew S]
  *
- * run() records each rank's reasons per part and judge() gathers them to rank 0, which says
- * the first failing rank's. */
-#include <mpi.h>
-#include <stdarg.h>
+ * A part fails on the lowest rank that found something for it, said in that rank's order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,62 +23,26 @@
 #include "harness.h"
 #include "lab07.h"
 
-const char *const L7_PART_NAMES[L7_NPARTS] = {"correct", "counts", "traffic", "placement",
-                                              "time"};
+/* ---- what a rank records ---- */
 
-/* ---- verdicts of several ranks: the first failing rank's reason, said by rank 0 ---- */
-
-void l7_why(struct l7_state *st, const char *fmt, ...)
+struct l7_reason *l7_note(struct l7_state *st, enum l7_code code, const long *v,
+                          const double *x)
 {
-    char *text = L7_WHY_TEXT(st);
-    size_t used = strlen(text);
-    if (used + 2 >= L7_REASON) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text + used, L7_REASON - used - 1, fmt, ap);
-    va_end(ap);
-    strcat(text, "\n");
+    struct l7_obs *o = st->ob;
+    struct l7_reason *r = o && o->n < L7_MAX_REASONS ? &o->r[o->n++] : &st->spare;
+    memset(r, 0, sizeof *r);
+    r->part = st->why_part;
+    r->code = code;
+    if (v) memcpy(r->v, v, sizeof r->v);
+    if (x) memcpy(r->x, x, sizeof r->x);
+    return r;
 }
 
-static int part_index(const char *part)
+int l7_noted(const struct l7_state *st, int part)
 {
-    for (int i = 0; i < L7_NPARTS; i++)
-        if (!strcmp(part, L7_PART_NAMES[i])) return i;
-    pl_usage_error_all("--parts %s: Lab 7 judges correct, counts, traffic, placement and time",
-                       part);
-}
-
-/* Collective: 1 when no rank has a reason for part; otherwise rank 0 says the lowest
- * failing rank's. Clears the reasons. */
-static int verdict(struct l7_state *st, const char *part)
-{
-    st->why_part = part_index(part);
-    char *text = L7_WHY_TEXT(st);
-    int ok = !text[0];
-    int n = pl_size(), me = pl_rank();
-    char *all = me == 0 ? pl_mem_alloc((size_t)n * L7_REASON, PL_MEM_WORK, PL_HOST,
-                                       "verdict reasons")
-                        : NULL;
-    PL_CHECK_MPI(MPI_Gather(text, L7_REASON, MPI_CHAR, all, L7_REASON, MPI_CHAR, 0,
-                            MPI_COMM_WORLD));
-    int all_ok = 0;
-    PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (me == 0 && !all_ok)
-        for (int r = 0; r < n; r++)
-            if (all[(size_t)r * L7_REASON]) {
-                char *line = all + (size_t)r * L7_REASON, *nl;
-                for (int first = 1; *line; line = nl + 1, first = 0) {
-                    nl = strchr(line, '\n');
-                    if (!nl) break;
-                    *nl = '\0';
-                    if (first && n > 1) gr_say(part, "rank %d: %s", r, line);
-                    else gr_say(part, "%s", line);
-                }
-                break;
-            }
-    pl_mem_free(all);
-    text[0] = '\0';
-    return all_ok;
+    for (int k = 0; st->ob && k < st->ob->n; k++)
+        if (st->ob->r[k].part == part) return 1;
+    return 0;
 }
 
 /* ---- the lab's part of the harness ---- */
@@ -102,8 +65,24 @@ static int tokens_a_rank(const struct l7_state *st)
     return l7_global_b(pl_size()) / pl_size() * l7_seq_len(st);
 }
 
+/* Refuses a part Lab 7 does not judge, before anything runs. */
+static void check_parts(const char *list)
+{
+    for (const char *w = list; *w;) {
+        size_t len = strcspn(w, ",");
+        int known = len == 0;
+        for (int p = 0; p < L7_NPARTS && !known; p++)
+            known = strlen(L7_PART_NAMES[p]) == len && !strncmp(w, L7_PART_NAMES[p], len);
+        if (!known)
+            pl_usage_error_all("--parts %.*s: Lab 7 judges correct, counts, traffic, placement "
+                               "and time", (int)len, w);
+        w += len + (w[len] == ',');
+    }
+}
+
 static void *setup(const struct gr_args *a)
 {
+    if (!strcmp(a->mode, "check")) check_parts(a->parts);
     struct l7_state *st = calloc(1, sizeof *st);
     if (!st) pl_fatal("out of memory");
     st->seed = a->seed;
@@ -154,32 +133,37 @@ static void describe(void *vst, int i, char *buf, size_t len)
         l7_describe_route_case(&L7_ROUTE_CASES[r], d, sizeof d);
         snprintf(buf, len, "%s(%s)", subject(vst), d);
     } else {
-        l7_describe_case(&st->cases[i], tokens_a_rank(st), d, sizeof d);
+        l7_describe_case(&st->cases[i], tokens_a_rank(st), pl_size(), d, sizeof d);
         snprintf(buf, len, "%s", d);
     }
 }
 
-static void run(void *vst, int i)
+static size_t obs_size(const void *st, int i)
+{
+    return sizeof(struct l7_obs);
+}
+
+static void observe(void *vst, int i, void *obs)
 {
     struct l7_state *st = vst;
-    for (int p = 0; p < L7_NPARTS; p++) st->reasons[p][0] = '\0';
+    st->ob = obs;
+    st->ob->op = (int)st->op;
     st->why_part = L7_CORRECT;
     if (st->op == L7_OP_ROUTER && i == 0) l7_run_capacity(st);
     else if (st->op == L7_OP_ROUTER) l7_run_route_case(st, &L7_ROUTE_CASES[i - 1], i - 1);
     else if (st->op == L7_OP_PERMUTE) l7_run_permute_case(st, &L7_ROUTE_CASES[i], i);
-    else l7_run_training(st, &st->cases[i]);
+    else {
+        st->ob->tc = st->cases[i];
+        st->ob->N = tokens_a_rank(st);
+        l7_run_training(st, &st->cases[i]);
+    }
+    st->ob = NULL;
 }
 
-static int judge(void *vst, int i, const char *part)
+static int judge(const void *st, int i, const char *part, const struct gr_obs *all,
+                 struct gr_why *why)
 {
-    struct l7_state *st = vst;
-    int ok = verdict(st, part);
-    if (!ok && st->op == L7_OP_TRAIN && pl_rank() == 0) {
-        char d[512];
-        l7_describe_case(&st->cases[i], tokens_a_rank(st), d, sizeof d);
-        gr_say(part, "in: %s", d);
-    }
-    return ok;
+    return l7_judge(part, all, why);
 }
 
 static void finish(void *vst)
@@ -197,8 +181,9 @@ const struct gr_driver gr_lab_driver = {
     .correct_first = "must train as the single-device MoE first",
     .ncases = count_cases,
     .describe = describe,
-    .run = run,
-    .judge = judge,
     .bench = l7_bench,
     .finish = finish,
+    .obs_size = obs_size,
+    .observe = observe,
+    .judge_obs = judge,
 };

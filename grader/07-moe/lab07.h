@@ -1,13 +1,15 @@
 /* lab07.h: what the files of Lab 7's grader share (MoE expert parallelism, on the lab
  * harness, grader/common/harness.h). Its state (struct l7_state) is made by setup on the heap
- * and freed by finish; nothing at file scope but const tables. The files depend one way:
- * driver.c -> cases*.c, checks_train.c, bench.c; bench.c -> cases*.c; everything -> oracle.c,
- * timeline.c, plots.c.
+ * and freed by finish; nothing at file scope but const tables. Each rank records what it
+ * finds in figures (struct l7_obs); judge.c words them on rank 0. The files depend one way:
+ * driver.c -> cases*.c, checks_train.c, bench.c, judge.c; bench.c -> cases*.c; everything ->
+ * oracle.c, timeline.c, plots.c; judge.c on nothing but headers (no MPI).
  *
  *   cases_route.c   the router and the permutation on drawn probabilities
  *   cases_pass.c    the driver's forward and backward around the student's MoE branch
  *   cases_train.c   the training cases: the setup, K steps, the judges of each step
  *   checks_train.c  a step's MoE outputs, routing, traffic, gradients, EP group, placement
+ *   judge.c         the verdicts and every reason's words, from the ranks' figures
  *   bench.c         bench mode: all-to-all volume and balance, the figures
  *   oracle.c        the single-device reference (oracle.h)
  *   timeline.c      part time: the student's MoE calls on the modelled timeline
@@ -56,7 +58,78 @@ struct l7_route_case {
 extern const struct l7_route_case L7_ROUTE_CASES[];
 extern const int L7_N_ROUTE_CASES;
 
-#define L7_REASON 1024
+/* ---- what a rank observes, in figures; judge.c words it ---- */
+
+/* What a rank found wrong, in the order it found it; each code's figures in v, x, list and
+ * name, as its comment says (i: a choice's index, k: top-k, e: an expert). */
+enum l7_code {
+    L7_R_CAPACITY,   /* v: N, E, k, got, want; x: cf */
+    L7_R_EXPERT,     /* v: i, k, got, want */
+    L7_R_KEPT,       /* v: i, k, expert, dropped here, dropped by the reference */
+    L7_R_SLOT,       /* v: i, k, expert, got, want */
+    L7_R_COUNT,      /* v: e, got, want */
+    L7_R_DROPPED,    /* v: got, want */
+    L7_R_GATE,       /* v: i, k; x: got, want */
+    L7_R_ROW,        /* v: slot, e, got row, want row; x: got gate, want gate */
+    L7_R_FP,         /* v: e; x: got f, got P, want f, want P */
+    L7_R_AUX,        /* v: sum f P > 0; x: got, want, got / (E sum f P), aux_coef */
+    L7_R_FRESH,      /* a second call wrong where a fresh routing is right */
+    L7_R_IN_ROUTE,   /* v: N, E, k; x: cf, sharp, hot, coef (the route case) */
+    L7_R_START,      /* v: e, got, want */
+    L7_R_PERM,       /* v: q, got, want */
+    L7_R_INV,        /* v: i, k, got, want */
+    L7_R_IN_FLIGHT,  /* v: operations in flight after moe_free */
+    L7_R_EP_SIZE,    /* v: a group given, world ranks, ep */
+    L7_R_EP_ORDER,   /* v: ep; list: its ranks in moe_new's communicator */
+    L7_R_BRANCH,     /* v: step, block, an expert of it empty; x: rel, tol, ungated, onto */
+    L7_R_ROUTING_DIFFERS, /* quotes the rank's first finding of part counts */
+    L7_R_LOSS,       /* v: step; x: loss, reference, relative error, tol */
+    L7_R_TENSOR,     /* v: step (-1: the parameters after the last), expert tensor, elements
+                      * not finite, reference all zeros, the router alone wrong, ep, ranks;
+                      * x: own error, tol, least-squares scale, loss_scale; name: the
+                      * tensor, the first one off */
+    L7_R_HELD_EVERY, /* v: allocs after step 0, after the last, last step, category; x: bytes */
+    L7_R_HELD_FREED, /* v: category; x: bytes */
+    L7_R_DLN,        /* v: block, threw them away */
+    L7_R_LAST_EARLY, /* moe_last_routing before a forward */
+    L7_R_LAST_NULL,  /* v: block */
+    L7_R_SHAPE,      /* v: block, N, E, k, cap, then the reference's N, E, k, cap */
+    L7_R_IN_BLOCK,   /* v: block */
+    L7_R_CALLS,      /* v: all-to-alls, all-to-all-vs, layers */
+    L7_R_P2P,        /* x: bytes */
+    L7_R_COUNTS_BYTES, /* v: layers, peers, experts each; x: got, want */
+    L7_R_A2AV,       /* v: every expert's whole capacity; x: got, want */
+    L7_R_BALANCED,   /* x: what a balanced routing sends */
+    L7_R_SUMS,       /* v: ranks, copies; x: got, want, dense floats */
+    L7_R_SUMS_HOW,   /* v: whole tensors summed; x: expert floats, this rank's of them */
+    L7_R_PLACE,      /* v: ranks a node, ep; list: world ranks, sorted; x: us across, inside */
+};
+
+#define L7_NV 10
+#define L7_NX 5
+#define L7_LIST 16
+#define L7_MAX_REASONS 16
+
+struct l7_reason {
+    int part, code; /* enum l7_part, enum l7_code */
+    long v[L7_NV];
+    double x[L7_NX];
+    int list[L7_LIST];
+    char name[2][PL_NAME_LEN];
+};
+
+/* One rank's observation of a case (the harness zeroes and gathers it). */
+struct l7_obs {
+    int op;                  /* enum l7_op */
+    struct l7_train_case tc; /* a training case, and its tokens a rank */
+    int N;
+    /* part time, on the traced case: this rank's compute and what its work needs (ms at
+     * the modelled size), their ratio; rank 0's replay of the step */
+    int timed, replayed;
+    double did_ms, need_ms, ratio, step_ms;
+    int n; /* findings */
+    struct l7_reason r[L7_MAX_REASONS];
+};
 
 /* The lab's state (the harness's; driver.c makes it). */
 struct l7_state {
@@ -68,21 +141,38 @@ struct l7_state {
     struct l7_train_case cases[L7_MAX_CASES];
     int ncases;
     struct pl_tokens data;
-    /* this rank's reasons per part, and the part l7_why writes */
-    char reasons[L7_NPARTS][L7_REASON];
-    int why_part;
+    struct l7_obs *ob;      /* the case's observation, while observe runs */
+    struct l7_reason spare; /* where findings beyond L7_MAX_REASONS go */
+    int why_part;           /* the part l7_note records for */
     int tracing;            /* the step traced for part time is running */
     struct l7_timeline tl;  /* part time's figures */
 };
-#define L7_WHY_TEXT(st) ((st)->reasons[(st)->why_part])
 
-/* Adds a line to this rank's reason of part st->why_part. */
-void l7_why(struct l7_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Records a finding for part st->why_part: v and x (may be NULL) are L7_NV and L7_NX
+ * figures; returns it for the rest. */
+struct l7_reason *l7_note(struct l7_state *st, enum l7_code code, const long *v,
+                          const double *x);
+/* 1 when this rank recorded a finding for part in this case. */
+int l7_noted(const struct l7_state *st, int part);
+#define L7_V(...) ((const long[L7_NV]){__VA_ARGS__})
+#define L7_X(...) ((const double[L7_NX]){__VA_ARGS__})
+
+/* ---- judge.c ---- */
+
+/* The verdict of part on one case from every rank's observation: 1 or 0, the reasons in
+ * why. No MPI. */
+int l7_judge(const char *part, const struct gr_obs *all, struct gr_why *why);
+void l7_describe_route_case(const struct l7_route_case *c, char *buf, size_t len);
+/* Sequences per step: every rank count the lab runs on divides it (6 only in the hidden
+ * suite). */
+int l7_global_b(int n);
+float l7_case_cf(const struct l7_train_case *c);
+/* Case c of N tokens a rank on n ranks. */
+void l7_describe_case(const struct l7_train_case *c, int N, int n, char *buf, size_t len);
 
 /* ---- cases_route.c ---- */
 
-void l7_describe_route_case(const struct l7_route_case *c, char *buf, size_t len);
-/* The first difference between two routings, said with its meaning; 1 when equal. */
+/* The first difference between two routings, recorded; 1 when equal. */
 int l7_compare_routing(struct l7_state *st, const struct pl_moe_routing *got,
                        const struct pl_moe_routing *want);
 int l7_run_capacity(struct l7_state *st);
@@ -91,16 +181,11 @@ int l7_run_permute_case(struct l7_state *st, const struct l7_route_case *c, int 
 
 /* ---- cases_train.c ---- */
 
-/* Sequences per step: every rank count the lab runs on divides it (6 only in the hidden
- * suite). */
-int l7_global_b(int n);
 int l7_seq_len(const struct l7_state *st);
-float l7_case_cf(const struct l7_train_case *c);
 struct pl_model_config l7_config(const struct l7_state *st, uint64_t seed,
                                  const struct l7_train_case *tc);
 int l7_make_cases(int k, int n, int hidden, struct l7_train_case *cs);
-void l7_describe_case(const struct l7_train_case *c, int N, char *buf, size_t len);
-/* Trains case c for K steps, every rank recording its reasons per part. */
+/* Trains case c for K steps, every rank recording its findings per part. */
 void l7_run_training(struct l7_state *st, const struct l7_train_case *c);
 
 /* ---- cases_pass.c ---- */
@@ -148,8 +233,9 @@ int l7_train_step(struct l7_state *st, struct l7_run *r, int step, double *loss)
 
 double l7_rel_l2(const float *got, const float *want, size_t n, double floor, double *scale,
                  int *nonfinite);
+/* step: the gradient of that step, or -1 for the parameters after the last. */
 int l7_judge_tensors(struct l7_state *st, const struct l7_or_reference *o, const float *got,
-                     const float *want, double tol, const char *what);
+                     const float *want, double tol, int step);
 int l7_judge_branches(struct l7_state *st, const struct l7_or_reference *o, const float *got,
                       const float *stale, int C, int step);
 int l7_judge_counts(struct l7_state *st, const struct l7_or_reference *o,

@@ -1,8 +1,6 @@
 /* timeline.c: Lab 7's MoE layers on the modelled timeline (timeline.h). */
 #include "timeline.h"
 
-#include <mpi.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "paralab.h"
@@ -93,47 +91,26 @@ static double work_flops(const struct l7_or_reference *o)
     return f;
 }
 
-double l7_tl_judge(struct l7_timeline *tl, const struct l7_or_reference *o, double flops_x,
-                   double bytes_x, char *why, size_t len)
+void l7_tl_record(struct l7_timeline *tl, const struct l7_or_reference *o, double flops_x,
+                  double bytes_x, double fig[4], int *replayed)
 {
-    why[0] = '\0';
-    double mine[2] = {tl->flops, work_flops(o)};
+    const struct pl_profile *p = pl_profile_find(L7_TL_PROFILE);
+    double need = work_flops(o);
+    fig[0] = tl->flops * flops_x / p->flops * 1e3;
+    fig[1] = need * flops_x / p->flops * 1e3;
+    fig[2] = need > 0 ? tl->flops / need : 1;
+    fig[3] = 0;
     tl->flops = 0;
-    double ratio = mine[1] > 0 ? mine[0] / mine[1] : 1;
-    /* the rank that did the most beyond its share, and its figures */
-    struct {
-        double v;
-        int r;
-    } in = {ratio, pl_rank()}, out;
-    PL_CHECK_MPI(MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
-    double worst[2] = {mine[0], mine[1]};
-    PL_CHECK_MPI(MPI_Bcast(worst, 2, MPI_DOUBLE, out.r, MPI_COMM_WORLD));
     struct pl_merged_trace t;
     memset(&t, 0, sizeof t);
     pl_trace_gather(&t);
-    double fraction = 1;
     if (pl_rank() == 0) {
-        const struct pl_profile *p = pl_profile_find(L7_TL_PROFILE);
         struct gr_overlap ov;
         char err[256];
-        int replayed = gr_overlap_replay(&t, p, flops_x, bytes_x, NULL, NULL, &ov, err,
-                                         sizeof err) == 0;
-        double need = worst[1] * flops_x / p->flops, did = worst[0] * flops_x / p->flops;
-        char step[200] = "";
-        if (replayed)
-            snprintf(step, sizeof step, "your MoE layers' forward and backward take %.2f ms "
-                     "on the slowest rank, modelled on %s at a Mixtral-sized layer; ",
-                     ov.step_time * 1e3, L7_TL_PROFILE);
-        fraction = out.v <= L7_TL_FULL ? 1 : out.v >= L7_TL_NONE ? 0
-                 : (L7_TL_NONE - out.v) / (L7_TL_NONE - L7_TL_FULL);
-        snprintf(why, len, "%srank %d, the one furthest beyond its share, computes for "
-                 "%.2f ms where its own experts' routed rows and its router need %.2f ms "
-                 "(%.2fx; full marks up to %.2fx, none from %.2fx)%s", step, out.r, did * 1e3,
-                 need * 1e3, out.v, L7_TL_FULL, L7_TL_NONE,
-                 out.v > L7_TL_FULL ? ": an expert should run only the rows routed to it, not "
-                                    "every row its rank received (section 5)" : "");
+        *replayed = gr_overlap_replay(&t, p, flops_x, bytes_x, NULL, NULL, &ov, err,
+                                      sizeof err) == 0;
+        if (*replayed) fig[3] = ov.step_time * 1e3;
     }
     pl_trace_merged_free(&t);
     pl_trace_clear();
-    return fraction;
 }

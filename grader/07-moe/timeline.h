@@ -29,13 +29,14 @@ void l7_tl_start(struct l7_timeline *tl);
  * (e.g. "F moe"), and stops, adding the FLOPs between to this rank's count. */
 void l7_tl_begin(struct l7_timeline *tl, const char *label);
 void l7_tl_end(struct l7_timeline *tl);
-/* Collective, after the traced step: each rank's FLOPs in the student's calls against the
- * work of o's routing (its EP group's members' counts for its experts, and its router),
- * the trace replayed on rank 0 at the size bench mode models (FLOPs times flops_x, bytes
- * times bytes_x). Writes the figures (rank 0) to why and returns the fraction of the
- * points: 1 up to L7_TL_FULL times the work on the rank that did most beyond it, 0 from
+/* Collective, after the traced step: this rank's FLOPs in the student's calls against the
+ * work of o's routing (its EP group's members' counts for its experts, and its router), at
+ * the size bench mode models (FLOPs times flops_x, bytes times bytes_x): fig gets what it
+ * computes and what it needs (ms on L7_TL_PROFILE), their ratio, and on rank 0 the step
+ * time of the trace replayed there (*replayed 1 when it could be). judge.c grades them: full
+ * marks up to L7_TL_FULL times the work on the rank that did most beyond it, none from
  * L7_TL_NONE. */
-double l7_tl_judge(struct l7_timeline *tl, const struct l7_or_reference *o, double flops_x,
-                   double bytes_x, char *why, size_t len);
+void l7_tl_record(struct l7_timeline *tl, const struct l7_or_reference *o, double flops_x,
+                  double bytes_x, double fig[4], int *replayed);
 
 #endif
