@@ -15,16 +15,18 @@
  * the buffer, for the all-to-all the whole send buffer, n x count floats):
  *   results   on integer-valued floats drawn from a seed (|x| <= 64), so that sums are
  *             exact: every element a function must write is compared bit for bit with a
- *             serial computation, on every rank; before the call each such element holds a
- *             value no input can produce, so an element never written is told apart. What
- *             must be where afterwards is stated above each function below. Rank counts 1,
- *             2, 3, 5 and 8 (the hidden suite: 4, 6 and 7; 1 rank is a sanity test worth
- *             no points). Counts: a multiple of n, n + 1, 1009 (a prime), 1, n - 1 (fewer
- *             elements than ranks), 0, an odd count drawn from the seed, 262144 (1 MiB), and
- *             262147 (300007 for the broadcast); several roots. The all-to-all's blocks: 64,
- *             1, 0, 257, one drawn from the seed, 32768 (128 KiB). Recursive doubling: up to
- *             65537 (256 KiB and one element). Two levels: on 2 virtual nodes of 2, 3 and 4
- *             ranks (hidden: of 4) and on 3 nodes of 2, up to 262147.
+ *             serial computation, on every rank. The elements that hold no input before the
+ *             call (the all-gather's other chunks, the broadcast's buffer off the root, the
+ *             all-to-all's recv) hold a value no result can take, so an element never
+ *             written is told apart. What must be where afterwards is stated above each
+ *             function below. Rank counts 1, 2, 3, 5 and 8 (the hidden suite: 4, 6 and 7;
+ *             1 rank is a sanity test worth no points). Counts: a multiple of n, n + 1, 1009
+ *             (a prime), 1, n - 1 (fewer elements than ranks), 0, an odd count drawn from
+ *             the seed, 262144 (1 MiB), and 262147 (300007 for the broadcast); several
+ *             roots. The all-to-all's blocks: 64, 1, 0, 257, one drawn from the seed, 32768
+ *             (128 KiB). Recursive doubling: up to 65537 (256 KiB and one element). Two
+ *             levels: on 2 virtual nodes of 2, 3 and 4 ranks (hidden: of 4) and on 3 nodes
+ *             of 2, up to 262147.
  *   groups    comm is not always the world: from 3 ranks some cases run on two groups of
  *             every other rank at once, numbered in reverse world order. Rank and size
  *             are comm's (pl_comm_rank, pl_comm_size), never the world's. Every call gets a
