@@ -16,7 +16,7 @@
  * between steps where NCCL's kernel fuses them (docs/gpu.md); MPI keeps GR_PERF_FULL_RATIO. */
 #define L1_NCCL_BAR 0.5
 /* Segments of at least this many elements (256 KiB) keep a pipeline's per-message cost small
- * against its transfers (the handout suggests about 100 000): the baseline is never cut finer,
+ * against its transfers (the hints suggest about 100 000): the baseline is never cut finer,
  * so a pipeline of needlessly many tiny messages is not forgiven its overhead. */
 #define BC_MIN_SEGMENT 65536
 

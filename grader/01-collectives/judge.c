@@ -232,7 +232,7 @@ static const char *formula(int op)
 }
 
 /* A buffer of at least this many bytes is cut into segments by a pipelined broadcast
- * (a segment of the handout's size, or smaller, leaves at least two). */
+ * (a segment of the hints' size, or smaller, leaves at least two). */
 #define BCAST_PIPELINED_BYTES (1024.0 * 1024.0)
 
 /* Broadcast: every spanning tree sends n-1 copies in all; a pipelined chain one per rank, a

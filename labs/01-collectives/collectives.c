@@ -1,9 +1,10 @@
 /* collectives.c: Lab 1, your collectives, built from point-to-point messages.
  *
- * Read docs/labs/01-collectives.md first (sections 3 to 7, 11 and 12 explain each function
- * below), then replace each lab_todo() call with your code. Each comment below states what the
- * function must achieve; how is yours to derive (docs/labs/01-collectives-hints.md has a
- * step-by-step plan for when you are stuck). Grade your work with
+ * Read docs/labs/01-collectives.md first (sections 3 to 7, 11 and 12 derive what each
+ * function below must achieve and what it may cost), then replace each lab_todo() call with
+ * your code. Each comment below states the function's contract; which chunk or block moves
+ * at which step, between which ranks, is yours to derive (docs/labs/01-collectives-hints.md
+ * has a step-by-step plan for when you are stuck). Grade your work with
  *     make grade LAB=01                    every test of this lab
  *     make grade LAB=01 TEST=all-gather    the tests whose name contains "all-gather"
  *     make grade LAB=01 NP=3               only 3 ranks
@@ -11,19 +12,21 @@
  *
  * What you may call: pl_comm_rank, pl_comm_size, pl_send, pl_recv, pl_sendrecv, pl_isend,
  * pl_irecv, pl_wait, pl_wait_all, pl_comm_buf_alloc, pl_comm_buf_free, and the helpers in
- * collectives.h (coll_chunk, coll_reduce, coll_copy). Library collectives (pl_all_reduce and
- * friends) are off limits: the grader sees them in the traffic ledger. */
+ * collectives.h (coll_chunk, coll_reduce, coll_copy, coll_node_of, coll_node_size). Library
+ * collectives (pl_all_reduce and friends) are off limits: the grader sees them in the
+ * traffic ledger. Every rule the grader enforces is in collectives.h: results, groups,
+ * traffic, memory (scratch only from pl_comm_buf_alloc: a call to malloc or its family
+ * fails every test before anything runs), speed and calls. */
 #include "collectives.h"
 
 #include "comm.h"
 
 /* Contract (collectives.h): afterwards chunk r of rank r's buf, as coll_chunk cuts it, is
  * the sum over ranks of their chunk r; the other chunks are scratch. Each rank sends
- * (n-1)/n of the buffer, no more: the grader reads that in the traffic ledger.
- * Two facts worth knowing before you start: two blocking pl_send calls that face each
- * other can deadlock (pl_sendrecv cannot), and in C (r - 1) % n is negative for r = 0.
- * Derive which chunk moves at which step yourself (handout section 3;
- * docs/labs/01-collectives-hints.md has the schedule if you are stuck). */
+ * (n-1)/n of the buffer, no more: the grader reads that in the traffic ledger. Scratch comes
+ * from pl_comm_buf_alloc, at most the buffer's size at once, all of it freed before the
+ * function returns. Handout section 3 derives the floor and why two blocking sends facing
+ * each other deadlock; which chunk moves at which step is yours to work out. */
 void ring_reduce_scatter(struct pl_comm *comm, float *buf, size_t count)
 {
     lab_todo("ring_reduce_scatter", "3");
