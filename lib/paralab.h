@@ -18,6 +18,7 @@
 #include "svg.h"
 #include "tensor.h"
 #include "topo.h"
+#include "torus.h"
 #include "trace.h"
 
 #endif

@@ -27,6 +27,11 @@
 void pl_plan_cluster_from_profile(struct pl_plan_cluster *c, const struct pl_profile *p,
                                   int nodes)
 {
+    if (p->torus)
+        pl_usage_error("%s is a torus network, which the planner does not model: it places "
+                       "ranks on nodes of fast links joined by a switched network (choose "
+                       "dgx-h100, dgx-a100 or cpu); a torus is modelled by the replay (make "
+                       "replay TRACE=... PROFILE=%s)", p->name, p->name);
     memset(c, 0, sizeof *c);
     c->name = p->name;
     c->nodes = nodes;

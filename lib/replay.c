@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "ledger.h"
+#include "torus.h"
 #include "util.h"
 
 /* ---- small growable arrays ---- */
@@ -97,6 +98,7 @@ struct sim {
     int **gops; /* per group: op of the k-th collective */
     int *gnops, *gcap;
     enum pl_link *glink;
+    int tdims[3];          /* the torus the ranks form, when the profile is one */
     struct channel *ch;
     int nch, chcap;
     int *htab; /* channel index + 1, open addressing */
@@ -233,7 +235,10 @@ static void resolve_coll(struct sim *s, struct op *o)
         start = fmax(start, fmax(o->issue_t[i], r->comm_free));
     }
     enum pl_link link = s->glink[o->group];
-    double dur = pl_coll_time(o->kind, g->n, o->S, s->p->latency[link], s->p->bw[link]);
+    double dur = s->p->torus ? pl_torus_coll_time(s->tdims, o->kind, g->ranks, g->n, o->S,
+                                                  s->p->latency[link], s->p->bw[link])
+                             : pl_coll_time(o->kind, g->n, o->S, s->p->latency[link],
+                                            s->p->bw[link]);
     o->start = start;
     o->end = start + dur;
     o->resolved = 1;
@@ -256,8 +261,14 @@ static int resolve_queue(struct sim *s, int rank)
         if (o->type == OP_SEND) {
             enum pl_link link = link_between(s, o->src, o->dst);
             o->start = fmax(o->issue, r->comm_free);
-            o->end = o->start + pl_coll_time(PL_P2P, 2, o->bytes, s->p->latency[link],
-                                             s->p->bw[link]);
+            int pair[2] = {o->src, o->dst};
+            o->end = o->start + (s->p->torus ? pl_torus_coll_time(s->tdims, PL_P2P, pair, 2,
+                                                                  o->bytes,
+                                                                  s->p->latency[link],
+                                                                  s->p->bw[link])
+                                             : pl_coll_time(PL_P2P, 2, o->bytes,
+                                                            s->p->latency[link],
+                                                            s->p->bw[link]));
             o->resolved = 1;
             r->comm += o->end - o->start;
             r->comm_free = o->end;
@@ -668,6 +679,7 @@ int pl_replay_run(const struct pl_merged_trace *m, const struct pl_profile *p,
     s.gnops = xcalloc((size_t)ng, sizeof *s.gnops);
     s.gcap = xcalloc((size_t)ng, sizeof *s.gcap);
     s.glink = xcalloc((size_t)ng, sizeof *s.glink);
+    if (p->torus) pl_torus_shape(nranks, s.tdims);
     for (int g = 0; g < ng; g++)
         s.glink[g] = topo ? pl_topo_group_link(topo, m->groups[g].ranks, m->groups[g].n)
                           : PL_LINK_INTRA;

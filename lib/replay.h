@@ -17,7 +17,9 @@
  * the k-th send from a to b with tag t matches the k-th receive of b from a with tag t
  * (ISEND and IRECV alike; their WAIT completes them). Links are the topology's classes (a
  * group crossing nodes runs at the network's figures); with topo NULL every link is
- * intra-node. Stalls count as exposed communication. */
+ * intra-node. On a torus profile (topo.h's torus) the ranks form the torus of
+ * pl_torus_shape(nranks) and every send and collective takes torus.h's time for its
+ * route or group instead. Stalls count as exposed communication. */
 #ifndef PL_REPLAY_H
 #define PL_REPLAY_H
 

@@ -137,6 +137,23 @@ static const struct pl_profile profiles[] = {
         .device_mem = 2e9,
         .efficiency = 1.0,
     },
+    /* A TPU v4 pod as the ranks of one slice see it: a 3D torus of chips, each wired to its
+     * six neighbours by links of about 50 GB/s per direction (400 Gb/s: the pod's 24 TB/s
+     * of bisection over the 512 links that cross the middle of its 16 x 16 x 16 torus),
+     * about 1 us per hop, 275 TFLOP/s BF16 and 32 GB per chip. The whole slice is one ICI
+     * domain, so there is no second link class: both carry the link's figures. */
+    {
+        .name = "tpu-v4",
+        .description = "TPU v4-like pod: a 3D torus of chips, each with 6 neighbour links of "
+                       "50 GB/s per direction, 1 us a hop, 275 TFLOP/s BF16, 32 GB",
+        .flops = 275e12,
+        .bw = {[PL_LINK_INTRA] = 50e9, [PL_LINK_INTER] = 50e9},
+        .latency = {[PL_LINK_INTRA] = 1e-6, [PL_LINK_INTER] = 1e-6},
+        .devices_per_node = 4096,
+        .device_mem = 32e9,
+        .efficiency = 0.55,
+        .torus = 1,
+    },
 };
 #define NPROFILES ((int)(sizeof profiles / sizeof profiles[0]))
 

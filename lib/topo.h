@@ -47,10 +47,15 @@ struct pl_profile {
      * (large GEMMs, attention, normalisation and elementwise kernels together): the planner
      * (plan.h) models compute at flops x efficiency. The replay keeps the peak. */
     double efficiency;
+    /* 1: a torus network (torus.h): the job's ranks form the most cubic X x Y x Z torus,
+     * bw and latency[PL_LINK_INTRA] are one neighbour link's per direction and per hop, and
+     * the replay routes every message and collective over the torus; the planner (plan.h)
+     * models switched clusters only and refuses it. 0: a switched network (fat tree). */
+    int torus;
 };
 
 /* Known profiles: "dgx-h100", "dgx-a100", "cpu" (a laptop, one rank per core; "laptop" is
- * accepted for it); NULL if unknown. pl_profile_at lists them. */
+ * accepted for it), "tpu-v4" (a torus); NULL if unknown. pl_profile_at lists them. */
 const struct pl_profile *pl_profile_find(const char *name);
 /* Like find, but an unknown name is a usage error listing the known ones, printed by the
  * calling rank alone: on several ranks with the same name, validate once instead with

@@ -13,4 +13,7 @@ want=$(grep -m1 'modelled step time' "$d/demo.out")
 got=$(grep -m1 'modelled step time' "$d/replay.out")
 [ -n "$want" ] && [ "$want" = "$got" ] || { echo "demo: $want / replay: $got: the trace did not read back"; exit 1; }
 grep -q '<svg' "$d/t.svg" || { echo "no SVG written"; exit 1; }
+# the same trace on the torus profile: its 4 ranks form a 1 x 2 x 2 torus
+"$b/bin/replay" --trace "$d/t.json" --profile tpu-v4 >"$d/torus.out"
+grep -q 'modelled step time' "$d/torus.out" || { echo "no step time on tpu-v4"; exit 1; }
 echo "replay of the trace file matches the in-memory replay: $got"

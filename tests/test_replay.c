@@ -497,6 +497,75 @@ static void test_deadlocks(void)
     expect_failure(&m, "unknown group", "rank 0 event 0", "group 77");
 }
 
+/* (g) The torus (torus.h, the tpu-v4 profile): shapes, routes, and collective times worked
+ * out by hand from its model. Stops: a torus taken as switched (an all-to-all at link speed
+ * whatever the group), routes that never wrap, a ring step that ignores a long route. */
+static void test_torus(void)
+{
+    int d[3];
+    const int n_of[6] = {1, 6, 7, 8, 64, 128}, want[6][3] = {{1, 1, 1}, {1, 2, 3}, {1, 1, 7},
+                                                               {2, 2, 2}, {4, 4, 4}, {4, 4, 8}};
+    for (int i = 0; i < 6; i++) {
+        pl_torus_shape(n_of[i], d);
+        CHECK(d[0] == want[i][0] && d[1] == want[i][1] && d[2] == want[i][2],
+              "torus of %d: %dx%dx%d, expected %dx%dx%d", n_of[i], d[0], d[1], d[2], want[i][0],
+              want[i][1], want[i][2]);
+    }
+    const int cube[3] = {4, 4, 4}, small[3] = {2, 2, 2};
+    /* 0 -> 3 wraps round the x ring (1 link); 0 -> 2 is 2 either way; 0 -> 63 = (3,3,3)
+     * is a wrap in each dimension; on 2 x 2 x 2, 0 -> 7 crosses each dimension's one link */
+    CHECK(pl_torus_hops(cube, 0, 3) == 1 && pl_torus_hops(cube, 0, 2) == 2 &&
+              pl_torus_hops(cube, 0, 63) == 3 && pl_torus_hops(small, 0, 7) == 3,
+          "torus routes: %d %d %d %d", pl_torus_hops(cube, 0, 3), pl_torus_hops(cube, 0, 2),
+          pl_torus_hops(cube, 0, 63), pl_torus_hops(small, 0, 7));
+
+    const struct pl_profile *tpu = pl_profile_find("tpu-v4");
+    CHECK(tpu && tpu->torus, "tpu-v4 is a torus profile");
+    if (!tpu) return;
+    const double lat = tpu->latency[PL_LINK_INTRA], bw = tpu->bw[PL_LINK_INTRA], S = 64e6;
+    int xring[4] = {0, 1, 2, 3}, plane[16], all[64];
+    for (int i = 0; i < 16; i++) plane[i] = i;
+    for (int i = 0; i < 64; i++) all[i] = i;
+    /* a ring along x: neighbours all the way round, the switched formula at link speed */
+    CHECK_NEAR(pl_torus_coll_time(cube, PL_ALL_REDUCE, xring, 4, S, lat, bw),
+               2 * 3 * lat + 2 * 0.75 * S / bw, "all-reduce round an x ring of 4");
+    /* the x-y plane in rank order: 3 -> 4 is (3,0) -> (0,1), 2 links, so every step waits 2 */
+    CHECK_NEAR(pl_torus_coll_time(cube, PL_ALL_REDUCE, plane, 16, S, lat, bw),
+               2 * 15 * 2 * lat + 2 * 15.0 / 16 * S / bw, "all-reduce over a 4 x 4 plane");
+    /* all-to-all over the 4 x 4 x 4 cube: the cut across z (4 planes, 2 each side) carries
+     * 2 x 2 x 64 S / 16 = 16 S each way over 2 x 16 links: S / 2 per link, above what a chip
+     * injects over its 6 links, 63/64 S / 6 */
+    double a2a64 = 63 * lat + 16 * S / (32 * bw);
+    CHECK_NEAR(pl_torus_coll_time(cube, PL_ALL_TO_ALL, all, 64, S, lat, bw), a2a64,
+               "all-to-all over a 4 x 4 x 4 torus: bisection-bound");
+    /* on 2 x 2 x 2 no dimension wraps: 2 S cross over 4 links; a chip injects over 3 */
+    CHECK_NEAR(pl_torus_coll_time(small, PL_ALL_TO_ALL, all, 8, S, lat, bw),
+               7 * lat + 2 * S / (4 * bw), "all-to-all over 2 x 2 x 2");
+    /* a line of 4 along x in a cube: a ring of the torus, 2 x 2 x 4 S / 16 = S over 2 links;
+     * injection 3/4 S over 2 links is less */
+    CHECK_NEAR(pl_torus_coll_time(cube, PL_ALL_TO_ALL, xring, 4, S, lat, bw),
+               3 * lat + S / (2 * bw), "all-to-all round an x ring of 4");
+    /* a send: a route of 3 hops pays 3 latencies, the bytes stream at link speed */
+    int corner[2] = {0, 63};
+    CHECK_NEAR(pl_torus_coll_time(cube, PL_P2P, corner, 2, S, lat, bw), 3 * lat + S / bw,
+               "send across the cube");
+
+    /* the replay on 64 ranks: one all-to-all of the world, then rank 0 sends to rank 63 */
+    struct pl_merged_trace m;
+    trace_init(&m, 64);
+    add_group(&m, 1, 64, all);
+    for (int r = 0; r < 64; r++) issue(&m, r, PL_ALL_TO_ALL, 1, S, 0);
+    p2p(&m, 0, PL_EV_SEND, 63, 5, S, 0);
+    p2p(&m, 63, PL_EV_RECV, 0, 5, S, 0);
+    struct pl_replay rp;
+    if (run(&m, tpu, NULL, &rp, "torus replay") == 0) {
+        CHECK_NEAR(rp.step_time, a2a64 + 3 * lat + S / bw,
+                   "replay on tpu-v4: the world's all-to-all, then a send of 3 hops");
+        pl_replay_free(&rp);
+    }
+    pl_trace_merged_free(&m);
+}
+
 int main(void)
 {
     test_send_recv();
@@ -505,6 +574,7 @@ int main(void)
     test_collective_rules();
     test_pipeline();
     test_deadlocks();
+    test_torus();
     if (failures) {
         printf("test_replay: %d of %d checks failed\n", failures, checks);
         return 1;

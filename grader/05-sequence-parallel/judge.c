@@ -29,9 +29,8 @@ static double coll_bytes(double NC, int t)
 static void hint_text(const struct l5_hint *h, char *buf, size_t len)
 {
     static const char *const fixed[] = {
-        [L5_H_BIAS_NONE] = "your rows are the single device's without b_proj and b_fc2: add the "
-                           "row-parallel biases after the reduce-scatter, once per token, on "
-                           "your own rows (section 5)",
+        [L5_H_BIAS_NONE] = "your rows are the single device's without b_proj and b_fc2: the "
+                           "row-parallel linears' biases are missing (section 5)",
         [L5_H_DX_ADDED] = "your rows are the right dx added to what the buffer held (the grader "
                           "hands it over holding this rank's x rows): sp_block_backward writes "
                           "(=) dx, as sp.h says; pl_layernorm_backward accumulates, so start dx "
@@ -80,15 +79,16 @@ static void hint_text(const struct l5_hint *h, char *buf, size_t len)
     else if (h->kind == L5_H_DROPOUT_ROWS)
         snprintf(buf, len, "dropout is on in this case (p=%.2g, block %d, sequences from %d, "
                  "step %d, T=%d where the model's seq_len is %d) and the case without dropout "
-                 "matched: each rank must draw the single device's mask of the same global "
-                 "tokens, row (seq0 + b) T + r T/t + i of the full [B*T, C], with T the "
-                 "sequence length the block is given and the configuration's p (section 4)",
+                 "matched: your masks are not the single device's for the same global tokens. "
+                 "Work out which row of the full [B*T, C] mask each of your rows is, from where "
+                 "the batch starts, the sequence length the block is given (not the model's) "
+                 "and your place in the TP group, and draw it with the configuration's p "
+                 "(section 4)",
                  v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5]);
     else if (h->kind == L5_H_BIAS_T)
         snprintf(buf, len, "your rows are the single device's with b_proj and b_fc2 added t = "
-                 "%d times: every rank added the row-parallel bias to its partial sum before "
-                 "the reduce-scatter, which sums the copies. Add it after the reduce-scatter, "
-                 "once per token, on your own rows (section 5)", (int)v[0]);
+                 "%d times: the reduce-scatter sums whatever each rank added before it, a bias "
+                 "included (section 5)", (int)v[0]);
     else if (h->kind == L5_H_SUMMED)
         snprintf(buf, len, "it is %d (= t) times the single device's: summed over the group "
                  "twice, or reduced where every rank already held it whole", (int)v[0]);
@@ -153,11 +153,10 @@ void l5_reason(const struct l5_said *s, char *buf, size_t len)
     case L5_W_REPLICA_GRID:
         if (s->code == L5_W_REPLICA_SUM)
             snprintf(hint, sizeof hint, "it is the sum of all %d replicas' gradients, each on "
-                     "its own sequences: sp_sync_replicated_grads reduced over the world "
-                     "(pl_comm_world()), which holds every replica, where it must reduce over "
-                     "tp, the TP group (a tp=%d x dp=%d grid here). Each replica's gradient is "
-                     "its own until the data-parallel reduction, the trainer's, averages them "
-                     "after yours (section 6)", (int)v[5], (int)v[6], (int)v[5]);
+                     "its own sequences: sp_sync_replicated_grads reduced over ranks of other "
+                     "replicas too (a tp=%d x dp=%d grid here). Each replica's gradient is its "
+                     "own until the data-parallel reduction, the trainer's, averages them after "
+                     "yours (section 6)", (int)v[5], (int)v[6], (int)v[5]);
         else
             train_grid_text(s, hint, sizeof hint);
         snprintf(buf, len, "gradient of %.64s (your shard%s) at step %d, after "
@@ -410,7 +409,7 @@ static int block_work(const struct gr_obs *all, const struct l5_obs *o, char *bu
     return 0;
 }
 
-#define L5_TIME_COMM "4 all-gathers and 4 reduce-scatters of bsh"
+#define L5_TIME_COMM "the conjugates' all-gathers and reduce-scatters of bsh"
 #define L5_TIME_SECTION "5"
 
 /* Rank r's figures against part p's rule on case i. */

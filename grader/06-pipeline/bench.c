@@ -27,12 +27,13 @@ static double modelled_step(const struct pl_merged_trace *t, const char *profile
 }
 
 /* One row of the bench table (rank 0); SVGs into svg_dir when given. */
-static void bench_row(enum pipe_schedule k, int m, const struct l6_outcome *o,
-                      const struct pl_model_config *c, const char *svg_dir, char *row, size_t len)
+static void bench_row(enum pipe_schedule k, int m, const struct l6_obs *o,
+                      const struct pl_merged_trace *t, const char *svg_dir, char *row,
+                      size_t len)
 {
-    int p = o->trace.nranks, v = o->chunks.n / p;
+    int p = t->nranks, v = o->v;
     struct pl_merged_trace uni, ideal;
-    l6_sched_uniform_copy(&o->trace, v, &uni);
+    l6_sched_uniform_copy(t, v, &uni);
     l6_sched_ideal_trace(k, p, v, m, 1.0, &ideal);
     double bubble = -1, best = -1;
     char err[256], svg[512], title[160];
@@ -49,13 +50,11 @@ static void bench_row(enum pipe_schedule k, int m, const struct l6_outcome *o,
     /* in microbatches of the whole stage: interleaved, one of each of its chunks */
     double per = 0;
     char held[16];
-    for (int j = 0; j < v; j++)
-        per += (double)pl_parts_acts_bytes(c, o->chunks.first[j * p], o->chunks.last[j * p],
-                                           L6_GLOBAL_B / m, c->seq_len);
-    snprintf(held, sizeof held, "%.2f", o->st[0].activ_peak / per);
+    for (int j = 0; j < v; j++) per += o->chunk_acts[j];
+    snprintf(held, sizeof held, "%.2f", o->activ_peak / per);
     snprintf(row, len, "%-16s %3d %9.4f %9.4f %11s %11.1f %12.1f", l6_sched_name(k), m, bubble,
-             best, held, o->st[0].activ_peak / 1e3,
-             1e6 * modelled_step(&o->trace, L6_BENCH_PROFILE));
+             best, held, o->activ_peak / 1e3,
+             1e6 * modelled_step(t, L6_BENCH_PROFILE));
     pl_trace_merged_free(&uni);
     pl_trace_merged_free(&ideal);
 }
@@ -87,21 +86,25 @@ static void bench_mode(uint64_t seed, const char *only, int only_m, const char *
         for (int i = 0; i < L6_NCASES; i++) {
             int m = L6_CASES[i];
             if ((only_m && m != only_m) || !l6_sched_runs(k, p, m)) continue;
-            struct l6_outcome o;
-            l6_run_case(&s, k, m, 1, &o);
-            if (pl_rank() == 0 && o.todo) {
+            struct l6_obs *o = calloc(1, sizeof *o);
+            struct pl_merged_trace t = {0};
+            PL_ASSERT(o);
+            l6_run_case(&s, k, m, 1, o, &t);
+            if (pl_rank() == 0 && o->todo) {
                 printf("  %-16s still a stub: %s (see %s section %s)\n", l6_sched_name(k),
                        pl_todo_what(), gr_handout(), pl_todo_section());
-            } else if (pl_rank() == 0 && o.trace.nranks) {
+            } else if (pl_rank() == 0 && t.nranks) {
                 char row[160];
-                bench_row(k, m, &o, c, svg_dir, row, sizeof row);
+                bench_row(k, m, o, &t, svg_dir, row, sizeof row);
                 printf("  %s\n", row);
                 /* the rows the handout quotes, on the 4 stages it describes */
                 if (p == 4 && (m == 1 || m == 2 || m == 4 || m == 8))
                     snprintf(quoted[nquoted++], sizeof quoted[0], "%s", row);
             }
-            pl_trace_merged_free(&o.trace);
-            if (o.todo) break;
+            pl_trace_merged_free(&t);
+            int todo = o->todo;
+            free(o);
+            if (todo) break;
         }
     }
     for (int i = 0; i < nquoted; i++) pl_print0("# handout: %s\n", quoted[i]);

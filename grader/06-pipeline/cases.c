@@ -1,6 +1,7 @@
 /* cases.c: one case of Lab 6 (lab06.h): the lab's model and data, and K steps of one
- * schedule with m microbatches on one pipeline or a grid of two, judged for correctness on
- * the way, its last step traced and its memory measured. */
+ * schedule with m microbatches on one pipeline or a grid of two, checked for correctness on
+ * the way (the first fault's class and figures recorded, the run stopped there), its last
+ * step traced and its memory measured, into this rank's observation. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -97,6 +98,22 @@ static void parts_range(const struct pl_model_layout *lay, int first, int last, 
     *n = o2 + n2 - o1;
 }
 
+/* The model's chunks (virtual stages) and which this rank holds: chunk c is on rank c % p. */
+struct l6_chunks {
+    int n; /* p v */
+    int first[L6_MAX_STAGES], last[L6_MAX_STAGES];
+};
+
+/* This rank's place in the case: its pipeline, its stage there, the driver's own (raw MPI)
+ * communicator of the pipeline's ranks in stage order, and the pipeline's reference. */
+struct l6_member {
+    struct l6_grid grid;
+    int pipe, stage, p;
+    MPI_Comm comm;
+    const struct gr_reference *ref;
+    int one_mb_ok; /* the case m = 1 trained correctly */
+};
+
 /* The step's loss as the last stage of this rank's pipeline returned it, on each of its
  * ranks. */
 static double last_stage_loss(const struct l6_member *me, double mine, int from)
@@ -153,57 +170,20 @@ static void stage_adamw(const struct l6_member *me, struct pl_model *m, const st
     }
 }
 
-/* Gathers every rank's stats to rank 0, into o[its pipeline].st[its stage]. */
-static void gather_stats(const struct l6_member *me, const struct l6_stage_stats *mine,
-                         struct l6_outcome *o)
-{
-    enum { W = L6_STATS_WORDS };
-    double d[W] = {mine->first, mine->last, mine->activ_peak, mine->activ_left,
-                   mine->total_peak};
-    for (int c = 0; c < PL_MEM_NCAT; c++) d[5 + c] = mine->cat_peak[c];
-    double *buf = malloc(sizeof(double) * W * (size_t)pl_size());
-    PL_ASSERT(buf);
-    PL_CHECK_MPI(MPI_Gather(d, W, MPI_DOUBLE, buf, W, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    for (int r = 0; r < pl_size() && pl_rank() == 0; r++) {
-        struct l6_stage_stats *st =
-            &o[l6_grid_pipe_of(&me->grid, r)].st[l6_grid_stage_of(&me->grid, r)];
-        const double *x = buf + (size_t)W * r;
-        *st = (struct l6_stage_stats){(int)x[0], (int)x[1], x[2], x[3], x[4], {0}};
-        for (int c = 0; c < PL_MEM_NCAT; c++) st->cat_peak[c] = x[5 + c];
-    }
-    free(buf);
-}
-
-/* Rank 0, when a grid's pipeline is cut wrong: what its communicator's order means. */
-static void say_grid(const struct l6_grid *g, const char *part)
-{
-    char a[160], b[160];
-    gr_say(part, "in this case the world is split into %d pipelines of %d stages, each training "
-           "on data of its own, whose communicators number their ranks in another order than "
-           "the world: pipeline 0 runs %s, pipeline 1 %s. The stage is this rank's rank in the "
-           "communicator pipe_new is given (pl_comm_rank(comm)) and p its size "
-           "(pl_comm_size(comm)); a stage taken from the world rank (pl_comm_world_rank) is "
-           "right only while the pipeline is the whole world in world order (handout "
-           "section 3)", g->pipes, g->p, l6_grid_text(g, 0, a, sizeof a),
-           l6_grid_text(g, 1, b, sizeof b));
-}
-
-/* Rank 0, a grid: a stage of some pipeline holding the parts that the student's own cut
- * (cut: chunk c is parts first[c]..last[c]) gives another stage, the mark of a stage taken
- * from somewhere else than the pipeline's communicator. 1 (said) when one does. */
-static int stage_mixed_up(const struct l6_grid *g, const struct l6_outcome *o,
-                          const struct l6_chunks *cut)
+/* A grid: a stage of some pipeline holding the parts that the student's own cut (chunk c is
+ * parts cut->first[c]..last[c]) gives another stage, the mark of a stage taken from
+ * somewhere else than the pipeline's communicator. 1 (into t) when one does. */
+static int stage_mixed_up(const struct l6_grid *g, int (*st)[L6_MAX_STAGES][2],
+                          const struct l6_chunks *cut, struct l6_train *t)
 {
     for (int pipe = 0; pipe < g->pipes; pipe++)
         for (int s = 0; s < g->p; s++) {
-            const struct l6_stage_stats *st = &o[pipe].st[s];
-            if (st->first == cut->first[s] && st->last == cut->last[s]) continue;
-            for (int t = 0; t < g->p; t++) {
-                if (st->first != cut->first[t] || st->last != cut->last[t]) continue;
-                gr_say("correct", "pipeline %d: world rank %d, stage %d of its pipeline's "
-                       "communicator, holds parts %d..%d, which your pipe_partition gives stage "
-                       "%d", pipe, g->ranks[pipe][s], s, st->first, st->last, t);
-                say_grid(g, "correct");
+            const int *x = st[pipe][s];
+            if (x[0] == cut->first[s] && x[1] == cut->last[s]) continue;
+            for (int u = 0; u < g->p; u++) {
+                if (x[0] != cut->first[u] || x[1] != cut->last[u]) continue;
+                *t = (struct l6_train){.wrong = L6_W_MIXED,
+                                       .v = {pipe, g->ranks[pipe][s], s, x[0], x[1], u}};
                 return 1;
             }
         }
@@ -211,95 +191,82 @@ static int stage_mixed_up(const struct l6_grid *g, const struct l6_outcome *o,
 }
 
 /* The chunks of the run: each rank's parts from pipe_stage_parts (one chunk per rank), or,
- * interleaved, the student's pipe_partition into p v chunks. 0 (said) when they are not a
- * contiguous cover of the model in every pipeline, or the pipelines cut it differently. */
+ * interleaved, the student's pipe_partition into p v chunks. 0 (rank 0's fault into t, the
+ * verdict rank 0's) when they are not a contiguous cover of the model in every pipeline,
+ * or the pipelines cut it differently. */
 static int find_chunks(const struct l6_member *me, const struct pipe *pp,
                        const struct pl_model_config *c, int v, struct l6_chunks *ch,
-                       struct l6_outcome *o)
+                       struct l6_obs *ob)
 {
-    struct l6_stage_stats mine = {0, 0, 0, 0, 0, {0}};
-    pipe_stage_parts(pp, &mine.first, &mine.last);
-    gather_stats(me, &mine, o);
-    int p = me->p, cover = 1;
+    int mine[2], (*parts)[2] = malloc(sizeof *parts * (size_t)pl_size());
+    int (*st)[L6_MAX_STAGES][2] = calloc(L6_GRID_MAX_PIPES, sizeof *st);
+    PL_ASSERT(parts && st);
+    pipe_stage_parts(pp, &mine[0], &mine[1]);
+    ob->first = mine[0], ob->last = mine[1];
+    PL_CHECK_MPI(MPI_Allgather(mine, 2, MPI_INT, parts, 2, MPI_INT, MPI_COMM_WORLD));
+    for (int w = 0; w < pl_size(); w++)
+        memcpy(st[l6_grid_pipe_of(&me->grid, w)][l6_grid_stage_of(&me->grid, w)], parts[w],
+               sizeof parts[w]);
+    struct l6_train *t = &ob->train;
+    int p = me->p, wrong = 0;
     ch->n = p * v;
-    if (me->grid.pipes > 1 && pl_rank() == 0) {
+    if (me->grid.pipes > 1) {
         struct l6_chunks cut;
         pipe_partition(c, p * v, 1, c->seq_len, cut.first, cut.last);
-        cover = !stage_mixed_up(&me->grid, o, &cut);
+        wrong = stage_mixed_up(&me->grid, st, &cut, t);
     }
-    for (int g = 0; g < me->grid.pipes && cover && v == 1 && pl_rank() == 0; g++) {
-        cover = l6_judge_cover(o[g].st, p, c);
-        for (int s = 0; s < p && cover && g > 0; s++)
-            if (o[g].st[s].first != o[0].st[s].first || o[g].st[s].last != o[0].st[s].last) {
-                gr_say("correct", "stage %d holds parts %d..%d in pipeline 0 but %d..%d in "
-                       "pipeline %d: one pipe_partition of the model for p = %d, the same in "
-                       "every pipeline (handout section 2)", s, o[0].st[s].first,
-                       o[0].st[s].last, o[g].st[s].first, o[g].st[s].last, g, p);
-                cover = 0;
+    for (int g = 0; g < me->grid.pipes && !wrong && v == 1; g++) {
+        wrong = l6_cover_wrong((const int(*)[2])st[g], p, c, t);
+        for (int s = 0; s < p && !wrong && g > 0; s++)
+            if (st[g][s][0] != st[0][s][0] || st[g][s][1] != st[0][s][1]) {
+                *t = (struct l6_train){.wrong = L6_W_PIPES, .v = {s, st[0][s][0], st[0][s][1],
+                                                                  st[g][s][0], st[g][s][1], g}};
+                wrong = 1;
             }
-        if (!cover && me->grid.pipes > 1) say_grid(&me->grid, "correct");
     }
     if (v == 1) {
-        for (int s = 0; s < p && pl_rank() == 0; s++)
-            ch->first[s] = o[0].st[s].first, ch->last[s] = o[0].st[s].last;
-        PL_CHECK_MPI(MPI_Bcast(ch->first, p, MPI_INT, 0, MPI_COMM_WORLD));
-        PL_CHECK_MPI(MPI_Bcast(ch->last, p, MPI_INT, 0, MPI_COMM_WORLD));
+        for (int s = 0; s < p; s++) ch->first[s] = st[0][s][0], ch->last[s] = st[0][s][1];
     } else {
+        int x[L6_MAX_STAGES][2];
         pipe_partition(c, p * v, 1, c->seq_len, ch->first, ch->last);
-        struct l6_stage_stats st[L6_MAX_STAGES];
-        for (int i = 0; i < ch->n; i++)
-            st[i] = (struct l6_stage_stats){ch->first[i], ch->last[i], 0, 0, 0, {0}};
-        cover = pl_rank() == 0 ? cover && l6_judge_cover(st, ch->n, c) : 0;
+        for (int i = 0; i < ch->n; i++) x[i][0] = ch->first[i], x[i][1] = ch->last[i];
+        if (!wrong) wrong = l6_cover_wrong((const int(*)[2])x, ch->n, c, t);
     }
-    for (int g = 0; g < me->grid.pipes && cover && v > 1 && pl_rank() == 0; g++)
-        for (int s = 0; s < p && cover; s++)
-            if (o[g].st[s].first != ch->first[s] || o[g].st[s].last != ch->last[s]) {
-                gr_say("correct", "interleaved, %d stages, %d chunks each: pipe_stage_parts on "
-                       "stage %d gives parts %d..%d, but chunk %d of your pipe_partition into p "
-                       "v = %d chunks is parts %d..%d: cut the model into p * "
-                       "o->virtual_stages chunks and give rank s chunks s, s + p, ... (handout "
-                       "section 8)", p, v, s, o[g].st[s].first, o[g].st[s].last, s, ch->n,
-                       ch->first[s], ch->last[s]);
-                if (me->grid.pipes > 1) say_grid(&me->grid, "correct");
-                cover = 0;
+    for (int g = 0; g < me->grid.pipes && !wrong && v > 1; g++)
+        for (int s = 0; s < p && !wrong; s++)
+            if (st[g][s][0] != ch->first[s] || st[g][s][1] != ch->last[s]) {
+                *t = (struct l6_train){.wrong = L6_W_CHUNK, .v = {s, st[g][s][0], st[g][s][1],
+                                                                  ch->first[s], ch->last[s]}};
+                wrong = 1;
             }
-    PL_CHECK_MPI(MPI_Bcast(&cover, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    for (int g = 0; g < me->grid.pipes; g++) o[g].chunks = *ch;
-    return cover;
+    PL_CHECK_MPI(MPI_Bcast(&wrong, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    free(parts);
+    free(st);
+    return !wrong;
 }
 
-/* Step `step`'s loss and gradients against the reference of each rank's pipeline; 0 (said)
- * when wrong in any pipeline, the same on every rank. */
+/* Step `step`'s loss and gradients against the reference of each rank's pipeline; 0 (rank
+ * 0's figures into t) when wrong in any pipeline, the same on every rank. */
 static int check_step(const struct l6_member *me, struct pl_model *model,
                       const struct l6_chunks *ch, const struct gr_batch *b, int m, int step,
-                      double loss, float *full)
+                      double loss, float *full, struct l6_train *t)
 {
     const struct gr_reference *ref = me->ref;
     double mine[3] = {loss, ref->loss[step], fabs(loss - ref->loss[step]) / fabs(ref->loss[step])};
     double *all = malloc(sizeof(double) * 3 * (size_t)pl_size());
     PL_ASSERT(all);
     PL_CHECK_MPI(MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, MPI_COMM_WORLD));
-    int worst = 0;
+    int worst = 0, ok = 0;
     for (int r = 1; r < pl_size(); r++)
         if (!(all[3 * r + 2] <= all[3 * worst + 2])) worst = r;
     double got = all[3 * worst], want = all[3 * worst + 1], err = all[3 * worst + 2];
+    /* rank 0's own pipeline, when it is the one off: is it only the dropout masks? */
+    int mine_off = pl_rank() == 0 && step == 0 && m > 1;
     if (!(err <= GR_TOL_LOSS)) {
-        /* rank 0's own pipeline, when it is the one off: is it only the dropout masks? */
-        if (pl_rank() == 0 && step == 0 && m > 1 && l6_grid_pipe_of(&me->grid, worst) == me->pipe
-            && l6_dropout_explains(ref, b, m, got, NULL)) {
-            free(all);
-            return 0;
-        }
-        if (pl_rank() == 0) {
-            char in[64] = "";
-            if (me->grid.pipes > 1)
-                snprintf(in, sizeof in, " of pipeline %d", l6_grid_pipe_of(&me->grid, worst));
-            gr_say("correct", "step %d: the last stage%s's loss is %.6f, the single-device loss "
-                   "%.6f (relative error %.1e): return the mean of the microbatches' losses, "
-                   "each the mean over its own tokens (handout section 3)", step, in, got,
-                   want, err);
-        }
-        if (pl_rank() == 0 && m > 1) l6_say_dropout(m);
+        if (!(mine_off && l6_grid_pipe_of(&me->grid, worst) == me->pipe
+              && l6_dropout_explains(ref, b, m, got, NULL, t)))
+            *t = (struct l6_train){.wrong = L6_W_LOSS,
+                                   .v = {step, l6_grid_pipe_of(&me->grid, worst), got, want, err}};
         free(all);
         return 0;
     }
@@ -307,30 +274,25 @@ static int check_step(const struct l6_member *me, struct pl_model *model,
     struct gr_param_verdict v;
     assemble(me, &model->layout, ch, model->grads, full);
     gr_check_grads(ref, step, GR_REPLICATED, 0, ref->numel, full, GR_TOL_GRADS, &v);
-    if (v.ok) {
-        free(all);
-        return 1;
+    if (!(ok = v.ok)) {
+        double ratio = grad_ratio(ref, step, full);
+        PL_CHECK_MPI(MPI_Allgather(&ratio, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD));
+        if (!(mine_off && v.rank >= 0 && l6_grid_pipe_of(&me->grid, v.rank) == me->pipe
+              && l6_dropout_explains(ref, b, m, 0, full, t))) {
+            *t = (struct l6_train){.wrong = L6_W_GRADS,
+                                   .v = {step, all[v.rank >= 0 ? v.rank : 0], me->one_mb_ok}};
+            l6_param_err(ref, &v, &t->err);
+        }
     }
-    double ratio = grad_ratio(ref, step, full);
-    PL_CHECK_MPI(MPI_Allgather(&ratio, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD));
-    int masks = pl_rank() == 0 && step == 0 && m > 1 && v.rank >= 0
-                && l6_grid_pipe_of(&me->grid, v.rank) == me->pipe
-                && l6_dropout_explains(ref, b, m, 0, full);
-    if (pl_rank() == 0 && !masks)
-        l6_explain_grads(me->ref, m, step, &v, all[v.rank >= 0 ? v.rank : 0], me->one_mb_ok);
-    if (pl_rank() == 0 && me->grid.pipes > 1 && v.rank >= 0)
-        gr_say("correct", "in pipeline %d of %d (world rank %d is its stage %d)",
-               l6_grid_pipe_of(&me->grid, v.rank), me->grid.pipes, v.rank,
-               l6_grid_stage_of(&me->grid, v.rank));
     free(all);
-    return 0;
+    return ok;
 }
 
 /* One step of pipe_step; the traced one also records the trace and this rank's memory peak
  * above the level before it (activations, and every category together), and what is left
  * after. Returns the last stage's loss. */
 static double one_step(const struct l6_member *me, struct pipe *pp, const struct gr_batch *b,
-                       int traced, int last_stage, struct l6_stage_stats *mine, double *live)
+                       int traced, int last_stage, struct l6_obs *ob, double *live)
 {
     struct pl_mem_stats before, after, held;
     if (traced) {
@@ -347,75 +309,55 @@ static double one_step(const struct l6_member *me, struct pipe *pp, const struct
         pl_trace_flush();
         pl_trace_enable(0);
         pl_mem_get_stats(&after);
-        mine->activ_peak = (double)after.peak[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
-        mine->activ_left = (double)after.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
-        mine->total_peak = (double)after.peak_total - (double)before.current_total;
+        ob->activ_peak = (double)after.peak[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+        ob->activ_left = (double)after.current[PL_MEM_ACTIV] - before.current[PL_MEM_ACTIV];
+        ob->total_peak = (double)after.peak_total - (double)before.current_total;
         for (int c = 0; c < PL_MEM_NCAT; c++)
-            mine->cat_peak[c] = (double)after.peak[c] - (double)before.current[c];
+            ob->cat_peak[c] = (double)after.peak[c] - (double)before.current[c];
     }
     return loss;
 }
 
-/* The parameters after K steps against the reference of each rank's pipeline; 0 (said)
+/* The parameters after K steps against the reference of each rank's pipeline; 0 (into t)
  * when wrong. */
 static int check_params(const struct l6_member *me, struct pl_model *model,
-                        const struct l6_chunks *ch, float *full)
+                        const struct l6_chunks *ch, float *full, struct l6_train *t)
 {
     struct gr_param_verdict v;
     assemble(me, &model->layout, ch, model->params, full);
     gr_check_params(me->ref, GR_REPLICATED, 0, me->ref->numel, full, GR_TOL_PARAMS, &v);
     if (v.ok) return 1;
-    char what[512];
-    if (pl_rank() == 0)
-        gr_say("correct", "after %d steps the parameters differ from the single-device model's: "
-               "%s", L6_K_STEPS, gr_describe_param_error(me->ref, &v, what, sizeof what));
+    t->wrong = L6_W_PARAMS;
+    l6_param_err(me->ref, &v, &t->err);
     return 0;
 }
 
-/* After pipe_free: what this rank's code still holds, gathered to rank 0; the pipeline's
- * communicator is freed when no rank has an operation in flight on it, and left allocated
- * otherwise (gr_case_comm_free: the verdict says it instead). */
-static void close_lifetime(const struct l6_member *me, struct pl_comm *comm,
-                           const struct pl_mem_stats *before, struct l6_lifetime *mine,
-                           struct l6_outcome *o)
+/* Rank 0: each pipeline's trace of the traced step, replayed into ob->bub, and kept in
+ * trace[g] when trace is not NULL. */
+static void gather_traces(const struct l6_member *me, const struct l6_chunks *ch,
+                          enum pipe_schedule k, int m, int v, struct l6_obs *ob,
+                          struct pl_merged_trace *trace)
 {
-    struct pl_mem_stats after;
-    pl_mem_get_stats(&after);
-    mine->left = gr_mem_grown(before, &after, &mine->left_cat);
-    mine->in_flight = gr_case_comm_free(comm);
-    mine->outside = l6_outside_seen();
-    enum { W = L6_K_STEPS + 4 };
-    double d[W], *all = malloc(sizeof(double) * W * (size_t)pl_size());
-    PL_ASSERT(all);
-    for (int i = 0; i < L6_K_STEPS; i++) d[i] = mine->live[i];
-    d[L6_K_STEPS] = mine->left, d[L6_K_STEPS + 1] = mine->left_cat,
-    d[L6_K_STEPS + 2] = mine->in_flight;
-    d[L6_K_STEPS + 3] = mine->outside.where;
-    PL_CHECK_MPI(MPI_Allgather(d, W, MPI_DOUBLE, all, W, MPI_DOUBLE, MPI_COMM_WORLD));
-    for (int r = 0; r < pl_size(); r++) {
-        struct l6_lifetime *l =
-            &o[l6_grid_pipe_of(&me->grid, r)].life[l6_grid_stage_of(&me->grid, r)];
-        for (int i = 0; i < L6_K_STEPS; i++) l->live[i] = all[W * r + i];
-        l->left = all[W * r + L6_K_STEPS];
-        l->left_cat = (int)all[W * r + L6_K_STEPS + 1];
-        l->in_flight = (int)all[W * r + L6_K_STEPS + 2];
-        l->outside.where = (int)all[W * r + L6_K_STEPS + 3];
-        /* the call's name is rank 0's own; other ranks' is said generically */
-        snprintf(l->outside.call, sizeof l->outside.call, "%s",
-                 r == pl_rank() ? mine->outside.call : "a send or receive");
+    struct pl_merged_trace world;
+    pl_trace_gather(&world);
+    for (int g = 0; g < me->grid.pipes && pl_rank() == 0; g++) {
+        struct pl_merged_trace t;
+        l6_grid_trace(&me->grid, g, &world, &t);
+        l6_replay(k, m, v, &t, ch->first, &ob->bub[g]);
+        if (trace) trace[g] = t;
+        else pl_trace_merged_free(&t);
     }
-    free(all);
+    pl_trace_merged_free(&world);
 }
 
-/* Runs the K steps of `pipes` pipelines (1: the world; 2: a grid, grid.h) and judges
+/* Runs the K steps of `pipes` pipelines (1: the world; 2: a grid, grid.h) and checks
  * correctness on the way; the last step is traced and its memory peak measured. Each
  * pipeline runs on a communicator split from the world and freed after pipe_free, as a
  * group of a larger grid would be, and trains on batches of its own against its own
- * single-device reference. o[pipes]: each pipeline's outcome, in stage order (rank 0). */
+ * single-device reference. */
 void l6_run_case(struct l6_setup *s, enum pipe_schedule k, int m, int pipes,
-                     struct l6_outcome *o)
+                 struct l6_obs *ob, struct pl_merged_trace *trace)
 {
-    memset(o, 0, sizeof *o * (size_t)pipes);
     const struct pl_model_config *c = &s->train.cfg;
     struct pl_adamw_config opt = s->train.opt;
     struct l6_member me;
@@ -425,24 +367,27 @@ void l6_run_case(struct l6_setup *s, enum pipe_schedule k, int m, int pipes,
     me.p = me.grid.p;
     me.ref = me.pipe == 0 ? &s->ref : &s->ref1;
     me.one_mb_ok = s->one_mb_ok;
+    int v = l6_sched_chunks(k, l6_chunks_for(s->hidden, me.p)), Bmb = L6_GLOBAL_B / m;
+    if (2 * v * m > L6_MAX_OPS)
+        pl_fatal("internal error: %s with %d chunks and %d microbatches runs %d operations a "
+                 "stage, more than an observation keeps (L6_MAX_OPS %d)", l6_sched_name(k), v,
+                 m, 2 * v * m, L6_MAX_OPS);
+    *ob = (struct l6_obs){.k = k, .m = m, .p = me.p, .v = v, .pipes = pipes,
+                          .hidden = s->hidden, .cfg = *c, .pipe = me.pipe, .stage = me.stage};
+    ob->bnd = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, c->seq_len);
+    for (int i = 0; i < L6_K_STEPS; i++) ob->live[i] = -1;
     PL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, me.pipe, me.stage, &me.comm));
-    int v = l6_sched_chunks(k, l6_chunks_for(s->hidden, me.p));
     struct pl_model *model = pl_model_new(c, PL_MODEL_ALL);
     struct pipe_options po = {k, m, v};
     struct pl_comm *comm = pl_comm_split(pl_comm_world(), me.pipe, me.stage, "pipeline");
-    struct pl_mem_stats before;
-    struct l6_lifetime life;
-    for (int i = 0; i < L6_K_STEPS; i++) life.live[i] = -1;
+    struct pl_mem_stats before, after;
     pl_todo_reset();
     pl_mem_get_stats(&before);
     l6_outside_reset();
     struct pipe *pp = pipe_new(comm, model, &po);
-    struct l6_stage_stats mine = {0, 0, 0, 0, 0, {0}};
     struct l6_chunks ch;
     int correct = 0;
-    if ((o->todo = gr_todo_any())) goto done;
-    if (!find_chunks(&me, pp, c, v, &ch, o)) goto done;
-    pipe_stage_parts(pp, &mine.first, &mine.last);
+    if ((ob->todo = gr_todo_any()) || !find_chunks(&me, pp, c, v, &ch, ob)) goto done;
     float *full = pl_mem_alloc(me.ref->numel * sizeof(float), PL_MEM_WORK, PL_DEVICE,
                                "assembled model");
     struct gr_batch b;
@@ -451,29 +396,41 @@ void l6_run_case(struct l6_setup *s, enum pipe_schedule k, int m, int pipes,
     for (int step = 0; step < L6_K_STEPS && correct; step++) {
         gr_batch_load(&b, step);
         l6_outside_watch(1);
-        double loss = one_step(&me, pp, &b, step == L6_K_STEPS - 1, (ch.n - 1) % me.p, &mine,
-                               &life.live[step]);
+        double loss = one_step(&me, pp, &b, step == L6_K_STEPS - 1, (ch.n - 1) % me.p, ob,
+                               &ob->live[step]);
         l6_outside_watch(0);
-        if ((o->todo = gr_todo_any()) || !check_step(&me, model, &ch, &b, m, step, loss, full))
+        if ((ob->todo = gr_todo_any())
+            || !check_step(&me, model, &ch, &b, m, step, loss, full, &ob->train))
             correct = 0;
         else
             stage_adamw(&me, model, &ch, &opt);
     }
-    if (correct) correct = check_params(&me, model, &ch, full);
+    if (correct) correct = check_params(&me, model, &ch, full, &ob->train);
     gr_batch_free(&b);
     pl_mem_free(full);
-    gather_stats(&me, &mine, o);
-    struct pl_merged_trace world;
-    pl_trace_gather(&world);
-    for (int g = 0; g < pipes && pl_rank() == 0; g++)
-        l6_grid_trace(&me.grid, g, &world, &o[g].trace);
-    pl_trace_merged_free(&world);
+    if (correct) {
+        int cf[L6_V_MOST];
+        for (int j = 0; j < v; j++) cf[j] = ch.first[j * me.p + me.stage];
+        l6_read_trace(&me.grid, cf, ob);
+        gather_traces(&me, &ch, k, m, v, ob, trace);
+    }
 done:
-    for (int g = 0; g < pipes; g++) o[g].correct = correct, o[g].todo = o->todo;
     pipe_free(pp);
-    close_lifetime(&me, comm, &before, &life, o);
+    /* what this rank's code still holds; the pipeline's communicator is freed when no rank
+     * has an operation in flight on it, and left allocated otherwise (gr_case_comm_free) */
+    pl_mem_get_stats(&after);
+    ob->left = gr_mem_grown(&before, &after, &ob->left_cat);
+    ob->in_flight = gr_case_comm_free(comm);
+    ob->outside = l6_outside_seen();
     pl_model_free(model);
     PL_CHECK_MPI(MPI_Comm_free(&me.comm));
+    for (int j = 0; j < v && correct; j++) {
+        int f = ch.first[j * me.p + me.stage], l = ch.last[j * me.p + me.stage];
+        double tr;
+        ob->chunk_acts[j] = (double)pl_parts_acts_bytes(c, f, l, Bmb, c->seq_len);
+        l6_kit_bytes(c, f, l, Bmb, c->seq_len, &ob->chunk_held[j], &tr);
+        if (tr > ob->kit_extra) ob->kit_extra = tr;
+    }
 }
 
 /* The schedule of --op; NAME-hidden also sets the hidden suite's model. */

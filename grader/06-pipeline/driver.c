@@ -2,8 +2,12 @@
  * GPT and the whole global batch of each step, drives the student's pipeline (pipeline.h)
  * for K steps per case (AFAB, 1F1B or interleaved 1F1B, m = 1..8 microbatches) on p =
  * world-size stages and, from 4 ranks up, one case more on a grid of two pipelines of n/2
- * stages numbered against world order, each on its own data (grid.h), and judges, each in
- * its own function so the parts stay separate (every pipeline of a grid on its own):
+ * stages numbered against world order, each on its own data (grid.h). Lab 6 is on the
+ * harness's new shape: each rank observes a case into a plain struct of figures (struct
+ * l6_obs: its stage's parts, the marks of its traced step, its sends' first fault, its
+ * memory; on rank 0 the training's first fault and each pipeline's replayed bubble), the
+ * harness gathers them once, and judge.c (judge_train.c for "correct") judges each part on
+ * rank 0 alone, with no MPI (every pipeline of a grid on its own):
  *   correct   every step's loss (last stage) and gradients, the parameters after K steps,
  *             each stage's parts assembled into one model, against the single-device
  *             reference of the pipeline's own data (grader/common);
@@ -11,8 +15,8 @@
  *             on the lab's model and on seven others (partition.c);
  *   schedule  the order of F and B each rank ran, read from its own trace (the marks of
  *             lib/pipe_parts), against the schedule's definition (schedule.c);
- *   bubble    that trace replayed with uniform stage times against (p-1)/(m+p-1) and the
- *             ideal run of the definition (AFAB and 1F1B: every operation's start too);
+ *   bubble    the pipeline's trace replayed with uniform stage times against (p-1)/(m+p-1)
+ *             and the ideal run of the definition (AFAB and 1F1B: every operation's start);
  *   memory    each stage's peak in the memory ledger, its activations and every category
  *             together, against the figure of the schedule's order (l6_sched_peak_acts), and
  *             what the code holds from step to step and after pipe_free;
@@ -21,9 +25,10 @@
  * The training runs with point-to-point under NCCL's rules (pl_comm_set_p2p_like_nccl), so
  * a schedule that completes on MPI only because MPI buffers small messages deadlocks on the
  * CPU build as it would on GPUs.
- * main, flags, the case loop and the report are the lab harness's (grader/common/harness.h);
- * the state is on the heap (struct l6_state): a case in cases.c, what a wrong training says in
- * cases_check.c, the judges of the trace and the ledger in judge.c, bench mode in bench.c.
+ * main, flags, the case loop, the gather and the report are the lab harness's
+ * (grader/common/harness.h); the state is on the heap (struct l6_state): a case in cases.c,
+ * its figures read in cases_check.c, the verdicts in judge.c, judge_train.c and
+ * partition.c (tests/judge/06-pipeline.c runs them alone), bench mode in bench.c.
  *
  *   driver --op afab|1f1b|interleaved[-hidden] --mode check [--parts LIST] [--seed S]
  *   driver --mode bench [--op afab|1f1b|interleaved] [--microbatches M] [--svg-dir DIR] */
@@ -40,11 +45,6 @@ static const struct pl_flag L6_OPTIONS[] = {
     {"--svg-dir", PL_FLAG_STR, NULL, "DIR",
      "bench: draw each schedule's timeline, yours and the ideal, into DIR", 0},
 };
-static void free_traces(struct l6_state *st)
-{
-    for (int g = 0; g < L6_GRID_MAX_PIPES; g++) pl_trace_merged_free(&st->o[g].trace);
-}
-
 static void *setup(const struct gr_args *a)
 {
     struct l6_state *st = calloc(1, sizeof *st);
@@ -91,72 +91,52 @@ static void describe(void *p, int i, char *buf, size_t len)
              L6_K_STEPS);
 }
 
-static void run(void *p, int i)
+static size_t obs_size(const void *p, int i)
 {
-    struct l6_state *st = p;
-    free_traces(st);
-    l6_run_case(&st->s, st->k, st->cases[i], st->pipes[i], st->o);
-    if (st->cases[i] == 1) st->s.one_mb_ok = st->o[0].correct;
+    (void)p, (void)i;
+    return sizeof(struct l6_obs);
 }
 
-static int judge(void *p, int i, const char *part)
+/* Collective: case i run and observed; on the first case rank 0 also asks pipe_partition to
+ * cut the other models the balance is judged on. */
+static void observe(void *p, int i, void *obs)
 {
     struct l6_state *st = p;
-    int m = st->cases[i], pipes = st->pipes[i];
-    const struct pl_model_config *c = &st->s.train.cfg;
-    if (!strcmp(part, "correct")) {
-        if (!st->o[0].correct && pl_rank() == 0)
-            gr_say("correct", "in: %s, %s%d stages, %d microbatch%s", l6_sched_name(st->k),
-                   pipes > 1 ? "2 pipelines of " : "", pl_size() / pipes, m,
-                   m > 1 ? "es" : "");
-        return st->o[0].correct;
+    struct l6_obs *ob = obs;
+    l6_run_case(&st->s, st->k, st->cases[i], st->pipes[i], ob, NULL);
+    if (st->cases[i] == 1) st->s.one_mb_ok = !ob->train.wrong && !ob->todo;
+    for (int j = 0; j < L6_PART_OTHERS && i == 0 && pl_rank() == 0 && !ob->train.wrong; j++) {
+        int q, B, T;
+        struct pl_model_config c = l6_part_other(&st->s.train.cfg, j, &q, &B, &T);
+        pipe_partition(&c, q, B, T, ob->other_first[j], ob->other_last[j]);
     }
-    if (pl_rank() != 0) return 1;
-    if (!strcmp(part, "balance"))
-    {
-        int first[L6_MAX_STAGES], last[L6_MAX_STAGES], p = pl_size();
-        for (int s = 0; s < p; s++) first[s] = st->o[0].st[s].first, last[s] = st->o[0].st[s].last;
-        return i > 0 || (l6_part_judge_lab(first, last, p, c) && l6_part_judge_others(c));
-    }
-    if (strcmp(part, "schedule") && strcmp(part, "bubble") && strcmp(part, "memory")
-        && strcmp(part, "traffic")) {
-        gr_say(part, "Lab 6 has no part '%s' (correct, balance, schedule, bubble, memory, "
-               "traffic)", part);
-        return 0;
-    }
-    for (int g = 0; g < pipes; g++) {
-        if (l6_judge_pipe(st->k, m, part, &st->o[g], c)) continue;
-        if (pipes > 1) {
-            struct l6_grid gr;
-            char who[160];
-            l6_grid_make(&gr, pl_size(), pipes);
-            gr_say(part, "in: pipeline %d of %d, %s (stage s is rank s of its communicator)", g,
-                   pipes, l6_grid_text(&gr, g, who, sizeof who));
-        }
-        return 0;
-    }
-    return 1;
+}
+
+static int judge_obs(const void *p, int i, const char *part, const struct gr_obs *all,
+                     struct gr_why *why)
+{
+    (void)p;
+    return l6_judge(i, part, all, why);
 }
 
 static void finish(void *p)
 {
     struct l6_state *st = p;
-    free_traces(st);
     l6_setup_free(&st->s);
     free(st);
 }
 
-/* ---- bench mode: bubble, memory and modelled step per schedule and m ---- */
 const struct gr_driver gr_lab_driver = {
     .setup = setup,
     .subject = subject,
     .correct_first = "must train correctly first",
     .ncases = count_cases,
     .describe = describe,
-    .run = run,
-    .judge = judge,
     .bench = l6_bench,
     .finish = finish,
+    .obs_size = obs_size,
+    .observe = observe,
+    .judge_obs = judge_obs,
     .options = L6_OPTIONS,
     .noptions = (int)(sizeof L6_OPTIONS / sizeof L6_OPTIONS[0]),
 };

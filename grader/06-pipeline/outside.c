@@ -49,13 +49,6 @@ __attribute__((noinline)) static void place(const void *buf, size_t count, const
     snprintf(w->seen.call, sizeof w->seen.call, "%s", call);
 }
 
-const char *l6_outside_where(int where)
-{
-    return where == L6_OUTSIDE_HEAP ? "in memory the ledger never saw (not from pl_comm_buf_alloc "
-                                   "or pl_mem_alloc)"
-                                 : gr_unseen_where(where);
-}
-
 void __real_pl_send(struct pl_comm *c, const float *b, size_t n, int peer, int tag);
 void __real_pl_recv(struct pl_comm *c, float *b, size_t n, int peer, int tag);
 void __real_pl_sendrecv(struct pl_comm *c, const float *s, size_t sn, int dest, float *r,

@@ -26,7 +26,5 @@ void l6_outside_reset(void);
 void l6_outside_watch(int on);
 /* The first buffer seen outside the ledger since the reset (where 0: none). */
 struct l6_outside l6_outside_seen(void);
-/* "in static storage (...)", "on the stack (...)" or "in memory the ledger never saw". */
-const char *l6_outside_where(int where);
 
 #endif

@@ -6,8 +6,6 @@
 
 #include "data.h"
 #include "pipe_parts.h"
-#include "pipeline.h"
-#include "report.h"
 #include "schedule.h"
 
 #define PART_MAX 64 /* parts of a model, and stages of a cut */
@@ -32,11 +30,14 @@ static const struct {
     {6, 32, 64, 2, 1024, 128, 2, 2, 128},         /* T long: not cut as at T = 16 */
 };
 #define N_OTHER_CUTS ((int)(sizeof OTHER_CUTS / sizeof OTHER_CUTS[0]))
+_Static_assert(N_OTHER_CUTS == L6_PART_OTHERS, "partition.h counts the other models");
 #define QUOTED_OTHER 5 /* the other model handout section 2 quotes */
 
-static struct pl_model_config other_model(const struct pl_model_config *lab, int i)
+struct pl_model_config l6_part_other(const struct pl_model_config *lab, int i, int *p, int *B,
+                                     int *T)
 {
     struct pl_model_config c = *lab;
+    if (p) *p = OTHER_CUTS[i].stages, *B = OTHER_CUTS[i].B, *T = OTHER_CUTS[i].T;
     c.n_layers = OTHER_CUTS[i].layers;
     c.d_model = OTHER_CUTS[i].d_model;
     c.d_ff = OTHER_CUTS[i].d_ff;
@@ -85,8 +86,8 @@ static const char *flops_text(double x, char *buf, size_t len)
 
 /* "1,536 FLOPs more than the best cut's largest stage, 1,888,256 (+0.081%)", and what the
  * difference is when it is exactly one part's cost. */
-static void say_excess(const char *shape, int ws, int first, int last, double worst,
-                       double best, const double *cost, int n, const char *unit)
+static void say_excess(struct gr_why *why, const char *shape, int ws, int first, int last,
+                       double worst, double best, const double *cost, int n, const char *unit)
 {
     char w[40], b[40], d[40], pct[32];
     double diff = worst - best, share = 100 * diff / best;
@@ -94,22 +95,23 @@ static void say_excess(const char *shape, int ws, int first, int last, double wo
         snprintf(pct, sizeof pct, "%.0f", share);
     else
         snprintf(pct, sizeof pct, "%.2g", share);
-    gr_say("balance", "%s: your largest stage, %d (parts %d..%d), computes %s FLOPs%s, %s more "
-           "than the best contiguous cut's largest stage, %s (+%s%%). The step runs at the "
-           "pace of the slowest stage, so the cut is graded exactly: its largest stage must be "
-           "as small as any contiguous cut allows, however small the difference (handout "
-           "section 2)", shape, ws, first, last, flops_text(worst, w, sizeof w), unit,
-           flops_text(diff, d, sizeof d), flops_text(best, b, sizeof b), pct);
+    gr_why_say(why, "%s: your largest stage, %d (parts %d..%d), computes %s FLOPs%s, %s more "
+               "than the best contiguous cut's largest stage, %s (+%s%%). The step runs at the "
+               "pace of the slowest stage, so the cut is graded exactly: its largest stage must be "
+               "as small as any contiguous cut allows, however small the difference (handout "
+               "section 2)", shape, ws, first, last, flops_text(worst, w, sizeof w), unit,
+               flops_text(diff, d, sizeof d), flops_text(best, b, sizeof b), pct);
     if (diff == cost[0])
-        gr_say("balance", "the difference is exactly the embedding's cost (%s FLOPs): your "
-               "largest stage holds the embedding beside as much work as the best cut's "
-               "largest stage holds without it", flops_text(cost[0], d, sizeof d));
+        gr_why_say(why, "the difference is exactly the embedding's cost (%s FLOPs): your "
+                   "largest stage holds the embedding beside as much work as the best cut's "
+                   "largest stage holds without it", flops_text(cost[0], d, sizeof d));
     else if (diff == cost[n - 1] || diff == cost[1])
-        gr_say("balance", "the difference is exactly %s's cost (%s FLOPs)",
-               diff == cost[1] ? "a block" : "the head", flops_text(diff, d, sizeof d));
+        gr_why_say(why, "the difference is exactly %s's cost (%s FLOPs)",
+                   diff == cost[1] ? "a block" : "the head", flops_text(diff, d, sizeof d));
 }
 
-int l6_part_judge_lab(const int *first, const int *last, int p, const struct pl_model_config *c)
+int l6_part_judge_lab(const int *first, const int *last, int p, const struct pl_model_config *c,
+                      struct gr_why *why)
 {
     double cost[PART_MAX + 2], stage[PART_MAX];
     int start[PART_MAX], ws = 0;
@@ -120,23 +122,24 @@ int l6_part_judge_lab(const int *first, const int *last, int p, const struct pl_
     if (worst <= best * (1 + 1e-9)) return 1;
     char shape[40];
     snprintf(shape, sizeof shape, "%d stages", p);
-    say_excess(shape, ws, first[ws], last[ws], worst, best, cost, n, " per sequence");
+    say_excess(why, shape, ws, first[ws], last[ws], worst, best, cost, n, " per sequence");
     char e[40], h[40], b[40];
-    gr_say("balance", "count every part at its own cost, pl_part_flops(cfg, part, B, T): here "
-           "the embedding %s, a block %s, the head %s, and minimise the largest stage "
-           "(handout section 2)", flops_text(cost[0], e, sizeof e),
-           flops_text(cost[1], b, sizeof b), flops_text(cost[n - 1], h, sizeof h));
+    gr_why_say(why, "count every part at its own cost, pl_part_flops(cfg, part, B, T): here "
+               "the embedding %s, a block %s, the head %s, and minimise the largest stage "
+               "(handout section 2)", flops_text(cost[0], e, sizeof e),
+               flops_text(cost[1], b, sizeof b), flops_text(cost[n - 1], h, sizeof h));
     return 0;
 }
 
-int l6_part_judge_others(const struct pl_model_config *lab)
+int l6_part_judge_others(const struct pl_model_config *lab,
+                         const int (*cut_first)[L6_PART_OTHER_STAGES],
+                         const int (*cut_last)[L6_PART_OTHER_STAGES], struct gr_why *why)
 {
     for (int i = 0; i < N_OTHER_CUTS; i++) {
-        struct pl_model_config c = other_model(lab, i);
-        int p = OTHER_CUTS[i].stages, B = OTHER_CUTS[i].B, T = OTHER_CUTS[i].T;
-        int first[PART_MAX], last[PART_MAX], start[PART_MAX], ws = 0;
+        int p, B, T, start[PART_MAX], ws = 0;
+        struct pl_model_config c = l6_part_other(lab, i, &p, &B, &T);
+        const int *first = cut_first[i], *last = cut_last[i];
         double cost[PART_MAX + 2], stage[PART_MAX];
-        pipe_partition(&c, p, B, T, first, last);
         int n = l6_part_costs(&c, B, T, cost);
         char shape[200];
         snprintf(shape, sizeof shape, "pipe_partition of a model of %d blocks (d_model %d, "
@@ -145,36 +148,36 @@ int l6_part_judge_others(const struct pl_model_config *lab)
         int want = PL_PART_EMBED;
         for (int s = 0; s < p; s++) {
             if (first[s] != want || last[s] < first[s] || last[s] > PL_PART_HEAD(&c)) {
-                gr_say("balance", "%s: stage %d holds parts %d..%d, but it must start at part "
-                       "%d, hold at least one part, and the last stage end at the head, part "
-                       "%d (handout section 2)", shape, s, first[s], last[s], want,
-                       PL_PART_HEAD(&c));
+                gr_why_say(why, "%s: stage %d holds parts %d..%d, but it must start at part "
+                           "%d, hold at least one part, and the last stage end at the head, part "
+                           "%d (handout section 2)", shape, s, first[s], last[s], want,
+                           PL_PART_HEAD(&c));
                 return 0;
             }
             start[s] = first[s] + 1;
             want = last[s] + 1;
         }
         if (want != PL_PART_HEAD(&c) + 1) {
-            gr_say("balance", "%s: the last stage ends at part %d, not at the head, part %d "
-                   "(handout section 2)", shape, want - 1, PL_PART_HEAD(&c));
+            gr_why_say(why, "%s: the last stage ends at part %d, not at the head, part %d "
+                       "(handout section 2)", shape, want - 1, PL_PART_HEAD(&c));
             return 0;
         }
         double worst = stage_flops(cost, n, start, p, stage, &ws);
         double best = l6_sched_best_max(cost, n, p, NULL);
         if (worst <= best * (1 + 1e-9)) continue;
-        say_excess(shape, ws, first[ws], last[ws], worst, best, cost, n, "");
+        say_excess(why, shape, ws, first[ws], last[ws], worst, best, cost, n, "");
         if (T != c.seq_len || T != lab->seq_len)
-            gr_say("balance", "the B x T given matters: a block's attention costs T^2, the "
-                   "rest T, so the best cut for T = %d is not the best for another T. Count "
-                   "each part as pl_part_flops(cfg, part, B, T) with the B and T pipe_partition "
-                   "is given, not cfg->seq_len or a shape of your own", T);
+            gr_why_say(why, "the B x T given matters: a block's attention costs T^2, the "
+                       "rest T, so the best cut for T = %d is not the best for another T. "
+                       "Count each part as pl_part_flops(cfg, part, B, T) with the B and T "
+                       "pipe_partition is given, not cfg->seq_len or a shape of your own", T);
         char e[40], b[40], h[40];
-        gr_say("balance", "your cut is the best one for the lab's model but not for this one: "
-               "pipe_partition must find the best cut for any model, stage count and B x T, "
-               "from pl_part_flops of each part (here the embedding %s, a block %s, the "
-               "head %s), for example by dynamic programming over where each stage starts "
-               "(handout section 2)", flops_text(cost[0], e, sizeof e),
-               flops_text(cost[1], b, sizeof b), flops_text(cost[n - 1], h, sizeof h));
+        gr_why_say(why, "your cut is the best one for the lab's model but not for this one: "
+                   "pipe_partition must find the best cut for any model, stage count and B x T, "
+                   "from pl_part_flops of each part (here the embedding %s, a block %s, the "
+                   "head %s), for example by dynamic programming over where each stage starts "
+                   "(handout section 2)", flops_text(cost[0], e, sizeof e),
+                   flops_text(cost[1], b, sizeof b), flops_text(cost[n - 1], h, sizeof h));
         return 0;
     }
     return 1;
@@ -243,7 +246,7 @@ void l6_part_print_figures(const struct pl_model_config *lab)
     snprintf(name, sizeof name, "the lab's (vocab %d), 1 x %d", lab->vocab, lab->seq_len);
     for (int p = 2; p <= 4; p++) print_row(name, lab, p, 1, lab->seq_len);
     int i = QUOTED_OTHER;
-    struct pl_model_config c = other_model(lab, i);
+    struct pl_model_config c = l6_part_other(lab, i, NULL, NULL, NULL);
     double oc[PART_MAX + 2];
     int on = l6_part_costs(&c, OTHER_CUTS[i].B, OTHER_CUTS[i].T, oc);
     snprintf(name, sizeof name, "vocab %d, %d x %d", c.vocab, OTHER_CUTS[i].B, OTHER_CUTS[i].T);

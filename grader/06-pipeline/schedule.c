@@ -67,12 +67,6 @@ double l6_sched_bubble_formula(enum pipe_schedule k, int p, int m)
     return (double)(p - 1) / (double)(m + p - 1);
 }
 
-int l6_sched_in_flight(enum pipe_schedule k, int p, int s, int m)
-{
-    if (k == PIPE_AFAB) return m;
-    return p - s < m ? p - s : m;
-}
-
 double l6_sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
                        const double *chunk_bytes)
 {

@@ -34,8 +34,6 @@ const char *l6_sched_name(enum pipe_schedule k);
 /* The fraction of a step every stage idles when stage times are uniform: (p-1)/(m+p-1)
  * for AFAB and 1F1B (docs/design.md). */
 double l6_sched_bubble_formula(enum pipe_schedule k, int p, int m);
-/* The most microbatches stage s holds in flight: m for AFAB, min(p - s, m) for 1F1B. */
-int l6_sched_in_flight(enum pipe_schedule k, int p, int s, int m);
 /* The most activation bytes stage s holds at once when it runs the schedule's order and
  * frees each microbatch's activations of a chunk once that chunk's backward of it is done:
  * chunk_bytes[j] is what one microbatch holds on the rank's chunk j (v of them). AFAB: m

@@ -90,7 +90,9 @@ static void list_presets(void)
     }
     printf("clusters:\n");
     for (int i = 0; i < pl_profile_count(); i++)
-        printf("  %-14s %s\n", pl_profile_at(i)->name, pl_profile_at(i)->description);
+        printf("  %-14s %s%s\n", pl_profile_at(i)->name, pl_profile_at(i)->description,
+               pl_profile_at(i)->torus ? " (replay only: the planner models switched networks)"
+                                       : "");
 }
 
 static void parse_args(int argc, char **argv)
