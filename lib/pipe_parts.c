@@ -169,6 +169,9 @@ void pl_parts_backward_b(struct pl_model *m, struct pl_parts_acts *a,
 void pl_parts_backward_w(struct pl_model *m, struct pl_parts_acts *a)
 {
     const struct pl_model_config *c = &m->cfg;
+    PL_REQUIRE(a->x != NULL, "pl_parts_backward_w: the microbatch's activations were freed "
+               "already (pl_parts_acts_free frees them and what its B kept, which its W reads: "
+               "free them after the W)");
     PL_REQUIRE(a->wgrad != NULL, "pl_parts_backward_w of microbatch %d: its B has not run, or "
                "its W ran already (each microbatch runs B once, then W once)", a->mb);
     mark('W', a->mb, a->first);

@@ -10,7 +10,8 @@
 
 static const char *op_sched_name(enum pipe_schedule k)
 {
-    return k == PIPE_AFAB ? "afab" : k == PIPE_1F1B ? "1f1b" : "interleaved";
+    return k == PIPE_AFAB ? "afab" : k == PIPE_1F1B ? "1f1b" : k == PIPE_ZBH1 ? "zbh1"
+                                                                           : "interleaved";
 }
 
 
@@ -33,7 +34,7 @@ static void bench_row(enum pipe_schedule k, int m, const struct l6_obs *o,
 {
     int p = t->nranks, v = o->v;
     struct pl_merged_trace uni, ideal;
-    l6_sched_uniform_copy(t, v, &uni);
+    l6_sched_uniform_copy(k, t, v, &uni);
     l6_sched_ideal_trace(k, p, v, m, 1.0, &ideal);
     double bubble = -1, best = -1;
     char err[256], svg[512], title[160];
@@ -79,7 +80,7 @@ static void bench_mode(uint64_t seed, const char *only, int only_m, const char *
               L6_SCHED_UNIT_F, L6_SCHED_UNIT_B, L6_V_INTERLEAVED, L6_BENCH_PROFILE);
     pl_print0("# %-16s %3s %9s %9s %11s %11s %12s\n", "schedule", "m", "bubble", "ideal",
               "peak(mb)", "peak(kB)", "dgx-h100(us)");
-    for (int kk = 0; kk < 3; kk++) {
+    for (int kk = 0; kk < 4; kk++) {
         enum pipe_schedule k = (enum pipe_schedule)kk;
         if (only && strcmp(only, op_sched_name(k))) continue;
         if (k == PIPE_INTERLEAVED && p * L6_V_INTERLEAVED > c->n_layers + 2) continue;

@@ -368,10 +368,10 @@ void l6_run_case(struct l6_setup *s, enum pipe_schedule k, int m, int pipes,
     me.ref = me.pipe == 0 ? &s->ref : &s->ref1;
     me.one_mb_ok = s->one_mb_ok;
     int v = l6_sched_chunks(k, l6_chunks_for(s->hidden, me.p)), Bmb = L6_GLOBAL_B / m;
-    if (2 * v * m > L6_MAX_OPS)
+    if (l6_sched_nops(k, v, m) > L6_MAX_OPS)
         pl_fatal("internal error: %s with %d chunks and %d microbatches runs %d operations a "
                  "stage, more than an observation keeps (L6_MAX_OPS %d)", l6_sched_name(k), v,
-                 m, 2 * v * m, L6_MAX_OPS);
+                 m, l6_sched_nops(k, v, m), L6_MAX_OPS);
     *ob = (struct l6_obs){.k = k, .m = m, .p = me.p, .v = v, .pipes = pipes,
                           .hidden = s->hidden, .cfg = *c, .pipe = me.pipe, .stage = me.stage};
     ob->bnd = 4.0 * (double)pl_parts_boundary_numel(c, Bmb, c->seq_len);
@@ -429,6 +429,7 @@ done:
         double tr;
         ob->chunk_acts[j] = (double)pl_parts_acts_bytes(c, f, l, Bmb, c->seq_len);
         l6_kit_bytes(c, f, l, Bmb, c->seq_len, &ob->chunk_held[j], &tr);
+        ob->chunk_wgrad[j] = (double)pl_parts_wgrad_bytes(c, f, l, Bmb, c->seq_len);
         if (tr > ob->kit_extra) ob->kit_extra = tr;
     }
 }
@@ -436,8 +437,9 @@ done:
 /* The schedule of --op; NAME-hidden also sets the hidden suite's model. */
 enum pipe_schedule l6_schedule_of(const char *op, int *hidden)
 {
-    static const char *const names[] = {"afab", "1f1b", "interleaved"};
-    for (int k = 0; k < 3; k++) {
+    /* in enum pipe_schedule's order */
+    static const char *const names[] = {"afab", "1f1b", "interleaved", "zbh1"};
+    for (int k = 0; k < 4; k++) {
         size_t n = strlen(names[k]);
         if (strncmp(op, names[k], n)) continue;
         if (!op[n] || (hidden && !strcmp(op + n, "-hidden"))) {
@@ -445,7 +447,8 @@ enum pipe_schedule l6_schedule_of(const char *op, int *hidden)
             return (enum pipe_schedule)k;
         }
     }
-    pl_usage_error_all("--op %s is not a Lab 6 schedule (choose afab, 1f1b or interleaved%s)", op,
+    pl_usage_error_all("--op %s is not a Lab 6 schedule (choose afab, 1f1b, interleaved or "
+                       "zbh1%s)", op,
                        hidden ? ", or one of them with -hidden" : "");
 }
 

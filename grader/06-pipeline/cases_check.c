@@ -133,7 +133,8 @@ void l6_read_trace(const struct l6_grid *g, const int *chunk_first, struct l6_ob
         struct l6_sched_op op;
         if (l6_sched_read_marks(&e, 1, chunk_first, v, &op, 1) == 1) {
             int at = op.chunk * m + op.mb;
-            if (op.chunk >= 0 && op.mb >= 0 && op.mb < m) ran[2 * at + (op.phase == 'B')] = 1;
+            if (op.chunk >= 0 && op.mb >= 0 && op.mb < m && op.phase != 'W')
+                ran[2 * at + (op.phase == 'B')] = 1;
             f->last = op;
         } else if (e.type == PL_EV_ISSUE) {
             f->code = L6_T_COLL, f->kind = (int)e.kind;
@@ -161,7 +162,7 @@ void l6_replay(enum pipe_schedule k, int m, int v, const struct pl_merged_trace 
                const int *chunk_first, struct l6_bubble *b)
 {
     struct pl_merged_trace uni, ideal;
-    l6_sched_uniform_copy(t, v, &uni);
+    l6_sched_uniform_copy(k, t, v, &uni);
     l6_sched_ideal_trace(k, t->nranks, v, m, 1.0, &ideal);
     char err[256];
     if (l6_sched_replay_bubble(&uni, NULL, NULL, &b->got, b->err, sizeof b->err) != 0)

@@ -54,6 +54,11 @@ static const char *schedule_rule(enum pipe_schedule k)
         return "1F1B on stage s: min(p - s - 1, m) warm-up forwards, then F of the next "
                "microbatch and B of the oldest in turn, then the remaining backwards (handout "
                "section 5)";
+    if (k == PIPE_ZBH1)
+        return "ZB-H1 on stage s: in slot x = 0, 1, ..., m + p - 2, the forward of microbatch x, "
+               "the B of x - (p - 1 - s) and the W of x - (p - 1), those that exist, in that "
+               "order: 1F1B's forwards and B's, each W p - 1 slots after its forward (handout "
+               "section 9)";
     return "interleaved 1F1B: p microbatches through chunk 0, the same through chunk 1, ...; "
            "a warm-up of 2(p - s - 1) + (v - 1)p forwards (all of them when m = p), then one "
            "forward one backward, backwards through the chunks in reverse (handout section 8)";
@@ -63,7 +68,7 @@ static int judge_schedule(const struct gr_obs *all, const int *idx, struct gr_wh
 {
     const struct l6_obs *o = CASE(all);
     enum pipe_schedule k = (enum pipe_schedule)o->k;
-    int p = o->p, v = o->v, m = o->m, nops = 2 * v * m;
+    int p = o->p, v = o->v, m = o->m, nops = l6_sched_nops(k, v, m);
     struct l6_sched_op want[L6_MAX_OPS];
     for (int s = 0; s < p; s++) {
         const struct l6_obs *st = STAGE(all, idx, s);
@@ -102,7 +107,7 @@ static int judge_bubble(const struct gr_obs *all, int g, struct gr_why *why)
     enum pipe_schedule k = (enum pipe_schedule)o->k;
     int p = o->p, v = o->v, m = o->m;
     double got = r->got, best = r->best;
-    double formula = k == PIPE_INTERLEAVED ? -1 : l6_sched_bubble_formula(k, p, m);
+    double formula = l6_sched_bubble_formula(k, p, m);
     int ok = 0;
     if (r->failed == 1) {
         gr_why_say(why, "%s, %d microbatches: your step's trace could not be replayed: %s",
@@ -111,18 +116,34 @@ static int judge_bubble(const struct gr_obs *all, int g, struct gr_why *why)
         gr_why_say(why, "the ideal %s could not be replayed: %s", l6_sched_name(k), r->err);
     } else if (fabs(got - best) > L6_BUBBLE_TOL ||
                (formula >= 0 && fabs(best - formula) > L6_BUBBLE_TOL)) {
-        if (formula >= 0)
+        if (formula >= 0 && k == PIPE_ZBH1)
+            gr_why_say(why, "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, "
+                       "W %g, free links): your stages idle %.4f of the step; the schedule idles "
+                       "(p-1)/(3m+p-1) = %d/%d = %.4f, a third of 1F1B's idle time", 
+                       l6_sched_name(k), p, m, L6_SCHED_UNIT_F,
+                       L6_SCHED_UNIT_B - L6_SCHED_UNIT_W, L6_SCHED_UNIT_W, got, p - 1,
+                       3 * m + p - 1, formula);
+        else if (formula >= 0)
             gr_why_say(why, "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, "
                        "free links): your stages idle %.4f of the step; the schedule idles "
                        "(p-1)/(m+p-1) = %d/%d = %.4f", l6_sched_name(k), p, m, L6_SCHED_UNIT_F,
                        L6_SCHED_UNIT_B, got, p - 1, m + p - 1, formula);
+        else if (k == PIPE_ZBH1)
+            gr_why_say(why, "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, "
+                       "W %g, free links): your stages idle %.4f of the step; the schedule as "
+                       "defined idles %.4f", l6_sched_name(k), p, m, L6_SCHED_UNIT_F,
+                       L6_SCHED_UNIT_B - L6_SCHED_UNIT_W, L6_SCHED_UNIT_W, got, best);
         else
             gr_why_say(why, "%s, %d stages, %d chunks each, %d microbatches, uniform chunk "
                        "times (F %g/%d, B %g/%d, free links): your stages idle %.4f of the step; "
                        "the schedule as defined idles %.4f", l6_sched_name(k), p, v, m,
                        L6_SCHED_UNIT_F, v, L6_SCHED_UNIT_B, v, got, best);
-        gr_why_say(why, "%s", got > best ? "a stage waits where the schedule lets it work: a "
-                   "blocking send or a receive posted too early holds it (handout section 3.2)"
+        gr_why_say(why, "%s", got > best ? (k == PIPE_ZBH1
+                   ? "a stage waits where the schedule lets it work: a W where the schedule "
+                     "runs a forward or a B holds up the stages waiting for it, or a blocking "
+                     "send or a receive posted too early does (handout sections 9 and 3.2)"
+                   : "a stage waits where the schedule lets it work: a blocking send or a "
+                     "receive posted too early holds it (handout section 3.2)")
                    : "less idle time than the schedule allows: is some work missing from the "
                      "trace?");
     } else {
@@ -133,14 +154,16 @@ static int judge_bubble(const struct gr_obs *all, int g, struct gr_why *why)
      * step's messages together, is held to its idle time only) */
     if (ok && v == 1 && r->late) {
         char x[24];
-        gr_why_say(why, "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g, "
+        gr_why_say(why, "%s, %d stages, %d microbatches, uniform stage times (F %g, B %g%s, "
                    "free links): stage %d starts %s at %g, where the schedule starts it at %g: the "
                    "stage works in another order than the schedule, or waits where it could work, "
                    "so the pipeline's critical path runs through other operations (handout "
-                   "section%s)", l6_sched_name(k), p, m, L6_SCHED_UNIT_F, L6_SCHED_UNIT_B,
+                   "section%s)", l6_sched_name(k), p, m, L6_SCHED_UNIT_F,
+                   l6_sched_unit(k, 'B', 1), k == PIPE_ZBH1 ? ", W 1" : "",
                    r->late_stage, op_text(&r->late_op, x, sizeof x), r->t_got, r->t_want,
                    k == PIPE_1F1B ? "s 5 and 3.2: the warm-up is min(p - s - 1, m) forwards"
-                              : "s 4 and 3.2");
+                   : k == PIPE_ZBH1 ? "s 9 and 3.2: each W p - 1 slots after its forward"
+                                    : "s 4 and 3.2");
         ok = 0;
     }
     return ok;
@@ -251,6 +274,10 @@ static int judge_memory(const struct gr_obs *all, const int *idx, struct gr_why 
           "every later forward, so a stage never holds more than p - s microbatches (handout "
           "section 5)"
         : k == PIPE_AFAB ? "AFAB holds at most the m microbatches of the step (handout section 4)"
+        : k == PIPE_ZBH1 ? "ZB-H1 frees a microbatch's activations after its W, the last "
+          "to read them, and what B kept for W with it; a W p - 1 slots after its forward keeps "
+          "at most min(p, m) microbatches on a stage, and what B kept for W for at most s + 1 "
+          "of them (handout section 9)"
         : "interleaved 1F1B frees a microbatch's activations of a chunk once that chunk's "
           "backward of it is done (once the gradient sent from them has gone, at the latest at "
           "the end of that step's exchange), as 1F1B does: stage s then holds at most its "
@@ -262,16 +289,19 @@ static int judge_memory(const struct gr_obs *all, const int *idx, struct gr_why 
         if (st->activ_left > 0) {
             gr_why_say(why, "%s, %d microbatches: stage %d still holds %s of activations "
                        "after pipe_step: free each microbatch's (pl_parts_acts_free) after its "
-                       "backward%s",
+                       "%s%s",
                        l6_sched_name(k), m, s, pl_format_bytes(st->activ_left, a, sizeof a),
+                       k == PIPE_ZBH1 ? "W, and run every W before pipe_step returns (handout "
+                                        "section 9)" : "backward",
                        v > 1 ? ", once the gradient sent from them has gone (handout section 8)"
                          : "");
             return 0;
         }
         double per_stage = 0;
         for (int j = 0; j < v; j++) per_stage += st->chunk_acts[j];
-        double acts = l6_sched_peak_acts(k, p, v, s, m, st->chunk_acts);
-        double kit = l6_sched_peak_acts(k, p, v, s, m, st->chunk_held) + st->kit_extra;
+        double acts = l6_sched_peak_acts(k, p, v, s, m, st->chunk_acts, st->chunk_wgrad);
+        double kit = l6_sched_peak_acts(k, p, v, s, m, st->chunk_held, st->chunk_wgrad) +
+                     st->kit_extra;
         int nbuf = (v * m > 4 ? v * m : 4) + 2;
         double allowed = kit + nbuf * bnd;
         if (st->activ_peak > acts + bnd) {
@@ -286,10 +316,11 @@ static int judge_memory(const struct gr_obs *all, const int *idx, struct gr_why 
         if (st->activ_peak < acts - bnd) {
             gr_why_say(why, "%s, %d stages, %d microbatches: stage %d's activations peaked at "
                        "%.2f microbatches of %s, but the schedule's order holds %.2f there at "
-                       "once (%s): every forward before the backward that frees it keeps its "
-                       "activations (handout sections 4 and 5)", l6_sched_name(k), p, m, s,
+                       "once (%s): every forward before the %s that frees it keeps its "
+                       "activations (handout sections %s)", l6_sched_name(k), p, m, s,
                        st->activ_peak / per_stage, pl_format_bytes(per_stage, a, sizeof a),
-                       acts / per_stage, pl_format_bytes(acts, b, sizeof b));
+                       acts / per_stage, pl_format_bytes(acts, b, sizeof b),
+                       k == PIPE_ZBH1 ? "W" : "backward", k == PIPE_ZBH1 ? "9" : "4 and 5");
             return 0;
         }
         if (st->total_peak > allowed) {

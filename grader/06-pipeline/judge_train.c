@@ -62,7 +62,12 @@ static void explain_grads(const struct l6_obs *o, int nranks, struct gr_why *why
     gr_why_say(why, "step %d: after pipe_step the gradient differs from the single-device "
                "gradient of the whole batch: %s (tolerance %.0e)", step,
                param_text(&t->err, what, sizeof what), GR_TOL_GRADS);
-    if (m > 1 && fabs(ratio - m) < 0.05 * m) {
+    if (o->k == PIPE_ZBH1 && fabs(t->err.rel - 1) < 1e-6) {
+        gr_why_say(why, "that tensor's gradient is missing: it is as far from the reference as "
+                   "zero is. Under ZB-H1 a microbatch's W adds the weight gradients of the "
+                   "blocks and the embedding, and the optimizer steps as soon as pipe_step "
+                   "returns, so every W of the step runs before it returns (handout section 9)");
+    } else if (m > 1 && fabs(ratio - m) < 0.05 * m) {
         gr_why_say(why, "your gradient is %.3g times the reference's with %d microbatches: "
                    "scale each microbatch's loss by 1/m (ctx.loss_scale) so their sum is the "
                    "mean (handout section 3)", ratio, m);

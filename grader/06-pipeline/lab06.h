@@ -127,6 +127,8 @@ struct l6_obs {
     /* what the kit holds for one microbatch of each of its chunks: activations, everything
      * between forward and backward, and the most scratch above that */
     double chunk_acts[L6_V_MOST], chunk_held[L6_V_MOST], kit_extra;
+    /* ZB-H1: what B keeps for W of one microbatch (pl_parts_wgrad_bytes) */
+    double chunk_wgrad[L6_V_MOST];
     /* from step to step and after pipe_free */
     double live[L6_K_STEPS]; /* live allocations after step s (-1: the step did not run) */
     double left;             /* bytes more than before pipe_new, in the category of most */

@@ -8,10 +8,11 @@
  * flight, and every category together), one tagged message per microbatch per boundary --
  * AFAB 5, 2, 2, 1, 1 points, 1F1B 5, 2, 2, 3, 2, interleaved 1F1B (v = 3 chunks per rank on
  * 2 stages, 2 on 3 and 4: the lesser part) 1, 1, 1, 1, 1; and the partition's balance by
- * FLOPs (3, 3 and 4 points on 2, 3 and 4 stages). 100 points in all. The hidden suite runs
+ * FLOPs (3, 3 and 4 points on 2, 3 and 4 stages): 100 points; the second part, ZB-H1 (zero
+ * bubble), 2, 1, 1, 1, 1 on each of 2, 3 and 4 stages: 18 more. The hidden suite runs
  * every test on another model (7 blocks, width 40, 4 heads, 12 tokens) with the secret
  * seed: AFAB and 1F1B on 5 and 6 stages (6: a grid of two pipelines of 3), interleaved on 4
- * ranks (two pipelines of 2, 3 chunks each), the partition on 5 stages. */
+ * ranks (two pipelines of 2, 3 chunks each), ZB-H1 and the partition on 5 stages. */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +29,8 @@ static const struct {
     {"1f1b", "1F1B", 8, {5, 2, 2, 3, 2}},
     /* "interleaved", not "interleaved 1F1B": TEST=1F1B picks the 1F1B tests alone */
     {"interleaved", "interleaved", 4, {1, 1, 1, 1, 1}},
+    /* the second part: zero bubble (handout section 9) */
+    {"zbh1", "ZB-H1", 8, {2, 1, 1, 1, 1}},
 };
 
 static const struct {
@@ -73,15 +76,16 @@ static void lab06_tests(int k, int np, int hidden)
 
 static void lab06_plan(const struct gr_plan_opts *o)
 {
-    static const int visible[] = {2, 3, 4, 0}, hidden[] = {5, 6, 0}, hidden_il[] = {4, 0};
+    static const int visible[] = {2, 3, 4, 0}, hidden[] = {5, 6, 0}, hidden_il[] = {4, 0},
+                     hidden_zb[] = {5, 0};
     int given[GR_MAX_NP];
     if (o->np[0]) gr_filter_np(o->np, lab06_runs, "1 to 8", given);
     const int *nps = o->np[0] ? given : visible;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         for (int i = 0; nps[i]; i++) lab06_tests(k, nps[i], 0);
     if (o->hidden)
-        for (int k = 0; k < 3; k++) {
-            const int *h = o->np[0] ? given : k == 2 ? hidden_il : hidden;
+        for (int k = 0; k < 4; k++) {
+            const int *h = o->np[0] ? given : k == 2 ? hidden_il : k == 3 ? hidden_zb : hidden;
             for (int i = 0; h[i]; i++) lab06_tests(k, h[i], 1);
         }
 }

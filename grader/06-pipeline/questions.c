@@ -18,6 +18,52 @@ static double bubble(int p, int m, int v, char *why, size_t len)
 }
 
 static double afab(char *why, size_t len) { return bubble(4, 8, 1, why, len); }
+
+/* ZB-H1 with F, B and W of one unit each, simulated: stage s runs, in slot x, F of x, B of
+ * x - (p - 1 - s) and W of x - (p - 1); an F waits for the stage before's F of the same
+ * microbatch, a B for the stage after's B, a W for its own B. The mean idle fraction. */
+static double zbh1_bubble(int p, int m, char *why, size_t len)
+{
+    enum { MAXP = 8, MAXM = 16 };
+    double done[MAXP][3][MAXM], clock[MAXP] = {0};
+    int pos[MAXP] = {0}, left = 1;
+    char ops[MAXP][3 * MAXM];
+    int mbs[MAXP][3 * MAXM], n[MAXP] = {0};
+    for (int s = 0; s < p; s++)
+        for (int x = 0; x < m + p - 1; x++) {
+            int b = x - (p - 1 - s), w = x - (p - 1);
+            if (x < m) ops[s][n[s]] = 0, mbs[s][n[s]++] = x;
+            if (b >= 0 && b < m) ops[s][n[s]] = 1, mbs[s][n[s]++] = b;
+            if (w >= 0 && w < m) ops[s][n[s]] = 2, mbs[s][n[s]++] = w;
+        }
+    for (int s = 0; s < p; s++)
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < m; i++) done[s][k][i] = -1;
+    while (left) {
+        left = 0;
+        for (int s = 0; s < p; s++)
+            while (pos[s] < n[s]) {
+                int k = ops[s][pos[s]], i = mbs[s][pos[s]];
+                double ready = k == 0 ? (s > 0 ? done[s - 1][0][i] : 0)
+                               : k == 1 ? (s < p - 1 ? done[s + 1][1][i] : 0) : done[s][1][i];
+                if (ready < 0) break;
+                clock[s] = (clock[s] > ready ? clock[s] : ready) + 1;
+                done[s][k][i] = clock[s];
+                pos[s]++;
+                left = 1;
+            }
+    }
+    double step = 0;
+    for (int s = 0; s < p; s++) step = clock[s] > step ? clock[s] : step;
+    double idle = (step - 3 * m) / step;
+    snprintf(why, len, "ZB-H1 with F = B = W = 1 on p = %d stages, m = %d microbatches: the step "
+             "takes %g units, each stage computes 3m = %d of them, so it idles %g/%g = %.4f", p,
+             m, step, 3 * m, step - 3 * m, step, idle);
+    return idle;
+}
+
+static double zbh1_p8_m16(char *why, size_t len) { return zbh1_bubble(8, 16, why, len); }
+static double zbh1_p3_m2(char *why, size_t len) { return zbh1_bubble(3, 2, why, len); }
 static double m4p(char *why, size_t len) { return bubble(8, 32, 1, why, len); }
 static double interleaved(char *why, size_t len) { return bubble(4, 8, 2, why, len); }
 
@@ -96,6 +142,8 @@ static const struct gr_question LAB06_QUESTIONS[] = {
     {"deadlock", NULL, 0, 0},
     {"interleaving_trade", NULL, 0, 0},
     {"zero_bubble", NULL, 0, 0},
+    {"bubble_zbh1_p8_m16", zbh1_p8_m16, 0.01, 1},
+    {"bubble_zbh1_p3_m2", zbh1_p3_m2, 0.01, 1},
 };
 
 static const struct gr_questions lab06_questions = {

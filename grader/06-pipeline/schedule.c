@@ -12,7 +12,20 @@
 
 const char *l6_sched_name(enum pipe_schedule k)
 {
-    return k == PIPE_AFAB ? "AFAB (GPipe)" : k == PIPE_1F1B ? "1F1B" : "interleaved 1F1B";
+    return k == PIPE_AFAB ? "AFAB (GPipe)" : k == PIPE_1F1B ? "1F1B"
+           : k == PIPE_ZBH1 ? "ZB-H1" : "interleaved 1F1B";
+}
+
+int l6_sched_nops(enum pipe_schedule k, int v, int m)
+{
+    return k == PIPE_ZBH1 ? 3 * m : 2 * l6_sched_chunks(k, v) * m;
+}
+
+double l6_sched_unit(enum pipe_schedule k, char phase, int v)
+{
+    if (phase == 'F') return L6_SCHED_UNIT_F / v;
+    if (phase == 'W') return L6_SCHED_UNIT_W;
+    return (k == PIPE_ZBH1 ? L6_SCHED_UNIT_B - L6_SCHED_UNIT_W : L6_SCHED_UNIT_B) / v;
 }
 
 int l6_sched_chunks(enum pipe_schedule k, int v)
@@ -41,6 +54,15 @@ static struct l6_sched_op interleaved_op(char phase, int k, int p, int v)
 void l6_sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct l6_sched_op *ops)
 {
     int n = 0;
+    if (k == PIPE_ZBH1) {
+        for (int x = 0; x < m + p - 1; x++) {
+            int b = x - (p - 1 - s), w = x - (p - 1);
+            if (x < m) ops[n++] = (struct l6_sched_op){'F', x, 0};
+            if (b >= 0 && b < m) ops[n++] = (struct l6_sched_op){'B', b, 0};
+            if (w >= 0 && w < m) ops[n++] = (struct l6_sched_op){'W', w, 0};
+        }
+        return;
+    }
     if (k == PIPE_AFAB) {
         for (int i = 0; i < m; i++) ops[n++] = (struct l6_sched_op){'F', i, 0};
         for (int i = 0; i < m; i++) ops[n++] = (struct l6_sched_op){'B', i, 0};
@@ -63,20 +85,25 @@ void l6_sched_order(enum pipe_schedule k, int p, int v, int s, int m, struct l6_
 
 double l6_sched_bubble_formula(enum pipe_schedule k, int p, int m)
 {
-    (void)k;
+    if (k == PIPE_INTERLEAVED || (k == PIPE_ZBH1 && m < p)) return -1;
+    if (k == PIPE_ZBH1) return (double)(p - 1) / (double)(3 * m + p - 1);
     return (double)(p - 1) / (double)(m + p - 1);
 }
 
 double l6_sched_peak_acts(enum pipe_schedule k, int p, int v, int s, int m,
-                       const double *chunk_bytes)
+                          const double *chunk_bytes, const double *wgrad_bytes)
 {
-    int n = 2 * l6_sched_chunks(k, v) * m;
+    int n = l6_sched_nops(k, v, m);
     struct l6_sched_op *ops = malloc(sizeof *ops * (size_t)n);
     PL_ASSERT(ops);
     l6_sched_order(k, p, l6_sched_chunks(k, v), s, m, ops);
-    double live = 0, peak = 0;
+    double live = 0, peak = 0, kept = wgrad_bytes ? wgrad_bytes[0] : 0;
     for (int i = 0; i < n; i++) {
-        live += (ops[i].phase == 'F' ? 1 : -1) * chunk_bytes[ops[i].chunk];
+        double acts = chunk_bytes[ops[i].chunk];
+        if (ops[i].phase == 'F') live += acts;
+        else if (k == PIPE_ZBH1 && ops[i].phase == 'B') live += kept;
+        else if (k == PIPE_ZBH1) live -= acts + kept;
+        else live -= acts;
         if (live > peak) peak = live;
     }
     free(ops);
@@ -112,17 +139,22 @@ void l6_sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double byte
     out->nevents = calloc((size_t)p, sizeof *out->nevents);
     out->events = calloc((size_t)p, sizeof *out->events);
     PL_ASSERT(out->nevents && out->events);
-    struct l6_sched_op *ops = calloc((size_t)(2 * nv * m), sizeof *ops);
+    int nops = l6_sched_nops(k, v, m);
+    struct l6_sched_op *ops = calloc((size_t)nops, sizeof *ops);
     PL_ASSERT(ops);
     for (int s = 0; s < p; s++) {
-        struct ev_list l = {calloc((size_t)(6 * nv * m), sizeof(struct pl_event)), 0};
+        struct ev_list l = {calloc((size_t)(3 * nops), sizeof(struct pl_event)), 0};
         PL_ASSERT(l.ev);
         l6_sched_order(k, p, nv, s, m, ops);
-        for (int i = 0; i < 2 * nv * m; i++) {
+        for (int i = 0; i < nops; i++) {
             char label[PL_LABEL_LEN];
             int mb = ops[i].mb, j = ops[i].chunk, fwd = ops[i].phase == 'F';
             int c = j * p + s; /* the virtual stage */
             snprintf(label, sizeof label, "%c %d", ops[i].phase, mb);
+            if (ops[i].phase == 'W') { /* no message: nothing waits for a W */
+                push(&l, PL_EV_COMPUTE, label, l6_sched_unit(k, 'W', nv), -1, 0, 0);
+                continue;
+            }
             /* what comes in: the previous virtual stage's activation, or the next one's
              * gradient, tagged by the chunk that sent it */
             int in_c = fwd ? c - 1 : c + 1, out_c = fwd ? c + 1 : c - 1;
@@ -131,8 +163,7 @@ void l6_sched_ideal_trace(enum pipe_schedule k, int p, int v, int m, double byte
                     fwd ? PIPE_TAG_ACT((in_c / p) * m + mb) : PIPE_TAG_GRAD((in_c / p) * m + mb);
                 push(&l, PL_EV_RECV, NULL, 0, in_c % p, tag, bytes);
             }
-            push(&l, PL_EV_COMPUTE, label, (fwd ? L6_SCHED_UNIT_F : L6_SCHED_UNIT_B) / nv, -1, 0,
-                 0);
+            push(&l, PL_EV_COMPUTE, label, l6_sched_unit(k, ops[i].phase, nv), -1, 0, 0);
             if (out_c >= 0 && out_c <= last) {
                 int tag = fwd ? PIPE_TAG_ACT(j * m + mb) : PIPE_TAG_GRAD(j * m + mb);
                 push(&l, PL_EV_SEND, NULL, 0, out_c % p, tag, bytes);
@@ -190,7 +221,8 @@ static int parse_mark(const struct pl_event *e, struct l6_sched_op *op, int *fir
     if (e->type != PL_EV_COMPUTE || strncmp(e->label, PL_PIPE_MARK, k)) return 0;
     char ph;
     int mb, f = 0;
-    if (sscanf(e->label + k, "%c %d @%d", &ph, &mb, &f) < 2 || (ph != 'F' && ph != 'B')) return 0;
+    if (sscanf(e->label + k, "%c %d @%d", &ph, &mb, &f) < 2 || (ph != 'F' && ph != 'B' && ph != 'W'))
+        return 0;
     op->phase = ph;
     op->mb = mb;
     op->chunk = 0;
@@ -215,7 +247,8 @@ int l6_sched_read_marks(const struct pl_event *ev, int n, const int *chunk_first
     return k;
 }
 
-void l6_sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_merged_trace *out)
+void l6_sched_uniform_copy(enum pipe_schedule k, const struct pl_merged_trace *in, int v,
+                           struct pl_merged_trace *out)
 {
     memset(out, 0, sizeof *out);
     out->nranks = in->nranks;
@@ -231,7 +264,7 @@ void l6_sched_uniform_copy(const struct pl_merged_trace *in, int v, struct pl_me
             struct pl_event e = in->events[r][i];
             struct l6_sched_op op;
             if (e.type == PL_EV_COMPUTE && parse_mark(&e, &op, NULL)) {
-                e.flops = (op.phase == 'F' ? L6_SCHED_UNIT_F : L6_SCHED_UNIT_B) / v;
+                e.flops = l6_sched_unit(k, op.phase, v);
                 snprintf(e.label, sizeof e.label, "%c %d", op.phase, op.mb);
             } else if (e.type == PL_EV_COMPUTE) {
                 e.flops = 0.0;
@@ -259,7 +292,11 @@ static int write_svg(const struct pl_merged_trace *t, const struct pl_replay *r,
     if (!f) return -1;
     const double left = 70, plot = 900, top = 44, lane = 26, gap = 6;
     double step = r->step_time > 0 ? r->step_time : 1;
-    double height = top + t->nranks * (lane + gap) + 40;
+    int any_w = 0;
+    for (int s = 0; s < t->nranks; s++)
+        for (int i = 0; i < t->nevents[s]; i++)
+            any_w |= t->events[s][i].type == PL_EV_COMPUTE && t->events[s][i].label[0] == 'W';
+    double height = top + t->nranks * (lane + gap) + 40 + (any_w ? 18 : 0);
     pl_svg_begin(f, left + plot + 20, height, 11);
     fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"14\" font-weight=\"bold\">%s (bubble "
                "%.1f%%)</text>\n", left, title ? title : "pipeline schedule",
@@ -275,10 +312,10 @@ static int write_svg(const struct pl_merged_trace *t, const struct pl_replay *r,
             const struct pl_span_time *sp = &r->span[s][i];
             if (e->type != PL_EV_COMPUTE || !(sp->end > sp->start)) continue;
             double x = left + plot * sp->start / step, w = plot * (sp->end - sp->start) / step;
-            int fwd = e->label[0] == 'F';
+            char ph = e->label[0];
             fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
                        "fill=\"%s\" stroke=\"white\"/>\n", x, y, w, lane,
-                    fwd ? "#4e79a7" : "#59a14f");
+                    ph == 'F' ? "#4e79a7" : ph == 'W' ? "#f28e2b" : "#59a14f");
             fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">"
                        "%s</text>\n", x + w / 2, y + lane / 2 + 4, e->label + 2);
         }
@@ -287,6 +324,7 @@ static int write_svg(const struct pl_merged_trace *t, const struct pl_replay *r,
     pl_svg_swatch(f, left, ly, "#4e79a7", "forward F of microbatch n");
     pl_svg_swatch(f, left + 200, ly, "#59a14f", "backward B of microbatch n");
     pl_svg_swatch(f, left + 400, ly, "#d9d9d9", "idle (the bubble)");
+    if (any_w) pl_svg_swatch(f, left, ly + 18, "#f28e2b", "weight gradient W of microbatch n");
     int bad = pl_svg_end(f) != 0;
     if (fclose(f) != 0) bad = 1;
     return bad ? -1 : 0;
@@ -306,7 +344,7 @@ int l6_sched_first_late(enum pipe_schedule k, int p, int v, int m, const struct 
                      struct l6_sched_op *op, double *t_got, double *t_ideal, char *err,
                      size_t errlen)
 {
-    int nv = l6_sched_chunks(k, v), nops = 2 * nv * m, found = 0;
+    int nv = l6_sched_chunks(k, v), nops = l6_sched_nops(k, v, m), found = 0;
     struct pl_profile prof = uniform_profile();
     struct pl_merged_trace ideal;
     struct pl_replay rg, ri;

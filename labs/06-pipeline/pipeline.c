@@ -8,7 +8,8 @@
  * and see your schedules drawn from your own runs with `make plots LAB=06` (section 6).
  *
  * What you may call: lib/pipe_parts.h (pl_part_flops, pl_parts_forward,
- * pl_parts_backward, pl_parts_acts_free, pl_parts_boundary_numel), the model
+ * pl_parts_backward, pl_parts_backward_b, pl_parts_backward_w, pl_parts_acts_free,
+ * pl_parts_boundary_numel), the model
  * (pl_model_zero_grad, pl_model_ctx_eval, m->cfg, m->adam_t) and the point-to-point calls
  * of lib/comm.h (pl_send, pl_isend, pl_recv, pl_irecv, pl_wait, pl_wait_all,
  * pl_comm_buf_alloc). The grader reads your order of work and every message from the trace,
@@ -140,6 +141,17 @@ static void interleaved(struct pipe *pp)
     lab_todo("interleaved", "8");
 }
 
+/* Section 9 (the second part). ZB-H1: each backward as two calls, B (pl_parts_backward_b,
+ * what the previous stage waits for) and W (pl_parts_backward_w, the weight gradients,
+ * which nobody waits for), with the W's where 1F1B leaves the stage idle and no stage
+ * holding more microbatches than stage 0 does under 1F1B. A microbatch's activations live
+ * until its W; every W of the step runs before pipe_step returns. The order of F, B and W
+ * is graded against section 9's definition. */
+static void zb_h1(struct pipe *pp)
+{
+    lab_todo("zb_h1", "9");
+}
+
 /* Sections 3 to 5. Zero the gradients once (they accumulate over the microbatches), set up
  * the microbatch size (B / microbatches) and the boundary buffer (pl_comm_buf_alloc), run
  * the schedule, free the buffer. Return the mean loss (pp->loss / m) on the last stage, 0
@@ -153,6 +165,7 @@ double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B)
     pp->loss = 0;
     if (pp->opt.schedule == PIPE_AFAB) afab(pp);
     else if (pp->opt.schedule == PIPE_1F1B) one_f_one_b(pp);
+    else if (pp->opt.schedule == PIPE_ZBH1) zb_h1(pp);
     else interleaved(pp);
     return 0.0;
 }

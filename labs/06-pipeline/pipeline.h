@@ -32,7 +32,9 @@
 enum pipe_schedule {
     PIPE_AFAB,       /* all forwards, then all backwards (GPipe): section 4 */
     PIPE_1F1B,       /* warm-up, one forward one backward, cool-down: section 5 */
-    PIPE_INTERLEAVED /* 1F1B over v chunks per rank (Megatron-LM): section 8 */
+    PIPE_INTERLEAVED,/* 1F1B over v chunks per rank (Megatron-LM): section 8 */
+    PIPE_ZBH1        /* zero bubble, the second part: each backward as B then W, the W's
+                        where 1F1B idles (Qi et al. 2024): section 9 */
 };
 
 struct pipe_options {

@@ -2,7 +2,8 @@
  * stages balanced by FLOPs; each microbatch's activation goes forward and its gradient back
  * with one tagged message per boundary; AFAB runs every forward before any backward, 1F1B
  * bounds the microbatches in flight by the stage's distance to the end of the pipeline,
- * and interleaved 1F1B runs it over v chunks per rank. The handout's sections 2 to 5 and 8
+ * interleaved 1F1B runs it over v chunks per rank, and ZB-H1 splits each backward in two and
+ * runs the weight-gradient halves where 1F1B idles. The handout's sections 2 to 5, 8 and 9
  * in C. */
 #include "pipeline.h"
 
@@ -193,7 +194,32 @@ static void backward(struct pipe *pp, int j, int mb)
     pl_parts_acts_free(&pp->acts[slot]);
 }
 
-/* ---- sections 4 and 5: the schedules ---- */
+/* ---- section 9: the backward split in two ---- */
+
+/* B of microbatch mb: as backward(), but pl_parts_backward_b computes only the gradient of
+ * the stage's input and keeps what W needs; the activations stay until W. */
+static void backward_b(struct pipe *pp, int mb)
+{
+    size_t n = pl_parts_boundary_numel(&pp->m->cfg, pp->Bmb, pp->T);
+    int last = pp->stage == pp->p - 1;
+    if (!last) {
+        pl_recv(pp->comm, pp->gradbuf, n, pp->stage + 1, PIPE_TAG_GRAD(mb));
+        pl_wait(pp->act_sent[mb]);
+    }
+    struct pl_model_ctx ctx = microbatch_ctx(pp, mb);
+    pl_parts_backward_b(pp->m, &pp->acts[mb], &ctx, last ? NULL : pp->gradbuf);
+    if (pp->stage > 0) pl_send(pp->comm, pp->acts[mb].x, n, pp->stage - 1, PIPE_TAG_GRAD(mb));
+}
+
+/* W of microbatch mb: the weight gradients from what its B kept; then nothing of mb is
+ * needed any more. */
+static void backward_w(struct pipe *pp, int mb)
+{
+    pl_parts_backward_w(pp->m, &pp->acts[mb]);
+    pl_parts_acts_free(&pp->acts[mb]);
+}
+
+/* ---- sections 4, 5 and 9: the schedules ---- */
 
 static void afab(struct pipe *pp)
 {
@@ -212,6 +238,20 @@ static void one_f_one_b(struct pipe *pp)
         backward(pp, 0, i);
     }
     for (int i = m - warmup; i < m; i++) backward(pp, 0, i);
+}
+
+/* Slot x of stage s runs the forward of x, the B of x - (p - 1 - s) and the W of
+ * x - (p - 1), those that exist: 1F1B's forwards and B's, each W p - 1 slots after its
+ * forward, so no stage holds more than the p microbatches stage 0 holds under 1F1B. */
+static void zb_h1(struct pipe *pp)
+{
+    int m = pp->opt.microbatches, p = pp->p, s = pp->stage;
+    for (int x = 0; x < m + p - 1; x++) {
+        int b = x - (p - 1 - s), w = x - (p - 1);
+        if (x < m) forward(pp, 0, x);
+        if (b >= 0 && b < m) backward_b(pp, b);
+        if (w >= 0 && w < m) backward_w(pp, w);
+    }
 }
 
 /* ---- section 8: interleaved 1F1B ---- */
@@ -301,6 +341,7 @@ double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B)
     pl_model_zero_grad(pp->m);
     if (pp->opt.schedule == PIPE_AFAB) afab(pp);
     else if (pp->opt.schedule == PIPE_1F1B) one_f_one_b(pp);
+    else if (pp->opt.schedule == PIPE_ZBH1) zb_h1(pp);
     else interleaved(pp);
     pl_comm_buf_free(pp->inbuf);
     pl_comm_buf_free(pp->gradbuf);

@@ -75,10 +75,10 @@ static void right_case(int n, enum pipe_schedule k, int m, int pipes)
                              .stage = l6_grid_stage_of(&g, r)};
         int s = o->stage;
         o->first = first[s], o->last = last[s];
-        o->nops = 2 * v * m;
+        o->nops = l6_sched_nops(k, v, m);
         l6_sched_order(k, p, v, s, m, o->ops);
         for (int j = 0; j < v; j++) o->chunk_acts[j] = o->chunk_held[j] = 1e5 * (j + 1);
-        o->activ_peak = o->total_peak = l6_sched_peak_acts(k, p, v, s, m, o->chunk_acts);
+        o->activ_peak = o->total_peak = l6_sched_peak_acts(k, p, v, s, m, o->chunk_acts, NULL);
         for (int i = 0; i < L6_K_STEPS; i++) o->live[i] = 40;
         o->sent.want = o->sent.nsend = m;
     }
@@ -277,6 +277,65 @@ static void order(void)
           "a grid's pipeline named: %s", FIRST(why));
 }
 
+/* The second part, ZB-H1: a right case passes every part; a W right after its B, its idle
+ * time, its memory without what B keeps for W, and a gradient W never added, each worded. */
+static void zero_bubble(void)
+{
+    struct gr_why why;
+    char want[512];
+    right_case(3, PIPE_ZBH1, 4, 1);
+    for (int r = 0; r < 3; r++) {
+        struct l6_obs *o = &obs[r];
+        o->chunk_wgrad[0] = 6e4;
+        o->activ_peak = o->total_peak =
+            l6_sched_peak_acts(PIPE_ZBH1, 3, 1, o->stage, 4, o->chunk_acts, o->chunk_wgrad);
+    }
+    all_pass("ZB-H1, 3 stages, m = 4");
+    /* the formula: (p-1)/(3m+p-1) = 2/14 with m >= p */
+    CHECK(fabs(l6_sched_bubble_formula(PIPE_ZBH1, 3, 4) - 2.0 / 14) < 1e-12 &&
+              l6_sched_bubble_formula(PIPE_ZBH1, 3, 2) < 0,
+          "ZB-H1's bubble formula holds for m >= p alone");
+    /* stage 1 runs W0 right after B0 */
+    struct l6_obs *o = &obs[1];
+    struct l6_sched_op sw = o->ops[3];
+    o->ops[3] = o->ops[4], o->ops[4] = sw;
+    CHECK(!judge(0, "schedule", &why) && said(&why, "ZB-H1, 3 stages, 4 microbatches: stage 1 ran") &&
+              said(&why, "the W of x - (p - 1), those that exist") &&
+              said(&why, "(handout section 9)"),
+          "W out of place: %s", FIRST(why));
+    o->ops[4] = o->ops[3], o->ops[3] = sw;
+    obs[0].bub[0].got = 0.2;
+    snprintf(want, sizeof want, "ZB-H1, 3 stages, 4 microbatches, uniform stage times (F %g, B %g, "
+             "W %g, free links): your stages idle 0.2000 of the step; the schedule idles "
+             "(p-1)/(3m+p-1) = 2/14 = %.4f, a third of 1F1B's idle time", L6_SCHED_UNIT_F,
+             L6_SCHED_UNIT_B - L6_SCHED_UNIT_W, L6_SCHED_UNIT_W, 2.0 / 14);
+    CHECK(!judge(0, "bubble", &why) && said(&why, want) &&
+              said(&why, "a W where the schedule runs a forward or a B"),
+          "ZB-H1's bubble: %s", FIRST(why));
+    obs[0].bub[0].got = obs[0].bub[0].best;
+    /* what B keeps for W counted: a peak of the activations alone is below the order's */
+    o->activ_peak = o->total_peak = l6_sched_peak_acts(PIPE_ZBH1, 3, 1, 1, 4, o->chunk_acts, NULL);
+    CHECK(!judge(0, "memory", &why) && said(&why, "before the W that frees it") &&
+              said(&why, "(handout sections 9)"),
+          "ZB-H1's memory without what B kept: %s", FIRST(why));
+    o->activ_peak = o->total_peak =
+        l6_sched_peak_acts(PIPE_ZBH1, 3, 1, 1, 4, o->chunk_acts, o->chunk_wgrad);
+    o->activ_left = 1e5;
+    CHECK(!judge(0, "memory", &why) && said(&why, "after its W, and run every W before pipe_step "
+                                                  "returns"),
+          "ZB-H1's activations left: %s", FIRST(why));
+    o->activ_left = 0;
+    struct l6_train *t = &obs[0].train;
+    *t = (struct l6_train){.wrong = L6_W_GRADS, .v = {0, 0.9, 0}};
+    t->err = (struct l6_param_err){.rank = 0, .tensor = 1, .rel = 1.0, .name = "wpe [16, 32]"};
+    CHECK(!judge(0, "correct", &why) && said(&why, "that tensor's gradient is missing") &&
+              said(&why, "every W of the step runs before it returns"),
+          "a W never run: %s", FIRST(why));
+    t->err.rel = 0.5;
+    CHECK(!judge(0, "correct", &why) && !said(&why, "that tensor's gradient is missing"),
+          "a gradient merely wrong is not called missing: %s", FIRST(why));
+}
+
 /* "memory" */
 static void memory(void)
 {
@@ -289,7 +348,7 @@ static void memory(void)
              pl_format_bytes(2000, a, sizeof a));
     CHECK(!judge(0, "memory", &why) && said(&why, want), "activations left: %s", FIRST(why));
     o->activ_left = 0;
-    double acts = l6_sched_peak_acts(PIPE_1F1B, 3, 1, 1, 4, o->chunk_acts);
+    double acts = l6_sched_peak_acts(PIPE_1F1B, 3, 1, 1, 4, o->chunk_acts, NULL);
     o->activ_peak = 4e5;
     snprintf(want, sizeof want, "stage 1's activations peaked at %s, %.2f microbatches of %s; "
              "the schedule holds at most %.2f there", pl_format_bytes(4e5, a, sizeof a), 4.0,
@@ -392,6 +451,7 @@ static void hand_built(void)
     order();
     memory();
     traffic();
+    zero_bubble();
 }
 
 /* Every case of a recorded run passes parts; then the last rank's observation made wrong
