@@ -163,10 +163,37 @@ static void handout_figures(void)
            "to N\n", pl_moe_capacity(8, 4, 2, 8.0f));
 }
 
+/* The dispatch all-to-all of the modelled layer (MODEL_TOKENS tokens a rank, top-k, C in
+ * BF16) at EP 8 and 64, on the torus profile (torus.h: the group the most cubic torus of its
+ * size) against dgx-h100 (8 GPUs a node: EP 8 on NVLink, EP 64 over 8 nodes' network), and
+ * the torus at EP 512 (8 x 8 x 8): handout section 11 quotes them. */
+static void torus_figures(int k)
+{
+    const struct pl_profile *h = pl_profile_find("dgx-h100"), *t = pl_profile_find("tpu-v4");
+    const double S = MODEL_TOKENS * k * MODEL_C * 2;
+    static const int eps[3] = {8, 64, 512};
+    static int ranks[512];
+    char b[32];
+    for (int i = 0; i < 512; i++) ranks[i] = i;
+    printf("# handout: the dispatch of %s a rank (%.0f tokens, top-%d, C %.0f in BF16):", 
+           pl_format_bytes(S, b, sizeof b), MODEL_TOKENS, k, MODEL_C);
+    for (int i = 0; i < 3; i++) {
+        int d[3], ep = eps[i];
+        pl_torus_shape(ep, d);
+        double tt = pl_torus_coll_time(d, PL_ALL_TO_ALL, ranks, ep, S,
+                                       t->latency[PL_LINK_INTRA], t->bw[PL_LINK_INTRA]);
+        enum pl_link l = ep > h->devices_per_node ? PL_LINK_INTER : PL_LINK_INTRA;
+        double th = pl_coll_time(PL_ALL_TO_ALL, ep, S, h->latency[l], h->bw[l]);
+        printf("%s EP %d: %.2f ms on %s (%dx%dx%d), %.2f ms on %s", i ? ";" : "", ep, tt * 1e3,
+               t->name, d[0], d[1], d[2], th * 1e3, h->name);
+    }
+    printf("\n");
+}
+
 static void bench_mode(struct l7_state *st, int E, int k, float cf, float skew,
                        const char *plots_dir)
 {
-    if (pl_rank() == 0) handout_figures();
+    if (pl_rank() == 0) handout_figures(), torus_figures(k);
     struct pl_tokens data = pl_corpus_tokens(pl_mix64(st->seed ^ 0xda7a), L7_CORPUS_TOKENS);
     const struct pl_profile *prof = pl_profile_find("dgx-h100");
     if (pl_rank() == 0) {
