@@ -97,8 +97,8 @@ static void layouts(void)
     const int codes[4] = {L3_LD_NRANK, L3_LD_NUNITS, L3_LD_PART, L3_LD_TOTALS};
     const char *words[4] = {"n=2 rank=1 stored, expected n=3 rank=1", "nunits is 2, expected 3",
                             "part is 2, expected 3 (unit u holds part u - 1",
-                            "numel 2, full_numel 1, shard_numel 1; expected 3, 1 (the sum of "
-                            "padded) and 1 (the sum of chunks)"};
+                            ("numel 2, full_numel 1, shard_numel 1; expected 3, 1 (the sum of "
+                             "padded) and 1 (the sum of chunks)")};
     for (int k = 0; k < 4; k++) {
         *d = (struct l3_layout_diff){.code = codes[k], .got = {2, 1, 1}, .want = {3, 1, 1},
                                      .psi = 100, .n = 2, .rank = 1};
