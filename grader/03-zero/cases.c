@@ -1,9 +1,9 @@
 /* cases.c: one case of Lab 3's check mode: the ZeRO group split from the world, the
  * single-device reference measured, the student's stage trained for L3_STEPS AdamW steps on
  * every rank's slice of each global batch with its bytes by collective kind (traffic ledger),
- * each category's peak (memory ledger), the gradient each update is given (gradients.c) and
- * the replicas after each step observed; and the collective checks of the losses and the
- * trained parameters against the reference. */
+ * each category's peak (memory ledger), the gradient each update is given (gradients.c), the
+ * replicas after each step, the losses and the trained parameters against the reference:
+ * all recorded as figures in this rank's observation (struct l3_obs), for judge.c. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -55,7 +55,7 @@ void l3_mem_current(double *out)
 }
 
 static int run_student(struct l3_state *l, int stage, int prefetch,
-                       const struct gr_train_setup *setup, struct l3_verdict *v, double *losses,
+                       const struct gr_train_setup *setup, struct l3_obs *v, double *losses,
                        struct zero **out, const struct pl_model_layout *lay,
                        const struct zero_layout *e, struct gr_batch *bp, double *base,
                        double *before, double *after);
@@ -70,7 +70,7 @@ static double group_loss(const struct l3_group *g, double mine)
 }
 
 /* The peaks of the window so far (since base) folded into v's. */
-static void fold_peaks(struct l3_verdict *v, const double *base)
+static void fold_peaks(struct l3_obs *v, const double *base)
 {
     struct pl_mem_stats st;
     pl_mem_get_stats(&st);
@@ -84,9 +84,19 @@ static void fold_peaks(struct l3_verdict *v, const double *base)
     if (t > v->peak_total) v->peak_total = t;
 }
 
+/* FNV-1a over n bytes. */
+static uint64_t fnv1a(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 14695981039346656037ull;
+    for (size_t k = 0; k < n; k++) h = (h ^ b[k]) * 1099511628211ull;
+    return h;
+}
+
 /* Collective: stages 1 and 2 end a step with the whole model on every rank, and every rank
  * must hold the same one, bit for bit, or the replicas drift apart a little more each step.
- * 0 (rank 0: why in l->grads_msg) when a rank's parameters differ from rank 0's. */
+ * Records this rank's digest of its parameters after step `step` and, the first time they
+ * differ from its group's first rank's, where; 0 on every rank when any rank's differ. */
 static int replicas_after_step(struct l3_state *l, const struct zero *z,
                                const struct pl_model_layout *lay, const struct zero_layout *e,
                                int step)
@@ -98,36 +108,30 @@ static int replicas_after_step(struct l3_state *l, const struct zero *z,
     long first = -1;
     for (size_t k = 0; k < e->numel && first < 0; k++)
         if (memcmp(&flat[k], &root[k], sizeof(float))) first = (long)k;
+    l->ob->replica.digest[step] = fnv1a(flat, e->numel * sizeof *flat);
+    l->ob->replica.steps = step + 1;
     free(root);
     free(flat);
-    int nw = pl_size(), bad_rank = -1;
-    long *all = malloc((size_t)nw * sizeof *all);
-    PL_CHECK_MPI(MPI_Allgather(&first, 1, MPI_LONG, all, 1, MPI_LONG, MPI_COMM_WORLD));
-    for (int r = 0; r < nw && bad_rank < 0; r++)
-        if (all[r] >= 0) bad_rank = r;
-    size_t bad_elem = bad_rank >= 0 ? (size_t)all[bad_rank] : 0;
-    free(all);
-    int equal = bad_rank < 0;
-    if (equal) return 1;
-    const struct pl_param_desc *t = gr_tensor_at(lay, bad_elem);
-    int owner = -1;
-    for (int u = 0; u < e->nunits; u++)
-        if (bad_elem >= e->unit[u].offset && bad_elem < e->unit[u].offset + e->unit[u].numel)
-            owner = (int)((bad_elem - e->unit[u].offset) / e->unit[u].chunk);
-    snprintf(l->grads_msg, sizeof l->grads_msg, "after zero_step %d, rank %d's parameters "
-             "differ from rank 0's%s, bit for bit, first in %s (flat element %zu, in rank %d's "
-             "chunk): every rank must end the step with the same model. Each rank updates only "
-             "its own chunks, so every unit must be all-gathered after the update, the last "
-             "one included (handout section 3)", step + 1, bad_rank,
-             l->grp.ngroups > 1 ? " of its ZeRO group" : "", t ? t->name : "?", bad_elem, owner);
-    return 0;
+    if (first >= 0 && l->ob->replica.step < 0) {
+        const struct pl_param_desc *t = gr_tensor_at(lay, (size_t)first);
+        l->ob->replica.step = step;
+        l->ob->replica.elem = (double)first;
+        for (int u = 0; u < e->nunits; u++)
+            if ((size_t)first >= e->unit[u].offset &&
+                (size_t)first < e->unit[u].offset + e->unit[u].numel)
+                l->ob->replica.owner = (int)(((size_t)first - e->unit[u].offset) / e->unit[u].chunk);
+        snprintf(l->ob->replica.tensor, sizeof l->ob->replica.tensor, "%s", t ? t->name : "?");
+    }
+    int equal = first < 0, all_equal;
+    PL_CHECK_MPI(MPI_Allreduce(&equal, &all_equal, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    return all_equal;
 }
 
 /* Runs the student's stage (zero_new's prefetch flag as given) for L3_STEPS steps on this rank,
  * filling v; losses[L3_STEPS] get the global loss of each step. Returns 0 when it stopped at a
  * stub. */
 static int train_student(struct l3_state *l, int stage, int prefetch,
-                         const struct gr_train_setup *setup, struct l3_verdict *v,
+                         const struct gr_train_setup *setup, struct l3_obs *v,
                          double *losses, struct zero **out)
 {
     int n = l->grp.n, me = l->grp.rank;
@@ -151,7 +155,7 @@ static int train_student(struct l3_state *l, int stage, int prefetch,
 }
 
 static int run_student(struct l3_state *l, int stage, int prefetch,
-                       const struct gr_train_setup *setup, struct l3_verdict *v, double *losses,
+                       const struct gr_train_setup *setup, struct l3_obs *v, double *losses,
                        struct zero **out, const struct pl_model_layout *lay,
                        const struct zero_layout *e, struct gr_batch *bp, double *base,
                        double *before, double *after)
@@ -178,15 +182,17 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
     PL_CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any_bad) return 1;
 
-    char what[120];
-    snprintf(what, sizeof what, "rank %d's z->zl (Psi=%zu on %d ranks)", me, lay->numel, n);
-    v->layout_bad = !l3_compare_layout(e, &z->zl, v->layout_msg, sizeof v->layout_msg, what);
-    if (!v->layout_bad && z->stage != stage) {
-        v->layout_bad = 1;
-        snprintf(v->layout_msg, sizeof v->layout_msg, "zero_new(stage %d) stored stage %d "
-                 "in z->stage", stage, z->stage);
+    struct l3_layout_diff *d = &v->layout;
+    if (l3_compare_layout(e, &z->zl, d) && z->stage != stage) {
+        d->code = L3_LD_STAGE;
+        d->got[0] = z->stage;
+        d->want[0] = stage;
     }
-    PL_CHECK_MPI(MPI_Allreduce(&v->layout_bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    d->psi = (double)lay->numel;
+    d->n = n;
+    d->rank = me;
+    bad = d->code != 0;
+    PL_CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any_bad) return 1;
 
     v->leak_step = -1;
@@ -207,8 +213,8 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
         /* The grader's own checks below allocate: the window pauses for them. */
         fold_peaks(v, base);
         if (l->grads_on && !l->grads_bad &&
-            !l3_grads_judge(&l->watch, &l->ref, s, setup->opt.grad_clip, e, l->grp.mpi,
-                            l->grads_msg, sizeof l->grads_msg))
+            !l3_grads_observe(&l->watch, &l->ref, s, setup->opt.grad_clip, e, l->grp.mpi,
+                              &v->grads))
             l->grads_bad = 1;
         if (l->grads_on && !l->grads_bad && stage != 3 && !replicas_after_step(l, z, lay, e, s))
             l->grads_bad = 1;
@@ -298,14 +304,6 @@ int l3_has_groups(void)
     return pl_size() >= 4 && pl_size() % 2 == 0;
 }
 
-/* zero_new's prefetch flag in case i. zero.h takes both values, and a stage 3 often has a
- * path of its own without prefetch (a blocking gather, no handle to keep), so stage 3 trains
- * once with it off: in the clip-off case, which no other part judges. */
-int l3_case_prefetch(int stage, int i)
-{
-    return stage == 3 && i != L3_CASE_CLIP_OFF;
-}
-
 /* Collective: case i's ZeRO group (g), split from the world. */
 void l3_group_open(struct l3_group *g, int i)
 {
@@ -361,8 +359,6 @@ static struct gr_train_setup case_setup(const struct pl_tokens *data, uint64_t s
 /* What the previous case left. */
 void l3_forget_case(struct l3_state *l)
 {
-    free(l->all);
-    l->all = NULL;
     free(l->flat);
     l->flat = NULL;
     if (l->z) zero_free(l->z);
@@ -370,16 +366,14 @@ void l3_forget_case(struct l3_state *l)
     l3_group_close(&l->grp, NULL);
     if (l->ref.loss) gr_reference_free(&l->ref);
     memset(&l->ref, 0, sizeof l->ref);
-    memset(&l->v, 0, sizeof l->v);
     l->grads_on = 0;
     l->grads_bad = 0;
-    l->grads_msg[0] = '\0';
 }
 
-/* Collective, once the student's stage has trained: reads its parameters for l3_judge_params,
- * frees it with zero_free and keeps on v what is still allocated above held, the ledger as
- * it stood before zero_new. zero_free frees everything zero_new and zero_step allocated; a
- * buffer it forgets stays behind after every model a program makes and frees. */
+/* Collective, once the student's stage has trained: reads its parameters, frees it with
+ * zero_free and records what is still allocated above held, the ledger as it stood before
+ * zero_new. zero_free frees everything zero_new and zero_step allocated; a buffer it forgets
+ * stays behind after every model a program makes and frees. */
 static void read_then_free(struct l3_state *l, const double *held)
 {
     struct zero_layout e;
@@ -389,14 +383,94 @@ static void read_then_free(struct l3_state *l, const double *held)
     l->z = NULL;
     double now[PL_MEM_NCAT];
     l3_mem_current(now);
-    for (int c = 0; c < PL_MEM_NCAT; c++) l->v.left[c] = now[c] > held[c] ? now[c] - held[c] : 0;
+    for (int c = 0; c < PL_MEM_NCAT; c++) l->ob->left[c] = now[c] > held[c] ? now[c] - held[c] : 0;
+}
+
+/* This rank's trained parameters against its group's reference, tensor by tensor: the
+ * worst by relative L2 error, a tensor of norm below the model's RMS times sqrt(its size)
+ * measured against that floor (train.h's gr_check_params, on this rank alone). */
+static void observe_params(const struct l3_state *l, struct l3_params_fig *f)
+{
+    const struct pl_model_layout *lay = &l->ref.layout;
+    const float *want = l->ref.params, *got = l->flat;
+    double ms = 0, err2 = 0, ref2 = 0;
+    for (size_t i = 0; i < l->ref.numel; i++) ms += (double)want[i] * want[i];
+    ms /= (double)(l->ref.numel ? l->ref.numel : 1);
+    f->checked = 1;
+    f->tensor = -1;
+    for (int t = 0; t < lay->n_tensors; t++) {
+        const struct pl_param_desc *d = &lay->tensors[t];
+        double e2 = 0, r2 = 0, max_abs = 0, worst = -1;
+        int bad = 0;
+        for (size_t i = d->offset; i < d->offset + d->numel; i++) {
+            double g = got[i], r = want[i];
+            if (!isfinite(g)) {
+                if (!bad) worst = (double)(i - d->offset);
+                bad++;
+                max_abs = INFINITY;
+                continue;
+            }
+            e2 += (g - r) * (g - r);
+            r2 += r * r;
+            if (fabs(g - r) > max_abs) {
+                max_abs = fabs(g - r);
+                worst = (double)(i - d->offset);
+            }
+        }
+        double den = fmax(r2, ms * (double)d->numel);
+        double rel = bad ? INFINITY : den > 0 ? sqrt(e2 / den) : sqrt(e2);
+        f->nonfinite += bad;
+        err2 += e2;
+        ref2 += r2;
+        if (f->tensor >= 0 && !(rel > f->rel)) continue;
+        f->tensor = t;
+        f->rel = rel;
+        f->max_abs = max_abs;
+        f->worst_elem = worst < 0 ? 0 : worst;
+        snprintf(f->name, sizeof f->name, "%s", d->name);
+        size_t used = (size_t)snprintf(f->shape, sizeof f->shape, "[");
+        for (int k = 0; k < d->ndim && used < sizeof f->shape; k++)
+            used += (size_t)snprintf(f->shape + used, sizeof f->shape - used, "%s%lld",
+                                     k ? ", " : "", (long long)d->shape[k]);
+        if (used < sizeof f->shape) snprintf(f->shape + used, sizeof f->shape - used, "]");
+    }
+    f->overall = f->nonfinite ? INFINITY : ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
+}
+
+/* This rank's group's losses against its reference. */
+static void observe_losses(const struct l3_state *l, struct l3_obs *o)
+{
+    double err;
+    int bad = gr_check_losses(l->losses, l->ref.loss, L3_STEPS, &err);
+    o->loss.step = bad;
+    o->loss.got = bad >= 0 ? l->losses[bad] : 0;
+    o->loss.want = bad >= 0 ? l->ref.loss[bad] : 0;
+    o->loss.err = bad >= 0 ? err : 0;
+}
+
+/* The case's figures the judge's wording and formulas read. */
+static void observe_case(const struct l3_state *l, struct l3_obs *o)
+{
+    o->rank = pl_rank();
+    o->color = l->grp.color;
+    o->grp_rank = l->grp.rank;
+    o->grp_n = l->grp.n;
+    o->ngroups = l->grp.ngroups;
+    o->n_layers = l->setup.cfg.n_layers;
+    o->d_ff = l->setup.cfg.d_ff;
+    o->seq_len = l->setup.cfg.seq_len;
+    o->vocab = l->setup.cfg.vocab;
+    o->shape = l3_shape_of(&l->e0);
+    o->leak_step = -1;
+    o->loss.step = -1;
+    o->replica.step = -1;
 }
 
 void l3_run(struct l3_state *l, int i)
 {
+    struct l3_obs *o = l->ob;
     if (!l->stage) {
-        l->layout_ok =
-            l3_run_layouts(l->seed, l->layout_msg, sizeof l->layout_msg, &l->layout_tried);
+        l3_run_layouts(l->seed, &o->layout, &o->layout_tried);
         return;
     }
     l3_forget_case(l);
@@ -411,98 +485,31 @@ void l3_run(struct l3_state *l, int i)
         l->setup.opt.grad_clip = l3_clip_between_shards(&l->ref, &l->e0);
         gr_reference_free(&l->ref);
     }
+    observe_case(l, o);
     if (l->grp.ngroups > 1)
         gr_case("the single-device reference of group %d: %d AdamW steps on its %d sequences",
                 l->grp.color, L3_STEPS, L3_GLOBAL_B);
     else
         gr_case("the single-device reference: %d AdamW steps on %d sequences", L3_STEPS,
                 L3_GLOBAL_B);
-    l3_measure_reference(&l->ref, &l->setup, l->ddp);
-    l->pass_work = kit_pass_work(&l->grp, &l->setup);
+    l3_measure_reference(&l->ref, &l->setup, o->ddp);
+    o->pass_work = kit_pass_work(&l->grp, &l->setup);
     l->grads_on = 1;
-    l->v.rank = pl_rank();
     int prefetch = l3_case_prefetch(l->stage, i);
     /* the prefetch test replays the trace of the first case */
-    l3_prefetch_want(&l->pf, l->trace_prefetch && prefetch && i != L3_CASE_GROUPS);
+    int traced = l->trace_prefetch && prefetch && i == L3_CASE_CLIP_DEFAULT;
+    l3_prefetch_want(&l->pf, traced);
     double held[PL_MEM_NCAT];
     l3_mem_current(held);
-    train_student(l, l->stage, prefetch, &l->setup, &l->v, l->losses, &l->z);
-    if (gr_agree(l->v.steps_done == L3_STEPS && !gr_todo_any())) {
+    train_student(l, l->stage, prefetch, &l->setup, o, l->losses, &l->z);
+    if (gr_agree(o->steps_done == L3_STEPS && !gr_todo_any())) {
         read_then_free(l, held);
-        l3_group_close(&l->grp, &l->v.in_flight);
+        l3_group_close(&l->grp, &o->in_flight);
+        o->trained = 1;
+        observe_losses(l, o);
+        observe_params(l, &o->params);
     }
-    l->all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *l->all) : NULL;
-    PL_CHECK_MPI(MPI_Gather(&l->v, (int)sizeof l->v, MPI_BYTE, l->all, (int)sizeof l->v,
-                            MPI_BYTE, 0, MPI_COMM_WORLD));
-}
-
-/* Collective: every rank's group loss against its group's reference; rank 0 says why for the
- * first rank (in world order) whose group's loss is off. */
-int l3_judge_losses(struct l3_state *l)
-{
-    struct l3_verdict *mine = &l->v;
-    double err;
-    int bad = gr_check_losses(l->losses, l->ref.loss, L3_STEPS, &err);
-    mine->loss.step = bad;
-    mine->loss.got = bad >= 0 ? l->losses[bad] : 0;
-    mine->loss.want = bad >= 0 ? l->ref.loss[bad] : 0;
-    mine->loss.err = bad >= 0 ? err : 0;
-    int nw = pl_size(), who = -1;
-    struct l3_verdict *all = pl_rank() == 0 ? calloc((size_t)nw, sizeof *all) : NULL;
-    PL_CHECK_MPI(MPI_Gather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE,
-                            0, MPI_COMM_WORLD));
-    for (int r = 0; all && r < nw && who < 0; r++)
-        if (all[r].loss.step >= 0) who = r;
-    if (who >= 0) {
-        bad = all[who].loss.step;
-        err = all[who].loss.err;
-        char where[96] = "";
-        if (l->grp.ngroups > 1)
-            snprintf(where, sizeof where, " (rank %d's group, on its own batches)", who);
-        gr_say("correct", "%s on %d ranks%s, step %d of %d: the loss (mean over the group's "
-               "ranks) is %.8g, the single-device model's on the same global batch %.8g: "
-               "relative error %s, more than %.0e", l3_stage_name(l->stage), l->grp.n, where,
-               bad + 1, L3_STEPS, all[who].loss.got, all[who].loss.want,
-               gr_fmt_beyond(err, GR_TOL_LOSS), GR_TOL_LOSS);
-    }
-    free(all);
-    if (who < 0) return 1; /* rank 0's verdict is the one gr_agree keeps */
-    if (bad == 0)
-        gr_say("correct", "the first forward already differs: are the parameters initialised "
-               "with pl_model_init_flat at their flat offsets, and does every unit's forward "
-               "get its own parameters?");
-    else
-        gr_say("correct", "the first %d step(s) agreed, so the forward is right and an update "
-               "went wrong: the average (PL_AVG) of the gradients, the clip norm summed over "
-               "all ranks' chunks, AdamW on the own chunk at its flat offset, and the "
-               "all-gather of the updated parameters", bad);
-    return 0;
-}
-
-/* Collective: the parameters after K steps, gathered from the shards. */
-int l3_judge_params(const struct l3_state *l)
-{
-    struct zero_layout e;
-    l3_expected_layout(&e, &l->lay, l->grp.n, l->grp.rank);
-    float *flat = l->flat ? l->flat : l3_flat_params(l->z, &e, l->grp.mpi);
-    float *dev = pl_mem_alloc(e.numel * sizeof(float), PL_MEM_WORK, PL_DEVICE, "lab03 got");
-    pl_to_device(dev, flat, e.numel * sizeof(float));
-    struct gr_param_verdict pv;
-    gr_check_params(&l->ref, GR_REPLICATED, 0, e.numel, dev, GR_TOL_PARAMS, &pv);
-    pl_mem_free(dev);
-    if (flat != l->flat) free(flat);
-    if (pv.ok) return 1;
-    char desc[512];
-    gr_describe_param_error(&l->ref, &pv, desc, sizeof desc);
-    gr_say("correct", "%s on %d ranks: after %d steps the parameters%s differ from the "
-           "single-device model's: %s", l3_stage_name(l->stage), l->grp.n, L3_STEPS,
-           l->stage == 3 ? " (gathered from every rank's shard)" : "", desc);
-    if (pv.nonfinite)
-        gr_say("correct", "%d parameters are NaN or Inf: a chunk read past its unit, or "
-               "moments never zeroed?", pv.nonfinite);
-    else
-        gr_say("correct", "losses agreed, so the last update is off: check that the padding "
-               "is never updated and that every rank updates exactly its chunk [rank x chunk, "
-               "rank x chunk + chunk) of each unit");
-    return 0;
+    if (traced && pl_rank() == 0)
+        l3_prefetch_observe(&l->pf, &l->setup.cfg, L3_GLOBAL_B / pl_size(), &l->e0,
+                            &o->prefetch);
 }

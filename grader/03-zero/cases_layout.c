@@ -30,63 +30,71 @@ void l3_expected_layout(struct zero_layout *zl, const struct pl_model_layout *la
     }
 }
 
-static int compare_unit(const struct zero_unit *e, const struct zero_unit *g, char *msg,
-                        size_t len, const char *where)
+struct l3_shape l3_shape_of(const struct zero_layout *e)
 {
-#define FIELD(f, why)                                                                      \
-    if (e->f != g->f) {                                                                    \
-        snprintf(msg, len, "%s: " #f " is %zu, expected %zu: " why, where, (size_t)g->f,    \
-                 (size_t)e->f);                                                            \
-        return 0;                                                                          \
+    struct l3_shape f = {(double)e->numel, (double)e->full_numel, (double)e->shard_numel, 0,
+                         0, e->n};
+    double w1 = 0, w2 = 0;
+    for (int u = 0; u < e->nunits; u++) {
+        double p = (double)e->unit[u].padded;
+        if (p > w1) {
+            w2 = w1;
+            w1 = p;
+        } else if (p > w2) {
+            w2 = p;
+        }
     }
-    if (e->part != g->part) {
-        snprintf(msg, len, "%s: part is %d, expected %d (unit u holds part u - 1: the "
-                 "embedding is -1, the blocks 0..L-1, the head L)", where, g->part, e->part);
-        return 0;
-    }
-    FIELD(offset, "the part's first element, from pl_model_part_range")
-    FIELD(numel, "the part's elements, from pl_model_part_range")
-    FIELD(chunk, "ceil(numel / n), so that n chunks cover the unit and only the last one "
-                 "needs padding")
-    FIELD(padded, "n x chunk, what every reduce-scatter and all-gather of the unit moves")
-    FIELD(full_offset, "the sum of the padded sizes of the units before it")
-    FIELD(shard_offset, "the sum of the chunks of the units before it")
-#undef FIELD
-    return 1;
+    f.two_units = w1 + w2;
+    f.head = e->nunits ? (double)e->unit[e->nunits - 1].padded : 0;
+    return f;
 }
 
-/* 1 when got equals the trusted layout; otherwise a message saying where it differs. */
-int l3_compare_layout(const struct zero_layout *e, const struct zero_layout *g, char *msg,
-                          size_t len, const char *what)
+static int differ(struct l3_layout_diff *d, int code, double got, double want)
 {
-    char where[160];
+    d->code = code;
+    d->got[0] = got;
+    d->want[0] = want;
+    return 0;
+}
+
+int l3_compare_layout(const struct zero_layout *e, const struct zero_layout *g,
+                      struct l3_layout_diff *d)
+{
     if (g->n != e->n || g->rank != e->rank) {
-        snprintf(msg, len, "%s: n=%d rank=%d stored, expected n=%d rank=%d", what, g->n,
-                 g->rank, e->n, e->rank);
-        return 0;
+        d->got[1] = g->rank;
+        d->want[1] = e->rank;
+        return differ(d, L3_LD_NRANK, g->n, e->n);
     }
-    if (g->nunits != e->nunits) {
-        snprintf(msg, len, "%s: nunits is %d, expected %d (n_layers + 2: the embedding, every "
-                 "block, the head)", what, g->nunits, e->nunits);
-        return 0;
-    }
+    if (g->nunits != e->nunits) return differ(d, L3_LD_NUNITS, g->nunits, e->nunits);
     for (int u = 0; u < e->nunits; u++) {
-        snprintf(where, sizeof where, "%s, unit %d (%zu elements)", what, u, e->unit[u].numel);
-        if (!compare_unit(&e->unit[u], &g->unit[u], msg, len, where)) return 0;
+        const struct zero_unit *x = &e->unit[u], *y = &g->unit[u];
+        const size_t want[6] = {x->offset, x->numel, x->chunk, x->padded, x->full_offset,
+                                x->shard_offset};
+        const size_t got[6] = {y->offset, y->numel, y->chunk, y->padded, y->full_offset,
+                               y->shard_offset};
+        d->unit = u;
+        d->unit_numel = (double)x->numel;
+        if (x->part != y->part) return differ(d, L3_LD_PART, y->part, x->part);
+        for (int k = 0; k < 6; k++)
+            if (want[k] != got[k]) {
+                d->field = k;
+                return differ(d, L3_LD_FIELD, (double)got[k], (double)want[k]);
+            }
     }
     if (g->numel != e->numel || g->full_numel != e->full_numel ||
         g->shard_numel != e->shard_numel) {
-        snprintf(msg, len, "%s: numel %zu, full_numel %zu, shard_numel %zu; expected %zu, %zu "
-                 "(the sum of padded) and %zu (the sum of chunks)", what, g->numel,
-                 g->full_numel, g->shard_numel, e->numel, e->full_numel, e->shard_numel);
-        return 0;
+        d->got[1] = (double)g->full_numel;
+        d->got[2] = (double)g->shard_numel;
+        d->want[1] = (double)e->full_numel;
+        d->want[2] = (double)e->shard_numel;
+        return differ(d, L3_LD_TOTALS, (double)g->numel, (double)e->numel);
     }
     return 1;
 }
 
 /* The layout test: zero_layout_init on model sizes drawn from the seed, on 1 to 9 ranks,
- * against l3_expected_layout. Stops at the first difference (kept in msg) or stub. */
-int l3_run_layouts(uint64_t seed, char *msg, size_t len, int *tried)
+ * against l3_expected_layout. Stops at the first difference (kept in d) or stub. */
+int l3_run_layouts(uint64_t seed, struct l3_layout_diff *d, int *tried)
 {
     uint64_t r = pl_mix64(seed ^ 0x1ab03);
     *tried = 0;
@@ -112,11 +120,17 @@ int l3_run_layouts(uint64_t seed, char *msg, size_t len, int *tried)
                 zero_layout_init(&g, &lay, n, rank);
                 ++*tried;
                 if (pl_todo_what()) ok = 0;
-                char what[200];
-                snprintf(what, sizeof what, "Psi=%zu parameters (n_layers=%d, d_model=%d, "
-                         "d_ff=%d, vocab=%d) on n=%d, rank %d", lay.numel, c.n_layers,
-                         c.d_model, c.d_ff, c.vocab, n, rank);
-                if (ok && !l3_compare_layout(&e, &g, msg, len, what)) ok = 0;
+                if (ok && !l3_compare_layout(&e, &g, d)) {
+                    ok = 0;
+                    d->test = 1;
+                    d->psi = (double)lay.numel;
+                    d->n_layers = c.n_layers;
+                    d->d_model = c.d_model;
+                    d->d_ff = c.d_ff;
+                    d->vocab = c.vocab;
+                    d->n = n;
+                    d->rank = rank;
+                }
             }
         pl_model_layout_free(&lay);
         if (!ok) return 0;

@@ -10,8 +10,10 @@
  * Lab options: --svg FILE (bench: the memory bar chart), --plots DIR (bench: one ZeRO-3
  * step's memory over time and modelled timelines, prefetch.c).
  *
- * The state is made here on the heap; a case is run by cases.c, judged by judge.c, timed
- * and benchmarked by bench.c (lab03.h says what each file holds). */
+ * On the lab harness's new shape (harness.h): the state is made here on the heap; a case is
+ * run by cases.c into this rank's observation (struct l3_obs, figures only), the harness
+ * gathers every rank's once, and judge.c and judge_correct.c judge them on rank 0 with no
+ * MPI; timed and benchmarked by bench.c (lab03.h says what each file holds). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,22 @@ static const struct pl_flag OPTIONS[] = {
      "bench: write one ZeRO-3 step's memory over time and modelled timelines there (none)", 0},
 };
 
+/* Refuses a part Lab 3 does not judge, before anything runs. */
+static void check_parts(const char *list)
+{
+    static const char *const known[] = {"correct", "traffic", "memory", "prefetch"};
+    for (const char *w = list; *w;) {
+        size_t len = strcspn(w, ",");
+        int ok = len == 0;
+        for (int p = 0; p < 4 && !ok; p++)
+            ok = strlen(known[p]) == len && !strncmp(w, known[p], len);
+        if (!ok)
+            pl_usage_error_all("--parts %.*s: Lab 3 judges correct, traffic, memory and prefetch",
+                               (int)len, w);
+        w += len + (w[len] == ',');
+    }
+}
+
 static void *setup(const struct gr_args *a)
 {
     if (L3_GLOBAL_B % pl_size())
@@ -37,6 +55,8 @@ static void *setup(const struct gr_args *a)
     l->seed = a->seed;
     l->grp = (struct l3_group){NULL, MPI_COMM_NULL, 1, 0, 0, 1};
     l->stage = strcmp(a->op, "layout") ? a->op[4] - '0' : 0;
+    if (!strcmp(a->mode, "check")) check_parts(a->parts);
+    l->ncases = l->stage ? L3_NCASES - !l3_has_groups() : 1;
     l->trace_prefetch = l->stage == 3 && gr_has_part(a->parts, "prefetch");
     if (!l->stage && strcmp(a->mode, "check"))
         pl_usage_error_all("--op layout has only a check mode");
@@ -53,7 +73,6 @@ static void finish(void *st)
     struct l3_state *l = st;
     gr_wrap_ctx_set(NULL);
     l3_prefetch_free(&l->pf);
-    free(l->all);
     free(l->flat);
     if (l->z) zero_free(l->z);
     l3_group_close(&l->grp, NULL);
@@ -72,7 +91,7 @@ static const char *subject(void *st)
 
 static int count_cases(void *st)
 {
-    return l3_count_cases(st);
+    return ((struct l3_state *)st)->ncases;
 }
 
 static void describe(void *st, int i, char *buf, size_t len)
@@ -95,14 +114,26 @@ static void describe(void *st, int i, char *buf, size_t len)
                                 : "");
 }
 
-static void run(void *st, int i)
+static size_t obs_size(const void *st, int i)
 {
-    l3_run(st, i);
+    (void)st;
+    (void)i;
+    return sizeof(struct l3_obs);
 }
 
-static int judge(void *st, int i, const char *part)
+static void observe(void *st, int i, void *obs)
 {
-    return l3_judge(st, i, part);
+    struct l3_state *l = st;
+    l->ob = obs;
+    l3_run(l, i);
+    l->ob = NULL;
+}
+
+static int judge(const void *st, int i, const char *part, const struct gr_obs *all,
+                 struct gr_why *why)
+{
+    const struct l3_state *l = st;
+    return l3_judge(l->stage, i, l->ncases, part, all, why);
 }
 
 static int probe(void *st)
@@ -123,8 +154,9 @@ const struct gr_driver gr_lab_driver = {
     .correct_first = "must train correctly first",
     .ncases = count_cases,
     .describe = describe,
-    .run = run,
-    .judge = judge,
+    .obs_size = obs_size,
+    .observe = observe,
+    .judge_obs = judge,
     .probe = probe,
     .perf = perf,
     .bench = l3_bench,

@@ -131,40 +131,25 @@ static double rel_l2(const float *got, const float *want, size_t numel)
 /* How close a recorded gradient must be to a mistake's prediction to be named for it. */
 #define GR03_EXPLAINED 1e-3
 
-/* Rank 0: why got (every rank's record) differs from the clipped reference, when one mistake
- * explains it; 0 when none does. */
+/* The group's first rank: the mistake that explains got (every rank's record), against the
+ * clipped reference, into f (its code and figures); 0 when none does. */
 static int explain(const float *got, const float *ref_g, const int *owner, size_t numel,
-                   int n, float clip, int step, char *msg, size_t len)
+                   int n, float clip, struct l3_grads_fig *f)
 {
     double nsq = norm_sq_of(ref_g, owner, numel, -1);
     float scale = pl_clip_scale(nsq, clip);
     float *cand = calloc(numel ? numel : 1, sizeof *cand);
     int found = 0;
+    f->x[1] = clip;
     /* A sum over n ranks is n times the average, and is clipped by its own, n times larger,
      * norm; an average divided by n once more is n times smaller, clipped by its own norm. */
-    if (n > 1) {
-        float s = pl_clip_scale(nsq / ((double)n * n), clip) / (float)n;
+    for (int k = 0; k < 2 && n > 1 && !found; k++) {
+        float s = k == 0 ? pl_clip_scale(nsq / ((double)n * n), clip) / (float)n
+                         : (float)n * pl_clip_scale((double)n * n * nsq, clip);
         for (size_t i = 0; i < numel; i++) cand[i] = s * ref_g[i];
         if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {
-            snprintf(msg, len, "step %d: gradients averaged twice: off by a factor of 1/n = "
-                     "1/%d before clipping (AdamW was given %.4g times the gradient it "
-                     "needs%s). A reduce-scatter with PL_AVG already divides the sum by n: "
-                     "divide once, before the clip (handout section 3)", step + 1, n,
-                     (double)(s / scale), clip > 0 ? ", after your clip" : "");
-            found = 1;
-        }
-    }
-    if (!found && n > 1) {
-        float s = (float)n * pl_clip_scale((double)n * n * nsq, clip);
-        for (size_t i = 0; i < numel; i++) cand[i] = s * ref_g[i];
-        if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {
-            snprintf(msg, len, "step %d: gradients summed, not averaged: off by a factor of n "
-                     "= %d before clipping (AdamW was given %.4g times the gradient it needs%s). "
-                     "The parameters barely show it (Lab 2's question why_average_unseen asks "
-                     "why); "
-                     "the gradient shows it. Section 3 asks for the ranks' mean, before the "
-                     "clip", step + 1, n,
-                     (double)(s / scale), clip > 0 ? ", after your clip" : "");
+            f->code = k == 0 ? L3_G_TWICE : L3_G_SUM;
+            f->x[0] = (double)(s / scale);
             found = 1;
         }
     }
@@ -187,89 +172,81 @@ static int explain(const float *got, const float *ref_g, const int *owner, size_
             }
         }
         if (rel_l2(got, cand, numel) < GR03_EXPLAINED) {
-            snprintf(msg, len, "step %d: clipped by the local gradient norm, not the global "
-                     "one: rank %d scaled its chunks by %.4g, from the norm of its own shard "
-                     "(%.4g), where the whole gradient's norm is %.4g and clipping at %g scales "
-                     "every chunk by %.4g. Every rank must scale by the same factor: sum the "
-                     "squares of your chunks, add every rank's sum with zero_sum_over_ranks, "
-                     "then pl_clip_scale (handout section 3)", step + 1, worst,
-                     (double)worst_scale, worst_norm, sqrt(nsq), (double)clip, (double)scale);
+            *f = (struct l3_grads_fig){.code = L3_G_LOCAL_CLIP, .who = worst,
+                                       .x = {(double)worst_scale, worst_norm, sqrt(nsq),
+                                             (double)clip, (double)scale}};
             found = 1;
         }
     }
     if (!found && scale < 1 && rel_l2(got, ref_g, numel) < GR03_EXPLAINED) {
-        snprintf(msg, len, "step %d: the gradient was not clipped: its norm %.4g is above "
-                 "grad_clip %g, so every chunk must be scaled by pl_clip_scale(sum of squares "
-                 "over all ranks, grad_clip) = %.4g before AdamW (handout section 3)", step + 1,
-                 sqrt(nsq), (double)clip, (double)scale);
+        *f = (struct l3_grads_fig){.code = L3_G_NOT_CLIPPED,
+                                   .x = {sqrt(nsq), (double)clip, (double)scale}};
         found = 1;
     }
     free(cand);
     return found;
 }
 
-/* Rank 0: an element given to AdamW other than once in the step, named. */
-static int judge_coverage(const struct gr_reference *ref, const int *count, const int *owner,
-                          int step, char *msg, size_t len)
+/* The group's first rank: an element given to AdamW other than once in the step. */
+static int check_coverage(const struct gr_reference *ref, const int *count, const int *owner,
+                          struct l3_grads_fig *f)
 {
     size_t numel = ref->numel, given = 0;
     for (size_t i = 0; i < numel; i++) given += count[i] != 0;
     if (!given) {
-        snprintf(msg, len, "step %d: zero_step never called pl_model_adamw_flat: update your "
-                 "chunks with it, at their flat offsets (handout section 2), so that weight "
-                 "decay falls on the right tensors; the grader reads the gradient each call is "
-                 "given", step + 1);
+        f->code = L3_G_NONE_GIVEN;
         return 0;
     }
     for (size_t i = 0; i < numel; i++) {
         if (count[i] == 1) continue;
         const struct pl_param_desc *t = gr_tensor_at(&ref->layout, i);
-        snprintf(msg, len, "step %d: flat element %zu (%s, in rank %d's chunk) was given to "
-                 "pl_model_adamw_flat %d times in the step: every parameter is updated exactly "
-                 "once, by the rank owning its chunk, at offset + rank x chunk of its unit "
-                 "(handout section 2)", step + 1, i, t ? t->name : "?", owner[i], count[i]);
+        f->code = L3_G_COUNT;
+        f->elem = (double)i;
+        f->who = owner[i];
+        f->count = count[i];
+        snprintf(f->tensor, sizeof f->tensor, "%s", t ? t->name : "?");
         return 0;
     }
     return 1;
 }
 
-/* Rank 0: a step count t other than the steps the model has taken, this one included. The
- * gradient can be right and the update still wrong: AdamW divides m by 1 - beta1^t and v by
- * 1 - beta2^t, so a t carried over from another model, or never counted, scales each
- * update. */
-static int judge_step_count(int t_min, int t_max, int step, char *msg, size_t len)
+/* The group's first rank: a step count t other than the steps the model has taken, this
+ * one included. The gradient can be right and the update still wrong: AdamW divides m by
+ * 1 - beta1^t and v by 1 - beta2^t, so a t carried over from another model, or never
+ * counted, scales each update. */
+static int check_step_count(int t_min, int t_max, int step, struct l3_grads_fig *f)
 {
     int want = step + 1;
     if (t_min == want && t_max == want) return 1;
-    snprintf(msg, len, "step %d: pl_model_adamw_flat was given t = %d, where this model has "
-             "taken %d AdamW step(s), this one included: t counts the steps since zero_new "
-             "(z->t, zero there and one more per zero_step), and AdamW's bias correction "
-             "divides by 1 - beta^t, so a wrong t scales the update. A count kept outside "
-             "struct zero goes on from one model to the next (handout section 3)", want,
-             t_min != want ? t_min : t_max, want);
+    f->code = L3_G_T;
+    f->who = t_min != want ? t_min : t_max;
     return 0;
 }
 
-/* Collective over the world: every group's first rank judged its own group (ok; why in
- * msg). 1 on every rank when all groups were right; otherwise 0, and the first failing
- * group's message is on world rank 0. */
-static int first_group_verdict(int ok, char *msg, size_t len)
+/* The largest difference of got from the clipped reference, when no mistake explains it. */
+static void worst_difference(const float *got, const float *ref_g, const int *owner,
+                             size_t numel, float scale, double err,
+                             const struct pl_model_layout *lay, struct l3_grads_fig *f)
 {
-    int me = pl_rank(), n = pl_size(), first;
-    int mine = ok ? n : me;
-    PL_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == n) return 1;
-    if (first != 0 && me == first)
-        PL_CHECK_MPI(MPI_Send(msg, (int)len, MPI_CHAR, 0, 0, MPI_COMM_WORLD));
-    if (first != 0 && me == 0)
-        PL_CHECK_MPI(MPI_Recv(msg, (int)len, MPI_CHAR, first, 0, MPI_COMM_WORLD,
-                              MPI_STATUS_IGNORE));
-    return 0;
+    size_t worst = 0;
+    double wd = -1;
+    for (size_t i = 0; i < numel; i++) {
+        double d = fabs((double)got[i] - (double)scale * ref_g[i]);
+        if (d > wd) {
+            wd = d;
+            worst = i;
+        }
+    }
+    const struct pl_param_desc *t = gr_tensor_at(lay, worst);
+    *f = (struct l3_grads_fig){.code = L3_G_DIFF, .who = owner[worst], .elem = (double)worst,
+                               .x = {err, (double)got[worst], (double)scale * ref_g[worst],
+                                     scale < 1}};
+    snprintf(f->tensor, sizeof f->tensor, "%s", t ? t->name : "?");
 }
 
-int l3_grads_judge(const struct l3_watch *w, const struct gr_reference *ref, int step,
-                   float clip, const struct zero_layout *e, MPI_Comm group, char *msg,
-                   size_t len)
+int l3_grads_observe(const struct l3_watch *w, const struct gr_reference *ref, int step,
+                     float clip, const struct zero_layout *e, MPI_Comm group,
+                     struct l3_grads_fig *f)
 {
     size_t numel = ref->numel;
     int me, n;
@@ -286,10 +263,11 @@ int l3_grads_judge(const struct l3_watch *w, const struct gr_reference *ref, int
     int ok = 1;
     const float *ref_g = ref->grads + (size_t)step * numel;
     if (me == 0) {
+        struct l3_grads_fig mine = {0};
         int *owner = malloc((numel ? numel : 1) * sizeof *owner);
         for (size_t i = 0; i < numel; i++) owner[i] = owner_of(e, i);
-        ok = judge_coverage(ref, count, owner, step, msg, len) &&
-             judge_step_count(t_min, t_max, step, msg, len);
+        ok = check_coverage(ref, count, owner, &mine) &&
+             check_step_count(t_min, t_max, step, &mine);
         float scale = pl_clip_scale(norm_sq_of(ref_g, owner, numel, -1), clip);
         /* Unclipped, the record compares with the reference's gradient and its tolerance. */
         for (size_t i = 0; ok && i < numel; i++) got[i] /= scale;
@@ -297,36 +275,17 @@ int l3_grads_judge(const struct l3_watch *w, const struct gr_reference *ref, int
         if (ok && err > GR_TOL_GRADS) {
             ok = 0;
             for (size_t i = 0; i < numel; i++) got[i] *= scale;
-            if (!explain(got, ref_g, owner, numel, n, clip, step, msg, len)) {
-                size_t worst = 0;
-                double wd = -1;
-                for (size_t i = 0; i < numel; i++) {
-                    double d = fabs((double)got[i] - (double)scale * ref_g[i]);
-                    if (d > wd) {
-                        wd = d;
-                        worst = i;
-                    }
-                }
-                const struct pl_param_desc *t = gr_tensor_at(&ref->layout, worst);
-                snprintf(msg, len, "step %d: the gradient AdamW was given differs from the "
-                         "single-device gradient of the whole batch%s: relative L2 error %.3g "
-                         "(tolerance %.0e); the largest difference is at flat element %zu (%s, "
-                         "rank %d's chunk): %.6g where %.6g was expected%s", step + 1,
-                         scale < 1 ? ", clipped by its global norm" : "",
-                         err, GR_TOL_GRADS, worst, t ? t->name : "?",
-                         owner[worst], (double)got[worst], (double)scale * ref_g[worst],
-                         step > 0 ? ". The steps before were right, so look at what one "
-                                    "step leaves for the next: a gradient buffer kept from "
-                                    "step to step is zeroed before each backward, since "
-                                    "zero_backward_part adds into the buffer it is given "
-                                    "(zero.h); and the update writes the parameters with "
-                                    "every AdamW setting of opt as given"
-                                  : "");
-            }
+            if (!explain(got, ref_g, owner, numel, n, clip, &mine))
+                worst_difference(got, ref_g, owner, numel, scale, err, &ref->layout, &mine);
         }
+        mine.step = step;
+        mine.n = n;
+        if (!ok) *f = mine;
         free(owner);
     }
     free(got);
     free(count);
-    return first_group_verdict(ok, msg, len);
+    int all_ok;
+    PL_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    return all_ok;
 }

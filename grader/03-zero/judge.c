@@ -1,7 +1,7 @@
-/* judge.c: Lab 3's verdicts on rank 0 from every rank's observation (struct l3_verdict):
- * the state and layout zero_new left, operations left in flight, the gradient, the bytes
- * by collective kind against the stage's volumes and each category's peak against the ZeRO
- * formulas computed in code (formulas.h) for this model; and every reason's words. */
+/* judge.c: Lab 3's verdicts, on rank 0 alone from every rank's observation (struct l3_obs),
+ * with no MPI: the bytes by collective kind against the stage's volumes, each category's peak
+ * against the ZeRO formulas computed in code (formulas.h) for this model, the prefetch's
+ * modelled step; and their reasons' words. The part "correct" is judge_correct.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,23 +20,21 @@ const char *l3_section_of_stage(int stage)
     return stage == 1 ? "3" : stage == 2 ? "4" : "5";
 }
 
-struct l3_allowance l3_stage_allowance(int stage, const struct zero_layout *zl)
+/* zero_new's prefetch flag in case i. zero.h takes both values, and a stage 3 often has a
+ * path of its own without prefetch (a blocking gather, no handle to keep), so stage 3 trains
+ * once with it off: in the clip-off case, which no other part judges. */
+int l3_case_prefetch(int stage, int i)
+{
+    return stage == 3 && i != L3_CASE_CLIP_OFF;
+}
+
+struct l3_allowance l3_stage_allowance(int stage, const struct l3_shape *zl)
 {
     struct l3_allowance a;
-    a.psi = (double)zl->numel;
-    a.full = (double)zl->full_numel;
-    a.shard = (double)zl->shard_numel;
-    double w1 = 0, w2 = 0;
-    for (int u = 0; u < zl->nunits; u++) {
-        double p = (double)zl->unit[u].padded;
-        if (p > w1) {
-            w2 = w1;
-            w1 = p;
-        } else if (p > w2) {
-            w2 = p;
-        }
-    }
-    a.two_units = w1 + w2;
+    a.psi = zl->psi;
+    a.full = zl->full;
+    a.shard = zl->shard;
+    a.two_units = zl->two_units;
     a.formula = zero_fp32(stage, a.psi, zl->n);
     /* The same formula with padded counts: a sharded category holds shard elements, a
      * replicated one a full padded buffer (stages) or Psi (DDP). */
@@ -114,7 +112,7 @@ static double total_allowed(const struct l3_allowance *a, int n, const double *d
 
 /* The report under the memory test: rank 0's measured bytes beside the formula, and what
  * DDP holds. */
-static void memory_report(int stage, const struct l3_verdict *v0, int n,
+static void memory_report(struct gr_why *why, int stage, const struct l3_obs *v0, int n,
                           const struct l3_allowance *pa, const double *ddp, double pass_work)
 {
     struct l3_allowance a = *pa;
@@ -122,33 +120,32 @@ static void memory_report(int stage, const struct l3_verdict *v0, int n,
     const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
     const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
     const double formula[3] = {a.formula.params, a.formula.grads, a.formula.optim};
-    gr_say("memory", "per rank (fp32, Psi=%.0f, n=%d; formula %s = %s): measured on rank 0 "
+    gr_why_say(why, "per rank (fp32, Psi=%.0f, n=%d; formula %s = %s): measured on rank 0 "
            "(formula, accepted):", a.psi, n, zero_fp32_text(stage),
            pl_format_bytes(zero_bytes_total(a.formula), b1, sizeof b1));
     for (int k = 0; k < 3; k++)
-        gr_say("memory", "  %-6s %10s  (%s, <= %s)", pl_mem_cat_name((enum pl_mem_cat)cats[k]),
+        gr_why_say(why, "  %-6s %10s  (%s, <= %s)", pl_mem_cat_name((enum pl_mem_cat)cats[k]),
                pl_format_bytes(v0->peak[cats[k]], b1, sizeof b1),
                pl_format_bytes(formula[k], b2, sizeof b2),
                pl_format_bytes(allowed[k], b3, sizeof b3));
-    gr_say("memory", "  %-6s %10s  (the single-device reference's on the whole batch / %d "
+    gr_why_say(why, "  %-6s %10s  (the single-device reference's on the whole batch / %d "
            "ranks, <= %s)", "activ", pl_format_bytes(v0->peak[PL_MEM_ACTIV], b1, sizeof b1), n,
            pl_format_bytes(ddp[4] / n + L3_MEM_SLACK_ACTIV, b2, sizeof b2));
-    gr_say("memory", "  total  %10s  (every category together at its peak, <= %s)",
+    gr_why_say(why, "  total  %10s  (every category together at its peak, <= %s)",
            pl_format_bytes(v0->peak_total, b1, sizeof b1),
            pl_format_bytes(total_allowed(&a, n, ddp, pass_work), b2, sizeof b2));
-    gr_say("memory",
-           "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
+    gr_why_say(why, "  DDP holds params %s, grads %s, optim %s (measured on the single-device "
            "reference); padding: full_numel %.0f, shard_numel %.0f",
            pl_format_bytes(ddp[0], b1, sizeof b1), pl_format_bytes(ddp[1], b2, sizeof b2),
            pl_format_bytes(ddp[2], b3, sizeof b3), a.full, a.shard);
 }
 
 /* A buffer the step computed on that the ledger never saw (rank i). */
-static int judge_unseen(int stage, int i, const struct l3_verdict *v)
+static int judge_unseen(struct gr_why *why, int stage, int i, const struct l3_obs *v)
 {
     const struct gr_unseen *s = &v->unseen;
     if (!s->where) return 1;
-    gr_say("memory", "rank %d: %s lay %s: the memory ledger never sees that buffer, so what "
+    gr_why_say(why, "rank %d: %s lay %s: the memory ledger never sees that buffer, so what "
            "the stage holds cannot be measured. Every buffer a stage keeps or computes on "
            "goes through pl_mem_alloc with the category of what it holds (here %s), and one "
            "a step allocates is freed once used (zero.h, handout section %s)", i, s->what,
@@ -157,10 +154,10 @@ static int judge_unseen(int stage, int i, const struct l3_verdict *v)
 }
 
 /* A buffer the step computed on that was allocated with PL_HOST (rank i). */
-static int judge_on_host(int stage, int i, const struct l3_verdict *v)
+static int judge_on_host(struct gr_why *why, int stage, int i, const struct l3_obs *v)
 {
     if (!v->on_host.seen) return 1;
-    gr_say("memory", "rank %d: %s lay in memory allocated with PL_HOST (\"%s\"): zero.h asks "
+    gr_why_say(why, "rank %d: %s lay in memory allocated with PL_HOST (\"%s\"): zero.h asks "
            "for PL_DEVICE for every buffer a stage keeps or computes on. This CPU build "
            "cannot tell the two apart; on a GPU the kit's kernels read device memory, and "
            "the stage fails there (zero.h, handout section %s)", i, v->on_host.what,
@@ -169,14 +166,13 @@ static int judge_on_host(int stage, int i, const struct l3_verdict *v)
 }
 
 /* A step that left memory allocated (rank i). */
-static int judge_leak(int i, const struct l3_verdict *v)
+static int judge_leak(struct gr_why *why, int i, const struct l3_obs *v)
 {
     char b1[32];
     if (v->leak_step >= 0) {
         for (int c = 0; c < PL_MEM_NCAT; c++)
             if (v->leak[c] > 0) {
-                gr_say("memory",
-                       "rank %d: zero_step %d left %s of %s allocated that it "
+                gr_why_say(why, "rank %d: zero_step %d left %s of %s allocated that it "
                        "did not hold before the step: %s",
                        i, v->leak_step + 1, pl_format_bytes(v->leak[c], b1, sizeof b1),
                        pl_mem_cat_name((enum pl_mem_cat)c),
@@ -192,12 +188,12 @@ static int judge_leak(int i, const struct l3_verdict *v)
 }
 
 /* What zero_free left allocated of what zero_new and the steps allocated (rank i). */
-static int judge_freed(int i, const struct l3_verdict *v)
+static int judge_freed(struct gr_why *why, int i, const struct l3_obs *v)
 {
     char b1[32];
     for (int c = 0; c < PL_MEM_NCAT; c++) {
         if (v->left[c] <= 0) continue;
-        gr_say("memory", "rank %d: after zero_free, %s of %s (%s) that zero_new and zero_step "
+        gr_why_say(why, "rank %d: after zero_free, %s of %s (%s) that zero_new and zero_step "
                "allocated were still allocated: zero_free frees everything the stage "
                "allocated (zero.h), or every model a program makes and frees leaves that much "
                "behind", i, pl_format_bytes(v->left[c], b1, sizeof b1),
@@ -207,32 +203,31 @@ static int judge_freed(int i, const struct l3_verdict *v)
     return 1;
 }
 
-static int judge_memory(int stage, const struct l3_verdict *all, int n,
-                        const struct zero_layout *e, const double *ddp, double pass_work,
-                        int report)
+static int judge_memory(struct gr_why *why, int stage, const struct gr_obs *all, int report)
 {
-    struct l3_allowance a = l3_stage_allowance(stage, e);
+    const struct l3_obs *v0 = gr_obs_rank(all, 0);
+    const double *ddp = v0->ddp, pass_work = v0->pass_work;
+    int n = all->nranks;
+    struct l3_allowance a = l3_stage_allowance(stage, &v0->shape);
     char b1[32], b2[32], b3[32];
     const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
     const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
     const double formula[3] = {a.formula.params, a.formula.grads, a.formula.optim};
-    if (report) memory_report(stage, &all[0], n, &a, ddp, pass_work);
+    if (report) memory_report(why, stage, v0, n, &a, ddp, pass_work);
     for (int i = 0; i < n; i++) {
-        const struct l3_verdict *v = &all[i];
-        if (!judge_unseen(stage, i, v)) return 0;
-        if (!judge_on_host(stage, i, v)) return 0;
-        if (!judge_leak(i, v)) return 0;
-        if (!judge_freed(i, v)) return 0;
+        const struct l3_obs *v = gr_obs_rank(all, i);
+        if (!judge_unseen(why, stage, i, v) || !judge_on_host(why, stage, i, v) ||
+            !judge_leak(why, i, v) || !judge_freed(why, i, v))
+            return 0;
         for (int k = 0; k < 3; k++) {
             if (v->peak[cats[k]] <= allowed[k]) continue;
-            gr_say("memory",
-                   "rank %d held %s of %s (%s) at peak; ZeRO-%d on %d ranks accepts "
+            gr_why_say(why, "rank %d held %s of %s (%s) at peak; ZeRO-%d on %d ranks accepts "
                    "%s (formula %s): %s",
                    i, pl_format_bytes(v->peak[cats[k]], b1, sizeof b1),
                    pl_mem_cat_name((enum pl_mem_cat)cats[k]), cat_what(cats[k]), stage, n,
                    pl_format_bytes(allowed[k], b2, sizeof b2),
                    pl_format_bytes(formula[k], b3, sizeof b3), cat_rule(stage, cats[k]));
-            gr_say("memory", "%s", cat_hint(stage, cats[k], v->peak[cats[k]], &a));
+            gr_why_say(why, "%s", cat_hint(stage, cats[k], v->peak[cats[k]], &a));
             return 0;
         }
         /* Workspace: the ops' scratch, which the single-device reference on the whole
@@ -243,8 +238,7 @@ static int judge_memory(int stage, const struct l3_verdict *all, int n,
                                  ddp[4] / n + L3_MEM_SLACK_ACTIV};
         for (int k = 0; k < 3; k++) {
             if (v->peak[other[k]] <= limit[k]) continue;
-            gr_say("memory",
-                   "rank %d held %s of %s at peak, more than the %s a stage needs "
+            gr_why_say(why, "rank %d held %s of %s at peak, more than the %s a stage needs "
                    "there: parameters, gradients and optimizer state belong in their own "
                    "categories (pl_mem_alloc with PL_MEM_PARAMS, PL_MEM_GRADS or "
                    "PL_MEM_OPTIM, not pl_comm_buf_alloc or PL_MEM_ACTIV), where the formulas "
@@ -255,8 +249,7 @@ static int judge_memory(int stage, const struct l3_verdict *all, int n,
             return 0;
         }
         if (v->peak_total > total_allowed(&a, n, ddp, pass_work)) {
-            gr_say("memory",
-                   "rank %d held %s in all at its peak, more than the %s ZeRO-%d on %d ranks "
+            gr_why_say(why, "rank %d held %s in all at its peak, more than the %s ZeRO-%d on %d ranks "
                    "holds (its parameters, gradients and optimizer state as accepted above, "
                    "its share of the activations and the workspace of the kit's own pass on "
                    "its slice): whatever category a buffer is filed under, it counts here. A "
@@ -273,28 +266,27 @@ static int judge_memory(int stage, const struct l3_verdict *all, int n,
 }
 
 /* The bytes by collective kind rank i sent in step s, against the stage's volumes. */
-static int judge_step_bytes(int stage, int i, int s, const double *by, int n,
-                            const struct zero_layout *e)
+static int judge_step_bytes(struct gr_why *why, int stage, int i, int s, const double *by,
+                            int n, const struct l3_shape *e)
 {
     char b1[32], b2[32], b3[32], b4[32];
     double per = 4.0 * (double)(n - 1) / n; /* bytes sent per element of a collective's size */
-    double rs = per * (double)e->full_numel, ag = per * (double)e->full_numel;
-    double head = per * (double)e->unit[e->nunits - 1].padded;
+    double rs = per * e->full, ag = per * e->full;
+    double head = per * e->head;
     double ag_lo = stage == 3 ? 2 * ag - head : ag, ag_hi = stage == 3 ? 2 * ag : ag;
     double scalar = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * 4); /* up to 4 numbers */
     for (int k = 0; k < PL_NKINDS; k++) {
         if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||
             k == PL_BARRIER || by[k] == 0)
             continue;
-        gr_say("traffic",
-               "rank %d, step %d: %s of %s: ZeRO needs only reduce-scatter "
+        gr_why_say(why, "rank %d, step %d: %s of %s: ZeRO needs only reduce-scatter "
                "(gradients) and all-gather (parameters)",
                i, s + 1, pl_format_bytes(by[k], b1, sizeof b1),
                pl_coll_kind_name((enum pl_coll_kind)k));
         return 0;
     }
     if (by[PL_ALL_REDUCE] > scalar) {
-        gr_say("traffic", "rank %d, step %d: all-reduce of %s: %s", i, s + 1,
+        gr_why_say(why, "rank %d, step %d: all-reduce of %s: %s", i, s + 1,
                pl_format_bytes(by[PL_ALL_REDUCE], b1, sizeof b1),
                stage == 1
                    ? "an all-reduce of the gradient followed by the all-gather of the "
@@ -310,7 +302,7 @@ static int judge_step_bytes(int stage, int i, int s, const double *by, int n,
         return 0;
     }
     if (fabs(by[PL_REDUCE_SCATTER] - rs) > 0.5) {
-        gr_say("traffic", "rank %d, step %d: reduce-scatter sent %s; the gradient of "
+        gr_why_say(why, "rank %d, step %d: reduce-scatter sent %s; the gradient of "
                "every unit, padded, reduce-scattered once: 4 x full_numel x (n-1)/n = "
                "%s%s", i, s + 1, pl_format_bytes(by[PL_REDUCE_SCATTER], b1, sizeof b1),
                pl_format_bytes(rs, b2, sizeof b2),
@@ -320,8 +312,7 @@ static int judge_step_bytes(int stage, int i, int s, const double *by, int n,
     }
     if (by[PL_ALL_GATHER] < ag_lo - 0.5 || by[PL_ALL_GATHER] > ag_hi + 0.5) {
         if (stage == 3)
-            gr_say("traffic",
-                   "rank %d, step %d: all-gather sent %s; stage 3 gathers "
+            gr_why_say(why, "rank %d, step %d: all-gather sent %s; stage 3 gathers "
                    "every unit before its forward and again before its backward: 2 x "
                    "4 x full_numel x (n-1)/n = %s (%s if the head stays gathered "
                    "from its forward to its backward)",
@@ -329,8 +320,7 @@ static int judge_step_bytes(int stage, int i, int s, const double *by, int n,
                    pl_format_bytes(ag_hi, b2, sizeof b2),
                    pl_format_bytes(ag_lo, b3, sizeof b3));
         else
-            gr_say("traffic",
-                   "rank %d, step %d: all-gather sent %s; after the update "
+            gr_why_say(why, "rank %d, step %d: all-gather sent %s; after the update "
                    "every unit's parameters are gathered once: 4 x full_numel x "
                    "(n-1)/n = %s",
                    i, s + 1, pl_format_bytes(by[PL_ALL_GATHER], b1, sizeof b1),
@@ -340,153 +330,99 @@ static int judge_step_bytes(int stage, int i, int s, const double *by, int n,
     return 1;
 }
 
-static int judge_traffic(int stage, const struct l3_verdict *all, int n,
-                         const struct zero_layout *e, int report)
+static int judge_traffic(struct gr_why *why, int stage, const struct gr_obs *all, int report)
 {
     char b1[32], b2[32], b3[32];
-    double unit = 4.0 * (double)(n - 1) / n * (double)e->numel; /* 4 Psi (n-1)/n */
-    const struct l3_verdict *v0 = &all[0];
+    const struct l3_obs *v0 = gr_obs_rank(all, 0);
+    const struct l3_shape *e = &v0->shape;
+    int n = all->nranks;
+    double unit = 4.0 * (double)(n - 1) / n * e->psi; /* 4 Psi (n-1)/n */
     double tot0 = 0;
     for (int k = 0; k < PL_NKINDS; k++) tot0 += v0->bytes[0][k];
     if (report)
-        gr_say("traffic",
-               "rank 0 sent per step: reduce-scatter %s, all-gather %s, all-reduce %s: "
-               "%.3f x 4Psi(n-1)/n (formula %.0fPsi; padded to full_numel=%zu)",
+        gr_why_say(why, "rank 0 sent per step: reduce-scatter %s, all-gather %s, all-reduce %s: "
+               "%.3f x 4Psi(n-1)/n (formula %.0fPsi; padded to full_numel=%.0f)",
                pl_format_bytes(v0->bytes[0][PL_REDUCE_SCATTER], b1, sizeof b1),
                pl_format_bytes(v0->bytes[0][PL_ALL_GATHER], b2, sizeof b2),
                pl_format_bytes(v0->bytes[0][PL_ALL_REDUCE], b3, sizeof b3),
-               unit > 0 ? tot0 / unit : 0.0, zero_comm_psi(stage), e->full_numel);
-    for (int i = 0; i < n; i++)
-        for (int s = 0; s < all[i].steps_done; s++)
-            if (!judge_step_bytes(stage, i, s, all[i].bytes[s], n, e)) return 0;
-    return 1;
-}
-
-/* Rank 0: the fields and layout of every rank's state. */
-static int judge_state(const struct l3_state *l)
-{
-    static const char *const field[] = {"", "z->params", "z->grads", "z->m or z->v", "z->pass",
-                                  "the state (zero_new returned NULL)"};
-    for (int i = 0; i < pl_size(); i++) {
-        if (l->all[i].null_field) {
-            gr_say("correct", "rank %d: zero_new(stage %d) left %s NULL: allocate what the "
-                   "stage keeps (handout section %s)", i, l->stage, field[l->all[i].null_field],
-                   l3_section_of_stage(l->stage));
-            return 0;
-        }
-        if (l->all[i].layout_bad) {
-            gr_say("correct", "%s", l->all[i].layout_msg);
-            gr_say("correct", "the shard layout decides every offset the grader reads: fix "
-                   "zero_layout_init first (handout section 2)");
-            return 0;
-        }
+               unit > 0 ? tot0 / unit : 0.0, zero_comm_psi(stage), e->full);
+    for (int i = 0; i < n; i++) {
+        const struct l3_obs *v = gr_obs_rank(all, i);
+        for (int s = 0; s < v->steps_done && s < L3_STEPS; s++)
+            if (!judge_step_bytes(why, stage, i, s, v->bytes[s], n, e)) return 0;
     }
     return 1;
 }
 
-/* Rank 0: operations zero_new or zero_step started on the communicator and never waited for,
- * still in flight once zero_free returned. */
-static int judge_in_flight(const struct l3_state *l)
+/* The traced step of the first case, replayed on rank 0 with and without prefetch: the share
+ * of its all-gather time hidden against what an ideal prefetch hides. */
+static int judge_prefetch(const struct l3_prefetch_fig *r, struct gr_why *why)
 {
-    for (int r = 0; r < pl_size(); r++) {
-        if (!l->all[r].in_flight) continue;
-        gr_say("correct", "rank %d: after zero_free, %d operation(s) your code started on the "
-               "communicator zero_new was given were still in flight: a handle of "
-               "pl_all_gather_async or pl_reduce_scatter_async (a prefetch started for a unit "
-               "that never came, or a reduce-scatter left running) was never waited for. The "
-               "program that owns the communicator frees it after zero_free, and "
-               "pl_comm_free refuses one with operations in flight: pl_wait every handle you "
-               "start, before the step that started it returns (handout section %s)", r,
-               l->all[r].in_flight, l3_section_of_stage(l->stage));
+    if (!r->traced) {
+        gr_why_say(why, "no step was traced: the stage did not run to its last step");
         return 0;
     }
-    return 1;
+    if (!r->replayed) {
+        gr_why_say(why, "your step's trace could not be replayed: %s", r->err);
+        return 0;
+    }
+    double reach = r->ideal > 0 ? r->hidden / r->ideal : 1.0;
+    double fraction = reach >= L3_PREFETCH_FULL ? 1.0 : reach <= L3_PREFETCH_NONE ? 0.0
+                      : (reach - L3_PREFETCH_NONE) / (L3_PREFETCH_FULL - L3_PREFETCH_NONE);
+    gr_why_say(why, "modelled on %s at GPT-2 small scale (%d ranks): your step hid %.0f%% of its "
+               "all-gather time behind compute; the compute waited %.0f us for all-gathers "
+               "(step %.0f us), and %.0f us without prefetch (step %.0f us: the same trace with "
+               "each all-gather waited for where it was issued)", L3_PREFETCH_PROFILE, r->n,
+               100 * r->hidden, 1e6 * r->with_exposed, 1e6 * r->with_step,
+               1e6 * r->without_exposed, 1e6 * r->without_step);
+    gr_why_say(why, "the model's bound: an ideal prefetch hides %.0f%% (the first gather has no "
+               "compute before it, and each later one hides only behind the compute of the unit "
+               "before it); you reached %.0f%% of it; full marks from %.0f%% of it, none up to "
+               "%.0f%%", 100 * r->ideal, 100 * reach, 100 * L3_PREFETCH_FULL,
+               100 * L3_PREFETCH_NONE);
+    if (fraction < 1)
+        gr_why_say(why, "%s: start unit u+1's pl_all_gather_async before unit u computes, and "
+                   "pl_wait on it only when unit u+1's turn comes (z->prefetch is 1 here; "
+                   "handout section 6)",
+                   r->hidden < 0.01 ? "nothing was hidden: every all-gather was waited for "
+                                      "before any compute could run beside it"
+                                    : "part of the gathers were waited for before the "
+                                      "compute that could have covered them");
+    gr_why_partial(why, fraction);
+    return fraction > 0;
 }
 
-/* Rank 0: the first step whose gradient was wrong, and why. */
-static int judge_grads(const struct l3_state *l)
+int l3_judge(int stage, int i, int ncases, const char *part, const struct gr_obs *all,
+             struct gr_why *why)
 {
-    if (!l->grads_bad) return 1;
-    gr_say("correct", "%s", l->grads_msg);
-    return 0;
-}
-
-static int judge_layouts(const struct l3_state *l)
-{
-    if (!l->layout_ok) gr_say("correct", "%s", l->layout_msg);
-    else gr_say("correct", "%d layouts (model sizes x rank counts 1..9 x ranks) as expected",
-                l->layout_tried);
-    return l->layout_ok;
-}
-
-int l3_count_cases(const struct l3_state *l)
-{
-    return l->stage ? L3_NCASES - !l3_has_groups() : 1;
-}
-
-int l3_judge(struct l3_state *l, int i, const char *part)
-{
-    int me = pl_rank();
-    if (!l->stage) return judge_layouts(l);
-    if (!strcmp(part, "correct")) {
-        if (!gr_agree(me != 0 || judge_in_flight(l))) return 0;
-        if (!gr_agree(me != 0 || judge_state(l)) || !gr_agree(me != 0 || judge_grads(l)) ||
-            !gr_agree(l3_judge_losses(l)) ||
-            !gr_agree(l3_judge_params(l))) {
-            if (l->stage == 3 && !l3_case_prefetch(3, i))
-                gr_say("correct", "this run called zero_new with prefetch = 0, and the run "
-                       "before it, with prefetch = 1, was right: the stage must train the same "
-                       "either way, so look at what your code does when z->prefetch is 0 "
-                       "(handout section 6), or at state kept from the previous zero_new");
-            if (i == L3_CASE_GROUPS)
-                gr_say("correct", "this case split the %d ranks into 2 ZeRO groups of %d, each "
-                       "training on batches of its own, and gave zero_new its group's "
-                       "communicator: world rank r is not rank r of its group. The cases before it, where the group was the whole world, were "
-                       "right, so take the rank, the rank count and every collective from the "
-                       "communicator you were given (pl_comm_rank(z->comm), "
-                       "pl_comm_size(z->comm), z->comm), never pl_rank(), pl_size() or "
-                       "pl_comm_world() (zero.h: comm is the data-parallel group). The case "
-                       "also has another model shape (n_layers=%d, d_ff=%d, seq_len=%d, "
-                       "vocab=%d) and AdamW setting (lr, betas, eps, weight decay, clip): use "
-                       "cfg and opt as given", pl_size(), l->grp.n, l->setup.cfg.n_layers,
-                       l->setup.cfg.d_ff, l->setup.cfg.seq_len, l->setup.cfg.vocab);
-            return 0;
-        }
-        if (i + 1 < l3_count_cases(l)) return 1; /* said once, when every case agreed */
-        char groups[96] = "";
-        if (i == L3_CASE_GROUPS)
-            snprintf(groups, sizeof groups, ", and in 2 ZeRO groups of %d on their own batches",
-                     l->grp.n);
-        gr_say("correct", "%d steps on %d ranks, clipping at the default threshold, off, and "
-               "between the ranks' shard norms%s%s, match the single-device reference (losses "
-               "to %.0e, the gradient AdamW is given to %.0e, parameters to %.0e)", L3_STEPS,
-               pl_size(), l->stage == 3 ? " (prefetch off in the run without clipping)" : "",
-               groups, GR_TOL_LOSS, GR_TOL_GRADS, GR_TOL_PARAMS);
-        return 1;
+    const struct l3_obs *o = gr_obs_rank(all, 0);
+    if (!stage) return l3_judge_layouts(o, why);
+    if (!strcmp(part, "correct")) return l3_judge_correct(stage, i, ncases, all, why);
+    int known = !strcmp(part, "traffic") || !strcmp(part, "memory") || !strcmp(part, "prefetch");
+    if (!known) {
+        gr_why_say(why, "no part '%s': Lab 3 judges correct, traffic, memory and prefetch", part);
+        return 0;
     }
     if (i == L3_CASE_GROUPS) { /* lifetimes only: traffic and memory were judged on the world */
-        if (me != 0 || strcmp(part, "memory")) return 1;
-        for (int r = 0; r < pl_size(); r++)
-            if (!judge_leak(r, &l->all[r]) || !judge_freed(r, &l->all[r])) {
-                gr_say("memory", "that was the case of 2 ZeRO groups of %d ranks", l->grp.n);
+        if (strcmp(part, "memory")) return 1;
+        for (int r = 0; r < all->nranks; r++)
+            if (!judge_leak(why, r, gr_obs_rank(all, r)) ||
+                !judge_freed(why, r, gr_obs_rank(all, r))) {
+                gr_why_say(why, "that was the case of 2 ZeRO groups of %d ranks", o->grp_n);
                 return 0;
             }
         return 1;
     }
     /* Traffic and memory are the same in every case: judged (and reported) once, and for
      * stage 3 again, unreported, on the run without prefetch, a path of its own. */
-    int again = l->stage == 3 && !l3_case_prefetch(3, i);
-    if (me != 0 || (i != L3_CASE_CLIP_DEFAULT && !again)) return 1;
-    int ok = 1;
-    if (!strcmp(part, "traffic")) ok = judge_traffic(l->stage, l->all, pl_size(), &l->e0, !again);
-    else if (!strcmp(part, "memory"))
-        ok = judge_memory(l->stage, l->all, pl_size(), &l->e0, l->ddp, l->pass_work, !again);
-    else if (!strcmp(part, "prefetch"))
-        return again || l3_prefetch_judge(&l->pf, &l->setup.cfg, L3_GLOBAL_B / pl_size(), &l->e0);
-    else pl_usage_error("--parts %s: Lab 3 judges correct, traffic, memory and prefetch", part);
+    int again = stage == 3 && !l3_case_prefetch(3, i);
+    if (i != L3_CASE_CLIP_DEFAULT && !again) return 1;
+    if (!strcmp(part, "prefetch")) return again || judge_prefetch(&o->prefetch, why);
+    int ok = !strcmp(part, "traffic") ? judge_traffic(why, stage, all, !again)
+                                      : judge_memory(why, stage, all, !again);
     if (!ok && again)
-        gr_say(part, "that was the run with zero_new's prefetch = 0; with prefetch = 1 the "
-               "stage kept within it: look at what your code does when z->prefetch is 0 "
-               "(handout section 6)");
+        gr_why_say(why, "that was the run with zero_new's prefetch = 0; with prefetch = 1 the "
+                   "stage kept within it: look at what your code does when z->prefetch is 0 "
+                   "(handout section 6)");
     return ok;
 }

@@ -4,3 +4,6 @@
 # from the memory ledger (on_host.h).
 GRADER_WRAP_03-zero := -Wl,--wrap=pl_model_adamw_flat -Wl,--wrap=pl_pass_forward \
                        -Wl,--wrap=pl_pass_backward
+# The judge test (tests/judge/03-zero.c) links judge_correct.c beside judge.c, and the
+# wording of a buffer outside the ledger (unseen.c).
+GRADER_JUDGE_SRC_03-zero := grader/03-zero/judge_correct.c grader/common/unseen.c

@@ -2,12 +2,15 @@
  * setup on the heap, with everything a case, the perf mode and the link-time wrappers
  * (gradients.c, unseen.c) use; the wrappers reach it through gr_wrap_ctx (wrap_ctx.h), the
  * one pointer a wrapper can see. The files depend one way: driver.c -> cases.c, judge.c,
- * bench.c; cases.c -> cases_layout.c, gradients.c, prefetch.c; bench.c -> cases.c,
- * prefetch.c.
+ * bench.c; cases.c -> cases_layout.c, gradients.c, prefetch.c; judge.c -> judge_correct.c;
+ * bench.c -> cases.c, prefetch.c. Each rank records a case's figures in its struct l3_obs;
+ * the harness gathers them once, and judge.c and judge_correct.c, with no MPI, judge them
+ * on rank 0 and word every reason.
  *
  *   cases.c         a case: the group, the reference, the student's training observed
  *   cases_layout.c  the shard layout zero.h's rule gives, and the layout test
- *   judge.c         the verdicts on rank 0 and every reason text but the gradient's
+ *   judge.c         the verdicts of traffic, memory and prefetch, and their reasons' words
+ *   judge_correct.c the verdicts of correct and of the layout test, and their words
  *   gradients.c     the gradient each AdamW update is given, against the reference
  *   prefetch.c      ZeRO-3's step on the modelled timeline; the bench's pictures of it
  *   bench.c         the perf mode's speed test and the bench mode's table and chart
@@ -82,12 +85,69 @@ struct l3_on_host {
     char label[48];   /* the label it was allocated under */
 };
 
-/* What one rank saw, gathered to rank 0 as plain bytes. */
-struct l3_verdict {
-    int rank;
+/* The trusted layout of a case in figures: what the judge's formulas read. */
+struct l3_shape {
+    double psi, full, shard; /* numel, full_numel, shard_numel */
+    double two_units;        /* the two largest padded units */
+    double head;             /* the last unit's padded size */
+    int n;                   /* ranks of the group */
+};
+
+/* Where a layout first differs from zero.h's rule (code 0: nowhere), and whose it is. */
+enum { L3_LD_NRANK = 1, L3_LD_NUNITS, L3_LD_PART, L3_LD_FIELD, L3_LD_TOTALS, L3_LD_STAGE };
+struct l3_layout_diff {
+    int code;
+    int field;             /* L3_LD_FIELD: 0 offset, 1 numel, 2 chunk, 3 padded, 4 full_offset,
+                              5 shard_offset */
+    int unit;
+    double unit_numel;
+    double got[3], want[3]; /* n, rank; nunits; part; the field; the three totals; stage */
+    int test;              /* 1: the layout test's model; 0: a rank's z->zl */
+    double psi;
+    int n_layers, d_model, d_ff, vocab, n, rank;
+};
+
+/* The gradient AdamW was given in the first step it was wrong, on its group's first rank
+ * (gradients.c): which mistake explains it, and its figures. */
+enum { L3_G_NONE_GIVEN = 1, L3_G_COUNT, L3_G_T, L3_G_TWICE, L3_G_SUM, L3_G_LOCAL_CLIP,
+       L3_G_NOT_CLIPPED, L3_G_DIFF };
+struct l3_grads_fig {
+    int code;                  /* 0: every step right */
+    int step;                  /* from 0 */
+    int n;                     /* the group's ranks */
+    int who;                   /* the element's owner, the rank clipped by its own norm, t */
+    int count;                 /* times the element was given */
+    double elem;
+    double x[5];               /* the code's figures (gradients.c, l3_grads_observe) */
+    char tensor[PL_NAME_LEN];
+};
+
+/* The trained parameters against the reference, this rank's worst tensor. */
+struct l3_params_fig {
+    int checked, tensor;
+    char name[PL_NAME_LEN], shape[64];
+    double rel, max_abs, worst_elem, overall;
+    int nonfinite;
+};
+
+/* The prefetch test's traced step, replayed on rank 0 (prefetch.c). */
+struct l3_prefetch_fig {
+    int traced, replayed;
+    char err[256];
+    int n;
+    double ag, with_exposed, with_step, without_exposed, without_step, hidden, ideal;
+};
+
+/* What one rank saw of a case: figures and names only, gathered once by the harness. */
+struct l3_obs {
+    int rank, color, grp_rank, grp_n, ngroups;
+    int n_layers, d_ff, seq_len, vocab; /* the case's model */
+    struct l3_shape shape;     /* the trusted layout on the group */
+    double ddp[5];             /* what DDP holds per rank, by category */
+    double pass_work;          /* the ops' workspace of one pass on this rank's slice */
+    int layout_tried;          /* the layout test: layouts compared */
     int null_field;            /* 1 params, 2 grads, 3 m/v, 4 pass: a field zero_new left NULL */
-    int layout_bad;
-    char layout_msg[400];
+    struct l3_layout_diff layout;
     double peak[PL_MEM_NCAT];  /* bytes above what the rank held before zero_new */
     double leak[PL_MEM_NCAT];  /* bytes a step left allocated */
     double peak_total;         /* the peak of all categories together, above the same base */
@@ -95,7 +155,7 @@ struct l3_verdict {
     double left[PL_MEM_NCAT];  /* bytes still allocated after zero_free, above the base */
     double bytes[L3_STEPS][PL_NKINDS];
     long calls[L3_STEPS][PL_NKINDS];
-    int steps_done;
+    int steps_done, trained;   /* trained: every step ran and the stage was freed */
     struct gr_unseen unseen;   /* a pass buffer the ledger cannot see */
     struct l3_on_host on_host; /* a buffer computed on that is host memory */
     int in_flight;             /* operations on zero_new's communicator left after zero_free */
@@ -103,6 +163,17 @@ struct l3_verdict {
         int step;              /* the first step off, -1 when all agree */
         double got, want, err;
     } loss;
+    struct l3_grads_fig grads; /* group's first rank: the first wrong gradient */
+    struct {                   /* stages 1 and 2: this rank's replica after each step */
+        int steps;             /* steps checked */
+        uint64_t digest[L3_STEPS]; /* FNV-1a of the parameters' bytes */
+        int step;              /* the first step it differs from its group's first rank's */
+        double elem;           /* there, the first element that differs */
+        int owner;             /* whose chunk holds it */
+        char tensor[PL_NAME_LEN];
+    } replica;
+    struct l3_params_fig params;
+    struct l3_prefetch_fig prefetch; /* rank 0 */
 };
 
 /* What the link-time wrappers record (gr_wrap_ctx points here while the state lives): this
@@ -143,21 +214,18 @@ struct l3_group {
 struct l3_state {
     uint64_t seed;
     int stage;                   /* 0: the layout test */
+    int ncases;                  /* the layout test's one, or a stage's (L3_CASE_GROUPS on 4
+                                    ranks and more, an even count) */
     int trace_prefetch;          /* stage 3 with the prefetch test: trace a step with prefetch */
-    int layout_ok, layout_tried;
-    char layout_msg[700];
     struct l3_group grp;
     struct pl_tokens data;
     struct gr_train_setup setup;
     struct gr_reference ref;
-    double ddp[5];               /* what DDP holds per rank, by category */
-    double pass_work;            /* the ops' workspace of one pass on this rank's slice */
-    struct l3_verdict v, *all;   /* this rank's, and every rank's on rank 0 */
+    struct l3_obs *ob;           /* this rank's observation of the case running */
     double losses[L3_STEPS];
-    /* The gradient each step updates with, judged against ref (gradients.c): the first step
-     * where it is wrong says why in grads_msg (rank 0). */
+    /* The gradient each step updates with, against ref (gradients.c), and the replicas
+     * compared, until the first step where either is wrong. */
     int grads_on, grads_bad;
-    char grads_msg[1024];
     struct zero *z;
     float *flat;                 /* the trained parameters (Psi floats), read before zero_free */
     struct pl_model_layout lay;
@@ -178,12 +246,15 @@ struct l3_state {
  * ceil(numel/n), padded, rank r owning chunk r of each. */
 void l3_expected_layout(struct zero_layout *zl, const struct pl_model_layout *lay, int n,
                         int rank);
-/* 1 when got equals the trusted layout; otherwise a message saying where it differs. */
-int l3_compare_layout(const struct zero_layout *e, const struct zero_layout *g, char *msg,
-                      size_t len, const char *what);
+/* The figures the judge's formulas read of a trusted layout. */
+struct l3_shape l3_shape_of(const struct zero_layout *e);
+/* 1 when got equals the trusted layout; otherwise 0, and where it first differs in d (its
+ * code, field and figures; the caller fills whose layout it is). */
+int l3_compare_layout(const struct zero_layout *e, const struct zero_layout *g,
+                      struct l3_layout_diff *d);
 /* The layout test: zero_layout_init on model sizes drawn from the seed, on 1 to 9 ranks.
- * Stops at the first difference (kept in msg) or stub. */
-int l3_run_layouts(uint64_t seed, char *msg, size_t len, int *tried);
+ * Stops at the first difference (kept in d) or stub. */
+int l3_run_layouts(uint64_t seed, struct l3_layout_diff *d, int *tried);
 /* The model's flat parameters (Psi floats, host, malloc'd) as this rank's state holds them:
  * stage 3 gathered from every shard of the group (raw MPI over group). */
 float *l3_flat_params(const struct zero *z, const struct zero_layout *zl, MPI_Comm group);
@@ -193,8 +264,6 @@ float *l3_flat_params(const struct zero *z, const struct zero_layout *zl, MPI_Co
 struct pl_model_config l3_graded_config(uint64_t seed);
 struct gr_train_setup l3_graded_setup(const struct pl_tokens *data, uint64_t seed);
 int l3_has_groups(void);
-/* zero_new's prefetch flag in case i. */
-int l3_case_prefetch(int stage, int i);
 void l3_mem_current(double *out);
 /* Memory DDP holds per rank: the single-device reference, measured while it trains. */
 void l3_measure_reference(struct gr_reference *ref, const struct gr_train_setup *setup,
@@ -203,11 +272,8 @@ void l3_measure_reference(struct gr_reference *ref, const struct gr_train_setup 
  * keeping in *in_flight (may be NULL) the operations left running on it. */
 void l3_group_open(struct l3_group *g, int i);
 void l3_group_close(struct l3_group *g, int *in_flight);
-/* Collective: case i run, this rank's figures in st->v, every rank's in st->all (rank 0). */
+/* Collective: case i run, this rank's figures in st->ob. */
 void l3_run(struct l3_state *st, int i);
-/* Collective: the losses and the trained parameters against the reference. */
-int l3_judge_losses(struct l3_state *st);
-int l3_judge_params(const struct l3_state *st);
 /* What the last case left. */
 void l3_forget_case(struct l3_state *st);
 
@@ -215,12 +281,20 @@ void l3_forget_case(struct l3_state *st);
 
 const char *l3_stage_name(int stage);
 const char *l3_section_of_stage(int stage);
-struct l3_allowance l3_stage_allowance(int stage, const struct zero_layout *zl);
-/* The cases of the op: the layout test's one, or a stage's (L3_CASE_GROUPS on 4 ranks and
- * more, an even count). */
-int l3_count_cases(const struct l3_state *st);
-/* The verdict of part on case i (rank 0's counts). */
-int l3_judge(struct l3_state *st, int i, const char *part);
+struct l3_allowance l3_stage_allowance(int stage, const struct l3_shape *zl);
+/* zero_new's prefetch flag in case i. */
+int l3_case_prefetch(int stage, int i);
+/* The verdict of part on case i of ncases (stage 0: the layout test), from every rank's
+ * struct l3_obs in all; no MPI: the reasons go to why. */
+int l3_judge(int stage, int i, int ncases, const char *part, const struct gr_obs *all,
+             struct gr_why *why);
+
+/* ---- judge_correct.c ---- */
+
+/* The layout test's verdict from rank 0's observation. */
+int l3_judge_layouts(const struct l3_obs *o, struct gr_why *why);
+/* The part "correct" of case i of ncases. */
+int l3_judge_correct(int stage, int i, int ncases, const struct gr_obs *all, struct gr_why *why);
 
 /* ---- gradients.c ---- */
 
@@ -231,12 +305,12 @@ void l3_grads_end(struct l3_watch *w);
 void l3_grads_free(struct l3_watch *w);
 /* Collective over the world (raw MPI): the step's recorded gradient of every rank of the
  * ZeRO group `group` against ref's gradient of step `step`, clipped at clip as the reference
- * does; each group is judged against its own ref. e is the trusted layout on the group's n
- * ranks. 1 on every rank when every group was right; otherwise 0 and, on world rank 0, why
- * in msg (the first failing group's). */
-int l3_grads_judge(const struct l3_watch *w, const struct gr_reference *ref, int step,
-                   float clip, const struct zero_layout *e, MPI_Comm group, char *msg,
-                   size_t len);
+ * does; each group against its own ref. e is the trusted layout on the group's n ranks. The
+ * group's first rank records in f the mistake that explains a wrong gradient, with its
+ * figures. 1 on every rank when every group was right. */
+int l3_grads_observe(const struct l3_watch *w, const struct gr_reference *ref, int step,
+                     float clip, const struct zero_layout *e, MPI_Comm group,
+                     struct l3_grads_fig *f);
 /* A clip threshold that the global norm of ref's first gradient exceeds and that lies
  * between the smallest and the largest norm of one rank's shard of it on e's n ranks. */
 float l3_clip_between_shards(const struct gr_reference *ref, const struct zero_layout *e);

@@ -196,43 +196,23 @@ static int measure(const struct pl_merged_trace *t, const struct pl_model_config
     return rc;
 }
 
-int l3_prefetch_judge(const struct l3_prefetch *pf, const struct pl_model_config *cfg, int B,
-                      const struct zero_layout *e)
+void l3_prefetch_observe(const struct l3_prefetch *pf, const struct pl_model_config *cfg, int B,
+                         const struct zero_layout *e, struct l3_prefetch_fig *f)
 {
-    if (!pf->traced) {
-        gr_say("prefetch", "no step was traced: the stage did not run to its last step");
-        return 0;
-    }
+    f->traced = pf->traced;
+    if (!pf->traced) return;
     struct l3_prefetch_result r;
-    char err[512];
-    if (measure(&pf->trace, cfg, B, e, NULL, NULL, &r, err, sizeof err) != 0) {
-        gr_say("prefetch", "your step's trace could not be replayed: %s", err);
-        return 0;
-    }
-    double reach = r.ideal > 0 ? r.hidden / r.ideal : 1.0;
-    double fraction = reach >= L3_PREFETCH_FULL ? 1.0 : reach <= L3_PREFETCH_NONE ? 0.0
-                      : (reach - L3_PREFETCH_NONE) / (L3_PREFETCH_FULL - L3_PREFETCH_NONE);
-    gr_say("prefetch", "modelled on %s at GPT-2 small scale (%d ranks): your step hid %.0f%% "
-           "of its all-gather time behind compute; the compute waited %.0f us for "
-           "all-gathers (step %.0f us), and %.0f us without prefetch (step %.0f us: the same "
-           "trace with each all-gather waited for where it was issued)", L3_PREFETCH_PROFILE, r.n,
-           100 * r.hidden, 1e6 * r.with.ag_exposed, 1e6 * r.with.step,
-           1e6 * r.without.ag_exposed, 1e6 * r.without.step);
-    gr_say("prefetch", "the model's bound: an ideal prefetch hides %.0f%% (the first gather has "
-           "no compute before it, and each later one hides only behind the compute of the "
-           "unit before it); you reached %.0f%% of it; full marks from %.0f%% of it, none up "
-           "to %.0f%%", 100 * r.ideal, 100 * reach, 100 * L3_PREFETCH_FULL, 100 * L3_PREFETCH_NONE);
-    if (fraction < 1)
-        gr_say("prefetch", "%s: start unit u+1's pl_all_gather_async before unit u computes, "
-               "and pl_wait on it only when unit u+1's turn comes (z->prefetch is 1 here; "
-               "handout section 6)",
-               r.hidden < 0.01 ? "nothing was hidden: every all-gather was waited for before "
-                                 "any compute could run beside it"
-                               : "part of the gathers were waited for before the compute "
-                                 "that could have covered them");
+    f->replayed = measure(&pf->trace, cfg, B, e, NULL, NULL, &r, f->err, sizeof f->err) == 0;
+    if (!f->replayed) return;
+    f->n = r.n;
+    f->ag = r.ag;
+    f->with_exposed = r.with.ag_exposed;
+    f->with_step = r.with.step;
+    f->without_exposed = r.without.ag_exposed;
+    f->without_step = r.without.step;
+    f->hidden = r.hidden;
+    f->ideal = r.ideal;
     gr_metric("zero3_allgather_hidden", r.hidden);
-    gr_partial("prefetch", fraction);
-    return fraction > 0;
 }
 
 /* ---- the bench ---- */

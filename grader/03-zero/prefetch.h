@@ -41,10 +41,10 @@ void l3_prefetch_want(struct l3_prefetch *pf, int on);
  * wanted, and its merged trace kept in pf on rank 0. */
 void l3_prefetch_step_begin(struct l3_prefetch *pf, int step, int steps);
 void l3_prefetch_step_end(struct l3_prefetch *pf, int step, int steps);
-/* Rank 0, judge("prefetch"): replays pf's trace and reports the verdict (gr_say,
- * gr_partial). cfg and B: the graded model and the sequences of each rank. */
-int l3_prefetch_judge(const struct l3_prefetch *pf, const struct pl_model_config *cfg, int B,
-                      const struct zero_layout *e);
+/* Rank 0, after the traced case: replays pf's trace into f's figures (and the report's
+ * metric); the judge words them. cfg and B: the graded model and each rank's sequences. */
+void l3_prefetch_observe(const struct l3_prefetch *pf, const struct pl_model_config *cfg, int B,
+                         const struct zero_layout *e, struct l3_prefetch_fig *f);
 void l3_prefetch_free(struct l3_prefetch *pf);
 
 /* Collective over the world: a communicator split from the world in world order, the one
