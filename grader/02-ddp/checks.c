@@ -297,8 +297,8 @@ int l2_judge_call_ranges(const struct l2_run *r, int step)
     const struct pl_model_layout *lay = &r->ref->layout;
     size_t *off = malloc((size_t)lay->n_tensors * sizeof *off);
     size_t *len = malloc((size_t)lay->n_tensors * sizeof *len);
-    int n, naive = r->c->opt.variant == DDP_NAIVE;
-    if (naive) {
+    int n;
+    if (r->c->opt.variant == DDP_NAIVE) {
         for (n = 0; n < lay->n_tensors; n++) {
             off[n] = lay->tensors[n].offset;
             len[n] = lay->tensors[n].numel;
@@ -306,16 +306,9 @@ int l2_judge_call_ranges(const struct l2_run *r, int step)
     } else {
         n = l2_expected_plan(lay, r->c->opt.bucket_bytes, off, len);
     }
-    char msg[1024];
-    int ok = l2_calls_judge_ranges(r->calls, step, off, len, n, naive ? "tensor" : "bucket",
-                                     naive ? "m->grads + tensors[t].offset, tensors[t].numel "
-                                     "floats (handout section 4)" : "m->grads + bucket_off[b], "
-                                     "bucket_len[b] floats, the same ranges ddp_bucket_range "
-                                     "reports (handout section 5)", msg, sizeof msg);
-    if (!ok && pl_rank() == 0) {
-        *r->tfig = (struct l2_tfig){.code = L2_T_RANGES};
-        snprintf(r->tfig->ranges, sizeof r->tfig->ranges, "%s", msg);
-    }
+    struct l2_range_fig rf;
+    int ok = l2_calls_judge_ranges(r->calls, step, off, len, n, &rf);
+    if (!ok && pl_rank() == 0) *r->tfig = (struct l2_tfig){.code = L2_T_RANGES, .range = rf};
     free(off);
     free(len);
     return ok;

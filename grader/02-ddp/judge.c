@@ -28,6 +28,38 @@ static void step_bytes(const struct l2_tfig *f, double psi, struct gr_why *why)
                    "step?", f->got / f->want);
 }
 
+void l2_range_text(const struct pl_model_layout *lay, size_t off, size_t count, char *buf,
+                   size_t len)
+{
+    const struct pl_param_desc *a = gr_tensor_at(lay, off);
+    const struct pl_param_desc *b = count ? gr_tensor_at(lay, off + count - 1) : a;
+    if (!a || !b) snprintf(buf, len, "[%zu, %zu)", off, off + count);
+    else if (a == b) snprintf(buf, len, "[%zu, %zu), %s", off, off + count, a->name);
+    else snprintf(buf, len, "[%zu, %zu), %s .. %s", off, off + count, a->name, b->name);
+}
+
+/* An all-reduce outside the step's ranges (calls.c's figures). */
+static void call_range(const struct pl_model_layout *lay, const struct l2_case *c,
+                       const struct l2_range_fig *f, struct gr_why *why)
+{
+    int naive = c->opt.variant == DDP_NAIVE;
+    const char *what = naive ? "tensor" : "bucket";
+    char r[256], o[320] = "", b[256], on[32] = "";
+    l2_range_text(lay, f->off, f->count, r, sizeof r);
+    if (f->overlap >= 0) {
+        l2_range_text(lay, f->ooff, f->olen, b, sizeof b);
+        snprintf(o, sizeof o, " (it overlaps %s %d, %s)", what, f->overlap, b);
+    }
+    if (f->rank != 0) snprintf(on, sizeof on, "on rank %d: ", f->rank);
+    gr_why_say(why, "%sstep %d: an all-reduce covered gradient elements %s, %s%s; each "
+               "all-reduce covers exactly one %s, in place: %s", on, f->step + 1, r,
+               f->repeated ? "a range already all-reduced in this step" : "which is not one of "
+               "the step's ranges", o, what, naive ? "m->grads + tensors[t].offset, "
+               "tensors[t].numel floats (handout section 4)" : "m->grads + bucket_off[b], "
+               "bucket_len[b] floats, the same ranges ddp_bucket_range reports (handout "
+               "section 5)");
+}
+
 void l2_traffic_words(const struct l2_setup *s, const struct l2_case *c,
                       const struct l2_tfig *f, struct gr_why *why)
 {
@@ -77,7 +109,7 @@ void l2_traffic_words(const struct l2_setup *s, const struct l2_case *c,
                    "and all-reduce once per step (handout section 7)", f->step + 1, f->mb + 1,
                    c->microbatches, f->rank, pl_format_bytes(f->got, a, sizeof a), f->calls);
         break;
-    case L2_T_RANGES: gr_why_say(why, "%s", f->ranges); break;
+    case L2_T_RANGES: call_range(lay, c, &f->range, why); break;
     default: break;
     }
 }

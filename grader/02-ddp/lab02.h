@@ -96,7 +96,7 @@ struct l2_tfig {
     double got, ar, want;   /* bytes: sent, of it in all-reduces (broadcasts), the formula's */
     int bucket, got_n, want_n;
     size_t off, len, got_off, got_len; /* bucket: the rule's range, yours */
-    char ranges[1024];      /* L2_T_RANGES: calls.c's sentence */
+    struct l2_range_fig range; /* L2_T_RANGES */
 };
 
 /* The lab's state: the harness's, made by setup on the heap (driver.c). */
