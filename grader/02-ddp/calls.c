@@ -184,16 +184,6 @@ static void part_name(const struct l2_calls *w, int part, char *buf, size_t len)
     else snprintf(buf, len, "in block %d's hook", part);
 }
 
-static void range_text(const struct l2_calls *w, size_t off, size_t count, char *buf,
-                       size_t len)
-{
-    const struct pl_param_desc *a = gr_tensor_at(&w->m->layout, off);
-    const struct pl_param_desc *b = count ? gr_tensor_at(&w->m->layout, off + count - 1) : a;
-    if (!a || !b) snprintf(buf, len, "[%zu, %zu)", off, off + count);
-    else if (a == b) snprintf(buf, len, "[%zu, %zu), %s", off, off + count, a->name);
-    else snprintf(buf, len, "[%zu, %zu), %s .. %s", off, off + count, a->name, b->name);
-}
-
 /* Collective: the lowest failing rank's message reaches rank 0; 1 when none failed. */
 static int agree_with_message(int ok, char *msg, size_t len)
 {
@@ -221,10 +211,11 @@ int l2_calls_judge_timing(const struct l2_calls *w, int step, char *msg, size_t 
         const struct call *c = &w->calls[i];
         if (!c->last || !c->in_grads || c->off >= c->final) continue;
         char r[256], when[64], fin[256];
-        range_text(w, c->off, c->count, r, sizeof r);
+        l2_range_text(&w->m->layout, c->off, c->count, r, sizeof r);
         part_name(w, c->part, when, sizeof when);
         if (c->final >= w->m->layout.numel) snprintf(fin, sizeof fin, "no gradient was final yet");
-        else range_text(w, c->final, w->m->layout.numel - c->final, fin, sizeof fin);
+        else l2_range_text(&w->m->layout, c->final, w->m->layout.numel - c->final, fin,
+                           sizeof fin);
         snprintf(msg, len, "step %d: the all-reduce of gradient elements %s started %s of the "
                  "last microbatch's backward, when only %s%s had their final gradients: it "
                  "may send gradients backward has not written yet (on GPUs it would). A "
@@ -244,11 +235,10 @@ static int range_wanted(const size_t *off, const size_t *len, int n, size_t o, s
 }
 
 int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
-                          const size_t *len, int n, const char *what, const char *how, char *msg,
-                          size_t mlen)
+                          const size_t *len, int n, struct l2_range_fig *f)
 {
     int ok = 1, judged = !w->overflow;
-    msg[0] = '\0';
+    memset(f, 0, sizeof *f);
     for (int i = 0; i < w->ncalls; i++)
         if (!w->calls[i].in_grads) judged = 0;
     int *seen = calloc((size_t)(n > 0 ? n : 1), sizeof *seen);
@@ -256,21 +246,22 @@ int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
         const struct call *c = &w->calls[i];
         int k = range_wanted(off, len, n, c->off, c->count);
         if (k >= 0 && !seen[k]++) continue;
-        char r[256], s[320] = "";
-        range_text(w, c->off, c->count, r, sizeof r);
-        for (int j = 0; j < n && k < 0; j++)
-            if (off[j] < c->off + c->count && c->off < off[j] + len[j]) {
-                char b[256];
-                range_text(w, off[j], len[j], b, sizeof b);
-                snprintf(s, sizeof s, " (it overlaps %s %d, %s)", what, j, b);
-                break;
-            }
-        snprintf(msg, mlen, "step %d: an all-reduce covered gradient elements %s, %s%s; "
-                 "each all-reduce covers exactly one %s, in place: %s", step + 1, r,
-                 k >= 0 ? "a range already all-reduced in this step" : "which is not one of "
-                 "the step's ranges", s, what, how);
+        *f = (struct l2_range_fig){.rank = pl_rank(), .step = step, .repeated = k >= 0,
+                                   .overlap = -1, .off = c->off, .count = c->count};
+        for (int j = 0; j < n && k < 0 && f->overlap < 0; j++)
+            if (off[j] < c->off + c->count && c->off < off[j] + len[j])
+                f->overlap = j, f->ooff = off[j], f->olen = len[j];
         ok = 0;
     }
     free(seen);
-    return agree_with_message(ok, msg, mlen);
+    /* the lowest failing rank's figures reach rank 0 */
+    int np = pl_size(), me = pl_rank(), mine = ok ? np : me, first;
+    PL_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == np) return 1;
+    if (first != 0 && me == first)
+        PL_CHECK_MPI(MPI_Send(f, (int)sizeof *f, MPI_BYTE, 0, 0x0dd3, MPI_COMM_WORLD));
+    if (first != 0 && me == 0)
+        PL_CHECK_MPI(MPI_Recv(f, (int)sizeof *f, MPI_BYTE, first, 0x0dd3, MPI_COMM_WORLD,
+                              MPI_STATUS_IGNORE));
+    return 0;
 }

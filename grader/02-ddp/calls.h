@@ -42,13 +42,24 @@ int l2_calls_async_avg(const struct l2_calls *w);
  * rank 0, why in msg. step counts from 0; messages count steps from 1, as Lab 3's do. */
 int l2_calls_judge_timing(const struct l2_calls *w, int step, char *msg, size_t len);
 
+/* An all-reduce of a step outside the ranges it should cover, in figures (judge.c words
+ * it): the lowest rank that made one, and the first such call of that rank. */
+struct l2_range_fig {
+    int rank, step;
+    int repeated;         /* the range was already all-reduced in this step */
+    int overlap;          /* not a wanted range: the wanted one it overlaps, or -1 */
+    size_t off, count;    /* the call's elements of m->grads */
+    size_t ooff, olen;    /* the wanted range it overlaps */
+};
+
 /* Collective (raw MPI): 1 on every rank when every rank's all-reduces of the step covered
- * exactly the n ranges [off[i], off[i]+len[i]) of m->grads, one call each, in any order;
- * what: "tensor" or "bucket", how: where one lies, for the message. A step with a call
- * whose buffer is not in m->grads (a staging copy) is not judged. Otherwise 0 and, on rank
- * 0, why in msg (step as l2_calls_judge_timing's). */
+ * exactly the n ranges [off[i], off[i]+len[i]) of m->grads, one call each, in any order. A
+ * step with a call whose buffer is not in m->grads (a staging copy) is not judged. Otherwise
+ * 0 and, on rank 0, the first such call in f (step as l2_calls_judge_timing's). */
 int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
-                          const size_t *len, int n, const char *what, const char *how, char *msg,
-                          size_t mlen);
+                          const size_t *len, int n, struct l2_range_fig *f);
+/* "[off, off+count), NAME" or "[off, off+count), FIRST .. LAST" (judge.c; no MPI). */
+void l2_range_text(const struct pl_model_layout *lay, size_t off, size_t count, char *buf,
+                   size_t len);
 
 #endif

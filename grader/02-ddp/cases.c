@@ -350,7 +350,7 @@ void l2_run_case(struct l2_state *st, int i, int trace_step)
     struct l2_outcome *out = &st->last;
     memset(out, 0, sizeof *out);
     out->correct = out->traffic = 1;
-    struct l2_run r = {.s = s, .c = c, .out = out, .ttext = st->traffic_text,
+    struct l2_run r = {.s = s, .c = c, .out = out, .tfig = &st->tfig,
                        .want_traffic = st->want_traffic && pl_size() > 1 && !st->traffic_failed};
     r.all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.all) : NULL;
     /* Every case runs on a communicator of its own, split from the world and freed after

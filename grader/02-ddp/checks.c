@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "lab02.h"
 
 /* Rank 0: why the gradients are wrong, from figures every rank computed. What the step's
@@ -128,96 +129,53 @@ int l2_judge_step_traffic(const struct l2_run *r0, int step)
     const struct l2_setup *s = r0->s;
     const struct l2_case *c = r0->c;
     const struct pl_ledger *all = r0->all;
-    char *tt = r0->ttext;
-    int nplan = r0->nplan;
     int n = l2_dp_size(c);
     double psi = (double)s->ref.numel;
     double want = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * psi);
-    long want_calls = c->opt.variant == DDP_NAIVE ? s->ref.layout.n_tensors : nplan;
-    char a[32];
+    long want_calls = c->opt.variant == DDP_NAIVE ? s->ref.layout.n_tensors : r0->nplan;
     for (int r = 0; r < pl_size(); r++) {
         const struct pl_ledger *l = &all[r];
         double got = gr_ledger_total_bytes(l), ar = pl_ledger_bytes(l, PL_ALL_REDUCE, -1);
         long calls = l->calls[PL_ALL_REDUCE], other = l2_data_calls(l) - calls;
-        if (fabs(got - want) > 1e-9 * want || fabs(ar - want) > 1e-9 * want) {
-            l2_tsay(tt, "step %d: rank %d sent %.0f B (%.0f B of it in all-reduces); the "
-                 "all-reduce of the gradient of Psi = %.0f parameters sends 2(n-1)/n x 4 Psi "
-                 "= %.0f B (%s) per rank on %d ranks", step + 1, r, got, ar, psi, want,
-                 pl_format_bytes(want, a, sizeof a), n);
-            if (c->groups > 1 && fabs(got - pl_ring_bytes_sent(PL_ALL_REDUCE, pl_size(),
-                                                               4.0 * psi)) < 1e-9 * got)
-                l2_tsay(tt, "that is an all-reduce over all %d ranks, not over the group of %d "
-                     "ddp_new was given: every collective goes on d->comm, never "
-                     "pl_comm_world()", pl_size(), n);
-            else if (got < want)
-                l2_tsay(tt, "less than the whole gradient: some gradients were not "
-                       "all-reduced, or not with pl_all_reduce");
-            else if (fabs(got / want - round(got / want)) < 1e-9)
-                l2_tsay(tt, "that is %.0f times the gradient: is it all-reduced more than "
-                       "once per step?", got / want);
-            return 0;
-        }
-        if (calls != want_calls || other != 0) {
-            if (c->opt.variant == DDP_NAIVE)
-                l2_tsay(tt, "step %d: rank %d made %ld all-reduce calls and %ld other "
-                       "collective calls; naive DDP makes one all-reduce per parameter tensor: "
-                       "%ld calls (handout section 4)", step + 1, r, calls, other, want_calls);
-            else
-                l2_tsay(tt, "step %d: rank %d made %ld all-reduce calls and %ld other "
-                       "collective calls; bucketed DDP makes one all-reduce per bucket: %ld "
-                       "calls for bucket_bytes %zu (handout section 5)", step + 1, r, calls, other,
-                       want_calls, c->opt.bucket_bytes);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static int judge_broadcast_traffic(const struct l2_setup *s, const struct l2_case *c,
-                                   const struct pl_ledger *all, char *tt)
-{
-    int n = l2_dp_size(c);
-    double S = 4.0 * (double)s->ref.numel, sum = 0, want = c->groups * (n - 1) * S;
-    char a[32], b[32], g[64] = "";
-    for (int r = 0; r < pl_size(); r++) sum += pl_ledger_bytes(&all[r], PL_BROADCAST, -1);
-    if (c->groups > 1)
-        snprintf(g, sizeof g, ", in each of the %d groups of %d", c->groups, n);
-    if (fabs(sum - want) > 1e-9 * S) {
-        l2_tsay(tt, "ddp_new: the ranks sent %s in broadcasts in all; broadcasting the "
-               "Psi = %zu parameters of rank 0 once sends (n-1) x 4 Psi%s = %s in all (handout "
-               "section 3)", pl_format_bytes(sum, a, sizeof a), s->ref.numel, g,
-               pl_format_bytes(want, b, sizeof b));
-        if (c->groups > 1)
-            l2_tsay(tt, "rank 0 of each group broadcasts to its group: pl_broadcast on d->comm, "
-                 "never pl_comm_world()");
+        int bytes = fabs(got - want) > 1e-9 * want || fabs(ar - want) > 1e-9 * want;
+        if (!bytes && calls == want_calls && other == 0) continue;
+        *r0->tfig = (struct l2_tfig){.code = bytes ? L2_T_STEP_BYTES : L2_T_STEP_CALLS,
+                                     .step = step, .rank = r, .n = n, .world = pl_size(),
+                                     .calls = calls, .other = other, .want_calls = want_calls,
+                                     .got = got, .ar = ar, .want = want};
         return 0;
     }
     return 1;
 }
 
+static int judge_broadcast_traffic(const struct l2_setup *s, const struct l2_case *c,
+                                   const struct pl_ledger *all, struct l2_tfig *f)
+{
+    int n = l2_dp_size(c);
+    double S = 4.0 * (double)s->ref.numel, sum = 0, want = c->groups * (n - 1) * S;
+    for (int r = 0; r < pl_size(); r++) sum += pl_ledger_bytes(&all[r], PL_BROADCAST, -1);
+    if (fabs(sum - want) <= 1e-9 * S) return 1;
+    *f = (struct l2_tfig){.code = L2_T_BROADCAST, .n = n, .world = pl_size(), .got = sum,
+                          .want = want};
+    return 0;
+}
+
 /* Rank 0: the student's plan against the header's rule. */
 static int judge_plan(const struct l2_setup *s, const struct l2_case *c, int got_n,
-                      const size_t *got_off, const size_t *got_len, char *tt)
+                      const size_t *got_off, const size_t *got_len, struct l2_tfig *f)
 {
     const struct pl_model_layout *lay = &s->ref.layout;
     size_t *off = malloc((size_t)lay->n_tensors * sizeof *off);
     size_t *len = malloc((size_t)lay->n_tensors * sizeof *len);
     int want_n = l2_expected_plan(lay, c->opt.bucket_bytes, off, len), ok = 1;
-    char t1[160], t2[160];
     for (int i = 0; i < want_n && i < got_n && ok; i++) {
         if (got_off[i] == off[i] && got_len[i] == len[i]) continue;
-        l2_range_tensors(lay, off[i], len[i], t1, sizeof t1);
-        l2_range_tensors(lay, got_off[i], got_len[i], t2, sizeof t2);
-        l2_tsay(tt, "bucket_bytes %zu: bucket %d should be elements [%zu, %zu) (%s), "
-               "yours is [%zu, %zu) (%s). Buckets hold whole tensors, filled from the last "
-               "tensor of the flat buffer to the first while they fit (ddp.h, handout section 5)",
-               c->opt.bucket_bytes, i, off[i], off[i] + len[i], t1, got_off[i],
-               got_off[i] + got_len[i], t2);
+        *f = (struct l2_tfig){.code = L2_T_PLAN_RANGE, .bucket = i, .off = off[i],
+                              .len = len[i], .got_off = got_off[i], .got_len = got_len[i]};
         ok = 0;
     }
     if (ok && want_n != got_n) {
-        l2_tsay(tt, "bucket_bytes %zu: the plan has %d buckets, yours %d (ddp.h, handout "
-               "section 5)", c->opt.bucket_bytes, want_n, got_n);
+        *f = (struct l2_tfig){.code = L2_T_PLAN_COUNT, .want_n = want_n, .got_n = got_n};
         ok = 0;
     }
     free(off);
@@ -227,30 +185,37 @@ static int judge_plan(const struct l2_setup *s, const struct l2_case *c, int got
 
 /* Collective: 1 on every rank when every rank's n elements (op memory) equal those of its
  * group's rank 0 bit for bit; otherwise 0 with the first differing rank (in the world) and
- * element. The groups hold different data, so only the replicas of a group must agree. */
+ * element. The groups hold different data, so only the replicas of a group must agree. The
+ * ranks compare 64-bit digests of their replicas (FNV-1a of the bytes); only when one differs
+ * from its group's rank 0 are the elements sent, to find the first that differs. */
 static int group_replicas_equal(const struct l2_run *r, const float *x, size_t n, int *bad_rank,
                                 size_t *bad_elem)
 {
-    float *mine = malloc(n * sizeof *mine), *root = malloc(n * sizeof *root);
+    int nranks = pl_size(), groups = r->c->groups, k = 0;
+    float *mine = malloc(n * sizeof *mine);
     pl_to_host(mine, x, n * sizeof *mine);
+    uint64_t d = pl_fnv1a(PL_FNV1A_START, mine, n * sizeof *mine);
+    uint64_t *all = malloc((size_t)nranks * sizeof *all);
+    PL_CHECK_MPI(MPI_Allgather(&d, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD));
+    /* rank k's group (pl_rank() % groups) has world rank k % groups as its rank 0 */
+    while (k < nranks && all[k] == all[k % groups]) k++;
+    free(all);
+    if (k == nranks) {
+        free(mine);
+        return 1;
+    }
+    float *root = malloc(n * sizeof *root);
     memcpy(root, mine, n * sizeof *mine);
     PL_CHECK_MPI(MPI_Bcast(root, (int)n, MPI_FLOAT, 0, r->group));
-    long first = -1;
-    for (size_t i = 0; i < n && first < 0; i++)
-        if (memcmp(&mine[i], &root[i], sizeof(float))) first = (long)i;
-    int nranks = pl_size(), equal = 1;
-    long *all = malloc((size_t)nranks * sizeof *all);
-    PL_CHECK_MPI(MPI_Allgather(&first, 1, MPI_LONG, all, 1, MPI_LONG, MPI_COMM_WORLD));
-    for (int k = 0; k < nranks && equal; k++)
-        if (all[k] >= 0) {
-            equal = 0;
-            *bad_rank = k;
-            *bad_elem = (size_t)all[k];
-        }
-    free(all);
+    long first = 0;
+    if (pl_rank() == k)
+        while ((size_t)first < n && !memcmp(&mine[first], &root[first], sizeof(float))) first++;
+    PL_CHECK_MPI(MPI_Bcast(&first, 1, MPI_LONG, k, MPI_COMM_WORLD));
+    *bad_rank = k;
+    *bad_elem = (size_t)first;
     free(root);
     free(mine);
-    return equal;
+    return 0;
 }
 
 /* Rank 0's traffic verdict on every rank, when traffic is judged. */
@@ -305,13 +270,13 @@ int l2_check_setup(struct l2_run *r, const struct pl_ledger *delta)
     r->nplan = r->c->opt.variant == DDP_NAIVE ? 0 : ddp_num_buckets(r->d);
     if (!r->want_traffic) return 1;
     gr_ledger_gather_world(delta, r->all);
-    l2_traffic_verdict(r, me != 0 || judge_broadcast_traffic(r->s, r->c, r->all, r->ttext));
+    l2_traffic_verdict(r, me != 0 || judge_broadcast_traffic(r->s, r->c, r->all, r->tfig));
     int ok = 1;
     if (r->c->opt.variant != DDP_NAIVE && me == 0 && r->out->traffic) {
         size_t *off = calloc((size_t)(r->nplan > 0 ? r->nplan : 1), sizeof *off);
         size_t *len = calloc((size_t)(r->nplan > 0 ? r->nplan : 1), sizeof *len);
         for (int i = 0; i < r->nplan; i++) ddp_bucket_range(r->d, i, &off[i], &len[i]);
-        ok = judge_plan(r->s, r->c, r->nplan, off, len, r->ttext);
+        ok = judge_plan(r->s, r->c, r->nplan, off, len, r->tfig);
         free(off);
         free(len);
     }
@@ -326,11 +291,8 @@ int l2_judge_silent_microbatch(const struct l2_run *r, int step, int mb)
         double by = gr_ledger_total_bytes(&r->all[k]);
         long calls = l2_data_calls(&r->all[k]);
         if (by == 0 && calls == 0) continue;
-        char h[32];
-        l2_tsay(r->ttext, "step %d, microbatch %d of %d: rank %d sent %s in %ld collective calls. Only the "
-             "last microbatch may communicate: accumulate the gradients locally and all-reduce "
-             "once per step (handout section 7)", step + 1, mb + 1, r->c->microbatches, k,
-             pl_format_bytes(by, h, sizeof h), calls);
+        *r->tfig = (struct l2_tfig){.code = L2_T_MICROBATCH, .step = step, .mb = mb, .rank = k,
+                                    .got = by, .calls = calls};
         return 0;
     }
     return 1;
@@ -343,8 +305,8 @@ int l2_judge_call_ranges(const struct l2_run *r, int step)
     const struct pl_model_layout *lay = &r->ref->layout;
     size_t *off = malloc((size_t)lay->n_tensors * sizeof *off);
     size_t *len = malloc((size_t)lay->n_tensors * sizeof *len);
-    int n, naive = r->c->opt.variant == DDP_NAIVE;
-    if (naive) {
+    int n;
+    if (r->c->opt.variant == DDP_NAIVE) {
         for (n = 0; n < lay->n_tensors; n++) {
             off[n] = lay->tensors[n].offset;
             len[n] = lay->tensors[n].numel;
@@ -352,13 +314,9 @@ int l2_judge_call_ranges(const struct l2_run *r, int step)
     } else {
         n = l2_expected_plan(lay, r->c->opt.bucket_bytes, off, len);
     }
-    char msg[1024];
-    int ok = l2_calls_judge_ranges(r->calls, step, off, len, n, naive ? "tensor" : "bucket",
-                                     naive ? "m->grads + tensors[t].offset, tensors[t].numel "
-                                     "floats (handout section 4)" : "m->grads + bucket_off[b], "
-                                     "bucket_len[b] floats, the same ranges ddp_bucket_range "
-                                     "reports (handout section 5)", msg, sizeof msg);
-    if (!ok && pl_rank() == 0) l2_tsay(r->ttext, "%s", msg);
+    struct l2_range_fig rf;
+    int ok = l2_calls_judge_ranges(r->calls, step, off, len, n, &rf);
+    if (!ok && pl_rank() == 0) *r->tfig = (struct l2_tfig){.code = L2_T_RANGES, .range = rf};
     free(off);
     free(len);
     return ok;

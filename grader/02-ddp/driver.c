@@ -10,7 +10,6 @@
  * model's step alone and the library's all-reduce of the gradient alone. Ops: naive,
  * bucketed, overlapped (one variant) or accumulation (all three with microbatches). Lab
  * options: --svg FILE, --bucket-bytes N. The files and what each holds: lab02.h. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,29 +22,6 @@ static const struct pl_flag OPTIONS[] = {
     {"--bucket-bytes", PL_FLAG_I64, NULL, "N", "bench: the bucket size in bytes (default 24576)",
      0},
 };
-
-void l2_tsay(char *text, const char *fmt, ...)
-{
-    size_t used = strlen(text);
-    if (used + 2 >= L2_TRAFFIC_TEXT) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text + used, L2_TRAFFIC_TEXT - used - 1, fmt, ap);
-    va_end(ap);
-    strcat(text, "\n");
-}
-
-/* Says the traffic lines waiting, one gr_say each, and empties them. */
-static void tsay_flush(char *text)
-{
-    for (char *line = text, *nl; *line; line = nl + 1) {
-        nl = strchr(line, '\n');
-        if (!nl) break;
-        *nl = '\0';
-        gr_say("traffic", "%s", line);
-    }
-    text[0] = '\0';
-}
 
 static void *setup(const struct gr_args *a)
 {
@@ -101,8 +77,11 @@ static int judge(void *vst, int i, const char *part)
     if (!strcmp(part, "traffic")) {
         if (st->last.traffic) return 1;
         st->traffic_failed = 1;
-        l2_tsay(st->traffic_text, "in: %s", cs);
-        tsay_flush(st->traffic_text);
+        struct gr_why why;
+        gr_why_init(&why);
+        l2_traffic_words(&st->s, &st->cases[i], &st->tfig, &why);
+        gr_why_say(&why, "in: %s", cs);
+        for (int k = 0; k < why.n; k++) gr_say("traffic", "%s", why.line[k]);
         return 0;
     }
     if (!strcmp(part, "overlap")) return i > 0 || l2_judge_overlap(st);

@@ -7,6 +7,8 @@
  *   checks.c   the checks of a case in flight: setup, each step's gradient, loss,
  *              replicas, memory and traffic
  *   bench.c    the overlap on the modelled timeline, the perf mode, the bench mode
+ *   judge.c    the traffic part's reasons, worded from the figures the checks recorded (no
+ *              MPI)
  *   calls.c    the gradient all-reduces seen where they are made (lab.mk's --wrap)
  *   accum.c    what a step's accumulation microbatches left behind */
 #ifndef LAB02_H
@@ -49,7 +51,6 @@
 #define PERF_BATCHES 3
 #define L2_MAX_CASES 8
 #define L2_MAX_PARTS 256
-#define L2_TRAFFIC_TEXT 8192
 
 extern const char *const L2_VARIANT_NAME[3];
 
@@ -81,6 +82,23 @@ struct l2_outcome {
     int traced;
 };
 
+/* Why a case fails part traffic, in figures: the first failure a check found (judge.c words
+ * it when the part is judged). */
+enum l2_tcode {
+    L2_T_NONE, L2_T_STEP_BYTES, L2_T_STEP_CALLS, L2_T_BROADCAST, L2_T_PLAN_RANGE,
+    L2_T_PLAN_COUNT, L2_T_MICROBATCH, L2_T_RANGES
+};
+struct l2_tfig {
+    int code;               /* enum l2_tcode */
+    int step, mb, rank;     /* where: step and microbatch from 0, the rank that sent */
+    int n, world;           /* the group's ranks, the world's */
+    long calls, other, want_calls;
+    double got, ar, want;   /* bytes: sent, of it in all-reduces (broadcasts), the formula's */
+    int bucket, got_n, want_n;
+    size_t off, len, got_off, got_len; /* bucket: the rule's range, yours */
+    struct l2_range_fig range; /* L2_T_RANGES */
+};
+
 /* The lab's state: the harness's, made by setup on the heap (driver.c). */
 struct l2_state {
     uint64_t seed;       /* --seed */
@@ -92,9 +110,9 @@ struct l2_state {
     struct l2_setup s;      /* check mode: with the reference trained */
     struct l2_outcome last; /* of the last case run */
     /* Traffic is judged while the case runs but only told when the variant trains correctly
-     * (a wrong gradient explains its own traffic), and only its first failure: the lines
-     * waiting, and whether a case already failed (later ones are not judged on traffic). */
-    char traffic_text[L2_TRAFFIC_TEXT];
+     * (a wrong gradient explains its own traffic), and only its first failure: its figures,
+     * and whether a case already failed (later ones are not judged on traffic). */
+    struct l2_tfig tfig;
     int traffic_failed;
     char subject[64];
     /* perf mode: the student's DDP and the kit's own model, and the ranges the variant
@@ -112,7 +130,7 @@ struct l2_run {
     const struct l2_setup *s;
     const struct l2_case *c;
     struct l2_outcome *out;
-    char *ttext;           /* the state's traffic lines waiting (l2_tsay) */
+    struct l2_tfig *tfig;  /* rank 0: the state's traffic failure, in figures */
     struct pl_model *m;
     struct ddp *d;
     struct pl_ledger *all; /* rank 0: every rank's ledger delta */
@@ -129,10 +147,11 @@ struct l2_run {
 extern const char L2_RUNS_ON[];
 int l2_runs_on(int np);
 
-/* ---- driver.c ---- */
+/* ---- judge.c (no MPI) ---- */
 
-/* Appends one traffic line to text (L2_TRAFFIC_TEXT bytes), said when the part is judged. */
-void l2_tsay(char *text, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The reason of a traffic failure f of case c, one gr_why_say per line. */
+void l2_traffic_words(const struct l2_setup *s, const struct l2_case *c,
+                      const struct l2_tfig *f, struct gr_why *why);
 
 /* ---- cases.c ---- */
 

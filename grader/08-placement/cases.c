@@ -2,7 +2,9 @@
  * __real_pl_plan_* because lab.mk wraps its entry points: a wrapper called while the code
  * under test runs (the gate of the state, reached through gr_wrap_ctx) means the student
  * called the oracle, and that test fails. The case tables, a case built from a row or drawn
- * by the seed, and one case run: the student's function, then the oracle's. */
+ * by the seed, and one case observed: the student's function, then the oracle's figures,
+ * recorded into the observation that judge.c words. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +14,20 @@
 
 /* ---------------------------------------------------------------- the oracle's gate */
 
+/* The code of a wrapped entry point (enum l8_oracle). */
+static int oracle_code(const char *name)
+{
+    int k = L8_NOR - 1;
+    while (k > L8_OR_NONE && strcmp(name, L8_ORACLE_NAMES[k])) k--;
+    return k;
+}
+
 #define WRAP(ret, name, params, args)                                                      \
     ret __real_##name params;                                                              \
     ret __wrap_##name params                                                               \
     {                                                                                      \
         struct l8_gate *g = gr_wrap_ctx();                                                 \
-        if (g && g->under_test && !g->called) g->called = #name;                           \
+        if (g && g->under_test && !g->called) g->called = oracle_code(#name);              \
         return __real_##name args;                                                         \
     }
 
@@ -47,7 +57,7 @@ WRAP(int, pl_plan_check_placement, (const struct pl_plan_model *m,
 
 void l8_gate_open(struct l8_gate *g)
 {
-    g->called = NULL;
+    g->called = L8_OR_NONE;
     g->under_test = 1;
 }
 
@@ -58,13 +68,6 @@ void l8_gate_close(struct l8_gate *g)
 
 
 /* ---------------------------------------------------------------- cases */
-
-const char *const L8_OP_NAMES[L8_NOPS] = {"memory", "time", "search", "search_hidden",
-                                           "sanity", "sanity_hidden", "questions"};
-const char *const L8_OP_FUNCS[L8_NOPS] = {"placement_memory", "placement_step_time",
-                                           "placement_search", "placement_search",
-                                           "placement_step_time", "placement_step_time",
-                                           "placement_answers"};
 
 /* Each row exercises a different part of the formulas: data parallel only, tp with pp and
  * interleaving, ZeRO-3, full recomputation, experts, many stages, context parallel. The
@@ -346,41 +349,139 @@ void l8_setup_cases(struct l8_state *st)
     for (st->ncases = 0; st->ncases < n; st->ncases++)
         l8_build_case(&cases[st->ncases], &table[st->ncases], parse);
     if (op == L8_OP_MEMORY || op == L8_OP_TIME)
-        for (int i = 0; i < L8_N_DRAWN; i++) draw_case(st, &cases[st->ncases++], i);
+        for (int i = 0; i < L8_N_DRAWN; i++, st->ncases++) {
+            draw_case(st, &cases[st->ncases], i);
+            cases[st->ncases].drawn = 1;
+        }
     if (op == L8_OP_SEARCH)
-        for (int i = 0; i < L8_N_SEARCH_DRAWN; i++) draw_search(st, &cases[st->ncases++], i);
+        for (int i = 0; i < L8_N_SEARCH_DRAWN; i++, st->ncases++) {
+            draw_search(st, &cases[st->ncases], i);
+            cases[st->ncases].drawn = 1;
+        }
     if (op == L8_OP_SANITY || op == L8_OP_SANITY_HIDDEN)
         for (int i = 0; i < st->ncases; i++) l8_plan_published(&cases[i]);
 }
 
-void l8_describe(const struct l8_state *st, int i, char *buf, size_t len)
+/* The case as the messages name it. */
+void l8_where_of(const struct l8_case *t, struct l8_where *w)
 {
-    const struct l8_case *t = &st->cases[i];
-    char cfg[256] = "";
-    if (st->op != L8_OP_SEARCH && st->op != L8_OP_SEARCH_HIDDEN)
-        pl_plan_config_describe(&t->cfg, cfg, sizeof cfg);
-    snprintf(buf, len, "%s (seq %d, %.0f tokens per step) on %d x %s%s%s", t->model.name,
-             t->model.seq, t->model.batch_tokens, t->cluster.nodes, t->cluster.name,
-             cfg[0] ? ": " : "", cfg);
+    memset(w, 0, sizeof *w);
+    snprintf(w->model, sizeof w->model, "%s", t->model.name);
+    snprintf(w->cluster, sizeof w->cluster, "%s", t->cluster.name);
+    w->seq = t->model.seq;
+    w->nodes = t->cluster.nodes;
+    w->per_node = t->cluster.per_node;
+    w->batch_tokens = t->model.batch_tokens;
+    w->cfg = t->cfg;
 }
 
-/* Case i: the student's function behind the gate, then the oracle's figures. */
-void l8_run(struct l8_state *st, int i)
+/* Section 4.3's named alternative: the exposed data-parallel time with the dense and the
+ * expert reductions hidden together behind one backward (and their gathers behind one
+ * forward), max(0, dense + expert - window), where the kit hides each on its own. It is
+ * never less than the kit's, and equal to it unless both groups have something to reduce.
+ * Computed here from the handout's formulas and the kit's figures for the case (compute
+ * per microbatch, the dp link). */
+static double dp_together(const struct l8_case *t, const struct pl_plan_time *kit)
+{
+    const struct pl_plan_model *m = &t->model;
+    const struct pl_plan_cluster *c = &t->cluster;
+    const struct pl_plan_config *cfg = &t->cfg;
+    const int *d = cfg->deg;
+    struct pl_plan_params p;
+    pl_plan_params(m, &p);
+    double layers = (m->layers + d[PL_AX_PP] - 1) / d[PL_AX_PP];
+    double emb = d[PL_AX_PP] == 1 ? p.embedding : (double)m->vocab * m->d_model;
+    double psi[2] = {(layers * (p.dense - p.embedding) / m->layers + emb) / d[PL_AX_TP],
+                     layers * (p.expert / m->layers) / ((double)d[PL_AX_TP] * d[PL_AX_EP])};
+    int n[2] = {d[PL_AX_CP] * d[PL_AX_EP] * d[PL_AX_DP], d[PL_AX_CP] * d[PL_AX_DP]};
+    const enum pl_link *ln = kit->link;
+    enum pl_link l = ln[PL_AX_EP] == PL_LINK_INTER || ln[PL_AX_CP] == PL_LINK_INTER
+                         ? PL_LINK_INTER : ln[PL_AX_DP];
+    double u = kit->compute / cfg->m, fwd = u / 3, bwd = 2 * u / 3, rs = 0, ag = 0, ar = 0;
+    for (int k = 0; k < 2; k++) {
+        double S = 2 * psi[k];
+        if (n[k] <= 1 || S == 0) continue;
+        rs += pl_coll_time(PL_REDUCE_SCATTER, n[k], S, c->latency[l], c->bw[l]);
+        ag += pl_coll_time(PL_ALL_GATHER, n[k], S, c->latency[l], c->bw[l]);
+        ar += pl_coll_time(PL_ALL_REDUCE, n[k], S, c->latency[l], c->bw[l]);
+    }
+    if (cfg->zero == 3) return cfg->m * (fmax(0, ag - fwd) + fmax(0, ag + rs - bwd));
+    if (cfg->zero == 0) return fmax(0, ar - bwd);
+    return fmax(0, rs - bwd) + fmax(0, ag - fwd);
+}
+
+/* The search's choice: the oracle's verdict on its rules and the figures they read. */
+static void observe_choice(const struct l8_case *t, const struct pl_plan_config *cfg,
+                           struct l8_obs *o)
+{
+    const struct pl_plan_model *m = &t->model;
+    struct l8_rules *r = &o->rules;
+    char err[512];
+    r->broken = __real_pl_plan_check(m, &t->cluster, cfg, err, sizeof err) != 0;
+    r->layers = m->layers;
+    r->d_model = m->d_model;
+    r->heads = m->heads;
+    r->kv_heads = m->kv_heads;
+    r->d_ff = m->d_ff;
+    r->experts = m->experts;
+    r->batch_seqs = m->batch_tokens / m->seq;
+    r->memory = __real_pl_plan_memory(m, &t->cluster, cfg, NULL);
+    r->hbm = t->cluster.hbm;
+    struct pl_plan_time tm;
+    o->step = __real_pl_plan_time(m, &t->cluster, cfg, &tm);
+}
+
+/* Question 1's answers by the kit (its fewest nodes and their best configuration), 2's by
+ * the bubble's formula, 3's from the published run of L8_SANITY[0]. */
+static void kit_answers(struct l8_state *st, struct l8_case *t, struct placement_answers *a)
+{
+    struct pl_plan_cluster c = t->cluster;
+    c.nodes = a->q1_nodes = __real_pl_plan_min_nodes(&t->model, &c, 4096);
+    __real_pl_plan_search(&t->model, &c, NULL, &st->scratch);
+    const struct pl_plan_config *b = &st->scratch.best[0].cfg;
+    a->q1_tp = b->deg[PL_AX_TP];
+    a->q1_pp = b->deg[PL_AX_PP];
+    a->q1_dp = b->deg[PL_AX_DP];
+    a->q1_zero = b->zero;
+    a->q2_bubble_percent = 100 * pl_rule_bubble(16, 16, 7);
+    struct l8_case *pub = calloc(1, sizeof *pub);
+    if (!pub) pl_fatal("out of memory");
+    l8_build_case(pub, &L8_SANITY[0], 0);
+    l8_plan_published(pub);
+    a->q3_mfu_percent = 100 * pub->best.best[0].time.mfu;
+    free(pub);
+}
+
+/* Case i: the student's function behind the gate, then the oracle's figures, into o. */
+void l8_observe(struct l8_state *st, int i, struct l8_obs *o)
 {
     struct l8_case *t = &st->cases[i];
     enum l8_op op = st->op;
+    o->op = (int)op;
+    o->drawn = t->drawn;
+    l8_where_of(t, &o->where);
     l8_gate_open(&st->gate);
-    if (op == L8_OP_QUESTIONS) (void)0; /* the answers are data: the judge reads them */
-    else if (op == L8_OP_MEMORY) placement_memory(&t->model, &t->cluster, &t->cfg, &t->mem);
+    if (op == L8_OP_QUESTIONS) o->ans[0] = placement_answers; /* the answers are data */
+    else if (op == L8_OP_MEMORY) placement_memory(&t->model, &t->cluster, &t->cfg, &o->mem);
     else if (op == L8_OP_SEARCH || op == L8_OP_SEARCH_HIDDEN)
-        t->found = placement_search(&t->model, &t->cluster, &t->chosen) == 0;
-    else placement_step_time(&t->model, &t->cluster, &t->cfg, &t->time);
+        o->found = placement_search(&t->model, &t->cluster, &o->chosen) == 0;
+    else placement_step_time(&t->model, &t->cluster, &t->cfg, &o->time);
     l8_gate_close(&st->gate);
-    t->oracle = st->gate.called;
-    if (op == L8_OP_MEMORY) __real_pl_plan_memory(&t->model, &t->cluster, &t->cfg, &t->mem_ref);
-    if (op == L8_OP_TIME) __real_pl_plan_time(&t->model, &t->cluster, &t->cfg, &t->time_ref);
+    o->oracle = st->gate.called;
+    if (op == L8_OP_MEMORY) __real_pl_plan_memory(&t->model, &t->cluster, &t->cfg, &o->mem_ref);
+    if (op == L8_OP_TIME) {
+        __real_pl_plan_time(&t->model, &t->cluster, &t->cfg, &o->time_ref);
+        o->dp_alt = dp_together(t, &o->time_ref);
+    }
     if (op == L8_OP_SEARCH || op == L8_OP_SEARCH_HIDDEN) {
         __real_pl_plan_search(&t->model, &t->cluster, NULL, &t->best);
-        if (t->found) __real_pl_plan_time(&t->model, &t->cluster, &t->chosen, &t->time);
+        o->best = t->best.best[0].cfg;
+        o->best_step = t->best.best[0].time.step;
+        if (o->found) observe_choice(t, &o->chosen, o);
     }
+    if (op == L8_OP_SANITY || op == L8_OP_SANITY_HIDDEN) {
+        o->published_mfu = t->spec->published_mfu;
+        snprintf(o->source, sizeof o->source, "%s", t->spec->source);
+    }
+    if (op == L8_OP_QUESTIONS) kit_answers(st, t, &o->ans[1]);
 }

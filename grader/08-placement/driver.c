@@ -1,7 +1,8 @@
-/* driver.c: Lab 8's part of its trusted driver (the harness, grader/common/harness.h, owns
- * main, flags and modes). The oracle is the kit's planner (lib/plan.h), reached as
- * __real_pl_plan_* because lab.mk wraps its entry points: a wrapper called while the code
- * under test runs means the student called the oracle, and that test fails.
+/* driver.c: Lab 8's part of its trusted driver, on the lab harness's new shape (the harness,
+ * grader/common/harness.h, owns main, flags, modes and the gather of observations). The
+ * oracle is the kit's planner (lib/plan.h), reached as __real_pl_plan_* because lab.mk wraps
+ * its entry points: a wrapper called while the code under test runs means the student called
+ * the oracle, and that test fails.
  *
  *   memory, time     the student's estimates against the planner's on a table of
  *                    configurations and L8_N_DRAWN more drawn by the seed, every category
@@ -17,9 +18,11 @@
  *                    rest planned by the kit) within L8_SANITY_POINTS of their published MFU;
  *   questions        the numeric answers of placement_answers against the planner's.
  *
- * The state is made here on the heap; a case is built and run by cases.c, judged by
- * judge.c; bench.c is the bench mode (lab08.h says what each file holds). */
-#include <string.h>
+ * The state is made here on the heap; a case is built by cases.c and observed there into
+ * struct l8_obs (the student's figures and the oracle's, no sentences); judge.c gives the
+ * verdict from the observation alone, without MPI or the planner (tests/judge/08-placement.c
+ * runs it on hand-built and recorded observations); bench.c is the bench mode (lab08.h says
+ * what each file holds). */
 
 #include "lab08.h"
 
@@ -38,10 +41,8 @@ static void *setup(const struct gr_args *a)
 {
     if (pl_size() != 1) pl_usage_error_all("Lab 8 runs on 1 rank (it is arithmetic), not %d",
                                            pl_size());
-    enum l8_op op = L8_NOPS;
-    for (int k = 0; k < L8_NOPS; k++)
-        if (!strcmp(a->op, L8_OP_NAMES[k])) op = (enum l8_op)k;
-    struct l8_state *st = l8_state_new(op, a->seed);
+    int op = l8_find_op(a->op);
+    struct l8_state *st = l8_state_new(op < 0 ? L8_NOPS : (enum l8_op)op, a->seed);
     l8_setup_cases(st);
     return st;
 }
@@ -61,19 +62,31 @@ static int count_cases(void *st)
     return ((const struct l8_state *)st)->ncases;
 }
 
-static void describe(void *st, int i, char *buf, size_t len)
+static void describe(void *vst, int i, char *buf, size_t len)
 {
-    l8_describe(st, i, buf, len);
+    const struct l8_state *st = vst;
+    struct l8_where w;
+    l8_where_of(&st->cases[i], &w);
+    l8_describe_where(&w, st->op != L8_OP_SEARCH && st->op != L8_OP_SEARCH_HIDDEN, buf, len);
 }
 
-static void run(void *st, int i)
+static size_t obs_size(const void *st, int i)
 {
-    l8_run(st, i);
+    (void)st;
+    (void)i;
+    return sizeof(struct l8_obs);
 }
 
-static int judge(void *st, int i, const char *part)
+static void observe(void *st, int i, void *obs)
 {
-    return l8_judge(st, i, part);
+    l8_observe(st, i, obs);
+}
+
+static int judge(const void *st, int i, const char *part, const struct gr_obs *all,
+                 struct gr_why *why)
+{
+    (void)i;
+    return l8_judge(((const struct l8_state *)st)->op, part, all, why);
 }
 
 const struct gr_driver gr_lab_driver = {
@@ -82,8 +95,9 @@ const struct gr_driver gr_lab_driver = {
     .correct_first = "must obey every placement rule first",
     .ncases = count_cases,
     .describe = describe,
-    .run = run,
-    .judge = judge,
+    .obs_size = obs_size,
+    .observe = observe,
+    .judge_obs = judge,
     .bench = l8_bench,
     .finish = finish,
     .options = OPTIONS,

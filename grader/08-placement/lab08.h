@@ -1,10 +1,12 @@
-/* lab08.h: what Lab 8's grader files share (one prefix, l8_ / L8_). The state lives on the
- * heap (driver.c's setup, or bench.c for the bench mode); only const tables are at file
- * scope.
+/* lab08.h: what Lab 8's grader files share (one prefix, l8_ / L8_), on the lab harness's new
+ * shape (grader/common/harness.h). The state lives on the heap (driver.c's setup, or bench.c
+ * for the bench mode); only const tables are at file scope. A case fills the rank's
+ * observation (struct l8_obs: figures, no pointers) and judge.c gives the verdict from it
+ * alone, without MPI and without the planner (tests/judge/08-placement.c runs it alone).
  *
  *   cases.c   the oracle's gate (the wrappers of lab.mk), the case tables, building,
- *             drawing and running a case
- *   judge.c   the verdicts of every op and their reasons
+ *             drawing and observing a case (the student's figures and the oracle's)
+ *   judge.c   the verdicts of every op and their reasons; the ops' names
  *   bench.c   the bench table, the handout's figures, --sweep and --svg
  *   driver.c  setup, the harness callbacks, the lab's options */
 #ifndef LAB08_H
@@ -33,6 +35,7 @@
 #define L8_N_DRAWN 3
 /* Search cases drawn by the seed from the sweep's space (the hidden suite draws one more). */
 #define L8_N_SEARCH_DRAWN 6
+#define L8_HANDOUT "docs/labs/08-placement.md"
 
 enum l8_op {
     L8_OP_MEMORY, L8_OP_TIME, L8_OP_SEARCH, L8_OP_SEARCH_HIDDEN, L8_OP_SANITY,
@@ -67,19 +70,58 @@ struct l8_case {
     struct pl_plan_cluster cluster;
     struct pl_plan_config cfg;       /* memory, time, sanity: the configuration */
     const struct l8_spec *spec;
-    /* what the student's code gave, and the oracle's */
-    struct pl_plan_memory mem, mem_ref;
-    struct pl_plan_time time, time_ref;
-    struct pl_plan_config chosen;
-    int found;
-    struct pl_plan_result best;      /* search: the oracle's */
-    const char *oracle;              /* the oracle function the student called */
+    int drawn;                       /* drawn by the seed (beyond the table) */
+    struct pl_plan_config chosen;    /* search: the student's choice (bench) */
+    struct pl_plan_result best;      /* search, sanity: the oracle's */
 };
+
+/* The planner's entry points lab.mk wraps: a code each, 0 for none (judge.c names them). */
+enum l8_oracle {
+    L8_OR_NONE, L8_OR_MEMORY, L8_OR_TIME, L8_OR_ACTIV, L8_OR_CHECK, L8_OR_SEARCH,
+    L8_OR_MIN_NODES, L8_OR_TIME_LINKS, L8_OR_LINKS, L8_OR_CHECK_STEP, L8_OR_CHECK_PLACE, L8_NOR
+};
+extern const char *const L8_ORACLE_NAMES[L8_NOR];
 
 /* What the wrappers of lab.mk record (reached through gr_wrap_ctx). */
 struct l8_gate {
     int under_test;          /* the student's function is running */
-    const char *called;      /* the first oracle function it called */
+    int called;              /* the first oracle function it called (enum l8_oracle) */
+};
+
+/* ---- what the rank observed in one case (judge.c words it; no pointers) ---- */
+
+/* The case: model, cluster and configuration, as the messages name them. */
+struct l8_where {
+    char model[24], cluster[24];
+    int seq, nodes, per_node;
+    double batch_tokens;
+    struct pl_plan_config cfg;       /* memory, time, sanity: the configuration */
+};
+
+/* What pl_plan_check's rules read of a choice, the model and the cluster, so that the judge
+ * names the first rule broken in the kit's words (lib/plan_rules.h). */
+struct l8_rules {
+    int broken;                      /* the oracle's pl_plan_check rejects the choice */
+    int layers, d_model, heads, kv_heads, d_ff, experts;
+    double batch_seqs;               /* the global batch in sequences */
+    double memory, hbm;              /* the oracle's memory of the choice; the GPU's HBM */
+};
+
+struct l8_obs {
+    int op;                          /* enum l8_op */
+    int drawn;                       /* drawn by the seed */
+    int oracle;                      /* enum l8_oracle: what the student's code called */
+    struct l8_where where;
+    struct pl_plan_memory mem, mem_ref;       /* memory: yours, the kit's */
+    struct pl_plan_time time, time_ref;       /* time: yours, the kit's; sanity: yours */
+    double dp_alt;                   /* time: section 4.3's alternative data-parallel time */
+    int found;                       /* search: yours found a configuration */
+    struct pl_plan_config chosen, best;       /* search: yours, the kit's best */
+    double step, best_step;          /* search: both by the kit's model */
+    struct l8_rules rules;           /* search: the rules of your choice */
+    double published_mfu;            /* sanity: percent */
+    char source[64];                 /* sanity: the run */
+    struct placement_answers ans[2]; /* questions: yours, the kit's */
 };
 
 struct l8_state {
@@ -113,11 +155,19 @@ void l8_gate_close(struct l8_gate *g);
 void l8_build_case(struct l8_case *t, const struct l8_spec *s, int parse_config);
 void l8_plan_published(struct l8_case *t);
 void l8_setup_cases(struct l8_state *st);
-void l8_describe(const struct l8_state *st, int i, char *buf, size_t len);
-void l8_run(struct l8_state *st, int i);
+void l8_where_of(const struct l8_case *t, struct l8_where *w);
+void l8_observe(struct l8_state *st, int i, struct l8_obs *o);
 
-/* judge.c */
-int l8_judge(struct l8_state *st, int i, const char *part);
+/* judge.c: no MPI, no planner; reads its arguments alone */
+int l8_find_op(const char *name); /* enum l8_op, or -1 */
+/* "MODEL (seq S, T tokens per step) on N x CLUSTER[: CONFIG]" */
+void l8_describe_where(const struct l8_where *w, int with_cfg, char *buf, size_t len);
+/* The first rule of pl_plan_check that cfg breaks, in the kit's words: -1 with it in err,
+ * or 0 when the figures break none. */
+int l8_rule_words(const struct l8_rules *r, const struct l8_where *w,
+                  const struct pl_plan_config *cfg, char *err, size_t len);
+/* The verdict of part on a case of op, from rank 0's observation in all. */
+int l8_judge(int op, const char *part, const struct gr_obs *all, struct gr_why *why);
 
 /* bench.c */
 void l8_bench(const struct gr_args *a);

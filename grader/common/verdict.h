@@ -13,7 +13,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define GR_WHY_LINES 12
+/* Lines of one verdict: Lab 8's step-time judge names up to 21 figures of a case, one line
+ * each, then the case and why a drawn one matters (Lab 3's memory report says 7 before its
+ * reason's two). */
+#define GR_WHY_LINES 24
 #define GR_WHY_LEN 2048
 
 /* The reasons of one part's verdict on one case. */
@@ -32,8 +35,7 @@ struct gr_obs {
 
 /* Empties w: no lines, fraction 1. */
 void gr_why_init(struct gr_why *w);
-/* Appends one line (a thirteenth line and later are dropped: Lab 3's memory report says 7
- * before its reason's two). */
+/* Appends one line (lines past GR_WHY_LINES are dropped). */
 void gr_why_say(struct gr_why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A part that passes earns this fraction of its points (the smallest said counts). */
 void gr_why_partial(struct gr_why *w, double fraction);
