@@ -253,7 +253,7 @@ $(B)/tests/test_grader: tests/test_grader.c $(B)/grader/obj/grader/common/report
 # the kit. A lab whose judge words a reason with another MPI-free file of grader/common names
 # it in its lab.mk as GRADER_JUDGE_SRC_NN-name.
 GRADER_JUDGE_TESTS := $(patsubst tests/judge/%.c,$(B)/tests/judge/%,$(wildcard tests/judge/*.c))
-$(B)/tests/judge/%: tests/judge/%.c grader/%/judge.c grader/common/verdict.c grader/common/block_verdict.c $(GRADER_HEADERS) $(LIB)
+$(B)/tests/judge/%: tests/judge/%.c tests/judge/judge_test.h grader/%/judge.c grader/common/verdict.c grader/common/block_verdict.c $(GRADER_HEADERS) $(LIB)
 	@mkdir -p $(@D)
 	@echo "  LINK  $@"
 	$(Q)$(CC) $(GRADER_CFLAGS) -Ilabs/$* -Igrader/$* tests/judge/$*.c grader/$*/judge.c grader/common/verdict.c grader/common/block_verdict.c $(GRADER_JUDGE_SRC_$*) $(LIB) $(LDLIBS) -o $@

@@ -18,6 +18,7 @@
 #include "units.h"
 #include "unseen.h"
 #include "../testing.h"
+#include "judge_test.h"
 
 #define NP 4
 static struct l1_obs obs[NP];
@@ -284,11 +285,7 @@ static void crossover(void)
  * in the same observations fails, naming that rank. */
 static void recorded(const char *path, const char *parts)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        printf("cannot read %s: give a file written by the driver's --record FILE\n", path);
-        exit(2);
-    }
+    FILE *f = judge_record_open(path);
     struct gr_record rec;
     char err[256], part[32], want[128];
     int got, n = 0;
@@ -330,25 +327,19 @@ static void recorded(const char *path, const char *parts)
         n++;
         gr_record_free(&rec);
     }
-    if (got < 0) CHECK(0, "%s: %s", path, err);
-    fclose(f);
-    CHECK(n > 0, "%s holds no case", path);
-    printf("%s: %d recorded cases judged\n", path, n);
+    judge_record_close(f, path, got, err, n);
+}
+
+/* Every hand-built check. */
+static void hand_built(void)
+{
+    correct();
+    traffic();
+    memory();
+    crossover();
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 3) {
-        recorded(argv[1], argv[2]);
-    } else if (argc == 1) {
-        correct();
-        traffic();
-        memory();
-        crossover();
-    } else {
-        printf("usage: %s [RECORD PARTS]\n", argv[0]);
-        return 2;
-    }
-    printf("%s\n", failures ? "judge tests failed" : "judge tests passed");
-    return failures != 0;
+    return judge_test_main(argc, argv, hand_built, recorded);
 }

@@ -16,6 +16,7 @@
 
 #include "lab04.h"
 #include "../testing.h"
+#include "judge_test.h"
 
 /* Judges part of case i of n on np hand-built observations; the verdict, lines in why. */
 static int judge(int kind, int i, int n, const char *part, const struct l4_obs *obs, int np,
@@ -312,11 +313,7 @@ static void hand_built(void)
  * turn fails with that rank named. */
 static void recorded(const char *path, const char *parts)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        printf("cannot read %s: give a file written by the driver's --record FILE\n", path);
-        exit(2);
-    }
+    FILE *f = judge_record_open(path);
     struct gr_record rec;
     char err[256];
     int n = 0, got, kind = -1;
@@ -365,20 +362,10 @@ static void recorded(const char *path, const char *parts)
         gr_record_free(&rec);
         n++;
     }
-    fclose(f);
-    CHECK(got == 0, "%s: %s", path, err);
-    CHECK(n > 0, "%s holds no case", path);
-    printf("%s: %d recorded cases judged\n", path, n);
+    judge_record_close(f, path, got, err, n);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 3) recorded(argv[1], argv[2]);
-    else if (argc == 1) hand_built();
-    else {
-        printf("usage: %s [RECORD PARTS]\n", argv[0]);
-        return 2;
-    }
-    printf("%s\n", failures ? "judge tests FAILED" : "judge tests passed");
-    return failures ? 1 : 0;
+    return judge_test_main(argc, argv, hand_built, recorded);
 }

@@ -16,6 +16,7 @@
 #include "lab07.h"
 #include "units.h"
 #include "../testing.h"
+#include "judge_test.h"
 
 #define NP 4
 static struct l7_obs obs[NP];
@@ -348,11 +349,7 @@ static void hand_built(void)
 /* Every case of a recorded run passes parts; then the last rank made wrong fails, named. */
 static void recorded(const char *path, const char *parts)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        printf("cannot read %s: give a file written by the driver's --record FILE\n", path);
-        exit(2);
-    }
+    FILE *f = judge_record_open(path);
     struct gr_record rec;
     char err[256], list[128];
     int n = 0, got;
@@ -393,20 +390,10 @@ static void recorded(const char *path, const char *parts)
         gr_record_free(&rec);
         n++;
     }
-    fclose(f);
-    CHECK(got == 0, "%s: %s", path, err);
-    CHECK(n > 0, "%s holds no case", path);
-    printf("%s: %d recorded cases judged\n", path, n);
+    judge_record_close(f, path, got, err, n);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 3) recorded(argv[1], argv[2]);
-    else if (argc == 1) hand_built();
-    else {
-        printf("usage: %s [RECORD PARTS]\n", argv[0]);
-        return 2;
-    }
-    printf("%s\n", failures ? "judge tests FAILED" : "judge tests passed");
-    return failures ? 1 : 0;
+    return judge_test_main(argc, argv, hand_built, recorded);
 }

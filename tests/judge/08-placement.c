@@ -16,6 +16,7 @@
 
 #include "lab08.h"
 #include "../testing.h"
+#include "judge_test.h"
 
 static struct l8_obs ob;
 
@@ -65,9 +66,10 @@ static void where(const char *model, const char *profile, int nodes, int per_nod
 /* "in: ..." as the judge words the case. */
 static void in_line(int with_cfg, const char *tail, char *buf, size_t len)
 {
-    char in[512];
-    l8_describe_where(&ob.where, with_cfg, in, sizeof in);
-    snprintf(buf, len, "in: %s%s", in, tail);
+    size_t k = (size_t)snprintf(buf, len, "in: ");
+    l8_describe_where(&ob.where, with_cfg, buf + k, len - k);
+    k = strlen(buf);
+    snprintf(buf + k, len - k, "%s", tail);
 }
 
 static void memory(void)
@@ -437,11 +439,7 @@ static void questions(void)
  * the reason a student would read. */
 static void recorded(const char *path, const char *parts)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        printf("cannot read %s: give a file written by the driver's --record FILE\n", path);
-        exit(2);
-    }
+    FILE *f = judge_record_open(path);
     struct gr_record rec;
     char err[512], list[128], want[512];
     int n = 0, got;
@@ -497,27 +495,21 @@ static void recorded(const char *path, const char *parts)
         gr_record_free(&rec);
         n++;
     }
-    fclose(f);
-    CHECK(got == 0, "%s: %s", path, err);
-    CHECK(n > 0, "%s holds no case", path);
-    printf("%s: %d recorded cases judged\n", path, n);
+    judge_record_close(f, path, got, err, n);
+}
+
+/* Every hand-built check. */
+static void hand_built(void)
+{
+    memory();
+    step_time();
+    rules();
+    quality();
+    sanity();
+    questions();
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 3) {
-        recorded(argv[1], argv[2]);
-    } else if (argc == 1) {
-        memory();
-        step_time();
-        rules();
-        quality();
-        sanity();
-        questions();
-    } else {
-        printf("usage: %s [RECORD PARTS]\n", argv[0]);
-        return 2;
-    }
-    printf("%s\n", failures ? "judge tests FAILED" : "judge tests passed");
-    return failures ? 1 : 0;
+    return judge_test_main(argc, argv, hand_built, recorded);
 }
