@@ -31,18 +31,6 @@ static int judge(int op, int i, int n, const char *part, int np, struct gr_why *
     return l1_judge(op, i, n, part, &all, why);
 }
 
-static int said(const struct gr_why *w, const char *text)
-{
-    for (int k = 0; k < w->n; k++)
-        if (strstr(w->line[k], text)) return 1;
-    return 0;
-}
-
-static const char *first(const struct gr_why *w)
-{
-    return w->n ? w->line[0] : "(nothing said)";
-}
-
 /* np ranks of a ring-like op on one world group, every rank right and sending (and
  * receiving) what the ring does: (n-1)/n x S, twice for the all-reduce. */
 static void world(int op, int np, uint64_t count, int kind)

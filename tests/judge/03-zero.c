@@ -28,18 +28,6 @@ static int judge(int stage, int i, int n, const char *part, const struct l3_obs 
     return l3_judge(stage, i, n, part, &all, why);
 }
 
-static int said(const struct gr_why *w, const char *text)
-{
-    for (int k = 0; k < w->n; k++)
-        if (strstr(w->line[k], text)) return 1;
-    return 0;
-}
-
-static const char *first(const struct gr_why *w)
-{
-    return w->n ? w->line[0] : "(no reason)";
-}
-
 /* NP ranks of a stage-2 case that kept within every bound. */
 static void good(struct l3_obs *obs)
 {

@@ -27,13 +27,6 @@ static int judge(int kind, int i, int n, const char *part, const struct l4_obs *
     return l4_judge(kind, i, n, part, &all, why);
 }
 
-static int said(const struct gr_why *w, const char *text)
-{
-    for (int k = 0; k < w->n; k++)
-        if (strstr(w->line[k], text)) return 1;
-    return 0;
-}
-
 /* One pass of t ranks that made `made` all-reduces of count floats where it needs `need`. */
 static void pass_of(struct l4_pass *p, const char *name, long need, long made, double count,
                     int t)

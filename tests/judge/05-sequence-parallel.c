@@ -29,13 +29,6 @@ static int judge(enum l5_kind kind, int i, int n, const char *part, const struct
     return l5_judge(kind, i, n, part, &all, why);
 }
 
-static int said(const struct gr_why *w, const char *text)
-{
-    for (int k = 0; k < w->n; k++)
-        if (strstr(w->line[k], text)) return 1;
-    return 0;
-}
-
 /* A ring all-gather or reduce-scatter of nf floats sends (t-1)/t of them per rank. */
 static double ring(double nf, int t)
 {

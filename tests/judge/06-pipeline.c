@@ -30,13 +30,6 @@ static int judge(int i, const char *part, struct gr_why *why)
     return l6_judge(i, part, &all, why);
 }
 
-static int said(const struct gr_why *w, const char *text)
-{
-    for (int k = 0; k < w->n; k++)
-        if (strstr(w->line[k], text)) return 1;
-    return 0;
-}
-
 #define FIRST(w) ((w).n ? (w).line[0] : "(no reason)")
 
 static struct pl_model_config lab_model(void)

@@ -53,18 +53,6 @@ static int judge(const char *part, int np, struct gr_why *why)
     return l7_judge(part, &all, why);
 }
 
-static int said(const struct gr_why *w, const char *text)
-{
-    for (int k = 0; k < w->n; k++)
-        if (strstr(w->line[k], text)) return 1;
-    return 0;
-}
-
-static const char *first(const struct gr_why *w)
-{
-    return w->n ? w->line[0] : "(nothing said)";
-}
-
 /* Rank 0 alone records finding code for part; the verdict fails and says want. */
 static void one(int op, int part, int code, const long *v, const double *x, const char *want,
                 int line)

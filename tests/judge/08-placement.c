@@ -27,18 +27,6 @@ static int judge(int op, const char *part, struct gr_why *why)
     return l8_judge(op, part, &all, why);
 }
 
-static int said(const struct gr_why *w, const char *text)
-{
-    for (int k = 0; k < w->n; k++)
-        if (strstr(w->line[k], text)) return 1;
-    return 0;
-}
-
-static const char *first(const struct gr_why *w)
-{
-    return w->n ? w->line[0] : "(nothing said)";
-}
-
 /* A case of a preset model on n nodes of a profile (per_node GPUs each), configuration text
  * (NULL: the default); the model and cluster also returned for the kit's own figures. */
 static void where(const char *model, const char *profile, int nodes, int per_node,

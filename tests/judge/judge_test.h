@@ -1,12 +1,30 @@
 /* judge_test.h: what every tests/judge/NN-name.c program shares around its own checks:
- * opening a record a driver wrote with --record FILE, the checks once its cases are read,
- * and main (no argument: the hand-built checks; RECORD PARTS: every case of a recorded run
- * judged on those parts). Included after tests/testing.h, whose CHECK it uses. */
+ * finding a text in a verdict's lines, opening a record a driver wrote with --record FILE,
+ * the checks once its cases are read, and main (no argument: the hand-built checks; RECORD
+ * PARTS: every case of a recorded run judged on those parts). Included after
+ * tests/testing.h, whose CHECK it uses. */
 #ifndef JUDGE_TEST_H
 #define JUDGE_TEST_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "verdict.h"
+
+/* 1 when some line of w contains text. */
+static inline int said(const struct gr_why *w, const char *text)
+{
+    for (int k = 0; k < w->n; k++)
+        if (strstr(w->line[k], text)) return 1;
+    return 0;
+}
+
+/* w's first line, for a failed check's message. */
+static inline const char *first(const struct gr_why *w)
+{
+    return w->n ? w->line[0] : "(nothing said)";
+}
 
 static FILE *judge_record_open(const char *path)
 {
