@@ -144,17 +144,22 @@ int pl_grid_init(struct pl_grid *g, const char *order, const char *degrees, int 
         product *= g->size[i];
         if (product > DEGREE_LIMIT) break;
     }
-    char prod[128], divs[256];
-    describe_product(g, given, prod, sizeof prod);
-    list_divisors(world, divs, sizeof divs);
+    /* The texts of the messages below, written only for a message (the planner builds
+     * grids by the thousand). */
+    char prod[128] = "", divs[256] = "";
+    int failed = dp >= 0 ? product > world || world % product != 0 : product != world;
+    if (failed && err && errlen) {
+        describe_product(g, given, prod, sizeof prod);
+        list_divisors(world, divs, sizeof divs);
+    }
     if (dp >= 0) {
-        if (product > world || world % product != 0)
+        if (failed)
             return pl_err(err, errlen, "%s = %ld does not divide %d ranks, so dp cannot be "
                                      "inferred; choose degrees whose product divides %d (%s), "
                                      "or run on a multiple of %ld ranks",
                         prod, product, world, world, divs, product);
         g->size[dp] = (int)(world / product);
-    } else if (product != world) {
+    } else if (failed) {
         /* Inferring dp is only a way out when the order has a dp axis (its degree was given). */
         int has_dp = 0;
         for (int i = 0; i < g->naxes; i++) has_dp |= !strcmp(g->axis[i], "dp");

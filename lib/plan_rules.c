@@ -24,8 +24,8 @@ int pl_rule_inside_node(const struct pl_grid *g, const char *axis, int per_node,
     if (a < 0 || g->size[a] == 1) return 0;
     long stride = axis_stride(g, a), span = stride * g->size[a];
     if (span <= per_node && per_node % span == 0) return 0;
-    char desc[128];
-    pl_grid_describe(g, desc, sizeof desc);
+    char desc[128] = "";
+    if (err && errlen) pl_grid_describe(g, desc, sizeof desc);
     if (stride == 1)
         return pl_err(err, errlen,
                       "rule \"%s inside a node\": %s=%d is more than the %d GPUs of a node, so each "
