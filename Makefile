@@ -173,8 +173,11 @@ $(B)/tests/%: tests/%.c $(LIB)
 -include lib/layers.mk
 
 # ---- running ----
+# Up to JOBS ranks' worth of tests at once (harness -j: a test takes as many slots as it has
+# ranks, the grader's 4), 8 by default: the most one test starts alone, and what keeps 2 cores
+# busy while jobs wait on their start-up; JOBS=1 runs one test at a time.
 test: variants
-	@$(B)/tests/harness --build $(B) tests/*.tests $(wildcard tests/labs/*.tests)
+	@$(B)/tests/harness --build $(B) -j $(or $(JOBS),8) tests/*.tests $(wildcard tests/labs/*.tests)
 
 test-gpu:
 	@$(MAKE) --no-print-directory GPU=1 variants
@@ -222,7 +225,7 @@ help:
 	@echo "                       student) graded in the Gradescope sandbox, one CSV row each (LAB= SEED=)"
 	@echo "  make plan ARGS=...   place a model on a cluster (ARGS=--help for the flags; Lab 8)"
 	@echo "  make handout         build/handout/paralab-kit.tar.gz, the student kit (no solutions)"
-	@echo "  make test            the project's tests; ends with 'N passed, N failed'"
+	@echo "  make test            the project's tests; ends with 'N passed, N failed' (JOBS=8 ranks at once)"
 	@echo "  make variants        the broken and correct variants of tests/ (make test builds them first)"
 	@echo "  make test-review     grade the reviewers' submissions in tests/review (LAB=NN one lab)"
 	@echo "  make bench           benchmarks (nccl-tests style tables, ratios to baselines); LAB=NN one lab"

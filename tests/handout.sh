@@ -36,7 +36,7 @@ for h in docs/labs/*-hints.md; do
 done
 echo "kit contents: no solutions, no instructor material"
 
-make -C "$k" -s build-only >"$d/make.log" 2>&1 ||
+make -C "$k" -s -j"$(nproc)" build-only >"$d/make.log" 2>&1 ||
     { tail -n 30 "$d/make.log"; fail "the kit does not build"; }
 (cd "$k" && ./build/cpu/tests/harness --build build/cpu tests/core.tests) >"$d/test.log" 2>&1 ||
     { tail -n 20 "$d/test.log"; fail "make test's harness does not run in the kit"; }
@@ -55,7 +55,7 @@ echo "stubs: $(tail -n 2 "$d/stubs.log" | tr '\n' ' ')"
 for s in solutions/*/*.c solutions/*/questions.txt; do
     cp "$s" "$k/labs/$(basename "$(dirname "$s")")/"
 done
-make -C "$k" -s build-only >"$d/make2.log" 2>&1 ||
+make -C "$k" -s -j"$(nproc)" build-only >"$d/make2.log" 2>&1 ||
     { tail -n 30 "$d/make2.log"; fail "the kit with the solutions does not build"; }
 # Full marks, as `make grade` there gives them; a speed ratio short of the bar on a busy
 # machine is not what this checks (test_grader --speed-may-vary).

@@ -23,8 +23,11 @@
  * those are mostly the grader (test_grader), which starts jobs of up to 8 ranks itself, or
  * scripts that start ranks. A test wider than N takes all N. Counting ranks, not lines,
  * keeps the busy-polling MPI ranks of the tests running at once near the core count, which
- * is what keeps their times (and the bounds below) meaningful. Under -j, unless
- * OPENBLAS_NUM_THREADS is set, each rank gets one OpenBLAS thread (its slot).
+ * is what keeps their times (and the bounds below) meaningful. `make test` runs -j 8 on any
+ * machine, 8 ranks being the most one test starts alone: on 2 cores that keeps both busy
+ * while jobs wait on MPI's start-up (one test at a time left them idle half the run). Under
+ * -j, unless OPENBLAS_NUM_THREADS is set, each rank gets one OpenBLAS thread (its slot), and
+ * each test gets its own folder for Open MPI's session files (own_session_dir below).
  *
  * Time scale. Every test runs with PL_TEST_TIME_SCALE in its environment, and the harness
  * multiplies each line's timeout by it: 1 for the CPU build run serially; 1.5 for the GPU
@@ -36,6 +39,8 @@
  * --within, which holds a bound set below the grader's own --timeout below it, so that a
  * deadlock test still fails a grader that waits out the whole timeout). */
 #include <dirent.h>
+#include <ftw.h>
+#include <limits.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -357,6 +362,28 @@ static void reap_one(int *passed, int *failed, int *skipped)
     count(v, passed, failed, skipped);
 }
 
+/* Open MPI keeps each job's files under one folder per user and machine (/tmp/ompi.HOST.UID),
+ * which a job creates when it starts and removes when it ends, if empty: two jobs starting
+ * and ending at once race on it ("mkdir ... File exists", orte_init failed). Under -j each
+ * test gets a folder of its own for it (OMPI_MCA_orte_tmpdir_base, sticky and open to all as
+ * /tmp is, since the grader's jobs run as the sandbox user), removed when the test ends.
+ * Returns 1 when it made one. */
+static int own_session_dir(char *dir, size_t len)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(dir, len, "%s/pl-test-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(dir) || chmod(dir, 01777) != 0) return 0;
+    setenv("OMPI_MCA_orte_tmpdir_base", dir, 1);
+    return 1;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
 /* Runs t in a process of its own once it has its slots, its output into a temporary file. */
 static void start_test(const struct test *t, int *passed, int *failed, int *skipped)
 {
@@ -381,8 +408,11 @@ static void start_test(const struct test *t, int *passed, int *failed, int *skip
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
         if (dup2(fileno(out), STDOUT_FILENO) < 0) _exit(2);
+        char session[PATH_MAX];
+        int own_session = own_session_dir(session, sizeof session);
         enum verdict v = run_test(t);
         fflush(stdout);
+        if (own_session) nftw(session, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
         _exit(10 + (int)v);
     }
     running[nrunning] = (struct running){.pid = pid, .slots = want, .out = out};

@@ -36,7 +36,7 @@ test-gpu-emu:
 
 test-gpu-emu-quick:
 	@$(MAKE) --no-print-directory EMU=1 emu-build
-	@$(EMU_B)/tests/harness --build $(EMU_B) --gpu $(EMU_QUICK_FILES)
+	@$(EMU_B)/tests/harness --build $(EMU_B) --gpu -j $(or $(JOBS),8) $(EMU_QUICK_FILES)
 
 test: test-gpu-emu-quick
 
