@@ -178,9 +178,12 @@ GRADER_PLAN_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/*/plan.c
 # the judge of each lab's symbol rules (grader/rules).
 GRADER_SANDBOX_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/sandbox/*.c))
 GRADER_RULES_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/rules/*.c))
-BIN_OBJ_grade := $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ)
-$(GRADER_SANDBOX_OBJ): $(wildcard lib/*.h)
-$(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ)
+# The orchestrator's own parts beside its main (grader/grade: a run, the output, the
+# questions, its text helpers).
+GRADER_ORCH_OBJ := $(patsubst %.c,$(B)/grader/obj/%.o,$(wildcard grader/grade/*.c))
+BIN_OBJ_grade := $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ) $(GRADER_ORCH_OBJ)
+$(GRADER_SANDBOX_OBJ) $(GRADER_ORCH_OBJ): $(wildcard lib/*.h)
+$(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ) $(GRADER_ORCH_OBJ)
 
 # `make` builds what grading needs: each lab's driver for labs/ and for solutions/. The
 # broken and alternative variants of tests/ are the tests' business: `make variants`, which
