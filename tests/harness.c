@@ -210,20 +210,17 @@ static void print_status_dir(const char *dir)
     closedir(d);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* A folder of the harness's (a test's status files, its Open MPI session folder), whole. */
 static void remove_dir(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            char path[600];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* The last non-empty line of out, without its newline, into line. */
@@ -377,13 +374,6 @@ static int own_session_dir(char *dir, size_t len)
     return 1;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    remove(path);
-    return 0;
-}
-
 /* Runs t in a process of its own once it has its slots, its output into a temporary file. */
 static void start_test(const struct test *t, int *passed, int *failed, int *skipped)
 {
@@ -412,7 +402,7 @@ static void start_test(const struct test *t, int *passed, int *failed, int *skip
         int own_session = own_session_dir(session, sizeof session);
         enum verdict v = run_test(t);
         fflush(stdout);
-        if (own_session) nftw(session, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        if (own_session) remove_dir(session);
         _exit(10 + (int)v);
     }
     running[nrunning] = (struct running){.pid = pid, .slots = want, .out = out};
