@@ -9,11 +9,17 @@
 #ifndef GRADE_H
 #define GRADE_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 #define GR_MAX_NP 16
 
 /* What the person grading asked for, as a plan needs it. */
 struct gr_plan_opts {
-    int np[GR_MAX_NP];   /* rank counts from --np, 0-terminated; np[0] == 0: the lab's own */
+    /* The rank counts from --np that the lab runs on (its runs_on), 0-terminated; the
+     * orchestrator has filtered them and said which it skipped. */
+    int np[GR_MAX_NP];
+    int np_given;        /* --np was given: run np (even if empty), else the lab's own counts */
     int perf_np;         /* ranks for performance tests */
     int hidden;          /* add the hidden suite */
 };
@@ -48,7 +54,25 @@ struct gr_lab {
     const char *forbidden_symbols, *allowed_symbols, *symbol_rule;
     /* A sentence added to the diagnosis of a deadlock: the lab's own rule. NULL: none. */
     const char *deadlock_rule;
+    /* The rank counts the lab runs on, written once: the predicate, the counts in words
+     * ("1, 2, 3, 4, 6 or 12 ranks") and why others cannot run, said after "N ranks" ("do not
+     * divide the global batch of 24 sequences"). The orchestrator skips other --np values
+     * with these words before the plan sees them; a driver started on another count stops
+     * before its setup with them (exit 2). NULL runs_on: any count. */
+    int (*runs_on)(int np);
+    const char *runs_on_words, *runs_on_why;
 };
+
+/* Whether lab runs on np ranks; when it does not, why, into buf: "5 ranks do not divide ...
+ * (02-ddp runs on 1, 2, 3, 4, 6 or 12 ranks)". The orchestrator's skip and the driver's
+ * refusal say the same. */
+static inline int gr_lab_runs_on(const struct gr_lab *lab, int np, char *buf, size_t len)
+{
+    if (!lab->runs_on || lab->runs_on(np)) return 1;
+    snprintf(buf, len, "%d ranks %s (%s runs on %s)", np, lab->runs_on_why, lab->dir,
+             lab->runs_on_words);
+    return 0;
+}
 
 /* Registers a lab (plan.c's last line: GR_REGISTER_LAB(lab01);). */
 void gr_register_lab(const struct gr_lab *lab);
@@ -61,10 +85,5 @@ void gr_register_lab(const struct gr_lab *lab);
 /* Adds one test to the plan (defined by the orchestrator). */
 void gr_add(const struct gr_spec *spec);
 
-/* The rank counts of in (0-terminated) that runs(np) accepts, into out (GR_MAX_NP); those
- * it does not are skipped, and said once: "02-ddp runs on RUNS_ON ranks; NP=5 skipped".
- * A rank count the driver cannot run is the grading's limit, never the student's failure.
- * Defined by the orchestrator. */
-void gr_filter_np(const int *in, int (*runs)(int np), const char *runs_on, int *out);
 
 #endif

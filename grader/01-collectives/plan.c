@@ -143,7 +143,7 @@ static void l1_plan(const struct gr_plan_opts *o)
     int n = (int)(sizeof L1_TESTED / sizeof L1_TESTED[0]);
     for (int k = 0; k < n; k++)
         l1_check_tests(L1_TESTED[k].title, L1_TESTED[k].op, L1_TESTED[k].sizes,
-                          o->np[0] ? o->np : visible, 0);
+                          o->np_given ? o->np : visible, 0);
     for (int k = 0; k < n; k++) {
         char name[160];
         snprintf(name, sizeof name, "%s busbw vs library [np=%d, %d MiB]", L1_TESTED[k].title,
@@ -151,12 +151,12 @@ static void l1_plan(const struct gr_plan_opts *o)
         gr_add(&(struct gr_spec){name, L1_TESTED[k].op, "perf", "perf", "performance",
                                  o->perf_np, 5, L1_PERF_TIMEOUT, 0, L1_TESTED[k].op});
     }
-    l1_second_part(o->np[0] ? o->np : NULL, 0);
+    l1_second_part(o->np_given ? o->np : NULL, 0);
     if (o->hidden) {
         for (int k = 0; k < n; k++)
             l1_check_tests(L1_TESTED[k].title, L1_TESTED[k].op, L1_TESTED[k].sizes,
-                              o->np[0] ? o->np : hidden, 1);
-        l1_second_part(o->np[0] ? o->np : NULL, 1);
+                              o->np_given ? o->np : hidden, 1);
+        l1_second_part(o->np_given ? o->np : NULL, 1);
     }
 }
 

@@ -25,11 +25,6 @@ static const struct pl_flag OPTIONS[] = {
 
 static void *setup(const struct gr_args *a)
 {
-    int n = pl_size();
-    if (!l2_runs_on(n))
-        pl_usage_error_all("%d ranks do not divide the global batch of %d sequences into "
-                           "slices of whole microbatches (use %s ranks)", n, GLOBAL_B,
-                           L2_RUNS_ON);
     struct l2_state *st = calloc(1, sizeof *st);
     if (!st) pl_fatal("out of memory");
     st->seed = a->seed;

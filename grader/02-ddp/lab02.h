@@ -142,11 +142,6 @@ struct l2_run {
     struct l2_calls *calls; /* the step's gradient all-reduces */
 };
 
-/* ---- plan.c: the rank counts the lab runs on (predicate and sentence) ---- */
-
-extern const char L2_RUNS_ON[];
-int l2_runs_on(int np);
-
 /* ---- judge.c (no MPI) ---- */
 
 /* The reason of a traffic failure f of case c, one gr_why_say per line. */

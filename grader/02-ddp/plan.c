@@ -66,11 +66,9 @@ static void lab02_check_tests(int k, const int *nps, int hidden)
     }
 }
 
-/* The rank counts Lab 2 runs on, the plan's and the driver's (its setup refuses others):
- * the global batch of GLOBAL_B sequences splits into equal slices of whole microbatches. */
-const char L2_RUNS_ON[] = "1, 2, 3, 4, 6 or 12";
-
-int l2_runs_on(int np)
+/* The rank counts Lab 2 runs on (the descriptor's runs_on): the global batch of GLOBAL_B
+ * sequences splits into equal slices of whole microbatches. */
+static int l2_runs_on(int np)
 {
     return np > 0 && GLOBAL_B % np == 0 && (GLOBAL_B / np) % MICROBATCHES == 0;
 }
@@ -79,9 +77,7 @@ static void lab02_plan(const struct gr_plan_opts *o)
 {
     static const int visible[] = {1, 2, 3, 4, 0}, hidden[] = {6, 0};
     int n = (int)(sizeof LAB02_OPS / sizeof LAB02_OPS[0]);
-    int given[GR_MAX_NP];
-    if (o->np[0]) gr_filter_np(o->np, l2_runs_on, L2_RUNS_ON, given);
-    for (int k = 0; k < n; k++) lab02_check_tests(k, o->np[0] ? given : visible, 0);
+    for (int k = 0; k < n; k++) lab02_check_tests(k, o->np_given ? o->np : visible, 0);
     for (int k = 0; k < n; k++) {
         if (LAB02_OPS[k].perf_points <= 0) continue;
         char name[160];
@@ -92,7 +88,7 @@ static void lab02_plan(const struct gr_plan_opts *o)
                                  LAB02_OPS[k].op});
     }
     if (o->hidden)
-        for (int k = 0; k < n; k++) lab02_check_tests(k, o->np[0] ? given : hidden, 1);
+        for (int k = 0; k < n; k++) lab02_check_tests(k, o->np_given ? o->np : hidden, 1);
 }
 
 static const struct gr_lab lab02 = {
@@ -107,6 +103,10 @@ static const struct gr_lab lab02 = {
      * pl_mem_alloc (its ledger is the memory test's). */
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC "__real_* __wrap_*",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .runs_on = l2_runs_on,
+    .runs_on_words = "1, 2, 3, 4, 6 or 12 ranks",
+    .runs_on_why = "do not divide the global batch of 24 sequences into slices of whole "
+                   "microbatches",
     .symbol_rule = "Lab 2 communicates through lib's calls only, by their own names (the "
                    "grader sees each all-reduce's range through them), and takes its memory "
                    "from pl_mem_alloc, whose ledger the memory tests read",

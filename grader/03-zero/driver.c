@@ -47,9 +47,6 @@ static void check_parts(const char *list)
 
 static void *setup(const struct gr_args *a)
 {
-    if (L3_GLOBAL_B % pl_size())
-        pl_usage_error_all("%d ranks do not divide the global batch of %d sequences (run on 1, "
-                           "2, 3, 4, 6 or 12 ranks)", pl_size(), L3_GLOBAL_B);
     struct l3_state *l = calloc(1, sizeof *l);
     if (!l) pl_fatal("out of memory");
     l->seed = a->seed;

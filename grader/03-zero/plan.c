@@ -64,12 +64,10 @@ static void l3_plan(const struct gr_plan_opts *o)
 {
     static const int visible[] = {1, 2, 3, 4, 0}, hidden[] = {3, 6, 0};
     int n = (int)(sizeof L3_STAGES / sizeof L3_STAGES[0]);
-    int given[GR_MAX_NP];
-    if (o->np[0]) gr_filter_np(o->np, l3_runs, "1, 2, 3, 4, 6 or 12", given);
     gr_add(&(struct gr_spec){"shard layout [np=1, any size, 1..9 ranks]", "layout", "check",
                              "correct", "correctness", 1, 4, L3_CHECK_TIMEOUT, 0, NULL});
     for (int k = 0; k < n; k++)
-        l3_stage_tests(L3_STAGES[k].title, L3_STAGES[k].op, o->np[0] ? given : visible,
+        l3_stage_tests(L3_STAGES[k].title, L3_STAGES[k].op, o->np_given ? o->np : visible,
                           0);
     for (int k = 0; k < n; k++) {
         char name[200];
@@ -91,7 +89,7 @@ static void l3_plan(const struct gr_plan_opts *o)
     if (o->hidden)
         for (int k = 0; k < n; k++)
             l3_stage_tests(L3_STAGES[k].title, L3_STAGES[k].op,
-                              o->np[0] ? given : hidden, 1);
+                              o->np_given ? o->np : hidden, 1);
 }
 
 static const struct gr_lab l3_lab = {
@@ -106,6 +104,9 @@ static const struct gr_lab l3_lab = {
      * pl_mem_alloc (its ledger is the memory test's). */
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC "__real_* __wrap_*",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .runs_on = l3_runs,
+    .runs_on_words = "1, 2, 3, 4, 6 or 12 ranks",
+    .runs_on_why = "do not divide the global batch of 12 sequences",
     .symbol_rule = "Lab 3 communicates through lib's calls only, by their own names (the "
                    "grader sees each update's gradient and each pass's buffers through them), "
                    "and takes its memory from pl_mem_alloc, whose ledger the memory tests read",

@@ -82,14 +82,12 @@ static void lab04_op_tests(int k, const int *nps, int hidden)
 static void lab04_plan(const struct gr_plan_opts *o)
 {
     static const int visible[] = {1, 2, 4, 0}, hidden[] = {2, 4, 8, 0};
-    int given[GR_MAX_NP];
     char name[200];
-    if (o->np[0]) gr_filter_np(o->np, lab04_runs, "1, 2, 4 or 8", given);
     int n = (int)(sizeof LAB04_OPS / sizeof LAB04_OPS[0]);
-    for (int k = 0; k < n; k++) lab04_op_tests(k, o->np[0] ? given : visible, 0);
+    for (int k = 0; k < n; k++) lab04_op_tests(k, o->np_given ? o->np : visible, 0);
     /* the block's modelled step against compute/t + its four all-reduces (section 8) */
-    for (int i = 0; (o->np[0] ? given : visible)[i]; i++) {
-        int np = (o->np[0] ? given : visible)[i];
+    for (int i = 0; (o->np_given ? o->np : visible)[i]; i++) {
+        int np = (o->np_given ? o->np : visible)[i];
         if (np < 2) continue;
         snprintf(name, sizeof name, "TP block on the modelled timeline [np=%d]", np);
         gr_add(&(struct gr_spec){name, "block", "check", "time", "performance", np, 3,
@@ -102,8 +100,8 @@ static void lab04_plan(const struct gr_plan_opts *o)
         gr_add(&(struct gr_spec){name, "block", "perf", "perf", "performance", o->perf_np, 4,
                                  LAB04_TIMEOUT, 0, "block"});
     }
-    int eight = !o->np[0];
-    for (int i = 0; o->np[0] && given[i]; i++) eight |= given[i] == 8;
+    int eight = !o->np_given;
+    for (int i = 0; o->np_given && o->np[i]; i++) eight |= o->np[i] == 8;
     if (eight) {
         gr_add(&(struct gr_spec){"TP block on 2 nodes x 4 ranks, order tp-dp [np=8]",
                                  "placement", "check", "correct", "correctness", 8, 4,
@@ -117,7 +115,7 @@ static void lab04_plan(const struct gr_plan_opts *o)
                                  LAB04_TIMEOUT, 0, "placement"});
     }
     if (o->hidden)
-        for (int k = 0; k < n; k++) lab04_op_tests(k, o->np[0] ? given : hidden, 1);
+        for (int k = 0; k < n; k++) lab04_op_tests(k, o->np_given ? o->np : hidden, 1);
 }
 
 static const struct gr_lab lab04 = {
@@ -136,6 +134,10 @@ static const struct gr_lab lab04 = {
                          "pl_send* pl_recv* pl_isend* pl_irecv* pl_sendrecv* "
                          "pl_grid_comm pl_grid_group ",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .runs_on = lab04_runs,
+    .runs_on_words = "1, 2, 4 or 8 ranks",
+    .runs_on_why = "do not divide the graded model's 8 heads, d_ff of 128 and vocabulary of "
+                   "256 into equal shards",
     .symbol_rule = "Lab 4 communicates only through lib's collectives on the TP group "
                    "(pl_all_reduce, pl_all_gather, ...; no MPI_* or nccl* below the ledger, no "
                    "point-to-point), takes its memory from pl_mem_alloc, and builds its TP group "

@@ -85,9 +85,7 @@ static void lab05_tests(int np, int hidden)
 static void lab05_plan(const struct gr_plan_opts *o)
 {
     static const int visible[] = {1, 2, 4, 0}, hidden[] = {2, 4, 8, 0};
-    int given[GR_MAX_NP];
-    if (o->np[0]) gr_filter_np(o->np, lab05_runs, "1, 2, 4 or 8", given);
-    const int *nps = o->np[0] ? given : visible;
+    const int *nps = o->np_given ? o->np : visible;
     for (int i = 0; nps[i]; i++) lab05_tests(nps[i], 0);
     /* the block on the wall clock against the kit's block on B/t sequences + its collectives */
     if (lab05_runs(o->perf_np) && o->perf_np > 1) {
@@ -98,8 +96,8 @@ static void lab05_plan(const struct gr_plan_opts *o)
                                  LAB05_TIMEOUT, 0, "block"});
     }
     if (o->hidden)
-        for (int i = 0; (o->np[0] ? given : hidden)[i]; i++)
-            lab05_tests((o->np[0] ? given : hidden)[i], 1);
+        for (int i = 0; (o->np_given ? o->np : hidden)[i]; i++)
+            lab05_tests((o->np_given ? o->np : hidden)[i], 1);
 }
 
 static const struct gr_lab lab05 = {
@@ -115,6 +113,10 @@ static const struct gr_lab lab05 = {
                          "pl_send* pl_recv* pl_isend* pl_irecv* pl_sendrecv* "
                          "__real_* __wrap_* ",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .runs_on = lab05_runs,
+    .runs_on_words = "1, 2, 4 or 8 ranks",
+    .runs_on_why = "do not divide the graded model's 8 heads, d_ff of 128 and vocabulary of "
+                   "256, and the 16 tokens of a sequence, into equal shards",
     .symbol_rule = "Lab 5 communicates only through lib's collectives on the TP group "
                    "(pl_all_gather, pl_reduce_scatter, ...; no MPI_* or nccl* below the ledger, no "
                    "point-to-point), calls the kit by its own names (the grader sees the core's "

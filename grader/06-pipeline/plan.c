@@ -78,14 +78,12 @@ static void lab06_plan(const struct gr_plan_opts *o)
 {
     static const int visible[] = {2, 3, 4, 0}, hidden[] = {5, 6, 0}, hidden_il[] = {4, 0},
                      hidden_zb[] = {5, 0};
-    int given[GR_MAX_NP];
-    if (o->np[0]) gr_filter_np(o->np, lab06_runs, "1 to 8", given);
-    const int *nps = o->np[0] ? given : visible;
+    const int *nps = o->np_given ? o->np : visible;
     for (int k = 0; k < 4; k++)
         for (int i = 0; nps[i]; i++) lab06_tests(k, nps[i], 0);
     if (o->hidden)
         for (int k = 0; k < 4; k++) {
-            const int *h = o->np[0] ? given : k == 2 ? hidden_il : k == 3 ? hidden_zb : hidden;
+            const int *h = o->np_given ? o->np : k == 2 ? hidden_il : k == 3 ? hidden_zb : hidden;
             for (int i = 0; h[i]; i++) lab06_tests(k, h[i], 1);
         }
 }
@@ -100,6 +98,10 @@ static const struct gr_lab lab06 = {
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC
         "pl_rank pl_size pl_comm_world pl_comm_set_p2p_like_nccl",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .runs_on = lab06_runs,
+    .runs_on_words = "1 to 8 ranks",
+    .runs_on_why = "are more stages than the lab's model has parts (6 blocks, the embedding "
+                   "and the head)",
     .symbol_rule = "Lab 6 moves activations and gradients between stages with lib's point-to-point "
                    "calls only (no MPI_* or nccl* below the ledger and the trace the schedule is "
                    "judged by) and takes its memory from pl_mem_alloc, whose ledger counts the "

@@ -25,9 +25,27 @@
 
 #define LAB07_TIMEOUT 120
 
-static int lab07_runs(int np)
+/* The rank counts Lab 7 runs on (the descriptor's runs_on): the visible model's on 1, 2, 4
+ * and 8, and the hidden suite's other model on 6 as well. */
+static int lab07_visible_runs(int np)
 {
     return np == 1 || np == 2 || np == 4 || np == 8;
+}
+
+static int lab07_runs(int np)
+{
+    return lab07_visible_runs(np) || np == 6;
+}
+
+/* nps without the counts only the hidden model runs on, said once when --np named one. */
+static void lab07_visible_nps(const int *nps, int *out)
+{
+    int k = 0;
+    for (int i = 0; nps[i]; i++)
+        if (lab07_visible_runs(nps[i])) out[k++] = nps[i];
+        else printf("07-moe trains its visible model on 1, 2, 4 or 8 ranks; NP=%d is the "
+                    "hidden suite's only\n", nps[i]);
+    out[k] = 0;
 }
 
 static void lab07_train_tests(const char *op, const char *title, const int *nps, int hidden)
@@ -74,16 +92,16 @@ static void lab07_plan(const struct gr_plan_opts *o)
 {
     static const int visible[] = {1, 2, 4, 8, 0}, hidden[] = {6, 8, 0};
     int given[GR_MAX_NP];
-    if (o->np[0]) gr_filter_np(o->np, lab07_runs, "1, 2, 4 or 8", given);
+    if (o->np_given) lab07_visible_nps(o->np, given);
     gr_add(&(struct gr_spec){"router: capacity, top-k, gates, drops and aux loss exact [np=1]",
                              "router", "check", "correct", "correctness", 1, 15, 60, 0, NULL});
     gr_add(&(struct gr_spec){"permutation: counting sort and its inverse exact [np=1]",
                              "permute", "check", "correct", "correctness", 1, 5, 60, 0, NULL});
-    lab07_train_tests("top1", "top-1 expert parallel", o->np[0] ? given : visible, 0);
-    lab07_train_tests("top2", "top-2 expert parallel", o->np[0] ? given : visible, 0);
+    lab07_train_tests("top1", "top-1 expert parallel", o->np_given ? given : visible, 0);
+    lab07_train_tests("top2", "top-2 expert parallel", o->np_given ? given : visible, 0);
     if (o->hidden) {
-        lab07_train_tests("top1", "top-1 expert parallel", o->np[0] ? given : hidden, 1);
-        lab07_train_tests("top2", "top-2 expert parallel", o->np[0] ? given : hidden, 1);
+        lab07_train_tests("top1", "top-1 expert parallel", o->np_given ? o->np : hidden, 1);
+        lab07_train_tests("top2", "top-2 expert parallel", o->np_given ? o->np : hidden, 1);
     }
 }
 
@@ -102,6 +120,9 @@ static const struct gr_lab lab07 = {
      * judged against: calling them would grade the kit against itself. */
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC "pl_moe_route pl_moe_capacity ",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .runs_on = lab07_runs,
+    .runs_on_words = "1, 2, 4, 6 or 8 ranks",
+    .runs_on_why = "do not divide the global batch and the experts evenly",
     .symbol_rule = "Lab 7 dispatches and combines tokens with lib's pl_all_to_all and "
                    "pl_all_to_all_v only (MPI_Alltoallv or any other MPI_* or nccl* call is below "
                    "the ledger the all-to-all volume is judged by), takes its memory from "

@@ -26,6 +26,11 @@
 
 #define LAB08_TIMEOUT 120
 
+static int lab08_runs(int np)
+{
+    return np == 1;
+}
+
 static void lab08_plan(const struct gr_plan_opts *o)
 {
     static const struct gr_spec visible[] = {
@@ -69,6 +74,9 @@ static const struct gr_lab lab08 = {
     /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
     .forbidden_symbols = GR_SYMBOLS_BELOW_KIT,
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .runs_on = lab08_runs,
+    .runs_on_words = "1 rank",
+    .runs_on_why = "are more than Lab 8 uses: its work is arithmetic",
     .symbol_rule = "Lab 8 plans from the kit's model and cluster arithmetic (lib/plan.h, "
                    "lib/rules.h); it runs nothing on other ranks, so it calls no MPI_* or nccl*",
 };

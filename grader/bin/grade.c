@@ -82,22 +82,26 @@ void gr_add(const struct gr_spec *s)
     t->timeout_s = s->timeout_s;
 }
 
-void gr_filter_np(const int *in, int (*runs)(int np), const char *runs_on, int *out)
+/* The rank counts of --np that lab k runs on, into its plan's options; those it does not
+ * are skipped, and said once: "02-ddp runs on 1, 2, 3, 4, 6 or 12 ranks; NP=5 skipped". A
+ * rank count the driver cannot run is the grading's limit, never the student's failure. */
+static void filter_np(int k, struct gr_plan_opts *o)
 {
-    int k = 0;
-    char skipped[128] = "";
-    for (int i = 0; in[i]; i++) {
-        if (runs(in[i])) {
-            if (k < GR_MAX_NP - 1) out[k++] = in[i];
+    const struct gr_lab *lab = lab_of[k];
+    int n = 0;
+    char skipped[128] = "", why[256];
+    for (int i = 0; opt.plan.np[i]; i++) {
+        if (gr_lab_runs_on(lab, opt.plan.np[i], why, sizeof why)) {
+            if (n < GR_MAX_NP - 1) o->np[n++] = opt.plan.np[i];
         } else {
             size_t l = strlen(skipped);
-            snprintf(skipped + l, sizeof skipped - l, "%s%d", l ? "," : "", in[i]);
+            snprintf(skipped + l, sizeof skipped - l, "%s%d", l ? "," : "", opt.plan.np[i]);
         }
     }
-    out[k] = 0;
+    o->np[n] = 0;
+    o->np_given = opt.plan.np[0] != 0;
     if (skipped[0])
-        printf("%s runs on %s ranks; NP=%s skipped\n", lab_of[current_lab]->dir, runs_on,
-               skipped);
+        printf("%s runs on %s; NP=%s skipped\n", lab->dir, lab->runs_on_words, skipped);
 }
 
 /* ---- options ---- */
@@ -366,7 +370,9 @@ static void make_plan(void)
         if (!lab_selected(k)) continue;
         any_lab = 1;
         current_lab = k;
-        lab_of[k]->plan(&opt.plan);
+        struct gr_plan_opts o = opt.plan;
+        filter_np(k, &o);
+        lab_of[k]->plan(&o);
         plan_questions(k);
     }
     if (!any_lab) {

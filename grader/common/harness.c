@@ -36,15 +36,6 @@ void gr_add(const struct gr_spec *spec)
     if (nops < MAX_OPS) snprintf(ops[nops++], sizeof ops[0], "%s", spec->op);
 }
 
-void gr_filter_np(const int *in, int (*runs)(int np), const char *runs_on, int *out)
-{
-    (void)runs_on;
-    int k = 0;
-    for (int i = 0; in[i] && k < GR_MAX_NP - 1; i++)
-        if (runs(in[i])) out[k++] = in[i];
-    out[k] = 0;
-}
-
 const struct gr_lab *gr_this_lab(void) { return the_lab; }
 const char *gr_handout(void) { return handout; }
 
@@ -363,12 +354,17 @@ int main(int argc, char **argv)
     virtual_topology(d, argc, argv);
     pl_init(&argc, &argv);
     if (!the_lab) pl_fatal("the driver was linked without its lab's plan.c");
-    struct gr_plan_opts all = {.np = {1, 2, 3, 4, 5, 6, 7, 8, 12, 0}, .perf_np = 4, .hidden = 1};
+    /* The lab's whole plan, the hidden suite's included, names every op. */
+    struct gr_plan_opts all = {.perf_np = 4, .hidden = 1};
     the_lab->plan(&all);
     snprintf(handout, sizeof handout, "docs/labs/%s.md", the_lab->dir);
     pl_todo_set_handout(handout);
     parse(argc, argv, d);
     gr_report_open(&args.seed);
+    /* The lab's rank counts, refused before its setup in the words the orchestrator skips
+     * them with. */
+    char why[256];
+    if (!gr_lab_runs_on(the_lab, pl_size(), why, sizeof why)) pl_usage_error_all("%s", why);
     if (!strcmp(args.mode, "bench")) {
         d->bench(&args);
     } else {
