@@ -18,8 +18,9 @@
  * that shows a deadlock is stopped within seconds (--within 20 -- ... --timeout 60) still
  * fails a grader that waits out the whole timeout instead, at any scale.
  *
- * --perf-judged checks the common perf code's decision (grader/common/report.c,
- * gr_perf_judged): which placements can judge speed, and what the verdict line says. */
+ * --perf-judged checks the common perf code (grader/common/report.c): the times a speed
+ * verdict prints read as its ratio does (gr_perf_compare), and its decision
+ * (gr_perf_judged): which placements can judge speed, and what the verdict line says. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -404,10 +405,41 @@ static void check_judged(const char *backend, int per_device, int want, const ch
         printf("ok: %s, %d rank(s) per GPU: %s\n", backend, per_device, why);
 }
 
+/* Scripted times for gr_perf_compare: call k of a side (k = 0 the warm-up) takes
+ * PAIR_BASE[k] or PAIR_MINE[k]. */
+static const double PAIR_BASE[] = {1, 13, 2, 13, 2, 3}, PAIR_MINE[] = {1, 8, 5, 5, 3, 1};
+
+static double scripted_time(void *ctx, int mine)
+{
+    int *calls = ctx;
+    int k = calls[mine]++;
+    return mine ? PAIR_MINE[k] : PAIR_BASE[k];
+}
+
+/* The times a speed verdict prints beside its ratio read as the ratio does. Rounds whose
+ * ratios base/mine are 1.625, 0.4, 2.6, 0.67 and 3 have the median ratio 1.625 ("yours
+ * faster"), while each side's own median (3 and 5) says "yours slower": the verdict shows
+ * the pair nearest the median ratio, 13 against 8. Stops a message that puts one side's
+ * median beside the other's and contradicts its own ratio. */
+static void perf_pair_checks(void)
+{
+    int calls[2] = {0, 0};
+    struct gr_perf pf;
+    gr_perf_compare(scripted_time, calls, 5, 1, &pf);
+    if (fabs(pf.ratio - 1.625) > 1e-9 || pf.pairs != 5)
+        fail("gr_perf_compare: median ratio %g over %d pairs, expected 1.625 over 5", pf.ratio,
+             pf.pairs);
+    if (pf.best_base != 13 || pf.best_mine != 8)
+        fail("gr_perf_compare: shows base %g and yours %g beside the ratio %.3f, expected the "
+             "pair 13 and 8 (each side's own median, 3 and 5, contradicts the ratio)",
+             pf.best_base, pf.best_mine, pf.ratio);
+}
+
 /* Wall-clock speed is judged on the CPU build (no device: 0 ranks per GPU) and on one GPU
  * per rank; ranks that share a GPU (which the comm layer runs as mpi-staged) are not. */
 static int perf_judged_checks(void)
 {
+    perf_pair_checks();
     char shared[200];
     check_judged("mpi", 0, 1, "on backend mpi");
     check_judged("mpi-staged", 0, 1, "on backend mpi-staged"); /* CPU build, forced staging */

@@ -57,7 +57,9 @@ void gr_perf_set_bar(double bar);
 #define GR_PERF_MAX_PAIRS 64
 
 struct gr_perf {
-    double best_base, best_mine; /* seconds per unit of work: the median round of each side */
+    /* Seconds per unit of work of the paired round whose ratio is nearest the median: the
+     * times the ratio reads as (each side's own median may come from rounds of other load). */
+    double best_base, best_mine;
     double ratio;                /* the median of the paired ratios base/mine: 1 is as fast */
     double spread;               /* half the interquartile range of the paired ratios */
     int pairs;                   /* paired rounds the median is taken over */
