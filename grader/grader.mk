@@ -224,9 +224,17 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(SEED),--seed '$(SEED)') $(if $(filter-out 0,$(HIDDEN)),--hidden) \
   $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $(if $(BUDGET),--budget '$(BUDGET)')
 
+# What grading needs and no more: the library, the programs (grade among them) and each lab's
+# drivers for labs/ and solutions/. The kit's tests, benchmarks and judge tests are `make`'s;
+# the broken and alternative variants, `make variants`'.
+.PHONY: grading build-grading
+grading: deps
+	@$(MAKE) --no-print-directory build-grading
+build-grading: $(LIB) $(BINS) $(GRADER_DRIVERS)
+
 .PHONY: grade gradescope handout
 # ASAN=1: leaks are not reported (the MPI library's own would fill the report).
-grade: all
+grade: grading
 	@$(if $(filter 1,$(ASAN)),ASAN_OPTIONS=detect_leaks=0$(if $(ASAN_OPTIONS),:$(ASAN_OPTIONS))) \
 	  $(B)/bin/grade $(GRADE_FLAGS)
 
