@@ -129,6 +129,41 @@ while IFS="$(printf '\t')" read -r dir _; do
         fi
     fi
 done <"$d/labs"
+# docs/grader.md's size table, between "<!-- size table -->" and "<!-- /size table -->": each
+# lab's grader against its solution, counted with wc -l over grader/NN-name/*.[ch] and
+# solutions/NN-name/*.[ch], so the figures the grader's design is held to cannot drift. A
+# copy without solutions/ (the student kit, whose docs/grader.md has no such section) has
+# nothing to count.
+sized=""
+if [ -d solutions ] && grep -q '^<!-- size table' docs/grader.md; then
+    grep -q '^<!-- /size table -->$' docs/grader.md ||
+        die "docs/grader.md has '<!-- size table' but no '<!-- /size table -->' after it"
+    {
+        echo "| lab | grader lines | solution lines | grader / solution |"
+        echo "|-----|-------------:|---------------:|------------------:|"
+        while IFS="$(printf '\t')" read -r dir _; do
+            g=$(cat grader/"$dir"/*.[ch] | wc -l)
+            s=$(cat solutions/"$dir"/*.[ch] 2>/dev/null | wc -l)
+            [ "$s" -gt 0 ] || continue
+            awk -v d="$dir" -v g="$g" -v s="$s" 'BEGIN { printf "| %s | %d | %d | %.1fx |\n", d, g, s, g / s }'
+        done <"$d/labs"
+    } >"$d/size"
+    awk -v size="$d/size" '
+        /^<!-- size table/ { print; while ((getline line < size) > 0) print line; skip = 1; next }
+        /^<!-- \/size table -->$/ { skip = 0 }
+        !skip { print }' docs/grader.md >"$d/new"
+    if ! cmp -s docs/grader.md "$d/new"; then
+        if [ "$mode" = --write ]; then
+            cat "$d/new" >docs/grader.md
+            echo "rewrote the size table of docs/grader.md"
+        else
+            echo "docs/grader.md: the size table is out of date (run make docs-tables):"
+            diff docs/grader.md "$d/new" | sed 's/^/    /' | head -n 20
+            stale=1
+        fi
+    fi
+    sized=" and the size table of docs/grader.md"
+fi
 [ "$stale" = 0 ] || exit 1
-echo "the lab tables of$checked are up to date with grade --labs"
+echo "the lab tables of$checked$sized are up to date with grade --labs"
 [ -z "$handouts" ] || echo "the totals of$handouts are the grader's"
