@@ -103,8 +103,9 @@ void ring_reduce_scatter(struct pl_comm *comm, float *buf, size_t count);
  * every chunk: chunk i as rank i had it. Handout section 4. */
 void ring_all_gather(struct pl_comm *comm, float *buf, size_t count);
 
-/* buf[i] becomes the sum over ranks of buf[i], in place: a reduce-scatter followed by an
- * all-gather. Handout section 5. */
+/* buf[i] becomes the sum over ranks of buf[i], in place, with no rank sending more than
+ * 2(n-1)/n of the buffer (the floor section 5 derives; graded from the traffic ledger).
+ * Handout section 5. */
 void ring_all_reduce(struct pl_comm *comm, float *buf, size_t count);
 
 /* root's buf is copied into every rank's buf (root's own left as it was), by a pipelined
