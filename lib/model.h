@@ -147,6 +147,8 @@ void pl_block_bind(const struct pl_model_config *c, float *base, struct pl_block
 void pl_head_bind(const struct pl_model_config *c, float *base, struct pl_head_params *out);
 
 /* ---- what a pass needs besides parameters ------------------------------------------------- */
+/* train, seed, step and seq0 only choose dropout masks: with cfg.dropout 0 they change
+ * nothing. */
 struct pl_model_ctx {
     int train;        /* dropout on (off: an evaluation pass) */
     uint64_t seed;    /* dropout seed */
@@ -154,7 +156,9 @@ struct pl_model_ctx {
     int64_t seq0;     /* global index of this batch's first sequence: a rank holding sequences
                          [seq0, seq0+B) of a global batch draws the masks the whole batch
                          would on one device */
-    float loss_scale; /* backward: d(objective)/d(this batch's loss): 1, or 1/microbatches */
+    float loss_scale; /* backward: the factor this batch's loss gradient is scaled by before
+                         it is added into the gradients: d(objective)/d(this batch's loss),
+                         the objective being what the accumulated gradients are of */
 };
 /* {train 0, seed 0, step 0, seq0 0, loss_scale 1}. */
 struct pl_model_ctx pl_model_ctx_eval(void);

@@ -10,12 +10,11 @@
  *     make grade LAB=02 NP=2               only 2 ranks
  * and see your step's timeline with `make bench LAB=02` (handout section 8).
  *
- * What you may call: the model (lib/model.h: pl_model_forward, pl_model_backward,
- * pl_model_zero_grad, pl_model_set_hook, pl_model_part_range, m->layout, m->params,
- * m->grads) and the collectives of lib/comm.h (pl_broadcast, pl_all_reduce,
- * pl_all_reduce_async, pl_wait, pl_wait_all). The grader reads the bytes and calls you make
- * from the traffic ledger, so every byte must go through a pl_ call, and always on d->comm:
- * the grader also runs your DDP on a group of ranks that is not the world (section 2).
+ * What you may call: the model of lib/model.h (its forward, backward, gradient and hook
+ * calls, m->layout, m->params, m->grads) and the collectives of lib/comm.h. The grader reads
+ * the bytes and calls you make from the traffic ledger, so every byte between ranks must go
+ * through a pl_ call, and always on d->comm: the grader also runs your DDP on a group of
+ * ranks that is not the world (section 2).
  * Every rule the grader enforces is in ddp.h: results, groups, traffic, timing, memory (all
  * of it through pl_mem_alloc: a call to malloc or its family fails every test before
  * anything runs) and the calls you may make. */
@@ -114,10 +113,9 @@ void ddp_free(struct ddp *d)
  * given; write the rest where the lab_todo is). Contract: after the last microbatch
  * m->grads holds the gradient of the step's mean loss over all microbatches, nothing of the
  * step before; earlier microbatches send nothing, which is the whole point of accumulating,
- * and the overlapped variant's hook must know which backward may start its buckets. The
- * model's training context is pl_model_ctx_eval() with ctx.train = 1 and ctx.step =
- * m->adam_t + 1 (the step AdamW is about to take); ctx.loss_scale weights a backward
- * (lib/model.h). Return the unscaled loss. */
+ * and the overlapped variant's hook must know which backward may start its buckets. How a
+ * pass runs is set by its struct pl_model_ctx (lib/model.h); the grading model has no
+ * dropout (section 2). Return the microbatch's mean loss, weighted by nothing. */
 double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets, int B,
                             int microbatch, int microbatches)
 {

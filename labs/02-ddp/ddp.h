@@ -51,10 +51,13 @@
  *             forbidden one fails every test before anything runs). A step after the first
  *             keeps no pl_mem_alloc memory it did not hold before, and ddp_free returns all
  *             of it.
- *   calls     communication only through lib's calls, by their own names: no MPI_*, nccl*,
- *             dlopen, dlsym or syscall, and none of the calls that reach into the process or
- *             the kit's measurements (threads, signals, timers, atexit, the ledger's and
- *             trace's own functions).
+ *   calls     communication only through lib's calls, by their own names: no MPI_*, PMPI_*,
+ *             ompi_*, nccl*, dlopen, dlsym or syscall, nor __real_* or __wrap_* (the
+ *             grader's wrappers of the kit's calls), and none of the calls that reach into
+ *             the process or the kit's measurements (threads, signals, timers, atexit,
+ *             mprotect, fdopen and dup, the ledger's and trace's own functions). The build
+ *             lists the symbols the code calls; a forbidden one fails every test before
+ *             anything runs.
  * Traffic, overlap and step time count only once the variant trains correctly. */
 #ifndef LAB_DDP_H
 #define LAB_DDP_H
@@ -74,12 +77,19 @@ enum ddp_variant {
 
 struct ddp_options {
     enum ddp_variant variant;
-    /* DDP_BUCKETED and DDP_OVERLAPPED: the most bytes of gradients one bucket holds.
-     * Buckets hold whole tensors and are filled in the order backward produces gradients,
-     * from the LAST tensor of the flat buffer to the first: a bucket takes the next tensor
-     * while its bytes stay within bucket_bytes, otherwise that tensor starts the next
-     * bucket; a tensor larger than bucket_bytes has a bucket to itself. So bucket 0 ends
-     * at the end of the flat buffer, and each bucket is one contiguous range of m->grads. */
+    /* DDP_BUCKETED and DDP_OVERLAPPED: the most bytes of gradients one bucket holds. The
+     * bucket plan is part of the contract, and this is the only place that defines it: the
+     * grader builds the plan below from the same layout and bucket_bytes and compares yours
+     * with it bucket by bucket (count, offset and length), through ddp_num_buckets and
+     * ddp_bucket_range. The plan:
+     *   - a bucket is a run of whole, consecutive tensors of m->layout.tensors, so one
+     *     contiguous range of m->grads; together the buckets cover every tensor once;
+     *   - bucket 0 ends at the end of the flat buffer, and bucket i+1 ends where bucket i
+     *     begins (buckets are numbered in the order backward finishes them);
+     *   - going from the end of the buffer toward its start, a tensor joins the bucket
+     *     being filled exactly when that bucket's bytes with it are at most bucket_bytes;
+     *     otherwise it begins the next bucket. So a bucket holds more than one tensor only
+     *     when they fit together, and a tensor larger than bucket_bytes is alone. */
     size_t bucket_bytes;
 };
 
@@ -95,10 +105,14 @@ struct ddp *ddp_new(struct pl_comm *comm, struct pl_model *m, const struct ddp_o
 void ddp_free(struct ddp *d);
 
 /* One microbatch: forward and backward of B sequences of this rank's slice (tokens and
- * targets are B x seq_len, op memory), gradients accumulated into m->grads as
- * d(mean loss of the whole step)/d(params), that is scaled by 1/microbatches. Microbatch 0
- * starts a new step (zero the gradients first). Only the LAST microbatch may communicate;
- * the others send nothing. Returns this microbatch's mean loss (unscaled). Section 7. */
+ * targets are B x seq_len, op memory); a step's microbatches all have the same B, and their
+ * count is `microbatches`, which differs between the grader's cases. The contract: once the
+ * step's last microbatch is done (and ddp_finish_gradients has returned), m->grads holds
+ * the gradient of the step's loss, the mean over every sequence of every microbatch of
+ * every rank, and nothing of an earlier step; m->grads is graded only then. Only the LAST
+ * microbatch may communicate; the others send nothing. Returns this microbatch's mean loss
+ * over its B sequences, as the model computes it, weighted by nothing. The grading model
+ * has no dropout (the handout, section 2). Section 7. */
 double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets, int B,
                             int microbatch, int microbatches);
 
@@ -108,7 +122,8 @@ double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets
 void ddp_finish_gradients(struct ddp *d);
 
 /* The bucket plan, for the grader: how many buckets, and bucket i's range of the flat
- * gradient buffer (bucket 0 at its end, as in struct ddp_options). 0 for DDP_NAIVE. */
+ * gradient buffer in floats (the plan of struct ddp_options, bucket 0 at its end). 0
+ * buckets for DDP_NAIVE. */
 int ddp_num_buckets(const struct ddp *d);
 void ddp_bucket_range(const struct ddp *d, int i, size_t *offset, size_t *numel);
 
