@@ -51,9 +51,9 @@ static const char *schedule_rule(enum pipe_schedule k)
         return "AFAB: every forward in microbatch order, then every backward in microbatch "
                "order (handout section 4)";
     if (k == PIPE_1F1B)
-        return "1F1B on stage s: min(p - s - 1, m) warm-up forwards, then F of the next "
-               "microbatch and B of the oldest in turn, then the remaining backwards (handout "
-               "section 5)";
+        return "1F1B on stage s: forwards and backwards each in microbatch order, the next "
+               "forward whenever one is left and fewer than min(p - s, m) microbatches are in "
+               "flight, otherwise the next backward (handout section 5)";
     if (k == PIPE_ZBH1)
         return "ZB-H1 on stage s: in slot x = 0, 1, ..., m + p - 2, the forward of microbatch x, "
                "the B of x - (p - 1 - s) and the W of x - (p - 1), those that exist, in that "
@@ -161,7 +161,8 @@ static int judge_bubble(const struct gr_obs *all, int g, struct gr_why *why)
                    "section%s)", l6_sched_name(k), p, m, L6_SCHED_UNIT_F,
                    l6_sched_unit(k, 'B', 1), k == PIPE_ZBH1 ? ", W 1" : "",
                    r->late_stage, op_text(&r->late_op, x, sizeof x), r->t_got, r->t_want,
-                   k == PIPE_1F1B ? "s 5 and 3.2: the warm-up is min(p - s - 1, m) forwards"
+                   k == PIPE_1F1B ? "s 5 and 3.2: a forward runs only while fewer than "
+                                     "min(p - s, m) microbatches are in flight"
                    : k == PIPE_ZBH1 ? "s 9 and 3.2: each W p - 1 slots after its forward"
                                     : "s 4 and 3.2");
         ok = 0;
@@ -270,9 +271,9 @@ static int judge_memory(const struct gr_obs *all, const int *idx, struct gr_why 
     int p = o->p, v = o->v, m = o->m;
     double bnd = o->bnd;
     const char *rule = k == PIPE_1F1B
-        ? "1F1B bounds the warm-up by min(p - s - 1, m) forwards and runs a backward after "
-          "every later forward, so a stage never holds more than p - s microbatches (handout "
-          "section 5)"
+        ? "1F1B runs a forward only while the stage holds fewer than min(p - s, m) "
+          "microbatches in flight and a backward otherwise, so a stage never holds more than "
+          "p - s microbatches (handout section 5)"
         : k == PIPE_AFAB ? "AFAB holds at most the m microbatches of the step (handout section 4)"
         : k == PIPE_ZBH1 ? "ZB-H1 frees a microbatch's activations after its W, the last "
           "to read them, and what B kept for W with it; a W p - 1 slots after its forward keeps "

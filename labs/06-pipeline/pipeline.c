@@ -1,47 +1,50 @@
 /* pipeline.c: Lab 6, your pipeline-parallel training step.
  *
- * Read docs/labs/06-pipeline.md first (sections 2 to 5 explain each function below), then
- * replace each lab_todo() call with your code. Grade your work with
+ * Read docs/labs/06-pipeline.md first (sections 2 to 5, 8 and 9 derive what each function
+ * below must achieve), then replace each lab_todo() call with your code. Each comment states
+ * a function's contract: what it is given, what it must leave where, and what the grader
+ * checks. Which messages to post when, which to wait for, what each microbatch's context
+ * says and where your state lives are yours to work out (one plan, call by call, is in
+ * docs/labs/06-pipeline-hints.md, for when you are stuck). Grade your work with
  *     make grade LAB=06                    every test of this lab
  *     make grade LAB=06 TEST=1F1B          the tests whose name contains "1F1B"
  *     make grade LAB=06 NP=3               only 3 stages
  * and see your schedules drawn from your own runs with `make plots LAB=06` (section 6).
  *
- * What you may call: lib/pipe_parts.h (pl_part_flops, pl_parts_forward,
- * pl_parts_backward, pl_parts_backward_b, pl_parts_backward_w, pl_parts_acts_free,
- * pl_parts_boundary_numel), the model
- * (pl_model_zero_grad, pl_model_ctx_eval, m->cfg, m->adam_t) and the point-to-point calls
- * of lib/comm.h (pl_send, pl_isend, pl_recv, pl_irecv, pl_wait, pl_wait_all,
- * pl_comm_buf_alloc). The grader reads your order of work and every message from the trace,
- * so every byte must go through a pl_ call. It runs them under NCCL's rules, as on GPUs
- * (section 3.2): nothing is buffered, and a wait or a blocking call completes every send and
- * receive posted before it. */
+ * What you may call: lib/pipe_parts.h (pl_part_flops, pl_parts_forward, pl_parts_backward,
+ * pl_parts_backward_b, pl_parts_backward_w, pl_parts_acts_free, pl_parts_boundary_numel),
+ * the model (pl_model_zero_grad, pl_model_ctx_eval, struct pl_model_ctx, m->cfg, m->adam_t),
+ * the point-to-point calls of lib/comm.h on the communicator pipe_new is given (pl_send,
+ * pl_isend, pl_recv, pl_irecv, pl_wait, pl_wait_all, pl_test, pl_comm_rank, pl_comm_size,
+ * pl_comm_buf_alloc, pl_comm_buf_free) and lib/mem.h (pl_mem_alloc, pl_mem_free). The grader
+ * reads your order of work and every message from the trace, so every byte must go through a
+ * pl_ call, and it runs them under NCCL's rules, as on GPUs (section 3.2). Every rule it
+ * enforces is in pipeline.h: results, order, bubble, memory, messages, the partition and the
+ * calls you may make (a call to malloc or its family, to the MPI or NCCL API, or to
+ * pl_rank, pl_size or pl_comm_world fails every test before anything runs). */
 #include "pipeline.h"
 
 #include "check.h"
 #include "mem.h"
 
-/* Your state. The fields below are a suggestion that the solution's shape fits; add what
- * you need. Allocate with pl_mem_alloc (zero-filled) and free with pl_mem_free. */
+/* Your state: what a step needs to keep between microbatches and from step to step is yours
+ * to choose (section 3). pipe_new must leave here what pipe_stage_parts reports, and
+ * pipe_free must give back all that pipe_new and the steps kept. Allocate with pl_mem_alloc
+ * (zero-filled) and free with pl_mem_free; buffers that messages read or write come from
+ * pl_comm_buf_alloc. */
 struct pipe {
-    struct pl_comm *comm;
+    struct pl_comm *comm;     /* the pipeline's: stage = pl_comm_rank, p = pl_comm_size */
     struct pl_model *m;
     struct pipe_options opt;
-    int stage, p;
-    int first, last;              /* this stage's parts */
-    struct pl_parts_acts *acts;   /* [microbatches]: those in flight */
-    struct pl_handle **act_sent;  /* [microbatches]: the activation's isend */
-    float *inbuf;                 /* one boundary: what the neighbour sent */
-    const int *tokens, *targets;
-    int Bmb, T;
-    double loss;                  /* sum of the microbatches' losses (last stage) */
+    int first, last;          /* this stage's parts (interleaved: those of its chunk 0) */
 };
 
-/* Section 2. Cut the L + 2 parts (embedding, L blocks, head) into `stages` contiguous
- * stages so that the largest stage's FLOPs are as small as any such cut allows, for any
- * model, stage count and B x T (graded exactly). The cost of a part is
- * pl_part_flops(cfg, part, B, T). Write stage s's parts into first[s] and last[s] (part
- * numbers: -1 is the embedding, L the head). */
+/* Section 2. Contract: cut the L + 2 parts (part -1 the embedding, 0..L-1 the blocks, L the
+ * head) into `stages` contiguous stages, none empty, in order, stage s holding parts
+ * first[s]..last[s], so that the largest stage's FLOPs (the sum of pl_part_flops(cfg, part,
+ * B, T) over its parts) are as small as any contiguous cut allows. Graded exactly, for any
+ * model, stage count and B x T the grader gives: on the lab's model and seven others. The
+ * same answer on every rank (it is arithmetic, no messages). */
 void pipe_partition(const struct pl_model_config *cfg, int stages, int B, int T, int *first,
                     int *last)
 {
@@ -49,31 +52,31 @@ void pipe_partition(const struct pl_model_config *cfg, int stages, int B, int T,
     for (int s = 0; s < stages; s++) first[s] = last[s] = PL_PART_EMBED;
 }
 
+/* Section 3. Contract: called once by every rank of comm (all models equal); returns the
+ * state pipe_step works from. The stage is the rank in comm and p its size, never the
+ * world's: the grader also runs two pipelines side by side whose ranks the world numbers in
+ * another order. */
 struct pipe *pipe_new(struct pl_comm *comm, struct pl_model *m, const struct pipe_options *o)
 {
     struct pipe *pp = pl_mem_alloc(sizeof *pp, PL_MEM_WORK, PL_HOST, "pipe state");
     pp->comm = comm;
     pp->m = m;
     pp->opt = *o;
-    pp->stage = pl_comm_rank(comm);
-    pp->p = pl_comm_size(comm);
-    int first[64], last[64];
-    PL_REQUIRE(pp->p <= m->cfg.n_layers + 2, "%d stages but only %d parts (L + 2): a stage "
-               "would be empty", pp->p, m->cfg.n_layers + 2);
-    pipe_partition(&m->cfg, pp->p, 1, m->cfg.seq_len, first, last);
-    pp->first = first[pp->stage];
-    pp->last = last[pp->stage];
-    size_t mb = (size_t)(o->microbatches > 0 ? o->microbatches : 1);
-    pp->acts = pl_mem_alloc(mb * sizeof *pp->acts, PL_MEM_WORK, PL_HOST, "pipe acts");
-    pp->act_sent = pl_mem_alloc(mb * sizeof *pp->act_sent, PL_MEM_WORK, PL_HOST, "pipe sends");
+    int stage = pl_comm_rank(comm), p = pl_comm_size(comm), first[64], last[64];
+    PL_REQUIRE(p <= m->cfg.n_layers + 2, "%d stages but only %d parts (L + 2): a stage "
+               "would be empty", p, m->cfg.n_layers + 2);
+    pipe_partition(&m->cfg, p, 1, m->cfg.seq_len, first, last);
+    pp->first = first[stage];
+    pp->last = last[stage];
     return pp;
 }
 
+/* Section 3. Contract: gives back everything pipe_new and the steps kept (the grader checks
+ * that the ledger holds nothing more than before pipe_new), with no operation left in
+ * flight on the communicator, which the grader frees next. */
 void pipe_free(struct pipe *pp)
 {
     if (!pp) return;
-    pl_mem_free(pp->acts);
-    pl_mem_free(pp->act_sent);
     pl_mem_free(pp);
 }
 
@@ -83,59 +86,58 @@ void pipe_stage_parts(const struct pipe *pp, int *first, int *last)
     *last = pp->last;
 }
 
-/* Section 3. Microbatch mb of the step:
- *   - unless this is stage 0, pl_recv its activation from stage - 1 into pp->inbuf
- *     (pl_parts_boundary_numel floats, tag PIPE_TAG_ACT(mb));
- *   - run the stage: pl_parts_forward(m, first, last, mb, &pp->acts[mb], &ctx, tokens and
- *     targets of the microbatch, Bmb, T, pp->inbuf), with ctx = pl_model_ctx_eval(),
- *     ctx.train = 1, ctx.step = m->adam_t + 1, ctx.seq0 = mb * Bmb and
- *     ctx.loss_scale = 1/microbatches; add the loss it returns (non-zero on the last stage
- *     only) to pp->loss;
- *   - unless this is the last stage, send pp->acts[mb].x to stage + 1 with
- *     PIPE_TAG_ACT(mb). A blocking pl_send can deadlock once stages also send gradients
- *     back (section 3.2): pl_isend, and wait for it before the backward reuses the buffer. */
-__attribute__((unused)) /* until afab or one_f_one_b calls it */
+/* Section 3, a helper the schedules may share: the forward of microbatch mb on this stage.
+ * Contract: the stage's input is the previous stage's output of mb (stage 0: the tokens),
+ * and its output reaches the next stage as one message tagged PIPE_TAG_ACT(mb) (none from
+ * the last stage); its activations stay in the ledger until mb's backward is done. The
+ * microbatch's context makes this forward draw the masks one device would for the same
+ * sequences at the same optimizer step, and weighs its loss so that the microbatches add up
+ * to the batch's mean (section 3.1). No send may block a neighbour that is itself waiting
+ * to send (section 3.2). */
+__attribute__((unused)) /* until a schedule calls it */
 static void forward(struct pipe *pp, int mb)
 {
     lab_todo("forward", "3");
 }
 
-/* Section 3. The backward of microbatch mb: unless this is the last stage, pl_recv the
- * gradient of the output from stage + 1 (PIPE_TAG_GRAD(mb)), then wait for the activation's
- * send (in that order: the wait completes every send posted before it, section 3.2);
- * pl_parts_backward(m, &pp->acts[mb], &ctx, dy) (dy NULL on the last
- * stage: it starts from the loss); unless this is stage 0, send pp->acts[mb].x (now the
- * gradient of the input) to stage - 1 with PIPE_TAG_GRAD(mb); then pl_parts_acts_free. */
-__attribute__((unused)) /* until afab or one_f_one_b calls it */
+/* Section 3, the other helper: the backward of microbatch mb. Contract: it starts from the
+ * gradient of the stage's output, the next stage's message tagged PIPE_TAG_GRAD(mb) (the
+ * last stage: from its loss), adds this microbatch's share to m->grads, and sends the
+ * gradient of the stage's input back as one message tagged PIPE_TAG_GRAD(mb) (none from
+ * stage 0); mb's activations are freed once nothing reads them any more, and no buffer a
+ * message still reads or writes is reused before its handle is waited for (section 3.2). */
+__attribute__((unused)) /* until a schedule calls it */
 static void backward(struct pipe *pp, int mb)
 {
     lab_todo("backward", "3");
 }
 
-/* Section 4. AFAB (GPipe): every microbatch's forward, then every backward, both in
- * microbatch order 0, 1, ..., m-1. */
+/* Section 4. AFAB (GPipe). Contract: the order of forwards and backwards on each stage is
+ * section 4's definition, graded from the trace, with every operation starting when the
+ * schedule as defined starts it under uniform stage times; the activation peak is what that
+ * order holds; bubble (p-1)/(m+p-1). */
 static void afab(struct pipe *pp)
 {
     lab_todo("afab", "4");
 }
 
-/* Section 5. 1F1B: a warm-up of min(p - stage - 1, m) forwards, then one forward and one
- * backward at a time (forward of the next microbatch, backward of the oldest), then the
- * cool-down backwards. At most p - stage microbatches are ever in flight on a stage. */
+/* Section 5. 1F1B. Contract: the order on each stage is section 5's definition (a stage
+ * runs its next forward exactly when one is left and it holds fewer than min(p - stage, m)
+ * microbatches in flight, else its next backward), graded from the trace, with every
+ * operation starting when the schedule as defined starts it under uniform stage times; the
+ * activation peak is what that order holds; bubble (p-1)/(m+p-1). */
 static void one_f_one_b(struct pipe *pp)
 {
     lab_todo("one_f_one_b", "5");
 }
 
-/* Section 8 (the lesser part). Interleaved 1F1B: the model is cut into p * v chunks
- * (pipe_partition with p * v stages) and this rank holds chunks stage, stage + p, ...; the
- * k-th forward of the rank is microbatch (k / (p v)) p + k % p of chunk (k / p) % v, and
- * the backwards take the chunks in reverse; a warm-up of 2(p - stage - 1) + (v - 1) p
- * forwards (all v m of them when m = p), then one forward one backward, then the
- * cool-down. Messages cross from the last rank back to rank 0 between chunks; the sender's
- * chunk j tags microbatch mb's messages as j * m + mb. Post each step's sends and receives
- * together and then wait for them all, so that every wait is matched by the neighbours'
- * (section 8): one blocking receive per forward and per backward deadlocks. */
+/* Section 8 (the lesser part). Interleaved 1F1B. Contract: the model is cut into p * v
+ * chunks (pipe_partition with p * v stages), this rank holding chunks stage, stage + p, ...;
+ * the order of its chunk forwards and backwards is section 8's definition; the sender's
+ * chunk j tags microbatch mb's messages as j * m + mb (pipeline.h); a chunk microbatch's
+ * activations are freed once its backward and the message sent from them are done; and the
+ * schedule runs under NCCL's rules without deadlock, which one blocking receive per forward
+ * and per backward does not (section 8 says why). m is a multiple of p. */
 static void interleaved(struct pipe *pp)
 {
     lab_todo("interleaved", "8");
@@ -143,26 +145,21 @@ static void interleaved(struct pipe *pp)
 
 /* Section 9 (the second part). ZB-H1: each backward as two calls, B (pl_parts_backward_b,
  * what the previous stage waits for) and W (pl_parts_backward_w, the weight gradients,
- * which nobody waits for), with the W's where 1F1B leaves the stage idle and no stage
- * holding more microbatches than stage 0 does under 1F1B. A microbatch's activations live
- * until its W; every W of the step runs before pipe_step returns. The order of F, B and W
- * is graded against section 9's definition. */
+ * which nobody waits for). Contract: the order of F, B and W on each stage is section 9's
+ * definition, graded from the trace; the messages are 1F1B's; a microbatch's activations
+ * live until its W, and every W of the step runs before pipe_step returns. */
 static void zb_h1(struct pipe *pp)
 {
     lab_todo("zb_h1", "9");
 }
 
-/* Sections 3 to 5. Zero the gradients once (they accumulate over the microbatches), set up
- * the microbatch size (B / microbatches) and the boundary buffer (pl_comm_buf_alloc), run
- * the schedule, free the buffer. Return the mean loss (pp->loss / m) on the last stage, 0
- * elsewhere. */
+/* Sections 3 to 5, 8 and 9. Contract (pipeline.h): one training step of the batch of B
+ * sequences in o->microbatches microbatches, in the order of the schedule. Afterwards
+ * m->grads holds, over this stage's parts, the gradient of the step's mean loss over the
+ * whole batch, exactly what one device computes (section 3.1), with no activation left and
+ * nothing in flight; returns the step's mean loss on the last stage, 0 on the others. */
 double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B)
 {
-    pp->tokens = tokens;
-    pp->targets = targets;
-    pp->Bmb = B / (pp->opt.microbatches > 0 ? pp->opt.microbatches : 1);
-    pp->T = pp->m->cfg.seq_len;
-    pp->loss = 0;
     if (pp->opt.schedule == PIPE_AFAB) afab(pp);
     else if (pp->opt.schedule == PIPE_1F1B) one_f_one_b(pp);
     else if (pp->opt.schedule == PIPE_ZBH1) zb_h1(pp);

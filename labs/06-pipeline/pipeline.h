@@ -18,7 +18,63 @@
  * the order of forwards and backwards each rank ran, read from its own trace (the marks
  * pl_parts_forward/backward leave), against the schedule's definition; the bubble of that
  * trace replayed with uniform stage times; the peak activation memory of each stage from
- * the memory ledger; and every message's peer, tag and size from the trace. */
+ * the memory ledger; and every message's peer, tag and size from the trace.
+ *
+ * The rules the grader enforces, every one of them:
+ *   results   3 AdamW steps of a GPT with dropout on, m = 1, 2, 3, 4, 6 and 8 microbatches
+ *             of a batch of 24 sequences (interleaved: the m that are multiples of p), on 2,
+ *             3 and 4 stages (the hidden suite: another model, more stages): each step's
+ *             loss on the last stage to a relative error of 1e-5, every stage's gradients
+ *             and the parameters after the steps to a relative L2 error of 1e-4 per tensor,
+ *             against the single-device reference on the whole batch with the same dropout
+ *             masks (handout section 3.1).
+ *   groups    comm is the pipeline's, not always the world: from 4 ranks up the grader also
+ *             runs two pipelines of n/2 stages side by side, each on its own data, whose
+ *             comms number their ranks in another order than the world. The stage is the
+ *             rank in comm and p comm's size. comm is split from the world and freed after
+ *             pipe_free: no operation may still be in flight on it then (section 3).
+ *   order     the marks in each rank's own trace (microbatch, and chunk when interleaved;
+ *             B and W apart under ZB-H1) against the schedule's definition: sections 4, 5,
+ *             8 and 9.
+ *   bubble    the trace replayed with uniform stage times (F 1, B 2, a chunk 1/v of that,
+ *             free links; under ZB-H1 B 1 and W 1) against the schedule as defined, replayed
+ *             the same way; AFAB and 1F1B also against (p-1)/(m+p-1), ZB-H1 with m >= p
+ *             against (p-1)/(3m+p-1); under AFAB, 1F1B and ZB-H1 every operation starts when
+ *             the schedule as defined starts it (section 6).
+ *   memory    every byte through pl_mem_alloc (lib/mem.h) or pl_comm_buf_alloc, host
+ *             bookkeeping included: the code may not call malloc, calloc, realloc or the
+ *             rest of the C allocator family, mmap, sbrk or brk (the build lists the symbols
+ *             the code calls, and a forbidden one fails every test before anything runs).
+ *             Every buffer sent or received is ledger memory from pl_comm_buf_alloc (device
+ *             memory on the GPU build), never an array in the program, static or on the
+ *             stack. Per stage, from the ledger: the activation peak equal to what the
+ *             schedule's order holds, each microbatch's activations of a chunk held from its
+ *             forward until its backward is done (under ZB-H1 until its W, with what B keeps
+ *             for W from the B to the W), within one boundary buffer; the peak of every
+ *             category together at most those activations, the kit's own bookkeeping and
+ *             scratch for them, and max(v m, 4) + 2 buffers of one boundary message; no
+ *             activation left when pipe_step returns; no more live allocations after a step
+ *             than after the one before; nothing left after pipe_free that pipe_new found
+ *             free (section 6).
+ *   messages  from the trace: activations only to the next stage and gradients only to the
+ *             previous, one message per microbatch (and chunk) per boundary, each of
+ *             B/m x T x d_model floats, tagged PIPE_TAG_ACT or PIPE_TAG_GRAD below, each tag
+ *             used once per step; no collectives; every pl_isend and pl_irecv waited for.
+ *             The training runs under NCCL's point-to-point rules, as on GPUs: nothing is
+ *             buffered, a pl_isend or pl_irecv starts only at the next wait, test or
+ *             blocking call, and a wait completes every send and receive posted before it
+ *             (section 3.2); a run in which every rank waits on another is stopped as a
+ *             deadlock, naming where each rank waits.
+ *   partition the largest stage of pipe_partition's cut exactly as small as the best
+ *             contiguous cut's by pl_part_flops (one FLOP more fails), on the lab's model and
+ *             seven others, for the B x T it is given (section 2).
+ *   calls     communication only through lib's point-to-point calls, by their own names: no
+ *             MPI_*, PMPI_*, ompi_*, nccl*, dlopen, dlsym or syscall; not pl_rank, pl_size or
+ *             pl_comm_world (debugging prints included: use pl_comm_rank(comm)), nor
+ *             pl_comm_set_p2p_like_nccl (the grader sets the rules); and none of the calls
+ *             that reach into the process or the kit's measurements (threads, signals,
+ *             timers, atexit, the ledger's and trace's own functions).
+ * Order, bubble, memory and messages count only once the schedule trains correctly. */
 #ifndef LAB_PIPELINE_H
 #define LAB_PIPELINE_H
 
@@ -78,15 +134,15 @@ void pipe_stage_parts(const struct pipe *pp, int *first, int *last);
  * targets: B x seq_len, op memory, the same on every rank) in o->microbatches microbatches
  * of B/m sequences each (microbatch i: sequences i*B/m .. (i+1)*B/m - 1), in the order of
  * the schedule. Afterwards m->grads holds, over this stage's parts, the gradient of the
- * step's mean loss over the whole batch (gradients accumulated across microbatches, each
- * scaled by 1/m), and every activation is freed. Activations go forward and gradients
+ * step's mean loss over the whole batch, as one device computes it with the same dropout
+ * masks (section 3.1), and every activation is freed. Activations go forward and gradients
  * backward with pl_send/pl_isend and pl_recv/pl_irecv on comm, one message per microbatch
  * per boundary, tagged PIPE_TAG_ACT/PIPE_TAG_GRAD, under NCCL's rules as on GPUs (the grader
  * sets them): nothing is buffered, and a wait or a blocking call completes every send and
  * receive posted before it (section 3.2). Every buffer sent or received is ledger memory
  * (a receive buffer from pl_comm_buf_alloc, freed before pipe_step returns or, if kept,
  * in pipe_free; never an array in the program). Returns the step's mean loss on the last
- * stage (which alone computes it) and 0 on the others. Sections 4 and 5. */
+ * stage (which alone computes it) and 0 on the others. Sections 3 to 5, 8 and 9. */
 double pipe_step(struct pipe *pp, const int *tokens, const int *targets, int B);
 
 /* What the kit gives you besides: lab_todo(what, section) (todo.h), which the stubs call

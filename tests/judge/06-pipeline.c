@@ -227,7 +227,7 @@ static void order(void)
               said(&why, "1F1B, 3 stages, 4 microbatches: stage 0 ran F0 F1 F2 F3 B0 B1 B2 B3; "
                          "the schedule is F0 F1 F2 B0 F3 B1 B2 B3") &&
               said(&why, "the first difference is operation 4: F3 where the schedule has B0") &&
-              said(&why, "min(p - s - 1, m) warm-up forwards"),
+              said(&why, "fewer than min(p - s, m) microbatches are in flight"),
           "AFAB's order under 1F1B: %s", FIRST(why));
     o->nops = 5;
     CHECK(!judge(0, "schedule", &why) && said(&why, "the first difference is operation") == 0,
@@ -246,7 +246,7 @@ static void order(void)
     b->late_op = (struct l6_sched_op){'B', 0, 0};
     CHECK(!judge(0, "bubble", &why) && said(&why, "stage 0 starts B0 at 8, where the schedule "
                                                   "starts it at 7") &&
-              said(&why, "the warm-up is min(p - s - 1, m) forwards"),
+              said(&why, "a forward runs only while fewer than min(p - s, m) microbatches"),
           "an operation late: %s", FIRST(why));
     *b = (struct l6_bubble){.failed = 1, .err = "rank 1 waits for a message never sent"};
     CHECK(!judge(0, "bubble", &why) && said(&why, "your step's trace could not be replayed: "
@@ -347,7 +347,7 @@ static void memory(void)
     snprintf(want, sizeof want, "stage 1's activations peaked at %s, %.2f microbatches of %s; "
              "the schedule holds at most %.2f there", pl_format_bytes(4e5, a, sizeof a), 4.0,
              pl_format_bytes(1e5, b, sizeof b), acts / 1e5);
-    CHECK(!judge(0, "memory", &why) && said(&why, want) && said(&why, "1F1B bounds the warm-up"),
+    CHECK(!judge(0, "memory", &why) && said(&why, want) && said(&why, "1F1B runs a forward only while"),
           "too many in flight: %s", FIRST(why));
     o->activ_peak = o->total_peak = acts - 4096 - 1;
     CHECK(!judge(0, "memory", &why) && said(&why, "but the schedule's order holds 2.00 there"),
