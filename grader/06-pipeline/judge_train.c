@@ -27,10 +27,10 @@ static void say_grid(const struct l6_obs *o, int nranks, struct gr_why *why)
 /* With m > 1, what dropout asks of each microbatch's context. */
 static void say_dropout(int m, struct gr_why *why)
 {
-    gr_why_say(why, "dropout is on (p = %.1f): microbatch i must draw the masks its sequences "
-               "draw in the whole batch on one device, ctx.seq0 = i * B/m (here i * %d) and "
-               "ctx.step = m->adam_t + 1, or its activations differ from the reference's "
-               "(handout section 3.1)", L6_LAB_DROPOUT, L6_GLOBAL_B / m);
+    gr_why_say(why, "dropout is on (p = %.1f): each of the %d microbatches must draw the masks "
+               "its sequences draw in the whole batch on one device at this optimizer step, "
+               "or its activations differ from the reference's (handout section 3.1)",
+               L6_LAB_DROPOUT, m);
 }
 
 /* gr_describe_param_error's words for the recorded figures. */
@@ -69,17 +69,16 @@ static void explain_grads(const struct l6_obs *o, int nranks, struct gr_why *why
                    "returns, so every W of the step runs before it returns (handout section 9)");
     } else if (m > 1 && fabs(ratio - m) < 0.05 * m) {
         gr_why_say(why, "your gradient is %.3g times the reference's with %d microbatches: "
-                   "scale each microbatch's loss by 1/m (ctx.loss_scale) so their sum is the "
-                   "mean (handout section 3)", ratio, m);
+                   "the microbatches' gradients add up to the sum of their losses' gradients, "
+                   "where the step's loss is the batch's mean (handout section 3.1)", ratio, m);
     } else if (m > 1 && fabs(ratio * m * m - 1) < 0.05) {
-        gr_why_say(why, "your gradient is 1/%d of the reference's: it was scaled by 1/m twice "
-                   "(handout section 3)", m * m);
+        gr_why_say(why, "your gradient is 1/%d of the reference's with %d microbatches: "
+                   "weighted down once too often (handout section 3.1)", m * m, m);
     } else if (m > 1) {
         if (t->v[2])
-            gr_why_say(why, "one microbatch trained correctly, %d do not: the microbatches' "
-                       "gradients must add up to the step's. Zero the gradients once per step, "
-                       "before the first microbatch, and let every backward accumulate (+=) "
-                       "into them (handout section 3.1)", m);
+            gr_why_say(why, "the gradient is one microbatch's of the %d: the microbatches' "
+                       "gradients must add up to the step's, and the others' were lost "
+                       "(handout section 3.1)", m);
         say_dropout(m, why);
     }
     if (o->pipes > 1 && t->err.rank >= 0) {
@@ -148,13 +147,11 @@ int l6_judge_correct(const struct gr_obs *all, struct gr_why *why)
     }
     case L6_W_MASKS:
         gr_why_say(why, "step 0: the %s is what one device computes on this batch when every "
-                   "microbatch draws its dropout masks %s: the masks are wrong. Microbatch i's "
-                   "context must say where its sequences sit in the whole batch, ctx.seq0 = i * "
-                   "B/m (here i * %d), and which step it is, ctx.step = m->adam_t + 1 (handout "
-                   "section 3.1)", x[1] ? "pipeline's gradient" : "last stage's loss",
-                   x[0] == 0 ? "at ctx.seq0 = 0, where the first microbatch's are"
-                             : "at ctx.step = 0, those of no optimizer step",
-                   L6_GLOBAL_B / m);
+                   "microbatch draws its dropout masks %s: the masks are wrong. Each microbatch "
+                   "must draw the masks its sequences draw in the whole batch at this optimizer "
+                   "step (handout section 3.1)", x[1] ? "pipeline's gradient" : "last stage's loss",
+                   x[0] == 0 ? "as the batch's first sequences draw theirs"
+                             : "as at no optimizer step");
         break;
     case L6_W_GRADS:
         explain_grads(o, all->nranks, why);

@@ -100,8 +100,8 @@ static const struct gr_lab lab06 = {
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
     .runs_on = lab06_runs,
     .runs_on_words = "1 to 8 ranks",
-    .runs_on_why = "are more stages than the lab's model has parts (6 blocks, the embedding "
-                   "and the head)",
+    .runs_on_why = "are more stages than the lab's model has parts: a pipeline has at most "
+                   "L + 2 = 8 stages, its 6 blocks, the embedding and the head",
     .symbol_rule = "Lab 6 moves activations and gradients between stages with lib's point-to-point "
                    "calls only (no MPI_* or nccl* below the ledger and the trace the schedule is "
                    "judged by) and takes its memory from pl_mem_alloc, whose ledger counts the "
