@@ -54,7 +54,7 @@ static void plot_layout(const char *plots_dir)
     for (int sp = 0; sp < 2; sp++) {
         double y0 = top + sp * panel;
         fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">%s</text>\n", y0 - 12,
-                sp ? "TP + SP (Lab 5): f, g become all-gather / reduce-scatter along s"
+                sp ? "TP + SP (Lab 5): f, g become the gather and the scatter along s"
                    : "TP (Lab 4): f is the identity forward, g an all-reduce");
         for (int k = 0; k < ns; k++)
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
@@ -82,8 +82,8 @@ static void plot_layout(const char *plots_dir)
                             "stroke=\"#444\"/>\n", x + cw, y + ch / 2, x + cw + gap, y + ch / 2);
             }
         }
-        const char *in = sp ? "all-gather" : "f: identity",
-                   *out = sp ? "reduce-scatter" : "g: all-reduce";
+        const char *in = sp ? "gather" : "f: identity",
+                   *out = sp ? "scatter" : "g: all-reduce";
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",
                 left + 2 * (cw + gap) - gap / 2, y0 + panel - 30, in);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",
@@ -269,7 +269,7 @@ void l5_bench(const struct gr_args *args)
 /* The student's block forward and backward on PERF_B sequences against the kit's parts of the
  * same work measured in the same run: the single-device block (lib/model.h) on PERF_B/t
  * sequences, the same products and the same local layernorms and residuals as one rank
- * does, then the library's four all-gathers and four reduce-scatters of the activation on
+ * does, then the library's all-gathers and reduce-scatters of the activation a block makes on
  * the TP group. The harness pairs the rounds (report.h). The modelled timeline grades what
  * the ledger counts; this grades what the code costs. */
 #define PERF_B 8     /* sequences: t = 1, 2 and 4 divide it */
@@ -345,8 +345,9 @@ double l5_perf(struct l5_state *st)
     gr_perf_compare(perf_round, pf, PERF_ROUNDS, PERF_BATCHES, &p);
     pl_comm_set_checks(1);
     char base[200];
-    snprintf(base, sizeof base, "the kit's block on %d sequences and the library's 4 "
-             "all-gathers and 4 reduce-scatters of [N, C], one after the other,",
+    snprintf(base, sizeof base, "the kit's block on %d sequences and the library's "
+             "all-gathers and reduce-scatters of [N, C] that a block's conjugates make, one "
+             "after the other,",
              PERF_B / pf->k.t);
     double f = gr_perf_report_step(&p, (double)pf->k.B * pf->k.T, base,
                                    "the same products and the same bytes in both: look for "

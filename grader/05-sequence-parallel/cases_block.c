@@ -320,6 +320,17 @@ void l5_run_block(struct l5_state *st, struct pl_comm *tp, const struct l5_case 
     bf->oracle_flops = run.oracle_flops, bf->activation_floats = run.activation_floats;
     struct l5_figs *f = &st->ob->figs;
     f->B = kc.B, f->T = kc.T, f->C = c.d_model, f->dp = kc.dp;
+    /* case 0's figures, its TP group the world, for the notes of the last case: on 2 ranks
+     * the grid case is tp=1 x dp=2, whose block sends and saves nothing sequence
+     * parallelism changes, and its own figures would say so */
+    if (i == 0 && t > 1) {
+        st->has_noted = 1;
+        st->noted_figs = *f;
+        st->noted = *bf;
+    }
+    st->ob->has_noted = st->has_noted;
+    st->ob->noted_figs = st->noted_figs;
+    st->ob->noted = st->noted;
     /* the verdict is case 0's, whose TP group is the world: its t names it (none on one
      * rank); the later cases, whatever their group, carry its figures for the note */
     if (st->want_time && (t > 1 || i > 0)) record_time(st, &run, pl_size(), i);

@@ -87,8 +87,8 @@ static void hint_text(const struct l5_hint *h, char *buf, size_t len)
                  v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5]);
     else if (h->kind == L5_H_BIAS_T)
         snprintf(buf, len, "your rows are the single device's with b_proj and b_fc2 added t = "
-                 "%d times: the reduce-scatter sums whatever each rank added before it, a bias "
-                 "included (section 5)", (int)v[0]);
+                 "%d times: each token's output holds its bias once (question "
+                 "bias_after_scatter, section 5)", (int)v[0]);
     else if (h->kind == L5_H_SUMMED)
         snprintf(buf, len, "it is %d (= t) times the single device's: summed over the group "
                  "twice, or reduced where every rank already held it whole", (int)v[0]);
@@ -134,7 +134,7 @@ void l5_reason(const struct l5_said *s, char *buf, size_t len)
                  (size_t)v[1], v[2], v[3], rule[k],
                  v[4] ? ": the rows are in the collective's rank-major order; sequence b's "
                         "tokens from rank r belong at rows b T + r T/t "
-                        "(pl_sp_from_rank_major, section 3)"
+                        "(the layout, sections 2 and 3)"
                       : "");
         break;
     }
@@ -188,20 +188,18 @@ static int conj_traffic(const struct l5_obs *o, char *buf, size_t len)
         const char *name = CONJ_NAMES[k];
         if (tr->ar)
             snprintf(buf, len, "%s made %ld all-reduce%s (%s): an all-reduce leaves the whole "
-                     "sum on every rank and sends 2(t-1)/t of the buffer where a reduce-scatter "
-                     "sends (t-1)/t and leaves each rank only its tokens, which is all it keeps "
-                     "(section 3)", name, tr->ar, tr->ar == 1 ? "" : "s",
-                     pl_format_bytes(tr->ar_bytes, a, sizeof a));
-        else if (tr->other || tr->ag != want_ag || tr->rs != want_rs)
-            snprintf(buf, len, "%s made %ld all-gather%s, %ld reduce-scatter%s and %ld other "
-                     "operation%s where it needs exactly one %s (section 3)", name, tr->ag,
-                     tr->ag == 1 ? "" : "s", tr->rs, tr->rs == 1 ? "" : "s", tr->other,
-                     tr->other == 1 ? "" : "s", gathers ? "all-gather" : "reduce-scatter");
-        else if (fabs(tr->ag_bytes + tr->rs_bytes - want) > 0.5)
-            snprintf(buf, len, "%s sent %s per rank where one %s of the full [B*T, C] sends %s "
-                     "((t-1)/t of it)", name,
-                     pl_format_bytes(tr->ag_bytes + tr->rs_bytes, a, sizeof a),
-                     gathers ? "all-gather" : "reduce-scatter", pl_format_bytes(want, b, sizeof b));
+                     "sum on every rank and sends 2(t-1)/t of the buffer, where this function "
+                     "returns only this rank's tokens and may send %s per rank, (t-1)/t of the "
+                     "full [B*T, C] (section 3)", name, tr->ar, tr->ar == 1 ? "" : "s",
+                     pl_format_bytes(tr->ar_bytes, a, sizeof a), pl_format_bytes(want, b, sizeof b));
+        else if (tr->other || tr->ag != want_ag || tr->rs != want_rs ||
+                 fabs(tr->ag_bytes + tr->rs_bytes - want) > 0.5)
+            snprintf(buf, len, "%s sent %s per rank in %ld all-gather%s, %ld reduce-scatter%s and "
+                     "%ld other operation%s where each conjugate is one collective of the full "
+                     "[B*T, C] on tp, %s per rank ((t-1)/t of it; section 3)", name,
+                     pl_format_bytes(tr->ag_bytes + tr->rs_bytes + tr->other_bytes, a, sizeof a),
+                     tr->ag, tr->ag == 1 ? "" : "s", tr->rs, tr->rs == 1 ? "" : "s", tr->other,
+                     tr->other == 1 ? "" : "s", pl_format_bytes(want, b, sizeof b));
         else
             continue;
         return 0;
@@ -219,7 +217,7 @@ static int block_traffic(const struct l5_block_figs *bf, int t, int C, char *buf
     const double NC = bf->NC;
     const double sync = 2.0 * (t - 1) / t * 6 * C * 4.0;
     const double sync_padded = 2.0 * (t - 1) * ceil(6.0 * C / t) * 4.0;
-    char a[32], b[32];
+    char a[32], b[32], e[32];
     const double one = coll_bytes(NC, t);
     /* Lab 4: two all-reduces of [N, C] per pass, 2(t-1)/t of each */
     const double lab4_pass = 2 * 2.0 * (t - 1) / t * NC * 4.0;
@@ -232,37 +230,34 @@ static int block_traffic(const struct l5_block_figs *bf, int t, int C, char *buf
              f->ar ? "forward" : "backward", f->ar ? f->ar : k->ar,
              (f->ar ? f->ar : k->ar) == 1 ? "" : "s",
              pl_format_bytes(f->ar ? f->ar_bytes : k->ar_bytes, a, sizeof a));
-    else if (f->ag != 2 || f->rs != 2 || f->other)
+    else if (f->ag != 2 || f->rs != 2 || f->other ||
+             fabs(f->ag_bytes + f->rs_bytes - lab4_pass) > 0.5)
         snprintf(buf, len,
-                 "the forward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
-             "where a block needs 2 and 2: one gather entering and one scatter leaving each of "
-             "the two TP regions (section 5)", f->ag, f->rs, f->other);
-    else if (fabs(f->ag_bytes + f->rs_bytes - lab4_pass) > 0.5)
+                 "the forward sent %s per rank in %ld all-gather%s, %ld reduce-scatter%s and %ld "
+             "other operation%s where Lab 4's block forward sends %s: each conjugate the "
+             "forward passes through is one collective of the [B*T, C] activation, (t-1)/t of "
+             "it per rank, and nothing else moves (sections 3 and 5)",
+             pl_format_bytes(f->ag_bytes + f->rs_bytes + f->other_bytes, a, sizeof a), f->ag,
+             f->ag == 1 ? "" : "s", f->rs, f->rs == 1 ? "" : "s", f->other,
+             f->other == 1 ? "" : "s", pl_format_bytes(lab4_pass, b, sizeof b));
+    else if (k->rs != 2 || k->ag < 2 || k->ag > 4 || k->other ||
+             fabs(k->ag_bytes + k->rs_bytes - one * (double)(k->ag + k->rs)) > 0.5)
         snprintf(buf, len,
-                 "the forward sent %s per rank where 2 all-gathers and 2 reduce-scatters of the "
-             "[B*T, C] activation send %s, Lab 4's two all-reduces' worth: gather and scatter "
-             "exactly the layernorm output and the branch",
-             pl_format_bytes(f->ag_bytes + f->rs_bytes, a, sizeof a),
-             pl_format_bytes(lab4_pass, b, sizeof b));
-    else if (k->rs != 2 || k->ag < 2 || k->ag > 4 || k->other)
-        snprintf(buf, len,
-                 "the backward made %ld all-gathers, %ld reduce-scatters and %ld other operations "
-             "where a block needs 2 reduce-scatters (the gathers' backward) and 2 all-gathers "
-             "(the scatters' backward), plus at most 2 all-gathers of the stored layernorm "
-             "shards (section 5)", k->ag, k->rs, k->other);
-    else if (fabs(k->ag_bytes + k->rs_bytes - one * (double)(k->ag + k->rs)) > 0.5)
-        snprintf(buf, len,
-                 "the backward sent %s per rank where its %ld collectives of the [B*T, C] "
-             "activation send %s", pl_format_bytes(k->ag_bytes + k->rs_bytes, a, sizeof a),
-             k->ag + k->rs, pl_format_bytes(one * (double)(k->ag + k->rs), b, sizeof b));
+                 "the backward sent %s per rank in %ld all-gather%s, %ld reduce-scatter%s and %ld "
+             "other operation%s where its conjugates send %s, Lab 4's block backward's bytes, "
+             "and the re-gathers of the stored layernorm shards at most %s more: each "
+             "conjugate's backward is one collective of the [B*T, C] activation, (t-1)/t of it "
+             "per rank (sections 3 and 5)",
+             pl_format_bytes(k->ag_bytes + k->rs_bytes + k->other_bytes, a, sizeof a), k->ag,
+             k->ag == 1 ? "" : "s", k->rs, k->rs == 1 ? "" : "s", k->other,
+             k->other == 1 ? "" : "s", pl_format_bytes(lab4_pass, b, sizeof b),
+             pl_format_bytes(2 * one, e, sizeof e));
     else if (s->ag != s->rs || s->other)
         snprintf(buf, len,
                  "sp_sync_replicated_grads made %ld all-gather%s, %ld reduce-scatter%s and %ld "
-             "other operation%s (%s per rank): each rank's replicated gradients are partial "
-             "sums over its own tokens, and one all-reduce (PL_SUM) of the six vectors of C "
-             "floats adds them (or its two halves, a reduce-scatter and an all-gather of the "
-             "sums), %s per rank; all-gathering every rank's copy to add them locally sends "
-             "(t-1) x 6C floats, t/2 times that (section 6)", s->ag,
+             "other operation%s (%s per rank) where the rule allows %s per rank, one "
+             "all-reduce's worth of the six vectors of C floats: every rank receiving every "
+             "other rank's whole copy moves more than the sum needs (section 6)", s->ag,
              s->ag == 1 ? "" : "s", s->rs, s->rs == 1 ? "" : "s", s->other,
              s->other == 1 ? "" : "s",
              pl_format_bytes(s->ar_bytes + s->ag_bytes + s->rs_bytes + s->other_bytes, a,
@@ -314,10 +309,10 @@ static int block_memory(const struct l5_block_figs *bf, char *buf, size_t len)
                  "your block held %s between its forward and its backward where TP+SP keeps %s "
              "(4/t (8NC + 2NF + 4N + B NH T^2), sp_shard.h); the extra %s is %.2f full "
              "[B*T, C] activations: something of the whole sequence was kept. Lab 4's TP block "
-             "keeps %s, its replicated part (inputs, layernorm outputs and statistics of every "
-             "token) is what the layernorm on your T/t tokens removes: gather after the "
-             "layernorm, just before the TP region, and keep only the local shards "
-             "(section 5)", pl_format_bytes(bf->held, a, sizeof a),
+             "keeps %s; its replicated part, every token's half inputs, layernorm outputs and "
+             "statistics, is what sequence parallelism splits, so that a rank keeps its own "
+             "tokens of each and nothing of the whole sequence outlives the forward "
+             "(sections 1 and 5)", pl_format_bytes(bf->held, a, sizeof a),
              pl_format_bytes(want, b, sizeof b), pl_format_bytes(bf->held - want, e, sizeof e),
              (bf->held - want) / (NC * 4.0), pl_format_bytes(lab4, l4, sizeof l4));
     else if (bf->left > 0.5 || bf->left < -0.5)
@@ -356,10 +351,9 @@ static int replicas_equal(const struct gr_obs *all, const struct l5_obs *o, char
                 if (memcmp(&q->block.rep[i][e], &root->block.rep[i][e], sizeof(float))) {
                     snprintf(buf, len, "the gradient of %s (replicated on every rank) differs "
                              "between the ranks after sp_sync_replicated_grads: rank %d's "
-                             "element %d is not rank 0's. Each rank's layernorm and bias saw "
-                             "only its own T/t tokens, so its gradient is a partial sum: "
-                             "all-reduce it over the TP group, or every rank steps its copy "
-                             "differently and the replicas drift apart (section 6)",
+                             "element %d is not rank 0's: every rank steps its copy with its "
+                             "own gradient, and the replicas drift apart step after step "
+                             "(section 6)",
                              o->block.rep_name[i], m, e);
                     return 0;
                 }
@@ -403,7 +397,7 @@ static int block_work(const struct gr_obs *all, const struct l5_obs *o, char *bu
                               "adds and row-parallel biases act on each token alone, so each "
                               "rank runs them on its own T/t tokens only; a layernorm on the "
                               "gathered sequence by every rank does t times the work sequence "
-                              "parallelism exists to split: gather after the layernorm"
+                              "parallelism exists to split"
                             : "work missing: every token's layernorms, dropouts, residual "
                               "adds and biases run once, on the rank that owns it");
     return 0;
@@ -439,6 +433,12 @@ static void note(enum l5_kind kind, int p, const struct l5_obs *o, char *buf, si
     const struct l5_figs *f = &o->figs;
     const struct l5_block_figs *bf = &o->block;
     const int t = f->t;
+    /* traffic, memory and replicas say case 0's figures, its TP group the world: the last
+     * case may be a grid whose group is smaller (tp=1 on 2 ranks, which sends and saves
+     * nothing sequence parallelism changes) */
+    const struct l5_figs *nf = o->has_noted ? &o->noted_figs : f;
+    const struct l5_block_figs *nb = o->has_noted ? &o->noted : bf;
+    const char *which = o->has_noted ? ", the first case, whose TP group is the world" : "";
     char a[32], b[32], e[32];
     buf[0] = '\0';
     if (kind == L5_CONJ && p == L5_CORRECT)
@@ -456,22 +456,26 @@ static void note(enum l5_kind kind, int p, const struct l5_obs *o, char *buf, si
                  f->world, f->dp, f->dp == 1 ? "" : "s");
     else if (kind == L5_BLOCK && p == L5_REPLICAS)
         snprintf(buf, len, "ln1, ln2, b_proj and b_fc2: the same gradient on every rank, bit for "
-                 "bit, equal to the single device's (t=%d)", t);
+                 "bit, equal to the single device's (t=%d%s), in every case", nf->t, which);
     else if (kind == L5_BLOCK && p == L5_TRAFFIC) {
-        const double lab4 = 2 * 2 * 2.0 * (t - 1) / t * bf->NC * 4.0;
-        const long re = bf->bwd.ag - 2;
-        snprintf(buf, len, "forward 2 all-gathers + 2 reduce-scatters, backward 2 + 2 and %ld "
-                 "re-gather%s of the stored layernorm shards, no all-reduce in the block: its "
-                 "conjugates sent %s per rank = Lab 4's 8bsh(t-1)/t x 4 bytes (b=%d, s=%d, "
-                 "h=%d), the re-gathers %s more", re, re == 1 ? "" : "s",
-                 pl_format_bytes(lab4, a, sizeof a), f->B, f->T, f->C,
-                 pl_format_bytes(coll_bytes(bf->NC, t) * (double)re, b, sizeof b));
+        /* the conjugates' bytes as measured: both passes less the backward's re-gathers */
+        const double one = coll_bytes(nb->NC, nf->t), re = (double)(nb->bwd.ag - 2) * one;
+        const double sent = nb->fwd.ag_bytes + nb->fwd.rs_bytes + nb->bwd.ag_bytes +
+                            nb->bwd.rs_bytes - re;
+        const double lab4 = 2 * 2 * 2.0 * (nf->t - 1) / nf->t * nb->NC * 4.0;
+        snprintf(buf, len, "no all-reduce in the block: its conjugates sent %s per rank, forward "
+                 "and backward, = Lab 4's block's %s (b=%d, s=%d, h=%d, t=%d%s), the re-gathers "
+                 "of the stored layernorm shards %s more; every case on a TP group of 2 or more "
+                 "ranks held to the same rule", pl_format_bytes(sent, a, sizeof a),
+                 pl_format_bytes(lab4, b, sizeof b), nf->B, nf->T, nf->C, nf->t, which,
+                 pl_format_bytes(re, e, sizeof e));
     } else if (kind == L5_BLOCK && p == L5_MEMORY)
-        snprintf(buf, len, "held %s between forward and backward (B=%d, T=%d, t=%d) = the TP+SP "
-                 "formula 4/t (8NC + 2NF + 4N + B NH T^2); Lab 4's TP block keeps %s; peak of "
-                 "the step %s", pl_format_bytes(bf->held, a, sizeof a), f->B, f->T, t,
-                 pl_format_bytes(bf->lab4_held, b, sizeof b),
-                 pl_format_bytes(bf->peak, e, sizeof e));
+        snprintf(buf, len, "held %s between forward and backward (B=%d, T=%d, t=%d%s) = the "
+                 "TP+SP formula 4/t (8NC + 2NF + 4N + B NH T^2); Lab 4's TP block keeps %s; peak "
+                 "of the step %s; every case on a TP group of 2 or more ranks held its "
+                 "formula's bytes", pl_format_bytes(nb->held, a, sizeof a), nf->B, nf->T, nf->t,
+                 which, pl_format_bytes(nb->lab4_held, b, sizeof b),
+                 pl_format_bytes(nb->peak, e, sizeof e));
     else if (kind == L5_BLOCK && p == L5_TIME && o->has_time)
         gr_bt_note(&o->time, L5_TIME_COMM, L5_TIME_SECTION, buf, len);
     else if (kind == L5_TRAIN && p == L5_CORRECT && f->dp > 1)

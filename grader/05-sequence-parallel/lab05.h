@@ -38,21 +38,6 @@ enum l5_kind { L5_CONJ, L5_BLOCK, L5_TRAIN };
 
 struct l5_perf; /* bench.c's timed block */
 
-/* The lab's state: the harness's, made by setup on the heap (driver.c). */
-struct l5_state {
-    uint64_t seed;          /* --seed: the data and the drawn shapes */
-    int seq;                /* --seq: every case's T (0: the cases' own) */
-    int hidden;             /* --op block-hidden, train-hidden: other grids and shapes */
-    enum l5_kind kind;
-    int want_time;          /* check mode judges part time */
-    int in_bench;           /* the bench runs a TP group smaller than the world: no replica test */
-    const char *plots_dir;  /* bench: --plots-dir, or NULL */
-    struct l5_obs *ob;      /* the observation being filled (observe) */
-    int cur;                /* the part l5_fail records against */
-    struct gr_bt_figures time_last; /* the traced case's replay, said again on the others */
-    struct l5_perf *perf;
-};
-
 /* One block case. p: the configured dropout; train: ctx->train (evaluation keeps dropout
  * configured but off); dp > 1: the world is a tp x dp grid (order "tp-dp": TP groups of
  * consecutive ranks; "dp-tp": strided), each DP replica on its own sequences and data;
@@ -172,6 +157,27 @@ struct l5_obs {
     struct l5_block_figs block;
     int has_time;                   /* part time (rank 0) */
     struct gr_bt_figures time;
+    int has_noted;                  /* block: case 0's figures (t = the world > 1), which the */
+    struct l5_figs noted_figs;      /* notes of traffic, memory and replicas say on the last */
+    struct l5_block_figs noted;     /* case, whatever that case's own grid */
+};
+
+/* The lab's state: the harness's, made by setup on the heap (driver.c). */
+struct l5_state {
+    uint64_t seed;          /* --seed: the data and the drawn shapes */
+    int seq;                /* --seq: every case's T (0: the cases' own) */
+    int hidden;             /* --op block-hidden, train-hidden: other grids and shapes */
+    enum l5_kind kind;
+    int want_time;          /* check mode judges part time */
+    int in_bench;           /* the bench runs a TP group smaller than the world: no replica test */
+    const char *plots_dir;  /* bench: --plots-dir, or NULL */
+    struct l5_obs *ob;      /* the observation being filled (observe) */
+    int cur;                /* the part l5_fail records against */
+    struct gr_bt_figures time_last; /* the traced case's replay, said again on the others */
+    int has_noted;                  /* case 0's figures on t > 1 ranks (its TP group is the */
+    struct l5_figs noted_figs;      /* world), carried to the later cases for the notes of */
+    struct l5_block_figs noted;     /* the last: a grid case's group may be smaller */
+    struct l5_perf *perf;
 };
 
 /* ---- cases.c ---- */

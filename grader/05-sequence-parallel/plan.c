@@ -12,7 +12,7 @@
  * a tp=2 x dp=2 grid of strided TP groups numbered against the world's order, each replica
  * on its own sequences and its gradients checked after the synchronisation (4); the block's
  * forward and backward replayed on dgx-h100 at GPT-3 block scale against compute/t plus its
- * four all-gathers and four reduce-scatters (3, grader/common/block_time.h); on the perf ranks
+ * conjugates' all-gathers and reduce-scatters (3, grader/common/block_time.h); on the perf ranks
  * (4, or 2 on fewer than 4 cores) the block's wall-clock time against the kit's
  * single-device block on B/t sequences and the same collectives, measured in the same run
  * (4). 110 points. The block's cases: dropout off; on, with the gradients handed over

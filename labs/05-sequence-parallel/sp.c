@@ -14,15 +14,14 @@
  * Every rule the grader enforces is in sp.h: results, groups, traffic, memory (all of it
  * through pl_mem_alloc: a call to malloc or its family scores 0 before anything runs),
  * compute, the calls you may make. The kit gives you (sp_shard.h, tp_shard.h, ops.h,
- * comm.h, mem.h): the rank-major reordering, lib's collectives, the activations of an SP
- * block, the TP region's compute, the row-parallel bias and its backward, the layernorm,
- * dropout and residual ops. */
+ * comm.h, mem.h): lib's collectives, the layout of a rank's tokens, the activations of an
+ * SP block, the TP region's compute, the layernorm, bias, dropout and residual ops. */
 #include "sp.h"
 
 #include "mem.h"
 #include "ops.h"
 
-/* Section 3: entering the TP region, all-gather forward and reduce-scatter backward. */
+/* Section 3: the gather, entering the TP region, and its backward. */
 void sp_gather_forward(struct pl_comm *tp, float *full, const float *local, int B, int T,
                        int C)
 {
@@ -35,7 +34,7 @@ void sp_gather_backward(struct pl_comm *tp, float *dlocal, const float *dfull, i
     lab_todo("sp_gather_backward", "3");
 }
 
-/* Section 3: leaving it, reduce-scatter forward and all-gather backward. */
+/* Section 3: the scatter, leaving it, and its backward. */
 void sp_scatter_forward(struct pl_comm *tp, float *local, const float *full, int B, int T,
                         int C)
 {
@@ -62,8 +61,7 @@ void sp_dropout_backward(struct pl_comm *tp, const struct pl_model_config *c, in
     lab_todo("sp_dropout_backward", "4");
 }
 
-/* Section 5: layernorm, bias, dropout and residual on your tokens; the TP region between
- * the two conjugates. */
+/* Section 5: the block, forward and backward. */
 void sp_block_forward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
                       const struct pl_block_params *p, struct pl_sp_block_acts *a,
                       const struct pl_model_ctx *ctx, const float *x, float *y)

@@ -6,13 +6,10 @@
  * In Lab 4 the layernorms, the dropouts and the residual adds ran on the whole [B*T, C]
  * activation on every rank of the TP group: the same work and the same stored tensors t
  * times. Here each of the t ranks keeps only its T/t tokens of every sequence outside the
- * TP region (sp_shard.h draws the layout), and two conjugate operators replace f and g:
- *
- *     gather  (entering the TP region)  forward: all-gather along T   backward: reduce-scatter
- *     scatter (leaving the TP region)   forward: reduce-scatter       backward: all-gather
- *
- * Each conjugate's backward is the other's forward. The TP region's compute is the kit's
- * (sp_shard.h); where the conjugates sit, what a rank keeps and the backward are yours.
+ * TP region (sp_shard.h draws the layout), and two conjugate operators, a gather entering
+ * the TP region and a scatter leaving it, replace f and g (handout section 3). The TP
+ * region's compute is the kit's (sp_shard.h); the conjugates' collectives, where they sit,
+ * what a rank keeps and the backward are yours.
  *
  * The rules the grader enforces, every one of them:
  *   results   outputs and input gradients equal the single-device block's rows of this rank
@@ -76,16 +73,16 @@
 /* ---- the conjugates (handout section 3) ----
  * full [B*T, C] in sequence order on every rank; local [B*T/t, C] this rank's tokens. */
 
-/* full = every rank's local rows, each in its place (all-gather along the sequence). */
+/* full = every rank's local rows, each in its place. */
 void sp_gather_forward(struct pl_comm *tp, float *full, const float *local, int B, int T,
                        int C);
-/* dlocal = this rank's rows of the sum over the group of dfull (reduce-scatter). */
+/* dlocal = this rank's rows of the sum over the group of dfull. */
 void sp_gather_backward(struct pl_comm *tp, float *dlocal, const float *dfull, int B, int T,
                         int C);
-/* local = this rank's rows of the sum over the group of full (reduce-scatter). */
+/* local = this rank's rows of the sum over the group of full. */
 void sp_scatter_forward(struct pl_comm *tp, float *local, const float *full, int B, int T,
                         int C);
-/* dfull = every rank's dlocal rows, each in its place (all-gather). */
+/* dfull = every rank's dlocal rows, each in its place. */
 void sp_scatter_backward(struct pl_comm *tp, float *dfull, const float *dlocal, int B, int T,
                          int C);
 
@@ -115,8 +112,8 @@ void sp_block_backward(struct pl_comm *tp, const struct pl_model_config *c, int 
                        const float *dy, float *dx);
 
 /* ---- the replicated gradients (section 6) ----
- * After the backward, each rank's gradients of ln1.w, ln1.b, ln2.w, ln2.b, b_proj and b_fc2
- * cover its own tokens only: make them the whole gradient, the same on every rank. */
+ * On return, this rank's gradients of ln1.w, ln1.b, ln2.w, ln2.b, b_proj and b_fc2 are the
+ * single device's for the group's whole batch, bitwise the same on every rank of tp. */
 void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *c,
                               const struct pl_block_params *g);
 

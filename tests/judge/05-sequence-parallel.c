@@ -29,6 +29,18 @@ static int judge(enum l5_kind kind, int i, int n, const char *part, const struct
     return l5_judge(kind, i, n, part, &all, why);
 }
 
+/* Whether a block's traffic text says how many collectives a block needs (the question
+ * conjugate_collectives_per_block): its own measured counts may be said, never the rule's. */
+static int gives_counts(const struct gr_why *w)
+{
+    static const char *const counts[] = {"2 and 2", "2 + 2", "needs 2", "2 all-gathers",
+                                         "2 reduce-scatters (", "4 all-gathers", "8bsh",
+                                         "at most 2 all-gathers", "conjugate_collectives"};
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++)
+        if (said(w, counts[i])) return 1;
+    return 0;
+}
+
 /* A ring all-gather or reduce-scatter of nf floats sends (t-1)/t of them per rank. */
 static double ring(double nf, int t)
 {
@@ -64,7 +76,7 @@ static void conjugates(void)
     enum { NP = 2 };
     static struct l5_obs obs[NP];
     struct gr_why why;
-    char want[L5_TEXT], a[32];
+    char want[L5_TEXT], a[32], b[32];
     grid_of(obs, NP, NP, 3, 4 * NP);
     for (int w = 0; w < NP; w++) {
         obs[w].has_conj = 1;
@@ -92,9 +104,22 @@ static void conjugates(void)
     obs[0].conj[1] = (struct l5_traffic){.ar = 1, .ar_bytes = ar};
     snprintf(want, sizeof want, "rank 0: sp_gather_backward made 1 all-reduce (%s): an "
              "all-reduce leaves the whole sum on every rank", pl_format_bytes(ar, a, sizeof a));
-    CHECK(!judge(L5_CONJ, 0, 1, "traffic", obs, NP, &why) && said(&why, want),
-          "an all-reduce for a reduce-scatter: %s", FIRST(&why));
+    CHECK(!judge(L5_CONJ, 0, 1, "traffic", obs, NP, &why) && said(&why, want) &&
+              !said(&why, "reduce-scatter"),
+          "an all-reduce for a reduce-scatter, the collective to use unnamed: %s", FIRST(&why));
     obs[0].conj[1] = obs[1].conj[1];
+    /* sp_gather_forward by two all-gathers: the bytes, measured and the rule's, never which
+     * collective the conjugate is */
+    const double one = ring(3.0 * 4 * NP * 5, NP);
+    obs[0].conj[0] = (struct l5_traffic){.ag = 2, .ag_bytes = 2 * one};
+    snprintf(want, sizeof want, "rank 0: sp_gather_forward sent %s per rank in 2 all-gathers, 0 "
+             "reduce-scatters and 0 other operations where each conjugate is one collective of "
+             "the full [B*T, C] on tp, %s per rank", pl_format_bytes(2 * one, a, sizeof a),
+             pl_format_bytes(one, b, sizeof b));
+    CHECK(!judge(L5_CONJ, 0, 1, "traffic", obs, NP, &why) && said(&why, want) &&
+              !said(&why, "needs exactly one"),
+          "a gather by two collectives: %s", FIRST(&why));
+    obs[0].conj[0] = obs[1].conj[0];
     obs[0].conj[1].rs_bytes *= 2;
     CHECK(!judge(L5_CONJ, 0, 1, "traffic", obs, NP, &why) &&
               said(&why, "rank 0: sp_gather_backward sent"),
@@ -208,7 +233,7 @@ static void block_rules(void)
     enum { NP = 2, B = 2, T = 16 };
     static struct l5_obs obs[NP];
     struct gr_why why;
-    char want[L5_TEXT], a[32], b[32];
+    char want[L5_TEXT], a[32], b[32], c[32];
     const double NC = (double)B * T * L5_C;
     grid_of(obs, NP, NP, B, T);
     for (int w = 0; w < NP; w++) {
@@ -226,6 +251,31 @@ static void block_rules(void)
              pl_format_bytes(obs[1].block.fwd.ar_bytes, a, sizeof a));
     CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why) && said(&why, want),
           "Lab 4's all-reduces: %s", FIRST(&why));
+    right_passes(&obs[1].block, NP, NC);
+    /* a third all-gather in the forward (the residual stream gathered too): the bytes,
+     * measured and Lab 4's, never how many collectives a block makes */
+    obs[1].block.fwd.ag = 3;
+    obs[1].block.fwd.ag_bytes = 3 * ring(NC, NP);
+    snprintf(want, sizeof want, "rank 1: the forward sent %s per rank in 3 all-gathers, 2 "
+             "reduce-scatters and 0 other operations where Lab 4's block forward sends %s",
+             pl_format_bytes(5 * ring(NC, NP), a, sizeof a),
+             pl_format_bytes(4 * ring(NC, NP), b, sizeof b));
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why) && said(&why, want) &&
+              !gives_counts(&why),
+          "a forward gathering once more: %s", FIRST(&why));
+    right_passes(&obs[1].block, NP, NC);
+    /* the backward without its re-gathers' room: a fifth all-gather and more */
+    obs[1].block.bwd.ag = 5;
+    obs[1].block.bwd.ag_bytes = 5 * ring(NC, NP);
+    snprintf(want, sizeof want, "rank 1: the backward sent %s per rank in 5 all-gathers, 2 "
+             "reduce-scatters and 0 other operations where its conjugates send %s, Lab 4's "
+             "block backward's bytes, and the re-gathers of the stored layernorm shards at most "
+             "%s more", pl_format_bytes(7 * ring(NC, NP), a, sizeof a),
+             pl_format_bytes(4 * ring(NC, NP), b, sizeof b),
+             pl_format_bytes(2 * ring(NC, NP), c, sizeof c));
+    CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why) && said(&why, want) &&
+              !gives_counts(&why),
+          "a backward gathering too often: %s", FIRST(&why));
     right_passes(&obs[1].block, NP, NC);
     obs[1].block.sync = (struct l5_traffic){.ag = 1, .ag_bytes = (NP - 1) * 6.0 * L5_C * 4};
     snprintf(want, sizeof want, "rank 1: sp_sync_replicated_grads made 1 all-gather, 0 "
@@ -295,12 +345,45 @@ static void block_rules(void)
     CHECK(judge(L5_BLOCK, last, L5_NCASES, "memory", obs, NP, &why) &&
               said(&why, want) && said(&why, "Lab 4's TP block keeps"),
           "memory's note: %s", FIRST(&why));
-    snprintf(want, sizeof want, "its conjugates sent %s per rank = Lab 4's 8bsh(t-1)/t x 4 bytes "
-             "(b=%d, s=%d, h=%d)", pl_format_bytes(8.0 * B * T * L5_C * (NP - 1) / NP * 4, a,
-                                                   sizeof a), B, T, L5_C);
+    /* Lab 4's block: 2 all-reduces of [B*T, C] a pass, 2(t-1)/t of each */
+    const double lab4 = 2 * 2 * 2.0 * (NP - 1) / NP * NC * 4;
+    snprintf(want, sizeof want, "its conjugates sent %s per rank, forward and backward, = Lab "
+             "4's block's %s (b=%d, s=%d, h=%d, t=%d)", pl_format_bytes(lab4, a, sizeof a),
+             pl_format_bytes(lab4, b, sizeof b), B, T, L5_C, NP);
     CHECK(judge(L5_BLOCK, last, L5_NCASES, "traffic", obs, NP, &why) &&
-              said(&why, want) && said(&why, "and 0 re-gathers"),
+              said(&why, want) && said(&why, "the re-gathers of the stored layernorm shards 0 B "
+                                             "more") && !gives_counts(&why),
           "traffic's note: %s", FIRST(&why));
+    /* the last case a grid whose TP group is smaller (tp=1 x dp=2 on 2 ranks: it moves and
+     * saves nothing sequence parallelism changes): the notes say case 0's figures, t=2 */
+    struct l5_obs world = obs[0];
+    for (int w = 0; w < NP; w++) {
+        obs[w].has_noted = 1;
+        obs[w].noted_figs = obs[w].figs;
+        obs[w].noted = obs[w].block;
+        obs[w].figs = (struct l5_figs){.t = 1, .group = w, .member = 0, .B = B, .T = 12,
+                                       .C = L5_C, .dp = NP, .world = NP};
+        memset(&obs[w].block, 0, sizeof obs[w].block);
+        obs[w].block.held = obs[w].block.lab4_held = 83.3e3;
+        obs[w].block.kept_tensor = -1;
+    }
+    snprintf(want, sizeof want, "held %s between forward and backward (B=%d, T=%d, t=%d, the "
+             "first case, whose TP group is the world) = the TP+SP formula",
+             pl_format_bytes(40e3, a, sizeof a), B, T, NP);
+    CHECK(judge(L5_BLOCK, last, L5_NCASES, "memory", obs, NP, &why) && said(&why, want) &&
+              said(&why, "Lab 4's TP block keeps ") &&
+              said(&why, pl_format_bytes(55e3, c, sizeof c)) && !said(&why, "t=1"),
+          "memory's note after a tp=1 grid case: %s", FIRST(&why));
+    snprintf(want, sizeof want, "its conjugates sent %s per rank, forward and backward, = Lab "
+             "4's block's %s (b=%d, s=%d, h=%d, t=%d, the first case", pl_format_bytes(lab4, a,
+             sizeof a), pl_format_bytes(lab4, b, sizeof b), B, T, L5_C, NP);
+    CHECK(judge(L5_BLOCK, last, L5_NCASES, "traffic", obs, NP, &why) && said(&why, want) &&
+              !said(&why, " 0 B per rank") && !gives_counts(&why),
+          "traffic's note after a tp=1 grid case: %s", FIRST(&why));
+    CHECK(judge(L5_BLOCK, last, L5_NCASES, "replicas", obs, NP, &why) &&
+              said(&why, "(t=2, the first case, whose TP group is the world)"),
+          "replicas' note after a tp=1 grid case: %s", FIRST(&why));
+    for (int w = 0; w < NP; w++) obs[w] = world, obs[w].figs.member = w;
     CHECK(judge(L5_BLOCK, last, L5_NCASES, "correct", obs, NP, &why) &&
               said(&why, "(the last, B=2 T=16) t=2 on a 2-rank world split into 1 TP group"),
           "correct's note: %s", FIRST(&why));
