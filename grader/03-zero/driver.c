@@ -29,22 +29,6 @@ static const struct pl_flag OPTIONS[] = {
      "bench: write one ZeRO-3 step's memory over time and modelled timelines there (none)", 0},
 };
 
-/* Refuses a part Lab 3 does not judge, before anything runs. */
-static void check_parts(const char *list)
-{
-    static const char *const known[] = {"correct", "traffic", "memory", "prefetch"};
-    for (const char *w = list; *w;) {
-        size_t len = strcspn(w, ",");
-        int ok = len == 0;
-        for (int p = 0; p < 4 && !ok; p++)
-            ok = strlen(known[p]) == len && !strncmp(w, known[p], len);
-        if (!ok)
-            pl_usage_error_all("--parts %.*s: Lab 3 judges correct, traffic, memory and prefetch",
-                               (int)len, w);
-        w += len + (w[len] == ',');
-    }
-}
-
 static void *setup(const struct gr_args *a)
 {
     struct l3_state *l = calloc(1, sizeof *l);
@@ -52,7 +36,6 @@ static void *setup(const struct gr_args *a)
     l->seed = a->seed;
     l->grp = (struct l3_group){NULL, MPI_COMM_NULL, 1, 0, 0, 1};
     l->stage = strcmp(a->op, "layout") ? a->op[4] - '0' : 0;
-    if (!strcmp(a->mode, "check")) check_parts(a->parts);
     l->ncases = l->stage ? L3_NCASES - !l3_has_groups() : 1;
     l->trace_prefetch = l->stage == 3 && gr_has_part(a->parts, "prefetch");
     if (!l->stage && strcmp(a->mode, "check"))

@@ -22,6 +22,9 @@ static const struct gr_lab *the_lab;
 static char handout[160];
 static char ops[MAX_OPS][32];
 static int nops;
+/* The parts the plan's check tests judge, in the plan's order: what --parts accepts. */
+static char known_parts[MAX_OPS][PART_NAME];
+static int nknown;
 
 void gr_register_lab(const struct gr_lab *lab)
 {
@@ -31,9 +34,36 @@ void gr_register_lab(const struct gr_lab *lab)
 /* The driver runs its plan to learn the ops its tests name: those are what --op accepts. */
 void gr_add(const struct gr_spec *spec)
 {
+    int k = 0;
+    while (k < nknown && strcmp(known_parts[k], spec->part)) k++;
+    if (k == nknown && nknown < MAX_OPS && !strcmp(spec->mode, "check"))
+        snprintf(known_parts[nknown++], sizeof known_parts[0], "%s", spec->part);
     for (int i = 0; i < nops; i++)
         if (!strcmp(ops[i], spec->op)) return;
     if (nops < MAX_OPS) snprintf(ops[nops++], sizeof ops[0], "%s", spec->op);
+}
+
+/* Refuses a --parts name no check test of the lab's plan judges, before the setup, naming
+ * those it does: "--parts speed: Lab 1 judges correct, traffic, memory and crossover". */
+static void check_known_parts(const char *list)
+{
+    for (const char *w = list; *w;) {
+        size_t len = strcspn(w, ",");
+        int known = len == 0;
+        for (int k = 0; k < nknown && !known; k++)
+            known = strlen(known_parts[k]) == len && !strncmp(w, known_parts[k], len);
+        if (!known) {
+            char names[MAX_OPS * (PART_NAME + 5)] = "";
+            size_t n = 0;
+            for (int k = 0; k < nknown; k++)
+                n += (size_t)snprintf(names + n, sizeof names - n, "%s%s",
+                                      k == 0 ? "" : k == nknown - 1 ? " and " : ", ",
+                                      known_parts[k]);
+            pl_usage_error_all("--parts %.*s: Lab %d judges %s", (int)len, w,
+                               atoi(the_lab->dir), names);
+        }
+        w += len + (w[len] == ',');
+    }
 }
 
 const struct gr_lab *gr_this_lab(void) { return the_lab; }
@@ -365,6 +395,7 @@ int main(int argc, char **argv)
      * them with. */
     char why[256];
     if (!gr_lab_runs_on(the_lab, pl_size(), why, sizeof why)) pl_usage_error_all("%s", why);
+    if (!strcmp(args.mode, "check")) check_known_parts(args.parts);
     if (!strcmp(args.mode, "bench")) {
         d->bench(&args);
     } else {
