@@ -147,9 +147,9 @@ static void grads_words(const struct l3_grads_fig *f, struct gr_why *why)
         break;
     case L3_G_COUNT:
         gr_why_say(why, "step %d: flat element %.0f (%s, in rank %d's chunk) was given to "
-                   "pl_model_adamw_flat %d times in the step: every parameter is updated exactly "
-                   "once, by the rank owning its chunk, at offset + rank x chunk of its unit "
-                   "(handout section 2)", s, f->elem, f->tensor, f->who, f->count);
+                   "pl_model_adamw_flat %d times in the step, where every parameter is updated "
+                   "exactly once, by the rank owning its chunk (handout section 2)", s, f->elem,
+                   f->tensor, f->who, f->count);
         break;
     case L3_G_T:
         gr_why_say(why, "step %d: pl_model_adamw_flat was given t = %d, where this model has "
@@ -161,9 +161,9 @@ static void grads_words(const struct l3_grads_fig *f, struct gr_why *why)
         break;
     case L3_G_TWICE:
         gr_why_say(why, "step %d: gradients averaged twice: off by a factor of 1/n = 1/%d "
-                   "before clipping (AdamW was given %.4g times the gradient it needs%s). A "
-                   "reduce-scatter with PL_AVG already divides the sum by n: divide once, "
-                   "before the clip (handout section 3)", s, f->n, f->x[0], after_clip);
+                   "before clipping (AdamW was given %.4g times the gradient it needs%s). "
+                   "Section 3 asks for the ranks' mean, before the clip", s, f->n, f->x[0],
+                   after_clip);
         break;
     case L3_G_SUM:
         gr_why_say(why, "step %d: gradients summed, not averaged: off by a factor of n = %d "
@@ -176,16 +176,15 @@ static void grads_words(const struct l3_grads_fig *f, struct gr_why *why)
         gr_why_say(why, "step %d: clipped by the local gradient norm, not the global one: rank "
                    "%d scaled its chunks by %.4g, from the norm of its own shard (%.4g), where "
                    "the whole gradient's norm is %.4g and clipping at %g scales every chunk by "
-                   "%.4g. Every rank must scale by the same factor: sum the squares of your "
-                   "chunks, add every rank's sum with zero_sum_over_ranks, then pl_clip_scale "
-                   "(handout section 3)", s, f->who, f->x[0], f->x[1], f->x[2], f->x[3],
-                   f->x[4]);
+                   "%.4g: the ranks scaled by factors of their own, where the clip is one "
+                   "factor for the whole gradient (handout section 3)", s, f->who, f->x[0],
+                   f->x[1], f->x[2], f->x[3], f->x[4]);
         break;
     case L3_G_NOT_CLIPPED:
         gr_why_say(why, "step %d: the gradient was not clipped: its norm %.4g is above "
-                   "grad_clip %g, so every chunk must be scaled by pl_clip_scale(sum of squares "
-                   "over all ranks, grad_clip) = %.4g before AdamW (handout section 3)", s,
-                   f->x[0], f->x[1], f->x[2]);
+                   "grad_clip %g, and AdamW was given it unscaled, where the single device's "
+                   "clipped gradient is %.4g times it (handout section 3)", s, f->x[0], f->x[1],
+                   f->x[2]);
         break;
     default:
         gr_why_say(why, "step %d: the gradient AdamW was given differs from the single-device "
@@ -195,11 +194,9 @@ static void grads_words(const struct l3_grads_fig *f, struct gr_why *why)
                    f->x[3] != 0 ? ", clipped by its global norm" : "", f->x[0], GR_TOL_GRADS,
                    f->elem, f->tensor, f->who, f->x[1], f->x[2],
                    f->step > 0 ? ". The steps before were right, so look at what one step "
-                                 "leaves for the next: a gradient buffer kept from step to "
-                                 "step is zeroed before each backward, since "
-                                 "zero_backward_part adds into the buffer it is given "
-                                 "(zero.h); and the update writes the parameters with every "
-                                 "AdamW setting of opt as given"
+                                 "leaves for the next: zero_backward_part adds into the "
+                                 "buffer it is given, and the update uses every AdamW "
+                                 "setting of opt as given (zero.h)"
                                : "");
     }
 }
@@ -232,9 +229,8 @@ static int judge_grads(const struct gr_obs *all, struct gr_why *why)
                 continue;
             gr_why_say(why, "after zero_step %d, rank %d's parameters differ from rank 0's%s, "
                        "bit for bit, first in %s (flat element %.0f, in rank %d's chunk): every "
-                       "rank must end the step with the same model. Each rank updates only its "
-                       "own chunks, so every unit must be all-gathered after the update, the "
-                       "last one included (handout section 3)", s + 1, r,
+                       "rank must end the step with the same model, each chunk as its owner "
+                       "updated it, the last unit's included (handout section 3)", s + 1, r,
                        v->ngroups > 1 ? " of its ZeRO group" : "", v->replica.tensor,
                        v->replica.elem, v->replica.owner);
             return 0;
@@ -263,9 +259,9 @@ static int judge_losses(int stage, const struct gr_obs *all, struct gr_why *why)
                        "forward get its own parameters?");
         else
             gr_why_say(why, "the first %d step(s) agreed, so the forward is right and an update "
-                       "went wrong: the average (PL_AVG) of the gradients, the clip norm summed "
-                       "over all ranks' chunks, AdamW on the own chunk at its flat offset, and "
-                       "the all-gather of the updated parameters", v->loss.step);
+                       "went wrong: the gradient's average, the clip, AdamW on the own chunks, or "
+                       "the model every rank holds after the update (handout sections 2 and 3)",
+                       v->loss.step);
         return 0;
     }
     return 1;
@@ -298,9 +294,8 @@ static int judge_params(int stage, const struct gr_obs *all, struct gr_why *why)
         gr_why_say(why, "%d parameters are NaN or Inf: a chunk read past its unit, or moments "
                    "never zeroed?", nonfinite);
     else
-        gr_why_say(why, "losses agreed, so the last update is off: check that the padding is "
-                   "never updated and that every rank updates exactly its chunk [rank x chunk, "
-                   "rank x chunk + chunk) of each unit");
+        gr_why_say(why, "losses agreed, so the last update is off: the padding, or the "
+                   "elements each rank updates (handout section 2)");
     return 0;
 }
 
@@ -326,13 +321,12 @@ int l3_judge_correct(int stage, int i, int ncases, const struct gr_obs *all, str
             gr_why_say(why, "this case split the %d ranks into 2 ZeRO groups of %d, each "
                        "training on batches of its own, and gave zero_new its group's "
                        "communicator: world rank r is not rank r of its group. The cases before "
-                       "it, where the group was the whole world, were right, so take the rank, "
-                       "the rank count and every collective from the communicator you were "
-                       "given (pl_comm_rank(z->comm), pl_comm_size(z->comm), z->comm), never "
-                       "pl_rank(), pl_size() or pl_comm_world() (zero.h: comm is the "
-                       "data-parallel group). The case also has another model shape "
-                       "(n_layers=%d, d_ff=%d, seq_len=%d, vocab=%d) and AdamW setting (lr, "
-                       "betas, eps, weight decay, clip): use cfg and opt as given", all->nranks,
+                       "it, where the group was the whole world, were right: somewhere a rank, "
+                       "a rank count or a collective was the world's, where zero.h's comm is "
+                       "the data-parallel group (handout section 8). The case also has another "
+                       "model shape (n_layers=%d, d_ff=%d, seq_len=%d, vocab=%d) and AdamW "
+                       "setting (lr, betas, eps, weight decay, clip), which zero.h says are "
+                       "used as given", all->nranks,
                        o->grp_n, o->n_layers, o->d_ff, o->seq_len, o->vocab);
         return 0;
     }

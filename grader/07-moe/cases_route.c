@@ -24,7 +24,7 @@ static void draw_probs(float *p, int N, int E, uint64_t seed, float sharp, float
 }
 
 const struct l7_route_case L7_ROUTE_CASES[] = {
-    {40, 4, 1, 1.0f, 1.0f, 0.0f, 0.01f},   {40, 4, 2, 1.0f, 1.0f, 0.0f, 0.01f},
+    {36, 4, 1, 1.0f, 1.0f, 0.0f, 0.01f},   {40, 4, 2, 1.0f, 1.0f, 0.0f, 0.01f},
     {40, 8, 2, 0.5f, 2.0f, 0.0f, 0.3f},    {40, 8, 1, 1.25f, 1.0f, 2.0f, 0.01f},
     {40, 8, 2, 1.25f, 2.0f, 3.0f, 1e-3f},  {50, 4, 2, 1.1f, 1.0f, 1.0f, 0.01f},
     {32, 8, 2, 8.0f, 1.0f, 0.0f, 0.0f},    {7, 4, 1, 0.3f, 1.0f, 0.0f, 0.01f},
@@ -35,7 +35,10 @@ const int L7_N_ROUTE_CASES = (int)(sizeof L7_ROUTE_CASES / sizeof L7_ROUTE_CASES
 
 int l7_run_capacity(struct l7_state *st)
 {
-    static const int Ns[] = {7, 32, 40, 50, 100, 128};
+    /* Not N = 40 with E = 4, top-1: a message would print the answer of the questions
+     * capacity_n40_e4_cf10 and _cf11. N = 20, E = 4, top-2 meets the float factor 1.1 on an
+     * integer product as N = 40 did. */
+    static const int Ns[] = {7, 20, 32, 50, 100, 128};
     /* up to factors whose product overflows an int, and infinity: "no capacity limit" */
     static const float cfs[] = {0.3f, 0.5f, 1.0f, 1.1f, 1.25f, 2.0f, 8.0f, 3e9f, 1e10f,
                                 INFINITY};

@@ -77,27 +77,19 @@ static void tensor_hint(const struct l7_reason *r, char *hint, size_t len)
     else if (v[4])
         snprintf(hint, len, "; the last block's router gradient is off while its experts' are "
                  "right, so the router's backward is where it goes wrong (%s is off too, as is "
-                 "every tensor the backward reaches after it): the gates' gradient at the kept "
-                 "choices, and the load-balancing loss's (loss_scale x a E f_e / N on every "
-                 "token, section 6)%s", r->name[1],
+                 "every tensor the backward reaches after it): its two sources, the gates "
+                 "and the load-balancing loss (section 6)%s", r->name[1],
                  fabs((float)x[3] * (float)slices - 1) > 1e-6
-                     ? ". This case's loss_scale is not 1/n: the aux term takes the "
-                       "loss_scale argument, whatever the rank count"
+                     ? ". This case's loss_scale is not 1/n (moe.h)"
                      : "");
     else if (expert && ep > 1 && fabs(scale * ep - 1) < 0.05 && !edp)
-        snprintf(hint, len, "; yours is 1/%d of it: expert gradients were averaged across the "
-                 "EP group, but its ranks hold different experts, whose gradients already "
-                 "hold the group's tokens (section 7)", ep);
+        snprintf(hint, len, "; yours is 1/%d of it, the EP group's size (section 7)", ep);
     else if (!expert && slices > 1 && fabs(scale * slices - 1) < 0.05)
-        snprintf(hint, len, "; yours is 1/%d of it: the backward already scaled each rank's "
-                 "loss by 1/n, so the ranks' shares are summed, not averaged (section 7)",
-                 slices);
+        snprintf(hint, len, "; yours is 1/%d of it, the rank count (section 7)", slices);
     else if (expert && edp)
         snprintf(hint, len, "; yours is %d/%d of it: only your EP group's tokens are in it, "
-                 "or their sum was divided by the %d copies. Sum each expert's gradient over "
-                 "its copies in the other EP groups (the expert-data-parallel group), and do "
-                 "not average: each rank's backward already scaled by 1/n (section 7)", ep,
-                 slices, slices / ep);
+                 "or their sum was divided by the %d copies (section 7)", ep, slices,
+                 slices / ep);
 }
 
 static void word_tensor(const struct l7_reason *r, char *buf, size_t len)
@@ -122,19 +114,16 @@ static void word_branch(const struct l7_reason *r, char *buf, size_t len)
     const double *x = r->x, tol = x[1];
     snprintf(buf, len, "step %ld: block %ld's MoE output: relative L2 error %.2e against the "
              "reference, more than %.0e%s", r->v[0], r->v[1], x[0], tol,
-             x[2] <= tol ? "; it equals the experts' outputs summed WITHOUT the gates: the "
-                           "combine multiplies each expert's output by its gate (section 5)"
+             x[2] <= tol ? "; it equals the experts' outputs summed WITHOUT their gates "
+                           "(section 5)"
              : x[3] <= 1e-3 ? "; it equals the reference added onto what branch held before "
-                              "the call: moe_forward writes branch (moe.h), so zero it before "
-                              "the combine adds into it (section 5)"
+                              "the call, where moe_forward writes branch (moe.h, section 5)"
              : r->v[0] > 0 ? "; step 0's outputs were right, so something your layer keeps "
-                             "from one call to the next carried over: zero every buffer you "
-                             "scatter or add into (pl_scatter_add_rows and pl_row_dot add) on "
-                             "each call, not once (docs/labs/07-moe-hints.md)"
+                             "from one call to the next carried over into this one "
+                             "(section 5)"
              : r->v[2] ? "; in this case some experts receive no tokens (the router is pushed "
-                         "to experts 0, 3, 6): an expert without rows is skipped, and every "
-                         "expert after it still runs on its own rows, at the right offset "
-                         "(section 5)"
+                         "to experts 0, 3, 6): look at what your layer does with an expert "
+                         "that has no rows (section 5)"
                        : "");
 }
 
@@ -152,9 +141,8 @@ static void word_route(const struct l7_reason *r, char *buf, size_t len)
                  "at least 1 and at most N (section 2)%s", v[0], v[1], v[2], x[0], v[3], v[4],
                  v[3] == v[4] - 1 ? "; yours rounds down where the rule rounds up"
                  : !(product < 2147483647.0)
-                     ? "; here cf x N x k / E does not fit an int, so converting it before the "
-                       "clamp gives nonsense: clamp to N in double first, then convert "
-                       "(docs/labs/07-moe-hints.md)"
+                     ? "; here cf x N x k / E does not fit an int, and yours is not the clamp "
+                       "to N"
                      : "");
         break;
     }
@@ -194,7 +182,7 @@ static void word_route(const struct l7_reason *r, char *buf, size_t len)
         char hint[200] = "";
         if (v[0] && fabs(x[2] - x[3]) > 1e-6 * (fabs(x[3]) + 1e-3))
             snprintf(hint, sizeof hint, ": yours is that sum times %.6g where a = aux_coef = "
-                     "%g in this call; use the argument, not a fixed coefficient", x[2], x[3]);
+                     "%g in this call", x[2], x[3]);
         snprintf(buf, len, "aux loss %.9g, the reference %.9g = a x E x sum_i f_i P_i%s", x[0],
                  x[1], hint);
         break;
@@ -257,8 +245,8 @@ static void word_traffic(const struct l7_reason *r, char *buf, size_t len)
                  "(the rows of kept choices whose expert lives on another rank, and the "
                  "outputs of this rank's experts for other ranks' tokens, both ways)%s",
                  pl_format_bytes(x[0], g, sizeof g), pl_format_bytes(x[1], w, sizeof w),
-                 v[0] ? ": yours is every expert's whole capacity. Exchange the counts first "
-                        "and send only the rows that exist (section 4)"
+                 v[0] ? ": yours is every expert's whole capacity, empty slots included "
+                        "(section 4)"
                       : "");
         break;
     case L7_R_BALANCED:
@@ -267,31 +255,28 @@ static void word_traffic(const struct l7_reason *r, char *buf, size_t len)
         break;
     case L7_R_SUMS:
         snprintf(buf, len, "the gradient sums sent %s from this rank in a step; finishing the "
-                 "gradients needs %s (by the ring): the non-expert gradients, %.0f floats, "
-                 "summed over all %ld ranks, %s", pl_format_bytes(x[0], g, sizeof g),
-                 pl_format_bytes(x[1], w, sizeof w), x[2], v[0],
-                 v[1] > 1 ? "and this rank's experts' rows, summed over their copies in the "
-                            "other EP groups"
-                          : "and nothing for the experts, with a single EP group");
+                 "gradients needs %s (by the ring, on %ld ranks in %ld EP group%s; section 7)",
+                 pl_format_bytes(x[0], g, sizeof g), pl_format_bytes(x[1], w, sizeof w), v[0],
+                 v[1], v[1] > 1 ? "s" : "");
         break;
     case L7_R_SUMS_HOW:
         if (v[0])
             snprintf(buf, len, "yours sums the experts' whole tensors (%.0f floats, every "
                      "expert of every block) where this rank holds %.0f of them: the rows of "
-                     "other ranks' experts are zero here and belong to other ranks. Sum only "
-                     "this rank's experts' rows, over the expert-data-parallel group (section "
+                     "other ranks' experts are zero here and belong to other ranks (section "
                      "7)", x[0], x[1]);
         else
-            snprintf(buf, len, "sum the non-expert tensors over the world and only this rank's "
-                     "experts' rows over the expert-data-parallel group (section 7)");
+            snprintf(buf, len, "the sums moved more than finishing the gradients needs: a "
+                     "tensor summed that need not be, or over more ranks than hold its "
+                     "contributions (section 7)");
         break;
     case L7_R_PLACE:
         list_of(r->list, v[1], list, sizeof list);
         snprintf(buf, len, "your EP group (world ranks %s) spans both nodes of 2 x %ld: every "
                  "all-to-all crosses the network. On dgx-h100 this step's all-to-all bytes "
-                 "take %.1f us across nodes against %.1f us inside one (%.1fx). Build the grid "
-                 "in the default order, ep before dp, so that an EP group is %ld consecutive "
-                 "ranks (section 4)", list, v[0], x[0] * 1e6, x[1] * 1e6, x[0] / x[1], v[1]);
+                 "take %.1f us across nodes against %.1f us inside one (%.1fx); an EP group of "
+                 "%ld fits inside a node (section 4)", list, v[0], x[0] * 1e6, x[1] * 1e6,
+                 x[0] / x[1], v[1]);
         break;
     default:
         snprintf(buf, len, "finding %d, which Lab 7's judge does not know", r->code);
@@ -323,10 +308,8 @@ static void word(const struct l7_obs *o, const struct l7_reason *r, char *buf, s
         snprintf(buf, len, "moe_ep_comm's ranks 0..%ld are ranks %s of the communicator "
                  "moe_new was given, not in its order. The grader hands moe_new a "
                  "communicator split from the job's world with its ranks in another order, as "
-                 "a caller with several groups would: build the rank grid on it "
-                 "(pl_grid_comm(&g, world, ...), where world is moe_new's argument), not on "
-                 "pl_comm_world(), and take ranks and sizes from it, not from pl_rank() or "
-                 "pl_size() (section 4)", v[0] - 1, list);
+                 "a caller with several groups would, and your EP group follows another "
+                 "order: the job's world's? (moe.h, section 4)", v[0] - 1, list);
         break;
     case L7_R_BRANCH:
         word_branch(r, buf, len);
@@ -351,9 +334,8 @@ static void word(const struct l7_obs *o, const struct l7_reason *r, char *buf, s
     case L7_R_HELD_EVERY:
         snprintf(buf, len, "every step left more allocations live than the one before (%ld "
                  "after step 0, %ld after step %ld; %s more %s): moe_forward or moe_backward "
-                 "keeps what it allocates, so memory grows until a long run runs out. Free "
-                 "each call's scratch before it returns; what lasts from step to step is "
-                 "allocated once, in moe_new (section 4)", v[0], v[1], v[2],
+                 "keeps what it allocates, so memory grows until a long run runs out "
+                 "(section 4)", v[0], v[1], v[2],
                  pl_format_bytes(x[0], b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)v[3]));
         break;
     case L7_R_HELD_FREED:
@@ -365,7 +347,7 @@ static void word(const struct l7_obs *o, const struct l7_reason *r, char *buf, s
     case L7_R_DLN:
         snprintf(buf, len, "moe_backward of block %ld, called with dln holding other gradients, "
                  "%s; moe.h says dln += d(objective)/d(ln): the caller may sum several "
-                 "branches' gradients in it, so add into it and never zero it (section 6)",
+                 "branches' gradients in it (section 6)",
                  v[0], v[1] ? "threw them away" : "did not keep them as they were");
         break;
     case L7_R_LAST_EARLY:
@@ -414,8 +396,8 @@ static int judge_time(const struct gr_obs *all, struct gr_why *why, const char *
              "%.2f ms where its own experts' routed rows and its router need %.2f ms (%.2fx; "
              "full marks up to %.2fx, none from %.2fx)%s", step, worst, w->did_ms, w->need_ms,
              v, L7_TL_FULL, L7_TL_NONE,
-             v > L7_TL_FULL ? ": an expert should run only the rows routed to it, not every "
-                              "row its rank received (section 5)" : "");
+             v > L7_TL_FULL ? ": your experts computed more rows than were routed to them "
+                              "(section 5)" : "");
     if (fraction > 0) {
         gr_why_partial(why, fraction);
         gr_why_say(why, "%s", text);

@@ -44,10 +44,10 @@
  *             is waited for before the step that started it returns.
  *   traffic   from the traffic ledger, per rank per step, on 2 ranks and more: stages 1 and
  *             2, one reduce-scatter and one all-gather of the padded model, 4 x full_numel x
- *             (n-1)/n bytes each; stage 3, the reduce-scatter and the all-gather twice
- *             (once and a unit less, keeping the last unit from forward to backward, is
- *             accepted too); besides them only the one-number all-reduce of the gradient
- *             norm: no all-reduce of the gradient, no broadcast.
+ *             (n-1)/n bytes each; stage 3, the reduce-scatter and the all-gathers the
+ *             handout's section 5 counts (a unit less, keeping the last unit from forward
+ *             to backward, is accepted too); besides them only the one-number all-reduce of
+ *             the gradient norm: no all-reduce of the gradient, no broadcast.
  *   memory    each rank's peak per category, from zero_new to the last step, on 2 ranks and
  *             more: params 4 x full_numel (stages 1, 2) or 4 x shard_numel plus the two
  *             largest units (stage 3); grads 4 x full_numel (stage 1) or 4 x shard_numel

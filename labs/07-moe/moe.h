@@ -51,8 +51,8 @@
  *             counts (E/ep floats to each peer) and four pl_all_to_all_v, no point-to-point;
  *             the all-to-all-v bytes sent off-rank exactly the rows of kept choices that
  *             cross ranks, both ways, forward and backward (C floats each); the gradient
- *             sums at most the ring's bytes of the non-expert tensors over the world and
- *             this rank's experts' rows over the expert-data-parallel group.
+ *             sums at most the ring's bytes of the reductions that finishing the
+ *             gradients needs (section 7).
  *   compute   each rank's compute on the modelled timeline (dgx-h100, a Mixtral-sized
  *             layer) against what its experts' routed rows and its router need in lib's
  *             ops: full marks up to 1.25x, none from 1.60x.

@@ -50,10 +50,9 @@ double placement_step_time(const struct pl_plan_model *m, const struct pl_plan_c
 /* Section 6: your answers (0: unanswered). */
 const struct placement_answers placement_answers = {0};
 
-/* Section 5. For every tp, cp, ep, pp (dp takes the rest of the GPUs), every microbatch
- * size that reaches the batch exactly, every v, ZeRO stage and recomputation: keep the
- * fastest configuration that obeys every rule of section 2 (pl_rule_* in plan_rules.h, with
- * your own memory estimate). Start from pl_plan_config_default for the rank order. */
+/* Section 5. The fastest configuration, by your placement_step_time, of the space section 5
+ * defines, among those that obey every rule of section 2 (pl_rule_* in plan_rules.h, with
+ * your own memory estimate), in the default rank order (pl_plan_config_default). */
 int placement_search(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                      struct pl_plan_config *best)
 {
