@@ -46,8 +46,8 @@ struct placement_answers {
      * m = 16 microbatches and v = 7 chunks per GPU (Llama 3 405B's plan on 16K GPUs). */
     double q2_bubble_percent;
     /* Q3: the modelled MFU (percent) of Llama 3 405B on 16K H100 with its published degrees
-     * (tp8 pp16 dp128, one sequence per microbatch, selective recomputation), the rest as
-     * the kit's planner completes it (plan --published-runs). */
+     * (tp8 pp16 dp128, one sequence per microbatch) but full recomputation instead of
+     * selective, the rest as the kit's planner completes a published run (section 4.4). */
     double q3_mfu_percent;
 };
 extern const struct placement_answers placement_answers;
