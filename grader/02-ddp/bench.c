@@ -35,46 +35,24 @@ static void wall_figures(const struct pl_merged_trace *t, double *step, double *
         if (ev[i].type == PL_EV_WAIT) *waiting += ev[i].t1 - ev[i].t0;
 }
 
-/* Rank 0: where the student's step sits between the serial sum and the perfect-overlap
- * bound, both from its own trace replayed: compute alone and the all-reduces alone. */
-int l2_judge_overlap(const struct l2_state *st)
+/* Rank 0: the student's step replayed from its own trace, with compute alone and the
+ * all-reduces alone (the serial sum and the perfect-overlap bound), and its wall-clock
+ * figures; judge.c words them. */
+void l2_observe_overlap(const struct l2_state *st, struct l2_ofig *f)
 {
     const struct l2_setup *s = &st->s;
-    const struct l2_outcome *mine = &st->last;
-    int n = pl_size();
-    if (pl_rank() != 0) return 1;
     struct gr_overlap om;
-    char err[512];
-    int tokens = GLOBAL_B / n * s->train.cfg.seq_len;
-    if (replay_step(&mine->trace, s, tokens, st->svg, "Lab 2: overlapped DDP, one step "
-                    "modelled on dgx-h100", &om, err, sizeof err) != 0) {
-        gr_say("overlap", "your step's trace could not be replayed: %s", err);
-        return 0;
-    }
-    double hid = 1 - om.not_hidden, serial = om.compute + om.comm;
-    double perfect = om.compute > om.comm ? om.compute : om.comm;
-    double fraction = hid >= OVERLAP_FULL ? 1.0 : hid <= OVERLAP_NONE ? 0.0
-                      : (hid - OVERLAP_NONE) / (OVERLAP_FULL - OVERLAP_NONE);
-    gr_say("overlap", "modelled on %s at GPT-2 small scale (%d ranks): your step hid %.0f%% of "
-           "the all-reduce time behind backward (%.0f of %.0f us exposed); step %.0f us, "
-           "between the perfect-overlap bound max(compute, all-reduce) = %.0f us and the "
-           "serial sum compute + all-reduce = %.0f us; full marks from %.0f%% hidden, none up "
-           "to %.0f%% (blocking all-reduces after backward hide nothing)", OVERLAP_PROFILE, n,
-           100 * hid, 1e6 * om.exposed, 1e6 * om.comm, 1e6 * om.step_time, 1e6 * perfect,
-           1e6 * serial, 100 * OVERLAP_FULL, 100 * OVERLAP_NONE);
-    double ws, ww;
-    wall_figures(&mine->trace, &ws, &ww);
-    gr_say("overlap", "wall clock on this machine, not graded: rank 0's step took %.2f ms, "
-           "%.2f ms of it in pl_wait (MPI progresses shared-memory transfers only inside "
-           "MPI calls, on the cores that compute: handout section 8)", 1e3 * ws, 1e3 * ww);
-    if (fraction < 1)
-        gr_say("overlap", "start each bucket's pl_all_reduce_async from the backward hook "
-               "as soon as its last gradient is written, and wait only in "
-               "ddp_finish_gradients (handout section 6; a pl_test that finds an all-reduce "
-               "done is a wait there too, section 8)");
+    int tokens = GLOBAL_B / pl_size() * s->train.cfg.seq_len;
+    f->replayed = replay_step(&st->last.trace, s, tokens, st->svg, "Lab 2: overlapped DDP, one "
+                              "step modelled on dgx-h100", &om, f->err, sizeof f->err) == 0;
+    if (!f->replayed) return;
+    f->hidden = 1 - om.not_hidden;
+    f->exposed = om.exposed;
+    f->comm = om.comm;
+    f->step_time = om.step_time;
+    f->compute = om.compute;
+    wall_figures(&st->last.trace, &f->wall_step, &f->wall_wait);
     gr_metric("ddp_not_hidden", om.not_hidden);
-    gr_partial("overlap", fraction);
-    return 1;
 }
 
 

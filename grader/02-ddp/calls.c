@@ -22,12 +22,10 @@ struct call {
     int in_grads;   /* the buffer is a range of m->grads */
     int last;       /* made during the step's last microbatch or after it */
     size_t final;   /* gradients from this element on were final when it was issued */
-    int part;       /* the part whose hook ran last (NO_PART: none yet) */
+    int part;       /* the part whose hook ran last (L2_NO_PART: none yet) */
     enum pl_red op;
     int async;      /* pl_all_reduce_async: the result lands when a wait completes it */
 };
-
-#define NO_PART (-1000)
 
 struct l2_calls {
     struct pl_model *m;
@@ -147,7 +145,7 @@ void l2_calls_microbatch(struct l2_calls *w, int last)
     adopt_hook(w);
     w->last = last;
     w->final = w->m ? w->m->layout.numel : 0;
-    w->part = NO_PART;
+    w->part = L2_NO_PART;
 }
 
 void l2_calls_backward_over(struct l2_calls *w)
@@ -176,55 +174,18 @@ int l2_calls_async_avg(const struct l2_calls *w)
 
 /* ---- judging ---- */
 
-static void part_name(const struct l2_calls *w, int part, char *buf, size_t len)
+int l2_calls_judge_timing(const struct l2_calls *w, int step, struct l2_early_fig *f)
 {
-    if (part == NO_PART) snprintf(buf, len, "before the hook of any part had run");
-    else if (part == PL_PART_EMBED) snprintf(buf, len, "in the embedding's hook");
-    else if (w->m && part == w->m->cfg.n_layers) snprintf(buf, len, "in the head's hook");
-    else snprintf(buf, len, "in block %d's hook", part);
-}
-
-/* Collective: the lowest failing rank's message reaches rank 0; 1 when none failed. */
-static int agree_with_message(int ok, char *msg, size_t len)
-{
-    int n = pl_size(), me = pl_rank(), mine = ok ? n : me, first;
-    PL_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == n) return 1;
-    if (first != 0 && me == first)
-        PL_CHECK_MPI(MPI_Send(msg, (int)len, MPI_CHAR, 0, 0x0dd2, MPI_COMM_WORLD));
-    if (first != 0 && me == 0) {
-        char theirs[1024];
-        size_t keep = len < sizeof theirs ? len : sizeof theirs;
-        PL_CHECK_MPI(MPI_Recv(theirs, (int)keep, MPI_CHAR, first, 0x0dd2, MPI_COMM_WORLD,
-                              MPI_STATUS_IGNORE));
-        theirs[keep - 1] = '\0';
-        snprintf(msg, len, "on rank %d: %s", first, theirs);
-    }
-    return 0;
-}
-
-int l2_calls_judge_timing(const struct l2_calls *w, int step, char *msg, size_t len)
-{
-    int ok = 1;
-    msg[0] = '\0';
-    for (int i = 0; i < w->ncalls && ok; i++) {
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < w->ncalls && !f->found; i++) {
         const struct call *c = &w->calls[i];
         if (!c->last || !c->in_grads || c->off >= c->final) continue;
-        char r[256], when[64], fin[256];
-        l2_range_text(&w->m->layout, c->off, c->count, r, sizeof r);
-        part_name(w, c->part, when, sizeof when);
-        if (c->final >= w->m->layout.numel) snprintf(fin, sizeof fin, "no gradient was final yet");
-        else l2_range_text(&w->m->layout, c->final, w->m->layout.numel - c->final, fin,
-                           sizeof fin);
-        snprintf(msg, len, "step %d: the all-reduce of gradient elements %s started %s of the "
-                 "last microbatch's backward, when only %s%s had their final gradients: it "
-                 "may send gradients backward has not written yet (on GPUs it would). A "
-                 "part's hook may start only the buckets whose FIRST element is at or after "
-                 "the part's first element (handout section 6)", step + 1, r, when,
-                 c->final >= w->m->layout.numel ? "" : "elements ", fin);
-        ok = 0;
+        *f = (struct l2_early_fig){.found = 1, .step = step, .off = c->off, .count = c->count,
+                                   .final = c->final, .part = c->part};
     }
-    return agree_with_message(ok, msg, len);
+    int ok = !f->found, all;
+    PL_CHECK_MPI(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    return all;
 }
 
 static int range_wanted(const size_t *off, const size_t *len, int n, size_t o, size_t c)

@@ -37,10 +37,23 @@ int l2_calls_summed(const struct l2_calls *w);
  * count happens only when a wait completes it. */
 int l2_calls_async_avg(const struct l2_calls *w);
 
+/* The part whose hook had run last when an all-reduce was made: none yet. */
+#define L2_NO_PART (-1000)
+
+/* An all-reduce of the last microbatch started before backward had written every gradient
+ * in its range, in figures (judge.c words it): this rank's first such call. */
+struct l2_early_fig {
+    int found, step;
+    size_t off, count;    /* the call's elements of m->grads */
+    size_t final;         /* elements from here on were final when it was issued */
+    int part;             /* the part whose hook ran last (L2_NO_PART: none yet) */
+};
+
 /* Collective (raw MPI): 1 on every rank when no rank started an all-reduce of the last
  * microbatch before backward had written every gradient in its range; otherwise 0 and, on
- * rank 0, why in msg. step counts from 0; messages count steps from 1, as Lab 3's do. */
-int l2_calls_judge_timing(const struct l2_calls *w, int step, char *msg, size_t len);
+ * each rank that did, its first such call in f. step counts from 0; messages count steps
+ * from 1, as Lab 3's do. */
+int l2_calls_judge_timing(const struct l2_calls *w, int step, struct l2_early_fig *f);
 
 /* An all-reduce of a step outside the ranges it should cover, in figures (judge.c words
  * it): the lowest rank that made one, and the first such call of that rank. */
@@ -58,8 +71,5 @@ struct l2_range_fig {
  * 0 and, on rank 0, the first such call in f (step as l2_calls_judge_timing's). */
 int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
                           const size_t *len, int n, struct l2_range_fig *f);
-/* "[off, off+count), NAME" or "[off, off+count), FIRST .. LAST" (judge.c; no MPI). */
-void l2_range_text(const struct pl_model_layout *lay, size_t off, size_t count, char *buf,
-                   size_t len);
 
 #endif

@@ -11,8 +11,6 @@
 #include "case_comm.h"
 #include "lab02.h"
 
-const char *const L2_VARIANT_NAME[3] = {"naive", "bucketed", "overlapped"};
-
 struct pl_model_config l2_config(uint64_t seed)
 {
     struct pl_model_config c = pl_model_config_default();
@@ -30,22 +28,7 @@ struct pl_model_config l2_config(uint64_t seed)
 
 int l2_dp_size(const struct l2_case *c)
 {
-    return pl_size() / c->groups;
-}
-
-void l2_describe_case(const struct l2_case *c, char *buf, size_t len)
-{
-    char b[64] = "";
-    if (c->opt.variant != DDP_NAIVE)
-        snprintf(b, sizeof b, ", bucket_bytes %zu", c->opt.bucket_bytes);
-    char g[128] = "";
-    if (c->groups > 1)
-        snprintf(g, sizeof g, " in %d groups of %d (every %s rank, each group its own batches: "
-                 "ddp_new gets the group's comm)", c->groups, l2_dp_size(c),
-                 c->groups == 2 ? "other" : "n-th");
-    snprintf(buf, len, "%s%s, %d microbatch%s, %d ranks%s, %d steps of %d sequences (%s)",
-             L2_VARIANT_NAME[c->opt.variant], b, c->microbatches, c->microbatches > 1 ? "es" : "",
-             pl_size(), g, K_STEPS, GLOBAL_B, c->why);
+    return l2_group_size(c, pl_size());
 }
 
 static int add_case(struct l2_case *cs, int k, enum ddp_variant v, size_t bucket, int mb,
@@ -153,16 +136,6 @@ int l2_expected_plan(const struct pl_model_layout *lay, size_t bucket_bytes, siz
         len[b] += p->numel;
     }
     return b + 1;
-}
-
-void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len, char *buf,
-                      size_t blen)
-{
-    const struct pl_param_desc *a = gr_tensor_at(lay, off);
-    const struct pl_param_desc *b = len ? gr_tensor_at(lay, off + len - 1) : a;
-    if (!a || !b) snprintf(buf, blen, "outside the parameters");
-    else if (a == b) snprintf(buf, blen, "tensor %s", a->name);
-    else snprintf(buf, blen, "tensors %s .. %s", a->name, b->name);
 }
 
 void l2_setup_init(struct l2_setup *s, uint64_t seed, int steps, uint64_t data_seed,
@@ -286,20 +259,13 @@ static void run_steps(struct l2_run *r, int trace_step)
          * that keeps memory leaks it, once per step of a run of any length. */
         double held = l2_mem_held();
         double loss = run_step(r, &b, step);
-        char what[64];
-        snprintf(what, sizeof what, "step %d: after ddp_finish_gradients", step + 1);
         if (gr_todo_any()) {
-            r->out->todo = 1;
             r->out->correct = r->out->traffic = 0;
         } else if (!l2_check_issue_times(r, step)) {
             r->out->correct = 0;
-        } else if (step > 0 && !l2_check_nothing_kept(held, what, "before the step's first "
-                                                   "ddp_forward_backward",
-                                                   "a step must free what it allocates "
-                                                   "(handles, staging buffers), or a long run "
-                                                   "leaks one of them per step; keep what "
-                                                   "every step needs in struct ddp, "
-                                                   "allocated once in ddp_new")) {
+        } else if (step > 0 && !l2_check_nothing_kept(held, &r->ob->step_kept)) {
+            r->ob->code = L2_C_STEP_KEPT;
+            r->ob->step = step;
             r->out->correct = 0;
         } else if (!l2_check_grads(r, step)) {
             r->out->correct = 0;
@@ -310,7 +276,6 @@ static void run_steps(struct l2_run *r, int trace_step)
                 pl_trace_flush();
                 pl_trace_enable(0);
                 pl_trace_gather(&r->out->trace);
-                r->out->traced = 1;
             }
             r->out->correct = l2_check_replicas(r, step) &&
                               l2_check_loss(r, step, loss / r->c->microbatches);
@@ -323,35 +288,30 @@ static void run_steps(struct l2_run *r, int trace_step)
 
 /* Collective, after ddp_free: the case's communicator is freed when no rank has an
  * operation on it still in flight (pl_comm_free would stop the job with a usage error);
- * otherwise it is left to the end of the run and the case fails with the reason. */
+ * otherwise it is left to the end of the run and the case fails (each rank records how many
+ * it left, when the case had not failed before). */
 static void free_case_comm(struct l2_run *r)
 {
-    struct {
-        int n, rank;
-    } me = {gr_case_comm_free(r->comm), pl_rank()}, worst;
-    PL_CHECK_MPI(MPI_Allreduce(&me, &worst, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
-    if (worst.n && r->out->correct) {
-        if (pl_rank() == 0)
-            gr_say("correct", "after ddp_free, rank %d still has %d operation(s) in flight on "
-                   "the communicator ddp_new was given: a handle of pl_all_reduce_async (or "
-                   "another asynchronous call) was never waited for. The caller frees that "
-                   "communicator after ddp_free, and pl_comm_free refuses one with operations "
-                   "in flight; pl_wait (or pl_wait_all) every handle, at the latest in "
-                   "ddp_finish_gradients (handout section 6)", worst.rank, worst.n);
+    int n = gr_case_comm_free(r->comm), most = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&n, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (most && r->out->correct) {
+        r->ob->in_flight = n;
         r->out->correct = 0;
     }
     r->comm = NULL;
 }
 
-void l2_run_case(struct l2_state *st, int i, int trace_step)
+void l2_run_case(struct l2_state *st, int i, int trace_step, struct l2_obs *ob)
 {
     const struct l2_setup *s = &st->s;
     const struct l2_case *c = &st->cases[i];
     struct l2_outcome *out = &st->last;
     memset(out, 0, sizeof *out);
     out->correct = out->traffic = 1;
-    struct l2_run r = {.s = s, .c = c, .out = out, .tfig = &st->tfig,
-                       .want_traffic = st->want_traffic && pl_size() > 1 && !st->traffic_failed};
+    *ob = (struct l2_obs){.rank = pl_rank(), .nranks = pl_size(), .c = *c,
+                          .cfg = s->train.cfg, .numel = s->ref.numel};
+    struct l2_run r = {.s = s, .c = c, .out = out, .ob = ob, .tfig = &ob->traffic,
+                       .want_traffic = st->want_traffic && pl_size() > 1};
     r.all = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.all) : NULL;
     /* Every case runs on a communicator of its own, split from the world and freed after
      * ddp_free, as the caller of a DDP inside 2D or 3D parallelism would. */
@@ -369,7 +329,6 @@ void l2_run_case(struct l2_state *st, int i, int trace_step)
     r.d = ddp_new(r.comm, r.m, &c->opt);
     gr_ledger_since(&mark, &delta);
     if (gr_todo_any()) {
-        out->todo = 1;
         out->correct = out->traffic = 0;
     } else if (l2_check_setup(&r, &delta)) {
         run_steps(&r, trace_step);
@@ -378,12 +337,7 @@ void l2_run_case(struct l2_state *st, int i, int trace_step)
     l2_calls_unwatch(r.calls);
     pl_model_free(r.m);
     free_case_comm(&r);
-    if (out->correct && !l2_check_nothing_kept(held, "after ddp_free (and the model's own free)",
-                                               "before the model and ddp_new",
-                                               "ddp_free must pl_mem_free everything ddp_new "
-                                               "and the steps allocated (a field added to "
-                                               "struct ddp needs its pl_mem_free there too)"))
-        out->correct = 0;
+    if (out->correct && !l2_check_nothing_kept(held, &ob->free_kept)) out->correct = 0;
     PL_CHECK_MPI(MPI_Comm_free(&r.group));
     l2_accum_free(&r.acc);
     free(r.all);

@@ -2,7 +2,8 @@
  * and its broadcast, the bucket plan, each step's traffic from the ledger and the ranges of
  * its all-reduces (calls.c), the issue times of the overlapped all-reduces, the averaged
  * gradient, the loss, the replicas after the update, the parameters after K steps, and the
- * memory a step or ddp_free kept. Every check is collective; rank 0 says why. */
+ * memory a step or ddp_free kept. Every check is collective and agreed; it records why in the
+ * rank's observation (struct l2_obs), in figures that judge.c words. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,119 +11,6 @@
 
 #include "fileio.h"
 #include "lab02.h"
-
-/* Rank 0: why the gradients are wrong, from figures every rank computed. What the step's
- * microbatches did comes first: traffic during accumulation or a gradient zeroed at every
- * microbatch explains every other symptom (ranks that differ, a wrong ratio). */
-static void explain_grads(const struct gr_reference *ref, const struct l2_case *c, int step,
-                          const struct gr_param_verdict *v, int replicas_equal, int bad_rank,
-                          size_t bad_elem, double ratio, int world_mean, int kept_last,
-                          const struct l2_accum *acc, const struct l2_calls *calls,
-                          int zeroed_each)
-{
-    char what[512], b[32], w[32];
-    const struct pl_model_layout *lay = &ref->layout;
-    int n = l2_dp_size(c);
-    gr_describe_param_error(ref, v, what, sizeof what);
-    gr_say("correct", "step %d: after ddp_finish_gradients the gradient differs from the "
-           "single-device gradient of the whole batch: %s (tolerance %.0e)", step + 1, what,
-           GR_TOL_GRADS);
-    if (acc->mb >= 0) {
-        gr_say("correct", "step %d, microbatch %d of %d: rank %d sent %s in %ld collective "
-               "calls. Only the last microbatch may communicate: an all-reduce made during "
-               "accumulation averages a partial gradient, and what the later microbatches add "
-               "is never averaged%s. Accumulate the gradients locally and all-reduce once per "
-               "step, during or after the last microbatch's backward (handout section 7)",
-               step + 1, acc->mb + 1, c->microbatches, acc->rank,
-               pl_format_bytes(acc->bytes, b, sizeof b), acc->calls,
-               c->opt.variant == DDP_OVERLAPPED
-                   ? ": your hook started its buckets in an accumulation microbatch's "
-                     "backward, where it must start them only in the last one's (tell it "
-                     "which microbatch is running, from ddp_forward_backward)"
-                   : "");
-        return;
-    }
-    if (zeroed_each) {
-        gr_say("correct", "step %d: your gradient is the average of the last microbatch's "
-               "alone: the gradients were zeroed at every microbatch, so each microbatch's "
-               "backward replaced the ones before it instead of adding to them. Zero them "
-               "once per step, when microbatch 0 begins (pl_model_zero_grad; ddp.h, handout "
-               "section 7)", step + 1);
-        return;
-    }
-    if (!replicas_equal) {
-        const struct pl_param_desc *d = gr_tensor_at(lay, bad_elem);
-        double whole = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * (double)ref->numel);
-        char sent[256] = "";
-        if (acc->late_bytes < whole * (1 - 1e-9))
-            snprintf(sent, sizeof sent, " Rank %d sent %s in the last microbatch and "
-                     "ddp_finish_gradients together, where all-reducing the whole gradient "
-                     "sends %s a rank.", acc->late_rank,
-                     pl_format_bytes(acc->late_bytes, b, sizeof b),
-                     pl_format_bytes(whole, w, sizeof w));
-        gr_say("correct", "rank %d's gradient of %s differs from rank 0's (element %zu of "
-               "the flat buffer): after ddp_finish_gradients every rank must hold the same "
-               "average.%s A tensor that no all-reduce covered keeps each rank's own gradient "
-               "-- is one missing from your loop or your buckets%s? (handout sections %s)",
-               bad_rank, d ? d->name : "?", bad_elem, sent,
-               c->opt.variant == DDP_OVERLAPPED
-                   ? ", or one the hook never started in the last microbatch's backward" : "",
-               c->opt.variant == DDP_OVERLAPPED ? "4 to 6" : "4 and 5");
-        return;
-    }
-    if (kept_last) {
-        gr_say("correct", "step %d: your gradient is this step's plus the last step's (as "
-               "the optimizer's clipping left it): the gradients were not zeroed when this "
-               "step began. m->grads still holds the last step's average when the next step's "
-               "first ddp_forward_backward is called; microbatch 0 starts a new step, so zero "
-               "them there (pl_model_zero_grad), every step (ddp.h, handout section 7)", step + 1);
-        return;
-    }
-    if (world_mean) {
-        gr_say("correct", "every rank's gradient is the mean over all %d ranks of the job: "
-               "the %d groups train on different batches, and your all-reduce mixed them. "
-               "Each group is its own DDP: every collective goes on the comm ddp_new was "
-               "given (d->comm), never pl_comm_world() (handout section 2)", pl_size(),
-               c->groups);
-        return;
-    }
-    int as_ranks = n > 1 && fabs(ratio - n) < 0.02 * n;
-    if (c->groups > 1 && fabs(ratio * pl_size() - n) < 0.02 * n) {
-        gr_say("correct", "your gradient is %.3g times the reference's, %d/%d: the sum over "
-               "a group of %d ranks divided by all %d ranks of the job. Take the rank count "
-               "from the comm ddp_new was given (pl_comm_size(d->comm)), not pl_size() "
-               "(handout section 2)", ratio, n, pl_size(), n, pl_size());
-        return;
-    }
-    int as_mbs = c->microbatches > 1 && fabs(ratio - c->microbatches) < 0.02 * c->microbatches;
-    /* n ranks and n microbatches scale alike: the recorded reduction tells them apart. An
-     * asynchronous PL_AVG never waited for holds the ranks' sum: the division is the wait's. */
-    if (as_ranks && !l2_calls_summed(calls) && l2_calls_async_avg(calls))
-        gr_say("correct", "your gradient is %.3g times the reference's on %d ranks, though "
-               "your all-reduces asked for PL_AVG: the ranks' sum has arrived but not the "
-               "division by %d, which a pl_all_reduce_async makes when pl_wait or pl_wait_all "
-               "completes it. ddp_finish_gradients must wait for every all-reduce it started "
-               "before it returns (handout section 6)", ratio, n, n);
-    else if (as_ranks && (l2_calls_summed(calls) || !as_mbs))
-        gr_say("correct", "your gradient is %.3g times the reference's, and %d ranks: the "
-               "all-reduce summed the ranks' gradients. Average them: PL_AVG (handout section "
-               "4)", ratio, n);
-    else if (as_mbs)
-        gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
-               "scale each microbatch's loss by 1/microbatches (ctx.loss_scale) so the sum "
-               "over microbatches is the mean (handout section 7)", ratio, c->microbatches);
-    else if (c->microbatches > 1 && fabs(ratio * c->microbatches - 1) >= 0.02 &&
-             fabs(c->microbatches / ratio - round(c->microbatches / ratio)) < 0.02)
-        gr_say("correct", "your gradient is %.3g times the reference's with %d microbatches: "
-               "each microbatch's loss was scaled by 1/%.0f, not by 1/microbatches = 1/%d. Take "
-               "the scale from this call's microbatches argument, never a fixed count "
-               "(ctx.loss_scale, handout section 7)", ratio, c->microbatches,
-               c->microbatches / ratio, c->microbatches);
-    else if (c->microbatches > 1 && fabs(ratio * c->microbatches - 1) < 0.02)
-        gr_say("correct", "your gradient is 1/%d of the reference's: were the gradients "
-               "zeroed before every microbatch instead of once per step? (handout section 7)",
-               c->microbatches);
-}
 
 int l2_judge_step_traffic(const struct l2_run *r0, int step)
 {
@@ -238,12 +126,9 @@ static int rank0_kept_own(const struct l2_run *r)
         free(host);
     }
     int ok = gr_agree(bad == numel);
-    if (!ok && pl_rank() == 0) {
-        const struct pl_param_desc *t = gr_tensor_at(&r->ref->layout, bad);
-        gr_say("correct", "after ddp_new, rank 0's parameters are no longer the ones it was "
-               "initialised with (tensor %s, element %zu of the flat buffer): every replica "
-               "must take rank 0's, so broadcast m->params from root 0 (handout section 3)",
-               t ? t->name : "?", bad);
+    if (!ok) {
+        r->ob->code = L2_C_INIT_CHANGED;
+        r->ob->bad_elem = bad;
     }
     return ok;
 }
@@ -259,11 +144,9 @@ int l2_check_setup(struct l2_run *r, const struct pl_ledger *delta)
         return 0;
     }
     if (!gr_replicas_equal(r->m->params, r->ref->numel, &bad_rank, &bad_elem)) {
-        const struct pl_param_desc *t = gr_tensor_at(&r->ref->layout, bad_elem);
-        gr_say("correct", "after ddp_new, rank %d's parameters differ from rank 0's (tensor "
-               "%s, element %zu of the flat buffer): the ranks initialise their replicas "
-               "differently, so ddp_new must broadcast rank 0's parameters (handout "
-               "section 3)", bad_rank, t ? t->name : "?", bad_elem);
+        r->ob->code = L2_C_NOT_BROADCAST;
+        r->ob->bad_rank = bad_rank;
+        r->ob->bad_elem = bad_elem;
         r->out->correct = 0;
         return 0;
     }
@@ -324,14 +207,14 @@ int l2_judge_call_ranges(const struct l2_run *r, int step)
 
 int l2_check_issue_times(const struct l2_run *r, int step)
 {
-    char msg[1024];
-    if (l2_calls_judge_timing(r->calls, step, msg, sizeof msg)) return 1;
-    if (pl_rank() == 0) gr_say("correct", "%s", msg);
+    if (l2_calls_judge_timing(r->calls, step, &r->ob->early)) return 1;
+    r->ob->code = L2_C_EARLY_START;
+    r->ob->step = step;
     return 0;
 }
 
 /* The averaged gradient of step against the single-device gradient of the whole batch;
- * on a difference, rank 0 says why from figures every rank computed. */
+ * on a difference, rank 0 records why from figures every rank computed. */
 int l2_check_grads(const struct l2_run *r, int step)
 {
     size_t numel = r->ref->numel;
@@ -340,17 +223,15 @@ int l2_check_grads(const struct l2_run *r, int step)
     int bad_rank = -1;
     size_t bad_elem = 0;
     int eq = group_replicas_equal(r, r->m->grads, numel, &bad_rank, &bad_elem);
-    if (v.ok && !eq) {
-        const struct pl_param_desc *t = gr_tensor_at(&r->ref->layout, bad_elem);
-        gr_say("correct", "step %d: after ddp_finish_gradients rank %d's gradient of %s differs "
-               "from rank 0's in its last bits (element %zu of the flat buffer): close to the "
-               "reference, but every rank must hold the same average bit for bit, or the "
-               "replicas drift apart a little more each step. Take the all-reduce's result as "
-               "it is on every rank (handout section 4)", step + 1, bad_rank, t ? t->name : "?",
-               bad_elem);
+    if (v.ok && eq) return 1;
+    r->ob->step = step;
+    r->ob->bad_rank = bad_rank;
+    r->ob->bad_elem = bad_elem;
+    if (v.ok) {
+        r->ob->code = L2_C_GRAD_BITS;
         return 0;
     }
-    if (v.ok) return 1;
+    r->ob->code = L2_C_GRADS;
     double g2 = 0, r2 = 0, g2all = 0, r2all = 0, e2 = 0, m2 = 0, mix = 0, k2 = 0, kept = 0;
     float *host = malloc(numel * sizeof *host);
     pl_to_host(host, r->m->grads, numel * sizeof *host);
@@ -387,12 +268,19 @@ int l2_check_grads(const struct l2_run *r, int step)
     PL_CHECK_MPI(MPI_Reduce(&rel, &mix, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     PL_CHECK_MPI(MPI_Reduce(&krel, &kept, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     if (pl_rank() == 0)
-        explain_grads(r->ref, r->c, step, &v, eq, bad_rank, bad_elem,
-                      r2all > 0 ? sqrt(g2all / r2all) : 0, both && mix < 1e-3, kept < 1e-2,
-                      &r->acc, r->calls, zeroed < 1e-3);
+        r->ob->grads = (struct l2_gfig){
+            .v = v, .replicas_equal = eq, .bad_rank = bad_rank, .bad_elem = bad_elem,
+            .ratio = r2all > 0 ? sqrt(g2all / r2all) : 0, .world_mean = both && mix < 1e-3,
+            .kept_last = kept < 1e-2, .zeroed_each = zeroed < 1e-3,
+            .summed = l2_calls_summed(r->calls), .async_avg = l2_calls_async_avg(r->calls),
+            .acc_mb = r->acc.mb, .acc_rank = r->acc.rank, .late_rank = r->acc.late_rank,
+            .acc_bytes = r->acc.bytes, .late_bytes = r->acc.late_bytes,
+            .acc_calls = r->acc.calls};
     return 0;
 }
 
+/* The loss of the whole batch (the mean over this rank's group) against its reference: each
+ * rank records its group's; the worst group's fails the case. */
 int l2_check_loss(const struct l2_run *r, int step, double loss)
 {
     int n = 1;
@@ -400,19 +288,13 @@ int l2_check_loss(const struct l2_run *r, int step, double loss)
     PL_CHECK_MPI(MPI_Allreduce(&loss, &global, 1, MPI_DOUBLE, MPI_SUM, r->group));
     PL_CHECK_MPI(MPI_Comm_size(r->group, &n));
     global /= n;
-    /* The worst group's figures: the groups train on different batches. */
-    struct {
-        double e;
-        int rank;
-    } mine = {gr_rel_err(global, r->ref->loss[step]), pl_rank()}, worst;
-    PL_CHECK_MPI(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
-    if (worst.e <= GR_TOL_LOSS) return 1;
-    double fig[2] = {global, r->ref->loss[step]};
-    PL_CHECK_MPI(MPI_Bcast(fig, 2, MPI_DOUBLE, worst.rank, MPI_COMM_WORLD));
-    gr_say("correct", "step %d: the loss of the whole batch is %.7g, the single-device "
-           "reference's %.7g (relative error %s, tolerance %.0e): ddp_forward_backward "
-           "returns each microbatch's mean loss, unscaled", step + 1, fig[0], fig[1],
-           gr_fmt_beyond(worst.e, GR_TOL_LOSS), GR_TOL_LOSS);
+    struct l2_loss_fig f = {global, r->ref->loss[step], gr_rel_err(global, r->ref->loss[step])};
+    double worst = 0;
+    PL_CHECK_MPI(MPI_Allreduce(&f.err, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    r->ob->loss = f;
+    if (worst <= GR_TOL_LOSS) return 1;
+    r->ob->code = L2_C_LOSS;
+    r->ob->step = step;
     return 0;
 }
 
@@ -422,42 +304,31 @@ int l2_check_params(const struct l2_run *r)
     gr_check_params(r->ref, GR_REPLICATED, 0, r->ref->numel, r->m->params,
                     GR_TOL_PARAMS, &v);
     if (v.ok) return 1;
-    char what[512];
-    gr_say("correct", "after %d steps the parameters differ from the single-device reference's: "
-           "%s (tolerance %.0e)", K_STEPS,
-           gr_describe_param_error(r->ref, &v, what, sizeof what), GR_TOL_PARAMS);
+    r->ob->code = L2_C_PARAMS;
+    r->ob->params = v;
     return 0;
 }
 
 /* Every replica's parameters after the update equal rank 0's bit for bit: checked directly,
- * the first rank and tensor that differ named. */
+ * the first rank and element that differ recorded. */
 int l2_check_replicas(const struct l2_run *r, int step)
 {
     int bad_rank = -1;
     size_t bad_elem = 0;
     if (group_replicas_equal(r, r->m->params, r->ref->numel, &bad_rank, &bad_elem)) return 1;
-    const struct pl_param_desc *t = gr_tensor_at(&r->ref->layout, bad_elem);
-    gr_say("correct", "step %d: after the update rank %d's parameters differ from rank 0's, bit "
-           "for bit, first in %s (element %zu of the flat buffer): the replicas must stay "
-           "identical, so every rank must update with the same averaged gradient (handout "
-           "section 4)", step + 1, bad_rank, t ? t->name : "?", bad_elem);
-    return 0;
-}
-/* Collective: 1 when no rank holds more of the ledger than at `before`; otherwise rank 0
- * says which rank kept how much (`when` it was measured, `since` what) and the fix. */
-int l2_check_nothing_kept(double before, const char *when, const char *since,
-                              const char *fix)
-{
-    struct {
-        double bytes;
-        int rank;
-    } mine = {l2_mem_held() - before, pl_rank()}, most;
-    PL_CHECK_MPI(MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
-    if (most.bytes <= 0) return 1;
-    char b[32];
-    if (pl_rank() == 0)
-        gr_say("correct", "%s rank %d holds %s more of pl_mem_alloc's memory than %s: %s",
-               when, most.rank, pl_format_bytes(most.bytes, b, sizeof b), since, fix);
+    r->ob->code = L2_C_REPLICAS;
+    r->ob->step = step;
+    r->ob->bad_rank = bad_rank;
+    r->ob->bad_elem = bad_elem;
     return 0;
 }
 
+/* Collective: 1 when no rank holds more of the ledger than at `before`; *mine: the bytes this
+ * rank holds more. */
+int l2_check_nothing_kept(double before, double *mine)
+{
+    double most = 0;
+    *mine = l2_mem_held() - before;
+    PL_CHECK_MPI(MPI_Allreduce(mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return most <= 0;
+}

@@ -9,7 +9,9 @@
  * and times the student's step against the kit's own parts measured in the same run: the
  * model's step alone and the library's all-reduce of the gradient alone. Ops: naive,
  * bucketed, overlapped (one variant) or accumulation (all three with microbatches). Lab
- * options: --svg FILE, --bucket-bytes N. The files and what each holds: lab02.h. */
+ * options: --svg FILE, --bucket-bytes N. On the harness's new shape: a case is run into this
+ * rank's observation (struct l2_obs, figures only), and judge.c words the verdict from every
+ * rank's, on rank 0 with no MPI. The files and what each holds: lab02.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,37 +52,33 @@ static int count_cases(void *st) { return ((struct l2_state *)st)->ncases; }
 
 static void describe(void *st, int i, char *buf, size_t len)
 {
-    l2_describe_case(&((struct l2_state *)st)->cases[i], buf, len);
+    l2_describe_case(&((struct l2_state *)st)->cases[i], pl_size(), buf, len);
 }
 
-static void run(void *vst, int i)
+static size_t obs_size(const void *st, int i)
+{
+    (void)st;
+    (void)i;
+    return sizeof(struct l2_obs);
+}
+
+/* Runs case i into this rank's observation; rank 0 replays the traced step of case 0 when
+ * part overlap is asked for and the case trained correctly. */
+static void observe(void *vst, int i, void *obs)
 {
     struct l2_state *st = vst;
+    struct l2_obs *ob = obs;
+    int traced = i == 0 && st->want_overlap;
     pl_trace_merged_free(&st->last.trace);
-    l2_run_case(st, i, i == 0 && st->want_overlap ? K_STEPS - 1 : -1);
+    l2_run_case(st, i, traced ? K_STEPS - 1 : -1, ob);
+    if (traced && st->last.correct && pl_rank() == 0) l2_observe_overlap(st, &ob->overlap);
 }
 
-static int judge(void *vst, int i, const char *part)
+static int judge(const void *st, int i, const char *part, const struct gr_obs *all,
+                 struct gr_why *why)
 {
-    struct l2_state *st = vst;
-    char cs[384];
-    l2_describe_case(&st->cases[i], cs, sizeof cs);
-    if (!strcmp(part, "correct")) {
-        if (!st->last.correct) gr_say("correct", "in: %s", cs);
-        return st->last.correct;
-    }
-    if (!strcmp(part, "traffic")) {
-        if (st->last.traffic) return 1;
-        st->traffic_failed = 1;
-        struct gr_why why;
-        gr_why_init(&why);
-        l2_traffic_words(&st->s, &st->cases[i], &st->tfig, &why);
-        gr_why_say(&why, "in: %s", cs);
-        for (int k = 0; k < why.n; k++) gr_say("traffic", "%s", why.line[k]);
-        return 0;
-    }
-    if (!strcmp(part, "overlap")) return i > 0 || l2_judge_overlap(st);
-    pl_usage_error("--parts %s: Lab 2 judges correct, traffic and overlap", part);
+    (void)st;
+    return l2_judge(i, part, all, why);
 }
 
 static void finish(void *vst)
@@ -99,8 +97,9 @@ const struct gr_driver gr_lab_driver = {
     .correct_first = "must train correctly first",
     .ncases = count_cases,
     .describe = describe,
-    .run = run,
-    .judge = judge,
+    .obs_size = obs_size,
+    .observe = observe,
+    .judge_obs = judge,
     .probe = l2_probe,
     .perf = l2_perf,
     .bench = l2_bench,

@@ -1,10 +1,92 @@
-/* judge.c: the reasons of Lab 2's part traffic, worded from the figures the checks of a case
- * recorded (struct l2_tfig): no MPI, nothing read but the arguments. The first failure of a
- * case is recorded while it runs and told only when the variant trains correctly. */
+/* judge.c: every reason of Lab 2's parts correct, traffic and overlap, worded from the
+ * figures each rank of a case recorded (struct l2_obs, gathered by the harness): no MPI,
+ * nothing read but the arguments, so tests/judge/02-ddp.c runs it alone. Tensors are named
+ * from the layout of the model the observation records. The figures of a check are rank 0's
+ * where one rank found them for all, each rank's own where a field of struct l2_obs says so:
+ * then the judge names the rank. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "lab02.h"
+
+const char *const L2_VARIANT_NAME[3] = {"naive", "bucketed", "overlapped"};
+
+static const struct l2_obs *obs_of(const struct gr_obs *all, int r)
+{
+    return gr_obs_rank(all, r);
+}
+
+/* x with the fewest digits that still show it on its side of limit (as report.h's
+ * gr_fmt_beyond, into buf). */
+static const char *beyond(double x, double limit, char *buf, size_t len)
+{
+    char lim[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, len, "%.*e", digits - 1, x);
+        snprintf(lim, sizeof lim, "%.*e", digits - 1, limit);
+        if (strcmp(buf, lim) && (strtod(buf, NULL) > limit) == (x > limit)) break;
+    }
+    return buf;
+}
+
+int l2_group_size(const struct l2_case *c, int nranks)
+{
+    return nranks / c->groups;
+}
+
+void l2_describe_case(const struct l2_case *c, int nranks, char *buf, size_t len)
+{
+    char b[64] = "";
+    if (c->opt.variant != DDP_NAIVE)
+        snprintf(b, sizeof b, ", bucket_bytes %zu", c->opt.bucket_bytes);
+    char g[128] = "";
+    if (c->groups > 1)
+        snprintf(g, sizeof g, " in %d groups of %d (every %s rank, each group its own batches: "
+                 "ddp_new gets the group's comm)", c->groups, l2_group_size(c, nranks),
+                 c->groups == 2 ? "other" : "n-th");
+    snprintf(buf, len, "%s%s, %d microbatch%s, %d ranks%s, %d steps of %d sequences (%s)",
+             L2_VARIANT_NAME[c->opt.variant], b, c->microbatches, c->microbatches > 1 ? "es" : "",
+             nranks, g, K_STEPS, GLOBAL_B, c->why);
+}
+
+const struct pl_param_desc *l2_tensor_at(const struct pl_model_layout *lay, size_t i)
+{
+    for (int t = 0; t < lay->n_tensors; t++)
+        if (i >= lay->tensors[t].offset && i - lay->tensors[t].offset < lay->tensors[t].numel)
+            return &lay->tensors[t];
+    return NULL;
+}
+
+static const char *tensor_name(const struct pl_model_layout *lay, size_t i)
+{
+    const struct pl_param_desc *t = l2_tensor_at(lay, i);
+    return t ? t->name : "?";
+}
+
+void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len, char *buf,
+                      size_t blen)
+{
+    const struct pl_param_desc *a = l2_tensor_at(lay, off);
+    const struct pl_param_desc *b = len ? l2_tensor_at(lay, off + len - 1) : a;
+    if (!a || !b) snprintf(buf, blen, "outside the parameters");
+    else if (a == b) snprintf(buf, blen, "tensor %s", a->name);
+    else snprintf(buf, blen, "tensors %s .. %s", a->name, b->name);
+}
+
+/* "[off, off+count), NAME" or "[off, off+count), FIRST .. LAST". */
+static void range_text(const struct pl_model_layout *lay, size_t off, size_t count, char *buf,
+                       size_t len)
+{
+    const struct pl_param_desc *a = l2_tensor_at(lay, off);
+    const struct pl_param_desc *b = count ? l2_tensor_at(lay, off + count - 1) : a;
+    if (!a || !b) snprintf(buf, len, "[%zu, %zu)", off, off + count);
+    else if (a == b) snprintf(buf, len, "[%zu, %zu), %s", off, off + count, a->name);
+    else snprintf(buf, len, "[%zu, %zu), %s .. %s", off, off + count, a->name, b->name);
+}
+
+/* ---- part traffic ---- */
 
 /* A step's bytes: what the rank sent against the all-reduce of the gradient, and the likeliest
  * reason. */
@@ -28,16 +110,6 @@ static void step_bytes(const struct l2_tfig *f, double psi, struct gr_why *why)
                    "step?", f->got / f->want);
 }
 
-void l2_range_text(const struct pl_model_layout *lay, size_t off, size_t count, char *buf,
-                   size_t len)
-{
-    const struct pl_param_desc *a = gr_tensor_at(lay, off);
-    const struct pl_param_desc *b = count ? gr_tensor_at(lay, off + count - 1) : a;
-    if (!a || !b) snprintf(buf, len, "[%zu, %zu)", off, off + count);
-    else if (a == b) snprintf(buf, len, "[%zu, %zu), %s", off, off + count, a->name);
-    else snprintf(buf, len, "[%zu, %zu), %s .. %s", off, off + count, a->name, b->name);
-}
-
 /* An all-reduce outside the step's ranges (calls.c's figures). */
 static void call_range(const struct pl_model_layout *lay, const struct l2_case *c,
                        const struct l2_range_fig *f, struct gr_why *why)
@@ -45,9 +117,9 @@ static void call_range(const struct pl_model_layout *lay, const struct l2_case *
     int naive = c->opt.variant == DDP_NAIVE;
     const char *what = naive ? "tensor" : "bucket";
     char r[256], o[320] = "", b[256], on[32] = "";
-    l2_range_text(lay, f->off, f->count, r, sizeof r);
+    range_text(lay, f->off, f->count, r, sizeof r);
     if (f->overlap >= 0) {
-        l2_range_text(lay, f->ooff, f->olen, b, sizeof b);
+        range_text(lay, f->ooff, f->olen, b, sizeof b);
         snprintf(o, sizeof o, " (it overlaps %s %d, %s)", what, f->overlap, b);
     }
     if (f->rank != 0) snprintf(on, sizeof on, "on rank %d: ", f->rank);
@@ -60,13 +132,14 @@ static void call_range(const struct pl_model_layout *lay, const struct l2_case *
                "section 5)");
 }
 
-void l2_traffic_words(const struct l2_setup *s, const struct l2_case *c,
-                      const struct l2_tfig *f, struct gr_why *why)
+/* The reason of a traffic failure f of case c, one gr_why_say per line. */
+static void traffic_words(const struct l2_obs *o, const struct pl_model_layout *lay,
+                          const struct l2_tfig *f, struct gr_why *why)
 {
-    const struct pl_model_layout *lay = &s->ref.layout;
+    const struct l2_case *c = &o->c;
     char a[32], b[32], g[64] = "", t1[160], t2[160];
     switch (f->code) {
-    case L2_T_STEP_BYTES: step_bytes(f, (double)s->ref.numel, why); break;
+    case L2_T_STEP_BYTES: step_bytes(f, (double)o->numel, why); break;
     case L2_T_STEP_CALLS:
         if (c->opt.variant == DDP_NAIVE)
             gr_why_say(why, "step %d: rank %d made %ld all-reduce calls and %ld other collective "
@@ -84,7 +157,7 @@ void l2_traffic_words(const struct l2_setup *s, const struct l2_case *c,
             snprintf(g, sizeof g, ", in each of the %d groups of %d", c->groups, f->n);
         gr_why_say(why, "ddp_new: the ranks sent %s in broadcasts in all; broadcasting the Psi "
                    "= %zu parameters of rank 0 once sends (n-1) x 4 Psi%s = %s in all (handout "
-                   "section 3)", pl_format_bytes(f->got, a, sizeof a), s->ref.numel, g,
+                   "section 3)", pl_format_bytes(f->got, a, sizeof a), o->numel, g,
                    pl_format_bytes(f->want, b, sizeof b));
         if (c->groups > 1)
             gr_why_say(why, "rank 0 of each group broadcasts to its group: pl_broadcast on "
@@ -112,4 +185,337 @@ void l2_traffic_words(const struct l2_setup *s, const struct l2_case *c,
     case L2_T_RANGES: call_range(lay, c, &f->range, why); break;
     default: break;
     }
+}
+
+/* ---- part correct ---- */
+
+/* "rank 2, tensor h.1.mlp.w_fc [64, 32]: relative L2 error ..." (as train.h's
+ * gr_describe_param_error words the verdict's worst tensor). */
+static const char *param_error(const struct pl_model_layout *lay, const struct gr_param_verdict *v,
+                               char *buf, size_t len)
+{
+    if (v->tensor < 0 || v->tensor >= lay->n_tensors) {
+        snprintf(buf, len, "no parameters compared");
+        return buf;
+    }
+    const struct pl_param_desc *d = &lay->tensors[v->tensor];
+    char shape[64] = "[", who[32] = "";
+    size_t used = 1;
+    for (int k = 0; k < d->ndim && used < sizeof shape; k++)
+        used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%lld", k ? ", " : "",
+                                 (long long)d->shape[k]);
+    if (used < sizeof shape) snprintf(shape + used, sizeof shape - used, "]");
+    if (v->rank >= 0) snprintf(who, sizeof who, "rank %d, ", v->rank);
+    if (v->nonfinite)
+        snprintf(buf, len, "%stensor %s %s: %d elements in all are NaN or Inf (first bad element "
+                 "%zu of this tensor)", who, d->name, shape, v->nonfinite, v->worst_elem);
+    else
+        snprintf(buf, len, "%stensor %s %s: relative L2 error %.2e (largest element error %.2e, "
+                 "at element %zu), all parameters %.2e", who, d->name, shape, v->rel,
+                 v->max_abs, v->worst_elem, v->overall);
+    return buf;
+}
+
+/* The scale of a wrong gradient: the ranks, the microbatches, the world's size. */
+static void grads_scale(const struct l2_obs *o, const struct l2_gfig *g, struct gr_why *why)
+{
+    const struct l2_case *c = &o->c;
+    int n = l2_group_size(c, o->nranks), world = o->nranks;
+    double ratio = g->ratio;
+    int as_ranks = n > 1 && fabs(ratio - n) < 0.02 * n;
+    if (c->groups > 1 && fabs(ratio * world - n) < 0.02 * n) {
+        gr_why_say(why, "your gradient is %.3g times the reference's, %d/%d: the sum over a group "
+                   "of %d ranks divided by all %d ranks of the job. Take the rank count from the "
+                   "comm ddp_new was given (pl_comm_size(d->comm)), not pl_size() (handout "
+                   "section 2)", ratio, n, world, n, world);
+        return;
+    }
+    int mbs = c->microbatches, as_mbs = mbs > 1 && fabs(ratio - mbs) < 0.02 * mbs;
+    /* n ranks and n microbatches scale alike: the recorded reduction tells them apart. An
+     * asynchronous PL_AVG never waited for holds the ranks' sum: the division is the wait's. */
+    if (as_ranks && !g->summed && g->async_avg)
+        gr_why_say(why, "your gradient is %.3g times the reference's on %d ranks, though your "
+                   "all-reduces asked for PL_AVG: the ranks' sum has arrived but not the division "
+                   "by %d, which a pl_all_reduce_async makes when pl_wait or pl_wait_all "
+                   "completes it. ddp_finish_gradients must wait for every all-reduce it started "
+                   "before it returns (handout section 6)", ratio, n, n);
+    else if (as_ranks && (g->summed || !as_mbs))
+        gr_why_say(why, "your gradient is %.3g times the reference's, and %d ranks: the "
+                   "all-reduce summed the ranks' gradients. Average them: PL_AVG (handout section "
+                   "4)", ratio, n);
+    else if (as_mbs)
+        gr_why_say(why, "your gradient is %.3g times the reference's with %d microbatches: scale "
+                   "each microbatch's loss by 1/microbatches (ctx.loss_scale) so the sum over "
+                   "microbatches is the mean (handout section 7)", ratio, mbs);
+    else if (mbs > 1 && fabs(ratio * mbs - 1) >= 0.02 &&
+             fabs(mbs / ratio - round(mbs / ratio)) < 0.02)
+        gr_why_say(why, "your gradient is %.3g times the reference's with %d microbatches: each "
+                   "microbatch's loss was scaled by 1/%.0f, not by 1/microbatches = 1/%d. Take the "
+                   "scale from this call's microbatches argument, never a fixed count "
+                   "(ctx.loss_scale, handout section 7)", ratio, mbs, mbs / ratio, mbs);
+    else if (mbs > 1 && fabs(ratio * mbs - 1) < 0.02)
+        gr_why_say(why, "your gradient is 1/%d of the reference's: were the gradients zeroed "
+                   "before every microbatch instead of once per step? (handout section 7)", mbs);
+}
+
+/* Why a step's gradient is wrong. What the step's microbatches did comes first: traffic
+ * during accumulation or a gradient zeroed at every microbatch explains every other symptom
+ * (ranks that differ, a wrong ratio). */
+static void grads_words(const struct l2_obs *o, const struct pl_model_layout *lay,
+                        struct gr_why *why)
+{
+    const struct l2_case *c = &o->c;
+    const struct l2_gfig *g = &o->grads;
+    char what[512], b[32], w[32];
+    int step = o->step, n = l2_group_size(c, o->nranks), ovl = c->opt.variant == DDP_OVERLAPPED;
+    gr_why_say(why, "step %d: after ddp_finish_gradients the gradient differs from the "
+               "single-device gradient of the whole batch: %s (tolerance %.0e)", step + 1,
+               param_error(lay, &g->v, what, sizeof what), GR_TOL_GRADS);
+    if (g->acc_mb >= 0) {
+        gr_why_say(why, "step %d, microbatch %d of %d: rank %d sent %s in %ld collective calls. "
+                   "Only the last microbatch may communicate: an all-reduce made during "
+                   "accumulation averages a partial gradient, and what the later microbatches "
+                   "add is never averaged%s. Accumulate the gradients locally and all-reduce "
+                   "once per step, during or after the last microbatch's backward (handout "
+                   "section 7)", step + 1, g->acc_mb + 1, c->microbatches, g->acc_rank,
+                   pl_format_bytes(g->acc_bytes, b, sizeof b), g->acc_calls,
+                   ovl ? ": your hook started its buckets in an accumulation microbatch's "
+                         "backward, where it must start them only in the last one's (tell it "
+                         "which microbatch is running, from ddp_forward_backward)"
+                       : "");
+    } else if (g->zeroed_each) {
+        gr_why_say(why, "step %d: your gradient is the average of the last microbatch's alone: "
+                   "the gradients were zeroed at every microbatch, so each microbatch's backward "
+                   "replaced the ones before it instead of adding to them. Zero them once per "
+                   "step, when microbatch 0 begins (pl_model_zero_grad; ddp.h, handout section "
+                   "7)", step + 1);
+    } else if (!g->replicas_equal) {
+        double whole = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * (double)o->numel);
+        char sent[256] = "";
+        if (g->late_bytes < whole * (1 - 1e-9))
+            snprintf(sent, sizeof sent, " Rank %d sent %s in the last microbatch and "
+                     "ddp_finish_gradients together, where all-reducing the whole gradient "
+                     "sends %s a rank.", g->late_rank, pl_format_bytes(g->late_bytes, b, sizeof b),
+                     pl_format_bytes(whole, w, sizeof w));
+        gr_why_say(why, "rank %d's gradient of %s differs from rank 0's (element %zu of the flat "
+                   "buffer): after ddp_finish_gradients every rank must hold the same average.%s "
+                   "A tensor that no all-reduce covered keeps each rank's own gradient -- is one "
+                   "missing from your loop or your buckets%s? (handout sections %s)", g->bad_rank,
+                   tensor_name(lay, g->bad_elem), g->bad_elem, sent,
+                   ovl ? ", or one the hook never started in the last microbatch's backward" : "",
+                   ovl ? "4 to 6" : "4 and 5");
+    } else if (g->kept_last) {
+        gr_why_say(why, "step %d: your gradient is this step's plus the last step's (as the "
+                   "optimizer's clipping left it): the gradients were not zeroed when this step "
+                   "began. m->grads still holds the last step's average when the next step's "
+                   "first ddp_forward_backward is called; microbatch 0 starts a new step, so "
+                   "zero them there (pl_model_zero_grad), every step (ddp.h, handout section 7)",
+                   step + 1);
+    } else if (g->world_mean) {
+        gr_why_say(why, "every rank's gradient is the mean over all %d ranks of the job: the %d "
+                   "groups train on different batches, and your all-reduce mixed them. Each "
+                   "group is its own DDP: every collective goes on the comm ddp_new was given "
+                   "(d->comm), never pl_comm_world() (handout section 2)", o->nranks, c->groups);
+    } else {
+        grads_scale(o, g, why);
+    }
+}
+
+/* The part of a hook, for a sentence. */
+static void part_name(int part, int n_layers, char *buf, size_t len)
+{
+    if (part == L2_NO_PART) snprintf(buf, len, "before the hook of any part had run");
+    else if (part == PL_PART_EMBED) snprintf(buf, len, "in the embedding's hook");
+    else if (part == n_layers) snprintf(buf, len, "in the head's hook");
+    else snprintf(buf, len, "in block %d's hook", part);
+}
+
+/* The lowest rank that started an all-reduce before its gradients were final. */
+static void early_words(const struct gr_obs *all, const struct pl_model_layout *lay,
+                        struct gr_why *why)
+{
+    int r = 0;
+    while (r < all->nranks - 1 && !obs_of(all, r)->early.found) r++;
+    const struct l2_obs *o = obs_of(all, r);
+    const struct l2_early_fig *f = &o->early;
+    char on[32] = "", rg[256], when[64], fin[256];
+    if (r != 0) snprintf(on, sizeof on, "on rank %d: ", r);
+    range_text(lay, f->off, f->count, rg, sizeof rg);
+    part_name(f->part, o->cfg.n_layers, when, sizeof when);
+    int none = f->final >= o->numel;
+    if (none) snprintf(fin, sizeof fin, "no gradient was final yet");
+    else range_text(lay, f->final, o->numel - f->final, fin, sizeof fin);
+    gr_why_say(why, "%sstep %d: the all-reduce of gradient elements %s started %s of the last "
+               "microbatch's backward, when only %s%s had their final gradients: it may send "
+               "gradients backward has not written yet (on GPUs it would). A part's hook may "
+               "start only the buckets whose FIRST element is at or after the part's first "
+               "element (handout section 6)", on, f->step + 1, rg, when, none ? "" : "elements ",
+               fin);
+}
+
+/* The rank with the largest figure (the lowest of equals): kept bytes, operations left. */
+static int most_at(const struct gr_obs *all, int what, double *most)
+{
+    int best = 0;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l2_obs *o = obs_of(all, r);
+        double x = what == 0 ? o->step_kept : what == 1 ? o->free_kept
+                   : what == 2 ? (double)o->in_flight : o->loss.err;
+        if (r == 0 || x > *most) {
+            *most = x;
+            best = r;
+        }
+    }
+    return best;
+}
+
+static void kept_words(int rank, double bytes, const char *when, const char *since,
+                       const char *fix, struct gr_why *why)
+{
+    char b[32];
+    gr_why_say(why, "%s rank %d holds %s more of pl_mem_alloc's memory than %s: %s", when, rank,
+               pl_format_bytes(bytes, b, sizeof b), since, fix);
+}
+
+/* The reason of the check that stopped the case's training; 0 when none did. */
+static int stopped_words(const struct gr_obs *all, const struct pl_model_layout *lay,
+                         struct gr_why *why)
+{
+    const struct l2_obs *o = obs_of(all, 0);
+    char what[512], when[64], b[32];
+    double most = 0;
+    int r;
+    switch (o->code) {
+    case L2_C_INIT_CHANGED:
+        gr_why_say(why, "after ddp_new, rank 0's parameters are no longer the ones it was "
+                   "initialised with (tensor %s, element %zu of the flat buffer): every replica "
+                   "must take rank 0's, so broadcast m->params from root 0 (handout section 3)",
+                   tensor_name(lay, o->bad_elem), o->bad_elem);
+        return 1;
+    case L2_C_NOT_BROADCAST:
+        gr_why_say(why, "after ddp_new, rank %d's parameters differ from rank 0's (tensor %s, "
+                   "element %zu of the flat buffer): the ranks initialise their replicas "
+                   "differently, so ddp_new must broadcast rank 0's parameters (handout section "
+                   "3)", o->bad_rank, tensor_name(lay, o->bad_elem), o->bad_elem);
+        return 1;
+    case L2_C_EARLY_START: early_words(all, lay, why); return 1;
+    case L2_C_STEP_KEPT:
+        r = most_at(all, 0, &most);
+        snprintf(when, sizeof when, "step %d: after ddp_finish_gradients", o->step + 1);
+        kept_words(r, most, when, "before the step's first ddp_forward_backward", "a step must "
+                   "free what it allocates (handles, staging buffers), or a long run leaks one "
+                   "of them per step; keep what every step needs in struct ddp, allocated once "
+                   "in ddp_new", why);
+        return 1;
+    case L2_C_GRAD_BITS:
+        gr_why_say(why, "step %d: after ddp_finish_gradients rank %d's gradient of %s differs from "
+                   "rank 0's in its last bits (element %zu of the flat buffer): close to the "
+                   "reference, but every rank must hold the same average bit for bit, or the "
+                   "replicas drift apart a little more each step. Take the all-reduce's result "
+                   "as it is on every rank (handout section 4)", o->step + 1, o->bad_rank,
+                   tensor_name(lay, o->bad_elem), o->bad_elem);
+        return 1;
+    case L2_C_GRADS: grads_words(o, lay, why); return 1;
+    case L2_C_REPLICAS:
+        gr_why_say(why, "step %d: after the update rank %d's parameters differ from rank 0's, bit "
+                   "for bit, first in %s (element %zu of the flat buffer): the replicas must stay "
+                   "identical, so every rank must update with the same averaged gradient "
+                   "(handout section 4)", o->step + 1, o->bad_rank,
+                   tensor_name(lay, o->bad_elem), o->bad_elem);
+        return 1;
+    case L2_C_LOSS: {
+        const struct l2_loss_fig *f = &obs_of(all, most_at(all, 3, &most))->loss;
+        gr_why_say(why, "step %d: the loss of the whole batch is %.7g, the single-device "
+                   "reference's %.7g (relative error %s, tolerance %.0e): ddp_forward_backward "
+                   "returns each microbatch's mean loss, unscaled", o->step + 1, f->got, f->want,
+                   beyond(f->err, GR_TOL_LOSS, b, sizeof b), GR_TOL_LOSS);
+        return 1;
+    }
+    case L2_C_PARAMS:
+        gr_why_say(why, "after %d steps the parameters differ from the single-device reference's: "
+                   "%s (tolerance %.0e)", K_STEPS, param_error(lay, &o->params, what, sizeof what),
+                   GR_TOL_PARAMS);
+        return 1;
+    default: return 0;
+    }
+}
+
+/* The case trained: what ddp_free left, in flight on the case's comm or allocated. */
+static int freed_words(const struct gr_obs *all, struct gr_why *why)
+{
+    double most = 0;
+    int r = most_at(all, 2, &most);
+    if (most > 0) {
+        gr_why_say(why, "after ddp_free, rank %d still has %d operation(s) in flight on the "
+                   "communicator ddp_new was given: a handle of pl_all_reduce_async (or another "
+                   "asynchronous call) was never waited for. The caller frees that communicator "
+                   "after ddp_free, and pl_comm_free refuses one with operations in flight; "
+                   "pl_wait (or pl_wait_all) every handle, at the latest in ddp_finish_gradients "
+                   "(handout section 6)", r, (int)most);
+        return 1;
+    }
+    r = most_at(all, 1, &most);
+    if (most <= 0) return 0;
+    kept_words(r, most, "after ddp_free (and the model's own free)", "before the model and "
+               "ddp_new", "ddp_free must pl_mem_free everything ddp_new and the steps allocated "
+               "(a field added to struct ddp needs its pl_mem_free there too)", why);
+    return 1;
+}
+
+/* ---- part overlap ---- */
+
+/* Where the step sits between the serial sum and the perfect-overlap bound, both from its own
+ * trace replayed: compute alone and the all-reduces alone. */
+static int overlap_words(const struct l2_obs *o, struct gr_why *why)
+{
+    const struct l2_ofig *f = &o->overlap;
+    if (!f->replayed) {
+        gr_why_say(why, "your step's trace could not be replayed: %s", f->err);
+        return 0;
+    }
+    double hid = f->hidden, serial = f->compute + f->comm;
+    double perfect = f->compute > f->comm ? f->compute : f->comm;
+    double fraction = hid >= OVERLAP_FULL ? 1.0 : hid <= OVERLAP_NONE ? 0.0
+                      : (hid - OVERLAP_NONE) / (OVERLAP_FULL - OVERLAP_NONE);
+    gr_why_say(why, "modelled on %s at GPT-2 small scale (%d ranks): your step hid %.0f%% of the "
+               "all-reduce time behind backward (%.0f of %.0f us exposed); step %.0f us, between "
+               "the perfect-overlap bound max(compute, all-reduce) = %.0f us and the serial sum "
+               "compute + all-reduce = %.0f us; full marks from %.0f%% hidden, none up to %.0f%% "
+               "(blocking all-reduces after backward hide nothing)", OVERLAP_PROFILE, o->nranks,
+               100 * hid, 1e6 * f->exposed, 1e6 * f->comm, 1e6 * f->step_time, 1e6 * perfect,
+               1e6 * serial, 100 * OVERLAP_FULL, 100 * OVERLAP_NONE);
+    gr_why_say(why, "wall clock on this machine, not graded: rank 0's step took %.2f ms, %.2f ms "
+               "of it in pl_wait (MPI progresses shared-memory transfers only inside MPI calls, "
+               "on the cores that compute: handout section 8)", 1e3 * f->wall_step,
+               1e3 * f->wall_wait);
+    if (fraction < 1)
+        gr_why_say(why, "start each bucket's pl_all_reduce_async from the backward hook as soon "
+                   "as its last gradient is written, and wait only in ddp_finish_gradients "
+                   "(handout section 6; a pl_test that finds an all-reduce done is a wait there "
+                   "too, section 8)");
+    gr_why_partial(why, fraction);
+    return 1;
+}
+
+int l2_judge(int i, const char *part, const struct gr_obs *all, struct gr_why *why)
+{
+    const struct l2_obs *o = obs_of(all, 0);
+    int correct = !strcmp(part, "correct"), traffic = !strcmp(part, "traffic");
+    if (!strcmp(part, "overlap")) return i > 0 || overlap_words(o, why);
+    if (!correct && !traffic) {
+        gr_why_say(why, "no part '%s': Lab 2 judges correct, traffic and overlap", part);
+        return 0;
+    }
+    if (traffic && o->traffic.code == L2_T_NONE) return 1;
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &o->cfg);
+    int failed = 1;
+    if (traffic) traffic_words(o, &lay, &o->traffic, why);
+    else failed = stopped_words(all, &lay, why) || freed_words(all, why);
+    pl_model_layout_free(&lay);
+    if (!failed) return 1;
+    char cs[384];
+    l2_describe_case(&o->c, o->nranks, cs, sizeof cs);
+    gr_why_say(why, "in: %s", cs);
+    return 0;
 }

@@ -1,14 +1,17 @@
 /* lab02.h: what the files of Lab 2's grader (data parallelism) share. Its state (struct
- * l2_state) is made by setup on the heap and freed by finish. The files depend one way:
- * driver.c -> cases.c, checks.c, bench.c; bench.c -> cases.c; cases.c <-> checks.c (a step
- * runs, then is checked); checks.c -> calls.c, accum.c.
+ * l2_state) is made by setup on the heap and freed by finish. The lab is on the harness's new
+ * shape (harness.h): a case is run into this rank's observation (struct l2_obs, figures
+ * only), the harness gathers every rank's once, and judge.c words the verdict on rank 0 with
+ * no MPI. The files depend one way: driver.c -> cases.c, checks.c, bench.c, judge.c;
+ * bench.c -> cases.c; cases.c <-> checks.c (a step runs, then is checked); checks.c ->
+ * calls.c, accum.c.
  *
  *   cases.c    the model, the case table, the single-device references, one case run
  *   checks.c   the checks of a case in flight: setup, each step's gradient, loss,
- *              replicas, memory and traffic
+ *              replicas, memory and traffic, each recorded as figures
  *   bench.c    the overlap on the modelled timeline, the perf mode, the bench mode
- *   judge.c    the traffic part's reasons, worded from the figures the checks recorded (no
- *              MPI)
+ *   judge.c    every reason of parts correct, traffic and overlap, worded from the gathered
+ *              observations (no MPI; tests/judge/02-ddp.c runs it alone)
  *   calls.c    the gradient all-reduces seen where they are made (lab.mk's --wrap)
  *   accum.c    what a step's accumulation microbatches left behind */
 #ifndef LAB02_H
@@ -76,14 +79,12 @@ struct l2_setup {
 };
 
 struct l2_outcome {
-    int correct, traffic;         /* verdicts (all ranks agree) */
-    int todo;                     /* a stub was reached */
+    int correct, traffic;         /* the case goes on; its traffic is still right (agreed) */
     struct pl_merged_trace trace; /* rank 0: the traced step, when asked */
-    int traced;
 };
 
-/* Why a case fails part traffic, in figures: the first failure a check found (judge.c words
- * it when the part is judged). */
+/* Why a case fails part traffic, in figures: the first failure a check found (rank 0 records
+ * it; judge.c words it when the part is judged). */
 enum l2_tcode {
     L2_T_NONE, L2_T_STEP_BYTES, L2_T_STEP_CALLS, L2_T_BROADCAST, L2_T_PLAN_RANGE,
     L2_T_PLAN_COUNT, L2_T_MICROBATCH, L2_T_RANGES
@@ -99,6 +100,74 @@ struct l2_tfig {
     struct l2_range_fig range; /* L2_T_RANGES */
 };
 
+/* The check that stopped a case's training, the same on every rank (each check is agreed);
+ * the figures it needs are rank 0's, or each rank's own where a field says so. */
+enum l2_ccode {
+    L2_C_NONE,
+    L2_C_INIT_CHANGED, /* after ddp_new rank 0's parameters are not its own: bad_elem */
+    L2_C_NOT_BROADCAST, /* after ddp_new a replica differs from rank 0's: bad_rank, bad_elem */
+    L2_C_EARLY_START,  /* an all-reduce started before its gradients were final: early */
+    L2_C_STEP_KEPT,    /* a step kept memory: step_kept */
+    L2_C_GRAD_BITS,    /* the gradients agree with the reference, not bit for bit: bad_* */
+    L2_C_GRADS,        /* the gradient differs from the reference: grads */
+    L2_C_REPLICAS,     /* after the update a replica differs from rank 0's: bad_* */
+    L2_C_LOSS,         /* a step's loss: loss */
+    L2_C_PARAMS        /* the parameters after K steps: params */
+};
+
+/* Rank 0: why a step's gradient is wrong, from figures every rank computed. */
+struct l2_gfig {
+    struct gr_param_verdict v; /* the worst tensor against the reference */
+    int replicas_equal, bad_rank;
+    size_t bad_elem;           /* the first element a rank's gradient differs from rank 0's */
+    double ratio;              /* ||yours|| / ||reference's|| over the world */
+    int world_mean;            /* it is the mean of both groups' references */
+    int kept_last;             /* it is this step's plus the last step's, clipped */
+    int zeroed_each;           /* it is the last microbatch's alone */
+    int summed, async_avg;     /* rank 0's all-reduces: PL_SUM; asynchronous PL_AVG */
+    /* struct l2_accum's figures: the first accumulation microbatch that communicated (-1:
+     * none), the rank that sent most then, its bytes and calls; the rank that sent least in
+     * the last microbatch and the finish, and its bytes */
+    int acc_mb, acc_rank, late_rank;
+    double acc_bytes, late_bytes;
+    long acc_calls;
+};
+
+/* One rank's group's loss of a step against its reference. */
+struct l2_loss_fig {
+    double got, want, err;
+};
+
+/* Rank 0, case 0: the overlapped step replayed on the modelled timeline. */
+struct l2_ofig {
+    int replayed;      /* 0: err says why not */
+    char err[512];
+    double hidden;     /* the share of the all-reduce time hidden */
+    double exposed, comm, step_time, compute; /* seconds, modelled */
+    double wall_step, wall_wait; /* seconds, rank 0's traced step on this machine */
+};
+
+/* One rank's observation of one case (the harness gathers every rank's): figures and names
+ * only, no pointers. */
+struct l2_obs {
+    int rank, nranks;
+    struct l2_case c;
+    struct pl_model_config cfg; /* the model: judge.c names tensors from its layout */
+    size_t numel;
+    int code, step;             /* enum l2_ccode, its step from 0 */
+    int bad_rank;               /* rank 0: L2_C_NOT_BROADCAST, _GRAD_BITS, _REPLICAS */
+    size_t bad_elem;            /* rank 0: and L2_C_INIT_CHANGED */
+    struct l2_gfig grads;       /* rank 0: L2_C_GRADS */
+    struct gr_param_verdict params; /* rank 0: L2_C_PARAMS */
+    struct l2_early_fig early;  /* this rank's first all-reduce started early */
+    double step_kept;           /* this rank: bytes held after step `step` more than before */
+    struct l2_loss_fig loss;    /* this rank's group's, at step `step` */
+    int in_flight;              /* this rank: operations left on the case's comm after ddp_free */
+    double free_kept;           /* this rank: bytes held after ddp_free more than before */
+    struct l2_tfig traffic;     /* rank 0: the first traffic failure */
+    struct l2_ofig overlap;     /* rank 0, case 0 with part overlap */
+};
+
 /* The lab's state: the harness's, made by setup on the heap (driver.c). */
 struct l2_state {
     uint64_t seed;       /* --seed */
@@ -109,11 +178,6 @@ struct l2_state {
     int ncases, want_traffic, want_overlap;
     struct l2_setup s;      /* check mode: with the reference trained */
     struct l2_outcome last; /* of the last case run */
-    /* Traffic is judged while the case runs but only told when the variant trains correctly
-     * (a wrong gradient explains its own traffic), and only its first failure: its figures,
-     * and whether a case already failed (later ones are not judged on traffic). */
-    struct l2_tfig tfig;
-    int traffic_failed;
     char subject[64];
     /* perf mode: the student's DDP and the kit's own model, and the ranges the variant
      * all-reduces (one per tensor, or the header's bucket plan) */
@@ -130,7 +194,8 @@ struct l2_run {
     const struct l2_setup *s;
     const struct l2_case *c;
     struct l2_outcome *out;
-    struct l2_tfig *tfig;  /* rank 0: the state's traffic failure, in figures */
+    struct l2_obs *ob;     /* this rank's observation of the case */
+    struct l2_tfig *tfig;  /* rank 0: its first traffic failure (&ob->traffic) */
     struct pl_model *m;
     struct ddp *d;
     struct pl_ledger *all; /* rank 0: every rank's ledger delta */
@@ -142,25 +207,31 @@ struct l2_run {
     struct l2_calls *calls; /* the step's gradient all-reduces */
 };
 
-/* ---- judge.c (no MPI) ---- */
+/* ---- judge.c (no MPI: tests/judge/02-ddp.c links it alone) ---- */
 
-/* The reason of a traffic failure f of case c, one gr_why_say per line. */
-void l2_traffic_words(const struct l2_setup *s, const struct l2_case *c,
-                      const struct l2_tfig *f, struct gr_why *why);
+/* Rank 0: the verdict of part on case i from every rank's observation (struct l2_obs), its
+ * reasons said into why. */
+int l2_judge(int i, const char *part, const struct gr_obs *all, struct gr_why *why);
+/* Ranks of one case's data-parallel group on nranks: the whole world, or one of its equal
+ * groups. */
+int l2_group_size(const struct l2_case *c, int nranks);
+/* The "case" line of c on nranks. */
+void l2_describe_case(const struct l2_case *c, int nranks, char *buf, size_t len);
+/* The tensor holding flat element i, or NULL. */
+const struct pl_param_desc *l2_tensor_at(const struct pl_model_layout *lay, size_t i);
+/* "tensors h.3.mlp.w_fc2 .. head.w" for the range [off, off+len). */
+void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len, char *buf,
+                      size_t blen);
 
 /* ---- cases.c ---- */
 
 struct pl_model_config l2_config(uint64_t seed);
-/* Ranks of one case's data-parallel group: the whole world, or one of its equal groups. */
+/* Ranks of one case's data-parallel group in this run. */
 int l2_dp_size(const struct l2_case *c);
-void l2_describe_case(const struct l2_case *c, char *buf, size_t len);
 int l2_make_cases(const char *op, uint64_t seed, struct l2_case *cs);
 /* The plan the header's rule gives: whole tensors, last to first, while they fit. */
 int l2_expected_plan(const struct pl_model_layout *lay, size_t bucket_bytes, size_t *off,
                      size_t *len);
-/* "tensors h.3.mlp.w_fc2 .. head.w" for the range [off, off+len). */
-void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len, char *buf,
-                      size_t blen);
 /* The run's corpus, model and batches; with_reference also trains the single-device
  * reference for `steps` steps (the check mode's), otherwise only its layout is filled in. */
 void l2_setup_init(struct l2_setup *s, uint64_t seed, int steps, uint64_t data_seed,
@@ -173,11 +244,11 @@ struct pl_model *l2_new_replica(const struct l2_setup *s, int rank);
 long l2_data_calls(const struct pl_ledger *l);
 /* Bytes this rank holds in the kit's memory ledger now. */
 double l2_mem_held(void);
-/* Runs one case of the student's DDP; fills st->last. trace_step >= 0 records that step's
- * trace. */
-void l2_run_case(struct l2_state *st, int i, int trace_step);
+/* Runs one case of the student's DDP into this rank's observation ob; fills st->last.
+ * trace_step >= 0 records that step's trace. */
+void l2_run_case(struct l2_state *st, int i, int trace_step, struct l2_obs *ob);
 
-/* ---- checks.c (collective unless said) ---- */
+/* ---- checks.c (collective unless said): each records why in r->ob ---- */
 
 /* Rank 0's traffic verdict on every rank, when traffic is judged. */
 void l2_traffic_verdict(struct l2_run *r, int ok);
@@ -194,11 +265,13 @@ int l2_check_grads(const struct l2_run *r, int step);
 int l2_check_loss(const struct l2_run *r, int step, double loss);
 int l2_check_params(const struct l2_run *r);
 int l2_check_replicas(const struct l2_run *r, int step);
-int l2_check_nothing_kept(double before, const char *when, const char *since, const char *fix);
+/* 1 when no rank holds more of the ledger than at `before`; *mine: what this rank does. */
+int l2_check_nothing_kept(double before, double *mine);
 
 /* ---- bench.c ---- */
 
-int l2_judge_overlap(const struct l2_state *st);
+/* Rank 0: the traced step of case 0 replayed on the modelled timeline, into f. */
+void l2_observe_overlap(const struct l2_state *st, struct l2_ofig *f);
 int l2_probe(void *st);
 double l2_perf(void *st);
 void l2_bench(const struct gr_args *a);
