@@ -160,8 +160,8 @@ static void traffic_words(const struct l2_obs *o, const struct pl_model_layout *
                    "section 3)", pl_format_bytes(f->got, a, sizeof a), o->numel, g,
                    pl_format_bytes(f->want, b, sizeof b));
         if (c->groups > 1)
-            gr_why_say(why, "rank 0 of each group broadcasts to its group: pl_broadcast on "
-                       "d->comm, never pl_comm_world()");
+            gr_why_say(why, "each group starts from its own rank 0's parameters: the group "
+                       "ddp_new was given, never the world (handout section 3)");
         break;
     case L2_T_PLAN_RANGE:
         l2_range_tensors(lay, f->off, f->len, t1, sizeof t1);
@@ -225,9 +225,9 @@ static void grads_scale(const struct l2_obs *o, const struct l2_gfig *g, struct 
     int as_ranks = n > 1 && fabs(ratio - n) < 0.02 * n;
     if (c->groups > 1 && fabs(ratio * world - n) < 0.02 * n) {
         gr_why_say(why, "your gradient is %.3g times the reference's, %d/%d: the sum over a group "
-                   "of %d ranks divided by all %d ranks of the job. Take the rank count from the "
-                   "comm ddp_new was given (pl_comm_size(d->comm)), not pl_size() (handout "
-                   "section 2)", ratio, n, world, n, world);
+                   "of %d ranks divided by all %d ranks of the job: the ranks averaged over are "
+                   "the group's ddp_new was given, not the job's (handout section 2)", ratio, n,
+                   world, n, world);
         return;
     }
     int mbs = c->microbatches, as_mbs = mbs > 1 && fabs(ratio - mbs) < 0.02 * mbs;
@@ -241,21 +241,21 @@ static void grads_scale(const struct l2_obs *o, const struct l2_gfig *g, struct 
                    "before it returns (handout section 6)", ratio, n, n);
     else if (as_ranks && (g->summed || !as_mbs))
         gr_why_say(why, "your gradient is %.3g times the reference's, and %d ranks: the "
-                   "all-reduce summed the ranks' gradients. Average them: PL_AVG (handout section "
-                   "4)", ratio, n);
+                   "ranks' gradients were summed where the step takes their mean (handout "
+                   "sections 1 and 4)", ratio, n);
     else if (as_mbs)
-        gr_why_say(why, "your gradient is %.3g times the reference's with %d microbatches: scale "
-                   "each microbatch's loss by 1/microbatches (ctx.loss_scale) so the sum over "
-                   "microbatches is the mean (handout section 7)", ratio, mbs);
+        gr_why_say(why, "your gradient is %.3g times the reference's with %d microbatches: the "
+                   "microbatches' gradients add up to the gradient of the sum of their losses, "
+                   "where the step's loss is their mean (handout section 7)", ratio, mbs);
     else if (mbs > 1 && fabs(ratio * mbs - 1) >= 0.02 &&
              fabs(mbs / ratio - round(mbs / ratio)) < 0.02)
         gr_why_say(why, "your gradient is %.3g times the reference's with %d microbatches: each "
-                   "microbatch's loss was scaled by 1/%.0f, not by 1/microbatches = 1/%d. Take the "
-                   "scale from this call's microbatches argument, never a fixed count "
-                   "(ctx.loss_scale, handout section 7)", ratio, mbs, mbs / ratio, mbs);
+                   "microbatch was weighted as if there were %.0f of them, where this call has "
+                   "%d (handout section 7)", ratio, mbs, mbs / ratio, mbs);
     else if (mbs > 1 && fabs(ratio * mbs - 1) < 0.02)
-        gr_why_say(why, "your gradient is 1/%d of the reference's: were the gradients zeroed "
-                   "before every microbatch instead of once per step? (handout section 7)", mbs);
+        gr_why_say(why, "your gradient is 1/%d of the reference's: one microbatch's gradient "
+                   "is left where the step's should add up all %d (handout section 7)", mbs,
+                   mbs);
 }
 
 /* Why a step's gradient is wrong. What the step's microbatches did comes first: traffic
