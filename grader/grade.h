@@ -54,6 +54,11 @@ struct gr_lab {
     const char *forbidden_symbols, *allowed_symbols, *symbol_rule;
     /* A sentence added to the diagnosis of a deadlock: the lab's own rule. NULL: none. */
     const char *deadlock_rule;
+    /* The kit functions that compute what the lab asks on one device, the oracle it is
+     * graded against: GR_LAB_ORACLE, which grader.mk defines for plan.c from the lab's
+     * GRADER_ORACLE_ list in its lab.mk (the same list generates any run-time wraps).
+     * Code under test that calls one is refused before anything runs. NULL: none. */
+    const char *oracle_symbols;
     /* The rank counts the lab runs on, written once: the predicate, the counts in words
      * ("1, 2, 3, 4, 6 or 12 ranks") and why others cannot run, said after "N ranks" ("do not
      * divide the global batch of 24 sequences"). The orchestrator skips other --np values

@@ -31,6 +31,16 @@ plots: all
 	  else echo "$$d: no pictures (grader/$$d/plots.sh)"; fi; done
 -include $(wildcard grader/*/lab.mk)
 
+# A lab's oracle, the kit functions its code is graded against (GRADER_ORACLE_<lab> in its
+# lab.mk), is one list: the lab's plan.c is compiled with it as GR_LAB_ORACLE, which its
+# descriptor's oracle_symbols names, so the orchestrator refuses code that calls one before
+# anything runs; a lab that also intercepts the calls at run time (GRADER_ORACLE_WRAPPED_<lab>,
+# its wrappers defined in its cases) gets a --wrap for each.
+$(foreach l,$(patsubst grader/%/lab.mk,%,$(wildcard grader/*/lab.mk)),$(if $(GRADER_ORACLE_$(l)),\
+  $(eval $(B)/grader/obj/grader/$(l)/plan.o: grader/$(l)/lab.mk)\
+  $(eval $(B)/grader/obj/grader/$(l)/plan.o: GRADER_PLAN_FLAGS := -DGR_LAB_ORACLE='"$(strip $(GRADER_ORACLE_$(l)))"')\
+  $(if $(GRADER_ORACLE_WRAPPED_$(l)),$(eval GRADER_WRAP_$(l) += $(foreach f,$(GRADER_ORACLE_$(l)),-Wl,--wrap=$(f))))))
+
 # The trusted objects of a lab's driver (plan, driver part, helpers,
 # grader/common) are compiled one by one, then linked into one relocatable object whose
 # symbols are all made local except those the code under test legitimately uses: the
@@ -63,7 +73,7 @@ $(B)/obj/grader/%_gpu.o: grader/%_gpu.cu
 $(B)/grader/obj/grader/%.o: grader/%.c $(GRADER_HEADERS)
 	@mkdir -p $(@D)
 	@echo "  CC    $<"
-	$(Q)$(CC) $(GRADER_CFLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -Igrader/$(firstword $(subst /, ,$*)) -c $< -o $@
+	$(Q)$(CC) $(GRADER_CFLAGS) $(GRADER_PLAN_FLAGS) -Ilabs/$(firstword $(subst /, ,$*)) -Igrader/$(firstword $(subst /, ,$*)) -c $< -o $@
 
 $(B)/grader/obj/solutions/%.o: solutions/%.c $(GRADER_HEADERS)
 	@mkdir -p $(@D)

@@ -25,6 +25,10 @@
 
 #define LAB07_TIMEOUT 120
 
+#ifndef GR_LAB_ORACLE
+#error "GR_LAB_ORACLE: grader.mk defines it from grader/07-moe/lab.mk's GRADER_ORACLE_07-moe"
+#endif
+
 /* The rank counts Lab 7 runs on (the descriptor's runs_on): the visible model's on 1, 2, 4
  * and 8, and the hidden suite's other model on 6 as well. */
 static int lab07_visible_runs(int np)
@@ -116,17 +120,15 @@ static const struct gr_lab lab07 = {
     .bench_args = "--experts 8 --top-k 2",
     .bench_np = "4",
     /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
-    /* pl_moe_route and pl_moe_capacity are the single-device router the lab's router is
-     * judged against: calling them would grade the kit against itself. */
-    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC "pl_moe_route pl_moe_capacity ",
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC,
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
     .runs_on = lab07_runs,
     .runs_on_words = "1, 2, 4, 6 or 8 ranks",
     .runs_on_why = "do not divide the global batch and the experts evenly",
     .symbol_rule = "Lab 7 dispatches and combines tokens with lib's pl_all_to_all and "
                    "pl_all_to_all_v only (MPI_Alltoallv or any other MPI_* or nccl* call is below "
-                   "the ledger the all-to-all volume is judged by), takes its memory from "
-                   "pl_mem_alloc, and writes its own router: the kit's pl_moe_route and "
-                   "pl_moe_capacity are the single-device oracle it is graded against",
+                   "the ledger the all-to-all volume is judged by) and takes its memory from "
+                   "pl_mem_alloc",
+    .oracle_symbols = GR_LAB_ORACLE, /* lab.mk's GRADER_ORACLE_07-moe: the router */
 };
 GR_REGISTER_LAB(lab07)

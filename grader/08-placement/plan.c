@@ -26,6 +26,10 @@
 
 #define LAB08_TIMEOUT 120
 
+#ifndef GR_LAB_ORACLE
+#error "GR_LAB_ORACLE: grader.mk defines it from grader/08-placement/lab.mk's GRADER_ORACLE_08-placement"
+#endif
+
 static int lab08_runs(int np)
 {
     return np == 1;
@@ -79,5 +83,6 @@ static const struct gr_lab lab08 = {
     .runs_on_why = "are more than Lab 8 uses: its work is arithmetic",
     .symbol_rule = "Lab 8 plans from the kit's model and cluster arithmetic (lib/plan.h, "
                    "lib/rules.h); it runs nothing on other ranks, so it calls no MPI_* or nccl*",
+    .oracle_symbols = GR_LAB_ORACLE, /* lab.mk's GRADER_ORACLE_08-placement: the planner */
 };
 GR_REGISTER_LAB(lab08)

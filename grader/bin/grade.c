@@ -423,11 +423,27 @@ static int symbol_rule_broken(int i, int j, const char *variant)
     snprintf(path, sizeof path, "%s/%s/driver", variant, lab->dir);
     if (access(path, X_OK) != 0) return 0;
     snprintf(path, sizeof path, "%s/%s/symbols.txt", variant, lab->dir);
+    char oracle_rule[800], names[400] = "";
+    if (lab->oracle_symbols) {
+        size_t n = 0; /* the space-separated list, as "a, b, c" */
+        for (const char *w = lab->oracle_symbols; *w && n < sizeof names - 1;) {
+            size_t len = strcspn(w, " ");
+            if (len)
+                n += (size_t)snprintf(names + n, sizeof names - n, "%s%.*s", n ? ", " : "",
+                                      (int)len, w);
+            w += len + (w[len] == ' ');
+        }
+        snprintf(oracle_rule, sizeof oracle_rule, "the kit's %s compute on one device what "
+                 "Lab %d asks of its code: they are the single-device oracle it is graded "
+                 "against, so its code may not hand its work to them", names, atoi(lab->dir));
+    }
     if (!gr_symbols_break_rule(path, GR_SYMBOLS_TAMPER, NULL, GR_SYMBOLS_TAMPER_RULE, why,
                                sizeof why) &&
         (!lab->forbidden_symbols ||
          !gr_symbols_break_rule(path, lab->forbidden_symbols, lab->allowed_symbols,
-                                lab->symbol_rule, why, sizeof why)))
+                                lab->symbol_rule, why, sizeof why)) &&
+        (!lab->oracle_symbols ||
+         !gr_symbols_break_rule(path, lab->oracle_symbols, NULL, oracle_rule, why, sizeof why)))
         return 0;
     for (int g = i; g < j; g++) {
         tests[g].ran = 1;
