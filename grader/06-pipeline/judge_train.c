@@ -139,9 +139,12 @@ int l6_judge_correct(const struct gr_obs *all, struct gr_why *why)
         char in[64] = "";
         if (o->pipes > 1) snprintf(in, sizeof in, " of pipeline %.0f", x[1]);
         gr_why_say(why, "step %.0f: the last stage%s's loss is %.6f, the single-device loss "
-                   "%.6f (relative error %.1e): return the mean of the microbatches' losses, "
-                   "each the mean over its own tokens (handout section 3)", x[0], in, x[2],
-                   x[3], x[4]);
+                   "%.6f (relative error %.1e)%s", x[0], in, x[2], x[3], x[4],
+                   m > 1 ? ": the step's loss is the batch's mean, each microbatch's the mean "
+                           "over its own tokens (handout section 3.1)"
+                         : ": with one microbatch the forward is the whole batch's, so what "
+                           "differs is how it ran: its context, dropout masks included, is "
+                           "pl_model_step's (handout section 3.1)");
         if (m > 1) say_dropout(m, why);
         break;
     }
