@@ -136,8 +136,13 @@ struct pl_plan_time {
     double bubble;               /* pipeline fill and drain */
     double step;
     double bytes[PL_NAXES];      /* bytes each GPU sends per step along each axis */
-    enum pl_link link[PL_NAXES]; /* the link class each axis' groups use */
-    double mfu;                  /* model FLOPs / (step x GPUs x peak) */
+    enum pl_link link[PL_NAXES]; /* each axis' own link class: intra-node when
+                                  * pl_rule_inside_node holds for it (size 1 does), else
+                                  * inter-node; the data-parallel gradient collectives are
+                                  * timed on the inter-node link when dp's, ep's or cp's
+                                  * class is inter-node, which link[PL_AX_DP] does not show */
+    double mfu;                  /* model FLOPs of the model's batch (batch_tokens) per step
+                                  * / (step x GPUs x peak) */
     double hfu;                  /* the same with recomputation's FLOPs counted */
     double tflops;               /* model TFLOP/s per GPU */
 };

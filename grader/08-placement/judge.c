@@ -129,25 +129,18 @@ static int judge_memory(const struct l8_obs *o, struct gr_why *why)
 }
 
 /* The hint for a wrong data-parallel time. With dp = 1 and a cp or ep group, the dense
- * gradients are still reduced (over cp x ep) and the dp axis, of size 1, must not make that
- * reduction cross the network: a rule applied without section 2's "size 1" case does. */
+ * gradients are still reduced (over cp x ep): the message says so, with the group's size,
+ * and leaves which link that reduction is timed on to section 4.3. */
 static const char *dp_hint(const struct l8_obs *o, char *buf, size_t len)
 {
     const int *d = o->where.cfg.deg;
-    enum pl_link mine = o->time.link[PL_AX_DP], kit = o->time_ref.link[PL_AX_DP];
     if (o->where.cfg.zero == 0 && d[PL_AX_DP] * d[PL_AX_EP] > 1)
         return "ZeRO-0 reduces the gradients with one all-reduce, exposed beyond the backward: "
                "max(0, AR - bwd), not ZeRO-1's reduce-scatter behind the backward and all-gather "
                "behind the forward (section 4.3)";
     if (d[PL_AX_DP] != 1 || d[PL_AX_CP] * d[PL_AX_EP] == 1) return "section 4.3";
-    int n = snprintf(buf, len, "with dp = 1 the dense gradients are still reduced, over cp x ep "
-                     "= %d GPUs, on the link of the cp and ep groups (section 4.3): the dp "
-                     "axis, of size 1, has no group to spread and counts as inside a node "
-                     "(section 2's table)", d[PL_AX_CP] * d[PL_AX_EP]);
-    if (mine != kit && (mine == PL_LINK_INTRA || mine == PL_LINK_INTER) && n > 0 &&
-        (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, "; yours reports dp's link as %s-node, the kit's "
-                 "as %s-node", pl_link_name(mine), pl_link_name(kit));
+    snprintf(buf, len, "with dp = 1 the dense gradients are still reduced, over cp x ep = %d "
+             "GPUs; section 4.3 says which link they are timed on", d[PL_AX_CP] * d[PL_AX_EP]);
     return buf;
 }
 
@@ -166,8 +159,9 @@ static int compare_band(struct gr_why *why, const char *what, double got, double
     return 1;
 }
 
-/* A link class that differs: what code that assumes the preset clusters' shape or the
- * default order would miss, said where this configuration differs from them. */
+/* A link class that differs: the axis' size, and what code that assumes the preset
+ * clusters' shape or the default order would miss, said where this configuration differs
+ * from them. Which class an axis reports is section 4.2's to say, not the message's. */
 static void say_link(const struct l8_obs *o, int a, struct gr_why *why)
 {
     const struct l8_where *w = &o->where;
@@ -179,14 +173,11 @@ static void say_link(const struct l8_obs *o, int a, struct gr_why *why)
     else if (strcmp(w->cfg.order, PL_PLAN_ORDER))
         snprintf(shape, sizeof shape, "; this configuration's rank order is %s (cfg->order), "
                  "not the default " PL_PLAN_ORDER, w->cfg.order);
-    gr_why_say(why, "link of %s: yours %s-node, the kit's %s-node: intra-node when "
-               "pl_rule_inside_node holds for the axis under the order, else inter-node "
-               "(section 4.2)%s%s", pl_plan_axis_name(a),
+    gr_why_say(why, "link of %s: yours %s-node, the kit's %s-node, for %s = %d: section 4.2 "
+               "says which link an axis reports%s", pl_plan_axis_name(a),
                mine == PL_LINK_INTRA || mine == PL_LINK_INTER ? pl_link_name(mine)
                                                               : "not a link class",
-               pl_link_name(o->time_ref.link[a]),
-               w->cfg.deg[a] == 1 ? "; an axis of size 1 has no group to spread and counts as "
-                                    "inside a node (section 2's table)" : "", shape);
+               pl_link_name(o->time_ref.link[a]), pl_plan_axis_name(a), w->cfg.deg[a], shape);
 }
 
 static int judge_time(const struct l8_obs *o, struct gr_why *why)
@@ -210,8 +201,17 @@ static int judge_time(const struct l8_obs *o, struct gr_why *why)
     bad += compare_value(why, "bubble", g->bubble, w->bubble, 1, "s",
                          "(p-1)/v slots of one microbatch, communication included (section 4.3)");
     bad += compare_band(why, "step", g->step, w->step, step_alt, 1, "s", NULL);
+    /* MFU and TFLOP/s: the formula's terms, and whether the step they divide by agrees,
+     * which tells a student which side of the fraction to look at; section 4.4 says which
+     * tokens a step counts. */
+    int step_ok = close_to(g->step, w->step) || close_to(g->step, step_alt) ||
+                  (g->step - w->step) * (g->step - step_alt) <= 0;
     bad += compare_band(why, "MFU", g->mfu, w->mfu, w->mfu * slower, 0.01, "%",
-                        "model FLOPs per step / (step x GPUs x peak) (section 4.4)");
+                        step_ok ? "FLOPs per token x tokens per step / (step x GPUs x peak), "
+                                  "and your step agrees with the kit's: section 4.4 says which "
+                                  "tokens a step counts"
+                                : "FLOPs per token x tokens per step / (step x GPUs x peak) "
+                                  "(section 4.4)");
     bad += compare_band(why, "HFU", g->hfu, w->hfu, w->hfu * slower, 0.01, "%",
                         "MFU x the microbatch's FLOPs with recomputation / without (section "
                         "4.4)");

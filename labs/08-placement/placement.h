@@ -26,7 +26,9 @@ double placement_memory(const struct pl_plan_model *m, const struct pl_plan_clus
                         const struct pl_plan_config *cfg, struct pl_plan_memory *out);
 
 /* Modelled time of one optimizer step for cfg, into out (step, compute, bubble, exposed[],
- * bytes[], link[], mfu, hfu, tflops); returns out->step in seconds. Handout section 4. */
+ * bytes[], link[], mfu, hfu, tflops); returns out->step in seconds. Handout section 4:
+ * link[] is each axis' own class (4.2), which need not be the link the data-parallel
+ * gradients are timed on (4.3); MFU counts the model's batch (4.4). */
 double placement_step_time(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                            const struct pl_plan_config *cfg, struct pl_plan_time *out);
 
