@@ -123,7 +123,8 @@ void pl_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
  * [h*HS, (h+1)*HS) of each. out[B,T,C] (heads concatenated, before the output projection).
  * att [B,NH,T,T] receives the softmax probabilities softmax(q k^T / sqrt(HS)) with the
  * future masked (row t is zero beyond column t); the backward needs it.
- * A tensor-parallel rank holding NH/tp heads calls this with C/tp and NH/tp. */
+ * C and NH are whatever the caller's qkv holds: any C that NH divides, each head HS = C/NH
+ * channels, the heads independent of each other. */
 void pl_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
                           int NH);
 /* dqkv[B,T,3C] += the gradient, given dout[B,T,C] and qkv, att from the forward. */

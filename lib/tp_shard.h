@@ -11,15 +11,17 @@
  *                        [q_r | k_r | v_r], each C/t rows                [3C/t, C]
  *     attn.b_qkv         the same three slices                           [3C/t]
  *     attn.w_proj        columns [r C/t, (r+1) C/t)                      [C, C/t]
- *     attn.b_proj        replicated (added once, after the reduction)    [C]
+ *     attn.b_proj        replicated                                      [C]
  *     ln2.w ln2.b        replicated                                      [C]
  *     mlp.w_fc           rows [r F/t, (r+1) F/t)                         [F/t, C]
  *     mlp.b_fc           the same slice                                  [F/t]
- *     mlp.w_proj         columns [r F/t, (r+1) F/t)                      [C, F/t]
- *     mlp.b_proj         replicated                                      [C]
+ *     mlp.w_fc2          columns [r F/t, (r+1) F/t)                      [C, F/t]
+ *     mlp.b_fc2          replicated                                      [C]
  * one after the other in that order (the full block's) in a flat shard of
  * pl_tp_block_numel(c, t) floats, which pl_tp_block_bind views through struct
- * pl_block_params (the same fields as a full block, the sizes above). Dense blocks only. */
+ * pl_block_params (the same fields as a full block, the sizes above). The names are that
+ * struct's fields; the model's layout (and pl_tp_tensor.name) calls the MLP's second layer
+ * mlp.w_proj and mlp.b_proj. Dense blocks only. */
 #ifndef PL_TP_SHARD_H
 #define PL_TP_SHARD_H
 
@@ -143,8 +145,7 @@ void pl_tp_block_acts_free(struct pl_tp_block_acts *a);
  * statistics) and the split ones (q, k, v, scores, heads, fc1, GELU). */
 double pl_tp_block_act_bytes(const struct pl_model_config *c, int t, int B, int T);
 
-/* y[n, :] += b for each of the N rows (op memory): the bias of a row-parallel linear,
- * added once after its partial sums are reduced. */
+/* y[n, :] += b for each of the N rows (op memory), on either backend. */
 void pl_tp_add_bias(float *y, const float *b, int N, int OC);
 
 /* ---- the vocabulary-parallel embedding and cross-entropy ----
@@ -168,7 +169,7 @@ void pl_tp_head_acts_free(struct pl_tp_head_acts *a);
 
 /* max[n] = the largest of logits[n, 0..V). */
 void pl_tp_row_max(float *max, const float *logits, int N, int V);
-/* out[n] = the largest of blocks[k*N + n] over k < nblocks (e.g. gathered row maxima). */
+/* out[n] = the largest of blocks[k*N + n] over k < nblocks. */
 void pl_tp_max_of_blocks(float *out, const float *blocks, int nblocks, int N);
 /* sum[n] = sum over j < V of exp(logits[n, j] - shift[n]). */
 void pl_tp_row_sumexp(float *sum, const float *logits, const float *shift, int N, int V);

@@ -121,11 +121,10 @@ static void plot_fg(const struct l4_state *st)
     snprintf(title, sizeof title, "Self-attention by heads, t = %d (%d heads of %d channels)",
              t, c.n_heads, c.d_model / c.n_heads);
     panel(f, 190, title, attn, t, "z = sum + bias");
-    pl_svg_text(f, 10, 372, "", "f: identity forward, all-reduce of dx backward.   "
-                "g: all-reduce forward, identity backward.");
+    pl_svg_text(f, 10, 372, "", "f: where the split region begins, before a column-parallel "
+                "linear.   g: where it ends, after a row-parallel linear (section 3).");
     pl_svg_text(f, 10, 392, "fill=\"#555\"", "Blue: split by columns or rows of the weights "
-                "(each rank its own); the biases of the row-parallel linears are added once, "
-                "after g.");
+                "(each rank its own); the biases of the row-parallel linears are replicated.");
     svg_close(f, path);
 }
 

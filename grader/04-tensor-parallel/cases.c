@@ -360,5 +360,14 @@ void l4_run_case(struct l4_state *st, int i)
         st->base_seed = st->grading_seed;
         pl_comm_free(tp);
     }
+    /* case 0's figures (its TP group the world) travel with every later case: from 4 ranks
+     * up the last case is a TP x DP grid, and the notes of a passing part, said on the last
+     * case, quote the group that is the world rather than the grid's smaller one */
+    if (i == 0 && cg.dp == 1) {
+        st->has_world = 1;
+        st->world_figs = st->ob->figs;
+    }
+    st->ob->has_world = st->has_world;
+    st->ob->world = st->world_figs;
     pl_comm_free(world);
 }

@@ -323,9 +323,9 @@ void l4_run_sub(struct l4_state *st, struct pl_comm *tp, enum l4_sub s, int i)
     double nc = (double)B * T * 64;
     if (t > 1) {
         l4_pass(st, "forward", &run.fwd, SUBS[s].ars, nc, t,
-                           "g after each row-parallel linear");
+                           "tp.h's traffic rule");
         l4_pass(st, "backward", &run.bwd, SUBS[s].ars, nc, t,
-                           "f's backward before each column-parallel linear");
+                           "tp.h's traffic rule");
     }
     st->cur = L4_CORRECT;
     if (st->want_time && s == L4_SUB_BLOCK && pl_size() > 1)

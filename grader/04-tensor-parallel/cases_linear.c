@@ -202,12 +202,12 @@ void l4_run_linear(struct l4_state *st, struct pl_comm *tp, int i)
     st->cur = L4_TRAFFIC;
     if (t > 1) {
         l4_pass(st, "column-parallel forward", &col.fwd, 0, N * 64.0, t,
-                           "f is the identity forward");
+                           "tp.h's traffic rule");
         l4_pass(st, "column-parallel backward", &col.bwd, 1, N * 64.0, t,
-                           "f's backward on dx");
-        l4_pass(st, "row-parallel forward", &row.fwd, 1, N * 64.0, t, "g's forward on y");
+                           "tp.h's traffic rule");
+        l4_pass(st, "row-parallel forward", &row.fwd, 1, N * 64.0, t, "tp.h's traffic rule");
         l4_pass(st, "row-parallel backward", &row.bwd, 0, N * 64.0, t,
-                           "g is the identity backward");
+                           "tp.h's traffic rule");
     }
     st->cur = L4_CORRECT;
 }

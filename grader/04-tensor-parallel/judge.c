@@ -37,11 +37,11 @@ int l4_judge_pass(const struct l4_pass *p, char *buf, size_t len)
     else if (tr->ar_calls != calls)
         snprintf(buf, len, "the %s made %ld all-reduce%s on the TP group where it needs %ld "
                  "(%s)%s", p->name, tr->ar_calls, tr->ar_calls == 1 ? "" : "s", calls, p->where,
-                 tr->ar_calls < calls ? ": a g (forward) or f (backward) that skips its "
-                                        "all-reduce leaves each rank with a partial sum"
-                                      : ": f is the identity forward and g the identity "
-                                        "backward; an all-reduce there adds traffic (and sums "
-                                        "what is already whole)");
+                 tr->ar_calls < calls ? ": with fewer, some rank leaves the split region "
+                                        "holding only its own term of a sum (section 3)"
+                                      : ": each one past that count sums what every rank "
+                                        "already holds whole, traffic tensor parallelism does "
+                                        "not need (section 3)");
     else if (fabs(tr->ar_bytes - want) > 0.5)
         snprintf(buf, len, "the %s sent %s per rank where %ld all-reduce%s of %.0f floats on %d "
                  "ranks send %s (2(t-1)/t of each buffer): reduce exactly the [N, C] activation",
@@ -142,20 +142,20 @@ static void hint_text(const struct l4_hint *h, char *buf, size_t len)
 {
     static const char *const fixed[] = {
         [L4_H_COL_Y] = "y = x w^T + b with this rank's rows of w: the output stays split",
-        [L4_H_COL_DX] = "every rank's dy w is a part of dx: f's backward sums them over the "
-                        "group",
-        [L4_H_ROW_Y] = "each rank's x_r w_r^T is a partial sum: g's forward adds them, then the "
-                       "bias once",
+        [L4_H_COL_DX] = "every rank's dy_r w_r is one part of dx, and dx is the single "
+                        "device's whole gradient on every rank (section 4)",
+        [L4_H_ROW_Y] = "each rank's x_r w_r^T is one term of y, and y is the single device's "
+                       "whole output on every rank, its bias held once (section 4)",
         [L4_H_ROW_BIAS] = "the output is the right sum plus t-1 extra copies of the bias: it was "
-                          "added on every rank before the reduction; add it once, after g "
-                          "(section 4)",
+                          "added on every rank before the reduction (section 4)",
         [L4_H_OUT_BIAS] = "it is the right sum plus t-1 extra copies of the output bias: the "
                           "row-parallel bias was added on every rank before the reduction "
                           "(section 4)",
         [L4_H_HEADS] = "your q, k and v are right but the heads' outputs are not: this rank's "
                        "C/t channels are NH/t WHOLE heads of size C/NH; attention over all NH "
                        "heads of size C/(NH t) splits each head's q.k dot product (section 6)",
-        [L4_H_HEAD_DX] = "f's backward sums the ranks' dlogits_r w_r (section 10)",
+        [L4_H_HEAD_DX] = "each rank's dlogits_r w_r is one part of dx, which is the single "
+                         "device's whole gradient on every rank (sections 4 and 10)",
         [L4_H_OVERWROTE] = "it was handed over holding other values and your backward "
                            "overwrote them with this call's gradient: parameter gradients "
                            "ACCUMULATE (+=, tp.h), as model.h's backward does, so that a model "
@@ -176,24 +176,27 @@ static void hint_text(const struct l4_hint *h, char *buf, size_t len)
     int need = (int)h->h[1];
     if (h->kind == L4_H_FEWER_AR)
         snprintf(base, sizeof base, "your forward made %ld all-reduce%s where it needs %d: "
-                 "without g's all-reduce each rank holds only its partial sum (section 3)", made,
+                 "with fewer, a rank leaves the split region holding only its own term of a sum "
+                 "(section 3)", made,
                  made == 1 ? "" : "s", need);
     else if (h->kind == L4_H_MORE_AR)
-        snprintf(base, sizeof base, "your forward made %ld all-reduces where it needs %d: f is "
-                 "the identity forward; summing x over the ranks multiplies it by t (section 3)",
+        snprintf(base, sizeof base, "your forward made %ld all-reduces where it needs %d: "
+                 "summing x, which every rank already holds whole, multiplies it by t "
+                 "(section 3)",
                  made, need);
     else if (h->kind == L4_H_SUB_DX)
-        snprintf(base, sizeof base, "every rank's branch saw all of x, so its dx is a part of "
-                 "the whole: f's backward sums them over the TP group (section 3)%s", world);
+        snprintf(base, sizeof base, "every rank's branch saw all of x, so each rank's dx is one "
+                 "part of the single device's, which every rank must hold whole (section 3)%s",
+                 world);
     else if (h->kind == L4_H_SUMMED)
         snprintf(base, sizeof base, "it is %d (= t) times the single device's: a gradient "
                  "every rank already holds whole was summed over the group again (section 7, "
                  "question why_ln_grads_equal)", (int)h->h[0]);
     else if (h->kind == L4_H_EMBED)
-        snprintf(base, sizeof base, "ids outside your slice contribute zero rows, ids %d and %d "
-                 "(the first and last of your slice) are yours; g sums the ranks' rows; the "
-                 "position embedding (position of token i: i mod T, T=%d here%s) is added once, "
-                 "after the sum (section 9)%s", (int)h->h[0], (int)h->h[1], (int)h->h[2],
+        snprintf(base, sizeof base, "ids %d and %d (the first and last of your slice) are yours "
+                 "and no others are; x is the single device's on every rank, the position "
+                 "embedding (position of token i: i mod T, T=%d here%s) held once in it "
+                 "(section 9)%s", (int)h->h[0], (int)h->h[1], (int)h->h[2],
                  h->h[3] ? ", not seq_len" : "", world);
     else if (h->kind > 0 && h->kind < (int)(sizeof fixed / sizeof *fixed) && fixed[h->kind])
         snprintf(base, sizeof base, "%s", fixed[h->kind]);
@@ -210,10 +213,13 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
     static const char *const pass[] = {"f's forward", "f's backward", "g's forward",
                                        "g's backward"};
     static const char *const rule[] = {
-        "f (copy to the TP region) is the identity forward: every rank already holds x",
-        "f's backward all-reduces (sums) the gradient over the TP group",
-        "g (reduce from the TP region) all-reduces (sums) over the TP group forward",
-        "g's backward is the identity: the sum's gradient reaches every term unchanged"};
+        "f (copy to the TP region) forward: every rank's branch gets x as the single device "
+        "holds it",
+        "f's backward: every rank holds the single device's gradient of x, to which each "
+        "rank's branch gave one part",
+        "g (reduce from the TP region) forward: every rank holds the region's output, the sum "
+        "of the ranks' terms",
+        "g's backward: every rank's term gets the gradient of the sum it is a term of"};
     static const char *const category[] = {"parameters", "gradients", "AdamW moments"};
     const double *v = s->v;
     const char *n0 = s->name[0], *n1 = s->name[1], *n2 = s->name[2];
@@ -388,21 +394,29 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
 static void note(int kind, int p, int np, const struct l4_obs *o, char *buf, size_t len)
 {
     const struct l4_figs *f = &o->figs;
+    /* w: the first case's figures, its TP group the world (t = np); the last case's own
+     * when no earlier case was run. From 4 ranks up the last case is a TP x DP grid whose
+     * groups are smaller: the note names it after the world's figures, never in their place */
+    const struct l4_figs *w = o->has_world ? &o->world : f;
     const int groups = np / (f->t ? f->t : 1), ars = kind == L4_BLOCK ? 2 : 1;
-    char a[32], b[32], c[32], d[32], e[32];
+    char a[32], b[32], c[32], d[32], e[32], grid[96] = "";
+    if (groups > 1 && w != f)
+        snprintf(grid, sizeof grid, "; the last case on %d TP groups of %d, each with its own "
+                 "data", groups, f->t);
     buf[0] = '\0';
     if (p == L4_TRAFFIC && o->has_vocab) vocab_traffic_note(&o->vocab, buf, len);
     else if (p == L4_MEMORY && o->has_vocab) vocab_memory_note(&o->vocab, buf, len);
     else if (p == L4_TIME && o->has_time)
         gr_bt_note(&o->time, L4_TIME_COMM, L4_TIME_SECTION, buf, len);
     else if (p == L4_CORRECT && kind == L4_CONJ)
-        snprintf(buf, len, "f and g forward and backward exact on every rank (t=%d)", f->t);
+        snprintf(buf, len, "f and g forward and backward exact on every rank (t=%d, the TP "
+                 "group the world%s)", w->t, grid);
     else if (p == L4_TRAFFIC && kind == L4_CONJ)
         snprintf(buf, len, "one all-reduce in f's backward and g's forward, none in f's forward "
                  "and g's backward");
     else if (p == L4_CORRECT && kind == L4_LINEAR)
         snprintf(buf, len, "column- and row-parallel outputs and gradients match the full "
-                 "nn.Linear's blocks (t=%d)", f->t);
+                 "nn.Linear's blocks (t=%d, the TP group the world%s)", w->t, grid);
     else if (p == L4_TRAFFIC && kind == L4_LINEAR)
         snprintf(buf, len, "one all-reduce of [N, C] in the column backward and the row "
                  "forward, none elsewhere");
@@ -433,20 +447,21 @@ static void note(int kind, int p, int np, const struct l4_obs *o, char *buf, siz
     else if (p == L4_CORRECT && kind == L4_VOCAB)
         snprintf(buf, len, "embedding, loss and every gradient match the single device (t=%d; "
                  "%d cases, ids at every shard boundary, logits past exp's float range, "
-                 "gradients handed over non-zero, the last on %d TP group%s)", f->t, L4_NCASES,
-                 groups, groups == 1 ? "" : "s");
+                 "gradients handed over non-zero, the last on %d TP group%s of %d)", w->t,
+                 L4_NCASES, groups, groups == 1 ? "" : "s", f->t);
     else if (p == L4_CORRECT && kind == L4_TRAIN)
-        snprintf(buf, len, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every "
-                 "shard's weights match the single device (last loss %.5f), with %.3f of its "
-                 "FLOPs per rank", L4_TRAIN_STEPS, L4_TRAIN_LAYERS, f->t, f->loss, f->share);
+        snprintf(buf, len, "%d AdamW steps of a %d-block GPT on a TP group of %d ranks, the "
+                 "world: losses and every shard's weights match the single device (last loss "
+                 "%.5f), with %.3f of its FLOPs per rank%s", L4_TRAIN_STEPS, L4_TRAIN_LAYERS,
+                 w->t, w->loss, w->share, grid);
     else if (p == L4_MEMORY && kind == L4_TRAIN)
-        snprintf(buf, len, "per rank: %s of parameters (as many of gradients, twice of AdamW "
-                 "moments) for t=%d, from the shapes; activations %s at peak within %s; %s in "
-                 "all within %s; live memory the same after every step",
-                 pl_format_bytes(f->states, a, sizeof a), f->t,
-                 pl_format_bytes(f->act, b, sizeof b), pl_format_bytes(f->act_bound, c, sizeof c),
-                 pl_format_bytes(f->total, d, sizeof d),
-                 pl_format_bytes(f->total_bound, e, sizeof e));
+        snprintf(buf, len, "per rank on a TP group of %d, the world: %s of parameters (as many "
+                 "of gradients, twice of AdamW moments), from the shapes; activations %s at peak "
+                 "within %s; %s in all within %s; live memory the same after every step%s",
+                 w->t, pl_format_bytes(w->states, a, sizeof a),
+                 pl_format_bytes(w->act, b, sizeof b), pl_format_bytes(w->act_bound, c, sizeof c),
+                 pl_format_bytes(w->total, d, sizeof d),
+                 pl_format_bytes(w->total_bound, e, sizeof e), grid);
 }
 
 /* ---- a part on one case ---- */

@@ -153,6 +153,8 @@ struct l4_obs {
     struct l4_vocab vocab;
     int has_time;                   /* part time (rank 0) */
     struct gr_bt_figures time;
+    int has_world;                  /* case 0's figures, its TP group the world, which the */
+    struct l4_figs world;           /* notes of the last case quote whatever its own grid */
 };
 
 /* ---- the lab's state (the harness's; driver.c makes it) ---- */
@@ -172,6 +174,8 @@ struct l4_state {
     struct l4_obs *ob;          /* the observation being filled (observe) */
     int cur;                    /* the part l4_fail records against */
     struct gr_bt_figures time_last;   /* the traced case's replay, said again on the others */
+    int has_world;                    /* case 0 ran with the world as its TP group: */
+    struct l4_figs world_figs;        /* its figures, carried into the later cases' records */
     struct pl_comm *perf_tp;
     struct l4_perf *perf;
 };

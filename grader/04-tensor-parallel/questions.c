@@ -1,13 +1,16 @@
 /* questions.c: Lab 4's graded questions (labs/04-tensor-parallel/questions.txt). Expected
  * values come from the lab's formulas computed here and from lib's own shard layout and
  * activation formula (tp_shard.h) and the ledger's ring volume, for one GPT-3 block: b = 1,
- * s = 2048, h = 12288, 96 heads, d_ff = 4h, t = 8. None of the answers is printed in the
- * handout: each follows from it by a step of the student's own. */
+ * s = 2048, h = 12288, 96 heads, d_ff = 4h, t = 8; the placement question for another block
+ * (b = 1, s = 4096, h = 8192) from the dgx-h100 profile and the ledger's ring time, the
+ * model the bench's GPT-3 table uses. None of the answers is printed in the handout: each
+ * follows from it by a step of the student's own. */
 #include <stdio.h>
 
 #include "ledger.h"
 #include "model.h"
 #include "questions.h"
+#include "topo.h"
 #include "tp_shard.h"
 
 #define Q4_B 1
@@ -72,15 +75,48 @@ static double act_bytes(char *why, size_t len)
     return v;
 }
 
+/* The placement question's block: GPT-style (d_ff = 4h), 16-bit, on t = 8; not the bench's
+ * GPT-3 block, whose ratio the handout quotes. */
+#define QP_B 1
+#define QP_S 4096
+#define QP_H 8192
+
+/* One block forward and backward modelled serially as bench.c's big-block table does it:
+ * 72bsh^2(1 + s/6h) FLOPs split t ways at the profile's rate, plus four ring all-reduces of
+ * bsh 16-bit values on the link class given. */
+static double serial_block(const struct pl_profile *p, enum pl_link link, int t, double *comp)
+{
+    double b = QP_B, s = QP_S, h = QP_H;
+    *comp = 72 * b * s * h * h * (1 + s / (6 * h)) / t / p->flops;
+    return *comp + 4 * pl_coll_time(PL_ALL_REDUCE, t, b * s * h * 2, p->latency[link],
+                                    p->bw[link]);
+}
+
+static double across_over_in(char *why, size_t len)
+{
+    const struct pl_profile *p = pl_profile_find("dgx-h100");
+    double comp, in = serial_block(p, PL_LINK_INTRA, Q4_T, &comp),
+                  out = serial_block(p, PL_LINK_INTER, Q4_T, &comp);
+    snprintf(why, len, "compute 72bsh^2(1 + s/6h)/t at %.0f TFLOP/s = %.4g ms; 4 ring "
+             "all-reduces of bsh x 2 bytes, each 2(t-1) x latency + 2(t-1)/t x bytes / "
+             "bandwidth: %.4g ms on NVLink (%.0f GB/s, %.0f us), %.4g ms on the network "
+             "(%.0f GB/s, %.0f us); (%.4g ms)/(%.4g ms) = %.4g", p->flops / 1e12, comp * 1e3,
+             (in - comp) * 1e3, p->bw[PL_LINK_INTRA] / 1e9, p->latency[PL_LINK_INTRA] * 1e6,
+             (out - comp) * 1e3, p->bw[PL_LINK_INTER] / 1e9, p->latency[PL_LINK_INTER] * 1e6,
+             out * 1e3, in * 1e3, out / in);
+    return out / in;
+}
+
 static const struct gr_question LAB04_QUESTIONS[] = {
     {"block_bytes_t8_over_t2", bytes_t8_over_t2, 0.01, 1},
     {"allreduces_with_recompute", allreduces_recompute, 0.0, 1},
     {"block_params_per_rank", params_per_rank, 0.01, 1},
     {"block_activation_bytes", act_bytes, 0.01, 1},
+    {"block_across_over_in_h8192", across_over_in, 0.01, 1},
     {"why_kv_heads_limit_t", NULL, 0, 0},
     {"why_ln_grads_equal", NULL, 0, 0},
     {"why_dropout_masks", NULL, 0, 0},
-    {"placement_across_nodes", NULL, 0, 0},
+    {"across_nodes_instead", NULL, 0, 0},
     {"replicated_activation_terms", NULL, 0, 0},
 };
 
@@ -89,11 +125,13 @@ static const struct gr_questions lab04_questions = {
     (int)(sizeof LAB04_QUESTIONS / sizeof LAB04_QUESTIONS[0])};
 GR_REGISTER_QUESTIONS(lab04_questions);
 
-/* Asked before: their answers were printed in the handout (sections 1, 4, 7 and 8). */
+/* Asked before: their answers were printed in the handout (sections 1, 4, 7 and 8; the
+ * last, the GPT-3 block's across-nodes ratio, in section 8's bench table and text). */
 static const struct gr_retired_question LAB04_RETIRED[] = {
     {"04-tensor-parallel", "block_bytes_per_rank", "block_bytes_t8_over_t2"},
     {"04-tensor-parallel", "allreduces_per_block", "allreduces_with_recompute"},
     {"04-tensor-parallel", "why_rows_then_columns", "why_kv_heads_limit_t"},
     {"04-tensor-parallel", "bias_before_g", "why_dropout_masks"},
+    {"04-tensor-parallel", "placement_across_nodes", "block_across_over_in_h8192"},
 };
 GR_REGISTER_RETIRED_QUESTIONS(LAB04_RETIRED)

@@ -50,8 +50,8 @@ void tp_reduce_from_region_backward(struct pl_comm *tp, float *dx, size_t n)
     lab_todo("tp_reduce_from_region_backward", "3");
 }
 
-/* Section 4: the column-parallel linear (output split, no gather) and the row-parallel
- * one (input split, partial sums reduced by g, bias added once). */
+/* Section 4: the column-parallel linear (output left split) and the row-parallel one
+ * (input split, output whole on every rank). */
 void tp_column_linear_forward(struct pl_comm *tp, float *y, float *x, const float *w,
                               const float *b, int N, int C, int OCt)
 {

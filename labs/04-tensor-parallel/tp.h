@@ -6,10 +6,11 @@
  * t ranks (one TP group) hold one transformer block between them: each rank keeps 1/t of
  * every matrix, as a row or a column block of the full tensor (lib/tp_shard.h draws the
  * layout), and the whole activation x [N, C] (N = B*T tokens, C = d_model) enters and
- * leaves the block replicated on every rank. Two conjugate operators join the pieces:
- *
- *     f  (copy to the TP region)       forward: identity        backward: all-reduce
- *     g  (reduce from the TP region)   forward: all-reduce      backward: identity
+ * leaves the block replicated on every rank. Two conjugate operators mark the edges of the
+ * split region between: f (copy to the TP region) where it begins, before a column-parallel
+ * linear, and g (reduce from the TP region) where it ends, after a row-parallel linear.
+ * Each has a forward and a backward, and with them the block's forward and backward equal
+ * one device's (section 3 derives what each of the four does).
  *
  * A column-parallel linear leaves its output split along the features; a row-parallel
  * linear takes that split input and leaves the full output. The MLP and the attention (by
@@ -27,20 +28,20 @@
  *             ranks up the group is smaller than the world (a TP x DP grid, each DP replica
  *             with its own data). A rank's slice is its rank in the group. tp_group works
  *             with any grid order and any number of axes; group rank = tp coordinate. It
- *             builds the group itself (pl_comm_split over world, from the grid's
- *             arithmetic): pl_grid_comm and pl_grid_group, the grid's own groups, are what
+ *             builds the group itself (pl_comm_split over world): pl_grid_comm and
+ *             pl_grid_group, the grid's own groups, are what
  *             the grader checks it against, and the calls rule refuses them.
  *   traffic   from the traffic ledger, on t >= 2: a block (and each of its MLP and
  *             attention) communicates only by all-reduces of [N, C] on the group, exactly
  *             two forward and two backward for a block (one and one for the MLP or the
- *             attention), nothing else. The embedding and loss together: the two all-reduces
- *             of [N, C] f and g need, and at most three collectives of N floats each, each
- *             sending at most an all-gather's (t-1)N floats per rank. A training step: at
- *             most the blocks' 4L all-reduces, the embedding's and loss's as above, and at
- *             most two collectives of one float per tensor for the global norm; and at least
- *             g's all-reduces of [N, C] forward (a rank that runs the whole model fails).
- *   compute   a bias of a row-parallel linear is added once, after the reduction. A
- *             training rank does about 1/t of the single device's FLOPs (the ledger counts
+ *             attention), nothing else. The embedding and loss together: two all-reduces of
+ *             [N, C] and at most three collectives of N floats each, each sending at most an
+ *             all-gather's (t-1)N floats per rank. A training step: at most the blocks' 4L
+ *             all-reduces, the embedding's and loss's as above, and at most two collectives
+ *             of one float per tensor for the global norm; and at least a block forward's two
+ *             all-reduces of [N, C] per block (a rank that runs the whole model fails).
+ *   compute   a row-parallel linear's output holds its replicated bias once, as
+ *             nn.Linear's does (results above). A training rank does about 1/t of the single device's FLOPs (the ledger counts
  *             the kit's ops); the block's modelled time is graded against compute/t plus
  *             four all-reduces (full marks up to 1.10x, none from 1.40x) and its wall-clock
  *             time against the kit's block on B/t sequences plus four all-reduces (full
@@ -82,7 +83,13 @@
  * the grid but "tp", ordered by their tp coordinate (group rank = tp coordinate). */
 struct pl_comm *tp_group(const struct pl_grid *grid, struct pl_comm *world);
 
-/* ---- the conjugate operators (section 3), in place on n floats ---- */
+/* ---- the conjugate operators (section 3), in place on n floats ----
+ * f forward: x, the same on every rank, becomes the input of this rank's branch of the
+ * region. f backward: dx holds the gradient that this rank's branch gives x; it leaves the
+ * gradient of x itself, as one device computes it, the same on every rank. g forward: x
+ * holds this rank's term of the region's output, a sum over the ranks; it leaves that output,
+ * the same on every rank. g backward: dx, the gradient of that output, the same on every
+ * rank, becomes the gradient of this rank's term. */
 
 void tp_copy_to_region_forward(struct pl_comm *tp, float *x, size_t n);      /* f */
 void tp_copy_to_region_backward(struct pl_comm *tp, float *dx, size_t n);
@@ -91,8 +98,8 @@ void tp_reduce_from_region_backward(struct pl_comm *tp, float *dx, size_t n);
 
 /* ---- parallel linear layers (section 4), nn.Linear's shapes: weight [out, in] ---- */
 
-/* Column-parallel: x [N, C] replicated (f acts on it in place, so it is not const; a
- * correct f leaves it as it is), w [OCt, C] this rank's rows, b [OCt], y [N, OCt] this
+/* Column-parallel: x [N, C] replicated (f acts on it in place, so it is not const),
+ * w [OCt, C] this rank's rows, b [OCt], y [N, OCt] this
  * rank's columns of the output, left split. */
 void tp_column_linear_forward(struct pl_comm *tp, float *y, float *x, const float *w,
                               const float *b, int N, int C, int OCt);

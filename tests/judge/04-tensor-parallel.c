@@ -33,13 +33,59 @@ static void pass_of(struct l4_pass *p, const char *name, long need, long made, d
 {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
-    snprintf(p->where, sizeof p->where, "g after each row-parallel linear");
+    snprintf(p->where, sizeof p->where, "tp.h's traffic rule");
     p->calls = need;
     p->count = count;
     p->t = t;
     p->tr.ar_calls = made;
     /* a ring all-reduce sends 2(t-1)/t of its buffer per rank */
     p->tr.ar_bytes = (double)made * 2.0 * (t - 1) / t * count * 4.0;
+}
+
+/* From 4 ranks up training's last case is a TP x DP grid (t = np/2): the notes of a
+ * passing part quote the first case, whose TP group is the world (t = np), and name the grid
+ * after it, never a "t=2" figure on a 4-rank test. */
+static void training_grid_notes(void)
+{
+    enum { NP = 4, T_GRID = 2 };
+    static struct l4_obs obs[NP];
+    struct gr_why why;
+    char want[1024], a[32], b[32], c[32], d[32], e[32];
+    const double states = 1.5e6, act = 0.75e6, held = 6e6;
+    memset(obs, 0, sizeof obs);
+    /* the grid case's own figures: a TP group of 2, each rank a larger shard */
+    obs[0].figs = (struct l4_figs){.t = T_GRID, .loss = 5.5, .share = 0.55, .states = 2 * states,
+                                   .act = 2 * act, .act_bound = 4 * act, .total = 2 * held,
+                                   .total_bound = 4 * held};
+    obs[0].has_world = 1;
+    obs[0].world = (struct l4_figs){.t = NP, .loss = 5.123456, .share = 0.2789,
+                                    .states = states, .act = act, .act_bound = 2 * act,
+                                    .total = held, .total_bound = 2 * held};
+    snprintf(want, sizeof want, "per rank on a TP group of %d, the world: %s of parameters (as "
+             "many of gradients, twice of AdamW moments), from the shapes; activations %s at "
+             "peak within %s; %s in all within %s; live memory the same after every step; the "
+             "last case on %d TP groups of %d, each with its own data", NP,
+             pl_format_bytes(states, a, sizeof a), pl_format_bytes(act, b, sizeof b),
+             pl_format_bytes(2 * act, c, sizeof c), pl_format_bytes(held, d, sizeof d),
+             pl_format_bytes(2 * held, e, sizeof e), NP / T_GRID, T_GRID);
+    CHECK(judge(L4_TRAIN, 1, 2, "memory", obs, NP, &why) && why.n == 1 &&
+              !strcmp(why.line[0], want) && !said(&why, "t=2") && !said(&why, "for t="),
+          "training memory's note on 4 ranks quotes the world's group: %s",
+          why.n ? why.line[0] : "");
+    snprintf(want, sizeof want, "%d AdamW steps of a %d-block GPT on a TP group of %d ranks, "
+             "the world: losses and every shard's weights match the single device (last loss "
+             "%.5f), with %.3f of its FLOPs per rank; the last case on %d TP groups of %d, each "
+             "with its own data", L4_TRAIN_STEPS, L4_TRAIN_LAYERS, NP, 5.123456, 0.2789,
+             NP / T_GRID, T_GRID);
+    CHECK(judge(L4_TRAIN, 1, 2, "correct", obs, NP, &why) && why.n == 1 &&
+              !strcmp(why.line[0], want),
+          "training's note on 4 ranks quotes the world's group: %s", why.n ? why.line[0] : "");
+    snprintf(want, sizeof want, "f and g forward and backward exact on every rank (t=%d, the TP "
+             "group the world; the last case on %d TP groups of %d, each with its own data)", NP,
+             NP / T_GRID, T_GRID);
+    CHECK(judge(L4_CONJ, 1, 2, "correct", obs, NP, &why) && why.n == 1 &&
+              !strcmp(why.line[0], want),
+          "f and g's note on 4 ranks quotes the world's group: %s", why.n ? why.line[0] : "");
 }
 
 /* Training: the loss of a later step, the traffic past its most, memory outside the ledger,
@@ -100,19 +146,21 @@ static void training(void)
     obs[0].figs = (struct l4_figs){.t = NP, .loss = 5.123456, .share = 0.5123, .states = states,
                                    .act = act, .act_bound = 2 * act, .total = held,
                                    .total_bound = 2 * held};
-    snprintf(want, sizeof want, "%d AdamW steps of a %d-block GPT on %d ranks: losses and every "
-             "shard's weights match the single device (last loss %.5f), with %.3f of its FLOPs "
-             "per rank", L4_TRAIN_STEPS, L4_TRAIN_LAYERS, NP, 5.123456, 0.5123);
+    snprintf(want, sizeof want, "%d AdamW steps of a %d-block GPT on a TP group of %d ranks, "
+             "the world: losses and every shard's weights match the single device (last loss "
+             "%.5f), with %.3f of its FLOPs per rank", L4_TRAIN_STEPS, L4_TRAIN_LAYERS, NP,
+             5.123456, 0.5123);
     CHECK(judge(L4_TRAIN, 0, 1, "correct", obs, NP, &why) && why.n == 1 &&
               !strcmp(why.line[0], want),
           "training's note: %s", why.n ? why.line[0] : "");
-    snprintf(want, sizeof want, "per rank: %s of parameters (as many of gradients, twice of "
-             "AdamW moments) for t=%d, from the shapes; activations %s at peak within %s; %s in "
-             "all within %s", pl_format_bytes(states, a, sizeof a), NP,
+    snprintf(want, sizeof want, "per rank on a TP group of %d, the world: %s of parameters (as "
+             "many of gradients, twice of AdamW moments), from the shapes; activations %s at "
+             "peak within %s; %s in all within %s", NP, pl_format_bytes(states, a, sizeof a),
              pl_format_bytes(act, b, sizeof b), pl_format_bytes(2 * act, c, sizeof c),
              pl_format_bytes(held, d, sizeof d), pl_format_bytes(2 * held, e, sizeof e));
     CHECK(judge(L4_TRAIN, 0, 1, "memory", obs, NP, &why) && said(&why, want),
           "training memory's note: %s", why.n ? why.line[0] : "");
+    training_grid_notes();
 }
 
 /* Placement on 8 ranks: a group across nodes, one numbered backwards; order dp-tp's note. */
@@ -177,12 +225,13 @@ static void hand_built(void)
     pass_of(&obs[1].pass[0], "forward", 1, 2, count, NP);
     CHECK(!judge(L4_MLP, 0, 3, "traffic", obs, NP, &why) &&
               said(&why, "rank 1: the forward made 2 all-reduces on the TP group where it "
-                         "needs 1") && said(&why, "f is the identity forward"),
+                         "needs 1") && said(&why, "sums what every rank already holds whole") &&
+              !said(&why, "identity"),
           "one all-reduce too many is named with rank 1: %s", why.n ? why.line[0] : "");
     pass_of(&obs[1].pass[0], "forward", 1, 0, count, NP);
     CHECK(!judge(L4_MLP, 0, 3, "traffic", obs, NP, &why) &&
               said(&why, "rank 1: the forward made 0 all-reduces") &&
-              said(&why, "leaves each rank with a partial sum"),
+              said(&why, "holding only its own term of a sum") && !said(&why, "g (forward)"),
           "a missing all-reduce: %s", why.n ? why.line[0] : "");
     /* the right count of the wrong size */
     pass_of(&obs[1].pass[0], "forward", 1, 1, count, NP);
@@ -230,10 +279,10 @@ static void hand_built(void)
                              .hint = {.kind = L4_H_EMBED, .h = {64, 127, 5, 1}, .world = 1}};
     snprintf(f->name[0], L4_NAME, "embedding output x");
     snprintf(want, sizeof want, "rank 0: embedding output x: element 3 is %g (expected 2): ids "
-             "outside your slice contribute zero rows, ids 64 and 127 (the first and last of "
-             "your slice) are yours; g sums the ranks' rows; the position embedding (position "
-             "of token i: i mod T, T=5 here, not seq_len) is added once, after the sum (section "
-             "9). Here each TP group is only some of the ranks", (double)INFINITY);
+             "64 and 127 (the first and last of your slice) are yours and no others are; x is "
+             "the single device's on every rank, the position embedding (position of token i: "
+             "i mod T, T=5 here, not seq_len) held once in it (section 9). Here each TP group "
+             "is only some of the ranks", (double)INFINITY);
     CHECK(!judge(L4_VOCAB, 0, 3, "correct", obs, NP, &why) && said(&why, want),
           "a non-finite element, the group's slice: %s", why.n ? why.line[0] : "");
 
@@ -244,8 +293,9 @@ static void hand_built(void)
     f->v[0] = 0, f->v[1] = 9, f->v[2] = 12, f->v[3] = 5, f->v[4] = 12;
     CHECK(!judge(L4_CONJ, 0, 1, "correct", obs, NP, &why) &&
               said(&why, "rank 1: f's forward: element 9 is 12, expected 5 (f (copy to the TP "
-                         "region) is the identity forward: every rank already holds x; you "
-                         "summed over the ranks)"),
+                         "region) forward: every rank's branch gets x as the single device "
+                         "holds it; you summed over the ranks)") &&
+              !said(&why, "identity") && !said(&why, "all-reduce"),
           "f summing forward: %s", why.n ? why.line[0] : "");
 
     /* memory of the loss: as much as the full logits, held or hidden from the ledger */
