@@ -358,7 +358,7 @@ static int judge_traffic(struct gr_why *why, int stage, const struct gr_obs *all
 }
 
 /* The traced step of the first case, replayed on rank 0 with and without prefetch: the share
- * of its all-gather time hidden against what an ideal prefetch hides. */
+ * of its all-gather time hidden against the most that any step can hide (prefetch.c). */
 static int judge_prefetch(const struct l3_prefetch_fig *r, struct gr_why *why)
 {
     if (!r->traced) {
@@ -378,11 +378,12 @@ static int judge_prefetch(const struct l3_prefetch_fig *r, struct gr_why *why)
                "each all-gather waited for where it was issued)", L3_PREFETCH_PROFILE, r->n,
                100 * r->hidden, 1e6 * r->with_exposed, 1e6 * r->with_step,
                1e6 * r->without_exposed, 1e6 * r->without_step);
-    gr_why_say(why, "the model's bound: an ideal prefetch hides %.0f%% (the first gather has no "
-               "compute before it, and each later one hides only behind the compute of the unit "
-               "before it); you reached %.0f%% of it; full marks from %.0f%% of it, none up to "
-               "%.0f%%", 100 * r->ideal, 100 * reach, 100 * L3_PREFETCH_FULL,
-               100 * L3_PREFETCH_NONE);
+    gr_why_say(why, "the model's bound: no step hides more than %.0f%%, however early and "
+               "however many gathers it has in flight (the first gather has no compute before "
+               "it, and the comm stream runs one gather at a time, so a gather longer than the "
+               "compute before it stays partly exposed); you reached %.0f%% of it; full marks "
+               "from %.0f%% of it, none up to %.0f%%", 100 * r->ideal, 100 * reach,
+               100 * L3_PREFETCH_FULL, 100 * L3_PREFETCH_NONE);
     if (fraction < 1)
         gr_why_say(why, "%s (z->prefetch is 1 here; handout section 6)",
                    r->hidden < 0.01 ? "nothing was hidden: every all-gather was waited for "

@@ -8,7 +8,7 @@
  * points each); throughput against the kit's own parts of the stage run one after the other
  * in the same run (3 points, full marks from 0.7x, only once the stage is correct); ZeRO-3's
  * prefetch on the modelled timeline: the share of the all-gather time its own trace hides,
- * replayed on dgx-h100, against what an ideal prefetch hides (3 points, prefetch.h). 100
+ * replayed on dgx-h100, against the most any step can hide (3 points, prefetch.h). 100
  * points in all.
  * Every case runs on a communicator split from the world and freed after zero_free; on 4
  * ranks and more a last case trains two ZeRO groups of n/2 ranks, each on its own batches,

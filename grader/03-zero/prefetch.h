@@ -1,11 +1,12 @@
 /* prefetch.h: Lab 3's ZeRO-3 step on the modelled timeline. The student's own step is
  * traced, and its trace replayed on a cluster profile twice: as recorded, and with every
  * all-gather waited for right where it was issued (the same step without prefetch). The
- * difference in exposed communication is the all-gather time the prefetch hid; the model
- * says how much an ideal prefetch could hide (a gather hides only behind the compute of
- * the unit before it, and the first one behind nothing), and the grade is the share of
- * that reached. The bench draws one ZeRO-3 step: memory over time by category, from the
- * memory ledger, and the modelled timeline with and without prefetch. */
+ * share of the all-gathers' run the compute stream stopped waiting for, against that
+ * replay, is what the prefetch hid; the model bounds how much any step can hide (the first
+ * gather has nothing before it, and the comm stream runs one gather at a time, so a gather
+ * longer than the compute before it stays partly exposed), and the grade is the share of
+ * that bound reached. The bench draws one ZeRO-3 step: memory over time by category, from
+ * the memory ledger, and the modelled timeline with and without prefetch. */
 #ifndef L3_PREFETCH_H
 #define L3_PREFETCH_H
 
@@ -17,7 +18,7 @@
 #define L3_PREFETCH_PROFILE "dgx-h100"
 #define L3_PREFETCH_PSI 124e6
 #define L3_PREFETCH_TOKENS 8192.0
-/* Full marks from hiding L3_PREFETCH_FULL of what an ideal prefetch hides, none up to
+/* Full marks from hiding L3_PREFETCH_FULL of the most any step hides, none up to
  * L3_PREFETCH_NONE of it (gathers waited for where they are issued hide nothing). */
 #define L3_PREFETCH_FULL 0.80
 #define L3_PREFETCH_NONE 0.20
@@ -32,7 +33,7 @@ struct l3_prefetch_result {
     double ag;                    /* the all-gathers' time on the comm stream, per rank */
     struct l3_prefetch_side with, without;
     double hidden;                /* 1 - with.ag_exposed / without.ag_exposed */
-    double ideal;                 /* what the model's ideal prefetch hides of ag */
+    double ideal;                 /* the most of ag any step hides, from the model alone */
 };
 
 /* Whether the check run records a step into pf for the prefetch test (--parts prefetch). */

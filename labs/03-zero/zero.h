@@ -63,7 +63,7 @@
  *             calls, and a forbidden one fails every test before anything runs).
  *   prefetch  stage 3 with prefetch = 1, on 2 ranks (4 on a machine with 4 cores): the
  *             share of all-gather time your step's own trace hides behind compute on the
- *             modelled dgx-h100 timeline, against what an ideal prefetch hides on the same
+ *             modelled dgx-h100 timeline, against the most any step can hide on the same
  *             model: full marks from 80% of that bound, none up to 20%. A pl_test that finds
  *             a gather done counts as a wait where it is called.
  *   time      each stage's step time against the kit's forward, backward and AdamW on the

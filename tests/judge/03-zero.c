@@ -363,7 +363,9 @@ static void prefetch(void)
               said(&why, "could not be replayed: rank 1 waits"), "no replay");
     *f = (struct l3_prefetch_fig){1, 1, "", NP, 1e-3, 5e-4, 3e-3, 1e-3, 4e-3, 0.5, 0.5};
     snprintf(want, sizeof want, "your step hid %.0f%% of its all-gather time", 50.0);
-    CHECK(judge(3, 0, 3, "prefetch", obs, NP, &why) && said(&why, want) && why.fraction == 1,
+    CHECK(judge(3, 0, 3, "prefetch", obs, NP, &why) && said(&why, want) && why.fraction == 1 &&
+              said(&why, "the model's bound: no step hides more than 50%") &&
+              said(&why, "you reached 100% of it"),
           "full marks: %s", first(&why));
     f->hidden = 0.25; /* half the bound: between none and full */
     double frac = (0.5 - L3_PREFETCH_NONE) / (L3_PREFETCH_FULL - L3_PREFETCH_NONE);
