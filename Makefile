@@ -124,8 +124,13 @@ BENCHES := $(BENCH_SRC:tests/%.c=$(B)/tests/%)
 .PHONY: all deps lib bins test bench demo check-gpu-build check-compilers test-gpu gpu-check clean help
 .DEFAULT_GOAL := all
 
+# The builds make, make grade, make variants and make test start in sub-makes use every core
+# unless the caller chose -j itself: a plain `make test` would otherwise compile and link the
+# 235 variants one at a time.
+SUBMAKE_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
+
 all: deps
-	@$(MAKE) --no-print-directory build-only
+	@$(MAKE) --no-print-directory $(SUBMAKE_JOBS) build-only
 
 .PHONY: build-only
 build-only: $(LIB) $(BINS) $(TESTS) $(BENCHES) $(EXTRA_TARGETS)

@@ -208,7 +208,7 @@ build-only: $(GRADER_DRIVERS)
 
 .PHONY: variants build-variants
 variants: all
-	@$(MAKE) --no-print-directory build-variants
+	@$(MAKE) --no-print-directory $(SUBMAKE_JOBS) build-variants
 build-variants: $(GRADER_VARIANTS)
 	@echo "built $(B): $(words $(GRADER_VARIANTS)) broken and alternative variants of tests/"
 
@@ -239,7 +239,7 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
 # the broken and alternative variants, `make variants`'.
 .PHONY: grading build-grading
 grading: deps
-	@$(MAKE) --no-print-directory build-grading
+	@$(MAKE) --no-print-directory $(SUBMAKE_JOBS) build-grading
 build-grading: $(LIB) $(BINS) $(GRADER_DRIVERS)
 
 .PHONY: grade gradescope handout

@@ -31,11 +31,11 @@ EMU_QUICK_FILES = tests/gpu_emu/gpu_emu.tests tests/tp_shard.tests tests/sp_shar
 
 .PHONY: test-gpu-emu test-gpu-emu-quick emu-build
 test-gpu-emu:
-	@$(MAKE) --no-print-directory EMU=1 emu-build
+	@$(MAKE) --no-print-directory $(SUBMAKE_JOBS) EMU=1 emu-build
 	@$(EMU_B)/tests/harness --build $(EMU_B) --gpu $(EMU_TEST_FILES)
 
 test-gpu-emu-quick:
-	@$(MAKE) --no-print-directory EMU=1 emu-build
+	@$(MAKE) --no-print-directory $(SUBMAKE_JOBS) EMU=1 emu-build
 	@$(EMU_B)/tests/harness --build $(EMU_B) --gpu -j $(or $(JOBS),8) $(EMU_QUICK_FILES)
 
 test: test-gpu-emu-quick
