@@ -263,10 +263,12 @@ include grader/questions.mk
 
 # test_grader --perf-judged calls the common perf code itself (gr_perf_judged), so it links
 # report.o beside the library.
-$(B)/tests/test_grader: tests/test_grader.c $(B)/grader/obj/grader/common/report.o $(LIB)
+$(B)/tests/test_grader: tests/test_grader.c $(B)/grader/obj/grader/common/report.o \
+  $(B)/grader/obj/grader/common/verdict.o $(LIB)
 	@mkdir -p $(@D)
 	@echo "  LINK  $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -Igrader/common $< $(B)/grader/obj/grader/common/report.o $(LIB) $(LDLIBS) -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Igrader/common $< $(B)/grader/obj/grader/common/report.o \
+	  $(B)/grader/obj/grader/common/verdict.o $(LIB) $(LDLIBS) -o $@
 
 # Judge tests: tests/judge/NN-name.c is a plain program (no mpirun) linked with the lab's
 # grader/NN-name/judge.c, grader/common/verdict.c and block_verdict.c alone; it feeds the

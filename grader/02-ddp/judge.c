@@ -18,18 +18,6 @@ static const struct l2_obs *obs_of(const struct gr_obs *all, int r)
     return gr_obs_rank(all, r);
 }
 
-/* x with the fewest digits that still show it on its side of limit (as report.h's
- * gr_fmt_beyond, into buf). */
-static const char *beyond(double x, double limit, char *buf, size_t len)
-{
-    char lim[32];
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(buf, len, "%.*e", digits - 1, x);
-        snprintf(lim, sizeof lim, "%.*e", digits - 1, limit);
-        if (strcmp(buf, lim) && (strtod(buf, NULL) > limit) == (x > limit)) break;
-    }
-    return buf;
-}
 
 int l2_group_size(const struct l2_case *c, int nranks)
 {
@@ -428,7 +416,7 @@ static int stopped_words(const struct gr_obs *all, const struct pl_model_layout 
         gr_why_say(why, "step %d: the loss of the whole batch is %.7g, the single-device "
                    "reference's %.7g (relative error %s, tolerance %.0e): ddp_forward_backward "
                    "returns each microbatch's mean loss, unscaled", o->step + 1, f->got, f->want,
-                   beyond(f->err, GR_TOL_LOSS, b, sizeof b), GR_TOL_LOSS);
+                   gr_fmt_beyond_into(f->err, GR_TOL_LOSS, b, sizeof b), GR_TOL_LOSS);
         return 1;
     }
     case L2_C_PARAMS:

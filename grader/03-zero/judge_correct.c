@@ -10,18 +10,6 @@
 
 #include "lab03.h"
 
-/* x with the fewest digits that still show it on its side of limit (report.h's
- * gr_fmt_beyond, into buf). */
-static const char *beyond(double x, double limit, char *buf, size_t len)
-{
-    char lim[32];
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(buf, len, "%.*e", digits - 1, x);
-        snprintf(lim, sizeof lim, "%.*e", digits - 1, limit);
-        if (strcmp(buf, lim) && (strtod(buf, NULL) > limit) == (x > limit)) break;
-    }
-    return buf;
-}
 
 static const struct l3_obs *rank_obs(const struct gr_obs *all, int r)
 {
@@ -252,7 +240,7 @@ static int judge_losses(int stage, const struct gr_obs *all, struct gr_why *why)
                    "is %.8g, the single-device model's on the same global batch %.8g: relative "
                    "error %s, more than %.0e", l3_stage_name(stage), v->grp_n, where,
                    v->loss.step + 1, L3_STEPS, v->loss.got, v->loss.want,
-                   beyond(v->loss.err, GR_TOL_LOSS, b, sizeof b), GR_TOL_LOSS);
+                   gr_fmt_beyond_into(v->loss.err, GR_TOL_LOSS, b, sizeof b), GR_TOL_LOSS);
         if (v->loss.step == 0)
             gr_why_say(why, "the first forward already differs: are the parameters initialised "
                        "with pl_model_init_flat at their flat offsets, and does every unit's "

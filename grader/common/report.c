@@ -1,6 +1,7 @@
 /* report.c: the report channel of report.h (the verdict lines the orchestrator reads) and
  * the timing protocol of performance tests. */
 #include "report.h"
+#include "verdict.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -171,13 +172,7 @@ const char *gr_fmt_beyond(double x, double limit)
 {
     static char ring[4][32];
     static int next;
-    char *out = ring[next++ % 4], lim[32];
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(out, 32, "%.*e", digits - 1, x);
-        snprintf(lim, sizeof lim, "%.*e", digits - 1, limit);
-        if (strcmp(out, lim) && (strtod(out, NULL) > limit) == (x > limit)) break;
-    }
-    return out;
+    return gr_fmt_beyond_into(x, limit, ring[next++ % 4], sizeof ring[0]);
 }
 
 int gr_has_part(const char *parts, const char *p)

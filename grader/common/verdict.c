@@ -7,6 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *gr_fmt_beyond_into(double x, double limit, char *buf, size_t len)
+{
+    char lim[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, len, "%.*e", digits - 1, x);
+        snprintf(lim, sizeof lim, "%.*e", digits - 1, limit);
+        if (strcmp(buf, lim) && (strtod(buf, NULL) > limit) == (x > limit)) break;
+    }
+    return buf;
+}
+
 void gr_why_init(struct gr_why *w)
 {
     w->n = 0;

@@ -39,6 +39,10 @@ void gr_why_init(struct gr_why *w);
 void gr_why_say(struct gr_why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A part that passes earns this fraction of its points (the smallest said counts). */
 void gr_why_partial(struct gr_why *w, double fraction);
+/* x with the fewest significant digits that still show it on its side of limit, into buf
+ * ("1.2e-05" beside a limit of 1e-05, never "1e-05"). Pure: judges and report.h's
+ * gr_fmt_beyond share it. */
+const char *gr_fmt_beyond_into(double x, double limit, char *buf, size_t len);
 /* Rank r's observation. */
 const void *gr_obs_rank(const struct gr_obs *o, int r);
 
