@@ -11,21 +11,6 @@
 #include "case_comm.h"
 #include "lab02.h"
 
-struct pl_model_config l2_config(uint64_t seed)
-{
-    struct pl_model_config c = pl_model_config_default();
-    c.vocab = PL_BYTE_VOCAB;
-    c.d_model = 32;
-    c.n_layers = 4;
-    c.n_heads = 2;
-    c.d_ff = 64;
-    c.seq_len = 16;
-    c.dropout = 0.0f;
-    c.n_experts = 0;
-    c.seed = seed;
-    return c;
-}
-
 int l2_dp_size(const struct l2_case *c)
 {
     return l2_group_size(c, pl_size());

@@ -223,9 +223,11 @@ const struct pl_param_desc *l2_tensor_at(const struct pl_model_layout *lay, size
 void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len, char *buf,
                       size_t blen);
 
+/* The graded model (judge.c, so that the judge test builds the same layout). */
+struct pl_model_config l2_config(uint64_t seed);
+
 /* ---- cases.c ---- */
 
-struct pl_model_config l2_config(uint64_t seed);
 /* Ranks of one case's data-parallel group in this run. */
 int l2_dp_size(const struct l2_case *c);
 int l2_make_cases(const char *op, uint64_t seed, struct l2_case *cs);

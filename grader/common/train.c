@@ -288,34 +288,10 @@ void gr_check_grads(const struct gr_reference *ref, int step, enum gr_params_lay
     check_flat(ref, ref->grads + (size_t)step * ref->numel, mode, offset, n, got, tol, v);
 }
 
-static void shape_text(const struct pl_param_desc *d, char *buf, size_t len)
-{
-    size_t used = (size_t)snprintf(buf, len, "[");
-    for (int k = 0; k < d->ndim && used < len; k++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%lld", k ? ", " : "",
-                                 (long long)d->shape[k]);
-    if (used < len) snprintf(buf + used, len - used, "]");
-}
-
 const char *gr_describe_param_error(const struct gr_reference *ref,
                                     const struct gr_param_verdict *v, char *buf, size_t len)
 {
-    if (v->tensor < 0) {
-        snprintf(buf, len, "no parameters compared");
-        return buf;
-    }
-    const struct pl_param_desc *d = &ref->layout.tensors[v->tensor];
-    char shape[64], who[32] = "";
-    shape_text(d, shape, sizeof shape);
-    if (v->rank >= 0) snprintf(who, sizeof who, "rank %d, ", v->rank);
-    if (v->nonfinite)
-        snprintf(buf, len, "%stensor %s %s: %d elements in all are NaN or Inf (first bad element "
-                 "%zu of this tensor)", who, d->name, shape, v->nonfinite, v->worst_elem);
-    else
-        snprintf(buf, len, "%stensor %s %s: relative L2 error %.2e (largest element error %.2e, "
-                 "at element %zu), all parameters %.2e", who, d->name, shape, v->rel,
-                 v->max_abs, v->worst_elem, v->overall);
-    return buf;
+    return gr_param_error_words(&ref->layout, v, buf, len);
 }
 
 int gr_replicas_equal(const float *x, size_t n, int *bad_rank, size_t *bad_elem)

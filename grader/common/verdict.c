@@ -1,6 +1,7 @@
 /* verdict.c: a judge's reasons and the records of gathered observations (verdict.h). No
  * MPI here: a test program links this file with a lab's judge.c alone. */
 #include "verdict.h"
+#include "train.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -122,4 +123,29 @@ void gr_cmp_words(const struct gr_cmp *m, const char *what, const char *hint, ch
         snprintf(buf, len, "%s: relative L2 error %.2e (tolerance %.0e; max abs %.2e at "
                  "element %zu: expected %.6g, got %.6g)%s%s", what, m->rel, m->tol, m->max_abs,
                  (size_t)m->at, m->ref, m->got, sep, hint);
+}
+
+const char *gr_param_error_words(const struct pl_model_layout *lay,
+                                 const struct gr_param_verdict *v, char *buf, size_t len)
+{
+    if (v->tensor < 0 || v->tensor >= lay->n_tensors) {
+        snprintf(buf, len, "no parameters compared");
+        return buf;
+    }
+    const struct pl_param_desc *d = &lay->tensors[v->tensor];
+    char shape[64] = "[", who[32] = "";
+    size_t used = 1;
+    for (int k = 0; k < d->ndim && used < sizeof shape; k++)
+        used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%lld", k ? ", " : "",
+                                 (long long)d->shape[k]);
+    if (used < sizeof shape) snprintf(shape + used, sizeof shape - used, "]");
+    if (v->rank >= 0) snprintf(who, sizeof who, "rank %d, ", v->rank);
+    if (v->nonfinite)
+        snprintf(buf, len, "%stensor %s %s: %d elements in all are NaN or Inf (first bad element "
+                 "%zu of this tensor)", who, d->name, shape, v->nonfinite, v->worst_elem);
+    else
+        snprintf(buf, len, "%stensor %s %s: relative L2 error %.2e (largest element error %.2e, "
+                 "at element %zu), all parameters %.2e", who, d->name, shape, v->rel,
+                 v->max_abs, v->worst_elem, v->overall);
+    return buf;
 }

@@ -19,20 +19,6 @@
 
 enum { NP = 2 };
 
-/* The grader's model (cases.c's l2_config), for the layout the judge names tensors from. */
-static struct pl_model_config model(void)
-{
-    struct pl_model_config c = pl_model_config_default();
-    c.vocab = 256;
-    c.d_model = 32;
-    c.n_layers = 4;
-    c.n_heads = 2;
-    c.d_ff = 64;
-    c.seq_len = 16;
-    c.dropout = 0.0f;
-    c.n_experts = 0;
-    return c;
-}
 
 static struct pl_model_layout lay;
 
@@ -56,7 +42,7 @@ static void good(struct l2_obs *obs, enum ddp_variant v, int microbatches, int g
         o->c.microbatches = microbatches;
         o->c.groups = groups;
         snprintf(o->c.why, sizeof o->c.why, "a case built by hand");
-        o->cfg = model();
+        o->cfg = l2_config(0);
         o->numel = lay.numel;
         o->step_kept = o->free_kept = -64;
         o->loss = (struct l2_loss_fig){5.5, 5.5, 0};
@@ -521,7 +507,7 @@ static void hand_built(void)
 
 int main(int argc, char **argv)
 {
-    struct pl_model_config c = model();
+    struct pl_model_config c = l2_config(0);
     pl_model_layout_init(&lay, &c);
     int rc = judge_test_main(argc, argv, hand_built, recorded);
     pl_model_layout_free(&lay);
