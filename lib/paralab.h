@@ -13,6 +13,7 @@
 #include "model.h"
 #include "ops.h"
 #include "replay.h"
+#include "ring_attn.h"
 #include "rng.h"
 #include "runtime.h"
 #include "svg.h"
