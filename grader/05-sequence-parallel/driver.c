@@ -14,6 +14,8 @@
  *   driver --op conjugates|block|train --mode check [--parts correct,replicas,traffic,memory]
  *          [--seed S] [--seq T]                         t = the world size, and a tp x dp grid
  *   driver --op block-hidden|train-hidden ...          the hidden suite's grids and shapes
+ *   driver --op ring --mode check [--parts correct,traffic,memory,balance]
+ *                                                       the second part: cp = the world
  *   driver --mode bench [--seq T] [--plots-dir DIR]     activation bytes per rank vs t (4
  *                                                       ranks), and the handout's figures */
 #include <stdio.h>
@@ -40,7 +42,8 @@ static void *setup(const struct gr_args *a)
     st->plots_dir = a->opt[1].s;
     st->hidden = a->op && strstr(a->op, "-hidden") != NULL;
     st->kind = !a->op ? L5_CONJ : !strncmp(a->op, "block", 5) ? L5_BLOCK
-               : !strncmp(a->op, "train", 5) ? L5_TRAIN : L5_CONJ;
+               : !strncmp(a->op, "train", 5) ? L5_TRAIN
+               : !strcmp(a->op, "ring")      ? L5_RING : L5_CONJ;
     st->want_time = !strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL;
     const int seq = st->seq;
     struct pl_model_config c = l5_config(st, 0);
@@ -63,7 +66,7 @@ static const char *subject(void *vst)
 {
     const struct l5_state *st = vst;
     return st->kind == L5_BLOCK ? "the SP block" : st->kind == L5_TRAIN ? "SP training"
-           : "the conjugates";
+           : st->kind == L5_RING ? "ring attention" : "the conjugates";
 }
 
 static int count_cases(void *vst)
@@ -71,6 +74,7 @@ static int count_cases(void *vst)
     const struct l5_state *st = vst;
     return st->kind == L5_BLOCK   ? L5_NCASES
            : st->kind == L5_TRAIN ? l5_train_cases(st, pl_size())
+           : st->kind == L5_RING  ? L5_RING_NCASES
                                   : 1;
 }
 
@@ -88,6 +92,13 @@ static void describe(void *vst, int i, char *buf, size_t len)
         else
             snprintf(buf, len, "%d AdamW steps, 2 SP blocks, dropout on, B=%d, t=%d",
                      L5_TRAIN_STEPS, k.B, pl_size());
+        return;
+    }
+    if (st->kind == L5_RING) {
+        const struct l5_ring_case k = l5_ring_case_of(st, i, pl_size());
+        snprintf(buf, len, "ring attention, cp=%d, B=%d T=%d (chunks of %d tokens), C=%d, "
+                 "%d heads, %s", pl_size(), k.B, k.T, k.T / (2 * pl_size()), k.C, k.NH,
+                 k.big > 0 ? "scores of a hundred and more" : "scores of order one");
         return;
     }
     if (st->kind == L5_CONJ) {
@@ -128,7 +139,13 @@ static void observe(void *vst, int i, void *obs)
     st->cur = L5_CORRECT;
     /* the block's cases on their grid: tp = the world, or tp x dp (each replica its own
      * data); the TP communicator is split from the world and freed after the case */
-    if (st->kind == L5_TRAIN) {
+    if (st->kind == L5_RING) {
+        /* the ring is the world, cp = its size */
+        struct pl_comm *cpg = pl_comm_split(pl_comm_world(), 0, pl_rank(), "cp");
+        record_group(st, cpg, 0);
+        l5_run_ring(st, cpg, i);
+        pl_comm_free(cpg);
+    } else if (st->kind == L5_TRAIN) {
         /* dp > 1: TP groups of strided or consecutive ranks, the highest world rank first */
         const struct l5_train_case kt = l5_train_case_of(st, i, pl_size());
         const int n = pl_size(), w = pl_rank(), d = kt.strided ? w % kt.dp : w / (n / kt.dp);
@@ -157,6 +174,7 @@ static int judge(const void *vst, int i, const char *part, const struct gr_obs *
                  struct gr_why *why)
 {
     const struct l5_state *st = vst;
+    if (st->kind == L5_RING) return l5_judge_ring(i, count_cases((void *)st), part, all, why);
     return l5_judge(st->kind, i, count_cases((void *)st), part, all, why);
 }
 

@@ -11,7 +11,9 @@
  *   judge.c          the verdicts (no MPI; tests/judge/05-sequence-parallel.c runs them alone)
  *   cases_train.c    op train: K AdamW steps of a 2-block model
  *   bench.c          bench mode, the handout's figures, the perf mode's timing
- *   unseen.c         the kit's core, collectives and layout moves wrapped (lab.mk) */
+ *   unseen.c         the kit's core, collectives and layout moves wrapped (lab.mk)
+ *   cases_ring.c     op ring, the second part: causal ring attention on cp ranks
+ *   judge_ring.c     its verdicts (no MPI) */
 #ifndef LAB05_H
 #define LAB05_H
 
@@ -34,7 +36,7 @@
 #define L5_TOL_BWD GR_TOL_GRADS
 #define L5_DROPOUT 0.1f
 
-enum l5_kind { L5_CONJ, L5_BLOCK, L5_TRAIN };
+enum l5_kind { L5_CONJ, L5_BLOCK, L5_TRAIN, L5_RING };
 
 struct l5_perf; /* bench.c's timed block */
 
@@ -149,6 +151,47 @@ struct l5_figs {
     double p;                                /* op train: dropout */
 };
 
+/* ---- the second part: ring attention (op ring; cases_ring.c, judge_ring.c) ---- */
+
+#define L5_RING_NCASES 2
+#define L5_RING_PARTS 4 /* correct, traffic, memory, balance */
+
+/* What went wrong first in a ring case, on this rank (judge_ring.c words it). */
+enum l5_ring_why {
+    L5_R_NONE,
+    L5_R_LAYOUT,    /* v: rank, chunk[0], chunk[1], what (enum in judge_ring.c), other rank */
+    L5_R_OUT,       /* cmp; v: the chunk of the worst row, its first global position */
+    L5_R_GRAD,      /* cmp; name: dq, dk or dv; v: the chunk of the worst row, its first
+                     * position, the rank whose rows it matches (-1: none), non-finite */
+    L5_R_LEFT,      /* v: pass (0 forward), bytes left allocated */
+    L5_R_PEAK,      /* v: pass, peak above the arguments, its bound, L, lse bytes */
+    L5_R_TRAFFIC    /* v: pass, p2p bytes, p2p calls, collectives, bytes low, bytes high */
+};
+
+struct l5_ring_said {
+    int code; /* enum l5_ring_why; L5_R_NONE: passed */
+    double v[8];
+    char name[16];
+    struct gr_cmp cmp;
+};
+
+/* One rank's observation of a ring case: its chunks, each part's first failure, and the
+ * figures the group-wide rules read (FLOPs for the balance, the case for the notes). */
+struct l5_ring_obs {
+    int cp, r, B, T, C, NH, chunk[2], big;
+    int ran;                                /* the passes ran (no stub reached) */
+    struct l5_ring_said part[L5_RING_PARTS];
+    double fwd_flops, bwd_flops;            /* this rank's attention FLOPs, from the ledger */
+    double fwd_bytes, bwd_bytes;            /* sent point-to-point */
+    double fwd_peak, bwd_peak, held;        /* above the arguments; kept by the caller */
+};
+
+struct l5_ring_case {
+    int B, T, C, NH;
+    float big; /* > 0: a component of size big shared by each head's q and k (scores near
+                * big^2/sqrt(HS), a hundred) */
+};
+
 struct l5_obs {
     struct l5_said part[L5_NPARTS]; /* this rank's first failure of each */
     struct l5_figs figs;
@@ -160,6 +203,7 @@ struct l5_obs {
     int has_noted;                  /* block: case 0's figures (t = the world > 1), which the */
     struct l5_figs noted_figs;      /* notes of traffic, memory and replicas say on the last */
     struct l5_block_figs noted;     /* case, whatever that case's own grid */
+    struct l5_ring_obs ring;        /* op ring */
 };
 
 /* The lab's state: the harness's, made by setup on the heap (driver.c). */
@@ -277,6 +321,20 @@ struct l5_train_case l5_train_case_of(const struct l5_state *st, int i, int n);
 int l5_train_cases(const struct l5_state *st, int n);
 void l5_run_train(struct l5_state *st, struct pl_comm *tp, const struct l5_train_case *kt, int d,
                   int i);
+
+/* ---- cases_ring.c, judge_ring.c: the second part ---- */
+
+struct l5_ring_case l5_ring_case_of(const struct l5_state *st, int i, int cp);
+void l5_run_ring(struct l5_state *st, struct pl_comm *cpg, int i);
+int l5_judge_ring(int i, int ncases, const char *part, const struct gr_obs *all,
+                  struct gr_why *why);
+/* The forward's and the backward's point-to-point bytes a rank of the ring sends, in L =
+ * 4 B (T/cp) C bytes (one rank's K): forward 2(cp-1); backward from 4(cp-1) to 4cp-2. */
+double l5_ring_fwd_units(int cp);
+void l5_ring_bwd_units(int cp, double *lo, double *hi);
+/* The attention FLOPs one rank of the zigzag spends, forward and backward: every pair of
+ * chunks the causal mask leaves something to see, 2cp+1 of them per sequence. */
+double l5_ring_min_flops(int cp, int B, int T, int C, int NH);
 
 /* ---- judge.c: no MPI ---- */
 

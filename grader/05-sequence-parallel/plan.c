@@ -15,7 +15,10 @@
  * conjugates' all-gathers and reduce-scatters (3, grader/common/block_time.h); on the perf ranks
  * (4, or 2 on fewer than 4 cores) the block's wall-clock time against the kit's
  * single-device block on B/t sequences and the same collectives, measured in the same run
- * (4). 110 points. The block's cases: dropout off; on, with the gradients handed over
+ * (4). The second part, causal ring attention with the world as the ring (cp = 1, 2, 4):
+ * output and gradients against the single device's attention (6 each cp >= 2), the
+ * point-to-point bytes of each pass from the traffic ledger (2), the memory held above the
+ * arguments (2), each rank's attention FLOPs within 2% of the mean (3). 136 points. The block's cases: dropout off; on, with the gradients handed over
  * holding other values and a second micro-batch; a shape drawn from the seed; evaluation
  * with dropout configured (B > 1, T < seq_len); a tp x dp grid whose replicas hold their own
  * data. The hidden suite repeats the block on 2, 4 and 8 ranks with the secret seed, strided
@@ -69,6 +72,27 @@ static void lab05_tests(int np, int hidden)
         snprintf(name, sizeof name, "SP block on the modelled timeline [np=%d]", np);
         gr_add(&(struct gr_spec){name, "block", "check", "time", "performance", np, 3,
                                  LAB05_TIMEOUT, 0, "block"});
+    }
+    /* the second part: causal ring attention with the ring the world, cp = np */
+    if (!hidden) {
+        snprintf(name, sizeof name, "ring attention vs one device [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "ring", "check", "correct", "correctness", np,
+                                 zero ? 0 : 6, LAB05_TIMEOUT, 0, NULL});
+        if (np >= 2) {
+            snprintf(name, sizeof name, "ring attention traffic [np=%d]", np);
+            gr_add(&(struct gr_spec){name, "ring", "check", "traffic", "performance", np, 2,
+                                     LAB05_TIMEOUT, 0, NULL});
+            snprintf(name, sizeof name, "ring attention memory [np=%d]", np);
+            gr_add(&(struct gr_spec){name, "ring", "check", "memory", "memory", np, 2,
+                                     LAB05_TIMEOUT, 0, NULL});
+            snprintf(name, sizeof name, "ring attention FLOPs balanced [np=%d]", np);
+            gr_add(&(struct gr_spec){name, "ring", "check", "balance", "performance", np, 3,
+                                     LAB05_TIMEOUT, 0, NULL});
+        }
+    } else if (np >= 8) {
+        snprintf(name, sizeof name, "hidden: ring attention vs one device [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "ring", "check", "correct", "correctness", np, 1,
+                                 LAB05_TIMEOUT, hidden, NULL});
     }
     if (!hidden) {
         snprintf(name, sizeof name, "SP training, %s [np=%d]", "3 AdamW steps with dropout", np);

@@ -83,3 +83,29 @@ void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *
 {
     lab_todo("sp_sync_replicated_grads", "6");
 }
+
+/* ==== The second part: context parallelism (section 8) ====
+ * Causal ring attention on the group cpg. The contract and the rules are at the end of
+ * sp.h; section 8 of the handout derives the layout, the merge and what travels where. */
+
+/* Section 8.2: which two of the 2cp chunks rank r holds. */
+void cp_chunks(int cp, int r, int chunk[2])
+{
+    chunk[0] = chunk[1] = -1;
+    lab_todo("cp_chunks", "8.2");
+}
+
+/* Section 8.3: this rank's queries against every key, as the keys go round the ring. */
+void cp_attention_forward(struct pl_comm *cpg, float *out, float *lse, const float *q,
+                          const float *k, const float *v, int B, int T, int C, int NH)
+{
+    lab_todo("cp_attention_forward", "8.3");
+}
+
+/* Section 8.4: the gradients, and the keys' gradients home to their owner. */
+void cp_attention_backward(struct pl_comm *cpg, float *dq, float *dk, float *dv,
+                           const float *dout, const float *q, const float *k, const float *v,
+                           const float *out, const float *lse, int B, int T, int C, int NH)
+{
+    lab_todo("cp_attention_backward", "8.4");
+}

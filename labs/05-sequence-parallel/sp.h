@@ -117,4 +117,58 @@ void sp_block_backward(struct pl_comm *tp, const struct pl_model_config *c, int 
 void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *c,
                               const struct pl_block_params *g);
 
+/* ==== The second part: context parallelism, causal ring attention (handout section 8) ====
+ * For sequences too long for one rank even with TP and SP, cp ranks split the sequence
+ * itself: each holds the queries, keys and values of T/cp of its tokens and computes
+ * attention for its own queries while the keys and values travel around the ring of the
+ * group cpg. The sequence is cut into 2cp chunks of Tc = T/(2cp) tokens; which two a rank
+ * holds is cp_chunks'. The kit gives the attention of one block of queries against one
+ * block of keys at their global positions and its backward (ring_attn.h:
+ * pl_attn_block_forward, pl_attn_block_delta, pl_attn_block_backward) and one nonblocking
+ * step of a ring (pl_ring_shift_start, pl_ring_shift_wait); the layout, which blocks to
+ * compute, the merge of the partial outputs, the ring's order and where the gradients of
+ * K and V travel are yours.
+ *
+ * The rules the grader enforces, every one of them:
+ *   layout    cp_chunks gives rank r two chunk indices chunk[0] < chunk[1] in [0, 2cp), and
+ *             every chunk belongs to exactly one rank. The grader hands each rank its rows
+ *             by it: for each of the B sequences, the Tc rows of chunk[0], then those of
+ *             chunk[1] ([B, T/cp, C], op memory).
+ *   results   out equals the single device's causal attention (pl_attention_forward on
+ *             the whole sequence) on this rank's rows, to a relative L2 error of 1e-5; dq,
+ *             dk and dv (WRITTEN, =: the grader hands them over holding junk) equal this
+ *             rank's rows of pl_attention_backward's, to 1e-4: dk and dv of this rank's
+ *             keys summed over every rank's queries that see them. The cases include
+ *             scores of a hundred and more (exp of them overflows fp32).
+ *   traffic   from the traffic ledger, on cp >= 2: the forward sends, per rank, K and V of
+ *             T/cp tokens to cp-1 other places, 2(cp-1)/cp of the bytes of the sequence's K
+ *             (B T C floats) and nothing else; the backward at least 4(cp-1)/cp of them (K
+ *             and V again, and their gradients back), at most (4cp-2)/cp; point-to-point
+ *             through pl_ring_shift_* on cpg only, no collective.
+ *   memory    everything through pl_mem_alloc; nothing left allocated when a pass returns
+ *             (what the backward needs of the forward is in out and lse, the caller's); the
+ *             peak above the arguments at most 6L + 2 lse bytes in the forward and 9L + 2 lse
+ *             bytes in the backward, L = 4 B (T/cp) C bytes (a rank's K): a few chunks
+ *             in flight, never the whole sequence's K and V.
+ *   balance   each rank's attention FLOPs (forward and backward, from the ledger: the
+ *             kit's block calls charge a block whole) within 2% of the group's mean, and
+ *             in all no more than the blocks the causal mask leaves something to see.
+ * lse: B * NH * T/cp floats of op memory, the caller's, laid out as you like: what your
+ * backward needs of your forward beside out. */
+#include "ring_attn.h"
+
+/* The two chunks rank r of cp holds, chunk[0] < chunk[1]. Pure: the same on every rank. */
+void cp_chunks(int cp, int r, int chunk[2]);
+
+/* out [B, T/cp, C]: the causal attention of this rank's queries q over every key of the
+ * sequence; k, v this rank's keys and values; lse what the backward needs. */
+void cp_attention_forward(struct pl_comm *cpg, float *out, float *lse, const float *q,
+                          const float *k, const float *v, int B, int T, int C, int NH);
+
+/* dq, dk, dv [B, T/cp, C], written (=): the gradients of this rank's rows of q, k and v,
+ * given dout [B, T/cp, C] and the forward's inputs, out and lse. */
+void cp_attention_backward(struct pl_comm *cpg, float *dq, float *dk, float *dv,
+                           const float *dout, const float *q, const float *k, const float *v,
+                           const float *out, const float *lse, int B, int T, int C, int NH);
+
 #endif

@@ -3,6 +3,8 @@
  * conjugates, dropout by global token position, the block, the replicated gradients. */
 #include "sp.h"
 
+#include <math.h>
+
 #include "mem.h"
 #include "ops.h"
 
@@ -183,4 +185,154 @@ void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *
     pl_all_reduce(tp, pack, pack, nv * C, PL_SUM);
     for (int i = 0; i < nv; i++) pl_copy(v[i], pack + i * C, C);
     pl_mem_free(pack);
+}
+
+/* ==== the second part: context parallelism, causal ring attention (section 8) ==== */
+
+/* Zigzag: rank r holds chunk r and its mirror 2cp-1-r, so under the causal mask every rank
+ * has one early chunk (few keys to see) and one late (many). */
+void cp_chunks(int cp, int r, int chunk[2])
+{
+    chunk[0] = r;
+    chunk[1] = 2 * cp - 1 - r;
+}
+
+/* A rank's rows: sequence b's chunk j (0 or 1) starts at row b * 2Tc + j Tc. */
+static size_t cp_row(int b, int j, int Tc)
+{
+    return (size_t)b * 2 * Tc + (size_t)j * Tc;
+}
+
+/* Merges one block's partial output po [Tc, C] and its lse pl [NH, Tc] into the running
+ * ones, o and l (host memory): both are normalised softmax averages, so each is weighted
+ * by its share of the row's exp-sum, exp(lse - m) with m the larger lse (exp of the lse
+ * itself overflows for scores above 88). */
+static void cp_merge(float *o, float *l, const float *po, const float *pl, int Tc, int C,
+                     int NH)
+{
+    const int HS = C / NH;
+    for (int h = 0; h < NH; h++)
+        for (int i = 0; i < Tc; i++) {
+            const float lb = pl[h * Tc + i], la = l[h * Tc + i];
+            if (lb == -INFINITY) continue; /* the block is wholly in this query's future */
+            const float m = la > lb ? la : lb;
+            const float wa = expf(la - m), wb = expf(lb - m), s = wa + wb;
+            float *oi = o + (size_t)i * C + h * HS;
+            const float *pi = po + (size_t)i * C + h * HS;
+            for (int c = 0; c < HS; c++) oi[c] = (oi[c] * wa + pi[c] * wb) / s;
+            l[h * Tc + i] = m + logf(s);
+        }
+}
+
+/* The ring's k, v (and in the backward dk, dv) in flight: cur is computed on while nxt
+ * arrives. */
+struct cp_ring {
+    float *k[2], *v[2];
+};
+
+void cp_attention_forward(struct pl_comm *cpg, float *out, float *lse, const float *q,
+                          const float *k, const float *v, int B, int T, int C, int NH)
+{
+    const int cp = pl_comm_size(cpg), r = pl_comm_rank(cpg), Tc = T / (2 * cp);
+    const size_t L = (size_t)B * 2 * Tc * C, nl = (size_t)B * 2 * NH * Tc;
+    float *ho = pl_mem_alloc(L * sizeof(float), PL_MEM_WORK, PL_HOST, "cp running out");
+    float *hl = pl_mem_alloc(nl * sizeof(float), PL_MEM_WORK, PL_HOST, "cp running lse");
+    float *po = scratch((size_t)Tc * C, "cp block out"), *pl = scratch((size_t)NH * Tc, "cp lse");
+    float *hpo = pl_mem_alloc((size_t)Tc * C * sizeof(float), PL_MEM_WORK, PL_HOST, "cp po");
+    float *hpl = pl_mem_alloc((size_t)NH * Tc * sizeof(float), PL_MEM_WORK, PL_HOST, "cp pl");
+    for (size_t i = 0; i < L; i++) ho[i] = 0.0f;
+    for (size_t i = 0; i < nl; i++) hl[i] = -INFINITY;
+    struct cp_ring ring = {{scratch(L, "cp k"), scratch(L, "cp k")},
+                           {scratch(L, "cp v"), scratch(L, "cp v")}};
+    const float *kc = k, *vc = v;
+    int mine[2];
+    cp_chunks(cp, r, mine);
+    for (int s = 0; s < cp; s++) {
+        /* the block of rank src's keys, while the next rank's arrive */
+        const int src = (r - s + cp) % cp;
+        struct pl_ring_shift sk = {0}, sv = {0};
+        if (s < cp - 1) {
+            pl_ring_shift_start(cpg, kc, ring.k[s % 2], L, 1, 1, &sk);
+            pl_ring_shift_start(cpg, vc, ring.v[s % 2], L, 1, 2, &sv);
+        }
+        int theirs[2];
+        cp_chunks(cp, src, theirs);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 2; j++) {
+                    if (theirs[j] > mine[i]) continue; /* wholly in the future */
+                    pl_attn_block_forward(po, pl, q + cp_row(b, i, Tc) * C,
+                                          kc + cp_row(b, j, Tc) * C, vc + cp_row(b, j, Tc) * C,
+                                          Tc, Tc, C, NH, mine[i] * Tc, theirs[j] * Tc);
+                    pl_to_host(hpo, po, (size_t)Tc * C * sizeof(float));
+                    pl_to_host(hpl, pl, (size_t)NH * Tc * sizeof(float));
+                    cp_merge(ho + cp_row(b, i, Tc) * C, hl + (size_t)(2 * b + i) * NH * Tc, hpo,
+                             hpl, Tc, C, NH);
+                }
+        pl_ring_shift_wait(&sk);
+        pl_ring_shift_wait(&sv);
+        kc = ring.k[s % 2], vc = ring.v[s % 2];
+    }
+    pl_to_device(out, ho, L * sizeof(float));
+    pl_to_device(lse, hl, nl * sizeof(float));
+    float *fr[] = {ho, hl, po, pl, hpo, hpl, ring.k[0], ring.k[1], ring.v[0], ring.v[1]};
+    for (int i = 0; i < 10; i++) pl_mem_free(fr[i]);
+}
+
+void cp_attention_backward(struct pl_comm *cpg, float *dq, float *dk, float *dv,
+                           const float *dout, const float *q, const float *k, const float *v,
+                           const float *out, const float *lse, int B, int T, int C, int NH)
+{
+    const int cp = pl_comm_size(cpg), r = pl_comm_rank(cpg), Tc = T / (2 * cp);
+    const size_t L = (size_t)B * 2 * Tc * C, nl = (size_t)B * 2 * NH * Tc;
+    /* the softmax backward's row term, from the merged output: lse's layout */
+    float *delta = scratch(nl, "cp delta");
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < 2; i++)
+            pl_attn_block_delta(delta + (size_t)(2 * b + i) * NH * Tc,
+                                dout + cp_row(b, i, Tc) * C, out + cp_row(b, i, Tc) * C, Tc, C,
+                                NH);
+    pl_zero(dq, L);
+    /* k, v travel as in the forward; each block's dk, dv accumulators travel with them and
+     * take one step more at the end, back to the rank that owns those keys */
+    struct cp_ring kv = {{scratch(L, "cp k"), scratch(L, "cp k")},
+                         {scratch(L, "cp v"), scratch(L, "cp v")}};
+    struct cp_ring dkv = {{scratch(L, "cp dk"), scratch(L, "cp dk")},
+                          {scratch(L, "cp dv"), scratch(L, "cp dv")}};
+    const float *kc = k, *vc = v;
+    float *dkc = dkv.k[1], *dvc = dkv.v[1];
+    pl_zero(dkc, L), pl_zero(dvc, L);
+    int mine[2];
+    cp_chunks(cp, r, mine);
+    for (int s = 0; s < cp; s++) {
+        const int src = (r - s + cp) % cp;
+        struct pl_ring_shift sk = {0}, sv = {0}, sdk = {0}, sdv = {0};
+        if (s < cp - 1) {
+            pl_ring_shift_start(cpg, kc, kv.k[s % 2], L, 1, 1, &sk);
+            pl_ring_shift_start(cpg, vc, kv.v[s % 2], L, 1, 2, &sv);
+        }
+        int theirs[2];
+        cp_chunks(cp, src, theirs);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 2; j++) {
+                    if (theirs[j] > mine[i]) continue;
+                    const size_t qr = cp_row(b, i, Tc) * C, kr = cp_row(b, j, Tc) * C;
+                    const size_t st = (size_t)(2 * b + i) * NH * Tc;
+                    pl_attn_block_backward(dq + qr, dkc + kr, dvc + kr, dout + qr, q + qr,
+                                           kc + kr, vc + kr, lse + st, delta + st, Tc, Tc, C,
+                                           NH, mine[i] * Tc, theirs[j] * Tc);
+                }
+        /* the accumulators on to the next rank; the last step's land at their owner */
+        float *dkn = s == cp - 1 ? dk : dkv.k[s % 2], *dvn = s == cp - 1 ? dv : dkv.v[s % 2];
+        pl_ring_shift_start(cpg, dkc, dkn, L, 1, 3, &sdk);
+        pl_ring_shift_start(cpg, dvc, dvn, L, 1, 4, &sdv);
+        pl_ring_shift_wait(&sk), pl_ring_shift_wait(&sv);
+        pl_ring_shift_wait(&sdk), pl_ring_shift_wait(&sdv);
+        kc = kv.k[s % 2], vc = kv.v[s % 2];
+        dkc = dkn, dvc = dvn;
+    }
+    float *fr[] = {delta, kv.k[0], kv.k[1], kv.v[0], kv.v[1],
+                   dkv.k[0], dkv.k[1], dkv.v[0], dkv.v[1]};
+    for (int i = 0; i < 9; i++) pl_mem_free(fr[i]);
 }

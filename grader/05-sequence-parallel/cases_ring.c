@@ -1,0 +1,306 @@
+/* cases_ring.c: op ring, Lab 5's second part: causal ring attention on the cp ranks of the
+ * world (sp.h: cp_chunks, cp_attention_forward, cp_attention_backward). Every rank draws
+ * the whole sequences' q, k, v and dout from the seed and runs the single-device attention
+ * on them (pl_attention_forward, pl_attention_backward: the oracle); it hands the student
+ * its rows by the student's own layout and records, for judge_ring.c, the comparison of
+ * out, dq, dk and dv with its rows of the oracle's, each pass's point-to-point bytes and
+ * collectives, the memory it held above its arguments, and its attention FLOPs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lab05.h"
+
+/* An older sp.c, written before the second part, has none of its functions: these stand in
+ * (the student's own definitions replace them), so that its first part is graded as before
+ * and the second part's tests say which function to write. */
+__attribute__((weak)) void cp_chunks(int cp, int r, int chunk[2])
+{
+    (void)cp, (void)r;
+    chunk[0] = chunk[1] = -1;
+    lab_todo("cp_chunks", "8.2");
+}
+
+__attribute__((weak)) void cp_attention_forward(struct pl_comm *cpg, float *out, float *lse,
+                                                const float *q, const float *k,
+                                                const float *v, int B, int T, int C, int NH)
+{
+    (void)cpg, (void)out, (void)lse, (void)q, (void)k, (void)v, (void)B, (void)T, (void)C;
+    (void)NH;
+    lab_todo("cp_attention_forward", "8.3");
+}
+
+__attribute__((weak)) void cp_attention_backward(struct pl_comm *cpg, float *dq, float *dk,
+                                                 float *dv, const float *dout, const float *q,
+                                                 const float *k, const float *v,
+                                                 const float *out, const float *lse, int B,
+                                                 int T, int C, int NH)
+{
+    (void)cpg, (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)out;
+    (void)lse, (void)B, (void)T, (void)C, (void)NH;
+    lab_todo("cp_attention_backward", "8.4");
+}
+
+/* Case 0: two sequences, scores of order one; case 1: one sequence of chunks of 3 tokens
+ * whose scores are all about a hundred (exp of them overflows fp32: a merge that does not
+ * rescale by the running max gives inf). */
+struct l5_ring_case l5_ring_case_of(const struct l5_state *st, int i, int cp)
+{
+    (void)st;
+    if (i == 0) return (struct l5_ring_case){2, 8 * cp, 32, 4, 0.0f};
+    return (struct l5_ring_case){1, 6 * cp, 16, 2, 17.0f};
+}
+
+double l5_ring_fwd_units(int cp)
+{
+    return 2.0 * (cp - 1);
+}
+
+void l5_ring_bwd_units(int cp, double *lo, double *hi)
+{
+    *lo = 4.0 * (cp - 1);
+    *hi = 4.0 * cp - 2;
+}
+
+double l5_ring_min_flops(int cp, int B, int T, int C, int NH)
+{
+    const int Tc = T / (2 * cp);
+    return (double)B * (2 * cp + 1) *
+               (pl_attn_block_flops(Tc, Tc, C, NH, 0) + pl_attn_block_flops(Tc, Tc, C, NH, 1)) +
+           4.0 * B * Tc * C; /* the delta of each of a rank's 2B chunks */
+}
+
+static struct l5_ring_said *ring_fail(struct l5_ring_obs *o, int part, int code,
+                                      const double *v, int n)
+{
+    struct l5_ring_said *s = &o->part[part];
+    if (s->code) return NULL;
+    s->code = code;
+    for (int k = 0; k < n && k < 8; k++) s->v[k] = v[k];
+    return s;
+}
+#define RING_FAIL(o, part, code, ...)                                                        \
+    ring_fail(o, part, code, (const double[]){__VA_ARGS__},                                  \
+              (int)(sizeof((const double[]){__VA_ARGS__}) / sizeof(double)))
+
+/* Every rank's chunks, checked: 1 when they are a layout (the first problem recorded). */
+static int layout_ok(struct l5_ring_obs *o, int cp, int (*ch)[2])
+{
+    int *owner = malloc(sizeof(int) * 2 * (size_t)cp), ok = 1;
+    for (int c = 0; c < 2 * cp; c++) owner[c] = -1;
+    for (int x = 0; x < cp && ok; x++) {
+        cp_chunks(cp, x, ch[x]);
+        if (pl_todo_what()) ok = 0;
+        else if (ch[x][0] < 0 || ch[x][1] >= 2 * cp || ch[x][0] < 0 || ch[x][1] < 0 ||
+                 ch[x][0] >= 2 * cp)
+            ok = 0, RING_FAIL(o, 0, L5_R_LAYOUT, x, ch[x][0], ch[x][1], 0, -1);
+        else if (ch[x][0] >= ch[x][1])
+            ok = 0, RING_FAIL(o, 0, L5_R_LAYOUT, x, ch[x][0], ch[x][1], 1, -1);
+        else
+            for (int j = 0; j < 2 && ok; j++) {
+                if (owner[ch[x][j]] >= 0)
+                    ok = 0, RING_FAIL(o, 0, L5_R_LAYOUT, x, ch[x][0], ch[x][1], 2,
+                                      owner[ch[x][j]]);
+                owner[ch[x][j]] = x;
+            }
+    }
+    free(owner);
+    return ok;
+}
+
+/* Rank x's rows of a full [B, T, C] (host), into local [B, T/cp, C] (host). */
+static void rows_of(float *local, const float *full, const int ch[2], int B, int T, int C,
+                    int cp)
+{
+    const int Tc = T / (2 * cp);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < 2; j++)
+            memcpy(local + ((size_t)b * 2 * Tc + (size_t)j * Tc) * C,
+                   full + ((size_t)b * T + (size_t)ch[j] * Tc) * C, (size_t)Tc * C * sizeof(float));
+}
+
+/* The oracle: the whole sequences through the single device's attention (host arrays). */
+struct ring_data {
+    struct l5_ring_case k;
+    size_t n, nl;
+    float *q, *k_, *v, *dout, *out, *dq, *dk, *dv;
+};
+
+static void ring_data_new(const struct l5_state *st, const struct l5_ring_case *kc, int cp,
+                          struct ring_data *d)
+{
+    const int B = kc->B, T = kc->T, C = kc->C;
+    *d = (struct ring_data){.k = *kc, .n = (size_t)B * T * C, .nl = (size_t)B * T * C / cp};
+    float **h[] = {&d->q, &d->k_, &d->v, &d->dout, &d->out, &d->dq, &d->dk, &d->dv};
+    for (int i = 0; i < 8; i++) *h[i] = malloc(d->n * sizeof(float));
+    const char *names[] = {"lab05.ring.q", "lab05.ring.k", "lab05.ring.v", "lab05.ring.dout"};
+    for (int i = 0; i < 4; i++) {
+        pl_rng_fill_normal(*h[i], d->n, st->seed, pl_rng_stream(names[i]), 0, 0.0f, 1.0f);
+        /* big: every query and key of a head shares a component of size big, so every score
+         * of a row is about big^2/sqrt(HS) (a hundred) while their differences stay of a
+         * few units: exp of them overflows, the softmax does not, nor its gradients */
+        for (size_t t = 0; i < 2 && kc->big > 0 && t < (size_t)B * T; t++)
+            for (int hd = 0; hd < kc->NH; hd++) (*h[i])[t * C + (size_t)hd * (C / kc->NH)] += kc->big;
+    }
+    float *qkv = malloc(3 * d->n * sizeof(float));
+    for (size_t t = 0; t < (size_t)B * T; t++)
+        for (int w = 0; w < 3; w++)
+            memcpy(qkv + (t * 3 + (size_t)w) * C, (w == 0 ? d->q : w == 1 ? d->k_ : d->v) + t * C,
+                   (size_t)C * sizeof(float));
+    float *o_qkv = gr_op_alloc(3 * d->n, "lab05 ring qkv"), *o_out = gr_op_alloc(d->n, "out");
+    float *o_att = gr_op_alloc((size_t)B * kc->NH * T * T, "lab05 ring att");
+    float *o_g = gr_op_alloc(d->n, "lab05 ring dout"), *o_d = gr_op_alloc(3 * d->n, "dqkv");
+    pl_to_device(o_qkv, qkv, 3 * d->n * sizeof(float));
+    pl_to_device(o_g, d->dout, d->n * sizeof(float));
+    pl_zero(o_d, 3 * d->n);
+    pl_attention_forward(o_out, o_att, o_qkv, B, T, C, kc->NH);
+    pl_attention_backward(o_d, o_g, o_qkv, o_att, B, T, C, kc->NH);
+    pl_to_host(d->out, o_out, d->n * sizeof(float));
+    pl_to_host(qkv, o_d, 3 * d->n * sizeof(float));
+    for (size_t t = 0; t < (size_t)B * T; t++)
+        for (int w = 0; w < 3; w++)
+            memcpy((w == 0 ? d->dq : w == 1 ? d->dk : d->dv) + t * C, qkv + (t * 3 + (size_t)w) * C,
+                   (size_t)C * sizeof(float));
+    free(qkv);
+    float *ops[] = {o_qkv, o_out, o_att, o_g, o_d};
+    for (int i = 0; i < 5; i++) pl_mem_free(ops[i]);
+}
+
+static void ring_data_free(struct ring_data *d)
+{
+    float *h[] = {d->q, d->k_, d->v, d->dout, d->out, d->dq, d->dk, d->dv};
+    for (int i = 0; i < 8; i++) free(h[i]);
+}
+
+/* The chunk (0 or 1 of this rank's) holding element e of a local [B, T/cp, C]. */
+static int chunk_of(double e, int Tc, int C)
+{
+    return (int)((size_t)e / ((size_t)Tc * C)) % 2;
+}
+
+/* got (op memory) against this rank's rows of full: 1 when right; else the failure, with the
+ * rank whose rows it matches when it is another's (dk, dv returned to the wrong owner). */
+static int compare(struct l5_ring_obs *o, const char *what, const float *got, const float *full,
+                   int (*ch)[2], double tol, int grad)
+{
+    const struct l5_ring_case k = {o->B, o->T, o->C, o->NH, 0};
+    const int cp = o->cp, Tc = k.T / (2 * cp);
+    const size_t nl = (size_t)k.B * k.T * k.C / cp;
+    float *want = malloc(nl * sizeof(float));
+    rows_of(want, full, ch[o->r], k.B, k.T, k.C, cp);
+    struct gr_cmp m;
+    float *d_want = gr_op_alloc(nl, "lab05 ring want");
+    pl_to_device(d_want, want, nl * sizeof(float));
+    int ok = gr_cmp_of(got, d_want, nl, tol, &m);
+    if (!ok) {
+        int match = -1;
+        for (int x = 0; x < cp && match < 0 && grad && m.finite; x++) {
+            if (x == o->r) continue;
+            rows_of(want, full, ch[x], k.B, k.T, k.C, cp);
+            struct gr_cmp mx;
+            pl_to_device(d_want, want, nl * sizeof(float));
+            if (gr_cmp_of(got, d_want, nl, tol, &mx)) match = x;
+        }
+        const int c = ch[o->r][chunk_of(m.at, Tc, k.C)];
+        struct l5_ring_said *s =
+            grad ? RING_FAIL(o, 0, L5_R_GRAD, c, (double)c * Tc, match)
+                 : RING_FAIL(o, 0, L5_R_OUT, c, (double)c * Tc);
+        if (s) s->cmp = m, snprintf(s->name, sizeof s->name, "%s", what);
+    }
+    pl_mem_free(d_want);
+    free(want);
+    return ok;
+}
+
+/* A pass's traffic, memory and FLOPs, from the ledgers since the marks. */
+static void pass_figures(struct l5_ring_obs *o, int pass, const struct pl_ledger *mark,
+                         size_t before, double f0)
+{
+    struct pl_ledger d;
+    gr_ledger_since(mark, &d);
+    struct pl_mem_stats now;
+    pl_mem_get_stats(&now);
+    const double p2p = pl_ledger_bytes(&d, PL_P2P, -1);
+    const long other = gr_ledger_total_calls(&d); /* every kind but point-to-point */
+    const double peak = (double)now.peak_total - (double)before;
+    const double left = (double)now.current_total - (double)before;
+    const double flops = pl_ledger_flops_total() - f0;
+    const double L = 4.0 * o->B * (o->T / o->cp) * o->C, lb = 4.0 * o->B * o->NH * (o->T / o->cp);
+    if (pass == 0) o->fwd_bytes = p2p, o->fwd_peak = peak, o->fwd_flops = flops;
+    else o->bwd_bytes = p2p, o->bwd_peak = peak, o->bwd_flops = flops;
+    double lo, hi;
+    if (pass == 0) lo = hi = l5_ring_fwd_units(o->cp);
+    else l5_ring_bwd_units(o->cp, &lo, &hi);
+    if (o->cp > 1 && (other || p2p < lo * L - 0.5 || p2p > hi * L + 0.5))
+        RING_FAIL(o, 1, L5_R_TRAFFIC, pass, p2p, (double)d.calls[PL_P2P], (double)other,
+                  lo * L, hi * L, L);
+    if (left != 0) RING_FAIL(o, 2, L5_R_LEFT, pass, left);
+    /* and a row of scores, the kit's block scratch */
+    const double bound = (pass == 0 ? 6 : 9) * L + 2 * lb + 4.0 * o->T;
+    if (peak > bound) RING_FAIL(o, 2, L5_R_PEAK, pass, peak, bound, L, lb);
+}
+
+void l5_run_ring(struct l5_state *st, struct pl_comm *cpg, int i)
+{
+    struct l5_ring_obs *o = &st->ob->ring;
+    const int cp = pl_comm_size(cpg), r = pl_comm_rank(cpg);
+    const struct l5_ring_case kc = l5_ring_case_of(st, i, cp);
+    *o = (struct l5_ring_obs){.cp = cp, .r = r, .B = kc.B, .T = kc.T, .C = kc.C, .NH = kc.NH,
+                              .big = kc.big > 0};
+    int(*ch)[2] = malloc(sizeof *ch * (size_t)cp);
+    if (!layout_ok(o, cp, ch)) {
+        free(ch);
+        return;
+    }
+    o->chunk[0] = ch[r][0], o->chunk[1] = ch[r][1];
+    struct ring_data d;
+    ring_data_new(st, &kc, cp, &d);
+    const size_t nl = d.nl, nlse = (size_t)kc.B * kc.NH * (kc.T / cp);
+    float *host = malloc(nl * sizeof(float));
+    float *mine[4];
+    const float *full[4] = {d.q, d.k_, d.v, d.dout};
+    for (int w = 0; w < 4; w++) {
+        rows_of(host, full[w], ch[r], kc.B, kc.T, kc.C, cp);
+        mine[w] = gr_op_alloc(nl, "lab05 ring rows");
+        pl_to_device(mine[w], host, nl * sizeof(float));
+    }
+    float *out = gr_op_alloc(nl, "your out"), *lse = gr_op_alloc(nlse, "your lse");
+    float *dq = gr_op_alloc(nl, "your dq"), *dk = gr_op_alloc(nl, "your dk");
+    float *dv = gr_op_alloc(nl, "your dv");
+    /* handed over holding junk: the passes write them */
+    pl_copy(out, mine[0], nl), pl_copy(dq, mine[1], nl), pl_copy(dk, mine[2], nl);
+    pl_copy(dv, mine[0], nl);
+    struct pl_mem_stats before;
+    struct pl_ledger mark;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&before);
+    gr_ledger_mark(&mark);
+    double f0 = pl_ledger_flops_total();
+    cp_attention_forward(cpg, out, lse, mine[0], mine[1], mine[2], kc.B, kc.T, kc.C, kc.NH);
+    pass_figures(o, 0, &mark, before.current_total, f0);
+    int ok = !pl_todo_what() && compare(o, "out", out, d.out, ch, L5_TOL_FWD, 0);
+    if (!pl_todo_what()) {
+        pl_mem_reset_peak();
+        pl_mem_get_stats(&before);
+        gr_ledger_mark(&mark);
+        f0 = pl_ledger_flops_total();
+        cp_attention_backward(cpg, dq, dk, dv, mine[3], mine[0], mine[1], mine[2], out, lse,
+                              kc.B, kc.T, kc.C, kc.NH);
+        pass_figures(o, 1, &mark, before.current_total, f0);
+        o->ran = !pl_todo_what();
+    }
+    if (o->ran && ok) {
+        const char *names[] = {"dq", "dk", "dv"};
+        const float *got[] = {dq, dk, dv}, *want[] = {d.dq, d.dk, d.dv};
+        for (int w = 0; w < 3 && compare(o, names[w], got[w], want[w], ch, L5_TOL_BWD, 1);
+             w++) {
+        }
+    }
+    o->held = 4.0 * (4 * nl + nlse); /* q, k, v, out and lse from the forward to the backward */
+    float *fr[] = {mine[0], mine[1], mine[2], mine[3], out, lse, dq, dk, dv};
+    for (int w = 0; w < 9; w++) pl_mem_free(fr[w]);
+    free(host);
+    free(ch);
+    ring_data_free(&d);
+}
