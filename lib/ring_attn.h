@@ -14,6 +14,7 @@
 #ifndef PL_RING_ATTN_H
 #define PL_RING_ATTN_H
 
+#include <math.h> /* INFINITY: a query that sees no key of a block has lse -INFINITY */
 #include <stddef.h>
 
 #include "comm.h"

@@ -52,25 +52,6 @@ struct l5_ring_case l5_ring_case_of(const struct l5_state *st, int i, int cp)
     return (struct l5_ring_case){1, 6 * cp, 16, 2, 17.0f};
 }
 
-double l5_ring_fwd_units(int cp)
-{
-    return 2.0 * (cp - 1);
-}
-
-void l5_ring_bwd_units(int cp, double *lo, double *hi)
-{
-    *lo = 4.0 * (cp - 1);
-    *hi = 4.0 * cp - 2;
-}
-
-double l5_ring_min_flops(int cp, int B, int T, int C, int NH)
-{
-    const int Tc = T / (2 * cp);
-    return (double)B * (2 * cp + 1) *
-               (pl_attn_block_flops(Tc, Tc, C, NH, 0) + pl_attn_block_flops(Tc, Tc, C, NH, 1)) +
-           4.0 * B * Tc * C; /* the delta of each of a rank's 2B chunks */
-}
-
 static struct l5_ring_said *ring_fail(struct l5_ring_obs *o, int part, int code,
                                       const double *v, int n)
 {

@@ -13,6 +13,26 @@ static const char *const PARTS[L5_RING_PARTS] = {"correct", "traffic", "memory",
 
 #define L5_RING_BALANCE 0.02 /* each rank's FLOPs within 2% of the mean */
 
+double l5_ring_fwd_units(int cp)
+{
+    return 2.0 * (cp - 1);
+}
+
+void l5_ring_bwd_units(int cp, double *lo, double *hi)
+{
+    *lo = 4.0 * (cp - 1);
+    *hi = 4.0 * cp - 2;
+}
+
+double l5_ring_min_flops(int cp, int B, int T, int C, int NH)
+{
+    const int Tc = T / (2 * cp);
+    return (double)B * (2 * cp + 1) *
+               (pl_attn_block_flops(Tc, Tc, C, NH, 0) + pl_attn_block_flops(Tc, Tc, C, NH, 1)) +
+           4.0 * B * Tc * C; /* the delta of each of a rank's 2B chunks */
+}
+
+
 static void layout_words(const struct l5_ring_said *s, int cp, char *buf, size_t len)
 {
     const char *what[] = {"a chunk outside 0..2cp-1", "chunk[0] not before chunk[1]",

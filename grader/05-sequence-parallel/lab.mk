@@ -6,3 +6,4 @@ GRADER_WRAP_05-sequence-parallel := $(foreach f,attn_core_forward attn_core_back
                                       mlp_core_forward mlp_core_backward from_rank_major \
                                       to_rank_major,-Wl,--wrap=pl_sp_$(f)) \
                                     -Wl,--wrap=pl_all_gather -Wl,--wrap=pl_reduce_scatter
+GRADER_JUDGE_SRC_05-sequence-parallel := grader/05-sequence-parallel/judge_ring.c

@@ -3,8 +3,6 @@
  * conjugates, dropout by global token position, the block, the replicated gradients. */
 #include "sp.h"
 
-#include <math.h>
-
 #include "mem.h"
 #include "ops.h"
 

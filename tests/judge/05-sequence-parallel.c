@@ -437,6 +437,80 @@ static void training(void)
           "training's note: %s", FIRST(&why));
 }
 
+
+/* ---- the second part: ring attention (judge_ring.c) ---- */
+
+static int judge_ring(int i, int n, const char *part, const struct l5_obs *obs, int np,
+                      struct gr_why *why)
+{
+    struct gr_obs all = {np, sizeof *obs, (const unsigned char *)obs};
+    gr_why_init(why);
+    return l5_judge_ring(i, n, part, &all, why);
+}
+
+/* cp ranks of a ring case that ran, each rank's chunks `contiguous` or zigzag, its FLOPs
+ * those of its blocks (the blocks of chunk c: c+1 of Tc x Tc), its bytes the solution's. */
+static void ring_of(struct l5_obs *obs, int cp, int contiguous)
+{
+    const int B = 2, T = 8 * cp, C = 32, NH = 4, Tc = T / (2 * cp);
+    const double blk = pl_attn_block_flops(Tc, Tc, C, NH, 0) + pl_attn_block_flops(Tc, Tc, C,
+                                                                                   NH, 1);
+    const double L = 4.0 * B * (T / cp) * C;
+    memset(obs, 0, (size_t)cp * sizeof *obs);
+    for (int r = 0; r < cp; r++) {
+        struct l5_ring_obs *o = &obs[r].ring;
+        *o = (struct l5_ring_obs){.cp = cp, .r = r, .B = B, .T = T, .C = C, .NH = NH, .ran = 1};
+        o->chunk[0] = contiguous ? 2 * r : r;
+        o->chunk[1] = contiguous ? 2 * r + 1 : 2 * cp - 1 - r;
+        o->fwd_flops = B * blk * (o->chunk[0] + 1 + o->chunk[1] + 1) / 2 + 4.0 * B * Tc * C;
+        o->bwd_flops = B * blk * (o->chunk[0] + 1 + o->chunk[1] + 1) / 2;
+        o->fwd_bytes = l5_ring_fwd_units(cp) * L, o->bwd_bytes = 2 * (2 * cp - 1) * L;
+    }
+}
+
+static void ring_rules(void)
+{
+    static struct l5_obs obs[4];
+    struct gr_why why;
+    ring_of(obs, 4, 0);
+    CHECK(judge_ring(1, 2, "balance", obs, 4, &why) && said(&why, "within 0.0% of the mean") &&
+              said(&why, "1.67x the mean at cp = 4"),
+          "zigzag: every rank the same FLOPs, the contiguous split's figure said: %s",
+          FIRST(&why));
+    ring_of(obs, 4, 1);
+    CHECK(!judge_ring(0, 2, "balance", obs, 4, &why) && said(&why, "rank 3 (chunks 6 and 7)") &&
+              said(&why, "the mean of the 4 ranks") && said(&why, "(2cp+1) = 1.67x the mean"),
+          "contiguous chunks: the last rank named with (4cp-1)/(2cp+1) of the mean: %s",
+          FIRST(&why));
+    ring_of(obs, 4, 0);
+    for (int r = 0; r < 4; r++) obs[r].ring.fwd_flops *= 2;
+    CHECK(!judge_ring(0, 2, "balance", obs, 4, &why) && said(&why, "wholly in its queries' future"),
+          "every block computed, masked ones too: more than the mask needs: %s", FIRST(&why));
+    ring_of(obs, 4, 0);
+    obs[2].ring.part[0] = (struct l5_ring_said){.code = L5_R_GRAD, .v = {5, 20, 3}, .name = "dk"};
+    CHECK(!judge_ring(0, 2, "correct", obs, 4, &why) && said(&why, "rank 2: dk") &&
+              said(&why, "rank 3's rows of the single device's dk"),
+          "dk of another rank's keys is named as such: %s", FIRST(&why));
+    obs[2].ring.part[0] = (struct l5_ring_said){.code = L5_R_LAYOUT, .v = {1, 2, 5, 2, 0}};
+    CHECK(!judge_ring(0, 2, "correct", obs, 4, &why) &&
+              said(&why, "cp_chunks(4, 1) gives chunks 2 and 5: a chunk another rank holds too "
+                         "(rank 0's)"),
+          "a layout holding a chunk twice names both ranks: %s", FIRST(&why));
+    ring_of(obs, 4, 0);
+    const double L = 4.0 * 2 * 8 * 32;
+    obs[1].ring.part[1] = (struct l5_ring_said){
+        .code = L5_R_TRAFFIC, .v = {0, 4 * L, 2, 2, 6 * L, 6 * L, L}};
+    CHECK(!judge_ring(0, 2, "traffic", obs, 4, &why) && said(&why, "made 2 collective calls") &&
+              said(&why, "cp-1 = 3 times"),
+          "a forward that gathers K and V is told what a ring sends: %s", FIRST(&why));
+    double lo, hi;
+    l5_ring_bwd_units(4, &lo, &hi);
+    CHECK(l5_ring_fwd_units(4) == 6 && lo == 12 && hi == 14,
+          "cp = 4: forward 2(cp-1) L, backward 4(cp-1) L to (4cp-2) L");
+    CHECK(!judge_ring(0, 2, "speed", obs, 4, &why) && said(&why, "no part 'speed'"),
+          "the ring's unknown part is refused");
+}
+
 static void hand_built(void)
 {
     static struct l5_obs obs[1];
@@ -446,6 +520,7 @@ static void hand_built(void)
     replicas();
     block_rules();
     training();
+    ring_rules();
     CHECK(!judge(L5_BLOCK, 0, 1, "speed", obs, 1, &why) && said(&why, "no part 'speed'"),
           "an unknown part is refused");
     struct gr_obs small = {1, sizeof obs[0] - 8, (const unsigned char *)obs};
