@@ -142,8 +142,9 @@ static const struct gr_lab lab05 = {
     .runs_on_why = "do not divide the graded model's 8 heads, d_ff of 128 and vocabulary of "
                    "256, and the 16 tokens of a sequence, into equal shards",
     .symbol_rule = "Lab 5 communicates only through lib's collectives on the TP group "
-                   "(pl_all_gather, pl_reduce_scatter, ...; no MPI_* or nccl* below the ledger, no "
-                   "point-to-point), calls the kit by its own names (the grader sees the core's "
+                   "(pl_all_gather, pl_reduce_scatter, ...) and its second part through the "
+                   "kit's ring step (pl_ring_shift_start, _wait; no MPI_* or nccl* below the "
+                   "ledger, no other point-to-point), calls the kit by its own names (the grader sees the core's "
                    "buffers through them) and takes its memory from pl_mem_alloc, whose ledger "
                    "the activation memory test reads",
 };

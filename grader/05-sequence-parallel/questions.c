@@ -42,6 +42,32 @@ static double fraction(int t, char *why, size_t len)
 static double fraction_t2(char *why, size_t len) { return fraction(2, why, len); }
 static double fraction_t4(char *why, size_t len) { return fraction(4, why, len); }
 
+/* The second part (section 8): ring attention on cp ranks, chunks of T/(2cp) tokens; the
+ * causal mask leaves chunk c's queries c+1 chunks of keys. */
+static double contiguous_imbalance(char *why, size_t len)
+{
+    const int cp = 8;
+    double last = 0, sum = 0; /* blocks of Tc x Tc a rank computes, per sequence */
+    for (int r = 0; r < cp; r++) {
+        const double blocks = (2 * r + 1) + (2 * r + 2); /* chunks 2r and 2r+1 */
+        sum += blocks;
+        if (r == cp - 1) last = blocks;
+    }
+    snprintf(why, len, "contiguous chunks 2r and 2r+1: rank r computes (2r+1) + (2r+2) = 4r+3 "
+             "blocks; the last %.0f, the mean %.0f (2cp+1 = zigzag's every rank): %.4f = "
+             "(4cp-1)/(2cp+1)", last, sum / cp, last / (sum / cp));
+    return last / (sum / cp);
+}
+
+static double ring_forward_bytes(char *why, size_t len)
+{
+    const double cp = 16, T = 131072, kv = 1024, bytes = 2; /* 8 KV heads of 128, bf16 */
+    double v = 2 * (cp - 1) / cp * T * kv * bytes;
+    snprintf(why, len, "each rank sends its K and V of T/cp tokens on cp-1 times: 2 (cp-1)/cp "
+             "x T x %.0f channels x 2 bytes = %.0f bytes per layer", kv, v);
+    return v;
+}
+
 static const struct gr_question LAB05_QUESTIONS[] = {
     {"conjugate_collectives_per_block", conjugates, 0.0, 1},
     {"regather_bytes_per_block", regather, 0.01, 1},
@@ -52,6 +78,10 @@ static const struct gr_question LAB05_QUESTIONS[] = {
     {"bias_after_scatter", NULL, 0, 0},
     {"dropout_index", NULL, 0, 0},
     {"missing_terms", NULL, 0, 0},
+    {"cp_contiguous_imbalance_cp8", contiguous_imbalance, 0.01, 1},
+    {"cp_ring_forward_bytes", ring_forward_bytes, 0.01, 1},
+    {"cp_merge_rescale", NULL, 0, 0},
+    {"cp_hidden_exchange", NULL, 0, 0},
 };
 
 static const struct gr_questions lab05_questions = {

@@ -52,8 +52,9 @@
  *             its wall-clock time against the kit's block on B/t sequences plus the same
  *             collectives (full marks from 0.70x of that speed).
  *   calls     communication only through lib's collectives on tp (pl_all_gather,
- *             pl_reduce_scatter, pl_all_reduce, ...): no point-to-point (pl_send, pl_recv,
- *             pl_sendrecv and their async forms), no MPI_*, nccl*, dlopen, dlsym or syscall;
+ *             pl_reduce_scatter, pl_all_reduce, ...) and, in the second part, the kit's
+ *             ring step on cpg (pl_ring_shift_start, pl_ring_shift_wait): no other
+ *             point-to-point (pl_send, pl_recv, pl_sendrecv and their async forms), no MPI_*, nccl*, dlopen, dlsym or syscall;
  *             the kit called by its own names (no __real_* or __wrap_*), and none of the
  *             calls that reach into the process or the kit's measurements (threads,
  *             signals, timers, atexit, the ledger's and trace's own functions).
