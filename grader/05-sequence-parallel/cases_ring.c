@@ -222,6 +222,29 @@ static void pass_figures(struct l5_ring_obs *o, int pass, const struct pl_ledger
     if (peak > bound) RING_FAIL(o, 2, L5_R_PEAK, pass, peak, bound, L, lb);
 }
 
+/* Rank 0: the traced forward replayed at one long sequence's scale (L5_RING_REAL_T tokens,
+ * L5_RING_REAL_C channels, 16-bit) on dgx-h100: each block's FLOPs grow as Tc^2 C, each
+ * message's bytes as Tc C; then every rank forgets the trace. */
+static void replay_forward(struct l5_state *st, struct l5_ring_obs *o,
+                           const struct l5_ring_case *kc)
+{
+    if (pl_rank() == 0) {
+        const double Tc = kc->T / (2.0 * o->cp), Tr = L5_RING_REAL_T / (2.0 * o->cp);
+        const double flop_x = (Tr * Tr * L5_RING_REAL_C) / (kc->B * Tc * Tc * kc->C);
+        const double byte_x = (Tr * L5_RING_REAL_C * 2.0) / (kc->B * Tc * kc->C * 4.0);
+        struct gr_overlap ov;
+        snprintf(o->trace_err, sizeof o->trace_err, "the forward did not run to the end");
+        if (gr_bt_traced() &&
+            gr_bt_replay_scaled(flop_x, byte_x, &ov, o->trace_err, sizeof o->trace_err) == 0) {
+            o->traced = 1, o->trace_err[0] = '\0';
+            o->step = ov.step_time, o->compute = ov.compute, o->comm = ov.comm;
+            o->exposed = ov.exposed;
+        }
+        st->ring_traced = *o;
+    }
+    gr_bt_free();
+}
+
 void l5_run_ring(struct l5_state *st, struct pl_comm *cpg, int i)
 {
     struct l5_ring_obs *o = &st->ob->ring;
@@ -258,8 +281,18 @@ void l5_run_ring(struct l5_state *st, struct pl_comm *cpg, int i)
     pl_mem_get_stats(&before);
     gr_ledger_mark(&mark);
     double f0 = pl_ledger_flops_total();
+    const int traced = i == 0 && cp > 1;
+    if (traced) gr_bt_begin();
     cp_attention_forward(cpg, out, lse, mine[0], mine[1], mine[2], kc.B, kc.T, kc.C, kc.NH);
+    if (traced) gr_bt_end(!pl_todo_what());
     pass_figures(o, 0, &mark, before.current_total, f0);
+    if (traced) replay_forward(st, o, &kc);
+    else if (i > 0 && pl_rank() == 0) { /* the traced case's replay, for this case's verdict */
+        const struct l5_ring_obs *t = &st->ring_traced;
+        o->traced = t->traced, o->step = t->step, o->compute = t->compute, o->comm = t->comm;
+        o->exposed = t->exposed;
+        snprintf(o->trace_err, sizeof o->trace_err, "%s", t->trace_err);
+    }
     int ok = !pl_todo_what() && compare(o, "out", out, d.out, ch, L5_TOL_FWD, 0);
     if (!pl_todo_what()) {
         pl_mem_reset_peak();

@@ -9,7 +9,8 @@
 
 #include "lab05.h"
 
-static const char *const PARTS[L5_RING_PARTS] = {"correct", "traffic", "memory", "balance"};
+static const char *const PARTS[L5_RING_PARTS] = {"correct", "traffic", "memory", "balance",
+                                                  "overlap"};
 
 #define L5_RING_BALANCE 0.02 /* each rank's FLOPs within 2% of the mean */
 
@@ -168,6 +169,29 @@ static int balance(const struct gr_obs *all, char *buf, size_t len, double *spre
     return 1;
 }
 
+/* The forward's exchange on the modelled timeline (rank 0's replay of case 0): 1, or 0
+ * with the reason. */
+static int overlap(const struct l5_ring_obs *o, char *buf, size_t len)
+{
+    if (o->cp < 2) return 1;
+    if (!o->traced) {
+        snprintf(buf, len, "the forward could not be replayed: %s", o->trace_err);
+        return 0;
+    }
+    if (o->comm > 0 && o->exposed > L5_RING_EXPOSED * o->comm) {
+        snprintf(buf, len, "on the modelled timeline (dgx-h100, one sequence of %.0f tokens, "
+                 "C = %.0f, 16-bit) your forward takes %.1f ms: %.1f ms of attention compute "
+                 "and %.1f ms of its %.1f ms of K/V transfers exposed (%.0f%%; at most %.0f%%). "
+                 "Start the next step's pl_ring_shift_start before computing the blocks of the "
+                 "keys you hold, and wait for it after them: the transfer then runs behind the "
+                 "compute (section 8.5)", L5_RING_REAL_T, L5_RING_REAL_C, 1e3 * o->step,
+                 1e3 * o->compute, 1e3 * o->exposed, 1e3 * o->comm,
+                 100 * o->exposed / o->comm, 100 * L5_RING_EXPOSED);
+        return 0;
+    }
+    return 1;
+}
+
 /* What a passing part shows, on the last case. */
 static void note(int p, const struct gr_obs *all, double spread, struct gr_why *why)
 {
@@ -182,6 +206,11 @@ static void note(int p, const struct gr_obs *all, double spread, struct gr_why *
                    "%.0f bytes = 4 B (T/cp)(4C + NH), 1/cp of the sequence's and no T x T "
                    "scores; peaks above the arguments %.0f forward, %.0f backward",
                    o->held, o->fwd_peak, o->bwd_peak);
+    else if (p == 4 && o->cp > 1 && o->traced)
+        gr_why_say(why, "the forward's K/V transfers, %.1f ms on the modelled timeline "
+                   "(dgx-h100, %.0f tokens, C = %.0f, 16-bit), run behind %.1f ms of attention "
+                   "compute: %.2f ms exposed", 1e3 * o->comm, L5_RING_REAL_T, L5_RING_REAL_C,
+                   1e3 * o->compute, 1e3 * o->exposed);
     else if (p == 3 && o->cp > 1)
         gr_why_say(why, "attention FLOPs per rank within %.1f%% of the mean; a contiguous "
                    "split would give the last rank %.2fx the mean at cp = %d", 100 * spread,
@@ -194,8 +223,8 @@ int l5_judge_ring(int i, int ncases, const char *part, const struct gr_obs *all,
     int p = 0;
     while (p < L5_RING_PARTS && strcmp(part, PARTS[p])) p++;
     if (p == L5_RING_PARTS) {
-        gr_why_say(why, "Lab 5's ring attention judges no part '%s' (correct, traffic, memory "
-                   "and balance)", part);
+        gr_why_say(why, "Lab 5's ring attention judges no part '%s' (correct, traffic, memory, "
+                   "balance and overlap)", part);
         return 0;
     }
     if (all->size != sizeof(struct l5_obs)) {
@@ -217,6 +246,11 @@ int l5_judge_ring(int i, int ncases, const char *part, const struct gr_obs *all,
         return 0;
     }
     double spread = 0;
+    const struct l5_ring_obs *o0 = &((const struct l5_obs *)gr_obs_rank(all, 0))->ring;
+    if (p == 4 && !overlap(o0, buf, sizeof buf)) {
+        gr_why_say(why, "%s", buf);
+        return 0;
+    }
     if (p == 3 && !balance(all, buf, sizeof buf, &spread)) {
         gr_why_say(why, "%s", buf);
         return 0;

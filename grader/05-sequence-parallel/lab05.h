@@ -154,7 +154,12 @@ struct l5_figs {
 /* ---- the second part: ring attention (op ring; cases_ring.c, judge_ring.c) ---- */
 
 #define L5_RING_NCASES 2
-#define L5_RING_PARTS 4 /* correct, traffic, memory, balance */
+#define L5_RING_PARTS 5 /* correct, traffic, memory, balance, overlap */
+/* The overlap is judged at one long sequence's scale on dgx-h100: T tokens, C channels of q
+ * and of k and v, 16-bit; at most this share of the forward's transfers exposed. */
+#define L5_RING_REAL_T 131072.0
+#define L5_RING_REAL_C 16384.0
+#define L5_RING_EXPOSED 0.10
 
 /* What went wrong first in a ring case, on this rank (judge_ring.c words it). */
 enum l5_ring_why {
@@ -184,6 +189,9 @@ struct l5_ring_obs {
     double fwd_flops, bwd_flops;            /* this rank's attention FLOPs, from the ledger */
     double fwd_bytes, bwd_bytes;            /* sent point-to-point */
     double fwd_peak, bwd_peak, held;        /* above the arguments; kept by the caller */
+    int traced;                             /* rank 0, cp > 1, case 0: the forward replayed */
+    char trace_err[160];                    /* why it was not */
+    double step, compute, comm, exposed;    /* the replayed forward (s), the slowest rank's */
 };
 
 struct l5_ring_case {
@@ -222,6 +230,8 @@ struct l5_state {
     struct l5_figs noted_figs;      /* world), carried to the later cases for the notes of */
     struct l5_block_figs noted;     /* the last: a grid case's group may be smaller */
     struct l5_perf *perf;
+    struct l5_ring_obs ring_traced; /* op ring: rank 0's replay of case 0, said again on the
+                                     * later cases */
 };
 
 /* ---- cases.c ---- */

@@ -84,6 +84,13 @@ int gr_bt_replay(double oracle_flops, double activation_floats, int t, const cha
     return 0;
 }
 
+int gr_bt_replay_scaled(double flop_x, double byte_x, struct gr_overlap *ov, char *err,
+                        size_t len)
+{
+    return gr_overlap_replay(&bt.trace, pl_profile_find(GR_BT_PROFILE), flop_x, byte_x, NULL,
+                             NULL, ov, err, len);
+}
+
 double gr_bt_bound(int t)
 {
     const struct pl_profile *p = pl_profile_find(GR_BT_PROFILE);

@@ -507,6 +507,15 @@ static void ring_rules(void)
     l5_ring_bwd_units(4, &lo, &hi);
     CHECK(l5_ring_fwd_units(4) == 6 && lo == 12 && hi == 14,
           "cp = 4: forward 2(cp-1) L, backward 4(cp-1) L to (4cp-2) L");
+    ring_of(obs, 4, 0);
+    obs[0].ring.traced = 1, obs[0].ring.step = 0.2, obs[0].ring.compute = 0.18;
+    obs[0].ring.comm = 0.02, obs[0].ring.exposed = 0.02;
+    CHECK(!judge_ring(0, 2, "overlap", obs, 4, &why) && said(&why, "(100%; at most 10%)"),
+          "an exchange waited for before the compute is all exposed: %s", FIRST(&why));
+    obs[0].ring.exposed = 0.001;
+    CHECK(judge_ring(1, 2, "overlap", obs, 4, &why) && said(&why, "0.00 ms exposed") == 0 &&
+              said(&why, "run behind 180.0 ms of attention compute: 1.00 ms exposed"),
+          "a hidden exchange passes with its figures: %s", FIRST(&why));
     CHECK(!judge_ring(0, 2, "speed", obs, 4, &why) && said(&why, "no part 'speed'"),
           "the ring's unknown part is refused");
 }
