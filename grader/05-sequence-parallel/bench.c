@@ -191,6 +191,52 @@ static void handout_split_figures(const char *what, const char *name,
               "t = %d for %s\n", f, t, name);
 }
 
+/* The second part on the world as the ring (cp = the ranks): the graded first case through
+ * the copy being graded, each rank's attention FLOPs against the mean beside a contiguous
+ * split's (computed: rank r's chunks 2r and 2r+1 see 4r+3 blocks, the mean 2cp+1), the bytes
+ * it sent, and its forward on the modelled timeline (drawn with --plots-dir). */
+static void bench_ring(struct l5_state *st)
+{
+    const int cp = pl_size();
+    char svg[1024] = "";
+    if (st->plots_dir && pl_rank() == 0)
+        snprintf(svg, sizeof svg, "%s/05-sequence-parallel-ring.svg", st->plots_dir);
+    struct l5_obs *ob = calloc(1, sizeof *ob);
+    if (!ob) pl_fatal("out of memory");
+    st->ob = ob;
+    st->ring_svg = svg[0] ? svg : NULL;
+    pl_todo_reset();
+    struct pl_comm *cpg = pl_comm_split(pl_comm_world(), 0, pl_rank(), "cp");
+    l5_run_ring(st, cpg, 0);
+    pl_comm_free(cpg);
+    st->ob = NULL, st->ring_svg = NULL;
+    const struct l5_ring_obs *o = &ob->ring;
+    double mine[2] = {o->fwd_flops + o->bwd_flops, !o->part[0].code && o->ran}, *all = NULL;
+    if (pl_rank() == 0) all = calloc(2 * (size_t)cp, sizeof *all);
+    PL_CHECK_MPI(MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (pl_rank() == 0) {
+        const struct l5_ring_case kc = l5_ring_case_of(st, 0, cp);
+        double mean = 0;
+        int ok = 1;
+        for (int r = 0; r < cp; r++) mean += all[2 * r] / cp, ok &= all[2 * r + 1] > 0;
+        printf("#\n# ring attention (the second part), cp=%d, B=%d T=%d C=%d, %d heads: "
+               "attention FLOPs per rank, forward and backward, from the ledger\n# %5s %14s "
+               "%12s %22s\n", cp, kc.B, kc.T, kc.C, kc.NH, "rank", "FLOPs", "x mean",
+               "contiguous x mean");
+        for (int r = 0; r < cp; r++)
+            printf("  %5d %14.0f %12.3f %22.3f\n", r, all[2 * r], mean > 0 ? all[2 * r] / mean : 0,
+                   (4.0 * r + 3) / (2.0 * cp + 1));
+        printf("# correct: %s; rank 0 sent %.0f bytes forward, %.0f backward\n", ok ? "yes" : "NO",
+               o->fwd_bytes, o->bwd_bytes);
+        if (o->traced && ok)
+            printf("# handout: at cp = %d the forward's %.1f ms of K/V transfers run behind %.1f ms "
+                   "of attention compute\n", cp, 1e3 * o->comm, 1e3 * o->compute);
+        if (svg[0] && o->traced) printf("wrote %s\n", svg);
+        free(all);
+    }
+    free(ob);
+}
+
 void l5_bench(const struct gr_args *args)
 {
     /* the options' order: driver.c's L5_OPTIONS */
@@ -262,6 +308,7 @@ void l5_bench(const struct gr_args *args)
         plot_layout(st.plots_dir);
         plot_bytes(st.plots_dir, &c, B, T, m, nt);
     }
+    if (pl_size() > 1) bench_ring(&st);
 }
 
 /* ---- perf mode: the SP block on the wall clock against the kit's parts ---- */

@@ -235,7 +235,9 @@ static void replay_forward(struct l5_state *st, struct l5_ring_obs *o,
         struct gr_overlap ov;
         snprintf(o->trace_err, sizeof o->trace_err, "the forward did not run to the end");
         if (gr_bt_traced() &&
-            gr_bt_replay_scaled(flop_x, byte_x, &ov, o->trace_err, sizeof o->trace_err) == 0) {
+            gr_bt_replay_scaled(flop_x, byte_x, st->ring_svg, st->ring_svg ? "ring attention's "
+                                "forward on the modelled timeline" : NULL, &ov,
+                                o->trace_err, sizeof o->trace_err) == 0) {
             o->traced = 1, o->trace_err[0] = '\0';
             o->step = ov.step_time, o->compute = ov.compute, o->comm = ov.comm;
             o->exposed = ov.exposed;

@@ -98,7 +98,7 @@ static void describe(void *vst, int i, char *buf, size_t len)
         const struct l5_ring_case k = l5_ring_case_of(st, i, pl_size());
         snprintf(buf, len, "ring attention, cp=%d, B=%d T=%d (chunks of %d tokens), C=%d, "
                  "%d heads, %s", pl_size(), k.B, k.T, k.T / (2 * pl_size()), k.C, k.NH,
-                 k.big > 0 ? "scores of a hundred and more" : "scores of order one");
+                 k.big > 0 ? "scores all about a hundred" : "scores of order one");
         return;
     }
     if (st->kind == L5_CONJ) {

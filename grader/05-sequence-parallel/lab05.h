@@ -232,6 +232,7 @@ struct l5_state {
     struct l5_perf *perf;
     struct l5_ring_obs ring_traced; /* op ring: rank 0's replay of case 0, said again on the
                                      * later cases */
+    const char *ring_svg;           /* bench: draw that replay's timeline there */
 };
 
 /* ---- cases.c ---- */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # plots.sh BUILD_DIR OUT_DIR labs|solutions: Lab 5's pictures (`make plots LAB=05`), on 4
 # ranks: the TP vs TP+SP layout, and activation bytes per rank against t measured from the
-# copy being graded beside the kit's formulas (05-sequence-parallel-*.svg in OUT_DIR).
+# copy being graded beside the kit's formulas, and the second part's ring attention forward on
+# the modelled timeline (05-sequence-parallel-*.svg in OUT_DIR).
 set -e
 B=$1 out=$2 v=${3:-labs}
 . grader/plots_common.sh

@@ -84,11 +84,11 @@ int gr_bt_replay(double oracle_flops, double activation_floats, int t, const cha
     return 0;
 }
 
-int gr_bt_replay_scaled(double flop_x, double byte_x, struct gr_overlap *ov, char *err,
-                        size_t len)
+int gr_bt_replay_scaled(double flop_x, double byte_x, const char *svg, const char *title,
+                        struct gr_overlap *ov, char *err, size_t len)
 {
-    return gr_overlap_replay(&bt.trace, pl_profile_find(GR_BT_PROFILE), flop_x, byte_x, NULL,
-                             NULL, ov, err, len);
+    return gr_overlap_replay(&bt.trace, pl_profile_find(GR_BT_PROFILE), flop_x, byte_x, svg,
+                             title, ov, err, len);
 }
 
 double gr_bt_bound(int t)

@@ -62,10 +62,11 @@ int gr_bt_replay(double oracle_flops, double activation_floats, int t, const cha
 
 /* Rank 0: replays the held trace on the GR_BT_PROFILE cluster with every compute event's
  * FLOPs times flop_x and every transfer's bytes times byte_x (a lab's own scale) into ov
- * (train.h). Returns 0, or -1 with a message in err. */
+ * (train.h); svg non-NULL also draws the timeline there, titled title. Returns 0, or -1 with
+ * a message in err. */
 struct gr_overlap;
-int gr_bt_replay_scaled(double flop_x, double byte_x, struct gr_overlap *ov, char *err,
-                        size_t len);
+int gr_bt_replay_scaled(double flop_x, double byte_x, const char *svg, const char *title,
+                        struct gr_overlap *ov, char *err, size_t len);
 
 /* What a block's verdict is decided from, on rank 0 (a judge's observation). */
 struct gr_bt_figures {
