@@ -494,21 +494,32 @@ static void note(enum l5_kind kind, int p, const struct l5_obs *o, char *buf, si
 
 /* ---- a part on one case ---- */
 
-int l5_judge(enum l5_kind kind, int i, int ncases, const char *part, const struct gr_obs *all,
-             struct gr_why *why)
+int l5_part_of(const char *const *names, int n, const char *what, const char *part,
+               const struct gr_obs *all, struct gr_why *why)
 {
     int p = 0;
-    while (p < L5_NPARTS && strcmp(part, L5_PART_NAMES[p])) p++;
-    if (p == L5_NPARTS) {
-        gr_why_say(why, "Lab 5 judges no part '%s' (correct, replicas, traffic, memory and "
-                   "time)", part);
-        return 0;
+    while (p < n && strcmp(part, names[p])) p++;
+    if (p == n) {
+        char list[200] = "";
+        for (int k = 0; k < n; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                     k ? (k == n - 1 ? " and " : ", ") : "", names[k]);
+        gr_why_say(why, "%s judges no part '%s' (%s)", what, part, list);
+        return -1;
     }
     if (all->size != sizeof(struct l5_obs)) {
         gr_why_say(why, "an observation of %zu bytes where Lab 5's are %zu: a record of another "
                    "build", all->size, sizeof(struct l5_obs));
-        return 0;
+        return -1;
     }
+    return p;
+}
+
+int l5_judge(enum l5_kind kind, int i, int ncases, const char *part, const struct gr_obs *all,
+             struct gr_why *why)
+{
+    const int p = l5_part_of(L5_PART_NAMES, L5_NPARTS, "Lab 5", part, all, why);
+    if (p < 0) return 0;
     char buf[L5_TEXT];
     for (int r = 0; r < all->nranks; r++) {
         const struct l5_obs *o = gr_obs_rank(all, r);

@@ -220,18 +220,8 @@ static void note(int p, const struct gr_obs *all, double spread, struct gr_why *
 int l5_judge_ring(int i, int ncases, const char *part, const struct gr_obs *all,
                   struct gr_why *why)
 {
-    int p = 0;
-    while (p < L5_RING_PARTS && strcmp(part, PARTS[p])) p++;
-    if (p == L5_RING_PARTS) {
-        gr_why_say(why, "Lab 5's ring attention judges no part '%s' (correct, traffic, memory, "
-                   "balance and overlap)", part);
-        return 0;
-    }
-    if (all->size != sizeof(struct l5_obs)) {
-        gr_why_say(why, "an observation of %zu bytes where Lab 5's are %zu: a record of another "
-                   "build", all->size, sizeof(struct l5_obs));
-        return 0;
-    }
+    const int p = l5_part_of(PARTS, L5_RING_PARTS, "Lab 5's ring attention", part, all, why);
+    if (p < 0) return 0;
     char buf[L5_TEXT];
     for (int r = 0; r < all->nranks; r++) {
         const struct l5_ring_obs *o = &((const struct l5_obs *)gr_obs_rank(all, r))->ring;

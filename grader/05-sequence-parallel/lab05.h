@@ -349,6 +349,11 @@ double l5_ring_min_flops(int cp, int B, int T, int C, int NH);
 
 /* ---- judge.c: no MPI ---- */
 
+/* The index of part among names[n], or -1 with the reason in why (an unknown part, "WHAT
+ * judges no part ..."; a record of another build). */
+int l5_part_of(const char *const *names, int n, const char *what, const char *part,
+               const struct gr_obs *all, struct gr_why *why);
+
 /* The verdict of part on case i of ncases of an op of kind, from every rank's observation. */
 int l5_judge(enum l5_kind kind, int i, int ncases, const char *part, const struct gr_obs *all,
              struct gr_why *why);

@@ -228,6 +228,22 @@ struct cp_ring {
     float *k[2], *v[2];
 };
 
+/* Step s of the ring: the keys held are rank src's; unless it is the last step, they start
+ * on to the next rank, into the free buffers of ring. Returns src, its chunks in theirs. */
+static int cp_step(struct pl_comm *cpg, int s, const float *kc, const float *vc,
+                   const struct cp_ring *ring, size_t L, struct pl_ring_shift *sk,
+                   struct pl_ring_shift *sv, int theirs[2])
+{
+    const int cp = pl_comm_size(cpg), src = (pl_comm_rank(cpg) - s + cp) % cp;
+    *sk = *sv = (struct pl_ring_shift){NULL, NULL};
+    if (s < cp - 1) {
+        pl_ring_shift_start(cpg, kc, ring->k[s % 2], L, 1, 1, sk);
+        pl_ring_shift_start(cpg, vc, ring->v[s % 2], L, 1, 2, sv);
+    }
+    cp_chunks(cp, src, theirs);
+    return src;
+}
+
 void cp_attention_forward(struct pl_comm *cpg, float *out, float *lse, const float *q,
                           const float *k, const float *v, int B, int T, int C, int NH)
 {
@@ -246,15 +262,10 @@ void cp_attention_forward(struct pl_comm *cpg, float *out, float *lse, const flo
     int mine[2];
     cp_chunks(cp, r, mine);
     for (int s = 0; s < cp; s++) {
-        /* the block of rank src's keys, while the next rank's arrive */
-        const int src = (r - s + cp) % cp;
-        struct pl_ring_shift sk = {0}, sv = {0};
-        if (s < cp - 1) {
-            pl_ring_shift_start(cpg, kc, ring.k[s % 2], L, 1, 1, &sk);
-            pl_ring_shift_start(cpg, vc, ring.v[s % 2], L, 1, 2, &sv);
-        }
+        /* the blocks of the keys held, while the next rank's arrive */
+        struct pl_ring_shift sk, sv;
         int theirs[2];
-        cp_chunks(cp, src, theirs);
+        cp_step(cpg, s, kc, vc, &ring, L, &sk, &sv, theirs);
         for (int b = 0; b < B; b++)
             for (int i = 0; i < 2; i++)
                 for (int j = 0; j < 2; j++) {
@@ -303,14 +314,9 @@ void cp_attention_backward(struct pl_comm *cpg, float *dq, float *dk, float *dv,
     int mine[2];
     cp_chunks(cp, r, mine);
     for (int s = 0; s < cp; s++) {
-        const int src = (r - s + cp) % cp;
-        struct pl_ring_shift sk = {0}, sv = {0}, sdk = {0}, sdv = {0};
-        if (s < cp - 1) {
-            pl_ring_shift_start(cpg, kc, kv.k[s % 2], L, 1, 1, &sk);
-            pl_ring_shift_start(cpg, vc, kv.v[s % 2], L, 1, 2, &sv);
-        }
+        struct pl_ring_shift sk, sv, sdk, sdv;
         int theirs[2];
-        cp_chunks(cp, src, theirs);
+        cp_step(cpg, s, kc, vc, &kv, L, &sk, &sv, theirs);
         for (int b = 0; b < B; b++)
             for (int i = 0; i < 2; i++)
                 for (int j = 0; j < 2; j++) {
