@@ -43,6 +43,17 @@ double pl_attn_block_flops(int Tq, int Tk, int C, int NH, int backward)
                     : 4.0 * pairs * C + (double)PL_FLOPS_SOFTMAX_FWD * NH * pairs;
 }
 
+double pl_attn_block_work_bytes(int Tq, int Tk, int C, int NH, int backward)
+{
+    const double q = (double)Tq * C, k = (double)Tk * C, st = (double)NH * Tq;
+    double views = backward == 0 ? 2 * q + 2 * k + st : backward == 1 ? 3 * q + 4 * k + 2 * st
+                                                                      : 2 * q + st;
+#ifndef PL_GPU
+    views = 0; /* the arrays themselves */
+#endif
+    return 4.0 * ((backward == 0 ? Tk : 0) + views);
+}
+
 /* ---- host views of op memory: the arrays themselves on the CPU build, copies on the GPU
  * build (in: copied from the device; out: copied back by view_done) ---- */
 

@@ -48,6 +48,11 @@ void pl_attn_block_backward(float *dq, float *dk, float *dv, const float *dout,
  * T x T block, here Tq x Tk (backward nonzero: the backward's count). */
 double pl_attn_block_flops(int Tq, int Tk, int C, int NH, int backward);
 
+/* The scratch one block call holds while it runs (the memory ledger's work category): a row
+ * of scores; on the GPU build also the host copies of its arrays. backward: 0 forward, 1
+ * backward, 2 pl_attn_block_delta (Tk unused). */
+double pl_attn_block_work_bytes(int Tq, int Tk, int C, int NH, int backward);
+
 /* ---- the ring ----
  * One step of a ring: this rank's send (count floats) goes to the rank `shift` places on
  * (mod the size of comm), and recv receives from the rank `shift` places back. Both are in

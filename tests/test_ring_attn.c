@@ -242,6 +242,32 @@ static void check_flops_and_messages(void)
               close_to(pl_attn_block_flops(Tq, Tk, C, NH, 1),
                        8.0 * Tq * Tk * C + (double)PL_FLOPS_SOFTMAX_BWD * NH * Tq * Tk),
           "backward charges 8 Tq Tk C + the softmax backward's per score");
+    /* the scratch each call holds, as pl_attn_block_work_bytes says */
+    struct pl_mem_stats m0, m1;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&m0);
+    pl_attn_block_forward(o, l, q, k, v, Tq, Tk, C, NH, 4, 0);
+    pl_mem_get_stats(&m1);
+    CHECK(close_to((double)(m1.peak_total - m0.current_total),
+                   pl_attn_block_work_bytes(Tq, Tk, C, NH, 0)),
+          "forward's scratch: %zu bytes, pl_attn_block_work_bytes %.0f",
+          m1.peak_total - m0.current_total, pl_attn_block_work_bytes(Tq, Tk, C, NH, 0));
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&m0);
+    pl_attn_block_backward(q, k, v, o, q, k, v, l, d, Tq, Tk, C, NH, 4, 0);
+    pl_mem_get_stats(&m1);
+    CHECK(close_to((double)(m1.peak_total - m0.current_total),
+                   pl_attn_block_work_bytes(Tq, Tk, C, NH, 1)),
+          "backward's scratch: %zu bytes, pl_attn_block_work_bytes %.0f",
+          m1.peak_total - m0.current_total, pl_attn_block_work_bytes(Tq, Tk, C, NH, 1));
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&m0);
+    pl_attn_block_delta(d, o, o, Tq, C, NH);
+    pl_mem_get_stats(&m1);
+    CHECK(close_to((double)(m1.peak_total - m0.current_total),
+                   pl_attn_block_work_bytes(Tq, Tk, C, NH, 2)),
+          "delta's scratch: %zu bytes, pl_attn_block_work_bytes %.0f",
+          m1.peak_total - m0.current_total, pl_attn_block_work_bytes(Tq, Tk, C, NH, 2));
     float *all[] = {q, k, v, o, l, d};
     for (int i = 0; i < 6; i++) pl_mem_free(all[i]);
     char err[200];

@@ -217,9 +217,13 @@ static void pass_figures(struct l5_ring_obs *o, int pass, const struct pl_ledger
         RING_FAIL(o, 1, L5_R_TRAFFIC, pass, p2p, (double)d.calls[PL_P2P], (double)other,
                   lo * L, hi * L, L);
     if (left != 0) RING_FAIL(o, 2, L5_R_LEFT, pass, left);
-    /* and a row of scores, the kit's block scratch */
-    const double bound = (pass == 0 ? 6 : 9) * L + 2 * lb + 4.0 * o->T;
-    if (peak > bound) RING_FAIL(o, 2, L5_R_PEAK, pass, peak, bound, L, lb);
+    /* and the scratch of the kit's block call (a row of scores; on the GPU build the host
+     * copies of its arrays) */
+    const int Tc = o->T / (2 * o->cp);
+    const double kit = fmax(pl_attn_block_work_bytes(Tc, Tc, o->C, o->NH, pass),
+                            pass ? pl_attn_block_work_bytes(Tc, Tc, o->C, o->NH, 2) : 0);
+    const double bound = (pass == 0 ? 6 : 9) * L + 2 * lb + kit;
+    if (peak > bound) RING_FAIL(o, 2, L5_R_PEAK, pass, peak, bound, L, lb, kit);
 }
 
 /* Rank 0: the traced forward replayed at one long sequence's scale (L5_RING_REAL_T tokens,

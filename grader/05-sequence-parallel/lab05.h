@@ -169,7 +169,8 @@ enum l5_ring_why {
     L5_R_GRAD,      /* cmp; name: dq, dk or dv; v: the chunk of the worst row, its first
                      * position, the rank whose rows it matches (-1: none), non-finite */
     L5_R_LEFT,      /* v: pass (0 forward), bytes left allocated */
-    L5_R_PEAK,      /* v: pass, peak above the arguments, its bound, L, lse bytes */
+    L5_R_PEAK,      /* v: pass, peak above the arguments, its bound, L, lse bytes, the kit's
+                     * block scratch */
     L5_R_TRAFFIC    /* v: pass, p2p bytes, p2p calls, collectives, bytes low, bytes high */
 };
 
