@@ -2,7 +2,8 @@
  *
  * Read docs/labs/05-sequence-parallel.md first: section 1 shows what Lab 4 left replicated
  * and what it cost, section 2 the layout, and sections 3 to 6 each function below, in this
- * order. Replace each lab_todo() call with your code; where the conjugates sit, what each
+ * order; section 8, the second part (context parallelism: ring attention), the three cp_*
+ * functions at the end. Replace each lab_todo() call with your code; where the conjugates sit, what each
  * rank keeps, which collective on which group and in which order are yours to work out (one
  * plan, call by call, is in docs/labs/05-sequence-parallel-hints.md, for when you are
  * stuck). Grade your work with
