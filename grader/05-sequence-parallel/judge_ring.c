@@ -29,8 +29,7 @@ double l5_ring_min_flops(int cp, int B, int T, int C, int NH)
 {
     const int Tc = T / (2 * cp);
     return (double)B * (2 * cp + 1) *
-               (pl_attn_block_flops(Tc, Tc, C, NH, 0) + pl_attn_block_flops(Tc, Tc, C, NH, 1)) +
-           4.0 * B * Tc * C; /* the delta of each of a rank's 2B chunks */
+           (pl_attn_block_flops(Tc, Tc, C, NH, 0) + pl_attn_block_flops(Tc, Tc, C, NH, 1));
 }
 
 

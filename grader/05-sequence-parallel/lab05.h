@@ -187,7 +187,8 @@ struct l5_ring_obs {
     int cp, r, B, T, C, NH, chunk[2], big;
     int ran;                                /* the passes ran (no stub reached) */
     struct l5_ring_said part[L5_RING_PARTS];
-    double fwd_flops, bwd_flops;            /* this rank's attention FLOPs, from the ledger */
+    double fwd_flops, bwd_flops;            /* this rank's attention FLOPs: the kit's block
+                                             * calls', counted at each call */
     double fwd_bytes, bwd_bytes;            /* sent point-to-point */
     double fwd_peak, bwd_peak, held;        /* above the arguments; kept by the caller */
     int traced;                             /* rank 0, cp > 1, case 0: the forward replayed */
@@ -344,8 +345,9 @@ int l5_judge_ring(int i, int ncases, const char *part, const struct gr_obs *all,
  * 4 B (T/cp) C bytes (one rank's K): forward 2(cp-1); backward from 4(cp-1) to 4cp-2. */
 double l5_ring_fwd_units(int cp);
 void l5_ring_bwd_units(int cp, double *lo, double *hi);
-/* The attention FLOPs one rank of the zigzag spends, forward and backward: every pair of
- * chunks the causal mask leaves something to see, 2cp+1 of them per sequence. */
+/* The attention FLOPs one rank of the zigzag spends in the kit's block calls, forward and
+ * backward: every pair of chunks the causal mask leaves something to see, 2cp+1 of them per
+ * sequence. */
 double l5_ring_min_flops(int cp, int B, int T, int C, int NH);
 
 /* ---- judge.c: no MPI ---- */
