@@ -80,12 +80,25 @@ void __wrap_pl_attn_block_backward(float *dq, float *dk, float *dv, const float 
 
 /* Case 0: two sequences, scores of order one; case 1: one sequence of chunks of 3 tokens
  * whose scores are all about a hundred (exp of them overflows fp32: a merge that does not
- * rescale by the running max gives inf). */
+ * rescale by the running max gives inf). The hidden suite draws each case's B, chunk length
+ * (1 to 5 tokens) and heads (2 or 4; of 4 or 8 channels in case 0, of 8 in case 1) from the
+ * seed. */
 struct l5_ring_case l5_ring_case_of(const struct l5_state *st, int i, int cp)
 {
-    (void)st;
-    if (i == 0) return (struct l5_ring_case){2, 8 * cp, 32, 4, 0.0f};
-    return (struct l5_ring_case){1, 6 * cp, 16, 2, 17.0f};
+    struct l5_ring_case k = i == 0 ? (struct l5_ring_case){2, 8 * cp, 32, 4, 0.0f}
+                                   : (struct l5_ring_case){1, 6 * cp, 16, 2, 17.0f};
+    if (st->hidden) { /* the batch, the chunks' length and the heads from the seed */
+        float r[4];
+        pl_rng_fill_uniform(r, 4, st->seed, pl_rng_stream("lab05.ring.shape"), (uint64_t)i * 4,
+                            0.0f, 1.0f);
+        k.B = 1 + (int)(r[0] * 3) % 3;
+        k.T = 2 * cp * (1 + (int)(r[1] * 5) % 5);
+        k.NH = r[2] < 0.5f ? 2 : 4;
+        /* heads of 8 channels where scores are near 17^2/sqrt(8): with fewer the softmax
+         * peaks and fp32's rounding of the scores moves the gradients past 1e-4 */
+        k.C = k.NH * (r[3] < 0.5f && k.big == 0 ? 4 : 8);
+    }
+    return k;
 }
 
 static struct l5_ring_said *ring_fail(struct l5_ring_obs *o, int part, int code,

@@ -14,7 +14,7 @@
  *   driver --op conjugates|block|train --mode check [--parts correct,replicas,traffic,memory]
  *          [--seed S] [--seq T]                         t = the world size, and a tp x dp grid
  *   driver --op block-hidden|train-hidden ...          the hidden suite's grids and shapes
- *   driver --op ring --mode check [--parts correct,traffic,memory,balance]
+ *   driver --op ring|ring-hidden --mode check [--parts correct,traffic,memory,balance,overlap]
  *                                                       the second part: cp = the world
  *   driver --mode bench [--seq T] [--plots-dir DIR]     activation bytes per rank vs t (4
  *                                                       ranks), and the handout's figures */
@@ -43,7 +43,7 @@ static void *setup(const struct gr_args *a)
     st->hidden = a->op && strstr(a->op, "-hidden") != NULL;
     st->kind = !a->op ? L5_CONJ : !strncmp(a->op, "block", 5) ? L5_BLOCK
                : !strncmp(a->op, "train", 5) ? L5_TRAIN
-               : !strcmp(a->op, "ring")      ? L5_RING : L5_CONJ;
+               : !strncmp(a->op, "ring", 4)  ? L5_RING : L5_CONJ;
     st->want_time = !strcmp(a->mode, "check") && strstr(a->parts, "time") != NULL;
     const int seq = st->seq;
     struct pl_model_config c = l5_config(st, 0);

@@ -95,7 +95,7 @@ static void lab05_tests(int np, int hidden)
         }
     } else if (np >= 8) {
         snprintf(name, sizeof name, "hidden: ring attention vs one device [np=%d]", np);
-        gr_add(&(struct gr_spec){name, "ring", "check", "correct", "correctness", np, 1,
+        gr_add(&(struct gr_spec){name, "ring-hidden", "check", "correct", "correctness", np, 1,
                                  LAB05_TIMEOUT, hidden, NULL});
     }
     if (!hidden) {
