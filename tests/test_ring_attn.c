@@ -243,31 +243,20 @@ static void check_flops_and_messages(void)
                        8.0 * Tq * Tk * C + (double)PL_FLOPS_SOFTMAX_BWD * NH * Tq * Tk),
           "backward charges 8 Tq Tk C + the softmax backward's per score");
     /* the scratch each call holds, as pl_attn_block_work_bytes says */
-    struct pl_mem_stats m0, m1;
-    pl_mem_reset_peak();
-    pl_mem_get_stats(&m0);
-    pl_attn_block_forward(o, l, q, k, v, Tq, Tk, C, NH, 4, 0);
-    pl_mem_get_stats(&m1);
-    CHECK(close_to((double)(m1.peak_total - m0.current_total),
-                   pl_attn_block_work_bytes(Tq, Tk, C, NH, 0)),
-          "forward's scratch: %zu bytes, pl_attn_block_work_bytes %.0f",
-          m1.peak_total - m0.current_total, pl_attn_block_work_bytes(Tq, Tk, C, NH, 0));
-    pl_mem_reset_peak();
-    pl_mem_get_stats(&m0);
-    pl_attn_block_backward(q, k, v, o, q, k, v, l, d, Tq, Tk, C, NH, 4, 0);
-    pl_mem_get_stats(&m1);
-    CHECK(close_to((double)(m1.peak_total - m0.current_total),
-                   pl_attn_block_work_bytes(Tq, Tk, C, NH, 1)),
-          "backward's scratch: %zu bytes, pl_attn_block_work_bytes %.0f",
-          m1.peak_total - m0.current_total, pl_attn_block_work_bytes(Tq, Tk, C, NH, 1));
-    pl_mem_reset_peak();
-    pl_mem_get_stats(&m0);
-    pl_attn_block_delta(d, o, o, Tq, C, NH);
-    pl_mem_get_stats(&m1);
-    CHECK(close_to((double)(m1.peak_total - m0.current_total),
-                   pl_attn_block_work_bytes(Tq, Tk, C, NH, 2)),
-          "delta's scratch: %zu bytes, pl_attn_block_work_bytes %.0f",
-          m1.peak_total - m0.current_total, pl_attn_block_work_bytes(Tq, Tk, C, NH, 2));
+    for (int which = 0; which < 3; which++) {
+        struct pl_mem_stats m0, m1;
+        pl_mem_reset_peak();
+        pl_mem_get_stats(&m0);
+        if (which == 0) pl_attn_block_forward(o, l, q, k, v, Tq, Tk, C, NH, 4, 0);
+        else if (which == 1) pl_attn_block_backward(q, k, v, o, q, k, v, l, d, Tq, Tk, C, NH, 4, 0);
+        else pl_attn_block_delta(d, o, o, Tq, C, NH);
+        pl_mem_get_stats(&m1);
+        const double want = pl_attn_block_work_bytes(Tq, Tk, C, NH, which);
+        CHECK(close_to((double)(m1.peak_total - m0.current_total), want),
+              "%s's scratch: %zu bytes, pl_attn_block_work_bytes %.0f",
+              which == 0 ? "forward" : which == 1 ? "backward" : "delta",
+              m1.peak_total - m0.current_total, want);
+    }
     float *all[] = {q, k, v, o, l, d};
     for (int i = 0; i < 6; i++) pl_mem_free(all[i]);
     char err[200];
