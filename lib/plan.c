@@ -154,6 +154,8 @@ static int world_of(const struct pl_plan_config *cfg)
     return w > (1 << 24) ? (1 << 24) : (int)w;
 }
 
+int pl_plan_world(const struct pl_plan_config *cfg) { return world_of(cfg); }
+
 static int build_grid(const struct pl_plan_config *cfg, struct pl_grid *g, char *err,
                       size_t errlen)
 {
@@ -313,14 +315,25 @@ static void net_init(struct net *w, const struct pl_plan_cluster *c,
     for (int a = 0; a < PL_NAXES; a++) masks[a] = 1u << a;
     masks[W_DENSE] = cp | ep | dpm;
     masks[W_EXPERT] = cp | dpm;
+    /* The job's ranks form the torus of their count, as in the replay: the cluster's own
+     * when cfg fills it, and never a torus that some rank falls outside of when it does
+     * not (pl_plan_check reports that). */
     int world = world_of(cfg);
-    pl_plan_torus_dims(c, w->dims);
+    pl_torus_shape(world, w->dims);
     w->buf = malloc((size_t)NWHERE * world * sizeof *w->buf);
     PL_ASSERT(w->buf);
     for (int a = 0; a < NWHERE; a++) {
         int *r = w->buf + (size_t)a * world;
         w->at[a].n = pl_plan_group(cfg, masks[a], r);
         w->at[a].ranks = r;
+        if (w->at[a].n >= 0) continue;
+        /* An order that makes no grid (pl_plan_check says why) places nothing: time each
+         * group as consecutive ranks rather than read a layout that is not there. */
+        int n = 1;
+        for (int k = 0; k < PL_NAXES; k++)
+            if (masks[a] & (1u << k)) n *= cfg->deg[k];
+        for (int k = 0; k < n; k++) r[k] = k;
+        w->at[a].n = n;
     }
 }
 

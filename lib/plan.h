@@ -114,8 +114,12 @@ struct pl_plan_config {
     enum pl_recompute recompute;
     char order[32];     /* rank order, leftmost fastest (grid.h); PL_PLAN_ORDER by default */
 };
+/* tp x cp x ep x pp x dp: the ranks of cfg's job. On a torus they form
+ * pl_torus_shape(pl_plan_world(cfg)), as the replay lays out a job's ranks: the cluster's
+ * torus when the configuration fills it, as pl_plan_check's first rule wants. */
+int pl_plan_world(const struct pl_plan_config *cfg);
 /* The world ranks of rank 0's group over the axes of mask (bit 1 << PL_AX_TP and so on),
- * in rank order, into ranks (room for the world): one axis gives rank 0's tp, cp, ep or pp
+ * in rank order, into ranks (room for pl_plan_world(cfg)): one axis gives rank 0's tp, cp, ep or pp
  * group; cp|ep|dp the group the dense gradients are reduced over, cp|dp the experts'. These
  * are the groups the planner times on a torus, for the first stage. Returns the group's
  * size, or -1 when cfg's order or degrees do not make a grid. */
@@ -217,8 +221,8 @@ struct pl_plan_result {
 int pl_plan_search(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                    const struct pl_plan_fixed *fixed, struct pl_plan_result *res);
 /* The fewest nodes (up to max_nodes) on which some configuration fits; 0 if none. On a torus
- * the chips are tried in powers of two, the slices a TPU v4 pod allocates (4: 2x2x1, 64:
- * 4x4x4, 512: 8x8x8, which pl_torus_shape gives too). */
+ * the chips are tried in powers of two, whose most cubic tori (pl_torus_shape) are the
+ * shapes of TPU v4 slices from 8 chips up (2x2x2, 2x2x4, ..., 4x4x4, ..., 16x16x16). */
 int pl_plan_min_nodes(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                       int max_nodes);
 

@@ -235,15 +235,14 @@ static void print_memory(const struct pl_plan_model *m, const struct pl_plan_clu
 
 /* Where an axis' collectives run on a torus: rank 0's group (dp: the dense gradients'), the
  * box of chips it spans, and the longest route a ring step or a pipeline send takes. */
-static void torus_where(const struct pl_plan_cluster *c, const struct pl_plan_config *cfg, int a,
-                        char *buf, size_t len)
+static void torus_where(const struct pl_plan_config *cfg, int a, char *buf, size_t len)
 {
-    int dims[3], ext[3], *ranks = malloc((size_t)pl_plan_gpus(c) * sizeof *ranks);
+    int dims[3], ext[3], *ranks = malloc((size_t)pl_plan_world(cfg) * sizeof *ranks);
     PL_ASSERT(ranks);
     unsigned mask = a == PL_AX_DP ? (1u << PL_AX_CP) | (1u << PL_AX_EP) | (1u << PL_AX_DP)
                                   : 1u << a;
     int n = pl_plan_group(cfg, mask, ranks);
-    pl_plan_torus_dims(c, dims);
+    pl_torus_shape(pl_plan_world(cfg), dims);
     pl_torus_extent(dims, ranks, n, ext);
     int hops = a == PL_AX_PP ? pl_torus_hops(dims, ranks[0], ranks[1])
                              : pl_torus_ring_hops(dims, ranks, n);
@@ -271,7 +270,7 @@ static void print_time(const struct pl_plan_cluster *c, const struct pl_plan_cho
             continue;
         }
         char where[160];
-        torus_where(c, &ch->cfg, a, where, sizeof where);
+        torus_where(&ch->cfg, a, where, sizeof where);
         printf("  %s  %9.3f GB sent over torus links, %8.3f s exposed (%s)\n",
                pl_plan_axis_name(a), t->bytes[a] / 1e9, t->exposed[a], where);
     }
@@ -468,6 +467,16 @@ static void evaluate(const struct pl_plan_model *m, const struct pl_plan_cluster
         for (int a = 0; a < PL_AX_DP; a++) inner *= ch.cfg.deg[a];
         ch.cfg.deg[PL_AX_DP] = (int)(pl_plan_gpus(c) / inner);
     }
+    if (c->torus) { /* a torus's groups are its chips: a layout is needed to time them */
+        struct pl_grid g;
+        char degrees[128];
+        snprintf(degrees, sizeof degrees, "tp=%d,cp=%d,ep=%d,pp=%d,dp=%d", ch.cfg.deg[PL_AX_TP],
+                 ch.cfg.deg[PL_AX_CP], ch.cfg.deg[PL_AX_EP], ch.cfg.deg[PL_AX_PP],
+                 ch.cfg.deg[PL_AX_DP]);
+        if (pl_grid_init(&g, ch.cfg.order, degrees, pl_plan_world(&ch.cfg), err, sizeof err))
+            pl_usage_error("--config on %s, a torus: %s", c->name, err);
+    }
+    print_header(m, c); /* after the checks: a refused --config prints nothing */
     pl_plan_memory(m, c, &ch.cfg, &ch.mem);
     pl_plan_time(m, c, &ch.cfg, &ch.time);
     print_choice(m, c, &ch);
@@ -488,7 +497,6 @@ int main(int argc, char **argv)
         if (!c.nodes) nothing_fits(&m, &c);
     }
     if (o.config) {
-        print_header(&m, &c);
         evaluate(&m, &c);
         return 0;
     }
