@@ -345,6 +345,7 @@ static double coll(const struct net *w, int at, enum pl_coll_kind kind, int n, d
     const struct pl_plan_cluster *c = w->c;
     const struct where *g = &w->at[at];
     if (!c->torus) return pl_coll_time(kind, n, S, c->latency[g->link], c->bw[g->link]);
+    PL_ASSERT(n <= g->n);
     return pl_torus_coll_time(w->dims, kind, g->ranks, n, S, c->latency[PL_LINK_INTRA],
                               c->bw[PL_LINK_INTRA]);
 }
