@@ -106,13 +106,19 @@ grader_symbols = for f in $(1); do $(CC) $(GRADER_CFLAGS) -Wno-error -Ilabs/$(2)
   -o $(3)/symbols.o 2>/dev/null && nm -u -P $(3)/symbols.o; done | awk 'NF > 1 { print $$$$1 }' \
   | sort -u >$(3)/symbols.txt; rm -f $(3)/symbols.o
 
-# $(1) variant dir under $(B)/grader, $(2) lab, $(3) the sources under test.
+# $(1) variant dir under $(B)/grader, $(2) lab, $(3) the sources under test. Each source is
+# compiled once: its object is linked and its undefined symbols are the symbols.txt that
+# grader_symbols writes for code that may not compile (the same flags but -Werror's).
+grader_objs = $(foreach f,$(1),$(2)/$(basename $(notdir $(f))).o)
 define grader_driver_rule
 $(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB)
 	@mkdir -p $$(@D)
 	@echo "  LINK  $$@"
-	$(Q)$$(CC) $$(GRADER_CFLAGS) -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new
-	@$(call grader_symbols,$(3),$(2),$$(@D))
+	$(Q)for f in $(3); do $$(CC) $$(GRADER_CFLAGS) -Ilabs/$(2) -c "$$$$f" \
+	  -o "$$(@D)/$$$$(basename "$$$$f" .c).o" || exit 1; done
+	$(Q)$$(CC) $$(GRADER_CFLAGS) $(call grader_objs,$(3),$$(@D)) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new
+	@nm -u -P $(call grader_objs,$(3),$$(@D)) | awk 'NF > 1 { print $$$$1 }' | sort -u >$$(@D)/symbols.txt
+	@rm -f $(call grader_objs,$(3),$$(@D))
 	@mv -f $$@.new $$@
 endef
 

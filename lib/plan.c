@@ -11,31 +11,34 @@
  *   - the data-parallel reduce-scatter hides behind the last microbatch's backward and the
  *     parameter all-gather behind the next step's first forward; ZeRO-3 gathers parameters
  *     for every microbatch, hidden behind that microbatch's compute where it fits;
- *   - activations and gradients travel in 16-bit, as the memory model stores them. */
+ *   - activations and gradients travel in 16-bit, as the memory model stores them;
+ *   - on a torus (c->torus) there is no node: each axis' collectives are timed over rank 0's
+ *     group of chips by torus.h, as the replay times them (a ring at one link's bandwidth,
+ *     each step waiting for its longest route; an all-to-all bound by what its chips inject
+ *     or by the bisection of the sub-torus the group spans). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "comm.h"
 #include "ledger.h"
 #include "plan.h"
 #include "plan_internal.h"
 #include "plan_rules.h"
+#include "torus.h"
 #include "util.h"
 
 void pl_plan_cluster_from_profile(struct pl_plan_cluster *c, const struct pl_profile *p,
                                   int nodes)
 {
-    if (p->torus)
-        pl_usage_error("%s is a torus network, which the planner does not model: it places "
-                       "ranks on nodes of fast links joined by a switched network (choose "
-                       "dgx-h100, dgx-a100 or cpu); a torus is modelled by the replay (make "
-                       "replay TRACE=... PROFILE=%s)", p->name, p->name);
     memset(c, 0, sizeof *c);
     c->name = p->name;
     c->nodes = nodes;
-    c->per_node = p->devices_per_node;
+    /* A torus has no node: its "nodes" are its chips, each one link from its neighbours. */
+    c->torus = p->torus;
+    c->per_node = p->torus ? 1 : p->devices_per_node;
     c->hbm = p->device_mem;
     c->flops = p->flops;
     c->efficiency = p->efficiency;
@@ -43,6 +46,11 @@ void pl_plan_cluster_from_profile(struct pl_plan_cluster *c, const struct pl_pro
         c->bw[l] = p->bw[l];
         c->latency[l] = p->latency[l];
     }
+}
+
+void pl_plan_torus_dims(const struct pl_plan_cluster *c, int dims[3])
+{
+    pl_torus_shape(pl_plan_gpus(c), dims);
 }
 
 const char *pl_recompute_name(enum pl_recompute r)
@@ -146,6 +154,8 @@ static int world_of(const struct pl_plan_config *cfg)
     return w > (1 << 24) ? (1 << 24) : (int)w;
 }
 
+int pl_plan_world(const struct pl_plan_config *cfg) { return world_of(cfg); }
+
 static int build_grid(const struct pl_plan_config *cfg, struct pl_grid *g, char *err,
                       size_t errlen)
 {
@@ -153,6 +163,29 @@ static int build_grid(const struct pl_plan_config *cfg, struct pl_grid *g, char 
     snprintf(degrees, sizeof degrees, "tp=%d,cp=%d,ep=%d,pp=%d,dp=%d", cfg->deg[PL_AX_TP],
              cfg->deg[PL_AX_CP], cfg->deg[PL_AX_EP], cfg->deg[PL_AX_PP], cfg->deg[PL_AX_DP]);
     return pl_grid_init(g, cfg->order, degrees, world_of(cfg), err, errlen);
+}
+
+int pl_plan_group(const struct pl_plan_config *cfg, unsigned mask, int *ranks)
+{
+    struct pl_grid g;
+    if (build_grid(cfg, &g, NULL, 0) != 0) return -1;
+    int in[PL_GRID_MAX_AXES], n = 1;
+    for (int i = 0; i < g.naxes; i++) {
+        in[i] = 0;
+        for (int a = 0; a < PL_NAXES; a++)
+            if ((mask & (1u << a)) && !strcmp(g.axis[i], pl_plan_axis_name(a))) in[i] = 1;
+        if (in[i]) n *= g.size[i];
+    }
+    /* The k-th member: k's digits over the group's axes, leftmost fastest, the others 0. */
+    for (int k = 0; k < n; k++) {
+        int coords[PL_GRID_MAX_AXES], rest = k;
+        for (int i = 0; i < g.naxes; i++) {
+            coords[i] = in[i] ? rest % g.size[i] : 0;
+            if (in[i]) rest /= g.size[i];
+        }
+        ranks[k] = pl_grid_rank(&g, coords);
+    }
+    return n;
 }
 
 static int layers_on_first_stage(const struct pl_plan_model *m, const struct pl_plan_config *cfg)
@@ -250,10 +283,71 @@ double pl_plan_memory(const struct pl_plan_model *m, const struct pl_plan_cluste
 
 /* ---------------------------------------------------------------- time */
 
-static double coll(const struct pl_plan_cluster *c, enum pl_coll_kind kind, int n, double S,
-                   enum pl_link link)
+/* Where the collectives of one group run: on a switched cluster its link class; on a torus
+ * rank 0's group of chips (pl_plan_group), which torus.h times over its routes. */
+struct where {
+    enum pl_link link;
+    int n;
+    const int *ranks;
+};
+
+/* The groups of one configuration: each axis', and the two data-parallel groups (dense
+ * parameters over cp x ep x dp, experts over cp x dp). */
+enum { W_DENSE = PL_NAXES, W_EXPERT, NWHERE };
+struct net {
+    const struct pl_plan_cluster *c;
+    int dims[3];
+    struct where at[NWHERE];
+    int *buf; /* the torus groups' ranks */
+};
+
+static void net_init(struct net *w, const struct pl_plan_cluster *c,
+                     const struct pl_plan_config *cfg, const enum pl_link *link)
 {
-    return pl_coll_time(kind, n, S, c->latency[link], c->bw[link]);
+    memset(w, 0, sizeof *w);
+    w->c = c;
+    enum pl_link dp = link[PL_AX_DP];
+    if (link[PL_AX_EP] == PL_LINK_INTER || link[PL_AX_CP] == PL_LINK_INTER) dp = PL_LINK_INTER;
+    for (int a = 0; a < NWHERE; a++) w->at[a].link = a < PL_NAXES ? link[a] : dp;
+    if (!c->torus) return;
+    const unsigned cp = 1u << PL_AX_CP, ep = 1u << PL_AX_EP, dpm = 1u << PL_AX_DP;
+    unsigned masks[NWHERE];
+    for (int a = 0; a < PL_NAXES; a++) masks[a] = 1u << a;
+    masks[W_DENSE] = cp | ep | dpm;
+    masks[W_EXPERT] = cp | dpm;
+    /* The job's ranks form the torus of their count, as in the replay: the cluster's own
+     * when cfg fills it, and never a torus that some rank falls outside of when it does
+     * not (pl_plan_check reports that). */
+    int world = world_of(cfg);
+    pl_torus_shape(world, w->dims);
+    w->buf = malloc((size_t)NWHERE * world * sizeof *w->buf);
+    PL_ASSERT(w->buf);
+    for (int a = 0; a < NWHERE; a++) {
+        int *r = w->buf + (size_t)a * world;
+        w->at[a].n = pl_plan_group(cfg, masks[a], r);
+        w->at[a].ranks = r;
+        if (w->at[a].n >= 0) continue;
+        /* An order that makes no grid (pl_plan_check says why) places nothing: time each
+         * group as consecutive ranks rather than read a layout that is not there. */
+        int n = 1;
+        for (int k = 0; k < PL_NAXES; k++)
+            if (masks[a] & (1u << k)) n *= cfg->deg[k];
+        for (int k = 0; k < n; k++) r[k] = k;
+        w->at[a].n = n;
+    }
+}
+
+static void net_free(struct net *w) { free(w->buf); }
+
+/* One collective of S bytes over the n ranks of a group at w (n = 2 for a pipeline send). */
+static double coll(const struct net *w, int at, enum pl_coll_kind kind, int n, double S)
+{
+    const struct pl_plan_cluster *c = w->c;
+    const struct where *g = &w->at[at];
+    if (!c->torus) return pl_coll_time(kind, n, S, c->latency[g->link], c->bw[g->link]);
+    PL_ASSERT(n <= g->n);
+    return pl_torus_coll_time(w->dims, kind, g->ranks, n, S, c->latency[PL_LINK_INTRA],
+                              c->bw[PL_LINK_INTRA]);
 }
 
 /* Per microbatch on one stage: compute, and the tensor, context, expert and pipeline
@@ -278,9 +372,8 @@ static void micro_compute(const struct pl_plan_model *m, const struct pl_plan_cl
     u->compute = hw / (c->flops * c->efficiency);
 }
 
-static void micro_comm(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
-                       const struct pl_plan_config *cfg, const enum pl_link *link,
-                       struct per_micro *u)
+static void micro_comm(const struct pl_plan_model *m, const struct net *w,
+                       const struct pl_plan_config *cfg, struct per_micro *u)
 {
     int t = cfg->deg[PL_AX_TP], cp = cfg->deg[PL_AX_CP], e = cfg->deg[PL_AX_EP];
     int p = cfg->deg[PL_AX_PP];
@@ -290,31 +383,32 @@ static void micro_comm(const struct pl_plan_model *m, const struct pl_plan_clust
      * time and volume of 4 all-reduces of the layer's 16-bit activations (2 more when the
      * forward is recomputed). */
     double act = 2.0 * s * b * h, n_ar = 4 + 2 * full;
-    u->comm[PL_AX_TP] = stage * n_ar * coll(c, PL_ALL_REDUCE, t, act, link[PL_AX_TP]);
+    u->comm[PL_AX_TP] = stage * n_ar * coll(w, PL_AX_TP, PL_ALL_REDUCE, t, act);
     u->bytes[PL_AX_TP] = stage * n_ar * pl_ring_bytes_sent(PL_ALL_REDUCE, t, act);
     /* CP (ring attention): K and V gathered forward, gathered again and their gradients
      * reduce-scattered backward. */
     double kv = 2.0 * 2.0 * s * b * h * m->kv_heads / m->heads / t * cp, n_cp = 3 + full;
-    u->comm[PL_AX_CP] = stage * n_cp * coll(c, PL_ALL_GATHER, cp, kv, link[PL_AX_CP]);
+    u->comm[PL_AX_CP] = stage * n_cp * coll(w, PL_AX_CP, PL_ALL_GATHER, cp, kv);
     u->bytes[PL_AX_CP] = stage * n_cp * pl_ring_bytes_sent(PL_ALL_GATHER, cp, kv);
     /* EP: dispatch and combine all-to-alls forward and backward per MoE layer, of each token's
      * top_k copies (tokens split over tp by SP). */
     double moe = m->experts ? stage * (m->layers - m->dense_layers) / m->layers : 0.0;
     double a2a = 2.0 * s * b * h * m->top_k / t, n_a2a = 4 + 2 * full;
-    u->comm[PL_AX_EP] = moe * n_a2a * coll(c, PL_ALL_TO_ALL, e, a2a, link[PL_AX_EP]);
+    u->comm[PL_AX_EP] = moe * n_a2a * coll(w, PL_AX_EP, PL_ALL_TO_ALL, e, a2a);
     u->bytes[PL_AX_EP] = moe * n_a2a * pl_ring_bytes_sent(PL_ALL_TO_ALL, e, a2a);
     /* PP: one activation forward and one gradient backward per chunk boundary, scattered
-     * over tp (Megatron's scatter/gather), v chunks per GPU. */
-    double boundary = p > 1 ? 2.0 * cfg->v : 0.0, msg = 2.0 * s * b * h / t;
-    u->comm[PL_AX_PP] = boundary * coll(c, PL_P2P, 2, msg, link[PL_AX_PP]);
-    u->bytes[PL_AX_PP] = boundary * msg;
+     * over tp (Megatron's scatter/gather), v chunks per GPU; on a torus, the route from the
+     * first stage's rank 0 to the next stage's. */
+    double boundary = 2.0 * cfg->v, msg = 2.0 * s * b * h / t;
+    u->comm[PL_AX_PP] = p > 1 ? boundary * coll(w, PL_AX_PP, PL_P2P, 2, msg) : 0.0;
+    u->bytes[PL_AX_PP] = p > 1 ? boundary * msg : 0.0;
 }
 
 /* Data-parallel communication per step: time exposed beyond the compute it hides behind,
  * and bytes sent. */
-static double dp_exposed(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
-                         const struct pl_plan_config *cfg, enum pl_link link,
-                         const struct per_micro *u, double *bytes)
+static double dp_exposed(const struct pl_plan_model *m, const struct net *w,
+                         const struct pl_plan_config *cfg, const struct per_micro *u,
+                         double *bytes)
 {
     double dense, expert;
     params_per_gpu(m, cfg, &dense, &expert);
@@ -326,15 +420,16 @@ static double dp_exposed(const struct pl_plan_model *m, const struct pl_plan_clu
         int nk = (int)n[k];
         double S = 2.0 * psi[k]; /* 16-bit gradients and parameters */
         if (nk <= 1 || S == 0.0) continue;
-        double rs = coll(c, PL_REDUCE_SCATTER, nk, S, link);
-        double ag = coll(c, PL_ALL_GATHER, nk, S, link);
+        int at = k == 0 ? W_DENSE : W_EXPERT;
+        double rs = coll(w, at, PL_REDUCE_SCATTER, nk, S);
+        double ag = coll(w, at, PL_ALL_GATHER, nk, S);
         double sent = pl_ring_bytes_sent(PL_REDUCE_SCATTER, nk, S);
         if (cfg->zero == 3) {
             /* Per microbatch: gather for forward, gather again and reduce-scatter backward. */
             exposed += cfg->m * (fmax(0.0, ag - fwd) + fmax(0.0, ag + rs - bwd));
             *bytes += cfg->m * 3.0 * sent;
         } else if (cfg->zero == 0) {
-            exposed += fmax(0.0, coll(c, PL_ALL_REDUCE, nk, S, link) - bwd);
+            exposed += fmax(0.0, coll(w, at, PL_ALL_REDUCE, nk, S) - bwd);
             *bytes += 2.0 * sent;
         } else {
             exposed += fmax(0.0, rs - bwd) + fmax(0.0, ag - fwd);
@@ -350,7 +445,8 @@ void pl_plan_links(const struct pl_plan_cluster *c, const struct pl_plan_config 
     struct pl_grid g;
     int ok = build_grid(cfg, &g, NULL, 0) == 0;
     for (int a = 0; a < PL_NAXES; a++)
-        link[a] = ok && pl_rule_inside_node(&g, pl_plan_axis_name(a), c->per_node, NULL, 0) == 0
+        link[a] = c->torus || (ok && pl_rule_inside_node(&g, pl_plan_axis_name(a), c->per_node,
+                                                         NULL, 0) == 0)
                       ? PL_LINK_INTRA
                       : PL_LINK_INTER;
 }
@@ -370,8 +466,10 @@ double pl_plan_time_links(const struct pl_plan_model *m, const struct pl_plan_cl
     struct pl_plan_time r = {0};
     for (int a = 0; a < PL_NAXES; a++) r.link[a] = link[a];
     struct per_micro u = {0};
+    struct net w;
+    net_init(&w, c, cfg, r.link);
     micro_compute(m, c, cfg, &u);
-    micro_comm(m, c, cfg, r.link, &u);
+    micro_comm(m, &w, cfg, &u);
     double per_micro = u.compute;
     for (int a = 0; a < PL_NAXES; a++) per_micro += u.comm[a];
 
@@ -384,10 +482,8 @@ double pl_plan_time_links(const struct pl_plan_model *m, const struct pl_plan_cl
     }
     /* Fill and drain: (p-1)/v microbatch slots of the slowest stage. */
     r.bubble = p > 1 ? (double)(p - 1) / cfg->v * per_micro : 0.0;
-    enum pl_link dp_link = r.link[PL_AX_DP];
-    if (r.link[PL_AX_EP] == PL_LINK_INTER || r.link[PL_AX_CP] == PL_LINK_INTER)
-        dp_link = PL_LINK_INTER;
-    r.exposed[PL_AX_DP] = dp_exposed(m, c, cfg, dp_link, &u, &r.bytes[PL_AX_DP]);
+    r.exposed[PL_AX_DP] = dp_exposed(m, &w, cfg, &u, &r.bytes[PL_AX_DP]);
+    net_free(&w);
     r.step = mb * per_micro + r.bubble + r.exposed[PL_AX_DP];
 
     double gpus = world_of(cfg), peak = gpus * c->flops * r.step;
@@ -425,15 +521,27 @@ static int check_shape(const struct pl_plan_model *m, const struct pl_plan_confi
 int pl_plan_check_placement(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                             const struct pl_plan_config *cfg, char *err, size_t errlen)
 {
-    if (world_of(cfg) != pl_plan_gpus(c))
+    if (world_of(cfg) != pl_plan_gpus(c)) {
+        if (c->torus)
+            return pl_err(err, errlen, "tp x cp x ep x pp x dp = %d, but the torus has %d chips",
+                          world_of(cfg), pl_plan_gpus(c));
         return pl_err(err, errlen, "tp x cp x ep x pp x dp = %d, but the cluster has %d GPUs "
                                    "(%d nodes x %d)", world_of(cfg), pl_plan_gpus(c), c->nodes,
                       c->per_node);
+    }
     if (check_shape(m, cfg, err, errlen) != 0) return -1;
     struct pl_grid g;
     if (build_grid(cfg, &g, err, errlen) != 0) return -1;
-    if (pl_rule_inside_node(&g, "tp", c->per_node, err, errlen) != 0) return -1;
-    if (pl_rule_inside_node(&g, "ep", c->per_node, err, errlen) != 0) return -1;
+    if (c->torus) {
+        /* No node: tp's rings run on neighbours; ep's all-to-all has no rule but pays the
+         * bisection of the sub-torus its group spans (pl_torus_coll_time). */
+        int dims[3];
+        pl_plan_torus_dims(c, dims);
+        if (pl_rule_torus_ring(&g, "tp", dims, err, errlen) != 0) return -1;
+    } else {
+        if (pl_rule_inside_node(&g, "tp", c->per_node, err, errlen) != 0) return -1;
+        if (pl_rule_inside_node(&g, "ep", c->per_node, err, errlen) != 0) return -1;
+    }
     return pl_rule_order(&g, err, errlen);
 }
 

@@ -76,11 +76,21 @@ struct pl_plan_cluster {
     double flops;       /* peak dense BF16 FLOP/s per GPU */
     double efficiency;  /* fraction of peak a transformer layer's kernels sustain */
     double bw[PL_NLINKS], latency[PL_NLINKS];
+    /* 1: a torus of chips (topo.h's torus profiles, torus.h) and no node: nodes counts the
+     * chips, per_node is 1, and the job's chips form pl_torus_shape(nodes); bw and
+     * latency[PL_LINK_INTRA] are one neighbour link's, per direction and per hop. Each
+     * axis' collectives are timed over rank 0's group of chips by pl_torus_coll_time, as the
+     * replay times them, and "tp on a torus ring" (plan_rules.h) replaces the rules "tp
+     * inside a node" and "ep inside a node". 0: nodes of per_node GPUs on a switched
+     * network, each axis on its link class. */
+    int torus;
 };
-/* The cluster of nodes nodes of a topo.h profile. */
+/* The cluster of nodes nodes (chips, on a torus profile) of a topo.h profile. */
 void pl_plan_cluster_from_profile(struct pl_plan_cluster *c, const struct pl_profile *p,
                                   int nodes);
 static inline int pl_plan_gpus(const struct pl_plan_cluster *c) { return c->nodes * c->per_node; }
+/* The torus that a torus cluster's chips form: pl_torus_shape(pl_plan_gpus(c)). */
+void pl_plan_torus_dims(const struct pl_plan_cluster *c, int dims[3]);
 
 /* ---------------------------------------------------------------- configuration */
 
@@ -104,6 +114,16 @@ struct pl_plan_config {
     enum pl_recompute recompute;
     char order[32];     /* rank order, leftmost fastest (grid.h); PL_PLAN_ORDER by default */
 };
+/* tp x cp x ep x pp x dp: the ranks of cfg's job. On a torus they form
+ * pl_torus_shape(pl_plan_world(cfg)), as the replay lays out a job's ranks: the cluster's
+ * torus when the configuration fills it, as pl_plan_check's first rule wants. */
+int pl_plan_world(const struct pl_plan_config *cfg);
+/* The world ranks of rank 0's group over the axes of mask (bit 1 << PL_AX_TP and so on),
+ * in rank order, into ranks (room for pl_plan_world(cfg)): one axis gives rank 0's tp, cp, ep or pp
+ * group; cp|ep|dp the group the dense gradients are reduced over, cp|dp the experts'. These
+ * are the groups the planner times on a torus, for the first stage. Returns the group's
+ * size, or -1 when cfg's order or degrees do not make a grid. */
+int pl_plan_group(const struct pl_plan_config *cfg, unsigned mask, int *ranks);
 /* "tp8 pp16 dp128 | zero1 mb1 x16 v4 | recompute none | tp-cp-ep-pp-dp" into buf. */
 const char *pl_plan_config_describe(const struct pl_plan_config *c, char *buf, size_t len);
 /* Parses "tp=8,pp=16,dp=128,zero=1,micro=1,m=16,v=4,recompute=none,order=tp-cp-ep-pp-dp";
@@ -140,7 +160,8 @@ struct pl_plan_time {
                                   * pl_rule_inside_node holds for it (size 1 does), else
                                   * inter-node; the data-parallel gradient collectives are
                                   * timed on the inter-node link when dp's, ep's or cp's
-                                  * class is inter-node, which link[PL_AX_DP] does not show */
+                                  * class is inter-node, which link[PL_AX_DP] does not show.
+                                  * On a torus every axis is intra: one network of links */
     double mfu;                  /* model FLOPs of the model's batch (batch_tokens) per step
                                   * / (step x GPUs x peak) */
     double hfu;                  /* the same with recomputation's FLOPs counted */
@@ -199,7 +220,9 @@ struct pl_plan_result {
  * Returns the number found; 0 when nothing fits. */
 int pl_plan_search(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                    const struct pl_plan_fixed *fixed, struct pl_plan_result *res);
-/* The fewest nodes (up to max_nodes) on which some configuration fits; 0 if none. */
+/* The fewest nodes (up to max_nodes) on which some configuration fits; 0 if none. On a torus
+ * the chips are tried in powers of two, whose most cubic tori (pl_torus_shape) are the
+ * shapes of TPU v4 slices from 8 chips up (2x2x2, 2x2x4, ..., 4x4x4, ..., 16x16x16). */
 int pl_plan_min_nodes(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                       int max_nodes);
 

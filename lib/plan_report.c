@@ -78,6 +78,20 @@ static void explain_time(FILE *f, const struct pl_plan_model *m, const struct pl
             c->efficiency, t->compute);
     fprintf(f, "  tp: 4 all-reduce-sized collectives of 2 s b h bytes per layer per microbatch "
                "(6 with full recompute), ring time 2(t-1) lat + 2(t-1)/t S/bw\n");
+    if (c->torus) {
+        int d[3];
+        pl_plan_torus_dims(c, d);
+        fprintf(f, "  torus: %d chips as %d x %d x %d, no node: every axis' collectives over "
+                   "rank 0's group of chips (dp: the gradients' cp x ep x dp), timed as the "
+                   "replay times them (torus.h): a ring at one link's %.0f GB/s, lat = the "
+                   "longest route between consecutive members x %.0f us a hop; an all-to-all "
+                   "(n-1) lat + the larger of (n-1)/n S over the links each chip uses (2 per "
+                   "side of its box, 1 for a side of 2) and the about n S/4 bytes that cross "
+                   "the middle of the box's longest side, over the links that cut it (twice "
+                   "as many when that side wraps)\n",
+                pl_plan_gpus(c), d[0], d[1], d[2], c->bw[PL_LINK_INTRA] / 1e9,
+                c->latency[PL_LINK_INTRA] * 1e6);
+    }
     fprintf(f, "  pp: one activation and one gradient message of 2 s b h / t bytes per chunk "
                "boundary per microbatch, v=%d chunks per GPU\n", g->v);
     fprintf(f, "  bubble: (p-1)/v microbatch slots = %.3f s (%.1f%% of the step)\n", t->bubble,
@@ -228,9 +242,13 @@ int pl_plan_write_svg_marked(const char *path, const struct pl_plan_model *m,
     pl_atomic_open(&a, path, "plot");
     FILE *f = a.f;
     pl_svg_begin(f, width, height, 12);
-    fprintf(f, "<text x=\"10\" y=\"18\" font-size=\"13\">%s on %d x %s (%d GPUs): %s (no MFU "
-               "bar: fits no setting)</text>\n",
-            m->name, c->nodes, c->name, pl_plan_gpus(c), caption);
+    char where[96];
+    if (c->torus)
+        snprintf(where, sizeof where, "%d chips of %s (a torus)", pl_plan_gpus(c), c->name);
+    else
+        snprintf(where, sizeof where, "%d x %s (%d GPUs)", c->nodes, c->name, pl_plan_gpus(c));
+    fprintf(f, "<text x=\"10\" y=\"18\" font-size=\"13\">%s on %s: %s (no MFU bar: fits no "
+               "setting)</text>\n", m->name, where, caption);
     svg_bar_panel(f, pt, n, 50, 150, max_mfu, 1, c->hbm, mark);
     svg_bar_panel(f, pt, n, 250, 140, max_mem, 0, c->hbm, mark);
     svg_labels(f, pt, n, 400);

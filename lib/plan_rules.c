@@ -4,8 +4,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+#include "torus.h"
 #include "util.h"
 
 /* Product of the sizes of the axes left of axis: how far apart consecutive members of one
@@ -36,6 +39,50 @@ int pl_rule_inside_node(const struct pl_grid *g, const char *axis, int per_node,
                   "(the axes left of %s), so a group spans %ld ranks, more than a node's %d GPUs; "
                   "put %s further left in the order, or make the axes left of it smaller",
                   axis, desc, axis, stride, axis, span, per_node, axis);
+}
+
+/* The first side of dims longer than 1: the ring that the leftmost axis' consecutive ranks
+ * run along. */
+static int first_side(const int dims[3])
+{
+    for (int d = 0; d < 3; d++)
+        if (dims[d] > 1) return dims[d];
+    return 1;
+}
+
+int pl_rule_torus_ring(const struct pl_grid *g, const char *axis, const int dims[3], char *err,
+                       size_t errlen)
+{
+    int a = pl_grid_axis(g, axis);
+    if (a < 0 || g->size[a] == 1) return 0;
+    int n = g->size[a], *members = malloc((size_t)n * sizeof *members);
+    PL_ASSERT(members);
+    int bad = -1, worst = 0;
+    for (int r = 0; r < g->world && bad < 0; r++) {
+        if (pl_grid_coord(g, r, a) != 0) continue;
+        pl_grid_group(g, r, a, members);
+        worst = pl_torus_ring_hops(dims, members, n);
+        if (worst > 1) bad = r;
+    }
+    int from = 0, to = 0, cf[3], ct[3];
+    for (int i = 0; bad >= 0 && i < n; i++)
+        if (pl_torus_hops(dims, members[i], members[(i + 1) % n]) == worst) {
+            from = members[i], to = members[(i + 1) % n];
+            break;
+        }
+    free(members);
+    if (bad < 0) return 0;
+    pl_torus_coords(dims, from, cf);
+    pl_torus_coords(dims, to, ct);
+    return pl_err(err, errlen,
+                  "rule \"%s on a torus ring\": on the %d x %d x %d torus the %s group of rank %d "
+                  "(%s=%d) steps %d links from rank %d (%d,%d,%d) to rank %d (%d,%d,%d); a ring "
+                  "collective waits for its longest step, and those links carry other steps "
+                  "too. A torus has no node to keep %s in: make each %s group a ring of "
+                  "neighbours, %s=2 or %s=%d (a whole side of the torus) with %s leftmost in "
+                  "the order",
+                  axis, dims[0], dims[1], dims[2], axis, bad, axis, n, worst, from, cf[0], cf[1],
+                  cf[2], to, ct[0], ct[1], ct[2], axis, axis, axis, axis, first_side(dims), axis);
 }
 
 /* Rank of an axis in the wanted nesting: 0 innermost. cp and ep share a rank. */

@@ -21,6 +21,14 @@
  * divide per_node. An axis the grid lacks holds trivially. */
 int pl_rule_inside_node(const struct pl_grid *g, const char *axis, int per_node, char *err,
                         size_t errlen);
+/* On a torus (torus.h: the grid's world ranks laid out by pl_torus_coords on dims), where
+ * there is no node: every group of axis is a ring of neighbours, each member one link from
+ * the next and the last one link from the first (pl_torus_ring_hops is 1), so each step of
+ * a ring collective crosses one link that no other member of the group needs. It takes
+ * "inside a node"'s place for tp: with tp leftmost, tp is 2 or the torus's first side. An
+ * axis the grid lacks holds trivially, as does one of size 1. */
+int pl_rule_torus_ring(const struct pl_grid *g, const char *axis, const int dims[3], char *err,
+                       size_t errlen);
 /* Rank order: tp innermost, then cp and ep (either order), then pp, dp outermost. Axes the
  * order lacks, or of size 1, are ignored. */
 int pl_rule_order(const struct pl_grid *g, char *err, size_t errlen);

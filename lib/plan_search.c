@@ -108,12 +108,15 @@ static void walk_settings(struct walk *w, struct pl_plan_config cfg)
 static void walk_degrees(struct walk *w)
 {
     const struct pl_plan_model *m = w->m;
-    int gpus = pl_plan_gpus(w->c), per_node = w->c->per_node;
+    int gpus = pl_plan_gpus(w->c);
+    /* tp divides the heads; a node bounds it on a switched cluster, the torus rule on one. */
+    int max_tp = w->c->torus ? gpus : w->c->per_node;
+    if (max_tp > m->heads) max_tp = m->heads;
     int max_cp = m->seq >= CP_FROM_SEQ ? gpus : 1;
     int max_ep = m->experts ? m->experts : 1;
     struct pl_plan_config cfg;
     pl_plan_config_default(&cfg);
-    for (int tp = 1; tp <= per_node; tp++)
+    for (int tp = 1; tp <= max_tp; tp++)
         for (int cp = 1; cp <= max_cp; cp *= 2)
             for (int ep = 1; ep <= max_ep; ep++)
                 for (int pp = 1; pp <= m->layers && !w->stop; pp++) {
@@ -143,7 +146,7 @@ int pl_plan_min_nodes(const struct pl_plan_model *m, const struct pl_plan_cluste
                       int max_nodes)
 {
     static struct pl_plan_result res;
-    for (int n = 1; n <= max_nodes; n++) {
+    for (int n = 1; n <= max_nodes; n = c->torus ? 2 * n : n + 1) {
         struct pl_plan_cluster at = *c;
         at.nodes = n;
         memset(&res, 0, sizeof res);

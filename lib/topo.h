@@ -49,8 +49,9 @@ struct pl_profile {
     double efficiency;
     /* 1: a torus network (torus.h): the job's ranks form the most cubic X x Y x Z torus,
      * bw and latency[PL_LINK_INTRA] are one neighbour link's per direction and per hop, and
-     * the replay routes every message and collective over the torus; the planner (plan.h)
-     * models switched clusters only and refuses it. 0: a switched network (fat tree). */
+     * the replay routes every message and collective over the torus, and the planner
+     * (plan.h) times each axis' collectives over its chips the same way. 0: a switched
+     * network (fat tree). */
     int torus;
 };
 

@@ -48,8 +48,8 @@ int pl_torus_hops(const int dims[3], int a, int b)
     return h;
 }
 
-/* The longest route between consecutive members of the ring ranks[0..n-1] (with the wrap
- * from the last to the first unless chain). */
+/* The longest route between consecutive members of ranks[0..n-1], with the wrap from the
+ * last to the first unless chain. */
 static int longest_step(const int dims[3], const int *ranks, int n, int chain)
 {
     int worst = 0;
@@ -60,12 +60,15 @@ static int longest_step(const int dims[3], const int *ranks, int n, int chain)
     return worst;
 }
 
-static double all_to_all_time(const int dims[3], const int *ranks, int n, double S, double lat,
-                              double bw)
+int pl_torus_ring_hops(const int dims[3], const int *ranks, int n)
 {
-    /* the group's extent per dimension: how many distinct coordinates it holds there */
-    int extent[3] = {0, 0, 0};
+    return n <= 1 ? 0 : longest_step(dims, ranks, n, 0);
+}
+
+void pl_torus_extent(const int dims[3], const int *ranks, int n, int extent[3])
+{
     for (int d = 0; d < 3; d++) {
+        extent[d] = 0;
         char *seen = calloc((size_t)dims[d], 1);
         PL_ASSERT(seen);
         for (int i = 0; i < n; i++) {
@@ -75,6 +78,13 @@ static double all_to_all_time(const int dims[3], const int *ranks, int n, double
         }
         free(seen);
     }
+}
+
+static double all_to_all_time(const int dims[3], const int *ranks, int n, double S, double lat,
+                              double bw)
+{
+    int extent[3];
+    pl_torus_extent(dims, ranks, n, extent);
     int links = 0, longest = 0;
     for (int d = 0; d < 3; d++) {
         if (extent[d] > 1) links += extent[d] == 2 ? 1 : 2;
@@ -99,6 +109,6 @@ double pl_torus_coll_time(const int dims[3], enum pl_coll_kind kind, const int *
     case PL_P2P: return pl_coll_time(kind, 2, S, lat * pl_torus_hops(dims, ranks[0], ranks[1]), bw);
     case PL_BROADCAST:
         return pl_coll_time(kind, n, S, lat * longest_step(dims, ranks, n, 1), bw);
-    default: return pl_coll_time(kind, n, S, lat * longest_step(dims, ranks, n, 0), bw);
+    default: return pl_coll_time(kind, n, S, lat * pl_torus_ring_hops(dims, ranks, n), bw);
     }
 }

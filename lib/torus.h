@@ -33,6 +33,14 @@ void pl_torus_shape(int n, int dims[3]);
 void pl_torus_coords(const int dims[3], int r, int c[3]);
 /* Links a message from a to b crosses (dimension-ordered, the shorter way round). */
 int pl_torus_hops(const int dims[3], int a, int b);
+/* The longest route between consecutive members of the ring ranks[0..n-1], the wrap from
+ * the last back to the first included: what each step of a ring collective waits for. 1
+ * when the group is a ring of neighbours (a whole ring of the torus, or two chips); 0 for
+ * n <= 1. */
+int pl_torus_ring_hops(const int dims[3], const int *ranks, int n);
+/* How many distinct coordinates the ranks ranks[0..n-1] hold along each dimension: the
+ * sides of the box (the sub-torus) the group spans, whose bisection bounds its all-to-all. */
+void pl_torus_extent(const int dims[3], const int *ranks, int n, int extent[3]);
 /* Modelled time of a collective of S bytes (as pl_coll_time counts them) over the world
  * ranks ranks[0..n-1] of a torus of dims, links of latency lat and bandwidth bw. */
 double pl_torus_coll_time(const int dims[3], enum pl_coll_kind kind, const int *ranks, int n,

@@ -4,7 +4,8 @@
 # pass under -j 8 and fail when run one at a time (-j 1: the first waits out its timeout);
 # each test's output comes out whole; the closing line and exit code are the serial run's;
 # the time scale the harness chooses (unset outside) and one set outside reach the tests;
-# a bad -j is refused.
+# the longest time limits start first; PL_TEST_CPU_LOG gets each test's CPU time; a bad -j
+# is refused.
 #
 #     sh tests/harness_jobs.sh BUILD_DIR
 set -eu
@@ -57,6 +58,24 @@ PL_TEST_TIME_SCALE=1 "$b/tests/harness" -j 1 "$dir/list" > "$dir/ser.out" 2>&1 |
 grep -q "did not finish within 4 s" "$dir/ser.out" && ! grep -q "^    a met b$" "$dir/ser.out" ||
     fail "-j 1: the first rendezvous test met the other alone, so -j 8 proves nothing"
 grep -q "scale is 1$" "$dir/ser.out" || fail "-j 1: PL_TEST_TIME_SCALE=1 was not passed on"
+
+# Under -j the longest time limits start first, equals in the file's order; one slot at a
+# time (-j 2, each line taking both) makes the order the start order. Each test's CPU time
+# (its waited-for processes' user + system) goes to PL_TEST_CPU_LOG: the busy loop's is
+# above zero.
+cat > "$dir/order" <<'LIST'
+order: short | 0 | 5  | ok | echo short >> $PL_HJ_DIR/started
+order: long  | 0 | 20 | ok | echo long >> $PL_HJ_DIR/started; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done
+order: mid   | 0 | 10 | ok | echo mid >> $PL_HJ_DIR/started
+order: mid2  | 0 | 10 | ok | echo mid2 >> $PL_HJ_DIR/started
+LIST
+PL_TEST_CPU_LOG="$dir/cpu.log" "$b/tests/harness" -j 2 "$dir/order" > "$dir/order.out" 2>&1 ||
+    { cat "$dir/order.out"; fail "-j 2: the ordering list failed"; }
+[ "$(tr '\n' ' ' < "$dir/started")" = "long mid mid2 short " ] ||
+    fail "-j 2: started as '$(tr '\n' ' ' < "$dir/started")', not longest time limit first"
+[ "$(wc -l < "$dir/cpu.log")" -eq 4 ] || fail "PL_TEST_CPU_LOG: not one line per test"
+awk -F'\t' '$2 == "order: long" && $1 > 0 { found = 1 } END { exit !found }' "$dir/cpu.log" ||
+    fail "PL_TEST_CPU_LOG: no CPU time above zero for the busy test: $(cat "$dir/cpu.log")"
 
 rc=0
 "$b/tests/harness" -j x "$dir/list" > "$dir/bad.out" 2>&1 || rc=$?

@@ -12,9 +12,11 @@
 #include <string.h>
 
 #include "plan.h"
+#include "plan_internal.h"
 #include "plan_rules.h"
 #include "testing.h"
 #include "topo.h"
+#include "torus.h"
 
 static int near(double got, double want, double rel) { return fabs(got - want) <= rel * fabs(want); }
 
@@ -219,6 +221,92 @@ static void test_published(void)
     }
 }
 
+/* The torus (tpu-v4, torus.h): each axis' collectives are pl_torus_coll_time's over rank 0's
+ * group, and equal the times worked out here from the profile's link: a tp all-reduce on an
+ * x ring of 4 (one link a step), an ep all-to-all over 8 chips spanning 1 x 4 x 2 (bound by
+ * the bisection of its wrapped side, not by what each chip injects), a pipeline send of one
+ * link. Stops: a torus timed as a switched cluster (an all-to-all at link speed, a
+ * bisection taken without the wrap), groups taken with the wrong stride, "inside a node"
+ * left as the rule where the torus has no node (per_node 1 would refuse every tp). */
+static void test_torus(void)
+{
+    const struct pl_profile *p = pl_profile_find("tpu-v4");
+    struct pl_plan_cluster c = cluster("tpu-v4", 64);
+    int dims[3];
+    pl_plan_torus_dims(&c, dims);
+    CHECK(c.torus && c.per_node == 1 && pl_plan_gpus(&c) == 64 && dims[0] == 4 && dims[1] == 4 &&
+              dims[2] == 4, "64 tpu-v4 chips: a 4 x 4 x 4 torus of chips, no node");
+    double lat = p->latency[PL_LINK_INTRA], bw = p->bw[PL_LINK_INTRA];
+    const struct pl_plan_model *m = pl_plan_model_find("mixtral-8x7b");
+    double sbh = (double)m->seq * m->d_model; /* one sequence per microbatch */
+    int mb = 64, L = m->layers;
+
+    struct pl_plan_config cfg = config("tp=4,ep=8,dp=2,zero=1,micro=1,m=64,recompute=none", 64);
+    struct pl_plan_time t;
+    pl_plan_time(m, &c, &cfg, &t);
+    int tp[64], ep[64], dense[64];
+    CHECK(pl_plan_group(&cfg, 1u << PL_AX_TP, tp) == 4 && tp[3] == 3, "tp group 0..3");
+    int n_ep = pl_plan_group(&cfg, 1u << PL_AX_EP, ep);
+    CHECK(n_ep == 8 && ep[1] == 4 && ep[7] == 28, "ep group 0, 4, .., 28 (%d members)", n_ep);
+    int n_dense = pl_plan_group(&cfg, (1u << PL_AX_CP) | (1u << PL_AX_EP) | (1u << PL_AX_DP), dense);
+    CHECK(n_dense == 16 && dense[15] == 60, "dense gradients' group 0, 4, .., 60 (%d)", n_dense);
+    /* tp: 4 all-reduces of 2 s b h bytes per layer; the x ring of 4 wraps, one link a step. */
+    double S = 2 * sbh, ar_hand = 2 * 3 * lat + 2 * 3.0 / 4 * S / bw;
+    double ar = pl_torus_coll_time(dims, PL_ALL_REDUCE, tp, 4, S, lat, bw);
+    CHECK(near(ar, ar_hand, 1e-12), "torus.h's all-reduce %g, by hand %g", ar, ar_hand);
+    CHECK(near(t.exposed[PL_AX_TP], mb * L * 4 * ar_hand, 1e-12), "planner's tp %g, by hand %g",
+          t.exposed[PL_AX_TP], mb * L * 4 * ar_hand);
+    /* ep: 4 all-to-alls of 2 s b h top_k / t per MoE layer. The group spans y (a whole ring of
+     * 4) and 2 of z: injection 7/8 S over 3 links; the cut across y carries 2 S each way
+     * over 2 x 8 / 4 = 4 links (y wraps): S / (2 bw) is the larger. */
+    double A = 2 * sbh * m->top_k / 4, a2a_hand = 7 * lat + fmax(7.0 / 8 * A / (3 * bw), A / (2 * bw));
+    double a2a = pl_torus_coll_time(dims, PL_ALL_TO_ALL, ep, 8, A, lat, bw);
+    CHECK(near(a2a, a2a_hand, 1e-12) && A / (2 * bw) > 7.0 / 8 * A / (3 * bw),
+          "torus.h's all-to-all %g, by hand %g (bisection-bound)", a2a, a2a_hand);
+    CHECK(near(t.exposed[PL_AX_EP], mb * L * 4 * a2a_hand, 1e-12), "planner's ep %g, by hand %g",
+          t.exposed[PL_AX_EP], mb * L * 4 * a2a_hand);
+    CHECK(t.link[PL_AX_EP] == PL_LINK_INTRA && t.link[PL_AX_DP] == PL_LINK_INTRA,
+          "one link class on a torus");
+    char err[512] = "";
+    CHECK(pl_plan_check_placement(m, &c, &cfg, err, sizeof err) == 0,
+          "tp on an x ring and ep over 32 chips: no node rule on a torus (%s)", err);
+
+    /* pp: a send of 2 s b h / t bytes, rank 0 to rank 4, one link (y), each chunk boundary. */
+    cfg = config("tp=4,pp=2,dp=8,zero=1,micro=1,m=128,recompute=none", 64);
+    pl_plan_time(m, &c, &cfg, &t);
+    double msg = 2 * sbh / 4;
+    CHECK(near(t.exposed[PL_AX_PP], 128 * 2 * (lat + msg / bw), 1e-12), "planner's pp %g, by "
+          "hand %g", t.exposed[PL_AX_PP], 128 * 2 * (lat + msg / bw));
+
+    /* The rule: tp a ring of neighbours. */
+    struct pl_grid g;
+    pl_grid_init(&g, "tp-cp-ep-pp-dp", "tp=4,dp=16", 64, err, sizeof err);
+    CHECK(pl_rule_torus_ring(&g, "tp", dims, err, sizeof err) == 0, "tp4: the x ring: %s", err);
+    pl_grid_init(&g, "tp-cp-ep-pp-dp", "tp=2,dp=32", 64, err, sizeof err);
+    CHECK(pl_rule_torus_ring(&g, "tp", dims, err, sizeof err) == 0, "tp2: one link: %s", err);
+    pl_grid_init(&g, "tp-cp-ep-pp-dp", "tp=8,dp=8", 64, err, sizeof err);
+    expect_rule(pl_rule_torus_ring(&g, "tp", dims, err, sizeof err), err,
+                "steps 2 links from rank 3 (3,0,0) to rank 4 (0,1,0)");
+    pl_grid_init(&g, "ep-tp-dp", "tp=4,ep=2,dp=8", 64, err, sizeof err);
+    expect_rule(pl_rule_torus_ring(&g, "tp", dims, err, sizeof err), err,
+                "steps 3 links from rank 2 (2,0,0) to rank 4 (0,1,0)");
+    CHECK(strstr(err, "tp=2 or tp=4 (a whole side of the torus)"), "the rule names tp=4: %s", err);
+    pl_grid_init(&g, "dp-tp", "tp=4,dp=16", 64, err, sizeof err);
+    CHECK(pl_rule_torus_ring(&g, "tp", dims, err, sizeof err) == 0, "tp 16 apart: a z ring");
+    cfg = config("tp=8,dp=8,zero=1,micro=1,m=16", 64);
+    expect_rule(pl_plan_check(m, &c, &cfg, err, sizeof err), err, "rule \"tp on a torus ring\"");
+
+    /* The search: its choice obeys every rule; the fewest chips that fit are a slice. */
+    static struct pl_plan_result res;
+    CHECK(pl_plan_search(m, &c, NULL, &res) > 0, "mixtral on 64 chips: something fits");
+    CHECK(pl_plan_check(m, &c, &res.best[0].cfg, err, sizeof err) == 0, "torus choice: %s", err);
+    const struct pl_plan_model *big = pl_plan_model_find("llama3-70b");
+    int n = pl_plan_min_nodes(big, &c, 4096);
+    struct pl_plan_cluster at = cluster("tpu-v4", n / 2);
+    CHECK(n >= 2 && (n & (n - 1)) == 0 && pl_plan_search(big, &at, NULL, &res) == 0,
+          "llama3-70b: the fewest chips that fit, %d, are a power of two and half fits nothing", n);
+}
+
 /* ---------------------------------------------------------------- the handout */
 
 static char *slurp_cmd(const char *cmd)
@@ -324,6 +412,7 @@ int main(int argc, char **argv)
         test_rules();
         test_search();
         test_published();
+        test_torus();
     }
     printf("%d checks, %d failures\n", checks, failures);
     return failures != 0;

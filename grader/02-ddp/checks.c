@@ -48,27 +48,24 @@ static int judge_broadcast_traffic(const struct l2_setup *s, const struct l2_cas
     return 0;
 }
 
-/* Rank 0: the student's plan against the header's rule. */
-static int judge_plan(const struct l2_setup *s, const struct l2_case *c, int got_n,
-                      const size_t *got_off, const size_t *got_len, struct l2_tfig *f)
+/* Every rank: the plan ddp_bucket_range reports, into r->plan_off and plan_len (room for
+ * every tensor); its ranges are read only for a count a plan can have. Rank 0, when judge
+ * is set (no traffic failure recorded before): the plan against the invariants of ddp.h's
+ * contract (buckets.c), the first one broken recorded. */
+static int read_plan(struct l2_run *r, int judge)
 {
-    const struct pl_model_layout *lay = &s->ref.layout;
-    size_t *off = malloc((size_t)lay->n_tensors * sizeof *off);
-    size_t *len = malloc((size_t)lay->n_tensors * sizeof *len);
-    int want_n = l2_expected_plan(lay, c->opt.bucket_bytes, off, len), ok = 1;
-    for (int i = 0; i < want_n && i < got_n && ok; i++) {
-        if (got_off[i] == off[i] && got_len[i] == len[i]) continue;
-        *f = (struct l2_tfig){.code = L2_T_PLAN_RANGE, .bucket = i, .off = off[i],
-                              .len = len[i], .got_off = got_off[i], .got_len = got_len[i]};
-        ok = 0;
-    }
-    if (ok && want_n != got_n) {
-        *f = (struct l2_tfig){.code = L2_T_PLAN_COUNT, .want_n = want_n, .got_n = got_n};
-        ok = 0;
-    }
-    free(off);
-    free(len);
-    return ok;
+    const struct pl_model_layout *lay = &r->s->ref.layout;
+    size_t room = (size_t)lay->n_tensors;
+    r->plan_off = calloc(room, sizeof *r->plan_off);
+    r->plan_len = calloc(room, sizeof *r->plan_len);
+    for (int i = 0; i < r->nplan && (size_t)r->nplan <= room; i++)
+        ddp_bucket_range(r->d, i, &r->plan_off[i], &r->plan_len[i]);
+    if (pl_rank() != 0 || !judge) return 1;
+    struct l2_plan_fig pf;
+    if (l2_judge_plan(lay, r->c->opt.bucket_bytes, r->nplan, r->plan_off, r->plan_len, &pf))
+        return 1;
+    *r->tfig = (struct l2_tfig){.code = L2_T_PLAN, .plan = pf};
+    return 0;
 }
 
 /* Collective: 1 on every rank when every rank's n elements (op memory) equal those of its
@@ -134,7 +131,7 @@ static int rank0_kept_own(const struct l2_run *r)
 }
 
 /* Section 3: replicas equal to rank 0's after ddp_new, and what it broadcast; section 5: the
- * bucket plan against the rule of ddp.h. Returns 0 when the case cannot go on. */
+ * bucket plan against the contract of ddp.h. Returns 0 when the case cannot go on. */
 int l2_check_setup(struct l2_run *r, const struct pl_ledger *delta)
 {
     int bad_rank = -1, me = pl_rank();
@@ -154,16 +151,7 @@ int l2_check_setup(struct l2_run *r, const struct pl_ledger *delta)
     if (!r->want_traffic) return 1;
     gr_ledger_gather_world(delta, r->all);
     l2_traffic_verdict(r, me != 0 || judge_broadcast_traffic(r->s, r->c, r->all, r->tfig));
-    int ok = 1;
-    if (r->c->opt.variant != DDP_NAIVE && me == 0 && r->out->traffic) {
-        size_t *off = calloc((size_t)(r->nplan > 0 ? r->nplan : 1), sizeof *off);
-        size_t *len = calloc((size_t)(r->nplan > 0 ? r->nplan : 1), sizeof *len);
-        for (int i = 0; i < r->nplan; i++) ddp_bucket_range(r->d, i, &off[i], &len[i]);
-        ok = judge_plan(r->s, r->c, r->nplan, off, len, r->tfig);
-        free(off);
-        free(len);
-    }
-    l2_traffic_verdict(r, ok);
+    if (r->c->opt.variant != DDP_NAIVE) l2_traffic_verdict(r, read_plan(r, r->out->traffic));
     return 1;
 }
 
@@ -182,7 +170,8 @@ int l2_judge_silent_microbatch(const struct l2_run *r, int step, int mb)
 }
 
 /* Collective: every all-reduce of the step covered one tensor (naive) or one bucket of the
- * header's rule, as the ledger's bytes and calls cannot tell. */
+ * plan this rank reported (judged already on rank 0), as the ledger's bytes and calls
+ * cannot tell. */
 int l2_judge_call_ranges(const struct l2_run *r, int step)
 {
     const struct pl_model_layout *lay = &r->ref->layout;
@@ -195,7 +184,9 @@ int l2_judge_call_ranges(const struct l2_run *r, int step)
             len[n] = lay->tensors[n].numel;
         }
     } else {
-        n = l2_expected_plan(lay, r->c->opt.bucket_bytes, off, len);
+        n = r->plan_off && r->nplan > 0 && r->nplan <= lay->n_tensors ? r->nplan : 0;
+        memcpy(off, r->plan_off, (size_t)n * sizeof *off);
+        memcpy(len, r->plan_len, (size_t)n * sizeof *len);
     }
     struct l2_range_fig rf;
     int ok = l2_calls_judge_ranges(r->calls, step, off, len, n, &rf);

@@ -120,12 +120,76 @@ static void call_range(const struct pl_model_layout *lay, const struct l2_case *
                "section 5)");
 }
 
+/* ---- the bucket plan (buckets.c judges it) ---- */
+
+void l2_plan_words(const struct pl_model_layout *lay, const struct l2_plan_fig *f,
+                   struct gr_why *why)
+{
+    char r[256], u[400];
+    const size_t bb = f->bucket_bytes;
+    range_text(lay, f->off, f->len, r, sizeof r);
+    switch (f->code) {
+    case L2_P_COUNT:
+        gr_why_say(why, "bucket_bytes %zu: ddp_num_buckets says %d, where a plan of whole "
+                   "tensors has from 1 bucket (all of them) to %d (one per tensor) (ddp.h, "
+                   "handout section 5)", bb, f->got_n, lay->n_tensors);
+        break;
+    case L2_P_END:
+        if (f->bucket == 0)
+            snprintf(u, sizeof u, "the end of the flat buffer, element %zu: backward makes the "
+                     "gradients final from there toward the start, so the bucket it completes "
+                     "first ends there", f->end);
+        else
+            snprintf(u, sizeof u, "element %zu, where bucket %d begins: buckets are numbered "
+                     "in the order backward completes them, each right before the last",
+                     f->end, f->bucket - 1);
+        gr_why_say(why, "bucket_bytes %zu: bucket %d is elements %s%s; it must end at %s "
+                   "(ddp.h, handout section 5)", bb, f->bucket, r,
+                   f->len == 0 ? " (empty)" : f->off + f->len > f->end && f->bucket > 0
+                                                  ? ", overlapping the bucket before it"
+                                                  : "", u);
+        break;
+    case L2_P_SPLIT:
+        gr_why_say(why, "bucket_bytes %zu: bucket %d is elements %s, which begins inside tensor "
+                   "%s: a bucket holds whole tensors (ddp.h, handout section 5)", bb, f->bucket,
+                   r, l2_tensor_at(lay, f->off) ? l2_tensor_at(lay, f->off)->name : "?");
+        break;
+    case L2_P_CAP:
+        gr_why_say(why, "bucket_bytes %zu: bucket %d is elements %s, %d tensors in %zu bytes, "
+                   "more than bucket_bytes; only a tensor larger than bucket_bytes may exceed "
+                   "it, alone in its bucket (ddp.h, handout section 5)%s", bb, f->bucket, r,
+                   f->tensors, f->len * sizeof(float),
+                   f->len <= bb ? ". bucket_bytes counts bytes, and m->grads holds 4-byte "
+                                  "floats" : "");
+        break;
+    case L2_P_UNCOVERED:
+        l2_range_tensors(lay, 0, f->end, u, sizeof u);
+        gr_why_say(why, "bucket_bytes %zu: your %d buckets end at element %zu: elements [0, "
+                   "%zu) (%s) are in no bucket; together the buckets cover every tensor once "
+                   "(ddp.h, handout section 5)", bb, f->got_n, f->end, f->end, u);
+        break;
+    case L2_P_MORE:
+        if (f->bucket >= 0)
+            snprintf(u, sizeof u, ": buckets %d and %d, elements %s, %zu bytes together, fit "
+                     "in one", f->bucket, f->bucket + 1, r, f->len * sizeof(float));
+        else
+            snprintf(u, sizeof u, ", though no two neighbours fit in one: where the "
+                     "boundaries sit decides how many there are");
+        gr_why_say(why, "bucket_bytes %zu: your plan has %d buckets where %d can hold the "
+                   "model within bucket_bytes%s. Every bucket pays the all-reduce's latency "
+                   "once: a plan has as few as the limit allows (ddp.h, handout section 5)",
+                   bb, f->got_n, f->want_n, u);
+        break;
+    default: break;
+    }
+}
+
 /* The reason of a traffic failure f of case c, one gr_why_say per line. */
 static void traffic_words(const struct l2_obs *o, const struct pl_model_layout *lay,
                           const struct l2_tfig *f, struct gr_why *why)
 {
     const struct l2_case *c = &o->c;
-    char a[32], b[32], g[64] = "", t1[160], t2[160];
+    char a[32], b[32], g[64] = "";
     switch (f->code) {
     case L2_T_STEP_BYTES: step_bytes(f, (double)o->numel, why); break;
     case L2_T_STEP_CALLS:
@@ -151,19 +215,7 @@ static void traffic_words(const struct l2_obs *o, const struct pl_model_layout *
             gr_why_say(why, "each group starts from its own rank 0's parameters: the group "
                        "ddp_new was given, never the world (handout section 3)");
         break;
-    case L2_T_PLAN_RANGE:
-        l2_range_tensors(lay, f->off, f->len, t1, sizeof t1);
-        l2_range_tensors(lay, f->got_off, f->got_len, t2, sizeof t2);
-        gr_why_say(why, "bucket_bytes %zu: bucket %d should be elements [%zu, %zu) (%s), yours "
-                   "is [%zu, %zu) (%s). Buckets hold whole tensors, filled from the last tensor "
-                   "of the flat buffer to the first while they fit (ddp.h, handout section 5)",
-                   c->opt.bucket_bytes, f->bucket, f->off, f->off + f->len, t1, f->got_off,
-                   f->got_off + f->got_len, t2);
-        break;
-    case L2_T_PLAN_COUNT:
-        gr_why_say(why, "bucket_bytes %zu: the plan has %d buckets, yours %d (ddp.h, handout "
-                   "section 5)", c->opt.bucket_bytes, f->want_n, f->got_n);
-        break;
+    case L2_T_PLAN: l2_plan_words(lay, &f->plan, why); break;
     case L2_T_MICROBATCH:
         gr_why_say(why, "step %d, microbatch %d of %d: rank %d sent %s in %ld collective calls. "
                    "Only the last microbatch may communicate: accumulate the gradients locally "

@@ -83,11 +83,31 @@ struct l2_outcome {
     struct pl_merged_trace trace; /* rank 0: the traced step, when asked */
 };
 
+/* The first invariant of ddp.h's bucket plan a reported plan breaks (buckets.c), walking
+ * from bucket 0: */
+enum l2_pcode {
+    L2_P_OK,
+    L2_P_COUNT,     /* ddp_num_buckets outside 1 .. n_tensors */
+    L2_P_END,       /* bucket `bucket` is empty or does not end at `end` (the buffer's end for
+                       bucket 0, bucket-1's start after it) */
+    L2_P_SPLIT,     /* bucket `bucket` begins inside a tensor */
+    L2_P_CAP,       /* bucket `bucket` holds `tensors` tensors in more than bucket_bytes */
+    L2_P_UNCOVERED, /* the last bucket begins at `end` > 0: elements [0, end) are in none */
+    L2_P_MORE       /* more buckets than the fewest (want_n); `bucket` and the next fit in
+                       one ([off, off+len)), or -1 */
+};
+struct l2_plan_fig {
+    int code;               /* enum l2_pcode */
+    int got_n, want_n;      /* buckets reported; the fewest any plan of the contract has */
+    int bucket, tensors;
+    size_t bucket_bytes, off, len, end;
+};
+
 /* Why a case fails part traffic, in figures: the first failure a check found (rank 0 records
  * it; judge.c words it when the part is judged). */
 enum l2_tcode {
-    L2_T_NONE, L2_T_STEP_BYTES, L2_T_STEP_CALLS, L2_T_BROADCAST, L2_T_PLAN_RANGE,
-    L2_T_PLAN_COUNT, L2_T_MICROBATCH, L2_T_RANGES
+    L2_T_NONE, L2_T_STEP_BYTES, L2_T_STEP_CALLS, L2_T_BROADCAST, L2_T_PLAN,
+    L2_T_MICROBATCH, L2_T_RANGES
 };
 struct l2_tfig {
     int code;               /* enum l2_tcode */
@@ -95,8 +115,7 @@ struct l2_tfig {
     int n, world;           /* the group's ranks, the world's */
     long calls, other, want_calls;
     double got, ar, want;   /* bytes: sent, of it in all-reduces (broadcasts), the formula's */
-    int bucket, got_n, want_n;
-    size_t off, len, got_off, got_len; /* bucket: the rule's range, yours */
+    struct l2_plan_fig plan;   /* L2_T_PLAN: rank 0's plan */
     struct l2_range_fig range; /* L2_T_RANGES */
 };
 
@@ -203,6 +222,7 @@ struct l2_run {
     MPI_Comm group;        /* the same ranks, for the grader's own checks */
     const struct gr_reference *ref; /* this rank's group's single-device reference */
     int want_traffic, nplan;
+    size_t *plan_off, *plan_len; /* the plan ddp_bucket_range reports, once judged (traffic) */
     struct l2_accum acc;   /* the step's accumulation microbatches, for the reasons */
     struct l2_calls *calls; /* the step's gradient all-reduces */
 };
@@ -226,14 +246,25 @@ void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len,
 /* The graded model (judge.c, so that the judge test builds the same layout). */
 struct pl_model_config l2_config(uint64_t seed);
 
+/* ---- buckets.c (no MPI: the judge test links it beside judge.c) ---- */
+
+/* A plan with the fewest buckets of bucket_bytes any plan of ddp.h's contract can have
+ * (off, len: room for n_tensors each); returns their count. */
+int l2_fewest_plan(const struct pl_model_layout *lay, size_t bucket_bytes, size_t *off,
+                   size_t *len);
+/* The n buckets [off[i], off[i]+len[i]) against ddp.h's contract: 1, or 0 with the first
+ * invariant broken in f. */
+int l2_judge_plan(const struct pl_model_layout *lay, size_t bucket_bytes, int n,
+                  const size_t *off, const size_t *len, struct l2_plan_fig *f);
+/* Words f (judge.c). */
+void l2_plan_words(const struct pl_model_layout *lay, const struct l2_plan_fig *f,
+                   struct gr_why *why);
+
 /* ---- cases.c ---- */
 
 /* Ranks of one case's data-parallel group in this run. */
 int l2_dp_size(const struct l2_case *c);
 int l2_make_cases(const char *op, uint64_t seed, struct l2_case *cs);
-/* The plan the header's rule gives: whole tensors, last to first, while they fit. */
-int l2_expected_plan(const struct pl_model_layout *lay, size_t bucket_bytes, size_t *off,
-                     size_t *len);
 /* The run's corpus, model and batches; with_reference also trains the single-device
  * reference for `steps` steps (the check mode's), otherwise only its layout is filled in. */
 void l2_setup_init(struct l2_setup *s, uint64_t seed, int steps, uint64_t data_seed,

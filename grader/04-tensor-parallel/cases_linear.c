@@ -61,7 +61,7 @@ void l4_run_conjugates(struct l4_state *st, struct pl_comm *tp)
     st->cur = L4_TRAFFIC;
     for (int k = 0; k < 4 && t > 1; k++)
         l4_pass(st, names[k], &tr[k], k == 1 || k == 2, (double)n, t,
-                           "one for f's backward and g's forward, none otherwise");
+                           "section 3's table");
     st->cur = L4_CORRECT;
 }
 

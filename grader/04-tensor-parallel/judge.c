@@ -388,6 +388,17 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
 
 /* ---- what a passing part says on the last case: rank 0's figures ---- */
 
+/* What every pass of the case sent per rank, together: the figure a traffic note gives in
+ * place of which pass made which all-reduce, which section 3's table and section 4's
+ * derivation ask of the student (a note is read by whoever passed, derived or not). */
+static double passes_sent(const struct l4_obs *o)
+{
+    double sent = 0;
+    for (int k = 0; k < o->npass && k < (int)(sizeof o->pass / sizeof o->pass[0]); k++)
+        sent += o->pass[k].tr.ar_bytes;
+    return sent;
+}
+
 #define L4_TIME_COMM "4 ring all-reduces of bsh"
 #define L4_TIME_SECTION "8"
 
@@ -412,14 +423,16 @@ static void note(int kind, int p, int np, const struct l4_obs *o, char *buf, siz
         snprintf(buf, len, "f and g forward and backward exact on every rank (t=%d, the TP "
                  "group the world%s)", w->t, grid);
     else if (p == L4_TRAFFIC && kind == L4_CONJ)
-        snprintf(buf, len, "one all-reduce in f's backward and g's forward, none in f's forward "
-                 "and g's backward");
+        snprintf(buf, len, "f's and g's four passes sent %s per rank in all on t=%d, only "
+                 "all-reduces, as many as your table of section 3 calls for and no more",
+                 pl_format_bytes(passes_sent(o), a, sizeof a), f->t);
     else if (p == L4_CORRECT && kind == L4_LINEAR)
         snprintf(buf, len, "column- and row-parallel outputs and gradients match the full "
                  "nn.Linear's blocks (t=%d, the TP group the world%s)", w->t, grid);
     else if (p == L4_TRAFFIC && kind == L4_LINEAR)
-        snprintf(buf, len, "one all-reduce of [N, C] in the column backward and the row "
-                 "forward, none elsewhere");
+        snprintf(buf, len, "the two linears' four passes sent %s per rank in all on t=%d, only "
+                 "all-reduces of [N, C], as many as the partial sums of section 4 call for",
+                 pl_format_bytes(passes_sent(o), a, sizeof a), f->t);
     else if (p == L4_CORRECT && kind >= L4_MLP && kind <= L4_BLOCK)
         snprintf(buf, len, "output, dx and every shard's gradient match the single device "
                  "(t=%d, %d cases, the last with B=%d T=%d on %d TP group%s of %d, each with its "

@@ -54,8 +54,8 @@ static void plot_layout(const char *plots_dir)
     for (int sp = 0; sp < 2; sp++) {
         double y0 = top + sp * panel;
         fprintf(f, "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">%s</text>\n", y0 - 12,
-                sp ? "TP + SP (Lab 5): f, g become the gather and the scatter along s"
-                   : "TP (Lab 4): f is the identity forward, g an all-reduce");
+                sp ? "TP + SP (Lab 5): the TP region is entered by a gather, left by a scatter"
+                   : "TP (Lab 4): f enters the TP region, g leaves it (what each does: Lab 4, section 3)");
         for (int k = 0; k < ns; k++)
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
                     left + k * (cw + gap) + cw / 2, y0 + 4, steps[k]);
@@ -82,8 +82,7 @@ static void plot_layout(const char *plots_dir)
                             "stroke=\"#444\"/>\n", x + cw, y + ch / 2, x + cw + gap, y + ch / 2);
             }
         }
-        const char *in = sp ? "gather" : "f: identity",
-                   *out = sp ? "scatter" : "g: all-reduce";
+        const char *in = sp ? "gather" : "f", *out = sp ? "scatter" : "g";
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",
                 left + 2 * (cw + gap) - gap / 2, y0 + panel - 30, in);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#a00\">%s</text>\n",

@@ -78,6 +78,31 @@ static void handout_figures(void)
            a100->efficiency * ratio / n);
 }
 
+/* Section 2.1's: the torus's link against NVLink, and the largest tp that "tp on a torus
+ * ring" allows on 64 and 512 chips (tp leftmost: 2, or a whole side) against a DGX node's. */
+static void torus_figures(void)
+{
+    const struct pl_profile *tpu = pl_profile_find("tpu-v4"), *h100 = pl_profile_find("dgx-h100");
+    printf("# handout: one link's %.0f GB/s where NVLink gives %.0f\n",
+           tpu->bw[PL_LINK_INTRA] / 1e9, h100->bw[PL_LINK_INTRA] / 1e9);
+    const int chips[2] = {64, 512};
+    int largest[2] = {1, 1};
+    for (int k = 0; k < 2; k++) {
+        int dims[3];
+        pl_torus_shape(chips[k], dims);
+        for (int tp = 2; tp <= chips[k]; tp++) {
+            char degrees[32];
+            struct pl_grid g;
+            snprintf(degrees, sizeof degrees, "tp=%d", tp);
+            if (chips[k] % tp || pl_grid_init(&g, PL_PLAN_ORDER, degrees, chips[k], NULL, 0) != 0)
+                continue;
+            if (pl_rule_torus_ring(&g, "tp", dims, NULL, 0) == 0) largest[k] = tp;
+        }
+    }
+    printf("# handout: %d on %d chips, %d on %d, where a DGX node allows %d\n", largest[0],
+           chips[0], largest[1], chips[1], h100->devices_per_node);
+}
+
 /* ---------------------------------------------------------------- sweep */
 
 /* --sweep: every preset on both clusters, 1 to 128 nodes, with the preset's batch, a
@@ -250,6 +275,7 @@ void l8_bench(const struct gr_args *a)
 {
     if (a->figures) {
         handout_figures();
+        torus_figures();
         return;
     }
     struct l8_state *st = l8_state_new(L8_OP_SEARCH, a->seed);

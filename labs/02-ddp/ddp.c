@@ -54,9 +54,10 @@ static void allreduce_per_tensor(struct ddp *d)
     lab_todo("allreduce_per_tensor", "4");
 }
 
-/* Section 5. Contract: the buckets of ddp.h's rule (the grader compares yours with its own
- * through ddp_bucket_range), bucket 0 holding the LAST tensors, since backward finishes
- * them first. Fill d->nbuckets, bucket_off, bucket_len and allocate inflight. */
+/* Section 5. Contract: a plan of struct ddp_options' contract in ddp.h (the grader checks
+ * its invariants through ddp_bucket_range), bucket 0 holding the LAST tensors, since
+ * backward finishes them first. Fill d->nbuckets, bucket_off, bucket_len and allocate
+ * inflight. */
 static void plan_buckets(struct ddp *d)
 {
     lab_todo("plan_buckets", "5");

@@ -33,9 +33,10 @@
  *             after ddp_free: no operation may still be in flight on it then.
  *   traffic   from the traffic ledger, per rank per step, on 2 ranks and more: exactly
  *             2(n-1)/n x 4 Psi bytes of all-reduce and nothing else; one all-reduce call per
- *             tensor (DDP_NAIVE) or per bucket of the rule below (the others), each in place
- *             over its own range of m->grads; ddp_num_buckets and ddp_bucket_range report
- *             that plan exactly. ddp_new sends (n-1) x 4 Psi in all. A microbatch before the
+ *             tensor (DDP_NAIVE) or per bucket of your plan (the others), each in place over
+ *             its own range of m->grads; ddp_num_buckets and ddp_bucket_range report that
+ *             plan exactly, and it keeps the contract of struct ddp_options below. ddp_new
+ *             sends (n-1) x 4 Psi in all. A microbatch before the
  *             last sends nothing. A pl_barrier moves no data and is not counted.
  *   timing    no all-reduce starts before backward has written every gradient of its range
  *             (the trace says when each started). DDP_OVERLAPPED is graded on the modelled
@@ -78,18 +79,17 @@ enum ddp_variant {
 struct ddp_options {
     enum ddp_variant variant;
     /* DDP_BUCKETED and DDP_OVERLAPPED: the most bytes of gradients one bucket holds. The
-     * bucket plan is part of the contract, and this is the only place that defines it: the
-     * grader builds the plan below from the same layout and bucket_bytes and compares yours
-     * with it bucket by bucket (count, offset and length), through ddp_num_buckets and
-     * ddp_bucket_range. The plan:
+     * bucket plan is yours to design within this contract, which the grader checks on the
+     * plan ddp_num_buckets and ddp_bucket_range report (and each all-reduce against it):
      *   - a bucket is a run of whole, consecutive tensors of m->layout.tensors, so one
      *     contiguous range of m->grads; together the buckets cover every tensor once;
-     *   - bucket 0 ends at the end of the flat buffer, and bucket i+1 ends where bucket i
-     *     begins (buckets are numbered in the order backward finishes them);
-     *   - going from the end of the buffer toward its start, a tensor joins the bucket
-     *     being filled exactly when that bucket's bytes with it are at most bucket_bytes;
-     *     otherwise it begins the next bucket. So a bucket holds more than one tensor only
-     *     when they fit together, and a tensor larger than bucket_bytes is alone. */
+     *   - buckets are numbered in the order backward completes them: bucket 0 ends at the
+     *     end of the flat buffer, and bucket i+1 ends where bucket i begins;
+     *   - a bucket holds at most bucket_bytes of gradients, unless it is a single tensor
+     *     larger than that;
+     *   - the plan has the fewest buckets any plan keeping the rules above can have, for
+     *     this layout and bucket_bytes.
+     * Several plans keep it (handout section 5); which one you build is your choice. */
     size_t bucket_bytes;
 };
 
@@ -122,8 +122,8 @@ double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets
 void ddp_finish_gradients(struct ddp *d);
 
 /* The bucket plan, for the grader: how many buckets, and bucket i's range of the flat
- * gradient buffer in floats (the plan of struct ddp_options, bucket 0 at its end). 0
- * buckets for DDP_NAIVE. */
+ * gradient buffer in floats (a plan of struct ddp_options' contract, bucket 0 at its end).
+ * 0 buckets for DDP_NAIVE. */
 int ddp_num_buckets(const struct ddp *d);
 void ddp_bucket_range(const struct ddp *d, int i, size_t *offset, size_t *numel);
 

@@ -15,9 +15,10 @@
 #include "plan.h"
 #include "plan_report.h"
 #include "plan_rules.h"
+#include "torus.h"
 
 struct opts {
-    const char *model, *cluster, *config, *fix, *svg;
+    const char *model, *cluster, *profile, *config, *fix, *svg;
     struct pl_plan_model shape;
     double batch_tokens;
     int nodes, per_node, explain, published, list, published_runs;
@@ -44,15 +45,16 @@ static struct pl_flag flags[] = {
     F("--shared-experts", PL_FLAG_INT, shape.shared_experts, "N", "always-on experts per MoE layer"),
     F("--dense-layers", PL_FLAG_INT, shape.dense_layers, "N", "first layers with a dense MLP"),
     F("--batch-tokens", PL_FLAG_DOUBLE, batch_tokens, "T", "global batch per step in tokens (4M: 4194304)"),
-    F("--cluster", PL_FLAG_STR, cluster, "NAME", "dgx-h100 or dgx-a100 (or cpu); numbers below override it"),
-    F("--nodes", PL_FLAG_INT, nodes, "N", "nodes (default: the fewest that fit)"),
-    F("--gpus-per-node", PL_FLAG_INT, per_node, "N", "GPUs per node"),
+    F("--cluster", PL_FLAG_STR, cluster, "NAME", "dgx-h100 or dgx-a100 (or cpu, or tpu-v4: a torus); numbers below override it"),
+    F("--profile", PL_FLAG_STR, profile, "NAME", "the same as --cluster (the name other tools give it)"),
+    F("--nodes", PL_FLAG_INT, nodes, "N", "nodes (default: the fewest that fit); on a torus, chips"),
+    F("--gpus-per-node", PL_FLAG_INT, per_node, "N", "GPUs per node (a torus has no node)"),
     F("--hbm", PL_FLAG_DOUBLE, hbm_gb, "GB", "memory per GPU"),
     F("--peak", PL_FLAG_DOUBLE, peak_tflops, "TFLOPS", "peak dense BF16 per GPU"),
     F("--efficiency", PL_FLAG_DOUBLE, efficiency, "F", "share of peak a layer sustains, in (0, 1]"),
-    F("--intra-bw", PL_FLAG_DOUBLE, bw_gbs[PL_LINK_INTRA], "GB/s", "intra-node bandwidth per GPU per direction"),
+    F("--intra-bw", PL_FLAG_DOUBLE, bw_gbs[PL_LINK_INTRA], "GB/s", "intra-node bandwidth per GPU per direction (a torus: per link)"),
     F("--inter-bw", PL_FLAG_DOUBLE, bw_gbs[PL_LINK_INTER], "GB/s", "inter-node bandwidth per GPU per direction"),
-    F("--intra-lat", PL_FLAG_DOUBLE, lat_us[PL_LINK_INTRA], "US", "intra-node latency per message"),
+    F("--intra-lat", PL_FLAG_DOUBLE, lat_us[PL_LINK_INTRA], "US", "intra-node latency per message (a torus: per hop)"),
     F("--inter-lat", PL_FLAG_DOUBLE, lat_us[PL_LINK_INTER], "US", "inter-node latency per message"),
     F("--config", PL_FLAG_STR, config, "K=V,..", "evaluate this configuration (tp=8,pp=2,zero=1,micro=1,m=64,...)"),
     F("--fix", PL_FLAG_STR, fix, "K=V,..", "search with these degrees fixed (tp=8,pp=16,dp=128,zero=1)"),
@@ -91,8 +93,7 @@ static void list_presets(void)
     printf("clusters:\n");
     for (int i = 0; i < pl_profile_count(); i++)
         printf("  %-14s %s%s\n", pl_profile_at(i)->name, pl_profile_at(i)->description,
-               pl_profile_at(i)->torus ? " (replay only: the planner models switched networks)"
-                                       : "");
+               pl_profile_at(i)->torus ? " (a torus: --nodes counts its chips)" : "");
 }
 
 static void parse_args(int argc, char **argv)
@@ -153,15 +154,35 @@ static void build_model(struct pl_plan_model *m)
     if (pl_plan_model_check(m, err, sizeof err) != 0) pl_usage_error("model: %s", err);
 }
 
+/* On a torus every link is a neighbour link: the flags of a node and of the network between
+ * nodes mean nothing there, and --intra-bw and --intra-lat set the link. */
+static void torus_flags(const struct pl_profile *p)
+{
+    void *node_flags[] = {&o.per_node, &o.bw_gbs[PL_LINK_INTER], &o.lat_us[PL_LINK_INTER]};
+    for (size_t i = 0; i < sizeof node_flags / sizeof node_flags[0]; i++)
+        for (int k = 0; k < NFLAGS; k++)
+            if (flags[k].ptr == node_flags[i] && flags[k].set)
+                pl_usage_error("%s: %s is a torus, with no node and no network between nodes; "
+                               "give its chips with --nodes and its neighbour link with "
+                               "--intra-bw and --intra-lat", flags[k].name, p->name);
+}
+
 static void build_cluster(struct pl_plan_cluster *c)
 {
     char names[256];
-    const char *name = o.cluster ? o.cluster : "dgx-h100";
+    if (o.cluster && o.profile && strcmp(o.cluster, o.profile))
+        pl_usage_error("--cluster %s and --profile %s name two clusters: give one of them",
+                       o.cluster, o.profile);
+    const char *name = o.cluster ? o.cluster : o.profile ? o.profile : "dgx-h100";
     const struct pl_profile *p = pl_profile_find(name);
     if (!p)
         pl_usage_error("unknown cluster profile \"%s\" (known profiles: %s; or give its numbers "
                        "with --gpus-per-node, --hbm, --peak, --intra-bw, --inter-bw)",
                        name, pl_profile_names(names, sizeof names));
+    if (p->torus) torus_flags(p);
+    if (p->torus && o.nodes > p->devices_per_node)
+        pl_usage_error("--nodes %d: a %s pod has %d chips; give 1 to %d", o.nodes, p->name,
+                       p->devices_per_node, p->devices_per_node);
     pl_plan_cluster_from_profile(c, p, o.nodes ? o.nodes : 1);
     if (given(&o.per_node)) c->per_node = o.per_node;
     if (given(&o.hbm_gb)) c->hbm = o.hbm_gb * 1e9;
@@ -170,6 +191,10 @@ static void build_cluster(struct pl_plan_cluster *c)
     for (int l = 0; l < PL_NLINKS; l++) {
         if (given(&o.bw_gbs[l])) c->bw[l] = o.bw_gbs[l] * 1e9;
         if (given(&o.lat_us[l])) c->latency[l] = o.lat_us[l] * 1e-6;
+    }
+    if (c->torus) { /* one link class: the torus's */
+        c->bw[PL_LINK_INTER] = c->bw[PL_LINK_INTRA];
+        c->latency[PL_LINK_INTER] = c->latency[PL_LINK_INTRA];
     }
     if (given(&o.nodes) && o.nodes < 1) pl_usage_error("--nodes must be at least 1");
     double *positive[] = {&o.hbm_gb, &o.peak_tflops, &o.efficiency, &o.bw_gbs[0], &o.bw_gbs[1],
@@ -192,7 +217,8 @@ static void print_memory(const struct pl_plan_model *m, const struct pl_plan_clu
                          const struct pl_plan_choice *ch)
 {
     const struct pl_plan_memory *r = &ch->mem;
-    printf("memory per GPU (first stage, %.0f layers, GB = 1e9 bytes):\n", r->layers_stage);
+    printf("memory per %s (first stage, %.0f layers, GB = 1e9 bytes):\n",
+           c->torus ? "chip" : "GPU", r->layers_stage);
     printf("  parameters %7.2f GB   gradients %7.2f GB   optimizer %7.2f GB   activations "
            "%7.2f GB\n", r->params / 1e9, r->grads / 1e9, r->optim / 1e9, r->activ / 1e9);
     for (int rc = PL_RECOMPUTE_NONE; rc <= PL_RECOMPUTE_FULL; rc++) {
@@ -207,20 +233,52 @@ static void print_memory(const struct pl_plan_model *m, const struct pl_plan_clu
            100 * PL_RULE_MEM_SHARE, PL_RULE_MEM_SHARE * c->hbm / 1e9);
 }
 
-static void print_time(const struct pl_plan_choice *ch)
+/* Where an axis' collectives run on a torus: rank 0's group (dp: the dense gradients'), the
+ * box of chips it spans, and the longest route a ring step or a pipeline send takes. */
+static void torus_where(const struct pl_plan_config *cfg, int a, char *buf, size_t len)
+{
+    int dims[3], ext[3], *ranks = malloc((size_t)pl_plan_world(cfg) * sizeof *ranks);
+    PL_ASSERT(ranks);
+    unsigned mask = a == PL_AX_DP ? (1u << PL_AX_CP) | (1u << PL_AX_EP) | (1u << PL_AX_DP)
+                                  : 1u << a;
+    int n = pl_plan_group(cfg, mask, ranks);
+    pl_torus_shape(pl_plan_world(cfg), dims);
+    pl_torus_extent(dims, ranks, n, ext);
+    int hops = a == PL_AX_PP ? pl_torus_hops(dims, ranks[0], ranks[1])
+                             : pl_torus_ring_hops(dims, ranks, n);
+    if (a == PL_AX_EP)
+        snprintf(buf, len, "an all-to-all over %d chips spanning %d x %d x %d, bound by their "
+                 "links or by that box's bisection", n, ext[0], ext[1],
+                 ext[2]);
+    else
+        snprintf(buf, len, "%s%d chips spanning %d x %d x %d, %s %d link%s",
+                 a == PL_AX_DP ? "the gradients' " : "", n, ext[0], ext[1], ext[2],
+                 a == PL_AX_PP ? "sends of" : "ring steps of up to", hops, hops == 1 ? "" : "s");
+    free(ranks);
+}
+
+static void print_time(const struct pl_plan_cluster *c, const struct pl_plan_choice *ch)
 {
     const struct pl_plan_time *t = &ch->time;
-    printf("communication per GPU per step:\n");
-    for (int a = 0; a < PL_NAXES; a++)
-        if (ch->cfg.deg[a] > 1)
+    printf("communication per %s per step:\n", c->torus ? "chip" : "GPU");
+    for (int a = 0; a < PL_NAXES; a++) {
+        if (ch->cfg.deg[a] <= 1) continue;
+        if (!c->torus) {
             printf("  %s  %9.3f GB sent over %s-node links, %8.3f s exposed\n",
                    pl_plan_axis_name(a), t->bytes[a] / 1e9, pl_link_name(t->link[a]),
                    t->exposed[a]);
+            continue;
+        }
+        char where[160];
+        torus_where(&ch->cfg, a, where, sizeof where);
+        printf("  %s  %9.3f GB sent over torus links, %8.3f s exposed (%s)\n",
+               pl_plan_axis_name(a), t->bytes[a] / 1e9, t->exposed[a], where);
+    }
     printf("step time %.3f s: compute %.3f s, bubble %.3f s, exposed communication %.3f s\n",
            t->step, t->compute, t->bubble,
            t->step - t->compute - t->bubble);
-    printf("MFU %.1f%% (%.0f model TFLOP/s per GPU); with recomputation counted %.1f%%\n",
-           100 * t->mfu, t->tflops, 100 * t->hfu);
+    printf("MFU %.1f%% (%.0f model TFLOP/s per %s); with recomputation counted %.1f%%\n",
+           100 * t->mfu, t->tflops, c->torus ? "chip" : "GPU", 100 * t->hfu);
 }
 
 static void print_rules(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
@@ -230,8 +288,17 @@ static void print_rules(const struct pl_plan_model *m, const struct pl_plan_clus
     int p = g->deg[PL_AX_PP];
     char err[512];
     printf("rules:\n");
-    printf("  tp and ep inside a node: tp %d x cp %d x ep %d within %d GPUs per node\n",
-           g->deg[PL_AX_TP], g->deg[PL_AX_CP], g->deg[PL_AX_EP], c->per_node);
+    if (c->torus) {
+        int dims[3];
+        pl_plan_torus_dims(c, dims);
+        printf("  tp on a torus ring (no node on a torus, so no \"tp inside a node\"): tp %d, "
+               "each ring step one link of the %d x %d x %d torus\n", g->deg[PL_AX_TP], dims[0],
+               dims[1], dims[2]);
+        printf("  ep: no placement rule on a torus; its all-to-all is timed by the bisection of "
+               "the chips its group spans\n");
+    } else
+        printf("  tp and ep inside a node: tp %d x cp %d x ep %d within %d GPUs per node\n",
+               g->deg[PL_AX_TP], g->deg[PL_AX_CP], g->deg[PL_AX_EP], c->per_node);
     printf("  rank order %s: tp innermost, then cp/ep, pp, dp outermost\n", g->order);
     printf("  memory %.1f GB <= %.0f%% of %.0f GB\n", ch->mem.total / 1e9,
            100 * PL_RULE_MEM_SHARE, c->hbm / 1e9);
@@ -268,7 +335,7 @@ static void print_choice(const struct pl_plan_model *m, const struct pl_plan_clu
            ch->cfg.deg[PL_AX_TP], ch->cfg.deg[PL_AX_CP], ch->cfg.deg[PL_AX_EP],
            ch->cfg.deg[PL_AX_PP], ch->cfg.deg[PL_AX_DP]);
     print_memory(m, c, ch);
-    print_time(ch);
+    print_time(c, ch);
     print_rules(m, c, ch);
 }
 
@@ -279,6 +346,16 @@ static void print_header(const struct pl_plan_model *m, const struct pl_plan_clu
     printf("model %s: %.1fB parameters (%.1fB active per token), %d layers, d_model %d, seq %d, "
            "batch %.0f tokens (%.0f sequences)\n", m->name, p.total / 1e9, p.active / 1e9,
            m->layers, m->d_model, m->seq, m->batch_tokens, m->batch_tokens / m->seq);
+    if (c->torus) {
+        int d[3];
+        pl_plan_torus_dims(c, d);
+        printf("cluster %s: %d chips as a %d x %d x %d torus (no nodes), %.0f GB each, %.0f "
+               "TFLOP/s peak at %.0f%% efficiency, neighbour links %.0f GB/s per direction, "
+               "%.0f us a hop\n", c->name, pl_plan_gpus(c), d[0], d[1], d[2], c->hbm / 1e9,
+               c->flops / 1e12, 100 * c->efficiency, c->bw[PL_LINK_INTRA] / 1e9,
+               c->latency[PL_LINK_INTRA] * 1e6);
+        return;
+    }
     printf("cluster %s: %d nodes x %d GPUs = %d GPUs, %.0f GB each, %.0f TFLOP/s peak at %.0f%% "
            "efficiency, links %.0f / %.0f GB/s intra / inter\n", c->name, c->nodes, c->per_node,
            pl_plan_gpus(c), c->hbm / 1e9, c->flops / 1e12, 100 * c->efficiency,
@@ -354,6 +431,17 @@ static void nothing_fits(const struct pl_plan_model *m, const struct pl_plan_clu
     struct pl_plan_params p;
     pl_plan_params(m, &p);
     int n = pl_plan_min_nodes(m, c, MAX_NODES);
+    if (n && c->torus) {
+        int d[3];
+        pl_torus_shape(n, d);
+        pl_usage_error("%s fits no configuration on %d chips of %.0f GB: its %.1fB parameters "
+                       "need %.0f GB of model state at 16 bytes each (%.0f chips' usable memory "
+                       "even fully sharded), and the activations and the batch add their own "
+                       "constraints; the fewest that fit are %d chips (a %d x %d x %d torus): "
+                       "plan --nodes %d", m->name, pl_plan_gpus(c), c->hbm / 1e9, p.total / 1e9,
+                       16 * p.total / 1e9, ceil(16 * p.total / (PL_RULE_MEM_SHARE * c->hbm)),
+                       n, d[0], d[1], d[2], n);
+    }
     if (n)
         pl_usage_error("%s fits no configuration on %d GPUs of %.0f GB: its %.1fB parameters "
                        "need %.0f GB of model state at 16 bytes each (%.0f GPUs' usable memory "
@@ -379,6 +467,16 @@ static void evaluate(const struct pl_plan_model *m, const struct pl_plan_cluster
         for (int a = 0; a < PL_AX_DP; a++) inner *= ch.cfg.deg[a];
         ch.cfg.deg[PL_AX_DP] = (int)(pl_plan_gpus(c) / inner);
     }
+    if (c->torus) { /* a torus's groups are its chips: a layout is needed to time them */
+        struct pl_grid g;
+        char degrees[128];
+        snprintf(degrees, sizeof degrees, "tp=%d,cp=%d,ep=%d,pp=%d,dp=%d", ch.cfg.deg[PL_AX_TP],
+                 ch.cfg.deg[PL_AX_CP], ch.cfg.deg[PL_AX_EP], ch.cfg.deg[PL_AX_PP],
+                 ch.cfg.deg[PL_AX_DP]);
+        if (pl_grid_init(&g, ch.cfg.order, degrees, pl_plan_world(&ch.cfg), err, sizeof err))
+            pl_usage_error("--config on %s, a torus: %s", c->name, err);
+    }
+    print_header(m, c); /* after the checks: a refused --config prints nothing */
     pl_plan_memory(m, c, &ch.cfg, &ch.mem);
     pl_plan_time(m, c, &ch.cfg, &ch.time);
     print_choice(m, c, &ch);
@@ -399,7 +497,6 @@ int main(int argc, char **argv)
         if (!c.nodes) nothing_fits(&m, &c);
     }
     if (o.config) {
-        print_header(&m, &c);
         evaluate(&m, &c);
         return 0;
     }

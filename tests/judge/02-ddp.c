@@ -412,10 +412,161 @@ static void traffic_reasons(void)
              "%zu), %s); each all-reduce covers exactly one bucket", t->offset, t->offset + 1,
              t->name, t->offset, t->offset + t->numel, t->name);
     CHECK(!judge(0, "traffic", obs, NP, &why) && said(&why, want), "ranges: %s", first(&why));
-    obs[0].traffic = (struct l2_tfig){.code = L2_T_PLAN_COUNT, .want_n = 9, .got_n = 8};
-    CHECK(!judge(0, "traffic", obs, NP, &why) &&
-              said(&why, "bucket_bytes 4096: the plan has 9 buckets, yours 8"), "plan count: %s",
+}
+
+/* "[off, off+count), NAME" or "[off, off+count), FIRST .. LAST", as the judge names ranges. */
+static void range_of(size_t off, size_t count, char *buf, size_t blen)
+{
+    const struct pl_param_desc *a = l2_tensor_at(&lay, off), *b = l2_tensor_at(&lay, off + count - 1);
+    if (a == b) snprintf(buf, blen, "[%zu, %zu), %s", off, off + count, a->name);
+    else snprintf(buf, blen, "[%zu, %zu), %s .. %s", off, off + count, a->name, b->name);
+}
+
+/* ---- the bucket plan: any plan of ddp.h's contract passes, each invariant broken fails ---- */
+
+/* Whole tensors packed from the START of the flat buffer while they fit, then numbered from
+ * the end as the contract numbers them: another plan with the fewest buckets. */
+static int front_plan(size_t bytes, size_t *off, size_t *len)
+{
+    size_t cap = bytes / sizeof(float), o[256], l[256];
+    int b = -1;
+    for (int t = 0; t < lay.n_tensors; t++) {
+        if (b < 0 || l[b] + lay.tensors[t].numel > cap) {
+            o[++b] = lay.tensors[t].offset;
+            l[b] = 0;
+        }
+        l[b] += lay.tensors[t].numel;
+    }
+    for (int i = 0; i <= b; i++) {
+        off[i] = o[b - i];
+        len[i] = l[b - i];
+    }
+    return b + 1;
+}
+
+/* The plan's reason as the traffic part words it, into why; 1 when the plan passes. */
+static int plan_judged(size_t bytes, int n, const size_t *off, const size_t *len,
+                       struct l2_plan_fig *pf, struct gr_why *why)
+{
+    struct l2_obs obs[NP];
+    good(obs, DDP_BUCKETED, 1, 1);
+    for (int r = 0; r < NP; r++) obs[r].c.opt.bucket_bytes = bytes;
+    int ok = l2_judge_plan(&lay, bytes, n, off, len, pf);
+    obs[0].traffic = (struct l2_tfig){.code = ok ? L2_T_NONE : L2_T_PLAN, .plan = *pf};
+    int passed = judge(0, "traffic", obs, NP, why);
+    CHECK(passed == ok, "the traffic part follows the plan's verdict (%d, %d)", passed, ok);
+    return ok && passed;
+}
+
+/* A plan of BUCKET_SMALL that fails with code at bucket, saying both texts. */
+static void fails_with(int n, const size_t *off, const size_t *len, int code, int bucket,
+                       const char *text1, const char *text2, const char *what)
+{
+    struct gr_why why;
+    struct l2_plan_fig pf;
+    CHECK(!plan_judged(BUCKET_SMALL, n, off, len, &pf, &why) && pf.code == code &&
+              pf.bucket == bucket && said(&why, text1) && said(&why, text2),
+          "%s: %s", what, first(&why));
+}
+
+static void plan_reasons(void)
+{
+    struct gr_why why;
+    struct l2_plan_fig pf;
+    size_t off[256], len[256], cap = BUCKET_SMALL / sizeof(float);
+    char want[1024], r[256];
+    int fewest = l2_fewest_plan(&lay, BUCKET_SMALL, off, len);
+    CHECK(plan_judged(BUCKET_SMALL, fewest, off, len, &pf, &why) && pf.want_n == fewest,
+          "the plan filled from the end passes: %s", first(&why));
+    /* every bucket within the cap, unless one tensor alone (wte and head.w exceed it) */
+    int alone = 0;
+    for (int i = 0; i < fewest; i++) {
+        CHECK(len[i] <= cap || l2_tensor_at(&lay, off[i])->numel == len[i],
+              "bucket %d of the fewest plan keeps the cap", i);
+        alone += len[i] > cap;
+    }
+    CHECK(alone >= 2, "the graded model has tensors larger than a bucket (%d)", alone);
+    size_t fo[256], fl[256];
+    int nf = front_plan(BUCKET_SMALL, fo, fl);
+    CHECK(nf == fewest && memcmp(fo, off, (size_t)nf * sizeof *fo),
+          "filling from the front gives another plan of as many buckets (%d, %d)", nf, fewest);
+    CHECK(plan_judged(BUCKET_SMALL, nf, fo, fl, &pf, &why),
+          "another plan of the contract passes too: %s", first(&why));
+    /* a bucket exactly as large as bucket_bytes is within it */
+    size_t exact = len[0] * sizeof(float);
+    int ne = l2_fewest_plan(&lay, exact, off, len);
+    CHECK(len[0] * sizeof(float) == exact && plan_judged(exact, ne, off, len, &pf, &why),
+          "a bucket of exactly bucket_bytes passes: %s", first(&why));
+
+    /* one bucket per tensor: within the cap, but more buckets than the fewest */
+    for (int i = 0; i < lay.n_tensors; i++) {
+        off[i] = lay.tensors[lay.n_tensors - 1 - i].offset;
+        len[i] = lay.tensors[lay.n_tensors - 1 - i].numel;
+    }
+    int pair = -1;
+    for (int i = 0; i + 1 < lay.n_tensors && pair < 0; i++)
+        if (len[i] + len[i + 1] <= cap) pair = i;
+    CHECK(!plan_judged(BUCKET_SMALL, lay.n_tensors, off, len, &pf, &why) &&
+              pf.code == L2_P_MORE && pf.bucket == pair && pair >= 0,
+          "a bucket per tensor is too many: %s", first(&why));
+    snprintf(want, sizeof want, "bucket_bytes %u: your plan has %d buckets where %d can hold "
+             "the model within bucket_bytes: buckets %d and %d", BUCKET_SMALL, lay.n_tensors,
+             fewest, pair, pair + 1);
+    CHECK(said(&why, want) && said(&why, "pays the all-reduce's latency once"),
+          "its words: %s", first(&why));
+
+    /* numbered from the front: bucket 0 must end at the end of the buffer */
+    fewest = l2_fewest_plan(&lay, BUCKET_SMALL, off, len);
+    size_t ro[256], rl[256];
+    for (int i = 0; i < fewest; i++) {
+        ro[i] = off[fewest - 1 - i];
+        rl[i] = len[fewest - 1 - i];
+    }
+    fails_with(fewest, ro, rl, L2_P_END, 0, "it must end at the end of the flat buffer",
+               "backward makes the gradients final from there", "numbered from the front");
+    /* bucket 1 overlapping bucket 0 */
+    memcpy(ro, off, sizeof ro);
+    memcpy(rl, len, sizeof rl);
+    rl[1] += 1;
+    fails_with(fewest, ro, rl, L2_P_END, 1, "overlapping the bucket before it",
+               "where bucket 0 begins", "overlapping buckets");
+    /* a bucket that begins inside a tensor (buckets cut at exact byte counts) */
+    memcpy(ro, off, sizeof ro);
+    memcpy(rl, len, sizeof rl);
+    ro[1] += 1;
+    rl[1] -= 1;
+    rl[2] += 1;
+    fails_with(fewest, ro, rl, L2_P_SPLIT, 1, "which begins inside tensor",
+               "a bucket holds whole tensors", "a tensor split between buckets");
+    /* bucket_bytes read as floats: four times the cap */
+    int nq = l2_fewest_plan(&lay, 4 * BUCKET_SMALL, ro, rl);
+    int over = 0;
+    while (over < nq && (rl[over] <= cap || l2_tensor_at(&lay, ro[over])->numel == rl[over]))
+        over++;
+    CHECK(over < nq && !plan_judged(BUCKET_SMALL, nq, ro, rl, &pf, &why) &&
+              pf.code == L2_P_CAP && pf.bucket == over,
+          "buckets four times too large: %s", first(&why));
+    range_of(ro[over], rl[over], r, sizeof r);
+    snprintf(want, sizeof want, "bucket_bytes %u: bucket %d is elements %s, %d tensors in %zu "
+             "bytes, more than bucket_bytes", BUCKET_SMALL, over, r, pf.tensors,
+             rl[over] * sizeof(float));
+    CHECK(said(&why, want) && said(&why, "bucket_bytes counts bytes, and m->grads holds 4-byte"),
+          "its words: %s", first(&why));
+    /* the last bucket left out of the count: the front of the buffer in no bucket */
+    CHECK(!plan_judged(BUCKET_SMALL, fewest - 1, off, len, &pf, &why) &&
+              pf.code == L2_P_UNCOVERED && pf.end == off[fewest - 2],
+          "a plan that stops short: %s", first(&why));
+    snprintf(want, sizeof want, "your %d buckets end at element %zu: elements [0, %zu)",
+             fewest - 1, off[fewest - 2], off[fewest - 2]);
+    CHECK(said(&why, want) && said(&why, "cover every tensor once"), "its words: %s",
           first(&why));
+    /* no buckets at all, or more than tensors */
+    CHECK(!plan_judged(BUCKET_SMALL, 0, off, len, &pf, &why) && pf.code == L2_P_COUNT &&
+              said(&why, "ddp_num_buckets says 0"),
+          "no buckets: %s", first(&why));
+    CHECK(!plan_judged(BUCKET_SMALL, lay.n_tensors + 1, off, len, &pf, &why) &&
+              pf.code == L2_P_COUNT,
+          "more buckets than tensors: %s", first(&why));
 }
 
 static void overlap_reasons(void)
@@ -502,6 +653,7 @@ static void hand_built(void)
     gradient_reasons();
     free_reasons();
     traffic_reasons();
+    plan_reasons();
     overlap_reasons();
 }
 

@@ -240,6 +240,34 @@ static void hand_built(void)
               said(&why, "reduce exactly the [N, C] activation"),
           "an all-reduce of twice the activation: %s", why.n ? why.line[0] : "");
 
+    /* f and g's passing note: their bytes in all, never which pass made the all-reduce
+     * (section 3's table is the student's to fill, and whoever reads the note may have
+     * passed without filling it) */
+    memset(obs, 0, sizeof obs);
+    static const char *const conj[] = {"f forward", "f backward", "g forward", "g backward"};
+    for (int r = 0; r < NP; r++) {
+        obs[r].npass = 4;
+        obs[r].figs.t = NP;
+        for (int k = 0; k < 4; k++)
+            pass_of(&obs[r].pass[k], conj[k], k == 1 || k == 2, k == 1 || k == 2, 1000, NP);
+    }
+    pl_format_bytes(2 * 2.0 * (NP - 1) / NP * 1000 * 4, sent, sizeof sent);
+    snprintf(note, sizeof note, "f's and g's four passes sent %s per rank in all on t=%d", sent,
+             NP);
+    CHECK(judge(L4_CONJ, 2, 3, "traffic", obs, NP, &why) && said(&why, note) &&
+              !said(&why, "backward") && !said(&why, "forward"),
+          "f and g's traffic note gives bytes, not the table: %s", why.n ? why.line[0] : "");
+    /* the linears' note likewise: not which pass reduces */
+    for (int r = 0; r < NP; r++)
+        for (int k = 0; k < 4; k++)
+            pass_of(&obs[r].pass[k], conj[k], k == 1 || k == 2, k == 1 || k == 2, count, NP);
+    pl_format_bytes(2 * 2.0 * (NP - 1) / NP * count * 4, sent, sizeof sent);
+    snprintf(note, sizeof note, "the two linears' four passes sent %s per rank in all on t=%d",
+             sent, NP);
+    CHECK(judge(L4_LINEAR, 2, 3, "traffic", obs, NP, &why) && said(&why, note) &&
+              !said(&why, "backward") && !said(&why, "forward") && !said(&why, "column"),
+          "the linears' traffic note gives bytes, not where: %s", why.n ? why.line[0] : "");
+
     /* correct: the first rank that recorded a failure, in rank order, worded from figures */
     memset(obs, 0, sizeof obs);
     struct l4_said *f = &obs[1].part[L4_CORRECT];
