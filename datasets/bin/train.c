@@ -23,7 +23,7 @@
 struct opts {
     struct pl_model_config cfg;
     struct pl_adamw_config opt;
-    const char *data, *save, *load, *losses;
+    const char *data, *save, *load, *losses, *recompute;
     int64_t corpus_tokens, steps, save_every, log_every;
     uint64_t corpus_seed;
     int batch;
@@ -55,6 +55,7 @@ static struct pl_flag flags[] = {
     F("--lr", FLOAT, opt.lr, "X", "AdamW learning rate"),
     F("--weight-decay", FLOAT, opt.weight_decay, "X", "AdamW weight decay (matrices only)"),
     F("--grad-clip", FLOAT, opt.grad_clip, "X", "max global gradient norm (0: off)"),
+    F("--recompute", STR, recompute, "R", "activation recomputation: none, selective or full (same losses bit for bit; less activation memory, more FLOPs)"),
     /* checkpoints and output */
     F("--save", STR, save, "FILE", "write a checkpoint here at the end"),
     F("--save-every", I64, save_every, "N", "also write it every N steps (0: only at the end)"),
@@ -74,6 +75,7 @@ static void defaults(void)
     o.steps = 200;
     o.batch = 8;
     o.log_every = 1;
+    o.recompute = "none";
 }
 
 static void usage(FILE *f)
@@ -98,8 +100,10 @@ static void parse_args(int argc, char **argv)
     if (given("--d-model") && !given("--d-ff")) o.cfg.d_ff = 4 * o.cfg.d_model;
 }
 
-static void check_training_flags(void)
+static void check_training_flags(enum pl_recompute *recompute)
 {
+    if (pl_recompute_parse(o.recompute, recompute) != 0)
+        pl_usage_error("--recompute '%s' is not a choice: use " PL_RECOMPUTE_NAMES, o.recompute);
     PL_REQUIRE(o.steps >= 0, "--steps %lld must be 0 or more", (long long)o.steps);
     PL_REQUIRE(o.batch > 0, "--batch %d must be positive (sequences per step)", o.batch);
     PL_REQUIRE(o.opt.lr > 0, "--lr %g must be positive (e.g. 0.001)", o.opt.lr);
@@ -249,7 +253,8 @@ int main(int argc, char **argv)
     struct pl_train_state st;
     memset(&st, 0, sizeof st);
     if (o.load) adopt_checkpoint(o.load, &st);
-    check_training_flags();
+    enum pl_recompute recompute;
+    check_training_flags(&recompute);
     pl_model_config_check_or_die(&o.cfg);
 
     /* The data: a token file, or the synthetic corpus made in memory. */
@@ -272,6 +277,7 @@ int main(int argc, char **argv)
     pl_loader_init(&loader, &data, B, T, 0, 1, o.cfg.seed);
 
     struct pl_model *m = pl_model_new(&o.cfg, PL_MODEL_ALL);
+    pl_model_set_recompute(m, recompute);
     if (o.load) {
         pl_checkpoint_load(o.load, m, &st);
         PL_REQUIRE(m->adam_t == st.step,
@@ -290,7 +296,8 @@ int main(int argc, char **argv)
 
     char desc[512], nbuf[32];
     pl_model_config_describe(&o.cfg, desc, sizeof desc);
-    pl_print0("train: %s\n", desc);
+    pl_print0("train: %s%s%s\n", desc, recompute ? " recompute=" : "",
+              recompute ? pl_recompute_name(recompute) : "");
     pl_print0("train: %s parameters; data %s, %lld tokens; batch %d x %d tokens; lr %g%s%s\n",
               human((double)m->layout.numel, nbuf, sizeof nbuf), data.source,
               (long long)data.n, B, T, o.opt.lr, o.load ? "; resumed from " : "",
