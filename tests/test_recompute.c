@@ -61,16 +61,6 @@ static struct pl_model_config config_of(const struct shape *s)
     return c;
 }
 
-static void make_batch(const struct pl_model_config *c, int B, uint64_t seed, int *tok,
-                       int *tgt)
-{
-    size_t n = (size_t)B * c->seq_len;
-    for (size_t i = 0; i < n; i++) {
-        tok[i] = (int)(pl_rng_u64(seed, 1, i) % (uint64_t)c->vocab);
-        tgt[i] = (int)(pl_rng_u64(seed, 2, i) % (uint64_t)c->vocab);
-    }
-}
-
 static float *host_copy(const float *dev, size_t n)
 {
     float *h = malloc(n * sizeof *h);
@@ -100,6 +90,23 @@ static double block_forward_flops(const struct pl_model_config *c, int B, int T,
     return attn + mlp + (dropout ? 2.0 * PL_FLOPS_DROPOUT * N * C : 0.0);
 }
 
+/* The kit's model as the planner sees it: one microbatch of B sequences on one GPU. */
+static void as_planned(const struct pl_model_config *c, int B, enum pl_recompute r,
+                       struct pl_plan_model *pm, struct pl_plan_config *cfg)
+{
+    struct pl_plan_model m = {.name = "kit", .layers = c->n_layers, .d_model = c->d_model,
+                              .heads = c->n_heads, .kv_heads = c->n_heads, .d_ff = c->d_ff,
+                              .vocab = c->vocab, .seq = c->seq_len,
+                              .batch_tokens = (double)B * c->seq_len};
+    *pm = m;
+    pl_plan_config_default(cfg);
+    for (int a = 0; a < PL_NAXES; a++) cfg->deg[a] = 1;
+    cfg->micro = B;
+    cfg->m = 1;
+    cfg->v = 1;
+    cfg->recompute = r;
+}
+
 /* ---- the planner's per-layer term, mapped onto the kit's model -------------------------------
  * pl_plan_activation_layer counts Korthikanti et al.'s bytes: 16-bit activations, a 1-byte
  * mask per dropout, for a block with attention dropout. The kit's block differs in three
@@ -115,17 +122,9 @@ static double block_forward_flops(const struct pl_model_config *c, int B, int T,
  * already gone from P), full 2P (the block input alone, in fp32). */
 static double planner_mapped_bytes(const struct pl_model_config *c, int B, enum pl_recompute r)
 {
-    struct pl_plan_model pm = {.name = "kit", .layers = c->n_layers, .d_model = c->d_model,
-                               .heads = c->n_heads, .kv_heads = c->n_heads, .d_ff = c->d_ff,
-                               .vocab = c->vocab, .seq = c->seq_len,
-                               .batch_tokens = (double)B * c->seq_len};
+    struct pl_plan_model pm;
     struct pl_plan_config cfg;
-    pl_plan_config_default(&cfg);
-    for (int a = 0; a < PL_NAXES; a++) cfg.deg[a] = 1;
-    cfg.micro = B;
-    cfg.m = 1;
-    cfg.v = 1;
-    cfg.recompute = r;
+    as_planned(c, B, r, &pm, &cfg);
     double P = pl_plan_activation_layer(&pm, &cfg);
     double s = c->seq_len, b = B, h = c->d_model, a = c->n_heads;
     if (r == PL_RECOMPUTE_FULL) return 2.0 * P;
@@ -137,19 +136,11 @@ static double planner_mapped_bytes(const struct pl_model_config *c, int B, enum 
  * adds for recomputation over the model FLOPs. */
 static double planner_extra_ratio(const struct pl_model_config *c, int B, enum pl_recompute r)
 {
-    struct pl_plan_model pm = {.name = "kit", .layers = c->n_layers, .d_model = c->d_model,
-                               .heads = c->n_heads, .kv_heads = c->n_heads, .d_ff = c->d_ff,
-                               .vocab = c->vocab, .seq = c->seq_len,
-                               .batch_tokens = (double)B * c->seq_len};
     struct pl_plan_cluster cl;
     pl_plan_cluster_from_profile(&cl, pl_profile_get("dgx-h100"), 1);
+    struct pl_plan_model pm;
     struct pl_plan_config cfg;
-    pl_plan_config_default(&cfg);
-    for (int a = 0; a < PL_NAXES; a++) cfg.deg[a] = 1;
-    cfg.micro = B;
-    cfg.m = 1;
-    cfg.v = 1;
-    cfg.recompute = r;
+    as_planned(c, B, r, &pm, &cfg);
     struct pl_plan_time t;
     pl_plan_time(&pm, &cl, &cfg, &t);
     return t.hfu / t.mfu - 1.0;
@@ -169,7 +160,7 @@ static void run_model(const struct pl_model_config *c, int B, enum pl_recompute 
 {
     const int T = c->seq_len;
     int *tok = malloc((size_t)B * T * sizeof *tok), *tgt = malloc((size_t)B * T * sizeof *tgt);
-    make_batch(c, B, 11, tok, tgt);
+    random_batch(c->vocab, (size_t)B * T, 11, tok, tgt);
     /* workspace, so the activation count is the model's alone */
     int *dtok = op_from_host(tok, (size_t)B * T * sizeof *tok);
     int *dtgt = op_from_host(tgt, (size_t)B * T * sizeof *tgt);
@@ -264,9 +255,9 @@ static void test_model_shape(const struct shape *sh)
     }
     /* The planner's selective extra is the attention products alone (4bs^2h per layer), over
      * its model FLOPs of the same tokens. */
-    struct pl_plan_model pm = {.layers = L, .d_model = c.d_model, .heads = c.n_heads,
-                               .kv_heads = c.n_heads, .d_ff = c.d_ff, .vocab = c.vocab,
-                               .seq = T, .batch_tokens = (double)B * T};
+    struct pl_plan_model pm;
+    struct pl_plan_config unused;
+    as_planned(&c, B, PL_RECOMPUTE_SELECTIVE, &pm, &unused);
     double products = L * 4.0 * B * T * T * c.d_model;
     double plan_sel = planner_extra_ratio(&c, B, PL_RECOMPUTE_SELECTIVE) *
                       pl_plan_flops_per_token(&pm) * B * T;
