@@ -312,7 +312,7 @@ int main(int argc, char **argv)
     int *in_dev = pl_mem_alloc(tok_bytes, PL_MEM_ACTIV, PL_DEVICE, "batch inputs (op memory)");
     int *tg_dev = pl_mem_alloc(tok_bytes, PL_MEM_ACTIV, PL_DEVICE, "batch targets (op memory)");
 
-    double first_loss = NAN, tail_sum = 0, total_time = 0, total_flops = 0;
+    double first_loss = NAN, tail_sum = 0, total_time = 0, total_flops = 0, total_rerun = 0;
     int64_t tail_n = 0, tail_from = o.steps > 10 ? o.steps - 10 : 0;
     for (int64_t i = 0; i < o.steps; i++) {
         int64_t step = st.step; /* 0-based: the batch index; printed 1-based */
@@ -324,9 +324,10 @@ int main(int argc, char **argv)
         ctx.seed = st.seed;
         ctx.seq0 = pl_loader_seq0(&loader, step);
 
-        double f0 = pl_ledger()->flops, t0 = pl_now();
+        double f0 = pl_ledger()->flops, r0 = pl_ledger()->flops_recompute, t0 = pl_now();
         double loss = pl_model_step(m, in_dev, tg_dev, B, &o.opt, &ctx);
         double dt = pl_now() - t0, df = pl_ledger()->flops - f0;
+        total_rerun += pl_ledger()->flops_recompute - r0;
         st.step++;
         total_time += dt;
         total_flops += df;
@@ -351,6 +352,10 @@ int main(int argc, char **argv)
                   (long long)o.steps, (long long)st.step, B, T, total_time,
                   (double)o.steps * B * T / total_time, total_flops / total_time / 1e9,
                   total_flops / o.steps / 1e9);
+        if (recompute)
+            pl_print0("summary: recompute %s reran %.3f of those GFLOP per step (model FLOPs "
+                      "%.3f GFLOP per step)\n", pl_recompute_name(recompute),
+                      total_rerun / o.steps / 1e9, (total_flops - total_rerun) / o.steps / 1e9);
         pl_print0("summary: loss %.4f at the first step -> %.4f (mean of the last %lld)\n",
                   first_loss, tail_sum / tail_n, (long long)tail_n);
     }
