@@ -4,7 +4,8 @@
  *     an MoE one (stops: a rerun forward that draws other dropout masks, reads a buffer a
  *     later block overwrote, or routes differently);
  *   - the same for one block driven through the block-level surface with no shared buffer
- *     (the passes allocate it), with its activation peak;
+ *     (the passes allocate it), with its activation peak; and, as the check's own broken
+ *     case, that a rerun drawing the next step's masks is seen as different;
  *   - the activation bytes a model holds (the peak of the memory ledger's activation
  *     category over a step) equal pl_model_activ_bytes, and the per-block term equals the
  *     planner's per-layer formula (pl_plan_activation_layer) under the mapping stated at
@@ -314,8 +315,15 @@ static void test_block_unshared(const struct shape *sh)
     ctx.seed = 5;
     ctx.step = 4;
     float *ref_y = NULL, *ref_dx = NULL, *ref_g = NULL;
-    for (int i = 0; i < NCHOICES; i++) {
-        enum pl_recompute r = choices[i];
+    /* The pass after the three is the check's own broken case: full recomputation whose
+     * rerun draws other masks than the forward did (the backward's ctx a step ahead, as a
+     * rerun seeded per call would), which the comparison must see. */
+    PL_ASSERT(c.dropout > 0.0f);
+    for (int i = 0; i <= NCHOICES; i++) {
+        const int stale = i == NCHOICES;
+        enum pl_recompute r = stale ? PL_RECOMPUTE_FULL : choices[i];
+        struct pl_model_ctx bctx = ctx;
+        bctx.step += (uint64_t)stale;
         pl_model_zero_grad(m);
         pl_copy_from_host(dx, hdy, NC);
         struct pl_mem_stats s;
@@ -325,7 +333,7 @@ static void test_block_unshared(const struct shape *sh)
         struct pl_block_acts a;
         pl_block_acts_new_recompute(&a, &c, B, T, r);
         pl_block_forward(&c, layer, &m->blocks[layer], &a, &ctx, x, y);
-        pl_block_backward(&c, layer, &m->blocks[layer], &m->blocks_g[layer], &a, &ctx, dx, dx);
+        pl_block_backward(&c, layer, &m->blocks[layer], &m->blocks_g[layer], &a, &bctx, dx, dx);
         pl_mem_get_stats(&s);
         size_t peak = s.peak[PL_MEM_ACTIV] - before;
         pl_block_acts_free(&a);
@@ -345,10 +353,15 @@ static void test_block_unshared(const struct shape *sh)
             ref_g = hg;
             continue;
         }
-        CHECK(!memcmp(hy, ref_y, NC * sizeof *hy) && !memcmp(hdx, ref_dx, NC * sizeof *hdx) &&
-                  !memcmp(hg, ref_g, n * sizeof *hg),
-              "block, recompute %s: output, input gradient or parameter gradients differ from "
-              "those without recomputation", pl_recompute_name(r));
+        int same = !memcmp(hy, ref_y, NC * sizeof *hy) &&
+                   !memcmp(hdx, ref_dx, NC * sizeof *hdx) && !memcmp(hg, ref_g, n * sizeof *hg);
+        if (stale)
+            CHECK(!same, "block, full recomputation whose rerun draws the next step's dropout "
+                  "masks: its gradients equal those without recomputation, so the comparison "
+                  "cannot see a stale mask");
+        else
+            CHECK(same, "block, recompute %s: output, input gradient or parameter gradients "
+                  "differ from those without recomputation", pl_recompute_name(r));
         free(hy);
         free(hdx);
         free(hg);
