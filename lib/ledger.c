@@ -63,9 +63,11 @@ double pl_coll_time(enum pl_coll_kind kind, int n, double S, double lat, double 
     }
 }
 
-/* The runtime context of this rank's ledger, and the FLOPs counter no reset touches. */
+/* The runtime context of this rank's ledger, the FLOPs counter no reset touches, and how
+ * deep in recomputation the ops now run. */
 static struct pl_ledger ledger;
 static double flops_ever;
+static int recompute_depth;
 
 struct pl_ledger *pl_ledger(void) { return &ledger; }
 
@@ -74,7 +76,16 @@ void pl_ledger_reset(void) { memset(&ledger, 0, sizeof ledger); }
 void pl_ledger_add_flops(double flops)
 {
     ledger.flops += flops;
+    if (recompute_depth > 0) ledger.flops_recompute += flops;
     flops_ever += flops;
+}
+
+void pl_ledger_recompute_begin(void) { recompute_depth++; }
+
+void pl_ledger_recompute_end(void)
+{
+    PL_ASSERT(recompute_depth > 0);
+    recompute_depth--;
 }
 
 double pl_ledger_flops_total(void) { return flops_ever; }
@@ -106,6 +117,7 @@ void pl_ledger_diff(const struct pl_ledger *after, const struct pl_ledger *befor
         d.calls[k] = after->calls[k] - before->calls[k];
     }
     d.flops = after->flops - before->flops;
+    d.flops_recompute = after->flops_recompute - before->flops_recompute;
     *out = d;
 }
 

@@ -18,7 +18,9 @@ struct pl_comm;
 struct pl_ledger {
     double bytes[PL_NKINDS][PL_NLINKS]; /* bytes this rank sent */
     long calls[PL_NKINDS];              /* operations this rank took part in */
-    double flops;
+    double flops;                       /* every FLOP this rank's ops ran (hardware FLOPs) */
+    double flops_recompute;             /* of flops, those run again to rebuild activations
+                                         * (activation recomputation): not model FLOPs */
 };
 
 /* Bytes one rank sends in the library's ring algorithm for a collective of size S on n
@@ -34,6 +36,10 @@ double pl_coll_time(enum pl_coll_kind kind, int n, double S, double lat, double 
 struct pl_ledger *pl_ledger(void);
 void pl_ledger_reset(void);
 void pl_ledger_add_flops(double flops);
+/* Between begin and end (they nest) the FLOPs added count in flops_recompute as well: a
+ * forward rerun to rebuild what was not saved, which a step's model FLOPs leave out. */
+void pl_ledger_recompute_begin(void);
+void pl_ledger_recompute_end(void);
 /* Every FLOP added since the program started, untouched by pl_ledger_reset: the trace cuts
  * its compute events from this counter, so a reset between two events loses nothing. */
 double pl_ledger_flops_total(void);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ledger.h"
 #include "mem.h"
 #include "model_internal.h"
 #include "ops.h"
@@ -536,20 +537,33 @@ void pl_embed_backward(const struct pl_model_config *c, const struct pl_embed_pa
 
 /* ---- attention half -------------------------------------------------------------------------- */
 
-void pl_attn_acts_new(struct pl_attn_acts *a, const struct pl_model_config *c, int B, int T)
+static size_t att_numel(const struct pl_model_config *c, int B, int T)
+{
+    return (size_t)B * c->n_heads * T * T;
+}
+
+/* The attention half's saved activations; recompute: all but the probabilities. */
+static void attn_acts_alloc(struct pl_attn_acts *a, const struct pl_model_config *c, int B,
+                            int T, int recompute)
 {
     check_bt(c, B, T);
     size_t N = (size_t)B * T, C = (size_t)c->d_model;
+    memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
-    a->scratch = NULL;
     a->x = activ(N * C, "attn x");
     a->ln = activ(N * C, "attn ln1");
     a->mean = activ(N, "attn ln1 mean");
     a->rstd = activ(N, "attn ln1 rstd");
     a->qkv = activ(N * 3 * C, "attn qkv");
-    a->att = activ((size_t)B * c->n_heads * T * T, "attn probs");
+    a->recompute = recompute;
+    if (!recompute) a->att = activ(att_numel(c, B, T), "attn probs");
     a->y = activ(N * C, "attn heads");
+}
+
+void pl_attn_acts_new(struct pl_attn_acts *a, const struct pl_model_config *c, int B, int T)
+{
+    attn_acts_alloc(a, c, B, T, 0);
 }
 
 void pl_attn_acts_free(struct pl_attn_acts *a)
@@ -559,9 +573,36 @@ void pl_attn_acts_free(struct pl_attn_acts *a)
     pl_mem_free(a->mean);
     pl_mem_free(a->rstd);
     pl_mem_free(a->qkv);
-    pl_mem_free(a->att);
+    if (!a->recompute) pl_mem_free(a->att); /* else borrowed */
     pl_mem_free(a->y);
     memset(a, 0, sizeof *a);
+}
+
+/* Where the probabilities go when they are not saved: the shared buffer, or one for this
+ * pass (given back with probs_give). */
+static float *probs_take(const struct pl_model_config *c, const struct pl_attn_acts *a)
+{
+    return a->att ? a->att : activ(att_numel(c, a->B, a->T), "attn probs (recomputed)");
+}
+
+static void probs_give(const struct pl_attn_acts *a, float *att)
+{
+    if (att != a->att) pl_mem_free(att);
+}
+
+/* Selective recomputation: the attention core rerun from the saved qkv. It rewrites y too,
+ * bit for bit the saved one, into scratch that is dropped: the core is one op, rerun whole as
+ * Megatron-LM reruns its checkpointed core attention and as the planner counts it. */
+static float *rerun_attention_core(const struct pl_model_config *c, const struct pl_attn_acts *a)
+{
+    const int B = a->B, T = a->T, C = c->d_model;
+    float *att = probs_take(c, a);
+    float *y = scratch_take_unzeroed(a->scratch, (size_t)B * T * C, "attn heads (recomputed)");
+    pl_ledger_recompute_begin();
+    pl_attention_forward(y, att, a->qkv, B, T, C, c->n_heads);
+    pl_ledger_recompute_end();
+    pl_model_scratch_give(a->scratch, y);
+    return att;
 }
 
 void pl_attn_forward(const struct pl_model_config *c, int layer, const struct pl_block_params *p,
@@ -573,7 +614,9 @@ void pl_attn_forward(const struct pl_model_config *c, int layer, const struct pl
     if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
     pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->ln1_w, p->ln1_b, N, C);
     pl_matmul_forward(a->qkv, a->ln, p->w_qkv, p->b_qkv, N, C, 3 * C);
-    pl_attention_forward(a->y, a->att, a->qkv, B, T, C, c->n_heads);
+    float *att = a->recompute ? probs_take(c, a) : a->att;
+    pl_attention_forward(a->y, att, a->qkv, B, T, C, c->n_heads);
+    if (a->recompute) probs_give(a, att);
     float *branch = pl_model_scratch_take(a->scratch, (size_t)N * C, "attn branch");
     pl_matmul_forward(branch, a->y, p->w_proj, p->b_proj, N, C, C);
     pl_model_branch_dropout(c, layer, 0, ctx, branch, B, T);
@@ -589,6 +632,8 @@ void pl_attn_backward(const struct pl_model_config *c, int layer,
     trace_span('B', "attn", layer);
     const int B = a->B, T = a->T, C = c->d_model, N = B * T;
     struct pl_scratch *s = a->scratch;
+    /* first, so that its scratch is given back before the backward takes any */
+    float *att = a->recompute ? rerun_attention_core(c, a) : a->att;
     float *masked;
     const float *dbranch = branch_grad(c, layer, 0, ctx, s, dy, B, T, &masked);
     float *dheads = pl_model_scratch_take(s, (size_t)N * C, "attn d heads");
@@ -597,8 +642,9 @@ void pl_attn_backward(const struct pl_model_config *c, int layer,
     float *work = pl_model_scratch_take(s, pl_attention_backward_work(T, c->n_heads),
                                         "attn d scores");
     pl_matmul_backward(dheads, g->w_proj, g->b_proj, dbranch, a->y, p->w_proj, N, C, C);
-    pl_attention_backward_in(dqkv, dheads, a->qkv, a->att, B, T, C, c->n_heads, work);
+    pl_attention_backward_in(dqkv, dheads, a->qkv, att, B, T, C, c->n_heads, work);
     pl_model_scratch_give(s, work);
+    if (a->recompute) probs_give(a, att);
     pl_matmul_backward(dln, g->w_qkv, g->b_qkv, dqkv, a->ln, p->w_qkv, N, C, 3 * C);
     /* the residual path carries dy through unchanged; dy is no longer read after this */
     if (dx != dy) pl_copy(dx, dy, (size_t)N * C);
@@ -704,23 +750,110 @@ void pl_mlp_backward(const struct pl_model_config *c, int layer,
 
 void pl_block_acts_new(struct pl_block_acts *a, const struct pl_model_config *c, int B, int T)
 {
-    pl_attn_acts_new(&a->attn, c, B, T);
+    pl_block_acts_new_recompute(a, c, B, T, PL_RECOMPUTE_NONE);
+}
+
+static void check_recompute(enum pl_recompute r)
+{
+    PL_REQUIRE((int)r >= PL_RECOMPUTE_NONE && r <= PL_RECOMPUTE_FULL,
+               "recompute choice %d does not exist (choose " PL_RECOMPUTE_NAMES ")", (int)r);
+}
+
+void pl_block_acts_new_recompute(struct pl_block_acts *a, const struct pl_model_config *c,
+                                 int B, int T, enum pl_recompute r)
+{
+    check_recompute(r);
+    memset(a, 0, sizeof *a);
+    a->recompute = r;
+    if (r == PL_RECOMPUTE_FULL) {
+        check_bt(c, B, T);
+        a->attn.B = a->mlp.B = B;
+        a->attn.T = a->mlp.T = T;
+        a->attn.x = activ((size_t)B * T * c->d_model, "block input (full recompute)");
+        return;
+    }
+    attn_acts_alloc(&a->attn, c, B, T, r == PL_RECOMPUTE_SELECTIVE);
     pl_mlp_acts_new(&a->mlp, c, B, T);
+}
+
+void pl_block_rebuild_new(struct pl_block_acts *w, const struct pl_model_config *c, int B,
+                          int T, enum pl_recompute r)
+{
+    check_recompute(r);
+    memset(w, 0, sizeof *w);
+    if (r == PL_RECOMPUTE_FULL) {
+        pl_block_acts_new(w, c, B, T);
+    } else if (r == PL_RECOMPUTE_SELECTIVE) {
+        check_bt(c, B, T);
+        w->attn.B = w->mlp.B = B;
+        w->attn.T = w->mlp.T = T;
+        w->attn.att = activ(att_numel(c, B, T), "attn probs (shared, recomputed)");
+    }
+}
+
+void pl_block_acts_share(struct pl_block_acts *a, struct pl_block_acts *w)
+{
+    if (a->recompute == PL_RECOMPUTE_NONE) return;
+    int made = a->recompute == PL_RECOMPUTE_FULL ? w->mlp.x != NULL : w->attn.att != NULL;
+    PL_REQUIRE(w != a && made && w->attn.B == a->attn.B && w->attn.T == a->attn.T,
+               "pl_block_acts_share: the shared buffer must be made by pl_block_rebuild_new "
+               "with the acts' choice (%s), B=%d and T=%d", pl_recompute_name(a->recompute),
+               a->attn.B, a->attn.T);
+    if (a->recompute == PL_RECOMPUTE_SELECTIVE) a->attn.att = w->attn.att;
+    if (a->recompute == PL_RECOMPUTE_FULL) {
+        a->rebuild = w;
+        w->attn.scratch = w->mlp.scratch = a->attn.scratch;
+    }
 }
 
 void pl_block_acts_free(struct pl_block_acts *a)
 {
     pl_attn_acts_free(&a->attn);
     pl_mlp_acts_free(&a->mlp);
+    a->recompute = PL_RECOMPUTE_NONE;
+    a->rebuild = NULL;
+}
+
+/* Full recomputation: the block whose acts the passes of a use, and giving it back. */
+static struct pl_block_acts *rebuild_take(const struct pl_model_config *c,
+                                          const struct pl_block_acts *a,
+                                          struct pl_block_acts *own)
+{
+    if (a->rebuild) return a->rebuild;
+    pl_block_acts_new(own, c, a->attn.B, a->attn.T);
+    own->attn.scratch = own->mlp.scratch = a->attn.scratch;
+    return own;
+}
+
+static void rebuild_give(const struct pl_block_acts *a, struct pl_block_acts *w)
+{
+    if (w != a->rebuild) pl_block_acts_free(w);
+}
+
+static void block_forward_saved(const struct pl_model_config *c, int layer,
+                                const struct pl_block_params *p, struct pl_block_acts *a,
+                                const struct pl_model_ctx *ctx, const float *x, float *y)
+{
+    /* the attention half's output goes straight into the MLP half's saved input */
+    pl_attn_forward(c, layer, p, &a->attn, ctx, x, a->mlp.x);
+    pl_mlp_forward(c, layer, p, &a->mlp, ctx, a->mlp.x, y);
 }
 
 void pl_block_forward(const struct pl_model_config *c, int layer,
                       const struct pl_block_params *p, struct pl_block_acts *a,
                       const struct pl_model_ctx *ctx, const float *x, float *y)
 {
-    /* the attention half's output goes straight into the MLP half's saved input */
-    pl_attn_forward(c, layer, p, &a->attn, ctx, x, a->mlp.x);
-    pl_mlp_forward(c, layer, p, &a->mlp, ctx, a->mlp.x, y);
+    if (a->recompute != PL_RECOMPUTE_FULL) {
+        block_forward_saved(c, layer, p, a, ctx, x, y);
+        return;
+    }
+    const size_t NC = (size_t)a->attn.B * a->attn.T * c->d_model;
+    if (x != a->attn.x) pl_copy(a->attn.x, x, NC);
+    struct pl_block_acts own;
+    struct pl_block_acts *w = rebuild_take(c, a, &own);
+    block_forward_saved(c, layer, p, w, ctx, a->attn.x, y);
+    a->mlp.aux_loss = w->mlp.aux_loss;
+    rebuild_give(a, w);
 }
 
 void pl_block_backward(const struct pl_model_config *c, int layer,
@@ -728,8 +861,75 @@ void pl_block_backward(const struct pl_model_config *c, int layer,
                        const struct pl_block_acts *a, const struct pl_model_ctx *ctx,
                        const float *dy, float *dx)
 {
-    pl_mlp_backward(c, layer, p, g, &a->mlp, ctx, dy, dx);
-    pl_attn_backward(c, layer, p, g, &a->attn, ctx, dx, dx);
+    struct pl_block_acts own;
+    const struct pl_block_acts *run = a;
+    struct pl_block_acts *w = NULL;
+    if (a->recompute == PL_RECOMPUTE_FULL) {
+        /* The forward again from the saved input; its output (the next block's input, or
+         * the head's) is not needed, and dy may live where it went, so it goes to scratch. */
+        w = rebuild_take(c, a, &own);
+        const size_t NC = (size_t)a->attn.B * a->attn.T * c->d_model;
+        float *out = scratch_take_unzeroed(a->attn.scratch, NC, "block output (recomputed)");
+        pl_ledger_recompute_begin();
+        block_forward_saved(c, layer, p, w, ctx, a->attn.x, out);
+        pl_ledger_recompute_end();
+        pl_model_scratch_give(a->attn.scratch, out);
+        run = w;
+    }
+    pl_mlp_backward(c, layer, p, g, &run->mlp, ctx, dy, dx);
+    pl_attn_backward(c, layer, p, g, &run->attn, ctx, dx, dx);
+    if (w) rebuild_give(a, w);
+}
+
+static size_t attn_floats(const struct pl_model_config *c, size_t N)
+{
+    /* x, ln1, qkv (3), heads: 6 rows of C; the layernorm's mean and rstd */
+    return N * (6 * (size_t)c->d_model + 2);
+}
+
+static size_t mlp_floats(const struct pl_model_config *c, size_t N)
+{
+    /* x, ln2: 2 rows of C; fc and its GELU: 2 rows of F; mean and rstd */
+    return N * (2 * (size_t)c->d_model + 2 * (size_t)c->d_ff + 2);
+}
+
+static void check_dense_bytes(const struct pl_model_config *c)
+{
+    PL_REQUIRE(c->n_experts == 0, "the activation byte counts are of the dense model "
+               "(n_experts=%d): an MoE block's depend on its capacity and routing",
+               c->n_experts);
+}
+
+size_t pl_block_acts_bytes(const struct pl_model_config *c, int B, int T, enum pl_recompute r)
+{
+    check_recompute(r);
+    check_dense_bytes(c);
+    const size_t N = (size_t)B * T;
+    if (r == PL_RECOMPUTE_FULL) return N * c->d_model * sizeof(float);
+    size_t n = attn_floats(c, N) + mlp_floats(c, N);
+    if (r == PL_RECOMPUTE_NONE) n += att_numel(c, B, T);
+    return n * sizeof(float);
+}
+
+size_t pl_block_rebuild_bytes(const struct pl_model_config *c, int B, int T,
+                              enum pl_recompute r)
+{
+    check_recompute(r);
+    check_dense_bytes(c);
+    if (r == PL_RECOMPUTE_FULL) return pl_block_acts_bytes(c, B, T, PL_RECOMPUTE_NONE);
+    if (r == PL_RECOMPUTE_SELECTIVE) return att_numel(c, B, T) * sizeof(float);
+    return 0;
+}
+
+size_t pl_model_activ_bytes(const struct pl_model_config *c, int B, enum pl_recompute r)
+{
+    const int T = c->seq_len;
+    const size_t N = (size_t)B * T, C = (size_t)c->d_model, V = (size_t)c->vocab;
+    /* the head: x, lnf (2 rows of C), mean, rstd, losses, logits and probs (2 rows of V) */
+    size_t head = (N * (2 * C + 3 + 2 * V)) * sizeof(float);
+    size_t stream = N * C * sizeof(float);
+    return (size_t)c->n_layers * pl_block_acts_bytes(c, B, T, r) +
+           pl_block_rebuild_bytes(c, B, T, r) + stream + head;
 }
 
 /* ---- final layernorm, head, loss ------------------------------------------------------------ */
@@ -866,10 +1066,18 @@ void pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg)
     m->hook_arg = arg;
 }
 
+void pl_model_set_recompute(struct pl_model *m, enum pl_recompute r)
+{
+    check_recompute(r);
+    if (r != m->recompute) pl_model_free_acts(m);
+    m->recompute = r;
+}
+
 void pl_model_free_acts(struct pl_model *m)
 {
     if (m->B == 0) return;
     for (int l = 0; l < m->cfg.n_layers; l++) pl_block_acts_free(&m->acts[l]);
+    pl_block_acts_free(&m->rebuild);
     pl_mem_free(m->acts);
     pl_head_acts_free(&m->head_acts);
     pl_mem_free(m->x);
@@ -891,7 +1099,9 @@ static void ensure_acts(struct pl_model *m, int B)
     check_bt(c, B, T);
     m->acts = pl_mem_alloc((size_t)c->n_layers * sizeof *m->acts, PL_MEM_WORK, PL_HOST,
                            "model acts table");
-    for (int l = 0; l < c->n_layers; l++) pl_block_acts_new(&m->acts[l], c, B, T);
+    for (int l = 0; l < c->n_layers; l++)
+        pl_block_acts_new_recompute(&m->acts[l], c, B, T, m->recompute);
+    pl_block_rebuild_new(&m->rebuild, c, B, T, m->recompute);
     pl_head_acts_new(&m->head_acts, c, B, T);
     m->x = activ((size_t)B * T * c->d_model, "model residual stream");
     m->scratch.cap = pl_model_scratch_need(c, B, T);
@@ -904,8 +1114,11 @@ static void ensure_acts(struct pl_model *m, int B)
                                                          PL_MEM_WORK, PL_HOST,
                                                          "model host scratch arena")
                                           : NULL;
-    for (int l = 0; l < c->n_layers; l++)
+    m->rebuild.attn.scratch = m->rebuild.mlp.scratch = &m->scratch;
+    for (int l = 0; l < c->n_layers; l++) {
         m->acts[l].attn.scratch = m->acts[l].mlp.scratch = &m->scratch;
+        pl_block_acts_share(&m->acts[l], &m->rebuild);
+    }
     m->head_acts.scratch = &m->scratch;
     m->B = B;
 }

@@ -36,6 +36,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "recompute.h"
 #include "tensor.h"
 
 /* ---- configuration ----------------------------------------------------------------------- */
@@ -194,6 +195,9 @@ struct pl_attn_acts {
     float *qkv;             /* [N, 3C] */
     float *att;             /* [B, NH, T, T] softmax probabilities */
     float *y;               /* [N, C] heads concatenated, before the projection */
+    int recompute;          /* selective recomputation: att is not saved but borrowed, a
+                               buffer every block shares (NULL: the passes allocate one), which
+                               the forward writes and the backward rewrites from qkv */
 };
 
 struct pl_moe_routing; /* host-side routing decisions, see pl_moe_route */
@@ -222,6 +226,9 @@ struct pl_mlp_acts {
 struct pl_block_acts {
     struct pl_attn_acts attn;
     struct pl_mlp_acts mlp;
+    enum pl_recompute recompute; /* what the forward saves: see "activation recomputation" */
+    struct pl_block_acts *rebuild; /* full: the block the passes run in (NULL: allocated per
+                                      pass), shared by every block */
 };
 
 struct pl_head_acts {
@@ -242,6 +249,46 @@ void pl_block_acts_new(struct pl_block_acts *a, const struct pl_model_config *c,
 void pl_block_acts_free(struct pl_block_acts *a);
 void pl_head_acts_new(struct pl_head_acts *a, const struct pl_model_config *c, int B, int T);
 void pl_head_acts_free(struct pl_head_acts *a);
+
+/* ---- activation recomputation (recompute.h) -------------------------------------------------
+ * A block's acts made for choice r save (activation memory, PL_MEM_ACTIV):
+ *   none       everything above: the default of pl_block_acts_new;
+ *   selective  everything but attn.att, the [B, NH, T, T] probabilities (the only saved
+ *              activation that grows with T^2): the forward writes them into a buffer the
+ *              blocks share, and each attention backward first reruns the attention core
+ *              (pl_attention_forward, Q K^T, softmax and att V, as Megatron-LM's checkpointed
+ *              core attention and the planner's 4bs^2h count it) from its saved qkv into it;
+ *   full       attn.x alone, the block's input: the forward runs in a shared block of acts
+ *              saved as with none, and each block's backward first reruns the block's
+ *              forward from its input into that shared block, then runs its backward there.
+ * The reruns draw the same dropout masks (counter-based: by layer, step and position, never
+ * by call), so the gradients are bit-identical with every choice; what differs is the
+ * activation memory (pl_block_acts_bytes) and the FLOPs: selective adds one attention core
+ * per block, full one forward of every block. The ledger counts the rerun FLOPs in
+ * flops_recompute too (hardware FLOPs, not model FLOPs). The split backward
+ * (pl_block_backward_b/_w) needs acts saved with none.
+ *
+ * The shared buffer, one per model or pipeline stage: pl_block_rebuild_new(w, c, B, T, r)
+ * makes it (selective: w->attn.att alone; full: a whole block saved with none; none:
+ * nothing), pl_block_acts_share(a, w) points a block's acts at it, pl_block_acts_free frees
+ * it. Acts that share none allocate it for each pass. */
+void pl_block_acts_new_recompute(struct pl_block_acts *a, const struct pl_model_config *c,
+                                 int B, int T, enum pl_recompute r);
+void pl_block_rebuild_new(struct pl_block_acts *w, const struct pl_model_config *c, int B,
+                          int T, enum pl_recompute r);
+void pl_block_acts_share(struct pl_block_acts *a, struct pl_block_acts *w);
+/* Activation bytes, dense model (n_experts 0), for B sequences of T tokens:
+ *   _acts: what one block saved with r holds (pl_block_acts_new_recompute);
+ *   _rebuild: the shared buffer (pl_block_rebuild_new);
+ *   pl_model_activ_bytes: all a pl_model holds after a forward with r: L blocks, the shared
+ *   buffer, the residual stream and the head's acts (the tokens and targets are the
+ *   caller's). Each is the sum of its buffers: the planner's per-layer term
+ *   (pl_plan_activation_layer) maps onto pl_block_acts_bytes as tests/test_recompute.c
+ *   states and checks. */
+size_t pl_block_acts_bytes(const struct pl_model_config *c, int B, int T, enum pl_recompute r);
+size_t pl_block_rebuild_bytes(const struct pl_model_config *c, int B, int T,
+                              enum pl_recompute r);
+size_t pl_model_activ_bytes(const struct pl_model_config *c, int B, enum pl_recompute r);
 
 /* ---- the block-level surface -----------------------------------------------------------------
  * Each forward saves what its backward needs in its acts; x and y (dy and dx) may alias.
@@ -378,6 +425,8 @@ struct pl_model {
     float *x; /* [N, C] the residual stream; every block saves its own input, so one buffer
                  serves all blocks in place, and the backward reuses it for dx */
     struct pl_block_acts *acts; /* [n_layers] */
+    struct pl_block_acts rebuild; /* what recomputation rebuilds, shared by the blocks */
+    enum pl_recompute recompute;  /* pl_model_set_recompute; PL_RECOMPUTE_NONE by default */
     struct pl_head_acts head_acts;
     struct pl_scratch scratch; /* the passes' temporaries, sized with the activations */
     double loss_ce, loss_aux; /* of the last forward */
@@ -389,6 +438,10 @@ struct pl_model {
 struct pl_model *pl_model_new(const struct pl_model_config *cfg, unsigned what);
 void pl_model_free(struct pl_model *m);
 void pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg);
+/* Activation recomputation for the forwards from now on (see "activation recomputation"):
+ * same gradients, bit for bit, less activation memory, more FLOPs. Frees the activations
+ * held, which were saved for the choice before. */
+void pl_model_set_recompute(struct pl_model *m, enum pl_recompute r);
 
 /* Forward of B sequences of cfg.seq_len tokens (op memory, [B, seq_len]; kept by pointer
  * until the backward); returns the objective: mean cross-entropy + MoE aux losses (also in

@@ -66,6 +66,10 @@ static void check_shapes(const struct pl_model_config *c, const struct pl_block_
                          const struct pl_block_wgrad *w, const char *op)
 {
     PL_REQUIRE(c->n_experts == 0, "%s: dense blocks only (n_experts=%d)", op, c->n_experts);
+    PL_REQUIRE(a->recompute == PL_RECOMPUTE_NONE,
+               "%s: the acts were saved with recompute %s, but the split backward reads every "
+               "saved activation (make them with pl_block_acts_new)", op,
+               pl_recompute_name(a->recompute));
     PL_REQUIRE(w->d_proj && w->B == a->attn.B && w->T == a->attn.T,
                "%s: the wgrad holds B=%d, T=%d but the acts B=%d, T=%d (make it with "
                "pl_block_wgrad_new for the same microbatch)", op, w->B, w->T, a->attn.B,

@@ -53,16 +53,6 @@ void pl_plan_torus_dims(const struct pl_plan_cluster *c, int dims[3])
     pl_torus_shape(pl_plan_gpus(c), dims);
 }
 
-const char *pl_recompute_name(enum pl_recompute r)
-{
-    switch (r) {
-    case PL_RECOMPUTE_NONE: return "none";
-    case PL_RECOMPUTE_SELECTIVE: return "selective";
-    case PL_RECOMPUTE_FULL: return "full";
-    }
-    return "?";
-}
-
 const char *pl_plan_axis_name(enum pl_plan_axis a)
 {
     static const char *const names[PL_NAXES] = {"tp", "cp", "ep", "pp", "dp"};
@@ -101,12 +91,8 @@ static int parse_key(struct pl_plan_config *c, const char *key, const char *val,
         return 0;
     }
     if (!strcmp(key, "recompute")) {
-        for (int r = PL_RECOMPUTE_NONE; r <= PL_RECOMPUTE_FULL; r++)
-            if (!strcmp(val, pl_recompute_name(r))) {
-                c->recompute = r;
-                return 0;
-            }
-        return pl_err(err, errlen, "recompute=%s: expected none, selective or full", val);
+        if (pl_recompute_parse(val, &c->recompute) == 0) return 0;
+        return pl_err(err, errlen, "recompute=%s: expected " PL_RECOMPUTE_NAMES, val);
     }
     char *end;
     long x = strtol(val, &end, 10);

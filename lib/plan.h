@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "recompute.h"
 #include "topo.h"
 
 /* ---------------------------------------------------------------- model */
@@ -94,8 +95,7 @@ void pl_plan_torus_dims(const struct pl_plan_cluster *c, int dims[3]);
 
 /* ---------------------------------------------------------------- configuration */
 
-enum pl_recompute { PL_RECOMPUTE_NONE, PL_RECOMPUTE_SELECTIVE, PL_RECOMPUTE_FULL };
-const char *pl_recompute_name(enum pl_recompute r); /* "none", "selective", "full" */
+/* enum pl_recompute and its names: recompute.h, shared with the reference model. */
 
 /* The axes a configuration has, in the order the rules want them from innermost out. */
 enum pl_plan_axis { PL_AX_TP, PL_AX_CP, PL_AX_EP, PL_AX_PP, PL_AX_DP, PL_NAXES };

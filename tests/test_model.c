@@ -90,11 +90,7 @@ static struct pl_model_config tiny_moe(void)
 static void make_batch(const struct pl_model_config *c, int B, uint64_t seed, int *tok,
                        int *tgt)
 {
-    size_t n = (size_t)B * c->seq_len;
-    for (size_t i = 0; i < n; i++) {
-        tok[i] = (int)(pl_rng_u64(seed, 1, i) % (uint64_t)c->vocab);
-        tgt[i] = (int)(pl_rng_u64(seed, 2, i) % (uint64_t)c->vocab);
-    }
+    random_batch(c->vocab, (size_t)B * c->seq_len, seed, tok, tgt);
 }
 
 /* Parameters far from the initial point (layernorm weights near 1, everything else

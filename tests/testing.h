@@ -12,6 +12,7 @@
 #include "comm.h"
 #include "mem.h"
 #include "ops.h"
+#include "rng.h"
 #include "runtime.h"
 
 static int checks, failures;
@@ -61,6 +62,15 @@ static inline void *op_from_host(const void *host, size_t bytes)
     void *p = op_alloc(bytes);
     pl_to_device(p, host, bytes);
     return p;
+}
+
+/* n random tokens and targets in [0, vocab) (host arrays), from the counter-based RNG. */
+static inline void random_batch(int vocab, size_t n, uint64_t seed, int *tok, int *tgt)
+{
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = (int)(pl_rng_u64(seed, 1, i) % (uint64_t)vocab);
+        tgt[i] = (int)(pl_rng_u64(seed, 2, i) % (uint64_t)vocab);
+    }
 }
 
 #endif

@@ -23,7 +23,7 @@
 struct opts {
     struct pl_model_config cfg;
     struct pl_adamw_config opt;
-    const char *data, *save, *load, *losses;
+    const char *data, *save, *load, *losses, *recompute;
     int64_t corpus_tokens, steps, save_every, log_every;
     uint64_t corpus_seed;
     int batch;
@@ -55,6 +55,7 @@ static struct pl_flag flags[] = {
     F("--lr", FLOAT, opt.lr, "X", "AdamW learning rate"),
     F("--weight-decay", FLOAT, opt.weight_decay, "X", "AdamW weight decay (matrices only)"),
     F("--grad-clip", FLOAT, opt.grad_clip, "X", "max global gradient norm (0: off)"),
+    F("--recompute", STR, recompute, "R", "activation recomputation: none, selective or full (same losses bit for bit; less activation memory, more FLOPs)"),
     /* checkpoints and output */
     F("--save", STR, save, "FILE", "write a checkpoint here at the end"),
     F("--save-every", I64, save_every, "N", "also write it every N steps (0: only at the end)"),
@@ -74,6 +75,7 @@ static void defaults(void)
     o.steps = 200;
     o.batch = 8;
     o.log_every = 1;
+    o.recompute = "none";
 }
 
 static void usage(FILE *f)
@@ -98,8 +100,10 @@ static void parse_args(int argc, char **argv)
     if (given("--d-model") && !given("--d-ff")) o.cfg.d_ff = 4 * o.cfg.d_model;
 }
 
-static void check_training_flags(void)
+static void check_training_flags(enum pl_recompute *recompute)
 {
+    if (pl_recompute_parse(o.recompute, recompute) != 0)
+        pl_usage_error("--recompute '%s' is not a choice: use " PL_RECOMPUTE_NAMES, o.recompute);
     PL_REQUIRE(o.steps >= 0, "--steps %lld must be 0 or more", (long long)o.steps);
     PL_REQUIRE(o.batch > 0, "--batch %d must be positive (sequences per step)", o.batch);
     PL_REQUIRE(o.opt.lr > 0, "--lr %g must be positive (e.g. 0.001)", o.opt.lr);
@@ -249,7 +253,8 @@ int main(int argc, char **argv)
     struct pl_train_state st;
     memset(&st, 0, sizeof st);
     if (o.load) adopt_checkpoint(o.load, &st);
-    check_training_flags();
+    enum pl_recompute recompute;
+    check_training_flags(&recompute);
     pl_model_config_check_or_die(&o.cfg);
 
     /* The data: a token file, or the synthetic corpus made in memory. */
@@ -272,6 +277,7 @@ int main(int argc, char **argv)
     pl_loader_init(&loader, &data, B, T, 0, 1, o.cfg.seed);
 
     struct pl_model *m = pl_model_new(&o.cfg, PL_MODEL_ALL);
+    pl_model_set_recompute(m, recompute);
     if (o.load) {
         pl_checkpoint_load(o.load, m, &st);
         PL_REQUIRE(m->adam_t == st.step,
@@ -290,7 +296,8 @@ int main(int argc, char **argv)
 
     char desc[512], nbuf[32];
     pl_model_config_describe(&o.cfg, desc, sizeof desc);
-    pl_print0("train: %s\n", desc);
+    pl_print0("train: %s%s%s\n", desc, recompute ? " recompute=" : "",
+              recompute ? pl_recompute_name(recompute) : "");
     pl_print0("train: %s parameters; data %s, %lld tokens; batch %d x %d tokens; lr %g%s%s\n",
               human((double)m->layout.numel, nbuf, sizeof nbuf), data.source,
               (long long)data.n, B, T, o.opt.lr, o.load ? "; resumed from " : "",
@@ -305,7 +312,7 @@ int main(int argc, char **argv)
     int *in_dev = pl_mem_alloc(tok_bytes, PL_MEM_ACTIV, PL_DEVICE, "batch inputs (op memory)");
     int *tg_dev = pl_mem_alloc(tok_bytes, PL_MEM_ACTIV, PL_DEVICE, "batch targets (op memory)");
 
-    double first_loss = NAN, tail_sum = 0, total_time = 0, total_flops = 0;
+    double first_loss = NAN, tail_sum = 0, total_time = 0, total_flops = 0, total_rerun = 0;
     int64_t tail_n = 0, tail_from = o.steps > 10 ? o.steps - 10 : 0;
     for (int64_t i = 0; i < o.steps; i++) {
         int64_t step = st.step; /* 0-based: the batch index; printed 1-based */
@@ -317,9 +324,10 @@ int main(int argc, char **argv)
         ctx.seed = st.seed;
         ctx.seq0 = pl_loader_seq0(&loader, step);
 
-        double f0 = pl_ledger()->flops, t0 = pl_now();
+        double f0 = pl_ledger()->flops, r0 = pl_ledger()->flops_recompute, t0 = pl_now();
         double loss = pl_model_step(m, in_dev, tg_dev, B, &o.opt, &ctx);
         double dt = pl_now() - t0, df = pl_ledger()->flops - f0;
+        total_rerun += pl_ledger()->flops_recompute - r0;
         st.step++;
         total_time += dt;
         total_flops += df;
@@ -344,6 +352,10 @@ int main(int argc, char **argv)
                   (long long)o.steps, (long long)st.step, B, T, total_time,
                   (double)o.steps * B * T / total_time, total_flops / total_time / 1e9,
                   total_flops / o.steps / 1e9);
+        if (recompute)
+            pl_print0("summary: recompute %s reran %.3f of those GFLOP per step (model FLOPs "
+                      "%.3f GFLOP per step)\n", pl_recompute_name(recompute),
+                      total_rerun / o.steps / 1e9, (total_flops - total_rerun) / o.steps / 1e9);
         pl_print0("summary: loss %.4f at the first step -> %.4f (mean of the last %lld)\n",
                   first_loss, tail_sum / tail_n, (long long)tail_n);
     }

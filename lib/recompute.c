@@ -1,0 +1,24 @@
+/* recompute.c: the names of recompute.h's choices. */
+#include "recompute.h"
+
+#include <string.h>
+
+const char *pl_recompute_name(enum pl_recompute r)
+{
+    switch (r) {
+    case PL_RECOMPUTE_NONE: return "none";
+    case PL_RECOMPUTE_SELECTIVE: return "selective";
+    case PL_RECOMPUTE_FULL: return "full";
+    }
+    return "?";
+}
+
+int pl_recompute_parse(const char *text, enum pl_recompute *out)
+{
+    for (int r = PL_RECOMPUTE_NONE; r <= PL_RECOMPUTE_FULL; r++)
+        if (text && !strcmp(text, pl_recompute_name((enum pl_recompute)r))) {
+            *out = (enum pl_recompute)r;
+            return 0;
+        }
+    return -1;
+}
