@@ -111,9 +111,9 @@ static void staged_words(const struct l2_case *c, const struct l2_range_fig *f, 
         snprintf(into, sizeof into, "from and into a buffer of its own, outside m->grads");
     gr_why_say(why, "%sstep %d: an all-reduce of %zu floats went %s: each all-reduce runs in "
                "place over its own range of m->grads, send and receive both m->grads + offset "
-               "(ddp.h; handout section %s: the flat buffer makes a range of it the message, no "
-               "copy)", on, f->step + 1, f->count, into, c->opt.variant == DDP_NAIVE ? "4 and 5"
-               : "5");
+               "(ddp.h; handout section%s: the flat buffer makes a range of it the message, no "
+               "copy)", on, f->step + 1, f->count, into, c->opt.variant == DDP_NAIVE
+               ? "s 4 and 5" : " 5");
     gr_why_say(why, "the copy costs memory, a staging buffer as large as what it holds (%s for "
                "this call, up to 4 Psi = %s for the whole gradient), and time, one more pass "
                "that reads and writes the gradients every step%s", pl_format_bytes(4.0 *
@@ -376,8 +376,7 @@ static int late_words(const struct gr_obs *all, struct gr_why *why)
                "its range was final %s, the call that could have started it: in DDP_OVERLAPPED "
                "each bucket's all-reduce starts as soon as its gradients exist (ddp.h), in the "
                "hook call of the part that holds its FIRST element (handout section 6). Every "
-               "hook it waits gives up a part's backward of overlap, and on a larger model, where "
-               "an all-reduce outlasts a block's backward, that time is exposed", on,
+               "hook it waits leaves it a part's backward less to hide behind", on,
                f->step + 1, rg, when, at);
     pl_model_layout_free(&lay);
     return 1;
