@@ -3,8 +3,9 @@
  * The contract admits many plans (fill from either end, balance the buckets, put the
  * smallest one first or last), so a plan is judged by the invariants every one of them
  * keeps, never against one plan: the first invariant broken, in the order a plan is walked
- * (bucket 0 first, from the end of the flat buffer), is recorded in figures that judge.c
- * words. */
+ * (bucket 0 first, from the end of the flat buffer), is recorded in figures, worded here
+ * for judge.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,4 +103,68 @@ int l2_judge_plan(const struct pl_model_layout *lay, size_t bucket_bytes, int n,
         return 0;
     }
     return 1;
+}
+
+/* ---- the plan's failure in words ---- */
+
+void l2_plan_words(const struct pl_model_layout *lay, const struct l2_plan_fig *f,
+                   struct gr_why *why)
+{
+    char r[256], u[400];
+    const size_t bb = f->bucket_bytes;
+    l2_range_text(lay, f->off, f->len, r, sizeof r);
+    switch (f->code) {
+    case L2_P_COUNT:
+        gr_why_say(why, "bucket_bytes %zu: ddp_num_buckets says %d, where a plan of whole "
+                   "tensors has from 1 bucket (all of them) to %d (one per tensor) (ddp.h, "
+                   "handout section 5)", bb, f->got_n, lay->n_tensors);
+        break;
+    case L2_P_END:
+        if (f->bucket == 0)
+            snprintf(u, sizeof u, "the end of the flat buffer, element %zu: backward makes the "
+                     "gradients final from there toward the start, so the bucket it completes "
+                     "first ends there", f->end);
+        else
+            snprintf(u, sizeof u, "element %zu, where bucket %d begins: buckets are numbered "
+                     "in the order backward completes them, each right before the last",
+                     f->end, f->bucket - 1);
+        gr_why_say(why, "bucket_bytes %zu: bucket %d is elements %s%s; it must end at %s "
+                   "(ddp.h, handout section 5)", bb, f->bucket, r,
+                   f->len == 0 ? " (empty)" : f->off + f->len > f->end && f->bucket > 0
+                                                  ? ", overlapping the bucket before it"
+                                                  : "", u);
+        break;
+    case L2_P_SPLIT:
+        gr_why_say(why, "bucket_bytes %zu: bucket %d is elements %s, which begins inside tensor "
+                   "%s: a bucket holds whole tensors (ddp.h, handout section 5)", bb, f->bucket,
+                   r, l2_tensor_at(lay, f->off) ? l2_tensor_at(lay, f->off)->name : "?");
+        break;
+    case L2_P_CAP:
+        gr_why_say(why, "bucket_bytes %zu: bucket %d is elements %s, %d tensors in %zu bytes, "
+                   "more than bucket_bytes; only a tensor larger than bucket_bytes may exceed "
+                   "it, alone in its bucket (ddp.h, handout section 5)%s", bb, f->bucket, r,
+                   f->tensors, f->len * sizeof(float),
+                   f->len <= bb ? ". bucket_bytes counts bytes, and m->grads holds 4-byte "
+                                  "floats" : "");
+        break;
+    case L2_P_UNCOVERED:
+        l2_range_tensors(lay, 0, f->end, u, sizeof u);
+        gr_why_say(why, "bucket_bytes %zu: your %d buckets end at element %zu: elements [0, "
+                   "%zu) (%s) are in no bucket; together the buckets cover every tensor once "
+                   "(ddp.h, handout section 5)", bb, f->got_n, f->end, f->end, u);
+        break;
+    case L2_P_MORE:
+        if (f->bucket >= 0)
+            snprintf(u, sizeof u, ": buckets %d and %d, elements %s, %zu bytes together, fit "
+                     "in one", f->bucket, f->bucket + 1, r, f->len * sizeof(float));
+        else
+            snprintf(u, sizeof u, ", though no two neighbours fit in one: where the "
+                     "boundaries sit decides how many there are");
+        gr_why_say(why, "bucket_bytes %zu: your plan has %d buckets where %d can hold the "
+                   "model within bucket_bytes%s. Every bucket pays the all-reduce's latency "
+                   "once: a plan has as few as the limit allows (ddp.h, handout section 5)",
+                   bb, f->got_n, f->want_n, u);
+        break;
+    default: break;
+    }
 }

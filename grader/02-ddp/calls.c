@@ -19,10 +19,15 @@
 
 struct call {
     size_t off, count;
-    int in_grads;   /* the buffer is a range of m->grads */
+    int in_grads;   /* the receive buffer (or else the send buffer) is a range of m->grads */
+    int recv_in;    /* the receive buffer is, at off */
+    int same;       /* in place: send == recv */
     int last;       /* made during the step's last microbatch or after it */
     size_t final;   /* gradients from this element on were final when it was issued */
+    size_t before;  /* and before the hook it was issued in (== final outside a hook) */
     int part;       /* the part whose hook ran last (L2_NO_PART: none yet) */
+    int where;      /* enum l2_where */
+    int followed;   /* the grader's hook was in place: final, before and where hold */
     enum pl_red op;
     int async;      /* pl_all_reduce_async: the result lands when a wait completes it */
 };
@@ -33,7 +38,9 @@ struct l2_calls {
     void *their_arg;
     int recording, last;
     size_t final;   /* first element of the gradients already final in this backward */
+    size_t before;  /* final before the hook running now */
     int part;
+    int in_hook, in_finish;
     int ncalls, overflow;
     struct call calls[MAX_CALLS];
 };
@@ -44,10 +51,14 @@ static void our_hook(struct pl_model *m, int part, void *arg)
     if (w->recording && w->last) {
         size_t start, n;
         pl_model_part_range(&m->layout, part, &start, &n);
+        w->before = w->final;
         if (start < w->final) w->final = start;
         w->part = part;
     }
+    w->in_hook = 1;
     if (w->theirs) w->theirs(m, part, w->their_arg);
+    w->in_hook = 0;
+    w->before = w->final;
 }
 
 /* The student may have set m->hook by hand: take it as theirs and put ours first. */
@@ -90,7 +101,20 @@ void l2_calls_unwatch(struct l2_calls *w)
     free(w);
 }
 
-static void record(const float *send, size_t count, enum pl_red op, int async)
+/* 1 when [p, p + count floats) is a range of m->grads; its first element in *off. */
+static int in_grads(const struct l2_calls *w, const float *p, size_t count, size_t *off)
+{
+    uintptr_t base = (uintptr_t)w->m->grads, q = (uintptr_t)p;
+    size_t numel = w->m->layout.numel;
+    if (q < base || (q - base) % sizeof(float) || (q - base) / sizeof(float) > numel ||
+        count > numel - (q - base) / sizeof(float))
+        return 0;
+    *off = (q - base) / sizeof(float);
+    return 1;
+}
+
+static void record(const float *send, const float *recv, size_t count, enum pl_red op,
+                   int async)
 {
     struct l2_calls *w = gr_wrap_ctx();
     if (!w || !w->recording || !w->m) return;
@@ -99,16 +123,19 @@ static void record(const float *send, size_t count, enum pl_red op, int async)
         return;
     }
     struct call *c = &w->calls[w->ncalls++];
-    uintptr_t base = (uintptr_t)w->m->grads, p = (uintptr_t)send;
-    size_t numel = w->m->layout.numel;
-    c->in_grads = p >= base && (p - base) % sizeof(float) == 0 &&
-                  (p - base) / sizeof(float) <= numel &&
-                  count <= numel - (p - base) / sizeof(float);
-    c->off = c->in_grads ? (p - base) / sizeof(float) : 0;
+    size_t so = 0, ro = 0;
+    int send_in = in_grads(w, send, count, &so);
+    c->recv_in = in_grads(w, recv, count, &ro);
+    c->in_grads = c->recv_in || send_in;
+    c->same = send == recv;
+    c->off = c->recv_in ? ro : so;
     c->count = count;
     c->last = w->last;
     /* a hook replaced by hand after ours was installed: the backward cannot be followed */
-    c->final = w->m->hook == our_hook || !w->last ? w->final : 0;
+    c->followed = w->m->hook == our_hook || !w->last;
+    c->final = c->followed ? w->final : 0;
+    c->before = w->in_hook ? w->before : w->final;
+    c->where = w->in_hook ? L2_IN_HOOK : w->in_finish ? L2_IN_FINISH : L2_OUT_OF_HOOK;
     c->part = w->part;
     c->op = op;
     c->async = async;
@@ -122,14 +149,14 @@ struct pl_handle *__real_pl_all_reduce_async(struct pl_comm *comm, const float *
 void __wrap_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
                           enum pl_red op)
 {
-    record(send, count, op, 0);
+    record(send, recv, count, op, 0);
     __real_pl_all_reduce(comm, send, recv, count, op);
 }
 
 struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *send,
                                              float *recv, size_t count, enum pl_red op)
 {
-    record(send, count, op, 1);
+    record(send, recv, count, op, 1);
     return __real_pl_all_reduce_async(comm, send, recv, count, op);
 }
 
@@ -144,13 +171,15 @@ void l2_calls_microbatch(struct l2_calls *w, int last)
 {
     adopt_hook(w);
     w->last = last;
-    w->final = w->m ? w->m->layout.numel : 0;
+    w->final = w->before = w->m ? w->m->layout.numel : 0;
     w->part = L2_NO_PART;
+    w->in_finish = 0;
 }
 
 void l2_calls_backward_over(struct l2_calls *w)
 {
-    w->final = 0;
+    w->final = w->before = 0;
+    w->in_finish = 1;
 }
 
 void l2_calls_step_end(struct l2_calls *w)
@@ -188,6 +217,17 @@ int l2_calls_judge_timing(const struct l2_calls *w, int step, struct l2_early_fi
     return all;
 }
 
+void l2_calls_judge_late(const struct l2_calls *w, int step, struct l2_late_fig *f)
+{
+    for (int i = 0; i < w->ncalls && !f->found; i++) {
+        const struct call *c = &w->calls[i];
+        if (!c->last || !c->in_grads || !c->followed || c->off < c->final) continue;
+        if (c->where == L2_IN_HOOK && c->off < c->before) continue;
+        *f = (struct l2_late_fig){.found = 1, .step = step, .off = c->off, .count = c->count,
+                                  .where = c->where, .part = c->part};
+    }
+}
+
 static int range_wanted(const size_t *off, const size_t *len, int n, size_t o, size_t c)
 {
     for (int i = 0; i < n; i++)
@@ -200,11 +240,17 @@ int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
 {
     int ok = 1, judged = !w->overflow;
     memset(f, 0, sizeof *f);
-    for (int i = 0; i < w->ncalls; i++)
-        if (!w->calls[i].in_grads) judged = 0;
     int *seen = calloc((size_t)(n > 0 ? n : 1), sizeof *seen);
     for (int i = 0; judged && ok && i < w->ncalls; i++) {
         const struct call *c = &w->calls[i];
+        if (!c->same || !c->in_grads) {
+            *f = (struct l2_range_fig){.rank = pl_rank(), .step = step,
+                                       .staged = c->in_grads ? 1 : 2,
+                                       .recv_in_grads = c->recv_in, .overlap = -1,
+                                       .off = c->off, .count = c->count};
+            ok = 0;
+            break;
+        }
         int k = range_wanted(off, len, n, c->off, c->count);
         if (k >= 0 && !seen[k]++) continue;
         *f = (struct l2_range_fig){.rank = pl_rank(), .step = step, .repeated = k >= 0,

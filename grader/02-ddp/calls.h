@@ -55,10 +55,33 @@ struct l2_early_fig {
  * from 1, as Lab 3's do. */
 int l2_calls_judge_timing(const struct l2_calls *w, int step, struct l2_early_fig *f);
 
-/* An all-reduce of a step outside the ranges it should cover, in figures (judge.c words
- * it): the lowest rank that made one, and the first such call of that rank. */
+/* Where an overlapped bucket's all-reduce was issued, for a late one (struct l2_late_fig). */
+enum l2_where { L2_IN_HOOK, L2_OUT_OF_HOOK, L2_IN_FINISH };
+
+/* DDP_OVERLAPPED: an all-reduce of the last microbatch issued after the hook call in which
+ * its range became final, in figures (judge.c words it): this rank's first such call. */
+struct l2_late_fig {
+    int found, step;
+    size_t off, count;    /* the call's elements of m->grads */
+    int where;            /* enum l2_where */
+    int part;             /* L2_IN_HOOK: the part whose hook issued it */
+};
+
+/* Collective: nothing. This rank's first all-reduce of the step's last microbatch that was
+ * not issued during the hook call that made its range final (a hook that ran after, the
+ * rest of ddp_forward_backward, or ddp_finish_gradients) into f when f holds none yet. Not
+ * judged when the student's hook replaced the grader's by hand. */
+void l2_calls_judge_late(const struct l2_calls *w, int step, struct l2_late_fig *f);
+
+/* An all-reduce of a step outside the ranges it should cover, or not in place over them, in
+ * figures (judge.c words it): the lowest rank that made one, and the first such call of
+ * that rank. */
 struct l2_range_fig {
     int rank, step;
+    /* not in place: 1 sent from a buffer other than the one it received into, 2 both
+     * outside m->grads (a staging copy reduced and copied back); 0 in place */
+    int staged;
+    int recv_in_grads;    /* staged 1: the result landed in m->grads at off */
     int repeated;         /* the range was already all-reduced in this step */
     int overlap;          /* not a wanted range: the wanted one it overlaps, or -1 */
     size_t off, count;    /* the call's elements of m->grads */
@@ -66,9 +89,9 @@ struct l2_range_fig {
 };
 
 /* Collective (raw MPI): 1 on every rank when every rank's all-reduces of the step covered
- * exactly the n ranges [off[i], off[i]+len[i]) of m->grads, one call each, in any order. A
- * step with a call whose buffer is not in m->grads (a staging copy) is not judged. Otherwise
- * 0 and, on rank 0, the first such call in f (step as l2_calls_judge_timing's). */
+ * exactly the n ranges [off[i], off[i]+len[i]) of m->grads, one call each, in any order,
+ * each in place (send == recv, inside m->grads: ddp.h). Otherwise 0 and, on rank 0, the
+ * first such call in f (step as l2_calls_judge_timing's). */
 int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
                           const size_t *len, int n, struct l2_range_fig *f);
 

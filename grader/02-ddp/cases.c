@@ -233,6 +233,9 @@ static void run_steps(struct l2_run *r, int trace_step)
          * that keeps memory leaks it, once per step of a run of any length. */
         double held = l2_mem_held();
         double loss = run_step(r, &b, step);
+        /* each rank's own figure, judged in part overlap (judge.c) */
+        if (r->c->opt.variant == DDP_OVERLAPPED && !r->ob->late.found)
+            l2_calls_judge_late(r->calls, step, &r->ob->late);
         if (gr_todo_any()) {
             r->out->correct = r->out->traffic = 0;
         } else if (!l2_check_issue_times(r, step)) {

@@ -279,7 +279,8 @@ int l2_check_loss(const struct l2_run *r, int step, double loss)
     PL_CHECK_MPI(MPI_Allreduce(&loss, &global, 1, MPI_DOUBLE, MPI_SUM, r->group));
     PL_CHECK_MPI(MPI_Comm_size(r->group, &n));
     global /= n;
-    struct l2_loss_fig f = {global, r->ref->loss[step], gr_rel_err(global, r->ref->loss[step])};
+    struct l2_loss_fig f = {global, r->ref->loss[step], gr_rel_err(global, r->ref->loss[step]),
+                            loss};
     double worst = 0;
     PL_CHECK_MPI(MPI_Allreduce(&f.err, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     r->ob->loss = f;

@@ -63,9 +63,8 @@ void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len,
     else snprintf(buf, blen, "tensors %s .. %s", a->name, b->name);
 }
 
-/* "[off, off+count), NAME" or "[off, off+count), FIRST .. LAST". */
-static void range_text(const struct pl_model_layout *lay, size_t off, size_t count, char *buf,
-                       size_t len)
+void l2_range_text(const struct pl_model_layout *lay, size_t off, size_t count, char *buf,
+                   size_t len)
 {
     const struct pl_param_desc *a = l2_tensor_at(lay, off);
     const struct pl_param_desc *b = count ? l2_tensor_at(lay, off + count - 1) : a;
@@ -98,19 +97,48 @@ static void step_bytes(const struct l2_tfig *f, double psi, struct gr_why *why)
                    "step?", f->got / f->want);
 }
 
-/* An all-reduce outside the step's ranges (calls.c's figures). */
+/* An all-reduce not in place over its range of m->grads: what ddp.h asks, and what the copy
+ * costs. */
+static void staged_words(const struct l2_case *c, const struct l2_range_fig *f, double psi,
+                         const char *r, const char *on, struct gr_why *why)
+{
+    char a[32], b[32], into[320];
+    if (f->staged == 1 && f->recv_in_grads)
+        snprintf(into, sizeof into, "into gradient elements %s, from a buffer of its own", r);
+    else if (f->staged == 1)
+        snprintf(into, sizeof into, "from gradient elements %s, into a buffer of its own", r);
+    else
+        snprintf(into, sizeof into, "from and into a buffer of its own, outside m->grads");
+    gr_why_say(why, "%sstep %d: an all-reduce of %zu floats went %s: each all-reduce runs in "
+               "place over its own range of m->grads, send and receive both m->grads + offset "
+               "(ddp.h; handout section%s: the flat buffer makes a range of it the message, no "
+               "copy)", on, f->step + 1, f->count, into, c->opt.variant == DDP_NAIVE
+               ? "s 4 and 5" : " 5");
+    gr_why_say(why, "the copy costs memory, a staging buffer as large as what it holds (%s for "
+               "this call, up to 4 Psi = %s for the whole gradient), and time, one more pass "
+               "that reads and writes the gradients every step%s", pl_format_bytes(4.0 *
+               (double)f->count, a, sizeof a), pl_format_bytes(4.0 * psi, b, sizeof b),
+               c->opt.variant == DDP_OVERLAPPED ? ", in the hook, before the all-reduce can "
+               "start" : ", before the all-reduce can start");
+}
+
+/* An all-reduce outside the step's ranges, or not in place (calls.c's figures). */
 static void call_range(const struct pl_model_layout *lay, const struct l2_case *c,
-                       const struct l2_range_fig *f, struct gr_why *why)
+                       const struct l2_range_fig *f, double psi, struct gr_why *why)
 {
     int naive = c->opt.variant == DDP_NAIVE;
     const char *what = naive ? "tensor" : "bucket";
     char r[256], o[320] = "", b[256], on[32] = "";
-    range_text(lay, f->off, f->count, r, sizeof r);
+    l2_range_text(lay, f->off, f->count, r, sizeof r);
+    if (f->rank != 0) snprintf(on, sizeof on, "on rank %d: ", f->rank);
+    if (f->staged) {
+        staged_words(c, f, psi, r, on, why);
+        return;
+    }
     if (f->overlap >= 0) {
-        range_text(lay, f->ooff, f->olen, b, sizeof b);
+        l2_range_text(lay, f->ooff, f->olen, b, sizeof b);
         snprintf(o, sizeof o, " (it overlaps %s %d, %s)", what, f->overlap, b);
     }
-    if (f->rank != 0) snprintf(on, sizeof on, "on rank %d: ", f->rank);
     gr_why_say(why, "%sstep %d: an all-reduce covered gradient elements %s, %s%s; each "
                "all-reduce covers exactly one %s, in place: %s", on, f->step + 1, r,
                f->repeated ? "a range already all-reduced in this step" : "which is not one of "
@@ -118,70 +146,6 @@ static void call_range(const struct pl_model_layout *lay, const struct l2_case *
                "tensors[t].numel floats (handout section 4)" : "m->grads + bucket_off[b], "
                "bucket_len[b] floats, the same ranges ddp_bucket_range reports (handout "
                "section 5)");
-}
-
-/* ---- the bucket plan (buckets.c judges it) ---- */
-
-void l2_plan_words(const struct pl_model_layout *lay, const struct l2_plan_fig *f,
-                   struct gr_why *why)
-{
-    char r[256], u[400];
-    const size_t bb = f->bucket_bytes;
-    range_text(lay, f->off, f->len, r, sizeof r);
-    switch (f->code) {
-    case L2_P_COUNT:
-        gr_why_say(why, "bucket_bytes %zu: ddp_num_buckets says %d, where a plan of whole "
-                   "tensors has from 1 bucket (all of them) to %d (one per tensor) (ddp.h, "
-                   "handout section 5)", bb, f->got_n, lay->n_tensors);
-        break;
-    case L2_P_END:
-        if (f->bucket == 0)
-            snprintf(u, sizeof u, "the end of the flat buffer, element %zu: backward makes the "
-                     "gradients final from there toward the start, so the bucket it completes "
-                     "first ends there", f->end);
-        else
-            snprintf(u, sizeof u, "element %zu, where bucket %d begins: buckets are numbered "
-                     "in the order backward completes them, each right before the last",
-                     f->end, f->bucket - 1);
-        gr_why_say(why, "bucket_bytes %zu: bucket %d is elements %s%s; it must end at %s "
-                   "(ddp.h, handout section 5)", bb, f->bucket, r,
-                   f->len == 0 ? " (empty)" : f->off + f->len > f->end && f->bucket > 0
-                                                  ? ", overlapping the bucket before it"
-                                                  : "", u);
-        break;
-    case L2_P_SPLIT:
-        gr_why_say(why, "bucket_bytes %zu: bucket %d is elements %s, which begins inside tensor "
-                   "%s: a bucket holds whole tensors (ddp.h, handout section 5)", bb, f->bucket,
-                   r, l2_tensor_at(lay, f->off) ? l2_tensor_at(lay, f->off)->name : "?");
-        break;
-    case L2_P_CAP:
-        gr_why_say(why, "bucket_bytes %zu: bucket %d is elements %s, %d tensors in %zu bytes, "
-                   "more than bucket_bytes; only a tensor larger than bucket_bytes may exceed "
-                   "it, alone in its bucket (ddp.h, handout section 5)%s", bb, f->bucket, r,
-                   f->tensors, f->len * sizeof(float),
-                   f->len <= bb ? ". bucket_bytes counts bytes, and m->grads holds 4-byte "
-                                  "floats" : "");
-        break;
-    case L2_P_UNCOVERED:
-        l2_range_tensors(lay, 0, f->end, u, sizeof u);
-        gr_why_say(why, "bucket_bytes %zu: your %d buckets end at element %zu: elements [0, "
-                   "%zu) (%s) are in no bucket; together the buckets cover every tensor once "
-                   "(ddp.h, handout section 5)", bb, f->got_n, f->end, f->end, u);
-        break;
-    case L2_P_MORE:
-        if (f->bucket >= 0)
-            snprintf(u, sizeof u, ": buckets %d and %d, elements %s, %zu bytes together, fit "
-                     "in one", f->bucket, f->bucket + 1, r, f->len * sizeof(float));
-        else
-            snprintf(u, sizeof u, ", though no two neighbours fit in one: where the "
-                     "boundaries sit decides how many there are");
-        gr_why_say(why, "bucket_bytes %zu: your plan has %d buckets where %d can hold the "
-                   "model within bucket_bytes%s. Every bucket pays the all-reduce's latency "
-                   "once: a plan has as few as the limit allows (ddp.h, handout section 5)",
-                   bb, f->got_n, f->want_n, u);
-        break;
-    default: break;
-    }
 }
 
 /* The reason of a traffic failure f of case c, one gr_why_say per line. */
@@ -222,7 +186,7 @@ static void traffic_words(const struct l2_obs *o, const struct pl_model_layout *
                    "and all-reduce once per step (handout section 7)", f->step + 1, f->mb + 1,
                    c->microbatches, f->rank, pl_format_bytes(f->got, a, sizeof a), f->calls);
         break;
-    case L2_T_RANGES: call_range(lay, c, &f->range, why); break;
+    case L2_T_RANGES: call_range(lay, c, &f->range, (double)o->numel, why); break;
     default: break;
     }
 }
@@ -370,17 +334,52 @@ static void early_words(const struct gr_obs *all, const struct pl_model_layout *
     const struct l2_early_fig *f = &o->early;
     char on[32] = "", rg[256], when[64], fin[256];
     if (r != 0) snprintf(on, sizeof on, "on rank %d: ", r);
-    range_text(lay, f->off, f->count, rg, sizeof rg);
+    l2_range_text(lay, f->off, f->count, rg, sizeof rg);
     part_name(f->part, o->cfg.n_layers, when, sizeof when);
     int none = f->final >= o->numel;
     if (none) snprintf(fin, sizeof fin, "no gradient was final yet");
-    else range_text(lay, f->final, o->numel - f->final, fin, sizeof fin);
+    else l2_range_text(lay, f->final, o->numel - f->final, fin, sizeof fin);
     gr_why_say(why, "%sstep %d: the all-reduce of gradient elements %s started %s of the last "
                "microbatch's backward, when only %s%s had their final gradients: it may send "
                "gradients backward has not written yet (on GPUs it would). A part's hook may "
                "start only the buckets whose FIRST element is at or after the part's first "
                "element (handout section 6)", on, f->step + 1, rg, when, none ? "" : "elements ",
                fin);
+}
+
+/* DDP_OVERLAPPED: the lowest rank whose all-reduce was issued after the hook call that made
+ * its range final (ddp.h: each bucket's all-reduce starts as soon as its gradients exist);
+ * 0 when none was. */
+static int late_words(const struct gr_obs *all, struct gr_why *why)
+{
+    int r = 0;
+    while (r < all->nranks && !obs_of(all, r)->late.found) r++;
+    if (r == all->nranks) return 0;
+    const struct l2_obs *o = obs_of(all, r);
+    const struct l2_late_fig *f = &o->late;
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &o->cfg);
+    int ready = o->cfg.n_layers;
+    size_t start = 0, n = 0;
+    for (; ready >= PL_PART_EMBED; ready--) {
+        pl_model_part_range(&lay, ready, &start, &n);
+        if (start <= f->off) break;
+    }
+    char on[32] = "", rg[256], when[96], at[64];
+    if (r != 0) snprintf(on, sizeof on, "on rank %d: ", r);
+    l2_range_text(&lay, f->off, f->count, rg, sizeof rg);
+    if (f->where == L2_IN_HOOK) part_name(f->part, o->cfg.n_layers, when, sizeof when);
+    else snprintf(when, sizeof when, "%s", f->where == L2_IN_FINISH ? "in ddp_finish_gradients"
+                  : "after the last microbatch's backward, outside the hook");
+    part_name(ready, o->cfg.n_layers, at, sizeof at);
+    gr_why_say(why, "%sstep %d: the all-reduce of gradient elements %s was issued %s, though "
+               "its range was final %s, the call that could have started it: in DDP_OVERLAPPED "
+               "each bucket's all-reduce starts as soon as its gradients exist (ddp.h), in the "
+               "hook call of the part that holds its FIRST element (handout section 6). Every "
+               "hook it waits leaves it a part's backward less to hide behind", on,
+               f->step + 1, rg, when, at);
+    pl_model_layout_free(&lay);
+    return 1;
 }
 
 /* The rank with the largest figure (the lowest of equals): kept bytes, operations left. */
@@ -407,12 +406,48 @@ static void kept_words(int rank, double bytes, const char *when, const char *sin
                pl_format_bytes(bytes, b, sizeof b), since, fix);
 }
 
+/* A step's loss: the likeliest cause first. The ranks' own losses differ only as their
+ * slices of one batch do (a few percent): far apart, some rank returned another quantity (0,
+ * or nothing of its own); the reference's times 1/M, the microbatches' weight went in. */
+static void loss_words(const struct gr_obs *all, struct gr_why *why)
+{
+    double most = 0, lo = 0, hi = 0;
+    const struct l2_loss_fig *f = &obs_of(all, most_at(all, 3, &most))->loss;
+    int M = obs_of(all, 0)->c.microbatches, step = obs_of(all, 0)->step;
+    char b[32], each[512] = "", cause[768];
+    for (int r = 0; r < all->nranks; r++) {
+        double x = obs_of(all, r)->loss.mine;
+        lo = r == 0 || x < lo ? x : lo;
+        hi = r == 0 || x > hi ? x : hi;
+        size_t at = strlen(each);
+        snprintf(each + at, sizeof each - at, "%srank %d %.5g", r ? ", " : "", r, x);
+    }
+    if (all->nranks > 1 && hi - lo > 0.5 * fmax(fabs(hi), fabs(lo)))
+        snprintf(cause, sizeof cause, "your ranks returned losses far apart, more than their "
+                 "slices of one batch can make them differ (their mean of the step's "
+                 "ddp_forward_backward returns: %s): every rank returns its own microbatch's "
+                 "mean loss, whatever its rank, and the loss of the batch is the mean of the "
+                 "ranks' (ddp.h, handout section 7)", each);
+    else if (M > 1 && fabs(f->got * M / f->want - 1) < 1e-3)
+        snprintf(cause, sizeof cause, "that is the reference's divided by the %d microbatches: "
+                 "ddp_forward_backward returns each microbatch's mean loss unscaled; the weight "
+                 "1/%d belongs in the gradient only, through ctx.loss_scale (ddp.h, handout "
+                 "section 7)", M, M);
+    else
+        snprintf(cause, sizeof cause, "ddp_forward_backward returns each microbatch's mean "
+                 "loss over its B sequences as the model computes it, unscaled (ddp.h, handout "
+                 "section 7); the ranks returned %s", each);
+    gr_why_say(why, "step %d: the loss of the whole batch is %.7g, the single-device reference's "
+               "%.7g (relative error %s, tolerance %.0e): %s", step + 1, f->got, f->want,
+               gr_fmt_beyond_into(f->err, GR_TOL_LOSS, b, sizeof b), GR_TOL_LOSS, cause);
+}
+
 /* The reason of the check that stopped the case's training; 0 when none did. */
 static int stopped_words(const struct gr_obs *all, const struct pl_model_layout *lay,
                          struct gr_why *why)
 {
     const struct l2_obs *o = obs_of(all, 0);
-    char what[512], when[64], b[32];
+    char what[512], when[64];
     double most = 0;
     int r;
     switch (o->code) {
@@ -453,14 +488,7 @@ static int stopped_words(const struct gr_obs *all, const struct pl_model_layout 
                    "(handout section 4)", o->step + 1, o->bad_rank,
                    tensor_name(lay, o->bad_elem), o->bad_elem);
         return 1;
-    case L2_C_LOSS: {
-        const struct l2_loss_fig *f = &obs_of(all, most_at(all, 3, &most))->loss;
-        gr_why_say(why, "step %d: the loss of the whole batch is %.7g, the single-device "
-                   "reference's %.7g (relative error %s, tolerance %.0e): ddp_forward_backward "
-                   "returns each microbatch's mean loss, unscaled", o->step + 1, f->got, f->want,
-                   gr_fmt_beyond_into(f->err, GR_TOL_LOSS, b, sizeof b), GR_TOL_LOSS);
-        return 1;
-    }
+    case L2_C_LOSS: loss_words(all, why); return 1;
     case L2_C_PARAMS:
         gr_why_say(why, "after %d steps the parameters differ from the single-device reference's: "
                    "%s (tolerance %.0e)", K_STEPS,
@@ -531,7 +559,8 @@ int l2_judge(int i, const char *part, const struct gr_obs *all, struct gr_why *w
 {
     const struct l2_obs *o = obs_of(all, 0);
     int correct = !strcmp(part, "correct"), traffic = !strcmp(part, "traffic");
-    if (!strcmp(part, "overlap")) return i > 0 || overlap_words(o, why);
+    if (!strcmp(part, "overlap"))
+        return i > 0 || (!late_words(all, why) && overlap_words(o, why));
     if (!correct && !traffic) {
         gr_why_say(why, "no part '%s': Lab 2 judges correct, traffic and overlap", part);
         return 0;

@@ -155,6 +155,7 @@ struct l2_gfig {
 /* One rank's group's loss of a step against its reference. */
 struct l2_loss_fig {
     double got, want, err;
+    double mine;  /* this rank's own: the mean of what its ddp_forward_backward calls returned */
 };
 
 /* Rank 0, case 0: the overlapped step replayed on the modelled timeline. */
@@ -179,6 +180,7 @@ struct l2_obs {
     struct l2_gfig grads;       /* rank 0: L2_C_GRADS */
     struct gr_param_verdict params; /* rank 0: L2_C_PARAMS */
     struct l2_early_fig early;  /* this rank's first all-reduce started early */
+    struct l2_late_fig late;    /* this rank's first overlapped all-reduce started late */
     double step_kept;           /* this rank: bytes held after step `step` more than before */
     struct l2_loss_fig loss;    /* this rank's group's, at step `step` */
     int in_flight;              /* this rank: operations left on the case's comm after ddp_free */
@@ -239,6 +241,9 @@ int l2_group_size(const struct l2_case *c, int nranks);
 void l2_describe_case(const struct l2_case *c, int nranks, char *buf, size_t len);
 /* The tensor holding flat element i, or NULL. */
 const struct pl_param_desc *l2_tensor_at(const struct pl_model_layout *lay, size_t i);
+/* "[off, off+count), NAME" or "[off, off+count), FIRST .. LAST". */
+void l2_range_text(const struct pl_model_layout *lay, size_t off, size_t count, char *buf,
+                   size_t len);
 /* "tensors h.3.mlp.w_fc2 .. head.w" for the range [off, off+len). */
 void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len, char *buf,
                       size_t blen);
@@ -256,7 +261,7 @@ int l2_fewest_plan(const struct pl_model_layout *lay, size_t bucket_bytes, size_
  * invariant broken in f. */
 int l2_judge_plan(const struct pl_model_layout *lay, size_t bucket_bytes, int n,
                   const size_t *off, const size_t *len, struct l2_plan_fig *f);
-/* Words f (judge.c). */
+/* Words f (for judge.c). */
 void l2_plan_words(const struct pl_model_layout *lay, const struct l2_plan_fig *f,
                    struct gr_why *why);
 

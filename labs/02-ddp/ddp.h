@@ -39,8 +39,10 @@
  *             sends (n-1) x 4 Psi in all. A microbatch before the
  *             last sends nothing. A pl_barrier moves no data and is not counted.
  *   timing    no all-reduce starts before backward has written every gradient of its range
- *             (the trace says when each started). DDP_OVERLAPPED is graded on the modelled
- *             timeline of one step on 4 ranks (the handout, section 8): the share of
+ *             (the trace says when each started). DDP_OVERLAPPED issues each bucket's
+ *             all-reduce during the hook call that makes its range final, never in a later
+ *             hook nor after backward, or its overlap earns nothing; it is graded on the
+ *             modelled timeline of one step on 4 ranks (the handout, section 8): the share of
  *             all-reduce time hidden behind backward, full marks from 50%, none up to 5%; a
  *             pl_test that finds an all-reduce done counts as a wait where it is called. Each
  *             variant's step time is graded against the kit's own forward, backward, AdamW

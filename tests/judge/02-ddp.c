@@ -45,7 +45,7 @@ static void good(struct l2_obs *obs, enum ddp_variant v, int microbatches, int g
         o->cfg = l2_config(0);
         o->numel = lay.numel;
         o->step_kept = o->free_kept = -64;
-        o->loss = (struct l2_loss_fig){5.5, 5.5, 0};
+        o->loss = (struct l2_loss_fig){5.5, 5.5, 0, 5.5};
     }
 }
 
@@ -174,11 +174,13 @@ static void step_reasons(void)
     good(obs, DDP_NAIVE, 1, 2);
     obs[0].code = obs[1].code = L2_C_LOSS;
     obs[0].step = obs[1].step = 1;
-    obs[0].loss = (struct l2_loss_fig){5.5, 5.5, 0};
-    obs[1].loss = (struct l2_loss_fig){5.625, 5.5, 0.125 / 5.5};
+    obs[0].loss = (struct l2_loss_fig){5.5, 5.5, 0, 5.5};
+    obs[1].loss = (struct l2_loss_fig){5.625, 5.5, 0.125 / 5.5, 5.625};
     snprintf(want, sizeof want, "step 2: the loss of the whole batch is %.7g, the single-device "
              "reference's %.7g (relative error 2e-02, tolerance %.0e): ddp_forward_backward "
-             "returns each microbatch's mean loss, unscaled", 5.625, 5.5, GR_TOL_LOSS);
+             "returns each microbatch's mean loss over its B sequences as the model computes it, "
+             "unscaled (ddp.h, handout section 7); the ranks returned rank 0 5.5, rank 1 5.625",
+             5.625, 5.5, GR_TOL_LOSS);
     CHECK(!judge(0, "correct", obs, NP, &why) && !strcmp(first(&why), want), "loss: %s",
           first(&why));
     obs[1].loss.err = 1.04e-5; /* just over: the digits that show it */
@@ -371,6 +373,36 @@ static void free_reasons(void)
               !said(&why, "after ddp_free"), "a stopped training speaks first: %s", first(&why));
 }
 
+/* The loss: the likeliest cause first, from the ranks' own returned losses. */
+static void loss_reasons(void)
+{
+    struct l2_obs obs[NP];
+    struct gr_why why;
+    char want[1024];
+    /* one group of both ranks, rank 1 returning 0: the group's mean is half the reference's,
+     * and the ranks' own figures name the cause before any scale does */
+    good(obs, DDP_NAIVE, 2, 1);
+    obs[0].code = obs[1].code = L2_C_LOSS;
+    obs[0].loss = (struct l2_loss_fig){2.75, 5.5, 0.5, 5.5};
+    obs[1].loss = (struct l2_loss_fig){2.75, 5.5, 0.5, 0};
+    snprintf(want, sizeof want, "step 1: the loss of the whole batch is 2.75, the single-device "
+             "reference's 5.5 (relative error 5e-01, tolerance %.0e): your ranks returned losses "
+             "far apart, more than their slices of one batch can make them differ (their mean "
+             "of the step's ddp_forward_backward returns: rank 0 5.5, rank 1 0): every rank "
+             "returns its own microbatch's mean loss, whatever its rank", GR_TOL_LOSS);
+    CHECK(!judge(0, "correct", obs, NP, &why) && !strncmp(first(&why), want, strlen(want)) &&
+              !said(&why, "divided by the 2 microbatches"), "loss of rank 0 alone: %s",
+          first(&why));
+    obs[0].loss.mine = 2.7;
+    obs[1].loss.mine = 2.8;
+    CHECK(!judge(0, "correct", obs, NP, &why) &&
+              said(&why, "(relative error 5e-01, tolerance 1e-05): that is the reference's "
+                         "divided by the 2 microbatches: ddp_forward_backward returns each "
+                         "microbatch's mean loss unscaled; the weight 1/2 belongs in the "
+                         "gradient only, through ctx.loss_scale"), "loss scaled: %s",
+          first(&why));
+}
+
 static void traffic_reasons(void)
 {
     struct l2_obs obs[NP];
@@ -412,6 +444,30 @@ static void traffic_reasons(void)
              "%zu), %s); each all-reduce covers exactly one bucket", t->offset, t->offset + 1,
              t->name, t->offset, t->offset + t->numel, t->name);
     CHECK(!judge(0, "traffic", obs, NP, &why) && said(&why, want), "ranges: %s", first(&why));
+    /* the right range, reduced from a staging copy into m->grads: not in place */
+    obs[0].traffic.range = (struct l2_range_fig){.rank = 0, .step = 1, .staged = 1,
+                                                 .recv_in_grads = 1, .overlap = -1,
+                                                 .off = t->offset, .count = t->numel};
+    snprintf(want, sizeof want, "step 2: an all-reduce of %zu floats went into gradient elements "
+             "[%zu, %zu), %s, from a buffer of its own: each all-reduce runs in place over its "
+             "own range of m->grads, send and receive both m->grads + offset (ddp.h; handout "
+             "section 5: the flat buffer makes a range of it the message, no copy)", t->numel,
+             t->offset, t->offset + t->numel, t->name);
+    char b4[32], bpsi[32], cost[512];
+    snprintf(cost, sizeof cost, "the copy costs memory, a staging buffer as large as what it "
+             "holds (%s for this call, up to 4 Psi = %s for the whole gradient), and time, one "
+             "more pass that reads and writes the gradients every step, before the all-reduce "
+             "can start", pl_format_bytes(4.0 * (double)t->numel, b4, sizeof b4),
+             pl_format_bytes(4.0 * (double)lay.numel, bpsi, sizeof bpsi));
+    CHECK(!judge(0, "traffic", obs, NP, &why) && !strcmp(first(&why), want) &&
+              why.n == 3 && !strcmp(why.line[1], cost) && in_case(obs, &why),
+          "out of place: %s | %s", first(&why), why.n > 1 ? why.line[1] : "");
+    obs[0].traffic.range.staged = 2;
+    obs[0].traffic.range.rank = 1;
+    CHECK(!judge(0, "traffic", obs, NP, &why) &&
+              said(&why, "on rank 1: step 2: an all-reduce of ") &&
+              said(&why, "went from and into a buffer of its own, outside m->grads: each "
+                         "all-reduce runs in place"), "staged both ways: %s", first(&why));
 }
 
 /* "[off, off+count), NAME" or "[off, off+count), FIRST .. LAST", as the judge names ranges. */
@@ -597,6 +653,33 @@ static void overlap_reasons(void)
           "half marks: %g", why.fraction);
     obs[0].overlap.hidden = 0;
     CHECK(judge(0, "overlap", obs, NP, &why) && why.fraction == 0, "none hidden");
+
+    /* a bucket started one hook late: the overlap fails, whatever the replay hid */
+    obs[0].overlap.hidden = 0.9;
+    size_t start, n;
+    int blk = 2;
+    pl_model_part_range(&lay, blk, &start, &n);
+    obs[1].late = (struct l2_late_fig){.found = 1, .step = 3, .off = start, .count = n,
+                                       .where = L2_IN_HOOK, .part = blk - 1};
+    char rg[256];
+    range_of(start, n, rg, sizeof rg);
+    snprintf(want, sizeof want, "on rank 1: step 4: the all-reduce of gradient elements %s was "
+             "issued in block %d's hook, though its range was final in block %d's hook, the call "
+             "that could have started it: in DDP_OVERLAPPED each bucket's all-reduce starts as "
+             "soon as its gradients exist (ddp.h), in the hook call of the part that holds its "
+             "FIRST element (handout section 6)", rg, blk - 1, blk);
+    CHECK(!judge(0, "overlap", obs, NP, &why) && !strncmp(first(&why), want, strlen(want)) &&
+              why.n == 1, "late by a hook: %s", first(&why));
+    obs[1].late = (struct l2_late_fig){.found = 1, .off = 0, .count = 10,
+                                       .where = L2_IN_FINISH, .part = PL_PART_EMBED};
+    CHECK(!judge(0, "overlap", obs, NP, &why) &&
+              said(&why, "was issued in ddp_finish_gradients, though its range was final in "
+                         "the embedding's hook"), "started in finish: %s", first(&why));
+    obs[1].late.where = L2_OUT_OF_HOOK;
+    CHECK(!judge(0, "overlap", obs, NP, &why) &&
+              said(&why, "was issued after the last microbatch's backward, outside the hook, "
+                         "though"), "started after backward: %s", first(&why));
+    CHECK(judge(1, "overlap", obs, NP, &why), "a late start is judged on case 0, as the overlap");
 }
 
 /* Every case of a recorded run passes parts; then the last rank made wrong fails, named. */
@@ -637,6 +720,16 @@ static void recorded(const char *path, const char *parts)
         gr_why_init(&why);
         CHECK(!l2_judge(rec.icase, "correct", &bad, &why) && said(&why, want),
               "%s case %d, a rank's memory: %s", rec.op, rec.icase, first(&why));
+        if (rec.icase == 0 && mine[0].c.opt.variant == DDP_OVERLAPPED && strstr(parts,
+                                                                                  "overlap")) {
+            memcpy(mine, rec.obs.data, rec.obs.size * (size_t)rec.obs.nranks);
+            mine[last].late = (struct l2_late_fig){.found = 1, .off = 0, .count = 1,
+                                                   .where = L2_IN_FINISH};
+            gr_why_init(&why);
+            CHECK(!l2_judge(0, "overlap", &bad, &why) &&
+                      said(&why, "was issued in ddp_finish_gradients"),
+                  "%s case 0, a rank's late start: %s", rec.op, first(&why));
+        }
         free(mine);
         gr_record_free(&rec);
         n++;
@@ -650,6 +743,7 @@ static void hand_built(void)
     passes();
     setup_reasons();
     step_reasons();
+    loss_reasons();
     gradient_reasons();
     free_reasons();
     traffic_reasons();
