@@ -79,8 +79,8 @@ void __wrap_pl_attn_block_backward(float *dq, float *dk, float *dv, const float 
 }
 
 /* Case 0: two sequences, scores of order one; case 1: one sequence of chunks of 3 tokens
- * whose scores are all about a hundred (exp of them overflows fp32: a merge that does not
- * rescale by the running max gives inf). The hidden suite draws each case's B, chunk length
+ * where some keys score about a hundred and the rest a few units (ring_data_new): exp of
+ * them overflows fp32, so a merge that does not rescale by the larger lse gives inf or NaN. The hidden suite draws each case's B, chunk length
  * (1 to 5 tokens) and heads (2 or 4; of 4 or 8 channels in case 0, of 8 in case 1) from the
  * seed. */
 struct l5_ring_case l5_ring_case_of(const struct l5_state *st, int i, int cp)
@@ -167,11 +167,21 @@ static void ring_data_new(const struct l5_state *st, const struct l5_ring_case *
     const char *names[] = {"lab05.ring.q", "lab05.ring.k", "lab05.ring.v", "lab05.ring.dout"};
     for (int i = 0; i < 4; i++) {
         pl_rng_fill_normal(*h[i], d->n, st->seed, pl_rng_stream(names[i]), 0, 0.0f, 1.0f);
-        /* big: every query and key of a head shares a component of size big, so every score
-         * of a row is about big^2/sqrt(HS) (a hundred) while their differences stay of a
-         * few units: exp of them overflows, the softmax does not, nor its gradients */
+        /* big: every query of a head, and the keys of some chunks alone, share a component
+         * of size big: those keys score about big^2/sqrt(HS) (a hundred: exp of it overflows),
+         * the others (that component zeroed) of order one. Even heads: chunk 0's keys (a sink seen by every row, merged
+         * after the local blocks on most ranks); odd heads: the late chunks', cp..2cp-1 (seen
+         * first, then the early ones). A row's blocks' lse are thus about a hundred apart in
+         * both orders: a merge that rescales by one side's lse instead of the larger
+         * overflows one way or the other. */
+        const int Tc = T / (2 * cp), HS = C / kc->NH;
         for (size_t t = 0; i < 2 && kc->big > 0 && t < (size_t)B * T; t++)
-            for (int hd = 0; hd < kc->NH; hd++) (*h[i])[t * C + (size_t)hd * (C / kc->NH)] += kc->big;
+            for (int hd = 0; hd < kc->NH; hd++) {
+                const int c = (int)(t % (size_t)T) / Tc, on = hd % 2 ? c >= cp : c == 0;
+                float *x = *h[i] + t * C + (size_t)hd * HS;
+                if (i == 0) *x += kc->big;
+                else *x = on ? *x + kc->big : 0.0f;
+            }
     }
     float *qkv = malloc(3 * d->n * sizeof(float));
     for (size_t t = 0; t < (size_t)B * T; t++)

@@ -198,8 +198,8 @@ struct l5_ring_obs {
 
 struct l5_ring_case {
     int B, T, C, NH;
-    float big; /* > 0: a component of size big shared by each head's q and k (scores near
-                * big^2/sqrt(HS), a hundred) */
+    float big; /* > 0: a component of size big shared by each head's q and some chunks' k
+                * (their scores near big^2/sqrt(HS), a hundred; cases_ring.c) */
 };
 
 struct l5_obs {
