@@ -155,6 +155,12 @@ void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *
  *   balance   each rank's attention FLOPs (forward and backward, from the ledger: the
  *             kit's block calls charge a block whole) within 2% of the group's mean, and
  *             in all no more than the blocks the causal mask leaves something to see.
+ *   overlap   on cp >= 2 the forward is traced and replayed on the modelled timeline
+ *             (dgx-h100, one sequence of 131072 tokens): at most 10% of its K/V transfers'
+ *             time may stand exposed, not hidden behind the blocks' compute. The backward's
+ *             overlap is not graded (its last step's gradients cannot hide), but the same
+ *             reasoning applies to it: a backward that waits for each step's K and V before
+ *             computing is slower for nothing.
  * lse: B * NH * T/cp floats of op memory, the caller's, laid out as you like: what your
  * backward needs of your forward beside out. */
 #include "ring_attn.h"
