@@ -99,11 +99,12 @@ static void ring_reason(const struct l5_ring_obs *o, const struct l5_ring_said *
         return;
     case L5_R_PEAK:
         snprintf(buf, len, "%s held up to %.0f bytes above its arguments, more than %.0f "
-                 "(%s L + 2 lse bytes + %.0f of the kit's block call, L = %.0f bytes, one "
+                 "(%s L + 2 lse bytes + %s%.0f of the kit's block call, L = %.0f bytes, one "
                  "rank's K): a ring keeps a few chunks in flight (the block computed on and the "
                  "one arriving), never every rank's K and V at once (section 8.5)",
                  v[0] ? "cp_attention_backward" : "cp_attention_forward", v[1], v[2],
-                 v[0] ? "9" : "6", v[5], v[3]);
+                 v[0] ? "9" : "6", v[0] ? "" : "one block's partial output (4 Tc C) + ",
+                 v[5], v[3]);
         return;
     case L5_R_TRAFFIC: {
         const char *pass = v[0] ? "backward" : "forward";

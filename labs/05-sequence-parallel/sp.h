@@ -148,10 +148,11 @@ void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *
  *             through pl_ring_shift_* on cpg only, no collective.
  *   memory    everything through pl_mem_alloc; nothing left allocated when a pass returns
  *             (what the backward needs of the forward is in out and lse, the caller's); the
- *             peak above the arguments at most 6L + 2 lse bytes in the forward and 9L + 2 lse
- *             bytes in the backward, L = 4 B (T/cp) C bytes (a rank's K), plus the kit's
- *             block call's own scratch (pl_attn_block_work_bytes): a few chunks in flight,
- *             never the whole sequence's K and V.
+ *             peak above the arguments at most 6L + 2 lse bytes + one block's partial
+ *             output (4 Tc C bytes) in the forward and 9L + 2 lse bytes in the backward,
+ *             L = 4 B (T/cp) C bytes (a rank's K), plus the kit's block call's own scratch
+ *             (pl_attn_block_work_bytes): a few chunks in flight, never the whole sequence's
+ *             K and V (in pl_mem_alloc's memory, static storage or on the stack alike).
  *   balance   each rank's attention FLOPs (forward and backward, from the ledger: the
  *             kit's block calls charge a block whole) within 2% of the group's mean, and
  *             in all no more than the blocks the causal mask leaves something to see.
