@@ -60,6 +60,19 @@ void __wrap_pl_attn_block_backward(float *dq, float *dk, float *dv, const float 
                                    const float *lse, const float *delta, int Tq, int Tk, int C,
                                    int NH, int q0, int k0);
 
+void __real_pl_ring_shift_start(struct pl_comm *comm, const float *send, float *recv,
+                                 size_t count, int shift, int tag, struct pl_ring_shift *s);
+void __wrap_pl_ring_shift_start(struct pl_comm *comm, const float *send, float *recv,
+                                size_t count, int shift, int tag, struct pl_ring_shift *s);
+
+/* The kit's ring step, wrapped (lab.mk): what it sends is looked at first (kv_watch). */
+void __wrap_pl_ring_shift_start(struct pl_comm *comm, const float *send, float *recv,
+                                size_t count, int shift, int tag, struct pl_ring_shift *s)
+{
+    gr_core_send(send, count, shift);
+    __real_pl_ring_shift_start(comm, send, recv, count, shift, tag, s);
+}
+
 void __wrap_pl_attn_block_forward(float *out, float *lse, const float *q, const float *k,
                                   const float *v, int Tq, int Tk, int C, int NH, int q0, int k0)
 {
@@ -213,6 +226,34 @@ static void ring_data_free(struct ring_data *d)
     for (int i = 0; i < 8; i++) free(h[i]);
 }
 
+/* The messages of a pass that carry a rank's own K or V to it (it holds them already: the
+ * bytes count within the backward's range, yet are sent for nothing): each message's
+ * payload, piece by piece of one rank's K, against the receiving rank's k and v. */
+struct kv_watch {
+    const struct ring_data *d;
+    int (*ch)[2];
+    int cp, r;
+    int home;
+};
+
+static void kv_watch_send(void *ctx, const float *send, size_t count, int shift)
+{
+    struct kv_watch *w = ctx;
+    const size_t nl = w->d->nl;
+    if (w->cp < 2 || count < nl || count % nl) return;
+    const int to = ((w->r + shift) % w->cp + w->cp) % w->cp;
+    const struct l5_ring_case *k = &w->d->k;
+    float *got = malloc(count * sizeof(float)), *own = malloc(nl * sizeof(float));
+    pl_to_host(got, send, count * sizeof(float));
+    for (int which = 0; which < 2; which++) {
+        rows_of(own, which ? w->d->v : w->d->k_, w->ch[to], k->B, k->T, k->C, w->cp);
+        for (size_t at = 0; at < count; at += nl)
+            w->home += !memcmp(got + at, own, nl * sizeof(float));
+    }
+    free(own);
+    free(got);
+}
+
 /* The chunk (0 or 1 of this rank's) holding element e of a local [B, T/cp, C]. */
 static int chunk_of(double e, int Tc, int C)
 {
@@ -255,7 +296,7 @@ static int compare(struct l5_ring_obs *o, const char *what, const float *got, co
 
 /* A pass's traffic, memory and FLOPs, from the ledgers since the marks. */
 static void pass_figures(struct l5_ring_obs *o, int pass, const struct pl_ledger *mark,
-                         size_t before, double flops)
+                         size_t before, double flops, int home)
 {
     struct pl_ledger d;
     gr_ledger_since(mark, &d);
@@ -274,6 +315,7 @@ static void pass_figures(struct l5_ring_obs *o, int pass, const struct pl_ledger
     if (o->cp > 1 && (other || p2p < lo * L - 0.5 || p2p > hi * L + 0.5))
         RING_FAIL(o, 1, L5_R_TRAFFIC, pass, p2p, (double)d.calls[PL_P2P], (double)other,
                   lo * L, hi * L, L);
+    if (o->cp > 1 && home) RING_FAIL(o, 1, L5_R_HOME, pass, home, L);
     if (left != 0) RING_FAIL(o, 2, L5_R_LEFT, pass, left);
     /* and the scratch of the kit's block call (a row of scores; on the GPU build the host
      * copies of its arrays) */
@@ -348,13 +390,15 @@ void l5_run_ring(struct l5_state *st, struct pl_comm *cpg, int i)
     pl_mem_get_stats(&before);
     gr_ledger_mark(&mark);
     struct gr_core_count att;
+    struct kv_watch watch = {&d, ch, cp, r, 0};
     gr_core_begin(&att);
+    att.on_send = kv_watch_send, att.ctx = &watch;
     const int traced = i == 0 && cp > 1;
     if (traced) gr_bt_begin();
     cp_attention_forward(cpg, out, lse, mine[0], mine[1], mine[2], kc.B, kc.T, kc.C, kc.NH);
     if (traced) gr_bt_end(!pl_todo_what());
     gr_core_end(&att);
-    pass_figures(o, 0, &mark, before.current_total, att.total);
+    pass_figures(o, 0, &mark, before.current_total, att.total, watch.home);
     if (traced) replay_forward(st, o, &kc);
     else if (i > 0 && pl_rank() == 0) { /* the traced case's replay, for this case's verdict */
         const struct l5_ring_obs *t = &st->ring_traced;
@@ -368,10 +412,11 @@ void l5_run_ring(struct l5_state *st, struct pl_comm *cpg, int i)
         pl_mem_get_stats(&before);
         gr_ledger_mark(&mark);
         gr_core_begin(&att);
+        watch.home = 0, att.on_send = kv_watch_send, att.ctx = &watch;
         cp_attention_backward(cpg, dq, dk, dv, mine[3], mine[0], mine[1], mine[2], out, lse,
                               kc.B, kc.T, kc.C, kc.NH);
         gr_core_end(&att);
-        pass_figures(o, 1, &mark, before.current_total, att.total);
+        pass_figures(o, 1, &mark, before.current_total, att.total, watch.home);
         o->ran = !pl_todo_what();
     }
     if (o->ran && ok) {

@@ -171,7 +171,8 @@ enum l5_ring_why {
     L5_R_LEFT,      /* v: pass (0 forward), bytes left allocated */
     L5_R_PEAK,      /* v: pass, peak above the arguments, its bound, L, lse bytes, the kit's
                      * block scratch */
-    L5_R_TRAFFIC    /* v: pass, p2p bytes, p2p calls, collectives, bytes low, bytes high */
+    L5_R_TRAFFIC,   /* v: pass, p2p bytes, p2p calls, collectives, bytes low, bytes high */
+    L5_R_HOME       /* v: pass, messages of a rank's own K or V sent to it, L */
 };
 
 struct l5_ring_said {

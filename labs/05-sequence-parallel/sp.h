@@ -145,7 +145,8 @@ void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *
  *             T/cp tokens to cp-1 other places, 2(cp-1)/cp of the bytes of the sequence's K
  *             (B T C floats) and nothing else; the backward at least 4(cp-1)/cp of them (K
  *             and V again, and their gradients back), at most (4cp-2)/cp; point-to-point
- *             through pl_ring_shift_* on cpg only, no collective.
+ *             through pl_ring_shift_* on cpg only, no collective, and no message carrying a
+ *             rank's own K or V to it (it holds them already).
  *   memory    everything through pl_mem_alloc; nothing left allocated when a pass returns
  *             (what the backward needs of the forward is in out and lse, the caller's); the
  *             peak above the arguments at most 6L + 2 lse bytes + one block's partial
