@@ -60,6 +60,19 @@ void __wrap_pl_attn_block_backward(float *dq, float *dk, float *dv, const float 
                                    const float *lse, const float *delta, int Tq, int Tk, int C,
                                    int NH, int q0, int k0);
 
+void __real_pl_ring_shift_start(struct pl_comm *comm, const float *send, float *recv,
+                                 size_t count, int shift, int tag, struct pl_ring_shift *s);
+void __wrap_pl_ring_shift_start(struct pl_comm *comm, const float *send, float *recv,
+                                size_t count, int shift, int tag, struct pl_ring_shift *s);
+
+/* The kit's ring step, wrapped (lab.mk): what it sends is looked at first (kv_watch). */
+void __wrap_pl_ring_shift_start(struct pl_comm *comm, const float *send, float *recv,
+                                size_t count, int shift, int tag, struct pl_ring_shift *s)
+{
+    gr_core_send(send, count, shift);
+    __real_pl_ring_shift_start(comm, send, recv, count, shift, tag, s);
+}
+
 void __wrap_pl_attn_block_forward(float *out, float *lse, const float *q, const float *k,
                                   const float *v, int Tq, int Tk, int C, int NH, int q0, int k0)
 {
@@ -79,8 +92,8 @@ void __wrap_pl_attn_block_backward(float *dq, float *dk, float *dv, const float 
 }
 
 /* Case 0: two sequences, scores of order one; case 1: one sequence of chunks of 3 tokens
- * whose scores are all about a hundred (exp of them overflows fp32: a merge that does not
- * rescale by the running max gives inf). The hidden suite draws each case's B, chunk length
+ * where some keys score about a hundred and the rest a few units (ring_data_new): exp of
+ * them overflows fp32, so a merge that does not rescale by the larger lse gives inf or NaN. The hidden suite draws each case's B, chunk length
  * (1 to 5 tokens) and heads (2 or 4; of 4 or 8 channels in case 0, of 8 in case 1) from the
  * seed. */
 struct l5_ring_case l5_ring_case_of(const struct l5_state *st, int i, int cp)
@@ -167,11 +180,21 @@ static void ring_data_new(const struct l5_state *st, const struct l5_ring_case *
     const char *names[] = {"lab05.ring.q", "lab05.ring.k", "lab05.ring.v", "lab05.ring.dout"};
     for (int i = 0; i < 4; i++) {
         pl_rng_fill_normal(*h[i], d->n, st->seed, pl_rng_stream(names[i]), 0, 0.0f, 1.0f);
-        /* big: every query and key of a head shares a component of size big, so every score
-         * of a row is about big^2/sqrt(HS) (a hundred) while their differences stay of a
-         * few units: exp of them overflows, the softmax does not, nor its gradients */
+        /* big: every query of a head, and the keys of some chunks alone, share a component
+         * of size big: those keys score about big^2/sqrt(HS) (a hundred: exp of it overflows),
+         * the others (that component zeroed) of order one. Even heads: chunk 0's keys (a sink seen by every row, merged
+         * after the local blocks on most ranks); odd heads: the late chunks', cp..2cp-1 (seen
+         * first, then the early ones). A row's blocks' lse are thus about a hundred apart in
+         * both orders: a merge that rescales by one side's lse instead of the larger
+         * overflows one way or the other. */
+        const int Tc = T / (2 * cp), HS = C / kc->NH;
         for (size_t t = 0; i < 2 && kc->big > 0 && t < (size_t)B * T; t++)
-            for (int hd = 0; hd < kc->NH; hd++) (*h[i])[t * C + (size_t)hd * (C / kc->NH)] += kc->big;
+            for (int hd = 0; hd < kc->NH; hd++) {
+                const int c = (int)(t % (size_t)T) / Tc, on = hd % 2 ? c >= cp : c == 0;
+                float *x = *h[i] + t * C + (size_t)hd * HS;
+                if (i == 0) *x += kc->big;
+                else *x = on ? *x + kc->big : 0.0f;
+            }
     }
     float *qkv = malloc(3 * d->n * sizeof(float));
     for (size_t t = 0; t < (size_t)B * T; t++)
@@ -201,6 +224,34 @@ static void ring_data_free(struct ring_data *d)
 {
     float *h[] = {d->q, d->k_, d->v, d->dout, d->out, d->dq, d->dk, d->dv};
     for (int i = 0; i < 8; i++) free(h[i]);
+}
+
+/* The messages of a pass that carry a rank's own K or V to it (it holds them already: the
+ * bytes count within the backward's range, yet are sent for nothing): each message's
+ * payload, piece by piece of one rank's K, against the receiving rank's k and v. */
+struct kv_watch {
+    const struct ring_data *d;
+    int (*ch)[2];
+    int cp, r;
+    int home;
+};
+
+static void kv_watch_send(void *ctx, const float *send, size_t count, int shift)
+{
+    struct kv_watch *w = ctx;
+    const size_t nl = w->d->nl;
+    if (w->cp < 2 || count < nl || count % nl) return;
+    const int to = ((w->r + shift) % w->cp + w->cp) % w->cp;
+    const struct l5_ring_case *k = &w->d->k;
+    float *got = malloc(count * sizeof(float)), *own = malloc(nl * sizeof(float));
+    pl_to_host(got, send, count * sizeof(float));
+    for (int which = 0; which < 2; which++) {
+        rows_of(own, which ? w->d->v : w->d->k_, w->ch[to], k->B, k->T, k->C, w->cp);
+        for (size_t at = 0; at < count; at += nl)
+            w->home += !memcmp(got + at, own, nl * sizeof(float));
+    }
+    free(own);
+    free(got);
 }
 
 /* The chunk (0 or 1 of this rank's) holding element e of a local [B, T/cp, C]. */
@@ -245,7 +296,7 @@ static int compare(struct l5_ring_obs *o, const char *what, const float *got, co
 
 /* A pass's traffic, memory and FLOPs, from the ledgers since the marks. */
 static void pass_figures(struct l5_ring_obs *o, int pass, const struct pl_ledger *mark,
-                         size_t before, double flops)
+                         size_t before, double flops, int home)
 {
     struct pl_ledger d;
     gr_ledger_since(mark, &d);
@@ -264,14 +315,18 @@ static void pass_figures(struct l5_ring_obs *o, int pass, const struct pl_ledger
     if (o->cp > 1 && (other || p2p < lo * L - 0.5 || p2p > hi * L + 0.5))
         RING_FAIL(o, 1, L5_R_TRAFFIC, pass, p2p, (double)d.calls[PL_P2P], (double)other,
                   lo * L, hi * L, L);
+    if (o->cp > 1 && home) RING_FAIL(o, 1, L5_R_HOME, pass, home, L);
     if (left != 0) RING_FAIL(o, 2, L5_R_LEFT, pass, left);
     /* and the scratch of the kit's block call (a row of scores; on the GPU build the host
      * copies of its arrays) */
     const int Tc = o->T / (2 * o->cp);
     const double kit = fmax(pl_attn_block_work_bytes(Tc, Tc, o->C, o->NH, pass),
                             pass ? pl_attn_block_work_bytes(Tc, Tc, o->C, o->NH, 2) : 0);
-    const double bound = (pass == 0 ? 6 : 9) * L + 2 * lb + kit;
-    if (peak > bound) RING_FAIL(o, 2, L5_R_PEAK, pass, peak, bound, L, lb, kit);
+    /* forward: room for one block's partial output beyond the handout's 6L, so that a design
+     * merging a step's partials together before the running output fits as well */
+    const double part = pass == 0 ? 4.0 * Tc * o->C : 0;
+    const double bound = (pass == 0 ? 6 : 9) * L + 2 * lb + part + kit;
+    if (peak > bound) RING_FAIL(o, 2, L5_R_PEAK, pass, peak, bound, L, lb, kit, part);
 }
 
 /* Rank 0: the traced forward replayed at one long sequence's scale (L5_RING_REAL_T tokens,
@@ -335,13 +390,15 @@ void l5_run_ring(struct l5_state *st, struct pl_comm *cpg, int i)
     pl_mem_get_stats(&before);
     gr_ledger_mark(&mark);
     struct gr_core_count att;
+    struct kv_watch watch = {&d, ch, cp, r, 0};
     gr_core_begin(&att);
+    att.on_send = kv_watch_send, att.ctx = &watch;
     const int traced = i == 0 && cp > 1;
     if (traced) gr_bt_begin();
     cp_attention_forward(cpg, out, lse, mine[0], mine[1], mine[2], kc.B, kc.T, kc.C, kc.NH);
     if (traced) gr_bt_end(!pl_todo_what());
     gr_core_end(&att);
-    pass_figures(o, 0, &mark, before.current_total, att.total);
+    pass_figures(o, 0, &mark, before.current_total, att.total, watch.home);
     if (traced) replay_forward(st, o, &kc);
     else if (i > 0 && pl_rank() == 0) { /* the traced case's replay, for this case's verdict */
         const struct l5_ring_obs *t = &st->ring_traced;
@@ -355,10 +412,11 @@ void l5_run_ring(struct l5_state *st, struct pl_comm *cpg, int i)
         pl_mem_get_stats(&before);
         gr_ledger_mark(&mark);
         gr_core_begin(&att);
+        watch.home = 0, att.on_send = kv_watch_send, att.ctx = &watch;
         cp_attention_backward(cpg, dq, dk, dv, mine[3], mine[0], mine[1], mine[2], out, lse,
                               kc.B, kc.T, kc.C, kc.NH);
         gr_core_end(&att);
-        pass_figures(o, 1, &mark, before.current_total, att.total);
+        pass_figures(o, 1, &mark, before.current_total, att.total, watch.home);
         o->ran = !pl_todo_what();
     }
     if (o->ran && ok) {

@@ -99,11 +99,12 @@ static void ring_reason(const struct l5_ring_obs *o, const struct l5_ring_said *
         return;
     case L5_R_PEAK:
         snprintf(buf, len, "%s held up to %.0f bytes above its arguments, more than %.0f "
-                 "(%s L + 2 lse bytes + %.0f of the kit's block call, L = %.0f bytes, one "
+                 "(%s L + 2 lse bytes + %s%.0f of the kit's block call, L = %.0f bytes, one "
                  "rank's K): a ring keeps a few chunks in flight (the block computed on and the "
                  "one arriving), never every rank's K and V at once (section 8.5)",
                  v[0] ? "cp_attention_backward" : "cp_attention_forward", v[1], v[2],
-                 v[0] ? "9" : "6", v[5], v[3]);
+                 v[0] ? "9" : "6", v[0] ? "" : "one block's partial output (4 Tc C) + ",
+                 v[5], v[3]);
         return;
     case L5_R_TRAFFIC: {
         const char *pass = v[0] ? "backward" : "forward";
@@ -123,6 +124,14 @@ static void ring_reason(const struct l5_ring_obs *o, const struct l5_ring_said *
                      "%.0f bytes, L = %.0f, and no collective (section 8.5)", v[4], v[5], v[6]);
         return;
     }
+    case L5_R_HOME:
+        snprintf(buf, len, "the %s sent %.0f message%s of K or V (L = %.0f bytes each) to the "
+                 "rank that owns them, which holds them already: the bytes fit the range, but "
+                 "they carry nothing. K and V reach every other rank in cp-1 steps; in the "
+                 "backward it is the gradients of K and V that go home, not K and V "
+                 "(section 8.4)", v[0] ? "backward" : "forward", v[1], v[1] == 1 ? "" : "s",
+                 v[2]);
+        return;
     default:
         snprintf(buf, len, "an observation this build does not know (code %d)", s->code);
         return;

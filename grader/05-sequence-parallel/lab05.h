@@ -171,7 +171,8 @@ enum l5_ring_why {
     L5_R_LEFT,      /* v: pass (0 forward), bytes left allocated */
     L5_R_PEAK,      /* v: pass, peak above the arguments, its bound, L, lse bytes, the kit's
                      * block scratch */
-    L5_R_TRAFFIC    /* v: pass, p2p bytes, p2p calls, collectives, bytes low, bytes high */
+    L5_R_TRAFFIC,   /* v: pass, p2p bytes, p2p calls, collectives, bytes low, bytes high */
+    L5_R_HOME       /* v: pass, messages of a rank's own K or V sent to it, L */
 };
 
 struct l5_ring_said {
@@ -198,8 +199,8 @@ struct l5_ring_obs {
 
 struct l5_ring_case {
     int B, T, C, NH;
-    float big; /* > 0: a component of size big shared by each head's q and k (scores near
-                * big^2/sqrt(HS), a hundred) */
+    float big; /* > 0: a component of size big shared by each head's q and some chunks' k
+                * (their scores near big^2/sqrt(HS), a hundred; cases_ring.c) */
 };
 
 struct l5_obs {

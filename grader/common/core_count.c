@@ -24,6 +24,11 @@ void gr_core_note(int kind, double flops)
     active->total += flops;
 }
 
+void gr_core_send(const float *send, size_t count, int shift)
+{
+    if (active && active->on_send) active->on_send(active->ctx, send, count, shift);
+}
+
 double gr_core_once(const struct gr_core_count *c)
 {
     double s = 0;

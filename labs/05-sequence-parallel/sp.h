@@ -145,16 +145,24 @@ void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *
  *             T/cp tokens to cp-1 other places, 2(cp-1)/cp of the bytes of the sequence's K
  *             (B T C floats) and nothing else; the backward at least 4(cp-1)/cp of them (K
  *             and V again, and their gradients back), at most (4cp-2)/cp; point-to-point
- *             through pl_ring_shift_* on cpg only, no collective.
+ *             through pl_ring_shift_* on cpg only, no collective, and no message carrying a
+ *             rank's own K or V to it (it holds them already).
  *   memory    everything through pl_mem_alloc; nothing left allocated when a pass returns
  *             (what the backward needs of the forward is in out and lse, the caller's); the
- *             peak above the arguments at most 6L + 2 lse bytes in the forward and 9L + 2 lse
- *             bytes in the backward, L = 4 B (T/cp) C bytes (a rank's K), plus the kit's
- *             block call's own scratch (pl_attn_block_work_bytes): a few chunks in flight,
- *             never the whole sequence's K and V.
+ *             peak above the arguments at most 6L + 2 lse bytes + one block's partial
+ *             output (4 Tc C bytes) in the forward and 9L + 2 lse bytes in the backward,
+ *             L = 4 B (T/cp) C bytes (a rank's K), plus the kit's block call's own scratch
+ *             (pl_attn_block_work_bytes): a few chunks in flight, never the whole sequence's
+ *             K and V (in pl_mem_alloc's memory, static storage or on the stack alike).
  *   balance   each rank's attention FLOPs (forward and backward, from the ledger: the
  *             kit's block calls charge a block whole) within 2% of the group's mean, and
  *             in all no more than the blocks the causal mask leaves something to see.
+ *   overlap   on cp >= 2 the forward is traced and replayed on the modelled timeline
+ *             (dgx-h100, one sequence of 131072 tokens): at most 10% of its K/V transfers'
+ *             time may stand exposed, not hidden behind the blocks' compute. The backward's
+ *             overlap is not graded (its last step's gradients cannot hide), but the same
+ *             reasoning applies to it: a backward that waits for each step's K and V before
+ *             computing is slower for nothing.
  * lse: B * NH * T/cp floats of op memory, the caller's, laid out as you like: what your
  * backward needs of your forward beside out. */
 #include "ring_attn.h"

@@ -524,6 +524,12 @@ static void ring_rules(void)
     CHECK(!judge_ring(0, 2, "traffic", obs, 4, &why) && said(&why, "made 2 collective calls") &&
               said(&why, "cp-1 = 3 times"),
           "a forward that gathers K and V is told what a ring sends: %s", FIRST(&why));
+    ring_of(obs, 4, 0);
+    obs[3].ring.part[1] = (struct l5_ring_said){.code = L5_R_HOME, .v = {1, 2, L}};
+    CHECK(!judge_ring(0, 2, "traffic", obs, 4, &why) &&
+              said(&why, "rank 3: the backward sent 2 messages of K or V") &&
+              said(&why, "it is the gradients of K and V that go home"),
+          "K and V sent back to their owner are named, though the bytes fit: %s", FIRST(&why));
     double lo, hi;
     l5_ring_bwd_units(4, &lo, &hi);
     CHECK(l5_ring_fwd_units(4) == 6 && lo == 12 && hi == 14,
