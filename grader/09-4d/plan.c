@@ -1,0 +1,67 @@
+/* plan.c: the descriptor and test plan of Lab 9, the capstone (data x tensor with sequence x
+ * pipeline parallelism), read by the grader.
+ *
+ * One run on 8 ranks (a virtual cluster of 2 nodes of 4) covers the grids (dp, tp, pp) =
+ * (2,2,2), (1,2,4), (2,4,1), (4,1,2), laid out by "tp-pp-dp", each K = 2 steps with a clip
+ * that binds: the same training as one device (40), the global norm and the clipped
+ * gradient (20), the grid's groups (10), the traffic by link class and the pipeline's bytes
+ * (10); one run on 6 ranks (3 nodes of 2), (1,2,3) with stages of 1, 1 and 2 blocks: the
+ * training (10) and the clipping (10). 100 points. */
+#include <stdio.h>
+#include <string.h>
+
+#include "grade.h"
+#include "rules/symbols.h"
+
+#define LAB09_TIMEOUT 240
+
+static int lab09_runs(int np)
+{
+    return np == 6 || np == 8;
+}
+
+static void lab09_plan(const struct gr_plan_opts *o)
+{
+    static const int visible[] = {8, 6, 0};
+    const int *nps = o->np_given ? o->np : visible;
+    for (int i = 0; nps[i]; i++) {
+        int np = nps[i], eight = np == 8;
+        const char *grids = eight ? "(2,2,2), (1,2,4), (2,4,1), (4,1,2)" : "(1,2,3), uneven stages";
+        char name[200];
+        snprintf(name, sizeof name, "4D: same training as one device, grids %s [np=%d]", grids,
+                 np);
+        gr_add(&(struct gr_spec){name, "train", "check", "correct", "correctness", np,
+                                 eight ? 40 : 10, LAB09_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "4D: global-norm clipping, every parameter once [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "train", "check", "clip", "correctness", np,
+                                 eight ? 20 : 10, LAB09_TIMEOUT, 0, NULL});
+        if (!eight) continue;
+        snprintf(name, sizeof name, "4D: TP, PP and DP groups of the order tp-pp-dp [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "train", "check", "grid", "placement", np, 10,
+                                 LAB09_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "4D: SP conjugates inside a node, pipeline bytes [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "train", "check", "traffic", "performance", np, 10,
+                                 LAB09_TIMEOUT, 0, NULL});
+    }
+}
+
+static const struct gr_lab lab09 = {
+    .dir = "09-4d",
+    .title = "the capstone: data x tensor (with sequence) x pipeline parallelism",
+    .plan = lab09_plan,
+    .bench_args = "",
+    .bench_np = "8",
+    /* What its code may call (grader/rules/symbols.h): checked before anything runs. */
+    .forbidden_symbols = GR_SYMBOLS_BELOW_KIT GR_SYMBOLS_RAW_ALLOC
+        "pl_rank pl_size pl_comm_set_p2p_like_nccl",
+    .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .runs_on = lab09_runs,
+    .runs_on_words = "6 or 8 ranks",
+    .runs_on_why = "are not the lab's grids: (2,2,2), (1,2,4), (2,4,1), (4,1,2) on 8 and "
+                   "(1,2,3) on 6",
+    .symbol_rule = "Lab 9 communicates only through lib's collectives and point-to-point calls "
+                   "on the grid's communicators (no MPI_* or nccl* below the ledger its traffic "
+                   "is judged by), takes its memory from pl_mem_alloc, and finds its place in "
+                   "the grid from the world communicator it is given (not pl_rank or pl_size)",
+};
+GR_REGISTER_LAB(lab09)
