@@ -37,6 +37,15 @@ static int case_batch(const struct l9_case *k)
     return k->dp * L9_MICRO * L9_MB_SEQS;
 }
 
+/* The norm of the reference's gradient of step s, before clipping. */
+static double grad_norm(const struct gr_reference *ref, int s)
+{
+    const float *g = ref->grads + (size_t)s * ref->numel;
+    double sq = 0;
+    for (size_t j = 0; j < ref->numel; j++) sq += (double)g[j] * g[j];
+    return sqrt(sq);
+}
+
 struct l9_state *l9_setup(uint64_t seed, int np)
 {
     struct l9_state *st = calloc(1, sizeof *st);
@@ -55,33 +64,29 @@ struct l9_state *l9_setup(uint64_t seed, int np)
         t->global_B = case_batch(&st->cases[i]);
         t->steps = L9_K_STEPS;
         t->data_seed = pl_mix64(seed ^ (0x5eed + (uint64_t)i));
-        /* unclipped first, to set a clip that binds on every step */
+        /* unclipped first (the training's own check), then a clip that binds on every
+         * step of the same data */
         t->opt.grad_clip = 0.0f;
-        struct gr_reference free_run;
-        gr_reference_run(&free_run, t);
+        st->free_opt[i] = t->opt;
+        gr_reference_run(&st->free[i], t);
         double least = INFINITY;
         for (int s = 0; s < L9_K_STEPS; s++) {
-            const float *g = free_run.grads + (size_t)s * free_run.numel;
-            double sq = 0;
-            for (size_t j = 0; j < free_run.numel; j++) sq += (double)g[j] * g[j];
-            if (sqrt(sq) < least) least = sqrt(sq);
+            double n = grad_norm(&st->free[i], s);
+            if (n < least) least = n;
         }
-        gr_reference_free(&free_run);
         t->opt.grad_clip = (float)(L9_CLIP_FRACTION * least);
         gr_reference_run(&st->ref[i], t);
-        for (int s = 0; s < L9_K_STEPS; s++) {
-            const float *g = st->ref[i].grads + (size_t)s * st->ref[i].numel;
-            double sq = 0;
-            for (size_t j = 0; j < st->ref[i].numel; j++) sq += (double)g[j] * g[j];
-            st->ref_norm[i][s] = sqrt(sq);
-        }
+        for (int s = 0; s < L9_K_STEPS; s++) st->ref_norm[i][s] = grad_norm(&st->ref[i], s);
     }
     return st;
 }
 
 void l9_finish(struct l9_state *st)
 {
-    for (int i = 0; i < st->ncases; i++) gr_reference_free(&st->ref[i]);
+    for (int i = 0; i < st->ncases; i++) {
+        gr_reference_free(&st->free[i]);
+        gr_reference_free(&st->ref[i]);
+    }
     pl_tokens_free(&st->data);
     free(st);
 }
@@ -90,7 +95,7 @@ void l9_describe(const struct l9_state *st, int i, char *buf, size_t len)
 {
     const struct l9_case *k = &st->cases[i];
     snprintf(buf, len, "dp=%d tp=%d pp=%d (%s), %d microbatches of %d sequences per replica, "
-             "%d steps, clip %.3g", k->dp, k->tp, k->pp, L9_ORDER, L9_MICRO, L9_MB_SEQS,
+             "%d steps without clipping, then with a clip at %.3g", k->dp, k->tp, k->pp, L9_ORDER, L9_MICRO, L9_MB_SEQS,
              L9_K_STEPS, (double)st->train[i].opt.grad_clip);
 }
 
@@ -174,57 +179,74 @@ static void record_grid(const struct fourd_grid *g, struct l9_obs *ob)
     }
 }
 
-void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
+/* K steps of the student's training on this case's grid with opt; the losses and norms
+ * into loss and norm (either may be NULL), the traffic of the steps into ob when traffic,
+ * the parameters (and the last step's gradient) against ref's. Returns 0 when a stub was
+ * reached or a call gave nothing. */
+static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *opt,
+                     const struct gr_reference *ref, struct l9_obs *ob, int clipped)
 {
     const struct l9_case *k = &st->cases[i];
     const struct gr_train_setup *ts = &st->train[i];
-    const struct gr_reference *ref = &st->ref[i];
     struct fourd_grid g;
     memset(&g, 0, sizeof g);
     ob->grid_ret = fourd_grid_new(&g, pl_comm_world(), L9_ORDER, k->dp, k->tp, k->pp);
     if (gr_agree(ob->grid_ret != 0 || pl_todo_what() != NULL)) {
         if (ob->grid_ret == 0) fourd_grid_free(&g);
-        return;
+        return 0;
     }
     record_grid(&g, ob);
-    struct fourd_model *m = fourd_model_new(&ts->cfg, &ts->opt, &g);
+    struct fourd_model *m = fourd_model_new(&ts->cfg, opt, &g);
     ob->model_null = m == NULL;
     if (gr_agree(m == NULL || pl_todo_what() != NULL)) {
         if (m) fourd_model_free(m);
         fourd_grid_free(&g);
-        return;
+        return 0;
     }
     ob->stage_b0 = m->b0, ob->stage_b1 = m->b1;
     struct gr_batch b;
     gr_batch_new(&b, ts, 0, 1); /* every rank gets the whole global batch */
     struct pl_ledger mark, delta;
     gr_ledger_mark(&mark);
-    for (int s = 0; s < ts->steps; s++) {
+    int ok = 1;
+    for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);
-        ob->loss[s] = fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
-        ob->norm[s] = m->grad_norm;
-        if (gr_agree(pl_todo_what() != NULL)) break;
+        double loss = fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
+        if (clipped) ob->norm[s] = m->grad_norm;
+        else ob->loss[s] = loss;
+        ok = !gr_agree(pl_todo_what() != NULL);
     }
     gr_ledger_since(&mark, &delta);
-    ob->sp_inter = delta.bytes[PL_ALL_GATHER][PL_LINK_INTER] +
-                   delta.bytes[PL_REDUCE_SCATTER][PL_LINK_INTER];
-    ob->p2p_bytes = delta.bytes[PL_P2P][PL_LINK_INTRA] + delta.bytes[PL_P2P][PL_LINK_INTER];
-    if (!pl_todo_what()) {
+    if (!clipped) {
+        ob->sp_inter = delta.bytes[PL_ALL_GATHER][PL_LINK_INTER] +
+                       delta.bytes[PL_REDUCE_SCATTER][PL_LINK_INTER];
+        ob->p2p_bytes = delta.bytes[PL_P2P][PL_LINK_INTRA] + delta.bytes[PL_P2P][PL_LINK_INTER];
+    }
+    if (ok) {
         const struct pl_model_layout *lay = &ref->layout;
+        compare_rank(clipped ? &ob->clipped_params : &ob->params, &ts->cfg, lay, m, m->params,
+                     m->rep ? m->rep->params : NULL, ref->params, k->tp, g.tp_rank);
+    }
+    if (ok && clipped) {
         /* the gradient AdamW was given in the last step: the reference's, clipped */
         size_t n = ref->numel;
-        float *clipped = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 clipped");
+        float *want = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 clipped");
         const float *g0 = ref->grads + (size_t)(ts->steps - 1) * n;
-        double sq = st->ref_norm[i][ts->steps - 1] * st->ref_norm[i][ts->steps - 1];
-        float scale = pl_clip_scale(sq, ts->opt.grad_clip);
-        for (size_t j = 0; j < n; j++) clipped[j] = g0[j] * scale;
-        compare_rank(&ob->params, &ts->cfg, lay, m, m->params, m->rep ? m->rep->params : NULL,
-                     ref->params, k->tp, g.tp_rank);
-        compare_rank(&ob->grads, &ts->cfg, lay, m, m->grads, m->rep ? m->rep->grads : NULL,
-                     clipped, k->tp, g.tp_rank);
-        pl_mem_free(clipped);
+        double norm = st->ref_norm[i][ts->steps - 1];
+        float scale = pl_clip_scale(norm * norm, opt->grad_clip);
+        for (size_t j = 0; j < n; j++) want[j] = g0[j] * scale;
+        compare_rank(&ob->grads, &ts->cfg, &ref->layout, m, m->grads,
+                     m->rep ? m->rep->grads : NULL, want, k->tp, g.tp_rank);
+        pl_mem_free(want);
     }
     gr_batch_free(&b);
     fourd_model_free(m);
     fourd_grid_free(&g);
+    return ok;
+}
+
+void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
+{
+    if (train_run(st, i, &st->free_opt[i], &st->free[i], ob, 0))
+        train_run(st, i, &st->train[i].opt, &st->ref[i], ob, 1);
 }

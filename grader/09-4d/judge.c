@@ -13,6 +13,7 @@
 
 #include "grid.h"
 #include "lab09.h"
+#include "tp_shard.h"
 
 double l9_p2p_bytes(const struct pl_model_config *c, const struct l9_case *k, int stage, int B)
 {
@@ -29,7 +30,7 @@ static const struct l9_obs *rank_obs(const struct gr_obs *all, int r)
 static int judge_correct(const struct l9_state *st, int i, const struct gr_obs *all,
                          struct gr_why *why)
 {
-    const struct gr_reference *ref = &st->ref[i];
+    const struct gr_reference *ref = &st->free[i];
     for (int r = 0; r < all->nranks; r++) {
         const struct l9_obs *o = rank_obs(all, r);
         if (o->grid_ret != 0) {
@@ -60,7 +61,7 @@ static int judge_correct(const struct l9_state *st, int i, const struct gr_obs *
     for (int r = 0; r < all->nranks; r++) {
         const struct l9_obs *o = rank_obs(all, r);
         if (!(o->params.rel <= GR_TOL_PARAMS)) {
-            gr_why_say(why, "after %d steps rank %d (dp %d, tp %d, stage %d) holds %s with "
+            gr_why_say(why, "after %d steps (no clipping) rank %d (dp %d, tp %d, stage %d) holds %s with "
                        "relative L2 error %.3g against the single device's (at most %g)%s",
                        L9_K_STEPS, r, o->coord[0], o->coord[1], o->coord[2], o->params.name,
                        o->params.rel, GR_TOL_PARAMS,
@@ -69,6 +70,34 @@ static int judge_correct(const struct l9_state *st, int i, const struct gr_obs *
         }
     }
     return 1;
+}
+
+/* The squares of step s's reference gradient on the tensors every TP rank holds whole: the
+ * blocks' layernorms and replicated biases (*blocks) and the embedding and head (*ends). */
+static void replicated_sq(const struct l9_state *st, int i, int s, double *blocks, double *ends)
+{
+    const struct gr_reference *ref = &st->ref[i];
+    const struct pl_model_config *c = &st->train[i].cfg;
+    const float *g = ref->grads + (size_t)s * ref->numel;
+    *blocks = *ends = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t off, n;
+        pl_model_part_range(&ref->layout, l, &off, &n);
+        struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(c, l, st->cases[i].tp, d);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            if (d[k].split != PL_TP_REPLICATED) continue;
+            for (size_t j = 0; j < d[k].rows * d[k].cols; j++) {
+                double x = g[off + d[k].full_offset + j];
+                *blocks += x * x;
+            }
+        }
+    }
+    for (int t = 0; t < ref->layout.n_tensors; t++) {
+        const struct pl_param_desc *d = &ref->layout.tensors[t];
+        if (d->part != -1 && d->part != c->n_layers) continue;
+        for (size_t j = 0; j < d->numel; j++) *ends += (double)g[d->offset + j] * g[d->offset + j];
+    }
 }
 
 static int judge_clip(const struct l9_state *st, int i, const struct gr_obs *all,
@@ -81,7 +110,10 @@ static int judge_clip(const struct l9_state *st, int i, const struct gr_obs *all
             double want = st->ref_norm[i][s], got = o->norm[s];
             double err = gr_rel_err(got, want);
             if (err <= L9_TOL_NORM) continue;
-            double ratio = got / want;
+            double ratio = got / want, rb, re;
+            replicated_sq(st, i, s, &rb, &re);
+            const double t = k->tp, w2 = want * want;
+            double as_blocks = sqrt(w2 + (t - 1) * rb), as_all = sqrt(w2 + (t - 1) * (rb + re));
             gr_why_say(why, "step %d: rank %d's global gradient norm %.6g, one device's %.6g "
                        "(ratio %.4f; relative error at most %g)", s, r, got, want, ratio,
                        L9_TOL_NORM);
@@ -89,6 +121,15 @@ static int judge_clip(const struct l9_state *st, int i, const struct gr_obs *all
                 gr_why_say(why, "that is sqrt(dp) = sqrt(%d) too large: after the DP sum every "
                            "replica holds the same gradient, so summing the squares over the "
                            "DP group counts each parameter %d times", k->dp, k->dp);
+            else if (k->tp > 1 && (gr_rel_err(got, as_blocks) < 1e-4 ||
+                                   gr_rel_err(got, as_all) < 1e-4))
+                gr_why_say(why, "that is one device's norm with the %s counted t = %d times, "
+                           "once per TP rank: a tensor every TP rank holds whole is one "
+                           "parameter, counted once (section 3)",
+                           gr_rel_err(got, as_blocks) < 1e-4
+                               ? "blocks' layernorms and replicated biases (b_proj, b_fc2)"
+                               : "replicated tensors (layernorms, b_proj, b_fc2, embedding, head)",
+                           k->tp);
             else if (ratio > 1)
                 gr_why_say(why, "too large: something is counted more than once. A tensor every "
                            "TP rank holds whole (layernorms, b_proj, b_fc2, the embedding and "
@@ -107,6 +148,13 @@ static int judge_clip(const struct l9_state *st, int i, const struct gr_obs *all
                        "stage %d): %s has relative L2 error %.3g against one device's clipped "
                        "gradient (at most %g)", r, o->coord[0], o->coord[1], o->coord[2],
                        o->grads.name, o->grads.rel, GR_TOL_GRADS);
+            return 0;
+        }
+        if (!(o->clipped_params.rel <= GR_TOL_PARAMS)) {
+            gr_why_say(why, "after %d clipped steps rank %d (dp %d, tp %d, stage %d) holds %s "
+                       "with relative L2 error %.3g against the single device's (at most %g)",
+                       L9_K_STEPS, r, o->coord[0], o->coord[1], o->coord[2],
+                       o->clipped_params.name, o->clipped_params.rel, GR_TOL_PARAMS);
             return 0;
         }
     }

@@ -34,7 +34,9 @@ struct l9_state {
     struct l9_case cases[L9_MAX_CASES];
     struct pl_tokens data;
     struct gr_train_setup train[L9_MAX_CASES];
-    struct gr_reference ref[L9_MAX_CASES];
+    struct gr_reference free[L9_MAX_CASES]; /* no clipping: the "correct" part's */
+    struct gr_reference ref[L9_MAX_CASES];  /* a clip that binds: the "clip" part's */
+    struct pl_adamw_config free_opt[L9_MAX_CASES];
     double ref_norm[L9_MAX_CASES][L9_K_STEPS];
     int nodes, per_node;
 };
@@ -54,10 +56,15 @@ struct l9_obs {
     int size[3];                  /* of its dp, tp, pp communicators */
     int members[3][L9_MAX_RANKS]; /* their world ranks by group rank */
     int stage_b0, stage_b1;
-    double loss[L9_K_STEPS], norm[L9_K_STEPS];
-    struct l9_err params, grads;  /* after the K steps; the last step's clipped gradient */
+    /* the run without clipping */
+    double loss[L9_K_STEPS];
+    struct l9_err params;         /* after the K steps */
     double sp_inter;              /* all-gather and reduce-scatter bytes sent inter-node */
     double p2p_bytes;             /* point-to-point bytes sent over the K steps */
+    /* the run with a clip that binds */
+    double norm[L9_K_STEPS];
+    struct l9_err grads;          /* the last step's clipped gradient */
+    struct l9_err clipped_params; /* after the K clipped steps */
 };
 
 /* cases.c */

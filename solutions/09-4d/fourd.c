@@ -259,6 +259,22 @@ static void rep_parts(const struct fourd_model *m, int *parts, int *np)
     if (m->has_head) parts[(*np)++] = m->cfg.n_layers;
 }
 
+/* The replicas' gradients summed: every microbatch of every replica must be in them. */
+static void dp_sum(struct fourd_model *m)
+{
+    const struct fourd_grid *g = m->g;
+    const size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
+    int parts[2], np;
+    rep_parts(m, parts, &np);
+    if (n) pl_all_reduce(g->dp_comm, m->grads, m->grads, n, PL_SUM);
+    for (int k = 0; k < np; k++) {
+        size_t off, cnt;
+        part_range(m, parts[k], &off, &cnt);
+        pl_all_reduce(g->dp_comm, m->rep->grads + off, m->rep->grads + off, cnt, PL_SUM);
+    }
+}
+
+/* The TP sums of the replicated block tensors, the norm, the clip, AdamW. */
 static void sync_and_update(struct fourd_model *m)
 {
     const struct fourd_grid *g = m->g;
@@ -270,12 +286,6 @@ static void sync_and_update(struct fourd_model *m)
         struct pl_block_params gr;
         block_view(m, m->grads, l, &gr);
         pl_sp_block_sync_grads(g->tp_comm, &m->cfg, &gr);
-    }
-    if (n) pl_all_reduce(g->dp_comm, m->grads, m->grads, n, PL_SUM);
-    for (int k = 0; k < np; k++) {
-        size_t off, cnt;
-        part_range(m, parts[k], &off, &cnt);
-        pl_all_reduce(g->dp_comm, m->rep->grads + off, m->rep->grads + off, cnt, PL_SUM);
     }
     double sq = global_norm_sq(m);
     m->grad_norm = sqrt(sq);
@@ -336,6 +346,7 @@ double fourd_step(struct fourd_model *m, const int *tokens, const int *targets, 
         backward(&s, i);
     }
     for (int i = micro - warm; i < micro; i++) backward(&s, i);
+    dp_sum(m); /* after the last microbatch's backward, on this stage's gradients */
     for (int i = 0; i < micro; i++) {
         if (s.mbs[i].sent) pl_wait(s.mbs[i].sent), pl_comm_buf_free(s.mbs[i].out);
         if (s.back_sent[i]) pl_wait(s.back_sent[i]), pl_comm_buf_free(s.back_out[i]);
