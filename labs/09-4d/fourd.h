@@ -39,8 +39,10 @@
  *             once per DP replica, not once per TP rank holding a replicated tensor
  *             (section 3).
  *   traffic   from the traffic ledger: the SP conjugates' all-gathers and reduce-scatters
- *             never cross a node under "tp-pp-dp"; each stage's point-to-point bytes equal
- *             2 x (boundaries it has) x micro x (B/(dp micro)) T/t C x 4 (section 4).
+ *             never cross a node under "tp-pp-dp"; each rank's point-to-point bytes per
+ *             step equal (its neighbouring stages) x micro x (B/(dp micro)) T/t C x 4:
+ *             one activation per microbatch to the next stage, one gradient to the previous
+ *             (section 4).
  *   memory    every byte through pl_mem_alloc or pl_comm_buf_alloc: the code may not call
  *             malloc and the rest of the C allocator family, mmap, sbrk or brk.
  *   symbols   lib's collectives and point-to-point only (MPI_* and nccl* are refused).
