@@ -1,0 +1,118 @@
+/* test_sp_block: the kit's TP+SP block on a TP group (lib/sp_block.h) against the single
+ * device's block (pl_block_forward/backward) on the same input, with dropout on: each rank's
+ * output and input gradient are its tokens' rows of the single device's, and its shard's
+ * gradients, once the replicated ones are summed over the group, are the slice of the
+ * single device's; the conjugates are each other's reverse. Runs with the world as the TP
+ * group (1, 2 and 4 ranks). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "paralab.h"
+#include "sp_block.h"
+#include "testing.h"
+#include "tp_shard.h"
+
+static struct pl_model_config config(void)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = 256;
+    c.d_model = 32;
+    c.n_heads = 4;
+    c.d_ff = 64;
+    c.n_layers = 2;
+    c.seq_len = 8;
+    c.dropout = 0.1f;
+    return c;
+}
+
+static double rel_host(const float *got_op, const float *want_host, size_t n)
+{
+    float *g = malloc(n * sizeof *g);
+    pl_to_host(g, got_op, n * sizeof *g);
+    double d = pl_rel_l2(g, want_host, n);
+    free(g);
+    return d;
+}
+
+static void check_block(struct pl_comm *tp)
+{
+    const struct pl_model_config c = config();
+    const int t = pl_comm_size(tp), r = pl_comm_rank(tp), B = 2, T = c.seq_len, C = c.d_model;
+    const int layer = 1, N = B * T, Nl = N / t;
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &c);
+    const size_t bn = lay.block_numel, n = (size_t)N * C, nl = (size_t)Nl * C;
+    float *host = malloc(bn * sizeof *host);
+    pl_rng_fill_normal(host, bn, 11, pl_rng_stream("test.spb.params"), 0, 0, 0.1f);
+    float *full = op_from_host(host, bn * sizeof *host), *full_g = op_alloc(bn * sizeof *host);
+    float *xh = malloc(n * sizeof *xh), *dyh = malloc(n * sizeof *dyh);
+    pl_rng_fill_normal(xh, n, 11, pl_rng_stream("test.spb.x"), 0, 0, 1);
+    pl_rng_fill_normal(dyh, n, 11, pl_rng_stream("test.spb.dy"), 0, 0, 1);
+    float *x = op_from_host(xh, n * 4), *dy = op_from_host(dyh, n * 4);
+    float *y = op_alloc(n * 4), *dx = op_alloc(n * 4);
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1, ctx.seed = 5, ctx.step = 3, ctx.seq0 = 4;
+    /* the single device */
+    struct pl_block_params p, g;
+    pl_block_bind(&c, full, &p);
+    pl_block_bind(&c, full_g, &g);
+    struct pl_block_acts a;
+    pl_block_acts_new(&a, &c, B, T);
+    pl_block_forward(&c, layer, &p, &a, &ctx, x, y);
+    pl_block_backward(&c, layer, &p, &g, &a, &ctx, dy, dx);
+    pl_block_acts_free(&a);
+    float *yh = malloc(n * 4), *dxh = malloc(n * 4), *gh = malloc(bn * 4);
+    pl_to_host(yh, y, n * 4);
+    pl_to_host(dxh, dx, n * 4);
+    pl_to_host(gh, full_g, bn * 4);
+    /* this rank of the TP group */
+    const size_t sn = pl_tp_block_numel(&c, t);
+    float *shard = op_alloc(sn * 4), *shard_g = op_alloc(sn * 4);
+    pl_tp_block_slice(&c, t, r, full, shard);
+    struct pl_block_params sp, sg;
+    pl_tp_block_bind(&c, t, shard, &sp);
+    pl_tp_block_bind(&c, t, shard_g, &sg);
+    float *xl = op_alloc(nl * 4), *yl = op_alloc(nl * 4), *dyl = op_alloc(nl * 4);
+    float *dxl = op_alloc(nl * 4), *want = malloc(n * 4);
+    pl_sp_slice(xl, x, B, T, C, t, r);
+    pl_sp_slice(dyl, dy, B, T, C, t, r);
+    struct pl_sp_block_acts sa;
+    pl_sp_block_acts_new(&sa, &c, t, B, T);
+    pl_sp_block_forward(tp, &c, layer, &sp, &sa, &ctx, xl, yl);
+    pl_sp_block_backward(tp, &c, layer, &sp, &sg, &sa, &ctx, dyl, dxl);
+    pl_sp_block_sync_grads(tp, &c, &sg);
+    pl_sp_block_acts_free(&sa);
+    pl_sp_slice(want, yh, B, T, C, t, r);
+    CHECK(rel_host(yl, want, nl) < 1e-5, "t=%d rank %d: output = the single device's rows (%.2e)",
+          t, r, rel_host(yl, want, nl));
+    pl_sp_slice(want, dxh, B, T, C, t, r);
+    CHECK(rel_host(dxl, want, nl) < 1e-5, "t=%d rank %d: dx = the single device's rows (%.2e)",
+          t, r, rel_host(dxl, want, nl));
+    float *gw = malloc(sn * 4);
+    pl_tp_block_slice(&c, t, r, gh, gw);
+    CHECK(rel_host(shard_g, gw, sn) < 1e-5,
+          "t=%d rank %d: shard gradients = the slice of the single device's (%.2e)", t, r,
+          rel_host(shard_g, gw, sn));
+    /* the conjugates: gather then reduce-scatter gives t times the rows back */
+    float *whole = op_alloc(n * 4), *back = op_alloc(nl * 4);
+    pl_sp_gather(tp, whole, xl, B, T, C);
+    CHECK(rel_host(whole, xh, n) == 0, "t=%d rank %d: gather gives every token", t, r);
+    pl_sp_reduce_scatter(tp, back, whole, B, T, C);
+    pl_scale(back, nl, 1.0f / (float)t);
+    pl_sp_slice(want, xh, B, T, C, t, r);
+    CHECK(rel_host(back, want, nl) < 1e-6, "t=%d rank %d: reduce-scatter sums the rows", t, r);
+    void *ops[] = {full, full_g, x, dy, y, dx, shard, shard_g, xl, yl, dyl, dxl, whole, back};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) pl_mem_free(ops[i]);
+    void *hs[] = {host, xh, dyh, yh, dxh, gh, want, gw};
+    for (size_t i = 0; i < sizeof hs / sizeof *hs; i++) free(hs[i]);
+    pl_model_layout_free(&lay);
+}
+
+int main(int argc, char **argv)
+{
+    pl_init(&argc, &argv);
+    check_block(pl_comm_world());
+    if (pl_rank() == 0) printf("test_sp_block: %d checks, %d failed\n", checks, failures);
+    pl_finalize();
+    return failures != 0;
+}
