@@ -3,7 +3,10 @@
 #include "sp_block.h"
 
 #include <stdint.h>
+#include <string.h>
 
+#include "check.h"
+#include "ledger.h"
 #include "mem.h"
 #include "ops.h"
 #include "tp_shard.h"
@@ -171,4 +174,104 @@ void pl_sp_block_sync_grads(struct pl_comm *tp, const struct pl_model_config *c,
     pl_all_reduce(tp, pack, pack, nv * C, PL_SUM);
     for (int i = 0; i < nv; i++) pl_copy(v[i], pack + i * C, C);
     pl_mem_free(pack);
+}
+
+/* ---- activation recomputation ---- */
+
+static size_t att_numel(const struct pl_model_config *c, int t, int B, int T)
+{
+    return (size_t)B * (size_t)(c->n_heads / t) * (size_t)T * (size_t)T;
+}
+
+void pl_sp_block_saved_new(struct pl_sp_block_saved *s, const struct pl_model_config *c, int t,
+                           int B, int T, enum pl_recompute r)
+{
+    memset(s, 0, sizeof *s);
+    s->r = r;
+    if (r != PL_RECOMPUTE_FULL) {
+        pl_sp_block_acts_new(&s->acts, c, t, B, T);
+        if (r == PL_RECOMPUTE_SELECTIVE) {
+            pl_mem_free(s->acts.att);
+            s->acts.att = NULL;
+        }
+        return;
+    }
+    char err[320];
+    if (pl_sp_seq_error(c, t, T, err, sizeof err)) pl_usage_error("%s", err);
+    s->acts.B = B, s->acts.T = T, s->acts.t = t;
+    s->acts.x1 = pl_mem_alloc((size_t)B * T / (size_t)t * (size_t)c->d_model * sizeof(float),
+                              PL_MEM_ACTIV, PL_DEVICE, "sp block input (full recompute)");
+}
+
+void pl_sp_block_saved_free(struct pl_sp_block_saved *s)
+{
+    if (s->r == PL_RECOMPUTE_FULL) pl_mem_free(s->acts.x1);
+    else pl_sp_block_acts_free(&s->acts);
+    memset(s, 0, sizeof *s);
+}
+
+double pl_sp_block_saved_bytes(const struct pl_model_config *c, int t, int B, int T,
+                               enum pl_recompute r)
+{
+    double N = (double)B * T, C = c->d_model, F = c->d_ff;
+    switch (r) {
+    case PL_RECOMPUTE_NONE: return pl_sp_block_act_bytes(c, t, B, T);
+    case PL_RECOMPUTE_SELECTIVE: return 4.0 / t * (8 * N * C + 2 * N * F + 4 * N);
+    case PL_RECOMPUTE_FULL: return 4.0 / t * N * C;
+    }
+    return 0;
+}
+
+void pl_sp_block_forward_saved(struct pl_comm *tp, const struct pl_model_config *c, int layer,
+                               const struct pl_block_params *p, struct pl_sp_block_saved *s,
+                               const struct pl_model_ctx *ctx, const float *x, float *y)
+{
+    struct pl_sp_block_acts *a = &s->acts;
+    if (s->r == PL_RECOMPUTE_NONE) {
+        pl_sp_block_forward(tp, c, layer, p, a, ctx, x, y);
+    } else if (s->r == PL_RECOMPUTE_SELECTIVE) {
+        /* the scores live only while the forward runs */
+        a->att = scratch(att_numel(c, a->t, a->B, a->T), "sp attn scores (selective)");
+        pl_sp_block_forward(tp, c, layer, p, a, ctx, x, y);
+        pl_mem_free(a->att);
+        a->att = NULL;
+    } else {
+        struct pl_sp_block_acts run;
+        pl_sp_block_acts_new(&run, c, a->t, a->B, a->T);
+        pl_sp_block_forward(tp, c, layer, p, &run, ctx, x, y);
+        pl_copy(a->x1, run.x1, (size_t)a->B * a->T / (size_t)a->t * (size_t)c->d_model);
+        pl_sp_block_acts_free(&run);
+    }
+}
+
+void pl_sp_block_backward_saved(struct pl_comm *tp, const struct pl_model_config *c, int layer,
+                                const struct pl_block_params *p, const struct pl_block_params *g,
+                                const struct pl_sp_block_saved *s, const struct pl_model_ctx *ctx,
+                                const float *dy, float *dx)
+{
+    const struct pl_sp_block_acts *a = &s->acts;
+    const int t = a->t, N = a->B * a->T, Ct = c->d_model / t;
+    if (s->r == PL_RECOMPUTE_NONE) {
+        pl_sp_block_backward(tp, c, layer, p, g, a, ctx, dy, dx);
+    } else if (s->r == PL_RECOMPUTE_SELECTIVE) {
+        struct pl_sp_block_acts run = *a;
+        run.att = scratch(att_numel(c, t, a->B, a->T), "sp attn scores (rerun)");
+        float *heads = scratch((size_t)N * Ct, "sp attn heads (rerun)");
+        pl_ledger_recompute_begin();
+        pl_attention_forward(heads, run.att, a->qkv, a->B, a->T, Ct, c->n_heads / t);
+        pl_ledger_recompute_end();
+        pl_sp_block_backward(tp, c, layer, p, g, &run, ctx, dy, dx);
+        pl_mem_free(heads);
+        pl_mem_free(run.att);
+    } else {
+        struct pl_sp_block_acts run;
+        pl_sp_block_acts_new(&run, c, t, a->B, a->T);
+        float *y = scratch((size_t)N / (size_t)t * (size_t)c->d_model, "sp block y (rerun)");
+        pl_ledger_recompute_begin();
+        pl_sp_block_forward(tp, c, layer, p, &run, ctx, a->x1, y);
+        pl_ledger_recompute_end();
+        pl_sp_block_backward(tp, c, layer, p, g, &run, ctx, dy, dx);
+        pl_mem_free(y);
+        pl_sp_block_acts_free(&run);
+    }
 }

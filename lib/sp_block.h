@@ -12,6 +12,7 @@
 
 #include "comm.h"
 #include "model.h"
+#include "recompute.h"
 #include "sp_shard.h"
 
 /* y = block(x) for this rank's tokens; fills a (pl_sp_block_acts_new for B x T). ctx
@@ -30,6 +31,36 @@ void pl_sp_block_backward(struct pl_comm *tp, const struct pl_model_config *c, i
  * every rank holds the whole gradient of each: one all-reduce of the six vectors. */
 void pl_sp_block_sync_grads(struct pl_comm *tp, const struct pl_model_config *c,
                             const struct pl_block_params *g);
+
+/* ---- activation recomputation (recompute.h) on one rank of the block ----
+ * What one microbatch keeps between the block's forward and its backward, for choice r:
+ *   none       pl_sp_block_acts_new's every buffer;
+ *   selective  all but the attention scores att [B, NH/t, T, T]: the forward writes them into
+ *              scratch, the backward reruns the attention core from the saved q, k, v;
+ *   full       only the block's input x1 [B*T/t, C]: the backward reruns the whole forward
+ *              (its all-gathers and reduce-scatters too) before the block's backward.
+ * The rerun's FLOPs count in the ledger's flops_recompute; the gradients are bit for bit
+ * those of none (the same ops on the same values, the same dropout masks). */
+struct pl_sp_block_saved {
+    enum pl_recompute r;
+    struct pl_sp_block_acts acts; /* the buffers r keeps; the others NULL */
+};
+void pl_sp_block_saved_new(struct pl_sp_block_saved *s, const struct pl_model_config *c, int t,
+                           int B, int T, enum pl_recompute r);
+void pl_sp_block_saved_free(struct pl_sp_block_saved *s);
+/* Bytes one rank keeps (what pl_sp_block_saved_new allocates as activations), fp32:
+ *   none       pl_sp_block_act_bytes: 4/t (8NC + 2NF + 4N + B NH T^2)
+ *   selective  4/t (8NC + 2NF + 4N)
+ *   full       4/t NC                                                    N = B*T */
+double pl_sp_block_saved_bytes(const struct pl_model_config *c, int t, int B, int T,
+                               enum pl_recompute r);
+void pl_sp_block_forward_saved(struct pl_comm *tp, const struct pl_model_config *c, int layer,
+                               const struct pl_block_params *p, struct pl_sp_block_saved *s,
+                               const struct pl_model_ctx *ctx, const float *x, float *y);
+void pl_sp_block_backward_saved(struct pl_comm *tp, const struct pl_model_config *c, int layer,
+                                const struct pl_block_params *p, const struct pl_block_params *g,
+                                const struct pl_sp_block_saved *s, const struct pl_model_ctx *ctx,
+                                const float *dy, float *dx);
 
 /* full [B*T, C] (sequence order) = every rank's local [B*T/t, C], and the reverse
  * conjugate: local = this rank's rows of the sum over ranks of full. */

@@ -2,11 +2,14 @@
  * device's block (pl_block_forward/backward) on the same input, with dropout on: each rank's
  * output and input gradient are its tokens' rows of the single device's, and its shard's
  * gradients, once the replicated ones are summed over the group, are the slice of the
- * single device's; the conjugates are each other's reverse. Runs with the world as the TP
- * group (1, 2 and 4 ranks). */
+ * single device's; the conjugates are each other's reverse. With recomputation (selective,
+ * full) the activation bytes kept are sp_block.h's formula, the rerun is counted as
+ * recomputed FLOPs, and dx and the gradients are bit for bit those without. Runs with the
+ * world as the TP group (1, 2 and 4 ranks). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "ledger.h"
 #include "paralab.h"
 #include "sp_block.h"
 #include "testing.h"
@@ -108,10 +111,87 @@ static void check_block(struct pl_comm *tp)
     pl_model_layout_free(&lay);
 }
 
+static double activ_now(void)
+{
+    struct pl_mem_stats s;
+    pl_mem_get_stats(&s);
+    return (double)s.current[PL_MEM_ACTIV];
+}
+
+/* One forward and backward with recomputation r on this rank's shard; dx and the shard's
+ * gradients (host copies) into dxh, gh; the activation bytes kept and the FLOPs rerun. */
+static void run_saved(struct pl_comm *tp, enum pl_recompute r, float *dxh, float *gh,
+                      double *kept, double *rerun)
+{
+    const struct pl_model_config c = config();
+    const int t = pl_comm_size(tp), rk = pl_comm_rank(tp), B = 2, T = c.seq_len, C = c.d_model;
+    const size_t nl = (size_t)B * T / (size_t)t * (size_t)C, sn = pl_tp_block_numel(&c, t);
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &c);
+    float *host = malloc(lay.block_numel * sizeof *host);
+    pl_rng_fill_normal(host, lay.block_numel, 11, pl_rng_stream("test.spb.params"), 0, 0, 0.1f);
+    float *shard_h = malloc(sn * 4), *xh = malloc(nl * 4);
+    pl_tp_block_slice(&c, t, rk, host, shard_h);
+    pl_rng_fill_normal(xh, nl, 13 + (uint64_t)rk, pl_rng_stream("test.spb.xl"), 0, 0, 1);
+    float *shard = op_from_host(shard_h, sn * 4), *shard_g = op_alloc(sn * 4);
+    float *x = op_from_host(xh, nl * 4), *y = op_alloc(nl * 4), *dx = op_alloc(nl * 4);
+    struct pl_block_params p, g;
+    pl_tp_block_bind(&c, t, shard, &p);
+    pl_tp_block_bind(&c, t, shard_g, &g);
+    struct pl_model_ctx ctx = pl_model_ctx_eval();
+    ctx.train = 1, ctx.seed = 5, ctx.step = 2, ctx.seq0 = 6;
+    double before = activ_now(), fl0 = pl_ledger()->flops_recompute;
+    struct pl_sp_block_saved s;
+    pl_sp_block_saved_new(&s, &c, t, B, T, r);
+    pl_sp_block_forward_saved(tp, &c, 1, &p, &s, &ctx, x, y);
+    *kept = activ_now() - before;
+    pl_sp_block_backward_saved(tp, &c, 1, &p, &g, &s, &ctx, y, dx);
+    *rerun = pl_ledger()->flops_recompute - fl0;
+    pl_sp_block_saved_free(&s);
+    pl_sp_block_sync_grads(tp, &c, &g);
+    pl_to_host(dxh, dx, nl * 4);
+    pl_to_host(gh, shard_g, sn * 4);
+    void *ops[] = {shard, shard_g, x, y, dx};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) pl_mem_free(ops[i]);
+    free(host);
+    free(shard_h);
+    free(xh);
+    pl_model_layout_free(&lay);
+}
+
+static void check_recompute(struct pl_comm *tp)
+{
+    const struct pl_model_config c = config();
+    const int t = pl_comm_size(tp), B = 2, T = c.seq_len;
+    const size_t nl = (size_t)B * T / (size_t)t * (size_t)c.d_model, sn = pl_tp_block_numel(&c, t);
+    float *dx0 = malloc(nl * 4), *g0 = malloc(sn * 4), *dx = malloc(nl * 4), *g = malloc(sn * 4);
+    double kept, rerun;
+    run_saved(tp, PL_RECOMPUTE_NONE, dx0, g0, &kept, &rerun);
+    for (int r = PL_RECOMPUTE_NONE; r <= PL_RECOMPUTE_FULL; r++) {
+        const char *name = pl_recompute_name((enum pl_recompute)r);
+        run_saved(tp, (enum pl_recompute)r, dx, g, &kept, &rerun);
+        double want = pl_sp_block_saved_bytes(&c, t, B, T, (enum pl_recompute)r);
+        CHECK(kept == want, "t=%d recompute %s: %.0f bytes kept, the formula %.0f", t, name,
+              kept, want);
+        CHECK(r == PL_RECOMPUTE_NONE ? rerun == 0 : rerun > 0,
+              "t=%d recompute %s: %.0f FLOPs counted as recomputed", t, name, rerun);
+        CHECK(!memcmp(dx, dx0, nl * 4) && !memcmp(g, g0, sn * 4),
+              "t=%d recompute %s: dx and the gradients bit for bit those of none", t, name);
+    }
+    CHECK(pl_sp_block_saved_bytes(&c, t, B, T, PL_RECOMPUTE_NONE) ==
+              pl_sp_block_act_bytes(&c, t, B, T),
+          "t=%d: none keeps what pl_sp_block_act_bytes counts", t);
+    free(dx0);
+    free(g0);
+    free(dx);
+    free(g);
+}
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
     check_block(pl_comm_world());
+    check_recompute(pl_comm_world());
     if (pl_rank() == 0) printf("test_sp_block: %d checks, %d failed\n", checks, failures);
     pl_finalize();
     return failures != 0;

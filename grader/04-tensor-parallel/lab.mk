@@ -8,4 +8,5 @@ GRADER_WRAP_04-tensor-parallel := $(foreach f,all_reduce reduce_scatter all_gath
 # is sliced and its output gathered: the code under test calling it is refused before
 # anything runs.
 GRADER_ORACLE_04-tensor-parallel := pl_sp_block_forward pl_sp_block_backward \
-                                    pl_sp_block_sync_grads pl_sp_gather pl_sp_reduce_scatter
+                                    pl_sp_block_sync_grads pl_sp_gather pl_sp_reduce_scatter \
+                                    pl_sp_block_forward_saved pl_sp_block_backward_saved
