@@ -189,11 +189,7 @@ void pl_sp_block_saved_new(struct pl_sp_block_saved *s, const struct pl_model_co
     memset(s, 0, sizeof *s);
     s->r = r;
     if (r != PL_RECOMPUTE_FULL) {
-        pl_sp_block_acts_new(&s->acts, c, t, B, T);
-        if (r == PL_RECOMPUTE_SELECTIVE) {
-            pl_mem_free(s->acts.att);
-            s->acts.att = NULL;
-        }
+        pl_sp_block_acts_new_scores(&s->acts, c, t, B, T, r == PL_RECOMPUTE_NONE);
         return;
     }
     char err[320];

@@ -183,9 +183,48 @@ static void record_grid(const struct fourd_grid *g, struct l9_obs *ob)
  * into loss and norm (either may be NULL), the traffic of the steps into ob when traffic,
  * the parameters (and the last step's gradient) against ref's. Returns 0 when a stub was
  * reached or a call gave nothing. */
-static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *opt,
-                     const struct gr_reference *ref, struct l9_obs *ob, int clipped)
+/* FNV-1a over n bytes, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
+    const unsigned char *b = p;
+    for (size_t j = 0; j < n; j++) h = (h ^ b[j]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The digest of what this rank holds after a run: its shards and its whole parts. */
+static uint64_t digest_model(const struct fourd_model *m, uint64_t h)
+{
+    size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
+    float *host = pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 digest");
+    pl_to_host(host, m->params, n * sizeof(float));
+    h = fnv(h, host, n * sizeof(float));
+    pl_mem_free(host);
+    if (!m->rep) return h;
+    const struct pl_model_layout *lay = &m->rep->layout;
+    for (int part = -1; part <= m->cfg.n_layers; part += m->cfg.n_layers + 1) {
+        if ((part == -1 && !m->has_embed) || (part >= 0 && !m->has_head)) continue;
+        size_t off, cnt;
+        pl_model_part_range(lay, part, &off, &cnt);
+        float *p = pl_mem_alloc(cnt * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 digest part");
+        pl_to_host(p, m->rep->params + off, cnt * sizeof(float));
+        h = fnv(h, p, cnt * sizeof(float));
+        pl_mem_free(p);
+    }
+    return h;
+}
+
+int l9_in_flight(int p, int s, int m)
+{
+    return p - s < m ? p - s : m;
+}
+
+enum l9_run { L9_RUN_FREE, L9_RUN_CLIP, L9_RUN_RECOMPUTE };
+
+static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *opt,
+                     const struct gr_reference *ref, struct l9_obs *ob, enum l9_run mode,
+                     enum pl_recompute rc)
+{
+    const int clipped = mode == L9_RUN_CLIP;
     const struct l9_case *k = &st->cases[i];
     const struct gr_train_setup *ts = &st->train[i];
     struct fourd_grid g;
@@ -204,25 +243,38 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         return 0;
     }
     ob->stage_b0 = m->b0, ob->stage_b1 = m->b1;
+    m->recompute = rc;
     struct gr_batch b;
     gr_batch_new(&b, ts, 0, 1); /* every rank gets the whole global batch */
     struct pl_ledger mark, delta;
     gr_ledger_mark(&mark);
+    struct pl_mem_stats ms;
+    pl_mem_get_stats(&ms);
+    const double activ0 = (double)ms.current[PL_MEM_ACTIV];
+    pl_mem_reset_peak();
     int ok = 1;
+    uint64_t h = 0xcbf29ce484222325ull;
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);
         double loss = fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
         if (clipped) ob->norm[s] = m->grad_norm;
-        else ob->loss[s] = loss;
+        else if (mode == L9_RUN_FREE) ob->loss[s] = loss;
+        h = fnv(h, &loss, sizeof loss);
         ok = !gr_agree(pl_todo_what() != NULL);
     }
+    pl_mem_get_stats(&ms);
+    if (mode != L9_RUN_CLIP) {
+        ob->activ_peak[rc] = (double)ms.peak[PL_MEM_ACTIV] - activ0;
+        ob->digest[rc] = digest_model(m, h);
+        ob->stage_blocks = m->b1 - m->b0;
+    }
     gr_ledger_since(&mark, &delta);
-    if (!clipped) {
+    if (mode == L9_RUN_FREE) {
         ob->sp_inter = delta.bytes[PL_ALL_GATHER][PL_LINK_INTER] +
                        delta.bytes[PL_REDUCE_SCATTER][PL_LINK_INTER];
         ob->p2p_bytes = delta.bytes[PL_P2P][PL_LINK_INTRA] + delta.bytes[PL_P2P][PL_LINK_INTER];
     }
-    if (ok) {
+    if (ok && mode != L9_RUN_RECOMPUTE) {
         const struct pl_model_layout *lay = &ref->layout;
         compare_rank(clipped ? &ob->clipped_params : &ob->params, &ts->cfg, lay, m, m->params,
                      m->rep ? m->rep->params : NULL, ref->params, k->tp, g.tp_rank);
@@ -247,6 +299,14 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
 
 void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
 {
-    if (train_run(st, i, &st->free_opt[i], &st->free[i], ob, 0))
-        train_run(st, i, &st->train[i].opt, &st->ref[i], ob, 1);
+    if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_FREE, PL_RECOMPUTE_NONE))
+        return;
+    if (!train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_CLIP, PL_RECOMPUTE_NONE))
+        return;
+    /* recomputation on the first grid of 8 ranks, (2,2,2): every axis at once */
+    ob->has_recompute = st->np == 8 && i == 0;
+    for (int r = PL_RECOMPUTE_SELECTIVE; ob->has_recompute && r <= PL_RECOMPUTE_FULL; r++)
+        if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_RECOMPUTE,
+                       (enum pl_recompute)r))
+            return;
 }

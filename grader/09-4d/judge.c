@@ -6,13 +6,17 @@
  *             reference's: the norm counts every parameter once;
  *   grid      each rank's coordinates and groups against lib/grid.h's layout of the order;
  *   traffic   the SP conjugates' bytes never cross a node; each rank's point-to-point bytes
- *             against the pipeline's formula. */
+ *             against the pipeline's formula;
+ *   recompute the (2,2,2) run again with selective and full recomputation: the same
+ *             training bit for bit, and each rank's activation peak lowered by what the
+ *             choice leaves unsaved in the blocks in flight (sp_block.h's formulas). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "grid.h"
 #include "lab09.h"
+#include "sp_block.h"
 #include "tp_shard.h"
 
 double l9_p2p_bytes(const struct pl_model_config *c, const struct l9_case *k, int stage, int B)
@@ -238,6 +242,53 @@ static int judge_traffic(const struct l9_state *st, int i, const struct gr_obs *
     return 1;
 }
 
+static int judge_recompute(const struct l9_state *st, int i, const struct gr_obs *all,
+                           struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    const struct pl_model_config *c = &st->train[i].cfg;
+    if (!rank_obs(all, 0)->has_recompute) return 1;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        const int fl = l9_in_flight(k->pp, o->coord[2], L9_MICRO);
+        const double blocks = (double)fl * o->stage_blocks;
+        const double none = pl_sp_block_saved_bytes(c, k->tp, L9_MB_SEQS, c->seq_len,
+                                                    PL_RECOMPUTE_NONE);
+        for (int rc = PL_RECOMPUTE_SELECTIVE; rc <= PL_RECOMPUTE_FULL; rc++) {
+            const char *name = pl_recompute_name((enum pl_recompute)rc);
+            if (o->digest[rc] != o->digest[PL_RECOMPUTE_NONE]) {
+                gr_why_say(why, "rank %d (stage %d): with recompute %s the losses or the "
+                           "parameters after %d steps differ from recompute none's; a rerun "
+                           "forward computes the same values from the same inputs (and the "
+                           "same dropout masks), so the training is bit for bit the same",
+                           r, o->coord[2], name, L9_K_STEPS);
+                return 0;
+            }
+            double kept = pl_sp_block_saved_bytes(c, k->tp, L9_MB_SEQS, c->seq_len,
+                                                  (enum pl_recompute)rc);
+            /* full: less one block's whole activations, which its rerun needs while it runs;
+             * selective reruns into scratch (workspace), so nothing is taken off */
+            const double slack = rc == PL_RECOMPUTE_FULL ? none : 0;
+            double want = blocks * (none - kept) - slack;
+            double saved = o->activ_peak[PL_RECOMPUTE_NONE] - o->activ_peak[rc];
+            if (saved + 0.5 < want) {
+                gr_why_say(why, "rank %d (stage %d of %d, %d blocks, %d microbatches in flight "
+                           "under 1F1B): its activation peak with recompute %s is %.0f bytes, "
+                           "with none %.0f: %.0f saved, where a block keeps %.0f bytes "
+                           "instead of %.0f, so the choice saves at least %.0f blocks x %.0f "
+                           "less %.0f (a full rerun's one block) = %.0f", r, o->coord[2], k->pp,
+                           o->stage_blocks, fl, name, o->activ_peak[rc],
+                           o->activ_peak[PL_RECOMPUTE_NONE], saved, kept, none, blocks,
+                           none - kept, slack, want);
+                gr_why_say(why, "is m->recompute given to every block of every microbatch "
+                           "(pl_sp_block_saved_new), and freed only after its backward?");
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr_obs *all,
              struct gr_why *why)
 {
@@ -245,6 +296,7 @@ int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr
     if (!strcmp(part, "clip")) return judge_clip(st, i, all, why);
     if (!strcmp(part, "grid")) return judge_grid(st, i, all, why);
     if (!strcmp(part, "traffic")) return judge_traffic(st, i, all, why);
+    if (!strcmp(part, "recompute")) return judge_recompute(st, i, all, why);
     gr_why_say(why, "internal: no part %s", part);
     return 0;
 }

@@ -65,6 +65,13 @@ struct l9_obs {
     double norm[L9_K_STEPS];
     struct l9_err grads;          /* the last step's clipped gradient */
     struct l9_err clipped_params; /* after the K clipped steps */
+    /* the run without clipping again with each recomputation (case 0 on 8 ranks only),
+     * [r] of enum pl_recompute: what the memory ledger's activations peaked at during the
+     * steps, above where they started, and a digest of the losses and parameters */
+    int has_recompute;
+    double activ_peak[3];
+    uint64_t digest[3];
+    int stage_blocks;             /* blocks on this rank's stage */
 };
 
 /* cases.c */
@@ -73,6 +80,9 @@ void l9_finish(struct l9_state *st);
 void l9_describe(const struct l9_state *st, int i, char *buf, size_t len);
 void l9_observe(struct l9_state *st, int i, struct l9_obs *ob);
 struct pl_model_config l9_config(uint64_t seed);
+
+/* The microbatches whose activations stage s of p holds at once under 1F1B with m. */
+int l9_in_flight(int p, int s, int m);
 
 /* judge.c: pure, no MPI */
 int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr_obs *all,

@@ -5,7 +5,8 @@
  * (2,2,2), (1,2,4), (2,4,1), (4,1,2), laid out by "tp-pp-dp", each K = 2 steps with a clip
  * that binds: the same training as one device (40), the global norm and the clipped
  * gradient (20), the grid's groups (10), the traffic by link class and the pipeline's bytes
- * (10); one run on 6 ranks (3 nodes of 2), (1,2,3) with stages of 1, 1 and 2 blocks: the
+ * (5), (2,2,2) again with selective and full recomputation: the same training bit for bit
+ * and the activations saved (5); one run on 6 ranks (3 nodes of 2), (1,2,3) with stages of 1, 1 and 2 blocks: the
  * training (10) and the clipping (10). 100 points. */
 #include <stdio.h>
 #include <string.h>
@@ -40,7 +41,11 @@ static void lab09_plan(const struct gr_plan_opts *o)
         gr_add(&(struct gr_spec){name, "train", "check", "grid", "placement", np, 10,
                                  LAB09_TIMEOUT, 0, NULL});
         snprintf(name, sizeof name, "4D: SP conjugates inside a node, pipeline bytes [np=%d]", np);
-        gr_add(&(struct gr_spec){name, "train", "check", "traffic", "performance", np, 10,
+        gr_add(&(struct gr_spec){name, "train", "check", "traffic", "performance", np, 5,
+                                 LAB09_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "4D: recomputation, same training, activations saved "
+                 "[np=%d]", np);
+        gr_add(&(struct gr_spec){name, "train", "check", "recompute", "memory", np, 5,
                                  LAB09_TIMEOUT, 0, NULL});
     }
 }

@@ -38,6 +38,12 @@
  *             single device's norm and clipped gradient: every parameter counted once, not
  *             once per DP replica, not once per TP rank holding a replicated tensor
  *             (section 3).
+ *   recompute the (2,2,2) grid's 2 steps again with m->recompute selective and full: every
+ *             loss and parameter bit for bit those of none, and each rank's activation peak
+ *             (memory ledger) below none's by at least what the choice leaves unsaved of
+ *             every block of every microbatch in flight (under full, less one block's whole
+ *             activations, which its rerun needs while it runs): sp_block.h's formulas
+ *             (section 3.1).
  *   traffic   from the traffic ledger: the SP conjugates' all-gathers and reduce-scatters
  *             never cross a node under "tp-pp-dp"; each rank's point-to-point bytes per
  *             step equal (its neighbouring stages) x micro x (B/(dp micro)) T/t C x 4:
@@ -113,13 +119,18 @@ struct fourd_model {
     /* The embedding and the head, whole, when this stage has either (else NULL): a
      * pl_model whose params, grads and moments of those parts are the ones trained. */
     struct pl_model *rep;
+    /* What each block keeps between its forward and backward (recompute.h, sp_block.h's
+     * pl_sp_block_saved): set by the caller between fourd_model_new and the first step;
+     * fourd_model_new leaves PL_RECOMPUTE_NONE. */
+    enum pl_recompute recompute;
     int step;                 /* AdamW steps taken */
     double grad_norm;         /* the last step's global gradient norm, before clipping */
     void *priv;               /* yours */
 };
 
 /* Collective over the grid's ranks: this rank's part of a fresh model initialised from
- * cfg->seed (every shard bit for bit the slice of pl_model_new's parameters), zero moments. */
+ * cfg->seed (every shard bit for bit the slice of pl_model_new's parameters), zero moments,
+ * recompute none. */
 struct fourd_model *fourd_model_new(const struct pl_model_config *cfg,
                                     const struct pl_adamw_config *opt,
                                     const struct fourd_grid *g);

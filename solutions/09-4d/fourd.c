@@ -107,7 +107,7 @@ void fourd_model_free(struct fourd_model *m)
 /* What one microbatch leaves on this stage between its forward and its backward. */
 struct mb {
     struct pl_parts_acts embed, head;  /* when the stage has them */
-    struct pl_sp_block_acts *blocks;   /* one per block of the stage */
+    struct pl_sp_block_saved *blocks;  /* one per block of the stage: what m->recompute keeps */
     struct pl_handle *sent;            /* the forward's send to the next stage */
     float *out;                        /* what it sent */
 };
@@ -158,8 +158,8 @@ static void forward(struct step *s, int i)
     for (int l = m->b0; l < m->b1; l++) {
         struct pl_block_params p;
         block_view(m, m->params, l, &p);
-        pl_sp_block_acts_new(&b->blocks[l - m->b0], c, g->tp, Bm, T);
-        pl_sp_block_forward(g->tp_comm, c, l, &p, &b->blocks[l - m->b0], &s->ctx, x, y);
+        pl_sp_block_saved_new(&b->blocks[l - m->b0], c, g->tp, Bm, T, m->recompute);
+        pl_sp_block_forward_saved(g->tp_comm, c, l, &p, &b->blocks[l - m->b0], &s->ctx, x, y);
         float *t = x; x = y; y = t;
     }
     pl_comm_buf_free(y);
@@ -197,8 +197,9 @@ static void backward(struct step *s, int i)
         struct pl_block_params p, gr;
         block_view(m, m->params, l, &p);
         block_view(m, m->grads, l, &gr);
-        pl_sp_block_backward(g->tp_comm, c, l, &p, &gr, &b->blocks[l - m->b0], &s->ctx, dy, dx);
-        pl_sp_block_acts_free(&b->blocks[l - m->b0]);
+        pl_sp_block_backward_saved(g->tp_comm, c, l, &p, &gr, &b->blocks[l - m->b0], &s->ctx,
+                                   dy, dx);
+        pl_sp_block_saved_free(&b->blocks[l - m->b0]);
         float *t = dx; dx = dy; dy = t;
     }
     pl_mem_free(b->blocks);
