@@ -1,5 +1,6 @@
 /* bench.c: Lab 9's bench mode: each grid of the rank count trained K steps, every step's
- * loss and global norm beside the single device's, and the pipeline's bubble (p-1)/(m+p-1)
+ * loss (unclipped run) and global norm (clipped run) beside the single device's, and the
+ * pipeline's bubble by its formula, (p-1)/(m+p-1)
  * with m microbatches per replica. Nothing is judged. */
 #include <stdio.h>
 
@@ -14,7 +15,7 @@ void l9_bench(const struct gr_args *a)
     struct l9_state *st = l9_setup(a->seed, pl_size());
     if (pl_rank() == 0)
         printf("%-12s %-5s %-12s %-12s %-12s %-12s %s\n", "dp,tp,pp", "step", "loss",
-               "one device", "norm", "one device", "bubble");
+               "one device", "norm", "one device", "(p-1)/(m+p-1)");
     for (int i = 0; i < st->ncases; i++) {
         struct l9_obs ob = {0};
         pl_todo_reset();
@@ -24,7 +25,7 @@ void l9_bench(const struct gr_args *a)
         double bubble = (double)(k->pp - 1) / (L9_MICRO + k->pp - 1);
         for (int s = 0; s < L9_K_STEPS && pl_rank() == 0; s++)
             printf("%d,%d,%-8d %-5d %-12.7f %-12.7f %-12.6f %-12.6f %.3f\n", k->dp, k->tp, k->pp,
-                   s, ob.loss[s], st->ref[i].loss[s], ob.norm[s], st->ref_norm[i][s], bubble);
+                   s, ob.loss[s], st->free[i].loss[s], ob.norm[s], st->ref_norm[i][s], bubble);
     }
     l9_finish(st);
 }
