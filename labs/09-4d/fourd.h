@@ -20,6 +20,7 @@
  *
  *     fourd_grid_new(&g, world, "tp-pp-dp", dp, tp, pp);     once
  *     m = fourd_model_new(&cfg, &opt, &g);
+ *     m->recompute = r;                                      none unless said
  *     for each step: loss = fourd_step(m, tokens, targets, B, micro);
  *     fourd_model_free(m); fourd_grid_free(&g);
  *
@@ -27,7 +28,7 @@
  *   grid      each rank's coordinates and the world ranks of its TP, PP and DP groups are
  *             those of the order string (leftmost innermost, lib/grid.h); with "tp-pp-dp" on
  *             2 nodes of 4 every TP group lies inside a node (section 1).
- *   results   K AdamW steps on grids (dp, tp, pp) = (2,2,2), (1,2,4), (2,4,1), (4,1,2) on 8
+ *   results   K AdamW steps without clipping on grids (dp, tp, pp) = (2,2,2), (1,2,4), (2,4,1), (4,1,2) on 8
  *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven): the loss every step
  *             returns (relative error 1e-5), and after the K steps every rank's parameters
  *             (relative L2 error 1e-4 per tensor) against the slice of the reference's it
@@ -38,7 +39,7 @@
  *             single device's norm and clipped gradient: every parameter counted once, not
  *             once per DP replica, not once per TP rank holding a replicated tensor
  *             (section 3).
- *   recompute the (2,2,2) grid's 2 steps again with m->recompute selective and full: every
+ *   recompute the (2,2,2) grid's unclipped steps again with m->recompute selective and full: every
  *             loss and parameter bit for bit those of none, and each rank's activation peak
  *             (memory ledger) below none's by at least what the choice leaves unsaved of
  *             every block of every microbatch in flight (under full, less one block's whole
@@ -51,7 +52,8 @@
  *             (section 4).
  *   memory    every byte through pl_mem_alloc or pl_comm_buf_alloc: the code may not call
  *             malloc and the rest of the C allocator family, mmap, sbrk or brk.
- *   symbols   lib's collectives and point-to-point only (MPI_* and nccl* are refused).
+ *   symbols   lib's collectives and point-to-point only (MPI_* and nccl* are refused); the
+ *             place in the grid comes from world (pl_rank and pl_size are refused).
  *
  * Invariants the grader's checks rely on (keep them; how to get there is yours):
  *   - stage s of pp holds blocks [s L/pp, (s+1) L/pp) (integer division: fourd_stage_blocks),
