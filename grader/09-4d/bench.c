@@ -12,7 +12,7 @@ void l9_bench(const struct gr_args *a)
         if (pl_rank() == 0) printf("Lab 9 bench runs on 6 or 8 ranks (got %d)\n", pl_size());
         return;
     }
-    struct l9_state *st = l9_setup(a->seed, pl_size());
+    struct l9_state *st = l9_setup(a->seed, pl_size(), 0);
     if (pl_rank() == 0)
         printf("%-12s %-5s %-12s %-12s %-12s %-12s %s\n", "dp,tp,pp", "step", "loss",
                "one device", "norm", "one device", "(p-1)/(m+p-1)");

@@ -14,6 +14,9 @@
  * pipeline of 3 stages over 4 blocks (stage sizes 1, 1, 2). */
 static const struct l9_case L9_CASES_8[] = {{2, 2, 2}, {1, 2, 4}, {2, 4, 1}, {4, 1, 2}};
 static const struct l9_case L9_CASES_6[] = {{1, 2, 3}};
+/* The hidden suite's, on 8 ranks: TP across a whole node with a pipeline, four stages of
+ * one block with the TP degree 1, and data parallelism alone. */
+static const struct l9_case L9_CASES_HIDDEN[] = {{1, 4, 2}, {2, 1, 4}, {8, 1, 1}};
 
 /* 4 blocks of width 32, 4 heads, 8 tokens: t = 1, 2, 4 divide the heads, the MLP and the
  * sequence; no dropout (the reference's masks are the whole batch's). */
@@ -46,14 +49,15 @@ static double grad_norm(const struct gr_reference *ref, int s)
     return sqrt(sq);
 }
 
-struct l9_state *l9_setup(uint64_t seed, int np)
+struct l9_state *l9_setup(uint64_t seed, int np, int hidden)
 {
     struct l9_state *st = calloc(1, sizeof *st);
     PL_ASSERT(st);
     st->seed = seed;
     st->np = np;
-    const struct l9_case *cs = np == 6 ? L9_CASES_6 : L9_CASES_8;
-    st->ncases = np == 6 ? 1 : 4;
+    st->hidden = hidden;
+    const struct l9_case *cs = hidden ? L9_CASES_HIDDEN : np == 6 ? L9_CASES_6 : L9_CASES_8;
+    st->ncases = hidden ? 3 : np == 6 ? 1 : 4;
     memcpy(st->cases, cs, (size_t)st->ncases * sizeof *cs);
     st->data = pl_corpus_tokens(pl_mix64(seed ^ 0xda7a), L9_CORPUS_TOKENS);
     for (int i = 0; i < st->ncases; i++) {
@@ -304,7 +308,7 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
     if (!train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_CLIP, PL_RECOMPUTE_NONE))
         return;
     /* recomputation on the first grid of 8 ranks, (2,2,2): every axis at once */
-    ob->has_recompute = st->np == 8 && i == 0;
+    ob->has_recompute = st->np == 8 && i == 0 && !st->hidden;
     for (int r = PL_RECOMPUTE_SELECTIVE; ob->has_recompute && r <= PL_RECOMPUTE_FULL; r++)
         if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_RECOMPUTE,
                        (enum pl_recompute)r))

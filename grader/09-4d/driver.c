@@ -6,15 +6,16 @@
  * harness gathers the observations once and judge.c judges each part on rank 0 with no
  * MPI. The state is on the heap (struct l9_state, lab09.h); bench mode is in bench.c.
  *
- *   driver --op train --mode check [--parts correct,clip,grid,traffic] [--seed S]
+ *   driver --op train|train-hidden --mode check [--parts correct,clip,grid,traffic] [--seed S]
  *   driver --mode bench */
 #include <stdlib.h>
+#include <string.h>
 
 #include "lab09.h"
 
 static void *setup(const struct gr_args *a)
 {
-    return l9_setup(a->seed, pl_size());
+    return l9_setup(a->seed, pl_size(), a->op && !strcmp(a->op, "train-hidden"));
 }
 
 static const char *subject(void *p)

@@ -31,6 +31,7 @@ struct l9_case {
 struct l9_state {
     uint64_t seed;
     int np, ncases;
+    int hidden;     /* --op train-hidden: the hidden suite's grids */
     struct l9_case cases[L9_MAX_CASES];
     struct pl_tokens data;
     struct gr_train_setup train[L9_MAX_CASES];
@@ -75,7 +76,7 @@ struct l9_obs {
 };
 
 /* cases.c */
-struct l9_state *l9_setup(uint64_t seed, int np);
+struct l9_state *l9_setup(uint64_t seed, int np, int hidden);
 void l9_finish(struct l9_state *st);
 void l9_describe(const struct l9_state *st, int i, char *buf, size_t len);
 void l9_observe(struct l9_state *st, int i, struct l9_obs *ob);

@@ -7,7 +7,8 @@
  * gradient (20), the grid's groups (10), the traffic by link class and the pipeline's bytes
  * (5), (2,2,2) again with selective and full recomputation: the same training bit for bit
  * and the activations saved (5); one run on 6 ranks (3 nodes of 2), (1,2,3) with stages of 1, 1 and 2 blocks: the
- * training (10) and the clipping (10). 100 points. */
+ * training (10) and the clipping (10). 100 points. The hidden suite: (1,4,2), (2,1,4),
+ * (8,1,1) on 8 ranks with the secret seed, training and clipping, 1 point each. */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +20,21 @@
 static int lab09_runs(int np)
 {
     return np == 6 || np == 8;
+}
+
+/* The hidden suite: (1,4,2), (2,1,4), (8,1,1) on 8 ranks with the secret seed, the training
+ * and the clipping, 1 point each. */
+static void lab09_hidden(int np)
+{
+    char name[200];
+    snprintf(name, sizeof name, "hidden: 4D: same training as one device, grids (1,4,2), "
+             "(2,1,4), (8,1,1) [np=%d]", np);
+    gr_add(&(struct gr_spec){name, "train-hidden", "check", "correct", "correctness", np, 1,
+                             LAB09_TIMEOUT, 1, NULL});
+    snprintf(name, sizeof name, "hidden: 4D: global-norm clipping, every parameter once "
+             "[np=%d]", np);
+    gr_add(&(struct gr_spec){name, "train-hidden", "check", "clip", "correctness", np, 1,
+                             LAB09_TIMEOUT, 1, NULL});
 }
 
 static void lab09_plan(const struct gr_plan_opts *o)
@@ -48,6 +64,9 @@ static void lab09_plan(const struct gr_plan_opts *o)
         gr_add(&(struct gr_spec){name, "train", "check", "recompute", "memory", np, 5,
                                  LAB09_TIMEOUT, 0, NULL});
     }
+    int eight = !o->np_given;
+    for (int i = 0; o->np_given && o->np[i]; i++) eight |= o->np[i] == 8;
+    if (o->hidden && eight) lab09_hidden(8);
 }
 
 static const struct gr_lab lab09 = {
