@@ -57,7 +57,7 @@ static struct pl_flag flags[] = {
     F("--intra-lat", PL_FLAG_DOUBLE, lat_us[PL_LINK_INTRA], "US", "intra-node latency per message (a torus: per hop)"),
     F("--inter-lat", PL_FLAG_DOUBLE, lat_us[PL_LINK_INTER], "US", "inter-node latency per message"),
     F("--config", PL_FLAG_STR, config, "K=V,..", "evaluate this configuration (tp=8,pp=2,zero=1,micro=1,m=64,...)"),
-    F("--fix", PL_FLAG_STR, fix, "K=V,..", "search with these degrees fixed (tp=8,pp=16,dp=128,zero=1)"),
+    F("--fix", PL_FLAG_STR, fix, "K=V,..", "search with these kept (tp=8,pp=16,dp=128,micro=1,v=1,zero=1,recompute=full)"),
     F("--published", PL_FLAG_SWITCH, published, "", "with --fix: time it even if the memory model says it does not fit"),
     F("--explain", PL_FLAG_SWITCH, explain, "", "print the derivation of every figure"),
     F("--svg", PL_FLAG_STR, svg, "FILE", "draw MFU and memory per configuration"),
