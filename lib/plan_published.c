@@ -64,8 +64,8 @@ static const struct pl_plan_published runs[] = {
      * heads), t 8, p 64, 3072 A100, batch 3072: 163 TFLOP/s per GPU, 52% of peak (the
      * abstract: 502 PFLOP/s on 3072 GPUs), recomputation counted. The schedule is not given:
      * the planner chooses the interleaving. */
-    {"megatron-1t", "dgx-a100", 384, 0, 0, 0, "tp=8,pp=64,dp=6,micro=1,zero=0,recompute=full", 52, 1,
-     1, 5, "Megatron 1T, 3072 A100 (2021 t1)"},
+    {"megatron-1t", "dgx-a100", 384, 0, 0, 0, "tp=8,pp=64,dp=6,micro=1,zero=0,recompute=full",
+     52, 1, 1, 5, "Megatron 1T, 3072 A100 (2021 t1)"},
     /* Held out. Smith et al. (2022), MT-NLG 530B, section 2.4: the 530B shape, t 8, p 35,
      * global batch 1920 on 280 / 350 / 420 DGX A100 nodes of Selene, 60.1 / 50.2 / 44.4 s per
      * iteration, 126 / 121 / 113 TFLOP/s per GPU by Megatron's formula (recomputation
@@ -93,8 +93,8 @@ static const struct pl_plan_published runs[] = {
     /* Held out. Llama 3: Dubey et al. (2024), table 4: 405B on 8K and 16K H100, TP 8, PP 16,
      * DP 64 and 128, 8K context, BF16 MFU 43% and 41% (model FLOPs). The planner chooses the
      * interleaving (the paper's schedule is interleaved) and the ZeRO stage. */
-    {"llama3-405b", "dgx-h100", 1024, 0, 0, 0, "tp=8,pp=16,dp=64,micro=1,recompute=selective", 43, 0,
-     1, 5, "Llama 3 405B, 8K H100, 8K context"},
+    {"llama3-405b", "dgx-h100", 1024, 0, 0, 0, "tp=8,pp=16,dp=64,micro=1,recompute=selective",
+     43, 0, 1, 5, "Llama 3 405B, 8K H100, 8K context"},
     {"llama3-405b", "dgx-h100", 2048, 0, 0, 0, "tp=8,pp=16,dp=128,micro=1,recompute=selective", 41,
      0, 1, 5, "Llama 3 405B, 16K H100, 8K context"},
 };
