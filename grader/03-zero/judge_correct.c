@@ -41,7 +41,7 @@ static void overlap_words(const struct l3_layout_diff *d, const char *what, stru
     else
         gr_why_say(why, "%s: in %s, unit %d's [%s %.0f, + %s %.0f) overlaps unit %d's [%.0f, + "
                    "%.0f): %s, so the %s of one would overwrite the other's elements. Each unit "
-                   "needs %s elements of its own, padding included", what, buf, d->unit, off,
+                   "needs its %s elements to itself, padding included", what, buf, d->unit, off,
                    d->got[0], len, d->got[1], d->unit2, d->want[0], d->want[1],
                    shard ? "two units' chunks share memory" :
                            "a unit's padding has no room of its own",
