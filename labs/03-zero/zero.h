@@ -11,18 +11,19 @@
  *
  * The grain of everything is the unit: one part of the model (the embedding, one block, the
  * head; model.h). A reduce-scatter or an all-gather moves equally many elements from every
- * rank, so each unit is cut into n equal chunks, rank r owning chunk r, the end of the last
- * ones padded with zeros; a rank's shard holds its chunk of every unit. How long a chunk is,
+ * rank, so each unit is cut into n equal chunks, rank r owning chunk r, the last ones ending
+ * in zeros of padding; a rank's shard holds its chunk of every unit. How long a chunk is,
  * and where each unit lies in a full buffer and in a shard, are your design: zero_layout_init
  * reports it (struct zero_unit names the numbers), and the grader reads your buffers by it
  * and judges it by these invariants, on zero_layout_init's layouts and on every rank's z->zl:
  *   - nunits is n_layers + 2 and unit u is model part u - 1, with that part's offset and
  *     numel (pl_model_part_range); numel is Psi;
- *   - every element of the unit is owned by exactly one rank: chunk >= ceil(numel / n), rank
- *     r owning the unit's elements [r x chunk, (r+1) x chunk), and padded = n x chunk;
- *   - padding is bounded: chunk <= ceil(numel / n) + ZERO_MAX_ALIGN - 1, room to round a
- *     chunk up to an alignment and no more (padding is memory every rank holds in every
- *     sharded category, and bytes every collective of the unit moves);
+ *   - every element of the unit is owned by exactly one rank: rank r owns the unit's
+ *     elements [r x chunk, (r+1) x chunk), so n x chunk >= numel, and padded = n x chunk;
+ *   - padding is bounded: a chunk is at most ZERO_MAX_ALIGN - 1 elements longer than the
+ *     shortest that keeps the rule above, room to round it up to an alignment and no more
+ *     (padding is memory every rank holds in every sharded category, and bytes every
+ *     collective of the unit moves);
  *   - in a full buffer the units' [full_offset, + padded), in a shard their [shard_offset, +
  *     chunk), never overlap and fill [0, full_numel) and [0, shard_numel): full_numel is the
  *     sum of padded and shard_numel the sum of chunk, the units in any order;
@@ -102,8 +103,9 @@
 #include "todo.h"
 
 #define ZERO_MAX_UNITS 64 /* n_layers + 2 */
-/* A chunk may exceed ceil(numel / n) by at most ZERO_MAX_ALIGN - 1 elements: enough to round
- * it up to a multiple of any alignment up to 64 floats (256 bytes). */
+/* A chunk may exceed the shortest that covers its unit by at most ZERO_MAX_ALIGN - 1
+ * elements: enough to round it up to a multiple of any alignment up to 64 floats (256
+ * bytes). */
 #define ZERO_MAX_ALIGN 64
 
 /* ---- the layout of the shards ---- */

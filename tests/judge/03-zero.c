@@ -141,6 +141,17 @@ static void state(void)
     CHECK(!judge(2, 0, 3, "correct", obs, NP, &why) &&
               said(&why, "zero_new(stage 2) stored stage 1 in z->stage") &&
               said(&why, "fix zero_layout_init first"), "stage: %s", first(&why));
+    /* Rank 0's layout breaks padded = n x chunk and rank 1 is cut unlike rank 0: the cut,
+     * the cause, is said first. */
+    good(obs);
+    obs[0].layout = (struct l3_layout_diff){.code = L3_LD_PADDED, .unit = 1, .got = {97},
+                                            .want = {98}, .psi = 100, .n = 2, .rank = 0};
+    obs[1].layout = (struct l3_layout_diff){.code = L3_LD_UNEQUAL, .unit = 1, .field = 0,
+                                            .got = {48}, .want = {49}, .psi = 100, .n = 2,
+                                            .rank = 1};
+    CHECK(!judge(2, 0, 3, "correct", obs, NP, &why) &&
+              said(&why, "rank 1's z->zl (Psi=100 on 2 ranks): unit 1's chunk is 48, rank 0's "
+                   "is 49") && !said(&why, "padded is 97"), "unequal first: %s", first(&why));
     good(obs);
     obs[1].in_flight = 2;
     snprintf(want, sizeof want, "rank 1: after zero_free, %d operation(s) your code started", 2);
