@@ -248,7 +248,8 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(LAB),--lab '$(LAB)') $(if $(TEST),--test '$(TEST)') $(if $(NP),--np '$(NP)') \
   $(if $(LAUNCHER),--launcher '$(LAUNCHER)') $(if $(RESULTS),--results '$(RESULTS)') \
   $(if $(SEED),--seed '$(SEED)') $(if $(filter-out 0,$(HIDDEN)),--hidden) \
-  $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $(if $(BUDGET),--budget '$(BUDGET)')
+  $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $(if $(BUDGET),--budget '$(BUDGET)') \
+  $(if $(filter 0,$(SPEED)),--no-speed)
 
 # What grading needs and no more: the library, the programs (grade among them) and each lab's
 # drivers for labs/ and solutions/. The kit's tests, benchmarks and judge tests are `make`'s;
