@@ -175,13 +175,13 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
     return 0;
 }
 
-static void rm_tree(const char *path)
+void l10_rm_tree(const char *path)
 {
     nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Rank 0 makes the folder, every rank learns its name. */
-static void make_root(struct l10_state *st, char *err, size_t errlen)
+void l10_make_root(struct l10_state *st, char *err, size_t errlen)
 {
     if (st->rank == 0) {
         /* Under the orchestrator the run's own folder, which it removes after the run, so
@@ -249,7 +249,7 @@ static void note_rules(struct l10_state *st, struct l10_obs *o, int manifest)
 /* Collective over the world; s is NULL on ranks outside the saving group (ranks 0..n-1).
  * Returns 1 when the checkpoint was committed, 0 when a kill stopped it, -1 when the code
  * under test failed (the observation says how). */
-static int save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
+int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
                     const struct l10_kill *kill, struct l10_obs *o)
 {
     struct saved mine = {0}, *all = calloc((size_t)st->world, sizeof *all);
@@ -351,7 +351,7 @@ static int other_run(struct l10_state *st, const struct l10_case *c, struct l10_
     char keep[256];
     memcpy(keep, st->root, sizeof keep);
     snprintf(st->root, sizeof st->root, "%.200s/other", keep);
-    int rc = save_all(st, s, st->world, NULL, o);
+    int rc = l10_save_all(st, s, st->world, NULL, o);
     memcpy(st->root, keep, sizeof keep);
     pl_shard_state_free(s);
     pl_comm_free(g);
@@ -360,7 +360,7 @@ static int other_run(struct l10_state *st, const struct l10_case *c, struct l10_
         snprintf(d, sizeof d, FT_STEP_DIR, (long long)c->save_at[1]);
         snprintf(from, sizeof from, "%s/%s", other, d);
         snprintf(to, sizeof to, "%s/%s", st->root, d);
-        rm_tree(to);
+        l10_rm_tree(to);
         if (rename(from, to) != 0) rc = 0;
     }
     return rc;
@@ -445,7 +445,7 @@ static void run_case(struct l10_state *st, const struct l10_case *c, struct l10_
     ref_run(&run, c, &r);
     o->numel = r.numel;
     char err[96] = "";
-    make_root(st, err, sizeof err);
+    l10_make_root(st, err, sizeof err);
     if (!st->root[0]) {
         note_proc(o, L10_P_GRADER, 0, 0, 0, err);
         ref_free(&r);
@@ -458,7 +458,7 @@ static void run_case(struct l10_state *st, const struct l10_case *c, struct l10_
         if (s) pl_shard_step(s);
         for (int j = 0; j < 2 && ok; j++)
             if (k == c->save_at[j]) {
-                int rc = save_all(st, s, c->n_save, j == 1 ? &c->kill : NULL, o);
+                int rc = l10_save_all(st, s, c->n_save, j == 1 ? &c->kill : NULL, o);
                 ok = rc >= 0;
                 if (j == 1) last = rc;
             }
@@ -485,7 +485,7 @@ static void run_case(struct l10_state *st, const struct l10_case *c, struct l10_
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (ok) restart(st, c, &run, &r, o);
     MPI_Barrier(MPI_COMM_WORLD);
-    if (st->rank == 0) rm_tree(st->root);
+    if (st->rank == 0) l10_rm_tree(st->root);
     ref_free(&r);
 }
 

@@ -16,6 +16,13 @@
 
 #include "lab10.h"
 
+/* The lab's flags: entry k's value is gr_args.opt[k] (bench.c reads them). */
+static const struct pl_flag OPTIONS[] = {
+    {"--svg", PL_FLAG_STR, NULL, "FILE",
+     "bench: the picture of make plots LAB=10: a run killed during a save and restarted on "
+     "one rank fewer, over the uninterrupted one; the time lost against the interval", 0},
+};
+
 static void *setup(const struct gr_args *a)
 {
     int op = l10_find_op(a->op);
@@ -76,4 +83,6 @@ const struct gr_driver gr_lab_driver = {
     .judge_obs = judge,
     .bench = l10_bench,
     .finish = finish,
+    .options = OPTIONS,
+    .noptions = (int)(sizeof OPTIONS / sizeof OPTIONS[0]),
 };

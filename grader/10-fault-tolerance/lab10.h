@@ -157,6 +157,16 @@ void l10_state_free(struct l10_state *st);
 void l10_setup_cases(struct l10_state *st);
 void l10_observe(struct l10_state *st, int i, struct l10_obs *o);
 void l10_describe(const struct l10_case *c, int op, char *buf, size_t len);
+/* Collective: rank 0 makes the case's folder in st->root (empty after an error in err). */
+void l10_make_root(struct l10_state *st, char *err, size_t errlen);
+/* Collective over the world: every rank of the saving group (s not NULL: ranks 0..n-1) saves
+ * its shard in a forked process, then rank 0 the manifest; kill (may be NULL) names the
+ * call to kill. Returns 1 when committed, 0 when the kill stopped it, -1 when the code under
+ * test failed (o says how). */
+int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
+                 const struct l10_kill *kill, struct l10_obs *o);
+/* Removes a folder and everything in it (no links followed). */
+void l10_rm_tree(const char *path);
 
 /* judge.c: no MPI; reads its arguments alone */
 int l10_find_op(const char *name);
