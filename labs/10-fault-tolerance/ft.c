@@ -3,7 +3,7 @@
  * Read docs/labs/10-fault-tolerance.md first (sections 2 to 5 explain each function below),
  * then replace each lab_todo() call with your code. Grade your work with
  *     make grade LAB=10                    every test of this lab
- *     make grade LAB=10 TEST=crash         the tests whose name contains "crash"
+ *     make grade LAB=10 TEST=killed        the tests whose name contains "killed"
  * The hints (docs/labs/10-fault-tolerance-hints.md) give one plan that works, call by call.
  *
  * What you may call is listed in ft.h: the disk only through lib/ckpt_fs.h, no MPI. */
