@@ -224,7 +224,7 @@ help:
 	@echo "  make demo            8 ranks on a virtual 2x4 cluster: collectives, traffic and memory report"
 	@echo "  make grade           grade your labs/ (SOLUTIONS=1: the reference solutions; LAB=01 TEST=..."
 	@echo "                       ASAN=1: built with AddressSanitizer, a bad memory access named with its line)"
-	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1; docs/grader.md)"
+	@echo "                       NP=2,4 LAUNCHER=srun RESULTS=results.json SEED= HIDDEN=1 SPEED=0; docs/grader.md)"
 	@echo "  make grading         build only what make grade needs (the library, programs, lab drivers)"
 	@echo "  make gradescope      build/gradescope/autograder-all.zip for Gradescope (LAB=NN: -NN.zip)"
 	@echo "  make regrade SUBMISSIONS=dir/ CSV=grades.csv  a folder of submissions (one subfolder per"

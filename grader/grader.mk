@@ -204,8 +204,18 @@ $(B)/bin/grade: $(GRADER_PLAN_OBJ) $(GRADER_SANDBOX_OBJ) $(GRADER_RULES_OBJ) $(G
 # `make` builds what grading needs: each lab's driver for labs/ and for solutions/. The
 # broken and alternative variants of tests/ are the tests' business: `make variants`, which
 # `make test` runs first.
-GRADER_DRIVERS := $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver) \
-  $(foreach l,$(GRADER_GRADABLE),$(B)/grader/labs/$(l)/driver)
+# GRADE_ONLY (lab folders, space-separated) limits what `grading` builds to those labs' drivers:
+# a one-lab Gradescope autograder builds its lab alone (grader/gradescope/setup.sh).
+ifneq ($(strip $(GRADE_ONLY)),)
+GRADER_BUILT := $(filter $(GRADE_ONLY),$(GRADER_GRADABLE))
+ifneq ($(words $(GRADER_BUILT)),$(words $(sort $(GRADE_ONLY))))
+$(error GRADE_ONLY='$(GRADE_ONLY)' names a folder that is no lab; the labs: $(GRADER_GRADABLE))
+endif
+else
+GRADER_BUILT := $(GRADER_GRADABLE)
+endif
+GRADER_DRIVERS := $(foreach l,$(filter $(GRADER_BUILT),$(GRADER_SOLVED)),$(B)/grader/solutions/$(l)/driver) \
+  $(foreach l,$(GRADER_BUILT),$(B)/grader/labs/$(l)/driver)
 GRADER_VARIANTS := \
   $(foreach s,$(GRADER_BROKEN),$(B)/grader/broken/$(call broken_name,$(s))/$(call broken_lab,$(s))/$(if $(call broken_forged,$(s)),build.log,driver)) \
   $(foreach s,$(GRADER_ALT),$(B)/grader/alt/$(call broken_name,$(s))/$(call broken_lab,$(s))/driver)
@@ -238,7 +248,8 @@ GRADE_FLAGS = --build $(B) $(if $(filter-out 0,$(SOLUTIONS)),--solutions) \
   $(if $(LAB),--lab '$(LAB)') $(if $(TEST),--test '$(TEST)') $(if $(NP),--np '$(NP)') \
   $(if $(LAUNCHER),--launcher '$(LAUNCHER)') $(if $(RESULTS),--results '$(RESULTS)') \
   $(if $(SEED),--seed '$(SEED)') $(if $(filter-out 0,$(HIDDEN)),--hidden) \
-  $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $(if $(BUDGET),--budget '$(BUDGET)')
+  $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $(if $(BUDGET),--budget '$(BUDGET)') \
+  $(if $(filter 0,$(SPEED)),--no-speed)
 
 # What grading needs and no more: the library, the programs (grade among them) and each lab's
 # drivers for labs/ and solutions/. The kit's tests, benchmarks and judge tests are `make`'s;

@@ -1027,6 +1027,12 @@ static void alloc_optim(struct pl_model *m)
 
 struct pl_model *pl_model_new(const struct pl_model_config *cfg, unsigned what)
 {
+    return pl_model_new_shaped(cfg, what, 1);
+}
+
+struct pl_model *pl_model_new_shaped(const struct pl_model_config *cfg, unsigned what,
+                                     int init_params)
+{
     struct pl_model *m = pl_mem_alloc(sizeof *m, PL_MEM_WORK, PL_HOST, "model");
     pl_model_layout_init(&m->layout, cfg);
     m->cfg = *cfg;
@@ -1036,7 +1042,7 @@ struct pl_model *pl_model_new(const struct pl_model_config *cfg, unsigned what)
     m->blocks_g = pl_mem_alloc(nb, PL_MEM_WORK, PL_HOST, "model block grad views");
     if (what & PL_MODEL_PARAMS) {
         m->params = pl_mem_alloc(bytes, PL_MEM_PARAMS, PL_DEVICE, "model params");
-        pl_model_init_flat(&m->layout, 0, m->layout.numel, m->params);
+        if (init_params) pl_model_init_flat(&m->layout, 0, m->layout.numel, m->params);
     }
     if (what & PL_MODEL_GRADS) {
         m->grads = pl_mem_alloc(bytes, PL_MEM_GRADS, PL_DEVICE, "model grads");

@@ -7,6 +7,11 @@
 
 /* n floats of op memory, zeroed, counted as workspace; free with pl_mem_free. */
 float *pl_model_scratch(size_t n, const char *label);
+/* pl_model_new, with the parameters left zero (the ledger zeroes every allocation) unless
+ * init_params: for what depends on the shapes alone, such as a dense part's FLOP count,
+ * where drawing every parameter from the generator would cost more than the pass itself. */
+struct pl_model *pl_model_new_shaped(const struct pl_model_config *cfg, unsigned what,
+                                     int init_params);
 /* n zeroed floats from arena s (s NULL: pl_model_scratch); give back with
  * pl_model_scratch_give, which also gives back everything taken after it. */
 float *pl_model_scratch_take(struct pl_scratch *s, size_t n, const char *label);

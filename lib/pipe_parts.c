@@ -8,6 +8,7 @@
 #include "check.h"
 #include "ledger.h"
 #include "mem.h"
+#include "model_internal.h"
 #include "ops.h"
 #include "trace.h"
 
@@ -243,7 +244,10 @@ double pl_part_flops(const struct pl_model_config *c, int part, int B, int T)
                "part %d is outside the model (-1 .. %d)", part, PL_PART_HEAD(c));
     int was = pl_trace_enabled();
     pl_trace_enable(0);
-    struct pl_model *m = pl_model_new(c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    /* A dense part's count follows from the shapes, so its parameters may stay zero; an
+     * MoE block's depends on where the router sends the tokens, so it draws them. */
+    struct pl_model *m =
+        pl_model_new_shaped(c, PL_MODEL_PARAMS | PL_MODEL_GRADS, c->n_experts > 0);
     size_t N = (size_t)B * (size_t)T;
     int *tokens = pl_mem_alloc(N * sizeof(int), PL_MEM_WORK, PL_DEVICE, "flop count tokens");
     float *x = pl_mem_alloc(N * (size_t)c->d_model * sizeof(float), PL_MEM_WORK, PL_DEVICE,

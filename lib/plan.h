@@ -53,21 +53,6 @@ const char *pl_plan_model_names(char *buf, size_t len);
 /* Shape checks with errors that teach ("heads=30 does not divide d_model=4096"). */
 int pl_plan_model_check(const struct pl_plan_model *m, char *err, size_t errlen);
 
-/* Published training runs, for the sanity table (plan --published-runs): the degrees and
- * microbatch as published; the planner completes the rest. counts_recompute: the published
- * figure counts recomputed FLOPs (hardware FLOPs utilisation), as Megatron's papers do. */
-struct pl_plan_published {
-    const char *model, *profile;
-    int nodes, seq;          /* seq 0: the preset's */
-    double batch_tokens;     /* 0: the preset's */
-    const char *fix;         /* --fix text */
-    double mfu;              /* percent */
-    int counts_recompute;
-    const char *source;
-};
-int pl_plan_published_count(void);
-const struct pl_plan_published *pl_plan_published_at(int i);
-
 /* ---------------------------------------------------------------- cluster */
 
 struct pl_plan_cluster {
@@ -190,11 +175,16 @@ struct pl_plan_choice {
 struct pl_plan_fixed {
     int deg[PL_NAXES];
     int micro;
+    int v;              /* 0: free */
     int zero, recompute;
     int ignore_memory;
 };
 /* Nothing fixed. */
 struct pl_plan_fixed pl_plan_fixed_none(void);
+/* "tp=8,pp=35,dp=8,micro=1,v=1,zero=0,recompute=full": the keys given are fixed, the others
+ * free. Returns 0, or -1 with a message in err. */
+int pl_plan_fixed_parse(const char *text, int ignore_memory, struct pl_plan_fixed *fixed,
+                        char *err, size_t errlen);
 
 /* One point of the configuration space for plots: the best settings of one set of degrees
  * (or, when none fits, the one needing the least memory). */
@@ -225,5 +215,41 @@ int pl_plan_search(const struct pl_plan_model *m, const struct pl_plan_cluster *
  * shapes of TPU v4 slices from 8 chips up (2x2x2, 2x2x4, ..., 4x4x4, ..., 16x16x16). */
 int pl_plan_min_nodes(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                       int max_nodes);
+
+/* ---------------------------------------------------------------- published runs */
+
+/* Published training runs (lib/plan_published.c, each row with its source): the degrees,
+ * microbatch and schedule as published; the planner completes the rest and times it on the
+ * row's cluster. counts_recompute: the published figure counts recomputed FLOPs (hardware
+ * FLOPs utilisation), as Megatron's papers and BLOOM's logs do; 0: model FLOPs (MFU). The
+ * rows are split in two: held_out 0 are those pl_plan_published_fit fits a profile's
+ * efficiency on, held_out 1 are never used to set a constant. */
+struct pl_plan_published {
+    const char *model;       /* a preset of plan_model.c or a shape of plan_published.c */
+    const char *profile;
+    int nodes, seq;          /* seq 0: the shape's */
+    double batch_tokens;     /* 0: the shape's */
+    double inter_bw;         /* bytes/s per GPU between nodes; 0: the profile's */
+    const char *fix;         /* --fix text (pl_plan_fixed_parse) */
+    double mfu;              /* percent of peak, as published */
+    int counts_recompute;
+    int held_out;
+    double tol;              /* points: the planner's figure must land within it */
+    const char *source;      /* run, paper and table */
+};
+int pl_plan_published_count(void);
+const struct pl_plan_published *pl_plan_published_at(int i);
+/* The row's model and cluster, as the planner takes them. */
+void pl_plan_published_setup(const struct pl_plan_published *p, struct pl_plan_model *m,
+                             struct pl_plan_cluster *c);
+/* The planner's figure for row p in percent (HFU where the row counts recomputation, else
+ * MFU), its cluster's efficiency replaced by efficiency when efficiency > 0; the plan into
+ * out when not NULL. */
+double pl_plan_published_figure(const struct pl_plan_published *p, double efficiency,
+                                struct pl_plan_choice *out);
+/* The efficiency of profile that minimises the squared differences, in points, over its rows
+ * with held_out 0 (a grid of 0.005 over [0.30, 0.90]); their root mean square into rms. Returns
+ * 0 when profile has no fit row. */
+double pl_plan_published_fit(const char *profile, double *rms);
 
 #endif

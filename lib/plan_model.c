@@ -92,28 +92,6 @@ double pl_plan_flops_per_token(const struct pl_plan_model *m)
     return 6.0 * matmul + 12.0 * m->layers * (double)m->d_model * m->seq;
 }
 
-/* Llama 3: Dubey et al. (2024), table 4 (BF16 MFU). Megatron: Narayanan et al. (2021),
- * table 1 (per-GPU throughput as a share of peak, recomputation counted). */
-static const struct pl_plan_published published[] = {
-    {"llama3-405b", "dgx-h100", 1024, 0, 0, "tp=8,pp=16,dp=64,micro=1,recompute=selective", 43, 0,
-     "Llama 3 405B, 8K H100, 8K context"},
-    {"llama3-405b", "dgx-h100", 2048, 0, 0, "tp=8,pp=16,dp=128,micro=1,recompute=selective", 41,
-     0, "Llama 3 405B, 16K H100, 8K context"},
-    {"megatron-1t", "dgx-a100", 384, 0, 0, "tp=8,pp=64,dp=6,micro=1,recompute=full", 52, 1,
-     "Megatron 1T, 3072 A100"},
-    {"gpt3-175b", "dgx-a100", 128, 0, 0, "tp=8,pp=8,dp=16,micro=1,recompute=full", 49, 1,
-     "Megatron GPT-3 175B, 1024 A100"},
-};
-
-int pl_plan_published_count(void) { return (int)(sizeof published / sizeof published[0]); }
-
-const struct pl_plan_published *pl_plan_published_at(int i)
-{
-    if (i < 0 || i >= pl_plan_published_count())
-        pl_fatal("published run %d is outside 0..%d", i, pl_plan_published_count() - 1);
-    return &published[i];
-}
-
 int pl_plan_model_check(const struct pl_plan_model *m, char *err, size_t errlen)
 {
     if (m->layers < 1 || m->d_model < 1 || m->heads < 1 || m->d_ff < 1 || m->vocab < 1 ||

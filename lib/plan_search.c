@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "util.h"
 #include "plan_internal.h"
 
 /* Context parallelism only pays for long sequences; below this it is not tried. */
@@ -25,6 +26,31 @@ struct walk {
 struct pl_plan_fixed pl_plan_fixed_none(void)
 {
     return (struct pl_plan_fixed){.zero = -1, .recompute = -1};
+}
+
+/* key= given in a "k=v,k=v" text: at the start or after a comma. */
+static int has_key(const char *text, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *at = text; (at = strstr(at, key)) != NULL; at += n)
+        if ((at == text || at[-1] == ',') && at[n] == '=') return 1;
+    return 0;
+}
+
+int pl_plan_fixed_parse(const char *text, int ignore_memory, struct pl_plan_fixed *fixed,
+                        char *err, size_t errlen)
+{
+    struct pl_plan_config f;
+    memset(&f, 0, sizeof f);
+    if (pl_plan_config_parse(&f, text, err, errlen) != 0) return -1;
+    *fixed = pl_plan_fixed_none();
+    memcpy(fixed->deg, f.deg, sizeof f.deg);
+    fixed->micro = f.micro;
+    if (has_key(text, "v")) fixed->v = f.v;
+    if (has_key(text, "zero")) fixed->zero = f.zero;
+    if (has_key(text, "recompute")) fixed->recompute = (int)f.recompute;
+    fixed->ignore_memory = ignore_memory;
+    return 0;
 }
 
 static int allowed(const struct walk *w, enum pl_plan_axis a, int d)
@@ -75,6 +101,7 @@ static void walk_settings(struct walk *w, struct pl_plan_config cfg)
         cfg.m = (int)(per / micro);
         int vmax = p > 1 ? m->layers / p : 1;
         for (int v = 1; v <= vmax && v <= MAX_V && !w->stop; v++) {
+            if (w->fixed->v && w->fixed->v != v) continue;
             cfg.v = v;
             for (int z = 0; z <= 3; z++) {
                 if (w->fixed->zero >= 0 && w->fixed->zero != z) continue;

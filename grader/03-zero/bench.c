@@ -275,7 +275,7 @@ static void bench_working_set(const struct pl_model_layout *lay, const struct ba
     size_t off, block;
     pl_model_part_range(lay, 0, &off, &block);
     struct zero_layout e;
-    l3_expected_layout(&e, lay, n, 0);
+    l3_tight_layout(&e, lay, n, 0);
     struct l3_shape shape = l3_shape_of(&e);
     struct l3_allowance a = l3_stage_allowance(3, &shape);
     double psi = (double)lay->numel;
@@ -314,7 +314,7 @@ static void bench_figures(const struct pl_model_layout *lay, const double *ddp)
            ndiv ? " and " : "", divides, ndiv ? (ndiv > 1 ? " do" : " does") : "");
     for (int n = 2; n <= 4; n++) {
         struct zero_layout e;
-        l3_expected_layout(&e, lay, n, 0);
+        l3_tight_layout(&e, lay, n, 0);
         printf("# handout: on %d ranks full_numel is %zu (%zu of padding)\n", n, e.full_numel,
                e.full_numel - e.numel);
     }
@@ -350,8 +350,8 @@ void l3_bench(const struct gr_args *a)
     l3_measure_reference(&ref, &setup, ddp);
     struct pl_model_layout lay;
     pl_model_layout_init(&lay, &setup.cfg);
-    struct zero_layout e;
-    l3_expected_layout(&e, &lay, n, 0);
+    struct zero_layout e; /* the code's, when it keeps the invariants */
+    l3_layout_of_code(&e, &lay, n, 0);
     double psi = (double)lay.numel;
     struct bar bars[NBARS];
     memset(bars, 0, sizeof bars);

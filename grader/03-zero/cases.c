@@ -57,7 +57,7 @@ void l3_mem_current(double *out)
 static int run_student(struct l3_state *l, int stage, int prefetch,
                        const struct gr_train_setup *setup, struct l3_obs *v, double *losses,
                        struct zero **out, const struct pl_model_layout *lay,
-                       const struct zero_layout *e, struct gr_batch *bp, double *base,
+                       struct zero_layout *e, struct gr_batch *bp, double *base,
                        double *before, double *after);
 
 /* The mean over the group's ranks of each rank's loss: the loss of the group's global batch
@@ -139,14 +139,12 @@ static int train_student(struct l3_state *l, int stage, int prefetch,
     /* What the driver itself needs is allocated before the window opens. */
     struct pl_model_layout lay;
     pl_model_layout_init(&lay, &setup->cfg);
-    struct zero_layout e;
-    l3_expected_layout(&e, &lay, n, me);
     struct gr_batch b;
     gr_batch_new(&b, setup, me, n);
     gr_unseen_begin(1);
     l3_host_begin(&l->watch);
-    int reached = run_student(l, stage, prefetch, setup, v, losses, out, &lay, &e, &b, base, before,
-                              after);
+    int reached = run_student(l, stage, prefetch, setup, v, losses, out, &lay, &l->mine, &b, base,
+                              before, after);
     v->unseen = gr_unseen_end();
     v->on_host = l3_host_end(&l->watch);
     gr_batch_free(&b);
@@ -157,7 +155,7 @@ static int train_student(struct l3_state *l, int stage, int prefetch,
 static int run_student(struct l3_state *l, int stage, int prefetch,
                        const struct gr_train_setup *setup, struct l3_obs *v, double *losses,
                        struct zero **out, const struct pl_model_layout *lay,
-                       const struct zero_layout *e, struct gr_batch *bp, double *base,
+                       struct zero_layout *e, struct gr_batch *bp, double *base,
                        double *before, double *after)
 {
     int n = l->grp.n, me = pl_rank();
@@ -182,8 +180,14 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
     PL_CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any_bad) return 1;
 
+    /* The layout every offset below is read by: this rank's z->zl, cut as the group's first
+     * rank's (checked first, so that shards of different sizes are named for that) and
+     * keeping zero.h's invariants. */
     struct l3_layout_diff *d = &v->layout;
-    if (l3_compare_layout(e, &z->zl, d) && z->stage != stage) {
+    struct zero_layout g0 = z->zl;
+    PL_CHECK_MPI(MPI_Bcast(&g0, (int)sizeof g0, MPI_BYTE, 0, l->grp.mpi));
+    if (l3_same_cut(&z->zl, &g0, d) && l3_judge_layout(lay, n, l->grp.rank, &z->zl, d) &&
+        z->stage != stage) {
         d->code = L3_LD_STAGE;
         d->got[0] = z->stage;
         d->want[0] = stage;
@@ -194,6 +198,10 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
     bad = d->code != 0;
     PL_CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any_bad) return 1;
+    *e = z->zl;
+    l->e0 = g0;
+    l->e0.rank = 0;
+    v->shape = l3_shape_of(&l->e0);
 
     v->leak_step = -1;
     for (int s = 0; s < L3_STEPS; s++) {
@@ -376,9 +384,7 @@ void l3_forget_case(struct l3_state *l)
  * stays behind after every model a program makes and frees. */
 static void read_then_free(struct l3_state *l, const double *held)
 {
-    struct zero_layout e;
-    l3_expected_layout(&e, &l->lay, l->grp.n, l->grp.rank);
-    l->flat = l3_flat_params(l->z, &e, l->grp.mpi);
+    l->flat = l3_flat_params(l->z, &l->mine, l->grp.mpi);
     zero_free(l->z);
     l->z = NULL;
     double now[PL_MEM_NCAT];
@@ -478,7 +484,9 @@ void l3_run(struct l3_state *l, int i)
     l->setup = case_setup(&l->data, l->seed, l->grp.color, i);
     pl_model_layout_free(&l->lay);
     pl_model_layout_init(&l->lay, &l->setup.cfg);
-    l3_expected_layout(&l->e0, &l->lay, l->grp.n, 0);
+    /* The clip between the shards' norms needs the cut before zero_new has run: the one the
+     * code's zero_layout_init gives, when it keeps the invariants. */
+    l3_layout_of_code(&l->e0, &l->lay, l->grp.n, 0);
     if (i == L3_CASE_CLIP_OFF) l->setup.opt.grad_clip = 0;
     if (i == L3_CASE_CLIP_SOME_RANKS) { /* the first gradient does not depend on the clip */
         gr_reference_run(&l->ref, &l->setup);

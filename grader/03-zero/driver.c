@@ -43,7 +43,7 @@ static void *setup(const struct gr_args *a)
     l->data = pl_corpus_tokens(pl_mix64(l->seed + 5), L3_CORPUS_TOKENS);
     l->setup = l3_graded_setup(&l->data, l->seed);
     pl_model_layout_init(&l->lay, &l->setup.cfg);
-    l3_expected_layout(&l->e0, &l->lay, pl_size(), 0);
+    if (l->stage) l3_layout_of_code(&l->e0, &l->lay, pl_size(), 0);
     gr_wrap_ctx_set(&l->watch);
     return l;
 }

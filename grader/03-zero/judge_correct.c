@@ -26,19 +26,35 @@ static void layout_whose(const struct l3_layout_diff *d, char *buf, size_t len)
     else snprintf(buf, len, "rank %d's z->zl (Psi=%.0f on %d ranks)", d->rank, d->psi, d->n);
 }
 
-/* Where a layout differs from zero.h's rule, in words. */
+/* Two units' ranges overlapping in a buffer, or one running past its end, in words. */
+static void overlap_words(const struct l3_layout_diff *d, const char *what, struct gr_why *why)
+{
+    int shard = d->code == L3_LD_SHARD_OVERLAP;
+    const char *buf = shard ? "its shard" : "a full buffer", *off = shard ? "shard_offset" :
+                                                                            "full_offset";
+    const char *len = shard ? "chunk" : "padded";
+    if (d->unit2 < 0)
+        gr_why_say(why, "%s: in %s, unit %d's [%s %.0f, + %s %.0f) runs past %s = %.0f: a "
+                   "unit's %s elements must lie inside the buffer", what, buf, d->unit, off,
+                   d->got[0], len, d->got[1], shard ? "shard_numel" : "full_numel", d->got[2],
+                   len);
+    else
+        gr_why_say(why, "%s: in %s, unit %d's [%s %.0f, + %s %.0f) overlaps unit %d's [%.0f, + "
+                   "%.0f): %s, so the %s of one would overwrite the other's elements. Each unit "
+                   "needs its %s elements to itself, padding included", what, buf, d->unit, off,
+                   d->got[0], len, d->got[1], d->unit2, d->want[0], d->want[1],
+                   shard ? "two units' chunks share memory" :
+                           "a unit's padding has no room of its own",
+                   shard ? "reduce-scatter" : "all-gather", len);
+}
+
+/* The first invariant a layout breaks, in words: which, by how much, and why it holds. */
 static void layout_words(const struct l3_layout_diff *d, struct gr_why *why)
 {
-    static const char *const field[6] = {"offset", "numel", "chunk", "padded", "full_offset",
-                                         "shard_offset"};
-    static const char *const rule[6] = {
-        "the part's first element, from pl_model_part_range",
-        "the part's elements, from pl_model_part_range",
-        "ceil(numel / n), so that n chunks cover the unit and only the last one needs padding",
-        "n x chunk, what every reduce-scatter and all-gather of the unit moves",
-        "the sum of the padded sizes of the units before it",
-        "the sum of the chunks of the units before it"};
-    char what[200];
+    static const char *const field[11] = {"chunk", "padded", "full_offset", "shard_offset",
+                                          "offset", "numel", "part", "nunits", "shard_numel",
+                                          "full_numel", "numel"};
+    char what[200], where[32] = "";
     layout_whose(d, what, sizeof what);
     switch (d->code) {
     case L3_LD_NRANK:
@@ -50,19 +66,55 @@ static void layout_words(const struct l3_layout_diff *d, struct gr_why *why)
                    "block, the head)", what, d->got[0], d->want[0]);
         break;
     case L3_LD_PART:
-        gr_why_say(why, "%s, unit %d (%.0f elements): part is %.0f, expected %.0f (unit u holds "
-                   "part u - 1: the embedding is -1, the blocks 0..L-1, the head L)", what,
-                   d->unit, d->unit_numel, d->got[0], d->want[0]);
+        gr_why_say(why, "%s, unit %d: part is %.0f, expected %.0f (unit u holds part u - 1: the "
+                   "embedding is -1, the blocks 0..L-1, the head L)", what, d->unit, d->got[0],
+                   d->want[0]);
         break;
-    case L3_LD_FIELD:
-        gr_why_say(why, "%s, unit %d (%.0f elements): %s is %.0f, expected %.0f: %s", what,
-                   d->unit, d->unit_numel, field[d->field % 6], d->got[0], d->want[0],
-                   rule[d->field % 6]);
+    case L3_LD_RANGE:
+        gr_why_say(why, "%s, unit %d: offset %.0f, numel %.0f, but part %d is the %.0f elements "
+                   "from %.0f (pl_model_part_range): elements of the model would be owned twice "
+                   "or by no rank", what, d->unit, d->got[0], d->got[1], d->unit - 1,
+                   d->want[1], d->want[0]);
+        break;
+    case L3_LD_GAP:
+        gr_why_say(why, "%s, unit %d (%.0f elements): chunk %.0f: n chunks hold %.0f of its "
+                   "elements, and the last %.0f belong to no rank, so no rank updates them. A "
+                   "chunk needs at least ceil(numel / n) = %.0f elements", what, d->unit,
+                   d->unit_numel, d->got[0], d->n * d->got[0],
+                   d->unit_numel - d->n * d->got[0], d->want[0]);
+        break;
+    case L3_LD_EXCESS:
+        gr_why_say(why, "%s, unit %d (%.0f elements): chunk %.0f is %.0f more than ceil(numel / "
+                   "n) = %.0f; zero.h allows at most ZERO_MAX_ALIGN - 1 = %d more, enough to "
+                   "round a chunk up to any alignment up to %d floats. Every element of padding "
+                   "is memory each rank holds in each sharded category and bytes every "
+                   "collective of the unit moves", what, d->unit, d->unit_numel, d->got[0],
+                   d->got[0] - d->want[0], d->want[0], ZERO_MAX_ALIGN - 1, ZERO_MAX_ALIGN);
+        break;
+    case L3_LD_PADDED:
+        gr_why_say(why, "%s, unit %d (%.0f elements): padded is %.0f, expected n x chunk = %.0f: "
+                   "a reduce-scatter or all-gather of the unit moves one chunk per rank, so the "
+                   "unit takes n x chunk elements in a full buffer", what, d->unit,
+                   d->unit_numel, d->got[0], d->want[0]);
         break;
     case L3_LD_TOTALS:
-        gr_why_say(why, "%s: numel %.0f, full_numel %.0f, shard_numel %.0f; expected %.0f, %.0f "
-                   "(the sum of padded) and %.0f (the sum of chunks)", what, d->got[0],
-                   d->got[1], d->got[2], d->want[0], d->want[1], d->want[2]);
+        gr_why_say(why, "%s: numel %.0f, full_numel %.0f, shard_numel %.0f; expected Psi = %.0f, "
+                   "%.0f (the sum of padded) and %.0f (the sum of chunks): the buffers hold the "
+                   "units and nothing beside", what, d->got[0], d->got[1], d->got[2],
+                   d->want[0], d->want[1], d->want[2]);
+        break;
+    case L3_LD_FULL_OVERLAP:
+    case L3_LD_SHARD_OVERLAP:
+        overlap_words(d, what, why);
+        break;
+    case L3_LD_UNEQUAL:
+        if (d->unit >= 0) snprintf(where, sizeof where, "unit %d's ", d->unit);
+        gr_why_say(why, "%s: %s%s is %.0f, rank 0's is %.0f. Every rank must cut the model "
+                   "alike, only rank differs: reduce-scatter and all-gather move equally many "
+                   "elements from every rank, so shards of different sizes (a unit spread "
+                   "without padding, the first ranks taking one more) cannot be moved by them; "
+                   "pad the last chunk instead", what, where, field[d->field % 11], d->got[0],
+                   d->want[0]);
         break;
     default:
         gr_why_say(why, "zero_new(stage %.0f) stored stage %.0f in z->stage", d->want[0],
@@ -73,8 +125,8 @@ static void layout_words(const struct l3_layout_diff *d, struct gr_why *why)
 int l3_judge_layouts(const struct l3_obs *o, struct gr_why *why)
 {
     if (o->layout.code) layout_words(&o->layout, why);
-    else gr_why_say(why, "%d layouts (model sizes x rank counts 1..9 x ranks) as expected",
-                    o->layout_tried);
+    else gr_why_say(why, "%d layouts (model sizes x rank counts 1..9 x ranks) keep every "
+                    "invariant of zero.h", o->layout_tried);
     return !o->layout.code;
 }
 
@@ -91,8 +143,13 @@ static int judge_state(int stage, const struct gr_obs *all, struct gr_why *why)
                        l3_section_of_stage(stage));
             return 0;
         }
+        /* A rank cut unlike rank 0 may break an invariant on its own too: the cut is said
+         * first, being the cause. */
+        int k = i;
+        for (int r = 0; r < all->nranks && v->layout.code; r++)
+            if (rank_obs(all, r)->layout.code == L3_LD_UNEQUAL) k = r;
         if (v->layout.code) {
-            layout_words(&v->layout, why);
+            layout_words(&rank_obs(all, k)->layout, why);
             gr_why_say(why, "the shard layout decides every offset the grader reads: fix "
                        "zero_layout_init first (handout section 2)");
             return 0;

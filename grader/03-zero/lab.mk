@@ -7,3 +7,6 @@ GRADER_WRAP_03-zero := -Wl,--wrap=pl_model_adamw_flat -Wl,--wrap=pl_pass_forward
 # The judge test (tests/judge/03-zero.c) links judge_correct.c beside judge.c, and the
 # wording of a buffer outside the ledger (unseen.c).
 GRADER_JUDGE_SRC_03-zero := grader/03-zero/judge_correct.c grader/common/unseen.c
+# The kit's sharded step (lib/shard_state.h, Lab 10's) trains ZeRO style and ships with lib:
+# the grader's oracle here (GRADER_ORACLE_: refused before anything runs).
+GRADER_ORACLE_03-zero := pl_shard_step pl_shard_state_new

@@ -8,7 +8,7 @@
  * on rank 0 and word every reason.
  *
  *   cases.c         a case: the group, the reference, the student's training observed
- *   cases_layout.c  the shard layout zero.h's rule gives, and the layout test
+ *   cases_layout.c  the shard layout judged by zero.h's invariants, and the layout test
  *   judge.c         the verdicts of traffic, memory and prefetch, and their reasons' words
  *   judge_correct.c the verdicts of correct and of the layout test, and their words
  *   gradients.c     the gradient each AdamW update is given, against the reference
@@ -85,7 +85,8 @@ struct l3_on_host {
     char label[48];   /* the label it was allocated under */
 };
 
-/* The trusted layout of a case in figures: what the judge's formulas read. */
+/* A case's layout in figures (the student's, once judged): what the judge's formulas
+ * read. */
 struct l3_shape {
     double psi, full, shard; /* numel, full_numel, shard_numel */
     double two_units;        /* the two largest padded units */
@@ -93,15 +94,19 @@ struct l3_shape {
     int n;                   /* ranks of the group */
 };
 
-/* Where a layout first differs from zero.h's rule (code 0: nowhere), and whose it is. */
-enum { L3_LD_NRANK = 1, L3_LD_NUNITS, L3_LD_PART, L3_LD_FIELD, L3_LD_TOTALS, L3_LD_STAGE };
+/* The first invariant of zero.h a layout breaks (code 0: none), and whose layout it is. */
+enum { L3_LD_NRANK = 1, L3_LD_NUNITS, L3_LD_PART, L3_LD_RANGE, L3_LD_GAP, L3_LD_EXCESS,
+       L3_LD_PADDED, L3_LD_TOTALS, L3_LD_FULL_OVERLAP, L3_LD_SHARD_OVERLAP, L3_LD_UNEQUAL,
+       L3_LD_STAGE };
 struct l3_layout_diff {
     int code;
-    int field;             /* L3_LD_FIELD: 0 offset, 1 numel, 2 chunk, 3 padded, 4 full_offset,
-                              5 shard_offset */
-    int unit;
+    int field;             /* L3_LD_UNEQUAL: 0 chunk, 1 padded, 2 full_offset, 3 shard_offset,
+                              4 offset, 5 numel, 6 part, 7 nunits, 8 shard_numel, 9 full_numel,
+                              10 numel (the model's) */
+    int unit;              /* the unit concerned, -1: the layout's totals */
+    int unit2;             /* L3_LD_*_OVERLAP: the unit it overlaps, -1: the buffer's end */
     double unit_numel;
-    double got[3], want[3]; /* n, rank; nunits; part; the field; the three totals; stage */
+    double got[3], want[3]; /* the code's figures: see l3_judge_layout */
     int test;              /* 1: the layout test's model; 0: a rank's z->zl */
     double psi;
     int n_layers, d_model, d_ff, vocab, n, rank;
@@ -142,7 +147,7 @@ struct l3_prefetch_fig {
 struct l3_obs {
     int rank, color, grp_rank, grp_n, ngroups;
     int n_layers, d_ff, seq_len, vocab; /* the case's model */
-    struct l3_shape shape;     /* the trusted layout on the group */
+    struct l3_shape shape;     /* the group's layout (the student's, judged) */
     double ddp[5];             /* what DDP holds per rank, by category */
     double pass_work;          /* the ops' workspace of one pass on this rank's slice */
     int layout_tried;          /* the layout test: layouts compared */
@@ -229,7 +234,9 @@ struct l3_state {
     struct zero *z;
     float *flat;                 /* the trained parameters (Psi floats), read before zero_free */
     struct pl_model_layout lay;
-    struct zero_layout e0;       /* rank 0's expected layout */
+    struct zero_layout e0;       /* the group's rank 0's layout: its z->zl once zero_new has
+                                    run, before that its zero_layout_init (l3_layout_of_code) */
+    struct zero_layout mine;     /* this rank's z->zl, judged */
     struct l3_watch watch;
     struct l3_prefetch pf;
     /* perf mode */
@@ -242,18 +249,28 @@ struct l3_state {
 
 /* ---- cases_layout.c ---- */
 
-/* The layout zero.h's rule gives, computed here: every unit cut into n chunks of
- * ceil(numel/n), padded, rank r owning chunk r of each. */
-void l3_expected_layout(struct zero_layout *zl, const struct pl_model_layout *lay, int n,
-                        int rank);
-/* The figures the judge's formulas read of a trusted layout. */
+/* The tightest layout zero.h admits: chunks of ceil(numel/n), the units in flat order. The
+ * bench's figures (the handout's) are this layout's, and it stands in for a layout the
+ * student's code has not written yet or broke. */
+void l3_tight_layout(struct zero_layout *zl, const struct pl_model_layout *lay, int n,
+                     int rank);
+/* The figures the judge's formulas read of a layout that keeps the invariants. */
 struct l3_shape l3_shape_of(const struct zero_layout *e);
-/* 1 when got equals the trusted layout; otherwise 0, and where it first differs in d (its
- * code, field and figures; the caller fills whose layout it is). */
-int l3_compare_layout(const struct zero_layout *e, const struct zero_layout *g,
-                      struct l3_layout_diff *d);
-/* The layout test: zero_layout_init on model sizes drawn from the seed, on 1 to 9 ranks.
- * Stops at the first difference (kept in d) or stub. */
+/* 1 when g, rank `rank`'s layout of lay on n ranks, keeps zero.h's invariants; otherwise 0
+ * and the first one it breaks in d (its code, unit and figures; the caller says whose). */
+int l3_judge_layout(const struct pl_model_layout *lay, int n, int rank,
+                    const struct zero_layout *g, struct l3_layout_diff *d);
+/* 1 when g cuts the model as g0 (another rank's) does, rank aside; otherwise 0 and the
+ * first field that differs in d (L3_LD_UNEQUAL; got is g's, want g0's). */
+int l3_same_cut(const struct zero_layout *g, const struct zero_layout *g0,
+                struct l3_layout_diff *d);
+/* The student's zero_layout_init for (lay, n, rank) when it is written and keeps the
+ * invariants (returns 1); otherwise the tight layout (returns 0). Resets the stub record. */
+int l3_layout_of_code(struct zero_layout *e, const struct pl_model_layout *lay, int n,
+                      int rank);
+/* The layout test: zero_layout_init on model sizes drawn from the seed, on 1 to 9 ranks,
+ * every rank's, judged by the invariants. Stops at the first layout broken (kept in d) or
+ * stub. */
 int l3_run_layouts(uint64_t seed, struct l3_layout_diff *d, int *tried);
 /* The model's flat parameters (Psi floats, host, malloc'd) as this rank's state holds them:
  * stage 3 gathered from every shard of the group (raw MPI over group). */
@@ -305,7 +322,7 @@ void l3_grads_end(struct l3_watch *w);
 void l3_grads_free(struct l3_watch *w);
 /* Collective over the world (raw MPI): the step's recorded gradient of every rank of the
  * ZeRO group `group` against ref's gradient of step `step`, clipped at clip as the reference
- * does; each group against its own ref. e is the trusted layout on the group's n ranks. The
+ * does; each group against its own ref. e is the group's judged layout on its n ranks. The
  * group's first rank records in f the mistake that explains a wrong gradient, with its
  * figures. 1 on every rank when every group was right. */
 int l3_grads_observe(const struct l3_watch *w, const struct gr_reference *ref, int step,

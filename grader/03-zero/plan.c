@@ -20,6 +20,10 @@
 #include "grade.h"
 #include "rules/symbols.h"
 
+#ifndef GR_LAB_ORACLE
+#error "GR_LAB_ORACLE: grader.mk defines it from grader/03-zero/lab.mk's GRADER_ORACLE_03-zero"
+#endif
+
 static const struct {
     const char *title;
     const char *op;
@@ -110,5 +114,6 @@ static const struct gr_lab l3_lab = {
     .symbol_rule = "Lab 3 communicates through lib's calls only, by their own names (the "
                    "grader sees each update's gradient and each pass's buffers through them), "
                    "and takes its memory from pl_mem_alloc, whose ledger the memory tests read",
+    .oracle_symbols = GR_LAB_ORACLE, /* lab.mk's GRADER_ORACLE_03-zero: the sharded step */
 };
 GR_REGISTER_LAB(l3_lab)

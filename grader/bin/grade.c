@@ -120,7 +120,8 @@ static void usage(const char *fmt, ...)
             "usage: grade [--solutions | --drivers DIR] [--lab NN|NAME] [--test TEXT] "
             "[--np N,N,...]\n"
             "             [--launcher CMD] [--results FILE] [--seed S] [--hidden] "
-            "[--timeout S] [--budget S] [--build DIR] [--list] [--labs] [--instructor]\n"
+            "[--timeout S] [--budget S] [--build DIR] [--no-speed] [--list] [--labs]\n"
+            "             [--instructor]\n"
             "(see docs/grader.md)\n");
     exit(2);
 }
@@ -170,6 +171,7 @@ static void parse_args(int argc, char **argv)
         else if (!strcmp(a, "--list")) opt.list = 1;
         else if (!strcmp(a, "--labs")) opt.list_labs = 1;
         else if (!strcmp(a, "--instructor")) opt.instructor = 1;
+        else if (!strcmp(a, "--no-speed")) opt.no_speed = 1;
         else if (!strcmp(a, "--build")) opt.build = VALUE();
         else if (!strcmp(a, "--drivers")) opt.drivers = VALUE();
         else if (!strcmp(a, "--lab")) opt.lab = VALUE();
@@ -268,6 +270,7 @@ static int contains_nocase(const char *hay, const char *needle)
 
 int test_selected(const struct test *t)
 {
+    if (opt.no_speed && !strcmp(t->mode, "perf")) return 0;
     if (!opt.test) return 1;
     char full[300];
     snprintf(full, sizeof full, "%s: %s", lab_of[t->lab]->dir, t->name);
@@ -384,8 +387,12 @@ static void make_plan(void)
     int selected = 0;
     for (int i = 0; i < ntests; i++) selected += test_selected(&tests[i]);
     if (!selected) {
-        fprintf(stderr, "grade: no test name contains '%s'; `grade --list` shows them\n",
-                opt.test);
+        if (opt.test)
+            fprintf(stderr, "grade: no test name contains '%s'%s; `grade --list` shows them\n",
+                    opt.test, opt.no_speed ? " but a speed test's (--no-speed)" : "");
+        else
+            fprintf(stderr, "grade: the labs chosen have speed tests only, which --no-speed "
+                    "leaves out\n");
         exit(2);
     }
 }
@@ -407,10 +414,11 @@ static void grading_header(char *variant, size_t len)
     /* With the hidden suite the seed is the instructor's secret: not printed. */
     char seed_text[64] = "a secret seed";
     if (!opt.hidden) snprintf(seed_text, sizeof seed_text, "seed %llu", opt.seed);
-    printf("grading %s with %s%s on %s\n",
+    printf("grading %s with %s%s on %s%s\n",
            opt.drivers ? opt.drivers : opt.solutions ? "solutions/" : "labs/ (your copy)",
            seed_text, opt.hidden ? " and the hidden suite" : "",
-           launcher && *launcher ? launcher : "mpirun");
+           launcher && *launcher ? launcher : "mpirun",
+           opt.no_speed ? ", the wall-clock speed tests left out (--no-speed)" : "");
 }
 
 /* A lab whose code calls what every lab's rule (GR_SYMBOLS_TAMPER) or its own forbids:

@@ -64,6 +64,7 @@ struct grade_opts {
     const char *build, *drivers, *lab, *test, *launcher, *results;
     unsigned long long seed;
     int solutions, hidden, list, list_labs, instructor;
+    int no_speed; /* --no-speed: the wall-clock speed tests (mode perf) left out */
     double timeout_s, budget_s;
     struct gr_plan_opts plan;
 };
@@ -72,7 +73,7 @@ extern struct grade_opts opt;
 extern char run_dir[64]; /* the temporary folder of the run in flight */
 extern const struct pl_contain_user *sandbox_user; /* who runs the code under test */
 
-int test_selected(const struct test *t);          /* --test */
+int test_selected(const struct test *t);          /* --test, --no-speed */
 unsigned long long hidden_seed(void);             /* the hidden suite's seed */
 double budget_left(void);                         /* --budget: seconds left */
 

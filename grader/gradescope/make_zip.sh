@@ -16,7 +16,7 @@ mkdir -p "$stage"
 kit_stage "$stage"
 rm -rf "$stage/tests" "$stage/build"
 sed -e "s/@LAB@/${LAB:-}/" grader/gradescope/run_autograder >"$stage/run_autograder"
-cp grader/gradescope/setup.sh "$stage/setup.sh"
+sed -e "s/@LAB@/${LAB:-}/" grader/gradescope/setup.sh >"$stage/setup.sh"
 printf '%s\n' "$seed" >"$stage/seed"
 chmod +x "$stage/run_autograder" "$stage/setup.sh"
 if command -v zip >/dev/null 2>&1; then

@@ -36,10 +36,12 @@
 #include "ops.h"
 
 /* ---- the layout (handout section 2) ----
- * Contract (zero.h, struct zero_layout): one entry per unit, unit u being model part u - 1
- * (pl_model_part_range gives each part's offset and numel in the model's flat layout).
- * Every rank owns one chunk of each unit, all chunks of a unit equally long, the last ones
- * padded; the grader checks every field against its own arithmetic. */
+ * Contract (zero.h, struct zero_layout and the invariants at its top): one entry per unit,
+ * unit u being model part u - 1 (pl_model_part_range gives each part's offset and numel in
+ * the model's flat layout). Every rank owns one chunk of each unit, all chunks of a unit
+ * equally long, the end padded. The chunk's length and where each unit lies in a full buffer
+ * and in a shard are your design; the grader reads your buffers by what you report here and
+ * judges it by the invariants, never against one layout of its own. */
 void zero_layout_init(struct zero_layout *zl, const struct pl_model_layout *lay, int n, int rank)
 {
     lab_todo("zero_layout_init", "2");

@@ -10,13 +10,30 @@
  *   stage 3: also the parameters (each unit gathered just before use and freed right after).
  *
  * The grain of everything is the unit: one part of the model (the embedding, one block, the
- * head; model.h). Each unit is cut into n equal chunks of ceil(numel/n) elements, the last
- * one padded with zeros, so that every reduce-scatter and all-gather moves equal blocks.
- * Rank r owns chunk r of every unit; its shard is those chunks one after the other.
+ * head; model.h). A reduce-scatter or an all-gather moves equally many elements from every
+ * rank, so each unit is cut into n equal chunks, rank r owning chunk r, the last ones ending
+ * in zeros of padding; a rank's shard holds its chunk of every unit. How long a chunk is,
+ * and where each unit lies in a full buffer and in a shard, are your design: zero_layout_init
+ * reports it (struct zero_unit names the numbers), and the grader reads your buffers by it
+ * and judges it by these invariants, on zero_layout_init's layouts and on every rank's z->zl:
+ *   - nunits is n_layers + 2 and unit u is model part u - 1, with that part's offset and
+ *     numel (pl_model_part_range); numel is Psi;
+ *   - every element of the unit is owned by exactly one rank: rank r owns the unit's
+ *     elements [r x chunk, (r+1) x chunk), so n x chunk >= numel, and padded = n x chunk;
+ *   - padding is bounded: a chunk is at most ZERO_MAX_ALIGN - 1 elements longer than the
+ *     shortest that keeps the rule above, room to round it up to an alignment and no more
+ *     (padding is memory every rank holds in every sharded category, and bytes every
+ *     collective of the unit moves);
+ *   - in a full buffer the units' [full_offset, + padded), in a shard their [shard_offset, +
+ *     chunk), never overlap and fill [0, full_numel) and [0, shard_numel): full_numel is the
+ *     sum of padded and shard_numel the sum of chunk, the units in any order;
+ *   - every rank's layout is rank 0's but for rank: equal shards, cut alike.
  *
- *     unit u of the flat model:  [ chunk 0 | chunk 1 | ... | chunk n-1 ][pad]   padded = n*chunk
- *     rank r's shard:            [ unit 0 chunk r | unit 1 chunk r | ... ]       shard_numel
- *     a "full" buffer:           [ unit 0 padded | unit 1 padded | ... ]         full_numel
+ *     unit u in a full buffer:  [ chunk 0 | chunk 1 | ... | chunk n-1 ]   padded, at full_offset
+ *     rank r's shard:           chunk r of every unit, unit u's at shard_offset
+ *
+ * The memory and traffic rules below are the formulas for your layout: full_numel and
+ * shard_numel, padding counted.
  *
  * Every buffer you keep goes through pl_mem_alloc with the category of what it holds
  * (PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM) and PL_DEVICE, so that the memory ledger
@@ -35,8 +52,8 @@
  *             stage runs three times, each on a new zero_new: clipping at the default
  *             threshold, off, and between the norms of the ranks' shards; stage 3 runs the
  *             one without clipping with prefetch = 0, and both paths are graded alike.
- *             zero_layout_init is checked field by field, on many model sizes and 1 to 9
- *             ranks.
+ *             zero_layout_init is judged by the invariants above, on many model sizes and
+ *             1 to 9 ranks, every rank's.
  *   groups    comm is the data-parallel group: from 4 ranks a run splits the world into two
  *             groups, each on its own batches, another model shape and AdamW setting. Rank,
  *             rank count and every collective are comm's, and cfg and opt are used as given.
@@ -86,6 +103,10 @@
 #include "todo.h"
 
 #define ZERO_MAX_UNITS 64 /* n_layers + 2 */
+/* A chunk may exceed the shortest that covers its unit by at most ZERO_MAX_ALIGN - 1
+ * elements: enough to round it up to a multiple of any alignment up to 64 floats (256
+ * bytes). */
+#define ZERO_MAX_ALIGN 64
 
 /* ---- the layout of the shards ---- */
 
@@ -93,11 +114,10 @@ struct zero_unit {
     int part;            /* PL_PART_EMBED (-1), a block 0..L-1, or the head L */
     size_t offset;       /* the part's first element in the model's flat layout */
     size_t numel;        /* its elements */
-    size_t chunk;        /* ceil(numel / n): what each rank owns of it */
+    size_t chunk;        /* what each rank owns of it, padding included */
     size_t padded;       /* n * chunk >= numel */
-    size_t full_offset;  /* where the unit starts in a full buffer (sum of the padded before) */
-    size_t shard_offset; /* where this rank's chunk starts in its shard (sum of the chunks
-                            before) */
+    size_t full_offset;  /* where the unit starts in a full buffer */
+    size_t shard_offset; /* where this rank's chunk starts in its shard */
 };
 
 struct zero_layout {
@@ -105,8 +125,8 @@ struct zero_layout {
     int nunits;                            /* n_layers + 2, in flat order */
     struct zero_unit unit[ZERO_MAX_UNITS]; /* unit u holds part u - 1 */
     size_t numel;                          /* Psi: the model's parameters */
-    size_t full_numel;                     /* sum of padded */
-    size_t shard_numel;                    /* sum of chunk = full_numel / n */
+    size_t full_numel;                     /* a full buffer: the sum of padded */
+    size_t shard_numel;                    /* a shard: the sum of chunk = full_numel / n */
 };
 
 /* ---- what the kit gives you: the model, one unit at a time ---- */
@@ -168,7 +188,7 @@ struct zero {
     struct pl_comm *comm;       /* the data-parallel group */
     struct pl_model_config cfg;
     struct pl_model_layout lay; /* the model's flat layout */
-    struct zero_layout zl;      /* this rank's cut */
+    struct zero_layout zl;      /* this rank's layout: the grader reads your buffers by it */
     struct pl_adamw_config opt;
     int t;                      /* AdamW steps taken */
     /* stages 1 and 2: the full parameters, full_numel floats (unit u at full_offset);
@@ -183,8 +203,9 @@ struct zero {
 
 /* ---- what you implement (zero.c) ---- */
 
-/* Fills zl for a model of layout lay on n ranks, as rank `rank` sees it (see struct
- * zero_unit). Handout section 2. */
+/* Fills zl with your layout of a model of layout lay on n ranks, as rank `rank` sees it,
+ * keeping the invariants at the top of this file. zero_new stores it in z->zl. Handout
+ * section 2. */
 void zero_layout_init(struct zero_layout *zl, const struct pl_model_layout *lay, int n,
                       int rank);
 

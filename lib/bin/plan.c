@@ -57,7 +57,7 @@ static struct pl_flag flags[] = {
     F("--intra-lat", PL_FLAG_DOUBLE, lat_us[PL_LINK_INTRA], "US", "intra-node latency per message (a torus: per hop)"),
     F("--inter-lat", PL_FLAG_DOUBLE, lat_us[PL_LINK_INTER], "US", "inter-node latency per message"),
     F("--config", PL_FLAG_STR, config, "K=V,..", "evaluate this configuration (tp=8,pp=2,zero=1,micro=1,m=64,...)"),
-    F("--fix", PL_FLAG_STR, fix, "K=V,..", "search with these degrees fixed (tp=8,pp=16,dp=128,zero=1)"),
+    F("--fix", PL_FLAG_STR, fix, "K=V,..", "search with these kept (tp=8,pp=16,dp=128,micro=1,v=1,zero=1,recompute=full)"),
     F("--published", PL_FLAG_SWITCH, published, "", "with --fix: time it even if the memory model says it does not fit"),
     F("--explain", PL_FLAG_SWITCH, explain, "", "print the derivation of every figure"),
     F("--svg", PL_FLAG_STR, svg, "FILE", "draw MFU and memory per configuration"),
@@ -386,44 +386,42 @@ static void report_search(const struct pl_plan_model *m, const struct pl_plan_cl
  * where the memory model disagrees (ignore_memory); the report shows the memory beside. */
 static void parse_fixed(const char *text, int ignore_memory, struct pl_plan_fixed *fixed)
 {
-    struct pl_plan_config f;
     char err[512];
-    memset(&f, 0, sizeof f);
-    if (pl_plan_config_parse(&f, text, err, sizeof err) != 0) pl_usage_error("--fix: %s", err);
-    *fixed = pl_plan_fixed_none();
-    memcpy(fixed->deg, f.deg, sizeof f.deg);
-    fixed->micro = f.micro;
-    if (strstr(text, "zero=")) fixed->zero = f.zero;
-    if (strstr(text, "recompute=")) fixed->recompute = (int)f.recompute;
-    fixed->ignore_memory = ignore_memory;
+    if (pl_plan_fixed_parse(text, ignore_memory, fixed, err, sizeof err) != 0)
+        pl_usage_error("--fix: %s", err);
 }
 
-/* The sanity table: each published run's degrees, the rest planned, against its figure. */
+/* The sanity table: each published run's degrees and schedule, the rest planned, against its
+ * figure; then the fit of each profile's efficiency on its fit rows, and the held-out misses. */
 static void published_runs(void)
 {
-    static struct pl_plan_result res;
-    printf("%-36s %-30s %9s %9s %9s %7s\n", "run", "planned configuration", "memory",
-           "published", "modelled", "diff");
+    printf("%-36s %-4s %-37s %8s %9s %8s %6s %4s\n", "run", "set", "planned configuration",
+           "memory", "published", "modelled", "diff", "tol");
+    double worst = 0;
     for (int i = 0; i < pl_plan_published_count(); i++) {
         const struct pl_plan_published *p = pl_plan_published_at(i);
-        struct pl_plan_model m = *pl_plan_model_find(p->model);
-        if (p->seq) m.seq = p->seq;
-        if (p->batch_tokens > 0) m.batch_tokens = p->batch_tokens;
-        struct pl_plan_cluster c;
-        pl_plan_cluster_from_profile(&c, pl_profile_find(p->profile), p->nodes);
-        struct pl_plan_fixed fixed;
-        parse_fixed(p->fix, 1, &fixed);
-        if (!pl_plan_search(&m, &c, &fixed, &res)) pl_fatal("nothing planned for %s", p->source);
-        const struct pl_plan_choice *b = &res.best[0];
+        struct pl_plan_choice b;
+        double got = pl_plan_published_figure(p, 0, &b);
         char cfg[64];
-        snprintf(cfg, sizeof cfg, "tp%d pp%d dp%d zero%d v%d %s", b->cfg.deg[PL_AX_TP],
-                 b->cfg.deg[PL_AX_PP], b->cfg.deg[PL_AX_DP], b->cfg.zero, b->cfg.v,
-                 pl_recompute_name(b->cfg.recompute));
-        double got = 100 * (p->counts_recompute ? b->time.hfu : b->time.mfu);
-        printf("%-36s %-30s %6.1f GB %8.0f%% %8.1f%% %+7.1f%s\n", p->source, cfg,
-               b->mem.total / 1e9, p->mfu, got, got - p->mfu,
-               p->counts_recompute ? "  (recomputation counted)" : "");
+        snprintf(cfg, sizeof cfg, "tp%d pp%d dp%d zero%d mb%d v%d %s", b.cfg.deg[PL_AX_TP],
+                 b.cfg.deg[PL_AX_PP], b.cfg.deg[PL_AX_DP], b.cfg.zero, b.cfg.micro, b.cfg.v,
+                 pl_recompute_name(b.cfg.recompute));
+        printf("%-36s %-4s %-37s %5.1f GB %8.1f%% %7.1f%% %+6.1f %4.0f %s\n", p->source,
+               p->held_out ? "held" : "fit", cfg, b.mem.total / 1e9, p->mfu, got, got - p->mfu,
+               p->tol, p->counts_recompute ? "HFU" : "MFU");
+        if (p->held_out) worst = fmax(worst, fabs(got - p->mfu));
     }
+    const char *profiles[] = {"dgx-a100", "dgx-h100"};
+    for (int k = 0; k < 2; k++) {
+        double rms, e = pl_plan_published_fit(profiles[k], &rms);
+        double now = pl_profile_find(profiles[k])->efficiency;
+        if (e > 0)
+            printf("%s: efficiency %.2f; its fit rows alone give %.3f (root mean square miss "
+                   "%.1f points)\n", profiles[k], now, e, rms);
+        else
+            printf("%s: efficiency %.2f, set before this table; no fit row\n", profiles[k], now);
+    }
+    printf("held-out rows: largest miss %.1f points\n", worst);
 }
 
 static void nothing_fits(const struct pl_plan_model *m, const struct pl_plan_cluster *c)

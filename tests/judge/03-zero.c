@@ -69,28 +69,57 @@ static void layouts(void)
     char want[512];
     good(obs);
     obs[0].layout_tried = 2000;
-    snprintf(want, sizeof want, "%d layouts (model sizes x rank counts 1..9 x ranks) as expected",
-             2000);
+    snprintf(want, sizeof want, "%d layouts (model sizes x rank counts 1..9 x ranks) keep every "
+             "invariant of zero.h", 2000);
     CHECK(judge(0, 0, 1, "correct", obs, NP, &why) && said(&why, want), "layouts: %s",
           first(&why));
     struct l3_layout_diff *d = &obs[0].layout;
-    *d = (struct l3_layout_diff){.code = L3_LD_FIELD, .field = 2, .unit = 3, .unit_numel = 97,
-                                 .got = {48}, .want = {49}, .test = 1, .psi = 5000,
-                                 .n_layers = 4, .d_model = 12, .d_ff = 33, .vocab = 70, .n = 2,
-                                 .rank = 1};
-    snprintf(want, sizeof want, "Psi=%d parameters (n_layers=%d, d_model=%d, d_ff=%d, vocab=%d) "
-             "on n=%d, rank %d, unit %d (%d elements): chunk is %d, expected %d: ceil(numel / n)",
-             5000, 4, 12, 33, 70, 2, 1, 3, 97, 48, 49);
-    CHECK(!judge(0, 0, 1, "correct", obs, NP, &why) && said(&why, want), "chunk: %s",
+    const struct l3_layout_diff test = {.test = 1, .psi = 5000, .n_layers = 4, .d_model = 12,
+                                        .d_ff = 33, .vocab = 70, .n = 2, .rank = 1};
+    char whose[160];
+    snprintf(whose, sizeof whose, "Psi=%d parameters (n_layers=%d, d_model=%d, d_ff=%d, "
+             "vocab=%d) on n=%d, rank %d", 5000, 4, 12, 33, 70, 2, 1);
+    /* Each invariant's words carry its figures: the gap's uncovered elements are 97 - 2 x 48. */
+    *d = test;
+    d->code = L3_LD_GAP, d->unit = 3, d->unit_numel = 97, d->got[0] = 48, d->want[0] = 49;
+    snprintf(want, sizeof want, "%s, unit %d (%d elements): chunk %d: n chunks hold %d of its "
+             "elements, and the last %d belong to no rank", whose, 3, 97, 48, 96, 1);
+    CHECK(!judge(0, 0, 1, "correct", obs, NP, &why) && said(&why, want) &&
+              said(&why, "at least ceil(numel / n) = 49"), "gap: %s", first(&why));
+    *d = test;
+    d->code = L3_LD_EXCESS, d->unit = 0, d->unit_numel = 97, d->got[0] = 1024, d->want[0] = 49;
+    snprintf(want, sizeof want, "chunk %d is %d more than ceil(numel / n) = %d; zero.h allows "
+             "at most ZERO_MAX_ALIGN - 1 = %d more", 1024, 1024 - 49, 49, ZERO_MAX_ALIGN - 1);
+    CHECK(!judge(0, 0, 1, "correct", obs, NP, &why) && said(&why, want), "excess: %s",
           first(&why));
-    const int codes[4] = {L3_LD_NRANK, L3_LD_NUNITS, L3_LD_PART, L3_LD_TOTALS};
-    const char *words[4] = {"n=2 rank=1 stored, expected n=3 rank=1", "nunits is 2, expected 3",
+    *d = test;
+    d->code = L3_LD_FULL_OVERLAP, d->unit = 1, d->unit2 = 2;
+    d->got[0] = 100, d->got[1] = 98, d->want[0] = 197, d->want[1] = 40;
+    snprintf(want, sizeof want, "in a full buffer, unit 1's [full_offset 100, + padded 98) "
+             "overlaps unit 2's [197, + 40): a unit's padding has no room of its own");
+    CHECK(!judge(0, 0, 1, "correct", obs, NP, &why) && said(&why, want), "overlap: %s",
+          first(&why));
+    d->code = L3_LD_SHARD_OVERLAP, d->unit2 = -1, d->got[2] = 120;
+    CHECK(!judge(0, 0, 1, "correct", obs, NP, &why) &&
+              said(&why, "in its shard, unit 1's [shard_offset 100, + chunk 98) runs past "
+                   "shard_numel = 120"), "past the end: %s", first(&why));
+    *d = test;
+    d->code = L3_LD_UNEQUAL, d->unit = 2, d->field = 0, d->got[0] = 48, d->want[0] = 49;
+    snprintf(want, sizeof want, "%s: unit 2's chunk is 48, rank 0's is 49. Every rank must cut "
+             "the model alike", whose);
+    CHECK(!judge(0, 0, 1, "correct", obs, NP, &why) && said(&why, want), "unequal: %s",
+          first(&why));
+    const int codes[6] = {L3_LD_NRANK, L3_LD_NUNITS, L3_LD_PART, L3_LD_TOTALS, L3_LD_RANGE,
+                          L3_LD_PADDED};
+    const char *words[6] = {"n=2 rank=1 stored, expected n=3 rank=1", "nunits is 2, expected 3",
                             "part is 2, expected 3 (unit u holds part u - 1",
-                            ("numel 2, full_numel 1, shard_numel 1; expected 3, 1 (the sum of "
-                             "padded) and 1 (the sum of chunks)")};
-    for (int k = 0; k < 4; k++) {
-        *d = (struct l3_layout_diff){.code = codes[k], .got = {2, 1, 1}, .want = {3, 1, 1},
-                                     .psi = 100, .n = 2, .rank = 1};
+                            ("numel 2, full_numel 1, shard_numel 1; expected Psi = 3, 1 (the "
+                             "sum of padded) and 1 (the sum of chunks)"),
+                            "unit 1: offset 2, numel 1, but part 0 is the 1 elements from 3",
+                            "padded is 2, expected n x chunk = 3"};
+    for (int k = 0; k < 6; k++) {
+        *d = (struct l3_layout_diff){.code = codes[k], .unit = 1, .got = {2, 1, 1},
+                                     .want = {3, 1, 1}, .psi = 100, .n = 2, .rank = 1};
         snprintf(want, sizeof want, "rank 1's z->zl (Psi=100 on 2 ranks)");
         CHECK(!judge(0, 0, 1, "correct", obs, NP, &why) && said(&why, want) &&
                   said(&why, words[k]), "layout code %d: %s", codes[k], first(&why));
@@ -112,6 +141,17 @@ static void state(void)
     CHECK(!judge(2, 0, 3, "correct", obs, NP, &why) &&
               said(&why, "zero_new(stage 2) stored stage 1 in z->stage") &&
               said(&why, "fix zero_layout_init first"), "stage: %s", first(&why));
+    /* Rank 0's layout breaks padded = n x chunk and rank 1 is cut unlike rank 0: the cut,
+     * the cause, is said first. */
+    good(obs);
+    obs[0].layout = (struct l3_layout_diff){.code = L3_LD_PADDED, .unit = 1, .got = {97},
+                                            .want = {98}, .psi = 100, .n = 2, .rank = 0};
+    obs[1].layout = (struct l3_layout_diff){.code = L3_LD_UNEQUAL, .unit = 1, .field = 0,
+                                            .got = {48}, .want = {49}, .psi = 100, .n = 2,
+                                            .rank = 1};
+    CHECK(!judge(2, 0, 3, "correct", obs, NP, &why) &&
+              said(&why, "rank 1's z->zl (Psi=100 on 2 ranks): unit 1's chunk is 48, rank 0's "
+                   "is 49") && !said(&why, "padded is 97"), "unequal first: %s", first(&why));
     good(obs);
     obs[1].in_flight = 2;
     snprintf(want, sizeof want, "rank 1: after zero_free, %d operation(s) your code started", 2);

@@ -1,0 +1,248 @@
+/* judge.c: Lab 10's verdicts, from the ranks' observations alone (no MPI, no files): what a
+ * save's process did, the checkpoint the load chose and the faults it named, the loaded
+ * state against the one-rank reference, the restarted run's losses, and the interval. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lab10.h"
+
+const char *const L10_OP_NAMES[L10_NOPS] = {"resume", "crash", "corrupt", "reshard", "interval"};
+const char *const L10_OP_FUNCS[L10_NOPS] = {"ft_save_shard, ft_save_manifest and ft_load",
+                                            "ft_load after a crash",
+                                            "ft_load on a damaged checkpoint",
+                                            "ft_load on another rank count", "ft_interval"};
+const char *const L10_FAULT_NAMES[FT_NFAULTS] = {
+    "FT_OK", "FT_NO_MANIFEST", "FT_BAD_MANIFEST", "FT_OTHER_RUN", "FT_SHARD_MISSING",
+    "FT_SHARD_SIZE", "FT_SHARD_CHECKSUM"};
+static const char *const FIELD_NAMES[L10_NFIELDS] = {"", "params", "adam_m", "adam_v", "step",
+                                                     "rng", "data_pos"};
+/* Tokens a step moves the data position by: K sequences of T tokens (pl_shard_run_default). */
+#define L10_TOKENS_PER_STEP (24 * 8)
+
+int l10_find_op(const char *name)
+{
+    for (int i = 0; i < L10_NOPS; i++)
+        if (name && !strcmp(name, L10_OP_NAMES[i])) return i;
+    return -1;
+}
+
+static const char *fault_name(int f)
+{
+    return f >= 0 && f < FT_NFAULTS ? L10_FAULT_NAMES[f] : "(not an enum ft_fault)";
+}
+
+static const struct l10_obs *at(const struct gr_obs *all, int r)
+{
+    return gr_obs_rank(all, r);
+}
+
+/* A save's process that failed, crashed, or was killed by someone else. */
+static int judge_proc(const struct gr_obs *all, struct gr_why *why)
+{
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l10_obs *o = at(all, r);
+        const char *fn = o->proc_manifest ? "ft_save_manifest" : "ft_save_shard";
+        switch (o->proc) {
+        case L10_P_FAILED:
+            gr_why_say(why, "rank %d: your %s returned -1 at step %d: a file call failed, so "
+                       "nothing could be graded after it", r, fn, o->proc_step);
+            return 0;
+        case L10_P_CRASHED:
+            if (o->proc_sig > 0)
+                gr_why_say(why, "rank %d: the process running your %s at step %d died of "
+                           "signal %d (%s), not of the grader's kill", r, fn, o->proc_step,
+                           o->proc_sig, strsignal(o->proc_sig));
+            else
+                gr_why_say(why, "rank %d: your %s called exit(%d) at step %d: return -1 "
+                           "instead", r, fn, -o->proc_sig, o->proc_step);
+            return 0;
+        case L10_P_FOREIGN_KILL:
+            gr_why_say(why, "rank %d: the process running %s at step %d was killed (SIGKILL) "
+                       "by something other than the grader's injected crash, perhaps the "
+                       "machine's memory limit: not a fault of your code the grader can "
+                       "name; run it again", r, fn, o->proc_step);
+            return 0;
+        case L10_P_GRADER:
+            gr_why_say(why, "the grader itself failed on rank %d (%s): not your code's fault; "
+                       "run it again, and report it if it stays", r, o->grader_err);
+            return 0;
+        default: break;
+        }
+    }
+    return 1;
+}
+
+static void say_field(const struct l10_obs *o, int r, struct gr_why *why)
+{
+    const char *f = FIELD_NAMES[o->field];
+    if (o->field <= L10_F_ADAM_V) {
+        gr_why_say(why, "rank %d of %d (its shard [%llu, %llu) of %llu): %s element %llu is "
+                   "%.9g after the load, %.9g in the run at step %lld", r, o->n_load,
+                   (unsigned long long)o->offset, (unsigned long long)(o->offset + o->count),
+                   (unsigned long long)o->numel, f, (unsigned long long)o->at, o->got, o->ref,
+                   (long long)o->loaded);
+        if (o->n_save != o->n_load && (o->numel % (uint64_t)o->n_save || o->numel % (uint64_t)o->n_load))
+            gr_why_say(why, "%llu parameters do not split evenly on %d or %d ranks: the saved "
+                       "shard r holds [floor(r P / n), floor((r+1) P / n)) (pl_shard_range), "
+                       "and this rank's range must be gathered from every saved shard it "
+                       "overlaps (section 4)", (unsigned long long)o->numel, o->n_save,
+                       o->n_load);
+        return;
+    }
+    if (o->field == L10_F_STEP) {
+        gr_why_say(why, "rank %d: step is %llu after the load, the checkpoint's is %llu", r,
+                   (unsigned long long)o->got_u, (unsigned long long)o->ref_u);
+    } else if (o->field == L10_F_RNG) {
+        gr_why_say(why, "rank %d: the RNG state is %#llx after the load, the run's at step "
+                   "%lld is %#llx: every dropout mask after the restart would differ from "
+                   "the uninterrupted run's (section 2: the RNG state is part of what a "
+                   "shard saves)", r, (unsigned long long)o->got_u, (long long)o->loaded,
+                   (unsigned long long)o->ref_u);
+    } else {
+        long long d = (long long)o->ref_u - (long long)o->got_u;
+        gr_why_say(why, "rank %d: the data position is %llu after the load, the run's at step "
+                   "%lld is %llu (%lld tokens, %.4g steps of %d tokens, %s): the restarted run "
+                   "would train on %s (section 2: the data position is part of what a shard "
+                   "saves)", r, (unsigned long long)o->got_u, (long long)o->loaded,
+                   (unsigned long long)o->ref_u, d, (double)d / L10_TOKENS_PER_STEP,
+                   L10_TOKENS_PER_STEP, d > 0 ? "behind" : "ahead",
+                   d > 0 ? "batches it has already seen" : "the wrong batches");
+    }
+}
+
+/* The checkpoint loaded, the state, the losses after. */
+static int judge_restart(const struct gr_obs *all, struct gr_why *why)
+{
+    if (!judge_proc(all, why)) return 0;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l10_obs *o = at(all, r);
+        if (!o->active) continue;
+        if (o->loaded != o->expect_loaded) {
+            if (o->loaded < 0)
+                gr_why_say(why, "rank %d: ft_load found no whole checkpoint, but step %lld's "
+                           "was committed and is whole", r, (long long)o->expect_loaded);
+            else if (o->loaded == o->expect_skip && o->op == L10_OP_CRASH)
+                gr_why_say(why, "rank %d: ft_load loaded step %lld, whose save was killed "
+                           "before its manifest was committed: a half-written checkpoint "
+                           "(the newest whole one is step %lld)", r, (long long)o->loaded,
+                           (long long)o->expect_loaded);
+            else if (o->loaded == o->expect_skip)
+                gr_why_say(why, "rank %d: ft_load loaded step %lld, which should fail as %s: "
+                           "the damage went unnoticed (the newest whole checkpoint is step "
+                           "%lld)", r, (long long)o->loaded, fault_name(o->expect_fault),
+                           (long long)o->expect_loaded);
+            else
+                gr_why_say(why, "rank %d: ft_load returned %lld, expected step %lld", r,
+                           (long long)o->loaded, (long long)o->expect_loaded);
+            if (o->nskipped > 0)
+                gr_why_say(why, "it reported step %lld skipped as %s", (long long)o->skip0.step,
+                           fault_name(o->skip0.fault));
+            return 0;
+        }
+        if (o->field) {
+            say_field(o, r, why);
+            return 0;
+        }
+    }
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l10_obs *o = at(all, r);
+        if (o->active && o->loss_step) {
+            gr_why_say(why, "the restarted run's loss at step %d is %.17g, the uninterrupted "
+                       "run's %.17g: the state loaded compares equal, so something else the "
+                       "step reads differs", o->loss_step, o->loss_got, o->loss_ref);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* One broken rule of a durable write, in words. */
+static void rule_words(const struct l10_rule_obs *u, char *buf, size_t len)
+{
+    switch (u->rule) {
+    case L10_R_FINAL_CREATED:
+        snprintf(buf, len, "created %s under its final name: a crash while it is being written "
+                 "leaves a half-written %s that looks whole; write a temporary name, sync, "
+                 "close, then rename", u->name, u->name);
+        break;
+    case L10_R_RENAME_UNSYNCED:
+        snprintf(buf, len, "renamed %s to %s before syncing it after its last write: after a "
+                 "power loss the final name can point at an empty or partial file; pl_fs_sync, "
+                 "pl_fs_close, then pl_fs_rename", u->name, u->to);
+        break;
+    case L10_R_RENAME_OPEN:
+        snprintf(buf, len, "renamed %s to %s while it was still open: sync and close it first",
+                 u->name, u->to);
+        break;
+    case L10_R_NOT_WRITTEN:
+        snprintf(buf, len, "renamed %s to %s, but wrote nothing to %s first", u->name, u->to,
+                 u->name);
+        break;
+    default:
+        snprintf(buf, len, "returned 0 but gave no file its final name (%s or %s)", FT_MANIFEST,
+                 "shard-RRRRR");
+        break;
+    }
+}
+
+static int judge_atomic(const struct gr_obs *all, struct gr_why *why)
+{
+    if (!judge_proc(all, why)) return 0;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l10_obs *o = at(all, r);
+        if (o->rule.rule == L10_R_OK) continue;
+        char words[512];
+        rule_words(&o->rule, words, sizeof words);
+        gr_why_say(why, "rank %d's %s %s", r,
+                   o->rule.manifest ? "ft_save_manifest" : "ft_save_shard", words);
+        return 0;
+    }
+    return 1;
+}
+
+static int judge_named(const struct gr_obs *all, struct gr_why *why)
+{
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l10_obs *o = at(all, r);
+        if (!o->active) continue;
+        const struct ft_skip *k = &o->skip0;
+        if (o->nskipped < 1 || k->step != o->expect_skip) {
+            gr_why_say(why, "rank %d: the report's first skipped checkpoint is %s, expected step "
+                       "%lld as %s", r, o->nskipped < 1 ? "none" : "another step",
+                       (long long)o->expect_skip, fault_name(o->expect_fault));
+            return 0;
+        }
+        if (k->fault != o->expect_fault || (o->expect_shard >= 0 && k->shard != o->expect_shard)) {
+            gr_why_say(why, "rank %d: step %lld was skipped as %s (shard %d), expected %s%s",
+                       r, (long long)k->step, fault_name(k->fault), k->shard,
+                       fault_name(o->expect_fault), o->expect_shard >= 0 ? " of that shard" : "");
+            if (o->expect_shard >= 0)
+                gr_why_say(why, "the shard at fault is %d", o->expect_shard);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int judge_interval(const struct gr_obs *all, struct gr_why *why)
+{
+    const struct l10_obs *o = at(all, 0);
+    double e = fabs(o->interval - o->interval_ref);
+    if (!(e <= 1e-9 * o->interval_ref)) {
+        gr_why_say(why, "save %.6g s, MTBF %.6g s: your interval is %.9g s, the first-order "
+                   "optimum is %.9g s (section 5)", o->save_s, o->mtbf_s, o->interval,
+                   o->interval_ref);
+        return 0;
+    }
+    return 1;
+}
+
+int l10_judge(int op, const char *part, const struct gr_obs *all, struct gr_why *why)
+{
+    if (op == L10_OP_INTERVAL) return judge_interval(all, why);
+    if (!strcmp(part, "atomic")) return judge_atomic(all, why);
+    if (!strcmp(part, "named")) return judge_named(all, why);
+    return judge_restart(all, why);
+}
