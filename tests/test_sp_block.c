@@ -37,6 +37,16 @@ static double rel_host(const float *got_op, const float *want_host, size_t n)
     return d;
 }
 
+/* Both sides in op memory (the slicing helpers copy on the device in the GPU build). */
+static double rel_op(const float *got_op, const float *want_op, size_t n)
+{
+    float *w = malloc(n * sizeof *w);
+    pl_to_host(w, want_op, n * sizeof *w);
+    double d = rel_host(got_op, w, n);
+    free(w);
+    return d;
+}
+
 static void check_block(struct pl_comm *tp)
 {
     const struct pl_model_config c = config();
@@ -64,10 +74,6 @@ static void check_block(struct pl_comm *tp)
     pl_block_forward(&c, layer, &p, &a, &ctx, x, y);
     pl_block_backward(&c, layer, &p, &g, &a, &ctx, dy, dx);
     pl_block_acts_free(&a);
-    float *yh = malloc(n * 4), *dxh = malloc(n * 4), *gh = malloc(bn * 4);
-    pl_to_host(yh, y, n * 4);
-    pl_to_host(dxh, dx, n * 4);
-    pl_to_host(gh, full_g, bn * 4);
     /* this rank of the TP group */
     const size_t sn = pl_tp_block_numel(&c, t);
     float *shard = op_alloc(sn * 4), *shard_g = op_alloc(sn * 4);
@@ -76,7 +82,7 @@ static void check_block(struct pl_comm *tp)
     pl_tp_block_bind(&c, t, shard, &sp);
     pl_tp_block_bind(&c, t, shard_g, &sg);
     float *xl = op_alloc(nl * 4), *yl = op_alloc(nl * 4), *dyl = op_alloc(nl * 4);
-    float *dxl = op_alloc(nl * 4), *want = malloc(n * 4);
+    float *dxl = op_alloc(nl * 4), *want = op_alloc(nl * 4);
     pl_sp_slice(xl, x, B, T, C, t, r);
     pl_sp_slice(dyl, dy, B, T, C, t, r);
     struct pl_sp_block_acts sa;
@@ -85,28 +91,29 @@ static void check_block(struct pl_comm *tp)
     pl_sp_block_backward(tp, &c, layer, &sp, &sg, &sa, &ctx, dyl, dxl);
     pl_sp_block_sync_grads(tp, &c, &sg);
     pl_sp_block_acts_free(&sa);
-    pl_sp_slice(want, yh, B, T, C, t, r);
-    CHECK(rel_host(yl, want, nl) < 1e-5, "t=%d rank %d: output = the single device's rows (%.2e)",
-          t, r, rel_host(yl, want, nl));
-    pl_sp_slice(want, dxh, B, T, C, t, r);
-    CHECK(rel_host(dxl, want, nl) < 1e-5, "t=%d rank %d: dx = the single device's rows (%.2e)",
-          t, r, rel_host(dxl, want, nl));
-    float *gw = malloc(sn * 4);
-    pl_tp_block_slice(&c, t, r, gh, gw);
-    CHECK(rel_host(shard_g, gw, sn) < 1e-5,
+    pl_sp_slice(want, y, B, T, C, t, r);
+    CHECK(rel_op(yl, want, nl) < 1e-5, "t=%d rank %d: output = the single device's rows (%.2e)",
+          t, r, rel_op(yl, want, nl));
+    pl_sp_slice(want, dx, B, T, C, t, r);
+    CHECK(rel_op(dxl, want, nl) < 1e-5, "t=%d rank %d: dx = the single device's rows (%.2e)",
+          t, r, rel_op(dxl, want, nl));
+    float *gw = op_alloc(sn * 4);
+    pl_tp_block_slice(&c, t, r, full_g, gw);
+    CHECK(rel_op(shard_g, gw, sn) < 1e-5,
           "t=%d rank %d: shard gradients = the slice of the single device's (%.2e)", t, r,
-          rel_host(shard_g, gw, sn));
+          rel_op(shard_g, gw, sn));
     /* the conjugates: gather then reduce-scatter gives t times the rows back */
     float *whole = op_alloc(n * 4), *back = op_alloc(nl * 4);
     pl_sp_gather(tp, whole, xl, B, T, C);
     CHECK(rel_host(whole, xh, n) == 0, "t=%d rank %d: gather gives every token", t, r);
     pl_sp_reduce_scatter(tp, back, whole, B, T, C);
     pl_scale(back, nl, 1.0f / (float)t);
-    pl_sp_slice(want, xh, B, T, C, t, r);
-    CHECK(rel_host(back, want, nl) < 1e-6, "t=%d rank %d: reduce-scatter sums the rows", t, r);
-    void *ops[] = {full, full_g, x, dy, y, dx, shard, shard_g, xl, yl, dyl, dxl, whole, back};
+    pl_sp_slice(want, x, B, T, C, t, r);
+    CHECK(rel_op(back, want, nl) < 1e-6, "t=%d rank %d: reduce-scatter sums the rows", t, r);
+    void *ops[] = {full, full_g, x,  dy,   y,     dx,   shard, shard_g,
+                   xl,   yl,     dyl, dxl, whole, back, want,  gw};
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) pl_mem_free(ops[i]);
-    void *hs[] = {host, xh, dyh, yh, dxh, gh, want, gw};
+    void *hs[] = {host, xh, dyh};
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++) free(hs[i]);
     pl_model_layout_free(&lay);
 }
@@ -130,10 +137,11 @@ static void run_saved(struct pl_comm *tp, enum pl_recompute r, float *dxh, float
     pl_model_layout_init(&lay, &c);
     float *host = malloc(lay.block_numel * sizeof *host);
     pl_rng_fill_normal(host, lay.block_numel, 11, pl_rng_stream("test.spb.params"), 0, 0, 0.1f);
-    float *shard_h = malloc(sn * 4), *xh = malloc(nl * 4);
-    pl_tp_block_slice(&c, t, rk, host, shard_h);
+    float *xh = malloc(nl * 4), *full = op_from_host(host, lay.block_numel * sizeof *host);
     pl_rng_fill_normal(xh, nl, 13 + (uint64_t)rk, pl_rng_stream("test.spb.xl"), 0, 0, 1);
-    float *shard = op_from_host(shard_h, sn * 4), *shard_g = op_alloc(sn * 4);
+    float *shard = op_alloc(sn * 4), *shard_g = op_alloc(sn * 4);
+    pl_tp_block_slice(&c, t, rk, full, shard);
+    pl_mem_free(full);
     float *x = op_from_host(xh, nl * 4), *y = op_alloc(nl * 4), *dx = op_alloc(nl * 4);
     struct pl_block_params p, g;
     pl_tp_block_bind(&c, t, shard, &p);
@@ -154,7 +162,6 @@ static void run_saved(struct pl_comm *tp, enum pl_recompute r, float *dxh, float
     void *ops[] = {shard, shard_g, x, y, dx};
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) pl_mem_free(ops[i]);
     free(host);
-    free(shard_h);
     free(xh);
     pl_model_layout_free(&lay);
 }
