@@ -44,7 +44,7 @@ static int crash_and_restart(struct l10_state *st, struct plot *p)
     l10_make_root(st, err, sizeof err);
     if (!st->root[0]) return -1;
     s = pl_shard_state_new(&run, pl_comm_world());
-    struct l10_kill kill = {L10_MANIFEST_OF, 0, L10_RENAME, 1, 0};
+    struct l10_kill kill = {L10_MANIFEST_OF, 0, L10_RENAME, 1, 0, 0};
     int rc = 1;
     for (int k = 1; k <= 3 * L10_PLOT_EVERY && rc >= 0; k++) {
         p->restarted[k] = pl_shard_step(s);

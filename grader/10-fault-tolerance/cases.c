@@ -19,7 +19,8 @@
 
 /* ---- the case tables ------------------------------------------------------------------- */
 
-#define K(who, rank, call, nth, after) {who, rank, call, nth, after}
+#define K(who, rank, call, nth, after) {who, rank, call, nth, after, 0}
+#define FAIL(who, rank, call, nth) {who, rank, call, nth, 0, 1}
 static const struct l10_case RESUME[] = {
     {"saved at step 3 of 5, restarted from it", 0, 0, {0, 3}, 5, {0}, 0, 0, FT_OK, 0, 0},
     {"saved at steps 2 and 4, restarted from the newest", 0, 0, {2, 4}, 6, {0}, 0, 0, FT_OK, 0, 0},
@@ -35,6 +36,10 @@ static const struct l10_case CRASH[] = {
      K(L10_MANIFEST_OF, 0, L10_WRITE, 1, 1), 0, 0, FT_NO_MANIFEST, 0, 0},
     {"rank 0 killed before it renames the manifest", 0, 0, {2, 4}, 6,
      K(L10_MANIFEST_OF, 0, L10_RENAME, 1, 0), 0, 0, FT_NO_MANIFEST, 0, 0},
+    {"the last rank's first write fails (ENOSPC: the disk is full)", 0, 0, {2, 4}, 6,
+     FAIL(L10_SHARD_OF, -1, L10_WRITE, 1), 0, 0, FT_NO_MANIFEST, 0, 0},
+    {"the manifest's sync fails (ENOSPC)", 0, 0, {2, 4}, 6, FAIL(L10_MANIFEST_OF, 0, L10_SYNC, 1),
+     0, 0, FT_NO_MANIFEST, 0, 0},
 };
 static const struct l10_case CORRUPT[] = {
     {"one byte flipped in the middle of the last shard", 0, 0, {2, 4}, 6, {0}, L10_DMG_FLIP, -1,
@@ -46,6 +51,14 @@ static const struct l10_case CORRUPT[] = {
      L10_DMG_OTHER_RUN, -1, FT_OTHER_RUN, 0, 0},
     {"the manifest cut to half its size", 0, 0, {2, 4}, 6, {0}, L10_DMG_MANIFEST_CUT, -1,
      FT_BAD_MANIFEST, 0, 0},
+    {"one byte flipped in the middle of the manifest", 0, 0, {2, 4}, 6, {0},
+     L10_DMG_MANIFEST_FLIP, -1, FT_BAD_MANIFEST, 0, 0},
+    {"the last byte of shard 0 flipped", 0, 0, {2, 4}, 6, {0}, L10_DMG_TAIL_FLIP, 0,
+     FT_SHARD_CHECKSUM, 0, 0},
+    {"a whole checkpoint of this run's seed with another parameter count in its place", 0, 0,
+     {2, 4}, 6, {0}, L10_DMG_OTHER_SIZE, -1, FT_BAD_MANIFEST, 0, 0},
+    {"one byte flipped in shard 0 of every checkpoint: none is whole", 0, 0, {2, 4}, 6, {0},
+     L10_DMG_EVERY, 0, FT_SHARD_CHECKSUM, 0, 0},
 };
 static const struct l10_case RESHARD8[] = {
     {"saved on 8 ranks, loaded on 6", 8, 6, {0, 3}, 5, {0}, 0, 0, FT_OK, 0, 0},
@@ -58,6 +71,8 @@ static const struct l10_case INTERVAL[] = {
     {"a 60 s save, a failure every 3 hours", 0, 0, {0, 0}, 0, {0}, 0, 0, FT_OK, 60, 10800},
     {"a 5 min save, a failure a day", 0, 0, {0, 0}, 0, {0}, 0, 0, FT_OK, 300, 86400},
     {"a 2 s save, a failure every 20 minutes", 0, 0, {0, 0}, 0, {0}, 0, 0, FT_OK, 2, 1200},
+    {"a 2 h save, a failure every 3 hours (the optimum passes the MTBF)", 0, 0, {0, 0}, 0, {0},
+     0, 0, FT_OK, 7200, 10800},
 };
 
 struct l10_state *l10_state_new(enum l10_op op, uint64_t seed)
@@ -133,28 +148,38 @@ void l10_describe(const struct l10_case *c, int op, char *buf, size_t len)
 
 /* ---- the reference: the run on one rank ------------------------------------------------ */
 
+/* The snapshot of the fresh state: what a load that finds nothing whole leaves. */
+#define L10_FRESH 2
+
 struct ref_run {
     double loss[16];                 /* loss[k]: step k's, k = 1..total */
-    float *snap[2];                  /* params, m, v (3 numel) after save_at[j] steps */
-    uint64_t rng[2], data[2];
+    float *snap[3];                  /* params, m, v (3 numel) after save_at[j] steps, and
+                                        [L10_FRESH] before any */
+    uint64_t rng[3], data[3];
     size_t numel;
 };
+
+static void take(const struct pl_shard_state *s, struct ref_run *r, int j)
+{
+    pl_shard_get(s, r->snap[j], r->snap[j] + s->numel, r->snap[j] + 2 * s->numel);
+    r->rng[j] = s->rng;
+    r->data[j] = (uint64_t)s->data_pos;
+}
 
 static void ref_run(const struct pl_shard_run *run, const struct l10_case *c, struct ref_run *r)
 {
     struct pl_comm *self = pl_comm_split(pl_comm_world(), pl_rank(), 0, "self");
     struct pl_shard_state *s = pl_shard_state_new(run, self);
     r->numel = s->numel;
-    for (int j = 0; j < 2; j++) r->snap[j] = malloc(3 * s->numel * sizeof(float));
-    PL_ASSERT(r->snap[0] && r->snap[1]);
+    for (int j = 0; j < 3; j++) {
+        r->snap[j] = malloc(3 * s->numel * sizeof(float));
+        PL_ASSERT(r->snap[j]);
+    }
+    take(s, r, L10_FRESH);
     for (int k = 1; k <= c->total; k++) {
         r->loss[k] = pl_shard_step(s);
         for (int j = 0; j < 2; j++)
-            if (k == c->save_at[j]) {
-                pl_shard_get(s, r->snap[j], r->snap[j] + s->numel, r->snap[j] + 2 * s->numel);
-                r->rng[j] = s->rng;
-                r->data[j] = (uint64_t)s->data_pos;
-            }
+            if (k == c->save_at[j]) take(s, r, j);
     }
     pl_shard_state_free(s);
     pl_comm_free(self);
@@ -162,8 +187,7 @@ static void ref_run(const struct pl_shard_run *run, const struct l10_case *c, st
 
 static void ref_free(struct ref_run *r)
 {
-    free(r->snap[0]);
-    free(r->snap[1]);
+    for (int j = 0; j < 3; j++) free(r->snap[j]);
 }
 
 /* ---- the case's folder ----------------------------------------------------------------- */
@@ -261,7 +285,8 @@ int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
         int k = kill && kill->who == L10_SHARD_OF && kill->rank == s->rank;
         l10_run_saving(st->rec, k ? kill : NULL, save_shard_fn, &v, &mine.proc, &mine.sig, err,
                        sizeof err);
-        mine.killed = st->rec->killed;
+        /* a call the case made fail, reported as -1: the save stops as a killed one does */
+        mine.killed = st->rec->killed || st->rec->failed;
         mine.info = st->rec->info;
         note_rules(st, o, 0);
         if (mine.killed) o->killed = 1;
@@ -283,7 +308,7 @@ int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
         int k = kill && kill->who == L10_MANIFEST_OF;
         l10_run_saving(st->rec, k ? kill : NULL, save_manifest_fn, &v, &m[0], &m[1], err,
                        sizeof err);
-        m[2] = st->rec->killed;
+        m[2] = st->rec->killed || st->rec->failed;
         note_rules(st, o, 1);
         if (m[2]) o->killed = 1;
         note_proc(o, m[0], m[1], 1, s->step, err);
@@ -305,38 +330,41 @@ static void shard_path(const char *root, int64_t step, int shard, char *buf, siz
 }
 
 /* Rank 0 damages checkpoint `step` as the case says; an error is the grader's. */
-static int damage(struct l10_state *st, const struct l10_case *c, char *err, size_t errlen)
+static int damage_one(struct l10_state *st, const struct l10_case *c, int step, char *err,
+                      size_t errlen)
 {
     char path[512];
-    int step = c->save_at[1];
-    shard_path(st->root, step, c->damage == L10_DMG_MANIFEST_CUT ? -1 : c->dmg_shard, path,
-               sizeof path);
-    FILE *f = NULL;
-    long size = -1;
-    if (c->damage != L10_DMG_OTHER_RUN && (f = fopen(path, "r+b")) != NULL &&
-        fseek(f, 0, SEEK_END) == 0)
-        size = ftell(f);
-    int ok = 1;
-    switch (c->damage) {
-    case L10_DMG_FLIP: {
+    int d = c->damage, manifest = d == L10_DMG_MANIFEST_CUT || d == L10_DMG_MANIFEST_FLIP;
+    shard_path(st->root, step, manifest ? -1 : c->dmg_shard, path, sizeof path);
+    FILE *f = fopen(path, "r+b");
+    long size = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    int ok = size > 0;
+    if (d == L10_DMG_FLIP || d == L10_DMG_MANIFEST_FLIP || d == L10_DMG_TAIL_FLIP ||
+        d == L10_DMG_EVERY) {
+        long at = d == L10_DMG_TAIL_FLIP ? size - 1 : size / 2;
         int b;
-        ok = size > 0 && fseek(f, size / 2, SEEK_SET) == 0 && (b = fgetc(f)) != EOF &&
-             fseek(f, size / 2, SEEK_SET) == 0 && fputc(b ^ 0x40, f) != EOF;
-        break;
-    }
-    case L10_DMG_TRUNCATE:
-    case L10_DMG_MANIFEST_CUT:
-        ok = size > 0 && ftruncate(fileno(f), size / 2) == 0;
-        break;
-    case L10_DMG_REMOVE: ok = f && remove(path) == 0; break;
-    default: break;
+        ok = ok && fseek(f, at, SEEK_SET) == 0 && (b = fgetc(f)) != EOF &&
+             fseek(f, at, SEEK_SET) == 0 && fputc(b ^ 0x40, f) != EOF;
+    } else if (d == L10_DMG_TRUNCATE || d == L10_DMG_MANIFEST_CUT) {
+        ok = ok && ftruncate(fileno(f), size / 2) == 0;
+    } else if (d == L10_DMG_REMOVE) {
+        ok = f && remove(path) == 0;
     }
     if (f) fclose(f);
     if (!ok) snprintf(err, errlen, "could not damage %.40s: %.30s", strrchr(path, '/') + 1, strerror(errno));
     return ok;
 }
 
-/* The other run's checkpoint at the same step takes this one's place (collective). */
+static int damage(struct l10_state *st, const struct l10_case *c, char *err, size_t errlen)
+{
+    int ok = damage_one(st, c, c->save_at[1], err, errlen);
+    if (ok && c->damage == L10_DMG_EVERY) ok = damage_one(st, c, c->save_at[0], err, errlen);
+    return ok;
+}
+
+/* The other run's checkpoint at the same step takes this one's place (collective): another
+ * seed's, or (L10_DMG_OTHER_SIZE) this seed's, so this run's id, with another parameter
+ * count, as a restart with a changed model configuration would find. */
 static int other_run(struct l10_state *st, const struct l10_case *c, struct l10_obs *o)
 {
     char other[300], from[400], to[400], d[32];
@@ -344,7 +372,13 @@ static int other_run(struct l10_state *st, const struct l10_case *c, struct l10_
     snprintf(other, sizeof other, "%s/other", st->root);
     if (st->rank == 0) mkdir(other, 0755);
     MPI_Barrier(MPI_COMM_WORLD);
-    struct pl_shard_run run = pl_shard_run_default(st->seed + 1000);
+    struct pl_shard_run run;
+    if (c->damage == L10_DMG_OTHER_SIZE) {
+        run = pl_shard_run_default(st->seed);
+        run.cfg.d_ff += 1;
+    } else {
+        run = pl_shard_run_default(st->seed + 1000);
+    }
     struct pl_comm *g = pl_comm_split(pl_comm_world(), 0, st->rank, "other run");
     struct pl_shard_state *s = pl_shard_state_new(&run, g);
     for (int k = 0; k < c->save_at[1]; k++) pl_shard_step(s);
@@ -388,7 +422,7 @@ static void compare(const struct pl_shard_state *s, const struct ref_run *r, int
         }
     free(got);
     uint64_t gv[3] = {(uint64_t)s->step, s->rng, (uint64_t)s->data_pos};
-    uint64_t rv[3] = {(uint64_t)o->expect_loaded, r->rng[j], r->data[j]};
+    uint64_t rv[3] = {(uint64_t)(j == L10_FRESH ? 0 : o->expect_loaded), r->rng[j], r->data[j]};
     for (int f = 0; f < 3 && !o->field; f++)
         if (gv[f] != rv[f]) {
             o->field = L10_F_STEP + f;
@@ -414,14 +448,16 @@ static void restart(struct l10_state *st, const struct l10_case *c,
         o->saved_ranks = rep.saved_ranks;
         o->nskipped = rep.nskipped;
         if (rep.nskipped > 0) o->skip0 = rep.skipped[0];
-        go = o->loaded == o->expect_loaded && o->loaded > 0;
+        go = o->loaded == o->expect_loaded && (o->loaded > 0 || o->expect_loaded < 0);
     }
     /* the continued run is collective: every member loaded the right step, or none trains */
     MPI_Allreduce(MPI_IN_PLACE, &go, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    int j = o->expect_loaded == c->save_at[1] ? 1 : 0;
+    /* nothing whole: the state must be the fresh one it was, and nothing trains on */
+    int fresh = o->expect_loaded < 0;
+    int j = fresh ? L10_FRESH : o->expect_loaded == c->save_at[1] ? 1 : 0;
     if (s && go) {
         compare(s, r, j, o);
-        for (int k = 1; k <= L10_CONTINUE && o->loaded + k <= c->total; k++) {
+        for (int k = 1; !fresh && k <= L10_CONTINUE && o->loaded + k <= c->total; k++) {
             double l = pl_shard_step(s);
             int step = (int)o->loaded + k;
             if (memcmp(&l, &r->loss[step], sizeof l) && !o->loss_step) {
@@ -466,14 +502,15 @@ static void run_case(struct l10_state *st, const struct l10_case *c, struct l10_
     pl_shard_state_free(s);
     pl_comm_free(g);
     int committed_last = last == 1;
-    o->expect_loaded = c->damage || !committed_last ? c->save_at[0] : c->save_at[1];
+    o->expect_loaded = c->damage == L10_DMG_EVERY            ? -1
+                       : c->damage || !committed_last ? c->save_at[0]
+                                                      : c->save_at[1];
     o->expect_fault = c->damage || !committed_last ? c->expect_fault : FT_OK;
-    o->expect_shard = c->damage == L10_DMG_OTHER_RUN || c->damage == L10_DMG_MANIFEST_CUT ||
-                              !c->damage
-                          ? -1
-                          : c->dmg_shard;
+    int whole_run = c->damage == L10_DMG_OTHER_RUN || c->damage == L10_DMG_OTHER_SIZE;
+    int manifest = c->damage == L10_DMG_MANIFEST_CUT || c->damage == L10_DMG_MANIFEST_FLIP;
+    o->expect_shard = whole_run || manifest || !c->damage ? -1 : c->dmg_shard;
     o->expect_skip = c->save_at[1];
-    if (ok && c->damage == L10_DMG_OTHER_RUN) {
+    if (ok && whole_run) {
         ok = other_run(st, c, o);
         if (!ok && o->proc == L10_P_OK) note_proc(o, L10_P_GRADER, 0, 0, 0, "other run's save");
     } else if (ok && c->damage) {

@@ -22,10 +22,6 @@
 #include "todo.h"
 #include "wrap_ctx.h"
 
-const char *const L10_CALL_NAMES[L10_NCALLS] = {
-    "pl_fs_create", "pl_fs_write", "pl_fs_sync", "pl_fs_close", "pl_fs_rename",
-    "pl_fs_sync_dir", "pl_fs_mkdir", "pl_fs_remove"};
-
 int __real_pl_fs_create(const char *path);
 int __real_pl_fs_write(int fd, const void *data, size_t n);
 int __real_pl_fs_sync(int fd);
@@ -65,7 +61,7 @@ static struct l10_rec *armed(void)
 static void maybe_kill(struct l10_rec *r, int call, int after)
 {
     const struct l10_kill *k = &r->kill;
-    if (k->who == L10_NOBODY || k->call != call || k->after != after ||
+    if (k->who == L10_NOBODY || k->fail || k->call != call || k->after != after ||
         r->counts[call] != k->nth)
         return;
     r->killed = 1;
@@ -93,18 +89,23 @@ static void record(struct l10_rec *r, int call, int fd, int ok, const char *path
     if (to) basename_into(to, e->to);
 }
 
-static void enter(struct l10_rec *r, int call)
+/* Counts the call, kills before it where the case says; 1 when the case makes it fail. */
+static int enter(struct l10_rec *r, int call)
 {
     r->counts[call]++;
     maybe_kill(r, call, 0);
+    const struct l10_kill *k = &r->kill;
+    if (!k->fail || k->call != call || r->counts[call] != k->nth) return 0;
+    r->failed = 1;
+    errno = ENOSPC;
+    return 1;
 }
 
 int __wrap_pl_fs_create(const char *path)
 {
     struct l10_rec *r = armed();
     if (!r) return __real_pl_fs_create(path);
-    enter(r, L10_CREATE);
-    int fd = __real_pl_fs_create(path);
+    int fd = enter(r, L10_CREATE) ? -1 : __real_pl_fs_create(path);
     record(r, L10_CREATE, fd, fd >= 0, path, NULL);
     if (fd >= 0)
         for (int i = 0; i < L10_MAX_EVENTS; i++)
@@ -121,8 +122,7 @@ int __wrap_pl_fs_write(int fd, const void *data, size_t n)
 {
     struct l10_rec *r = armed();
     if (!r) return __real_pl_fs_write(fd, data, n);
-    enter(r, L10_WRITE);
-    int rc = __real_pl_fs_write(fd, data, n);
+    int rc = enter(r, L10_WRITE) ? -1 : __real_pl_fs_write(fd, data, n);
     record(r, L10_WRITE, fd, rc == 0, NULL, NULL);
     maybe_kill(r, L10_WRITE, 1);
     return rc;
@@ -132,8 +132,7 @@ int __wrap_pl_fs_sync(int fd)
 {
     struct l10_rec *r = armed();
     if (!r) return __real_pl_fs_sync(fd);
-    enter(r, L10_SYNC);
-    int rc = __real_pl_fs_sync(fd);
+    int rc = enter(r, L10_SYNC) ? -1 : __real_pl_fs_sync(fd);
     record(r, L10_SYNC, fd, rc == 0, NULL, NULL);
     maybe_kill(r, L10_SYNC, 1);
     return rc;
@@ -143,9 +142,10 @@ int __wrap_pl_fs_close(int fd)
 {
     struct l10_rec *r = armed();
     if (!r) return __real_pl_fs_close(fd);
-    enter(r, L10_CLOSE);
+    int fail = enter(r, L10_CLOSE);
     record(r, L10_CLOSE, fd, 1, NULL, NULL);
-    int rc = __real_pl_fs_close(fd);
+    int rc = __real_pl_fs_close(fd); /* a failed close has closed the descriptor too */
+    if (fail) rc = -1;
     r->ev[r->nev - 1].ok = rc == 0;
     for (int i = 0; i < L10_MAX_EVENTS; i++)
         if (r->fds[i] == fd + 1) r->fds[i] = 0;
@@ -157,8 +157,7 @@ int __wrap_pl_fs_rename(const char *from, const char *to)
 {
     struct l10_rec *r = armed();
     if (!r) return __real_pl_fs_rename(from, to);
-    enter(r, L10_RENAME);
-    int rc = __real_pl_fs_rename(from, to);
+    int rc = enter(r, L10_RENAME) ? -1 : __real_pl_fs_rename(from, to);
     record(r, L10_RENAME, -1, rc == 0, from, to);
     maybe_kill(r, L10_RENAME, 1);
     return rc;
@@ -168,8 +167,7 @@ int __wrap_pl_fs_sync_dir(const char *dir)
 {
     struct l10_rec *r = armed();
     if (!r) return __real_pl_fs_sync_dir(dir);
-    enter(r, L10_SYNC_DIR);
-    int rc = __real_pl_fs_sync_dir(dir);
+    int rc = enter(r, L10_SYNC_DIR) ? -1 : __real_pl_fs_sync_dir(dir);
     record(r, L10_SYNC_DIR, -1, rc == 0, dir, NULL);
     maybe_kill(r, L10_SYNC_DIR, 1);
     return rc;
@@ -179,8 +177,7 @@ int __wrap_pl_fs_mkdir(const char *path)
 {
     struct l10_rec *r = armed();
     if (!r) return __real_pl_fs_mkdir(path);
-    enter(r, L10_MKDIR);
-    int rc = __real_pl_fs_mkdir(path);
+    int rc = enter(r, L10_MKDIR) ? -1 : __real_pl_fs_mkdir(path);
     record(r, L10_MKDIR, -1, rc == 0, path, NULL);
     maybe_kill(r, L10_MKDIR, 1);
     return rc;
@@ -190,8 +187,7 @@ int __wrap_pl_fs_remove(const char *path)
 {
     struct l10_rec *r = armed();
     if (!r) return __real_pl_fs_remove(path);
-    enter(r, L10_REMOVE);
-    int rc = __real_pl_fs_remove(path);
+    int rc = enter(r, L10_REMOVE) ? -1 : __real_pl_fs_remove(path);
     record(r, L10_REMOVE, -1, rc == 0, path, NULL);
     maybe_kill(r, L10_REMOVE, 1);
     return rc;
@@ -243,6 +239,9 @@ void l10_run_saving(struct l10_rec *r, const struct l10_kill *kill, int (*fn)(vo
     } else if (WEXITSTATUS(status) != 0) {
         *proc = L10_P_CRASHED; /* it called exit itself */
         *sig = -WEXITSTATUS(status);
+    } else if (r->failed) {
+        /* the case made a call fail: -1 is the right answer, 0 is not */
+        if (r->rc == 0 && !r->todo_what) *proc = L10_P_IGNORED, *sig = r->kill.call;
     } else if (r->rc != 0 && !r->todo_what) {
         *proc = L10_P_FAILED;
     }
@@ -281,13 +280,14 @@ static int check_rename(const struct l10_rec *r, int i)
 
 int l10_rules(const struct l10_rec *r, struct l10_rule_obs *out)
 {
-    int renamed = 0;
+    int renamed = 0, last = -1;
     for (int i = 0; i < r->nev; i++) {
         const struct l10_event *e = &r->ev[i];
         int rule = L10_R_OK;
         if (e->call == L10_CREATE && is_final(e->name)) rule = L10_R_FINAL_CREATED;
         if (e->call == L10_RENAME && is_final(e->to)) {
             renamed = 1;
+            last = i;
             rule = check_rename(r, i);
         }
         if (rule != L10_R_OK) {
@@ -297,9 +297,16 @@ int l10_rules(const struct l10_rec *r, struct l10_rule_obs *out)
             return rule;
         }
     }
-    if (!renamed && !r->killed && r->rc == 0) {
+    if (r->killed || r->rc != 0) return L10_R_OK;
+    if (!renamed) {
         out->rule = L10_R_NO_FINAL;
         return L10_R_NO_FINAL;
     }
-    return L10_R_OK;
+    /* the final name is durable once its directory is synced after the rename */
+    for (int i = last + 1; i < r->nev; i++)
+        if (r->ev[i].call == L10_SYNC_DIR && r->ev[i].ok) return L10_R_OK;
+    out->rule = L10_R_NAME_UNSYNCED;
+    snprintf(out->name, sizeof out->name, "%s", r->ev[last].name);
+    snprintf(out->to, sizeof out->to, "%s", r->ev[last].to);
+    return L10_R_NAME_UNSYNCED;
 }

@@ -13,6 +13,10 @@ const char *const L10_OP_FUNCS[L10_NOPS] = {"ft_save_shard, ft_save_manifest and
                                             "ft_load after a crash",
                                             "ft_load on a damaged checkpoint",
                                             "ft_load on another rank count", "ft_interval"};
+const char *const L10_CALL_NAMES[L10_NCALLS] = {
+    "pl_fs_create", "pl_fs_write", "pl_fs_sync", "pl_fs_close", "pl_fs_rename",
+    "pl_fs_sync_dir", "pl_fs_mkdir", "pl_fs_remove"};
+
 const char *const L10_FAULT_NAMES[FT_NFAULTS] = {
     "FT_OK", "FT_NO_MANIFEST", "FT_BAD_MANIFEST", "FT_OTHER_RUN", "FT_SHARD_MISSING",
     "FT_SHARD_SIZE", "FT_SHARD_CHECKSUM"};
@@ -68,6 +72,16 @@ static int judge_proc(const struct gr_obs *all, struct gr_why *why)
             gr_why_say(why, "the grader itself failed on rank %d (%s): not your code's fault; "
                        "run it again, and report it if it stays", r, o->grader_err);
             return 0;
+        case L10_P_IGNORED:
+            gr_why_say(why, "rank %d: %s failed in your %s at step %d (the grader made it fail "
+                       "with ENOSPC, as a full disk does), and the function returned 0. ft.h: "
+                       "-1 when a file call failed; a save that reports success for a file "
+                       "that is not whole lets rank 0 commit a checkpoint that cannot be "
+                       "loaded, and a failed sync cannot be retried into a durable file",
+                       r, o->proc_sig >= 0 && o->proc_sig < L10_NCALLS
+                              ? L10_CALL_NAMES[o->proc_sig] : "a file call",
+                       fn, o->proc_step);
+            return 0;
         default: break;
         }
     }
@@ -120,7 +134,12 @@ static int judge_restart(const struct gr_obs *all, struct gr_why *why)
         const struct l10_obs *o = at(all, r);
         if (!o->active) continue;
         if (o->loaded != o->expect_loaded) {
-            if (o->loaded < 0)
+            if (o->expect_loaded < 0)
+                gr_why_say(why, "rank %d: ft_load returned %lld, but every checkpoint under "
+                           "ROOT is damaged (steps %lld and older): it must return -1 and "
+                           "leave the state as it was", r, (long long)o->loaded,
+                           (long long)o->expect_skip);
+            else if (o->loaded < 0)
                 gr_why_say(why, "rank %d: ft_load found no whole checkpoint, but step %lld's "
                            "was committed and is whole", r, (long long)o->expect_loaded);
             else if (o->loaded == o->expect_skip && o->op == L10_OP_CRASH)
@@ -141,8 +160,23 @@ static int judge_restart(const struct gr_obs *all, struct gr_why *why)
                            fault_name(o->skip0.fault));
             return 0;
         }
+        if (o->field && o->expect_loaded < 0) {
+            gr_why_say(why, "rank %d: ft_load found nothing whole and returned -1, but changed "
+                       "the state (%s differs from the fresh state's): it must load nothing "
+                       "until a whole checkpoint has passed, and leave s as it was when none "
+                       "has (ft.h; section 3)", r, FIELD_NAMES[o->field]);
+            return 0;
+        }
         if (o->field) {
             say_field(o, r, why);
+            return 0;
+        }
+        if (o->op == L10_OP_RESHARD && o->loaded >= 0 && o->saved_ranks != o->n_save) {
+            gr_why_say(why, "rank %d: the report's saved_ranks is %d, but step %lld was saved "
+                       "on %d rank%s and loaded on %d: the job's log reads it to tell a "
+                       "reshard from a plain restart (ft.h, struct ft_load_report)", r,
+                       o->saved_ranks, (long long)o->loaded, o->n_save, o->n_save == 1 ? "" : "s",
+                       o->n_load);
             return 0;
         }
     }
@@ -179,6 +213,13 @@ static void rule_words(const struct l10_rule_obs *u, char *buf, size_t len)
     case L10_R_NOT_WRITTEN:
         snprintf(buf, len, "renamed %s to %s, but wrote nothing to %s first", u->name, u->to,
                  u->name);
+        break;
+    case L10_R_NAME_UNSYNCED:
+        snprintf(buf, len, "renamed %s to %s and returned without syncing the directory after "
+                 "it: the new name is not on the disk yet, so after a power loss a committed "
+                 "MANIFEST can name a shard that is gone, or the commit itself vanish after "
+                 "ft_save_manifest said it was done; pl_fs_sync_dir once the rename is made "
+                 "(section 2)", u->name, u->to);
         break;
     default:
         snprintf(buf, len, "returned 0 but gave no file its final name (%s or %s)", FT_MANIFEST,

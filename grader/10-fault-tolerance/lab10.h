@@ -24,7 +24,7 @@
 #include "paralab.h"
 
 #define L10_HANDOUT "docs/labs/10-fault-tolerance.md"
-#define L10_MAX_CASES 8
+#define L10_MAX_CASES 12
 #define L10_MAX_EVENTS 64   /* ckpt_fs calls recorded per saving process */
 #define L10_NAME 48
 #define L10_CONTINUE 2      /* steps trained after a restart and compared loss by loss */
@@ -39,7 +39,9 @@ enum l10_call { L10_CREATE, L10_WRITE, L10_SYNC, L10_CLOSE, L10_RENAME, L10_SYNC
 extern const char *const L10_CALL_NAMES[L10_NCALLS];
 
 /* Where a case kills a save: the process (a rank's shard, or rank 0's manifest), the call
- * (its kind and which one of that kind, from 1), and whether before the call runs or after. */
+ * (its kind and which one of that kind, from 1), and whether before the call runs or after.
+ * With fail set the call is not killed but fails (returns -1, errno ENOSPC, doing nothing),
+ * as on a full disk, and the process goes on. */
 enum l10_who { L10_NOBODY, L10_SHARD_OF, L10_MANIFEST_OF };
 struct l10_kill {
     int who;          /* enum l10_who */
@@ -47,11 +49,13 @@ struct l10_kill {
     int call;         /* enum l10_call */
     int nth;          /* from 1 */
     int after;        /* 1: once the call has returned */
+    int fail;         /* 1: the call fails instead */
 };
 
 /* Damage done to the newest checkpoint before the restart. */
 enum l10_damage { L10_DMG_NONE, L10_DMG_FLIP, L10_DMG_TRUNCATE, L10_DMG_REMOVE,
-                  L10_DMG_OTHER_RUN, L10_DMG_MANIFEST_CUT, L10_NDMG };
+                  L10_DMG_OTHER_RUN, L10_DMG_MANIFEST_CUT, L10_DMG_MANIFEST_FLIP,
+                  L10_DMG_TAIL_FLIP, L10_DMG_OTHER_SIZE, L10_DMG_EVERY, L10_NDMG };
 
 struct l10_case {
     const char *what;        /* the case in words */
@@ -77,6 +81,7 @@ struct l10_rec {
     struct l10_kill kill;
     int counts[L10_NCALLS];
     int killed;              /* the injected kill fired (set just before it) */
+    int failed;              /* the injected failure fired */
     int nev;
     struct l10_event ev[L10_MAX_EVENTS];
     int fds[L10_MAX_EVENTS]; /* open descriptors and their names */
@@ -88,15 +93,17 @@ struct l10_rec {
 
 /* The first rule of a durable write a save broke (fsrec.c's l10_rules). */
 enum l10_rule { L10_R_OK, L10_R_FINAL_CREATED, L10_R_RENAME_UNSYNCED, L10_R_RENAME_OPEN,
-                L10_R_NOT_WRITTEN, L10_R_NO_FINAL, L10_NRULES };
+                L10_R_NOT_WRITTEN, L10_R_NO_FINAL, L10_R_NAME_UNSYNCED, L10_NRULES };
 struct l10_rule_obs {
     int rule;                /* enum l10_rule */
     int manifest;            /* in rank's manifest process (else its shard process) */
     char name[L10_NAME], to[L10_NAME];
 };
 
-/* What went wrong with a save's process. */
-enum l10_proc { L10_P_OK, L10_P_FAILED, L10_P_CRASHED, L10_P_FOREIGN_KILL, L10_P_GRADER };
+/* What went wrong with a save's process. L10_P_IGNORED: a file call the case made fail,
+ * and the function returned 0 all the same. */
+enum l10_proc { L10_P_OK, L10_P_FAILED, L10_P_CRASHED, L10_P_FOREIGN_KILL, L10_P_GRADER,
+                L10_P_IGNORED };
 
 /* The state after the load against the reference at the step loaded. */
 enum l10_field { L10_F_NONE, L10_F_PARAMS, L10_F_ADAM_M, L10_F_ADAM_V, L10_F_STEP, L10_F_RNG,
@@ -108,7 +115,8 @@ struct l10_obs {
     uint64_t numel, offset, count;
     int todo;                /* a stub was reached in a saving process */
     /* the saves */
-    int proc, proc_sig, proc_manifest, proc_step; /* enum l10_proc, its signal, which save */
+    int proc, proc_sig, proc_manifest, proc_step; /* enum l10_proc, its signal (L10_P_IGNORED:
+                                                      the call that failed), which save */
     char grader_err[96];
     struct l10_rule_obs rule;
     int killed;              /* the injected kill fired */

@@ -1,15 +1,20 @@
 /* plan.c: the descriptor and test plan of Lab 10 (fault tolerance), read by the grader.
  *
  * A checkpoint saved and resumed on 1 and 3 ranks (4 + 8), every file of it written whole
- * or not at all (8); a save killed at five points (between two shard writes, before a
- * shard's rename, before the manifest, in the middle of the manifest, before its rename):
- * the restart loads the last committed checkpoint and trains on bit for bit (16), and no
- * kill leaves a half-written file under a final name (8); five kinds of damage to the newest
- * checkpoint (a flipped byte, a shard cut short, a shard removed, another run's checkpoint,
- * a manifest cut short): the previous one is loaded (10) and the damage named (10); restarts
- * on other rank counts, 8 -> 6, 4 -> 3, 2 -> 4, 6 -> 8, 3 -> 1, on 6374 parameters that none
- * of 3, 4, 6, 8 divides: every shard bit for bit the one-rank reference's, and the training
- * after it too (24); the checkpoint interval against the formula (12). 100 points. The
+ * or not at all, its name made durable (8); a save killed at five points (between two shard
+ * writes, before a shard's rename, before the manifest, in the middle of the manifest,
+ * before its rename) or failing at two calls (a shard's write, the manifest's sync, as on a
+ * full disk: the function must return -1): the restart loads the last committed checkpoint
+ * and trains on bit for bit (16), no kill leaves a half-written file under a final name (8),
+ * and the load reports the uncommitted one (4); nine kinds of damage (a flipped byte in a
+ * shard's middle and in its last byte, a shard cut short, a shard removed, another run's
+ * checkpoint, one of this run with another parameter count, a manifest cut short or with a
+ * flipped byte, every checkpoint damaged): the previous one is loaded, or none with the state
+ * left as it was (10), and the damage named (10); restarts on other rank counts, 8 -> 6, 4
+ * -> 3, 2 -> 4, 6 -> 8, 3 -> 1, on 6374 parameters that none of 3, 4, 6, 8 divides: every
+ * shard bit for bit the one-rank reference's, the training after it too, and the rank count
+ * that saved it reported (24); the checkpoint interval against the formula (12). 104 points.
+ * The
  * hidden suite runs the crash on 2 ranks, the damage on 3, the resume on 4 and the
  * restarts that fit on 6, on its own seed. */
 #include <stdio.h>
@@ -41,18 +46,21 @@ static void lab10_plan(const struct gr_plan_opts *o)
          "correctness", 3, 8, LAB10_TIMEOUT, 0, NULL},
         {"every file whole or absent: temporary name, sync, close, rename [np=3]", "resume",
          "check", "atomic", "correctness", 3, 8, LAB10_TIMEOUT, 0, NULL},
-        {"killed during a save: restart from the last committed checkpoint, same losses [np=3, "
-         "5 kill points]", "crash", "check", "correct", "correctness", 3, 16, LAB10_TIMEOUT, 0,
-         NULL},
-        {"killed during a save: no half-written file under a final name [np=3, 5 kill points]",
+        {"killed or failing during a save: restart from the last committed checkpoint, same "
+         "losses [np=3, 5 kill points, 2 failed calls]", "crash", "check", "correct",
+         "correctness", 3, 16, LAB10_TIMEOUT, 0, NULL},
+        {"killed or failing during a save: no half-written file under a final name [np=3]",
          "crash", "check", "atomic", "correctness", 3, 8, LAB10_TIMEOUT, 0, NULL},
-        {"damaged checkpoint skipped, the previous one loaded [np=2, 5 kinds of damage]",
+        {"killed or failing during a save: the uncommitted checkpoint reported as "
+         "FT_NO_MANIFEST [np=3]", "crash", "check", "named", "correctness", 3, 4, LAB10_TIMEOUT,
+         0, NULL},
+        {"damaged checkpoint skipped, the previous one loaded [np=2, 9 kinds of damage]",
          "corrupt", "check", "correct", "correctness", 2, 10, LAB10_TIMEOUT, 0, NULL},
-        {"each damage named by its fault [np=2, 5 kinds of damage]", "corrupt", "check", "named",
+        {"each damage named by its fault [np=2, 9 kinds of damage]", "corrupt", "check", "named",
          "correctness", 2, 10, LAB10_TIMEOUT, 0, NULL},
         {"restart on another rank count, state and losses bit for bit [8->6, 4->3, 2->4, 6->8, "
          "3->1]", "reshard", "check", "correct", "correctness", 8, 24, LAB10_TIMEOUT, 0, NULL},
-        {"checkpoint interval [3 cases, 2 drawn by the seed]", "interval", "check", "correct",
+        {"checkpoint interval [4 cases, 2 drawn by the seed]", "interval", "check", "correct",
          "correctness", 1, 12, LAB10_TIMEOUT, 0, NULL},
     };
     static const struct gr_spec hidden[] = {

@@ -39,6 +39,7 @@ static void good(int op)
         o->numel = 6374;
         pl_shard_range(6374, NR, r, &o->offset, &o->count);
         o->loaded = o->expect_loaded = 2;
+        o->saved_ranks = NR;
         o->expect_skip = 4;
         o->expect_fault = FT_SHARD_CHECKSUM;
         o->expect_shard = 2;
@@ -82,7 +83,7 @@ static void hand_built(void)
     expect(L10_OP_RESUME, "correct", NR, "(384 tokens, 2 steps of 192 tokens, behind): the "
            "restarted run would train on batches it has already seen");
     good(L10_OP_RESHARD);
-    for (int r = 0; r < NR; r++) ob[r].n_save = 8;
+    for (int r = 0; r < NR; r++) ob[r].n_save = ob[r].saved_ranks = 8;
     ob[2].field = L10_F_ADAM_M;
     ob[2].at = ob[2].offset;
     ob[2].got = 1;
@@ -105,6 +106,22 @@ static void hand_built(void)
     ob[1].loaded = -1;
     expect(L10_OP_CORRUPT, "correct", NR, "rank 1: ft_load found no whole checkpoint, but step "
            "2's was committed and is whole");
+    /* nothing whole: -1, and the state as it was */
+    good(L10_OP_CORRUPT);
+    for (int r = 0; r < NR; r++) ob[r].loaded = ob[r].expect_loaded = -1;
+    CHECK(judge(L10_OP_CORRUPT, "correct", NR, &w), "nothing whole, -1, fails: %s", first(&w));
+    ob[2].loaded = 2;
+    expect(L10_OP_CORRUPT, "correct", NR, "rank 2: ft_load returned 2, but every checkpoint "
+           "under ROOT is damaged (steps 4 and older): it must return -1");
+    ob[2].loaded = -1;
+    ob[2].field = L10_F_STEP;
+    expect(L10_OP_CORRUPT, "correct", NR, "rank 2: ft_load found nothing whole and returned -1, "
+           "but changed the state (step differs from the fresh state's)");
+    /* the rank count that saved it, on a reshard */
+    good(L10_OP_RESHARD);
+    ob[1].saved_ranks = 0;
+    expect(L10_OP_RESHARD, "correct", NR, "rank 1: the report's saved_ranks is 0, but step 2 "
+           "was saved on 3 ranks and loaded on 3");
     good(L10_OP_CORRUPT);
     ob[1].loss_step = 3;
     ob[1].loss_got = 1.5;
@@ -132,11 +149,13 @@ static void hand_built(void)
         {L10_R_RENAME_OPEN, "x", "shard-00001", "renamed x to shard-00001 while it was still open"},
         {L10_R_NOT_WRITTEN, "y", "shard-00001", "renamed y to shard-00001, but wrote nothing to y"},
         {L10_R_NO_FINAL, "", "", "returned 0 but gave no file its final name"},
+        {L10_R_NAME_UNSYNCED, "MANIFEST.tmp", "MANIFEST", "renamed MANIFEST.tmp to MANIFEST and "
+         "returned without syncing the directory after it"},
     };
     for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++) {
         good(L10_OP_RESUME);
         ob[1].rule.rule = rules[k].rule;
-        ob[1].rule.manifest = rules[k].rule == L10_R_RENAME_UNSYNCED;
+        ob[1].rule.manifest = !strcmp(rules[k].to, "MANIFEST");
         snprintf(ob[1].rule.name, sizeof ob[1].rule.name, "%s", rules[k].name);
         snprintf(ob[1].rule.to, sizeof ob[1].rule.to, "%s", rules[k].to);
         expect(L10_OP_RESUME, "atomic", NR, rules[k].text);
@@ -157,6 +176,14 @@ static void hand_built(void)
              "unavailable");
     expect(L10_OP_CRASH, "correct", NR, "the grader itself failed on rank 0 (fork failed: "
            "Resource temporarily unavailable): not your code's fault");
+    good(L10_OP_CRASH);
+    ob[1].proc = L10_P_IGNORED;
+    ob[1].proc_sig = L10_SYNC;
+    ob[1].proc_manifest = 1;
+    ob[1].proc_step = 4;
+    expect(L10_OP_CRASH, "correct", NR, "rank 1: pl_fs_sync failed in your ft_save_manifest at "
+           "step 4 (the grader made it fail with ENOSPC, as a full disk does), and the function "
+           "returned 0");
     /* the interval */
     good(L10_OP_INTERVAL);
     ob[0].save_s = 60;
@@ -202,7 +229,10 @@ static void recorded(const char *path, const char *parts)
         } else {
             ob[last].field = L10_F_RNG;
             ob[last].got_u = ob[last].ref_u + 1;
-            snprintf(text, sizeof text, "rank %d: the RNG state is", last);
+            /* a load that found nothing whole is held to the fresh state instead */
+            snprintf(text, sizeof text, "rank %d: %s", last,
+                     ob[last].expect_loaded < 0 ? "ft_load found nothing whole"
+                                                : "the RNG state is");
         }
         expect(op, "correct", nr, text);
         gr_record_free(&rec);
