@@ -131,6 +131,51 @@ int l3_judge_layouts(const struct l3_obs *o, struct gr_why *why)
 }
 
 /* The fields and layout of every rank's state. */
+/* A buffer zero_new allocated shorter than zero.h asks, by the memory ledger's sizes. */
+static int buffer_words(int stage, const struct gr_obs *all, struct gr_why *why)
+{
+    static const char *const field[] = {"", "z->params", "z->grads", "z->m", "z->v"};
+    char b1[32], b2[32];
+    for (int i = 0; i < all->nranks; i++) {
+        const struct l3_obs *v = rank_obs(all, i);
+        if (!v->short_buf.field) continue;
+        int full = v->short_buf.want == 4 * v->shape.full && v->shape.full != v->shape.shard;
+        gr_why_say(why, "rank %d: zero_new(stage %d) allocated %s with %s (%.0f floats), where "
+                   "zero.h asks for %s floats of your own layout, %s: every read and write "
+                   "of the last units' chunks runs past its end, into whatever the heap "
+                   "holds next (handout section %s)", i, stage, field[v->short_buf.field % 5],
+                   pl_format_bytes(v->short_buf.got, b1, sizeof b1), v->short_buf.got / 4,
+                   full ? "full_numel" : "shard_numel",
+                   pl_format_bytes(v->short_buf.want, b2, sizeof b2),
+                   l3_section_of_stage(stage));
+        return 0;
+    }
+    return 1;
+}
+
+/* A padding element of z->params that is not zero. */
+static int padding_words(const struct gr_obs *all, struct gr_why *why)
+{
+    for (int i = 0; i < all->nranks; i++) {
+        const struct l3_obs *v = rank_obs(all, i);
+        if (v->pad.when < 0) continue;
+        char when[48];
+        if (v->pad.when) snprintf(when, sizeof when, "after zero_step %d", v->pad.when);
+        else snprintf(when, sizeof when, "after zero_new");
+        gr_why_say(why, "rank %d, %s: the padding of z->params (%s) is not zero: unit %d (part "
+                   "%d), element %.0f of its padded range, past its numel, holds %.7g. zero.h: "
+                   "zero_new sets the padding to zero, and no update touches it (AdamW is "
+                   "given the parameters, never the padding). A padded chunk is reduced and "
+                   "gathered as data like any other: garbage there becomes garbage in a "
+                   "neighbour's sum as soon as a layout cuts the units differently, and a "
+                   "checkpoint or a reshard reads it (handout section 2)", i, when,
+                   v->pad.shard ? "this rank's shard" : "the full buffer", v->pad.unit,
+                   v->pad.part, v->pad.elem, v->pad.value);
+        return 0;
+    }
+    return 1;
+}
+
 static int judge_state(int stage, const struct gr_obs *all, struct gr_why *why)
 {
     static const char *const field[] = {"", "z->params", "z->grads", "z->m or z->v", "z->pass",
@@ -155,7 +200,7 @@ static int judge_state(int stage, const struct gr_obs *all, struct gr_why *why)
             return 0;
         }
     }
-    return 1;
+    return buffer_words(stage, all, why) && padding_words(all, why);
 }
 
 /* Operations zero_new or zero_step started on the communicator and never waited for, still
@@ -283,9 +328,47 @@ static int judge_grads(const struct gr_obs *all, struct gr_why *why)
     return 1;
 }
 
+static int judge_group_loss(int stage, const struct gr_obs *all, struct gr_why *why);
+
 /* Every rank's group loss against its group's reference; the first rank (in world order)
- * whose group's loss is off is named. */
+ * whose group's loss is off is named. Then each rank's own loss against the reference's on
+ * its slice. */
 static int judge_losses(int stage, const struct gr_obs *all, struct gr_why *why)
+{
+    if (!judge_group_loss(stage, all, why)) return 0;
+    /* The mean agrees: each rank's own loss, named rank by rank in its group. */
+    for (int who = 0; who < all->nranks; who++) {
+        const struct l3_obs *v = rank_obs(all, who);
+        if (v->loss.rank_step < 0) continue;
+        int s = v->loss.rank_step, same = 1;
+        char got[512] = "", want[512] = "", b[32];
+        for (int r = 0; r < all->nranks; r++) {
+            const struct l3_obs *x = rank_obs(all, r);
+            if (x->color != v->color) continue;
+            size_t a = strlen(got), w = strlen(want);
+            snprintf(got + a, sizeof got - a, "%srank %d %.5f", a ? ", " : "", r,
+                     x->loss.mine[s]);
+            snprintf(want + w, sizeof want - w, "%srank %d %.5f", w ? ", " : "", r,
+                     x->loss.slice[s]);
+            same &= x->loss.mine[s] == v->loss.mine[s];
+        }
+        gr_why_say(why, "%s on %d ranks, step %d of %d: zero_step returned %s; the single-device "
+                   "model's loss on each rank's own slice of the batch is %s (rank %d off by "
+                   "a relative error of %s, more than %.0e). zero.h: zero_step returns this "
+                   "rank's loss, the mean over its own B sequences (zero_pass_loss), not the "
+                   "batch's", l3_stage_name(stage), v->grp_n, s + 1, L3_STEPS, got, want, who,
+                   gr_fmt_beyond_into(v->loss.rank_err, GR_TOL_LOSS, b, sizeof b),
+                   GR_TOL_LOSS);
+        if (same && v->grp_n > 1)
+            gr_why_say(why, "every rank returned the same number, the mean over the ranks: the "
+                       "loss was all-reduced, which the caller can do if it wants the batch's "
+                       "(and which costs a collective the step does not need)");
+        return 0;
+    }
+    return 1;
+}
+
+static int judge_group_loss(int stage, const struct gr_obs *all, struct gr_why *why)
 {
     for (int who = 0; who < all->nranks; who++) {
         const struct l3_obs *v = rank_obs(all, who);
