@@ -269,7 +269,7 @@ gradescope:
 	@sh grader/gradescope/make_zip.sh build/gradescope
 
 handout:
-	@sh grader/handout.sh build/handout
+	@CAPSTONE='$(CAPSTONE)' sh grader/handout.sh build/handout
 
 # A folder of submissions, one subfolder per student, graded in the Gradescope sandbox.
 .PHONY: regrade

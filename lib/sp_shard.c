@@ -70,6 +70,12 @@ static float *activ(size_t n, const char *label)
 void pl_sp_block_acts_new(struct pl_sp_block_acts *a, const struct pl_model_config *c, int t,
                           int B, int T)
 {
+    pl_sp_block_acts_new_scores(a, c, t, B, T, 1);
+}
+
+void pl_sp_block_acts_new_scores(struct pl_sp_block_acts *a, const struct pl_model_config *c,
+                                 int t, int B, int T, int scores)
+{
     char err[320];
     if (pl_sp_seq_error(c, t, T, err, sizeof err)) pl_usage_error("%s", err);
     PL_REQUIRE(B > 0 && T <= c->seq_len, "B=%d sequences of T=%d tokens (need B >= 1 and "
@@ -85,7 +91,7 @@ void pl_sp_block_acts_new(struct pl_sp_block_acts *a, const struct pl_model_conf
     a->mean1 = activ(Nl, "sp attn ln1 mean");
     a->rstd1 = activ(Nl, "sp attn ln1 rstd");
     a->qkv = activ(N * 3 * C / (size_t)t, "sp attn qkv");
-    a->att = activ((size_t)B * nh * (size_t)T * (size_t)T, "sp attn scores");
+    if (scores) a->att = activ((size_t)B * nh * (size_t)T * (size_t)T, "sp attn scores");
     a->heads = activ(N * C / (size_t)t, "sp attn heads");
     a->x2 = activ(Nl * C, "sp mlp x");
     a->ln2 = activ(Nl * C, "sp mlp ln2");

@@ -53,6 +53,10 @@ struct pl_sp_block_acts {
  * cannot split, is a usage error (exit 2) naming the valid values. */
 void pl_sp_block_acts_new(struct pl_sp_block_acts *a, const struct pl_model_config *c, int t,
                           int B, int T);
+/* The same without the attention scores when scores is 0 (att left NULL): what selective
+ * recomputation keeps (sp_block.h). */
+void pl_sp_block_acts_new_scores(struct pl_sp_block_acts *a, const struct pl_model_config *c,
+                                 int t, int B, int T, int scores);
 void pl_sp_block_acts_free(struct pl_sp_block_acts *a);
 /* Bytes one rank of t keeps for a block (what pl_sp_block_acts_new allocates): everything
  * is 1/t of the single device's, in fp32:

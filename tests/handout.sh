@@ -2,7 +2,7 @@
 # handout.sh BUILD_DIR: the student kit end to end. Builds it with `make handout`, unpacks
 # it in a temporary folder and checks that: every handout's hints file is in it; no solution
 # text, no tests/broken, lab checks, docs/instructor.md, Gradescope packaging, .ci/ or
-# instructor block is in it; `make` builds
+# instructor block, nor what is held back until the capstone's release, is in it; `make` builds
 # there and the kit's test harness runs; `make grade` scores 0 with "still a stub" on every
 # lab; and, once the solution files are copied into labs/, its grader gives full marks.
 # NP (default 2) keeps the grading short; PL_KIT_FRESH=1 compiles the kit from nothing.
@@ -19,7 +19,14 @@ for p in solutions tests/broken tests/labs tests/grader.tests docs/instructor.md
     grader/gradescope .ci build; do
     [ ! -e "$k/$p" ] || fail "$p is in the kit"
 done
-! grep -rqs -e '<!-- instructor -->' -e '<!-- kit' "$k/README.md" "$k/docs/grader.md" ||
+# What kit_rule.sh holds back until the capstone is released (make handout CAPSTONE=1).
+. grader/kit_rule.sh
+for p in $KIT_LATER; do
+    [ ! -e "$k/$p" ] || fail "$p is in the kit, which holds it back until CAPSTONE=1"
+done
+! grep -qs -E "$KIT_LATER_LINES" "$k/README.md" "$k/docs/grader.md" "$k/docs/design.md" ||
+    fail "a lab table of the kit has a row of a held-back lab"
+! grep -rqs -e '<!-- instructor -->' -e '<!-- kit' -e '<!-- capstone' "$k/README.md" "$k/docs/grader.md" ||
     fail "an instructor or kit marker was left in the kit's README.md or docs/grader.md"
 # No line that only a solution has (longer than 30 characters, and found nowhere else in
 # lib/, datasets/, labs/, grader/ or tests/, so that common calls do not count) is in the kit.
@@ -32,25 +39,13 @@ for s in solutions/*/*.c; do
 done
 # The hints the handouts point to ship beside them.
 for h in docs/labs/*-hints.md; do
+    case " $(echo $KIT_LATER) " in *" $h "*) continue ;; esac
     [ -f "$k/$h" ] || fail "$h is not in the kit (the handout $(basename "$h" -hints.md).md points to it)"
 done
 echo "kit contents: no solutions, no instructor material"
 
-# The kit's sources are the build's under test, byte for byte (checked here), so that build's
-# compiled objects are reused: the kit still links every program, test program and driver,
-# compiles each stub, and make still needs in the kit every source and header an object was
-# made from (one left out of the kit fails the build, as in a fresh one); compiling the same
-# text a second time with the same flags would prove nothing more. PL_KIT_FRESH=1 builds
-# from nothing.
-b=${1:-build/cpu}
-if [ "$b" = build/cpu ] && [ -z "${PL_KIT_FRESH:-}" ] && [ -d "$b/obj/lib" ] &&
-    (cd "$k" && find Makefile lib grader datasets -type f) | while read -r f; do
-        cmp -s "$f" "$k/$f" || exit 1; done; then
-    mkdir -p "$k/$b/grader"
-    cp -R "$b/obj" "$k/$b/"
-    cp -R "$b/grader/obj" "$b/grader/trusted" "$k/$b/grader/"
-    find "$k/$b" -type f -exec touch {} +
-fi
+# The build's compiled objects, when the kit's sources are its own (tests/reuse_objects.sh).
+sh tests/reuse_objects.sh "${1:-build/cpu}" "$k" >"$d/reuse.log"
 make -C "$k" -s -j"$(nproc)" build-only >"$d/make.log" 2>&1 ||
     { tail -n 30 "$d/make.log"; fail "the kit does not build"; }
 (cd "$k" && ./build/cpu/tests/harness --build build/cpu tests/core.tests) >"$d/test.log" 2>&1 ||
@@ -68,7 +63,8 @@ done
 echo "stubs: $(tail -n 2 "$d/stubs.log" | tr '\n' ' ')"
 
 for s in solutions/*/*.c solutions/*/questions.txt; do
-    cp "$s" "$k/labs/$(basename "$(dirname "$s")")/"
+    lab=$(basename "$(dirname "$s")")
+    [ ! -d "$k/labs/$lab" ] || cp "$s" "$k/labs/$lab/"
 done
 make -C "$k" -s -j"$(nproc)" build-only >"$d/make2.log" 2>&1 ||
     { tail -n 30 "$d/make2.log"; fail "the kit with the solutions does not build"; }

@@ -33,6 +33,10 @@
 #include "grade.h"
 #include "rules/symbols.h"
 
+#ifndef GR_LAB_ORACLE
+#error "GR_LAB_ORACLE: grader.mk defines it from grader/04-tensor-parallel/lab.mk's GRADER_ORACLE_04-tensor-parallel"
+#endif
+
 static const struct {
     const char *title;
     const char *op;
@@ -134,6 +138,7 @@ static const struct gr_lab lab04 = {
                          "pl_send* pl_recv* pl_isend* pl_irecv* pl_sendrecv* "
                          "pl_grid_comm pl_grid_group ",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .oracle_symbols = GR_LAB_ORACLE, /* lab.mk's GRADER_ORACLE_04-tensor-parallel: the kit's SP block */
     .runs_on = lab04_runs,
     .runs_on_words = "1, 2, 4 or 8 ranks",
     .runs_on_why = "do not divide the graded model's 8 heads, d_ff of 128 and vocabulary of "

@@ -12,3 +12,8 @@ GRADER_WRAP_05-sequence-parallel := $(foreach f,attn_core_forward attn_core_back
                                     -Wl,--wrap=pl_attn_block_backward \
                                     -Wl,--wrap=pl_ring_shift_start
 GRADER_JUDGE_SRC_05-sequence-parallel := grader/05-sequence-parallel/judge_ring.c
+# The kit's TP+SP block (lib/sp_block.h, which the 4D capstone composes) computes what this
+# lab asks: the code under test calling it is refused before anything runs.
+GRADER_ORACLE_05-sequence-parallel := pl_sp_block_forward pl_sp_block_backward \
+                                      pl_sp_block_sync_grads pl_sp_gather pl_sp_reduce_scatter \
+                                      pl_sp_block_forward_saved pl_sp_block_backward_saved

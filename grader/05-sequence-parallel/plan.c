@@ -32,6 +32,10 @@
 #include "grade.h"
 #include "rules/symbols.h"
 
+#ifndef GR_LAB_ORACLE
+#error "GR_LAB_ORACLE: grader.mk defines it from grader/05-sequence-parallel/lab.mk's GRADER_ORACLE_05-sequence-parallel"
+#endif
+
 #define LAB05_TIMEOUT 90
 
 static int lab05_runs(int np)
@@ -141,6 +145,7 @@ static const struct gr_lab lab05 = {
                          "pl_send* pl_recv* pl_isend* pl_irecv* pl_sendrecv* "
                          "__real_* __wrap_* ",
     .allowed_symbols = "MPI_Abort ompi_mpi_comm_world", /* stops the job; it moves no data */
+    .oracle_symbols = GR_LAB_ORACLE, /* lab.mk's GRADER_ORACLE_05-sequence-parallel: the kit's SP block */
     .runs_on = lab05_runs,
     .runs_on_words = "1, 2, 4 or 8 ranks",
     .runs_on_why = "do not divide the graded model's 8 heads, d_ff of 128 and vocabulary of "

@@ -23,6 +23,8 @@ if [ -e "$root/source/solutions" ] || [ -n "$(find "$root/source" -name "*.patch
 fi
 [ "$(cat "$tmp/zip/autograder-01.seed")" = $seed ] || { echo "FAIL: no seed beside the zip"; exit 1; }
 cp "$root/source/run_autograder" "$root/run_autograder"
+# The build's compiled objects, when the zip's sources are its own (tests/reuse_objects.sh).
+sh tests/reuse_objects.sh build/cpu "$root/source" >"$tmp/reuse.log"
 export PL_AUTOGRADER="$root" PL_SANDBOX_EXCLUSIVE=0 PL_AUTOGRADER_TEST="ring all-reduce [np="
 if ! PL_SETUP_NO_APT=1 sh "$root/source/setup.sh" >"$tmp/setup.log" 2>&1; then
     tail -n 20 "$tmp/setup.log"

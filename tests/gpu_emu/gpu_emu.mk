@@ -9,8 +9,8 @@
 #                       tests/*.tests not tagged [cpu] (what `make test-gpu` runs on a GPU),
 #                       and tests/gpu_emu/gpu_emu.tests (the stand-in's own checks, Lab 2's
 #                       grader on its solution, and the broken variants below).
-#   make test-gpu-emu-quick  (run by `make test`) gpu_emu.tests and the tp_shard and sp_shard
-#                       tests, whose host arrays a GPU once refused
+#   make test-gpu-emu-quick  (run by `make test`) gpu_emu.tests and the tp_shard, sp_shard and
+#                       sp_block tests, whose host arrays a GPU (or this stand-in) once refused
 #
 # This checks how the code uses the device: stream order, NCCL's group rules, no device-wide
 # synchronisation, and that every pointer given to a copy, a kernel, cuBLAS or NCCL is on the
@@ -27,15 +27,15 @@ EMU_B := build/gpu-emu
 # The lists the two targets run. `make test` keeps to the quick one: 1 to 1.5 minutes on 2
 # cores, where the full one takes about 13 (every lab's solution graded, hidden suite too).
 EMU_TEST_FILES = tests/gpu_emu/gpu_emu.tests $(filter-out tests/gpu_emu/%,$(wildcard tests/*.tests))
-EMU_QUICK_FILES = tests/gpu_emu/gpu_emu.tests tests/tp_shard.tests tests/sp_shard.tests
+EMU_QUICK_FILES = tests/gpu_emu/gpu_emu.tests tests/tp_shard.tests tests/sp_shard.tests tests/sp_block.tests
 
-.PHONY: test-gpu-emu test-gpu-emu-quick emu-build
+.PHONY: test-gpu-emu test-gpu-emu-quick emu-build emu-build-quick
 test-gpu-emu:
 	@$(MAKE) --no-print-directory $(SUBMAKE_JOBS) EMU=1 emu-build
 	@$(EMU_B)/tests/harness --build $(EMU_B) --gpu $(EMU_TEST_FILES)
 
 test-gpu-emu-quick:
-	@$(MAKE) --no-print-directory $(SUBMAKE_JOBS) EMU=1 emu-build
+	@$(MAKE) --no-print-directory $(SUBMAKE_JOBS) EMU=1 emu-build-quick
 	@$(EMU_B)/tests/harness --build $(EMU_B) --gpu -j $(or $(JOBS),8) $(EMU_QUICK_FILES)
 
 test: test-gpu-emu-quick
@@ -117,6 +117,9 @@ EMU_PROGRAMS := $(B)/tests/test_gpu_emu $(B)/tests/test_gpu_step $(B)/tests/test
 # tests/labs, which the GPU stand-in does not run.
 emu-build: $(LIB) $(BINS) $(TESTS) $(EMU_PROGRAMS) \
   $(foreach l,$(GRADER_SOLVED),$(B)/grader/solutions/$(l)/driver)
+# The quick part grades Lab 2 alone: the other labs' drivers are the full part's.
+emu-build-quick: $(LIB) $(BINS) $(TESTS) $(EMU_PROGRAMS) \
+  $(foreach l,$(filter 02-%,$(GRADER_SOLVED)),$(B)/grader/solutions/$(l)/driver)
 
 -include $(EMU_PROGRAMS:=.d) $(wildcard $(B)/obj/cu/*.d)
 # The generated host C++ is kept (not an intermediate make deletes at the end).

@@ -1,0 +1,316 @@
+/* cases.c: one case of Lab 9 (lab09.h): the lab's model and data, a (dp, tp, pp) grid laid
+ * out by "tp-pp-dp", K steps of the student's 4D training with a clip that binds, and what
+ * this rank saw into its observation: the grid it was given, every step's loss and norm,
+ * its parameters and last clipped gradient against the slices of the single-device
+ * reference's, and its traffic by kind and link class from the ledger. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lab09.h"
+
+/* The grids each rank count runs: the 8-rank ones of the handout, and on 6 ranks a
+ * pipeline of 3 stages over 4 blocks (stage sizes 1, 1, 2). */
+static const struct l9_case L9_CASES_8[] = {{2, 2, 2}, {1, 2, 4}, {2, 4, 1}, {4, 1, 2}};
+static const struct l9_case L9_CASES_6[] = {{1, 2, 3}};
+/* The hidden suite's, on 8 ranks: TP across a whole node with a pipeline, four stages of
+ * one block with the TP degree 1, and data parallelism alone. */
+static const struct l9_case L9_CASES_HIDDEN[] = {{1, 4, 2}, {2, 1, 4}, {8, 1, 1}};
+
+/* 4 blocks of width 32, 4 heads, 8 tokens: t = 1, 2, 4 divide the heads, the MLP and the
+ * sequence; no dropout (the reference's masks are the whole batch's). */
+struct pl_model_config l9_config(uint64_t seed)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = PL_BYTE_VOCAB;
+    c.d_model = 32;
+    c.n_layers = 4;
+    c.n_heads = 4;
+    c.d_ff = 64;
+    c.seq_len = 8;
+    c.dropout = 0.0f;
+    c.n_experts = 0;
+    c.seed = seed;
+    return c;
+}
+
+static int case_batch(const struct l9_case *k)
+{
+    return k->dp * L9_MICRO * L9_MB_SEQS;
+}
+
+/* The norm of the reference's gradient of step s, before clipping. */
+static double grad_norm(const struct gr_reference *ref, int s)
+{
+    const float *g = ref->grads + (size_t)s * ref->numel;
+    double sq = 0;
+    for (size_t j = 0; j < ref->numel; j++) sq += (double)g[j] * g[j];
+    return sqrt(sq);
+}
+
+struct l9_state *l9_setup(uint64_t seed, int np, int hidden)
+{
+    struct l9_state *st = calloc(1, sizeof *st);
+    PL_ASSERT(st);
+    st->seed = seed;
+    st->np = np;
+    st->hidden = hidden;
+    const struct l9_case *cs = hidden ? L9_CASES_HIDDEN : np == 6 ? L9_CASES_6 : L9_CASES_8;
+    st->ncases = hidden ? 3 : np == 6 ? 1 : 4;
+    memcpy(st->cases, cs, (size_t)st->ncases * sizeof *cs);
+    st->data = pl_corpus_tokens(pl_mix64(seed ^ 0xda7a), L9_CORPUS_TOKENS);
+    for (int i = 0; i < st->ncases; i++) {
+        struct gr_train_setup *t = &st->train[i];
+        t->cfg = l9_config(pl_mix64(seed ^ 0x4d4d));
+        t->opt = pl_adamw_config_default();
+        t->data = &st->data;
+        t->global_B = case_batch(&st->cases[i]);
+        t->steps = L9_K_STEPS;
+        t->data_seed = pl_mix64(seed ^ (0x5eed + (uint64_t)i));
+        /* unclipped first (the training's own check), then a clip that binds on every
+         * step of the same data */
+        t->opt.grad_clip = 0.0f;
+        st->free_opt[i] = t->opt;
+        gr_reference_run(&st->free[i], t);
+        double least = INFINITY;
+        for (int s = 0; s < L9_K_STEPS; s++) {
+            double n = grad_norm(&st->free[i], s);
+            if (n < least) least = n;
+        }
+        t->opt.grad_clip = (float)(L9_CLIP_FRACTION * least);
+        gr_reference_run(&st->ref[i], t);
+        for (int s = 0; s < L9_K_STEPS; s++) st->ref_norm[i][s] = grad_norm(&st->ref[i], s);
+    }
+    return st;
+}
+
+void l9_finish(struct l9_state *st)
+{
+    for (int i = 0; i < st->ncases; i++) {
+        gr_reference_free(&st->free[i]);
+        gr_reference_free(&st->ref[i]);
+    }
+    pl_tokens_free(&st->data);
+    free(st);
+}
+
+void l9_describe(const struct l9_state *st, int i, char *buf, size_t len)
+{
+    const struct l9_case *k = &st->cases[i];
+    snprintf(buf, len, "dp=%d tp=%d pp=%d (%s), %d microbatches of %d sequences per replica, "
+             "%d steps without clipping, then with a clip at %.3g", k->dp, k->tp, k->pp, L9_ORDER, L9_MICRO, L9_MB_SEQS,
+             L9_K_STEPS, (double)st->train[i].opt.grad_clip);
+}
+
+/* ---- comparisons, on this rank ---- */
+
+/* RMS of a whole reference buffer: the floor a tensor near zero is measured against. */
+static double rms(const float *x, size_t n)
+{
+    double sq = 0;
+    for (size_t j = 0; j < n; j++) sq += (double)x[j] * x[j];
+    return n ? sqrt(sq / (double)n) : 0;
+}
+
+static void compare(struct l9_err *e, const char *name, const float *got, const float *ref,
+                    size_t n, double floor_rms)
+{
+    double d = 0, r = 0;
+    int bad = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (!isfinite(got[j])) bad++;
+        d += ((double)got[j] - ref[j]) * ((double)got[j] - ref[j]);
+        r += (double)ref[j] * ref[j];
+    }
+    double floor = floor_rms * sqrt((double)n);
+    double rel = sqrt(d) / fmax(sqrt(r), fmax(floor, 1e-30));
+    e->nonfinite += bad;
+    if (bad || rel > e->rel || !e->name[0]) {
+        if (bad || rel > e->rel) e->rel = bad ? INFINITY : rel;
+        snprintf(e->name, sizeof e->name, "%.60s", name);
+    }
+}
+
+/* This rank's blocks' shards and its whole embedding and head (buf: op memory of the
+ * shards, rep: the replicated parts' flat buffer) against the reference's full flat ref. */
+static void compare_rank(struct l9_err *e, const struct pl_model_config *c,
+                         const struct pl_model_layout *lay, const struct fourd_model *m,
+                         const float *shards, const float *rep, const float *ref, int t, int r)
+{
+    const double floor_rms = rms(ref, lay->numel);
+    float *want = pl_mem_alloc(m->block_numel * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 slice");
+    float *got = pl_mem_alloc(m->block_numel * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 got");
+    for (int l = m->b0; l < m->b1; l++) {
+        size_t off, n;
+        pl_model_part_range(lay, l, &off, &n);
+        pl_tp_block_slice(c, t, r, ref + off, want);
+        pl_to_host(got, shards + (size_t)(l - m->b0) * m->block_numel,
+                   m->block_numel * sizeof(float));
+        struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(c, l, t, d);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "%.40s (shard %d of %d)", d[k].name, r, t);
+            compare(e, name, got + d[k].shard_offset, want + d[k].shard_offset,
+                    d[k].shard_numel, floor_rms);
+        }
+    }
+    pl_mem_free(want);
+    pl_mem_free(got);
+    if (!rep) return;
+    for (int i = 0; i < lay->n_tensors; i++) {
+        const struct pl_param_desc *d = &lay->tensors[i];
+        int mine = (d->part == -1 && m->has_embed) || (d->part == c->n_layers && m->has_head);
+        if (!mine) continue;
+        float *h = pl_mem_alloc(d->numel * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 rep");
+        pl_to_host(h, rep + d->offset, d->numel * sizeof(float));
+        compare(e, d->name, h, ref + d->offset, d->numel, floor_rms);
+        pl_mem_free(h);
+    }
+}
+
+/* ---- one case ---- */
+
+static void record_grid(const struct fourd_grid *g, struct l9_obs *ob)
+{
+    ob->coord[0] = g->dp_rank, ob->coord[1] = g->tp_rank, ob->coord[2] = g->pp_rank;
+    struct pl_comm *cm[3] = {g->dp_comm, g->tp_comm, g->pp_comm};
+    for (int a = 0; a < 3; a++) {
+        ob->size[a] = cm[a] ? pl_comm_size(cm[a]) : 0;
+        for (int j = 0; j < ob->size[a] && j < L9_MAX_RANKS; j++)
+            ob->members[a][j] = pl_comm_world_rank(cm[a], j);
+    }
+}
+
+/* K steps of the student's training on this case's grid with opt; the losses and norms
+ * into loss and norm (either may be NULL), the traffic of the steps into ob when traffic,
+ * the parameters (and the last step's gradient) against ref's. Returns 0 when a stub was
+ * reached or a call gave nothing. */
+/* FNV-1a over n bytes, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t j = 0; j < n; j++) h = (h ^ b[j]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The digest of what this rank holds after a run: its shards and its whole parts. */
+static uint64_t digest_model(const struct fourd_model *m, uint64_t h)
+{
+    size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
+    float *host = pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 digest");
+    pl_to_host(host, m->params, n * sizeof(float));
+    h = fnv(h, host, n * sizeof(float));
+    pl_mem_free(host);
+    if (!m->rep) return h;
+    const struct pl_model_layout *lay = &m->rep->layout;
+    for (int part = -1; part <= m->cfg.n_layers; part += m->cfg.n_layers + 1) {
+        if ((part == -1 && !m->has_embed) || (part >= 0 && !m->has_head)) continue;
+        size_t off, cnt;
+        pl_model_part_range(lay, part, &off, &cnt);
+        float *p = pl_mem_alloc(cnt * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 digest part");
+        pl_to_host(p, m->rep->params + off, cnt * sizeof(float));
+        h = fnv(h, p, cnt * sizeof(float));
+        pl_mem_free(p);
+    }
+    return h;
+}
+
+int l9_in_flight(int p, int s, int m)
+{
+    return p - s < m ? p - s : m;
+}
+
+enum l9_run { L9_RUN_FREE, L9_RUN_CLIP, L9_RUN_RECOMPUTE };
+
+static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *opt,
+                     const struct gr_reference *ref, struct l9_obs *ob, enum l9_run mode,
+                     enum pl_recompute rc)
+{
+    const int clipped = mode == L9_RUN_CLIP;
+    const struct l9_case *k = &st->cases[i];
+    const struct gr_train_setup *ts = &st->train[i];
+    struct fourd_grid g;
+    memset(&g, 0, sizeof g);
+    ob->grid_ret = fourd_grid_new(&g, pl_comm_world(), L9_ORDER, k->dp, k->tp, k->pp);
+    if (gr_agree(ob->grid_ret != 0 || pl_todo_what() != NULL)) {
+        if (ob->grid_ret == 0) fourd_grid_free(&g);
+        return 0;
+    }
+    record_grid(&g, ob);
+    struct fourd_model *m = fourd_model_new(&ts->cfg, opt, &g);
+    ob->model_null = m == NULL;
+    if (gr_agree(m == NULL || pl_todo_what() != NULL)) {
+        if (m) fourd_model_free(m);
+        fourd_grid_free(&g);
+        return 0;
+    }
+    ob->stage_b0 = m->b0, ob->stage_b1 = m->b1;
+    m->recompute = rc;
+    struct gr_batch b;
+    gr_batch_new(&b, ts, 0, 1); /* every rank gets the whole global batch */
+    struct pl_ledger mark, delta;
+    gr_ledger_mark(&mark);
+    struct pl_mem_stats ms;
+    pl_mem_get_stats(&ms);
+    const double activ0 = (double)ms.current[PL_MEM_ACTIV];
+    pl_mem_reset_peak();
+    int ok = 1;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int s = 0; s < ts->steps && ok; s++) {
+        gr_batch_load(&b, s);
+        double loss = fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
+        if (clipped) ob->norm[s] = m->grad_norm;
+        else if (mode == L9_RUN_FREE) ob->loss[s] = loss;
+        h = fnv(h, &loss, sizeof loss);
+        ok = !gr_agree(pl_todo_what() != NULL);
+    }
+    pl_mem_get_stats(&ms);
+    if (mode != L9_RUN_CLIP) {
+        ob->activ_peak[rc] = (double)ms.peak[PL_MEM_ACTIV] - activ0;
+        ob->digest[rc] = digest_model(m, h);
+        ob->stage_blocks = m->b1 - m->b0;
+    }
+    gr_ledger_since(&mark, &delta);
+    if (mode == L9_RUN_FREE) {
+        ob->sp_inter = delta.bytes[PL_ALL_GATHER][PL_LINK_INTER] +
+                       delta.bytes[PL_REDUCE_SCATTER][PL_LINK_INTER];
+        ob->p2p_bytes = delta.bytes[PL_P2P][PL_LINK_INTRA] + delta.bytes[PL_P2P][PL_LINK_INTER];
+    }
+    if (ok && mode != L9_RUN_RECOMPUTE) {
+        const struct pl_model_layout *lay = &ref->layout;
+        compare_rank(clipped ? &ob->clipped_params : &ob->params, &ts->cfg, lay, m, m->params,
+                     m->rep ? m->rep->params : NULL, ref->params, k->tp, g.tp_rank);
+    }
+    if (ok && clipped) {
+        /* the gradient AdamW was given in the last step: the reference's, clipped */
+        size_t n = ref->numel;
+        float *want = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 clipped");
+        const float *g0 = ref->grads + (size_t)(ts->steps - 1) * n;
+        double norm = st->ref_norm[i][ts->steps - 1];
+        float scale = pl_clip_scale(norm * norm, opt->grad_clip);
+        for (size_t j = 0; j < n; j++) want[j] = g0[j] * scale;
+        compare_rank(&ob->grads, &ts->cfg, &ref->layout, m, m->grads,
+                     m->rep ? m->rep->grads : NULL, want, k->tp, g.tp_rank);
+        pl_mem_free(want);
+    }
+    gr_batch_free(&b);
+    fourd_model_free(m);
+    fourd_grid_free(&g);
+    return ok;
+}
+
+void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
+{
+    if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_FREE, PL_RECOMPUTE_NONE))
+        return;
+    if (!train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_CLIP, PL_RECOMPUTE_NONE))
+        return;
+    /* recomputation on the first grid of 8 ranks, (2,2,2): every axis at once */
+    ob->has_recompute = st->np == 8 && i == 0 && !st->hidden;
+    for (int r = PL_RECOMPUTE_SELECTIVE; ob->has_recompute && r <= PL_RECOMPUTE_FULL; r++)
+        if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_RECOMPUTE,
+                       (enum pl_recompute)r))
+            return;
+}

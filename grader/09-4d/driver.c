@@ -1,0 +1,82 @@
+/* driver.c: the trusted test driver of Lab 9. It owns no main (the lab harness does,
+ * grader/common/harness.h): it gives every rank the same tiny GPT and the whole global
+ * batch of each step, runs the student's grid and 4D training (fourd.h) on each case's
+ * (dp, tp, pp) grid, laid out by "tp-pp-dp" on a virtual cluster (8 ranks: 2 nodes of 4;
+ * 6 ranks: 3 nodes of 2), and has each rank observe what it held and sent (cases.c); the
+ * harness gathers the observations once and judge.c judges each part on rank 0 with no
+ * MPI. The state is on the heap (struct l9_state, lab09.h); bench mode is in bench.c.
+ *
+ *   driver --op train|train-hidden --mode check [--parts correct,clip,grid,traffic] [--seed S]
+ *   driver --mode bench */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lab09.h"
+
+static void *setup(const struct gr_args *a)
+{
+    return l9_setup(a->seed, pl_size(), a->op && !strcmp(a->op, "train-hidden"));
+}
+
+static const char *subject(void *p)
+{
+    (void)p;
+    return "the 4D training";
+}
+
+static int count_cases(void *p)
+{
+    return ((struct l9_state *)p)->ncases;
+}
+
+static void describe(void *p, int i, char *buf, size_t len)
+{
+    l9_describe(p, i, buf, len);
+}
+
+static size_t obs_size(const void *p, int i)
+{
+    (void)p, (void)i;
+    return sizeof(struct l9_obs);
+}
+
+static void observe(void *p, int i, void *obs)
+{
+    l9_observe(p, i, obs);
+}
+
+static int judge_obs(const void *p, int i, const char *part, const struct gr_obs *all,
+                     struct gr_why *why)
+{
+    return l9_judge(p, i, part, all, why);
+}
+
+static void finish(void *p)
+{
+    l9_finish(p);
+}
+
+/* The TP groups must lie inside a node for the placement to mean anything: 8 ranks on 2
+ * nodes of 4, 6 on 3 nodes of 2 (every graded TP group has 1, 2 or 4 ranks). */
+static void before_init(const char *op, const char *mode, int *nodes, int *per_node)
+{
+    (void)op, (void)mode, (void)nodes;
+    const char *np = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!np) np = getenv("PMI_SIZE");
+    if (!np) np = getenv("SLURM_NTASKS");
+    *per_node = np && atoi(np) == 6 ? 2 : 4;
+}
+
+const struct gr_driver gr_lab_driver = {
+    .setup = setup,
+    .subject = subject,
+    .correct_first = "must train correctly first",
+    .ncases = count_cases,
+    .describe = describe,
+    .bench = l9_bench,
+    .finish = finish,
+    .before_init = before_init,
+    .obs_size = obs_size,
+    .observe = observe,
+    .judge_obs = judge_obs,
+};

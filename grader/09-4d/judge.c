@@ -1,0 +1,302 @@
+/* judge.c: Lab 9's verdicts, on rank 0 alone from every rank's observation (lab09.h); no
+ * MPI, nothing read but the arguments:
+ *   correct   every step's loss and every rank's parameters after K steps against the
+ *             single-device reference (the slice of it the rank holds);
+ *   clip      every step's global norm and the last step's clipped gradient against the
+ *             reference's: the norm counts every parameter once;
+ *   grid      each rank's coordinates and groups against lib/grid.h's layout of the order;
+ *   traffic   the SP conjugates' bytes never cross a node; each rank's point-to-point bytes
+ *             against the pipeline's formula;
+ *   recompute the (2,2,2) run again with selective and full recomputation: the same
+ *             training bit for bit, and each rank's activation peak lowered by what the
+ *             choice leaves unsaved in the blocks in flight (sp_block.h's formulas). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "grid.h"
+#include "lab09.h"
+#include "sp_block.h"
+#include "tp_shard.h"
+
+double l9_p2p_bytes(const struct pl_model_config *c, const struct l9_case *k, int stage, int B)
+{
+    int neighbours = (stage > 0) + (stage < k->pp - 1);
+    double floats = (double)(B / (k->dp * L9_MICRO)) * c->seq_len / k->tp * c->d_model;
+    return neighbours * (double)L9_MICRO * floats * sizeof(float);
+}
+
+static const struct l9_obs *rank_obs(const struct gr_obs *all, int r)
+{
+    return gr_obs_rank(all, r);
+}
+
+static int judge_correct(const struct l9_state *st, int i, const struct gr_obs *all,
+                         struct gr_why *why)
+{
+    const struct gr_reference *ref = &st->free[i];
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        if (o->grid_ret != 0) {
+            gr_why_say(why, "fourd_grid_new returned %d on rank %d for order %s, dp=%d tp=%d "
+                       "pp=%d on %d ranks, a grid that exists: see section 1", o->grid_ret, r,
+                       L9_ORDER, st->cases[i].dp, st->cases[i].tp, st->cases[i].pp,
+                       all->nranks);
+            return 0;
+        }
+        if (o->model_null) {
+            gr_why_say(why, "fourd_model_new returned NULL on rank %d", r);
+            return 0;
+        }
+    }
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        for (int s = 0; s < L9_K_STEPS; s++) {
+            double err = gr_rel_err(o->loss[s], ref->loss[s]);
+            if (!(err <= GR_TOL_LOSS)) {
+                gr_why_say(why, "step %d: rank %d's fourd_step returned loss %.7g, one device "
+                           "%.7g on the same batch (relative error %.2g, at most %g): the "
+                           "return is the whole batch's mean, the same on every rank", s, r,
+                           o->loss[s], ref->loss[s], err, GR_TOL_LOSS);
+                return 0;
+            }
+        }
+    }
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        if (!(o->params.rel <= GR_TOL_PARAMS)) {
+            gr_why_say(why, "after %d steps (no clipping) rank %d (dp %d, tp %d, stage %d) holds %s with "
+                       "relative L2 error %.3g against the single device's (at most %g)%s",
+                       L9_K_STEPS, r, o->coord[0], o->coord[1], o->coord[2], o->params.name,
+                       o->params.rel, GR_TOL_PARAMS,
+                       o->params.nonfinite ? ", with NaN or Inf elements" : "");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The squares of step s's reference gradient on the tensors every TP rank holds whole: the
+ * blocks' layernorms and replicated biases (*blocks) and the embedding and head (*ends). */
+static void replicated_sq(const struct l9_state *st, int i, int s, double *blocks, double *ends)
+{
+    const struct gr_reference *ref = &st->ref[i];
+    const struct pl_model_config *c = &st->train[i].cfg;
+    const float *g = ref->grads + (size_t)s * ref->numel;
+    *blocks = *ends = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t off, n;
+        pl_model_part_range(&ref->layout, l, &off, &n);
+        struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(c, l, st->cases[i].tp, d);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            if (d[k].split != PL_TP_REPLICATED) continue;
+            for (size_t j = 0; j < d[k].rows * d[k].cols; j++) {
+                double x = g[off + d[k].full_offset + j];
+                *blocks += x * x;
+            }
+        }
+    }
+    for (int t = 0; t < ref->layout.n_tensors; t++) {
+        const struct pl_param_desc *d = &ref->layout.tensors[t];
+        if (d->part != -1 && d->part != c->n_layers) continue;
+        for (size_t j = 0; j < d->numel; j++) *ends += (double)g[d->offset + j] * g[d->offset + j];
+    }
+}
+
+static int judge_clip(const struct l9_state *st, int i, const struct gr_obs *all,
+                      struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        for (int s = 0; s < L9_K_STEPS; s++) {
+            double want = st->ref_norm[i][s], got = o->norm[s];
+            double err = gr_rel_err(got, want);
+            if (err <= L9_TOL_NORM) continue;
+            double ratio = got / want, rb, re;
+            replicated_sq(st, i, s, &rb, &re);
+            const double t = k->tp, w2 = want * want;
+            double as_blocks = sqrt(w2 + (t - 1) * rb), as_all = sqrt(w2 + (t - 1) * (rb + re));
+            gr_why_say(why, "step %d: rank %d's global gradient norm %.6g, one device's %.6g "
+                       "(ratio %.4f; relative error at most %g)", s, r, got, want, ratio,
+                       L9_TOL_NORM);
+            if (k->dp > 1 && fabs(ratio - sqrt((double)k->dp)) < 1e-3)
+                gr_why_say(why, "that is sqrt(dp) = sqrt(%d) too large: after the DP sum every "
+                           "replica holds the same gradient, so summing the squares over the "
+                           "DP group counts each parameter %d times", k->dp, k->dp);
+            else if (k->tp > 1 && (gr_rel_err(got, as_blocks) < 1e-4 ||
+                                   gr_rel_err(got, as_all) < 1e-4))
+                gr_why_say(why, "that is one device's norm with the %s counted t = %d times, "
+                           "once per TP rank: a tensor every TP rank holds whole is one "
+                           "parameter, counted once (section 3)",
+                           gr_rel_err(got, as_blocks) < 1e-4
+                               ? "blocks' layernorms and replicated biases (b_proj, b_fc2)"
+                               : "replicated tensors (layernorms, b_proj, b_fc2, embedding, head)",
+                           k->tp);
+            else if (ratio > 1)
+                gr_why_say(why, "too large: something is counted more than once. A tensor every "
+                           "TP rank holds whole (layernorms, b_proj, b_fc2, the embedding and "
+                           "the head) counts once, not t = %d times; a split one is summed over "
+                           "the TP group; the stages over the pipeline (section 3)", k->tp);
+            else
+                gr_why_say(why, "too small: some parameters' squares never reach the sum (every "
+                           "stage's, every TP shard's)");
+            return 0;
+        }
+    }
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        if (!(o->grads.rel <= GR_TOL_GRADS)) {
+            gr_why_say(why, "the last step's gradient AdamW was given on rank %d (dp %d, tp %d, "
+                       "stage %d): %s has relative L2 error %.3g against one device's clipped "
+                       "gradient (at most %g)", r, o->coord[0], o->coord[1], o->coord[2],
+                       o->grads.name, o->grads.rel, GR_TOL_GRADS);
+            return 0;
+        }
+        if (!(o->clipped_params.rel <= GR_TOL_PARAMS)) {
+            gr_why_say(why, "after %d clipped steps rank %d (dp %d, tp %d, stage %d) holds %s "
+                       "with relative L2 error %.3g against the single device's (at most %g)",
+                       L9_K_STEPS, r, o->coord[0], o->coord[1], o->coord[2],
+                       o->clipped_params.name, o->clipped_params.rel, GR_TOL_PARAMS);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static const char *AXES[3] = {"dp", "tp", "pp"};
+
+static int judge_grid(const struct l9_state *st, int i, const struct gr_obs *all,
+                      struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    struct pl_grid g;
+    char degrees[64], err[256];
+    snprintf(degrees, sizeof degrees, "tp=%d,pp=%d,dp=%d", k->tp, k->pp, k->dp);
+    if (pl_grid_init(&g, L9_ORDER, degrees, all->nranks, err, sizeof err) != 0) {
+        gr_why_say(why, "internal: the case's grid: %s", err);
+        return 0;
+    }
+    const int per_node = all->nranks == 6 ? 2 : 4;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        for (int a = 0; a < 3; a++) {
+            int axis = pl_grid_axis(&g, AXES[a]), want[L9_MAX_RANKS];
+            int n = pl_grid_group(&g, r, axis, want);
+            int same = o->size[a] == n && o->coord[a] == pl_grid_coord(&g, r, axis);
+            for (int j = 0; same && j < n; j++) same = o->members[a][j] == want[j];
+            if (same) continue;
+            char got[96] = "", exp[96] = "";
+            for (int j = 0; j < o->size[a] && j < L9_MAX_RANKS; j++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%d", j ? "," : "",
+                         o->members[a][j]);
+            for (int j = 0; j < n; j++)
+                snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%d", j ? "," : "",
+                         want[j]);
+            gr_why_say(why, "rank %d: its %s group is ranks {%s} at coordinate %d; order %s "
+                       "(leftmost varies fastest) makes it {%s} at coordinate %d", r, AXES[a],
+                       got, o->coord[a], L9_ORDER, exp, pl_grid_coord(&g, r, axis));
+            if (a == 1 && o->size[a] > 1 &&
+                o->members[a][0] / per_node != o->members[a][o->size[a] - 1] / per_node)
+                gr_why_say(why, "that TP group spans nodes of %d ranks: its all-gathers and "
+                           "reduce-scatters, one pair per block half and microbatch, would "
+                           "cross the network; tp innermost keeps them inside a node",
+                           per_node);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int judge_traffic(const struct l9_state *st, int i, const struct gr_obs *all,
+                         struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    const struct pl_model_config *c = &st->train[i].cfg;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        if (o->sp_inter > 0) {
+            gr_why_say(why, "rank %d sent %.0f bytes of all-gathers and reduce-scatters (the SP "
+                       "conjugates) across nodes: under %s every TP group is inside a node, so "
+                       "none may cross; are the blocks given the TP communicator?", r,
+                       o->sp_inter, L9_ORDER);
+            return 0;
+        }
+        double want = L9_K_STEPS * l9_p2p_bytes(c, k, o->coord[2], st->train[i].global_B);
+        if (fabs(o->p2p_bytes - want) > 0.5) {
+            gr_why_say(why, "rank %d (stage %d of %d) sent %.0f bytes point to point in %d "
+                       "steps; the pipeline sends one activation per microbatch to the next "
+                       "stage and one gradient to the previous, each (B/(dp m)) T/t C floats "
+                       "= %.0f bytes: %.0f in all", r, o->coord[2], k->pp, o->p2p_bytes,
+                       L9_K_STEPS,
+                       (double)(st->train[i].global_B / (k->dp * L9_MICRO)) * c->seq_len /
+                           k->tp * c->d_model * sizeof(float),
+                       want);
+            if (o->p2p_bytes > want)
+                gr_why_say(why, "more than that: a whole sequence sent where a rank's T/t "
+                           "tokens would do, or the head's or embedding's work sent on");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int judge_recompute(const struct l9_state *st, int i, const struct gr_obs *all,
+                           struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    const struct pl_model_config *c = &st->train[i].cfg;
+    if (!rank_obs(all, 0)->has_recompute) return 1;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        const int fl = l9_in_flight(k->pp, o->coord[2], L9_MICRO);
+        const double blocks = (double)fl * o->stage_blocks;
+        const double none = pl_sp_block_saved_bytes(c, k->tp, L9_MB_SEQS, c->seq_len,
+                                                    PL_RECOMPUTE_NONE);
+        for (int rc = PL_RECOMPUTE_SELECTIVE; rc <= PL_RECOMPUTE_FULL; rc++) {
+            const char *name = pl_recompute_name((enum pl_recompute)rc);
+            if (o->digest[rc] != o->digest[PL_RECOMPUTE_NONE]) {
+                gr_why_say(why, "rank %d (stage %d): with recompute %s the losses or the "
+                           "parameters after %d steps differ from recompute none's; a rerun "
+                           "forward computes the same values from the same inputs (and the "
+                           "same dropout masks), so the training is bit for bit the same",
+                           r, o->coord[2], name, L9_K_STEPS);
+                return 0;
+            }
+            double kept = pl_sp_block_saved_bytes(c, k->tp, L9_MB_SEQS, c->seq_len,
+                                                  (enum pl_recompute)rc);
+            /* full: less one block's whole activations, which its rerun needs while it runs;
+             * selective reruns into scratch (workspace), so nothing is taken off */
+            const double slack = rc == PL_RECOMPUTE_FULL ? none : 0;
+            double want = blocks * (none - kept) - slack;
+            double saved = o->activ_peak[PL_RECOMPUTE_NONE] - o->activ_peak[rc];
+            if (saved + 0.5 < want) {
+                gr_why_say(why, "rank %d (stage %d of %d, %d blocks, %d microbatches in flight "
+                           "under 1F1B): its activation peak with recompute %s is %.0f bytes, "
+                           "with none %.0f: %.0f saved, where a block keeps %.0f bytes "
+                           "instead of %.0f, so the choice saves at least %.0f blocks x %.0f "
+                           "less %.0f (a full rerun's one block) = %.0f", r, o->coord[2], k->pp,
+                           o->stage_blocks, fl, name, o->activ_peak[rc],
+                           o->activ_peak[PL_RECOMPUTE_NONE], saved, kept, none, blocks,
+                           none - kept, slack, want);
+                gr_why_say(why, "is m->recompute given to every block of every microbatch "
+                           "(pl_sp_block_saved_new), and freed only after its backward?");
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr_obs *all,
+             struct gr_why *why)
+{
+    if (!strcmp(part, "correct")) return judge_correct(st, i, all, why);
+    if (!strcmp(part, "clip")) return judge_clip(st, i, all, why);
+    if (!strcmp(part, "grid")) return judge_grid(st, i, all, why);
+    if (!strcmp(part, "traffic")) return judge_traffic(st, i, all, why);
+    if (!strcmp(part, "recompute")) return judge_recompute(st, i, all, why);
+    gr_why_say(why, "internal: no part %s", part);
+    return 0;
+}

@@ -1,0 +1,98 @@
+/* lab09.h: what the files of Lab 9's grader share (driver.c, cases.c, judge.c, bench.c):
+ * the cases, the state setup puts on the heap, one rank's observation of a case. */
+#ifndef LAB09_LAB09_H
+#define LAB09_LAB09_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fourd.h"
+#include "harness.h"
+#include "paralab.h"
+#include "train.h"
+
+#define L9_K_STEPS 2
+#define L9_MICRO 4          /* microbatches per replica: m >= p for every graded pipeline */
+#define L9_MB_SEQS 2        /* sequences per microbatch */
+#define L9_CORPUS_TOKENS 32768
+#define L9_MAX_RANKS 8
+#define L9_MAX_CASES 4
+#define L9_ORDER "tp-pp-dp"
+/* The clip is set to this fraction of the smallest unclipped norm of the reference's
+ * steps, so that it binds on every step and a norm off by any factor shows. */
+#define L9_CLIP_FRACTION 0.5
+#define L9_TOL_NORM 1e-5
+
+struct l9_case {
+    int dp, tp, pp;
+};
+
+/* The state of a run: the seed, the model, the data, each case's reference. */
+struct l9_state {
+    uint64_t seed;
+    int np, ncases;
+    int hidden;     /* --op train-hidden: the hidden suite's grids */
+    struct l9_case cases[L9_MAX_CASES];
+    struct pl_tokens data;
+    struct gr_train_setup train[L9_MAX_CASES];
+    struct gr_reference free[L9_MAX_CASES]; /* no clipping: the "correct" part's */
+    struct gr_reference ref[L9_MAX_CASES];  /* a clip that binds: the "clip" part's */
+    struct pl_adamw_config free_opt[L9_MAX_CASES];
+    double ref_norm[L9_MAX_CASES][L9_K_STEPS];
+    int nodes, per_node;
+};
+
+/* The worst tensor of one comparison on one rank. */
+struct l9_err {
+    double rel;     /* relative L2 error (against the floor for a tensor near zero) */
+    int nonfinite;
+    char name[64];  /* "h.1.attn.w_qkv (shard 1 of 2)" */
+};
+
+/* One rank's observation of a case (a plain struct, gathered by the harness). */
+struct l9_obs {
+    int grid_ret;                 /* fourd_grid_new's answer */
+    int model_null;               /* fourd_model_new gave NULL */
+    int coord[3];                 /* dp, tp, pp coordinates the code reported */
+    int size[3];                  /* of its dp, tp, pp communicators */
+    int members[3][L9_MAX_RANKS]; /* their world ranks by group rank */
+    int stage_b0, stage_b1;
+    /* the run without clipping */
+    double loss[L9_K_STEPS];
+    struct l9_err params;         /* after the K steps */
+    double sp_inter;              /* all-gather and reduce-scatter bytes sent inter-node */
+    double p2p_bytes;             /* point-to-point bytes sent over the K steps */
+    /* the run with a clip that binds */
+    double norm[L9_K_STEPS];
+    struct l9_err grads;          /* the last step's clipped gradient */
+    struct l9_err clipped_params; /* after the K clipped steps */
+    /* the run without clipping again with each recomputation (case 0 on 8 ranks only),
+     * [r] of enum pl_recompute: what the memory ledger's activations peaked at during the
+     * steps, above where they started, and a digest of the losses and parameters */
+    int has_recompute;
+    double activ_peak[3];
+    uint64_t digest[3];
+    int stage_blocks;             /* blocks on this rank's stage */
+};
+
+/* cases.c */
+struct l9_state *l9_setup(uint64_t seed, int np, int hidden);
+void l9_finish(struct l9_state *st);
+void l9_describe(const struct l9_state *st, int i, char *buf, size_t len);
+void l9_observe(struct l9_state *st, int i, struct l9_obs *ob);
+struct pl_model_config l9_config(uint64_t seed);
+
+/* The microbatches whose activations stage s of p holds at once under 1F1B with m. */
+int l9_in_flight(int p, int s, int m);
+
+/* judge.c: pure, no MPI */
+int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr_obs *all,
+             struct gr_why *why);
+/* Bytes one rank of stage s sends point to point in a step: one message per microbatch to
+ * each neighbouring stage, of (B/(dp m)) T/t C floats. */
+double l9_p2p_bytes(const struct pl_model_config *c, const struct l9_case *k, int stage, int B);
+
+/* bench.c */
+void l9_bench(const struct gr_args *a);
+
+#endif

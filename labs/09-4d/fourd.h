@@ -1,0 +1,150 @@
+/* fourd.h: Lab 9, the capstone: one model trained with data, tensor (with sequence) and
+ * pipeline parallelism together. The fixed surface between your fourd.c and the grader: do
+ * not change this file. Gradescope takes only your .c file and compiles it against the
+ * original. The handout is docs/labs/09-4d.md.
+ *
+ * The lab is the composition: every scheme's piece is a kit call you may use --
+ *     the grid              lib/grid.h    (pl_grid_init, pl_grid_comm)
+ *     the TP+SP block       lib/sp_block.h (pl_sp_block_forward/backward/sync_grads,
+ *                                          pl_sp_gather, pl_sp_reduce_scatter)
+ *     the shard layout      lib/tp_shard.h, lib/sp_shard.h
+ *     a stage's other parts lib/pipe_parts.h (the embedding, part -1, and the head, part L,
+ *                                          run whole on every rank of a TP group)
+ *     AdamW, clipping       lib/ops.h (pl_adamw_step, pl_clip_scale, pl_grad_norm_sq) and
+ *                           pl_model_adamw_flat
+ * -- and what you write is how they fit: which rank holds what, who talks to whom, and
+ * what is summed over which group.
+ *
+ * The grader drives it like this, on every rank at once, on a virtual cluster of 2 nodes of
+ * 4 ranks (6 ranks: 2 nodes of 3):
+ *
+ *     fourd_grid_new(&g, world, "tp-pp-dp", dp, tp, pp);     once
+ *     m = fourd_model_new(&cfg, &opt, &g);
+ *     m->recompute = r;                                      none unless said
+ *     for each step: loss = fourd_step(m, tokens, targets, B, micro);
+ *     fourd_model_free(m); fourd_grid_free(&g);
+ *
+ * and checks, against the single-device reference (pl_model_step on the whole batch):
+ *   grid      each rank's coordinates and the world ranks of its TP, PP and DP groups are
+ *             those of the order string (leftmost innermost, lib/grid.h); with "tp-pp-dp" on
+ *             2 nodes of 4 every TP group lies inside a node (section 1).
+ *   results   K AdamW steps without clipping on grids (dp, tp, pp) = (2,2,2), (1,2,4), (2,4,1), (4,1,2) on 8
+ *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven): the loss every step
+ *             returns (relative error 1e-5), and after the K steps every rank's parameters
+ *             (relative L2 error 1e-4 per tensor) against the slice of the reference's it
+ *             holds (section 2).
+ *   clipping  with a clip that binds: the norm of each step (m->grad_norm, relative error
+ *             1e-5) and the gradient AdamW was given in the last step (m->grads and the
+ *             replicated parts' rep->grads, relative L2 error 1e-4 per tensor) against the
+ *             single device's norm and clipped gradient: every parameter counted once, not
+ *             once per DP replica, not once per TP rank holding a replicated tensor
+ *             (section 3).
+ *   recompute the (2,2,2) grid's unclipped steps again with m->recompute selective and full: every
+ *             loss and parameter bit for bit those of none, and each rank's activation peak
+ *             (memory ledger) below none's by at least what the choice leaves unsaved of
+ *             every block of every microbatch in flight (under full, less one block's whole
+ *             activations, which its rerun needs while it runs): sp_block.h's formulas
+ *             (section 3.1).
+ *   traffic   from the traffic ledger: the SP conjugates' all-gathers and reduce-scatters
+ *             never cross a node under "tp-pp-dp"; each rank's point-to-point bytes per
+ *             step equal (its neighbouring stages) x micro x (B/(dp micro)) T/t C x 4:
+ *             one activation per microbatch to the next stage, one gradient to the previous
+ *             (section 4).
+ *   memory    every byte through pl_mem_alloc or pl_comm_buf_alloc: the code may not call
+ *             malloc and the rest of the C allocator family, mmap, sbrk or brk.
+ *   symbols   lib's collectives and point-to-point only (MPI_* and nccl* are refused); the
+ *             place in the grid comes from world (pl_rank and pl_size are refused).
+ *
+ * Invariants the grader's checks rely on (keep them; how to get there is yours):
+ *   - stage s of pp holds blocks [s L/pp, (s+1) L/pp) (integer division: fourd_stage_blocks),
+ *     and also the embedding when s = 0 and the head (final layernorm and LM head) when
+ *     s = pp - 1;
+ *   - rank r of a TP group of t holds, of each of its blocks, tp_shard.h's shard r, in
+ *     m->params as the blocks one after the other (pl_tp_block_numel floats each); its
+ *     sequence-parallel activations are sp_shard.h's tokens [r T/t, (r+1) T/t);
+ *   - the embedding and the head are held whole (rep, a full pl_model whose other parts
+ *     are unused) by every TP rank of the stage that has them, and stay equal there;
+ *   - DP replica d trains on sequences [d B/dp, (d+1) B/dp) of the step's batch, cut into
+ *     micro microbatches of B/(dp micro) sequences, in order;
+ *   - fourd_step returns the whole batch's mean loss on every rank. */
+#ifndef LAB09_FOURD_H
+#define LAB09_FOURD_H
+
+#include <stddef.h>
+
+#include "comm.h"
+#include "grid.h"
+#include "mem.h"
+#include "model.h"
+#include "ops.h"
+#include "pipe_parts.h"
+#include "sp_block.h"
+#include "sp_shard.h"
+#include "todo.h"
+#include "tp_shard.h"
+
+/* ---- section 1: the grid ---- */
+
+struct fourd_grid {
+    int dp, tp, pp;                /* the degrees */
+    int dp_rank, tp_rank, pp_rank; /* this rank's coordinates */
+    struct pl_comm *tp_comm;       /* this rank's TP group: group rank = tp_rank */
+    struct pl_comm *pp_comm;       /* its pipeline: group rank = pp_rank = the stage */
+    struct pl_comm *dp_comm;       /* its DP group: group rank = dp_rank */
+};
+
+/* Collective over world: the grid of dp x tp x pp = world's size ranks laid out by order, a
+ * permutation of "tp", "pp" and "dp" joined by '-', leftmost varying fastest. Returns 0, or
+ * -1 (nothing allocated) when the order or the degrees cannot describe world. */
+int fourd_grid_new(struct fourd_grid *g, struct pl_comm *world, const char *order, int dp,
+                   int tp, int pp);
+void fourd_grid_free(struct fourd_grid *g);
+
+/* The blocks stage s of pp holds: [*b0, *b1). Given, not yours to write. */
+static inline void fourd_stage_blocks(int n_layers, int pp, int s, int *b0, int *b1)
+{
+    *b0 = s * n_layers / pp;
+    *b1 = (s + 1) * n_layers / pp;
+}
+
+/* ---- sections 2 and 3: the model on one rank, and its training step ---- */
+
+struct fourd_model {
+    struct pl_model_config cfg;
+    struct pl_adamw_config opt;
+    const struct fourd_grid *g;
+    int b0, b1;               /* this stage's blocks (fourd_stage_blocks) */
+    int has_embed, has_head;  /* stage 0; stage pp - 1 */
+    size_t block_numel;       /* pl_tp_block_numel(cfg, tp): floats of one block's shard */
+    /* (b1 - b0) x block_numel floats each, op memory: this rank's shards of its blocks */
+    float *params, *grads, *adam_m, *adam_v;
+    /* The embedding and the head, whole, when this stage has either (else NULL): a
+     * pl_model whose params, grads and moments of those parts are the ones trained. */
+    struct pl_model *rep;
+    /* What each block keeps between its forward and backward (recompute.h, sp_block.h's
+     * pl_sp_block_saved): set by the caller between fourd_model_new and the first step;
+     * fourd_model_new leaves PL_RECOMPUTE_NONE. */
+    enum pl_recompute recompute;
+    int step;                 /* AdamW steps taken */
+    double grad_norm;         /* the last step's global gradient norm, before clipping */
+    void *priv;               /* yours */
+};
+
+/* Collective over the grid's ranks: this rank's part of a fresh model initialised from
+ * cfg->seed (every shard bit for bit the slice of pl_model_new's parameters), zero moments,
+ * recompute none. */
+struct fourd_model *fourd_model_new(const struct pl_model_config *cfg,
+                                    const struct pl_adamw_config *opt,
+                                    const struct fourd_grid *g);
+void fourd_model_free(struct fourd_model *m);
+
+/* Collective: one training step on the global batch tokens/targets ([B, T], op memory, the
+ * same on every rank): each DP replica's sequences through the pipeline in micro
+ * microbatches on a 1F1B schedule, TP+SP blocks in every stage, the gradients summed over
+ * the DP group, clipped by the global norm (opt.grad_clip > 0) and one AdamW step. After it
+ * m->grads (and rep->grads for the embedding and head) hold the gradient AdamW was given
+ * and m->grad_norm the norm before clipping. Returns the mean loss of the whole batch. */
+double fourd_step(struct fourd_model *m, const int *tokens, const int *targets, int B,
+                  int micro);
+
+#endif

@@ -1,0 +1,365 @@
+/* fourd.c: Lab 9, data x tensor (with sequence) x pipeline parallelism: the reference
+ * solution. Each function is a section of the handout (docs/labs/09-4d.md): the grid, the
+ * model's shards, the 1F1B step with TP+SP blocks in each stage, the sums over the groups,
+ * the global norm. */
+#include "fourd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- section 1: the grid ---- */
+
+int fourd_grid_new(struct fourd_grid *g, struct pl_comm *world, const char *order, int dp,
+                   int tp, int pp)
+{
+    struct pl_grid grid;
+    char degrees[64], err[256];
+    snprintf(degrees, sizeof degrees, "tp=%d,pp=%d,dp=%d", tp, pp, dp);
+    if (pl_grid_init(&grid, order, degrees, pl_comm_size(world), err, sizeof err) != 0)
+        return -1;
+    /* the three axes and no other: an order naming cp or ep is not this lab's grid */
+    if (grid.naxes != 3 || pl_grid_axis(&grid, "tp") < 0 || pl_grid_axis(&grid, "pp") < 0 ||
+        pl_grid_axis(&grid, "dp") < 0)
+        return -1;
+    const int rank = pl_comm_rank(world);
+    const int atp = pl_grid_axis(&grid, "tp"), app = pl_grid_axis(&grid, "pp"),
+              adp = pl_grid_axis(&grid, "dp");
+    g->dp = dp, g->tp = tp, g->pp = pp;
+    g->tp_rank = pl_grid_coord(&grid, rank, atp);
+    g->pp_rank = pl_grid_coord(&grid, rank, app);
+    g->dp_rank = pl_grid_coord(&grid, rank, adp);
+    g->tp_comm = pl_grid_comm(&grid, world, atp);
+    g->pp_comm = pl_grid_comm(&grid, world, app);
+    g->dp_comm = pl_grid_comm(&grid, world, adp);
+    return 0;
+}
+
+void fourd_grid_free(struct fourd_grid *g)
+{
+    pl_comm_free(g->tp_comm);
+    pl_comm_free(g->pp_comm);
+    pl_comm_free(g->dp_comm);
+    memset(g, 0, sizeof *g);
+}
+
+/* ---- section 2: the model's shards ---- */
+
+struct priv {
+    struct pl_model_layout lay;
+    struct pl_tp_tensor *tensors; /* the whole model's on t ranks: decay flags and offsets */
+};
+
+static float *param_buf(size_t n, int cat, const char *label)
+{
+    float *p = pl_mem_alloc(n * sizeof(float), cat, PL_DEVICE, label);
+    pl_zero(p, n);
+    return p;
+}
+
+struct fourd_model *fourd_model_new(const struct pl_model_config *cfg,
+                                    const struct pl_adamw_config *opt,
+                                    const struct fourd_grid *g)
+{
+    struct fourd_model *m = pl_mem_alloc(sizeof *m, PL_MEM_WORK, PL_HOST, "4d model");
+    memset(m, 0, sizeof *m);
+    struct priv *pv = pl_mem_alloc(sizeof *pv, PL_MEM_WORK, PL_HOST, "4d private");
+    m->priv = pv;
+    m->cfg = *cfg;
+    m->opt = *opt;
+    m->g = g;
+    fourd_stage_blocks(cfg->n_layers, g->pp, g->pp_rank, &m->b0, &m->b1);
+    m->has_embed = g->pp_rank == 0;
+    m->has_head = g->pp_rank == g->pp - 1;
+    m->block_numel = pl_tp_block_numel(cfg, g->tp);
+    pl_model_layout_init(&pv->lay, cfg);
+    int nt = pl_tp_model_ntensors(cfg);
+    pv->tensors = pl_mem_alloc((size_t)nt * sizeof *pv->tensors, PL_MEM_WORK, PL_HOST,
+                               "4d tensors");
+    pl_tp_model_tensors(&pv->lay, g->tp, pv->tensors);
+    const size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
+    m->params = param_buf(n, PL_MEM_PARAMS, "4d block shards");
+    m->grads = param_buf(n, PL_MEM_GRADS, "4d block grads");
+    m->adam_m = param_buf(n, PL_MEM_OPTIM, "4d adam m");
+    m->adam_v = param_buf(n, PL_MEM_OPTIM, "4d adam v");
+    for (int l = m->b0; l < m->b1; l++)
+        pl_tp_block_init(&pv->lay, l, g->tp, g->tp_rank,
+                         m->params + (size_t)(l - m->b0) * m->block_numel);
+    if (m->has_embed || m->has_head) m->rep = pl_model_new(cfg, PL_MODEL_ALL);
+    return m;
+}
+
+void fourd_model_free(struct fourd_model *m)
+{
+    if (!m) return;
+    struct priv *pv = m->priv;
+    float *f[] = {m->params, m->grads, m->adam_m, m->adam_v};
+    for (int i = 0; i < 4; i++) pl_mem_free(f[i]);
+    if (m->rep) pl_model_free(m->rep);
+    pl_mem_free(pv->tensors);
+    pl_model_layout_free(&pv->lay);
+    pl_mem_free(pv);
+    pl_mem_free(m);
+}
+
+/* ---- section 2: one microbatch through this stage ---- */
+
+/* What one microbatch leaves on this stage between its forward and its backward. */
+struct mb {
+    struct pl_parts_acts embed, head;  /* when the stage has them */
+    struct pl_sp_block_saved *blocks;  /* one per block of the stage: what m->recompute keeps */
+    struct pl_handle *sent;            /* the forward's send to the next stage */
+    float *out;                        /* what it sent */
+};
+
+struct step {
+    struct fourd_model *m;
+    struct pl_model_ctx ctx;
+    const int *tokens, *targets;
+    int Bm, T, micro;
+    size_t nl;                         /* floats of one microbatch's local activation */
+    struct mb *mbs;
+    struct pl_handle **back_sent;      /* the backward's sends to the previous stage */
+    float **back_out;
+    double loss;                       /* sum of the microbatches' losses (last stage) */
+};
+
+static void block_view(const struct fourd_model *m, float *base, int l,
+                       struct pl_block_params *out)
+{
+    pl_tp_block_bind(&m->cfg, m->g->tp, base + (size_t)(l - m->b0) * m->block_numel, out);
+}
+
+static size_t seq_of(const struct step *s, int i)
+{
+    const struct fourd_model *m = s->m;
+    return (size_t)m->g->dp_rank * (size_t)(s->Bm * s->micro) + (size_t)i * (size_t)s->Bm;
+}
+
+static void forward(struct step *s, int i)
+{
+    struct fourd_model *m = s->m;
+    const struct fourd_grid *g = m->g;
+    const struct pl_model_config *c = &m->cfg;
+    struct mb *b = &s->mbs[i];
+    const int C = c->d_model, Bm = s->Bm, T = s->T, nb = m->b1 - m->b0;
+    const size_t off = seq_of(s, i) * (size_t)T;
+    s->ctx.seq0 = (int64_t)seq_of(s, i);
+    float *x = pl_comm_buf_alloc(s->nl, "4d x"), *y = pl_comm_buf_alloc(s->nl, "4d y");
+    if (m->has_embed) {
+        pl_parts_forward(m->rep, -1, -1, i, &b->embed, &s->ctx, s->tokens + off, NULL, Bm, T,
+                         NULL);
+        pl_sp_slice(x, b->embed.x, Bm, T, C, g->tp, g->tp_rank);
+    } else {
+        pl_recv(g->pp_comm, x, s->nl, g->pp_rank - 1, i);
+    }
+    b->blocks = pl_mem_alloc((size_t)(nb ? nb : 1) * sizeof *b->blocks, PL_MEM_ACTIV, PL_HOST,
+                             "4d block acts");
+    for (int l = m->b0; l < m->b1; l++) {
+        struct pl_block_params p;
+        block_view(m, m->params, l, &p);
+        pl_sp_block_saved_new(&b->blocks[l - m->b0], c, g->tp, Bm, T, m->recompute);
+        pl_sp_block_forward_saved(g->tp_comm, c, l, &p, &b->blocks[l - m->b0], &s->ctx, x, y);
+        float *t = x; x = y; y = t;
+    }
+    pl_comm_buf_free(y);
+    if (m->has_head) {
+        float *full = pl_comm_buf_alloc(s->nl * (size_t)g->tp, "4d head input");
+        pl_sp_gather(g->tp_comm, full, x, Bm, T, C);
+        s->loss += pl_parts_forward(m->rep, c->n_layers, c->n_layers, i, &b->head, &s->ctx,
+                                    NULL, s->targets + off, Bm, T, full);
+        pl_comm_buf_free(full);
+        pl_comm_buf_free(x);
+    } else {
+        b->out = x;
+        b->sent = pl_isend(g->pp_comm, x, s->nl, g->pp_rank + 1, i);
+    }
+}
+
+static void backward(struct step *s, int i)
+{
+    struct fourd_model *m = s->m;
+    const struct fourd_grid *g = m->g;
+    const struct pl_model_config *c = &m->cfg;
+    struct mb *b = &s->mbs[i];
+    const int C = c->d_model, Bm = s->Bm, T = s->T;
+    s->ctx.seq0 = (int64_t)seq_of(s, i);
+    float *dy = pl_comm_buf_alloc(s->nl, "4d dy"), *dx = pl_comm_buf_alloc(s->nl, "4d dx");
+    if (m->has_head) {
+        pl_parts_backward(m->rep, &b->head, &s->ctx, NULL);
+        /* every TP rank ran the head on every token: this rank's rows of its input gradient */
+        pl_sp_slice(dy, b->head.x, Bm, T, C, g->tp, g->tp_rank);
+        pl_parts_acts_free(&b->head);
+    } else {
+        pl_recv(g->pp_comm, dy, s->nl, g->pp_rank + 1, i);
+    }
+    for (int l = m->b1 - 1; l >= m->b0; l--) {
+        struct pl_block_params p, gr;
+        block_view(m, m->params, l, &p);
+        block_view(m, m->grads, l, &gr);
+        pl_sp_block_backward_saved(g->tp_comm, c, l, &p, &gr, &b->blocks[l - m->b0], &s->ctx,
+                                   dy, dx);
+        pl_sp_block_saved_free(&b->blocks[l - m->b0]);
+        float *t = dx; dx = dy; dy = t;
+    }
+    pl_mem_free(b->blocks);
+    pl_comm_buf_free(dx);
+    if (m->has_embed) {
+        float *full = pl_comm_buf_alloc(s->nl * (size_t)g->tp, "4d embed d");
+        pl_sp_gather(g->tp_comm, full, dy, Bm, T, C);
+        pl_parts_backward(m->rep, &b->embed, &s->ctx, full);
+        pl_parts_acts_free(&b->embed);
+        pl_comm_buf_free(full);
+        pl_comm_buf_free(dy);
+    } else {
+        s->back_out[i] = dy;
+        s->back_sent[i] = pl_isend(g->pp_comm, dy, s->nl, g->pp_rank - 1, i);
+    }
+}
+
+/* ---- section 3: the sums over the groups and the global norm ---- */
+
+static void part_range(const struct fourd_model *m, int part, size_t *off, size_t *n)
+{
+    pl_model_part_range(&m->rep->layout, part, off, n);
+}
+
+/* Every parameter once: a split tensor's squares summed over the TP group, a tensor every
+ * TP rank holds whole (layernorms, replicated biases, the embedding and the head) counted on
+ * TP rank 0 alone, the stages summed over the pipeline, and the DP replicas, which hold the
+ * same summed gradient, not at all. */
+static double global_norm_sq(const struct fourd_model *m)
+{
+    const struct priv *pv = m->priv;
+    const struct fourd_grid *g = m->g;
+    double sq = 0;
+    for (int l = m->b0; l < m->b1; l++) {
+        const struct pl_tp_tensor *first = &pv->tensors[2 + PL_TP_BLOCK_TENSORS * l];
+        const float *base = m->grads + (size_t)(l - m->b0) * m->block_numel;
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            const struct pl_tp_tensor *d = first + k;
+            if (d->split == PL_TP_REPLICATED && g->tp_rank != 0) continue;
+            sq += pl_grad_norm_sq(base + (d->shard_offset - first->shard_offset),
+                                  d->shard_numel);
+        }
+    }
+    if (g->tp_rank == 0) {
+        size_t off, n;
+        if (m->has_embed) part_range(m, -1, &off, &n), sq += pl_grad_norm_sq(m->rep->grads + off, n);
+        if (m->has_head)
+            part_range(m, m->cfg.n_layers, &off, &n),
+                sq += pl_grad_norm_sq(m->rep->grads + off, n);
+    }
+    return pl_sum_over_ranks(g->pp_comm, pl_sum_over_ranks(g->tp_comm, sq));
+}
+
+static void rep_parts(const struct fourd_model *m, int *parts, int *np)
+{
+    *np = 0;
+    if (m->has_embed) parts[(*np)++] = -1;
+    if (m->has_head) parts[(*np)++] = m->cfg.n_layers;
+}
+
+/* The replicas' gradients summed: every microbatch of every replica must be in them. */
+static void dp_sum(struct fourd_model *m)
+{
+    const struct fourd_grid *g = m->g;
+    const size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
+    int parts[2], np;
+    rep_parts(m, parts, &np);
+    if (n) pl_all_reduce(g->dp_comm, m->grads, m->grads, n, PL_SUM);
+    for (int k = 0; k < np; k++) {
+        size_t off, cnt;
+        part_range(m, parts[k], &off, &cnt);
+        pl_all_reduce(g->dp_comm, m->rep->grads + off, m->rep->grads + off, cnt, PL_SUM);
+    }
+}
+
+/* The TP sums of the replicated block tensors, the norm, the clip, AdamW. */
+static void sync_and_update(struct fourd_model *m)
+{
+    const struct fourd_grid *g = m->g;
+    const struct priv *pv = m->priv;
+    const size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
+    int parts[2], np;
+    rep_parts(m, parts, &np);
+    for (int l = m->b0; l < m->b1; l++) {
+        struct pl_block_params gr;
+        block_view(m, m->grads, l, &gr);
+        pl_sp_block_sync_grads(g->tp_comm, &m->cfg, &gr);
+    }
+    double sq = global_norm_sq(m);
+    m->grad_norm = sqrt(sq);
+    float scale = pl_clip_scale(sq, m->opt.grad_clip);
+    m->step++;
+    const struct pl_adamw_config *o = &m->opt;
+    if (scale < 1.0f && n) pl_scale(m->grads, n, scale);
+    for (int l = m->b0; l < m->b1; l++) {
+        const struct pl_tp_tensor *first = &pv->tensors[2 + PL_TP_BLOCK_TENSORS * l];
+        size_t base = (size_t)(l - m->b0) * m->block_numel;
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            const struct pl_tp_tensor *d = first + k;
+            size_t at = base + (d->shard_offset - first->shard_offset);
+            pl_adamw_step(m->params + at, m->grads + at, m->adam_m + at, m->adam_v + at,
+                          d->shard_numel, m->step, o->lr, o->beta1, o->beta2, o->eps,
+                          d->decay ? o->weight_decay : 0.0f);
+        }
+    }
+    for (int k = 0; k < np; k++) {
+        size_t off, cnt;
+        part_range(m, parts[k], &off, &cnt);
+        struct pl_model *r = m->rep;
+        if (scale < 1.0f) pl_scale(r->grads + off, cnt, scale);
+        pl_model_adamw_flat(&r->layout, off, cnt, r->params + off, r->grads + off,
+                            r->adam_m + off, r->adam_v + off, m->step, o);
+    }
+}
+
+/* ---- section 2: the step, 1F1B across the stages ---- */
+
+double fourd_step(struct fourd_model *m, const int *tokens, const int *targets, int B,
+                  int micro)
+{
+    const struct fourd_grid *g = m->g;
+    struct step s = {.m = m, .tokens = tokens, .targets = targets, .micro = micro,
+                     .T = m->cfg.seq_len};
+    s.Bm = B / g->dp / micro;
+    s.nl = (size_t)s.Bm * (size_t)s.T / (size_t)g->tp * (size_t)m->cfg.d_model;
+    s.ctx = pl_model_ctx_eval();
+    s.ctx.train = 1;
+    s.ctx.step = (uint64_t)m->step + 1;
+    s.ctx.loss_scale = 1.0f / (float)(g->dp * micro);
+    s.mbs = pl_mem_alloc((size_t)micro * sizeof *s.mbs, PL_MEM_WORK, PL_HOST, "4d microbatches");
+    memset(s.mbs, 0, (size_t)micro * sizeof *s.mbs);
+    s.back_sent = pl_mem_alloc((size_t)micro * sizeof *s.back_sent, PL_MEM_WORK, PL_HOST,
+                               "4d back sends");
+    s.back_out = pl_mem_alloc((size_t)micro * sizeof *s.back_out, PL_MEM_WORK, PL_HOST,
+                              "4d back buffers");
+    memset(s.back_sent, 0, (size_t)micro * sizeof *s.back_sent);
+    pl_zero(m->grads, (size_t)(m->b1 - m->b0) * m->block_numel);
+    if (m->rep) pl_model_zero_grad(m->rep);
+
+    const int p = g->pp, st = g->pp_rank;
+    int warm = p - st - 1 < micro ? p - st - 1 : micro;
+    for (int i = 0; i < warm; i++) forward(&s, i);
+    for (int i = 0; i < micro - warm; i++) {
+        forward(&s, warm + i);
+        backward(&s, i);
+    }
+    for (int i = micro - warm; i < micro; i++) backward(&s, i);
+    dp_sum(m); /* after the last microbatch's backward, on this stage's gradients */
+    for (int i = 0; i < micro; i++) {
+        if (s.mbs[i].sent) pl_wait(s.mbs[i].sent), pl_comm_buf_free(s.mbs[i].out);
+        if (s.back_sent[i]) pl_wait(s.back_sent[i]), pl_comm_buf_free(s.back_out[i]);
+    }
+    sync_and_update(m);
+
+    /* the loss lives on the last stage of each pipeline: the replica's mean, then the batch's */
+    double mine = m->has_head && g->tp_rank == 0 ? s.loss / micro : 0.0;
+    double loss = pl_sum_over_ranks(g->pp_comm, pl_sum_over_ranks(g->tp_comm, mine));
+    loss = pl_sum_over_ranks(g->dp_comm, loss) / g->dp;
+    pl_mem_free(s.back_out);
+    pl_mem_free(s.back_sent);
+    pl_mem_free(s.mbs);
+    return loss;
+}
