@@ -206,7 +206,7 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
     bad = !l3_check_buffers(z, e, v);
     PL_CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any_bad) return 1;
-    l3_check_padding(z, e, 0, v);
+    l3_check_padding(z, e, 1, v);
 
     v->leak_step = -1;
     for (int s = 0; s < L3_STEPS; s++) {
@@ -226,7 +226,7 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
         /* The grader's own checks below allocate: the window pauses for them. */
         fold_peaks(v, base);
         v->loss.mine[s] = loss;
-        l3_check_padding(z, e, s + 1, v);
+        l3_check_padding(z, e, s + 2, v);
         if (l->grads_on && !l->grads_bad &&
             !l3_grads_observe(&l->watch, &l->ref, s, setup->opt.grad_clip, e, l->grp.mpi,
                               &v->grads))
@@ -459,10 +459,10 @@ static void observe_losses(const struct l3_state *l, struct l3_obs *o)
     o->loss.got = bad >= 0 ? l->losses[bad] : 0;
     o->loss.want = bad >= 0 ? l->ref.loss[bad] : 0;
     o->loss.err = bad >= 0 ? err : 0;
-    for (int s = 0; s < L3_STEPS && o->loss.rank_step < 0; s++) {
+    for (int s = 0; s < L3_STEPS && !o->loss.rank_off; s++) {
         double e = gr_rel_err(o->loss.mine[s], o->loss.slice[s]);
         if (e <= GR_TOL_LOSS) continue;
-        o->loss.rank_step = s;
+        o->loss.rank_off = s + 1;
         o->loss.rank_err = e;
     }
 }
@@ -483,8 +483,6 @@ static void observe_case(const struct l3_state *l, struct l3_obs *o)
     o->leak_step = -1;
     o->loss.step = -1;
     o->replica.step = -1;
-    o->loss.rank_step = -1;
-    o->pad.when = -1;
 }
 
 void l3_run(struct l3_state *l, int i)

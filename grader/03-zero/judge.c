@@ -275,6 +275,7 @@ static int judge_step_bytes(struct gr_why *why, int stage, int i, int s, const d
     /* The norm's all-reduce: one call of one float, exactly what zero.h allows (none when the
      * clip is off); more than a few numbers is the gradient itself. */
     double scalar = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0);
+    scalar *= 1 + 1e-9; /* the ledger's bytes are differences of running sums: rounding */
     double few = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * 4);
     for (int k = 0; k < PL_NKINDS; k++) {
         if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||

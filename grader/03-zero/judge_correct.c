@@ -153,27 +153,33 @@ static int buffer_words(int stage, const struct gr_obs *all, struct gr_why *why)
     return 1;
 }
 
-/* A padding element of z->params that is not zero. */
+/* A padding element of z->params that is not zero: the rank that saw it first. */
 static int padding_words(const struct gr_obs *all, struct gr_why *why)
 {
+    int first = -1;
     for (int i = 0; i < all->nranks; i++) {
-        const struct l3_obs *v = rank_obs(all, i);
-        if (v->pad.when < 0) continue;
-        char when[48];
-        if (v->pad.when) snprintf(when, sizeof when, "after zero_step %d", v->pad.when);
-        else snprintf(when, sizeof when, "after zero_new");
-        gr_why_say(why, "rank %d, %s: the padding of z->params (%s) is not zero: unit %d (part "
-                   "%d), element %.0f of its padded range, past its numel, holds %.7g. zero.h: "
-                   "zero_new sets the padding to zero, and no update touches it (AdamW is "
-                   "given the parameters, never the padding). A padded chunk is reduced and "
-                   "gathered as data like any other: garbage there becomes garbage in a "
-                   "neighbour's sum as soon as a layout cuts the units differently, and a "
-                   "checkpoint or a reshard reads it (handout section 2)", i, when,
-                   v->pad.shard ? "this rank's shard" : "the full buffer", v->pad.unit,
-                   v->pad.part, v->pad.elem, v->pad.value);
-        return 0;
+        int at = rank_obs(all, i)->pad.at;
+        if (at && (first < 0 || at < rank_obs(all, first)->pad.at)) first = i;
     }
-    return 1;
+    if (first < 0) return 1;
+    const struct l3_obs *v = rank_obs(all, first);
+    char when[48];
+    if (v->pad.at > 1) snprintf(when, sizeof when, "after zero_step %d", v->pad.at - 1);
+    else snprintf(when, sizeof when, "after zero_new");
+    char part[32];
+    if (v->pad.part < 0) snprintf(part, sizeof part, "the embedding");
+    else if (v->pad.part >= v->n_layers) snprintf(part, sizeof part, "the head");
+    else snprintf(part, sizeof part, "block %d", v->pad.part);
+    gr_why_say(why, "rank %d, %s: the padding of z->params (%s) is not zero: unit %d (%s), "
+               "element %.0f of its padded range, past its numel, holds %.7g. zero.h: "
+               "zero_new sets the padding to zero, and no update touches it (AdamW is "
+               "given the parameters, never the padding). A padded chunk is reduced and "
+               "gathered as data like any other: garbage there becomes garbage in a "
+               "neighbour's sum as soon as a layout cuts the units differently, and a "
+               "checkpoint or a reshard reads it (handout section 2)", first, when,
+               v->pad.shard ? "this rank's shard" : "the full buffer", v->pad.unit, part,
+               v->pad.elem, v->pad.value);
+    return 0;
 }
 
 static int judge_state(int stage, const struct gr_obs *all, struct gr_why *why)
@@ -339,8 +345,8 @@ static int judge_losses(int stage, const struct gr_obs *all, struct gr_why *why)
     /* The mean agrees: each rank's own loss, named rank by rank in its group. */
     for (int who = 0; who < all->nranks; who++) {
         const struct l3_obs *v = rank_obs(all, who);
-        if (v->loss.rank_step < 0) continue;
-        int s = v->loss.rank_step, same = 1;
+        if (!v->loss.rank_off) continue;
+        int s = v->loss.rank_off - 1, same = 1;
         char got[512] = "", want[512] = "", b[32];
         for (int r = 0; r < all->nranks; r++) {
             const struct l3_obs *x = rank_obs(all, r);

@@ -169,7 +169,7 @@ struct l3_obs {
         double got, want, err;
         double mine[L3_STEPS];  /* what zero_step returned on this rank */
         double slice[L3_STEPS]; /* the reference's loss on this rank's slice of the batch */
-        int rank_step;          /* the first step mine is off slice, -1 when none */
+        int rank_off;           /* 1 + the first step mine is off slice; 0 when none */
         double rank_err;
     } loss;
     struct {                   /* a buffer zero_new allocated shorter than zero.h asks */
@@ -177,7 +177,7 @@ struct l3_obs {
         double got, want;      /* bytes the ledger holds for it, bytes zero.h asks */
     } short_buf;
     struct {                   /* the first padding element of z->params that is not zero */
-        int when;              /* -1 none; 0 after zero_new; s after step s */
+        int at;                /* 0 none; 1 after zero_new; 1 + s after step s */
         int unit, part, shard; /* shard: z->params is the shard (stage 3) */
         double elem, value;    /* the element of the unit's padded range, and its value */
     } pad;
@@ -298,8 +298,8 @@ void l3_slice_losses(const struct gr_reference *ref, int rank, int n, double *ou
  * ledger's sizes); 1 when none is. */
 int l3_check_buffers(const struct zero *z, const struct zero_layout *e, struct l3_obs *v);
 /* Records in v (once) the first padding element of z->params, by layout e, that is not zero
- * (when: 0 after zero_new, s after step s). */
-void l3_check_padding(const struct zero *z, const struct zero_layout *e, int when,
+ * (at: 1 after zero_new, 1 + s after step s). */
+void l3_check_padding(const struct zero *z, const struct zero_layout *e, int at,
                       struct l3_obs *v);
 
 /* ---- cases.c ---- */

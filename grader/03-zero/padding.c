@@ -49,25 +49,25 @@ int l3_check_buffers(const struct zero *z, const struct zero_layout *e, struct l
     return 1;
 }
 
-void l3_check_padding(const struct zero *z, const struct zero_layout *e, int when,
+void l3_check_padding(const struct zero *z, const struct zero_layout *e, int at,
                       struct l3_obs *v)
 {
-    if (v->pad.when >= 0) return;
+    if (v->pad.at) return;
     int shard = z->stage == 3;
     size_t len = shard ? e->shard_numel : e->full_numel;
     float *h = malloc((len ? len : 1) * sizeof *h);
     pl_to_host(h, z->params, len * sizeof *h);
-    for (int u = 0; u < e->nunits && v->pad.when < 0; u++) {
+    for (int u = 0; u < e->nunits && !v->pad.at; u++) {
         const struct zero_unit *x = &e->unit[u];
         /* the unit's padding, [numel, padded) of its range: in a full buffer all of it,
          * in a shard what of it falls in this rank's chunk */
         size_t lo = shard ? (size_t)e->rank * x->chunk : 0;
         size_t hi = shard ? lo + x->chunk : x->padded;
-        size_t at = shard ? x->shard_offset : x->full_offset;
+        size_t base = shard ? x->shard_offset : x->full_offset;
         for (size_t k = lo > x->numel ? lo : x->numel; k < hi; k++) {
-            float f = h[at + (k - lo)];
+            float f = h[base + (k - lo)];
             if (f == 0.0f) continue;
-            v->pad.when = when;
+            v->pad.at = at;
             v->pad.unit = u;
             v->pad.part = x->part;
             v->pad.shard = shard;
