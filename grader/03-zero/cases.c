@@ -195,6 +195,14 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
     d->psi = (double)lay->numel;
     d->n = n;
     d->rank = me;
+    if (d->code) { /* whose fault: zero_layout_init's cut, or zero_new's copy of it */
+        struct zero_layout own;
+        struct l3_layout_diff same;
+        memset(&own, 0, sizeof own);
+        zero_layout_init(&own, lay, n, l->grp.rank);
+        d->altered = !l3_same_cut(&z->zl, &own, &same) || z->zl.rank != own.rank ||
+                     z->zl.n != own.n;
+    }
     bad = d->code != 0;
     PL_CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any_bad) return 1;

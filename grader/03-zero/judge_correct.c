@@ -109,6 +109,15 @@ static void layout_words(const struct l3_layout_diff *d, struct gr_why *why)
         break;
     case L3_LD_UNEQUAL:
         if (d->unit >= 0) snprintf(where, sizeof where, "unit %d's ", d->unit);
+        if (d->field == 2 || d->field == 3) { /* same sizes, placed differently */
+            gr_why_say(why, "%s: %s%s is %.0f, rank 0's is %.0f. Every rank must place the "
+                       "units alike, only rank differs: a collective of unit u reads and "
+                       "writes the same offset on every rank (rank r's chunk lands at "
+                       "full_offset + r x chunk in every full buffer), so each rank's units "
+                       "must sit where rank 0's do, in the same order", what, where,
+                       field[d->field], d->got[0], d->want[0]);
+            break;
+        }
         gr_why_say(why, "%s: %s%s is %.0f, rank 0's is %.0f. Every rank must cut the model "
                    "alike, only rank differs: reduce-scatter and all-gather move equally many "
                    "elements from every rank, so shards of different sizes (a unit spread "
@@ -140,12 +149,13 @@ static int buffer_words(int stage, const struct gr_obs *all, struct gr_why *why)
         const struct l3_obs *v = rank_obs(all, i);
         if (!v->short_buf.field) continue;
         int full = v->short_buf.want == 4 * v->shape.full && v->shape.full != v->shape.shard;
-        gr_why_say(why, "rank %d: zero_new(stage %d) allocated %s with %s (%.0f floats), where "
-                   "zero.h asks for %s floats of your own layout, %s: every read and write "
-                   "of the last units' chunks runs past its end, into whatever the heap "
-                   "holds next (handout section %s)", i, stage, field[v->short_buf.field % 5],
-                   pl_format_bytes(v->short_buf.got, b1, sizeof b1), v->short_buf.got / 4,
-                   full ? "full_numel" : "shard_numel",
+        gr_why_say(why, "rank %d: zero_new(stage %d) allocated %s with %.0f floats (%s), "
+                   "where zero.h asks for %s = %.0f floats of your own layout (%s): every "
+                   "read and write of the last units' chunks runs past its end, into whatever "
+                   "the heap holds next (handout section %s)", i, stage,
+                   field[v->short_buf.field % 5], v->short_buf.got / 4,
+                   pl_format_bytes(v->short_buf.got, b1, sizeof b1),
+                   full ? "full_numel" : "shard_numel", v->short_buf.want / 4,
                    pl_format_bytes(v->short_buf.want, b2, sizeof b2),
                    l3_section_of_stage(stage));
         return 0;
@@ -200,9 +210,16 @@ static int judge_state(int stage, const struct gr_obs *all, struct gr_why *why)
         for (int r = 0; r < all->nranks && v->layout.code; r++)
             if (rank_obs(all, r)->layout.code == L3_LD_UNEQUAL) k = r;
         if (v->layout.code) {
-            layout_words(&rank_obs(all, k)->layout, why);
-            gr_why_say(why, "the shard layout decides every offset the grader reads: fix "
-                       "zero_layout_init first (handout section 2)");
+            const struct l3_layout_diff *d = &rank_obs(all, k)->layout;
+            layout_words(d, why);
+            if (d->altered)
+                gr_why_say(why, "rank %d's z->zl is not what zero_layout_init gives it for "
+                           "its rank (the layout test judges that one): zero_new stored "
+                           "another layout in z->zl. The shard layout decides every offset the "
+                           "grader reads: z->zl must be zero_layout_init's (zero.h)", k);
+            else
+                gr_why_say(why, "the shard layout decides every offset the grader reads: fix "
+                           "zero_layout_init first (handout section 2)");
             return 0;
         }
     }

@@ -110,6 +110,8 @@ struct l3_layout_diff {
     int test;              /* 1: the layout test's model; 0: a rank's z->zl */
     double psi;
     int n_layers, d_model, d_ff, vocab, n, rank;
+    int altered;           /* a rank's z->zl is not what zero_layout_init gives that rank:
+                              zero_new changed it */
 };
 
 /* The gradient AdamW was given in the first step it was wrong, on its group's first rank
