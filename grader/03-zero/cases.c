@@ -195,6 +195,14 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
     d->psi = (double)lay->numel;
     d->n = n;
     d->rank = me;
+    if (d->code) { /* whose fault: zero_layout_init's cut, or zero_new's copy of it */
+        struct zero_layout own;
+        struct l3_layout_diff same;
+        memset(&own, 0, sizeof own);
+        zero_layout_init(&own, lay, n, l->grp.rank);
+        d->altered = !l3_same_cut(&z->zl, &own, &same) || z->zl.rank != own.rank ||
+                     z->zl.n != own.n;
+    }
     bad = d->code != 0;
     PL_CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any_bad) return 1;
@@ -202,6 +210,11 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
     l->e0 = g0;
     l->e0.rank = 0;
     v->shape = l3_shape_of(&l->e0);
+    /* zero.h's buffer sizes, then its zero padding, before anything reads by the layout */
+    bad = !l3_check_buffers(z, e, v);
+    PL_CHECK_MPI(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (any_bad) return 1;
+    l3_check_padding(z, e, 1, v);
 
     v->leak_step = -1;
     for (int s = 0; s < L3_STEPS; s++) {
@@ -220,6 +233,8 @@ static int run_student(struct l3_state *l, int stage, int prefetch,
         if (gr_todo_any()) return 0;
         /* The grader's own checks below allocate: the window pauses for them. */
         fold_peaks(v, base);
+        v->loss.mine[s] = loss;
+        l3_check_padding(z, e, s + 2, v);
         if (l->grads_on && !l->grads_bad &&
             !l3_grads_observe(&l->watch, &l->ref, s, setup->opt.grad_clip, e, l->grp.mpi,
                               &v->grads))
@@ -452,6 +467,12 @@ static void observe_losses(const struct l3_state *l, struct l3_obs *o)
     o->loss.got = bad >= 0 ? l->losses[bad] : 0;
     o->loss.want = bad >= 0 ? l->ref.loss[bad] : 0;
     o->loss.err = bad >= 0 ? err : 0;
+    for (int s = 0; s < L3_STEPS && !o->loss.rank_off; s++) {
+        double e = gr_rel_err(o->loss.mine[s], o->loss.slice[s]);
+        if (e <= GR_TOL_LOSS) continue;
+        o->loss.rank_off = s + 1;
+        o->loss.rank_err = e;
+    }
 }
 
 /* The case's figures the judge's wording and formulas read. */
@@ -501,6 +522,7 @@ void l3_run(struct l3_state *l, int i)
         gr_case("the single-device reference: %d AdamW steps on %d sequences", L3_STEPS,
                 L3_GLOBAL_B);
     l3_measure_reference(&l->ref, &l->setup, o->ddp);
+    l3_slice_losses(&l->ref, l->grp.rank, l->grp.n, o->loss.slice);
     o->pass_work = kit_pass_work(&l->grp, &l->setup);
     l->grads_on = 1;
     int prefetch = l3_case_prefetch(l->stage, i);

@@ -265,14 +265,18 @@ static int judge_memory(struct gr_why *why, int stage, const struct gr_obs *all,
 
 /* The bytes by collective kind rank i sent in step s, against the stage's volumes. */
 static int judge_step_bytes(struct gr_why *why, int stage, int i, int s, const double *by,
-                            int n, const struct l3_shape *e)
+                            const long *calls, int n, const struct l3_shape *e)
 {
     char b1[32], b2[32], b3[32], b4[32];
     double per = 4.0 * (double)(n - 1) / n; /* bytes sent per element of a collective's size */
     double rs = per * e->full, ag = per * e->full;
     double head = per * e->head;
     double ag_lo = stage == 3 ? 2 * ag - head : ag, ag_hi = stage == 3 ? 2 * ag : ag;
-    double scalar = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * 4); /* up to 4 numbers */
+    /* The norm's all-reduce: one call of one float, exactly what zero.h allows (none when the
+     * clip is off); more than a few numbers is the gradient itself. */
+    double scalar = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0);
+    scalar *= 1 + 1e-9; /* the ledger's bytes are differences of running sums: rounding */
+    double few = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * 4);
     for (int k = 0; k < PL_NKINDS; k++) {
         if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||
             k == PL_BARRIER || by[k] == 0)
@@ -281,6 +285,16 @@ static int judge_step_bytes(struct gr_why *why, int stage, int i, int s, const d
                "(gradients) and all-gather (parameters)",
                i, s + 1, pl_format_bytes(by[k], b1, sizeof b1),
                pl_coll_kind_name((enum pl_coll_kind)k));
+        return 0;
+    }
+    if (by[PL_ALL_REDUCE] <= few && (calls[PL_ALL_REDUCE] > 1 || by[PL_ALL_REDUCE] > scalar)) {
+        gr_why_say(why, "rank %d, step %d: %ld all-reduce call(s) sending %s in all, where the "
+               "only all-reduce a step makes is the gradient norm's: one call of one float "
+               "(zero_sum_over_ranks once), %s on %d ranks. A second number all-reduced (the "
+               "loss? zero_step returns this rank's own, which needs no collective) is a "
+               "collective on every step that nothing reads (zero.h, traffic)", i, s + 1,
+               calls[PL_ALL_REDUCE], pl_format_bytes(by[PL_ALL_REDUCE], b1, sizeof b1),
+               pl_format_bytes(scalar, b2, sizeof b2), n);
         return 0;
     }
     if (by[PL_ALL_REDUCE] > scalar) {
@@ -352,7 +366,7 @@ static int judge_traffic(struct gr_why *why, int stage, const struct gr_obs *all
     for (int i = 0; i < n; i++) {
         const struct l3_obs *v = gr_obs_rank(all, i);
         for (int s = 0; s < v->steps_done && s < L3_STEPS; s++)
-            if (!judge_step_bytes(why, stage, i, s, v->bytes[s], n, e)) return 0;
+            if (!judge_step_bytes(why, stage, i, s, v->bytes[s], v->calls[s], n, e)) return 0;
     }
     return 1;
 }

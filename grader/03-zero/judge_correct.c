@@ -109,6 +109,15 @@ static void layout_words(const struct l3_layout_diff *d, struct gr_why *why)
         break;
     case L3_LD_UNEQUAL:
         if (d->unit >= 0) snprintf(where, sizeof where, "unit %d's ", d->unit);
+        if (d->field == 2 || d->field == 3) { /* same sizes, placed differently */
+            gr_why_say(why, "%s: %s%s is %.0f, rank 0's is %.0f. Every rank must place the "
+                       "units alike, only rank differs: a collective of unit u reads and "
+                       "writes the same offset on every rank (rank r's chunk lands at "
+                       "full_offset + r x chunk in every full buffer), so each rank's units "
+                       "must sit where rank 0's do, in the same order", what, where,
+                       field[d->field], d->got[0], d->want[0]);
+            break;
+        }
         gr_why_say(why, "%s: %s%s is %.0f, rank 0's is %.0f. Every rank must cut the model "
                    "alike, only rank differs: reduce-scatter and all-gather move equally many "
                    "elements from every rank, so shards of different sizes (a unit spread "
@@ -131,6 +140,58 @@ int l3_judge_layouts(const struct l3_obs *o, struct gr_why *why)
 }
 
 /* The fields and layout of every rank's state. */
+/* A buffer zero_new allocated shorter than zero.h asks, by the memory ledger's sizes. */
+static int buffer_words(int stage, const struct gr_obs *all, struct gr_why *why)
+{
+    static const char *const field[] = {"", "z->params", "z->grads", "z->m", "z->v"};
+    char b1[32], b2[32];
+    for (int i = 0; i < all->nranks; i++) {
+        const struct l3_obs *v = rank_obs(all, i);
+        if (!v->short_buf.field) continue;
+        int full = v->short_buf.want == 4 * v->shape.full && v->shape.full != v->shape.shard;
+        gr_why_say(why, "rank %d: zero_new(stage %d) allocated %s with %.0f floats (%s), "
+                   "where zero.h asks for %s = %.0f floats of your own layout (%s): every "
+                   "read and write of the last units' chunks runs past its end, into whatever "
+                   "the heap holds next (handout section %s)", i, stage,
+                   field[v->short_buf.field % 5], v->short_buf.got / 4,
+                   pl_format_bytes(v->short_buf.got, b1, sizeof b1),
+                   full ? "full_numel" : "shard_numel", v->short_buf.want / 4,
+                   pl_format_bytes(v->short_buf.want, b2, sizeof b2),
+                   l3_section_of_stage(stage));
+        return 0;
+    }
+    return 1;
+}
+
+/* A padding element of z->params that is not zero: the rank that saw it first. */
+static int padding_words(const struct gr_obs *all, struct gr_why *why)
+{
+    int first = -1;
+    for (int i = 0; i < all->nranks; i++) {
+        int at = rank_obs(all, i)->pad.at;
+        if (at && (first < 0 || at < rank_obs(all, first)->pad.at)) first = i;
+    }
+    if (first < 0) return 1;
+    const struct l3_obs *v = rank_obs(all, first);
+    char when[48];
+    if (v->pad.at > 1) snprintf(when, sizeof when, "after zero_step %d", v->pad.at - 1);
+    else snprintf(when, sizeof when, "after zero_new");
+    char part[32];
+    if (v->pad.part < 0) snprintf(part, sizeof part, "the embedding");
+    else if (v->pad.part >= v->n_layers) snprintf(part, sizeof part, "the head");
+    else snprintf(part, sizeof part, "block %d", v->pad.part);
+    gr_why_say(why, "rank %d, %s: the padding of z->params (%s) is not zero: unit %d (%s), "
+               "element %.0f of its padded range, past its numel, holds %.7g. zero.h: "
+               "zero_new sets the padding to zero, and no update touches it (AdamW is "
+               "given the parameters, never the padding). A padded chunk is reduced and "
+               "gathered as data like any other: garbage there becomes garbage in a "
+               "neighbour's sum as soon as a layout cuts the units differently, and a "
+               "checkpoint or a reshard reads it (handout section 2)", first, when,
+               v->pad.shard ? "this rank's shard" : "the full buffer", v->pad.unit, part,
+               v->pad.elem, v->pad.value);
+    return 0;
+}
+
 static int judge_state(int stage, const struct gr_obs *all, struct gr_why *why)
 {
     static const char *const field[] = {"", "z->params", "z->grads", "z->m or z->v", "z->pass",
@@ -149,13 +210,20 @@ static int judge_state(int stage, const struct gr_obs *all, struct gr_why *why)
         for (int r = 0; r < all->nranks && v->layout.code; r++)
             if (rank_obs(all, r)->layout.code == L3_LD_UNEQUAL) k = r;
         if (v->layout.code) {
-            layout_words(&rank_obs(all, k)->layout, why);
-            gr_why_say(why, "the shard layout decides every offset the grader reads: fix "
-                       "zero_layout_init first (handout section 2)");
+            const struct l3_layout_diff *d = &rank_obs(all, k)->layout;
+            layout_words(d, why);
+            if (d->altered)
+                gr_why_say(why, "rank %d's z->zl is not what zero_layout_init gives it for "
+                           "its rank (the layout test judges that one): zero_new stored "
+                           "another layout in z->zl. The shard layout decides every offset the "
+                           "grader reads: z->zl must be zero_layout_init's (zero.h)", k);
+            else
+                gr_why_say(why, "the shard layout decides every offset the grader reads: fix "
+                           "zero_layout_init first (handout section 2)");
             return 0;
         }
     }
-    return 1;
+    return buffer_words(stage, all, why) && padding_words(all, why);
 }
 
 /* Operations zero_new or zero_step started on the communicator and never waited for, still
@@ -283,9 +351,47 @@ static int judge_grads(const struct gr_obs *all, struct gr_why *why)
     return 1;
 }
 
+static int judge_group_loss(int stage, const struct gr_obs *all, struct gr_why *why);
+
 /* Every rank's group loss against its group's reference; the first rank (in world order)
- * whose group's loss is off is named. */
+ * whose group's loss is off is named. Then each rank's own loss against the reference's on
+ * its slice. */
 static int judge_losses(int stage, const struct gr_obs *all, struct gr_why *why)
+{
+    if (!judge_group_loss(stage, all, why)) return 0;
+    /* The mean agrees: each rank's own loss, named rank by rank in its group. */
+    for (int who = 0; who < all->nranks; who++) {
+        const struct l3_obs *v = rank_obs(all, who);
+        if (!v->loss.rank_off) continue;
+        int s = v->loss.rank_off - 1, same = 1;
+        char got[512] = "", want[512] = "", b[32];
+        for (int r = 0; r < all->nranks; r++) {
+            const struct l3_obs *x = rank_obs(all, r);
+            if (x->color != v->color) continue;
+            size_t a = strlen(got), w = strlen(want);
+            snprintf(got + a, sizeof got - a, "%srank %d %.5f", a ? ", " : "", r,
+                     x->loss.mine[s]);
+            snprintf(want + w, sizeof want - w, "%srank %d %.5f", w ? ", " : "", r,
+                     x->loss.slice[s]);
+            same &= x->loss.mine[s] == v->loss.mine[s];
+        }
+        gr_why_say(why, "%s on %d ranks, step %d of %d: zero_step returned %s; the single-device "
+                   "model's loss on each rank's own slice of the batch is %s (rank %d off by "
+                   "a relative error of %s, more than %.0e). zero.h: zero_step returns this "
+                   "rank's loss, the mean over its own B sequences (zero_pass_loss), not the "
+                   "batch's", l3_stage_name(stage), v->grp_n, s + 1, L3_STEPS, got, want, who,
+                   gr_fmt_beyond_into(v->loss.rank_err, GR_TOL_LOSS, b, sizeof b),
+                   GR_TOL_LOSS);
+        if (same && v->grp_n > 1)
+            gr_why_say(why, "every rank returned the same number, the mean over the ranks: the "
+                       "loss was all-reduced, which the caller can do if it wants the batch's "
+                       "(and which costs a collective the step does not need)");
+        return 0;
+    }
+    return 1;
+}
+
+static int judge_group_loss(int stage, const struct gr_obs *all, struct gr_why *why)
 {
     for (int who = 0; who < all->nranks; who++) {
         const struct l3_obs *v = rank_obs(all, who);

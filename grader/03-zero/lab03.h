@@ -110,6 +110,8 @@ struct l3_layout_diff {
     int test;              /* 1: the layout test's model; 0: a rank's z->zl */
     double psi;
     int n_layers, d_model, d_ff, vocab, n, rank;
+    int altered;           /* a rank's z->zl is not what zero_layout_init gives that rank:
+                              zero_new changed it */
 };
 
 /* The gradient AdamW was given in the first step it was wrong, on its group's first rank
@@ -167,7 +169,20 @@ struct l3_obs {
     struct {                   /* this rank's group's losses against its reference */
         int step;              /* the first step off, -1 when all agree */
         double got, want, err;
+        double mine[L3_STEPS];  /* what zero_step returned on this rank */
+        double slice[L3_STEPS]; /* the reference's loss on this rank's slice of the batch */
+        int rank_off;           /* 1 + the first step mine is off slice; 0 when none */
+        double rank_err;
     } loss;
+    struct {                   /* a buffer zero_new allocated shorter than zero.h asks */
+        int field;             /* 0 none; 1 params, 2 grads, 3 m, 4 v */
+        double got, want;      /* bytes the ledger holds for it, bytes zero.h asks */
+    } short_buf;
+    struct {                   /* the first padding element of z->params that is not zero */
+        int at;                /* 0 none; 1 after zero_new; 1 + s after step s */
+        int unit, part, shard; /* shard: z->params is the shard (stage 3) */
+        double elem, value;    /* the element of the unit's padded range, and its value */
+    } pad;
     struct l3_grads_fig grads; /* group's first rank: the first wrong gradient */
     struct {                   /* stages 1 and 2: this rank's replica after each step */
         int steps;             /* steps checked */
@@ -275,6 +290,19 @@ int l3_run_layouts(uint64_t seed, struct l3_layout_diff *d, int *tried);
 /* The model's flat parameters (Psi floats, host, malloc'd) as this rank's state holds them:
  * stage 3 gathered from every shard of the group (raw MPI over group). */
 float *l3_flat_params(const struct zero *z, const struct zero_layout *zl, MPI_Comm group);
+
+/* ---- padding.c ---- */
+
+/* The single-device reference's loss on this rank's slice (rank of n) of each step's batch,
+ * its parameters replayed from ref's gradients: what zero_step returns on that rank. */
+void l3_slice_losses(const struct gr_reference *ref, int rank, int n, double *out);
+/* Records in v the first buffer of z shorter than zero.h asks for layout e (by the memory
+ * ledger's sizes); 1 when none is. */
+int l3_check_buffers(const struct zero *z, const struct zero_layout *e, struct l3_obs *v);
+/* Records in v (once) the first padding element of z->params, by layout e, that is not zero
+ * (at: 1 after zero_new, 1 + s after step s). */
+void l3_check_padding(const struct zero *z, const struct zero_layout *e, int at,
+                      struct l3_obs *v);
 
 /* ---- cases.c ---- */
 

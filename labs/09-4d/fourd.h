@@ -16,7 +16,7 @@
  * what is summed over which group.
  *
  * The grader drives it like this, on every rank at once, on a virtual cluster of 2 nodes of
- * 4 ranks (6 ranks: 2 nodes of 3):
+ * 4 ranks (6 ranks: 3 nodes of 2):
  *
  *     fourd_grid_new(&g, world, "tp-pp-dp", dp, tp, pp);     once
  *     m = fourd_model_new(&cfg, &opt, &g);
