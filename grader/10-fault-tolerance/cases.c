@@ -53,6 +53,8 @@ static const struct l10_case CORRUPT[] = {
      FT_BAD_MANIFEST, 0, 0},
     {"one byte flipped in the middle of the manifest", 0, 0, {2, 4}, 6, {0},
      L10_DMG_MANIFEST_FLIP, -1, FT_BAD_MANIFEST, 0, 0},
+    {"the manifest's last byte (not a separator) flipped", 0, 0, {2, 4}, 6, {0},
+     L10_DMG_MANIFEST_TAIL, -1, FT_BAD_MANIFEST, 0, 0},
     {"the last byte of shard 0 flipped", 0, 0, {2, 4}, 6, {0}, L10_DMG_TAIL_FLIP, 0,
      FT_SHARD_CHECKSUM, 0, 0},
     {"a whole checkpoint of this run's seed with another parameter count in its place", 0, 0,
@@ -334,15 +336,21 @@ static int damage_one(struct l10_state *st, const struct l10_case *c, int step, 
                       size_t errlen)
 {
     char path[512];
-    int d = c->damage, manifest = d == L10_DMG_MANIFEST_CUT || d == L10_DMG_MANIFEST_FLIP;
+    int d = c->damage, manifest = d == L10_DMG_MANIFEST_CUT || d == L10_DMG_MANIFEST_FLIP ||
+                                  d == L10_DMG_MANIFEST_TAIL;
     shard_path(st->root, step, manifest ? -1 : c->dmg_shard, path, sizeof path);
     FILE *f = fopen(path, "r+b");
     long size = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     int ok = size > 0;
     if (d == L10_DMG_FLIP || d == L10_DMG_MANIFEST_FLIP || d == L10_DMG_TAIL_FLIP ||
-        d == L10_DMG_EVERY) {
-        long at = d == L10_DMG_TAIL_FLIP ? size - 1 : size / 2;
-        int b;
+        d == L10_DMG_EVERY || d == L10_DMG_MANIFEST_TAIL) {
+        long at = d == L10_DMG_TAIL_FLIP || d == L10_DMG_MANIFEST_TAIL ? size - 1 : size / 2;
+        int b = EOF;
+        /* the manifest's last byte that is not a separator: a text format's final newline
+         * or padding carries nothing to check */
+        while (ok && d == L10_DMG_MANIFEST_TAIL && at > 0 && fseek(f, at, SEEK_SET) == 0 &&
+               ((b = fgetc(f)) == '\n' || b == '\r' || b == ' ' || b == 0))
+            at--;
         ok = ok && fseek(f, at, SEEK_SET) == 0 && (b = fgetc(f)) != EOF &&
              fseek(f, at, SEEK_SET) == 0 && fputc(b ^ 0x40, f) != EOF;
     } else if (d == L10_DMG_TRUNCATE || d == L10_DMG_MANIFEST_CUT) {
@@ -507,7 +515,8 @@ static void run_case(struct l10_state *st, const struct l10_case *c, struct l10_
                                                       : c->save_at[1];
     o->expect_fault = c->damage || !committed_last ? c->expect_fault : FT_OK;
     int whole_run = c->damage == L10_DMG_OTHER_RUN || c->damage == L10_DMG_OTHER_SIZE;
-    int manifest = c->damage == L10_DMG_MANIFEST_CUT || c->damage == L10_DMG_MANIFEST_FLIP;
+    int manifest = c->damage == L10_DMG_MANIFEST_CUT || c->damage == L10_DMG_MANIFEST_FLIP ||
+                   c->damage == L10_DMG_MANIFEST_TAIL;
     o->expect_shard = whole_run || manifest || !c->damage ? -1 : c->dmg_shard;
     o->expect_skip = c->save_at[1];
     if (ok && whole_run) {
