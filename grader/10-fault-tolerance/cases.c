@@ -69,6 +69,12 @@ static const struct l10_case RESHARD8[] = {
     {"saved on 6 ranks, loaded on 8", 6, 8, {0, 3}, 5, {0}, 0, 0, FT_OK, 0, 0},
     {"saved on 3 ranks, loaded on 1", 3, 1, {0, 3}, 5, {0}, 0, 0, FT_OK, 0, 0},
 };
+static const struct l10_case ASYNC[] = {
+    {"snapshot at step 4, step 5 trained, then the snapshot written", 0, 0, {2, 4}, 6, {0}, 0, 0,
+     FT_OK, 0, 0},
+    {"the same, the last rank's writer killed before its shard's rename", 0, 0, {2, 4}, 6,
+     K(L10_SHARD_OF, -1, L10_RENAME, 1, 0), 0, 0, FT_NO_MANIFEST, 0, 0},
+};
 static const struct l10_case INTERVAL[] = {
     {"a 60 s save, a failure every 3 hours", 0, 0, {0, 0}, 0, {0}, 0, 0, FT_OK, 60, 10800},
     {"a 5 min save, a failure a day", 0, 0, {0, 0}, 0, {0}, 0, 0, FT_OK, 300, 86400},
@@ -115,6 +121,7 @@ void l10_setup_cases(struct l10_state *st)
     case L10_OP_RESUME: ADD(RESUME); break;
     case L10_OP_CRASH: ADD(CRASH); break;
     case L10_OP_CORRUPT: ADD(CORRUPT); break;
+    case L10_OP_ASYNC: ADD(ASYNC); break;
     case L10_OP_RESHARD:
         for (size_t i = 0; i < sizeof RESHARD8 / sizeof RESHARD8[0]; i++)
             if (RESHARD8[i].n_save <= st->world && RESHARD8[i].n_load <= st->world)
@@ -228,6 +235,7 @@ void l10_make_root(struct l10_state *st, char *err, size_t errlen)
 
 struct saving {
     const char *root;
+    const struct ft_snapshot *snap; /* async: the shard is written from it */
     const struct pl_shard_state *s;
     struct ft_shard_info *info;
     const struct ft_shard_info *infos;
@@ -237,7 +245,8 @@ struct saving {
 static int save_shard_fn(void *a)
 {
     struct saving *v = a;
-    return ft_save_shard(v->root, v->s, v->info);
+    return v->snap ? ft_snapshot_save(v->root, v->snap, v->info)
+                   : ft_save_shard(v->root, v->s, v->info);
 }
 
 static int save_manifest_fn(void *a)
@@ -283,7 +292,7 @@ int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
     char err[96] = "";
     if (s) {
         mine.member = 1;
-        struct saving v = {st->root, s, &st->rec->info, NULL, n};
+        struct saving v = {st->root, st->snap, s, &st->rec->info, NULL, n};
         int k = kill && kill->who == L10_SHARD_OF && kill->rank == s->rank;
         l10_run_saving(st->rec, k ? kill : NULL, save_shard_fn, &v, &mine.proc, &mine.sig, err,
                        sizeof err);
@@ -306,7 +315,7 @@ int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
     free(all);
     int m[3] = {0, 0, 0}; /* manifest: proc, sig, killed */
     if (!killed && !failed && st->rank == 0) {
-        struct saving v = {st->root, s, NULL, infos, n};
+        struct saving v = {st->root, NULL, s, NULL, infos, n};
         int k = kill && kill->who == L10_MANIFEST_OF;
         l10_run_saving(st->rec, k ? kill : NULL, save_manifest_fn, &v, &m[0], &m[1], err,
                        sizeof err);
@@ -502,7 +511,9 @@ static void run_case(struct l10_state *st, const struct l10_case *c, struct l10_
         if (s) pl_shard_step(s);
         for (int j = 0; j < 2 && ok; j++)
             if (k == c->save_at[j]) {
-                int rc = l10_save_all(st, s, c->n_save, j == 1 ? &c->kill : NULL, o);
+                int rc = j == 1 && st->op == L10_OP_ASYNC
+                             ? l10_save_async(st, s, c->n_save, &c->kill, o)
+                             : l10_save_all(st, s, c->n_save, j == 1 ? &c->kill : NULL, o);
                 ok = rc >= 0;
                 if (j == 1) last = rc;
             }

@@ -8,11 +8,13 @@
 
 #include "lab10.h"
 
-const char *const L10_OP_NAMES[L10_NOPS] = {"resume", "crash", "corrupt", "reshard", "interval"};
+const char *const L10_OP_NAMES[L10_NOPS] = {"resume",  "crash",    "corrupt",
+                                            "reshard", "interval", "async"};
 const char *const L10_OP_FUNCS[L10_NOPS] = {"ft_save_shard, ft_save_manifest and ft_load",
                                             "ft_load after a crash",
                                             "ft_load on a damaged checkpoint",
-                                            "ft_load on another rank count", "ft_interval"};
+                                            "ft_load on another rank count", "ft_interval",
+                                            "ft_snapshot_take and ft_snapshot_save"};
 const char *const L10_CALL_NAMES[L10_NCALLS] = {
     "pl_fs_create", "pl_fs_write", "pl_fs_sync", "pl_fs_close", "pl_fs_rename",
     "pl_fs_sync_dir", "pl_fs_mkdir", "pl_fs_remove"};
@@ -52,6 +54,14 @@ static int judge_proc(const struct gr_obs *all, struct gr_why *why)
         case L10_P_FAILED:
             gr_why_say(why, "rank %d: your %s returned -1 at step %d: a file call failed, so "
                        "nothing could be graded after it", r, fn, o->proc_step);
+            for (int q = 0; q < all->nranks; q++)
+                if (at(all, q)->async_newer) {
+                    gr_why_say(why, "rank %d's ft_snapshot_save wrote under step %d's name, "
+                               "the step trained after the snapshot: the snapshot read the "
+                               "live state when it was written, where it must hold a copy "
+                               "taken in ft_snapshot_take (section 6)", q, o->proc_step + 1);
+                    break;
+                }
             return 0;
         case L10_P_CRASHED:
             if (o->proc_sig > 0)
@@ -126,10 +136,42 @@ static void say_field(const struct l10_obs *o, int r, struct gr_why *why)
     }
 }
 
+/* Async: a snapshot that was not taken. */
+static int judge_snapshot(const struct gr_obs *all, struct gr_why *why)
+{
+    for (int r = 0; r < all->nranks; r++)
+        if (at(all, r)->snap_null) {
+            gr_why_say(why, "rank %d: ft_snapshot_take returned NULL: the snapshot is the "
+                       "checkpoint's only source once the state trains on (section 6)", r);
+            return 0;
+        }
+    return 1;
+}
+
+/* Async: the stall is the snapshot's copy, with no file call in it. */
+static int judge_stall(const struct gr_obs *all, struct gr_why *why)
+{
+    if (!judge_snapshot(all, why)) return 0;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l10_obs *o = at(all, r);
+        if (!o->stall_calls) continue;
+        gr_why_say(why, "rank %d: ft_snapshot_take made %d call%s of ckpt_fs.h, the first "
+                   "%s: the step waits for ft_snapshot_take, so the disk is back in the "
+                   "stall that asynchronous checkpointing removes. Copy the state into the "
+                   "snapshot there, and leave every file call to ft_snapshot_save, which runs "
+                   "beside the next step (section 6)", r, o->stall_calls,
+                   o->stall_calls == 1 ? "" : "s",
+                   o->stall_call >= 0 && o->stall_call < L10_NCALLS
+                       ? L10_CALL_NAMES[o->stall_call] : "?");
+        return 0;
+    }
+    return 1;
+}
+
 /* The checkpoint loaded, the state, the losses after. */
 static int judge_restart(const struct gr_obs *all, struct gr_why *why)
 {
-    if (!judge_proc(all, why)) return 0;
+    if (!judge_proc(all, why) || !judge_snapshot(all, why)) return 0;
     for (int r = 0; r < all->nranks; r++) {
         const struct l10_obs *o = at(all, r);
         if (!o->active) continue;
@@ -158,6 +200,11 @@ static int judge_restart(const struct gr_obs *all, struct gr_why *why)
             if (o->nskipped > 0)
                 gr_why_say(why, "it reported step %lld skipped as %s", (long long)o->skip0.step,
                            fault_name(o->skip0.fault));
+            if (o->op == L10_OP_ASYNC && o->expect_loaded == o->expect_skip)
+                gr_why_say(why, "step %lld's checkpoint was written from the snapshot after the "
+                           "next step had trained: a snapshot that points into the state, "
+                           "instead of holding a copy, writes the newer state or under the "
+                           "newer step's name (section 6)", (long long)o->expect_skip);
             return 0;
         }
         if (o->field && o->expect_loaded < 0) {
@@ -169,6 +216,10 @@ static int judge_restart(const struct gr_obs *all, struct gr_why *why)
         }
         if (o->field) {
             say_field(o, r, why);
+            if (o->op == L10_OP_ASYNC)
+                gr_why_say(why, "the checkpoint was written from the snapshot after the next "
+                           "step had trained: does the snapshot hold a copy of everything the "
+                           "shard file holds, taken in ft_snapshot_take (section 6)?");
             return 0;
         }
         if (o->op == L10_OP_RESHARD && o->loaded >= 0 && o->saved_ranks != o->n_save) {
@@ -284,6 +335,7 @@ int l10_judge(int op, const char *part, const struct gr_obs *all, struct gr_why 
 {
     if (op == L10_OP_INTERVAL) return judge_interval(all, why);
     if (!strcmp(part, "atomic")) return judge_atomic(all, why);
+    if (!strcmp(part, "stall")) return judge_stall(all, why);
     if (!strcmp(part, "named")) return judge_named(all, why);
     return judge_restart(all, why);
 }

@@ -11,6 +11,9 @@
  *   cases.c   the case tables; a training run, its saves in forked processes, the damage,
  *             the restart and its comparison with the one-rank reference; observe
  *   judge.c   the verdicts of every op and their reasons; the ops' names
+ *   async.c   the asynchronous save: a snapshot taken with the recorder armed in the
+ *             training process, a step trained on, the snapshot written in a process of its
+ *             own
  *   bench.c   the bench mode: the measured save and load costs and the interval they give
  *   driver.c  setup, the harness callbacks */
 #ifndef LAB10_H
@@ -29,7 +32,8 @@
 #define L10_NAME 48
 #define L10_CONTINUE 2      /* steps trained after a restart and compared loss by loss */
 
-enum l10_op { L10_OP_RESUME, L10_OP_CRASH, L10_OP_CORRUPT, L10_OP_RESHARD, L10_OP_INTERVAL, L10_NOPS };
+enum l10_op { L10_OP_RESUME, L10_OP_CRASH, L10_OP_CORRUPT, L10_OP_RESHARD, L10_OP_INTERVAL,
+              L10_OP_ASYNC, L10_NOPS };
 extern const char *const L10_OP_NAMES[L10_NOPS];
 extern const char *const L10_OP_FUNCS[L10_NOPS];
 
@@ -138,6 +142,9 @@ struct l10_obs {
     double loss_got, loss_ref;
     /* interval */
     double save_s, mtbf_s, interval, interval_ref;
+    /* async: ft_snapshot_take's ckpt_fs calls (the first one's kind) and a NULL snapshot */
+    int stall_calls, stall_call, snap_null;
+    int async_newer;         /* a step directory of the step after the snapshot's appeared */
 };
 
 struct l10_state {
@@ -147,6 +154,7 @@ struct l10_state {
     struct l10_case cases[L10_MAX_CASES];
     int ncases;
     struct l10_rec *rec;     /* shared with the saving processes (mmap) */
+    const struct ft_snapshot *snap; /* async: the snapshot this rank's shard is written from */
     char root[256];          /* the case's folder, the same on every rank */
 };
 
@@ -174,6 +182,10 @@ void l10_make_root(struct l10_state *st, char *err, size_t errlen);
  * test failed (o says how). */
 int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
                  const struct l10_kill *kill, struct l10_obs *o);
+/* async.c: collective like l10_save_all; s (NULL off the saving group) is at the step to
+ * save. Takes the snapshot, trains s one step on, writes the snapshot's checkpoint. */
+int l10_save_async(struct l10_state *st, struct pl_shard_state *s, int n,
+                   const struct l10_kill *kill, struct l10_obs *o);
 /* Removes a folder and everything in it (no links followed). */
 void l10_rm_tree(const char *path);
 

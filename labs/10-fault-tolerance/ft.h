@@ -5,8 +5,9 @@
  * rank owns a contiguous shard of the parameters and of both AdamW moments, and every rank
  * holds the step, the RNG state and the data position). You write the checkpoint of that
  * state: a shard per rank and a manifest that commits them (section 2), the load that finds
- * the newest whole checkpoint, on any rank count (sections 3 and 4), and the interval
- * between checkpoints (section 5).
+ * the newest whole checkpoint, on any rank count (sections 3 and 4), the interval
+ * between checkpoints (section 5), and the snapshot that lets training go on while a
+ * checkpoint is written (section 6).
  *
  * What you may call: the file calls of lib/ckpt_fs.h (the only way to the disk here: the
  * grader counts them, and kills the writing process at one of them), the shard functions of
@@ -96,5 +97,24 @@ int64_t ft_load(const char *root, struct pl_shard_state *s, struct ft_load_repor
  * the least work in expectation, for a save that stalls training save_s seconds and a
  * job that fails on average every mtbf_s seconds, to first order (Young, 1974). */
 double ft_interval(double save_s, double mtbf_s);
+
+/* Section 6: asynchronous checkpointing. A snapshot is yours (define struct ft_snapshot in
+ * ft.c): everything this rank's shard file will hold, copied out of the state. */
+struct ft_snapshot;
+
+/* The stall: copies what ft_save_shard would write of s into memory the snapshot owns, and
+ * nothing else: no call of ckpt_fs.h (the step waits for this function, and a disk in it
+ * is the stall asynchronous checkpointing removes). NULL when memory is short. */
+struct ft_snapshot *ft_snapshot_take(const struct pl_shard_state *s);
+
+/* The background write: the shard file of the state the snapshot was taken of, as
+ * ft_save_shard writes it (ROOT/step-S/shard-R for that state's step and rank, whole or
+ * absent, *info filled), from the snapshot alone: the state has trained on since. The
+ * grader runs it in a process of its own after the next step, as a checkpoint thread
+ * would run beside it, and may kill or fail it like ft_save_shard. Returns 0, or -1 when a
+ * file call failed. */
+int ft_snapshot_save(const char *root, const struct ft_snapshot *snap,
+                     struct ft_shard_info *info);
+void ft_snapshot_free(struct ft_snapshot *snap);
 
 #endif

@@ -228,3 +228,55 @@ double ft_interval(double save_s, double mtbf_s)
 {
     return sqrt(2.0 * save_s * mtbf_s);
 }
+
+/* ---- section 6: asynchronous checkpointing ---- */
+
+/* A snapshot is the shard file's bytes, laid out in memory as ft_save_shard lays them out;
+ * the save writes them. */
+struct ft_snapshot {
+    int rank;
+    int64_t step;
+    uint64_t offset, count;
+    size_t n;
+    unsigned char *buf;
+};
+
+struct ft_snapshot *ft_snapshot_take(const struct pl_shard_state *s)
+{
+    struct ft_snapshot *snap = calloc(1, sizeof *snap);
+    size_t n = SHARD_HDR + 3 * s->count * sizeof(float);
+    unsigned char *buf = snap ? calloc(1, n) : NULL;
+    if (!buf) {
+        free(snap);
+        return NULL;
+    }
+    const uint64_t hdr[9] = {SHARD_MAGIC, s->run.run_id, (uint64_t)s->step, (uint64_t)s->rank,
+                             (uint64_t)s->n, s->offset, s->count, s->rng, (uint64_t)s->data_pos};
+    for (int i = 0; i < 9; i++) pl_put_le(buf + 8 * i, hdr[i], 8);
+    float *f = (float *)(buf + SHARD_HDR);
+    pl_shard_get(s, f, f + s->count, f + 2 * s->count);
+    *snap = (struct ft_snapshot){s->rank, s->step, s->offset, s->count, n, buf};
+    return snap;
+}
+
+int ft_snapshot_save(const char *root, const struct ft_snapshot *snap,
+                     struct ft_shard_info *info)
+{
+    char dir[PATH_LEN], name[32];
+    step_dir(root, snap->step, dir, sizeof dir);
+    if (pl_fs_mkdir(dir) != 0) return -1;
+    snprintf(name, sizeof name, FT_SHARD, snap->rank);
+    info->rank = snap->rank;
+    info->offset = snap->offset;
+    info->count = snap->count;
+    info->bytes = snap->n;
+    info->checksum = pl_fnv1a(PL_FNV1A_START, snap->buf, snap->n);
+    return write_whole(dir, name, snap->buf, snap->n, SHARD_HDR);
+}
+
+void ft_snapshot_free(struct ft_snapshot *snap)
+{
+    if (!snap) return;
+    free(snap->buf);
+    free(snap);
+}

@@ -184,6 +184,17 @@ static void hand_built(void)
     expect(L10_OP_CRASH, "correct", NR, "rank 1: pl_fs_sync failed in your ft_save_manifest at "
            "step 4 (the grader made it fail with ENOSPC, as a full disk does), and the function "
            "returned 0");
+    /* the asynchronous save: a disk call in the stall, a snapshot not taken */
+    good(L10_OP_ASYNC);
+    CHECK(judge(L10_OP_ASYNC, "stall", NR, &w), "async: no call in the stall fails: %s",
+          first(&w));
+    ob[2].stall_calls = 3;
+    ob[2].stall_call = L10_CREATE;
+    expect(L10_OP_ASYNC, "stall", NR, "rank 2: ft_snapshot_take made 3 calls of ckpt_fs.h, the "
+           "first pl_fs_create");
+    good(L10_OP_ASYNC);
+    ob[1].snap_null = 1;
+    expect(L10_OP_ASYNC, "correct", NR, "rank 1: ft_snapshot_take returned NULL");
     /* the interval */
     good(L10_OP_INTERVAL);
     ob[0].save_s = 60;
