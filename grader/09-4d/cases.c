@@ -233,6 +233,8 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     const struct gr_train_setup *ts = &st->train[i];
     struct fourd_grid g;
     memset(&g, 0, sizeof g);
+    struct pl_mem_stats held;
+    pl_mem_get_stats(&held);
     ob->grid_ret = fourd_grid_new(&g, pl_comm_world(), L9_ORDER, k->dp, k->tp, k->pp);
     if (gr_agree(ob->grid_ret != 0 || pl_todo_what() != NULL)) {
         if (ob->grid_ret == 0) fourd_grid_free(&g);
@@ -298,6 +300,11 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     gr_batch_free(&b);
     fourd_model_free(m);
     fourd_grid_free(&g);
+    pl_mem_get_stats(&ms);
+    for (int c = 0; mode == L9_RUN_FREE && c < PL_MEM_NCAT; c++) {
+        double left = (double)ms.current[c] - (double)held.current[c];
+        if (left > ob->leak_bytes) ob->leak_bytes = left, ob->leak_cat = c;
+    }
     return ok;
 }
 

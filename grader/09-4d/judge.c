@@ -299,6 +299,16 @@ static int judge_recompute(const struct l9_state *st, int i, const struct gr_obs
 {
     const struct l9_case *k = &st->cases[i];
     const struct pl_model_config *c = &st->train[i].cfg;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        if (o->leak_bytes <= 0) continue;
+        gr_why_say(why, "rank %d (stage %d): after fourd_model_free and fourd_grid_free, %.0f "
+                   "bytes of %s it allocated are still held (memory ledger): every buffer "
+                   "the model or a step took, send and receive buffers included, is freed by "
+                   "them; a step that leaks grows until the device is full", r, o->coord[2],
+                   o->leak_bytes, pl_mem_cat_name((enum pl_mem_cat)o->leak_cat));
+        return 0;
+    }
     if (!rank_obs(all, 0)->has_recompute) return 1;
     for (int r = 0; r < all->nranks; r++) {
         const struct l9_obs *o = rank_obs(all, r);

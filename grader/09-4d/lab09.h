@@ -92,6 +92,10 @@ struct l9_obs {
     double activ_peak[3];
     uint64_t digest[3];
     int stage_blocks;             /* blocks on this rank's stage */
+    /* what the first run left allocated once fourd_model_free and fourd_grid_free returned:
+     * the category with the most, and its bytes (0: nothing) */
+    int leak_cat;
+    double leak_bytes;
     /* the first 8-rank case: every order of the axes, and what cannot describe the world */
     int has_orders;
     struct l9_grid_obs orders[L9_NORDERS];
