@@ -233,6 +233,8 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     const struct gr_train_setup *ts = &st->train[i];
     struct fourd_grid g;
     memset(&g, 0, sizeof g);
+    struct pl_mem_stats held;
+    pl_mem_get_stats(&held);
     ob->grid_ret = fourd_grid_new(&g, pl_comm_world(), L9_ORDER, k->dp, k->tp, k->pp);
     if (gr_agree(ob->grid_ret != 0 || pl_todo_what() != NULL)) {
         if (ob->grid_ret == 0) fourd_grid_free(&g);
@@ -298,7 +300,40 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     gr_batch_free(&b);
     fourd_model_free(m);
     fourd_grid_free(&g);
+    pl_mem_get_stats(&ms);
+    for (int c = 0; mode == L9_RUN_FREE && c < PL_MEM_NCAT; c++) {
+        double left = (double)ms.current[c] - (double)held.current[c];
+        if (left > ob->leak_bytes) ob->leak_bytes = left, ob->leak_cat = c;
+    }
     return ok;
+}
+
+/* Every order of the axes on this case's degrees, and what must be refused. */
+static void observe_orders(const struct l9_case *k, struct l9_obs *ob)
+{
+    ob->has_orders = 1;
+    for (int j = 0; j < L9_NORDERS; j++) {
+        struct l9_grid_obs *o = &ob->orders[j];
+        struct fourd_grid g;
+        memset(&g, 0, sizeof g);
+        o->ret = fourd_grid_new(&g, pl_comm_world(), L9_ORDERS[j], k->dp, k->tp, k->pp);
+        if (o->ret != 0) continue;
+        o->coord[0] = g.dp_rank, o->coord[1] = g.tp_rank, o->coord[2] = g.pp_rank;
+        struct pl_comm *cm[3] = {g.dp_comm, g.tp_comm, g.pp_comm};
+        for (int a = 0; a < 3; a++) {
+            o->size[a] = cm[a] ? pl_comm_size(cm[a]) : 0;
+            for (int r = 0; r < o->size[a] && r < L9_MAX_RANKS; r++)
+                o->members[a][r] = pl_comm_world_rank(cm[a], r);
+        }
+        fourd_grid_free(&g);
+    }
+    for (int j = 0; j < L9_NBAD; j++) {
+        struct fourd_grid g;
+        memset(&g, 0, sizeof g);
+        ob->bad_ret[j] = fourd_grid_new(&g, pl_comm_world(), L9_BAD[j].order,
+                                        k->dp * L9_BAD[j].dp_times, k->tp, k->pp);
+        if (ob->bad_ret[j] == 0) fourd_grid_free(&g);
+    }
 }
 
 void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
@@ -307,7 +342,8 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
         return;
     if (!train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_CLIP, PL_RECOMPUTE_NONE))
         return;
-    /* recomputation on the first grid of 8 ranks, (2,2,2): every axis at once */
+    /* recomputation and the orders on the first grid of 8 ranks, (2,2,2): every axis at once */
+    if (st->np == 8 && i == 0 && !st->hidden) observe_orders(&st->cases[i], ob);
     ob->has_recompute = st->np == 8 && i == 0 && !st->hidden;
     for (int r = PL_RECOMPUTE_SELECTIVE; ob->has_recompute && r <= PL_RECOMPUTE_FULL; r++)
         if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_RECOMPUTE,

@@ -167,45 +167,97 @@ static int judge_clip(const struct l9_state *st, int i, const struct gr_obs *all
 
 static const char *AXES[3] = {"dp", "tp", "pp"};
 
-static int judge_grid(const struct l9_state *st, int i, const struct gr_obs *all,
-                      struct gr_why *why)
+const char *const L9_ORDERS[L9_NORDERS] = {L9_ORDER, "tp-dp-pp", "pp-tp-dp", "pp-dp-tp",
+                                          "dp-tp-pp", "dp-pp-tp"};
+const struct l9_bad L9_BAD[L9_NBAD] = {
+    {"tp-cp-pp-dp", 1}, {"tp-pp", 1}, {"tp-tp-dp", 1}, {"tp-pp-dp-", 1}, {L9_ORDER, 2}};
+
+/* Rank r's view of its grid under one order (the main order's from its own fields). */
+static struct l9_grid_obs view_of(const struct l9_obs *o, int order)
 {
-    const struct l9_case *k = &st->cases[i];
+    if (order > 0) return o->orders[order];
+    struct l9_grid_obs v;
+    memset(&v, 0, sizeof v);
+    v.ret = o->grid_ret;
+    memcpy(v.coord, o->coord, sizeof v.coord);
+    memcpy(v.size, o->size, sizeof v.size);
+    memcpy(v.members, o->members, sizeof v.members);
+    return v;
+}
+
+/* Every rank's coordinates and groups under L9_ORDERS[order] against lib/grid.h's. */
+static int check_order(const struct l9_case *k, int order, const struct gr_obs *all,
+                       struct gr_why *why)
+{
+    const char *name = L9_ORDERS[order];
     struct pl_grid g;
     char degrees[64], err[256];
     snprintf(degrees, sizeof degrees, "tp=%d,pp=%d,dp=%d", k->tp, k->pp, k->dp);
-    if (pl_grid_init(&g, L9_ORDER, degrees, all->nranks, err, sizeof err) != 0) {
+    if (pl_grid_init(&g, name, degrees, all->nranks, err, sizeof err) != 0) {
         gr_why_say(why, "internal: the case's grid: %s", err);
         return 0;
     }
     const int per_node = all->nranks == 6 ? 2 : 4;
     for (int r = 0; r < all->nranks; r++) {
-        const struct l9_obs *o = rank_obs(all, r);
+        const struct l9_grid_obs o = view_of(rank_obs(all, r), order);
+        if (o.ret != 0) {
+            gr_why_say(why, "rank %d: fourd_grid_new(world, \"%s\", dp=%d, tp=%d, pp=%d) "
+                       "returned %d: a permutation of tp, pp and dp whose degrees multiply to "
+                       "the world's %d ranks describes it", r, name, k->dp, k->tp, k->pp,
+                       o.ret, all->nranks);
+            return 0;
+        }
         for (int a = 0; a < 3; a++) {
             int axis = pl_grid_axis(&g, AXES[a]), want[L9_MAX_RANKS];
             int n = pl_grid_group(&g, r, axis, want);
-            int same = o->size[a] == n && o->coord[a] == pl_grid_coord(&g, r, axis);
-            for (int j = 0; same && j < n; j++) same = o->members[a][j] == want[j];
+            int same = o.size[a] == n && o.coord[a] == pl_grid_coord(&g, r, axis);
+            for (int j = 0; same && j < n; j++) same = o.members[a][j] == want[j];
             if (same) continue;
             char got[96] = "", exp[96] = "";
-            for (int j = 0; j < o->size[a] && j < L9_MAX_RANKS; j++)
+            for (int j = 0; j < o.size[a] && j < L9_MAX_RANKS; j++)
                 snprintf(got + strlen(got), sizeof got - strlen(got), "%s%d", j ? "," : "",
-                         o->members[a][j]);
+                         o.members[a][j]);
             for (int j = 0; j < n; j++)
                 snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%d", j ? "," : "",
                          want[j]);
             gr_why_say(why, "rank %d: its %s group is ranks {%s} at coordinate %d; order %s "
                        "(leftmost varies fastest) makes it {%s} at coordinate %d", r, AXES[a],
-                       got, o->coord[a], L9_ORDER, exp, pl_grid_coord(&g, r, axis));
-            if (a == 1 && o->size[a] > 1 &&
-                o->members[a][0] / per_node != o->members[a][o->size[a] - 1] / per_node)
+                       got, o.coord[a], name, exp, pl_grid_coord(&g, r, axis));
+            if (order == 0 && a == 1 && o.size[a] > 1 &&
+                o.members[a][0] / per_node != o.members[a][o.size[a] - 1] / per_node)
                 gr_why_say(why, "that TP group spans nodes of %d ranks: its all-gathers and "
                            "reduce-scatters, one pair per block half and microbatch, would "
                            "cross the network; tp innermost keeps them inside a node",
                            per_node);
+            if (order > 0)
+                gr_why_say(why, "the order string decides the layout: the grid test asks "
+                           "every permutation of the three axes on (dp,tp,pp) = (%d,%d,%d)",
+                           k->dp, k->tp, k->pp);
             return 0;
         }
     }
+    return 1;
+}
+
+static int judge_grid(const struct l9_state *st, int i, const struct gr_obs *all,
+                      struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    const struct l9_obs *o0 = rank_obs(all, 0);
+    for (int order = 0; order < (o0->has_orders ? L9_NORDERS : 1); order++)
+        if (!check_order(k, order, all, why)) return 0;
+    for (int r = 0; o0->has_orders && r < all->nranks; r++)
+        for (int j = 0; j < L9_NBAD; j++) {
+            if (rank_obs(all, r)->bad_ret[j] == -1) continue;
+            gr_why_say(why, "rank %d: fourd_grid_new(world, \"%s\", dp=%d, tp=%d, pp=%d) "
+                       "returned %d on %d ranks, where fourd.h's contract is -1: %s", r,
+                       L9_BAD[j].order, k->dp * L9_BAD[j].dp_times, k->tp, k->pp,
+                       rank_obs(all, r)->bad_ret[j], all->nranks,
+                       L9_BAD[j].dp_times != 1 ? "the degrees' product is not the world's size"
+                                               : "the order is not a permutation of tp, pp "
+                                                 "and dp joined by '-'");
+            return 0;
+        }
     return 1;
 }
 
@@ -247,6 +299,16 @@ static int judge_recompute(const struct l9_state *st, int i, const struct gr_obs
 {
     const struct l9_case *k = &st->cases[i];
     const struct pl_model_config *c = &st->train[i].cfg;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        if (o->leak_bytes <= 0) continue;
+        gr_why_say(why, "rank %d (stage %d): after fourd_model_free and fourd_grid_free, %.0f "
+                   "bytes of %s it allocated are still held (memory ledger): every buffer "
+                   "the model or a step took, send and receive buffers included, is freed by "
+                   "them; a step that leaks grows until the device is full", r, o->coord[2],
+                   o->leak_bytes, pl_mem_cat_name((enum pl_mem_cat)o->leak_cat));
+        return 0;
+    }
     if (!rank_obs(all, 0)->has_recompute) return 1;
     for (int r = 0; r < all->nranks; r++) {
         const struct l9_obs *o = rank_obs(all, r);
@@ -271,6 +333,21 @@ static int judge_recompute(const struct l9_state *st, int i, const struct gr_obs
             const double slack = rc == PL_RECOMPUTE_FULL ? none : 0;
             double want = blocks * (none - kept) - slack;
             double saved = o->activ_peak[PL_RECOMPUTE_NONE] - o->activ_peak[rc];
+            /* and at most what the microbatches in flight leave unsaved (a tenth and 2 kB
+             * over for the bookkeeping of one's own design): more is a schedule that holds
+             * more microbatches than 1F1B, with none, than the min(p - s, m) it needs */
+            double most = 1.1 * blocks * (none - kept) + 2048;
+            if (saved > most) {
+                gr_why_say(why, "rank %d (stage %d of %d, %d blocks): recompute %s lowers its "
+                           "activation peak by %.0f bytes, more than the %d microbatches 1F1B "
+                           "holds at once on this stage can leave unsaved (%.0f blocks x %.0f "
+                           "= %.0f): with none it holds more microbatches' activations than "
+                           "min(p - s, m) = %d (are a microbatch's saved activations freed "
+                           "right after its backward, and does the warm-up run p - s - 1 "
+                           "forwards?)", r, o->coord[2], k->pp, o->stage_blocks, name, saved,
+                           fl, blocks, none - kept, blocks * (none - kept), fl);
+                return 0;
+            }
             if (saved + 0.5 < want) {
                 gr_why_say(why, "rank %d (stage %d of %d, %d blocks, %d microbatches in flight "
                            "under 1F1B): its activation peak with recompute %s is %.0f bytes, "

@@ -27,6 +27,25 @@ struct l9_case {
     int dp, tp, pp;
 };
 
+/* The grid test's other questions to fourd_grid_new, on the first 8-rank case: every order
+ * of the three axes (L9_ORDERS[0] is L9_ORDER), and orders or degrees that cannot describe
+ * the world, which must give -1 (L9_BAD, with the factor its dp is multiplied by). */
+#define L9_NORDERS 6
+#define L9_NBAD 5
+extern const char *const L9_ORDERS[L9_NORDERS];
+extern const struct l9_bad {
+    const char *order;
+    int dp_times;
+} L9_BAD[L9_NBAD];
+
+/* What fourd_grid_new gave one rank for one order. */
+struct l9_grid_obs {
+    int ret;
+    int coord[3];                 /* dp, tp, pp */
+    int size[3];                  /* of its dp, tp, pp communicators */
+    int members[3][L9_MAX_RANKS]; /* their world ranks by group rank */
+};
+
 /* The state of a run: the seed, the model, the data, each case's reference. */
 struct l9_state {
     uint64_t seed;
@@ -73,6 +92,14 @@ struct l9_obs {
     double activ_peak[3];
     uint64_t digest[3];
     int stage_blocks;             /* blocks on this rank's stage */
+    /* what the first run left allocated once fourd_model_free and fourd_grid_free returned:
+     * the category with the most, and its bytes (0: nothing) */
+    int leak_cat;
+    double leak_bytes;
+    /* the first 8-rank case: every order of the axes, and what cannot describe the world */
+    int has_orders;
+    struct l9_grid_obs orders[L9_NORDERS];
+    int bad_ret[L9_NBAD];
 };
 
 /* cases.c */

@@ -53,14 +53,14 @@ static void lab09_plan(const struct gr_plan_opts *o)
         gr_add(&(struct gr_spec){name, "train", "check", "clip", "correctness", np,
                                  eight ? 20 : 10, LAB09_TIMEOUT, 0, NULL});
         if (!eight) continue;
-        snprintf(name, sizeof name, "4D: TP, PP and DP groups of the order tp-pp-dp [np=%d]", np);
+        snprintf(name, sizeof name, "4D: TP, PP and DP groups of every order of the axes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "grid", "placement", np, 10,
                                  LAB09_TIMEOUT, 0, NULL});
         snprintf(name, sizeof name, "4D: SP conjugates inside a node, pipeline bytes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "traffic", "performance", np, 5,
                                  LAB09_TIMEOUT, 0, NULL});
-        snprintf(name, sizeof name, "4D: recomputation, same training, activations saved "
-                 "[np=%d]", np);
+        snprintf(name, sizeof name, "4D: recomputation, same training, activations saved; "
+                 "nothing left after fourd_model_free [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "recompute", "memory", np, 5,
                                  LAB09_TIMEOUT, 0, NULL});
     }

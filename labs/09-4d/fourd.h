@@ -26,8 +26,9 @@
  *
  * and checks, against the single-device reference (pl_model_step on the whole batch):
  *   grid      each rank's coordinates and the world ranks of its TP, PP and DP groups are
- *             those of the order string (leftmost innermost, lib/grid.h); with "tp-pp-dp" on
- *             2 nodes of 4 every TP group lies inside a node (section 1).
+ *             those of the order string (leftmost innermost, lib/grid.h), for every order
+ *             of the three axes; with "tp-pp-dp" on 2 nodes of 4 every TP group lies inside
+ *             a node (section 1); -1 for an order or degrees that cannot describe world.
  *   results   K AdamW steps without clipping on grids (dp, tp, pp) = (2,2,2), (1,2,4), (2,4,1), (4,1,2) on 8
  *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven): the loss every step
  *             returns (relative error 1e-5), and after the K steps every rank's parameters
@@ -41,10 +42,10 @@
  *             (section 3).
  *   recompute the (2,2,2) grid's unclipped steps again with m->recompute selective and full: every
  *             loss and parameter bit for bit those of none, and each rank's activation peak
- *             (memory ledger) below none's by at least what the choice leaves unsaved of
- *             every block of every microbatch in flight (under full, less one block's whole
- *             activations, which its rerun needs while it runs): sp_block.h's formulas
- *             (section 3.1).
+ *             (memory ledger) below none's by what the choice leaves unsaved of every block
+ *             of every microbatch in flight under 1F1B (under full, less one block's whole
+ *             activations, which its rerun needs while it runs): sp_block.h's formulas,
+ *             bounded on both sides (section 3.1).
  *   traffic   from the traffic ledger: the SP conjugates' all-gathers and reduce-scatters
  *             never cross a node under "tp-pp-dp"; each rank's point-to-point bytes per
  *             step equal (its neighbouring stages) x micro x (B/(dp micro)) T/t C x 4:
