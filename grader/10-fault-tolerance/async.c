@@ -4,7 +4,9 @@
  * snapshot that points into the state instead of holding a copy now reads the newer state,
  * and only then is the snapshot written, in a process of its own (l10_save_all, killed where
  * the case says), as a checkpoint thread would write it beside the next step. The manifest
- * is committed for the snapshot's step from a view of the state as it was then. */
+ * is committed for the snapshot's step from a view of the state as it was then. What the
+ * snapshot holds is read from the C library's allocator (mallinfo2) around the take. */
+#include <malloc.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +15,13 @@
 #include "lab10.h"
 #include "todo.h"
 #include "wrap_ctx.h"
+
+/* What the C library's allocator holds now, mmapped blocks included. */
+static double heap_bytes(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    return (double)m.uordblks + (double)m.hblkhd;
+}
 
 int l10_save_async(struct l10_state *st, struct pl_shard_state *s, int n,
                    const struct l10_kill *kill, struct l10_obs *o)
@@ -23,10 +32,13 @@ int l10_save_async(struct l10_state *st, struct pl_shard_state *s, int n,
     int bad = 0;
     if (s) {
         then = *s; /* the step, RNG state and data position the manifest names */
+        o->count = s->count;
         memset(st->rec, 0, sizeof *st->rec);
         st->rec->armed = 1;
         gr_wrap_ctx_set(st->rec);
+        double before = heap_bytes();
         snap = ft_snapshot_take(s);
+        o->snap_bytes = heap_bytes() - before;
         st->rec->armed = 0;
         gr_wrap_ctx_set(NULL);
         o->stall_calls = st->rec->nev;

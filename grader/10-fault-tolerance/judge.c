@@ -148,10 +148,26 @@ static int judge_snapshot(const struct gr_obs *all, struct gr_why *why)
     return 1;
 }
 
-/* Async: the stall is the snapshot's copy, with no file call in it. */
+/* Async: the stall is the snapshot's copy, with no file call in it, and the copy is one
+ * shard's size. */
 static int judge_stall(const struct gr_obs *all, struct gr_why *why)
 {
     if (!judge_snapshot(all, why)) return 0;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l10_obs *o = at(all, r);
+        double shard = 3.0 * (double)o->count * sizeof(float);
+        if (o->snap_bytes >= shard && o->snap_bytes <= shard + L10_SNAP_SLACK) continue;
+        gr_why_say(why, "rank %d: the snapshot holds %.0f bytes of the C library's heap, where "
+                   "this rank's shard is 3 x %llu floats = %.0f bytes (and up to %d bytes of "
+                   "header and bookkeeping): %s (section 6)", r, o->snap_bytes,
+                   (unsigned long long)o->count, shard, L10_SNAP_SLACK,
+                   o->snap_bytes < shard
+                       ? "less than a copy of the shard, so it still reads the state it was "
+                         "taken of"
+                       : "more than one copy of the shard, which every rank pays in host "
+                         "memory for every snapshot in flight");
+        return 0;
+    }
     for (int r = 0; r < all->nranks; r++) {
         const struct l10_obs *o = at(all, r);
         if (!o->stall_calls) continue;

@@ -145,6 +145,7 @@ struct l10_obs {
     /* async: ft_snapshot_take's ckpt_fs calls (the first one's kind) and a NULL snapshot */
     int stall_calls, stall_call, snap_null;
     int async_newer;         /* a step directory of the step after the snapshot's appeared */
+    double snap_bytes;       /* heap bytes ft_snapshot_take left allocated (glibc's count) */
 };
 
 struct l10_state {
@@ -182,6 +183,8 @@ void l10_make_root(struct l10_state *st, char *err, size_t errlen);
  * test failed (o says how). */
 int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
                  const struct l10_kill *kill, struct l10_obs *o);
+/* Bytes a snapshot may hold beyond the shard's 3 x count floats: its header and bookkeeping. */
+#define L10_SNAP_SLACK 4096
 /* async.c: collective like l10_save_all; s (NULL off the saving group) is at the step to
  * save. Takes the snapshot, trains s one step on, writes the snapshot's checkpoint. */
 int l10_save_async(struct l10_state *st, struct pl_shard_state *s, int n,

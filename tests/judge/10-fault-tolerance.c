@@ -40,6 +40,7 @@ static void good(int op)
         pl_shard_range(6374, NR, r, &o->offset, &o->count);
         o->loaded = o->expect_loaded = 2;
         o->saved_ranks = NR;
+        o->snap_bytes = 3.0 * (double)o->count * sizeof(float) + 80; /* a copy and a header */
         o->expect_skip = 4;
         o->expect_fault = FT_SHARD_CHECKSUM;
         o->expect_shard = 2;
@@ -192,6 +193,11 @@ static void hand_built(void)
     ob[2].stall_call = L10_CREATE;
     expect(L10_OP_ASYNC, "stall", NR, "rank 2: ft_snapshot_take made 3 calls of ckpt_fs.h, the "
            "first pl_fs_create");
+    good(L10_OP_ASYNC);
+    ob[0].snap_bytes = 6.0 * (double)ob[0].count * sizeof(float);
+    expect(L10_OP_ASYNC, "stall", NR, "more than one copy of the shard");
+    ob[0].snap_bytes = 16;
+    expect(L10_OP_ASYNC, "stall", NR, "less than a copy of the shard, so it still reads the state");
     good(L10_OP_ASYNC);
     ob[1].snap_null = 1;
     expect(L10_OP_ASYNC, "correct", NR, "rank 1: ft_snapshot_take returned NULL");
