@@ -122,6 +122,12 @@ void l10_setup_cases(struct l10_state *st)
     case L10_OP_CRASH: ADD(CRASH); break;
     case L10_OP_CORRUPT: ADD(CORRUPT); break;
     case L10_OP_ASYNC: ADD(ASYNC); break;
+    case L10_OP_DETECT: {
+        static const struct l10_case every = {"the 7 scenarios of section 7", 1, 1, {0, 0}, 0,
+                                              {0}, 0, 0, FT_OK, 0, 0};
+        st->cases[st->ncases++] = every;
+        break;
+    }
     case L10_OP_RESHARD:
         for (size_t i = 0; i < sizeof RESHARD8 / sizeof RESHARD8[0]; i++)
             if (RESHARD8[i].n_save <= st->world && RESHARD8[i].n_load <= st->world)
@@ -148,6 +154,8 @@ void l10_describe(const struct l10_case *c, int op, char *buf, size_t len)
 {
     if (op == L10_OP_INTERVAL)
         snprintf(buf, len, "%s: save %.4g s, MTBF %.4g s", c->what, c->save_s, c->mtbf_s);
+    else if (op == L10_OP_DETECT)
+        snprintf(buf, len, "%s, 4 ranks, a heartbeat a step of 1 s, bound 3 s", c->what);
     else if (op == L10_OP_RESHARD)
         snprintf(buf, len, "%s, at step %d", c->what, c->save_at[1]);
     else
@@ -553,6 +561,10 @@ void l10_observe(struct l10_state *st, int i, struct l10_obs *o)
     o->rank = st->rank;
     o->n_save = c->n_save;
     o->n_load = c->n_load;
+    if (st->op == L10_OP_DETECT) {
+        l10_detect_observe(o);
+        return;
+    }
     if (st->op == L10_OP_INTERVAL) {
         o->active = 1;
         o->save_s = c->save_s;

@@ -8,13 +8,14 @@
 
 #include "lab10.h"
 
-const char *const L10_OP_NAMES[L10_NOPS] = {"resume",  "crash",    "corrupt",
-                                            "reshard", "interval", "async"};
+const char *const L10_OP_NAMES[L10_NOPS] = {"resume",   "crash", "corrupt", "reshard",
+                                            "interval", "async", "detect"};
 const char *const L10_OP_FUNCS[L10_NOPS] = {"ft_save_shard, ft_save_manifest and ft_load",
                                             "ft_load after a crash",
                                             "ft_load on a damaged checkpoint",
                                             "ft_load on another rank count", "ft_interval",
-                                            "ft_snapshot_take and ft_snapshot_save"};
+                                            "ft_snapshot_take and ft_snapshot_save",
+                                            "ft_detect"};
 const char *const L10_CALL_NAMES[L10_NCALLS] = {
     "pl_fs_create", "pl_fs_write", "pl_fs_sync", "pl_fs_close", "pl_fs_rename",
     "pl_fs_sync_dir", "pl_fs_mkdir", "pl_fs_remove"};
@@ -347,8 +348,53 @@ static int judge_interval(const struct gr_obs *all, struct gr_why *why)
     return 1;
 }
 
+static const char *const FAILURE_NAMES[] = {"FT_RUNNING", "FT_FINISHED", "FT_RANK_DIED",
+                                             "FT_RANK_HUNG"};
+
+static void verdict_words(const struct ft_verdict *v, char *buf, size_t len)
+{
+    const char *name = v->failure >= 0 && v->failure <= FT_RANK_HUNG ? FAILURE_NAMES[v->failure]
+                                                                     : "(not an ft_failure)";
+    if (v->failure == FT_RANK_DIED || v->failure == FT_RANK_HUNG)
+        snprintf(buf, len, "%s, rank %d, step %lld", name, v->rank, (long long)v->step);
+    else
+        snprintf(buf, len, "%s", name);
+}
+
+static int judge_detect(const struct gr_obs *all, struct gr_why *why)
+{
+    const struct l10_obs *o = at(all, 0);
+    if (!o->det_bad) return 1;
+    char got[96], want[96], ranks[512] = "";
+    verdict_words(&o->det_got, got, sizeof got);
+    verdict_words(&o->det_want, want, sizeof want);
+    for (int r = 0; r < L10_DET_RANKS; r++) {
+        const struct ft_rank_seen *s = &o->det_seen[r];
+        size_t n = strlen(ranks);
+        if (s->ended)
+            snprintf(ranks + n, sizeof ranks - n, "%srank %d ended (step %lld, %s %d)",
+                     r ? "; " : "", r, (long long)s->step, s->signal ? "signal" : "exit code",
+                     s->signal ? s->signal : s->exit_code);
+        else
+            snprintf(ranks + n, sizeof ranks - n, "%srank %d at step %lld, heartbeat %.2f s "
+                     "old, %s", r ? "; " : "", r, (long long)s->step, o->det_t - s->beat_s,
+                     s->in_call ? "inside a call" : "computing");
+    }
+    gr_why_say(why, "%s: at %.2f s your ft_detect said %s, where the scenario is %s (bound "
+               "%.0f s). What the supervisor saw: %s (section 7)", o->det_what,
+               o->det_t, got, want, o->det_bound, ranks);
+    if (o->det_want.failure == FT_RUNNING && o->det_got.failure == FT_RANK_HUNG)
+        gr_why_say(why, "a heartbeat late within the bound is a straggler or a rank waiting in "
+                   "a call: restarting the job for it costs the work since the last checkpoint");
+    else if (o->det_want.failure == FT_RANK_HUNG && o->det_got.failure == FT_RANK_HUNG)
+        gr_why_say(why, "the ranks blocked inside a call are waiting for the one that is not: "
+                   "restarting without it would leave the real fault in the job");
+    return 0;
+}
+
 int l10_judge(int op, const char *part, const struct gr_obs *all, struct gr_why *why)
 {
+    if (op == L10_OP_DETECT) return judge_detect(all, why);
     if (op == L10_OP_INTERVAL) return judge_interval(all, why);
     if (!strcmp(part, "atomic")) return judge_atomic(all, why);
     if (!strcmp(part, "stall")) return judge_stall(all, why);

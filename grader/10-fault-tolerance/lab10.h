@@ -14,6 +14,8 @@
  *   async.c   the asynchronous save: a snapshot taken with the recorder armed in the
  *             training process, a step trained on, the snapshot written in a process of its
  *             own
+ *   detect.c  the failure detection's scenarios: what a supervisor sees of a model job at
+ *             each sample of its clock, and the verdict each defines
  *   bench.c   the bench mode: the measured save and load costs and the interval they give
  *   driver.c  setup, the harness callbacks */
 #ifndef LAB10_H
@@ -33,7 +35,9 @@
 #define L10_CONTINUE 2      /* steps trained after a restart and compared loss by loss */
 
 enum l10_op { L10_OP_RESUME, L10_OP_CRASH, L10_OP_CORRUPT, L10_OP_RESHARD, L10_OP_INTERVAL,
-              L10_OP_ASYNC, L10_NOPS };
+              L10_OP_ASYNC, L10_OP_DETECT, L10_NOPS };
+#define L10_DET_RANKS 4
+#define L10_DET_SCENARIOS 7
 extern const char *const L10_OP_NAMES[L10_NOPS];
 extern const char *const L10_OP_FUNCS[L10_NOPS];
 
@@ -146,6 +150,12 @@ struct l10_obs {
     int stall_calls, stall_call, snap_null;
     int async_newer;         /* a step directory of the step after the snapshot's appeared */
     double snap_bytes;       /* heap bytes ft_snapshot_take left allocated (glibc's count) */
+    /* detect: the first sample whose verdict is not the scenario's, and what was seen then */
+    int det_bad, det_case;
+    char det_what[96];
+    double det_t, det_bound;
+    struct ft_verdict det_got, det_want;
+    struct ft_rank_seen det_seen[L10_DET_RANKS];
 };
 
 struct l10_state {
@@ -189,6 +199,8 @@ int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
  * save. Takes the snapshot, trains s one step on, writes the snapshot's checkpoint. */
 int l10_save_async(struct l10_state *st, struct pl_shard_state *s, int n,
                    const struct l10_kill *kill, struct l10_obs *o);
+/* detect.c: every scenario's samples; the first wrong verdict into o. */
+void l10_detect_observe(struct l10_obs *o);
 /* Removes a folder and everything in it (no links followed). */
 void l10_rm_tree(const char *path);
 

@@ -15,7 +15,8 @@
  * shard bit for bit the one-rank reference's, the training after it too, and the rank count
  * that saved it reported (24); the checkpoint interval against the formula (12); a snapshot
  * taken at step 4 with no file call in it, one shard's size (4), written after step 5 has trained, the
- * restart from it bit for bit (6), also with its writer killed. 114 points.
+ * restart from it bit for bit (6), also with its writer killed; the supervisor's verdict on
+ * seven scenarios of a model job, sampled every 0.1 s (10). 124 points.
  * The
  * hidden suite runs the crash on 2 ranks, the damage on 3, the resume on 4 and the
  * restarts that fit on 6, on its own seed. */
@@ -67,6 +68,8 @@ static void lab10_plan(const struct gr_plan_opts *o)
         {"asynchronous checkpoint: one shard's copy, no file call in the stall [np=3]", "async",
          "check", "stall",
          "correctness", 3, 4, LAB10_TIMEOUT, 0, NULL},
+        {"failure detection: died, hung, deadlocked, finished, a straggler [np=1, 7 scenarios]",
+         "detect", "check", "correct", "correctness", 1, 10, LAB10_TIMEOUT, 0, NULL},
         {"checkpoint interval [4 cases, 2 drawn by the seed]", "interval", "check", "correct",
          "correctness", 1, 12, LAB10_TIMEOUT, 0, NULL},
     };

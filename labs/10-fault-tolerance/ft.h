@@ -6,8 +6,9 @@
  * holds the step, the RNG state and the data position). You write the checkpoint of that
  * state: a shard per rank and a manifest that commits them (section 2), the load that finds
  * the newest whole checkpoint, on any rank count (sections 3 and 4), the interval
- * between checkpoints (section 5), and the snapshot that lets training go on while a
- * checkpoint is written (section 6).
+ * between checkpoints (section 5), the snapshot that lets training go on while a
+ * checkpoint is written (section 6), and the supervisor's verdict on a job that stopped
+ * making progress (section 7).
  *
  * What you may call: the file calls of lib/ckpt_fs.h (the only way to the disk here: the
  * grader counts them, and kills the writing process at one of them), the shard functions of
@@ -116,5 +117,40 @@ struct ft_snapshot *ft_snapshot_take(const struct pl_shard_state *s);
 int ft_snapshot_save(const char *root, const struct ft_snapshot *snap,
                      struct ft_shard_info *info);
 void ft_snapshot_free(struct ft_snapshot *snap);
+
+/* Section 7: detecting a failure. What a supervisor outside the job sees of one rank: its
+ * last heartbeat (written as each step starts), its status file (lib/trace_status.h: is it
+ * blocked inside a communication call?), and its process, once that has ended. */
+struct ft_rank_seen {
+    int64_t step;          /* the step its last heartbeat named, -1 before the first */
+    double beat_s;         /* when it wrote that heartbeat, on the supervisor's clock */
+    int in_call;           /* 1: blocked inside a collective or point-to-point call */
+    int ended;             /* 1: its process is gone, with ... */
+    int exit_code, signal; /* ... this exit code, or killed by this signal (0: none) */
+};
+
+enum ft_failure { FT_RUNNING, FT_FINISHED, FT_RANK_DIED, FT_RANK_HUNG };
+
+struct ft_verdict {
+    int failure;  /* enum ft_failure */
+    int rank;     /* FT_RANK_*: the rank at fault; else -1 */
+    int64_t step; /* FT_RANK_*: that rank's last heartbeat's step; else -1 */
+};
+
+/* Section 7. The verdict on a job of n ranks at time now_s, a heartbeat older than bound_s
+ * being a rank that stopped:
+ *   FT_FINISHED   every rank ended with exit code 0 and no signal;
+ *   FT_RANK_DIED  a rank ended otherwise (a signal, a non-zero code), or ended while another
+ *                 has not: at fault the one among them whose last step is lowest (it
+ *                 stopped first), ties to the lowest rank;
+ *   FT_RANK_HUNG  no rank ended, and some heartbeat is older than bound_s: at fault the rank
+ *                 that holds the others up, the one of those that is not blocked inside a
+ *                 communication call (the others wait in theirs for it); when every such
+ *                 rank is inside a call (a deadlock of the calls themselves), the one whose
+ *                 last step is lowest, ties to the lowest rank;
+ *   FT_RUNNING    otherwise: a heartbeat late within bound_s is a straggler, not a failure.
+ * A died rank is reported at once; a hung one within bound_s of its last heartbeat. */
+struct ft_verdict ft_detect(const struct ft_rank_seen *seen, int n, double now_s,
+                            double bound_s);
 
 #endif

@@ -280,3 +280,45 @@ void ft_snapshot_free(struct ft_snapshot *snap)
     free(snap->buf);
     free(snap);
 }
+
+/* ---- section 7: detecting a failure ---- */
+
+/* Of the ranks pick() accepts, the one whose last step is lowest, ties to the lowest rank;
+ * -1 when it accepts none. */
+static int first_stopped(const struct ft_rank_seen *seen, int n, const unsigned char *pick)
+{
+    int at = -1;
+    for (int r = 0; r < n; r++)
+        if (pick[r] && (at < 0 || seen[r].step < seen[at].step)) at = r;
+    return at;
+}
+
+struct ft_verdict ft_detect(const struct ft_rank_seen *seen, int n, double now_s,
+                            double bound_s)
+{
+    unsigned char pick[MAX_RANKS] = {0};
+    int ended = 0, failed = 0;
+    for (int r = 0; r < n && r < MAX_RANKS; r++) {
+        ended += seen[r].ended;
+        failed |= seen[r].ended && (seen[r].signal || seen[r].exit_code);
+    }
+    if (ended == n && !failed) return (struct ft_verdict){FT_FINISHED, -1, -1};
+    int kind = FT_RANK_DIED;
+    if (ended) { /* a death, or an exit while others still run */
+        for (int r = 0; r < n && r < MAX_RANKS; r++) pick[r] = (unsigned char)seen[r].ended;
+    } else {
+        kind = FT_RANK_HUNG;
+        int stale = 0, outside = 0;
+        for (int r = 0; r < n && r < MAX_RANKS; r++) {
+            int late = now_s - seen[r].beat_s > bound_s;
+            stale |= late;
+            outside |= late && !seen[r].in_call;
+        }
+        if (!stale) return (struct ft_verdict){FT_RUNNING, -1, -1};
+        /* the rank the others wait for is the stale one outside any call */
+        for (int r = 0; r < n && r < MAX_RANKS; r++)
+            pick[r] = now_s - seen[r].beat_s > bound_s && (!outside || !seen[r].in_call);
+    }
+    int at = first_stopped(seen, n < MAX_RANKS ? n : MAX_RANKS, pick);
+    return (struct ft_verdict){kind, at, seen[at].step};
+}

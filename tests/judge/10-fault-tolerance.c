@@ -201,6 +201,19 @@ static void hand_built(void)
     good(L10_OP_ASYNC);
     ob[1].snap_null = 1;
     expect(L10_OP_ASYNC, "correct", NR, "rank 1: ft_snapshot_take returned NULL");
+    /* the supervisor's verdict */
+    good(L10_OP_DETECT);
+    CHECK(judge(L10_OP_DETECT, "correct", 1, &w), "detect: no wrong sample fails: %s", first(&w));
+    ob[0].det_bad = 1;
+    ob[0].det_t = 8.13;
+    ob[0].det_bound = 3;
+    snprintf(ob[0].det_what, sizeof ob[0].det_what, "rank 3 hung");
+    ob[0].det_got = (struct ft_verdict){FT_RANK_HUNG, 1, 5};
+    ob[0].det_want = (struct ft_verdict){FT_RANK_HUNG, 3, 5};
+    ob[0].det_seen[1] = (struct ft_rank_seen){5, 5.1, 1, 0, 0, 0};
+    expect(L10_OP_DETECT, "correct", 1, "rank 3 hung: at 8.13 s your ft_detect said "
+           "FT_RANK_HUNG, rank 1, step 5, where the scenario is FT_RANK_HUNG, rank 3, step 5");
+    expect(L10_OP_DETECT, "correct", 1, "rank 1 at step 5, heartbeat 3.03 s old, inside a call");
     /* the interval */
     good(L10_OP_INTERVAL);
     ob[0].save_s = 60;
