@@ -39,6 +39,7 @@ int l10_save_async(struct l10_state *st, struct pl_shard_state *s, int n,
         double before = heap_bytes();
         snap = ft_snapshot_take(s);
         o->snap_bytes = heap_bytes() - before;
+        o->snap_left = before;
         st->rec->armed = 0;
         gr_wrap_ctx_set(NULL);
         o->stall_calls = st->rec->nev;
@@ -64,5 +65,6 @@ int l10_save_async(struct l10_state *st, struct pl_shard_state *s, int n,
         o->async_newer = stat(newer, &sb) == 0;
     }
     ft_snapshot_free(snap);
+    if (s) o->snap_left = heap_bytes() - o->snap_left; /* what the free did not give back */
     return rc;
 }

@@ -74,6 +74,8 @@ static const struct l10_case ASYNC[] = {
      FT_OK, 0, 0},
     {"the same, the last rank's writer killed before its shard's rename", 0, 0, {2, 4}, 6,
      K(L10_SHARD_OF, -1, L10_RENAME, 1, 0), 0, 0, FT_NO_MANIFEST, 0, 0},
+    {"the same, the last rank's writer's first write failing (ENOSPC)", 0, 0, {2, 4}, 6,
+     FAIL(L10_SHARD_OF, -1, L10_WRITE, 1), 0, 0, FT_NO_MANIFEST, 0, 0},
 };
 static const struct l10_case INTERVAL[] = {
     {"a 60 s save, a failure every 3 hours", 0, 0, {0, 0}, 0, {0}, 0, 0, FT_OK, 60, 10800},

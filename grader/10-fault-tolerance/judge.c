@@ -157,6 +157,13 @@ static int judge_stall(const struct gr_obs *all, struct gr_why *why)
     for (int r = 0; r < all->nranks; r++) {
         const struct l10_obs *o = at(all, r);
         double shard = 3.0 * (double)o->count * sizeof(float);
+        if (o->snap_left > L10_SNAP_SLACK) {
+            gr_why_say(why, "rank %d: once ft_snapshot_free returned, %.0f bytes more of the C "
+                       "library's heap were held than before ft_snapshot_take: the free did "
+                       "not give the snapshot back, and a job that saves every interval runs "
+                       "out of host memory (section 6)", r, o->snap_left);
+            return 0;
+        }
         if (o->snap_bytes >= shard && o->snap_bytes <= shard + L10_SNAP_SLACK) continue;
         gr_why_say(why, "rank %d: the snapshot holds %.0f bytes of the C library's heap, where "
                    "this rank's shard is 3 x %llu floats = %.0f bytes (and up to %d bytes of "
@@ -296,6 +303,14 @@ static void rule_words(const struct l10_rule_obs *u, char *buf, size_t len)
     }
 }
 
+static int judge_atomic(const struct gr_obs *all, struct gr_why *why);
+
+/* Async: the restart, and the background write held to section 2's rules like any save. */
+static int judge_async(const struct gr_obs *all, struct gr_why *why)
+{
+    return judge_restart(all, why) && judge_atomic(all, why);
+}
+
 static int judge_atomic(const struct gr_obs *all, struct gr_why *why)
 {
     if (!judge_proc(all, why)) return 0;
@@ -395,6 +410,7 @@ static int judge_detect(const struct gr_obs *all, struct gr_why *why)
 int l10_judge(int op, const char *part, const struct gr_obs *all, struct gr_why *why)
 {
     if (op == L10_OP_DETECT) return judge_detect(all, why);
+    if (op == L10_OP_ASYNC && !strcmp(part, "correct")) return judge_async(all, why);
     if (op == L10_OP_INTERVAL) return judge_interval(all, why);
     if (!strcmp(part, "atomic")) return judge_atomic(all, why);
     if (!strcmp(part, "stall")) return judge_stall(all, why);

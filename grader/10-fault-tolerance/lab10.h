@@ -150,6 +150,7 @@ struct l10_obs {
     int stall_calls, stall_call, snap_null;
     int async_newer;         /* a step directory of the step after the snapshot's appeared */
     double snap_bytes;       /* heap bytes ft_snapshot_take left allocated (glibc's count) */
+    double snap_left;        /* heap bytes still allocated once ft_snapshot_free returned */
     /* detect: the first sample whose verdict is not the scenario's, and what was seen then */
     int det_bad, det_case;
     char det_what[96];

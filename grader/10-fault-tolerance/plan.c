@@ -14,9 +14,10 @@
  * -> 3, 2 -> 4, 6 -> 8, 3 -> 1, on 6374 parameters that none of 3, 4, 6, 8 divides: every
  * shard bit for bit the one-rank reference's, the training after it too, and the rank count
  * that saved it reported (24); the checkpoint interval against the formula (12); a snapshot
- * taken at step 4 with no file call in it, one shard's size (4), written after step 5 has trained, the
- * restart from it bit for bit (6), also with its writer killed; the supervisor's verdict on
- * seven scenarios of a model job, sampled every 0.1 s (10). 124 points.
+ * taken at step 4 with no file call in it, one shard's size, given back by its free (4),
+ * written after step 5 has trained, by section 2's rules, the restart from it bit for bit
+ * (6), also with its writer killed or failing; the supervisor's verdict on seven scenarios
+ * of a model job, sampled every 0.1 s (10). 124 points.
  * The
  * hidden suite runs the crash on 2 ranks, the damage on 3, the resume on 4 and the
  * restarts that fit on 6, on its own seed. */
@@ -63,8 +64,8 @@ static void lab10_plan(const struct gr_plan_opts *o)
          "correctness", 2, 10, LAB10_TIMEOUT, 0, NULL},
         {"restart on another rank count, state and losses bit for bit [8->6, 4->3, 2->4, 6->8, "
          "3->1]", "reshard", "check", "correct", "correctness", 8, 24, LAB10_TIMEOUT, 0, NULL},
-        {"asynchronous checkpoint: restart from the snapshot's step, same losses [np=3, 2 "
-         "cases]", "async", "check", "correct", "correctness", 3, 6, LAB10_TIMEOUT, 0, NULL},
+        {"asynchronous checkpoint: restart from the snapshot's step, same losses, the write "
+         "whole or absent [np=3, 3 cases]", "async", "check", "correct", "correctness", 3, 6, LAB10_TIMEOUT, 0, NULL},
         {"asynchronous checkpoint: one shard's copy, no file call in the stall [np=3]", "async",
          "check", "stall",
          "correctness", 3, 4, LAB10_TIMEOUT, 0, NULL},

@@ -103,9 +103,10 @@ double ft_interval(double save_s, double mtbf_s);
  * ft.c): everything this rank's shard file will hold, copied out of the state. */
 struct ft_snapshot;
 
-/* The stall: copies what ft_save_shard would write of s into memory the snapshot owns, and
- * nothing else: no call of ckpt_fs.h (the step waits for this function, and a disk in it
- * is the stall asynchronous checkpointing removes). NULL when memory is short. */
+/* The stall: copies what ft_save_shard would write of s into memory the snapshot owns (one
+ * shard's copy, given back by ft_snapshot_free), with no call of ckpt_fs.h (the step waits
+ * for this function, and a disk in it is the stall asynchronous checkpointing removes).
+ * NULL when memory is short. */
 struct ft_snapshot *ft_snapshot_take(const struct pl_shard_state *s);
 
 /* The background write: the shard file of the state the snapshot was taken of, as
@@ -149,7 +150,8 @@ struct ft_verdict {
  *                 rank is inside a call (a deadlock of the calls themselves), the one whose
  *                 last step is lowest, ties to the lowest rank;
  *   FT_RUNNING    otherwise: a heartbeat late within bound_s is a straggler, not a failure.
- * A died rank is reported at once; a hung one within bound_s of its last heartbeat. */
+ * A died rank is reported at once, a hung one as soon as its heartbeat is more than bound_s
+ * old. Before a rank's first heartbeat, beat_s is when the job started. */
 struct ft_verdict ft_detect(const struct ft_rank_seen *seen, int n, double now_s,
                             double bound_s);
 
