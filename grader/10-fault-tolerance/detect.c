@@ -23,7 +23,8 @@
 #define L10_DET_END_S 12.0
 #define L10_DET_CALL 0.7 /* a step's share spent before its collective */
 
-enum det_kind { DET_NONE, DET_KILLED, DET_HUNG, DET_DEADLOCK, DET_EXIT0, DET_TWO, DET_FINISH };
+enum det_kind { DET_NONE, DET_KILLED, DET_HUNG, DET_DEADLOCK, DET_EXIT0, DET_TWO, DET_FINISH,
+                DET_TWIN, DET_EXIT0_KILL };
 
 struct det_scenario {
     const char *what;
@@ -40,6 +41,9 @@ static const struct det_scenario L10_DET[L10_DET_SCENARIOS] = {
     {"rank 0 returned with exit code 0 in step 5 while the others run", DET_EXIT0, 0, 5, -1},
     {"rank 3 killed in step 4, then rank 1 exited with code 2 in step 5", DET_TWO, 3, 4, -1},
     {"every rank ended with code 0 after step 8", DET_FINISH, -1, 8, -1},
+    {"ranks 1 and 2 killed together in step 5", DET_TWIN, 1, 5, -1},
+    {"rank 0 returned with code 0 in step 4, then rank 2 was killed in step 5", DET_EXIT0_KILL,
+     0, 4, -1},
     {"no failure; rank 1 starts every step 1.5 s after the others", DET_NONE, -1, -1, 1},
 };
 
@@ -78,6 +82,17 @@ static struct ft_rank_seen seen_at(const struct det_scenario *sc, int r, double 
         if (r == sc->rank && t >= fault_t) ends = 1, sig = SIGKILL;
         if (r == 1 && t >= start_of(sc, 1, sc->step + 1) + 0.5) ends = 1, code = 2;
         blocked = r != sc->rank && r != 1;
+        break;
+    case DET_TWIN: /* two ranks of one node lost at one moment */
+        stop = sc->step;
+        if ((r == sc->rank || r == sc->rank + 1) && t >= fault_t) ends = 1, sig = SIGKILL;
+        blocked = r != sc->rank && r != sc->rank + 1;
+        break;
+    case DET_EXIT0_KILL:
+        stop = r == sc->rank ? sc->step : sc->step + 1;
+        if (r == sc->rank && t >= fault_t) ends = 1;
+        if (r == 2 && t >= start_of(sc, 2, sc->step + 1) + 0.5) ends = 1, sig = SIGKILL;
+        blocked = r != sc->rank && r != 2;
         break;
     case DET_FINISH:
         stop = sc->step;
