@@ -351,11 +351,36 @@ static int judge_grads(const struct gr_obs *all, struct gr_why *why)
     return 1;
 }
 
-static int judge_group_loss(int stage, const struct gr_obs *all, struct gr_why *why);
-
 /* Every rank's group loss against its group's reference; the first rank (in world order)
- * whose group's loss is off is named. Then each rank's own loss against the reference's on
- * its slice. */
+ * whose group's loss is off is named. */
+static int judge_group_loss(int stage, const struct gr_obs *all, struct gr_why *why)
+{
+    for (int who = 0; who < all->nranks; who++) {
+        const struct l3_obs *v = rank_obs(all, who);
+        if (v->loss.step < 0) continue;
+        char where[96] = "", b[32];
+        if (v->ngroups > 1)
+            snprintf(where, sizeof where, " (rank %d's group, on its own batches)", who);
+        gr_why_say(why, "%s on %d ranks%s, step %d of %d: the loss (mean over the group's ranks) "
+                   "is %.8g, the single-device model's on the same global batch %.8g: relative "
+                   "error %s, more than %.0e", l3_stage_name(stage), v->grp_n, where,
+                   v->loss.step + 1, L3_STEPS, v->loss.got, v->loss.want,
+                   gr_fmt_beyond_into(v->loss.err, GR_TOL_LOSS, b, sizeof b), GR_TOL_LOSS);
+        if (v->loss.step == 0)
+            gr_why_say(why, "the first forward already differs: are the parameters initialised "
+                       "with pl_model_init_flat at their flat offsets, and does every unit's "
+                       "forward get its own parameters?");
+        else
+            gr_why_say(why, "the first %d step(s) agreed, so the forward is right and an update "
+                       "went wrong: the gradient's average, the clip, AdamW on the own chunks, or "
+                       "the model every rank holds after the update (handout sections 2 and 3)",
+                       v->loss.step);
+        return 0;
+    }
+    return 1;
+}
+
+/* The group losses first, then each rank's own loss against the reference's on its slice. */
 static int judge_losses(int stage, const struct gr_obs *all, struct gr_why *why)
 {
     if (!judge_group_loss(stage, all, why)) return 0;
@@ -391,32 +416,6 @@ static int judge_losses(int stage, const struct gr_obs *all, struct gr_why *why)
     return 1;
 }
 
-static int judge_group_loss(int stage, const struct gr_obs *all, struct gr_why *why)
-{
-    for (int who = 0; who < all->nranks; who++) {
-        const struct l3_obs *v = rank_obs(all, who);
-        if (v->loss.step < 0) continue;
-        char where[96] = "", b[32];
-        if (v->ngroups > 1)
-            snprintf(where, sizeof where, " (rank %d's group, on its own batches)", who);
-        gr_why_say(why, "%s on %d ranks%s, step %d of %d: the loss (mean over the group's ranks) "
-                   "is %.8g, the single-device model's on the same global batch %.8g: relative "
-                   "error %s, more than %.0e", l3_stage_name(stage), v->grp_n, where,
-                   v->loss.step + 1, L3_STEPS, v->loss.got, v->loss.want,
-                   gr_fmt_beyond_into(v->loss.err, GR_TOL_LOSS, b, sizeof b), GR_TOL_LOSS);
-        if (v->loss.step == 0)
-            gr_why_say(why, "the first forward already differs: are the parameters initialised "
-                       "with pl_model_init_flat at their flat offsets, and does every unit's "
-                       "forward get its own parameters?");
-        else
-            gr_why_say(why, "the first %d step(s) agreed, so the forward is right and an update "
-                       "went wrong: the gradient's average, the clip, AdamW on the own chunks, or "
-                       "the model every rank holds after the update (handout sections 2 and 3)",
-                       v->loss.step);
-        return 0;
-    }
-    return 1;
-}
 
 /* The parameters after K steps, the worst tensor of any rank against the reference. */
 static int judge_params(int stage, const struct gr_obs *all, struct gr_why *why)

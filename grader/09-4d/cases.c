@@ -172,21 +172,19 @@ static void compare_rank(struct l9_err *e, const struct pl_model_config *c,
 
 /* ---- one case ---- */
 
-static void record_grid(const struct fourd_grid *g, struct l9_obs *ob)
+/* The coordinates (dp, tp, pp) the code gave this rank, and its groups' world ranks. */
+static void record_grid(const struct fourd_grid *g, int coord[3], int size[3],
+                        int members[3][L9_MAX_RANKS])
 {
-    ob->coord[0] = g->dp_rank, ob->coord[1] = g->tp_rank, ob->coord[2] = g->pp_rank;
+    coord[0] = g->dp_rank, coord[1] = g->tp_rank, coord[2] = g->pp_rank;
     struct pl_comm *cm[3] = {g->dp_comm, g->tp_comm, g->pp_comm};
     for (int a = 0; a < 3; a++) {
-        ob->size[a] = cm[a] ? pl_comm_size(cm[a]) : 0;
-        for (int j = 0; j < ob->size[a] && j < L9_MAX_RANKS; j++)
-            ob->members[a][j] = pl_comm_world_rank(cm[a], j);
+        size[a] = cm[a] ? pl_comm_size(cm[a]) : 0;
+        for (int j = 0; j < size[a] && j < L9_MAX_RANKS; j++)
+            members[a][j] = pl_comm_world_rank(cm[a], j);
     }
 }
 
-/* K steps of the student's training on this case's grid with opt; the losses and norms
- * into loss and norm (either may be NULL), the traffic of the steps into ob when traffic,
- * the parameters (and the last step's gradient) against ref's. Returns 0 when a stub was
- * reached or a call gave nothing. */
 /* FNV-1a over n bytes, continuing from h. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -224,6 +222,9 @@ int l9_in_flight(int p, int s, int m)
 
 enum l9_run { L9_RUN_FREE, L9_RUN_CLIP, L9_RUN_RECOMPUTE };
 
+/* K steps of the student's training on this case's grid with opt: the losses or norms, the
+ * traffic and memory, the parameters (and the last step's gradient) against ref's, into ob.
+ * Returns 0 when a stub was reached or a call gave nothing. */
 static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *opt,
                      const struct gr_reference *ref, struct l9_obs *ob, enum l9_run mode,
                      enum pl_recompute rc)
@@ -240,7 +241,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         if (ob->grid_ret == 0) fourd_grid_free(&g);
         return 0;
     }
-    record_grid(&g, ob);
+    record_grid(&g, ob->coord, ob->size, ob->members);
     struct fourd_model *m = fourd_model_new(&ts->cfg, opt, &g);
     ob->model_null = m == NULL;
     if (gr_agree(m == NULL || pl_todo_what() != NULL)) {
@@ -318,13 +319,7 @@ static void observe_orders(const struct l9_case *k, struct l9_obs *ob)
         memset(&g, 0, sizeof g);
         o->ret = fourd_grid_new(&g, pl_comm_world(), L9_ORDERS[j], k->dp, k->tp, k->pp);
         if (o->ret != 0) continue;
-        o->coord[0] = g.dp_rank, o->coord[1] = g.tp_rank, o->coord[2] = g.pp_rank;
-        struct pl_comm *cm[3] = {g.dp_comm, g.tp_comm, g.pp_comm};
-        for (int a = 0; a < 3; a++) {
-            o->size[a] = cm[a] ? pl_comm_size(cm[a]) : 0;
-            for (int r = 0; r < o->size[a] && r < L9_MAX_RANKS; r++)
-                o->members[a][r] = pl_comm_world_rank(cm[a], r);
-        }
+        record_grid(&g, o->coord, o->size, o->members);
         fourd_grid_free(&g);
     }
     for (int j = 0; j < L9_NBAD; j++) {

@@ -303,14 +303,6 @@ static void rule_words(const struct l10_rule_obs *u, char *buf, size_t len)
     }
 }
 
-static int judge_atomic(const struct gr_obs *all, struct gr_why *why);
-
-/* Async: the restart, and the background write held to section 2's rules like any save. */
-static int judge_async(const struct gr_obs *all, struct gr_why *why)
-{
-    return judge_restart(all, why) && judge_atomic(all, why);
-}
-
 static int judge_atomic(const struct gr_obs *all, struct gr_why *why)
 {
     if (!judge_proc(all, why)) return 0;
@@ -324,6 +316,12 @@ static int judge_atomic(const struct gr_obs *all, struct gr_why *why)
         return 0;
     }
     return 1;
+}
+
+/* Async: the restart, and the background write held to section 2's rules like any save. */
+static int judge_async(const struct gr_obs *all, struct gr_why *why)
+{
+    return judge_restart(all, why) && judge_atomic(all, why);
 }
 
 static int judge_named(const struct gr_obs *all, struct gr_why *why)
