@@ -20,9 +20,21 @@ PL_HD uint64_t pl_mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* The key of (seed, stream): every draw of the stream hashes it with its index, so a fill
+ * computes it once (pl_rng_u64 is pl_rng_u64_key of it). */
+PL_HD uint64_t pl_rng_key(uint64_t seed, uint64_t stream)
+{
+    return pl_mix64(seed ^ pl_mix64(stream));
+}
+
+PL_HD uint64_t pl_rng_u64_key(uint64_t key, uint64_t index)
+{
+    return pl_mix64(key + index);
+}
+
 PL_HD uint64_t pl_rng_u64(uint64_t seed, uint64_t stream, uint64_t index)
 {
-    return pl_mix64(pl_mix64(seed ^ pl_mix64(stream)) + index);
+    return pl_rng_u64_key(pl_rng_key(seed, stream), index);
 }
 
 /* Uniform in [0, 1) with 24 random bits, exactly representable in fp32. */

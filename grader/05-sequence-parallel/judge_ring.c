@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lab05.h"
+#include "unseen.h"
 
 static const char *const PARTS[L5_RING_PARTS] = {"correct", "traffic", "memory", "balance",
                                                   "overlap"};
@@ -131,6 +132,15 @@ static void ring_reason(const struct l5_ring_obs *o, const struct l5_ring_said *
                  "backward it is the gradients of K and V that go home, not K and V "
                  "(section 8.4)", v[0] ? "backward" : "forward", v[1], v[1] == 1 ? "" : "s",
                  v[2]);
+        return;
+    case L5_R_UNSEEN:
+        snprintf(buf, len, "in %s, %s lies %s: the memory ledger never sees it, so "
+                 "what the pass holds there (every K and V that comes past, say) escapes "
+                 "the bound below. Every buffer, the blocks in flight included, comes from "
+                 "pl_mem_alloc (sp.h, memory)", v[0] ? "cp_attention_backward" :
+                 "cp_attention_forward", o->unseen,
+                 v[1] == GR_UNSEEN_STACK ? "on the stack (a local or variable-length array)"
+                                         : "in static storage (an array declared static)");
         return;
     default:
         snprintf(buf, len, "an observation this build does not know (code %d)", s->code);

@@ -172,7 +172,8 @@ enum l5_ring_why {
     L5_R_PEAK,      /* v: pass, peak above the arguments, its bound, L, lse bytes, the kit's
                      * block scratch */
     L5_R_TRAFFIC,   /* v: pass, p2p bytes, p2p calls, collectives, bytes low, bytes high */
-    L5_R_HOME       /* v: pass, messages of a rank's own K or V sent to it, L */
+    L5_R_HOME,      /* v: pass, messages of a rank's own K or V sent to it, L */
+    L5_R_UNSEEN     /* v: pass, where (GR_UNSEEN_*); the obs's unseen: which buffer */
 };
 
 struct l5_ring_said {
@@ -192,6 +193,8 @@ struct l5_ring_obs {
                                              * calls', counted at each call */
     double fwd_bytes, bwd_bytes;            /* sent point-to-point */
     double fwd_peak, bwd_peak, held;        /* above the arguments; kept by the caller */
+    char unseen[96];                        /* L5_R_UNSEEN: the call and argument that got a
+                                             * buffer outside pl_mem_alloc's memory */
     int traced;                             /* rank 0, cp > 1, case 0: the forward replayed */
     char trace_err[160];                    /* why it was not */
     double step, compute, comm, exposed;    /* the replayed forward (s), the slowest rank's */

@@ -530,6 +530,15 @@ static void ring_rules(void)
               said(&why, "rank 3: the backward sent 2 messages of K or V") &&
               said(&why, "it is the gradients of K and V that go home"),
           "K and V sent back to their owner are named, though the bytes fit: %s", FIRST(&why));
+    ring_of(obs, 4, 0);
+    obs[2].ring.part[2] = (struct l5_ring_said){.code = L5_R_UNSEEN, .v = {0, GR_UNSEEN_STACK}};
+    snprintf(obs[2].ring.unseen, sizeof obs[2].ring.unseen, "pl_ring_shift_start's receive "
+             "buffer");
+    CHECK(!judge_ring(0, 2, "memory", obs, 4, &why) &&
+              said(&why, "rank 2: in cp_attention_forward, pl_ring_shift_start's receive "
+                         "buffer lies on the stack") &&
+              said(&why, "comes from pl_mem_alloc"),
+          "K and V kept on the stack are named, though the peak fits: %s", FIRST(&why));
     double lo, hi;
     l5_ring_bwd_units(4, &lo, &hi);
     CHECK(l5_ring_fwd_units(4) == 6 && lo == 12 && hi == 14,
