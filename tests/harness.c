@@ -1,8 +1,7 @@
 /* harness: runs the project's tests. Each line of a tests/NAME.tests file is one test:
  *     name | np | timeout_s | expect | command args...
  * np 0 runs the command through /bin/sh without a launcher; otherwise the command runs on np
- * ranks under the launcher. "0 slots N" also says how many of -j's slots the command holds
- * (below: 4 unless said). expect is "ok" (exit 0) or "exit=N" optionally followed by
+ * ranks under the launcher. expect is "ok" (exit 0) or "exit=N" optionally followed by
  * "~ text" that the output must contain. "$B" in a command is the build directory.
  * A name may start with a build tag: "[cpu: why] name" runs only on the CPU build and says
  * why the GPU build cannot run it (the reason is required), "[gpu] name" only on the GPU
@@ -24,9 +23,7 @@
  * among equals), so that long tests do not start last and leave the run waiting on them. A test takes as
  * many of the N slots as it has ranks (np), a command run without the launcher (np 0) 4:
  * those are mostly the grader (test_grader), which starts jobs of up to 8 ranks itself, or
- * scripts that start ranks. A script that mostly builds or waits (the student kit's test,
- * the Gradescope replay) says fewer ("0 slots 2"), so that a test beside it keeps both cores
- * busy. A test wider than N takes all N. Counting ranks, not lines,
+ * scripts that start ranks. A test wider than N takes all N. Counting ranks, not lines,
  * keeps the busy-polling MPI ranks of the tests running at once near the core count, which
  * is what keeps their times (and the bounds below) meaningful. `make test` runs -j 8 on any
  * machine, 8 ranks being the most one test starts alone: on 2 cores that keeps both busy
@@ -77,7 +74,6 @@ struct test {
     enum only only;
     char why[200]; /* a [cpu: why] tag's reason */
     int np;
-    int slots; /* of -j's: 0 is np's count (4 for np 0) */
     double timeout;
     int expect_exit;
     char expect_text[256];
@@ -152,16 +148,7 @@ static int parse_line(char *line, const char *file, int lineno, const char *buil
         return -1;
     }
     snprintf(t->name, sizeof t->name, "%s", name);
-    char *np = trim(fields[1]), *slots = strstr(np, "slots");
-    t->np = atoi(np);
-    if (slots) {
-        t->slots = atoi(slots + 5);
-        if (t->np != 0 || t->slots < 1) {
-            fprintf(stderr, "%s:%d: 'slots N' (N >= 1) goes with np 0 only: '0 slots 2', got "
-                    "'%s'\n", file, lineno, np);
-            return -1;
-        }
-    }
+    t->np = atoi(trim(fields[1]));
     t->timeout = atof(trim(fields[2]));
     char *expect = trim(fields[3]);
     if (!strcmp(expect, "ok")) {
@@ -411,7 +398,7 @@ static int own_session_dir(char *dir, size_t len)
 /* Runs t in a process of its own once it has its slots, its output into a temporary file. */
 static void start_test(const struct test *t, int *passed, int *failed, int *skipped)
 {
-    int want = t->slots ? t->slots : t->np > 0 ? t->np : 4;
+    int want = t->np > 0 ? t->np : 4;
     if (want > max_slots) want = max_slots;
     while (nrunning > 0 && (slots_used + want > max_slots || nrunning == MAX_RUNNING))
         reap_one(passed, failed, skipped);

@@ -4,8 +4,8 @@
 # pass under -j 8 and fail when run one at a time (-j 1: the first waits out its timeout);
 # each test's output comes out whole; the closing line and exit code are the serial run's;
 # the time scale the harness chooses (unset outside) and one set outside reach the tests;
-# the longest time limits start first; PL_TEST_CPU_LOG gets each test's CPU time; a line's
-# "0 slots N" holds N slots (and goes with np 0 only); a bad -j is refused.
+# the longest time limits start first; PL_TEST_CPU_LOG gets each test's CPU time; a bad -j
+# is refused.
 #
 #     sh tests/harness_jobs.sh BUILD_DIR
 set -eu
@@ -76,19 +76,6 @@ PL_TEST_CPU_LOG="$dir/cpu.log" "$b/tests/harness" -j 2 "$dir/order" > "$dir/orde
 [ "$(wc -l < "$dir/cpu.log")" -eq 4 ] || fail "PL_TEST_CPU_LOG: not one line per test"
 awk -F'\t' '$2 == "order: long" && $1 > 0 { found = 1 } END { exit !found }' "$dir/cpu.log" ||
     fail "PL_TEST_CPU_LOG: no CPU time above zero for the busy test: $(cat "$dir/cpu.log")"
-
-# "0 slots 2": two such lines fit in -j 4 together (two of np 0's 4 would not).
-cat > "$dir/slots" <<'LIST'
-slots: meets the other | 0 slots 2 | 4 | ok | touch $PL_HJ_DIR/sa; while [ ! -e $PL_HJ_DIR/sb ]; do sleep 0.05; done
-slots: meets the first | 0 slots 2 | 4 | ok | touch $PL_HJ_DIR/sb; while [ ! -e $PL_HJ_DIR/sa ]; do sleep 0.05; done
-LIST
-"$b/tests/harness" -j 4 "$dir/slots" > "$dir/slots.out" 2>&1 ||
-    { cat "$dir/slots.out"; fail "-j 4: two tests of 2 slots each did not run at once"; }
-echo "bad: slots on ranks | 2 slots 1 | 4 | ok | true" > "$dir/badslots"
-rc=0
-"$b/tests/harness" "$dir/badslots" > "$dir/badslots.out" 2>&1 || rc=$?
-[ "$rc" -ne 0 ] && grep -q "goes with np 0 only" "$dir/badslots.out" ||
-    fail "'2 slots 1' was not refused: $(cat "$dir/badslots.out")"
 
 rc=0
 "$b/tests/harness" -j x "$dir/list" > "$dir/bad.out" 2>&1 || rc=$?
