@@ -18,23 +18,6 @@ static const struct l9_case L9_CASES_6[] = {{1, 2, 3}};
  * one block with the TP degree 1, and data parallelism alone. */
 static const struct l9_case L9_CASES_HIDDEN[] = {{1, 4, 2}, {2, 1, 4}, {8, 1, 1}};
 
-/* 4 blocks of width 32, 4 heads, 8 tokens: t = 1, 2, 4 divide the heads, the MLP and the
- * sequence; no dropout (the reference's masks are the whole batch's). */
-struct pl_model_config l9_config(uint64_t seed)
-{
-    struct pl_model_config c = pl_model_config_default();
-    c.vocab = PL_BYTE_VOCAB;
-    c.d_model = 32;
-    c.n_layers = 4;
-    c.n_heads = 4;
-    c.d_ff = 64;
-    c.seq_len = 8;
-    c.dropout = 0.0f;
-    c.n_experts = 0;
-    c.seed = seed;
-    return c;
-}
-
 static int case_batch(const struct l9_case *k)
 {
     return k->dp * L9_MICRO * L9_MB_SEQS;
@@ -213,11 +196,6 @@ static uint64_t digest_model(const struct fourd_model *m, uint64_t h)
         pl_mem_free(p);
     }
     return h;
-}
-
-int l9_in_flight(int p, int s, int m)
-{
-    return p - s < m ? p - s : m;
 }
 
 enum l9_run { L9_RUN_FREE, L9_RUN_CLIP, L9_RUN_RECOMPUTE };

@@ -19,6 +19,28 @@
 #include "sp_block.h"
 #include "tp_shard.h"
 
+/* 4 blocks of width 32, 4 heads, 8 tokens: t = 1, 2, 4 divide the heads, the MLP and the
+ * sequence; no dropout (the reference's masks are the whole batch's). */
+struct pl_model_config l9_config(uint64_t seed)
+{
+    struct pl_model_config c = pl_model_config_default();
+    c.vocab = PL_BYTE_VOCAB;
+    c.d_model = 32;
+    c.n_layers = 4;
+    c.n_heads = 4;
+    c.d_ff = 64;
+    c.seq_len = 8;
+    c.dropout = 0.0f;
+    c.n_experts = 0;
+    c.seed = seed;
+    return c;
+}
+
+int l9_in_flight(int p, int s, int m)
+{
+    return p - s < m ? p - s : m;
+}
+
 double l9_p2p_bytes(const struct pl_model_config *c, const struct l9_case *k, int stage, int B)
 {
     int neighbours = (stage > 0) + (stage < k->pp - 1);

@@ -107,12 +107,12 @@ struct l9_state *l9_setup(uint64_t seed, int np, int hidden);
 void l9_finish(struct l9_state *st);
 void l9_describe(const struct l9_state *st, int i, char *buf, size_t len);
 void l9_observe(struct l9_state *st, int i, struct l9_obs *ob);
-struct pl_model_config l9_config(uint64_t seed);
-
-/* The microbatches whose activations stage s of p holds at once under 1F1B with m. */
-int l9_in_flight(int p, int s, int m);
 
 /* judge.c: pure, no MPI */
+/* The lab's model (the judges' formulas read it). */
+struct pl_model_config l9_config(uint64_t seed);
+/* The microbatches whose activations stage s of p holds at once under 1F1B with m. */
+int l9_in_flight(int p, int s, int m);
 int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr_obs *all,
              struct gr_why *why);
 /* Bytes one rank of stage s sends point to point in a step: one message per microbatch to

@@ -26,7 +26,7 @@ static inline const char *first(const struct gr_why *w)
     return w->n ? w->line[0] : "(nothing said)";
 }
 
-static FILE *judge_record_open(const char *path)
+static inline FILE *judge_record_open(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -38,7 +38,7 @@ static FILE *judge_record_open(const char *path)
 
 /* After the loop over gr_record_read: the file was read to its end (got 0; else err says
  * why not) and held at least one case (n of them). */
-static void judge_record_close(FILE *f, const char *path, int got, const char *err, int n)
+static inline void judge_record_close(FILE *f, const char *path, int got, const char *err, int n)
 {
     fclose(f);
     CHECK(got == 0, "%s: %s", path, err);

@@ -1,0 +1,3 @@
+# Lab 9's make settings (grader/grader.mk includes every grader/NN-name/lab.mk).
+# The judge test (tests/judge/09-4d.c) links the comparisons' words (gr_rel_err).
+GRADER_JUDGE_SRC_09-4d := grader/common/train.c

@@ -1,0 +1,265 @@
+/* tests/judge/09-4d.c: Lab 9's judges (grader/09-4d/judge.c) run alone, without mpirun, on
+ * hand-built observations of 8 ranks: a right run built from lib/grid.h's layout and the
+ * formulas the judges hold the code to (each part passes), then each part's reasons, made
+ * by changing one rank's observation as a wrong submission would.
+ *
+ *   09-4d            the hand-built cases
+ *
+ * Lab 9's judges read the single-device reference from the run's state (the losses, the
+ * norms and, for the clip's diagnosis, the gradients), which only a run of the driver
+ * computes: a recorded file holds observations alone, so this program takes none. The
+ * end-to-end records in tests/labs/09-4d.tests judge real runs.
+ * Exit 0 when every check holds; each failed one is printed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grid.h"
+#include "lab09.h"
+#include "sp_block.h"
+#include "../testing.h"
+#include "judge_test.h"
+
+#define NR 8
+
+static struct l9_state st;
+static struct l9_obs ob[NR];
+
+static int judge(const char *part, struct gr_why *why)
+{
+    struct gr_obs all = {NR, sizeof ob[0], (const unsigned char *)ob};
+    gr_why_init(why);
+    return l9_judge(&st, 0, part, &all, why);
+}
+
+static void expect(const char *part, const char *text, const char *what)
+{
+    struct gr_why w;
+    int ok = judge(part, &w);
+    CHECK(!ok && said(&w, text), "%s: %s: expected a failure saying \"%s\", got %s: %s", part,
+          what, text, ok ? "a pass" : "a failure", first(&w));
+}
+
+/* Rank r's view of the grid of (dp, tp, pp) under order, as lib/grid.h lays it out. */
+static void grid_view(const struct l9_case *k, const char *order, int r, int coord[3],
+                      int size[3], int members[3][L9_MAX_RANKS])
+{
+    static const char *axes[3] = {"dp", "tp", "pp"};
+    struct pl_grid g;
+    char degrees[64], err[256];
+    snprintf(degrees, sizeof degrees, "tp=%d,pp=%d,dp=%d", k->tp, k->pp, k->dp);
+    if (pl_grid_init(&g, order, degrees, NR, err, sizeof err) != 0) {
+        printf("internal: %s\n", err);
+        exit(2);
+    }
+    for (int a = 0; a < 3; a++) {
+        int axis = pl_grid_axis(&g, axes[a]);
+        coord[a] = pl_grid_coord(&g, r, axis);
+        size[a] = pl_grid_group(&g, r, axis, members[a]);
+    }
+}
+
+/* The state of case k: its model, batch, the reference's losses and norms, and gradients
+ * that are zero but for h.0.ln1.w, all ones (a tensor every TP rank holds whole): one
+ * device's norm is then sqrt(C). */
+static void state_of(struct l9_case k)
+{
+    static double loss[L9_K_STEPS];
+    static float *grads;
+    if (grads) pl_model_layout_free(&st.ref[0].layout);
+    free(grads);
+    memset(&st, 0, sizeof st);
+    st.np = NR, st.ncases = 1, st.cases[0] = k;
+    st.train[0].cfg = l9_config(7);
+    st.train[0].global_B = k.dp * L9_MICRO * L9_MB_SEQS;
+    for (int s = 0; s < L9_K_STEPS; s++) loss[s] = 5.5 - 0.1 * s;
+    st.free[0].loss = loss;
+    struct gr_reference *ref = &st.ref[0];
+    pl_model_layout_init(&ref->layout, &st.train[0].cfg);
+    ref->numel = ref->layout.numel;
+    grads = calloc(L9_K_STEPS * ref->numel, sizeof(float));
+    const struct pl_param_desc *ln = pl_model_find_param(&ref->layout, "h.0.ln1.w");
+    for (int s = 0; s < L9_K_STEPS; s++)
+        for (size_t j = 0; j < ln->numel; j++) grads[s * ref->numel + ln->offset + j] = 1.0f;
+    ref->grads = grads;
+    for (int s = 0; s < L9_K_STEPS; s++) st.ref_norm[0][s] = sqrt((double)ln->numel);
+}
+
+/* What the bytes one block keeps come to under recomputation rc, on this case. */
+static double kept(enum pl_recompute rc)
+{
+    const struct pl_model_config *c = &st.train[0].cfg;
+    return pl_sp_block_saved_bytes(c, st.cases[0].tp, L9_MB_SEQS, c->seq_len, rc);
+}
+
+/* Every rank of a right run of the state's case: its grid, the reference's losses and
+ * norms, the pipeline's bytes, every order of the axes and the refusals, and activation
+ * peaks lowered by exactly what each recomputation leaves unsaved in the blocks in flight. */
+static void good(void)
+{
+    const struct l9_case *k = &st.cases[0];
+    const struct pl_model_config *c = &st.train[0].cfg;
+    memset(ob, 0, sizeof ob);
+    for (int r = 0; r < NR; r++) {
+        struct l9_obs *o = &ob[r];
+        grid_view(k, L9_ORDER, r, o->coord, o->size, o->members);
+        o->stage_blocks = c->n_layers / k->pp;
+        for (int s = 0; s < L9_K_STEPS; s++)
+            o->loss[s] = st.free[0].loss[s], o->norm[s] = st.ref_norm[0][s];
+        snprintf(o->params.name, sizeof o->params.name, "h.1.attn.w_qkv (shard 1 of 2)");
+        o->grads.name[0] = o->clipped_params.name[0] = '\0';
+        o->p2p_bytes = L9_K_STEPS * l9_p2p_bytes(c, k, o->coord[2], st.train[0].global_B);
+        o->has_orders = 1;
+        for (int j = 1; j < L9_NORDERS; j++)
+            grid_view(k, L9_ORDERS[j], r, o->orders[j].coord, o->orders[j].size,
+                      o->orders[j].members);
+        for (int j = 0; j < L9_NBAD; j++) o->bad_ret[j] = -1;
+        o->has_recompute = 1;
+        const double blocks = (double)l9_in_flight(k->pp, o->coord[2], L9_MICRO) *
+                              o->stage_blocks;
+        o->activ_peak[PL_RECOMPUTE_NONE] = 1e6;
+        for (int rc = PL_RECOMPUTE_SELECTIVE; rc <= PL_RECOMPUTE_FULL; rc++) {
+            double saved = blocks * (kept(PL_RECOMPUTE_NONE) - kept((enum pl_recompute)rc));
+            if (rc == PL_RECOMPUTE_FULL) saved -= kept(PL_RECOMPUTE_NONE);
+            o->activ_peak[rc] = 1e6 - saved;
+        }
+    }
+}
+
+static void all_pass(const char *what)
+{
+    static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute"};
+    for (int p = 0; p < 5; p++) {
+        struct gr_why w;
+        int ok = judge(parts[p], &w);
+        CHECK(ok, "%s: a right run fails %s: %s", what, parts[p], first(&w));
+    }
+}
+
+static void correct_and_clip(void)
+{
+    state_of((struct l9_case){2, 2, 2});
+    good();
+    all_pass("(dp,tp,pp) = (2,2,2)");
+    ob[3].grid_ret = -1;
+    expect("correct", "fourd_grid_new returned -1 on rank 3 for order tp-pp-dp, dp=2 tp=2 pp=2",
+           "a grid refused");
+    good();
+    ob[5].loss[1] *= 1.01;
+    expect("correct", "step 1: rank 5's fourd_step returned loss", "one rank's loss off");
+    good();
+    ob[6].params.rel = 3e-3;
+    char want[160];
+    snprintf(want, sizeof want, "rank 6 (dp %d, tp %d, stage %d) holds h.1.attn.w_qkv "
+             "(shard 1 of 2) with relative L2 error 0.003", ob[6].coord[0], ob[6].coord[1],
+             ob[6].coord[2]);
+    expect("correct", want, "one rank's parameters off, named with its coordinates");
+    /* the classic 4D norm bugs */
+    good();
+    for (int r = 0; r < NR; r++)
+        for (int s = 0; s < L9_K_STEPS; s++) ob[r].norm[s] *= sqrt(2.0);
+    expect("clip", "that is sqrt(dp) = sqrt(2) too large", "replicas summed dp times");
+    good();
+    ob[4].norm[0] *= 0.5;
+    expect("clip", "too small: some parameters' squares never reach the sum", "a norm short");
+    good();
+    ob[1].grads.rel = 1e-2;
+    snprintf(ob[1].grads.name, sizeof ob[1].grads.name, "lnf.w");
+    expect("clip", "the last step's gradient AdamW was given on rank 1", "the clip not applied");
+    /* dp = 1, tp = 2: a norm that counts the TP-replicated layernorm once per TP rank */
+    state_of((struct l9_case){1, 2, 4});
+    good();
+    all_pass("(dp,tp,pp) = (1,2,4)");
+    for (int r = 0; r < NR; r++)
+        for (int s = 0; s < L9_K_STEPS; s++)
+            ob[r].norm[s] = sqrt(2.0) * st.ref_norm[0][s];
+    expect("clip", "counted t = 2 times, once per TP rank", "replicated layernorm counted t times");
+    expect("clip", "blocks' layernorms and replicated biases", "which tensors, named");
+}
+
+static void grid_and_traffic(void)
+{
+    state_of((struct l9_case){2, 2, 2});
+    good();
+    /* rank 1's TP group across the nodes, as tp outermost would make it */
+    ob[1].members[1][0] = 1, ob[1].members[1][1] = 5;
+    expect("grid", "rank 1: its tp group is ranks {1,5}", "a TP group laid out wrong");
+    expect("grid", "that TP group spans nodes of 4 ranks", "the node crossing named");
+    good();
+    ob[2].orders[3].coord[2] ^= 1;
+    char want[96];
+    snprintf(want, sizeof want, "order %s (leftmost varies fastest)", L9_ORDERS[3]);
+    expect("grid", want, "another order's grid wrong");
+    expect("grid", "the grid test asks every permutation", "every order asked, said");
+    good();
+    ob[7].bad_ret[4] = 0;
+    expect("grid", "returned 0 on 8 ranks, where fourd.h's contract is -1: the degrees' "
+           "product is not the world's size", "degrees that do not fit accepted");
+    good();
+    ob[7].bad_ret[1] = 0;
+    expect("grid", "the order is not a permutation of tp, pp and dp", "a bad order accepted");
+    good();
+    ob[2].sp_inter = 4096;
+    expect("traffic", "rank 2 sent 4096 bytes of all-gathers and reduce-scatters (the SP "
+           "conjugates) across nodes", "SP traffic between nodes");
+    good();
+    ob[0].p2p_bytes *= 2;
+    expect("traffic", "more than that: a whole sequence sent", "pipeline bytes doubled");
+    good();
+    ob[0].p2p_bytes /= 2;
+    {
+        struct gr_why w;
+        CHECK(!judge("traffic", &w) && !said(&w, "more than that"),
+              "pipeline bytes halved: failed without the 'more' hint: %s", first(&w));
+    }
+}
+
+static void recompute(void)
+{
+    state_of((struct l9_case){2, 2, 2});
+    good();
+    ob[3].leak_bytes = 2048, ob[3].leak_cat = PL_MEM_ACTIV;
+    expect("recompute", "rank 3 (stage 1): after fourd_model_free and fourd_grid_free, 2048 "
+           "bytes of", "memory left after the free");
+    good();
+    ob[5].digest[PL_RECOMPUTE_FULL] ^= 1;
+    expect("recompute", "with recompute full the losses or the parameters after 2 steps differ",
+           "a rerun that changes the training");
+    good();
+    /* stage 0 holds min(p - s, m) = 2 microbatches: a saving of three is a schedule that
+     * held more with none */
+    const double blocks = 2.0 * ob[0].stage_blocks;
+    ob[0].activ_peak[PL_RECOMPUTE_SELECTIVE] =
+        1e6 - 1.5 * blocks * (kept(PL_RECOMPUTE_NONE) - kept(PL_RECOMPUTE_SELECTIVE)) - 4096;
+    expect("recompute", "more than the 2 microbatches 1F1B holds at once on this stage",
+           "activations held past their backward");
+    good();
+    ob[0].activ_peak[PL_RECOMPUTE_FULL] += 100;
+    expect("recompute", "is m->recompute given to every block of every microbatch",
+           "recomputation not applied to every block");
+    good();
+    struct gr_why w;
+    CHECK(!judge("speed", &w) && said(&w, "internal: no part speed"), "an unknown part: %s",
+          first(&w));
+}
+
+static void hand_built(void)
+{
+    correct_and_clip();
+    grid_and_traffic();
+    recompute();
+}
+
+static void recorded(const char *path, const char *parts)
+{
+    (void)parts;
+    printf("%s: Lab 9's judges read the reference from the run's state, which a record does "
+           "not hold; run this program without arguments\n", path);
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    return judge_test_main(argc, argv, hand_built, recorded);
+}
