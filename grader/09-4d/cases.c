@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lab09.h"
+#include "wrap_ctx.h"
 
 /* The grids each rank count runs: the 8-rank ones of the handout, and on 6 ranks a
  * pipeline of 3 stages over 4 blocks (stage sizes 1, 1, 2). */
@@ -200,6 +201,43 @@ static uint64_t digest_model(const struct fourd_model *m, uint64_t h)
 
 enum l9_run { L9_RUN_FREE, L9_RUN_CLIP, L9_RUN_RECOMPUTE };
 
+/* The all-reduces on the DP group during the steps (lab.mk wraps pl_all_reduce and
+ * pl_all_reduce_async; gr_wrap_ctx holds the watch while the steps run). */
+struct dp_watch {
+    const struct pl_comm *dp;
+    double floats;
+    int calls;
+};
+
+static void dp_note(const struct pl_comm *comm, size_t count)
+{
+    struct dp_watch *w = gr_wrap_ctx();
+    if (w && comm == w->dp) w->floats += (double)count, w->calls++;
+}
+
+void __real_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
+                          enum pl_red op);
+void __wrap_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
+                          enum pl_red op);
+struct pl_handle *__real_pl_all_reduce_async(struct pl_comm *comm, const float *send,
+                                             float *recv, size_t count, enum pl_red op);
+struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *send,
+                                             float *recv, size_t count, enum pl_red op);
+
+void __wrap_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
+                          enum pl_red op)
+{
+    dp_note(comm, count);
+    __real_pl_all_reduce(comm, send, recv, count, op);
+}
+
+struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *send,
+                                             float *recv, size_t count, enum pl_red op)
+{
+    dp_note(comm, count);
+    return __real_pl_all_reduce_async(comm, send, recv, count, op);
+}
+
 /* K steps of the student's training on this case's grid with opt: the losses or norms, the
  * traffic and memory, the parameters (and the last step's gradient) against ref's, into ob.
  * Returns 0 when a stub was reached or a call gave nothing. */
@@ -239,6 +277,8 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     pl_mem_reset_peak();
     int ok = 1;
     uint64_t h = 0xcbf29ce484222325ull;
+    struct dp_watch watch = {g.dp_comm, 0, 0};
+    if (mode == L9_RUN_FREE) gr_wrap_ctx_set(&watch);
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);
         double loss = fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
@@ -247,6 +287,8 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         h = fnv(h, &loss, sizeof loss);
         ok = !gr_agree(pl_todo_what() != NULL);
     }
+    gr_wrap_ctx_set(NULL);
+    if (mode == L9_RUN_FREE) ob->dp_floats = watch.floats, ob->dp_calls = watch.calls;
     pl_mem_get_stats(&ms);
     if (mode != L9_RUN_CLIP) {
         ob->activ_peak[rc] = (double)ms.peak[PL_MEM_ACTIV] - activ0;

@@ -48,6 +48,21 @@ double l9_p2p_bytes(const struct pl_model_config *c, const struct l9_case *k, in
     return neighbours * (double)L9_MICRO * floats * sizeof(float);
 }
 
+double l9_dp_floats(const struct pl_model_config *c, const struct pl_model_layout *lay,
+                    const struct l9_case *k, int stage, double *blocks, double *embed,
+                    double *head)
+{
+    int b0, b1;
+    size_t off, n;
+    fourd_stage_blocks(c->n_layers, k->pp, stage, &b0, &b1);
+    *blocks = (double)(b1 - b0) * (double)pl_tp_block_numel(c, k->tp);
+    pl_model_part_range(lay, -1, &off, &n);
+    *embed = stage == 0 ? (double)n : 0;
+    pl_model_part_range(lay, c->n_layers, &off, &n);
+    *head = stage == k->pp - 1 ? (double)n : 0;
+    return *blocks + *embed + *head;
+}
+
 static const struct l9_obs *rank_obs(const struct gr_obs *all, int r)
 {
     return gr_obs_rank(all, r);
@@ -312,6 +327,33 @@ static int judge_traffic(const struct l9_state *st, int i, const struct gr_obs *
                            "tokens would do, or the head's or embedding's work sent on");
             return 0;
         }
+    }
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        double blocks, embed, head;
+        const double g = l9_dp_floats(c, &st->ref[i].layout, k, o->coord[2], &blocks, &embed,
+                                      &head);
+        /* once a step, every gradient the rank holds; the loss's few floats on top */
+        const double lo = k->dp > 1 ? L9_K_STEPS * g : 0, hi = L9_K_STEPS * (g + L9_DP_SLACK);
+        if (o->dp_floats >= lo && o->dp_floats <= hi) continue;
+        gr_why_say(why, "rank %d (dp %d, stage %d of %d) all-reduced %.0f floats over its DP "
+                   "group in %d calls in %d steps; the replicas sum each gradient the rank "
+                   "holds once a step, after the last microbatch's backward: %.0f floats "
+                   "(its %.0f of block shards%s%s) a step, %.0f in %d steps%s", r,
+                   o->coord[0], o->coord[2], k->pp, o->dp_floats, o->dp_calls, L9_K_STEPS, g,
+                   blocks, embed > 0 ? ", the embedding's" : "",
+                   head > 0 ? ", the head's" : "", L9_K_STEPS * g, L9_K_STEPS,
+                   k->dp > 1 ? "" : " at most (with dp = 1 the sum may be skipped)");
+        if (o->dp_floats > hi)
+            gr_why_say(why, "%.2f times that: the gradients crossed the DP group more than "
+                       "once a step (a sum per microbatch moves them m = %d times, a second "
+                       "pass to make sure the replicas agree twice); the replicas agree after "
+                       "one sum of the accumulated gradients (section 4)",
+                       o->dp_floats / (L9_K_STEPS * g), L9_MICRO);
+        else if (o->dp_floats < lo)
+            gr_why_say(why, "fewer: some gradients were never summed over the DP group (the "
+                       "embedding's and the head's too, on the stages that hold them)");
+        return 0;
     }
     return 1;
 }

@@ -22,6 +22,9 @@
  * steps, so that it binds on every step and a norm off by any factor shows. */
 #define L9_CLIP_FRACTION 0.5
 #define L9_TOL_NORM 1e-5
+/* Floats a step may all-reduce over the DP group beyond the gradients: the loss's mean and
+ * such scalars. */
+#define L9_DP_SLACK 16
 
 struct l9_case {
     int dp, tp, pp;
@@ -81,6 +84,8 @@ struct l9_obs {
     struct l9_err params;         /* after the K steps */
     double sp_inter;              /* all-gather and reduce-scatter bytes sent inter-node */
     double p2p_bytes;             /* point-to-point bytes sent over the K steps */
+    double dp_floats;             /* floats all-reduced on its DP group over the K steps */
+    int dp_calls;                 /* those all-reduces (pl_all_reduce and _async) */
     /* the run with a clip that binds */
     double norm[L9_K_STEPS];
     struct l9_err grads;          /* the last step's clipped gradient */
@@ -118,6 +123,12 @@ int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr
 /* Bytes one rank of stage s sends point to point in a step: one message per microbatch to
  * each neighbouring stage, of (B/(dp m)) T/t C floats. */
 double l9_p2p_bytes(const struct pl_model_config *c, const struct l9_case *k, int stage, int B);
+/* The gradient floats a rank of stage s holds, which its DP group sums once a step: its
+ * blocks' TP shards, and the embedding (s = 0) and the head (s = pp - 1) whole; *blocks,
+ * *embed and *head get the three (lay: the model's layout, for the two ends). */
+double l9_dp_floats(const struct pl_model_config *c, const struct pl_model_layout *lay,
+                    const struct l9_case *k, int stage, double *blocks, double *embed,
+                    double *head);
 
 /* bench.c */
 void l9_bench(const struct gr_args *a);

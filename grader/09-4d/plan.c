@@ -56,7 +56,7 @@ static void lab09_plan(const struct gr_plan_opts *o)
         snprintf(name, sizeof name, "4D: TP, PP and DP groups of every order of the axes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "grid", "placement", np, 10,
                                  LAB09_TIMEOUT, 0, NULL});
-        snprintf(name, sizeof name, "4D: SP conjugates inside a node, pipeline bytes [np=%d]", np);
+        snprintf(name, sizeof name, "4D: SP conjugates inside a node, pipeline and DP bytes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "traffic", "performance", np, 5,
                                  LAB09_TIMEOUT, 0, NULL});
         snprintf(name, sizeof name, "4D: recomputation, same training, activations saved; "

@@ -49,8 +49,10 @@
  *   traffic   from the traffic ledger: the SP conjugates' all-gathers and reduce-scatters
  *             never cross a node under "tp-pp-dp"; each rank's point-to-point bytes per
  *             step equal (its neighbouring stages) x micro x (B/(dp micro)) T/t C x 4:
- *             one activation per microbatch to the next stage, one gradient to the previous
- *             (section 4).
+ *             one activation per microbatch to the next stage, one gradient to the previous;
+ *             the floats all-reduced on dp_comm (pl_all_reduce, pl_all_reduce_async) per
+ *             step: every gradient the rank holds once, plus at most 16 (the loss); with
+ *             dp = 1 at most that (section 4).
  *   memory    every byte through pl_mem_alloc or pl_comm_buf_alloc: the code may not call
  *             malloc and the rest of the C allocator family, mmap, sbrk or brk.
  *   symbols   lib's collectives and point-to-point only (MPI_* and nccl* are refused); the

@@ -18,6 +18,7 @@
 #include "grid.h"
 #include "lab09.h"
 #include "sp_block.h"
+#include "tp_shard.h"
 #include "../testing.h"
 #include "judge_test.h"
 
@@ -110,6 +111,9 @@ static void good(void)
         snprintf(o->params.name, sizeof o->params.name, "h.1.attn.w_qkv (shard 1 of 2)");
         o->grads.name[0] = o->clipped_params.name[0] = '\0';
         o->p2p_bytes = L9_K_STEPS * l9_p2p_bytes(c, k, o->coord[2], st.train[0].global_B);
+        double shards, embed, head;
+        o->dp_floats = L9_K_STEPS * (l9_dp_floats(c, &st.ref[0].layout, k, o->coord[2], &shards,
+                                                  &embed, &head) + 1);
         o->has_orders = 1;
         for (int j = 1; j < L9_NORDERS; j++)
             grid_view(k, L9_ORDERS[j], r, o->orders[j].coord, o->orders[j].size,
@@ -206,6 +210,24 @@ static void grid_and_traffic(void)
     good();
     ob[0].p2p_bytes *= 2;
     expect("traffic", "more than that: a whole sequence sent", "pipeline bytes doubled");
+    /* the DP sum: twice a step, or never */
+    good();
+    ob[6].dp_floats = 2 * ob[6].dp_floats;
+    expect("traffic", "the gradients crossed the DP group more than once a step",
+           "the DP sum made twice");
+    good();
+    ob[6].dp_floats = 0;
+    expect("traffic", "fewer: some gradients were never summed over the DP group",
+           "the DP sum skipped with dp = 2");
+    {
+        double blocks, embed, head;
+        const double g = l9_dp_floats(&st.train[0].cfg, &st.ref[0].layout, &st.cases[0],
+                                      ob[6].coord[2], &blocks, &embed, &head);
+        CHECK(ob[6].coord[2] == 1 && embed == 0 && head > 0 && g == blocks + head &&
+                  blocks == 2.0 * pl_tp_block_numel(&st.train[0].cfg, 2),
+              "the last stage's DP floats: 2 block shards and the head (got %g, %g, %g)",
+              blocks, embed, head);
+    }
     good();
     ob[0].p2p_bytes /= 2;
     {
