@@ -1,31 +1,231 @@
 /* bench.c: Lab 9's bench mode: each grid of the rank count trained K steps, every step's
  * loss (unclipped run) and global norm (clipped run) beside the single device's, and the
  * pipeline's bubble by its formula, (p-1)/(m+p-1)
- * with m microbatches per replica. Nothing is judged. */
+ * with m microbatches per replica. Nothing is judged.
+ *
+ * On 8 ranks the first grid, (2,2,2), is trained again with each recomputation (cases.c's
+ * recompute runs): every rank's activation peak from the memory ledger, beside what
+ * section 3.1 says a stage holds, min(p - s, m) microbatches in flight x its blocks x
+ * pl_sp_block_saved_bytes of one block. --svg FILE (make plots LAB=09) draws them as bars
+ * grouped by stage. The "# handout:" lines are the numbers docs/labs/09-4d.md quotes
+ * (tests/handout_figures.sh); the measured peaks are the handout's only under --figures. */
+#include <math.h>
+#include <mpi.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "lab09.h"
+#include "sp_block.h"
+#include "svg.h"
+#include "todo.h"
 
+#define NRC 3 /* enum pl_recompute: none, selective, full */
+#define KB 1e3
+
+/* Every rank's recomputation figures (rank 0 after the gather). */
+struct peaks {
+    int np, pp, tp, dp, T;
+    int stage[L9_MAX_RANKS], blocks[L9_MAX_RANKS], in_flight[L9_MAX_RANKS];
+    double peak[L9_MAX_RANKS][NRC];    /* measured, bytes above where the run started */
+    double formula[L9_MAX_RANKS][NRC]; /* in flight x blocks x one block's saved bytes */
+};
+
+static const char *const RC_FILL[NRC] = {"#2c7fb8", "#7fcdbb", "#f16913"};
+
+/* Collective: this rank's observation of the (2,2,2) grid's recompute runs, to rank 0. */
+static void gather_peaks(const struct l9_state *st, const struct l9_obs *ob, struct peaks *p)
+{
+    const struct l9_case *k = &st->cases[0];
+    const struct pl_model_config *c = &st->train[0].cfg;
+    double mine[2 + NRC] = {ob->coord[2], ob->stage_blocks};
+    for (int r = 0; r < NRC; r++) mine[2 + r] = ob->activ_peak[r];
+    double all[L9_MAX_RANKS][2 + NRC];
+    PL_CHECK_MPI(MPI_Gather(mine, 2 + NRC, MPI_DOUBLE, all, 2 + NRC, MPI_DOUBLE, 0,
+                            MPI_COMM_WORLD));
+    memset(p, 0, sizeof *p);
+    p->np = pl_size(), p->pp = k->pp, p->tp = k->tp, p->dp = k->dp, p->T = c->seq_len;
+    for (int i = 0; i < p->np && pl_rank() == 0; i++) {
+        p->stage[i] = (int)all[i][0];
+        p->blocks[i] = (int)all[i][1];
+        p->in_flight[i] = l9_in_flight(k->pp, p->stage[i], L9_MICRO);
+        for (int r = 0; r < NRC; r++) {
+            p->peak[i][r] = all[i][2 + r];
+            p->formula[i][r] = (double)p->in_flight[i] * p->blocks[i] *
+                               pl_sp_block_saved_bytes(c, k->tp, L9_MB_SEQS, c->seq_len,
+                                                       (enum pl_recompute)r);
+        }
+    }
+}
+
+/* The largest measured peak of stage s's ranks with r. */
+static double stage_peak(const struct peaks *p, int s, int r)
+{
+    double most = 0;
+    for (int i = 0; i < p->np; i++)
+        if (p->stage[i] == s && p->peak[i][r] > most) most = p->peak[i][r];
+    return most;
+}
+
+/* tag: "handout" under --figures (the check runs the solution), else whose code it is, so
+ * that a student's own peaks are never shown as the handout's. */
+static void print_peaks(const struct peaks *p, const char *tag)
+{
+    printf("# recomputation on (%d,%d,%d): each rank's activation peak (memory ledger, kB = "
+           "1000 bytes) beside min(p - s, m) x blocks x pl_sp_block_saved_bytes\n",
+           p->dp, p->tp, p->pp);
+    printf("%-5s %-6s %-9s %-7s", "rank", "stage", "in flight", "blocks");
+    for (int r = 0; r < NRC; r++)
+        printf(" %-10s %-10s", pl_recompute_name((enum pl_recompute)r), "formula");
+    printf("\n");
+    for (int i = 0; i < p->np; i++) {
+        printf("%-5d %-6d %-9d %-7d", i, p->stage[i], p->in_flight[i], p->blocks[i]);
+        for (int r = 0; r < NRC; r++)
+            printf(" %-10.2f %-10.2f", p->peak[i][r] / KB, p->formula[i][r] / KB);
+        printf("\n");
+    }
+    printf("# %s: stage 0's ranks peak at %.1f kB of activations with none and %.1f kB "
+           "with full\n", tag, stage_peak(p, 0, PL_RECOMPUTE_NONE) / KB,
+           stage_peak(p, 0, PL_RECOMPUTE_FULL) / KB);
+}
+
+/* A step of 1, 2 or 5 times a power of ten that cuts top into at most 6 ticks. */
+static double tick_step(double top)
+{
+    double e = pow(10, floor(log10(top > 0 ? top : 1)));
+    const double mult[] = {0.1, 0.2, 0.5, 1, 2, 5, 10};
+    for (int j = 0; j < 7; j++)
+        if (top / (mult[j] * e) <= 6) return mult[j] * e;
+    return 10 * e;
+}
+
+/* Bars of each rank's peak with none, selective and full, grouped by stage, each with a
+ * black line at its formula. */
+static void draw(FILE *f, const struct peaks *p, const char *who)
+{
+    const double x0 = 90, y0 = 70, w = 840, h = 300;
+    char t[256];
+    double top = 0;
+    for (int i = 0; i < p->np; i++)
+        for (int r = 0; r < NRC; r++) top = fmax(top, fmax(p->peak[i][r], p->formula[i][r]));
+    const double step = tick_step(top / KB);
+    top = ceil(top / KB / step) * step;
+    pl_svg_begin(f, 960, 500, 13);
+    snprintf(t, sizeof t, "Lab 9, %s: activation peak per rank, grid (dp,tp,pp) = (%d,%d,%d), "
+             "m = %d microbatches of %d sequences, 1F1B", who, p->dp, p->tp, p->pp, L9_MICRO,
+             L9_MB_SEQS);
+    pl_svg_text(f, x0, 30, "font-weight=\"bold\"", t);
+    pl_svg_text(f, x0, 50, "", "bars: the memory ledger's peak of PL_MEM_ACTIV over the steps, "
+                "above where it started");
+    for (double v = 0; v <= top + step / 2; v += step) {
+        double y = y0 + h - h * v / top;
+        pl_svg_line(f, x0, y, x0 + w, y, "#ddd", "");
+        snprintf(t, sizeof t, "%g", v);
+        pl_svg_text(f, x0 - 6, y + 4, "text-anchor=\"end\"", t);
+    }
+    snprintf(t, sizeof t, "transform=\"rotate(-90 %g %g)\" text-anchor=\"middle\"", x0 - 50,
+             y0 + h / 2);
+    pl_svg_text(f, x0 - 50, y0 + h / 2, t, "activation peak (kB, 1 kB = 1000 bytes)");
+    /* a slot of NRC bars and a gap per rank, a wider gap between stages */
+    const double slot = w / (p->np * (NRC + 1) + (p->pp - 1) * 2 + 1), bw = slot;
+    double x = x0 + slot / 2;
+    for (int s = 0; s < p->pp; s++) {
+        const double gx = x;
+        int nin = 0, blocks = 0, fl = 0;
+        for (int i = 0; i < p->np; i++) {
+            if (p->stage[i] != s) continue;
+            nin++, blocks = p->blocks[i], fl = p->in_flight[i];
+            for (int r = 0; r < NRC; r++) {
+                double bh = h * p->peak[i][r] / KB / top, fy = y0 + h - h * p->formula[i][r] /
+                                                                      KB / top;
+                pl_svg_rect(f, x + r * bw, y0 + h - bh, bw - 1, bh, RC_FILL[r], "");
+                pl_svg_line(f, x + r * bw - 1, fy, x + (r + 1) * bw, fy, "black",
+                            "stroke-width=\"2\"");
+            }
+            snprintf(t, sizeof t, "rank %d", i);
+            pl_svg_text(f, x + NRC * bw / 2, y0 + h + 16, "text-anchor=\"middle\"", t);
+            x += (NRC + 1) * slot;
+        }
+        snprintf(t, sizeof t, "stage %d: %d blocks, min(p - s, m) = %d in flight", s, blocks,
+                 fl);
+        if (nin)
+            pl_svg_text(f, (gx + x - slot) / 2, y0 + h + 36, "text-anchor=\"middle\"", t);
+        if (s + 1 < p->pp)
+            pl_svg_line(f, x + slot / 2, y0, x + slot / 2, y0 + h + 40, "#999", "");
+        x += 2 * slot;
+    }
+    pl_svg_line(f, x0, y0 + h, x0 + w, y0 + h, "black", "");
+    pl_svg_line(f, x0, y0, x0, y0 + h, "black", "");
+    for (int r = 0; r < NRC; r++) {
+        snprintf(t, sizeof t, "recompute %s", pl_recompute_name((enum pl_recompute)r));
+        pl_svg_swatch(f, x0 + 170 * r, y0 + h + 70, RC_FILL[r], t);
+    }
+    pl_svg_line(f, x0 + 520, y0 + h + 65, x0 + 545, y0 + h + 65, "black", "stroke-width=\"2\"");
+    pl_svg_text(f, x0 + 552, y0 + h + 70, "", "section 3.1's formula, same choice");
+    snprintf(t, sizeof t, "pl_sp_block_saved_bytes of one block (t = %d, %d sequences of %d "
+             "tokens) x the stage's blocks x its microbatches in flight", p->tp, L9_MB_SEQS,
+             p->T);
+    pl_svg_text(f, x0, y0 + h + 100, "fill=\"#555\"", t);
+}
+
+static void write_svg(const char *svg, const struct peaks *p, const char *who)
+{
+    FILE *f = fopen(svg, "w");
+    if (!f) pl_usage_error("--svg %s: cannot write it", svg);
+    draw(f, p, who);
+    if (pl_svg_end(f) != 0 || fclose(f) != 0) {
+        remove(svg);
+        pl_fatal("writing %s failed", svg);
+    }
+    printf("%s: wrote each rank's activation peak by recomputation to %s\n", who, svg);
+}
+
+/* The options' order: driver.c's L9_OPTIONS (--svg FILE). */
 void l9_bench(const struct gr_args *a)
 {
-    if (pl_size() != 6 && pl_size() != 8) {
-        if (pl_rank() == 0) printf("Lab 9 bench runs on 6 or 8 ranks (got %d)\n", pl_size());
-        return;
-    }
+    const char *who = a->label ? a->label : "your code";
+    const char *svg = a->opt[0].s;
+    if (pl_size() != 6 && pl_size() != 8)
+        pl_usage_error_all("Lab 9 bench runs on 6 or 8 ranks (got %d)", pl_size());
+    if (svg && pl_size() != 8)
+        pl_usage_error_all("--svg %s: the recomputation picture is of the (2,2,2) grid, on 8 "
+                           "ranks (got %d)", svg, pl_size());
     struct l9_state *st = l9_setup(a->seed, pl_size(), 0);
+    const struct pl_model_config *c = &st->train[0].cfg;
     if (pl_rank() == 0)
-        printf("%-12s %-5s %-12s %-12s %-12s %-12s %s\n", "dp,tp,pp", "step", "loss",
-               "one device", "norm", "one device", "(p-1)/(m+p-1)");
+        printf("# handout: trains the lab's model (%d blocks of width %d, %d heads, %d tokens, "
+               "vocabulary %d, %s) for %d steps with m = %d microbatches of %d sequences per "
+               "replica\n", c->n_layers, c->d_model, c->n_heads, c->seq_len, c->vocab,
+               c->dropout == 0.0f ? "no dropout" : "dropout", L9_K_STEPS, L9_MICRO, L9_MB_SEQS);
+    struct l9_obs first = {0};
     for (int i = 0; i < st->ncases; i++) {
         struct l9_obs ob = {0};
         pl_todo_reset();
         l9_observe(st, i, &ob);
-        if (gr_todo_any()) break;
+        if (gr_todo_any()) {
+            if (pl_rank() == 0)
+                printf("%s: Lab 9 is still a stub: %s (see %s section %s): no rows%s\n", who,
+                       pl_todo_what(), gr_handout(), pl_todo_section(),
+                       svg ? ", no picture" : "");
+            l9_finish(st);
+            return;
+        }
+        if (i == 0 && pl_rank() == 0)
+            printf("%-12s %-5s %-12s %-12s %-12s %-12s %s\n", "dp,tp,pp", "step", "loss",
+                   "one device", "norm", "one device", "(p-1)/(m+p-1)");
+        if (i == 0) first = ob;
         const struct l9_case *k = &st->cases[i];
         double bubble = (double)(k->pp - 1) / (L9_MICRO + k->pp - 1);
         for (int s = 0; s < L9_K_STEPS && pl_rank() == 0; s++)
             printf("%d,%d,%-8d %-5d %-12.7f %-12.7f %-12.6f %-12.6f %.3f\n", k->dp, k->tp, k->pp,
                    s, ob.loss[s], st->free[i].loss[s], ob.norm[s], st->ref_norm[i][s], bubble);
+    }
+    if (gr_agree(first.has_recompute)) {
+        struct peaks p;
+        gather_peaks(st, &first, &p);
+        if (pl_rank() == 0) print_peaks(&p, a->figures ? "handout" : who);
+        if (pl_rank() == 0 && svg) write_svg(svg, &p, who);
+    } else if (svg && pl_rank() == 0) {
+        printf("%s: no picture: the recomputation runs did not finish\n", who);
     }
     l9_finish(st);
 }

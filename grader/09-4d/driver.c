@@ -7,11 +7,18 @@
  * MPI. The state is on the heap (struct l9_state, lab09.h); bench mode is in bench.c.
  *
  *   driver --op train|train-hidden --mode check [--parts correct,clip,grid,traffic] [--seed S]
- *   driver --mode bench */
+ *   driver --mode bench [--svg FILE] */
 #include <stdlib.h>
 #include <string.h>
 
 #include "lab09.h"
+
+/* The lab's flags: entry k's value is gr_args.opt[k] (bench.c reads them). */
+static const struct pl_flag L9_OPTIONS[] = {
+    {"--svg", PL_FLAG_STR, NULL, "FILE",
+     "bench, 8 ranks: the picture of make plots LAB=09: each rank's activation peak with "
+     "recompute none, selective and full on the (2,2,2) grid, beside section 3.1's formula", 0},
+};
 
 static void *setup(const struct gr_args *a)
 {
@@ -79,4 +86,6 @@ const struct gr_driver gr_lab_driver = {
     .obs_size = obs_size,
     .observe = observe,
     .judge_obs = judge_obs,
+    .options = L9_OPTIONS,
+    .noptions = (int)(sizeof L9_OPTIONS / sizeof L9_OPTIONS[0]),
 };
