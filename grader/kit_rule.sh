@@ -11,7 +11,7 @@ docs/threats tests/review grader/gradescope .ci"
 # TP+SP block (lib/sp_block, Lab 5's block as a library call) and the lab that composes it.
 # The Gradescope autograder keeps them: students never see its tree.
 KIT_LATER="labs/09-4d grader/09-4d docs/labs/09-4d.md docs/labs/09-4d-hints.md lib/sp_block.c
-lib/sp_block.h tests/test_sp_block.c tests/sp_block.tests"
+lib/sp_block.h tests/test_sp_block.c tests/sp_block.tests tests/judge/09-4d.c"
 # Their rows in the lab tables of README.md, docs/grader.md and docs/design.md (ERE); prose
 # about them sits between the lines "<!-- capstone -->" and "<!-- /capstone -->".
 KIT_LATER_LINES='^\| (9 \| `labs/09-4d`|9 \| 4D capstone|09-4d \|)' 

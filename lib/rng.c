@@ -4,18 +4,12 @@
 
 #include <math.h>
 
-/* pl_rng_uniform of a stream's key (rng.h). */
-static inline float uniform_key(uint64_t key, uint64_t index)
-{
-    return (float)(pl_rng_u64_key(key, index) >> 40) * (1.0f / 16777216.0f);
-}
-
 /* pl_rng_normal of a stream's key: the fills hash (seed, stream) once, not per element. */
 static inline float normal_key(uint64_t key, uint64_t index)
 {
     /* Two uniforms from sub-counters 2i and 2i+1; u1 in (0, 1] keeps log finite. */
-    float u1 = 1.0f - uniform_key(key, 2 * index);
-    float u2 = uniform_key(key, 2 * index + 1);
+    float u1 = 1.0f - pl_rng_uniform_key(key, 2 * index);
+    float u2 = pl_rng_uniform_key(key, 2 * index + 1);
     return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
 }
 
@@ -45,7 +39,8 @@ void pl_rng_fill_uniform(float *out, size_t n, uint64_t seed, uint64_t stream, u
                          float lo, float hi)
 {
     const uint64_t key = pl_rng_key(seed, stream);
-    for (size_t i = 0; i < n; i++) out[i] = lo + (hi - lo) * uniform_key(key, offset + i);
+    for (size_t i = 0; i < n; i++)
+        out[i] = lo + (hi - lo) * pl_rng_uniform_key(key, offset + i);
 }
 
 void pl_rng_fill_normal_block(float *out, size_t full_cols, size_t row0, size_t col0,

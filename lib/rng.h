@@ -37,10 +37,16 @@ PL_HD uint64_t pl_rng_u64(uint64_t seed, uint64_t stream, uint64_t index)
     return pl_rng_u64_key(pl_rng_key(seed, stream), index);
 }
 
-/* Uniform in [0, 1) with 24 random bits, exactly representable in fp32. */
+/* Uniform in [0, 1) with 24 random bits, exactly representable in fp32; _key: of a stream's
+ * key (pl_rng_key). */
+PL_HD float pl_rng_uniform_key(uint64_t key, uint64_t index)
+{
+    return (float)(pl_rng_u64_key(key, index) >> 40) * (1.0f / 16777216.0f);
+}
+
 PL_HD float pl_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index)
 {
-    return (float)(pl_rng_u64(seed, stream, index) >> 40) * (1.0f / 16777216.0f);
+    return pl_rng_uniform_key(pl_rng_key(seed, stream), index);
 }
 
 /* Standard normal by Box-Muller on two uniforms drawn from sub-counters of index. */

@@ -136,7 +136,7 @@ static void ring_reason(const struct l5_ring_obs *o, const struct l5_ring_said *
     case L5_R_UNSEEN:
         snprintf(buf, len, "in %s, %s lies %s: the memory ledger never sees it, so "
                  "what the pass holds there (every K and V that comes past, say) escapes "
-                 "the bound below. Every buffer, the blocks in flight included, comes from "
+                 "the peak bound. Every buffer, the blocks in flight included, comes from "
                  "pl_mem_alloc (sp.h, memory)", v[0] ? "cp_attention_backward" :
                  "cp_attention_forward", o->unseen,
                  v[1] == GR_UNSEEN_STACK ? "on the stack (a local or variable-length array)"

@@ -170,7 +170,8 @@ static void correct_and_clip(void)
     good();
     ob[1].grads.rel = 1e-2;
     snprintf(ob[1].grads.name, sizeof ob[1].grads.name, "lnf.w");
-    expect("clip", "the last step's gradient AdamW was given on rank 1", "the clip not applied");
+    expect("clip", "the last step's gradient AdamW was given on rank 1",
+           "the clip not applied");
     /* dp = 1, tp = 2: a norm that counts the TP-replicated layernorm once per TP rank */
     state_of((struct l9_case){1, 2, 4});
     good();
@@ -178,7 +179,8 @@ static void correct_and_clip(void)
     for (int r = 0; r < NR; r++)
         for (int s = 0; s < L9_K_STEPS; s++)
             ob[r].norm[s] = sqrt(2.0) * st.ref_norm[0][s];
-    expect("clip", "counted t = 2 times, once per TP rank", "replicated layernorm counted t times");
+    expect("clip", "counted t = 2 times, once per TP rank",
+           "replicated layernorm counted t times");
     expect("clip", "blocks' layernorms and replicated biases", "which tensors, named");
 }
 
