@@ -106,13 +106,6 @@ static const char *letter_color(char c)
     }
 }
 
-/* A step of 1, 2 or 5 times a power of ten that cuts span into about n ticks. */
-static double nice_step(double span, int n)
-{
-    double raw = span / n, p = pow(10.0, floor(log10(raw))), f = raw / p;
-    return (f < 1.5 ? 1.0 : f < 3.5 ? 2.0 : f < 7.5 ? 5.0 : 10.0) * p;
-}
-
 int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay *r,
                         const char *title, const char *path)
 {
@@ -177,7 +170,7 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
     }
 
     pl_svg_line(f, left, axis_y, left + plot, axis_y, "black", NULL);
-    double tick = nice_step(step, 8);
+    double tick = pl_svg_nice_step(step, 8);
     for (int t = 0; t * tick <= step * (1 + 1e-9); t++) {
         double x = left + plot * (t * tick) / step;
         char at[32];

@@ -1,6 +1,8 @@
 /* svg.c: the SVG elements of svg.h. */
 #include "svg.h"
 
+#include <math.h>
+
 static void attrs_of(FILE *f, const char *attrs)
 {
     if (attrs && *attrs) fprintf(f, " %s", attrs);
@@ -65,4 +67,10 @@ void pl_svg_escape(FILE *f, const char *s)
             if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
         }
     }
+}
+
+double pl_svg_nice_step(double span, int n)
+{
+    double raw = span / n, p = pow(10.0, floor(log10(raw))), f = raw / p;
+    return (f < 1.5 ? 1.0 : f < 3.5 ? 2.0 : f < 7.5 ? 5.0 : 10.0) * p;
 }

@@ -24,5 +24,7 @@ void pl_svg_text(FILE *f, double x, double y, const char *attrs, const char *tex
 void pl_svg_swatch(FILE *f, double x, double y, const char *fill, const char *label);
 /* Writes s with &, <, >, " escaped and control characters dropped. */
 void pl_svg_escape(FILE *f, const char *s);
+/* An axis's tick step: 1, 2 or 5 times a power of ten that cuts span (> 0) into about n. */
+double pl_svg_nice_step(double span, int n);
 
 #endif

@@ -88,16 +88,6 @@ static void print_peaks(const struct peaks *p, const char *tag)
            stage_peak(p, 0, PL_RECOMPUTE_FULL) / KB);
 }
 
-/* A step of 1, 2 or 5 times a power of ten that cuts top into at most 6 ticks. */
-static double tick_step(double top)
-{
-    double e = pow(10, floor(log10(top > 0 ? top : 1)));
-    const double mult[] = {0.1, 0.2, 0.5, 1, 2, 5, 10};
-    for (int j = 0; j < 7; j++)
-        if (top / (mult[j] * e) <= 6) return mult[j] * e;
-    return 10 * e;
-}
-
 /* Bars of each rank's peak with none, selective and full, grouped by stage, each with a
  * black line at its formula. */
 static void draw(FILE *f, const struct peaks *p, const char *who)
@@ -107,7 +97,7 @@ static void draw(FILE *f, const struct peaks *p, const char *who)
     double top = 0;
     for (int i = 0; i < p->np; i++)
         for (int r = 0; r < NRC; r++) top = fmax(top, fmax(p->peak[i][r], p->formula[i][r]));
-    const double step = tick_step(top / KB);
+    const double step = pl_svg_nice_step(top > 0 ? top / KB : 1, 5);
     top = ceil(top / KB / step) * step;
     pl_svg_begin(f, 960, 500, 13);
     snprintf(t, sizeof t, "Lab 9, %s: activation peak per rank, grid (dp,tp,pp) = (%d,%d,%d), "
