@@ -222,6 +222,12 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
             close(fds[1]);
         }
         if (o->status_dir) setenv("PL_STATUS_DIR", o->status_dir, 1);
+        /* When a rank exits non-zero, Open MPI 4's mpirun signals the others, then waits
+         * odls_base_sigkill_timeout (1 s, and 2 s for a job of one rank) before it exits,
+         * although no rank of this kit handles SIGTERM: 0 ends such a job at once (a usage
+         * error's exit 2 in 0.14 s, not 2.1 s). An unknown variable is ignored by other
+         * versions; one already set is kept. */
+        if (o->np > 0 && is_mpirun(full[0])) setenv("OMPI_MCA_odls_base_sigkill_timeout", "0", 0);
         if (blas_env[0]) putenv(blas_env);
         for (int i = 0; o->env && o->env[i]; i++) putenv((char *)o->env[i]);
         if (o->cwd && chdir(o->cwd) != 0) {
