@@ -4,6 +4,7 @@
  * its parameters and last clipped gradient against the slices of the single-device
  * reference's, and its traffic by kind and link class from the ledger. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,18 +202,77 @@ static uint64_t digest_model(const struct fourd_model *m, uint64_t h)
 
 enum l9_run { L9_RUN_FREE, L9_RUN_CLIP, L9_RUN_RECOMPUTE };
 
-/* The all-reduces on the DP group during the steps (lab.mk wraps pl_all_reduce and
- * pl_all_reduce_async; gr_wrap_ctx holds the watch while the steps run). */
-struct dp_watch {
+/* What the unclipped steps are watched for (lab.mk's wraps; gr_wrap_ctx holds the watch
+ * while they run): the all-reduces on the DP group, and the batch rows each embedding and
+ * head call of pl_parts_forward was given. */
+struct watch {
     const struct pl_comm *dp;
     double floats;
     int calls;
+    const struct gr_batch *b; /* the step's batch */
+    int L, step;
+    struct l9_obs *ob;
 };
 
 static void dp_note(const struct pl_comm *comm, size_t count)
 {
-    struct dp_watch *w = gr_wrap_ctx();
+    struct watch *w = gr_wrap_ctx();
     if (w && comm == w->dp) w->floats += (double)count, w->calls++;
+}
+
+/* The batch row whose `rows` rows from there are p's, or -1. A pointer into the batch (op
+ * memory) is read by its place; any other by its content, copied to the host. */
+static int batch_row(const int *p, const int *op, const int *host, int B, int T, int rows)
+{
+    if (!p || rows <= 0 || rows > B) return -1;
+    const uintptr_t a = (uintptr_t)p, lo = (uintptr_t)op, n = (uintptr_t)B * (uintptr_t)T;
+    if (a >= lo && a < lo + n * sizeof(int)) {
+        uintptr_t d = (a - lo) / sizeof(int);
+        return (a - lo) % sizeof(int) == 0 && d % (uintptr_t)T == 0 ? (int)(d / (uintptr_t)T) : -1;
+    }
+    const size_t bytes = (size_t)rows * (size_t)T * sizeof(int);
+    int *h = malloc(bytes);
+    PL_ASSERT(h);
+    pl_to_host(h, p, bytes);
+    int found = -1;
+    for (int r = 0; r + rows <= B && found < 0; r++)
+        if (!memcmp(h, host + (size_t)r * (size_t)T, bytes)) found = r;
+    free(h);
+    return found;
+}
+
+static void feed_note(struct l9_feed *f, int *calls, const int *p, const int *op, const int *host,
+                      const struct gr_batch *b, int rows)
+{
+    int j = (*calls)++;
+    if (j < L9_MICRO) f[j].rows = rows, f[j].seq = batch_row(p, op, host, b->B, b->T, rows);
+}
+
+double __real_pl_parts_forward(struct pl_model *m, int first, int last, int mb,
+                               struct pl_parts_acts *a, const struct pl_model_ctx *ctx,
+                               const int *tokens, const int *targets, int B, int T,
+                               const float *x_in);
+double __wrap_pl_parts_forward(struct pl_model *m, int first, int last, int mb,
+                               struct pl_parts_acts *a, const struct pl_model_ctx *ctx,
+                               const int *tokens, const int *targets, int B, int T,
+                               const float *x_in);
+
+double __wrap_pl_parts_forward(struct pl_model *m, int first, int last, int mb,
+                               struct pl_parts_acts *a, const struct pl_model_ctx *ctx,
+                               const int *tokens, const int *targets, int B, int T,
+                               const float *x_in)
+{
+    struct watch *w = gr_wrap_ctx();
+    if (w && w->b && w->step >= 0 && w->step < L9_K_STEPS) {
+        struct l9_obs *o = w->ob;
+        const int s = w->step;
+        if (first == -1)
+            feed_note(o->emb[s], &o->emb_calls[s], tokens, w->b->tokens, w->b->h_tokens, w->b, B);
+        if (last == w->L)
+            feed_note(o->head[s], &o->head_calls[s], targets, w->b->targets, w->b->h_targets,
+                      w->b, B);
+    }
+    return __real_pl_parts_forward(m, first, last, mb, a, ctx, tokens, targets, B, T, x_in);
 }
 
 void __real_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
@@ -277,10 +337,11 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     pl_mem_reset_peak();
     int ok = 1;
     uint64_t h = 0xcbf29ce484222325ull;
-    struct dp_watch watch = {g.dp_comm, 0, 0};
+    struct watch watch = {g.dp_comm, 0, 0, &b, ts->cfg.n_layers, -1, ob};
     if (mode == L9_RUN_FREE) gr_wrap_ctx_set(&watch);
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);
+        watch.step = s;
         double loss = fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
         if (clipped) ob->norm[s] = m->grad_norm;
         else if (mode == L9_RUN_FREE) ob->loss[s] = loss;

@@ -68,6 +68,69 @@ static const struct l9_obs *rank_obs(const struct gr_obs *all, int r)
     return gr_obs_rank(all, r);
 }
 
+/* "8, 10, ?, 14": the first batch rows of n calls ("?": rows that are no run of the batch). */
+static const char *feed_rows(const struct l9_feed *f, int n, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int j = 0; j < n && j < L9_MICRO && at < len; j++) {
+        int w = f[j].seq >= 0 ? snprintf(buf + at, len - at, "%s%d", j ? ", " : "", f[j].seq)
+                              : snprintf(buf + at, len - at, "%s?", j ? ", " : "");
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    return buf;
+}
+
+/* fourd.h's data invariant, read from the embedding's tokens (stage 0) and the head's
+ * targets (the last stage): DP replica d's microbatch j is the step's sequences from
+ * d B/dp + j B/(dp micro), B/(dp micro) of them. A stage that runs its end without
+ * pl_parts_forward is not observed. */
+static int judge_feed(const struct l9_state *st, int i, const struct gr_obs *all,
+                      struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    const int Bm = L9_MB_SEQS, per = L9_MICRO * L9_MB_SEQS;
+    char got[96], want[96];
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        const int d = o->coord[0], stage = o->coord[2];
+        for (int e = 0; e < 2; e++) {
+            if (e == 0 ? stage != 0 : stage != k->pp - 1) continue;
+            const char *part = e == 0 ? "embedding's tokens" : "head's targets";
+            for (int s = 0; s < L9_K_STEPS; s++) {
+                const int n = e == 0 ? o->emb_calls[s] : o->head_calls[s];
+                const struct l9_feed *f = e == 0 ? o->emb[s] : o->head[s];
+                if (n == 0) continue;
+                int ok = n == L9_MICRO;
+                struct l9_feed right[L9_MICRO];
+                for (int j = 0; j < L9_MICRO; j++) {
+                    right[j].seq = d * per + j * Bm, right[j].rows = Bm;
+                    ok = ok && f[j].seq == right[j].seq && f[j].rows == Bm;
+                }
+                if (ok) continue;
+                int rows = n > 0 ? f[0].rows : 0;
+                gr_why_say(why, "step %d: rank %d (dp %d, tp %d, stage %d) ran %d microbatches "
+                           "through pl_parts_forward with the %s of %d sequences each, from "
+                           "the batch's sequences %s in turn; DP replica d trains on sequences "
+                           "[d B/dp, (d+1) B/dp) cut into micro microbatches of B/(dp micro) "
+                           "in order (fourd.h's invariants): replica %d's %d microbatches start "
+                           "at %s, with %d sequences each (B = %d, dp = %d, micro = %d)", s, r, d, o->coord[1],
+                           stage, n, part, rows, feed_rows(f, n, got, sizeof got), d, L9_MICRO,
+                           feed_rows(right, L9_MICRO, want, sizeof want), Bm, k->dp * per,
+                           k->dp, L9_MICRO);
+                gr_why_say(why, "with no dropout the summed gradient and the mean loss may come "
+                           "out the same for another split, but a data loader's place, a "
+                           "checkpoint's resume point and dropout's masks (keyed by the global "
+                           "sequence index, ctx.seq0) all depend on which replica and "
+                           "microbatch trained which sequence");
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 static int judge_correct(const struct l9_state *st, int i, const struct gr_obs *all,
                          struct gr_why *why)
 {
@@ -86,6 +149,7 @@ static int judge_correct(const struct l9_state *st, int i, const struct gr_obs *
             return 0;
         }
     }
+    if (!judge_feed(st, i, all, why)) return 0;
     for (int r = 0; r < all->nranks; r++) {
         const struct l9_obs *o = rank_obs(all, r);
         for (int s = 0; s < L9_K_STEPS; s++) {

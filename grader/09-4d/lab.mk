@@ -1,5 +1,7 @@
 # Lab 9's make settings (grader/grader.mk includes every grader/NN-name/lab.mk).
 # The judge test (tests/judge/09-4d.c) links the comparisons' words (gr_rel_err).
 GRADER_JUDGE_SRC_09-4d := grader/common/train.c
-# The DP group's all-reduces, counted during the steps for the traffic test (cases.c).
-GRADER_WRAP_09-4d := -Wl,--wrap=pl_all_reduce -Wl,--wrap=pl_all_reduce_async
+# The DP group's all-reduces, counted during the steps for the traffic test, and the batch
+# rows the embedding and the head are given, for the results test (cases.c).
+GRADER_WRAP_09-4d := -Wl,--wrap=pl_all_reduce -Wl,--wrap=pl_all_reduce_async \
+    -Wl,--wrap=pl_parts_forward

@@ -71,6 +71,12 @@ struct l9_err {
     char name[64];  /* "h.1.attn.w_qkv (shard 1 of 2)" */
 };
 
+/* One pl_parts_forward call of a stage's end: the batch row its first sequence is (-1: rows
+ * that are no run of the step's batch) and how many sequences it was given. */
+struct l9_feed {
+    int seq, rows;
+};
+
 /* One rank's observation of a case (a plain struct, gathered by the harness). */
 struct l9_obs {
     int grid_ret;                 /* fourd_grid_new's answer */
@@ -86,6 +92,11 @@ struct l9_obs {
     double p2p_bytes;             /* point-to-point bytes sent over the K steps */
     double dp_floats;             /* floats all-reduced on its DP group over the K steps */
     int dp_calls;                 /* those all-reduces (pl_all_reduce and _async) */
+    /* what the embedding's (part -1) and the head's (part L) pl_parts_forward calls were
+     * given in each unclipped step, in call order, and how many calls there were (0: the
+     * stage does not run that part through pl_parts_forward, so nothing is observed) */
+    struct l9_feed emb[L9_K_STEPS][L9_MICRO], head[L9_K_STEPS][L9_MICRO];
+    int emb_calls[L9_K_STEPS], head_calls[L9_K_STEPS];
     /* the run with a clip that binds */
     double norm[L9_K_STEPS];
     struct l9_err grads;          /* the last step's clipped gradient */

@@ -33,7 +33,9 @@
  *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven): the loss every step
  *             returns (relative error 1e-5), and after the K steps every rank's parameters
  *             (relative L2 error 1e-4 per tensor) against the slice of the reference's it
- *             holds (section 2).
+ *             holds (section 2); and the sequences each microbatch's embedding and head
+ *             are given (pl_parts_forward's tokens and targets), against the invariant
+ *             below that says which replica and microbatch trains which sequences.
  *   clipping  with a clip that binds: the norm of each step (m->grad_norm, relative error
  *             1e-5) and the gradient AdamW was given in the last step (m->grads and the
  *             replicated parts' rep->grads, relative L2 error 1e-4 per tensor) against the

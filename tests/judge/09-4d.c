@@ -114,6 +114,12 @@ static void good(void)
         double shards, embed, head;
         o->dp_floats = L9_K_STEPS * (l9_dp_floats(c, &st.ref[0].layout, k, o->coord[2], &shards,
                                                   &embed, &head) + 1);
+        for (int s = 0; s < L9_K_STEPS; s++)
+            for (int j = 0; j < L9_MICRO; j++) {
+                struct l9_feed f = {(o->coord[0] * L9_MICRO + j) * L9_MB_SEQS, L9_MB_SEQS};
+                if (o->coord[2] == 0) o->emb[s][j] = f, o->emb_calls[s] = L9_MICRO;
+                if (o->coord[2] == k->pp - 1) o->head[s][j] = f, o->head_calls[s] = L9_MICRO;
+            }
         o->has_orders = 1;
         for (int j = 1; j < L9_NORDERS; j++)
             grid_view(k, L9_ORDERS[j], r, o->orders[j].coord, o->orders[j].size,
@@ -159,6 +165,26 @@ static void correct_and_clip(void)
              "(shard 1 of 2) with relative L2 error 0.003", ob[6].coord[0], ob[6].coord[1],
              ob[6].coord[2]);
     expect("correct", want, "one rank's parameters off, named with its coordinates");
+    /* the data each replica's microbatches take: strided over the replicas (the same sum
+     * without dropout), rows copied from nowhere in the batch, a microbatch too many; a
+     * stage whose ends are not run through pl_parts_forward is not observed */
+    good();
+    for (int s = 0; s < L9_K_STEPS; s++)
+        for (int j = 0; j < L9_MICRO; j++) ob[4].emb[s][j].seq = (j * 2 + 1) * L9_MB_SEQS;
+    expect("correct", "from the batch's sequences 2, 6, 10, 14 in turn", "strided microbatches");
+    expect("correct", "replica 1's 4 microbatches start at 8, 10, 12, 14, with 2 sequences each",
+           "the contract's rows");
+    good();
+    ob[7].head[1][2].seq = -1;
+    expect("correct", "the head's targets of 2 sequences each, from the batch's sequences 8, "
+           "10, ?, 14", "rows that are no run of the batch");
+    good();
+    ob[0].emb_calls[0] = L9_MICRO + 1;
+    expect("correct", "rank 0 (dp 0, tp 0, stage 0) ran 5 microbatches", "one call too many");
+    good();
+    for (int r = 0; r < NR; r++)
+        for (int s = 0; s < L9_K_STEPS; s++) ob[r].emb_calls[s] = ob[r].head_calls[s] = 0;
+    all_pass("ends run without pl_parts_forward");
     /* the classic 4D norm bugs */
     good();
     for (int r = 0; r < NR; r++)
