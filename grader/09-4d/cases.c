@@ -210,9 +210,74 @@ struct watch {
     double floats;
     int calls;
     const struct gr_batch *b; /* the step's batch */
-    int L, step;
+    int L, step, b0;          /* b0: the stage's first block, whose calls make the order */
     struct l9_obs *ob;
 };
+
+/* The stage's order of work in the first step, from its first block's calls. */
+static void op_note(int layer, int kind, const struct pl_model_ctx *ctx)
+{
+    struct watch *w = gr_wrap_ctx();
+    if (!w || w->step != 0 || layer != w->b0) return;
+    struct l9_obs *o = w->ob;
+    if (o->nops < L9_MAX_OPS)
+        o->ops[o->nops] = (struct l9_op){kind, ctx ? (long long)ctx->seq0 : -1};
+    o->nops++;
+}
+
+#define SP_FWD_ARGS struct pl_comm *tp, const struct pl_model_config *c, int layer, \
+    const struct pl_block_params *p
+void __real_pl_sp_block_forward(SP_FWD_ARGS, struct pl_sp_block_acts *a,
+                                const struct pl_model_ctx *ctx, const float *x, float *y);
+void __wrap_pl_sp_block_forward(SP_FWD_ARGS, struct pl_sp_block_acts *a,
+                                const struct pl_model_ctx *ctx, const float *x, float *y);
+void __real_pl_sp_block_forward_saved(SP_FWD_ARGS, struct pl_sp_block_saved *s,
+                                      const struct pl_model_ctx *ctx, const float *x, float *y);
+void __wrap_pl_sp_block_forward_saved(SP_FWD_ARGS, struct pl_sp_block_saved *s,
+                                      const struct pl_model_ctx *ctx, const float *x, float *y);
+void __real_pl_sp_block_backward(SP_FWD_ARGS, const struct pl_block_params *g,
+                                 const struct pl_sp_block_acts *a, const struct pl_model_ctx *ctx,
+                                 const float *dy, float *dx);
+void __wrap_pl_sp_block_backward(SP_FWD_ARGS, const struct pl_block_params *g,
+                                 const struct pl_sp_block_acts *a, const struct pl_model_ctx *ctx,
+                                 const float *dy, float *dx);
+void __real_pl_sp_block_backward_saved(SP_FWD_ARGS, const struct pl_block_params *g,
+                                       const struct pl_sp_block_saved *s,
+                                       const struct pl_model_ctx *ctx, const float *dy, float *dx);
+void __wrap_pl_sp_block_backward_saved(SP_FWD_ARGS, const struct pl_block_params *g,
+                                       const struct pl_sp_block_saved *s,
+                                       const struct pl_model_ctx *ctx, const float *dy, float *dx);
+
+void __wrap_pl_sp_block_forward(SP_FWD_ARGS, struct pl_sp_block_acts *a,
+                                const struct pl_model_ctx *ctx, const float *x, float *y)
+{
+    op_note(layer, 'F', ctx);
+    __real_pl_sp_block_forward(tp, c, layer, p, a, ctx, x, y);
+}
+
+void __wrap_pl_sp_block_forward_saved(SP_FWD_ARGS, struct pl_sp_block_saved *s,
+                                      const struct pl_model_ctx *ctx, const float *x, float *y)
+{
+    op_note(layer, 'F', ctx);
+    __real_pl_sp_block_forward_saved(tp, c, layer, p, s, ctx, x, y);
+}
+
+void __wrap_pl_sp_block_backward(SP_FWD_ARGS, const struct pl_block_params *g,
+                                 const struct pl_sp_block_acts *a, const struct pl_model_ctx *ctx,
+                                 const float *dy, float *dx)
+{
+    op_note(layer, 'B', ctx);
+    __real_pl_sp_block_backward(tp, c, layer, p, g, a, ctx, dy, dx);
+}
+
+void __wrap_pl_sp_block_backward_saved(SP_FWD_ARGS, const struct pl_block_params *g,
+                                       const struct pl_sp_block_saved *s,
+                                       const struct pl_model_ctx *ctx, const float *dy, float *dx)
+{
+    op_note(layer, 'B', ctx);
+    __real_pl_sp_block_backward_saved(tp, c, layer, p, g, s, ctx, dy, dx);
+}
+#undef SP_FWD_ARGS
 
 static void dp_note(const struct pl_comm *comm, size_t count)
 {
@@ -337,7 +402,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     pl_mem_reset_peak();
     int ok = 1;
     uint64_t h = 0xcbf29ce484222325ull;
-    struct watch watch = {g.dp_comm, 0, 0, &b, ts->cfg.n_layers, -1, ob};
+    struct watch watch = {g.dp_comm, 0, 0, &b, ts->cfg.n_layers, -1, m->b0, ob};
     if (mode == L9_RUN_FREE) gr_wrap_ctx_set(&watch);
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);

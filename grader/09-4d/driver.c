@@ -6,7 +6,8 @@
  * harness gathers the observations once and judge.c judges each part on rank 0 with no
  * MPI. The state is on the heap (struct l9_state, lab09.h); bench mode is in bench.c.
  *
- *   driver --op train|train-hidden --mode check [--parts correct,clip,grid,traffic] [--seed S]
+ *   driver --op train|train-hidden --mode check
+ *          [--parts correct,clip,grid,traffic,bubble,recompute] [--seed S]
  *   driver --mode bench [--svg FILE] */
 #include <stdlib.h>
 #include <string.h>

@@ -77,6 +77,14 @@ struct l9_feed {
     int seq, rows;
 };
 
+/* One call of a stage's first block (pl_sp_block_forward or _backward, plain or _saved) in
+ * the first unclipped step, in call order: 'F' or 'B', and its ctx's seq0 (-1: no ctx). */
+struct l9_op {
+    int kind;
+    long long seq0;
+};
+#define L9_MAX_OPS (4 * L9_MICRO)
+
 /* One rank's observation of a case (a plain struct, gathered by the harness). */
 struct l9_obs {
     int grid_ret;                 /* fourd_grid_new's answer */
@@ -97,6 +105,8 @@ struct l9_obs {
      * stage does not run that part through pl_parts_forward, so nothing is observed) */
     struct l9_feed emb[L9_K_STEPS][L9_MICRO], head[L9_K_STEPS][L9_MICRO];
     int emb_calls[L9_K_STEPS], head_calls[L9_K_STEPS];
+    struct l9_op ops[L9_MAX_OPS]; /* the stage's order of work (nops calls; 0: not observed) */
+    int nops;
     /* the run with a clip that binds */
     double norm[L9_K_STEPS];
     struct l9_err grads;          /* the last step's clipped gradient */
@@ -127,6 +137,16 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob);
 /* judge.c: pure, no MPI */
 /* The lab's model (the judges' formulas read it). */
 struct pl_model_config l9_config(uint64_t seed);
+/* The fraction of a step the stages of one pipeline idle when each runs its order of work
+ * ops[s][0..m-1 forwards and backwards] ('F'/'B' and the microbatch), a forward taking 1
+ * and a backward 2, each waiting for its microbatch's forward on the stage before and its
+ * backward on the stage after: 1 - 3m / (the step's length). -1 when the orders cannot run
+ * (a stage waits forever); *stuck then gets the stage. */
+double l9_bubble(int p, int m, const int kind[][2 * L9_MICRO], const int mb[][2 * L9_MICRO],
+                 int *stuck);
+/* bubble.c: the "bubble" part of l9_judge. */
+int l9_judge_bubble(const struct l9_state *st, int i, const struct gr_obs *all,
+                    struct gr_why *why);
 /* The microbatches whose activations stage s of p holds at once under 1F1B with m. */
 int l9_in_flight(int p, int s, int m);
 int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr_obs *all,

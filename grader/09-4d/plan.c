@@ -5,9 +5,10 @@
  * (2,2,2), (1,2,4), (2,4,1), (4,1,2), laid out by "tp-pp-dp", each K = 2 steps with a clip
  * that binds: the same training as one device (40), the global norm and the clipped
  * gradient (20), the grid's groups (10), the traffic by link class and the pipeline's bytes
+ * (5), each pipeline's order of work replayed with uniform stage times against 1F1B's bubble
  * (5), (2,2,2) again with selective and full recomputation: the same training bit for bit
- * and the activations saved (5); one run on 6 ranks (3 nodes of 2), (1,2,3) with stages of 1, 1 and 2 blocks: the
- * training (10) and the clipping (10). 100 points. The hidden suite: (1,4,2), (2,1,4),
+ * and the activations saved (5); one run on 6 ranks (3 nodes of 2), (1,2,3) with stages of
+ * 1, 1 and 2 blocks: the training (10) and the clipping (10). 105 points. The hidden suite: (1,4,2), (2,1,4),
  * (8,1,1) on 8 ranks with the secret seed, training and clipping, 1 point each. */
 #include <stdio.h>
 #include <string.h>
@@ -58,6 +59,10 @@ static void lab09_plan(const struct gr_plan_opts *o)
                                  LAB09_TIMEOUT, 0, NULL});
         snprintf(name, sizeof name, "4D: SP conjugates inside a node, pipeline and DP bytes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "traffic", "performance", np, 5,
+                                 LAB09_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "4D: 1F1B bubble from your order of work, uniform stage "
+                 "times [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "train", "check", "bubble", "performance", np, 5,
                                  LAB09_TIMEOUT, 0, NULL});
         snprintf(name, sizeof name, "4D: recomputation, same training, activations saved; "
                  "nothing left after fourd_model_free [np=%d]", np);

@@ -94,6 +94,37 @@ static double kept(enum pl_recompute rc)
     return pl_sp_block_saved_bytes(c, st.cases[0].tp, L9_MB_SEQS, c->seq_len, rc);
 }
 
+/* Rank o's stage's order of work under 1F1B with m = L9_MICRO: min(p - s - 1, m) forwards,
+ * then a forward and a backward in turn, then the last backwards; each call's ctx.seq0 the
+ * replica's first sequence + j B/(dp m). */
+static void one_f_one_b(struct l9_obs *o, int p)
+{
+    const int m = L9_MICRO, s = o->coord[2];
+    const long long first = (long long)o->coord[0] * m * L9_MB_SEQS;
+    int warm = p - s - 1 < m ? p - s - 1 : m, n = 0, f = 0, b = 0;
+    while (f < warm) o->ops[n++] = (struct l9_op){'F', first + f++ * L9_MB_SEQS};
+    while (f < m) {
+        o->ops[n++] = (struct l9_op){'F', first + f++ * L9_MB_SEQS};
+        o->ops[n++] = (struct l9_op){'B', first + b++ * L9_MB_SEQS};
+    }
+    while (b < m) o->ops[n++] = (struct l9_op){'B', first + b++ * L9_MB_SEQS};
+    o->nops = n;
+}
+
+/* Every stage of the state's case runs all forwards, then all backwards (AFAB): or, with
+ * one_at_a_time, each microbatch forward and back before the next. */
+static void reorder(int one_at_a_time)
+{
+    for (int r = 0; r < NR; r++) {
+        const long long first = (long long)ob[r].coord[0] * L9_MICRO * L9_MB_SEQS;
+        for (int j = 0; j < L9_MICRO; j++) {
+            struct l9_op f = {'F', first + j * L9_MB_SEQS}, b = {'B', first + j * L9_MB_SEQS};
+            ob[r].ops[one_at_a_time ? 2 * j : j] = f;
+            ob[r].ops[one_at_a_time ? 2 * j + 1 : L9_MICRO + j] = b;
+        }
+    }
+}
+
 /* Every rank of a right run of the state's case: its grid, the reference's losses and
  * norms, the pipeline's bytes, every order of the axes and the refusals, and activation
  * peaks lowered by exactly what each recomputation leaves unsaved in the blocks in flight. */
@@ -120,6 +151,7 @@ static void good(void)
                 if (o->coord[2] == 0) o->emb[s][j] = f, o->emb_calls[s] = L9_MICRO;
                 if (o->coord[2] == k->pp - 1) o->head[s][j] = f, o->head_calls[s] = L9_MICRO;
             }
+        one_f_one_b(o, k->pp);
         o->has_orders = 1;
         for (int j = 1; j < L9_NORDERS; j++)
             grid_view(k, L9_ORDERS[j], r, o->orders[j].coord, o->orders[j].size,
@@ -139,8 +171,8 @@ static void good(void)
 
 static void all_pass(const char *what)
 {
-    static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute"};
-    for (int p = 0; p < 5; p++) {
+    static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute", "bubble"};
+    for (int p = 0; p < 6; p++) {
         struct gr_why w;
         int ok = judge(parts[p], &w);
         CHECK(ok, "%s: a right run fails %s: %s", what, parts[p], first(&w));
@@ -208,6 +240,51 @@ static void correct_and_clip(void)
     expect("clip", "counted t = 2 times, once per TP rank",
            "replicated layernorm counted t times");
     expect("clip", "blocks' layernorms and replicated biases", "which tensors, named");
+}
+
+/* The bubble of each pipeline's order with uniform stage times: 1F1B's and AFAB's are
+ * (p-1)/(m+p-1); one microbatch at a time is not; an order that waits forever; a count off;
+ * without a ctx the calls are counted; stages whose blocks are not sp_block.h's are not
+ * observed. */
+static void bubble(void)
+{
+    state_of((struct l9_case){2, 2, 2});
+    good();
+    reorder(0);
+    all_pass("AFAB on (2,2,2)");
+    reorder(1);
+    expect("bubble", "the pipeline of DP replica 0, TP rank 0 idles 50.0% of the step",
+           "one microbatch at a time");
+    expect("bubble", "(p-1)/(m+p-1) = 1/5 = 20.0%", "the formula, with numbers");
+    expect("bubble", "stage 0's order of work (its first block's calls in the first step): F0 "
+           "B0 F1 B1 F2 B2 F3 B3", "the order, read back");
+    expect("bubble", "stage 0 runs microbatch 0's backward before microbatch 1's forward",
+           "the warm-up named");
+    good();
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < 2 * L9_MICRO; j++) ob[r].ops[j].seq0 = -1;
+    all_pass("no ctx: microbatches by count");
+    good();
+    /* stage 1 (ranks 2, 3, 6, 7) takes a second forward before it sends the first backward
+     * back, while stage 0 waits for that backward before its second forward */
+    reorder(1);
+    for (int r = 0; r < NR; r++)
+        if (ob[r].coord[2] == 1) {
+            const struct l9_op b0 = ob[r].ops[1];
+            ob[r].ops[1] = ob[r].ops[2], ob[r].ops[2] = b0;
+        }
+    expect("bubble", "stage 1's order of work (its first block's calls in the first step) is "
+           "F0 F1 B0 B1 F2 B2 F3 B3, which waits", "an order that cannot run");
+    good();
+    ob[5].nops = 2 * L9_MICRO + 1;
+    expect("bubble", "rank 5 (dp 1, tp 1, stage 0) ran its first block forward", "a call too many");
+    good();
+    for (int r = 0; r < NR; r++) ob[r].nops = 0;
+    all_pass("blocks not run through sp_block.h");
+    state_of((struct l9_case){2, 4, 1});
+    good();
+    reorder(1);
+    all_pass("one stage: no bubble to lose");
 }
 
 static void grid_and_traffic(void)
@@ -297,6 +374,7 @@ static void recompute(void)
 static void hand_built(void)
 {
     correct_and_clip();
+    bubble();
     grid_and_traffic();
     recompute();
 }
