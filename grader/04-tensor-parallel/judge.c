@@ -410,10 +410,16 @@ static void note(int kind, int p, int np, const struct l4_obs *o, char *buf, siz
      * groups are smaller: the note names it after the world's figures, never in their place */
     const struct l4_figs *w = o->has_world ? &o->world : f;
     const int groups = np / (f->t ? f->t : 1), ars = kind == L4_BLOCK ? 2 : 1;
-    char a[32], b[32], c[32], d[32], e[32], grid[96] = "";
+    char a[32], b[32], c[32], d[32], e[32], grid[96] = "", last[96];
     if (groups > 1 && w != f)
         snprintf(grid, sizeof grid, "; the last case on %d TP groups of %d, each with its own "
                  "data", groups, f->t);
+    /* the traffic is the last case's: name its groups, not only its t */
+    if (groups > 1)
+        snprintf(last, sizeof last, "in the last case (%d TP groups of t=%d on the %d ranks)",
+                 groups, f->t, np);
+    else
+        snprintf(last, sizeof last, "on t=%d", f->t);
     buf[0] = '\0';
     if (p == L4_TRAFFIC && o->has_vocab) vocab_traffic_note(&o->vocab, buf, len);
     else if (p == L4_MEMORY && o->has_vocab) vocab_memory_note(&o->vocab, buf, len);
@@ -423,16 +429,16 @@ static void note(int kind, int p, int np, const struct l4_obs *o, char *buf, siz
         snprintf(buf, len, "f and g forward and backward exact on every rank (t=%d, the TP "
                  "group the world%s)", w->t, grid);
     else if (p == L4_TRAFFIC && kind == L4_CONJ)
-        snprintf(buf, len, "f's and g's four passes sent %s per rank in all on t=%d, only "
+        snprintf(buf, len, "f's and g's four passes sent %s per rank in all %s, only "
                  "all-reduces, as many as your table of section 3 calls for and no more",
-                 pl_format_bytes(passes_sent(o), a, sizeof a), f->t);
+                 pl_format_bytes(passes_sent(o), a, sizeof a), last);
     else if (p == L4_CORRECT && kind == L4_LINEAR)
         snprintf(buf, len, "column- and row-parallel outputs and gradients match the full "
                  "nn.Linear's blocks (t=%d, the TP group the world%s)", w->t, grid);
     else if (p == L4_TRAFFIC && kind == L4_LINEAR)
-        snprintf(buf, len, "the two linears' four passes sent %s per rank in all on t=%d, only "
+        snprintf(buf, len, "the two linears' four passes sent %s per rank in all %s, only "
                  "all-reduces of [N, C], as many as the partial sums of section 4 call for",
-                 pl_format_bytes(passes_sent(o), a, sizeof a), f->t);
+                 pl_format_bytes(passes_sent(o), a, sizeof a), last);
     else if (p == L4_CORRECT && kind >= L4_MLP && kind <= L4_BLOCK)
         snprintf(buf, len, "output, dx and every shard's gradient match the single device "
                  "(t=%d, %d cases, the last with B=%d T=%d on %d TP group%s of %d, each with its "

@@ -267,6 +267,24 @@ static void hand_built(void)
     CHECK(judge(L4_LINEAR, 2, 3, "traffic", obs, NP, &why) && said(&why, note) &&
               !said(&why, "backward") && !said(&why, "forward") && !said(&why, "column"),
           "the linears' traffic note gives bytes, not where: %s", why.n ? why.line[0] : "");
+    /* from 4 ranks the last case is a TP x DP grid: the note names its groups, so that t=2
+     * on 4 ranks does not read as a wrong t */
+    {
+        enum { NP4 = 4, T_LAST = 2 };
+        static struct l4_obs obs4[NP4];
+        memset(obs4, 0, sizeof obs4);
+        for (int r = 0; r < NP4; r++) {
+            obs4[r].npass = 4;
+            obs4[r].figs.t = T_LAST;
+            for (int k = 0; k < 4; k++)
+                pass_of(&obs4[r].pass[k], conj[k], k == 1 || k == 2, k == 1 || k == 2, count,
+                        T_LAST);
+        }
+        snprintf(note, sizeof note, "per rank in all in the last case (%d TP groups of t=%d on "
+                 "the %d ranks)", NP4 / T_LAST, T_LAST, NP4);
+        CHECK(judge(L4_LINEAR, 2, 3, "traffic", obs4, NP4, &why) && said(&why, note),
+              "the traffic note names the last case's groups: %s", why.n ? why.line[0] : "");
+    }
 
     /* correct: the first rank that recorded a failure, in rank order, worded from figures */
     memset(obs, 0, sizeof obs);
