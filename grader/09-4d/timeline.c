@@ -122,7 +122,8 @@ static void classify(const struct pl_merged_trace *t, const struct pl_grid *grid
     snprintf(send_name, len, "%s%s", all_pp ? "PP send" : "send", where(send_links));
 }
 
-/* Rank 0: the traced step replayed and drawn to svg; 0, or -1 with a message in err. */
+/* Rank 0: the traced step replayed and drawn to svg; 0, or -1 with a message in err when
+ * the trace does not replay (a file that cannot be written is a usage error, exit 2). */
 static int draw(const struct l9_state *st, const struct pl_merged_trace *t, const char *svg,
                 const char *who, char *err, size_t len)
 {
@@ -159,8 +160,8 @@ static int draw(const struct l9_state *st, const struct pl_merged_trace *t, cons
         struct pl_replay_svg_style style = {NAX,       cls,    group_class, send_name,
                                             "compute", MIN_PX, note};
         if (pl_replay_write_svg_styled(&scaled, &rp, title, &style, svg) != 0) {
-            snprintf(err, len, "cannot write %s", svg);
-            rc = -1;
+            remove(svg);
+            pl_usage_error("--timeline-svg %s: cannot write it", svg);
         }
         free(group_class);
         pl_replay_free(&rp);
