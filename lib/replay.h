@@ -68,4 +68,30 @@ void pl_replay_print_timeline(FILE *f, const struct pl_merged_trace *m,
 int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay *r,
                         const char *title, const char *path);
 
+/* A class of collectives in the SVG: its colour and its legend entry. */
+struct pl_replay_svg_class {
+    const char *name, *color;
+};
+/* How pl_replay_write_svg_styled colours the comm stream, e.g. by parallel axis:
+ * group_class[g] (g indexes m->groups) picks the entry of classes that draws the collectives
+ * on that group, -1 the default colour ("collective"); the legend lists the classes that
+ * occur, in their order. send_name, when not NULL, names the sends' entry ("send");
+ * compute_name, when not NULL, draws all compute in one colour under that name (not by the
+ * spans' first letters); a comm-stream span is drawn at least min_comm_px wide (0: 0.5
+ * pixel, as every span), so that short transfers show; note, when not NULL, is a line of
+ * text under the legend. */
+struct pl_replay_svg_style {
+    int nclasses;
+    const struct pl_replay_svg_class *classes;
+    const int *group_class;
+    const char *send_name;
+    const char *compute_name;
+    double min_comm_px;
+    const char *note;
+};
+/* pl_replay_write_svg with style (NULL: as pl_replay_write_svg draws). */
+int pl_replay_write_svg_styled(const struct pl_merged_trace *m, const struct pl_replay *r,
+                               const char *title, const struct pl_replay_svg_style *style,
+                               const char *path);
+
 #endif

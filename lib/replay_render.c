@@ -106,8 +106,35 @@ static const char *letter_color(char c)
     }
 }
 
+/* The class of e's collective under st, or -1 (the default colour). */
+static int comm_class(const struct pl_merged_trace *m, const struct pl_event *e,
+                      const struct pl_replay_svg_style *st)
+{
+    if (!st || !st->group_class || e->type != PL_EV_ISSUE) return -1;
+    for (int g = 0; g < m->ngroups; g++)
+        if (m->groups[g].id == e->group)
+            return st->group_class[g] >= 0 && st->group_class[g] < st->nclasses
+                       ? st->group_class[g] : -1;
+    return -1;
+}
+
+/* The legend's next swatch, six to a row from (x0, y0). */
+static void legend_item(FILE *f, double x0, double y0, int *item, const char *color,
+                        const char *name)
+{
+    pl_svg_swatch(f, x0 + 170 * (*item % 6), y0 + 20 * (*item / 6), color, name);
+    (*item)++;
+}
+
 int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay *r,
                         const char *title, const char *path)
+{
+    return pl_replay_write_svg_styled(m, r, title, NULL, path);
+}
+
+int pl_replay_write_svg_styled(const struct pl_merged_trace *m, const struct pl_replay *r,
+                               const char *title, const struct pl_replay_svg_style *style,
+                               const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
@@ -116,16 +143,29 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
     double axis_y = top + r->nranks * block + 4;
     int used[256] = {0};
     const char *first_label[256] = {0}; /* names the legend entry of each letter */
+    int ncl = style && style->classes ? style->nclasses : 0;
+    int *class_used = calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *class_used);
+    if (!class_used) pl_fatal("out of memory for the timeline's legend");
+    int default_used = style == NULL; /* the plain legend always lists "collective" */
+    const int one_compute = style && style->compute_name;
     for (int rank = 0; rank < r->nranks; rank++)
-        for (int i = 0; i < m->nevents[rank]; i++)
-            if (m->events[rank][i].type == PL_EV_COMPUTE) {
-                unsigned char c = (unsigned char)compute_letter(&m->events[rank][i]);
-                used[c] = 1;
-                if (!first_label[c]) first_label[c] = m->events[rank][i].label;
+        for (int i = 0; i < m->nevents[rank]; i++) {
+            const struct pl_event *e = &m->events[rank][i];
+            if (e->type == PL_EV_COMPUTE) {
+                unsigned char c = (unsigned char)compute_letter(e);
+                used[c] = !one_compute;
+                if (!first_label[c]) first_label[c] = e->label;
+            } else if (e->type == PL_EV_ISSUE) {
+                int c = comm_class(m, e, style);
+                if (c >= 0) class_used[c] = 1;
+                else default_used = 1;
             }
-    int nlegend = 3;
+        }
+    int nlegend = 2 + default_used + one_compute;
     for (int c = 0; c < 256; c++) nlegend += used[c];
-    double height = axis_y + 40 + 20 * ((nlegend + 5) / 6) + 10;
+    for (int c = 0; c < ncl; c++) nlegend += class_used[c];
+    const char *note = style ? style->note : NULL;
+    double height = axis_y + 40 + 20 * ((nlegend + 5) / 6) + 10 + (note ? 24 : 0);
     double width = left + plot + 30;
     pl_svg_begin(f, width, height, 11);
     fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", left);
@@ -142,19 +182,27 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
         snprintf(name, sizeof name, "rank %d", rank);
         pl_svg_text(f, left - 8, y + lane + 4, "text-anchor=\"end\"", name);
         pl_svg_rect(f, left, y, plot, 2 * lane + gap, "#f7f7f7", NULL);
+        /* under a style the sends are drawn last, over the collectives */
+        for (int pass = 0; pass < (style ? 2 : 1); pass++)
         for (int i = 0; i < m->nevents[rank]; i++) {
             const struct pl_event *e = &m->events[rank][i];
             const struct pl_span_time *sp = &r->span[rank][i];
             if (!(sp->end > sp->start)) continue;
+            if (style && (sp->stream == 1 && e->type != PL_EV_ISSUE) != pass) continue;
             const char *color;
             double ly = y;
-            if (e->type == PL_EV_COMPUTE) color = letter_color(compute_letter(e));
+            double least = 0.5;
+            if (e->type == PL_EV_COMPUTE)
+                color = one_compute ? palette[0] : letter_color(compute_letter(e));
             else if (sp->stream == 1) {
+                int c = comm_class(m, e, style);
                 ly = y + lane + gap;
-                color = e->type == PL_EV_ISSUE ? COMM_COLOR : SEND_COLOR;
+                if (style && style->min_comm_px > least) least = style->min_comm_px;
+                color = e->type != PL_EV_ISSUE ? SEND_COLOR
+                        : c >= 0 ? style->classes[c].color : COMM_COLOR;
             } else color = WAIT_COLOR;
             double x = left + plot * sp->start / step;
-            double w = fmax(0.5, plot * (sp->end - sp->start) / step);
+            double w = fmax(least, plot * (sp->end - sp->start) / step);
             fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\" "
                        "stroke=\"white\" stroke-width=\"0.3\"><title>rank %d: ",
                     x, ly, w, lane, color, rank);
@@ -180,35 +228,31 @@ int pl_replay_write_svg(const struct pl_merged_trace *m, const struct pl_replay 
     }
     pl_svg_text(f, left - 8, axis_y + 16, "text-anchor=\"end\"", u);
 
-    /* Legend: compute by letter, then the two kinds of comm and the stalls. */
+    /* Legend: compute by letter, then the collectives (by class under a style), the sends
+     * and the stalls. */
     int item = 0;
     double ly = axis_y + 36;
     char name[32];
-    for (int c = 0; c < 256 + 3; c++) {
-        const char *color;
-        if (c < 256) {
-            if (!used[c]) continue;
-            color = letter_color((char)c);
-            if (c == 'F') snprintf(name, sizeof name, "forward (F)");
-            else if (c == 'B') snprintf(name, sizeof name, "backward (B)");
-            else if (c == 'W') snprintf(name, sizeof name, "weight grad, update (W)");
-            else if (first_label[c] && first_label[c][0])
-                snprintf(name, sizeof name, "%.24s", first_label[c]);
-            else snprintf(name, sizeof name, "compute %c", (char)c);
-        } else if (c == 256) {
-            color = COMM_COLOR;
-            snprintf(name, sizeof name, "collective");
-        } else if (c == 257) {
-            color = SEND_COLOR;
-            snprintf(name, sizeof name, "send");
-        } else {
-            color = WAIT_COLOR;
-            snprintf(name, sizeof name, "waiting (exposed comm)");
-        }
-        double x = left + 170 * (item % 6), y = ly + 20 * (item / 6);
-        pl_svg_swatch(f, x, y, color, name);
-        item++;
+    for (int c = 0; c < 256; c++) {
+        if (!used[c]) continue;
+        if (c == 'F') snprintf(name, sizeof name, "forward (F)");
+        else if (c == 'B') snprintf(name, sizeof name, "backward (B)");
+        else if (c == 'W') snprintf(name, sizeof name, "weight grad, update (W)");
+        else if (first_label[c] && first_label[c][0])
+            snprintf(name, sizeof name, "%.24s", first_label[c]);
+        else snprintf(name, sizeof name, "compute %c", (char)c);
+        legend_item(f, left, ly, &item, letter_color((char)c), name);
     }
+    if (one_compute) legend_item(f, left, ly, &item, palette[0], style->compute_name);
+    for (int c = 0; c < ncl; c++)
+        if (class_used[c])
+            legend_item(f, left, ly, &item, style->classes[c].color, style->classes[c].name);
+    if (default_used) legend_item(f, left, ly, &item, COMM_COLOR, "collective");
+    legend_item(f, left, ly, &item, SEND_COLOR,
+                style && style->send_name ? style->send_name : "send");
+    legend_item(f, left, ly, &item, WAIT_COLOR, "waiting (exposed comm)");
+    if (note) pl_svg_text(f, left, ly + 20 * ((nlegend + 5) / 6) + 10, "fill=\"#555\"", note);
+    free(class_used);
     int bad = pl_svg_end(f) != 0;
     if (fclose(f) != 0) bad = 1;
     return bad ? -1 : 0;

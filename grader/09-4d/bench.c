@@ -7,7 +7,8 @@
  * recompute runs): every rank's activation peak from the memory ledger, beside what
  * section 3.1 says a stage holds, min(p - s, m) microbatches in flight x its blocks x
  * pl_sp_block_saved_bytes of one block. --svg FILE (make plots LAB=09) draws them as bars
- * grouped by stage. The "# handout:" lines are the numbers docs/labs/09-4d.md quotes
+ * grouped by stage; --timeline-svg FILE draws one step of that grid on the modelled
+ * timeline (timeline.c). The "# handout:" lines are the numbers docs/labs/09-4d.md quotes
  * (tests/handout_figures.sh); the measured peaks are the handout's only under --figures. */
 #include <math.h>
 #include <mpi.h>
@@ -17,6 +18,7 @@
 #include "lab09.h"
 #include "sp_block.h"
 #include "svg.h"
+#include "timeline.h"
 #include "todo.h"
 
 #define NRC 3 /* enum pl_recompute: none, selective, full */
@@ -169,16 +171,19 @@ static void write_svg(const char *svg, const struct peaks *p, const char *who)
     printf("%s: wrote each rank's activation peak by recomputation to %s\n", who, svg);
 }
 
-/* The options' order: driver.c's L9_OPTIONS (--svg FILE). */
+/* The options' order: driver.c's L9_OPTIONS (--svg FILE, --timeline-svg FILE). */
 void l9_bench(const struct gr_args *a)
 {
     const char *who = a->label ? a->label : "your code";
-    const char *svg = a->opt[0].s;
+    const char *svg = a->opt[0].s, *timeline = a->opt[1].s;
     if (pl_size() != 6 && pl_size() != 8)
         pl_usage_error_all("Lab 9 bench runs on 6 or 8 ranks (got %d)", pl_size());
     if (svg && pl_size() != 8)
         pl_usage_error_all("--svg %s: the recomputation picture is of the (2,2,2) grid, on 8 "
                            "ranks (got %d)", svg, pl_size());
+    if (timeline && pl_size() != 8)
+        pl_usage_error_all("--timeline-svg %s: the timeline is of the (2,2,2) grid, on 8 "
+                           "ranks (got %d)", timeline, pl_size());
     struct l9_state *st = l9_setup(a->seed, pl_size(), 0);
     const struct pl_model_config *c = &st->train[0].cfg;
     if (pl_rank() == 0)
@@ -186,6 +191,7 @@ void l9_bench(const struct gr_args *a)
                "vocabulary %d, %s) for %d steps with m = %d microbatches of %d sequences per "
                "replica\n", c->n_layers, c->d_model, c->n_heads, c->seq_len, c->vocab,
                c->dropout == 0.0f ? "no dropout" : "dropout", L9_K_STEPS, L9_MICRO, L9_MB_SEQS);
+    if (pl_size() == 8) l9_timeline_layout(st);
     struct l9_obs first = {0};
     for (int i = 0; i < st->ncases; i++) {
         struct l9_obs ob = {0};
@@ -195,7 +201,7 @@ void l9_bench(const struct gr_args *a)
             if (pl_rank() == 0)
                 printf("%s: Lab 9 is still a stub: %s (see %s section %s): no rows%s\n", who,
                        pl_todo_what(), gr_handout(), pl_todo_section(),
-                       svg ? ", no picture" : "");
+                       svg || timeline ? ", no picture" : "");
             l9_finish(st);
             return;
         }
@@ -217,5 +223,6 @@ void l9_bench(const struct gr_args *a)
     } else if (svg && pl_rank() == 0) {
         printf("%s: no picture: the recomputation runs did not finish\n", who);
     }
+    if (timeline) l9_timeline(st, timeline, who);
     l9_finish(st);
 }

@@ -4,11 +4,12 @@
  * (dp, tp, pp) grid, laid out by "tp-pp-dp" on a virtual cluster (8 ranks: 2 nodes of 4;
  * 6 ranks: 3 nodes of 2), and has each rank observe what it held and sent (cases.c); the
  * harness gathers the observations once and judge.c judges each part on rank 0 with no
- * MPI. The state is on the heap (struct l9_state, lab09.h); bench mode is in bench.c.
+ * MPI. The state is on the heap (struct l9_state, lab09.h); bench mode is in bench.c, its
+ * timeline picture in timeline.c.
  *
  *   driver --op train|train-hidden --mode check
  *          [--parts correct,clip,grid,traffic,bubble,recompute] [--seed S]
- *   driver --mode bench [--svg FILE] */
+ *   driver --mode bench [--svg FILE] [--timeline-svg FILE] */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,9 @@ static const struct pl_flag L9_OPTIONS[] = {
     {"--svg", PL_FLAG_STR, NULL, "FILE",
      "bench, 8 ranks: the picture of make plots LAB=09: each rank's activation peak with "
      "recompute none, selective and full on the (2,2,2) grid, beside section 3.1's formula", 0},
+    {"--timeline-svg", PL_FLAG_STR, NULL, "FILE",
+     "bench, 8 ranks: the other picture of make plots LAB=09: one step of the (2,2,2) grid "
+     "on the modelled timeline, its collectives coloured by axis", 0},
 };
 
 static void *setup(const struct gr_args *a)

@@ -1,0 +1,233 @@
+/* timeline.c: Lab 9's timeline picture (make plots LAB=09): the (2,2,2) grid of the code
+ * being graded, one training step traced on every rank and replayed on the dgx-h100 profile
+ * at GPT-3 175B block scale (block_time.h's: each microbatch's block counts the FLOPs of one
+ * GPT-3 block of b = 1, s = 2048 and its activation the bytes of one, so that compute shows
+ * beside the transfers), one row per rank. The collectives are coloured by the axis whose
+ * group they run on, found by matching each traced group's ranks against the grid that
+ * "tp-pp-dp" describes, and the legend says whether each axis's traffic stays inside a node
+ * or crosses nodes on the virtual cluster (2 nodes of 4). The layout the handout's paragraph
+ * reads off the picture (which replica each node holds, stage 0's ranks) is printed as
+ * "# handout:" lines from the same grid. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block_time.h"
+#include "lab09.h"
+#include "pipe_parts.h"
+#include "replay.h"
+#include "timeline.h"
+#include "todo.h"
+
+enum { AX_TP, AX_PP, AX_DP, NAX };
+static const char *const AX_NAME[NAX] = {"tp", "pp", "dp"};
+static const char *const AX_LABEL[NAX] = {"TP", "PP", "DP"};
+static const char *const AX_COLOR[NAX] = {"#e15759", "#8c6d31", "#3b1f7a"};
+#define MIN_PX 2.0 /* the least width of a transfer in the picture */
+
+/* One training step of the (2,2,2) grid traced on every rank (collective); 0 when the code
+ * stopped at a stub or gave no grid or model, 1 with the trace on rank 0 otherwise. */
+static int trace_step(struct l9_state *st, struct pl_merged_trace *t)
+{
+    const struct l9_case *k = &st->cases[0];
+    const struct gr_train_setup *ts = &st->train[0];
+    struct fourd_grid g;
+    memset(&g, 0, sizeof g);
+    memset(t, 0, sizeof *t);
+    pl_todo_reset();
+    int ret = fourd_grid_new(&g, pl_comm_world(), L9_ORDER, k->dp, k->tp, k->pp);
+    if (gr_agree(ret != 0 || pl_todo_what() != NULL)) {
+        if (ret == 0) fourd_grid_free(&g);
+        return 0;
+    }
+    struct fourd_model *m = fourd_model_new(&ts->cfg, &st->free_opt[0], &g);
+    if (gr_agree(m == NULL || pl_todo_what() != NULL)) {
+        if (m) fourd_model_free(m);
+        fourd_grid_free(&g);
+        return 0;
+    }
+    struct gr_batch b;
+    gr_batch_new(&b, ts, 0, 1);
+    gr_batch_load(&b, 0);
+    const int was = pl_trace_enabled();
+    pl_trace_enable(1);
+    pl_trace_clear();
+    pl_span("");
+    (void)fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
+    pl_trace_flush();
+    pl_trace_enable(was);
+    int ok = !gr_agree(pl_todo_what() != NULL);
+    pl_trace_gather(t);
+    gr_batch_free(&b);
+    fourd_model_free(m);
+    fourd_grid_free(&g);
+    return ok;
+}
+
+/* The axis of grid whose group through the first of ranks[0..n) is that set, or -1. */
+static int axis_of(const struct pl_grid *grid, const int *ranks, int n)
+{
+    for (int a = 0; a < NAX; a++) {
+        int members[L9_MAX_RANKS];
+        int ax = pl_grid_axis(grid, AX_NAME[a]);
+        if (n < 2 || n > L9_MAX_RANKS || pl_grid_group(grid, ranks[0], ax, members) != n)
+            continue;
+        int same = 1;
+        for (int i = 0; i < n && same; i++) {
+            int found = 0;
+            for (int j = 0; j < n; j++) found |= members[j] == ranks[i];
+            same = found;
+        }
+        if (same) return a;
+    }
+    return -1;
+}
+
+/* ", inside a node", ", across nodes" or "" (both) for the links seen (bit 0 intra, bit 1
+ * inter). */
+static const char *where(int links)
+{
+    return links == 1 ? ", inside a node" : links == 2 ? ", across nodes" : "";
+}
+
+/* Rank 0: the classes of the trace's groups by axis, the legend's names, the sends' name. */
+static void classify(const struct pl_merged_trace *t, const struct pl_grid *grid,
+                     int *group_class, struct pl_replay_svg_class *cls, char names[NAX][48],
+                     char *send_name, size_t len)
+{
+    const struct pl_topo *topo = pl_topo();
+    int links[NAX] = {0};
+    for (int g = 0; g < t->ngroups; g++) {
+        const struct pl_group_def *d = &t->groups[g];
+        group_class[g] = axis_of(grid, d->ranks, d->n);
+        if (group_class[g] >= 0)
+            links[group_class[g]] |= pl_topo_group_link(topo, d->ranks, d->n) == PL_LINK_INTER
+                                         ? 2 : 1;
+    }
+    for (int a = 0; a < NAX; a++) {
+        snprintf(names[a], sizeof names[a], "%s collective%s", AX_LABEL[a], where(links[a]));
+        cls[a] = (struct pl_replay_svg_class){names[a], AX_COLOR[a]};
+    }
+    /* the sends: the pipeline's when every one goes to a neighbouring stage */
+    int pp = pl_grid_axis(grid, "pp"), send_links = 0, all_pp = 1;
+    for (int r = 0; r < t->nranks; r++)
+        for (int i = 0; i < t->nevents[r]; i++) {
+            const struct pl_event *e = &t->events[r][i];
+            if (e->type != PL_EV_SEND && e->type != PL_EV_ISEND) continue;
+            if (e->peer < 0 || e->peer >= t->nranks) continue;
+            all_pp &= e->peer == pl_grid_neighbor(grid, r, pp, 1) ||
+                      e->peer == pl_grid_neighbor(grid, r, pp, -1);
+            send_links |= pl_topo_link(topo, r, e->peer) == PL_LINK_INTER ? 2 : 1;
+        }
+    snprintf(send_name, len, "%s%s", all_pp ? "PP send" : "send", where(send_links));
+}
+
+/* Rank 0: the traced step replayed and drawn to svg; 0, or -1 with a message in err when
+ * the trace does not replay (a file that cannot be written is a usage error, exit 2). */
+static int draw(const struct l9_state *st, const struct pl_merged_trace *t, const char *svg,
+                const char *who, char *err, size_t len)
+{
+    const struct l9_case *k = &st->cases[0];
+    const struct pl_model_config *c = &st->train[0].cfg;
+    struct pl_grid grid;
+    char deg[64];
+    snprintf(deg, sizeof deg, "tp=%d,pp=%d,dp=%d", k->tp, k->pp, k->dp);
+    if (pl_grid_init(&grid, L9_ORDER, deg, t->nranks, err, len) != 0) return -1;
+    /* block_time.h's scale: one block of one microbatch as one GPT-3 175B block */
+    const double flop_x = gr_bt_flops() / pl_part_flops(c, 0, L9_MB_SEQS, c->seq_len);
+    const double byte_x = gr_bt_bytes() / ((double)L9_MB_SEQS * c->seq_len * c->d_model *
+                                           sizeof(float));
+    struct pl_merged_trace scaled;
+    gr_trace_scaled(t, flop_x, byte_x, &scaled);
+    struct pl_replay rp;
+    int rc = pl_replay_run(&scaled, pl_profile_find(GR_BT_PROFILE), pl_topo(), &rp, err, len);
+    if (rc == 0) {
+        int *group_class = calloc((size_t)(t->ngroups > 0 ? t->ngroups : 1), sizeof(int));
+        PL_ASSERT(group_class);
+        struct pl_replay_svg_class cls[NAX];
+        char names[NAX][48], send_name[48], title[256], note[256];
+        classify(t, &grid, group_class, cls, names, send_name, sizeof send_name);
+        snprintf(title, sizeof title, "Lab 9, %s: one step of (dp,tp,pp) = (%d,%d,%d), %s, "
+                 "m = %d, on %s", who, k->dp, k->tp, k->pp, L9_ORDER, L9_MICRO, GR_BT_PROFILE);
+        const struct pl_topo *topo = pl_topo();
+        char nodes[64] = "";
+        if (topo->is_virtual)
+            snprintf(nodes, sizeof nodes, " (node = rank / %d)", topo->per_node);
+        snprintf(note, sizeof note, "%d nodes of %d ranks%s. GPT-3 175B block scale: a "
+                 "microbatch's block has one such block's FLOPs and activation (b = 1, s = "
+                 "%.0f). Transfers: %.0f px at least", topo->nodes, topo->per_node, nodes,
+                 GR_BT_S, MIN_PX);
+        struct pl_replay_svg_style style = {NAX,       cls,    group_class, send_name,
+                                            "compute", MIN_PX, note};
+        if (pl_replay_write_svg_styled(&scaled, &rp, title, &style, svg) != 0) {
+            remove(svg);
+            pl_usage_error("--timeline-svg %s: cannot write it", svg);
+        }
+        free(group_class);
+        pl_replay_free(&rp);
+    }
+    gr_trace_scaled_free(&scaled);
+    return rc;
+}
+
+void l9_timeline_layout(const struct l9_state *st)
+{
+    const struct l9_case *k = &st->cases[0];
+    const struct pl_topo *topo = pl_topo();
+    struct pl_grid grid;
+    char deg[64], err[256], line[256], part[96];
+    snprintf(deg, sizeof deg, "tp=%d,pp=%d,dp=%d", k->tp, k->pp, k->dp);
+    if (pl_rank() != 0 || pl_grid_init(&grid, L9_ORDER, deg, pl_size(), err, sizeof err) != 0)
+        return;
+    const int dp = pl_grid_axis(&grid, "dp"), pp = pl_grid_axis(&grid, "pp");
+    size_t n = 0;
+    line[0] = '\0';
+    for (int node = 0; node < topo->nodes; node++) {
+        int first = -1, last = -1, replica = -1, one = 1;
+        for (int r = 0; r < pl_size(); r++) {
+            if (pl_topo_node(topo, r) != node) continue;
+            one &= first < 0 || (r == last + 1 && pl_grid_coord(&grid, r, dp) == replica);
+            if (first < 0) first = r, replica = pl_grid_coord(&grid, r, dp);
+            last = r;
+        }
+        if (!one || first < 0) {
+            printf("# handout: node %d holds no DP replica whole\n", node);
+            return;
+        }
+        if (node == 0)
+            snprintf(part, sizeof part, "node 0 holds DP replica %d (ranks %d to %d)", replica,
+                     first, last);
+        else
+            snprintf(part, sizeof part, "%s node %d replica %d",
+                     node + 1 == topo->nodes ? " and" : ",", node, replica);
+        n += (size_t)snprintf(line + n, n < sizeof line ? sizeof line - n : 0, "%s", part);
+        if (n >= sizeof line) break;
+    }
+    printf("# handout: %s\n", line);
+    n = (size_t)snprintf(line, sizeof line, "stage 0 (ranks");
+    for (int r = 0, c = 0; r < pl_size() && n < sizeof line; r++)
+        if (pl_grid_coord(&grid, r, pp) == 0)
+            n += (size_t)snprintf(line + n, sizeof line - n, "%s %d", c++ ? "," : "", r);
+    printf("# handout: %s)\n", line);
+}
+
+void l9_timeline(struct l9_state *st, const char *svg, const char *who)
+{
+    struct pl_merged_trace t;
+    if (!trace_step(st, &t)) {
+        if (pl_rank() == 0)
+            printf("%s: no timeline: the (2,2,2) grid's step did not run (a stub or no grid "
+                   "or model)\n", who);
+        pl_trace_merged_free(&t);
+        return;
+    }
+    char err[512];
+    if (pl_rank() == 0) {
+        if (draw(st, &t, svg, who, err, sizeof err) != 0)
+            printf("%s: no timeline: %s\n", who, err);
+        else
+            printf("%s: wrote one step's modelled timeline, coloured by axis, to %s\n", who,
+                   svg);
+    }
+    pl_trace_merged_free(&t);
+}

@@ -1,0 +1,16 @@
+/* timeline.h: Lab 9's timeline picture (timeline.c), drawn by bench mode's --timeline-svg. */
+#ifndef LAB09_TIMELINE_H
+#define LAB09_TIMELINE_H
+
+#include "lab09.h"
+
+/* Collective, on 8 ranks: one step of the code's training on st's first grid, (2,2,2),
+ * traced and replayed; rank 0 draws it to svg, the collectives coloured by axis, and says
+ * so (who: whose code), or says why there is no picture. */
+void l9_timeline(struct l9_state *st, const char *svg, const char *who);
+/* Rank 0, on 8 ranks: the "# handout:" lines of the layout the timeline's paragraph
+ * describes (tests/handout_figures.sh): which DP replica and ranks each node holds, and the
+ * ranks of stage 0, from the grid of "tp-pp-dp" on the cluster's nodes. */
+void l9_timeline_layout(const struct l9_state *st);
+
+#endif
