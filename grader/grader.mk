@@ -27,7 +27,7 @@ plots: all
 	@$(B)/bin/grade --labs $(if $(LAB),--lab '$(LAB)') | cut -f1 | while read -r d; do \
 	  if [ -f grader/$$d/plots.sh ]; then \
 	    sh grader/$$d/plots.sh $(B) $(PLOTS_DIR) \
-	      $(if $(filter-out 0,$(SOLUTIONS)),solutions,labs) || exit 1; \
+	      $(if $(filter-out 0,$(SOLUTIONS)),solutions,labs) </dev/null || exit 1; \
 	  else echo "$$d: no pictures (grader/$$d/plots.sh)"; fi; done
 -include $(wildcard grader/*/lab.mk)
 
