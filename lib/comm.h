@@ -103,7 +103,9 @@ struct pl_handle *pl_irecv(struct pl_comm *comm, float *buf, size_t count, int p
 void pl_wait(struct pl_handle *h);
 /* Waits on each and sets hs[i] to NULL. */
 void pl_wait_all(struct pl_handle **hs, int n);
-/* 1 (and frees the handle) when done, 0 when still in flight. */
+/* 1 (and frees the handle) when done, 0 when still in flight. A test that finds the
+ * operation done is traced as a wait at that point, so the modelled timeline (replay.h)
+ * stalls there until the modelled operation ends, whenever the test ran on the clock. */
 int pl_test(struct pl_handle *h);
 
 /* NCCL's rules for point-to-point on the MPI backend, to find on CPUs the code that would

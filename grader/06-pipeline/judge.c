@@ -141,9 +141,11 @@ static int judge_bubble(const struct gr_obs *all, int g, struct gr_why *why)
         gr_why_say(why, "%s", got > best ? (k == PIPE_ZBH1
                    ? "a stage waits where the schedule lets it work: a W where the schedule "
                      "runs a forward or a B holds up the stages waiting for it, or a blocking "
-                     "send or a receive posted too early does (handout sections 9 and 3.2)"
-                   : "a stage waits where the schedule lets it work: a blocking send or a "
-                     "receive posted too early holds it (handout section 3.2)")
+                     "send, a receive posted too early or a pl_test that found its group done "
+                     "(traced as a wait there) does (handout sections 9 and 3.2)"
+                   : "a stage waits where the schedule lets it work: a blocking send, a "
+                     "receive posted too early or a pl_test that found its group done (traced "
+                     "as a wait there) holds it (handout section 3.2)")
                    : "less idle time than the schedule allows: is some work missing from the "
                      "trace?");
     } else {
