@@ -145,5 +145,27 @@ int l9_judge_bubble(const struct l9_state *st, int i, const struct gr_obs *all,
                            "down before the first backward comes back (section 2)");
             return 0;
         }
+    /* each stage's DP sum starts once its own backwards are done: under 1F1B the last stage
+     * drains first, so its sum runs while the stages before it still drain */
+    int late = -1; /* the rank of the latest stage that waited: where it costs the most */
+    for (int r = 0; p > 1 && k->dp > 1 && r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        if (o->dp_wait_size > 1 &&
+            (late < 0 || o->coord[2] > ((const struct l9_obs *)gr_obs_rank(all, late))->coord[2]))
+            late = r;
+    }
+    if (late >= 0) {
+        const int r = late;
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        gr_why_say(why, "rank %d (dp %d, tp %d, stage %d) ran a collective over %d ranks (its "
+                   "pipeline's, or more) after its stage's last backward and before its DP "
+                   "sum: that collective ends only when stage 0 has drained, so every "
+                   "stage's DP sum waits for the whole pipeline, where 1F1B lets stage s "
+                   "start its own p - 1 - s backwards before stage 0 is done (the "
+                   "cool-down). Start the DP sum first; the loss's sums over the pipeline "
+                   "can come after", r, o->coord[0], o->coord[1], o->coord[2],
+                   o->dp_wait_size);
+        return 0;
+    }
     return 1;
 }

@@ -212,6 +212,10 @@ struct watch {
     const struct gr_batch *b; /* the step's batch */
     int L, step, b0;          /* b0: the stage's first block, whose calls make the order */
     struct l9_obs *ob;
+    const struct pl_comm *tp;
+    int dp_seen;              /* the first step's DP sum has started */
+    int wait_size;            /* a collective past the TP group between the stage's last
+                                 backward and its DP sum: its size (0: none) */
 };
 
 /* The stage's order of work in the first step, from its first block's calls. */
@@ -279,10 +283,33 @@ void __wrap_pl_sp_block_backward_saved(SP_FWD_ARGS, const struct pl_block_params
 }
 #undef SP_FWD_ARGS
 
-static void dp_note(const struct pl_comm *comm, size_t count)
+/* A collective on comm: the DP group's floats, and whether the first step's DP sum, once
+ * the stage's backwards are done, waited on a collective beyond the TP group first (one
+ * over the pipeline holds the sum until every stage has drained). */
+static void coll_note(const struct pl_comm *comm, size_t count)
 {
     struct watch *w = gr_wrap_ctx();
-    if (w && comm == w->dp) w->floats += (double)count, w->calls++;
+    if (!w) return;
+    if (comm == w->dp) w->floats += (double)count, w->calls++;
+    if (w->step != 0 || w->dp_seen) return;
+    struct l9_obs *o = w->ob;
+    if (comm == w->dp) {
+        w->dp_seen = 1;
+        o->dp_wait_size = w->wait_size;
+        return;
+    }
+    int backs = 0;
+    for (int j = 0; j < o->nops && j < L9_MAX_OPS; j++) backs += o->ops[j].kind == 'B';
+    if (comm != w->tp && backs >= L9_MICRO && !w->wait_size) w->wait_size = pl_comm_size(comm);
+}
+
+void __real_pl_barrier(struct pl_comm *comm);
+void __wrap_pl_barrier(struct pl_comm *comm);
+
+void __wrap_pl_barrier(struct pl_comm *comm)
+{
+    coll_note(comm, 0);
+    __real_pl_barrier(comm);
 }
 
 /* The batch row whose `rows` rows from there are p's, or -1. A pointer into the batch (op
@@ -352,14 +379,14 @@ struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *
 void __wrap_pl_all_reduce(struct pl_comm *comm, const float *send, float *recv, size_t count,
                           enum pl_red op)
 {
-    dp_note(comm, count);
+    coll_note(comm, count);
     __real_pl_all_reduce(comm, send, recv, count, op);
 }
 
 struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *send,
                                              float *recv, size_t count, enum pl_red op)
 {
-    dp_note(comm, count);
+    coll_note(comm, count);
     return __real_pl_all_reduce_async(comm, send, recv, count, op);
 }
 
@@ -402,7 +429,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     pl_mem_reset_peak();
     int ok = 1;
     uint64_t h = 0xcbf29ce484222325ull;
-    struct watch watch = {g.dp_comm, 0, 0, &b, ts->cfg.n_layers, -1, m->b0, ob};
+    struct watch watch = {g.dp_comm, 0, 0, &b, ts->cfg.n_layers, -1, m->b0, ob, g.tp_comm, 0, 0};
     if (mode == L9_RUN_FREE) gr_wrap_ctx_set(&watch);
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);

@@ -4,8 +4,9 @@
 GRADER_JUDGE_SRC_09-4d := grader/common/train.c grader/09-4d/bubble.c
 # The DP group's all-reduces, counted during the steps for the traffic test, the batch rows
 # the embedding and the head are given, for the results test, and the order of each stage's
-# block calls, for the bubble test (cases.c).
+# block calls and any collective between the last backward and the DP sum, for the bubble
+# test (cases.c).
 GRADER_WRAP_09-4d := -Wl,--wrap=pl_all_reduce -Wl,--wrap=pl_all_reduce_async \
     -Wl,--wrap=pl_parts_forward -Wl,--wrap=pl_sp_block_forward \
     -Wl,--wrap=pl_sp_block_forward_saved -Wl,--wrap=pl_sp_block_backward \
-    -Wl,--wrap=pl_sp_block_backward_saved
+    -Wl,--wrap=pl_sp_block_backward_saved -Wl,--wrap=pl_barrier

@@ -107,6 +107,9 @@ struct l9_obs {
     int emb_calls[L9_K_STEPS], head_calls[L9_K_STEPS];
     struct l9_op ops[L9_MAX_OPS]; /* the stage's order of work (nops calls; 0: not observed) */
     int nops;
+    /* the size of a collective (all-reduce or barrier) past the TP group that the first
+     * step ran after the stage's last backward and before its DP sum (0: none) */
+    int dp_wait_size;
     /* the run with a clip that binds */
     double norm[L9_K_STEPS];
     struct l9_err grads;          /* the last step's clipped gradient */

@@ -60,8 +60,8 @@ static void lab09_plan(const struct gr_plan_opts *o)
         snprintf(name, sizeof name, "4D: SP conjugates inside a node, pipeline and DP bytes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "traffic", "performance", np, 5,
                                  LAB09_TIMEOUT, 0, NULL});
-        snprintf(name, sizeof name, "4D: 1F1B bubble from your order of work, uniform stage "
-                 "times [np=%d]", np);
+        snprintf(name, sizeof name, "4D: 1F1B bubble and each stage's DP sum, from your "
+                 "order of work [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "bubble", "performance", np, 5,
                                  LAB09_TIMEOUT, 0, NULL});
         snprintf(name, sizeof name, "4D: recomputation, same training, activations saved; "

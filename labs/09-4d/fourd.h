@@ -58,7 +58,9 @@
  *   bubble    each stage's order of work in the first step (its first block's
  *             pl_sp_block_forward and _backward calls, plain or _saved, the microbatch from
  *             ctx->seq0), replayed with a forward taking 1 and a backward 2 on every stage:
- *             each pipeline idles 1F1B's (p-1)/(m+p-1) of the step (section 2).
+ *             each pipeline idles 1F1B's (p-1)/(m+p-1) of the step (section 2); and
+ *             each stage's DP sum starts before any collective over its pipeline (a loss
+ *             sum over pp_comm, a barrier) once its last backward is done (section 3).
  *   memory    every byte through pl_mem_alloc or pl_comm_buf_alloc: the code may not call
  *             malloc and the rest of the C allocator family, mmap, sbrk or brk.
  *   symbols   lib's collectives and point-to-point only (MPI_* and nccl* are refused); the

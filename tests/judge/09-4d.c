@@ -281,10 +281,24 @@ static void bubble(void)
     good();
     for (int r = 0; r < NR; r++) ob[r].nops = 0;
     all_pass("blocks not run through sp_block.h");
+    /* a collective over the pipeline between a stage's last backward and its DP sum: named
+     * on the latest stage that waited; nothing to lose without a pipeline or a DP group */
+    good();
+    ob[0].dp_wait_size = ob[2].dp_wait_size = 2;
+    expect("bubble", "rank 2 (dp 0, tp 0, stage 1) ran a collective over 2 ranks",
+           "the DP sum behind the pipeline");
+    good();
+    ob[3].dp_wait_size = 1;
+    all_pass("a collective of one rank holds nothing");
     state_of((struct l9_case){2, 4, 1});
     good();
     reorder(1);
+    for (int r = 0; r < NR; r++) ob[r].dp_wait_size = 4;
     all_pass("one stage: no bubble to lose");
+    state_of((struct l9_case){1, 2, 4});
+    good();
+    for (int r = 0; r < NR; r++) ob[r].dp_wait_size = 4;
+    all_pass("no DP group: no sum to hold");
 }
 
 static void grid_and_traffic(void)
