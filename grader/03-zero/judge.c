@@ -355,9 +355,9 @@ static int judge_traffic(struct gr_why *why, int stage, const struct gr_obs *all
          * report gives the measured multiple alone. */
         char formula[32] = "";
         if (stage != 3)
-            snprintf(formula, sizeof formula, "formula %.0fPsi; ", zero_comm_psi(stage));
+            snprintf(formula, sizeof formula, "formula %.0fPsi(n-1)/n; ", zero_comm_psi(stage));
         gr_why_say(why, "rank 0 sent per step: reduce-scatter %s, all-gather %s, all-reduce %s: "
-               "%.3f x 4Psi(n-1)/n (%spadded to full_numel=%.0f)",
+               "%.3f x Psi(n-1)/n floats (%spadded to full_numel=%.0f)",
                pl_format_bytes(v0->bytes[0][PL_REDUCE_SCATTER], b1, sizeof b1),
                pl_format_bytes(v0->bytes[0][PL_ALL_GATHER], b2, sizeof b2),
                pl_format_bytes(v0->bytes[0][PL_ALL_REDUCE], b3, sizeof b3),

@@ -51,7 +51,7 @@ static double zero3_70b(char *why, size_t len) { return fewest_devices(3, 70e9, 
 
 static double zero3_traffic_ratio(char *why, size_t len)
 {
-    snprintf(why, len, "stage 3 moves %g x 4Psi(n-1)/n per step, DDP %g: parameters gathered "
+    snprintf(why, len, "stage 3 moves %g x Psi(n-1)/n floats per step, DDP %g: parameters gathered "
              "for the forward and again for the backward", zero_comm_psi(3), zero_comm_psi(0));
     return zero_comm_psi(3) / zero_comm_psi(0);
 }

@@ -22,7 +22,9 @@
  *             equals the single device's. Backward functions WRITE (=) activation gradients
  *             (dx, dbranch) and ACCUMULATE (+=) parameter gradients, as model.h does: the
  *             grader hands dx and dbranch over holding junk, and g holding an earlier
- *             micro-batch's gradients.
+ *             micro-batch's gradients as this rank's backward left them (its replicated
+ *             tensors' partial sums, not yet synchronised: sp_sync_replicated_grads runs
+ *             once, after the last micro-batch's backward).
  *   groups    every collective runs on the TP group tp, never on the world: the cases
  *             include tp x dp grids (each DP replica on its own sequences) and TP groups of
  *             strided ranks numbered against the world's order. A rank's tokens are those

@@ -45,8 +45,8 @@
  *             loss_scale and aux_loss_coef given are used, whatever they are.
  *   groups    everything on the communicator moe_new is given (split from the job's world
  *             in another rank order), never on pl_comm_world(), pl_rank() or pl_size();
- *             the grid in the kit's default order, so that on 2 nodes an EP group lies
- *             inside one node.
+ *             the grid in the order "ep-dp" (ep varying fastest, lib/grid.h), so that on
+ *             2 nodes an EP group lies inside one node.
  *   traffic   from the traffic ledger, per step: per MoE layer one pl_all_to_all of the
  *             counts (E/ep floats to each peer) and four pl_all_to_all_v, no point-to-point;
  *             the all-to-all-v bytes sent off-rank exactly the rows of kept choices that

@@ -375,7 +375,7 @@ static void traffic(void)
               !said(&why, "formula 3Psi"),
           "stage 3's report gives the measured multiple, not the formula: %s", first(&why));
     good(obs);
-    CHECK(judge(2, 0, 3, "traffic", obs, NP, &why) && said(&why, "(formula 2Psi;"),
+    CHECK(judge(2, 0, 3, "traffic", obs, NP, &why) && said(&why, "(formula 2Psi(n-1)/n;"),
           "stage 2's report gives its formula: %s", first(&why));
     obs[1].bytes[0][PL_BROADCAST] = 64;
     CHECK(!judge(2, 0, 3, "traffic", obs, NP, &why) &&
