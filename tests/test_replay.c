@@ -10,7 +10,7 @@
 
 #include "paralab.h"
 #include "testing.h"
-
+#include "trace_build.h"
 
 /* Equal up to rounding: the replay adds the same terms in another order. */
 
@@ -19,35 +19,6 @@
           (double)(got))
 
 /* ---- building traces ---- */
-
-static void trace_init(struct pl_merged_trace *m, int nranks)
-{
-    memset(m, 0, sizeof *m);
-    m->nranks = nranks;
-    m->nevents = calloc((size_t)nranks, sizeof *m->nevents);
-    m->events = calloc((size_t)nranks, sizeof *m->events);
-}
-
-static void add_group(struct pl_merged_trace *m, int id, int n, const int *ranks)
-{
-    m->groups = realloc(m->groups, (size_t)(m->ngroups + 1) * sizeof *m->groups);
-    struct pl_group_def *g = &m->groups[m->ngroups++];
-    g->id = id;
-    g->n = n;
-    g->ranks = malloc((size_t)n * sizeof *g->ranks);
-    memcpy(g->ranks, ranks, (size_t)n * sizeof *ranks);
-}
-
-static struct pl_event *add(struct pl_merged_trace *m, int rank, enum pl_ev_type type)
-{
-    int n = m->nevents[rank]++;
-    m->events[rank] = realloc(m->events[rank], (size_t)(n + 1) * sizeof(struct pl_event));
-    struct pl_event *e = &m->events[rank][n];
-    memset(e, 0, sizeof *e);
-    e->type = type;
-    e->peer = -1;
-    return e;
-}
 
 static void compute(struct pl_merged_trace *m, int rank, const char *label, double flops)
 {
@@ -81,16 +52,6 @@ static void p2p(struct pl_merged_trace *m, int rank, enum pl_ev_type type, int p
     e->bytes = bytes;
     e->handle = handle;
 }
-
-static const struct pl_profile test_profile = {
-    .name = "test",
-    .description = "round numbers",
-    .flops = 1e12,
-    .bw = {[PL_LINK_INTRA] = 100e9, [PL_LINK_INTER] = 10e9},
-    .latency = {[PL_LINK_INTRA] = 2e-6, [PL_LINK_INTER] = 20e-6},
-    .devices_per_node = 2,
-    .device_mem = 1e9,
-};
 
 /* Links that cost nothing, so a pipeline shows only its bubble. */
 static const struct pl_profile free_links = {

@@ -11,27 +11,7 @@
 
 #include "paralab.h"
 #include "testing.h"
-
-static const struct pl_profile prof = {
-    .name = "test",
-    .description = "round numbers",
-    .flops = 1e12,
-    .bw = {[PL_LINK_INTRA] = 100e9, [PL_LINK_INTER] = 10e9},
-    .latency = {[PL_LINK_INTRA] = 2e-6, [PL_LINK_INTER] = 20e-6},
-    .devices_per_node = 2,
-    .device_mem = 1e9,
-};
-
-static struct pl_event *add(struct pl_merged_trace *m, int rank, enum pl_ev_type type)
-{
-    int n = m->nevents[rank]++;
-    m->events[rank] = realloc(m->events[rank], (size_t)(n + 1) * sizeof(struct pl_event));
-    struct pl_event *e = &m->events[rank][n];
-    memset(e, 0, sizeof *e);
-    e->type = type;
-    e->peer = -1;
-    return e;
-}
+#include "trace_build.h"
 
 static void compute(struct pl_merged_trace *m, int rank, const char *label)
 {
@@ -61,18 +41,8 @@ static void p2p(struct pl_merged_trace *m, int rank, enum pl_ev_type type, int p
 static void build(struct pl_merged_trace *m)
 {
     static const int g[4][2] = {{0, 1}, {2, 3}, {0, 2}, {1, 3}};
-    memset(m, 0, sizeof *m);
-    m->nranks = 4;
-    m->nevents = calloc(4, sizeof *m->nevents);
-    m->events = calloc(4, sizeof *m->events);
-    m->ngroups = 4;
-    m->groups = calloc(4, sizeof *m->groups);
-    for (int i = 0; i < 4; i++) {
-        m->groups[i].id = 10 + i;
-        m->groups[i].n = 2;
-        m->groups[i].ranks = malloc(2 * sizeof(int));
-        memcpy(m->groups[i].ranks, g[i], 2 * sizeof(int));
-    }
+    trace_init(m, 4);
+    for (int i = 0; i < 4; i++) add_group(m, 10 + i, 2, g[i]);
     for (int r = 0; r < 4; r++) {
         compute(m, r, "F 0");
         compute(m, r, "B 0");
@@ -118,7 +88,7 @@ int main(void)
     build(&m);
     struct pl_replay r;
     char err[256];
-    CHECK(pl_replay_run(&m, &prof, NULL, &r, err, sizeof err) == 0, "replay: %s", err);
+    CHECK(pl_replay_run(&m, &test_profile, NULL, &r, err, sizeof err) == 0, "replay: %s", err);
     if (failures) return 1;
     char a[] = "/tmp/test_replay_svg_XXXXXX", b[] = "/tmp/test_replay_svg_XXXXXX";
     int fa = mkstemp(a), fb = mkstemp(b);
