@@ -115,8 +115,9 @@ static int judge_feed(const struct l9_state *st, int i, const struct gr_obs *all
                            "the batch's sequences %s in turn; DP replica d trains on sequences "
                            "[d B/dp, (d+1) B/dp) cut into micro microbatches of B/(dp micro) "
                            "in order (fourd.h's invariants): replica %d's %d microbatches start "
-                           "at %s, with %d sequences each (B = %d, dp = %d, micro = %d)", s, r, d, o->coord[1],
-                           stage, n, part, rows, feed_rows(f, n, got, sizeof got), d, L9_MICRO,
+                           "at %s, with %d sequences each (B = %d, dp = %d, micro = %d)", s,
+                           r, d, o->coord[1], stage, n, part, rows,
+                           feed_rows(f, n, got, sizeof got), d, L9_MICRO,
                            feed_rows(right, L9_MICRO, want, sizeof want), Bm, k->dp * per,
                            k->dp, L9_MICRO);
                 gr_why_say(why, "with no dropout the summed gradient and the mean loss may come "

@@ -6,10 +6,12 @@
  * that binds: the same training as one device (40), the global norm and the clipped
  * gradient (20), the grid's groups (10), the traffic by link class and the pipeline's bytes
  * (5), each pipeline's order of work replayed with uniform stage times against 1F1B's bubble
- * (5), (2,2,2) again with selective and full recomputation: the same training bit for bit
+ * and each stage's DP sum started before any collective over its pipeline (5), (2,2,2)
+ * again with selective and full recomputation: the same training bit for bit
  * and the activations saved (5); one run on 6 ranks (3 nodes of 2), (1,2,3) with stages of
- * 1, 1 and 2 blocks: the training (10) and the clipping (10). 105 points. The hidden suite: (1,4,2), (2,1,4),
- * (8,1,1) on 8 ranks with the secret seed, training and clipping, 1 point each. */
+ * 1, 1 and 2 blocks: the training (10) and the clipping (10). 105 points. The hidden
+ * suite: (1,4,2), (2,1,4), (8,1,1) on 8 ranks with the secret seed, training and clipping,
+ * 1 point each. */
 #include <stdio.h>
 #include <string.h>
 
