@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lab09.h"
+#include "plan_rules.h"
 
 #define NOPS (2 * L9_MICRO)
 
@@ -104,7 +105,7 @@ int l9_judge_bubble(const struct l9_state *st, int i, const struct gr_obs *all,
 {
     const struct l9_case *k = &st->cases[i];
     const int p = k->pp, m = L9_MICRO;
-    const double want = (double)(p - 1) / (m + p - 1);
+    const double want = pl_rule_bubble(p, m, 1);
     int kind[L9_MAX_RANKS][NOPS], mb[L9_MAX_RANKS][NOPS];
     char text[160];
     for (int d = 0; d < k->dp; d++)

@@ -213,6 +213,7 @@ struct watch {
     int L, step, b0;          /* b0: the stage's first block, whose calls make the order */
     struct l9_obs *ob;
     const struct pl_comm *tp;
+    int backs;                /* the first step's backwards of the stage's first block */
     int dp_seen;              /* the first step's DP sum has started */
     int wait_size;            /* a collective past the TP group between the stage's last
                                  backward and its DP sum: its size (0: none) */
@@ -227,6 +228,7 @@ static void op_note(int layer, int kind, const struct pl_model_ctx *ctx)
     if (o->nops < L9_MAX_OPS)
         o->ops[o->nops] = (struct l9_op){kind, ctx ? (long long)ctx->seq0 : -1};
     o->nops++;
+    w->backs += kind == 'B';
 }
 
 #define SP_FWD_ARGS struct pl_comm *tp, const struct pl_model_config *c, int layer, \
@@ -292,15 +294,13 @@ static void coll_note(const struct pl_comm *comm, size_t count)
     if (!w) return;
     if (comm == w->dp) w->floats += (double)count, w->calls++;
     if (w->step != 0 || w->dp_seen) return;
-    struct l9_obs *o = w->ob;
     if (comm == w->dp) {
         w->dp_seen = 1;
-        o->dp_wait_size = w->wait_size;
+        w->ob->dp_wait_size = w->wait_size;
         return;
     }
-    int backs = 0;
-    for (int j = 0; j < o->nops && j < L9_MAX_OPS; j++) backs += o->ops[j].kind == 'B';
-    if (comm != w->tp && backs >= L9_MICRO && !w->wait_size) w->wait_size = pl_comm_size(comm);
+    if (comm != w->tp && w->backs >= L9_MICRO && !w->wait_size)
+        w->wait_size = pl_comm_size(comm);
 }
 
 void __real_pl_barrier(struct pl_comm *comm);
@@ -429,7 +429,8 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     pl_mem_reset_peak();
     int ok = 1;
     uint64_t h = 0xcbf29ce484222325ull;
-    struct watch watch = {g.dp_comm, 0, 0, &b, ts->cfg.n_layers, -1, m->b0, ob, g.tp_comm, 0, 0};
+    struct watch watch = {.dp = g.dp_comm, .b = &b, .L = ts->cfg.n_layers, .step = -1,
+                          .b0 = m->b0, .ob = ob, .tp = g.tp_comm};
     if (mode == L9_RUN_FREE) gr_wrap_ctx_set(&watch);
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);

@@ -109,7 +109,7 @@ static int judge_feed(const struct l9_state *st, int i, const struct gr_obs *all
                     ok = ok && f[j].seq == right[j].seq && f[j].rows == Bm;
                 }
                 if (ok) continue;
-                int rows = n > 0 ? f[0].rows : 0;
+                const int rows = f[0].rows;
                 gr_why_say(why, "step %d: rank %d (dp %d, tp %d, stage %d) ran %d microbatches "
                            "through pl_parts_forward with the %s of %d sequences each, from "
                            "the batch's sequences %s in turn; DP replica d trains on sequences "
