@@ -19,6 +19,7 @@
 #include "comm_nccl_gpu.h"
 #include "comm_op.h"
 #include "comm_record.h"
+#include "mem.h"
 #include "proc.h"
 #include "trace.h"
 
@@ -29,7 +30,8 @@ static struct {
     int per_device;    /* most ranks of one node on one GPU; 0 on the CPU build */
     long next_handle;
     int groups_led;    /* groups in which this rank is the lowest world rank: makes ids */
-} cs = {NULL, 0, 0, 0, 1, 0};
+    struct pl_handle *live; /* asynchronous calls issued and not completed, newest first */
+} cs = {NULL, 0, 0, 0, 1, 0, NULL};
 
 /* ---- communicators ---- */
 
@@ -82,10 +84,13 @@ static void choose_backend(MPI_Comm world)
 #endif
 }
 
+static int check_free(const void *p, size_t bytes, const char *label);
+
 void pl_comm_startup(void)
 {
     if (cs.world) return;
     pl_comm_check_startup();
+    pl_mem_set_free_check(check_free);
 
     MPI_Comm dup;
     PL_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
@@ -145,6 +150,59 @@ static struct pl_handle *handle_new(void)
     memset(h, 0, sizeof *h);
     h->magic = HANDLE_LIVE;
     return h;
+}
+
+/* pl_mem_free's check: a block that a call in flight sends from or receives into is freed
+ * too early. On NCCL (and under its rules here) a send reads its buffer only when its group
+ * launches, and a receive writes whenever it completes, so this makes wrong numbers far
+ * from the cause. The call keeps the block's label, and its completion (finish) names
+ * both; a call never completed is reported as such where the code that started it ends.
+ * Until then the block's memory stays allocated (returns 1): a receive still lands there,
+ * not in whatever the heap gave out next. */
+static int check_free(const void *p, size_t bytes, const char *label)
+{
+    const char *lo = p, *hi = lo + bytes;
+    int used = 0;
+    for (struct pl_handle *h = cs.live; h; h = h->live_next) {
+        size_t ns = 0, nr = 0;
+        pl_op_extents(&h->op, h->comm, &ns, &nr);
+        const char *s = (const char *)h->op.send, *r = (const char *)h->op.recv;
+        int in_send = s && ns && s < hi && lo < s + ns * sizeof(float);
+        int in_recv = r && nr && r < hi && lo < r + nr * sizeof(float);
+        if (!in_send && !in_recv) continue;
+        used = 1;
+        if (!h->freed_label[0]) snprintf(h->freed_label, sizeof h->freed_label, "%s", label);
+    }
+    return used;
+}
+
+/* The completion of a call whose block was freed in flight (check_free). */
+static void freed_in_flight(const struct pl_handle *h)
+{
+    char peer[48] = "";
+    if (h->kind == PL_P2P)
+        snprintf(peer, sizeof peer, " with rank %d (tag %d)", h->op.peer, h->op.tag);
+    pl_usage_error("the %s h=%ld%s on group '%s' completed after its buffer was freed "
+                   "(pl_mem_free('%s') came before this wait): free a buffer only after the "
+                   "pl_wait or successful pl_test of every call that uses it (on NCCL a send "
+                   "reads its buffer only when its group launches, at a later wait)",
+                   pl_op_word(h->op.type), h->id, peer, h->comm->name, h->freed_label);
+}
+
+static void live_add(struct pl_handle *h)
+{
+    h->live_prev = NULL;
+    h->live_next = cs.live;
+    if (cs.live) cs.live->live_prev = h;
+    cs.live = h;
+}
+
+static void live_remove(struct pl_handle *h)
+{
+    if (h->live_prev) h->live_prev->live_next = h->live_next;
+    else if (cs.live == h) cs.live = h->live_next;
+    if (h->live_next) h->live_next->live_prev = h->live_prev;
+    h->live_prev = h->live_next = NULL;
 }
 
 static void handle_release(struct pl_handle *h)
@@ -367,6 +425,7 @@ static struct pl_handle *run(struct pl_call *k)
         backend_start(h);
         pl_comm_event(t, h, p2p ? op->peer : -1, op->tag, h->bytes, t0, pl_now());
         c->in_flight++;
+        live_add(h);
         pl_trace_where_done();
         return owned;
     }
@@ -399,6 +458,8 @@ static void finish(struct pl_handle *h, double t0)
         fflush(stdout);
     }
     h->comm->in_flight--;
+    live_remove(h);
+    if (h->freed_label[0]) freed_in_flight(h);
     handle_release(h);
 }
 

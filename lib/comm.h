@@ -99,7 +99,8 @@ struct pl_handle *pl_irecv(struct pl_comm *comm, float *buf, size_t count, int p
 
 /* Blocks until the operation is done and frees the handle. NULL is ignored. On the GPU
  * build it also orders the compute stream after the operation. A handle is completed once:
- * waiting on (or testing) a completed handle is a usage error that says so. */
+ * waiting on (or testing) a completed handle is a usage error that says so, as is completing
+ * an operation whose buffer was freed (pl_mem_free) while it was in flight. */
 void pl_wait(struct pl_handle *h);
 /* Waits on each and sets hs[i] to NULL. */
 void pl_wait_all(struct pl_handle **hs, int n);

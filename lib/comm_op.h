@@ -59,6 +59,8 @@ struct pl_op {
 struct pl_handle {
     unsigned magic;          /* live or completed: catches a second pl_wait on a handle */
     struct pl_handle *next_free;
+    struct pl_handle *live_prev, *live_next; /* in flight: the list the free check walks */
+    char freed_label[48];    /* a block it uses was freed while it was in flight: its label */
     struct pl_op op;
     struct pl_comm *comm;
     int blocking;

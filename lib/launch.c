@@ -228,6 +228,14 @@ int pl_launch(const struct pl_launch_opts *o, char *const argv[], struct pl_laun
          * error's exit 2 in 0.14 s, not 2.1 s). An unknown variable is ignored by other
          * versions; one already set is kept. */
         if (o->np > 0 && is_mpirun(full[0])) setenv("OMPI_MCA_odls_base_sigkill_timeout", "0", 0);
+        /* Every process of an Open MPI job (mpirun and each rank) has hwloc discover the
+         * machine, PCI devices included, which a job on one machine never uses (its messages
+         * go through shared memory; NCCL finds its GPUs itself): without the I/O components,
+         * an 8-rank job starts in 0.22 s, not 0.33 s, and 0.3 CPU-s, not 0.5, on a 2-core
+         * laptop. Where OMPI_MCA_pml is set (a fabric between machines, chosen by the user),
+         * or HWLOC_COMPONENTS is, nothing changes. */
+        if (o->np > 0 && is_mpirun(full[0]) && !getenv("OMPI_MCA_pml"))
+            setenv("HWLOC_COMPONENTS", PL_HWLOC_NO_IO, 0);
         if (blas_env[0]) putenv(blas_env);
         for (int i = 0; o->env && o->env[i]; i++) putenv((char *)o->env[i]);
         if (o->cwd && chdir(o->cwd) != 0) {

@@ -247,6 +247,13 @@ void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const
     return e.p;
 }
 
+static int (*free_check)(const void *p, size_t bytes, const char *label);
+
+void pl_mem_set_free_check(int (*check)(const void *p, size_t bytes, const char *label))
+{
+    free_check = check;
+}
+
 void pl_mem_free(void *p)
 {
     if (!p) return;
@@ -258,6 +265,7 @@ void pl_mem_free(void *p)
                          g.ring[i].label, p);
         pl_fatal("pl_mem_free: %p was not allocated by pl_mem_alloc (or was freed long ago)", p);
     }
+    int keep = free_check && free_check(p, e->bytes, e->label);
     struct pl_mem_stats *s = &g.stats;
     s->current[e->cat] -= e->bytes;
     s->current_total -= e->bytes;
@@ -265,7 +273,7 @@ void pl_mem_free(void *p)
     struct freed *f = &g.ring[g.ring_next++ % FREED_RING];
     f->p = p;
     memcpy(f->label, e->label, LABEL_LEN);
-    raw_free(p, e->bytes, e->where);
+    if (!keep) raw_free(p, e->bytes, e->where);
     e->p = TOMBSTONE;
     told();
 }

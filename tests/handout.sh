@@ -48,7 +48,7 @@ echo "kit contents: no solutions, no instructor material"
 sh tests/reuse_objects.sh "${1:-build/cpu}" "$k" >"$d/reuse.log"
 make -C "$k" -s -j"$(nproc)" build-only >"$d/make.log" 2>&1 ||
     { tail -n 30 "$d/make.log"; fail "the kit does not build"; }
-(cd "$k" && ./build/cpu/tests/harness --build build/cpu tests/core.tests) >"$d/test.log" 2>&1 ||
+(cd "$k" && ./build/cpu/tests/harness --build build/cpu -j 4 tests/core.tests) >"$d/test.log" 2>&1 ||
     { tail -n 20 "$d/test.log"; fail "make test's harness does not run in the kit"; }
 echo "kit builds; its test harness runs"
 

@@ -2,7 +2,7 @@
 # The launcher must never leave ranks behind: a job that hangs is stopped by the timeout, a
 # rank that crashes fails the job, and stopping launch itself (SIGTERM, as a shell's kill or a
 # batch system does) takes every rank down with it. Also: the OpenBLAS thread count each job
-# gets, and the command line's --help and missing values.
+# gets, Open MPI's start-up settings, and the command line's --help and missing values.
 set -u
 B=$1
 tag="pl-launch-check-$$"
@@ -50,6 +50,18 @@ done
 got=$(OPENBLAS_NUM_THREADS=3 "$B/bin/launch" -np 2 -- sh -c 'echo "threads=$OPENBLAS_NUM_THREADS"' | sort -u)
 [ "$got" = "threads=3" ] || { echo "FAIL: the user's OPENBLAS_NUM_THREADS=3 became '$got'"; exit 1; }
 
+# Open MPI's start-up settings for a job on one machine: ob1 named and hwloc's I/O discovery
+# left out; a user's OMPI_MCA_pml (a fabric between machines) keeps hwloc whole, and a
+# user's HWLOC_COMPONENTS is kept.
+hw() { env "$@" "$B/bin/launch" -np 2 -- sh -c 'echo "hwloc=${HWLOC_COMPONENTS:-all}"' | sort -u; }
+got=$(hw -u OMPI_MCA_pml -u HWLOC_COMPONENTS)
+case $got in hwloc=-linuxio,-pci,*) ;; *)
+    echo "FAIL: a job on one machine kept hwloc's I/O discovery: '$got'"; exit 1 ;; esac
+got=$(hw -u HWLOC_COMPONENTS OMPI_MCA_pml=ob1)
+[ "$got" = "hwloc=all" ] || { echo "FAIL: with OMPI_MCA_pml chosen, HWLOC_COMPONENTS became '$got'"; exit 1; }
+got=$(hw -u OMPI_MCA_pml HWLOC_COMPONENTS=-gl)
+[ "$got" = "hwloc=-gl" ] || { echo "FAIL: the user's HWLOC_COMPONENTS=-gl became '$got'"; exit 1; }
+
 # The command line.
 "$B/bin/launch" --help >$out 2>&1 && grep -q "usage: launch -np N" $out ||
     { echo "FAIL: launch --help should print the usage and exit 0"; cat $out; exit 1; }
@@ -59,4 +71,4 @@ rc=$?
     { echo "FAIL: 'launch -np' exited $rc without naming the missing value"; cat $out; exit 1; }
 
 rm -f $out
-echo "launch check: timeout exit 124, crash exit $crash_rc, SIGTERM exit 143, no ranks left; BLAS threads per job"
+echo "launch check: timeout exit 124, crash exit $crash_rc, SIGTERM exit 143, no ranks left; BLAS threads per job; hwloc without I/O unless a pml is chosen"

@@ -799,9 +799,24 @@ static void bad_input(const char *what)
         struct pl_handle *h = pl_all_reduce_async(w, buf, buf, 4, PL_SUM);
         pl_wait(h);
         pl_wait(h);
+    } else if (!strcmp(what, "freed-send") || !strcmp(what, "freed-recv")) {
+        /* A block freed while a call in flight uses it: the wait names the call and it. */
+        int send = !strcmp(what, "freed-send"), mine = send ? 0 : 1;
+        if (me == mine) {
+            float *x = pl_comm_buf_alloc(8, "freed block");
+            struct pl_handle *h =
+                send ? pl_isend(w, x, 8, 1, 3) : pl_irecv(w, x, 8, 0, 3);
+            pl_comm_buf_free(x);
+            pl_wait(h);
+        } else if (me == 1 - mine) {
+            if (send) pl_recv(w, buf, 8, 0, 3);
+            else pl_send(w, buf, 8, 1, 3);
+        }
+        pl_barrier(w);
     } else {
         pl_usage_error("--bad %s: unknown (count, count-group, root, peer, tag, a2av, "
-                       "recv-count, overlap, kind, kind-async, barrier, wait-twice)", what);
+                       "recv-count, overlap, kind, kind-async, barrier, wait-twice, freed-send, "
+                       "freed-recv)", what);
     }
     pl_comm_buf_free(buf);
 }
