@@ -25,9 +25,10 @@
  * those are mostly the grader (test_grader), which starts jobs of up to 8 ranks itself, or
  * scripts that start ranks. A test wider than N takes all N. Counting ranks, not lines,
  * keeps the busy-polling MPI ranks of the tests running at once near the core count, which
- * is what keeps their times (and the bounds below) meaningful. `make test` runs -j 8 on any
- * machine, 8 ranks being the most one test starts alone: on 2 cores that keeps both busy
- * while jobs wait on MPI's start-up (one test at a time left them idle half the run). Under
+ * is what keeps their times (and the bounds below) meaningful. `make test` runs -j 10 on any
+ * machine, a little more than the 8 ranks one test starts alone: on 2 cores that keeps both
+ * busy while jobs wait on MPI's start-up or a timeout (one test at a time left them idle half
+ * the run; -j 6 took 1.4 times as long as -j 10, -j 8 1.06 times). Under
  * -j, unless OPENBLAS_NUM_THREADS is set, each rank gets one OpenBLAS thread (its slot);
  * unless OMPI_MCA_mpi_yield_when_idle is set, a waiting rank yields its core; and each test
  * gets its own folder for Open MPI's session files (own_session_dir below).
