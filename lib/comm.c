@@ -200,7 +200,7 @@ static void live_add(struct pl_handle *h)
 static void live_remove(struct pl_handle *h)
 {
     if (h->live_prev) h->live_prev->live_next = h->live_next;
-    else if (cs.live == h) cs.live = h->live_next;
+    else cs.live = h->live_next;
     if (h->live_next) h->live_next->live_prev = h->live_prev;
     h->live_prev = h->live_next = NULL;
 }

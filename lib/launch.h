@@ -5,7 +5,7 @@
  * job's group the same way; then the caller's own handlers (restored after every run) or
  * the default action take the signal. Open MPI's run-as-root and oversubscribe settings,
  * Open MPI's ob1 messaging layer for mpirun jobs (one machine; OMPI_MCA_pml overrides it)
- * with hwloc's I/O discovery left out (HWLOC_COMPONENTS=PL_HWLOC_NO_IO, unless either is set),
+ * with hwloc's I/O discovery left out (pl_launch_one_machine_env),
  * and OpenBLAS threads shared out between the ranks (max(1, cores / np) each, unless
  * OPENBLAS_NUM_THREADS is already set), are set here rather than by the user. Used by the
  * test harness and by the grader. */
@@ -15,10 +15,6 @@
 #include <stddef.h>
 
 #include "contain.h"
-
-/* hwloc's components that discover I/O devices (PCI, GPUs, NICs): a job of this kit on one
- * machine never needs them, and they are a third of an Open MPI job's start-up. */
-#define PL_HWLOC_NO_IO "-linuxio,-pci,-opencl,-cuda,-nvml,-rsmi,-levelzero,-gl"
 
 struct pl_launch_opts {
     int np;                 /* ranks; 0 runs the program directly, without a launcher */
@@ -54,5 +50,10 @@ void pl_launch_result_free(struct pl_launch_result *res);
 /* Sets the Open MPI variables a root user and an oversubscribed machine need, in this
  * process's environment (children inherit them; they do not depend on the job). */
 void pl_launch_prepare_env(void);
+/* Unless OMPI_MCA_pml is set: OMPI_MCA_pml=ob1 and hwloc without its I/O components
+ * (HWLOC_COMPONENTS, unless set), in this process's environment: the settings of an Open
+ * MPI job on one machine, a third of its start-up. pl_launch sets them in its mpirun jobs;
+ * the test harness for every program it runs (singletons included). */
+void pl_launch_one_machine_env(void);
 
 #endif

@@ -506,10 +506,7 @@ int main(int argc, char **argv)
     /* Programs that call MPI_Init without a launcher (singletons) start in a third of the
      * time with Open MPI's ob1 named and hwloc's I/O discovery left out, as the launcher
      * sets them for its jobs (launch.c); a chosen OMPI_MCA_pml keeps both as they are. */
-    if (!getenv("OMPI_MCA_pml")) {
-        setenv("OMPI_MCA_pml", "ob1", 1);
-        setenv("HWLOC_COMPONENTS", PL_HWLOC_NO_IO, 0);
-    }
+    pl_launch_one_machine_env();
     if (max_slots > 1) {
         setenv("OPENBLAS_NUM_THREADS", "1", 0);
         /* The jobs of a -j run share the cores, though each alone fits them: a rank that
