@@ -12,7 +12,8 @@
  * printed as SKIP with the last line of its output as the reason, and counted as skipped.
  * Every test runs with a timeout in its own process group: a crash or a hang fails that test
  * with a message, and the run goes on. The last line is "N passed, N failed", with
- * ", N skipped" appended when tests were skipped.
+ * ", N skipped" appended when tests were skipped; above it, a line "FAILED: NAME" for each
+ * test that failed (its output is further up).
  *     harness [--build DIR] [--filter TEXT] [--gpu] [-j N] tests/NAME.tests...
  * --gpu states that this is the GPU build's run and is refused by the CPU build's harness.
  *
@@ -323,11 +324,21 @@ static void on_stop(int sig)
     for (int i = 0; i < nrunning; i++) kill(running[i].pid, sig);
 }
 
-static void count(enum verdict v, int *passed, int *failed, int *skipped)
+/* The names of the tests that failed, listed again above the closing line: a long run's
+ * failures are otherwise far up in its output, out of a log's tail. */
+#define MAX_FAILED_NAMES 40
+static char failed_names[MAX_FAILED_NAMES][160];
+
+static void count_named(enum verdict v, const char *name, int *passed, int *failed,
+                        int *skipped)
 {
     switch (v) {
     case PASSED: (*passed)++; break;
-    case FAILED: (*failed)++; break;
+    case FAILED:
+        if (*failed < MAX_FAILED_NAMES)
+            snprintf(failed_names[*failed], sizeof failed_names[0], "%s", name);
+        (*failed)++;
+        break;
     case SKIPPED: (*skipped)++; break;
     }
 }
@@ -378,7 +389,7 @@ static void reap_one(int *passed, int *failed, int *skipped)
                r.name, WIFSIGNALED(status) ? "signal" : "exit code",
                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     fflush(stdout);
-    count(v, passed, failed, skipped);
+    count_named(v, r.name, passed, failed, skipped);
 }
 
 /* Open MPI keeps each job's files under one folder per user and machine (/tmp/ompi.HOST.UID),
@@ -568,7 +579,7 @@ int main(int argc, char **argv)
             }
             if (stop_signal) break;
             if (max_slots > 1) queue_test(&queue, &t);
-            else count(run_test(&t), &passed, &failed, &skipped);
+            else count_named(run_test(&t), t.name, &passed, &failed, &skipped);
         }
         fclose(f);
     }
@@ -591,6 +602,9 @@ int main(int argc, char **argv)
                         "tests/*.tests\n");
         return 2;
     }
+    for (int i = 0; i < failed && i < MAX_FAILED_NAMES; i++)
+        if (failed_names[i][0]) printf("FAILED: %s\n", failed_names[i]);
+    if (failed > MAX_FAILED_NAMES) printf("FAILED: ... and %d more\n", failed - MAX_FAILED_NAMES);
     if (skipped) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     else printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -2,7 +2,8 @@
 # harness_jobs.sh: checks `harness -j N` (tests/harness.c) on a list of its own, without
 # timing anything: two tests that can only pass together (each waits for the other's file)
 # pass under -j 8 and fail when run one at a time (-j 1: the first waits out its timeout);
-# each test's output comes out whole; the closing line and exit code are the serial run's;
+# each test's output comes out whole; the closing line and exit code are the serial run's,
+# with each failed test's name listed again just above it;
 # the time scale the harness chooses (unset outside) and one set outside reach the tests;
 # the longest time limits start first; PL_TEST_CPU_LOG gets each test's CPU time; a bad -j
 # is refused.
@@ -34,6 +35,9 @@ cat "$dir/par.out"
 [ "$rc" -eq 1 ] || fail "-j 8: exit code $rc, expected 1 (three tests fail on purpose)"
 [ "$(tail -n 1 "$dir/par.out")" = "1 passed, 3 failed" ] ||
     fail "-j 8: the closing line is '$(tail -n 1 "$dir/par.out")', not '1 passed, 3 failed'"
+# The failed tests named again just above the closing line (in the order they ended).
+[ "$(tail -n 4 "$dir/par.out" | head -n 3 | grep -c '^FAILED: jobs: \(meets the other\|meets the first\|time scale\)$')" -eq 3 ] ||
+    fail "-j 8: the three failed tests are not named above the closing line"
 grep -q "^    a met b$" "$dir/par.out" && grep -q "^    b met a$" "$dir/par.out" ||
     fail "-j 8: the two rendezvous tests did not run at once"
 grep -q "scale is 1.5$" "$dir/par.out" || grep -q "scale is 2.25$" "$dir/par.out" ||
@@ -58,6 +62,7 @@ PL_TEST_TIME_SCALE=1 "$b/tests/harness" -j 1 "$dir/list" > "$dir/ser.out" 2>&1 |
 grep -q "did not finish within 4 s" "$dir/ser.out" && ! grep -q "^    a met b$" "$dir/ser.out" ||
     fail "-j 1: the first rendezvous test met the other alone, so -j 8 proves nothing"
 grep -q "scale is 1$" "$dir/ser.out" || fail "-j 1: PL_TEST_TIME_SCALE=1 was not passed on"
+grep -q "^FAILED: jobs: time scale$" "$dir/ser.out" || fail "-j 1: the failed tests are not named at the end"
 
 # Under -j the longest time limits start first, equals in the file's order; one slot at a
 # time (-j 2, each line taking both) makes the order the start order. Each test's CPU time
