@@ -229,6 +229,10 @@ static void check_handle(const struct pl_handle *h, const char *fn)
 void pl_comm_shutdown(void)
 {
     if (!cs.world) return;
+    /* Calls still in flight at the end keep pointers to communicators freed here: the free
+     * check forgets them, so that a block freed after the runtime ends reads none. */
+    pl_mem_set_free_check(NULL);
+    cs.live = NULL;
     comm_destroy(cs.world);
     cs.world = NULL;
     while (done_handles.head) {
