@@ -54,6 +54,7 @@ static struct {
     size_t ring_next;
     struct cached *cache;
     size_t ncached, cap_cached;
+    size_t device_cap; /* pl_mem_set_device_cap; 0: none */
 } g;
 
 static char tombstone_byte;
@@ -234,10 +235,21 @@ void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const
     if (cat < 0 || cat >= PL_MEM_NCAT) pl_fatal("pl_mem_alloc: bad category %d for '%s'", cat, label);
     struct entry e = {.bytes = bytes, .cat = cat, .where = where};
     snprintf(e.label, sizeof e.label, "%s", label ? label : "?");
+    struct pl_mem_stats *s = &g.stats;
+    if (where == PL_DEVICE && g.device_cap && bytes > g.device_cap - s->device_current)
+        pl_fatal("out of device memory: this rank's cap is %zu bytes (PL_DEVICE_MEM or "
+                 "pl_mem_set_device_cap), and pl_mem_alloc of %zu bytes for '%s' (%s) would "
+                 "pass it with the %zu bytes of device memory held: hold less at once "
+                 "(recomputation, ZeRO, more stages, smaller microbatches, buffers freed "
+                 "sooner) or run on a larger device",
+                 g.device_cap, bytes, e.label, cat_names[cat], s->device_current);
     e.p = raw_alloc(bytes, where, e.label);
     insert(&e);
 
-    struct pl_mem_stats *s = &g.stats;
+    if (where == PL_DEVICE) {
+        s->device_current += bytes;
+        if (s->device_current > s->device_peak) s->device_peak = s->device_current;
+    }
     s->current[cat] += bytes;
     s->current_total += bytes;
     s->live_allocs++;
@@ -269,6 +281,7 @@ void pl_mem_free(void *p)
     struct pl_mem_stats *s = &g.stats;
     s->current[e->cat] -= e->bytes;
     s->current_total -= e->bytes;
+    if (e->where == PL_DEVICE) s->device_current -= e->bytes;
     s->live_allocs--;
     struct freed *f = &g.ring[g.ring_next++ % FREED_RING];
     f->p = p;
@@ -308,6 +321,37 @@ void pl_mem_reset_peak(void)
 {
     for (int c = 0; c < PL_MEM_NCAT; c++) g.stats.peak[c] = g.stats.current[c];
     g.stats.peak_total = g.stats.current_total;
+    g.stats.device_peak = g.stats.device_current;
+}
+
+void pl_mem_set_device_cap(size_t bytes) { g.device_cap = bytes; }
+size_t pl_mem_device_cap(void) { return g.device_cap; }
+
+int pl_mem_parse_bytes(const char *text, size_t *bytes)
+{
+    static const struct { const char *unit; double scale; } units[] = {
+        {"", 1.0}, {"b", 1.0}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+        {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
+    if (!text) return -1;
+    const char *s = text;
+    while (*s == ' ') s++;
+    if (*s < '0' || *s > '9') return -1; /* no sign, no leading point, no "inf" */
+    char *end;
+    double v = strtod(s, &end);
+    while (*end == ' ') end++;
+    char unit[8];
+    size_t n = strlen(end);
+    if (n >= sizeof unit) return -1;
+    for (size_t i = 0; i <= n; i++)
+        unit[i] = (char)(end[i] >= 'A' && end[i] <= 'Z' ? end[i] - 'A' + 'a' : end[i]);
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+        if (strcmp(unit, units[i].unit) != 0) continue;
+        double b = v * units[i].scale;
+        if (!(b >= 0.0) || b >= 1.8e19) return -1;
+        *bytes = (size_t)(b + 0.5);
+        return 0;
+    }
+    return -1;
 }
 
 size_t pl_mem_report_leaks(FILE *f)
@@ -331,6 +375,9 @@ void pl_mem_print(FILE *f, const char *title)
     for (int c = 0; c < PL_MEM_NCAT; c++)
         fprintf(f, "  %-8s %14zu %14zu\n", cat_names[c], g.stats.current[c], g.stats.peak[c]);
     fprintf(f, "  %-8s %14zu %14zu\n", "total", g.stats.current_total, g.stats.peak_total);
+    if (g.device_cap)
+        fprintf(f, "  device: %zu bytes now, %zu at peak, of a %zu-byte cap\n",
+                g.stats.device_current, g.stats.device_peak, g.device_cap);
     if (g.stats.device_cached)
         fprintf(f, "  device cache: %zu bytes kept for reuse (not in the totals)\n",
                 g.stats.device_cached);

@@ -29,6 +29,8 @@ struct pl_mem_stats {
     size_t live_allocs;
     size_t device_cached;     /* GPU build: freed device blocks the caching allocator keeps
                                * for reuse; held from the device, not by the program */
+    size_t device_current;    /* the bytes of the PL_DEVICE blocks (every category), now */
+    size_t device_peak;       /* and at peak: what a device's memory must hold */
 };
 
 const char *pl_mem_cat_name(enum pl_mem_cat cat); /* "params", "grads", "optim", ... */
@@ -45,6 +47,18 @@ void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const
  * heap (the program is stopped with the reason when that call completes). */
 void pl_mem_free(void *p);
 void pl_mem_set_free_check(int (*check)(const void *p, size_t bytes, const char *label));
+
+/* A device of a given size: when bytes > 0, an allocation in PL_DEVICE that would take this
+ * rank's device bytes (device_current) past bytes stops the program (exit 1) naming the
+ * block, what the rank holds and the cap, as a GPU's allocator fails when its memory is
+ * full; on the CPU build too, so a run can be held to a device's memory anywhere. 0 (the
+ * default) sets no cap. pl_init sets it from PL_DEVICE_MEM (pl_mem_parse_bytes's forms). */
+void pl_mem_set_device_cap(size_t bytes);
+size_t pl_mem_device_cap(void);
+/* A size in bytes: a whole or decimal number with an optional unit, B, kB, MB, GB, TB
+ * (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), case aside, a space allowed
+ * before it ("80GB", "1.5 GiB", "65536"). 0, or -1 when text is not one. */
+int pl_mem_parse_bytes(const char *text, size_t *bytes);
 
 /* Bytes and category of a live allocation; 0 and -1 when the pointer is unknown. */
 size_t pl_mem_size(const void *p);

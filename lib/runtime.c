@@ -117,6 +117,15 @@ void pl_init(int *argc, char ***argv)
 
     const char *v = getenv("PL_VERBOSE");
     rt.verbose = v && *v && strcmp(v, "0") != 0;
+    const char *cap = getenv("PL_DEVICE_MEM");
+    if (cap && *cap) {
+        size_t bytes = 0;
+        if (pl_mem_parse_bytes(cap, &bytes) != 0 || bytes == 0)
+            pl_usage_error_all("PL_DEVICE_MEM=%s is not a device size: give a positive number "
+                               "of bytes with an optional unit, e.g. 80GB, 512MiB or 1048576",
+                               cap);
+        pl_mem_set_device_cap(bytes);
+    }
 
     int nodes = 0, per_node = 0;
     if (argc && argv) take_flags(argc, *argv, &nodes, &per_node);

@@ -2,7 +2,8 @@
  *     test_core            all checks (any rank count: on several ranks, also that each rank's
  *                          ledger holds only its own allocations and that every rank draws
  *                          the same random numbers)
- *     test_core double-free | leak | zero-dim | hang | crash     one failure on purpose */
+ *     test_core double-free | leak | zero-dim | hang | crash     one failure on purpose
+ *     test_core device-cap   (with PL_DEVICE_MEM=4096) a device allocation past the cap */
 #include <math.h>
 #include <mpi.h>
 #include <signal.h>
@@ -174,6 +175,47 @@ static void test_across_ranks(void)
           "rank %d's random fill differs from rank 0's for the same (seed, stream, index)", me);
 }
 
+/* A device's size: its forms parsed, and the cap counting PL_DEVICE blocks only. */
+static void test_device_cap(void)
+{
+    static const struct { const char *text; double bytes; } good[] = {
+        {"65536", 65536.0}, {"80GB", 80e9}, {"1.5 GiB", 1610612736.0}, {"512mib", 536870912.0},
+        {"2kB", 2000.0}, {"3 KiB", 3072.0}, {"7b", 7.0}, {"1TB", 1e12}};
+    static const char *const bad[] = {"", "x", "-1", "5 XB", "GB", ".5GB", "inf", "12 GB s"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        size_t b = 0;
+        CHECK(pl_mem_parse_bytes(good[i].text, &b) == 0 && (double)b == good[i].bytes,
+              "'%s' reads as %zu bytes, expected %.0f", good[i].text, b, good[i].bytes);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        size_t b = 0;
+        CHECK(pl_mem_parse_bytes(bad[i], &b) == -1, "'%s' is not a size, read as %zu", bad[i],
+              b);
+    }
+    const size_t was = pl_mem_device_cap();
+    struct pl_mem_stats s0, s;
+    pl_mem_reset_peak();
+    pl_mem_get_stats(&s0);
+    pl_mem_set_device_cap(s0.device_current + 10000);
+    void *a = pl_mem_alloc(6000, PL_MEM_ACTIV, PL_DEVICE, "a");
+    void *h = pl_mem_alloc(50000, PL_MEM_WORK, PL_HOST, "host, not on the device");
+    void *b = pl_mem_alloc(4000, PL_MEM_GRADS, PL_DEVICE, "b: the cap exactly");
+    pl_mem_get_stats(&s);
+    CHECK(s.device_current - s0.device_current == 10000,
+          "device bytes grew by %zu, expected 10000 (host blocks not counted)",
+          s.device_current - s0.device_current);
+    pl_mem_free(a);
+    void *c = pl_mem_alloc(6000, PL_MEM_ACTIV, PL_DEVICE, "c: a's room again");
+    pl_mem_get_stats(&s);
+    CHECK(s.device_peak - s0.device_current == 10000, "device peak %zu over the start, "
+          "expected 10000", s.device_peak - s0.device_current);
+    pl_mem_free(b);
+    pl_mem_free(c);
+    pl_mem_free(h);
+    pl_mem_set_device_cap(was);
+    CHECK(pl_mem_device_cap() == was, "the cap is set back");
+}
+
 /* The cores are shared out between a node's ranks, never below one thread each. */
 static void test_blas_threads(void)
 {
@@ -198,6 +240,11 @@ int main(int argc, char **argv)
         pl_mem_free(p);
     } else if (!strcmp(mode, "leak")) {
         pl_mem_alloc(128, PL_MEM_OPTIM, PL_HOST, "adam m shard");
+    } else if (!strcmp(mode, "device-cap")) {
+        /* Run with PL_DEVICE_MEM=4096: host memory is not capped, device memory is. */
+        void *h = pl_mem_alloc(8192, PL_MEM_WORK, PL_HOST, "host scratch");
+        pl_mem_free(h);
+        pl_mem_alloc(8192, PL_MEM_ACTIV, PL_DEVICE, "activations of block 3");
     } else if (!strcmp(mode, "zero-dim")) {
         pl_tensor_2d("w_qkv", PL_MEM_PARAMS, 4, 0);
     } else if (!strcmp(mode, "hang")) {
@@ -211,6 +258,7 @@ int main(int argc, char **argv)
         test_tensor();
         test_across_ranks();
         test_blas_threads();
+        test_device_cap();
         printf("[rank %d] test_core: %d checks, %d failed\n", pl_rank(), checks, failures);
     }
     pl_finalize();

@@ -6,6 +6,9 @@
 #           second resume of the same checkpoint leaves each step once in the losses file
 #   bad     corrupt, truncated and mismatched checkpoints and data files, and unwritable
 #           output paths (before training), exit 2 with a message
+#   cap     a device cap (PL_DEVICE_MEM) halfway between the device peaks of recompute none
+#           and full, each measured by the ledger under a cap too large to bind: none stops
+#           with "out of device memory", full trains under it with none's losses
 # Every failed check prints a line; the exit code is the number of failures (0: all passed).
 B=${1:?usage: test_train.sh BUILD [learn|resume|bad]}
 PART=${2:-all}
@@ -150,12 +153,41 @@ bad() {
     expect_exit2 "vocab smaller than data" "use --vocab 256 or more" $TRAIN --data "$D/small.tok" --vocab 100 --batch 1 --seq-len 8 --steps 1
 }
 
+# The device bytes at peak that `train` reports under a cap (pl_mem_print's device line).
+device_peak() {
+    sed -n 's/^  device: [0-9]* bytes now, \([0-9]*\) at peak.*/\1/p' "$1"
+}
+
+cap() {
+    args="--steps 2 --batch 4 --layers 4 --corpus-tokens 20000"
+    for r in none full; do
+        PL_DEVICE_MEM=1TB $TRAIN $args --recompute $r --losses "$D/$r.loss" >"$D/$r.out" 2>&1 ||
+            fail "recompute $r under a 1 TB cap: $(tail -3 "$D/$r.out")"
+    done
+    none=$(device_peak "$D/none.out")
+    full=$(device_peak "$D/full.out")
+    if [ -z "$none" ] || [ -z "$full" ] || [ "$full" -ge "$none" ]; then
+        fail "device peaks: none '$none', full '$full' bytes: expected two, full's the lower"
+        return
+    fi
+    half=$(((none + full) / 2))
+    rc=0
+    PL_DEVICE_MEM=$half $TRAIN $args --recompute none >"$D/none-cap.out" 2>&1 || rc=$?
+    [ $rc -eq 1 ] && grep -q "out of device memory: this rank's cap is $half bytes" "$D/none-cap.out" ||
+        fail "recompute none under a cap of $half bytes (its peak $none): exit $rc, expected 1 with out of device memory"
+    PL_DEVICE_MEM=$half $TRAIN $args --recompute full --losses "$D/full-cap.loss" >"$D/full-cap.out" 2>&1 ||
+        fail "recompute full under a cap of $half bytes (its peak $full): $(tail -3 "$D/full-cap.out")"
+    cmp -s "$D/none.loss" "$D/full-cap.loss" ||
+        fail "recompute full under the cap: losses differ from none's"
+}
+
 case $PART in
 learn) learn ;;
 resume) resume ;;
 bad) bad ;;
-all) learn; resume; bad ;;
-*) echo "unknown part '$PART' (learn, resume, bad or all)"; exit 2 ;;
+cap) cap ;;
+all) learn; resume; bad; cap ;;
+*) echo "unknown part '$PART' (learn, resume, bad, cap or all)"; exit 2 ;;
 esac
 
 if [ $FAILS -ne 0 ]; then
