@@ -8,7 +8,8 @@
  * cudaFree, which waits for the whole device and would serialise every overlapped step.
  * The ledger still counts what the program holds; the blocks the cache keeps are reported
  * on their own (pl_mem_stats.device_cached), and given back when an allocation would
- * otherwise fail. */
+ * otherwise fail. A cap on the device bytes (pl_mem_set_device_cap, PL_DEVICE_MEM) makes an
+ * allocation past it fail on either build, as a device of that size would. */
 #include "mem.h"
 
 #include <stdint.h>
@@ -236,7 +237,8 @@ void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const
     struct entry e = {.bytes = bytes, .cat = cat, .where = where};
     snprintf(e.label, sizeof e.label, "%s", label ? label : "?");
     struct pl_mem_stats *s = &g.stats;
-    if (where == PL_DEVICE && g.device_cap && bytes > g.device_cap - s->device_current)
+    if (where == PL_DEVICE && g.device_cap &&
+        (s->device_current > g.device_cap || bytes > g.device_cap - s->device_current))
         pl_fatal("out of device memory: this rank's cap is %zu bytes (PL_DEVICE_MEM or "
                  "pl_mem_set_device_cap), and pl_mem_alloc of %zu bytes for '%s' (%s) would "
                  "pass it with the %zu bytes of device memory held: hold less at once "
