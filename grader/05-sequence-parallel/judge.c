@@ -83,7 +83,8 @@ static void hint_text(const struct l5_hint *h, char *buf, size_t len)
                  "matched: your masks are not the single device's for the same global tokens. "
                  "A token's mask is fixed by its element's index in the whole batch's [B*T, C] "
                  "branch output (model.h, pl_model_dropout_stream), T the sequence length the "
-                 "block is given (not the model's), p the configuration's (section 4)",
+                 "block is given (not the model's), and drawn with the configuration's p "
+                 "(section 4)",
                  v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5]);
     else if (h->kind == L5_H_BIAS_T)
         snprintf(buf, len, "your rows are the single device's with b_proj and b_fc2 added t = "

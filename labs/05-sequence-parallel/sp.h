@@ -55,10 +55,10 @@
  *   compute   the work outside the kit's core (layernorms, dropouts, residuals, biases),
  *             from the FLOPs ledger and summed over the group, is 0.75x to 1.15x the single
  *             device's, plus at most 6 FLOPs per element of [B*T, C] for each rank beyond
- *             the first. The block's modelled time (dgx-h100, GPT-3
- *             block scale) is graded against the single device's compute/t plus the
- *             conjugates' collectives of B*T*C (full marks up to 1.10x, none from 1.40x),
- *             its wall-clock time against the kit's block on B/t sequences plus the same
+ *             the first. The block's modelled time (dgx-h100, GPT-3 block scale) is
+ *             graded against the single device's compute/t plus the conjugates'
+ *             collectives of B*T*C (full marks up to 1.10x, none from 1.40x), its
+ *             wall-clock time against the kit's block on B/t sequences plus the same
  *             collectives (full marks from 0.70x of that speed).
  *   calls     communication only through lib's collectives on tp (pl_all_gather,
  *             pl_reduce_scatter, pl_all_reduce, ...) and, in the second part, the kit's
