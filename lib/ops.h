@@ -186,8 +186,7 @@ void pl_dropout_backward(float *dinp, const float *dout, size_t n, float p, uint
 /* A rows x cols block of a full matrix with full_cols columns, starting at (row0, col0):
  * block element (r, c) uses global index (row0 + r) * full_cols + col0 + c. Blocks are
  * stored densely (row stride cols). A block is one contiguous run of the full matrix's
- * rows: a sequence-parallel shard is one such run per sequence (B of them when B > 1, each
- * drawn with its own row0), and for a column shard of a [N, C] activation pass col0. */
+ * rows; for a column shard of a [N, C] activation pass col0. */
 void pl_dropout_forward_block(float *out, const float *inp, size_t rows, size_t cols,
                               size_t full_cols, size_t row0, size_t col0, float p,
                               uint64_t seed, uint64_t stream);

@@ -1,5 +1,5 @@
-/* ring_attn.h: the trusted pieces of context parallelism (ring attention, Liu et al. 2023;
- * the zigzag layout of Llama 3 and Megatron-LM's context parallelism), which the
+/* ring_attn.h: the trusted pieces of context parallelism (ring attention, Liu et al. 2023,
+ * as Llama 3's and Megatron-LM's context parallelism use it), which the
  * sequence-parallel lab's second part and its grader share: which sequence lengths cp ranks
  * can cut into 2cp chunks, causal attention of one block of queries against one block of
  * keys at their GLOBAL positions (a partial output and its log-sum-exp), the backward of one

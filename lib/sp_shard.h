@@ -65,7 +65,7 @@ void pl_sp_block_acts_free(struct pl_sp_block_acts *a);
 double pl_sp_block_act_bytes(const struct pl_model_config *c, int t, int B, int T);
 
 /* ---- the TP region's local compute (Lab 4's shard, no communication) ----
- * ln [B*T, C] the gathered layernorm output (every token), p this rank's TP shard
+ * ln [B*T, C] the half's layernorm output of every token, p this rank's TP shard
  * (pl_tp_block_bind). The forwards fill the acts (qkv, att, heads; h, g) and write
  * partial [B*T, C]: this rank's term of the row-parallel sum, bias not added. The
  * backwards take dbranch [B*T, C], the gradient of the whole branch output, and write

@@ -1,6 +1,6 @@
 /* test_ring_attn: the trusted pieces of ring attention (lib/ring_attn.h) against the
- * single-device attention of lib/ops.h. One sequence is cut into chunks (the zigzag's 2cp
- * equal chunks, and blocks of unequal sizes at unaligned positions); every block of a
+ * single-device attention of lib/ops.h. One sequence is cut into chunks (2cp equal chunks,
+ * and blocks of unequal sizes at unaligned positions); every block of a
  * query chunk against a key chunk at or before it is computed, the partial outputs are
  * merged by their log-sum-exps (the merge written here, in double), and the merged output
  * must be pl_attention_forward's; the blocks' backward given the merged statistics must

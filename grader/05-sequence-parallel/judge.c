@@ -35,9 +35,10 @@ static void hint_text(const struct l5_hint *h, char *buf, size_t len)
                           "hands it over holding this rank's x rows): sp_block_backward writes "
                           "(=) dx, as sp.h says; pl_layernorm_backward accumulates, so start dx "
                           "from dy with a copy (section 5)",
-        [L5_H_DX_PARTS] = "every rank's TP branch saw every token, so its layernorm-output "
-                          "gradient is a part of the whole: the gather's backward sums the "
-                          "parts and keeps this rank's tokens (section 3)",
+        [L5_H_DX_PARTS] = "your rows hold only this rank's part of the layernorm output's "
+                          "gradient: every rank's TP branch used every token, and the "
+                          "gather's backward is the gradient with respect to this rank's "
+                          "rows, to which every rank's copy contributes (sp.h, section 3)",
         [L5_H_ALONE_EVAL] = "in evaluation (ctx->train = 0) dropout is off although the "
                             "configuration has p > 0: the branch passes unchanged (sp.h)",
         [L5_H_ALONE_MASK] = "each rank draws the single device's mask of the same global "
@@ -80,9 +81,9 @@ static void hint_text(const struct l5_hint *h, char *buf, size_t len)
         snprintf(buf, len, "dropout is on in this case (p=%.2g, block %d, sequences from %d, "
                  "step %d, T=%d where the model's seq_len is %d) and the case without dropout "
                  "matched: your masks are not the single device's for the same global tokens. "
-                 "Work out which row of the full [B*T, C] mask each of your rows is, from where "
-                 "the batch starts, the sequence length the block is given (not the model's) "
-                 "and your place in the TP group, and draw it with the configuration's p "
+                 "A token's mask is fixed by its element's index in the whole batch's [B*T, C] "
+                 "branch output (model.h, pl_model_dropout_stream), T the sequence length the "
+                 "block is given (not the model's), and drawn with the configuration's p "
                  "(section 4)",
                  v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5]);
     else if (h->kind == L5_H_BIAS_T)
@@ -116,10 +117,11 @@ static void train_grid_text(const struct l5_said *s, char *buf, size_t len)
 void l5_reason(const struct l5_said *s, char *buf, size_t len)
 {
     static const char *const rule[4] = {
-        "all-gather along the sequence: every rank's T/t tokens of each sequence in place",
-        "reduce-scatter: this rank's tokens of the sum over the group",
-        "reduce-scatter: this rank's tokens of the sum over the group",
-        "all-gather along the sequence: every rank's T/t tokens of each sequence in place"};
+        "every rank's T/t tokens of each sequence, each in its place",
+        "the gradient with respect to this rank's rows, to which every rank's copy of them "
+        "contributes",
+        "this rank's tokens of the sum over the group",
+        "the gradient with respect to this rank's partial sum, every token of it"};
     const double *v = s->v;
     char hint[L5_TEXT];
     switch (s->code) {
@@ -245,9 +247,9 @@ static int block_traffic(const struct l5_block_figs *bf, int t, int C, char *buf
         snprintf(buf, len,
                  "the backward sent %s per rank in %ld all-gather%s, %ld reduce-scatter%s and %ld "
              "other operation%s where its conjugates send %s, Lab 4's block backward's bytes, "
-             "and the re-gathers of the stored layernorm shards at most %s more: each "
-             "conjugate's backward is one collective of the [B*T, C] activation, (t-1)/t of it "
-             "per rank (sections 3 and 5)",
+             "and all-gathers of what the backward needs of the whole sequence at most %s "
+             "more: each conjugate's backward is one collective of the [B*T, C] activation, "
+             "(t-1)/t of it per rank (sections 3 and 5)",
              pl_format_bytes(k->ag_bytes + k->rs_bytes + k->other_bytes, a, sizeof a), k->ag,
              k->ag == 1 ? "" : "s", k->rs, k->rs == 1 ? "" : "s", k->other,
              k->other == 1 ? "" : "s", pl_format_bytes(lab4_pass, b, sizeof b),
@@ -294,15 +296,17 @@ static int block_memory(const struct l5_block_figs *bf, char *buf, size_t len)
              "ledger never sees it, so what the block holds between its forward and backward "
              "cannot be measured (a whole sequence's layernorm output kept there would be "
              "Lab 4's replicated activation again). Take every buffer from pl_mem_alloc "
-             "(scratch as PL_MEM_WORK), free it before you return, and re-gather the stored "
-             "layernorm shard in the backward (section 5)", bf->unseen.what);
+             "(scratch as PL_MEM_WORK), free it before you return, and fetch again in the "
+             "backward what it needs of the whole sequence, within the traffic rule's two "
+             "extra all-gathers (section 5)", bf->unseen.what);
     else if (bf->kept_tensor >= 0)
         snprintf(buf, len,
                  "after your forward returned, static storage held %s (the grader searched it "
              "for every other rank's rows): a copy of the whole sequence kept outside the "
              "memory ledger, Lab 4's replicated activation again where no test can see it. "
              "Keep only this rank's shards in the acts, free the gathered buffers before you "
-             "return, and re-gather the stored layernorm shard in the backward (section 5)",
+             "return, and fetch again in the backward what it needs of the whole sequence, "
+             "within the traffic rule's two extra all-gathers (section 5)",
              kept);
     else if (bf->held > want + 0.5)
         snprintf(buf, len,

@@ -349,7 +349,7 @@ int l5_judge_ring(int i, int ncases, const char *part, const struct gr_obs *all,
  * 4 B (T/cp) C bytes (one rank's K): forward 2(cp-1); backward from 4(cp-1) to 4cp-2. */
 double l5_ring_fwd_units(int cp);
 void l5_ring_bwd_units(int cp, double *lo, double *hi);
-/* The attention FLOPs one rank of the zigzag spends in the kit's block calls, forward and
+/* The attention FLOPs one rank of a balanced layout spends in the kit's block calls, forward and
  * backward: every pair of chunks the causal mask leaves something to see, 2cp+1 of them per
  * sequence. */
 double l5_ring_min_flops(int cp, int B, int T, int C, int NH);

@@ -54,8 +54,8 @@ static double contiguous_imbalance(char *why, size_t len)
         if (r == cp - 1) last = blocks;
     }
     snprintf(why, len, "contiguous chunks 2r and 2r+1: rank r computes (2r+1) + (2r+2) = 4r+3 "
-             "blocks; the last %.0f, the mean %.0f (2cp+1 = zigzag's every rank): %.4f = "
-             "(4cp-1)/(2cp+1)", last, sum / cp, last / (sum / cp));
+             "blocks; the last %.0f, the mean %.0f (2cp+1, what a balanced layout gives every "
+             "rank): %.4f = (4cp-1)/(2cp+1)", last, sum / cp, last / (sum / cp));
     return last / (sum / cp);
 }
 

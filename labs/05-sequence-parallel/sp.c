@@ -3,10 +3,12 @@
  * Read docs/labs/05-sequence-parallel.md first: section 1 shows what Lab 4 left replicated
  * and what it cost, section 2 the layout, and sections 3 to 6 each function below, in this
  * order; section 8, the second part (context parallelism: ring attention), the three cp_*
- * functions at the end. Replace each lab_todo() call with your code; where the conjugates sit, what each
- * rank keeps, which collective on which group and in which order are yours to work out (one
- * plan, call by call, is in docs/labs/05-sequence-parallel-hints.md, for when you are
- * stuck). Grade your work with
+ * functions at the end. Replace each lab_todo() call with your code. Which collective each
+ * conjugate and each conjugate's backward is, which rows each op of the block runs on and in
+ * which order, which rows of the single device's dropout mask are yours, what each rank
+ * keeps, and which chunks a rank of the ring holds are yours to work out from the handout
+ * and sp.h's rules (one plan, call by call, is in docs/labs/05-sequence-parallel-hints.md,
+ * for when you are stuck). Grade your work with
  *     make grade LAB=05                       every test of this lab
  *     make grade LAB=05 TEST=conjugates       the tests whose name contains "conjugates"
  *     make grade LAB=05 NP=2                  only 2 ranks
@@ -22,7 +24,8 @@
 #include "mem.h"
 #include "ops.h"
 
-/* Section 3: the gather, entering the TP region, and its backward. */
+/* Section 3: the gather, entering the TP region, and its backward (sp.h defines the
+ * backward as a gradient: derive which collective it is). */
 void sp_gather_forward(struct pl_comm *tp, float *full, const float *local, int B, int T,
                        int C)
 {
@@ -48,7 +51,8 @@ void sp_scatter_backward(struct pl_comm *tp, float *dfull, const float *dlocal, 
     lab_todo("sp_scatter_backward", "3");
 }
 
-/* Section 4: the single device's mask for the same global token positions. */
+/* Section 4: the single device's mask for the same global token positions, with the rows
+ * this rank's tokens have in the single device's branch output. */
 void sp_dropout_forward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
                         int site, const struct pl_model_ctx *ctx, float *branch, int B, int T)
 {
@@ -62,7 +66,8 @@ void sp_dropout_backward(struct pl_comm *tp, const struct pl_model_config *c, in
     lab_todo("sp_dropout_backward", "4");
 }
 
-/* Section 5: the block, forward and backward. */
+/* Section 5: the block, forward and backward: the memory, work and traffic rules of sp.h
+ * decide where each op and each conjugate sits. */
 void sp_block_forward(struct pl_comm *tp, const struct pl_model_config *c, int layer,
                       const struct pl_block_params *p, struct pl_sp_block_acts *a,
                       const struct pl_model_ctx *ctx, const float *x, float *y)
@@ -89,7 +94,8 @@ void sp_sync_replicated_grads(struct pl_comm *tp, const struct pl_model_config *
  * Causal ring attention on the group cpg. The contract and the rules are at the end of
  * sp.h; section 8 of the handout derives the layout, the merge and what travels where. */
 
-/* Section 8.2: which two of the 2cp chunks rank r holds. */
+/* Section 8.2: which two of the 2cp chunks rank r holds, so that the causal mask leaves every
+ * rank the same attention FLOPs (sp.h, balance). */
 void cp_chunks(int cp, int r, int chunk[2])
 {
     chunk[0] = chunk[1] = -1;

@@ -8,8 +8,10 @@
  * times. Here each of the t ranks keeps only its T/t tokens of every sequence outside the
  * TP region (sp_shard.h draws the layout), and two conjugate operators, a gather entering
  * the TP region and a scatter leaving it, replace f and g (handout section 3). The TP
- * region's compute is the kit's (sp_shard.h); the conjugates' collectives, where they sit,
- * what a rank keeps and the backward are yours.
+ * region's compute is the kit's (sp_shard.h); which collective each conjugate and each
+ * conjugate's backward is, which of the block's ops run on which rows and in what order,
+ * which rows of the mask a rank's dropout draws, what a rank keeps and the backward are
+ * yours.
  *
  * The rules the grader enforces, every one of them:
  *   results   outputs and input gradients equal the single-device block's rows of this rank
@@ -29,12 +31,17 @@
  *             include tp x dp grids (each DP replica on its own sequences) and TP groups of
  *             strided ranks numbered against the world's order. A rank's tokens are those
  *             of its rank in tp, pl_comm_rank(tp).
- *   traffic   from the traffic ledger, on t >= 2: each gather and each scatter, forward or
- *             backward, is exactly one all-gather or one reduce-scatter of [B*T, C] on tp,
- *             (t-1)/t of it sent per rank. A block makes no all-reduce and nothing else; its
- *             forward sends the bytes of Lab 4's block forward; its backward adds at most 2
- *             all-gathers re-gathering the stored layernorm shards. sp_sync_replicated_grads
- *             sends at most one all-reduce's worth of the six replicated vectors of C floats.
+ *   traffic   from the traffic ledger, on t >= 2. Each of the four conjugate functions
+ *             makes exactly one collective call on tp: an all-gather or a reduce-scatter
+ *             (which, for each, is yours to derive) of the whole [B*T, C], (t-1)/t of it
+ *             sent per rank. In a block pass every collective is an all-gather or a
+ *             reduce-scatter of [B*T, C] on tp, (t-1)/t of it per rank, and nothing else (no
+ *             all-reduce): the forward as many all-gathers as reduce-scatters, its bytes
+ *             Lab 4's block forward's; the backward exactly as many reduce-scatters as the
+ *             forward, and as many all-gathers as the forward plus at most 2 (what the
+ *             backward needs of the whole sequence and no rank keeps).
+ *             sp_sync_replicated_grads sends at most one all-reduce's worth of the six
+ *             replicated vectors of C floats.
  *   memory    every byte through pl_mem_alloc (lib/mem.h), host bookkeeping included: the
  *             code may not call malloc, calloc, realloc or the rest of the C allocator
  *             family, mmap or sbrk (the build lists the symbols the code calls, and a
@@ -46,12 +53,12 @@
  *             to the kit's core or to a collective is a static array; nothing is left
  *             allocated once the backward has returned and the acts are freed.
  *   compute   the work outside the kit's core (layernorms, dropouts, residuals, biases),
- *             summed over the group, is 0.75x to 1.15x the single device's, plus at most 6
- *             FLOPs per element of [B*T, C] for each rank beyond the first: each token's
- *             once, on the rank that owns it. The block's modelled time (dgx-h100, GPT-3
- *             block scale) is graded against the single device's compute/t plus the
- *             conjugates' collectives of B*T*C (full marks up to 1.10x, none from 1.40x),
- *             its wall-clock time against the kit's block on B/t sequences plus the same
+ *             from the FLOPs ledger and summed over the group, is 0.75x to 1.15x the single
+ *             device's, plus at most 6 FLOPs per element of [B*T, C] for each rank beyond
+ *             the first. The block's modelled time (dgx-h100, GPT-3 block scale) is
+ *             graded against the single device's compute/t plus the conjugates'
+ *             collectives of B*T*C (full marks up to 1.10x, none from 1.40x), its
+ *             wall-clock time against the kit's block on B/t sequences plus the same
  *             collectives (full marks from 0.70x of that speed).
  *   calls     communication only through lib's collectives on tp (pl_all_gather,
  *             pl_reduce_scatter, pl_all_reduce, ...) and, in the second part, the kit's
@@ -79,13 +86,16 @@
 /* full = every rank's local rows, each in its place. */
 void sp_gather_forward(struct pl_comm *tp, float *full, const float *local, int B, int T,
                        int C);
-/* dlocal = this rank's rows of the sum over the group of dfull. */
+/* The gather's backward. Every rank m of the group used its own copy of the gathered
+ * activation, and dfull on rank m is the loss's gradient with respect to that copy; dlocal
+ * = the loss's gradient with respect to this rank's local rows. */
 void sp_gather_backward(struct pl_comm *tp, float *dlocal, const float *dfull, int B, int T,
                         int C);
 /* local = this rank's rows of the sum over the group of full. */
 void sp_scatter_forward(struct pl_comm *tp, float *local, const float *full, int B, int T,
                         int C);
-/* dfull = every rank's dlocal rows, each in its place. */
+/* The scatter's backward. dlocal on rank m is the loss's gradient with respect to rank m's
+ * local output; dfull = the loss's gradient with respect to this rank's full input. */
 void sp_scatter_backward(struct pl_comm *tp, float *dfull, const float *dlocal, int B, int T,
                          int C);
 

@@ -91,8 +91,8 @@ static void conjugates(void)
     }
     obs[1].part[L5_CORRECT] = (struct l5_said){.code = L5_W_CONJ, .v = {3, 7, 3, 5, 1}};
     snprintf(want, sizeof want, "rank 1: sp_scatter_backward: element 7 is %g, expected %g "
-             "(all-gather along the sequence: every rank's T/t tokens of each sequence in "
-             "place): the rows are in the collective's rank-major order", 3.0, 5.0);
+             "(the gradient with respect to this rank's partial sum, every token of it): the "
+             "rows are in the collective's rank-major order", 3.0, 5.0);
     CHECK(!judge(L5_CONJ, 0, 1, "correct", obs, NP, &why) && said(&why, want),
           "a gather in rank-major order: %s", FIRST(&why));
     obs[1].part[L5_CORRECT].v[4] = 0;
@@ -275,8 +275,8 @@ static void block_rules(void)
     obs[1].block.bwd.ag_bytes = 5 * ring(NC, NP);
     snprintf(want, sizeof want, "rank 1: the backward sent %s per rank in 5 all-gathers, 2 "
              "reduce-scatters and 0 other operations where its conjugates send %s, Lab 4's "
-             "block backward's bytes, and the re-gathers of the stored layernorm shards at most "
-             "%s more", pl_format_bytes(7 * ring(NC, NP), a, sizeof a),
+             "block backward's bytes, and all-gathers of what the backward needs of the whole "
+             "sequence at most %s more", pl_format_bytes(7 * ring(NC, NP), a, sizeof a),
              pl_format_bytes(4 * ring(NC, NP), b, sizeof b),
              pl_format_bytes(2 * ring(NC, NP), c, sizeof c));
     CHECK(!judge(L5_BLOCK, 0, L5_NCASES, "traffic", obs, NP, &why) && said(&why, want) &&
@@ -469,8 +469,9 @@ static int judge_ring(int i, int n, const char *part, const struct l5_obs *obs, 
     return l5_judge_ring(i, n, part, &all, why);
 }
 
-/* cp ranks of a ring case that ran, each rank's chunks `contiguous` or zigzag, its FLOPs
- * those of its blocks (the blocks of chunk c: c+1 of Tc x Tc), its bytes the solution's. */
+/* cp ranks of a ring case that ran, each rank's chunks `contiguous` or balanced (chunk r and
+ * the later chunk that brings the rank's blocks to the mean, 2cp+1), its FLOPs those of its
+ * blocks (the blocks of chunk c: c+1 of Tc x Tc), its bytes the solution's. */
 static void ring_of(struct l5_obs *obs, int cp, int contiguous)
 {
     const int B = 2, T = 8 * cp, C = 32, NH = 4, Tc = T / (2 * cp);
@@ -482,7 +483,9 @@ static void ring_of(struct l5_obs *obs, int cp, int contiguous)
         struct l5_ring_obs *o = &obs[r].ring;
         *o = (struct l5_ring_obs){.cp = cp, .r = r, .B = B, .T = T, .C = C, .NH = NH, .ran = 1};
         o->chunk[0] = contiguous ? 2 * r : r;
-        o->chunk[1] = contiguous ? 2 * r + 1 : 2 * cp - 1 - r;
+        o->chunk[1] = 2 * r + 1;
+        for (int c = r + 1; !contiguous && c < 2 * cp; c++)
+            if ((r + 1) + (c + 1) == 2 * cp + 1) o->chunk[1] = c;
         o->fwd_flops = B * blk * (o->chunk[0] + 1 + o->chunk[1] + 1) / 2;
         o->bwd_flops = B * blk * (o->chunk[0] + 1 + o->chunk[1] + 1) / 2;
         o->fwd_bytes = l5_ring_fwd_units(cp) * L, o->bwd_bytes = 2 * (2 * cp - 1) * L;
@@ -496,7 +499,7 @@ static void ring_rules(void)
     ring_of(obs, 4, 0);
     CHECK(judge_ring(1, 2, "balance", obs, 4, &why) && said(&why, "within 0.0% of the mean") &&
               said(&why, "1.67x the mean at cp = 4"),
-          "zigzag: every rank the same FLOPs, the contiguous split's figure said: %s",
+          "balanced chunks: every rank the same FLOPs, the contiguous split's figure said: %s",
           FIRST(&why));
     ring_of(obs, 4, 1);
     CHECK(!judge_ring(0, 2, "balance", obs, 4, &why) && said(&why, "rank 3 (chunks 6 and 7)") &&
