@@ -118,8 +118,8 @@ void l5_reason(const struct l5_said *s, char *buf, size_t len)
 {
     static const char *const rule[4] = {
         "every rank's T/t tokens of each sequence, each in its place",
-        "the gradient with respect to this rank's rows, to which every rank's copy of them "
-        "contributes",
+        ("the gradient with respect to this rank's rows, to which every rank's copy of them "
+         "contributes"),
         "this rank's tokens of the sum over the group",
         "the gradient with respect to this rank's partial sum, every token of it"};
     const double *v = s->v;
