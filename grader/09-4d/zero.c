@@ -174,7 +174,11 @@ static int zero_traffic(const struct l9_state *st, int i, const struct gr_obs *a
                    "shares once (an all-gather of %.0f): between %.0f and %.0f in %d steps",
                    WHO_OF(r, o), got, K, f[0], f[1], f[2], u.all, u.padded, u.padded, lo, hi,
                    K);
-        if (got > hi)
+        if (f[1] == 0 && f[2] == 0 && f[0] >= K * u.all)
+            gr_why_say(why, "an all-reduce of the whole gradient and nothing gathered: the step "
+                       "ran as without ZeRO-1. With m->zero = 1 each replica updates its share "
+                       "alone and gathers the others' (section 3.2)");
+        else if (got > hi)
             gr_why_say(why, "more: the gradients or the parameters crossed the DP group more "
                        "than once a step (an all-reduce and a reduce-scatter both, or a "
                        "second gather)");

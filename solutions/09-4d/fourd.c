@@ -76,6 +76,7 @@ struct fourd_model *fourd_model_new(const struct pl_model_config *cfg,
     struct fourd_model *m = pl_mem_alloc(sizeof *m, PL_MEM_WORK, PL_HOST, "4d model");
     memset(m, 0, sizeof *m);
     struct priv *pv = pl_mem_alloc(sizeof *pv, PL_MEM_WORK, PL_HOST, "4d private");
+    memset(pv, 0, sizeof *pv);
     m->priv = pv;
     m->cfg = *cfg;
     m->opt = *opt;

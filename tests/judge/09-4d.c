@@ -420,6 +420,10 @@ static void zero(void)
     ob[2].zero_floats[2] = 0;
     expect("zero", "the updated shares were not gathered", "no all-gather");
     good();
+    ob[6].zero_floats[0] += ob[6].zero_floats[1], ob[6].zero_floats[1] = ob[6].zero_floats[2] = 0;
+    expect("zero", "an all-reduce of the whole gradient and nothing gathered: the step ran as "
+           "without ZeRO-1", "m->zero ignored");
+    good();
     ob[0].zero_floats[0] += ob[0].zero_floats[1];
     expect("zero", "more: the gradients or the parameters crossed the DP group more than once",
            "an all-reduce and a reduce-scatter both");
