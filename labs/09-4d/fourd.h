@@ -49,8 +49,8 @@
  *             of every microbatch in flight under 1F1B (under full, less one block's whole
  *             activations, which its rerun needs while it runs): sp_block.h's formulas,
  *             bounded on both sides (section 3.1).
- *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), again with m->zero =
- *             1, without and with the clip (section 3.2): the losses, the norms, the
+ *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), again with
+ *             m->zero = 1, without and with the clip (section 3.2): the losses, the norms, the
  *             parameters and the gradient AdamW was given (in this rank's shares only,
  *             below) as in results and clipping; the DP replicas' parameters bit for bit
  *             the same; each rank's AdamW moments (memory ledger, PL_MEM_OPTIM, peak from
@@ -101,7 +101,7 @@
  *     AdamW was given, summed over the DP group and clipped (the rest of them is yours),
  *     and every parameter it holds is updated, the same on every DP replica; m->grad_norm
  *     still counts every parameter once: each share's squares by its owner, summed over
- *     the DP group (not the shard's alone, nor a whole gradient once per replica). */
+ *     the DP group (not its own share's alone, nor a whole gradient once per replica). */
 #ifndef LAB09_FOURD_H
 #define LAB09_FOURD_H
 
