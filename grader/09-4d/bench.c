@@ -8,7 +8,8 @@
  * section 3.1 says a stage holds, min(p - s, m) microbatches in flight x its blocks x
  * pl_sp_block_saved_bytes of one block. --svg FILE (make plots LAB=09) draws them as bars
  * grouped by stage; --timeline-svg FILE draws one step of that grid on the modelled
- * timeline (timeline.c). The "# handout:" lines are the numbers docs/labs/09-4d.md quotes
+ * timeline (timeline.c). Section 3.2's ZeRO-1 figures on (2,2,2) come from the formulas.
+ * The "# handout:" lines are the numbers docs/labs/09-4d.md quotes
  * (tests/handout_figures.sh); the measured peaks are the handout's only under --figures. */
 #include <math.h>
 #include <mpi.h>
@@ -171,6 +172,35 @@ static void write_svg(const char *svg, const struct peaks *p, const char *who)
     printf("%s: wrote each rank's activation peak by recomputation to %s\n", who, svg);
 }
 
+/* Section 3.2's figures on the (2,2,2) grid, by the formulas: each stage's floats, its
+ * AdamW moments without and with ZeRO-1, and the bytes a rank sends on dp_comm a step (the
+ * ring's, lib/ledger.h) for an all-reduce of its gradients, ZeRO-1's reduce-scatter and
+ * all-gather, and an all-reduce followed by the all-gather; and rank 0's measured peak. */
+static void print_zero(const struct l9_state *st, const struct l9_obs *first)
+{
+    const struct l9_case *k = &st->cases[0];
+    printf("# ZeRO-1 on (%d,%d,%d), kB = 1000 bytes: a rank's floats, its moments without and "
+           "with, its bytes on dp_comm a step\n", k->dp, k->tp, k->pp);
+    for (int stage = 0; stage < k->pp; stage++) {
+        double n[3], chunks = 0;
+        const double all = l9_dp_floats(&st->train[0].cfg, &st->ref[0].layout, k, stage, &n[0],
+                                        &n[1], &n[2]);
+        for (int j = 0; j < 3; j++) chunks += ceil(n[j] / k->dp);
+        const double ar = pl_ring_bytes_sent(PL_ALL_REDUCE, k->dp, 4 * all);
+        const double rs = pl_ring_bytes_sent(PL_REDUCE_SCATTER, k->dp, 4 * chunks * k->dp);
+        const double ag = pl_ring_bytes_sent(PL_ALL_GATHER, k->dp, 4 * chunks * k->dp);
+        printf("# handout: a rank of stage %d holds %.0f floats: AdamW's moments take %.1f kB, "
+               "%.1f kB under ZeRO-1\n", stage, all, 8 * all / KB, 8 * chunks / KB);
+        if (stage == 0)
+            printf("# handout: each step a rank of stage 0 sends %.1f kB on dp_comm for the "
+                   "all-reduce of its gradients; under ZeRO-1 %.1f kB for the reduce-scatter "
+                   "and %.1f kB for the all-gather, or %.1f kB with an all-reduce in place of "
+                   "the reduce-scatter\n", ar / KB, rs / KB, ag / KB, (ar + ag) / KB);
+    }
+    printf("rank 0's optimizer state at its peak under ZeRO-1, measured: %.1f kB\n",
+           first->zero_optim / KB);
+}
+
 /* The options' order: driver.c's L9_OPTIONS (--svg FILE, --timeline-svg FILE). */
 void l9_bench(const struct gr_args *a)
 {
@@ -223,6 +253,7 @@ void l9_bench(const struct gr_args *a)
     } else if (svg && pl_rank() == 0) {
         printf("%s: no picture: the recomputation runs did not finish\n", who);
     }
+    if (pl_size() == 8 && pl_rank() == 0 && first.zero_runs == 2) print_zero(st, &first);
     if (timeline) l9_timeline(st, timeline, who);
     l9_finish(st);
 }

@@ -2,7 +2,8 @@
  * out by "tp-pp-dp", K steps of the student's 4D training with a clip that binds, and what
  * this rank saw into its observation: the grid it was given, every step's loss and norm,
  * its parameters and last clipped gradient against the slices of the single-device
- * reference's, and its traffic by kind and link class from the ledger. */
+ * reference's, and its traffic by kind and link class from the ledger; and on the grids
+ * with dp > 1 the same again with ZeRO-1 (m->zero = 1: its moments, its DP traffic). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -90,40 +91,13 @@ void l9_describe(const struct l9_state *st, int i, char *buf, size_t len)
 
 /* ---- comparisons, on this rank ---- */
 
-/* RMS of a whole reference buffer: the floor a tensor near zero is measured against. */
-static double rms(const float *x, size_t n)
-{
-    double sq = 0;
-    for (size_t j = 0; j < n; j++) sq += (double)x[j] * x[j];
-    return n ? sqrt(sq / (double)n) : 0;
-}
-
-static void compare(struct l9_err *e, const char *name, const float *got, const float *ref,
-                    size_t n, double floor_rms)
-{
-    double d = 0, r = 0;
-    int bad = 0;
-    for (size_t j = 0; j < n; j++) {
-        if (!isfinite(got[j])) bad++;
-        d += ((double)got[j] - ref[j]) * ((double)got[j] - ref[j]);
-        r += (double)ref[j] * ref[j];
-    }
-    double floor = floor_rms * sqrt((double)n);
-    double rel = sqrt(d) / fmax(sqrt(r), fmax(floor, 1e-30));
-    e->nonfinite += bad;
-    if (bad || rel > e->rel || !e->name[0]) {
-        if (bad || rel > e->rel) e->rel = bad ? INFINITY : rel;
-        snprintf(e->name, sizeof e->name, "%.60s", name);
-    }
-}
-
 /* This rank's blocks' shards and its whole embedding and head (buf: op memory of the
  * shards, rep: the replicated parts' flat buffer) against the reference's full flat ref. */
 static void compare_rank(struct l9_err *e, const struct pl_model_config *c,
                          const struct pl_model_layout *lay, const struct fourd_model *m,
                          const float *shards, const float *rep, const float *ref, int t, int r)
 {
-    const double floor_rms = rms(ref, lay->numel);
+    const double floor_rms = l9_rms(ref, lay->numel);
     float *want = pl_mem_alloc(m->block_numel * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 slice");
     float *got = pl_mem_alloc(m->block_numel * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 got");
     for (int l = m->b0; l < m->b1; l++) {
@@ -137,7 +111,7 @@ static void compare_rank(struct l9_err *e, const struct pl_model_config *c,
         for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
             char name[64];
             snprintf(name, sizeof name, "%.40s (shard %d of %d)", d[k].name, r, t);
-            compare(e, name, got + d[k].shard_offset, want + d[k].shard_offset,
+            l9_compare(e, name, got + d[k].shard_offset, want + d[k].shard_offset,
                     d[k].shard_numel, floor_rms);
         }
     }
@@ -150,7 +124,7 @@ static void compare_rank(struct l9_err *e, const struct pl_model_config *c,
         if (!mine) continue;
         float *h = pl_mem_alloc(d->numel * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 rep");
         pl_to_host(h, rep + d->offset, d->numel * sizeof(float));
-        compare(e, d->name, h, ref + d->offset, d->numel, floor_rms);
+        l9_compare(e, d->name, h, ref + d->offset, d->numel, floor_rms);
         pl_mem_free(h);
     }
 }
@@ -200,7 +174,7 @@ static uint64_t digest_model(const struct fourd_model *m, uint64_t h)
     return h;
 }
 
-enum l9_run { L9_RUN_FREE, L9_RUN_CLIP, L9_RUN_RECOMPUTE };
+enum l9_run { L9_RUN_FREE, L9_RUN_CLIP, L9_RUN_RECOMPUTE, L9_RUN_ZERO, L9_RUN_ZERO_CLIP };
 
 /* What the unclipped steps are watched for (lab.mk's wraps; gr_wrap_ctx holds the watch
  * while they run): the all-reduces on the DP group, and the batch rows each embedding and
@@ -217,6 +191,8 @@ struct watch {
     int dp_seen;              /* the first step's DP sum has started */
     int wait_size;            /* a collective past the TP group between the stage's last
                                  backward and its DP sum: its size (0: none) */
+    double kinds[3];          /* floats the DP group's all-reduces, reduce-scatters and
+                                 all-gathers covered (dp x the chunk for the last two) */
 };
 
 /* The stage's order of work in the first step, from its first block's calls. */
@@ -292,7 +268,7 @@ static void coll_note(const struct pl_comm *comm, size_t count)
 {
     struct watch *w = gr_wrap_ctx();
     if (!w) return;
-    if (comm == w->dp) w->floats += (double)count, w->calls++;
+    if (comm == w->dp) w->floats += (double)count, w->calls++, w->kinds[0] += (double)count;
     if (w->step != 0 || w->dp_seen) return;
     if (comm == w->dp) {
         w->dp_seen = 1;
@@ -390,6 +366,51 @@ struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *
     return __real_pl_all_reduce_async(comm, send, recv, count, op);
 }
 
+/* A reduce-scatter (kind 1) or all-gather (2) of chunk floats per rank on comm: on the DP
+ * group, the dp x chunk floats it covers. */
+static void chunk_note(const struct pl_comm *comm, int kind, size_t chunk)
+{
+    struct watch *w = gr_wrap_ctx();
+    if (w && comm == w->dp) w->kinds[kind] += (double)chunk * pl_comm_size(comm);
+}
+
+#define RS_ARGS struct pl_comm *comm, const float *send, float *recv, size_t n, enum pl_red op
+#define AG_ARGS struct pl_comm *comm, const float *send, float *recv, size_t n
+void __real_pl_reduce_scatter(RS_ARGS);
+void __wrap_pl_reduce_scatter(RS_ARGS);
+struct pl_handle *__real_pl_reduce_scatter_async(RS_ARGS);
+struct pl_handle *__wrap_pl_reduce_scatter_async(RS_ARGS);
+void __real_pl_all_gather(AG_ARGS);
+void __wrap_pl_all_gather(AG_ARGS);
+struct pl_handle *__real_pl_all_gather_async(AG_ARGS);
+struct pl_handle *__wrap_pl_all_gather_async(AG_ARGS);
+
+void __wrap_pl_reduce_scatter(RS_ARGS)
+{
+    chunk_note(comm, 1, n);
+    __real_pl_reduce_scatter(comm, send, recv, n, op);
+}
+
+struct pl_handle *__wrap_pl_reduce_scatter_async(RS_ARGS)
+{
+    chunk_note(comm, 1, n);
+    return __real_pl_reduce_scatter_async(comm, send, recv, n, op);
+}
+
+void __wrap_pl_all_gather(AG_ARGS)
+{
+    chunk_note(comm, 2, n);
+    __real_pl_all_gather(comm, send, recv, n);
+}
+
+struct pl_handle *__wrap_pl_all_gather_async(AG_ARGS)
+{
+    chunk_note(comm, 2, n);
+    return __real_pl_all_gather_async(comm, send, recv, n);
+}
+#undef RS_ARGS
+#undef AG_ARGS
+
 /* K steps of the student's training on this case's grid with opt: the losses or norms, the
  * traffic and memory, the parameters (and the last step's gradient) against ref's, into ob.
  * Returns 0 when a stub was reached or a call gave nothing. */
@@ -397,7 +418,8 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
                      const struct gr_reference *ref, struct l9_obs *ob, enum l9_run mode,
                      enum pl_recompute rc)
 {
-    const int clipped = mode == L9_RUN_CLIP;
+    const int clipped = mode == L9_RUN_CLIP || mode == L9_RUN_ZERO_CLIP;
+    const int zero = mode == L9_RUN_ZERO || mode == L9_RUN_ZERO_CLIP;
     const struct l9_case *k = &st->cases[i];
     const struct gr_train_setup *ts = &st->train[i];
     struct fourd_grid g;
@@ -419,6 +441,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     }
     ob->stage_b0 = m->b0, ob->stage_b1 = m->b1;
     m->recompute = rc;
+    m->zero = zero;
     struct gr_batch b;
     gr_batch_new(&b, ts, 0, 1); /* every rank gets the whole global batch */
     struct pl_ledger mark, delta;
@@ -431,20 +454,27 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     uint64_t h = 0xcbf29ce484222325ull;
     struct watch watch = {.dp = g.dp_comm, .b = &b, .L = ts->cfg.n_layers, .step = -1,
                           .b0 = m->b0, .ob = ob, .tp = g.tp_comm};
-    if (mode == L9_RUN_FREE) gr_wrap_ctx_set(&watch);
+    if (mode == L9_RUN_FREE || mode == L9_RUN_ZERO) gr_wrap_ctx_set(&watch);
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);
-        watch.step = s;
+        watch.step = zero ? -1 : s; /* the zero run's watch counts the DP group's floats */
         double loss = fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
-        if (clipped) ob->norm[s] = m->grad_norm;
+        if (clipped) (zero ? ob->zero_norm : ob->norm)[s] = m->grad_norm;
         else if (mode == L9_RUN_FREE) ob->loss[s] = loss;
+        else if (zero) ob->zero_loss[s] = loss;
         h = fnv(h, &loss, sizeof loss);
         ok = !gr_agree(pl_todo_what() != NULL);
     }
     gr_wrap_ctx_set(NULL);
     if (mode == L9_RUN_FREE) ob->dp_floats = watch.floats, ob->dp_calls = watch.calls;
+    if (mode == L9_RUN_ZERO) memcpy(ob->zero_floats, watch.kinds, sizeof watch.kinds);
     pl_mem_get_stats(&ms);
-    if (mode != L9_RUN_CLIP) {
+    if (zero) {
+        /* from fourd_model_new: the peak was reset to what was held once it returned */
+        double optim = (double)ms.peak[PL_MEM_OPTIM] - (double)held.current[PL_MEM_OPTIM];
+        if (optim > ob->zero_optim) ob->zero_optim = optim;
+        ob->zero_digest[clipped] = digest_model(m, 0xcbf29ce484222325ull);
+    } else if (mode != L9_RUN_CLIP) {
         ob->activ_peak[rc] = (double)ms.peak[PL_MEM_ACTIV] - activ0;
         ob->digest[rc] = digest_model(m, h);
         ob->stage_blocks = m->b1 - m->b0;
@@ -456,9 +486,10 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         ob->p2p_bytes = delta.bytes[PL_P2P][PL_LINK_INTRA] + delta.bytes[PL_P2P][PL_LINK_INTER];
     }
     if (ok && mode != L9_RUN_RECOMPUTE) {
-        const struct pl_model_layout *lay = &ref->layout;
-        compare_rank(clipped ? &ob->clipped_params : &ob->params, &ts->cfg, lay, m, m->params,
-                     m->rep ? m->rep->params : NULL, ref->params, k->tp, g.tp_rank);
+        struct l9_err *e = clipped ? (zero ? &ob->zero_clipped_params : &ob->clipped_params)
+                                   : (zero ? &ob->zero_params : &ob->params);
+        compare_rank(e, &ts->cfg, &ref->layout, m, m->params, m->rep ? m->rep->params : NULL,
+                     ref->params, k->tp, g.tp_rank);
     }
     if (ok && clipped) {
         /* the gradient AdamW was given in the last step: the reference's, clipped */
@@ -468,8 +499,12 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         double norm = st->ref_norm[i][ts->steps - 1];
         float scale = pl_clip_scale(norm * norm, opt->grad_clip);
         for (size_t j = 0; j < n; j++) want[j] = g0[j] * scale;
-        compare_rank(&ob->grads, &ts->cfg, &ref->layout, m, m->grads,
-                     m->rep ? m->rep->grads : NULL, want, k->tp, g.tp_rank);
+        if (zero)
+            l9_compare_shares(&ob->zero_grads, &ts->cfg, &ref->layout, m, want, k->tp,
+                              g.tp_rank, k->dp, g.dp_rank);
+        else
+            compare_rank(&ob->grads, &ts->cfg, &ref->layout, m, m->grads,
+                         m->rep ? m->rep->grads : NULL, want, k->tp, g.tp_rank);
         pl_mem_free(want);
     }
     gr_batch_free(&b);
@@ -518,4 +553,13 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
         if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_RECOMPUTE,
                        (enum pl_recompute)r))
             return;
+    /* ZeRO-1 on the 8-rank grids that have a DP group to shard over */
+    ob->has_zero = st->np == 8 && !st->hidden && st->cases[i].dp > 1;
+    if (!ob->has_zero) return;
+    if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_ZERO, PL_RECOMPUTE_NONE))
+        return;
+    ob->zero_runs++;
+    if (train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_ZERO_CLIP,
+                  PL_RECOMPUTE_NONE))
+        ob->zero_runs++;
 }

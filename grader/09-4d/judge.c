@@ -9,7 +9,8 @@
  *             against the pipeline's formula;
  *   recompute the (2,2,2) run again with selective and full recomputation: the same
  *             training bit for bit, and each rank's activation peak lowered by what the
- *             choice leaves unsaved in the blocks in flight (sp_block.h's formulas). */
+ *             choice leaves unsaved in the blocks in flight (sp_block.h's formulas);
+ *   bubble    bubble.c; zero (ZeRO-1 across the DP group) zero.c. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -504,6 +505,7 @@ int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr
     if (!strcmp(part, "traffic")) return judge_traffic(st, i, all, why);
     if (!strcmp(part, "recompute")) return judge_recompute(st, i, all, why);
     if (!strcmp(part, "bubble")) return l9_judge_bubble(st, i, all, why);
+    if (!strcmp(part, "zero")) return l9_judge_zero(st, i, all, why);
     gr_why_say(why, "internal: no part %s", part);
     return 0;
 }

@@ -25,6 +25,9 @@
 /* Floats a step may all-reduce over the DP group beyond the gradients: the loss's mean and
  * such scalars. */
 #define L9_DP_SLACK 16
+/* Bytes of optimizer state a rank may hold under ZeRO-1 beyond 8 x its runs' ceil(n/dp):
+ * room for alignment and a scalar or two. */
+#define L9_ZERO_MEM_SLACK 1024
 
 struct l9_case {
     int dp, tp, pp;
@@ -125,6 +128,18 @@ struct l9_obs {
      * the category with the most, and its bytes (0: nothing) */
     int leak_cat;
     double leak_bytes;
+    /* the runs again with m->zero = 1, without then with the clip (8 ranks, dp > 1): how
+     * many finished, the losses and norms, the parameters after each run, the last clipped
+     * step's gradient in the rank's DP shares, a digest of its parameters after each run
+     * (the replicas must agree), the optimizer state's peak (PL_MEM_OPTIM, bytes above what
+     * was held before fourd_model_new) and the floats the collectives on dp_comm covered
+     * in the unclipped run: all-reduce, reduce-scatter, all-gather (dp x the chunk) */
+    int has_zero, zero_runs;
+    double zero_loss[L9_K_STEPS], zero_norm[L9_K_STEPS];
+    struct l9_err zero_params, zero_grads, zero_clipped_params;
+    uint64_t zero_digest[2];
+    double zero_optim;
+    double zero_floats[3];
     /* the first 8-rank case: every order of the axes, and what cannot describe the world */
     int has_orders;
     struct l9_grid_obs orders[L9_NORDERS];
@@ -163,6 +178,23 @@ double l9_p2p_bytes(const struct pl_model_config *c, const struct l9_case *k, in
 double l9_dp_floats(const struct pl_model_config *c, const struct pl_model_layout *lay,
                     const struct l9_case *k, int stage, double *blocks, double *embed,
                     double *head);
+
+/* zero.c: pure, no MPI */
+/* DP rank d's share of a run of n floats under ZeRO-1 (fourd.h): [lo, lo + own) =
+ * [d c, min((d+1) c, n)), c = ceil(n/dp). */
+void l9_zero_share(size_t n, int dp, int d, size_t *lo, size_t *own);
+/* RMS of a whole reference buffer: the floor a tensor near zero is measured against. */
+double l9_rms(const float *x, size_t n);
+/* got against ref (n floats, host): the worse of it and what e holds, kept in e. */
+void l9_compare(struct l9_err *e, const char *name, const float *got, const float *ref,
+                size_t n, double floor_rms);
+/* The gradient in m's DP shares (rank d of dp; TP rank r of t) against the full flat ref. */
+void l9_compare_shares(struct l9_err *e, const struct pl_model_config *c,
+                       const struct pl_model_layout *lay, const struct fourd_model *m,
+                       const float *ref, int t, int r, int dp, int d);
+/* The "zero" part of l9_judge. */
+int l9_judge_zero(const struct l9_state *st, int i, const struct gr_obs *all,
+                  struct gr_why *why);
 
 /* bench.c */
 void l9_bench(const struct gr_args *a);

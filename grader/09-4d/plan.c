@@ -8,8 +8,10 @@
  * (5), each pipeline's order of work replayed with uniform stage times against 1F1B's bubble
  * and each stage's DP sum started before any collective over its pipeline (5), (2,2,2)
  * again with selective and full recomputation: the same training bit for bit
- * and the activations saved (5); one run on 6 ranks (3 nodes of 2), (1,2,3) with stages of
- * 1, 1 and 2 blocks: the training (10) and the clipping (10). 105 points. The hidden
+ * and the activations saved (5), the grids with dp > 1 again with ZeRO-1 across the DP group:
+ * the same training, each rank's moments of its shares alone, the gradients summed and the
+ * parameters gathered once a step (10); one run on 6 ranks (3 nodes of 2), (1,2,3) with
+ * stages of 1, 1 and 2 blocks: the training (10) and the clipping (10). 115 points. The hidden
  * suite: (1,4,2), (2,1,4), (8,1,1) on 8 ranks with the secret seed, training and clipping,
  * 1 point each. */
 #include <stdio.h>
@@ -69,6 +71,11 @@ static void lab09_plan(const struct gr_plan_opts *o)
         snprintf(name, sizeof name, "4D: recomputation, same training, activations saved; "
                  "nothing left after fourd_model_free [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "recompute", "memory", np, 5,
+                                 LAB09_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "4D: ZeRO-1 across the DP group, grids (2,2,2), (2,4,1), "
+                 "(4,1,2): same training, moments of the shares, one sum and one gather "
+                 "[np=%d]", np);
+        gr_add(&(struct gr_spec){name, "train", "check", "zero", "memory", np, 10,
                                  LAB09_TIMEOUT, 0, NULL});
     }
     int eight = !o->np_given;

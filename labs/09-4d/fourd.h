@@ -21,6 +21,7 @@
  *     fourd_grid_new(&g, world, "tp-pp-dp", dp, tp, pp);     once
  *     m = fourd_model_new(&cfg, &opt, &g);
  *     m->recompute = r;                                      none unless said
+ *     m->zero = z;                                           0 unless said
  *     for each step: loss = fourd_step(m, tokens, targets, B, micro);
  *     fourd_model_free(m); fourd_grid_free(&g);
  *
@@ -48,6 +49,18 @@
  *             of every microbatch in flight under 1F1B (under full, less one block's whole
  *             activations, which its rerun needs while it runs): sp_block.h's formulas,
  *             bounded on both sides (section 3.1).
+ *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), again with
+ *             m->zero = 1, without and with the clip (section 3.2): the losses, the norms, the
+ *             parameters and the gradient AdamW was given (in this rank's shares only,
+ *             below) as in results and clipping; the DP replicas' parameters bit for bit
+ *             the same; each rank's AdamW moments (memory ledger, PL_MEM_OPTIM, peak from
+ *             fourd_model_new to the last step) at least 8 bytes for every float of its
+ *             shares and at most 8 x the sum of ceil(n/dp) over its runs, plus 1 kB; and
+ *             the floats each step's collectives on dp_comm cover (pl_all_reduce: count;
+ *             pl_reduce_scatter: dp x recv_count; pl_all_gather: dp x send_count; the
+ *             _async ones alike) at least 2 n for the rank's n floats and at most 2 x the
+ *             sum of dp x ceil(n/dp) over its runs plus 16: the gradients summed once (a
+ *             reduce-scatter, or an all-reduce) and the updated shares gathered once.
  *   traffic   from the traffic ledger: the SP conjugates' all-gathers and reduce-scatters
  *             never cross a node under "tp-pp-dp"; each rank's point-to-point bytes per
  *             step equal (its neighbouring stages) x micro x (B/(dp micro)) T/t C x 4:
@@ -77,7 +90,18 @@
  *     are unused) by every TP rank of the stage that has them, and stay equal there;
  *   - DP replica d trains on sequences [d B/dp, (d+1) B/dp) of the step's batch, cut into
  *     micro microbatches of B/(dp micro) sequences, in order;
- *   - fourd_step returns the whole batch's mean loss on every rank. */
+ *   - fourd_step returns the whole batch's mean loss on every rank;
+ *   - under ZeRO-1 (m->zero = 1) what a rank holds is three runs of floats: its blocks'
+ *     shards (m->params and m->grads, (b1 - b0) block_numel floats), and rep's ranges of the
+ *     embedding (stage 0) and of the head (the last stage), pl_model_part_range. Of a run of
+ *     n floats, DP rank d's share is [d c, min((d+1) c, n)) with c = ceil(n/dp). The rank
+ *     keeps AdamW's moments for its shares alone, and no others (rep made without
+ *     PL_MODEL_OPTIM), allocated once the first step knows m->zero: the peak counts from
+ *     fourd_model_new. After a step its shares of m->grads and rep->grads hold the gradient
+ *     AdamW was given, summed over the DP group and clipped (the rest of them is yours),
+ *     and every parameter it holds is updated, the same on every DP replica; m->grad_norm
+ *     still counts every parameter once: each share's squares by its owner, summed over
+ *     the DP group (not its own share's alone, nor a whole gradient once per replica). */
 #ifndef LAB09_FOURD_H
 #define LAB09_FOURD_H
 
@@ -128,22 +152,29 @@ struct fourd_model {
     int has_embed, has_head;  /* stage 0; stage pp - 1 */
     size_t block_numel;       /* pl_tp_block_numel(cfg, tp): floats of one block's shard */
     /* (b1 - b0) x block_numel floats each, op memory: this rank's shards of its blocks */
-    float *params, *grads, *adam_m, *adam_v;
+    float *params, *grads;
+    /* AdamW's moments of what this rank updates, laid out as you choose (the solution
+     * allocates them at the first step: under zero, for its shares alone) */
+    float *adam_m, *adam_v;
     /* The embedding and the head, whole, when this stage has either (else NULL): a
-     * pl_model whose params, grads and moments of those parts are the ones trained. */
+     * pl_model whose params and grads of those parts are the ones trained (and its moments
+     * too, if you made it with PL_MODEL_OPTIM: not under zero). */
     struct pl_model *rep;
     /* What each block keeps between its forward and backward (recompute.h, sp_block.h's
      * pl_sp_block_saved): set by the caller between fourd_model_new and the first step;
      * fourd_model_new leaves PL_RECOMPUTE_NONE. */
     enum pl_recompute recompute;
+    /* ZeRO-1 across the DP group (handout section 3.2): 1 asks for it, set by the caller
+     * between fourd_model_new and the first step, as recompute; fourd_model_new leaves 0. */
+    int zero;
     int step;                 /* AdamW steps taken */
     double grad_norm;         /* the last step's global gradient norm, before clipping */
     void *priv;               /* yours */
 };
 
 /* Collective over the grid's ranks: this rank's part of a fresh model initialised from
- * cfg->seed (every shard bit for bit the slice of pl_model_new's parameters), zero moments,
- * recompute none. */
+ * cfg->seed (every shard bit for bit the slice of pl_model_new's parameters), recompute
+ * none, zero 0; AdamW's moments start at zero, whenever they are allocated. */
 struct fourd_model *fourd_model_new(const struct pl_model_config *cfg,
                                     const struct pl_adamw_config *opt,
                                     const struct fourd_grid *g);
@@ -152,9 +183,10 @@ void fourd_model_free(struct fourd_model *m);
 /* Collective: one training step on the global batch tokens/targets ([B, T], op memory, the
  * same on every rank): each DP replica's sequences through the pipeline in micro
  * microbatches on a 1F1B schedule, TP+SP blocks in every stage, the gradients summed over
- * the DP group, clipped by the global norm (opt.grad_clip > 0) and one AdamW step. After it
- * m->grads (and rep->grads for the embedding and head) hold the gradient AdamW was given
- * and m->grad_norm the norm before clipping. Returns the mean loss of the whole batch. */
+ * the DP group, clipped by the global norm (opt.grad_clip > 0) and one AdamW step (under
+ * zero on this rank's shares, then gathered). After it m->grads (and rep->grads for the
+ * embedding and head) hold the gradient AdamW was given (under zero: in the shares) and
+ * m->grad_norm the norm before clipping. Returns the mean loss of the whole batch. */
 double fourd_step(struct fourd_model *m, const int *tokens, const int *targets, int B,
                   int micro);
 

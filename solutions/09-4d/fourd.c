@@ -45,9 +45,21 @@ void fourd_grid_free(struct fourd_grid *g)
 
 /* ---- section 2: the model's shards ---- */
 
+/* A run of floats this rank holds and updates: its blocks' shards (seg[0], flat -1), or the
+ * embedding's or the head's range of rep (flat: its offset in rep's layout). Under ZeRO-1
+ * DP rank d updates its share [lo, lo + own) = [d c, min((d+1) c, n)), c = ceil(n / dp)
+ * (fourd.h), and keeps moments for it alone, from mo in adam_m and adam_v; else all of it. */
+struct seg {
+    float *p, *g;
+    size_t n, c, lo, own, mo;
+    long flat;
+};
+
 struct priv {
     struct pl_model_layout lay;
     struct pl_tp_tensor *tensors; /* the whole model's on t ranks: decay flags and offsets */
+    struct seg seg[3];            /* the blocks', then the embedding's and the head's */
+    int nseg;
 };
 
 static float *param_buf(size_t n, int cat, const char *label)
@@ -64,6 +76,7 @@ struct fourd_model *fourd_model_new(const struct pl_model_config *cfg,
     struct fourd_model *m = pl_mem_alloc(sizeof *m, PL_MEM_WORK, PL_HOST, "4d model");
     memset(m, 0, sizeof *m);
     struct priv *pv = pl_mem_alloc(sizeof *pv, PL_MEM_WORK, PL_HOST, "4d private");
+    memset(pv, 0, sizeof *pv);
     m->priv = pv;
     m->cfg = *cfg;
     m->opt = *opt;
@@ -80,13 +93,41 @@ struct fourd_model *fourd_model_new(const struct pl_model_config *cfg,
     const size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
     m->params = param_buf(n, PL_MEM_PARAMS, "4d block shards");
     m->grads = param_buf(n, PL_MEM_GRADS, "4d block grads");
-    m->adam_m = param_buf(n, PL_MEM_OPTIM, "4d adam m");
-    m->adam_v = param_buf(n, PL_MEM_OPTIM, "4d adam v");
     for (int l = m->b0; l < m->b1; l++)
         pl_tp_block_init(&pv->lay, l, g->tp, g->tp_rank,
                          m->params + (size_t)(l - m->b0) * m->block_numel);
-    if (m->has_embed || m->has_head) m->rep = pl_model_new(cfg, PL_MODEL_ALL);
+    pv->seg[pv->nseg++] = (struct seg){.p = m->params, .g = m->grads, .n = n, .flat = -1};
+    /* the moments are ours (the first step sizes them), so rep is made without any */
+    if (m->has_embed || m->has_head)
+        m->rep = pl_model_new(cfg, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    for (int part = -1; m->rep && part <= cfg->n_layers; part += cfg->n_layers + 1) {
+        if (part == -1 ? !m->has_embed : !m->has_head) continue;
+        size_t off, cnt;
+        pl_model_part_range(&m->rep->layout, part, &off, &cnt);
+        pv->seg[pv->nseg++] = (struct seg){.p = m->rep->params + off, .g = m->rep->grads + off,
+                                           .n = cnt, .flat = (long)off};
+    }
     return m;
+}
+
+/* The moments, at the first step, once m->zero is known: under ZeRO-1 each run's share
+ * alone (a full set allocated first would be the very peak ZeRO-1 removes). */
+static void alloc_moments(struct fourd_model *m)
+{
+    struct priv *pv = m->priv;
+    const struct fourd_grid *g = m->g;
+    size_t total = 0;
+    for (int k = 0; k < pv->nseg; k++) {
+        struct seg *s = &pv->seg[k];
+        s->c = (s->n + (size_t)g->dp - 1) / (size_t)g->dp;
+        s->lo = m->zero ? s->c * (size_t)g->dp_rank : 0;
+        if (s->lo > s->n) s->lo = s->n;
+        s->own = m->zero ? (s->n - s->lo < s->c ? s->n - s->lo : s->c) : s->n;
+        s->mo = total;
+        total += s->own;
+    }
+    m->adam_m = param_buf(total ? total : 1, PL_MEM_OPTIM, "4d adam m");
+    m->adam_v = param_buf(total ? total : 1, PL_MEM_OPTIM, "4d adam v");
 }
 
 void fourd_model_free(struct fourd_model *m)
@@ -219,70 +260,101 @@ static void backward(struct step *s, int i)
 
 /* ---- section 3: the sums over the groups and the global norm ---- */
 
-static void part_range(const struct fourd_model *m, int part, size_t *off, size_t *n)
+/* The floats of [a, a + n) of a run that this rank updates, from *at (0: none of them). */
+static size_t in_share(const struct seg *s, size_t a, size_t n, size_t *at)
 {
-    pl_model_part_range(&m->rep->layout, part, off, n);
+    size_t lo = a > s->lo ? a : s->lo, hi = a + n < s->lo + s->own ? a + n : s->lo + s->own;
+    *at = lo;
+    return hi > lo ? hi - lo : 0;
+}
+
+/* Block l's tensor k: its descriptor, and where it starts in the blocks' run. */
+static const struct pl_tp_tensor *block_tensor(const struct fourd_model *m, int l, int k,
+                                               size_t *at)
+{
+    const struct priv *pv = m->priv;
+    const struct pl_tp_tensor *first = &pv->tensors[2 + PL_TP_BLOCK_TENSORS * l];
+    *at = (size_t)(l - m->b0) * m->block_numel + (first[k].shard_offset - first->shard_offset);
+    return first + k;
 }
 
 /* Every parameter once: a split tensor's squares summed over the TP group, a tensor every
  * TP rank holds whole (layernorms, replicated biases, the embedding and the head) counted on
  * TP rank 0 alone, the stages summed over the pipeline, and the DP replicas, which hold the
- * same summed gradient, not at all. */
+ * same summed gradient, not at all; under ZeRO-1 each holds the sum on its share alone, and
+ * the shares are summed over the DP group. */
 static double global_norm_sq(const struct fourd_model *m)
 {
     const struct priv *pv = m->priv;
     const struct fourd_grid *g = m->g;
     double sq = 0;
     for (int l = m->b0; l < m->b1; l++) {
-        const struct pl_tp_tensor *first = &pv->tensors[2 + PL_TP_BLOCK_TENSORS * l];
-        const float *base = m->grads + (size_t)(l - m->b0) * m->block_numel;
         for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
-            const struct pl_tp_tensor *d = first + k;
+            size_t a, at, cnt;
+            const struct pl_tp_tensor *d = block_tensor(m, l, k, &a);
             if (d->split == PL_TP_REPLICATED && g->tp_rank != 0) continue;
-            sq += pl_grad_norm_sq(base + (d->shard_offset - first->shard_offset),
-                                  d->shard_numel);
+            if ((cnt = in_share(&pv->seg[0], a, d->shard_numel, &at)))
+                sq += pl_grad_norm_sq(m->grads + at, cnt);
         }
     }
-    if (g->tp_rank == 0) {
-        size_t off, n;
-        if (m->has_embed) part_range(m, -1, &off, &n), sq += pl_grad_norm_sq(m->rep->grads + off, n);
-        if (m->has_head)
-            part_range(m, m->cfg.n_layers, &off, &n),
-                sq += pl_grad_norm_sq(m->rep->grads + off, n);
-    }
-    return pl_sum_over_ranks(g->pp_comm, pl_sum_over_ranks(g->tp_comm, sq));
+    for (int k = 1; k < pv->nseg && g->tp_rank == 0; k++)
+        sq += pl_grad_norm_sq(pv->seg[k].g + pv->seg[k].lo, pv->seg[k].own);
+    sq = pl_sum_over_ranks(g->pp_comm, pl_sum_over_ranks(g->tp_comm, sq));
+    return m->zero ? pl_sum_over_ranks(g->dp_comm, sq) : sq;
 }
 
-static void rep_parts(const struct fourd_model *m, int *parts, int *np)
+/* ZeRO-1's gradient sum of one run: padded to dp chunks of c floats (a copy only when dp
+ * does not divide it), reduce-scattered so that chunk d of the sum lands on DP rank d. */
+static void reduce_scatter_share(const struct fourd_grid *g, struct seg *s)
 {
-    *np = 0;
-    if (m->has_embed) parts[(*np)++] = -1;
-    if (m->has_head) parts[(*np)++] = m->cfg.n_layers;
+    const size_t padded = s->c * (size_t)g->dp;
+    float *buf = s->g;
+    if (padded != s->n) {
+        buf = pl_comm_buf_alloc(padded, "4d zero grads");
+        pl_copy(buf, s->g, s->n);
+        pl_zero(buf + s->n, padded - s->n);
+    }
+    pl_reduce_scatter(g->dp_comm, buf, buf + s->c * (size_t)g->dp_rank, s->c, PL_SUM);
+    if (buf == s->g) return;
+    if (s->own) pl_copy(s->g + s->lo, buf + s->lo, s->own);
+    pl_comm_buf_free(buf);
+}
+
+/* And back: every DP rank's updated share of the run gathered into every replica's. */
+static void all_gather_share(const struct fourd_grid *g, struct seg *s)
+{
+    const size_t padded = s->c * (size_t)g->dp;
+    float *buf = padded == s->n ? s->p : pl_comm_buf_alloc(padded, "4d zero params");
+    float *mine = buf + s->c * (size_t)g->dp_rank;
+    if (buf != s->p) {
+        pl_zero(mine, s->c);
+        if (s->own) pl_copy(mine, s->p + s->lo, s->own);
+    }
+    pl_all_gather(g->dp_comm, mine, buf, s->c);
+    if (buf == s->p) return;
+    pl_copy(s->p, buf, s->n);
+    pl_comm_buf_free(buf);
 }
 
 /* The replicas' gradients summed: every microbatch of every replica must be in them. */
 static void dp_sum(struct fourd_model *m)
 {
     const struct fourd_grid *g = m->g;
-    const size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
-    int parts[2], np;
-    rep_parts(m, parts, &np);
-    if (n) pl_all_reduce(g->dp_comm, m->grads, m->grads, n, PL_SUM);
-    for (int k = 0; k < np; k++) {
-        size_t off, cnt;
-        part_range(m, parts[k], &off, &cnt);
-        pl_all_reduce(g->dp_comm, m->rep->grads + off, m->rep->grads + off, cnt, PL_SUM);
+    struct priv *pv = m->priv;
+    for (int k = 0; k < pv->nseg; k++) {
+        struct seg *s = &pv->seg[k];
+        if (!s->n) continue;
+        if (m->zero) reduce_scatter_share(g, s);
+        else pl_all_reduce(g->dp_comm, s->g, s->g, s->n, PL_SUM);
     }
 }
 
-/* The TP sums of the replicated block tensors, the norm, the clip, AdamW. */
+/* The TP sums of the replicated block tensors, the norm, the clip, AdamW on what this rank
+ * updates, and under ZeRO-1 the updated shares gathered back. */
 static void sync_and_update(struct fourd_model *m)
 {
     const struct fourd_grid *g = m->g;
-    const struct priv *pv = m->priv;
-    const size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
-    int parts[2], np;
-    rep_parts(m, parts, &np);
+    struct priv *pv = m->priv;
     for (int l = m->b0; l < m->b1; l++) {
         struct pl_block_params gr;
         block_view(m, m->grads, l, &gr);
@@ -293,26 +365,28 @@ static void sync_and_update(struct fourd_model *m)
     float scale = pl_clip_scale(sq, m->opt.grad_clip);
     m->step++;
     const struct pl_adamw_config *o = &m->opt;
-    if (scale < 1.0f && n) pl_scale(m->grads, n, scale);
+    for (int k = 0; k < pv->nseg && scale < 1.0f; k++)
+        if (pv->seg[k].own) pl_scale(pv->seg[k].g + pv->seg[k].lo, pv->seg[k].own, scale);
+    const struct seg *b = &pv->seg[0];
     for (int l = m->b0; l < m->b1; l++) {
-        const struct pl_tp_tensor *first = &pv->tensors[2 + PL_TP_BLOCK_TENSORS * l];
-        size_t base = (size_t)(l - m->b0) * m->block_numel;
         for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
-            const struct pl_tp_tensor *d = first + k;
-            size_t at = base + (d->shard_offset - first->shard_offset);
-            pl_adamw_step(m->params + at, m->grads + at, m->adam_m + at, m->adam_v + at,
-                          d->shard_numel, m->step, o->lr, o->beta1, o->beta2, o->eps,
+            size_t a, at, cnt;
+            const struct pl_tp_tensor *d = block_tensor(m, l, k, &a);
+            if (!(cnt = in_share(b, a, d->shard_numel, &at))) continue;
+            const size_t mo = b->mo + (at - b->lo);
+            pl_adamw_step(m->params + at, m->grads + at, m->adam_m + mo, m->adam_v + mo, cnt,
+                          m->step, o->lr, o->beta1, o->beta2, o->eps,
                           d->decay ? o->weight_decay : 0.0f);
         }
     }
-    for (int k = 0; k < np; k++) {
-        size_t off, cnt;
-        part_range(m, parts[k], &off, &cnt);
-        struct pl_model *r = m->rep;
-        if (scale < 1.0f) pl_scale(r->grads + off, cnt, scale);
-        pl_model_adamw_flat(&r->layout, off, cnt, r->params + off, r->grads + off,
-                            r->adam_m + off, r->adam_v + off, m->step, o);
+    for (int k = 1; k < pv->nseg; k++) {
+        const struct seg *s = &pv->seg[k];
+        if (s->own)
+            pl_model_adamw_flat(&m->rep->layout, (size_t)s->flat + s->lo, s->own, s->p + s->lo,
+                                s->g + s->lo, m->adam_m + s->mo, m->adam_v + s->mo, m->step, o);
     }
+    for (int k = 0; m->zero && k < pv->nseg; k++)
+        if (pv->seg[k].n) all_gather_share(g, &pv->seg[k]);
 }
 
 /* ---- section 2: the step, 1F1B across the stages ---- */
@@ -336,6 +410,7 @@ double fourd_step(struct fourd_model *m, const int *tokens, const int *targets, 
     s.back_out = pl_mem_alloc((size_t)micro * sizeof *s.back_out, PL_MEM_WORK, PL_HOST,
                               "4d back buffers");
     memset(s.back_sent, 0, (size_t)micro * sizeof *s.back_sent);
+    if (!m->adam_m) alloc_moments(m);
     pl_zero(m->grads, (size_t)(m->b1 - m->b0) * m->block_numel);
     if (m->rep) pl_model_zero_grad(m->rep);
 

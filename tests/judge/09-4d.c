@@ -1,7 +1,7 @@
 /* tests/judge/09-4d.c: Lab 9's judges (grader/09-4d/judge.c) run alone, without mpirun, on
  * hand-built observations of 8 ranks: a right run built from lib/grid.h's layout and the
- * formulas the judges hold the code to (each part passes), then each part's reasons, made
- * by changing one rank's observation as a wrong submission would.
+ * formulas the judges hold the code to (each part passes, ZeRO-1's too), then each part's
+ * reasons, made by changing one rank's observation as a wrong submission would.
  *
  *   09-4d            the hand-built cases
  *
@@ -160,6 +160,23 @@ static void good(void)
         o->has_recompute = 1;
         const double blocks = (double)l9_in_flight(k->pp, o->coord[2], L9_MICRO) *
                               o->stage_blocks;
+        /* ZeRO-1: the replicas agree, one sum and one gather of the padded runs a step (and
+         * the loss's and the norm's floats), 8 bytes a float of the rank's shares */
+        o->has_zero = 1, o->zero_runs = 2;
+        for (int s = 0; s < L9_K_STEPS; s++)
+            o->zero_loss[s] = st.free[0].loss[s], o->zero_norm[s] = st.ref_norm[0][s];
+        o->zero_digest[0] = 100u * (unsigned)o->coord[1] + (unsigned)o->coord[2];
+        o->zero_digest[1] = o->zero_digest[0];
+        const double n[3] = {shards, embed, head};
+        double padded = 0, own = 0;
+        for (int j = 0; j < 3; j++) {
+            size_t lo, mine, chunk = ((size_t)n[j] + (size_t)k->dp - 1) / (size_t)k->dp;
+            l9_zero_share((size_t)n[j], k->dp, o->coord[0], &lo, &mine);
+            padded += (double)chunk * k->dp, own += (double)mine;
+        }
+        o->zero_floats[0] = 2 * L9_K_STEPS;
+        o->zero_floats[1] = o->zero_floats[2] = L9_K_STEPS * padded;
+        o->zero_optim = 8 * own;
         o->activ_peak[PL_RECOMPUTE_NONE] = 1e6;
         for (int rc = PL_RECOMPUTE_SELECTIVE; rc <= PL_RECOMPUTE_FULL; rc++) {
             double saved = blocks * (kept(PL_RECOMPUTE_NONE) - kept((enum pl_recompute)rc));
@@ -171,8 +188,9 @@ static void good(void)
 
 static void all_pass(const char *what)
 {
-    static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute", "bubble"};
-    for (int p = 0; p < 6; p++) {
+    static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute", "bubble",
+                                  "zero"};
+    for (int p = 0; p < 7; p++) {
         struct gr_why w;
         int ok = judge(parts[p], &w);
         CHECK(ok, "%s: a right run fails %s: %s", what, parts[p], first(&w));
@@ -385,12 +403,75 @@ static void recompute(void)
           first(&w));
 }
 
+/* ZeRO-1's reasons on (2,2,2) and (4,1,2): the replicas apart, the DP group's floats short
+ * of a sum or of a gather or over both, the norm of a share or counted per replica, a share's
+ * gradient off, the moments whole, the whole model's, or short, the runs cut short. */
+static void zero(void)
+{
+    state_of((struct l9_case){2, 2, 2});
+    good();
+    ob[5].zero_digest[0] ^= 1;
+    expect("zero", "rank 5 (dp 1, tp 1, stage 0) and rank 1 (dp 0, the same TP rank and "
+           "stage) hold different parameters", "the replicas apart");
+    good();
+    ob[2].zero_floats[1] = 0;
+    expect("zero", "the gradients were not summed over the DP group", "no reduce-scatter");
+    good();
+    ob[2].zero_floats[2] = 0;
+    expect("zero", "the updated shares were not gathered", "no all-gather");
+    good();
+    ob[6].zero_floats[0] += ob[6].zero_floats[1], ob[6].zero_floats[1] = ob[6].zero_floats[2] = 0;
+    expect("zero", "an all-reduce of the whole gradient and nothing gathered: the step ran as "
+           "without ZeRO-1", "m->zero ignored");
+    good();
+    ob[0].zero_floats[0] += ob[0].zero_floats[1];
+    expect("zero", "more: the gradients or the parameters crossed the DP group more than once",
+           "an all-reduce and a reduce-scatter both");
+    good();
+    for (int r = 0; r < NR; r++) ob[r].zero_norm[0] = st.ref_norm[0][0] / sqrt(2.0);
+    expect("zero", "that is the norm of its DP share alone", "the shares' squares not summed");
+    good();
+    for (int r = 0; r < NR; r++) ob[r].zero_norm[1] = st.ref_norm[0][1] * sqrt(2.0);
+    expect("zero", "that is sqrt(dp) = sqrt(2) too large", "the replicas counted");
+    good();
+    ob[1].zero_grads.rel = 1e-2;
+    snprintf(ob[1].zero_grads.name, sizeof ob[1].zero_grads.name, "wte");
+    expect("zero", "the gradient AdamW was given, in its DP share of wte has relative L2 error "
+           "0.01", "a share's gradient off");
+    good();
+    ob[3].zero_optim *= 2;
+    expect("zero", "2.00 times the shares': the moments of everything the rank holds",
+           "the moments whole");
+    good();
+    ob[3].zero_optim = 8.0 * (double)st.ref[0].layout.numel + 8;
+    expect("zero", "is rep a pl_model made with PL_MODEL_OPTIM", "the whole model's moments");
+    good();
+    ob[3].zero_optim -= 8;
+    expect("zero", "fewer: AdamW keeps m and v for every float", "moments short");
+    good();
+    ob[4].zero_runs = 1;
+    expect("zero", "rank 4: the runs with m->zero = 1 stopped before their end", "a run cut");
+    good();
+    for (int r = 0; r < NR; r++) ob[r].zero_optim = 0;
+    ob[0].has_zero = 0;
+    struct gr_why w;
+    CHECK(judge("zero", &w), "a case without ZeRO-1 runs (dp = 1) fails: %s", first(&w));
+    state_of((struct l9_case){4, 1, 2});
+    good();
+    all_pass("(dp,tp,pp) = (4,1,2)");
+    ob[6].zero_optim = 8.0 * l9_dp_floats(&st.train[0].cfg, &st.ref[0].layout, &st.cases[0],
+                                          ob[6].coord[2], &(double){0}, &(double){0},
+                                          &(double){0});
+    expect("zero", "4.00 times the shares'", "the moments whole on dp = 4");
+}
+
 static void hand_built(void)
 {
     correct_and_clip();
     bubble();
     grid_and_traffic();
     recompute();
+    zero();
 }
 
 static void recorded(const char *path, const char *parts)

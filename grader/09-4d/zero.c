@@ -1,0 +1,311 @@
+/* zero.c: Lab 9's ZeRO-1 test (fourd.h's "zero"): the shares of a rank's runs of floats,
+ * the comparisons of the parameters and of the gradient AdamW was given (the whole of a
+ * run, or a rank's shares of it), and the verdict on rank 0 from every rank's observation
+ * of the runs with m->zero = 1 (no MPI): the DP replicas hold one model; the collectives on
+ * dp_comm cover the gradients once and the parameters once a step; the norm, the losses,
+ * the parameters and the clipped gradient as one device's; the moments of the shares alone.
+ * The observations are made in cases.c; the judge test links this file too. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lab09.h"
+#include "tp_shard.h"
+
+void l9_zero_share(size_t n, int dp, int d, size_t *lo, size_t *own)
+{
+    const size_t c = (n + (size_t)dp - 1) / (size_t)dp;
+    *lo = c * (size_t)d < n ? c * (size_t)d : n;
+    *own = n - *lo < c ? n - *lo : c;
+}
+
+double l9_rms(const float *x, size_t n)
+{
+    double sq = 0;
+    for (size_t j = 0; j < n; j++) sq += (double)x[j] * x[j];
+    return n ? sqrt(sq / (double)n) : 0;
+}
+
+void l9_compare(struct l9_err *e, const char *name, const float *got, const float *ref,
+                size_t n, double floor_rms)
+{
+    double d = 0, r = 0;
+    int bad = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (!isfinite(got[j])) bad++;
+        d += ((double)got[j] - ref[j]) * ((double)got[j] - ref[j]);
+        r += (double)ref[j] * ref[j];
+    }
+    double floor = floor_rms * sqrt((double)n);
+    double rel = sqrt(d) / fmax(sqrt(r), fmax(floor, 1e-30));
+    e->nonfinite += bad;
+    if (bad || rel > e->rel || !e->name[0]) {
+        if (bad || rel > e->rel) e->rel = bad ? INFINITY : rel;
+        snprintf(e->name, sizeof e->name, "%.60s", name);
+    }
+}
+
+/* [a, a + n) cut to [lo, lo + own): the floats from *at, or 0. */
+static size_t cut(size_t a, size_t n, size_t lo, size_t own, size_t *at)
+{
+    size_t x = a > lo ? a : lo, y = a + n < lo + own ? a + n : lo + own;
+    *at = x;
+    return y > x ? y - x : 0;
+}
+
+void l9_compare_shares(struct l9_err *e, const struct pl_model_config *c,
+                       const struct pl_model_layout *lay, const struct fourd_model *m,
+                       const float *ref, int t, int r, int dp, int d)
+{
+    const double floor_rms = l9_rms(ref, lay->numel);
+    const size_t bn = m->block_numel;
+    size_t lo, own, at, n;
+    l9_zero_share((size_t)(m->b1 - m->b0) * bn, dp, d, &lo, &own);
+    float *want = pl_mem_alloc(bn * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 share slice");
+    float *got = pl_mem_alloc(bn * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 share got");
+    for (int l = m->b0; l < m->b1; l++) {
+        size_t off, cnt;
+        const size_t base = (size_t)(l - m->b0) * bn;
+        pl_model_part_range(lay, l, &off, &cnt);
+        pl_tp_block_slice(c, t, r, ref + off, want);
+        pl_to_host(got, m->grads + base, bn * sizeof(float));
+        struct pl_tp_tensor td[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(c, l, t, td);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS; k++) {
+            if (!(n = cut(base + td[k].shard_offset, td[k].shard_numel, lo, own, &at))) continue;
+            char name[64];
+            snprintf(name, sizeof name, "%.40s (shard %d of %d)", td[k].name, r, t);
+            l9_compare(e, name, got + (at - base), want + (at - base), n, floor_rms);
+        }
+    }
+    pl_mem_free(want);
+    pl_mem_free(got);
+    for (int part = -1; m->rep && part <= c->n_layers; part += c->n_layers + 1) {
+        if (part == -1 ? !m->has_embed : !m->has_head) continue;
+        size_t off, cnt;
+        pl_model_part_range(lay, part, &off, &cnt);
+        l9_zero_share(cnt, dp, d, &lo, &own);
+        for (int i = 0; i < lay->n_tensors; i++) {
+            const struct pl_param_desc *pd = &lay->tensors[i];
+            if (pd->part != part || !(n = cut(pd->offset, pd->numel, off + lo, own, &at)))
+                continue;
+            float *h = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 share rep");
+            pl_to_host(h, m->rep->grads + at, n * sizeof(float));
+            l9_compare(e, pd->name, h, ref + at, n, floor_rms);
+            pl_mem_free(h);
+        }
+    }
+}
+
+/* ---- the verdict ---- */
+
+/* Rank r's runs under the case's grid: n[3] floats (blocks, embedding, head), and the
+ * formulas' sums: all of them, dp ceil(n/dp) of each, ceil(n/dp) and its own share. */
+struct runs {
+    double n[3], all, padded, chunks, own;
+};
+
+static struct runs runs_of(const struct l9_state *st, int i, const struct l9_obs *o)
+{
+    const struct l9_case *k = &st->cases[i];
+    struct runs u;
+    memset(&u, 0, sizeof u);
+    u.all = l9_dp_floats(&st->train[i].cfg, &st->ref[i].layout, k, o->coord[2], &u.n[0],
+                         &u.n[1], &u.n[2]);
+    for (int j = 0; j < 3; j++) {
+        size_t lo, own, c = ((size_t)u.n[j] + (size_t)k->dp - 1) / (size_t)k->dp;
+        l9_zero_share((size_t)u.n[j], k->dp, o->coord[0], &lo, &own);
+        u.padded += (double)c * k->dp, u.chunks += (double)c, u.own += (double)own;
+    }
+    return u;
+}
+
+/* The rank of the grid at dp coordinate d with r's TP and PP coordinates, or -1. */
+static int replica(const struct gr_obs *all, const struct l9_obs *o, int d)
+{
+    for (int q = 0; q < all->nranks; q++) {
+        const struct l9_obs *p = gr_obs_rank(all, q);
+        if (p->coord[0] == d && p->coord[1] == o->coord[1] && p->coord[2] == o->coord[2])
+            return q;
+    }
+    return -1;
+}
+
+#define WHO "rank %d (dp %d, tp %d, stage %d)"
+#define WHO_OF(r, o) (r), (o)->coord[0], (o)->coord[1], (o)->coord[2]
+
+static int zero_replicas(const struct gr_obs *all, struct gr_why *why)
+{
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        const int q = replica(all, o, 0);
+        const struct l9_obs *first = q >= 0 ? gr_obs_rank(all, q) : o;
+        for (int run = 0; run < 2; run++) {
+            if (o->zero_digest[run] == first->zero_digest[run]) continue;
+            gr_why_say(why, "after %d steps with m->zero = 1 (%s), " WHO " and rank %d (dp 0, "
+                       "the same TP rank and stage) hold different parameters: every DP "
+                       "replica holds the same model, bit for bit", L9_K_STEPS,
+                       run ? "with the clip" : "no clipping", WHO_OF(r, o), q);
+            gr_why_say(why, "under ZeRO-1 each replica steps its share alone; the all-gather "
+                       "of the updated shares over dp_comm gives it the others' (%.0f floats "
+                       "gathered on its DP group in %d steps): without it the replicas drift "
+                       "apart from the first step", o->zero_floats[2], L9_K_STEPS);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int zero_traffic(const struct l9_state *st, int i, const struct gr_obs *all,
+                        struct gr_why *why)
+{
+    const int K = L9_K_STEPS;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        const struct runs u = runs_of(st, i, o);
+        const double *f = o->zero_floats, got = f[0] + f[1] + f[2];
+        const double lo = K * 2 * u.all, hi = K * (2 * u.padded + L9_DP_SLACK);
+        if (got >= lo && got <= hi) continue;
+        gr_why_say(why, WHO " with m->zero = 1: its collectives on dp_comm covered %.0f floats "
+                   "in %d steps (all-reduce %.0f, reduce-scatter %.0f, all-gather %.0f: a "
+                   "reduce-scatter or all-gather counts dp x its chunk); a step sums the "
+                   "gradients of the rank's %.0f floats once (a reduce-scatter of dp "
+                   "ceil(n/dp) per run, %.0f in all, or an all-reduce) and gathers the updated "
+                   "shares once (an all-gather of %.0f): between %.0f and %.0f in %d steps",
+                   WHO_OF(r, o), got, K, f[0], f[1], f[2], u.all, u.padded, u.padded, lo, hi,
+                   K);
+        if (f[1] == 0 && f[2] == 0 && f[0] >= K * u.all)
+            gr_why_say(why, "an all-reduce of the whole gradient and nothing gathered: the step "
+                       "ran as without ZeRO-1. With m->zero = 1 each replica updates its share "
+                       "alone and gathers the others' (section 3.2)");
+        else if (got > hi)
+            gr_why_say(why, "more: the gradients or the parameters crossed the DP group more "
+                       "than once a step (an all-reduce and a reduce-scatter both, or a "
+                       "second gather)");
+        else if (f[0] + f[1] < K * u.all)
+            gr_why_say(why, "the gradients were not summed over the DP group: each replica "
+                       "stepped its share on the gradient of its own B/dp sequences alone");
+        else
+            gr_why_say(why, "the updated shares were not gathered: each replica holds the "
+                       "others' shares as they were");
+        return 0;
+    }
+    return 1;
+}
+
+static int zero_norm(const struct l9_state *st, int i, const struct gr_obs *all,
+                     struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        for (int s = 0; s < L9_K_STEPS; s++) {
+            const double want = st->ref_norm[i][s], got = o->zero_norm[s];
+            if (gr_rel_err(got, want) <= L9_TOL_NORM) continue;
+            double shares = 0;
+            for (int d = 0; d < k->dp; d++) {
+                int q = replica(all, o, d);
+                double x = q < 0 ? 0 : ((const struct l9_obs *)gr_obs_rank(all, q))->zero_norm[s];
+                shares += x * x;
+            }
+            gr_why_say(why, "step %d with m->zero = 1: " WHO "'s global gradient norm %.6g, one "
+                       "device's %.6g (ratio %.4f; relative error at most %g)", s, WHO_OF(r, o),
+                       got, want, got / want, L9_TOL_NORM);
+            if (gr_rel_err(sqrt(shares), want) < 1e-4)
+                gr_why_say(why, "that is the norm of its DP share alone: the squares of its %d "
+                           "DP replicas' norms add up to one device's. Under ZeRO-1 a replica "
+                           "holds the summed gradient on its share only: sum the shares' "
+                           "squares over dp_comm too, each float once, by its owner",
+                           k->dp);
+            else if (fabs(got / want - sqrt((double)k->dp)) < 1e-3)
+                gr_why_say(why, "that is sqrt(dp) = sqrt(%d) too large: every parameter "
+                           "counted once per replica (a whole gradient summed over dp_comm, or "
+                           "each share counted by every replica)", k->dp);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int zero_results(const struct l9_state *st, int i, const struct gr_obs *all,
+                        struct gr_why *why)
+{
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        for (int s = 0; s < L9_K_STEPS; s++) {
+            const double want = st->free[i].loss[s], err = gr_rel_err(o->zero_loss[s], want);
+            if (err <= GR_TOL_LOSS) continue;
+            gr_why_say(why, "step %d with m->zero = 1: rank %d's fourd_step returned loss %.7g, "
+                       "one device %.7g (relative error %.2g, at most %g)", s, r,
+                       o->zero_loss[s], want, err, GR_TOL_LOSS);
+            return 0;
+        }
+        const struct l9_err *e[3] = {&o->zero_params, &o->zero_grads, &o->zero_clipped_params};
+        const char *what[3] = {"after the unclipped steps its parameter",
+                               "in the last clipped step the gradient AdamW was given, in its "
+                               "DP share of",
+                               "after the clipped steps its parameter"};
+        for (int j = 0; j < 3; j++) {
+            const double tol = j == 1 ? GR_TOL_GRADS : GR_TOL_PARAMS;
+            if (e[j]->rel <= tol) continue;
+            gr_why_say(why, "with m->zero = 1, " WHO ": %s %s has relative L2 error %.3g "
+                       "against one device's (at most %g)%s", WHO_OF(r, o), what[j], e[j]->name,
+                       e[j]->rel, tol, e[j]->nonfinite ? ", with NaN or Inf elements" : "");
+            if (j == 1)
+                gr_why_say(why, "fourd.h: after a step a rank's shares of m->grads and "
+                           "rep->grads hold the gradient summed over the DP group and clipped");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int zero_memory(const struct l9_state *st, int i, const struct gr_obs *all,
+                       struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        const struct runs u = runs_of(st, i, o);
+        const double got = o->zero_optim, lo = 8 * u.own, hi = 8 * u.chunks + L9_ZERO_MEM_SLACK;
+        if (got >= lo && got <= hi) continue;
+        gr_why_say(why, WHO " with m->zero = 1 peaked at %.0f bytes of optimizer state (memory "
+                   "ledger, PL_MEM_OPTIM, from fourd_model_new to the last step); it holds %.0f "
+                   "floats (%.0f of block shards, %.0f of the embedding, %.0f of the head), "
+                   "whose DP shares on dp rank %d of %d are %.0f floats: AdamW's m and v of "
+                   "each, 8 bytes a float, make between %.0f and %.0f bytes (8 x the sum of "
+                   "ceil(n/dp), and %d bytes over)", WHO_OF(r, o), got, u.all, u.n[0], u.n[1],
+                   u.n[2], o->coord[0], k->dp, u.own, lo, hi, L9_ZERO_MEM_SLACK);
+        if (got > 8 * (double)st->ref[i].layout.numel)
+            gr_why_say(why, "more than the whole model's moments (%.0f bytes): is rep a "
+                       "pl_model made with PL_MODEL_OPTIM? Its moments are every part's",
+                       8 * (double)st->ref[i].layout.numel);
+        else if (got >= 8 * u.all - L9_ZERO_MEM_SLACK)
+            gr_why_say(why, "%.2f times the shares': the moments of everything the rank holds, "
+                       "as without ZeRO-1, where each of the dp = %d replicas keeps only its "
+                       "1/dp. Moments made whole in fourd_model_new count at the peak even when "
+                       "the first step frees them: allocate them once m->zero is known",
+                       got / lo, k->dp);
+        else if (got < lo)
+            gr_why_say(why, "fewer: AdamW keeps m and v for every float a rank updates, in "
+                       "PL_MEM_OPTIM");
+        return 0;
+    }
+    return 1;
+}
+
+int l9_judge_zero(const struct l9_state *st, int i, const struct gr_obs *all,
+                  struct gr_why *why)
+{
+    if (!((const struct l9_obs *)gr_obs_rank(all, 0))->has_zero) return 1; /* dp = 1 */
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        if (o->zero_runs == 2) continue;
+        gr_why_say(why, "rank %d: the runs with m->zero = 1 stopped before their end (a stub "
+                   "reached, or a call that gave nothing)", r);
+        return 0;
+    }
+    return zero_replicas(all, why) && zero_traffic(st, i, all, why) &&
+           zero_norm(st, i, all, why) && zero_results(st, i, all, why) &&
+           zero_memory(st, i, all, why);
+}
