@@ -242,8 +242,8 @@ static int zero_results(const struct l9_state *st, int i, const struct gr_obs *a
         }
         const struct l9_err *e[3] = {&o->zero_params, &o->zero_grads, &o->zero_clipped_params};
         const char *what[3] = {"after the unclipped steps its parameter",
-                               "in the last clipped step the gradient AdamW was given, in its "
-                               "DP share of",
+                               ("in the last clipped step the gradient AdamW was given, in "
+                                "its DP share of"),
                                "after the clipped steps its parameter"};
         for (int j = 0; j < 3; j++) {
             const double tol = j == 1 ? GR_TOL_GRADS : GR_TOL_PARAMS;
