@@ -193,6 +193,8 @@ struct watch {
                                  backward and its DP sum: its size (0: none) */
     double kinds[3];          /* floats the DP group's all-reduces, reduce-scatters and
                                  all-gathers covered (dp x the chunk for the last two) */
+    int zero;                 /* the run with m->zero = 1: its order and its batch rows are
+                                 the other run's, not recorded again; its DP sum's start is */
 };
 
 /* The stage's order of work in the first step, from its first block's calls. */
@@ -201,9 +203,9 @@ static void op_note(int layer, int kind, const struct pl_model_ctx *ctx)
     struct watch *w = gr_wrap_ctx();
     if (!w || w->step != 0 || layer != w->b0) return;
     struct l9_obs *o = w->ob;
-    if (o->nops < L9_MAX_OPS)
+    if (!w->zero && o->nops < L9_MAX_OPS)
         o->ops[o->nops] = (struct l9_op){kind, ctx ? (long long)ctx->seq0 : -1};
-    o->nops++;
+    o->nops += !w->zero;
     w->backs += kind == 'B';
 }
 
@@ -264,19 +266,24 @@ void __wrap_pl_sp_block_backward_saved(SP_FWD_ARGS, const struct pl_block_params
 /* A collective on comm: the DP group's floats, and whether the first step's DP sum, once
  * the stage's backwards are done, waited on a collective beyond the TP group first (one
  * over the pipeline holds the sum until every stage has drained). */
+static void order_note(struct watch *w, const struct pl_comm *comm)
+{
+    if (w->step != 0 || w->dp_seen) return;
+    if (comm == w->dp) {
+        w->dp_seen = 1;
+        *(w->zero ? &w->ob->zero_dp_wait_size : &w->ob->dp_wait_size) = w->wait_size;
+        return;
+    }
+    if (comm != w->tp && w->backs >= L9_MICRO && !w->wait_size)
+        w->wait_size = pl_comm_size(comm);
+}
+
 static void coll_note(const struct pl_comm *comm, size_t count)
 {
     struct watch *w = gr_wrap_ctx();
     if (!w) return;
     if (comm == w->dp) w->floats += (double)count, w->calls++, w->kinds[0] += (double)count;
-    if (w->step != 0 || w->dp_seen) return;
-    if (comm == w->dp) {
-        w->dp_seen = 1;
-        w->ob->dp_wait_size = w->wait_size;
-        return;
-    }
-    if (comm != w->tp && w->backs >= L9_MICRO && !w->wait_size)
-        w->wait_size = pl_comm_size(comm);
+    order_note(w, comm);
 }
 
 void __real_pl_barrier(struct pl_comm *comm);
@@ -331,7 +338,7 @@ double __wrap_pl_parts_forward(struct pl_model *m, int first, int last, int mb,
                                const float *x_in)
 {
     struct watch *w = gr_wrap_ctx();
-    if (w && w->b && w->step >= 0 && w->step < L9_K_STEPS) {
+    if (w && w->b && !w->zero && w->step >= 0 && w->step < L9_K_STEPS) {
         struct l9_obs *o = w->ob;
         const int s = w->step;
         if (first == -1)
@@ -371,7 +378,9 @@ struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *
 static void chunk_note(const struct pl_comm *comm, int kind, size_t chunk)
 {
     struct watch *w = gr_wrap_ctx();
-    if (w && comm == w->dp) w->kinds[kind] += (double)chunk * pl_comm_size(comm);
+    if (!w) return;
+    if (comm == w->dp) w->kinds[kind] += (double)chunk * pl_comm_size(comm);
+    order_note(w, comm);
 }
 
 #define RS_ARGS struct pl_comm *comm, const float *send, float *recv, size_t n, enum pl_red op
@@ -453,11 +462,11 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     int ok = 1;
     uint64_t h = 0xcbf29ce484222325ull;
     struct watch watch = {.dp = g.dp_comm, .b = &b, .L = ts->cfg.n_layers, .step = -1,
-                          .b0 = m->b0, .ob = ob, .tp = g.tp_comm};
+                          .b0 = m->b0, .ob = ob, .tp = g.tp_comm, .zero = zero};
     if (mode == L9_RUN_FREE || mode == L9_RUN_ZERO) gr_wrap_ctx_set(&watch);
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);
-        watch.step = zero ? -1 : s; /* the zero run's watch counts the DP group's floats */
+        watch.step = s;
         double loss = fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
         if (clipped) (zero ? ob->zero_norm : ob->norm)[s] = m->grad_norm;
         else if (mode == L9_RUN_FREE) ob->loss[s] = loss;

@@ -140,6 +140,9 @@ struct l9_obs {
     uint64_t zero_digest[2];
     double zero_optim;
     double zero_floats[3];
+    /* dp_wait_size's counterpart in the first step of the unclipped run with m->zero = 1,
+     * whose DP sum is the first collective on dp_comm (a reduce-scatter or all-reduce) */
+    int zero_dp_wait_size;
     /* the first 8-rank case: every order of the axes, and what cannot describe the world */
     int has_orders;
     struct l9_grid_obs orders[L9_NORDERS];

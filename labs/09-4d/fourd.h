@@ -60,7 +60,8 @@
  *             pl_reduce_scatter: dp x recv_count; pl_all_gather: dp x send_count; the
  *             _async ones alike) at least 2 n for the rank's n floats and at most 2 x the
  *             sum of dp x ceil(n/dp) over its runs plus 16: the gradients summed once (a
- *             reduce-scatter, or an all-reduce) and the updated shares gathered once.
+ *             reduce-scatter, or an all-reduce) and the updated shares gathered once; and
+ *             the DP sum (the first collective on dp_comm) starts as the bubble test wants.
  *   traffic   from the traffic ledger: the SP conjugates' all-gathers and reduce-scatters
  *             never cross a node under "tp-pp-dp"; each rank's point-to-point bytes per
  *             step equal (its neighbouring stages) x micro x (B/(dp micro)) T/t C x 4:

@@ -405,7 +405,8 @@ static void recompute(void)
 
 /* ZeRO-1's reasons on (2,2,2) and (4,1,2): the replicas apart, the DP group's floats short
  * of a sum or of a gather or over both, the norm of a share or counted per replica, a share's
- * gradient off, the moments whole, the whole model's, or short, the runs cut short. */
+ * gradient off, the moments whole, the whole model's, or short, the runs cut short, the DP
+ * sum started after a collective over the pipeline. */
 static void zero(void)
 {
     state_of((struct l9_case){2, 2, 2});
@@ -451,6 +452,13 @@ static void zero(void)
     good();
     ob[4].zero_runs = 1;
     expect("zero", "rank 4: the runs with m->zero = 1 stopped before their end", "a run cut");
+    good();
+    ob[0].zero_dp_wait_size = ob[2].zero_dp_wait_size = 2; /* stages 0 and 1 of replica 0 */
+    expect("zero", "with m->zero = 1, rank 2 (dp 0, tp 0, stage 1) ran a collective over 2 "
+           "ranks", "the DP sum after a pipeline collective, the latest stage named");
+    good();
+    ob[3].zero_dp_wait_size = 1; /* a group of one holds nothing back */
+    all_pass("a collective on a group of one before the DP sum");
     good();
     for (int r = 0; r < NR; r++) ob[r].zero_optim = 0;
     ob[0].has_zero = 0;
