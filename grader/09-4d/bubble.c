@@ -100,6 +100,21 @@ static int stage_order(const struct l9_obs *o, int r, int *kind, int *mb, struct
     return 0;
 }
 
+/* The rank of the latest stage whose first step's DP sum waited on a collective past its
+ * TP group (dp_wait_size, or zero_dp_wait_size for the run with m->zero = 1, above 1):
+ * where the wait costs the most; -1 when none did. */
+int l9_latest_waiting(const struct gr_obs *all, int zero)
+{
+    int late = -1;
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        if ((zero ? o->zero_dp_wait_size : o->dp_wait_size) > 1 &&
+            (late < 0 || o->coord[2] > ((const struct l9_obs *)gr_obs_rank(all, late))->coord[2]))
+            late = r;
+    }
+    return late;
+}
+
 int l9_judge_bubble(const struct l9_state *st, int i, const struct gr_obs *all,
                     struct gr_why *why)
 {
@@ -148,13 +163,7 @@ int l9_judge_bubble(const struct l9_state *st, int i, const struct gr_obs *all,
         }
     /* each stage's DP sum starts once its own backwards are done: under 1F1B the last stage
      * drains first, so its sum runs while the stages before it still drain */
-    int late = -1; /* the rank of the latest stage that waited: where it costs the most */
-    for (int r = 0; p > 1 && k->dp > 1 && r < all->nranks; r++) {
-        const struct l9_obs *o = gr_obs_rank(all, r);
-        if (o->dp_wait_size > 1 &&
-            (late < 0 || o->coord[2] > ((const struct l9_obs *)gr_obs_rank(all, late))->coord[2]))
-            late = r;
-    }
+    const int late = p > 1 && k->dp > 1 ? l9_latest_waiting(all, 0) : -1;
     if (late >= 0) {
         const int r = late;
         const struct l9_obs *o = gr_obs_rank(all, r);

@@ -170,6 +170,9 @@ int l9_judge_bubble(const struct l9_state *st, int i, const struct gr_obs *all,
                     struct gr_why *why);
 /* The microbatches whose activations stage s of p holds at once under 1F1B with m. */
 int l9_in_flight(int p, int s, int m);
+/* bubble.c: the latest stage whose DP sum waited on the pipeline (zero: in the ZeRO-1 run);
+ * its rank, or -1. */
+int l9_latest_waiting(const struct gr_obs *all, int zero);
 int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr_obs *all,
              struct gr_why *why);
 /* Bytes one rank of stage s sends point to point in a step: one message per microbatch to

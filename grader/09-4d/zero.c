@@ -299,26 +299,16 @@ static int zero_memory(const struct l9_state *st, int i, const struct gr_obs *al
 static int zero_sum_start(const struct l9_state *st, int i, const struct gr_obs *all,
                           struct gr_why *why)
 {
-    if (st->cases[i].pp < 2) return 1;
-    int late = -1; /* the latest stage that waited: where it costs the most */
-    for (int r = 0; r < all->nranks; r++) {
-        const struct l9_obs *o = gr_obs_rank(all, r);
-        if (o->zero_dp_wait_size > 1 &&
-            (late < 0 || o->coord[2] > ((const struct l9_obs *)gr_obs_rank(all, late))->coord[2]))
-            late = r;
-    }
-    if (late >= 0) {
-        const int r = late;
-        const struct l9_obs *o = gr_obs_rank(all, r);
-        gr_why_say(why, "with m->zero = 1, " WHO " ran a collective over %d ranks (its "
-                   "pipeline's, or more) after its stage's last backward and before its DP "
-                   "sum (the first collective on dp_comm): that collective ends only when "
-                   "stage 0 has drained, so the sum waits for the whole pipeline, where 1F1B "
-                   "lets each stage start its own during the cool-down. Start the DP sum "
-                   "first, under ZeRO-1 as without it", WHO_OF(r, o), o->zero_dp_wait_size);
-        return 0;
-    }
-    return 1;
+    const int r = st->cases[i].pp > 1 ? l9_latest_waiting(all, 1) : -1;
+    if (r < 0) return 1;
+    const struct l9_obs *o = gr_obs_rank(all, r);
+    gr_why_say(why, "with m->zero = 1, " WHO " ran a collective over %d ranks (its "
+               "pipeline's, or more) after its stage's last backward and before its DP "
+               "sum (the first collective on dp_comm): that collective ends only when "
+               "stage 0 has drained, so the sum waits for the whole pipeline, where 1F1B "
+               "lets each stage start its own during the cool-down. Start the DP sum "
+               "first, under ZeRO-1 as without it", WHO_OF(r, o), o->zero_dp_wait_size);
+    return 0;
 }
 
 int l9_judge_zero(const struct l9_state *st, int i, const struct gr_obs *all,
