@@ -61,7 +61,7 @@ PL_HDI float pl_k_expf(float x)
 /* Loops over a row are marked for the vectoriser: PL_SIMD for independent elements,
  * PL_SIMD_SUM(s), PL_SIMD_SUM2(s, t) and PL_SIMD_MAX(m) for sums or a maximum, which the
  * vectoriser may then gather in a different order (float rounding only; -fopenmp-simd
- * honours the marks without threads). CUDA runs one row per thread and ignores them. */
+ * honours the marks without threads). CUDA ignores them (its row kernels are ops_gpu.cu's). */
 #ifdef __CUDACC__
 #define PL_SIMD
 #define PL_SIMD_SUM(s)
@@ -131,6 +131,24 @@ PL_HDI void pl_k_adamw(float *param, float g, float *m, float *v, float lr, floa
 
 /* ---- rows ------------------------------------------------------------------------------- */
 
+/* A layernorm's element math, shared by the CPU's row loops below and the GPU's row blocks
+ * (ops_gpu.cu), which sum a row's entries in another order. */
+PL_HDI float pl_k_rstd(float var) { return 1.0f / sqrtf(var + PL_LAYERNORM_EPS); }
+
+PL_HDI float pl_k_layernorm_out(float x, float mean, float rstd, float w, float b)
+{
+    return (x - mean) * rstd * w + b;
+}
+
+/* The input gradient of one element, given the row's means of w dout (dnorm_mean) and of
+ * w dout xhat (dnorm_norm_mean). */
+PL_HDI float pl_k_layernorm_dinp(float x, float dout, float w, float mean, float rstd,
+                                 float dnorm_mean, float dnorm_norm_mean)
+{
+    float xhat = (x - mean) * rstd;
+    return (w * dout - dnorm_mean - xhat * dnorm_norm_mean) * rstd;
+}
+
 /* Layernorm of one row of C; saves mean and rstd when the pointers are given. */
 PL_HDI void pl_k_layernorm_row(float *out, float *mean_out, float *rstd_out, const float *x,
                               const float *w, const float *b, int C)
@@ -146,9 +164,9 @@ PL_HDI void pl_k_layernorm_row(float *out, float *mean_out, float *rstd_out, con
         var += d * d;
     }
     var /= (float)C;
-    float rstd = 1.0f / sqrtf(var + PL_LAYERNORM_EPS);
+    float rstd = pl_k_rstd(var);
     PL_SIMD
-    for (int i = 0; i < C; i++) out[i] = (x[i] - mean) * rstd * w[i] + b[i];
+    for (int i = 0; i < C; i++) out[i] = pl_k_layernorm_out(x[i], mean, rstd, w[i], b[i]);
     if (mean_out) *mean_out = mean;
     if (rstd_out) *rstd_out = rstd;
 }
@@ -169,11 +187,9 @@ PL_HDI void pl_k_layernorm_bwd_row(float *dinp, const float *dout, const float *
     dnorm_mean /= (float)C;
     dnorm_norm_mean /= (float)C;
     PL_SIMD
-    for (int i = 0; i < C; i++) {
-        float xhat = (x[i] - mean) * rstd;
-        float dnorm = w[i] * dout[i];
-        dinp[i] += (dnorm - dnorm_mean - xhat * dnorm_norm_mean) * rstd;
-    }
+    for (int i = 0; i < C; i++)
+        dinp[i] += pl_k_layernorm_dinp(x[i], dout[i], w[i], mean, rstd, dnorm_mean,
+                                       dnorm_norm_mean);
 }
 
 /* Softmax of the first len entries of in into out (in place allowed); entries
@@ -358,6 +374,11 @@ void pl_gpu_matmul_gelu_forward(float *h, float *g, const float *inp, const floa
 void pl_gpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const float *dout,
                                  const float *g, const float *h, const float *weight, int N,
                                  int C, int OC);
+/* Causal attention's softmax over rows (b, h, t) of T columns, row t keeping columns 0..t,
+ * in place, and its backward (ds holds dP on entry): ops_rows_gpu.cu. */
+void pl_gpu_causal_softmax(float *att, int T, float scale, size_t rows);
+void pl_gpu_causal_softmax_backward(float *ds, const float *att, int T, float scale,
+                                    size_t rows);
 void pl_gpu_gelu_forward(float *out, const float *inp, size_t n);
 void pl_gpu_gelu_backward(float *dinp, const float *dout, const float *inp, size_t n);
 void pl_gpu_residual_forward(float *out, const float *a, const float *b, size_t n);

@@ -1,6 +1,7 @@
 /* ops_gpu.cu: the CUDA versions of the ops (GPU build only). Products go to cuBLAS; every
- * other op is a grid-stride kernel around the same kernels.h function the CPU loop calls.
- * Written for correctness and clarity rather than speed: row-wise ops use a thread per row.
+ * other op is a grid-stride kernel around the same kernels.h math the CPU loop calls, a
+ * thread per element; the row-wise ops (layernorm, softmax, cross-entropy), a block per
+ * row, are in ops_rows_gpu.cu.
  * Every op is queued on the compute stream (the legacy default stream) and returns without
  * waiting: what follows on that stream, the communication layer (whose streams wait on an
  * event recorded there) and host copies (cudaMemcpy on the same stream) are ordered after
@@ -93,44 +94,6 @@ __global__ static void k_encoder_dwpe(float *dwpe, const float *dout, int B, siz
     GRID_STRIDE(j, TC) { pl_k_encoder_dwpe(dwpe, dout, B, TC, j, j + 1); }
 }
 
-__global__ static void k_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
-                                       const float *w, const float *b, int N, int C)
-{
-    GRID_STRIDE(n, (size_t)N)
-    {
-        pl_k_layernorm_row(out + n * C, mean ? mean + n : NULL, rstd ? rstd + n : NULL,
-                           inp + n * C, w, b, C);
-    }
-}
-
-__global__ static void k_layernorm_bwd_rows(float *dinp, const float *dout, const float *inp,
-                                            const float *w, const float *mean,
-                                            const float *rstd, int N, int C)
-{
-    GRID_STRIDE(n, (size_t)N)
-    {
-        pl_k_layernorm_bwd_row(dinp + n * C, dout + n * C, inp + n * C, w, mean[n], rstd[n], C);
-    }
-}
-
-/* A thread per channel sums over the rows, so no atomics are needed. */
-__global__ static void k_layernorm_bwd_params(float *dweight, float *dbias, const float *dout,
-                                              const float *inp, const float *mean,
-                                              const float *rstd, int N, int C)
-{
-    GRID_STRIDE(c, (size_t)C)
-    {
-        float dw = 0.0f, db = 0.0f;
-        for (int n = 0; n < N; n++) {
-            float d = dout[(size_t)n * C + c];
-            dw += d * (inp[(size_t)n * C + c] - mean[n]) * rstd[n];
-            db += d;
-        }
-        if (dweight) dweight[c] += dw;
-        if (dbias) dbias[c] += db;
-    }
-}
-
 __global__ static void k_fill_rows(float *out, const float *row, int OC, size_t n)
 {
     GRID_STRIDE(i, n) { out[i] = row[i % OC]; }
@@ -143,28 +106,6 @@ __global__ static void k_column_sums(float *dbias, const float *dout, int N, int
         float s = 0.0f;
         for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
         dbias[o] += s;
-    }
-}
-
-/* Rows of att are (b, h, t); row t sees columns 0..t. */
-__global__ static void k_causal_softmax(float *att, int T, float scale, size_t rows)
-{
-    GRID_STRIDE(r, rows)
-    {
-        int t = (int)(r % T);
-        float *row = att + r * T;
-        pl_k_causal_softmax_row(row, t + 1, T, scale);
-    }
-}
-
-__global__ static void k_causal_softmax_bwd(float *ds, const float *att, int T, float scale,
-                                            size_t rows)
-{
-    GRID_STRIDE(r, rows)
-    {
-        int t = (int)(r % T);
-        float *row = ds + r * T;
-        pl_k_causal_softmax_bwd_row(row, att + r * T, t + 1, T, scale);
     }
 }
 
@@ -201,26 +142,6 @@ __global__ static void k_scale(float *x, float s, size_t n)
 __global__ static void k_divide(float *x, float d, size_t n)
 {
     GRID_STRIDE(i, n) { x[i] = x[i] / d; }
-}
-
-__global__ static void k_softmax_fwd(float *probs, const float *logits, int N, int V)
-{
-    GRID_STRIDE(n, (size_t)N) { pl_k_softmax_row(probs + n * V, logits + n * V, V, V, 1.0f); }
-}
-
-__global__ static void k_softmax_bwd(float *dlogits, const float *dprobs, const float *probs,
-                                     int N, int V)
-{
-    GRID_STRIDE(n, (size_t)N)
-    {
-        pl_k_softmax_bwd_row(dlogits + n * V, dprobs + n * V, probs + n * V, V, 1.0f, 1.0f);
-    }
-}
-
-__global__ static void k_xent_fwd(float *losses, const float *logits, const int *targets, int N,
-                                  int V)
-{
-    GRID_STRIDE(n, (size_t)N) { losses[n] = pl_k_crossentropy_row(logits + n * V, V, targets[n]); }
 }
 
 __global__ static void k_xent_bwd(float *dlogits, const float *probs, const int *targets,
@@ -346,26 +267,6 @@ void pl_gpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const 
     finish();
 }
 
-void pl_gpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                              const float *weight, const float *bias, int N, int C)
-{
-    k_layernorm_fwd<<<blocks_for((size_t)N), THREADS>>>(out, mean, rstd, inp, weight, bias, N, C);
-    finish();
-}
-
-void pl_gpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                               const float *inp, const float *weight, const float *mean,
-                               const float *rstd, int N, int C)
-{
-    if (dinp)
-        k_layernorm_bwd_rows<<<blocks_for((size_t)N), THREADS>>>(dinp, dout, inp, weight, mean,
-                                                                 rstd, N, C);
-    if (dweight || dbias)
-        k_layernorm_bwd_params<<<blocks_for((size_t)C), THREADS>>>(dweight, dbias, dout, inp,
-                                                                   mean, rstd, N, C);
-    finish();
-}
-
 void pl_gpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int N, int C, int OC)
 {
@@ -421,8 +322,7 @@ void pl_gpu_attention_forward(float *out, float *att, const float *qkv, int B, i
         sgemm_rm_batched(0, 1, T, T, HS, 1.0f, q, 3 * C, HS, k, 3 * C, HS, 0.0f, s, T, tt, NH);
     }
     size_t rows = (size_t)B * NH * T;
-    k_causal_softmax<<<blocks_for(rows), THREADS>>>(att, T, scale, rows);
-    PL_CHECK_CUDA(cudaGetLastError());
+    pl_gpu_causal_softmax(att, T, scale, rows);
     for (int b = 0; b < B; b++) {
         const float *v = qkv + (size_t)b * T * 3 * C + 2 * C;
         const float *s = att + (size_t)b * NH * tt;
@@ -447,8 +347,7 @@ void pl_gpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
         sgemm_rm_batched(0, 1, T, T, HS, 1.0f, dO, C, HS, v, 3 * C, HS, 0.0f, ds, T, tt, NH);
         sgemm_rm_batched(1, 0, T, HS, T, 1.0f, p, T, tt, dO, C, HS, 1.0f, dv, 3 * C, HS, NH);
         size_t rows = (size_t)NH * T;
-        k_causal_softmax_bwd<<<blocks_for(rows), THREADS>>>(ds, p, T, scale, rows);
-        PL_CHECK_CUDA(cudaGetLastError());
+        pl_gpu_causal_softmax_backward(ds, p, T, scale, rows);
         sgemm_rm_batched(0, 0, T, HS, T, 1.0f, ds, T, tt, k, 3 * C, HS, 1.0f, dq, 3 * C, HS, NH);
         sgemm_rm_batched(1, 0, T, HS, T, 1.0f, ds, T, tt, q, 3 * C, HS, 1.0f, dk, 3 * C, HS, NH);
     }
@@ -470,26 +369,6 @@ void pl_gpu_gelu_backward(float *dinp, const float *dout, const float *inp, size
 void pl_gpu_residual_forward(float *out, const float *a, const float *b, size_t n)
 {
     k_add<<<blocks_for(n), THREADS>>>(out, a, b, n);
-    finish();
-}
-
-void pl_gpu_softmax_forward(float *probs, const float *logits, int N, int V)
-{
-    k_softmax_fwd<<<blocks_for((size_t)N), THREADS>>>(probs, logits, N, V);
-    finish();
-}
-
-void pl_gpu_softmax_backward(float *dlogits, const float *dprobs, const float *probs, int N,
-                             int V)
-{
-    k_softmax_bwd<<<blocks_for((size_t)N), THREADS>>>(dlogits, dprobs, probs, N, V);
-    finish();
-}
-
-void pl_gpu_crossentropy_forward(float *losses, const float *logits, const int *targets,
-                                 int N, int V)
-{
-    k_xent_fwd<<<blocks_for((size_t)N), THREADS>>>(losses, logits, targets, N, V);
     finish();
 }
 

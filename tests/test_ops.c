@@ -229,8 +229,8 @@ static void ref_matmul(const struct gcase *c, double *out)
 static void ref_attention(const struct gcase *c, double *out)
 {
     int B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], HS = C / NH;
-    double scale = 1.0 / sqrt((double)HS), p[160];
-    PL_ASSERT(T <= 160);
+    double scale = 1.0 / sqrt((double)HS), p[320];
+    PL_ASSERT(T <= 320);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
@@ -1063,6 +1063,7 @@ int main(int argc, char **argv)
     test_layernorm(10, 12);
     test_layernorm(3, 7);
     test_layernorm(1, 33);
+    test_layernorm(2, 300); /* rows longer than the GPU's largest row block (256 threads) */
     test_matmul(10, 12, 7, 1);
     test_matmul(3, 5, 9, 0);
     test_matmul(13, 17, 36, 1);
@@ -1077,9 +1078,11 @@ int main(int argc, char **argv)
     test_attention(3, 1, 6, 2);
     test_attention(2, 9, 8, 1);
     test_attention(1, 133, 8, 2); /* several blocks of query rows, the last one short */
+    test_attention(1, 260, 2, 1); /* rows longer than the GPU's largest row block */
     test_gelu_residual(37);
     test_softmax_xent(10, 7);
     test_softmax_xent(3, 65);
+    test_softmax_xent(2, 300);
     test_xent_extreme();
     test_dropout_grad(37, 0.3f, 0);
     test_dropout_grad(21, 0.5f, 1000003);

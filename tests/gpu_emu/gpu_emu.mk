@@ -41,7 +41,7 @@ test-gpu-emu-quick:
 test: test-gpu-emu-quick
 
 ifeq ($(EMU),1)
-EMU_CXXFLAGS = -std=c++17 -O1 -g $(SIMD_CFLAGS) $(WARN) -DPL_GPU=1 -Itests/gpu_emu -Ilib -Idatasets \
+EMU_CXXFLAGS = -std=c++17 -O1 -g $(SIMD_CFLAGS) $(WARN) -DPL_GPU=1 -DPL_GPU_STAND_IN=1 -Itests/gpu_emu -Ilib -Idatasets \
   $(shell mpicc --showme:compile 2>/dev/null) -MMD -MP
 
 # The kernels of every lib/*.cu as host C++: each launch k<<<grid, block>>>(args) becomes a
