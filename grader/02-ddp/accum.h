@@ -29,9 +29,11 @@ void l2_accum_free(struct l2_accum *a);
 /* At the start of a step. */
 void l2_accum_step_begin(struct l2_accum *a);
 /* Collective (raw MPI, the world): after accumulation microbatch mb's ddp_forward_backward,
- * with the traffic it made (delta) and the gradient buffer it left (op memory). */
+ * with the traffic it made (delta) and the gradient buffer it left (op memory). One
+ * all-reduce of at most count_bytes sent (the count exchange ddp.h allows) is not
+ * communication of the gradient. */
 void l2_accum_microbatch(struct l2_accum *a, int mb, const struct pl_ledger *delta,
-                           const float *grads);
+                           const float *grads, double count_bytes);
 /* Collective (raw MPI, the world): after ddp_finish_gradients, with the traffic of the last
  * microbatch and the finish together. */
 void l2_accum_last(struct l2_accum *a, const struct pl_ledger *delta);

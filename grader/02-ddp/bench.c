@@ -307,6 +307,7 @@ static void bench_figures(const struct l2_setup *s, const struct bench_row *row,
            BUCKET_SMALL * MODEL_PSI / psi / 1e6);
     printf("# handout: full marks from %.0f%% hidden, none up to %.0f%%\n", 100 * OVERLAP_FULL,
            100 * OVERLAP_NONE);
+    l2_uneven_handout(s);
     if (!have_all || pl_size() != 4) return;
     const char *tag = figures ? "handout" : label;
     if (!figures)

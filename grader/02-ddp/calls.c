@@ -236,13 +236,15 @@ static int range_wanted(const size_t *off, const size_t *len, int n, size_t o, s
 }
 
 int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
-                          const size_t *len, int n, struct l2_range_fig *f)
+                          const size_t *len, int n, size_t count_floats,
+                          struct l2_range_fig *f)
 {
-    int ok = 1, judged = !w->overflow;
+    int ok = 1, judged = !w->overflow, counted = 0;
     memset(f, 0, sizeof *f);
     int *seen = calloc((size_t)(n > 0 ? n : 1), sizeof *seen);
     for (int i = 0; judged && ok && i < w->ncalls; i++) {
         const struct call *c = &w->calls[i];
+        if (!c->in_grads && c->count <= count_floats && !counted++) continue;
         if (!c->same || !c->in_grads) {
             *f = (struct l2_range_fig){.rank = pl_rank(), .step = step,
                                        .staged = c->in_grads ? 1 : 2,

@@ -90,9 +90,11 @@ struct l2_range_fig {
 
 /* Collective (raw MPI): 1 on every rank when every rank's all-reduces of the step covered
  * exactly the n ranges [off[i], off[i]+len[i]) of m->grads, one call each, in any order,
- * each in place (send == recv, inside m->grads: ddp.h). Otherwise 0 and, on rank 0, the
- * first such call in f (step as l2_calls_judge_timing's). */
+ * each in place (send == recv, inside m->grads: ddp.h), beside at most one all-reduce of at
+ * most count_floats floats outside m->grads (the count exchange). Otherwise 0 and, on rank
+ * 0, the first such call in f (step as l2_calls_judge_timing's). */
 int l2_calls_judge_ranges(const struct l2_calls *w, int step, const size_t *off,
-                          const size_t *len, int n, struct l2_range_fig *f);
+                          const size_t *len, int n, size_t count_floats,
+                          struct l2_range_fig *f);
 
 #endif

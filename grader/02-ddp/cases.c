@@ -23,6 +23,7 @@ static int add_case(struct l2_case *cs, int k, enum ddp_variant v, size_t bucket
     cs[k].opt.bucket_bytes = bucket;
     cs[k].microbatches = mb;
     cs[k].groups = 1;
+    cs[k].uneven = 0;
     snprintf(cs[k].why, sizeof cs[k].why, "%s", why);
     return k + 1;
 }
@@ -101,6 +102,17 @@ int l2_make_cases(const char *op, uint64_t seed, struct l2_case *cs)
                      "microbatch");
         k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_ALL, one_sequence_microbatches(),
                      "microbatches of one sequence each; one bucket larger than the model");
+    } else if (!strcmp(op, "uneven")) {
+        k = add_case(cs, k, DDP_NAIVE, 0, 1, "ranks holding different numbers of sequences");
+        k = add_case(cs, k, DDP_BUCKETED, BUCKET_SMALL, 1,
+                     "ranks holding different numbers of sequences");
+        k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, 1,
+                     "ranks holding different numbers of sequences: the first bucket starts "
+                     "during backward");
+        k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, MICROBATCHES,
+                     "ranks holding different numbers of sequences, over microbatches");
+        for (int i = 0; i < k; i++) cs[i].uneven = 1;
+        return k;
     }
     /* DDP over a group that is not the world, as in 2D and 3D parallelism: the comm's rank
      * and size are not the world's (pl_rank, pl_size), nor its collectives the world's. */
@@ -166,25 +178,28 @@ static void ledger_add(struct pl_ledger *sum, const struct pl_ledger *d)
 }
 
 
-/* Forward and backward of every microbatch of this step and the synchronisation, with the
- * traffic of each; returns the sum of the microbatches' losses. */
-static double run_step(struct l2_run *r, const struct gr_batch *b, int step)
+/* Forward and backward of every microbatch of this step on this rank's slice (r->tokens,
+ * r->B sequences of T tokens) and the synchronisation, with the traffic of each; returns the
+ * sum of the microbatches' losses. */
+static double run_step(struct l2_run *r, int T, int step)
 {
-    int M = r->c->microbatches, mbB = b->B / M;
+    int M = r->c->microbatches, mbB = r->B / M;
+    double count = pl_ring_bytes_sent(PL_ALL_REDUCE, l2_dp_size(r->c), 4.0 * L2_COUNT_FLOATS);
     struct pl_ledger mark, delta, step_delta, last_delta;
     memset(&step_delta, 0, sizeof step_delta);
     memset(&last_delta, 0, sizeof last_delta);
     double loss = 0;
     l2_calls_step_begin(r->calls);
     l2_accum_step_begin(&r->acc);
+    if (r->counted) memset(r->counted, 0, (size_t)pl_size() * sizeof *r->counted);
     for (int mb = 0; mb < M; mb++) {
-        size_t at = (size_t)mb * (size_t)mbB * (size_t)b->T;
+        size_t at = (size_t)mb * (size_t)mbB * (size_t)T;
         gr_ledger_mark(&mark);
         pl_span("fwd+bwd");
         l2_calls_microbatch(r->calls, mb == M - 1);
-        loss += ddp_forward_backward(r->d, b->tokens + at, b->targets + at, mbB, mb, M);
+        loss += ddp_forward_backward(r->d, r->tokens + at, r->targets + at, mbB, mb, M);
         gr_ledger_since(&mark, &delta);
-        if (mb < M - 1) l2_accum_microbatch(&r->acc, mb, &delta, r->m->grads);
+        if (mb < M - 1) l2_accum_microbatch(&r->acc, mb, &delta, r->m->grads, count);
         if (mb < M - 1 && r->want_traffic) {
             gr_ledger_gather_world(&delta, r->all);
             l2_traffic_verdict(r, pl_rank() != 0 || !r->out->traffic ||
@@ -218,21 +233,46 @@ double l2_mem_held(void)
     return (double)st.current_total;
 }
 
+/* This rank's slice of step `step` in b: its own (even batches), or its run of the whole
+ * global batch (uneven ones: the ranks before it hold the first sequences). */
+static void take_slice(struct l2_run *r, const struct gr_batch *b, int step)
+{
+    int n = pl_comm_size(r->comm), me = pl_comm_rank(r->comm), M = r->c->microbatches, at = 0;
+    r->B = r->all_B = b->B;
+    r->tokens = b->tokens;
+    r->targets = b->targets;
+    if (!r->c->uneven) {
+        r->all_B = b->B * n;
+        return;
+    }
+    for (int q = 0; q < me; q++) at += M * l2_uneven_seqs(q, n, step);
+    r->B = M * l2_uneven_seqs(me, n, step);
+    r->all_B = l2_uneven_total(n, M, step);
+    r->tokens += (size_t)at * (size_t)b->T;
+    r->targets += (size_t)at * (size_t)b->T;
+}
+
 /* K steps of training; trace_step's trace is kept in out. */
 static void run_steps(struct l2_run *r, int trace_step)
 {
     struct gr_batch b;
-    gr_batch_new(&b, &r->ref->setup, pl_comm_rank(r->comm), pl_comm_size(r->comm));
+    if (r->c->uneven) gr_batch_new(&b, &r->ref->setup, 0, 1);
+    else gr_batch_new(&b, &r->ref->setup, pl_comm_rank(r->comm), pl_comm_size(r->comm));
     for (int step = 0; step < K_STEPS && r->out->correct; step++) {
         gr_batch_load(&b, step);
+        take_slice(r, &b, step);
         if (step == trace_step) {
             pl_trace_enable(1);
             pl_trace_clear();
         }
         /* The model sizes its activations at its first forward: from step 1 on, a step
-         * that keeps memory leaks it, once per step of a run of any length. */
+         * that keeps memory leaks it, once per step of a run of any length. With uneven
+         * batches a rank's B changes from step to step, and the activations with it: they
+         * are left out, freed before and after each step. */
+        if (r->c->uneven) pl_model_free_acts(r->m);
         double held = l2_mem_held();
-        double loss = run_step(r, &b, step);
+        double loss = run_step(r, b.T, step);
+        if (r->c->uneven) pl_model_free_acts(r->m);
         /* each rank's own figure, judged in part overlap (judge.c) */
         if (r->c->opt.variant == DDP_OVERLAPPED && !r->ob->late.found)
             l2_calls_judge_late(r->calls, step, &r->ob->late);
@@ -296,6 +336,12 @@ void l2_run_case(struct l2_state *st, int i, int trace_step, struct l2_obs *ob)
     r.comm = pl_comm_split(pl_comm_world(), color, pl_rank(), "dp");
     PL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, pl_rank(), &r.group));
     r.ref = color == 1 && s->has_other ? &s->other : &s->ref;
+    r.counted = pl_rank() == 0 ? calloc((size_t)pl_size(), sizeof *r.counted) : NULL;
+    struct gr_reference uneven;
+    if (c->uneven) {
+        l2_uneven_reference(&uneven, &s->train, l2_dp_size(c), c->microbatches);
+        r.ref = &uneven;
+    }
     double held = l2_mem_held();
     l2_accum_init(&r.acc, s->ref.numel);
     r.m = l2_new_replica(s, pl_comm_rank(r.comm));
@@ -317,7 +363,9 @@ void l2_run_case(struct l2_state *st, int i, int trace_step, struct l2_obs *ob)
     if (out->correct && !l2_check_nothing_kept(held, &ob->free_kept)) out->correct = 0;
     PL_CHECK_MPI(MPI_Comm_free(&r.group));
     l2_accum_free(&r.acc);
+    if (c->uneven) gr_reference_free(&uneven);
     free(r.all);
+    free(r.counted);
     free(r.plan_off);
     free(r.plan_len);
 }

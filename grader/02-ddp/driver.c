@@ -8,7 +8,8 @@
  * microbatch and per step), replays a traced step on the DGX H100 profile to judge overlap,
  * and times the student's step against the kit's own parts measured in the same run: the
  * model's step alone and the library's all-reduce of the gradient alone. Ops: naive,
- * bucketed, overlapped (one variant) or accumulation (all three with microbatches). Lab
+ * bucketed, overlapped (one variant), accumulation (all three with microbatches) or uneven
+ * (all three on ranks holding different numbers of sequences, uneven.c). Lab
  * options: --svg FILE, --bucket-bytes N. On the harness's new shape: a case is run into this
  * rank's observation (struct l2_obs, figures only), and judge.c words the verdict from every
  * rank's, on rank 0 with no MPI. The files and what each holds: lab02.h. */

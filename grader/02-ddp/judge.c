@@ -34,9 +34,12 @@ void l2_describe_case(const struct l2_case *c, int nranks, char *buf, size_t len
         snprintf(g, sizeof g, " in %d groups of %d (every %s rank, each group its own batches: "
                  "ddp_new gets the group's comm)", c->groups, l2_group_size(c, nranks),
                  c->groups == 2 ? "other" : "n-th");
-    snprintf(buf, len, "%s%s, %d microbatch%s, %d ranks%s, %d steps of %d sequences (%s)",
+    char seqs[64];
+    snprintf(seqs, sizeof seqs, c->uneven ? "sequences differing between ranks" : "%d sequences",
+             GLOBAL_B);
+    snprintf(buf, len, "%s%s, %d microbatch%s, %d ranks%s, %d steps of %s (%s)",
              L2_VARIANT_NAME[c->opt.variant], b, c->microbatches, c->microbatches > 1 ? "es" : "",
-             nranks, g, K_STEPS, GLOBAL_B, c->why);
+             nranks, g, K_STEPS, seqs, c->why);
 }
 
 const struct pl_param_desc *l2_tensor_at(const struct pl_model_layout *lay, size_t i)
@@ -157,7 +160,8 @@ static void traffic_words(const struct l2_obs *o, const struct pl_model_layout *
     switch (f->code) {
     case L2_T_STEP_BYTES: step_bytes(f, (double)o->numel, why); break;
     case L2_T_STEP_CALLS:
-        if (c->opt.variant == DDP_NAIVE)
+        if (f->calls > f->want_calls + 1) l2_count_words(o, f, why);
+        else if (c->opt.variant == DDP_NAIVE)
             gr_why_say(why, "step %d: rank %d made %ld all-reduce calls and %ld other collective "
                        "calls; naive DDP makes one all-reduce per parameter tensor: %ld calls "
                        "(handout section 4)", f->step + 1, f->rank, f->calls, f->other,
@@ -187,6 +191,7 @@ static void traffic_words(const struct l2_obs *o, const struct pl_model_layout *
                    c->microbatches, f->rank, pl_format_bytes(f->got, a, sizeof a), f->calls);
         break;
     case L2_T_RANGES: call_range(lay, c, &f->range, (double)o->numel, why); break;
+    case L2_T_COUNT_AGAIN: l2_count_words(o, f, why); break;
     default: break;
     }
 }
@@ -225,6 +230,15 @@ static void grads_scale(const struct l2_obs *o, const struct l2_gfig *g, struct 
         return;
     }
     int mbs = c->microbatches, as_mbs = mbs > 1 && fabs(ratio - mbs) < 0.02 * mbs;
+    if (n > 1 && n != mbs && !g->summed && fabs(ratio * n - 1) < 0.02) {
+        gr_why_say(why, "your gradient is 1/%d of the reference's on %d ranks, and your "
+                   "all-reduces average (PL_AVG): the ranks' gradients were divided by the %d "
+                   "ranks twice, once in the weight each rank gave its backward and once more "
+                   "by the average. Weights that already make the ranks' sum the step's mean "
+                   "leave nothing for the all-reduce to divide (handout section 7, uneven "
+                   "batches)", n, n, n);
+        return;
+    }
     /* n ranks and n microbatches scale alike: the recorded reduction tells them apart. An
      * asynchronous PL_AVG never waited for holds the ranks' sum: the division is the wait's. */
     if (as_ranks && !g->summed && g->async_avg)
@@ -255,9 +269,10 @@ static void grads_scale(const struct l2_obs *o, const struct l2_gfig *g, struct 
 /* Why a step's gradient is wrong. What the step's microbatches did comes first: traffic
  * during accumulation or a gradient zeroed at every microbatch explains every other symptom
  * (ranks that differ, a wrong ratio). */
-static void grads_words(const struct l2_obs *o, const struct pl_model_layout *lay,
+static void grads_words(const struct gr_obs *all, const struct pl_model_layout *lay,
                         struct gr_why *why)
 {
+    const struct l2_obs *o = obs_of(all, 0);
     const struct l2_case *c = &o->c;
     const struct l2_gfig *g = &o->grads;
     char what[512], b[32], w[32];
@@ -283,6 +298,7 @@ static void grads_words(const struct l2_obs *o, const struct pl_model_layout *la
                    "replaced the ones before it instead of adding to them. Zero them once per "
                    "step, when microbatch 0 begins (pl_model_zero_grad; ddp.h, handout section "
                    "7)", step + 1);
+    } else if (l2_uneven_words(all, why)) {
     } else if (!g->replicas_equal) {
         double whole = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * (double)o->numel);
         char sent[256] = "";
@@ -480,7 +496,7 @@ static int stopped_words(const struct gr_obs *all, const struct pl_model_layout 
                    "as it is on every rank (handout section 4)", o->step + 1, o->bad_rank,
                    tensor_name(lay, o->bad_elem), o->bad_elem);
         return 1;
-    case L2_C_GRADS: grads_words(o, lay, why); return 1;
+    case L2_C_GRADS: grads_words(all, lay, why); return 1;
     case L2_C_REPLICAS:
         gr_why_say(why, "step %d: after the update rank %d's parameters differ from rank 0's, bit "
                    "for bit, first in %s (element %zu of the flat buffer): the replicas must stay "

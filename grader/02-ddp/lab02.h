@@ -13,7 +13,10 @@
  *   judge.c    every reason of parts correct, traffic and overlap, worded from the gathered
  *              observations (no MPI; tests/judge/02-ddp.c runs it alone)
  *   calls.c    the gradient all-reduces seen where they are made (lab.mk's --wrap)
- *   accum.c    what a step's accumulation microbatches left behind */
+ *   accum.c    what a step's accumulation microbatches left behind
+ *   uneven.c   the uneven-batch cases: each rank's count, their reference, and what a wrong
+ *              gradient equals instead (the mean of the ranks' means, per-rank factors)
+ *   uneven_words.c  their reasons, worded from the gathered observations (no MPI) */
 #ifndef LAB02_H
 #define LAB02_H
 
@@ -53,6 +56,9 @@
 #define PERF_STEPS 10
 #define PERF_BATCHES 3
 #define L2_MAX_CASES 8
+/* Beside the gradient's all-reduces a step may make one all-reduce of at most this many
+ * floats, outside m->grads: the ranks' counts of sequences (ddp.h, the count exchange). */
+#define L2_COUNT_FLOATS 16
 #define L2_MAX_PARTS 256
 
 extern const char *const L2_VARIANT_NAME[3];
@@ -63,6 +69,7 @@ struct l2_case {
     struct ddp_options opt;
     int microbatches;
     int groups;
+    int uneven;   /* the ranks hold different numbers of sequences (uneven.c) */
     char why[128];
 };
 
@@ -107,7 +114,8 @@ struct l2_plan_fig {
  * it; judge.c words it when the part is judged). */
 enum l2_tcode {
     L2_T_NONE, L2_T_STEP_BYTES, L2_T_STEP_CALLS, L2_T_BROADCAST, L2_T_PLAN,
-    L2_T_MICROBATCH, L2_T_RANGES
+    L2_T_MICROBATCH, L2_T_RANGES,
+    L2_T_COUNT_AGAIN  /* an accumulation microbatch made a second count exchange */
 };
 struct l2_tfig {
     int code;               /* enum l2_tcode */
@@ -187,6 +195,13 @@ struct l2_obs {
     double free_kept;           /* this rank: bytes held after ddp_free more than before */
     struct l2_tfig traffic;     /* rank 0: the first traffic failure */
     struct l2_ofig overlap;     /* rank 0, case 0 with part overlap */
+    /* uneven cases, L2_C_GRADS: this rank's figures (uneven.c) */
+    int seqs;                   /* the sequences this rank held in step `step` */
+    int all_seqs;               /* and every rank of its group together */
+    double fit, fit_err;        /* its gradient against the reference's: the best factor, and
+                                   the relative distance from the reference times it */
+    double means_err;           /* its gradient's relative distance from the average of the
+                                   ranks' gradients of their own mean losses */
 };
 
 /* The lab's state: the harness's, made by setup on the heap (driver.c). */
@@ -227,6 +242,10 @@ struct l2_run {
     size_t *plan_off, *plan_len; /* the plan ddp_bucket_range reports, once judged (traffic) */
     struct l2_accum acc;   /* the step's accumulation microbatches, for the reasons */
     struct l2_calls *calls; /* the step's gradient all-reduces */
+    int *counted;          /* rank 0: each rank's count exchanges in this step's accumulation
+                              microbatches */
+    const int *tokens, *targets; /* this rank's slice of the step, B sequences */
+    int B, all_B;          /* and every rank's of its group together */
 };
 
 /* ---- judge.c (no MPI: tests/judge/02-ddp.c links it alone) ---- */
@@ -250,6 +269,16 @@ void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len,
 
 /* The graded model (judge.c, so that the judge test builds the same layout). */
 struct pl_model_config l2_config(uint64_t seed);
+
+/* ---- uneven_words.c (no MPI: the judge test links it beside judge.c) ---- */
+
+/* Rank 0, an uneven case whose gradient is wrong: the reason when every rank's gradient is
+ * the average of the ranks' own means, or the reference's times a factor of each rank's
+ * own; 0 when neither. */
+int l2_uneven_words(const struct gr_obs *all, struct gr_why *why);
+/* A step's traffic with more than one count exchange (L2_T_STEP_CALLS beyond the one
+ * allowed, L2_T_COUNT_AGAIN). */
+void l2_count_words(const struct l2_obs *o, const struct l2_tfig *f, struct gr_why *why);
 
 /* ---- buckets.c (no MPI: the judge test links it beside judge.c) ---- */
 
@@ -305,6 +334,27 @@ int l2_check_params(const struct l2_run *r);
 int l2_check_replicas(const struct l2_run *r, int step);
 /* 1 when no rank holds more of the ledger than at `before`; *mine: what this rank does. */
 int l2_check_nothing_kept(double before, double *mine);
+
+/* ---- uneven.c ---- */
+
+/* The sequences rank r of n holds in each microbatch of step `step` in the uneven cases:
+ * 1 + ((r + step) mod n) x (1 + step mod 2), so the counts differ between ranks, one rank
+ * holds a single sequence, and the step's total changes from step to step. */
+int l2_uneven_seqs(int r, int n, int step);
+/* The sequences of step `step` on n ranks with mb microbatches, all ranks together; and the
+ * most of any of the K steps. */
+int l2_uneven_total(int n, int mb, int step);
+int l2_uneven_most(int n, int mb);
+/* The single-device reference of the uneven cases on n ranks with mb microbatches: K steps,
+ * step s on the first l2_uneven_total(n, mb, s) sequences of a global batch of
+ * l2_uneven_most(n, mb) (setup->global_B is set so). Local. */
+void l2_uneven_reference(struct gr_reference *ref, const struct gr_train_setup *setup, int n,
+                         int mb);
+/* Collective, after a wrong gradient (host) of an uneven case: this rank's figures into
+ * r->ob (fit, fit_err, means_err, seqs). */
+void l2_uneven_figures(const struct l2_run *r, int step, const float *host, const float *want);
+/* Rank 0, bench: the figures of the handout's uneven-batch example (section 7). */
+void l2_uneven_handout(const struct l2_setup *s);
 
 /* ---- bench.c ---- */
 

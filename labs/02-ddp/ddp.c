@@ -109,11 +109,14 @@ void ddp_free(struct ddp *d)
 
 /* Section 7. One microbatch of this rank's slice (the two all-reduce lines at the end are
  * given; write the rest where the lab_todo is). Contract: after the last microbatch
- * m->grads holds the gradient of the step's mean loss over all microbatches, nothing of the
- * step before; earlier microbatches send nothing, which is the whole point of accumulating,
- * and the overlapped variant's hook must know which backward may start its buckets. How a
- * pass runs is set by its struct pl_model_ctx (lib/model.h); the grading model has no
- * dropout (section 2). Return the microbatch's mean loss, weighted by nothing. */
+ * m->grads holds the gradient of the step's mean loss over every sequence of every
+ * microbatch of every rank, nothing of the step before; the ranks may hold different
+ * numbers of sequences (section 7, uneven batches: ddp.h says what a step may send to
+ * handle them). Earlier microbatches send no gradient, which is the whole point of
+ * accumulating, and the overlapped variant's hook must know which backward may start its
+ * buckets. How a pass runs is set by its struct pl_model_ctx (lib/model.h); the grading
+ * model has no dropout (section 2). Return the microbatch's mean loss, weighted by
+ * nothing. */
 double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets, int B,
                             int microbatch, int microbatches)
 {

@@ -16,6 +16,11 @@
  *
  * and checks that the gradients after ddp_finish_gradients, each step's loss and the
  * parameters after K steps equal the single-device reference's on the whole global batch.
+ * The ranks need not hold as many sequences as one another: in the uneven-batch cases
+ * (handout section 7) rank r's B differs from the other ranks' and from step to step (every
+ * rank holds at least one sequence a microbatch); within one rank a step's microbatches all
+ * have the same B, and every rank has the same `microbatches`. The gradient is that of the
+ * mean over every sequence of the step, whichever rank holds it.
  * Only the pl_ calls of comm.h move data between ranks; the grader reads what they sent
  * from the traffic ledger and when, from the trace.
  *
@@ -32,13 +37,18 @@
  *             collective runs on comm. Every case's comm is split from the world and freed
  *             after ddp_free: no operation may still be in flight on it then.
  *   traffic   from the traffic ledger, per rank per step, on 2 ranks and more: exactly
- *             2(n-1)/n x 4 Psi bytes of all-reduce and nothing else; one all-reduce call per
- *             tensor (DDP_NAIVE) or per bucket of your plan (the others), each in place over
- *             its own range of m->grads; ddp_num_buckets and ddp_bucket_range report that
- *             plan exactly, and it keeps the contract of struct ddp_options below. ddp_new
- *             sends (n-1) x 4 Psi in all. A microbatch before the
- *             last sends nothing. A pl_barrier moves no data and is not counted.
- *   timing    no all-reduce starts before backward has written every gradient of its range
+ *             2(n-1)/n x 4 Psi bytes of all-reduce for the gradient and nothing else; one
+ *             all-reduce call per tensor (DDP_NAIVE) or per bucket of your plan (the
+ *             others), each in place over its own range of m->grads; ddp_num_buckets and
+ *             ddp_bucket_range report that plan exactly, and it keeps the contract of struct
+ *             ddp_options below. Beside them a step may make ONE more all-reduce, of at most
+ *             16 floats outside m->grads, to exchange what the ranks hold (the count
+ *             exchange): blocking or asynchronous, in any microbatch or in
+ *             ddp_finish_gradients, every step; no second one. ddp_new sends (n-1) x 4 Psi
+ *             in all. A microbatch before the last sends nothing but that count exchange.
+ *             A pl_barrier moves no data and is not counted.
+ *   timing    no all-reduce of m->grads starts before backward has written every gradient
+ *             of its range
  *             (the trace says when each started). DDP_OVERLAPPED issues each bucket's
  *             all-reduce during the hook call that makes its range final, never in a later
  *             hook nor after backward, or its overlap earns nothing; it is graded on the
@@ -107,20 +117,26 @@ struct ddp *ddp_new(struct pl_comm *comm, struct pl_model *m, const struct ddp_o
 void ddp_free(struct ddp *d);
 
 /* One microbatch: forward and backward of B sequences of this rank's slice (tokens and
- * targets are B x seq_len, op memory); a step's microbatches all have the same B, and their
- * count is `microbatches`, which differs between the grader's cases. The contract: once the
- * step's last microbatch is done (and ddp_finish_gradients has returned), m->grads holds
- * the gradient of the step's loss, the mean over every sequence of every microbatch of
- * every rank, and nothing of an earlier step; m->grads is graded only then. Only the LAST
- * microbatch may communicate; the others send nothing. Returns this microbatch's mean loss
- * over its B sequences, as the model computes it, weighted by nothing. The grading model
- * has no dropout (the handout, section 2). Section 7. */
+ * targets are B x seq_len, op memory); a step's microbatches all have the same B on one
+ * rank, and their count is `microbatches`, the same on every rank, which differs between
+ * the grader's cases. B may differ between ranks and between steps, and no rank knows the
+ * others' B unless they tell it. The contract: once the step's last microbatch is done (and
+ * ddp_finish_gradients has returned), m->grads holds the gradient of the step's loss, the
+ * mean over every sequence of every microbatch of every rank (each sequence weighs the
+ * same, whichever rank holds it), and nothing of an earlier step; m->grads is graded only
+ * then, so the weighting may happen before, during or after the all-reduces. Only the LAST
+ * microbatch may send the gradients; the others send nothing but the one count exchange of
+ * a step the traffic rule allows, which may come in any microbatch. Returns this
+ * microbatch's mean loss over its B sequences, as the model computes it, weighted by
+ * nothing. The grading model has no dropout (the handout, section 2). Section 7. */
 double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets, int B,
                             int microbatch, int microbatches);
 
-/* Returns when every rank's m->grads holds the mean over ranks of their gradients, so
- * that the optimizer step is the same everywhere. The overlapped variant waits here for
- * the all-reduces it started during backward. Sections 4 to 6. */
+/* Returns when every rank's m->grads holds the gradient of the step's loss (above), the
+ * same bits on every rank, so that the optimizer step is the same everywhere. With equal
+ * slices that is the mean over ranks of their gradients; with unequal ones it is not. The
+ * overlapped variant waits here for the all-reduces it started during backward. Sections 4
+ * to 7. */
 void ddp_finish_gradients(struct ddp *d);
 
 /* The bucket plan, for the grader: how many buckets, and bucket i's range of the flat

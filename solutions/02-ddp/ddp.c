@@ -18,7 +18,33 @@ struct ddp {
     struct pl_handle **inflight;     /* [nbuckets]: the overlapped variant's all-reduces */
     int launched;                    /* buckets started in this step's backward */
     int syncing;                     /* the last microbatch's backward is running */
+    float *count;                    /* [1], comm memory: this step's sequences, then all ranks' */
+    struct pl_handle *counting;      /* its all-reduce, from microbatch 0 until its forward ends */
+    float weight;                    /* this step's loss_scale: n x B / (all ranks' sequences) */
 };
+
+/* Section 7, uneven batches: the ranks may hold different numbers of sequences, and the
+ * step's loss is the mean over all of them. Each step starts by summing the ranks' counts
+ * (one all-reduce of one float, started before microbatch 0's forward and waited for after
+ * it), and each rank weighs its backward by its share of the step's sequences times n, so
+ * that the average over the ranks is the mean over every sequence. */
+static void start_count(struct ddp *d, int B, int microbatches)
+{
+    float mine = (float)B * (float)microbatches;
+    pl_copy_from_host(d->count, &mine, 1);
+    d->counting = pl_all_reduce_async(d->comm, d->count, d->count, 1, PL_SUM);
+}
+
+/* Each rank's gradient of its own mean loss, times n B / N: the average over the n ranks of
+ * those is the mean over every one of the N sequences (equal slices: 1/microbatches). */
+static void finish_count(struct ddp *d, int B)
+{
+    float all;
+    pl_wait(d->counting);
+    d->counting = NULL;
+    pl_copy_to_host(&all, d->count, 1);
+    d->weight = (float)pl_comm_size(d->comm) * (float)B / all;
+}
 
 /* Section 3: every replica takes rank 0's parameters. */
 static void broadcast_params(struct ddp *d)
@@ -95,6 +121,7 @@ struct ddp *ddp_new(struct pl_comm *comm, struct pl_model *m, const struct ddp_o
     d->comm = comm;
     d->m = m;
     d->opt = *opt;
+    d->count = pl_comm_buf_alloc(1, "ddp sequence count");
     broadcast_params(d);
     if (opt->variant != DDP_NAIVE) plan_buckets(d);
     if (opt->variant == DDP_OVERLAPPED) pl_model_set_hook(m, on_backward_part, d);
@@ -108,21 +135,25 @@ void ddp_free(struct ddp *d)
     pl_mem_free(d->bucket_off);
     pl_mem_free(d->bucket_len);
     pl_mem_free(d->inflight);
+    pl_comm_buf_free(d->count);
     pl_mem_free(d);
 }
 
-/* Section 7: accumulate locally, communicate once, on the last microbatch. */
+/* Section 7: accumulate locally, communicate once, on the last microbatch (and the count,
+ * once, from the first). */
 double ddp_forward_backward(struct ddp *d, const int *tokens, const int *targets, int B,
                             int microbatch, int microbatches)
 {
     struct pl_model *m = d->m;
     int last = microbatch == microbatches - 1;
     if (microbatch == 0) pl_model_zero_grad(m);
+    if (microbatch == 0) start_count(d, B, microbatches);
     struct pl_model_ctx ctx = pl_model_ctx_eval();
     ctx.train = 1;
     ctx.step = (uint64_t)m->adam_t + 1;
-    ctx.loss_scale = 1.0f / (float)microbatches;
     double loss = pl_model_forward(m, tokens, targets, B, &ctx);
+    if (microbatch == 0) finish_count(d, B);
+    ctx.loss_scale = d->weight;
     d->syncing = last && d->opt.variant == DDP_OVERLAPPED;
     pl_model_backward(m, &ctx);
     d->syncing = 0;
