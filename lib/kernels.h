@@ -377,6 +377,8 @@ void pl_gpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const 
 /* Causal attention's softmax over rows (b, h, t) of T columns, row t keeping columns 0..t,
  * in place, and its backward (ds holds dP on entry): ops_rows_gpu.cu. */
 void pl_gpu_causal_softmax(float *att, int T, float scale, size_t rows);
+/* dbias[c] += the sum over the N rows of dout[n, c] (ops_rows_gpu.cu). */
+void pl_gpu_column_sums(float *dbias, const float *dout, int N, int C);
 void pl_gpu_causal_softmax_backward(float *ds, const float *att, int T, float scale,
                                     size_t rows);
 void pl_gpu_gelu_forward(float *out, const float *inp, size_t n);

@@ -99,16 +99,6 @@ __global__ static void k_fill_rows(float *out, const float *row, int OC, size_t 
     GRID_STRIDE(i, n) { out[i] = row[i % OC]; }
 }
 
-__global__ static void k_column_sums(float *dbias, const float *dout, int N, int OC)
-{
-    GRID_STRIDE(o, (size_t)OC)
-    {
-        float s = 0.0f;
-        for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
-        dbias[o] += s;
-    }
-}
-
 __global__ static void k_gelu_fwd(float *out, const float *inp, size_t n)
 {
     GRID_STRIDE(i, n) { out[i] = pl_k_gelu(inp[i]); }
@@ -295,7 +285,7 @@ void pl_gpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const 
     k_gelu_grad_scale<<<blocks_for(n), THREADS>>>(dh, h, n);
     PL_CHECK_CUDA(cudaGetLastError());
     if (dweight) sgemm_rm(1, 0, OC, C, N, 1.0f, dout, OC, g, C, 1.0f, dweight, C);
-    if (dbias) k_column_sums<<<blocks_for((size_t)OC), THREADS>>>(dbias, dout, N, OC);
+    if (dbias) pl_gpu_column_sums(dbias, dout, N, OC);
     finish();
 }
 
@@ -304,7 +294,7 @@ void pl_gpu_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
 {
     if (dinp) sgemm_rm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
     if (dweight) sgemm_rm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-    if (dbias) k_column_sums<<<blocks_for((size_t)OC), THREADS>>>(dbias, dout, N, OC);
+    if (dbias) pl_gpu_column_sums(dbias, dout, N, OC);
     finish();
 }
 

@@ -1,5 +1,6 @@
 /* ops_rows_gpu.cu: the CUDA versions of the row-wise ops (GPU build only): layernorm,
- * softmax, causal attention's softmax, cross-entropy and the fused softmax + cross-entropy.
+ * softmax, causal attention's softmax, cross-entropy and the fused softmax + cross-entropy,
+ * and the sums over rows (bias and layernorm weight gradients).
  * A row is read by a block of threads, thread k taking entries k, k + the block's size, ...,
  * so that neighbouring threads load neighbouring floats, and the block combines its
  * threads' partial sums and maxima in shared memory. The element math is kernels.h's, as
@@ -115,22 +116,71 @@ __global__ static void k_layernorm_bwd_rows(float *dinp, const float *dout, cons
     }
 }
 
-/* A thread per channel sums over the rows, so no atomics are needed; neighbouring threads
- * read neighbouring channels. */
+/* Sums over the rows of [N, C] matrices, column by column (a bias's or a layernorm's
+ * weight gradient): a block takes COL_X neighbouring columns, COL_Y threads to a column, so
+ * that a warp loads COL_X neighbouring floats of one row; thread y adds rows y, y + COL_Y,
+ * ... in order, and the column's COL_Y partial sums are added in order of y. No atomics:
+ * each output has one writer, so the sums repeat bit for bit. */
+#define COL_X 32
+#define COL_Y 16
+
+static int col_blocks(int C)
+{
+    int b = (C + COL_X - 1) / COL_X;
+    return b < 65535 ? b : 65535;
+}
+
+/* dbias[c] += sum over n of dout[n, c]. */
+__global__ static void k_column_sums(float *dbias, const float *dout, int N, int C)
+{
+    __shared__ float sh[COL_Y][COL_X];
+    const int x = (int)threadIdx.x % COL_X, y = (int)threadIdx.x / COL_X;
+    for (size_t c0 = (size_t)blockIdx.x * COL_X; c0 < (size_t)C; c0 += (size_t)gridDim.x * COL_X) {
+        size_t c = c0 + x;
+        float s = 0.0f;
+        if (c < (size_t)C)
+            for (int n = y; n < N; n += COL_Y) s += dout[(size_t)n * C + c];
+        sh[y][x] = s;
+        __syncthreads();
+        if (y == 0 && c < (size_t)C) {
+            float t = 0.0f;
+            for (int k = 0; k < COL_Y; k++) t += sh[k][x];
+            dbias[c] += t;
+        }
+        __syncthreads();
+    }
+}
+
+/* The layernorm's weight and bias gradients: dweight[c] += sum of dout xhat, dbias[c] +=
+ * sum of dout, over the rows n. */
 __global__ static void k_layernorm_bwd_params(float *dweight, float *dbias, const float *dout,
                                               const float *inp, const float *mean,
                                               const float *rstd, int N, int C)
 {
-    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < (size_t)C;
-         c += (size_t)gridDim.x * blockDim.x) {
+    __shared__ float shw[COL_Y][COL_X], shb[COL_Y][COL_X];
+    const int x = (int)threadIdx.x % COL_X, y = (int)threadIdx.x / COL_X;
+    for (size_t c0 = (size_t)blockIdx.x * COL_X; c0 < (size_t)C; c0 += (size_t)gridDim.x * COL_X) {
+        size_t c = c0 + x;
         float dw = 0.0f, db = 0.0f;
-        for (int n = 0; n < N; n++) {
-            float d = dout[(size_t)n * C + c];
-            dw += d * (inp[(size_t)n * C + c] - mean[n]) * rstd[n];
-            db += d;
+        if (c < (size_t)C)
+            for (int n = y; n < N; n += COL_Y) {
+                float d = dout[(size_t)n * C + c];
+                dw += d * (inp[(size_t)n * C + c] - mean[n]) * rstd[n];
+                db += d;
+            }
+        shw[y][x] = dw;
+        shb[y][x] = db;
+        __syncthreads();
+        if (y == 0 && c < (size_t)C) {
+            float tw = 0.0f, tb = 0.0f;
+            for (int k = 0; k < COL_Y; k++) {
+                tw += shw[k][x];
+                tb += shb[k][x];
+            }
+            if (dweight) dweight[c] += tw;
+            if (dbias) dbias[c] += tb;
         }
-        if (dweight) dweight[c] += dw;
-        if (dbias) dbias[c] += db;
+        __syncthreads();
     }
 }
 
@@ -287,8 +337,8 @@ void pl_gpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const 
                                                                         weight, mean, rstd, N,
                                                                         C);
     if (dweight || dbias)
-        k_layernorm_bwd_params<<<(C + 255) / 256, 256>>>(dweight, dbias, dout, inp, mean,
-                                                         rstd, N, C);
+        k_layernorm_bwd_params<<<col_blocks(C), COL_X * COL_Y>>>(dweight, dbias, dout, inp,
+                                                                 mean, rstd, N, C);
     finish();
 }
 
@@ -317,6 +367,12 @@ void pl_gpu_softmax_crossentropy_forward(float *probs, float *losses, const floa
 {
     k_softmax_xent<<<row_blocks((size_t)N), row_threads(V)>>>(probs, losses, logits, targets,
                                                               N, V);
+    finish();
+}
+
+void pl_gpu_column_sums(float *dbias, const float *dout, int N, int C)
+{
+    k_column_sums<<<col_blocks(C), COL_X * COL_Y>>>(dbias, dout, N, C);
     finish();
 }
 

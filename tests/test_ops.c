@@ -1064,6 +1064,7 @@ int main(int argc, char **argv)
     test_layernorm(3, 7);
     test_layernorm(1, 33);
     test_layernorm(2, 300); /* rows longer than the GPU's largest row block (256 threads) */
+    test_layernorm(41, 5);  /* more rows than the GPU's threads to a column (16) */
     test_matmul(10, 12, 7, 1);
     test_matmul(3, 5, 9, 0);
     test_matmul(13, 17, 36, 1);
