@@ -286,8 +286,9 @@ void l9_cool_down_figures(struct l9_state *st, const char *tag)
                 double busy, stall;
                 stage_dp(&scaled, &rp, &grid, r, &n, &busy, &stall);
                 printf("# %s: stage %d's DP sum, %d buckets, takes %.2f ms of the modelled "
-                       "step on the comm stream, and the compute stream stalls %.2f ms waiting for it\n", tag,
-                       pl_grid_coord(&grid, r, pp), n, 1e3 * busy, 1e3 * stall);
+                       "step on the comm stream, and the compute stream stalls %.2f ms "
+                       "waiting for it\n", tag, pl_grid_coord(&grid, r, pp), n, 1e3 * busy,
+                       1e3 * stall);
             }
             pl_replay_free(&rp);
         }
