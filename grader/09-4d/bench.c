@@ -254,6 +254,8 @@ void l9_bench(const struct gr_args *a)
         printf("%s: no picture: the recomputation runs did not finish\n", who);
     }
     if (pl_size() == 8 && pl_rank() == 0 && first.zero_runs == 2) print_zero(st, &first);
+    if (pl_size() == 8 && first.zero_runs == 2)
+        l9_cool_down_figures(st, a->figures ? "handout" : who);
     if (timeline) l9_timeline(st, timeline, who);
     l9_finish(st);
 }

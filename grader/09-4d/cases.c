@@ -201,8 +201,10 @@ struct watch {
 static void op_note(int layer, int kind, const struct pl_model_ctx *ctx)
 {
     struct watch *w = gr_wrap_ctx();
-    if (!w || w->step != 0 || layer != w->b0) return;
+    if (!w || w->step != 0) return;
     struct l9_obs *o = w->ob;
+    o->cd_backs += kind == 'B' && !w->zero; /* every block's, for the overlap test */
+    if (layer != w->b0) return;
     if (!w->zero && o->nops < L9_MAX_OPS)
         o->ops[o->nops] = (struct l9_op){kind, ctx ? (long long)ctx->seq0 : -1};
     o->nops += !w->zero;
@@ -278,11 +280,20 @@ static void order_note(struct watch *w, const struct pl_comm *comm)
         w->wait_size = pl_comm_size(comm);
 }
 
+/* A collective of floats on comm in the first step without ZeRO-1: on the DP group, beyond
+ * the loss's few, a bucket of the DP sum, and the stage's block backwards begun by then. */
+static void bucket_note(struct watch *w, const struct pl_comm *comm, double floats)
+{
+    if (w->step != 0 || w->zero || comm != w->dp || floats <= L9_DP_SLACK) return;
+    if (w->ob->cd_dp_calls++ == 0) w->ob->cd_first_dp = w->ob->cd_backs;
+}
+
 static void coll_note(const struct pl_comm *comm, size_t count)
 {
     struct watch *w = gr_wrap_ctx();
     if (!w) return;
     if (comm == w->dp) w->floats += (double)count, w->calls++, w->kinds[0] += (double)count;
+    bucket_note(w, comm, (double)count);
     order_note(w, comm);
 }
 
@@ -380,6 +391,7 @@ static void chunk_note(const struct pl_comm *comm, int kind, size_t chunk)
     struct watch *w = gr_wrap_ctx();
     if (!w) return;
     if (comm == w->dp) w->kinds[kind] += (double)chunk * pl_comm_size(comm);
+    bucket_note(w, comm, (double)chunk * pl_comm_size(comm));
     order_note(w, comm);
 }
 

@@ -505,6 +505,7 @@ int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr
     if (!strcmp(part, "traffic")) return judge_traffic(st, i, all, why);
     if (!strcmp(part, "recompute")) return judge_recompute(st, i, all, why);
     if (!strcmp(part, "bubble")) return l9_judge_bubble(st, i, all, why);
+    if (!strcmp(part, "overlap")) return l9_judge_overlap(st, i, all, why);
     if (!strcmp(part, "zero")) return l9_judge_zero(st, i, all, why);
     gr_why_say(why, "internal: no part %s", part);
     return 0;

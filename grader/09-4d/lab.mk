@@ -1,7 +1,8 @@
 # Lab 9's make settings (grader/grader.mk includes every grader/NN-name/lab.mk).
 # The judge test (tests/judge/09-4d.c) links the comparisons' words (gr_rel_err) and the
-# bubble and ZeRO-1 tests' judges.
-GRADER_JUDGE_SRC_09-4d := grader/common/train.c grader/09-4d/bubble.c grader/09-4d/zero.c
+# bubble, cool-down and ZeRO-1 tests' judges.
+GRADER_JUDGE_SRC_09-4d := grader/common/train.c grader/09-4d/bubble.c grader/09-4d/zero.c \
+    grader/09-4d/overlap.c
 # The DP group's all-reduces, counted during the steps for the traffic test, the batch rows
 # the embedding and the head are given, for the results test, and the order of each stage's
 # block calls and any collective between the last backward and the DP sum, for the bubble

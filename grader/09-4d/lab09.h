@@ -113,6 +113,12 @@ struct l9_obs {
     /* the size of a collective (all-reduce or barrier) past the TP group that the first
      * step ran after the stage's last backward and before its DP sum (0: none) */
     int dp_wait_size;
+    /* the first step's DP sum against the stage's block backwards (the run without ZeRO-1,
+     * overlap.c): the calls of pl_sp_block_backward (plain or _saved, any block) the step
+     * made, how many of them had begun when the first collective on dp_comm of more than
+     * L9_DP_SLACK floats (a gradient's, not the loss's) started, and how many such
+     * collectives the step started (0: none, and cd_first_dp means nothing) */
+    int cd_backs, cd_first_dp, cd_dp_calls;
     /* the run with a clip that binds */
     double norm[L9_K_STEPS];
     struct l9_err grads;          /* the last step's clipped gradient */
@@ -170,6 +176,10 @@ int l9_judge_bubble(const struct l9_state *st, int i, const struct gr_obs *all,
                     struct gr_why *why);
 /* The microbatches whose activations stage s of p holds at once under 1F1B with m. */
 int l9_in_flight(int p, int s, int m);
+/* overlap.c: the "overlap" part of l9_judge: each stage's DP sum started in its cool-down,
+ * bucket by bucket. */
+int l9_judge_overlap(const struct l9_state *st, int i, const struct gr_obs *all,
+                     struct gr_why *why);
 /* bubble.c: the latest stage whose DP sum waited on the pipeline (zero: in the ZeRO-1 run);
  * its rank, or -1. */
 int l9_latest_waiting(const struct gr_obs *all, int zero);

@@ -6,12 +6,13 @@
  * that binds: the same training as one device (40), the global norm and the clipped
  * gradient (20), the grid's groups (10), the traffic by link class and the pipeline's bytes
  * (5), each pipeline's order of work replayed with uniform stage times against 1F1B's bubble
- * and each stage's DP sum started before any collective over its pipeline (5), (2,2,2)
+ * and each stage's DP sum started before any collective over its pipeline (5), each
+ * stage of two blocks or more starting its DP sum in buckets inside its cool-down (5), (2,2,2)
  * again with selective and full recomputation: the same training bit for bit
  * and the activations saved (5), the grids with dp > 1 again with ZeRO-1 across the DP group:
  * the same training, each rank's moments of its shares alone, the gradients summed and the
  * parameters gathered once a step (10); one run on 6 ranks (3 nodes of 2), (1,2,3) with
- * stages of 1, 1 and 2 blocks: the training (10) and the clipping (10). 115 points. The hidden
+ * stages of 1, 1 and 2 blocks: the training (10) and the clipping (10). 120 points. The hidden
  * suite: (1,4,2), (2,1,4), (8,1,1) on 8 ranks with the secret seed, training and clipping,
  * 1 point each. */
 #include <stdio.h>
@@ -67,6 +68,10 @@ static void lab09_plan(const struct gr_plan_opts *o)
         snprintf(name, sizeof name, "4D: 1F1B bubble and each stage's DP sum, from your "
                  "order of work [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "bubble", "performance", np, 5,
+                                 LAB09_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "4D: each stage's DP sum in buckets inside its "
+                 "cool-down [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "train", "check", "overlap", "performance", np, 5,
                                  LAB09_TIMEOUT, 0, NULL});
         snprintf(name, sizeof name, "4D: recomputation, same training, activations saved; "
                  "nothing left after fourd_model_free [np=%d]", np);

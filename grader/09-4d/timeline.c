@@ -231,3 +231,68 @@ void l9_timeline(struct l9_state *st, const char *svg, const char *who)
     }
     pl_trace_merged_free(&t);
 }
+
+/* Rank 0: stage s's DP buckets on the replayed step (the first rank of the stage): their
+ * count, their time on the comm stream, and the compute stream's stalls waiting for them. */
+static void stage_dp(const struct pl_merged_trace *t, const struct pl_replay *rp,
+                     const struct pl_grid *grid, int r, int *n, double *busy, double *stall)
+{
+    long handles[64];
+    *n = 0, *busy = 0, *stall = 0;
+    for (int i = 0; i < t->nevents[r]; i++) {
+        const struct pl_event *e = &t->events[r][i];
+        const struct pl_span_time *sp = &rp->span[r][i];
+        if (e->type == PL_EV_ISSUE && e->handle > 0) {
+            const struct pl_group_def *d = NULL;
+            for (int g = 0; g < t->ngroups; g++)
+                if (t->groups[g].id == e->group) d = &t->groups[g];
+            if (!d || axis_of(grid, d->ranks, d->n) != AX_DP || *n >= 64) continue;
+            handles[(*n)++] = e->handle;
+            *busy += sp->end - sp->start;
+        } else if (e->type == PL_EV_WAIT) {
+            for (int j = 0; j < *n; j++)
+                if (handles[j] == e->handle) *stall += sp->end - sp->start;
+        }
+    }
+}
+
+void l9_cool_down_figures(struct l9_state *st, const char *tag)
+{
+    struct pl_merged_trace t;
+    if (!trace_step(st, &t)) {
+        pl_trace_merged_free(&t);
+        return;
+    }
+    const struct l9_case *k = &st->cases[0];
+    const struct pl_model_config *c = &st->train[0].cfg;
+    struct pl_grid grid;
+    char deg[64], err[256];
+    snprintf(deg, sizeof deg, "tp=%d,pp=%d,dp=%d", k->tp, k->pp, k->dp);
+    if (pl_rank() == 0 && pl_grid_init(&grid, L9_ORDER, deg, t.nranks, err, sizeof err) == 0) {
+        const double flop_x = gr_bt_flops() / pl_part_flops(c, 0, L9_MB_SEQS, c->seq_len);
+        const double byte_x = gr_bt_bytes() / ((double)L9_MB_SEQS * c->seq_len * c->d_model *
+                                               sizeof(float));
+        struct pl_merged_trace scaled;
+        gr_trace_scaled(&t, flop_x, byte_x, &scaled);
+        struct pl_replay rp;
+        if (pl_replay_run(&scaled, pl_profile_find(GR_BT_PROFILE), pl_topo(), &rp, err,
+                          sizeof err) == 0) {
+            const int pp = pl_grid_axis(&grid, "pp"), dp = pl_grid_axis(&grid, "dp"),
+                      tp = pl_grid_axis(&grid, "tp");
+            for (int r = 0; r < t.nranks; r++) {
+                if (pl_grid_coord(&grid, r, dp) != 0 || pl_grid_coord(&grid, r, tp) != 0)
+                    continue;
+                int n;
+                double busy, stall;
+                stage_dp(&scaled, &rp, &grid, r, &n, &busy, &stall);
+                printf("# %s: stage %d's DP sum, %d buckets, takes %.2f ms of the modelled "
+                       "step on the comm stream, and the compute stream stalls %.2f ms "
+                       "waiting for it\n", tag, pl_grid_coord(&grid, r, pp), n, 1e3 * busy,
+                       1e3 * stall);
+            }
+            pl_replay_free(&rp);
+        }
+        gr_trace_scaled_free(&scaled);
+    }
+    pl_trace_merged_free(&t);
+}

@@ -13,4 +13,9 @@ void l9_timeline(struct l9_state *st, const char *svg, const char *who);
  * ranks of stage 0, from the grid of "tp-pp-dp" on the cluster's nodes. */
 void l9_timeline_layout(const struct l9_state *st);
 
+/* Collective, on 8 ranks: the same step traced and replayed; rank 0 prints, for each stage
+ * (its ranks of DP replica 0, TP rank 0), how many buckets its DP sum took, their time on
+ * the comm stream and the stalls waiting for them, as "# tag:" lines (section 3.3). */
+void l9_cool_down_figures(struct l9_state *st, const char *tag);
+
 #endif

@@ -49,6 +49,10 @@
  *             of every microbatch in flight under 1F1B (under full, less one block's whole
  *             activations, which its rerun needs while it runs): sp_block.h's formulas,
  *             bounded on both sides (section 3.1).
+ *   cool-down on every rank of a stage of two blocks or more (dp > 1): the first step's
+ *             first collective on dp_comm of more than 16 floats starts before the stage's
+ *             last pl_sp_block_backward call, and the gradients cross dp_comm in two such
+ *             collectives at least: the DP sum in buckets, inside the cool-down (3.3).
  *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), again with
  *             m->zero = 1, without and with the clip (section 3.2): the losses, the norms, the
  *             parameters and the gradient AdamW was given (in this rank's shares only,

@@ -163,7 +163,19 @@ struct step {
     struct pl_handle **back_sent;      /* the backward's sends to the previous stage */
     float **back_out;
     double loss;                       /* sum of the microbatches' losses (last stage) */
+    struct bucket *dp;                 /* the DP sums started in the cool-down (section 3) */
+    int ndp;
 };
+
+/* One bucket of the DP sum in flight: floats [a, a + n) of run s, summed in place (buf ==
+ * s->g + a), or under ZeRO-1 the whole run reduce-scattered through buf. */
+struct bucket {
+    struct pl_handle *h;
+    struct seg *s;
+    float *buf;
+};
+
+static void dp_start(struct step *st, struct seg *s, size_t a, size_t n);
 
 static void block_view(const struct fourd_model *m, float *base, int l,
                        struct pl_block_params *out)
@@ -220,6 +232,7 @@ static void forward(struct step *s, int i)
 static void backward(struct step *s, int i)
 {
     struct fourd_model *m = s->m;
+    struct priv *pv = m->priv;
     const struct fourd_grid *g = m->g;
     const struct pl_model_config *c = &m->cfg;
     struct mb *b = &s->mbs[i];
@@ -228,6 +241,7 @@ static void backward(struct step *s, int i)
     float *dy = pl_comm_buf_alloc(s->nl, "4d dy"), *dx = pl_comm_buf_alloc(s->nl, "4d dx");
     if (m->has_head) {
         pl_parts_backward(m->rep, &b->head, &s->ctx, NULL);
+        if (i == s->micro - 1) dp_start(s, &pv->seg[pv->nseg - 1], 0, pv->seg[pv->nseg - 1].n);
         /* every TP rank ran the head on every token: this rank's rows of its input gradient */
         pl_sp_slice(dy, b->head.x, Bm, T, C, g->tp, g->tp_rank);
         pl_parts_acts_free(&b->head);
@@ -242,13 +256,19 @@ static void backward(struct step *s, int i)
                                    dy, dx);
         pl_sp_block_saved_free(&b->blocks[l - m->b0]);
         float *t = dx; dx = dy; dy = t;
+        /* the last microbatch: block l's gradient is final, its DP sum starts while the
+         * blocks before it run their backwards (under ZeRO-1 the run, once whole) */
+        if (i == s->micro - 1 && !m->zero)
+            dp_start(s, &pv->seg[0], (size_t)(l - m->b0) * m->block_numel, m->block_numel);
     }
+    if (i == s->micro - 1 && m->zero) dp_start(s, &pv->seg[0], 0, pv->seg[0].n);
     pl_mem_free(b->blocks);
     pl_comm_buf_free(dx);
     if (m->has_embed) {
         float *full = pl_comm_buf_alloc(s->nl * (size_t)g->tp, "4d embed d");
         pl_sp_gather(g->tp_comm, full, dy, Bm, T, C);
         pl_parts_backward(m->rep, &b->embed, &s->ctx, full);
+        if (i == s->micro - 1) dp_start(s, &pv->seg[1], 0, pv->seg[1].n);
         pl_parts_acts_free(&b->embed);
         pl_comm_buf_free(full);
         pl_comm_buf_free(dy);
@@ -305,7 +325,8 @@ static double global_norm_sq(const struct fourd_model *m)
 
 /* ZeRO-1's gradient sum of one run: padded to dp chunks of c floats (a copy only when dp
  * does not divide it), reduce-scattered so that chunk d of the sum lands on DP rank d. */
-static void reduce_scatter_share(const struct fourd_grid *g, struct seg *s)
+static float *reduce_scatter_share(const struct fourd_grid *g, struct seg *s,
+                                   struct pl_handle **h)
 {
     const size_t padded = s->c * (size_t)g->dp;
     float *buf = s->g;
@@ -314,7 +335,14 @@ static void reduce_scatter_share(const struct fourd_grid *g, struct seg *s)
         pl_copy(buf, s->g, s->n);
         pl_zero(buf + s->n, padded - s->n);
     }
-    pl_reduce_scatter(g->dp_comm, buf, buf + s->c * (size_t)g->dp_rank, s->c, PL_SUM);
+    *h = pl_reduce_scatter_async(g->dp_comm, buf, buf + s->c * (size_t)g->dp_rank, s->c,
+                                 PL_SUM);
+    return buf;
+}
+
+/* Its end: this rank's chunk of the sum back into its share. */
+static void reduce_scatter_done(struct seg *s, float *buf)
+{
     if (buf == s->g) return;
     if (s->own) pl_copy(s->g + s->lo, buf + s->lo, s->own);
     pl_comm_buf_free(buf);
@@ -336,17 +364,29 @@ static void all_gather_share(const struct fourd_grid *g, struct seg *s)
     pl_comm_buf_free(buf);
 }
 
-/* The replicas' gradients summed: every microbatch of every replica must be in them. */
-static void dp_sum(struct fourd_model *m)
+/* The DP sum of floats [a, a + n) of run s, started as soon as the last microbatch's
+ * backward has made them final (a bucket): in place, an all-reduce; under ZeRO-1 only a
+ * whole run, as the shares are cut per run (a block's floats are no DP rank's equal part). */
+static void dp_start(struct step *st, struct seg *s, size_t a, size_t n)
 {
+    struct fourd_model *m = st->m;
     const struct fourd_grid *g = m->g;
-    struct priv *pv = m->priv;
-    for (int k = 0; k < pv->nseg; k++) {
-        struct seg *s = &pv->seg[k];
-        if (!s->n) continue;
-        if (m->zero) reduce_scatter_share(g, s);
-        else pl_all_reduce(g->dp_comm, s->g, s->g, s->n, PL_SUM);
+    if (!n) return;
+    struct bucket *k = &st->dp[st->ndp++];
+    k->s = s;
+    if (m->zero) k->buf = reduce_scatter_share(g, s, &k->h);
+    else k->buf = s->g + a, k->h = pl_all_reduce_async(g->dp_comm, k->buf, k->buf, n, PL_SUM);
+}
+
+/* The replicas' gradients summed: every bucket started in the cool-down, waited for before
+ * the norm, so that every microbatch of every replica is in them. */
+static void dp_sum(struct fourd_model *m, struct step *st)
+{
+    for (int j = 0; j < st->ndp; j++) {
+        pl_wait(st->dp[j].h);
+        if (m->zero) reduce_scatter_done(st->dp[j].s, st->dp[j].buf);
     }
+    st->ndp = 0;
 }
 
 /* The TP sums of the replicated block tensors, the norm, the clip, AdamW on what this rank
@@ -410,6 +450,8 @@ double fourd_step(struct fourd_model *m, const int *tokens, const int *targets, 
     s.back_out = pl_mem_alloc((size_t)micro * sizeof *s.back_out, PL_MEM_WORK, PL_HOST,
                               "4d back buffers");
     memset(s.back_sent, 0, (size_t)micro * sizeof *s.back_sent);
+    s.dp = pl_mem_alloc((size_t)(m->b1 - m->b0 + 2) * sizeof *s.dp, PL_MEM_WORK, PL_HOST,
+                        "4d dp buckets");
     if (!m->adam_m) alloc_moments(m);
     pl_zero(m->grads, (size_t)(m->b1 - m->b0) * m->block_numel);
     if (m->rep) pl_model_zero_grad(m->rep);
@@ -422,7 +464,7 @@ double fourd_step(struct fourd_model *m, const int *tokens, const int *targets, 
         backward(&s, i);
     }
     for (int i = micro - warm; i < micro; i++) backward(&s, i);
-    dp_sum(m); /* after the last microbatch's backward, on this stage's gradients */
+    dp_sum(m, &s); /* the buckets the cool-down started, done */
     for (int i = 0; i < micro; i++) {
         if (s.mbs[i].sent) pl_wait(s.mbs[i].sent), pl_comm_buf_free(s.mbs[i].out);
         if (s.back_sent[i]) pl_wait(s.back_sent[i]), pl_comm_buf_free(s.back_out[i]);
@@ -433,6 +475,7 @@ double fourd_step(struct fourd_model *m, const int *tokens, const int *targets, 
     double mine = m->has_head && g->tp_rank == 0 ? s.loss / micro : 0.0;
     double loss = pl_sum_over_ranks(g->pp_comm, pl_sum_over_ranks(g->tp_comm, mine));
     loss = pl_sum_over_ranks(g->dp_comm, loss) / g->dp;
+    pl_mem_free(s.dp);
     pl_mem_free(s.back_out);
     pl_mem_free(s.back_sent);
     pl_mem_free(s.mbs);

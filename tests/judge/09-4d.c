@@ -152,6 +152,11 @@ static void good(void)
                 if (o->coord[2] == k->pp - 1) o->head[s][j] = f, o->head_calls[s] = L9_MICRO;
             }
         one_f_one_b(o, k->pp);
+        /* the DP sum bucket by bucket: block l's as soon as the last microbatch has left it,
+         * the head's and the embedding's in their own */
+        o->cd_backs = L9_MICRO * o->stage_blocks;
+        o->cd_first_dp = o->cd_backs - o->stage_blocks + 1;
+        o->cd_dp_calls = o->stage_blocks + (o->coord[2] == 0) + (o->coord[2] == k->pp - 1);
         o->has_orders = 1;
         for (int j = 1; j < L9_NORDERS; j++)
             grid_view(k, L9_ORDERS[j], r, o->orders[j].coord, o->orders[j].size,
@@ -189,8 +194,8 @@ static void good(void)
 static void all_pass(const char *what)
 {
     static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute", "bubble",
-                                  "zero"};
-    for (int p = 0; p < 7; p++) {
+                                  "overlap", "zero"};
+    for (int p = 0; p < 8; p++) {
         struct gr_why w;
         int ok = judge(parts[p], &w);
         CHECK(ok, "%s: a right run fails %s: %s", what, parts[p], first(&w));
@@ -473,10 +478,46 @@ static void zero(void)
     expect("zero", "4.00 times the shares'", "the moments whole on dp = 4");
 }
 
+/* Each stage's DP sum inside its cool-down: started once every backward had begun, in one
+ * collective, or never, each fails on a stage of two blocks; two buckets of two blocks pass
+ * on a stage of four; a grid without a DP group and blocks not run through sp_block.h's
+ * calls are not judged. */
+static void cool_down(void)
+{
+    state_of((struct l9_case){2, 2, 2});
+    good();
+    for (int r = 0; r < NR; r++) ob[r].cd_first_dp = ob[r].cd_backs;
+    expect("overlap", "rank 0 (dp 0, tp 0, stage 0, 2 blocks) started its first DP sum",
+           "the sum after the cool-down, named with its stage");
+    expect("overlap", "after all 8 of its stage's block backward calls of the first step had "
+           "begun", "when it started, against the backwards");
+    expect("overlap", "the first DP sum must start before the stage's last block backward",
+           "the rule");
+    good();
+    ob[6].cd_dp_calls = 1;
+    expect("overlap", "rank 6 (dp 1, tp 0, stage 1, 2 blocks) sent its gradients over dp_comm "
+           "in 1 collective", "one bucket");
+    good();
+    ob[3].cd_dp_calls = 0;
+    expect("overlap", "started no collective of more than 16 floats on dp_comm", "no sum");
+    good();
+    for (int r = 0; r < NR; r++) ob[r].cd_backs = 0;
+    all_pass("blocks not run through sp_block.h");
+    state_of((struct l9_case){2, 4, 1});
+    good();
+    for (int r = 0; r < NR; r++) ob[r].cd_first_dp = ob[r].cd_backs - 2, ob[r].cd_dp_calls = 3;
+    all_pass("(2,4,1): two buckets of two blocks, and the ends'");
+    state_of((struct l9_case){1, 2, 4});
+    good();
+    for (int r = 0; r < NR; r++) ob[r].cd_first_dp = ob[r].cd_backs, ob[r].cd_dp_calls = 1;
+    all_pass("no DP group: no sum to hide");
+}
+
 static void hand_built(void)
 {
     correct_and_clip();
     bubble();
+    cool_down();
     grid_and_traffic();
     recompute();
     zero();
