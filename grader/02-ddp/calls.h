@@ -79,7 +79,8 @@ void l2_calls_judge_late(const struct l2_calls *w, int step, struct l2_late_fig 
 struct l2_range_fig {
     int rank, step;
     /* not in place: 1 sent from a buffer other than the one it received into, 2 both
-     * outside m->grads (a staging copy reduced and copied back); 0 in place */
+     * outside m->grads (a staging copy reduced and copied back); 0 in place; 3 the count
+     * exchange made from or into memory that is not a comm buffer (host memory, the stack) */
     int staged;
     int recv_in_grads;    /* staged 1: the result landed in m->grads at off */
     int repeated;         /* the range was already all-reduced in this step */

@@ -109,6 +109,12 @@ int l2_make_cases(const char *op, uint64_t seed, struct l2_case *cs)
         k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, 1,
                      "ranks holding different numbers of sequences: the first bucket starts "
                      "during backward");
+        /* over microbatches, every variant: an early microbatch weighted 1/microbatches
+         * (right on equal slices) is wrong here */
+        k = add_case(cs, k, DDP_NAIVE, 0, MICROBATCHES,
+                     "ranks holding different numbers of sequences, over microbatches");
+        k = add_case(cs, k, DDP_BUCKETED, BUCKET_SMALL, MICROBATCHES,
+                     "ranks holding different numbers of sequences, over microbatches");
         k = add_case(cs, k, DDP_OVERLAPPED, BUCKET_SMALL, MICROBATCHES,
                      "ranks holding different numbers of sequences, over microbatches");
         for (int i = 0; i < k; i++) cs[i].uneven = 1;

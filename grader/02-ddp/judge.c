@@ -18,12 +18,6 @@ static const struct l2_obs *obs_of(const struct gr_obs *all, int r)
     return gr_obs_rank(all, r);
 }
 
-
-int l2_group_size(const struct l2_case *c, int nranks)
-{
-    return nranks / c->groups;
-}
-
 void l2_describe_case(const struct l2_case *c, int nranks, char *buf, size_t len)
 {
     char b[64] = "";
@@ -106,6 +100,14 @@ static void staged_words(const struct l2_case *c, const struct l2_range_fig *f, 
                          const char *r, const char *on, struct gr_why *why)
 {
     char a[32], b[32], into[320];
+    if (f->staged == 3) {
+        gr_why_say(why, "%sstep %d: the count exchange, an all-reduce of %zu float%s outside "
+                   "m->grads, used a buffer that is not comm memory: the CPU build's MPI reads "
+                   "any address, the GPU build's collectives need device memory (comm.h), a "
+                   "buffer of pl_comm_buf_alloc", on, f->step + 1, f->count,
+                   f->count == 1 ? "" : "s");
+        return;
+    }
     if (f->staged == 1 && f->recv_in_grads)
         snprintf(into, sizeof into, "into gradient elements %s, from a buffer of its own", r);
     else if (f->staged == 1)

@@ -136,3 +136,8 @@ void l2_count_words(const struct l2_obs *o, const struct l2_tfig *f, struct gr_w
                "batches)", f->step + 1, f->rank, f->calls, what, f->want_calls, extra,
                pl_format_bytes(f->ar - f->want, b, sizeof b), L2_COUNT_FLOATS, each);
 }
+
+int l2_group_size(const struct l2_case *c, int nranks)
+{
+    return nranks / c->groups;
+}

@@ -43,8 +43,10 @@
  *             ddp_bucket_range report that plan exactly, and it keeps the contract of struct
  *             ddp_options below. Beside them a step may make ONE more all-reduce, of at most
  *             16 floats outside m->grads, to exchange what the ranks hold (the count
- *             exchange): blocking or asynchronous, in any microbatch or in
- *             ddp_finish_gradients, every step; no second one. ddp_new sends (n-1) x 4 Psi
+ *             exchange), from and into comm memory (pl_comm_buf_alloc, as every
+ *             collective's buffers: the GPU build's are on the device): blocking or
+ *             asynchronous, in any microbatch or in ddp_finish_gradients, every step; no
+ *             second one. ddp_new sends (n-1) x 4 Psi
  *             in all. A microbatch before the last sends nothing but that count exchange.
  *             A pl_barrier moves no data and is not counted.
  *   timing    no all-reduce of m->grads starts before backward has written every gradient
