@@ -359,6 +359,7 @@ static void backward(struct step *s, int i)
         s->back_out[i] = dy;
         s->back_sent[i] = pl_isend(g->pp_comm, dy, s->nl, g->pp_rank - 1, i);
     }
+    if (i == s->micro - 1) head_grads_whole(m); /* the last microbatch's: its slices whole */
 }
 
 /* ---- section 3: the sums over the groups and the global norm ---- */
@@ -525,7 +526,6 @@ double fourd_step(struct fourd_model *m, const int *tokens, const int *targets, 
         backward(&s, i);
     }
     for (int i = micro - warm; i < micro; i++) backward(&s, i);
-    head_grads_whole(m);
     dp_sum(m); /* after the last microbatch's backward, on this stage's gradients */
     for (int i = 0; i < micro; i++) {
         if (s.mbs[i].sent) pl_wait(s.mbs[i].sent), pl_comm_buf_free(s.mbs[i].out);
