@@ -174,6 +174,7 @@ static int judge_correct(const struct l9_state *st, int i, const struct gr_obs *
                        L9_K_STEPS, r, o->coord[0], o->coord[1], o->coord[2], o->params.name,
                        o->params.rel, GR_TOL_PARAMS,
                        o->params.nonfinite ? ", with NaN or Inf elements" : "");
+            l9_vocab_hint(all, why);
             return 0;
         }
     }

@@ -234,6 +234,9 @@ void l9_vocab_bounds(const struct pl_model_config *c, int t, int n, double *mem_
                      double *lo, double *hi);
 int l9_judge_vocab(const struct l9_state *st, int i, const struct gr_obs *all,
                    struct gr_why *why);
+/* The first last-stage rank whose rep head differs from its TP group's tp 0, said (the
+ * results test's hint when a head's tensor is off); nothing when they agree. */
+void l9_vocab_hint(const struct gr_obs *all, struct gr_why *why);
 
 /* bench.c */
 void l9_bench(const struct gr_args *a);

@@ -94,10 +94,42 @@ static int judge_rank(const struct l9_state *st, int i, int r, const struct l9_o
                    "[%.0f, %.0f]: %s", who, floats, n * C, (t + 1.0) * n, 3.0 * t * n, lo, hi,
                    floats > hi ? "more crossed than per-token numbers: the logits themselves "
                                  "(n V/t a rank) travel where their maxima and sums would do"
-                               : "fewer: the slices' statistics were not combined over the TP "
-                                 "group (is each row's maximum taken over every rank's "
-                                 "slice before the exponentials are summed?)");
+                               : "fewer: the slices' statistics did not cross the TP group "
+                                 "as the cross-entropy needs (each row's maximum over every "
+                                 "rank's slice, then its sum of exponentials over the whole "
+                                 "vocabulary)");
     return 0;
+}
+
+/* The rank of r's TP group at tp 0 whose head differs from r's, or -1. */
+static int head_apart(const struct gr_obs *all, int r)
+{
+    const struct l9_obs *o = rank_obs(all, r);
+    if (!o->has_vocab || o->coord[1] == 0) return -1;
+    for (int q = 0; q < all->nranks; q++) {
+        const struct l9_obs *z = rank_obs(all, q);
+        if (z->has_vocab && z->coord[1] == 0 && z->coord[0] == o->coord[0] &&
+            z->vocab_digest != o->vocab_digest)
+            return q;
+    }
+    return -1;
+}
+
+void l9_vocab_hint(const struct gr_obs *all, struct gr_why *why)
+{
+    for (int r = 0; r < all->nranks; r++) {
+        const int q = head_apart(all, r);
+        if (q < 0) continue;
+        const struct l9_obs *o = rank_obs(all, r);
+        gr_why_say(why, "after %d steps rank %d (dp %d, tp %d, the last stage) and rank %d "
+                   "(tp 0 of the same TP group) hold different heads (rep's final layernorm "
+                   "and LM head): each TP rank computes the gradient of its own vocabulary "
+                   "rows alone, and fourd.h's invariant wants rep whole and equal on every TP "
+                   "rank: the slices' gradients are made whole on every TP rank (and lnf's "
+                   "shares summed) before AdamW steps rep", L9_K_STEPS, r, o->coord[0],
+                   o->coord[1], q);
+        return;
+    }
 }
 
 int l9_judge_vocab(const struct l9_state *st, int i, const struct gr_obs *all,
@@ -120,25 +152,8 @@ int l9_judge_vocab(const struct l9_state *st, int i, const struct gr_obs *all,
         ok = 0;
     }
     /* rep's head equal on every TP rank of the last stage */
-    for (int r = 0; r < all->nranks; r++) {
-        const struct l9_obs *o = rank_obs(all, r);
-        if (!o->has_vocab || o->coord[1] == 0) continue;
-        for (int q = 0; q < all->nranks; q++) {
-            const struct l9_obs *z = rank_obs(all, q);
-            if (!z->has_vocab || z->coord[1] != 0 || z->coord[0] != o->coord[0] ||
-                z->vocab_digest == o->vocab_digest)
-                continue;
-            gr_why_say(why, "after %d steps rank %d (dp %d, tp %d, the last stage) and rank "
-                       "%d (tp 0 of the same TP group) hold different heads (rep's final "
-                       "layernorm and LM head): each TP rank computes the gradient of its "
-                       "own vocabulary rows alone, and fourd.h's invariant wants rep whole "
-                       "and equal on every TP rank: the slices' gradients are made whole on "
-                       "every TP rank (and lnf's shares summed) before AdamW steps rep",
-                       L9_K_STEPS, r, o->coord[0], o->coord[1], q);
-            ok = 0;
-            r = q = all->nranks;
-        }
-    }
+    for (int r = 0; r < all->nranks && ok; r++)
+        if (head_apart(all, r) >= 0) l9_vocab_hint(all, why), ok = 0;
     /* logits in the hundreds: the loss as one device's */
     for (int r = 0; r < all->nranks; r++) {
         const struct l9_obs *o = rank_obs(all, r);
