@@ -225,6 +225,8 @@ void l9_vocab_watch(const struct l9_state *st, int i, struct l9_obs *ob,
                     const struct fourd_grid *g, const struct fourd_model *m);
 void l9_vocab_unwatch(struct l9_obs *ob, const struct fourd_model *m);
 void l9_vocab_big(struct l9_state *st, int i, struct l9_obs *ob);
+/* The handout's figures of section 2.1 (rank 0, bench mode, 8 ranks). */
+void l9_vocab_figures(const struct l9_state *st);
 /* vocab.c: pure, no MPI. The bounds the "vocab" part holds one head run to, on TP rank of
  * t with n tokens a microbatch (n = B/(dp micro) T): the FLOPs a t-th of one device's
  * head's (whole) within L9_VOCAB_WORK_TOL either way; at most the bytes *mem_hi; and the

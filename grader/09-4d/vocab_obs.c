@@ -9,10 +9,12 @@
  * the hundreds, against one device's loss of the same model. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "lab09.h"
 #include "ledger.h"
+#include "plan.h"
 
 /* The watch of the unclipped run: on while it runs on a rank that has it; in: inside a head
  * run, which began with flops0 FLOPs counted and mem0 bytes held; peak: the most held. */
@@ -131,4 +133,34 @@ void l9_vocab_big(struct l9_state *st, int i, struct l9_obs *ob)
         fourd_grid_free(&g);
     }
     gr_batch_free(&b);
+}
+
+/* The handout's figures of section 2.1 (rank 0, bench mode): a head run of one microbatch
+ * of the (2,2,2) grid, whole (the kit's FLOP count, pl_part_flops) and a TP rank's t-th, its
+ * logits either way; and the same at GPT-3 175B's shape (lib/plan.h's preset) with t = 8 and
+ * one sequence a microbatch, by the formulas: the head's products 6 n C V (forward 2,
+ * backward 4), a block's 72 n C^2 (its four products, 12 C^2 weights), the logits n V fp32
+ * floats, V padded up to a multiple of t. */
+void l9_vocab_figures(const struct l9_state *st)
+{
+    const struct pl_model_config *c = &st->train[0].cfg;
+    const int t = st->cases[0].tp, n = L9_MB_SEQS * c->seq_len;
+    const double whole = pl_part_flops(c, c->n_layers, L9_MB_SEQS, c->seq_len);
+    printf("# handout: a head run of one microbatch of the (%d,%d,%d) grid (%d tokens, "
+           "vocabulary %d) does %.0f FLOPs whole (the kit's count); vocabulary-parallel a TP "
+           "rank does a t-th, %.0f, and holds %.1f kB of logits instead of %.1f kB\n",
+           st->cases[0].dp, t, st->cases[0].pp, n, c->vocab, whole, whole / t,
+           4.0 * n * c->vocab / t / 1e3, 4.0 * n * c->vocab / 1e3);
+    const struct pl_plan_model *g = pl_plan_model_find("gpt3-175b");
+    const int tg = 8;
+    const double N = g->seq, C = g->d_model, V = g->vocab, rows = ceil(V / tg);
+    const double head = 6 * N * C * V, split = 6 * N * C * rows, block = 72 * N * C * C / tg;
+    printf("# handout: at GPT-3 175B's shape (d_model %.0f, vocabulary %.0f, %.0f tokens a "
+           "microbatch) with t = %d, the head's products take %.2f TFLOP and its logits %.1f "
+           "MB on every TP rank that runs it whole; vocabulary-parallel, %.0f rows a rank "
+           "(the vocabulary padded to %.0f), %.2f TFLOP and %.1f MB\n", C, V, N, tg,
+           head / 1e12, 4 * N * V / 1e6, rows, rows * tg, split / 1e12, 4 * N * rows / 1e6);
+    printf("# handout: a block's products are %.2f TFLOP a TP rank there: the whole head "
+           "costs each TP rank as much as %.1f blocks, the vocabulary-parallel one %.2f of "
+           "one\n", block / 1e12, head / block, split / block);
 }
