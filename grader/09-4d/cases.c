@@ -239,6 +239,7 @@ void __wrap_pl_sp_block_forward(SP_FWD_ARGS, struct pl_sp_block_acts *a,
 {
     op_note(layer, 'F', ctx);
     __real_pl_sp_block_forward(tp, c, layer, p, a, ctx, x, y);
+    l9_vocab_block(layer, 'F');
 }
 
 void __wrap_pl_sp_block_forward_saved(SP_FWD_ARGS, struct pl_sp_block_saved *s,
@@ -246,6 +247,7 @@ void __wrap_pl_sp_block_forward_saved(SP_FWD_ARGS, struct pl_sp_block_saved *s,
 {
     op_note(layer, 'F', ctx);
     __real_pl_sp_block_forward_saved(tp, c, layer, p, s, ctx, x, y);
+    l9_vocab_block(layer, 'F');
 }
 
 void __wrap_pl_sp_block_backward(SP_FWD_ARGS, const struct pl_block_params *g,
@@ -253,6 +255,7 @@ void __wrap_pl_sp_block_backward(SP_FWD_ARGS, const struct pl_block_params *g,
                                  const float *dy, float *dx)
 {
     op_note(layer, 'B', ctx);
+    l9_vocab_block(layer, 'B');
     __real_pl_sp_block_backward(tp, c, layer, p, g, a, ctx, dy, dx);
 }
 
@@ -261,6 +264,7 @@ void __wrap_pl_sp_block_backward_saved(SP_FWD_ARGS, const struct pl_block_params
                                        const struct pl_model_ctx *ctx, const float *dy, float *dx)
 {
     op_note(layer, 'B', ctx);
+    l9_vocab_block(layer, 'B');
     __real_pl_sp_block_backward_saved(tp, c, layer, p, g, s, ctx, dy, dx);
 }
 #undef SP_FWD_ARGS
@@ -291,6 +295,7 @@ static void bucket_note(struct watch *w, const struct pl_comm *comm, double floa
 static void coll_note(const struct pl_comm *comm, size_t count)
 {
     struct watch *w = gr_wrap_ctx();
+    l9_vocab_coll(comm, (double)count);
     if (!w) return;
     if (comm == w->dp) w->floats += (double)count, w->calls++, w->kinds[0] += (double)count;
     bucket_note(w, comm, (double)count);
@@ -389,6 +394,7 @@ struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *
 static void chunk_note(const struct pl_comm *comm, int kind, size_t chunk)
 {
     struct watch *w = gr_wrap_ctx();
+    l9_vocab_coll(comm, (double)chunk * pl_comm_size(comm));
     if (!w) return;
     if (comm == w->dp) w->kinds[kind] += (double)chunk * pl_comm_size(comm);
     bucket_note(w, comm, (double)chunk * pl_comm_size(comm));
@@ -476,6 +482,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     struct watch watch = {.dp = g.dp_comm, .b = &b, .L = ts->cfg.n_layers, .step = -1,
                           .b0 = m->b0, .ob = ob, .tp = g.tp_comm, .zero = zero};
     if (mode == L9_RUN_FREE || mode == L9_RUN_ZERO) gr_wrap_ctx_set(&watch);
+    if (mode == L9_RUN_FREE) l9_vocab_watch(st, i, ob, &g, m);
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);
         watch.step = s;
@@ -487,6 +494,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         ok = !gr_agree(pl_todo_what() != NULL);
     }
     gr_wrap_ctx_set(NULL);
+    if (mode == L9_RUN_FREE) l9_vocab_unwatch(ob, m);
     if (mode == L9_RUN_FREE) ob->dp_floats = watch.floats, ob->dp_calls = watch.calls;
     if (mode == L9_RUN_ZERO) memcpy(ob->zero_floats, watch.kinds, sizeof watch.kinds);
     pl_mem_get_stats(&ms);
@@ -567,6 +575,7 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
         return;
     if (!train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_CLIP, PL_RECOMPUTE_NONE))
         return;
+    l9_vocab_big(st, i, ob); /* the loss with logits in the hundreds (t > 1, 8 ranks) */
     /* recomputation and the orders on the first grid of 8 ranks, (2,2,2): every axis at once */
     if (st->np == 8 && i == 0 && !st->hidden) observe_orders(&st->cases[i], ob);
     ob->has_recompute = st->np == 8 && i == 0 && !st->hidden;

@@ -149,6 +149,18 @@ struct l9_obs {
     /* dp_wait_size's counterpart in the first step of the unclipped run with m->zero = 1,
      * whose DP sum is the first collective on dp_comm (a reduce-scatter or all-reduce) */
     int zero_dp_wait_size;
+    /* the vocabulary-parallel head (vocab_obs.c), on the last stage of the 8-rank grids
+     * with t > 1, in the unclipped run: the head runs seen (each from the return of the
+     * model's last block's forward to the start of its backward), their FLOPs (ledger), the
+     * most bytes one held above what was held when it began (memory ledger, every
+     * category), the floats its collectives on tp_comm covered (all-reduce: count;
+     * reduce-scatter and all-gather: t x the chunk), and a digest of rep's head after the
+     * run; then one step with the LM head scaled so that the largest logit of one device's
+     * first forward is L9_BIG_LOGIT: its loss, and one device's */
+    int has_vocab, vocab_runs;
+    double vocab_flops, vocab_peak, vocab_tp_floats;
+    uint64_t vocab_digest;
+    double vocab_big_loss, vocab_big_ref;
     /* the first 8-rank case: every order of the axes, and what cannot describe the world */
     int has_orders;
     struct l9_grid_obs orders[L9_NORDERS];
@@ -211,6 +223,32 @@ void l9_compare_shares(struct l9_err *e, const struct pl_model_config *c,
 /* The "zero" part of l9_judge. */
 int l9_judge_zero(const struct l9_state *st, int i, const struct gr_obs *all,
                   struct gr_why *why);
+
+/* vocab_obs.c: the vocabulary-parallel head's observation. The wraps of cases.c tell it
+ * of block calls ('F' once a forward returned, 'B' before a backward) and collectives (the
+ * floats one covers); l9_vocab_watch and l9_vocab_unwatch bracket the unclipped run;
+ * l9_vocab_big runs the step with large logits (collective over the world). */
+#define L9_BIG_LOGIT 200.0
+void l9_vocab_block(int layer, int kind);
+void l9_vocab_coll(const struct pl_comm *comm, double floats);
+void l9_vocab_watch(const struct l9_state *st, int i, struct l9_obs *ob,
+                    const struct fourd_grid *g, const struct fourd_model *m);
+void l9_vocab_unwatch(struct l9_obs *ob, const struct fourd_model *m);
+void l9_vocab_big(struct l9_state *st, int i, struct l9_obs *ob);
+/* The handout's figures of section 2.1 (rank 0, bench mode, 8 ranks). */
+void l9_vocab_figures(const struct l9_state *st);
+/* vocab.c: pure, no MPI. The bounds the "vocab" part holds one head run to, on TP rank of
+ * t with n tokens a microbatch (n = B/(dp micro) T): the FLOPs a t-th of one device's
+ * head's (whole) within L9_VOCAB_WORK_TOL either way; at most the bytes *mem_hi; and the
+ * floats on tp_comm in [*lo, *hi]. */
+#define L9_VOCAB_WORK_TOL 0.1
+void l9_vocab_bounds(const struct pl_model_config *c, int t, int n, double *mem_hi,
+                     double *lo, double *hi);
+int l9_judge_vocab(const struct l9_state *st, int i, const struct gr_obs *all,
+                   struct gr_why *why);
+/* The first last-stage rank whose rep head differs from its TP group's tp 0, said (the
+ * results test's hint when a head's tensor is off); nothing when they agree. */
+void l9_vocab_hint(const struct gr_obs *all, struct gr_why *why);
 
 /* bench.c */
 void l9_bench(const struct gr_args *a);

@@ -11,8 +11,11 @@
  * again with selective and full recomputation: the same training bit for bit
  * and the activations saved (5), the grids with dp > 1 again with ZeRO-1 across the DP group:
  * the same training, each rank's moments of its shares alone, the gradients summed and the
- * parameters gathered once a step (10); one run on 6 ranks (3 nodes of 2), (1,2,3) with
- * stages of 1, 1 and 2 blocks: the training (10) and the clipping (10). 120 points. The hidden
+ * parameters gathered once a step (10), the grids with t > 1: the last stage's head
+ * vocabulary-parallel, a t-th of its work and logits per TP rank, the cross-entropy combined
+ * from per-token statistics on tp_comm, rep's head equal on every TP rank, and the loss with
+ * logits in the hundreds (10); one run on 6 ranks (3 nodes of 2), (1,2,3) with
+ * stages of 1, 1 and 2 blocks: the training (10) and the clipping (10). 130 points. The hidden
  * suite: (1,4,2), (2,1,4), (8,1,1) on 8 ranks with the secret seed, training and clipping,
  * 1 point each. */
 #include <stdio.h>
@@ -81,6 +84,11 @@ static void lab09_plan(const struct gr_plan_opts *o)
                  "(4,1,2): same training, moments of the shares, one sum and one gather "
                  "[np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "zero", "memory", np, 10,
+                                 LAB09_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "4D: vocabulary-parallel loss on the last stage: a "
+                 "t-th of the head's work and logits, per-token statistics on tp_comm [np=%d]",
+                 np);
+        gr_add(&(struct gr_spec){name, "train", "check", "vocab", "performance", np, 10,
                                  LAB09_TIMEOUT, 0, NULL});
     }
     int eight = !o->np_given;

@@ -8,8 +8,13 @@
  *     the TP+SP block       lib/sp_block.h (pl_sp_block_forward/backward/sync_grads,
  *                                          pl_sp_gather, pl_sp_reduce_scatter)
  *     the shard layout      lib/tp_shard.h, lib/sp_shard.h
- *     a stage's other parts lib/pipe_parts.h (the embedding, part -1, and the head, part L,
- *                                          run whole on every rank of a TP group)
+ *     a stage's other parts lib/pipe_parts.h (the embedding, part -1, run whole on every
+ *                                          rank of a TP group; the head, part L, is yours,
+ *                                          vocabulary-parallel: section 2.1)
+ *     the loss's pieces     lib/tp_shard.h (pl_tp_row_max, pl_tp_max_of_blocks,
+ *                                          pl_tp_row_sumexp, pl_tp_pick_target,
+ *                                          pl_tp_xent_mean, pl_tp_xent_backward) and lib/ops.h
+ *                                          (pl_layernorm_*, pl_matmul_* on a slice)
  *     AdamW, clipping       lib/ops.h (pl_adamw_step, pl_clip_scale, pl_grad_norm_sq) and
  *                           pl_model_adamw_flat
  * -- and what you write is how they fit: which rank holds what, who talks to whom, and
@@ -66,6 +71,16 @@
  *             sum of dp x ceil(n/dp) over its runs plus 16: the gradients summed once (a
  *             reduce-scatter, or an all-reduce) and the updated shares gathered once; and
  *             the DP sum (the first collective on dp_comm) starts as the bubble test wants.
+ *   vocab     on the last stage of the 8-rank grids with t > 1, each head run (from the
+ *             return of the model's last block's forward to the start of its backward, a
+ *             microbatch of n tokens): its FLOPs a t-th of one device's head (10% either
+ *             way); at most 4 x (2 n V/t + 4 n C + 8 n) + 2048 bytes held above where it
+ *             began (memory ledger, every category): its vocabulary slice's logits, never
+ *             the whole [n, V]; the floats its collectives on tp_comm cover (counted as in
+ *             zero) in [2 n C + (t+1) n, 2 n C + 3 t n + 16]: the SP conjugates at its edges
+ *             and per-token statistics; after the steps rep's head equal on every TP rank;
+ *             and the loss with the LM head scaled so that one device's largest logit is
+ *             200 as one device's (section 2.1).
  *   traffic   from the traffic ledger: the SP conjugates' all-gathers and reduce-scatters
  *             never cross a node under "tp-pp-dp"; each rank's point-to-point bytes per
  *             step equal (its neighbouring stages) x micro x (B/(dp micro)) T/t C x 4:
@@ -92,7 +107,8 @@
  *     m->params as the blocks one after the other (pl_tp_block_numel floats each); its
  *     sequence-parallel activations are sp_shard.h's tokens [r T/t, (r+1) T/t);
  *   - the embedding and the head are held whole (rep, a full pl_model whose other parts
- *     are unused) by every TP rank of the stage that has them, and stay equal there;
+ *     are unused) by every TP rank of the stage that has them, and stay equal there; TP
+ *     rank r computes the head's logits of vocabulary rows [r V/t, (r+1) V/t) alone;
  *   - DP replica d trains on sequences [d B/dp, (d+1) B/dp) of the step's batch, cut into
  *     micro microbatches of B/(dp micro) sequences, in order;
  *   - fourd_step returns the whole batch's mean loss on every rank;

@@ -1,7 +1,8 @@
 /* tests/judge/09-4d.c: Lab 9's judges (grader/09-4d/judge.c) run alone, without mpirun, on
  * hand-built observations of 8 ranks: a right run built from lib/grid.h's layout and the
  * formulas the judges hold the code to (each part passes, ZeRO-1's too), then each part's
- * reasons, made by changing one rank's observation as a wrong submission would.
+ * reasons, made by changing one rank's observation as a wrong submission would (the
+ * vocabulary-parallel head's among them).
  *
  *   09-4d            the hand-built cases
  *
@@ -125,6 +126,25 @@ static void reorder(int one_at_a_time)
     }
 }
 
+/* The vocab part of a right run: on the last stage with t > 1 a t-th of one device's head's
+ * FLOPs, its slice's logits and their gradient held, the SP conjugates and (t + 2) n floats
+ * of statistics on tp_comm a head run, the TP group's heads equal; every rank's loss with
+ * logits in the hundreds one device's. */
+static void vocab_good(struct l9_obs *o)
+{
+    const struct l9_case *k = &st.cases[0];
+    const struct pl_model_config *c = &st.train[0].cfg;
+    const int n = L9_MB_SEQS * c->seq_len, runs = L9_K_STEPS * L9_MICRO, t = k->tp;
+    o->vocab_big_loss = o->vocab_big_ref = 136.9;
+    o->has_vocab = t > 1 && o->coord[2] == k->pp - 1;
+    if (!o->has_vocab) return;
+    o->vocab_runs = runs;
+    o->vocab_flops = runs * pl_part_flops(c, c->n_layers, L9_MB_SEQS, c->seq_len) / t;
+    o->vocab_peak = 4.0 * (2.0 * n * c->vocab / t + 2.0 * n * c->d_model);
+    o->vocab_tp_floats = runs * (2.0 * n * c->d_model + (t + 2.0) * n);
+    o->vocab_digest = 1000u + (unsigned)o->coord[0];
+}
+
 /* Every rank of a right run of the state's case: its grid, the reference's losses and
  * norms, the pipeline's bytes, every order of the axes and the refusals, and activation
  * peaks lowered by exactly what each recomputation leaves unsaved in the blocks in flight. */
@@ -182,6 +202,7 @@ static void good(void)
         o->zero_floats[0] = 2 * L9_K_STEPS;
         o->zero_floats[1] = o->zero_floats[2] = L9_K_STEPS * padded;
         o->zero_optim = 8 * own;
+        vocab_good(o);
         o->activ_peak[PL_RECOMPUTE_NONE] = 1e6;
         for (int rc = PL_RECOMPUTE_SELECTIVE; rc <= PL_RECOMPUTE_FULL; rc++) {
             double saved = blocks * (kept(PL_RECOMPUTE_NONE) - kept((enum pl_recompute)rc));
@@ -194,8 +215,8 @@ static void good(void)
 static void all_pass(const char *what)
 {
     static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute", "bubble",
-                                  "overlap", "zero"};
-    for (int p = 0; p < 8; p++) {
+                                  "overlap", "zero", "vocab"};
+    for (int p = 0; p < (int)(sizeof parts / sizeof *parts); p++) {
         struct gr_why w;
         int ok = judge(parts[p], &w);
         CHECK(ok, "%s: a right run fails %s: %s", what, parts[p], first(&w));
@@ -513,6 +534,45 @@ static void cool_down(void)
     all_pass("no DP group: no sum to hide");
 }
 
+/* The vocab part's reasons on (2,2,2), last stage ranks 2, 3, 6, 7: the whole head's work,
+ * the whole logits held, the logits on tp_comm or no statistics at all, the TP group's heads
+ * apart (said by the results test too), the loss overflowing with large logits; and (4,1,2),
+ * t = 1, not judged. */
+static void vocab(void)
+{
+    state_of((struct l9_case){2, 2, 2});
+    good();
+    ob[2].vocab_flops *= 2;
+    expect("vocab", "1.00 times one device's whole head on them", "the whole head's work");
+    good();
+    ob[3].vocab_peak = 4.0 * 16 * 256 * 3;
+    expect("vocab", "the whole vocabulary's logits (n V = 4096 floats, 16384 bytes) were held",
+           "the whole logits");
+    good();
+    ob[6].vocab_tp_floats += L9_K_STEPS * L9_MICRO * 16 * 256;
+    expect("vocab", "the logits themselves (n V/t a rank) travel", "the logits gathered");
+    good();
+    ob[7].vocab_tp_floats = L9_K_STEPS * L9_MICRO * 16 * 32;
+    expect("vocab", "fewer: the slices' statistics did not cross the TP group", "no statistics");
+    good();
+    ob[2].vocab_runs = 0;
+    expect("vocab", "0 head runs seen in 2 steps of 4 microbatches, 8 expected", "no run seen");
+    good();
+    ob[7].vocab_digest ^= 1;
+    expect("vocab", "rank 7 (dp 1, tp 1, the last stage) and rank 6 (tp 0 of the same TP "
+           "group) hold different heads", "the heads apart");
+    ob[7].params.rel = 1e-2;
+    snprintf(ob[7].params.name, sizeof ob[7].params.name, "head.w");
+    expect("correct", "rank 7 (dp 1, tp 1, the last stage) and rank 6", "the results' hint");
+    good();
+    ob[0].vocab_big_loss = INFINITY;
+    expect("vocab", "exp of a logit above 88 overflows a float", "no max subtracted");
+    state_of((struct l9_case){4, 1, 2});
+    good();
+    ob[2].vocab_flops = 1; /* never seen with t = 1: not judged */
+    all_pass("vocab on t = 1");
+}
+
 static void hand_built(void)
 {
     correct_and_clip();
@@ -521,6 +581,7 @@ static void hand_built(void)
     grid_and_traffic();
     recompute();
     zero();
+    vocab();
 }
 
 static void recorded(const char *path, const char *parts)
