@@ -14,12 +14,14 @@
 #include "wrap_ctx.h"
 
 /* The grids each rank count runs: the 8-rank ones of the handout, and on 6 ranks a
- * pipeline of 3 stages over 4 blocks (stage sizes 1, 1, 2). */
-static const struct l9_case L9_CASES_8[] = {{2, 2, 2}, {1, 2, 4}, {2, 4, 1}, {4, 1, 2}};
-static const struct l9_case L9_CASES_6[] = {{1, 2, 3}};
+ * pipeline of 3 stages over 4 blocks (stage sizes 1, 1, 2), and ZeRO-1 over 3 replicas,
+ * uneven (lab09.h): runs of floats dp = 3 does not divide. */
+static const struct l9_case L9_CASES_8[] = {{2, 2, 2, 0}, {1, 2, 4, 0}, {2, 4, 1, 0},
+                                            {4, 1, 2, 0}};
+static const struct l9_case L9_CASES_6[] = {{1, 2, 3, 0}, {3, 2, 1, 1}};
 /* The hidden suite's, on 8 ranks: TP across a whole node with a pipeline, four stages of
  * one block with the TP degree 1, and data parallelism alone. */
-static const struct l9_case L9_CASES_HIDDEN[] = {{1, 4, 2}, {2, 1, 4}, {8, 1, 1}};
+static const struct l9_case L9_CASES_HIDDEN[] = {{1, 4, 2, 0}, {2, 1, 4, 0}, {8, 1, 1, 0}};
 
 static int case_batch(const struct l9_case *k)
 {
@@ -43,13 +45,14 @@ struct l9_state *l9_setup(uint64_t seed, int np, int hidden)
     st->np = np;
     st->hidden = hidden;
     const struct l9_case *cs = hidden ? L9_CASES_HIDDEN : np == 6 ? L9_CASES_6 : L9_CASES_8;
-    st->ncases = hidden ? 3 : np == 6 ? 1 : 4;
+    st->ncases = hidden ? 3 : np == 6 ? 2 : 4;
     memcpy(st->cases, cs, (size_t)st->ncases * sizeof *cs);
     st->data = pl_corpus_tokens(pl_mix64(seed ^ 0xda7a), L9_CORPUS_TOKENS);
     for (int i = 0; i < st->ncases; i++) {
         struct gr_train_setup *t = &st->train[i];
         t->cfg = l9_config(pl_mix64(seed ^ 0x4d4d));
         t->opt = pl_adamw_config_default();
+        if (st->cases[i].uneven) l9_make_uneven(t, &st->cases[i]);
         t->data = &st->data;
         t->global_B = case_batch(&st->cases[i]);
         t->steps = L9_K_STEPS;
@@ -84,9 +87,14 @@ void l9_finish(struct l9_state *st)
 void l9_describe(const struct l9_state *st, int i, char *buf, size_t len)
 {
     const struct l9_case *k = &st->cases[i];
-    snprintf(buf, len, "dp=%d tp=%d pp=%d (%s), %d microbatches of %d sequences per replica, "
-             "%d steps without clipping, then with a clip at %.3g", k->dp, k->tp, k->pp, L9_ORDER, L9_MICRO, L9_MB_SEQS,
-             L9_K_STEPS, (double)st->train[i].opt.grad_clip);
+    const struct gr_train_setup *t = &st->train[i];
+    char model[96] = "";
+    if (k->uneven)
+        snprintf(model, sizeof model, ", vocabulary %d and weight decay %.3g (runs dp does not "
+                 "divide)", t->cfg.vocab, (double)t->opt.weight_decay);
+    snprintf(buf, len, "dp=%d tp=%d pp=%d (%s)%s, %d microbatches of %d sequences per replica, "
+             "%d steps without clipping, then with a clip at %.3g", k->dp, k->tp, k->pp,
+             L9_ORDER, model, L9_MICRO, L9_MB_SEQS, L9_K_STEPS, (double)t->opt.grad_clip);
 }
 
 /* ---- comparisons, on this rank ---- */
@@ -473,6 +481,9 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         else if (zero) ob->zero_loss[s] = loss;
         h = fnv(h, &loss, sizeof loss);
         ok = !gr_agree(pl_todo_what() != NULL);
+        if (ok && s == 0 && mode == L9_RUN_ZERO)
+            l9_observe_shares(ob->zero_shares, &ts->cfg, ref, opt, m, k->tp, g.tp_rank, k->dp,
+                              g.dp_rank);
     }
     gr_wrap_ctx_set(NULL);
     if (mode == L9_RUN_FREE) ob->dp_floats = watch.floats, ob->dp_calls = watch.calls;
@@ -562,8 +573,8 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
         if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_RECOMPUTE,
                        (enum pl_recompute)r))
             return;
-    /* ZeRO-1 on the 8-rank grids that have a DP group to shard over */
-    ob->has_zero = st->np == 8 && !st->hidden && st->cases[i].dp > 1;
+    /* ZeRO-1 on the grids that have a DP group to shard over */
+    ob->has_zero = !st->hidden && st->cases[i].dp > 1;
     if (!ob->has_zero) return;
     if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_ZERO, PL_RECOMPUTE_NONE))
         return;

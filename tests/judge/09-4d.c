@@ -199,7 +199,7 @@ static void all_pass(const char *what)
 
 static void correct_and_clip(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     all_pass("(dp,tp,pp) = (2,2,2)");
     ob[3].grid_ret = -1;
@@ -249,7 +249,7 @@ static void correct_and_clip(void)
     expect("clip", "the last step's gradient AdamW was given on rank 1",
            "the clip not applied");
     /* dp = 1, tp = 2: a norm that counts the TP-replicated layernorm once per TP rank */
-    state_of((struct l9_case){1, 2, 4});
+    state_of((struct l9_case){1, 2, 4, 0});
     good();
     all_pass("(dp,tp,pp) = (1,2,4)");
     for (int r = 0; r < NR; r++)
@@ -266,7 +266,7 @@ static void correct_and_clip(void)
  * observed. */
 static void bubble(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     reorder(0);
     all_pass("AFAB on (2,2,2)");
@@ -308,12 +308,12 @@ static void bubble(void)
     good();
     ob[3].dp_wait_size = 1;
     all_pass("a collective of one rank holds nothing");
-    state_of((struct l9_case){2, 4, 1});
+    state_of((struct l9_case){2, 4, 1, 0});
     good();
     reorder(1);
     for (int r = 0; r < NR; r++) ob[r].dp_wait_size = 4;
     all_pass("one stage: no bubble to lose");
-    state_of((struct l9_case){1, 2, 4});
+    state_of((struct l9_case){1, 2, 4, 0});
     good();
     for (int r = 0; r < NR; r++) ob[r].dp_wait_size = 4;
     all_pass("no DP group: no sum to hold");
@@ -321,7 +321,7 @@ static void bubble(void)
 
 static void grid_and_traffic(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     /* rank 1's TP group across the nodes, as tp outermost would make it */
     ob[1].members[1][0] = 1, ob[1].members[1][1] = 5;
@@ -376,7 +376,7 @@ static void grid_and_traffic(void)
 
 static void recompute(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     ob[3].leak_bytes = 2048, ob[3].leak_cat = PL_MEM_ACTIV;
     expect("recompute", "rank 3 (stage 1): after fourd_model_free and fourd_grid_free, 2048 "
@@ -409,7 +409,7 @@ static void recompute(void)
  * sum started after a collective over the pipeline. */
 static void zero(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     ob[5].zero_digest[0] ^= 1;
     expect("zero", "rank 5 (dp 1, tp 1, stage 0) and rank 1 (dp 0, the same TP rank and "
@@ -464,7 +464,7 @@ static void zero(void)
     ob[0].has_zero = 0;
     struct gr_why w;
     CHECK(judge("zero", &w), "a case without ZeRO-1 runs (dp = 1) fails: %s", first(&w));
-    state_of((struct l9_case){4, 1, 2});
+    state_of((struct l9_case){4, 1, 2, 0});
     good();
     all_pass("(dp,tp,pp) = (4,1,2)");
     ob[6].zero_optim = 8.0 * l9_dp_floats(&st.train[0].cfg, &st.ref[0].layout, &st.cases[0],
