@@ -31,7 +31,8 @@
  *             of the three axes; with "tp-pp-dp" on 2 nodes of 4 every TP group lies inside
  *             a node (section 1); -1 for an order or degrees that cannot describe world.
  *   results   K AdamW steps without clipping on grids (dp, tp, pp) = (2,2,2), (1,2,4), (2,4,1), (4,1,2) on 8
- *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven): the loss every step
+ *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven) with (3,2,1) (below,
+ *             zero): the loss every step
  *             returns (relative error 1e-5), and after the K steps every rank's parameters
  *             (relative L2 error 1e-4 per tensor) against the slice of the reference's it
  *             holds (section 2); and the sequences each microbatch's embedding and head
@@ -49,8 +50,14 @@
  *             of every microbatch in flight under 1F1B (under full, less one block's whole
  *             activations, which its rerun needs while it runs): sp_block.h's formulas,
  *             bounded on both sides (section 3.1).
- *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), again with
- *             m->zero = 1, without and with the clip (section 3.2): the losses, the norms, the
+ *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), and on 6 ranks
+ *             (3,2,1), whose vocabulary is grown until dp = 3 divides neither the
+ *             embedding's run nor the head's and whose weight decay shows a share's flags,
+ *             again with m->zero = 1, without and with the clip (section 3.2): after the
+ *             first step each rank's share of each run holds one device's summed gradient and
+ *             AdamW's first step on it (relative L2 error 1e-4 each; failed on a share when
+ *             its DP replicas' shares of the run are right, the share and its bounds
+ *             named); the losses, the norms, the
  *             parameters and the gradient AdamW was given (in this rank's shares only,
  *             below) as in results and clipping; the DP replicas' parameters bit for bit
  *             the same; each rank's AdamW moments (memory ledger, PL_MEM_OPTIM, peak from
