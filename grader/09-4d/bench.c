@@ -209,6 +209,9 @@ static void print_zero(const struct l9_state *st, const struct l9_obs *first)
     size_t off, e, h;
     pl_model_part_range(&lay, PL_PART_EMBED, &off, &e);
     pl_model_part_range(&lay, t.cfg.n_layers, &off, &h);
+    const struct pl_param_desc *hw = pl_model_find_param(&lay, "head.w");
+    printf("# handout: `head.w`'s initial %g, the weight decay makes that %g times the "
+           "tolerance\n", (double)hw->std, L9_DECAY_SEEN);
     pl_model_layout_free(&lay);
     printf("# handout: on (%d,%d,%d) the vocabulary grows to %d: the embedding's run is %zu "
            "floats and the head's %zu, c = %.0f and %.0f, and the weight decay is %.3g\n",
