@@ -3,6 +3,8 @@
 # bubble, cool-down, ZeRO-1 and vocabulary-parallel head tests' judges.
 GRADER_JUDGE_SRC_09-4d := grader/common/train.c grader/09-4d/bubble.c grader/09-4d/zero.c \
     grader/09-4d/overlap.c grader/09-4d/vocab.c
+# The judge test's ZeRO-1 part, a header it includes (tests/judge/lab09_zero.h).
+$(B)/tests/judge/09-4d: tests/judge/lab09_zero.h
 # The DP group's all-reduces, counted during the steps for the traffic test, the batch rows
 # the embedding and the head are given, for the results test, and the order of each stage's
 # block calls and any collective between the last backward and the DP sum, for the bubble

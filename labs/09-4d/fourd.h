@@ -36,7 +36,8 @@
  *             of the three axes; with "tp-pp-dp" on 2 nodes of 4 every TP group lies inside
  *             a node (section 1); -1 for an order or degrees that cannot describe world.
  *   results   K AdamW steps without clipping on grids (dp, tp, pp) = (2,2,2), (1,2,4), (2,4,1), (4,1,2) on 8
- *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven): the loss every step
+ *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven) with (3,2,1) (below,
+ *             zero): the loss every step
  *             returns (relative error 1e-5), and after the K steps every rank's parameters
  *             (relative L2 error 1e-4 per tensor) against the slice of the reference's it
  *             holds (section 2); and the sequences each microbatch's embedding and head
@@ -58,8 +59,14 @@
  *             first collective on dp_comm of more than 16 floats starts before the stage's
  *             last pl_sp_block_backward call, and the gradients cross dp_comm in two such
  *             collectives at least: the DP sum in buckets, inside the cool-down (3.3).
- *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), again with
- *             m->zero = 1, without and with the clip (section 3.2): the losses, the norms, the
+ *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), and on 6 ranks
+ *             (3,2,1), whose vocabulary is grown until dp = 3 divides neither the
+ *             embedding's run nor the head's and whose weight decay shows a share's flags,
+ *             again with m->zero = 1, without and with the clip (section 3.2): after the
+ *             first step each rank's share of each run holds one device's summed gradient and
+ *             AdamW's first step on it (relative L2 error 1e-4 each; failed on a share when
+ *             its DP replicas' shares of the run are right, the share and its bounds
+ *             named); the losses, the norms, the
  *             parameters and the gradient AdamW was given (in this rank's shares only,
  *             below) as in results and clipping; the DP replicas' parameters bit for bit
  *             the same; each rank's AdamW moments (memory ledger, PL_MEM_OPTIM, peak from
@@ -108,7 +115,8 @@
  *     sequence-parallel activations are sp_shard.h's tokens [r T/t, (r+1) T/t);
  *   - the embedding and the head are held whole (rep, a full pl_model whose other parts
  *     are unused) by every TP rank of the stage that has them, and stay equal there; TP
- *     rank r computes the head's logits of vocabulary rows [r V/t, (r+1) V/t) alone;
+ *     rank r computes the head's logits of vocabulary rows [r V/t, (r+1) V/t) alone (every
+ *     graded model's V is a multiple of t: (3,2,1)'s grown vocabulary too);
  *   - DP replica d trains on sequences [d B/dp, (d+1) B/dp) of the step's batch, cut into
  *     micro microbatches of B/(dp micro) sequences, in order;
  *   - fourd_step returns the whole batch's mean loss on every rank;
