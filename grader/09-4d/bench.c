@@ -8,7 +8,8 @@
  * section 3.1 says a stage holds, min(p - s, m) microbatches in flight x its blocks x
  * pl_sp_block_saved_bytes of one block. --svg FILE (make plots LAB=09) draws them as bars
  * grouped by stage; --timeline-svg FILE draws one step of that grid on the modelled
- * timeline (timeline.c). Section 3.2's ZeRO-1 figures on (2,2,2) come from the formulas.
+ * timeline (timeline.c). Section 3.2's ZeRO-1 figures on (2,2,2) come from the formulas, and
+ * section 2.1's vocabulary-parallel head's from the kit's count and the formulas (vocab_obs.c).
  * The "# handout:" lines are the numbers docs/labs/09-4d.md quotes
  * (tests/handout_figures.sh); the measured peaks are the handout's only under --figures. */
 #include <math.h>
@@ -199,6 +200,24 @@ static void print_zero(const struct l9_state *st, const struct l9_obs *first)
     }
     printf("rank 0's optimizer state at its peak under ZeRO-1, measured: %.1f kB\n",
            first->zero_optim / KB);
+    /* the 6-rank run's ZeRO-1 grid, uneven (cases.c's L9_CASES_6): its model by the rule */
+    const struct l9_case u = {3, 2, 1, 1};
+    struct gr_train_setup t = st->train[0];
+    t.opt = pl_adamw_config_default();
+    l9_make_uneven(&t, &u);
+    struct pl_model_layout lay;
+    pl_model_layout_init(&lay, &t.cfg);
+    size_t off, e, h;
+    pl_model_part_range(&lay, PL_PART_EMBED, &off, &e);
+    pl_model_part_range(&lay, t.cfg.n_layers, &off, &h);
+    const struct pl_param_desc *hw = pl_model_find_param(&lay, "head.w");
+    printf("# handout: `head.w`'s initial %g, the weight decay makes that %g times the "
+           "tolerance\n", (double)hw->std, L9_DECAY_SEEN);
+    pl_model_layout_free(&lay);
+    printf("# handout: on (%d,%d,%d) the vocabulary grows to %d, %d rows a TP rank; the "
+           "embedding's run is %zu floats and the head's %zu, c = %.0f and %.0f, and the "
+           "weight decay is %.3g\n", u.dp, u.tp, u.pp, t.cfg.vocab, t.cfg.vocab / u.tp, e, h,
+           ceil((double)e / u.dp), ceil((double)h / u.dp), (double)t.opt.weight_decay);
 }
 
 /* The options' order: driver.c's L9_OPTIONS (--svg FILE, --timeline-svg FILE). */
@@ -256,6 +275,7 @@ void l9_bench(const struct gr_args *a)
     if (pl_size() == 8 && pl_rank() == 0 && first.zero_runs == 2) print_zero(st, &first);
     if (pl_size() == 8 && first.zero_runs == 2)
         l9_cool_down_figures(st, a->figures ? "handout" : who);
+    if (pl_size() == 8 && pl_rank() == 0) l9_vocab_figures(st);
     if (timeline) l9_timeline(st, timeline, who);
     l9_finish(st);
 }

@@ -1,5 +1,5 @@
-/* cases.c: one case of Lab 9 (lab09.h): the lab's model and data, a (dp, tp, pp) grid laid
- * out by "tp-pp-dp", K steps of the student's 4D training with a clip that binds, and what
+/* cases.c: one case of Lab 9 (lab09.h; its grids, model, data and reference: setup.c): a
+ * (dp, tp, pp) grid laid out by "tp-pp-dp", K steps of the student's 4D training with a clip that binds, and what
  * this rank saw into its observation: the grid it was given, every step's loss and norm,
  * its parameters and last clipped gradient against the slices of the single-device
  * reference's, and its traffic by kind and link class from the ledger; and on the grids
@@ -12,82 +12,6 @@
 
 #include "lab09.h"
 #include "wrap_ctx.h"
-
-/* The grids each rank count runs: the 8-rank ones of the handout, and on 6 ranks a
- * pipeline of 3 stages over 4 blocks (stage sizes 1, 1, 2). */
-static const struct l9_case L9_CASES_8[] = {{2, 2, 2}, {1, 2, 4}, {2, 4, 1}, {4, 1, 2}};
-static const struct l9_case L9_CASES_6[] = {{1, 2, 3}};
-/* The hidden suite's, on 8 ranks: TP across a whole node with a pipeline, four stages of
- * one block with the TP degree 1, and data parallelism alone. */
-static const struct l9_case L9_CASES_HIDDEN[] = {{1, 4, 2}, {2, 1, 4}, {8, 1, 1}};
-
-static int case_batch(const struct l9_case *k)
-{
-    return k->dp * L9_MICRO * L9_MB_SEQS;
-}
-
-/* The norm of the reference's gradient of step s, before clipping. */
-static double grad_norm(const struct gr_reference *ref, int s)
-{
-    const float *g = ref->grads + (size_t)s * ref->numel;
-    double sq = 0;
-    for (size_t j = 0; j < ref->numel; j++) sq += (double)g[j] * g[j];
-    return sqrt(sq);
-}
-
-struct l9_state *l9_setup(uint64_t seed, int np, int hidden)
-{
-    struct l9_state *st = calloc(1, sizeof *st);
-    PL_ASSERT(st);
-    st->seed = seed;
-    st->np = np;
-    st->hidden = hidden;
-    const struct l9_case *cs = hidden ? L9_CASES_HIDDEN : np == 6 ? L9_CASES_6 : L9_CASES_8;
-    st->ncases = hidden ? 3 : np == 6 ? 1 : 4;
-    memcpy(st->cases, cs, (size_t)st->ncases * sizeof *cs);
-    st->data = pl_corpus_tokens(pl_mix64(seed ^ 0xda7a), L9_CORPUS_TOKENS);
-    for (int i = 0; i < st->ncases; i++) {
-        struct gr_train_setup *t = &st->train[i];
-        t->cfg = l9_config(pl_mix64(seed ^ 0x4d4d));
-        t->opt = pl_adamw_config_default();
-        t->data = &st->data;
-        t->global_B = case_batch(&st->cases[i]);
-        t->steps = L9_K_STEPS;
-        t->data_seed = pl_mix64(seed ^ (0x5eed + (uint64_t)i));
-        /* unclipped first (the training's own check), then a clip that binds on every
-         * step of the same data */
-        t->opt.grad_clip = 0.0f;
-        st->free_opt[i] = t->opt;
-        gr_reference_run(&st->free[i], t);
-        double least = INFINITY;
-        for (int s = 0; s < L9_K_STEPS; s++) {
-            double n = grad_norm(&st->free[i], s);
-            if (n < least) least = n;
-        }
-        t->opt.grad_clip = (float)(L9_CLIP_FRACTION * least);
-        gr_reference_run(&st->ref[i], t);
-        for (int s = 0; s < L9_K_STEPS; s++) st->ref_norm[i][s] = grad_norm(&st->ref[i], s);
-    }
-    return st;
-}
-
-void l9_finish(struct l9_state *st)
-{
-    for (int i = 0; i < st->ncases; i++) {
-        gr_reference_free(&st->free[i]);
-        gr_reference_free(&st->ref[i]);
-    }
-    pl_tokens_free(&st->data);
-    free(st);
-}
-
-void l9_describe(const struct l9_state *st, int i, char *buf, size_t len)
-{
-    const struct l9_case *k = &st->cases[i];
-    snprintf(buf, len, "dp=%d tp=%d pp=%d (%s), %d microbatches of %d sequences per replica, "
-             "%d steps without clipping, then with a clip at %.3g", k->dp, k->tp, k->pp, L9_ORDER, L9_MICRO, L9_MB_SEQS,
-             L9_K_STEPS, (double)st->train[i].opt.grad_clip);
-}
 
 /* ---- comparisons, on this rank ---- */
 
@@ -239,6 +163,7 @@ void __wrap_pl_sp_block_forward(SP_FWD_ARGS, struct pl_sp_block_acts *a,
 {
     op_note(layer, 'F', ctx);
     __real_pl_sp_block_forward(tp, c, layer, p, a, ctx, x, y);
+    l9_vocab_block(layer, 'F');
 }
 
 void __wrap_pl_sp_block_forward_saved(SP_FWD_ARGS, struct pl_sp_block_saved *s,
@@ -246,6 +171,7 @@ void __wrap_pl_sp_block_forward_saved(SP_FWD_ARGS, struct pl_sp_block_saved *s,
 {
     op_note(layer, 'F', ctx);
     __real_pl_sp_block_forward_saved(tp, c, layer, p, s, ctx, x, y);
+    l9_vocab_block(layer, 'F');
 }
 
 void __wrap_pl_sp_block_backward(SP_FWD_ARGS, const struct pl_block_params *g,
@@ -253,6 +179,7 @@ void __wrap_pl_sp_block_backward(SP_FWD_ARGS, const struct pl_block_params *g,
                                  const float *dy, float *dx)
 {
     op_note(layer, 'B', ctx);
+    l9_vocab_block(layer, 'B');
     __real_pl_sp_block_backward(tp, c, layer, p, g, a, ctx, dy, dx);
 }
 
@@ -261,6 +188,7 @@ void __wrap_pl_sp_block_backward_saved(SP_FWD_ARGS, const struct pl_block_params
                                        const struct pl_model_ctx *ctx, const float *dy, float *dx)
 {
     op_note(layer, 'B', ctx);
+    l9_vocab_block(layer, 'B');
     __real_pl_sp_block_backward_saved(tp, c, layer, p, g, s, ctx, dy, dx);
 }
 #undef SP_FWD_ARGS
@@ -291,6 +219,7 @@ static void bucket_note(struct watch *w, const struct pl_comm *comm, double floa
 static void coll_note(const struct pl_comm *comm, size_t count)
 {
     struct watch *w = gr_wrap_ctx();
+    l9_vocab_coll(comm, (double)count);
     if (!w) return;
     if (comm == w->dp) w->floats += (double)count, w->calls++, w->kinds[0] += (double)count;
     bucket_note(w, comm, (double)count);
@@ -389,6 +318,7 @@ struct pl_handle *__wrap_pl_all_reduce_async(struct pl_comm *comm, const float *
 static void chunk_note(const struct pl_comm *comm, int kind, size_t chunk)
 {
     struct watch *w = gr_wrap_ctx();
+    l9_vocab_coll(comm, (double)chunk * pl_comm_size(comm));
     if (!w) return;
     if (comm == w->dp) w->kinds[kind] += (double)chunk * pl_comm_size(comm);
     bucket_note(w, comm, (double)chunk * pl_comm_size(comm));
@@ -476,6 +406,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     struct watch watch = {.dp = g.dp_comm, .b = &b, .L = ts->cfg.n_layers, .step = -1,
                           .b0 = m->b0, .ob = ob, .tp = g.tp_comm, .zero = zero};
     if (mode == L9_RUN_FREE || mode == L9_RUN_ZERO) gr_wrap_ctx_set(&watch);
+    if (mode == L9_RUN_FREE) l9_vocab_watch(st, i, ob, &g, m);
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);
         watch.step = s;
@@ -485,8 +416,12 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         else if (zero) ob->zero_loss[s] = loss;
         h = fnv(h, &loss, sizeof loss);
         ok = !gr_agree(pl_todo_what() != NULL);
+        if (ok && s == 0 && mode == L9_RUN_ZERO)
+            l9_observe_shares(ob->zero_shares, &ts->cfg, ref, opt, m, k->tp, g.tp_rank, k->dp,
+                              g.dp_rank);
     }
     gr_wrap_ctx_set(NULL);
+    if (mode == L9_RUN_FREE) l9_vocab_unwatch(ob, m);
     if (mode == L9_RUN_FREE) ob->dp_floats = watch.floats, ob->dp_calls = watch.calls;
     if (mode == L9_RUN_ZERO) memcpy(ob->zero_floats, watch.kinds, sizeof watch.kinds);
     pl_mem_get_stats(&ms);
@@ -567,6 +502,7 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
         return;
     if (!train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_CLIP, PL_RECOMPUTE_NONE))
         return;
+    l9_vocab_big(st, i, ob); /* the loss with logits in the hundreds (t > 1, 8 ranks) */
     /* recomputation and the orders on the first grid of 8 ranks, (2,2,2): every axis at once */
     if (st->np == 8 && i == 0 && !st->hidden) observe_orders(&st->cases[i], ob);
     ob->has_recompute = st->np == 8 && i == 0 && !st->hidden;
@@ -574,8 +510,8 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
         if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_RECOMPUTE,
                        (enum pl_recompute)r))
             return;
-    /* ZeRO-1 on the 8-rank grids that have a DP group to shard over */
-    ob->has_zero = st->np == 8 && !st->hidden && st->cases[i].dp > 1;
+    /* ZeRO-1 on the grids that have a DP group to shard over */
+    ob->has_zero = !st->hidden && st->cases[i].dp > 1;
     if (!ob->has_zero) return;
     if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_ZERO, PL_RECOMPUTE_NONE))
         return;

@@ -10,7 +10,8 @@
  *   recompute the (2,2,2) run again with selective and full recomputation: the same
  *             training bit for bit, and each rank's activation peak lowered by what the
  *             choice leaves unsaved in the blocks in flight (sp_block.h's formulas);
- *   bubble    bubble.c; zero (ZeRO-1 across the DP group) zero.c. */
+ *   bubble    bubble.c; zero (ZeRO-1 across the DP group) zero.c; vocab (the
+ *             vocabulary-parallel head on the last stage) vocab.c. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -173,6 +174,7 @@ static int judge_correct(const struct l9_state *st, int i, const struct gr_obs *
                        L9_K_STEPS, r, o->coord[0], o->coord[1], o->coord[2], o->params.name,
                        o->params.rel, GR_TOL_PARAMS,
                        o->params.nonfinite ? ", with NaN or Inf elements" : "");
+            l9_vocab_hint(all, why);
             return 0;
         }
     }
@@ -507,6 +509,7 @@ int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr
     if (!strcmp(part, "bubble")) return l9_judge_bubble(st, i, all, why);
     if (!strcmp(part, "overlap")) return l9_judge_overlap(st, i, all, why);
     if (!strcmp(part, "zero")) return l9_judge_zero(st, i, all, why);
+    if (!strcmp(part, "vocab")) return l9_judge_vocab(st, i, all, why);
     gr_why_say(why, "internal: no part %s", part);
     return 0;
 }

@@ -1,12 +1,15 @@
 # Lab 9's make settings (grader/grader.mk includes every grader/NN-name/lab.mk).
 # The judge test (tests/judge/09-4d.c) links the comparisons' words (gr_rel_err) and the
-# bubble, cool-down and ZeRO-1 tests' judges.
+# bubble, cool-down, ZeRO-1 and vocabulary-parallel head tests' judges.
 GRADER_JUDGE_SRC_09-4d := grader/common/train.c grader/09-4d/bubble.c grader/09-4d/zero.c \
-    grader/09-4d/overlap.c
+    grader/09-4d/overlap.c grader/09-4d/vocab.c
+# The judge test's ZeRO-1 part, a header it includes (tests/judge/lab09_zero.h).
+$(B)/tests/judge/09-4d: tests/judge/lab09_zero.h
 # The DP group's all-reduces, counted during the steps for the traffic test, the batch rows
 # the embedding and the head are given, for the results test, and the order of each stage's
 # block calls and any collective between the last backward and the DP sum, for the bubble
-# test, and the DP group's reduce-scatters and all-gathers for the ZeRO-1 test (cases.c).
+# test, and the DP group's reduce-scatters and all-gathers for the ZeRO-1 test (cases.c);
+# the same block calls and collectives bound and measure the head's runs (vocab_obs.c).
 GRADER_WRAP_09-4d := -Wl,--wrap=pl_all_reduce -Wl,--wrap=pl_all_reduce_async \
     -Wl,--wrap=pl_reduce_scatter -Wl,--wrap=pl_reduce_scatter_async \
     -Wl,--wrap=pl_all_gather -Wl,--wrap=pl_all_gather_async \

@@ -29,9 +29,18 @@
  * room for alignment and a scalar or two. */
 #define L9_ZERO_MEM_SLACK 1024
 
+/* A grid; uneven: the ZeRO-1 case of a DP degree that divides no run of the lab's model
+ * (every run is a multiple of 3 and of 8): its vocabulary grows by tp tokens at a time,
+ * which the byte corpus never uses, until dp divides neither the embedding's run nor the head's,
+ * and its weight decay is L9_DECAY_SEEN's (zero.c's l9_make_uneven, from setup.c). */
 struct l9_case {
     int dp, tp, pp;
+    int uneven;
 };
+/* An uneven case's weight decay makes a share of the head that steps the final layernorm's
+ * worth of head.w (2C floats) with the wrong decay flag take a first step this many times
+ * GR_TOL_GRADS off one device's (zero.c's l9_make_uneven). */
+#define L9_DECAY_SEEN 10.0
 
 /* The grid test's other questions to fourd_grid_new, on the first 8-rank case: every order
  * of the three axes (L9_ORDERS[0] is L9_ORDER), and orders or degrees that cannot describe
@@ -87,6 +96,17 @@ struct l9_op {
     long long seq0;
 };
 #define L9_MAX_OPS (4 * L9_MICRO)
+
+/* A rank's own DP share of one of its runs after the first unclipped step with
+ * m->zero = 1: the relative L2 error of its gradient against one device's (floor: the whole
+ * gradient's RMS) and of its parameters' step against AdamW's first step on the gradient it
+ * holds; and where the worse lies (what: 0 the gradient, 1 the step): the floats off by more
+ * than a tenth of the worst, how many, the first and last (in the run), and over them
+ * sum (got - want) p0 and sum p0^2 (p0: the initial parameters). */
+struct l9_share_err {
+    double grad_rel, step_rel, off, first, last, dot, p0_sq;
+    int what;
+};
 
 /* One rank's observation of a case (a plain struct, gathered by the harness). */
 struct l9_obs {
@@ -149,16 +169,32 @@ struct l9_obs {
     /* dp_wait_size's counterpart in the first step of the unclipped run with m->zero = 1,
      * whose DP sum is the first collective on dp_comm (a reduce-scatter or all-reduce) */
     int zero_dp_wait_size;
+    /* the vocabulary-parallel head (vocab_obs.c), on the last stage of the 8-rank grids
+     * with t > 1, in the unclipped run: the head runs seen (each from the return of the
+     * model's last block's forward to the start of its backward), their FLOPs (ledger), the
+     * most bytes one held above what was held when it began (memory ledger, every
+     * category), the floats its collectives on tp_comm covered (all-reduce: count;
+     * reduce-scatter and all-gather: t x the chunk), and a digest of rep's head after the
+     * run; then one step with the LM head scaled so that the largest logit of one device's
+     * first forward is L9_BIG_LOGIT: its loss, and one device's */
+    int has_vocab, vocab_runs;
+    double vocab_flops, vocab_peak, vocab_tp_floats;
+    uint64_t vocab_digest;
+    double vocab_big_loss, vocab_big_ref;
+    /* its own DP share (fourd.h's [d c, min((d+1) c, n)), c = ceil(n/dp)) of each run,
+     * blocks, embedding, head, after the first unclipped step with m->zero = 1 */
+    struct l9_share_err zero_shares[3];
     /* the first 8-rank case: every order of the axes, and what cannot describe the world */
     int has_orders;
     struct l9_grid_obs orders[L9_NORDERS];
     int bad_ret[L9_NBAD];
 };
 
-/* cases.c */
+/* setup.c */
 struct l9_state *l9_setup(uint64_t seed, int np, int hidden);
 void l9_finish(struct l9_state *st);
 void l9_describe(const struct l9_state *st, int i, char *buf, size_t len);
+/* cases.c */
 void l9_observe(struct l9_state *st, int i, struct l9_obs *ob);
 
 /* judge.c: pure, no MPI */
@@ -208,9 +244,42 @@ void l9_compare(struct l9_err *e, const char *name, const float *got, const floa
 void l9_compare_shares(struct l9_err *e, const struct pl_model_config *c,
                        const struct pl_model_layout *lay, const struct fourd_model *m,
                        const float *ref, int t, int r, int dp, int d);
+/* An uneven case's model and optimizer (lab09.h's struct l9_case). */
+void l9_make_uneven(struct gr_train_setup *t, const struct l9_case *k);
+/* DP rank d's share of each of m's runs (TP rank r of t) after its first step: out[run],
+ * against ref's first step with opt (no clipping). */
+void l9_observe_shares(struct l9_share_err out[3], const struct pl_model_config *c,
+                       const struct gr_reference *ref, const struct pl_adamw_config *opt,
+                       const struct fourd_model *m, int t, int r, int dp, int d);
 /* The "zero" part of l9_judge. */
 int l9_judge_zero(const struct l9_state *st, int i, const struct gr_obs *all,
                   struct gr_why *why);
+
+/* vocab_obs.c: the vocabulary-parallel head's observation. The wraps of cases.c tell it
+ * of block calls ('F' once a forward returned, 'B' before a backward) and collectives (the
+ * floats one covers); l9_vocab_watch and l9_vocab_unwatch bracket the unclipped run;
+ * l9_vocab_big runs the step with large logits (collective over the world). */
+#define L9_BIG_LOGIT 200.0
+void l9_vocab_block(int layer, int kind);
+void l9_vocab_coll(const struct pl_comm *comm, double floats);
+void l9_vocab_watch(const struct l9_state *st, int i, struct l9_obs *ob,
+                    const struct fourd_grid *g, const struct fourd_model *m);
+void l9_vocab_unwatch(struct l9_obs *ob, const struct fourd_model *m);
+void l9_vocab_big(struct l9_state *st, int i, struct l9_obs *ob);
+/* The handout's figures of section 2.1 (rank 0, bench mode, 8 ranks). */
+void l9_vocab_figures(const struct l9_state *st);
+/* vocab.c: pure, no MPI. The bounds the "vocab" part holds one head run to, on TP rank of
+ * t with n tokens a microbatch (n = B/(dp micro) T): the FLOPs a t-th of one device's
+ * head's (whole) within L9_VOCAB_WORK_TOL either way; at most the bytes *mem_hi; and the
+ * floats on tp_comm in [*lo, *hi]. */
+#define L9_VOCAB_WORK_TOL 0.1
+void l9_vocab_bounds(const struct pl_model_config *c, int t, int n, double *mem_hi,
+                     double *lo, double *hi);
+int l9_judge_vocab(const struct l9_state *st, int i, const struct gr_obs *all,
+                   struct gr_why *why);
+/* The first last-stage rank whose rep head differs from its TP group's tp 0, said (the
+ * results test's hint when a head's tensor is off); nothing when they agree. */
+void l9_vocab_hint(const struct gr_obs *all, struct gr_why *why);
 
 /* bench.c */
 void l9_bench(const struct gr_args *a);

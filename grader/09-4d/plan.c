@@ -11,8 +11,13 @@
  * again with selective and full recomputation: the same training bit for bit
  * and the activations saved (5), the grids with dp > 1 again with ZeRO-1 across the DP group:
  * the same training, each rank's moments of its shares alone, the gradients summed and the
- * parameters gathered once a step (10); one run on 6 ranks (3 nodes of 2), (1,2,3) with
- * stages of 1, 1 and 2 blocks: the training (10) and the clipping (10). 120 points. The hidden
+ * parameters gathered once a step (10), the grids with t > 1: the last stage's head
+ * vocabulary-parallel, a t-th of its work and logits per TP rank, the cross-entropy combined
+ * from per-token statistics on tp_comm, rep's head equal on every TP rank, and the loss with
+ * logits in the hundreds (10); one run on 6 ranks (3 nodes of 2), (1,2,3) with stages of 1,
+ * 1 and 2 blocks and (3,2,1) with a vocabulary that leaves runs dp = 3 does not divide: the
+ * training (10) and the clipping (10), and (3,2,1) with ZeRO-1: its shares' bounds where dp
+ * does not divide a run, and the head's decay flags in each share (5). 135 points. The hidden
  * suite: (1,4,2), (2,1,4), (8,1,1) on 8 ranks with the secret seed, training and clipping,
  * 1 point each. */
 #include <stdio.h>
@@ -49,7 +54,8 @@ static void lab09_plan(const struct gr_plan_opts *o)
     const int *nps = o->np_given ? o->np : visible;
     for (int i = 0; nps[i]; i++) {
         int np = nps[i], eight = np == 8;
-        const char *grids = eight ? "(2,2,2), (1,2,4), (2,4,1), (4,1,2)" : "(1,2,3), uneven stages";
+        const char *grids = eight ? "(2,2,2), (1,2,4), (2,4,1), (4,1,2)"
+                                  : "(1,2,3), uneven stages, and (3,2,1)";
         char name[200];
         snprintf(name, sizeof name, "4D: same training as one device, grids %s [np=%d]", grids,
                  np);
@@ -58,7 +64,13 @@ static void lab09_plan(const struct gr_plan_opts *o)
         snprintf(name, sizeof name, "4D: global-norm clipping, every parameter once [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "clip", "correctness", np,
                                  eight ? 20 : 10, LAB09_TIMEOUT, 0, NULL});
-        if (!eight) continue;
+        if (!eight) {
+            snprintf(name, sizeof name, "4D: ZeRO-1 across the DP group, grid (3,2,1): runs "
+                     "dp does not divide, shares' bounds and decay flags [np=%d]", np);
+            gr_add(&(struct gr_spec){name, "train", "check", "zero", "memory", np, 5,
+                                     LAB09_TIMEOUT, 0, NULL});
+            continue;
+        }
         snprintf(name, sizeof name, "4D: TP, PP and DP groups of every order of the axes [np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "grid", "placement", np, 10,
                                  LAB09_TIMEOUT, 0, NULL});
@@ -82,6 +94,11 @@ static void lab09_plan(const struct gr_plan_opts *o)
                  "[np=%d]", np);
         gr_add(&(struct gr_spec){name, "train", "check", "zero", "memory", np, 10,
                                  LAB09_TIMEOUT, 0, NULL});
+        snprintf(name, sizeof name, "4D: vocabulary-parallel loss on the last stage: a "
+                 "t-th of the head's work and logits, per-token statistics on tp_comm [np=%d]",
+                 np);
+        gr_add(&(struct gr_spec){name, "train", "check", "vocab", "performance", np, 10,
+                                 LAB09_TIMEOUT, 0, NULL});
     }
     int eight = !o->np_given;
     for (int i = 0; o->np_given && o->np[i]; i++) eight |= o->np[i] == 8;
@@ -101,7 +118,7 @@ static const struct gr_lab lab09 = {
     .runs_on = lab09_runs,
     .runs_on_words = "6 or 8 ranks",
     .runs_on_why = "are not the lab's grids: (2,2,2), (1,2,4), (2,4,1), (4,1,2) on 8 and "
-                   "(1,2,3) on 6",
+                   "(1,2,3) and (3,2,1) on 6",
     .symbol_rule = "Lab 9 communicates only through lib's collectives and point-to-point calls "
                    "on the grid's communicators (no MPI_* or nccl* below the ledger its traffic "
                    "is judged by), takes its memory from pl_mem_alloc, and finds its place in "

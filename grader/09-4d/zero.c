@@ -97,6 +97,176 @@ void l9_compare_shares(struct l9_err *e, const struct pl_model_config *c,
     }
 }
 
+/* Over the head's tensors whose decay flag is decay: their floats, and the sum of their
+ * initial values' expected squares (std^2 each). */
+static double head_floats(const struct pl_model_layout *lay, int decay, double *sq)
+{
+    double n = 0;
+    *sq = 0;
+    for (int j = 0; j < lay->n_tensors; j++) {
+        const struct pl_param_desc *d = &lay->tensors[j];
+        if (d->part != lay->cfg.n_layers || d->decay != decay) continue;
+        n += (double)d->numel;
+        *sq += (double)d->numel * d->std * d->std;
+    }
+    return n;
+}
+
+/* An uneven case's model and optimizer (lab09.h): the vocabulary grown by tp tokens at a
+ * time (a TP group splits it evenly) until dp divides neither the embedding's run nor the
+ * head's, and the weight decay that shows a share of the head stepped with the wrong flags.
+ * In the first step AdamW moves a float by lr (g/(|g| + eps) + wd p), about lr when its
+ * gradient is well above eps (head.w's all are: every row takes the softmax's), so a
+ * share's step has a norm of about lr sqrt(c), c = ceil(n/dp); m floats stepped with the
+ * wrong decay flag are off by lr wd |p| each, a relative error of wd rms(p) sqrt(m/c). With
+ * m the head's undecayed floats (the final layernorm's 2C, which a share's flags read from
+ * the run's start carry into head.w) and rms(p) head.w's initial std, wd makes that
+ * L9_DECAY_SEEN times GR_TOL_GRADS. */
+void l9_make_uneven(struct gr_train_setup *t, const struct l9_case *k)
+{
+    struct pl_model_layout lay;
+    size_t off, e, h;
+    for (;;) {
+        pl_model_layout_init(&lay, &t->cfg);
+        pl_model_part_range(&lay, PL_PART_EMBED, &off, &e);
+        pl_model_part_range(&lay, t->cfg.n_layers, &off, &h);
+        if (e % (size_t)k->dp && h % (size_t)k->dp) break;
+        pl_model_layout_free(&lay);
+        t->cfg.vocab += k->tp;
+    }
+    double sq_flipped, sq_decayed;
+    const double m = head_floats(&lay, 0, &sq_flipped),
+                 decayed = head_floats(&lay, 1, &sq_decayed);
+    pl_model_layout_free(&lay);
+    const double c = ceil((double)h / k->dp), rms = sqrt(sq_decayed / decayed);
+    t->opt.weight_decay = (float)(L9_DECAY_SEEN * GR_TOL_GRADS / (rms * sqrt(m / c)));
+}
+
+/* One tensor of a run: where it starts in the run, its floats, its decay flag. */
+struct piece {
+    size_t at, n;
+    int decay;
+};
+
+/* The floats of got - want in [lo, lo + own) off by more than a tenth of the worst: where
+ * the error lies, into e (with sum (got - want) p0 and sum p0^2 over them). */
+static void locate(struct l9_share_err *e, const float *got, const float *want, const float *p0,
+                   size_t lo, size_t own)
+{
+    double worst = 0;
+    for (size_t j = lo; j < lo + own; j++) {
+        const double x = fabs((double)got[j] - want[j]);
+        worst = !isfinite(x) || x > worst ? (isfinite(x) ? x : INFINITY) : worst;
+    }
+    e->off = e->dot = e->p0_sq = 0;
+    for (size_t j = lo; j < lo + own && worst > 0; j++) {
+        const double x = (double)got[j] - want[j];
+        if (isfinite(x) && isfinite(worst) && fabs(x) <= 0.1 * worst) continue;
+        if (!e->off) e->first = (double)j;
+        e->off++, e->last = (double)j;
+        e->dot += x * p0[j], e->p0_sq += (double)p0[j] * p0[j];
+    }
+}
+
+/* got against want on [lo, lo + own), relative L2 against max(|want|, scale sqrt(own)). */
+static double rel_l2(const float *got, const float *want, const float *base, size_t lo,
+                     size_t own, double scale)
+{
+    double err = 0, ref = 0;
+    for (size_t j = lo; j < lo + own; j++) {
+        const double x = (double)got[j] - want[j], w = base ? (double)want[j] - base[j] : want[j];
+        err += x * x, ref += w * w;
+    }
+    const double den = fmax(sqrt(ref), scale * sqrt((double)own));
+    return err == 0 ? 0 : den > 0 && isfinite(err) ? sqrt(err / (den * den)) : INFINITY;
+}
+
+/* Rank d's share of one run of n floats after the first step: its gradient g against one
+ * device's gw (floor: gw's whole RMS), and its parameters p against AdamW's first step from
+ * p0 on g, each piece with its flag (the kit's AdamW, in op memory, as the code's would). */
+static void share_obs(struct l9_share_err *e, const float *g, const float *gw, const float *p,
+                      const float *p0, const struct piece *pc, int npc, size_t n, int dp, int d,
+                      double grad_rms, const struct pl_adamw_config *opt)
+{
+    size_t lo, own;
+    l9_zero_share(n, dp, d, &lo, &own);
+    float *dev[4], *want = pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_HOST,
+                                        "l9 share step");
+    for (int q = 0; q < 4; q++) {
+        dev[q] = pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_DEVICE, "l9 share op");
+        pl_zero(dev[q], n);
+    }
+    pl_to_device(dev[0], p0, n * sizeof(float));
+    pl_to_device(dev[1], g, n * sizeof(float));
+    for (int k = 0; k < npc; k++) {
+        size_t x = pc[k].at > lo ? pc[k].at : lo, y = pc[k].at + pc[k].n;
+        y = y < lo + own ? y : lo + own;
+        if (y > x)
+            pl_adamw_step(dev[0] + x, dev[1] + x, dev[2] + x, dev[3] + x, y - x, 1, opt->lr,
+                          opt->beta1, opt->beta2, opt->eps,
+                          pc[k].decay ? opt->weight_decay : 0.0f);
+    }
+    pl_to_host(want, dev[0], n * sizeof(float));
+    for (int q = 0; q < 4; q++) pl_mem_free(dev[q]);
+    e->grad_rel = rel_l2(g, gw, NULL, lo, own, grad_rms);
+    e->step_rel = rel_l2(p, want, p0, lo, own, 0);
+    e->what = e->grad_rel > GR_TOL_GRADS ? 0 : 1;
+    if (e->what == 0) locate(e, g, gw, p0, lo, own);
+    else locate(e, p, want, p0, lo, own);
+    pl_mem_free(want);
+}
+
+void l9_observe_shares(struct l9_share_err out[3], const struct pl_model_config *c,
+                       const struct gr_reference *ref, const struct pl_adamw_config *opt,
+                       const struct fourd_model *m, int t, int r, int dp, int d)
+{
+    const struct pl_model_layout *lay = &ref->layout;
+    const double grad_rms = l9_rms(ref->grads, ref->numel);
+    const size_t bn = m->block_numel, n = (size_t)(m->b1 - m->b0) * bn, nb = n ? n : 1;
+    float *buf[4];
+    for (int q = 0; q < 4; q++)
+        buf[q] = pl_mem_alloc(nb * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 share run");
+    struct piece pc[4 * PL_TP_BLOCK_TENSORS];
+    int npc = 0;
+    for (int l = m->b0; l < m->b1; l++) {
+        size_t off, cnt, base = (size_t)(l - m->b0) * bn;
+        pl_model_part_range(lay, l, &off, &cnt);
+        pl_tp_block_slice(c, t, r, ref->grads + off, buf[1] + base);
+        pl_tp_block_slice(c, t, r, ref->init + off, buf[3] + base);
+        struct pl_tp_tensor td[PL_TP_BLOCK_TENSORS];
+        pl_tp_block_tensors(c, l, t, td);
+        for (int k = 0; k < PL_TP_BLOCK_TENSORS && npc < 4 * PL_TP_BLOCK_TENSORS; k++) {
+            int decay = 0;
+            for (int j = 0; j < lay->n_tensors; j++)
+                if (lay->tensors[j].part == l && lay->tensors[j].offset - off == td[k].full_offset)
+                    decay = lay->tensors[j].decay;
+            pc[npc++] = (struct piece){base + td[k].shard_offset, td[k].shard_numel, decay};
+        }
+    }
+    pl_to_host(buf[0], m->grads, n * sizeof(float));
+    pl_to_host(buf[2], m->params, n * sizeof(float));
+    if (n) share_obs(&out[0], buf[0], buf[1], buf[2], buf[3], pc, npc, n, dp, d, grad_rms, opt);
+    for (int q = 0; q < 4; q++) pl_mem_free(buf[q]);
+    for (int part = -1; m->rep && part <= c->n_layers; part += c->n_layers + 1) {
+        if (part == -1 ? !m->has_embed : !m->has_head) continue;
+        size_t off, cnt;
+        pl_model_part_range(lay, part, &off, &cnt);
+        npc = 0;
+        for (int j = 0; j < lay->n_tensors && npc < 4 * PL_TP_BLOCK_TENSORS; j++)
+            if (lay->tensors[j].part == part)
+                pc[npc++] = (struct piece){lay->tensors[j].offset - off, lay->tensors[j].numel,
+                                           lay->tensors[j].decay};
+        float *h[2];
+        for (int q = 0; q < 2; q++)
+            h[q] = pl_mem_alloc(cnt * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 share rep");
+        pl_to_host(h[0], m->rep->grads + off, cnt * sizeof(float));
+        pl_to_host(h[1], m->rep->params + off, cnt * sizeof(float));
+        share_obs(&out[part == -1 ? 1 : 2], h[0], ref->grads + off, h[1], ref->init + off, pc,
+                  npc, cnt, dp, d, grad_rms, opt);
+        for (int q = 0; q < 2; q++) pl_mem_free(h[q]);
+    }
+}
+
 /* ---- the verdict ---- */
 
 /* Rank r's runs under the case's grid: n[3] floats (blocks, embedding, head), and the
@@ -150,6 +320,96 @@ static int zero_replicas(const struct gr_obs *all, struct gr_why *why)
                        "of the updated shares over dp_comm gives it the others' (%.0f floats "
                        "gathered on its DP group in %d steps): without it the replicas drift "
                        "apart from the first step", o->zero_floats[2], L9_K_STEPS);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The shares of a run of n floats over dp ranks, "[0, c), [c, 2c), ..." into buf. */
+static void share_list(char *buf, size_t len, double n, int dp)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int d = 0; d < dp && at < len; d++) {
+        size_t lo, own;
+        l9_zero_share((size_t)n, dp, d, &lo, &own);
+        at += (size_t)snprintf(buf + at, len - at, "%s[%zu, %zu)", d ? ", " : "", lo, lo + own);
+    }
+}
+
+static int share_bad(const struct l9_share_err *e)
+{
+    return !(e->grad_rel <= GR_TOL_GRADS) || !(e->step_rel <= GR_TOL_GRADS);
+}
+
+/* After the first unclipped step each rank's share of each run holds the gradient summed
+ * over the DP group and the parameters AdamW's first step makes of it (fourd.h). Fails
+ * when some DP replicas' shares of a run do and one's does not: its bounds, or what its
+ * AdamW did there (a bug of the sum or of the step itself is in every share). */
+static int zero_shares(const struct l9_state *st, int i, const struct gr_obs *all,
+                       struct gr_why *why)
+{
+    static const char *const RUN[3] = {"blocks' shards (m->params, m->grads)",
+                                       "embedding's run (rep)", "head's run (rep)"};
+    const struct l9_case *k = &st->cases[i];
+    const struct pl_adamw_config *opt = &st->free_opt[i];
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        const struct runs u = runs_of(st, i, o);
+        for (int j = 0; j < 3; j++) {
+            const struct l9_share_err *e = &o->zero_shares[j];
+            if (u.n[j] <= 0 || !share_bad(e)) continue;
+            int clean = 0;
+            for (int d = 0; d < k->dp; d++) {
+                const int q = replica(all, o, d);
+                clean += q >= 0 && !share_bad(&((const struct l9_obs *)gr_obs_rank(all, q))
+                                                   ->zero_shares[j]);
+            }
+            if (!clean) continue;
+            const int d = o->coord[0];
+            const double n = u.n[j], c = ceil(n / k->dp), rest = n - c * (k->dp - 1);
+            size_t lo, own;
+            l9_zero_share((size_t)n, k->dp, d, &lo, &own);
+            char list[200];
+            share_list(list, sizeof list, n, k->dp);
+            gr_why_say(why, "in the first step with m->zero = 1 (no clipping), %d of the %d DP "
+                       "replicas of " WHO " held one device's summed gradient and AdamW's step "
+                       "of it in their shares of its %s (%.0f floats), and it did not in its "
+                       "share, [%zu, %zu): its gradient there against one device's has "
+                       "relative L2 error %.3g, its parameters' step against AdamW's first step "
+                       "on that gradient %.3g (each at most %g); the %s's error lies on %.0f "
+                       "float%s, from %.0f to %.0f", clean, k->dp, WHO_OF(r, o), RUN[j], n, lo,
+                       lo + own, e->grad_rel, e->step_rel, GR_TOL_GRADS,
+                       e->what ? "step" : "gradient", e->off, e->off == 1 ? "" : "s", e->first,
+                       e->last);
+            gr_why_say(why, "fourd.h: DP rank d sums, steps and gathers [d c, min((d+1) c, n)) "
+                       "of a run of n floats, c = ceil(n/dp); here n = %.0f, c = ceil(%.0f/%d) "
+                       "= %.0f: %s", n, n, k->dp, c, list);
+            const double lost = fmod(n, k->dp), want = opt->lr * opt->weight_decay,
+                         ratio = e->p0_sq > 0 ? e->dot / e->p0_sq : 0;
+            if (lost > 0 && e->first >= n - lost)
+                gr_why_say(why, "those are the run's last n mod dp = %.0f float%s, past dp "
+                           "floor(n/dp) = %.0f: no share took them. The shares cover every "
+                           "float; the last one is the shorter, %.0f floats here", lost,
+                           lost == 1 ? "" : "s", n - lost, rest);
+            else if (d == k->dp - 1 && rest < c && !(e->step_rel < 0.5))
+                gr_why_say(why, "the last share took no AdamW step at all: it is "
+                           "n - (dp-1) c = %.0f floats when dp does not divide n, shorter than "
+                           "c but not empty; its owner sums, steps and gathers it like the "
+                           "others", rest);
+            else if (e->what && want > 0 && fabs(fabs(ratio) - want) <= 0.25 * want)
+                gr_why_say(why, "each of those floats is off by %.3g of itself, about lr x "
+                           "weight decay = %.3g: the weight decay applied to floats whose "
+                           "tensor takes none, or left out of one that does. A share's floats "
+                           "take their flags from their own tensors: pl_model_adamw_flat reads "
+                           "them from the offset in rep's layout it is given", fabs(ratio), want);
+            else if (e->first == (double)lo || e->last == (double)(lo + own - 1))
+                gr_why_say(why, "at an end of its share: the share's bounds are not fourd.h's");
+            else
+                gr_why_say(why, "its owner sums the gradient on exactly its share's floats, "
+                           "steps them with their own tensors' moments and decay flags, and "
+                           "gathers them");
             return 0;
         }
     }
@@ -322,7 +582,8 @@ int l9_judge_zero(const struct l9_state *st, int i, const struct gr_obs *all,
                    "reached, or a call that gave nothing)", r);
         return 0;
     }
-    return zero_replicas(all, why) && zero_traffic(st, i, all, why) &&
+    return zero_replicas(all, why) && zero_shares(st, i, all, why) &&
+           zero_traffic(st, i, all, why) &&
            zero_norm(st, i, all, why) && zero_results(st, i, all, why) &&
            zero_memory(st, i, all, why) && zero_sum_start(st, i, all, why);
 }

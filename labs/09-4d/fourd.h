@@ -8,8 +8,13 @@
  *     the TP+SP block       lib/sp_block.h (pl_sp_block_forward/backward/sync_grads,
  *                                          pl_sp_gather, pl_sp_reduce_scatter)
  *     the shard layout      lib/tp_shard.h, lib/sp_shard.h
- *     a stage's other parts lib/pipe_parts.h (the embedding, part -1, and the head, part L,
- *                                          run whole on every rank of a TP group)
+ *     a stage's other parts lib/pipe_parts.h (the embedding, part -1, run whole on every
+ *                                          rank of a TP group; the head, part L, is yours,
+ *                                          vocabulary-parallel: section 2.1)
+ *     the loss's pieces     lib/tp_shard.h (pl_tp_row_max, pl_tp_max_of_blocks,
+ *                                          pl_tp_row_sumexp, pl_tp_pick_target,
+ *                                          pl_tp_xent_mean, pl_tp_xent_backward) and lib/ops.h
+ *                                          (pl_layernorm_*, pl_matmul_* on a slice)
  *     AdamW, clipping       lib/ops.h (pl_adamw_step, pl_clip_scale, pl_grad_norm_sq) and
  *                           pl_model_adamw_flat
  * -- and what you write is how they fit: which rank holds what, who talks to whom, and
@@ -31,7 +36,8 @@
  *             of the three axes; with "tp-pp-dp" on 2 nodes of 4 every TP group lies inside
  *             a node (section 1); -1 for an order or degrees that cannot describe world.
  *   results   K AdamW steps without clipping on grids (dp, tp, pp) = (2,2,2), (1,2,4), (2,4,1), (4,1,2) on 8
- *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven): the loss every step
+ *             ranks and (1,2,3) on 6 (4 blocks on 3 stages: uneven) with (3,2,1) (below,
+ *             zero): the loss every step
  *             returns (relative error 1e-5), and after the K steps every rank's parameters
  *             (relative L2 error 1e-4 per tensor) against the slice of the reference's it
  *             holds (section 2); and the sequences each microbatch's embedding and head
@@ -53,8 +59,14 @@
  *             first collective on dp_comm of more than 16 floats starts before the stage's
  *             last pl_sp_block_backward call, and the gradients cross dp_comm in two such
  *             collectives at least: the DP sum in buckets, inside the cool-down (3.3).
- *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), again with
- *             m->zero = 1, without and with the clip (section 3.2): the losses, the norms, the
+ *   zero      the 8-rank grids with dp > 1, (2,2,2), (2,4,1) and (4,1,2), and on 6 ranks
+ *             (3,2,1), whose vocabulary is grown until dp = 3 divides neither the
+ *             embedding's run nor the head's and whose weight decay shows a share's flags,
+ *             again with m->zero = 1, without and with the clip (section 3.2): after the
+ *             first step each rank's share of each run holds one device's summed gradient and
+ *             AdamW's first step on it (relative L2 error 1e-4 each; failed on a share when
+ *             its DP replicas' shares of the run are right, the share and its bounds
+ *             named); the losses, the norms, the
  *             parameters and the gradient AdamW was given (in this rank's shares only,
  *             below) as in results and clipping; the DP replicas' parameters bit for bit
  *             the same; each rank's AdamW moments (memory ledger, PL_MEM_OPTIM, peak from
@@ -66,6 +78,16 @@
  *             sum of dp x ceil(n/dp) over its runs plus 16: the gradients summed once (a
  *             reduce-scatter, or an all-reduce) and the updated shares gathered once; and
  *             the DP sum (the first collective on dp_comm) starts as the bubble test wants.
+ *   vocab     on the last stage of the 8-rank grids with t > 1, each head run (from the
+ *             return of the model's last block's forward to the start of its backward, a
+ *             microbatch of n tokens): its FLOPs a t-th of one device's head (10% either
+ *             way); at most 4 x (2 n V/t + 4 n C + 8 n) + 2048 bytes held above where it
+ *             began (memory ledger, every category): its vocabulary slice's logits, never
+ *             the whole [n, V]; the floats its collectives on tp_comm cover (counted as in
+ *             zero) in [2 n C + (t+1) n, 2 n C + 3 t n + 16]: the SP conjugates at its edges
+ *             and per-token statistics; after the steps rep's head equal on every TP rank;
+ *             and the loss with the LM head scaled so that one device's largest logit is
+ *             200 as one device's (section 2.1).
  *   traffic   from the traffic ledger: the SP conjugates' all-gathers and reduce-scatters
  *             never cross a node under "tp-pp-dp"; each rank's point-to-point bytes per
  *             step equal (its neighbouring stages) x micro x (B/(dp micro)) T/t C x 4:
@@ -92,7 +114,9 @@
  *     m->params as the blocks one after the other (pl_tp_block_numel floats each); its
  *     sequence-parallel activations are sp_shard.h's tokens [r T/t, (r+1) T/t);
  *   - the embedding and the head are held whole (rep, a full pl_model whose other parts
- *     are unused) by every TP rank of the stage that has them, and stay equal there;
+ *     are unused) by every TP rank of the stage that has them, and stay equal there; TP
+ *     rank r computes the head's logits of vocabulary rows [r V/t, (r+1) V/t) alone (every
+ *     graded model's V is a multiple of t: (3,2,1)'s grown vocabulary too);
  *   - DP replica d trains on sequences [d B/dp, (d+1) B/dp) of the step's batch, cut into
  *     micro microbatches of B/(dp micro) sequences, in order;
  *   - fourd_step returns the whole batch's mean loss on every rank;

@@ -143,11 +143,119 @@ void fourd_model_free(struct fourd_model *m)
     pl_mem_free(m);
 }
 
-/* ---- section 2: one microbatch through this stage ---- */
+/* ---- section 2.1: the head, vocabulary-parallel across the TP group ----
+ * TP rank r of t keeps rep whole (fourd.h) but computes with rows [r V/t, (r+1) V/t) of the
+ * LM head alone: the final layernorm on its own T/t tokens of each sequence (the blocks'
+ * sequence-parallel layout), those tokens gathered, then the logits of its vocabulary
+ * slice for every token of the microbatch. The cross-entropy combines the slices with
+ * three numbers per token (tp_shard.h's pieces): the rows' maxima (gathered, lib has no
+ * max reduction), the sums of exp(logit - max) and the target's logit (summed). */
+struct head_acts {
+    float *x, *mean, *rstd;  /* [n/t, C], [n/t], [n/t]: the stage's output, lnf's statistics */
+    float *ln;               /* [n, C] lnf(x) of every token of the microbatch */
+    float *logits;           /* [n, V/t] this rank's vocabulary slice */
+    float *stat;             /* [3n] the rows' maxima, sums of exponentials, target logits */
+    const int *targets;
+};
 
-/* What one microbatch leaves on this stage between its forward and its backward. */
+static float *acts_buf(size_t n, const char *label)
+{
+    return pl_mem_alloc(n * sizeof(float), PL_MEM_ACTIV, PL_DEVICE, label);
+}
+
+static float *work_buf(size_t n, const char *label)
+{
+    float *p = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_DEVICE, label);
+    pl_zero(p, n);
+    return p;
+}
+
+/* The mean cross-entropy of the microbatch's n = Bm T tokens; x: this rank's [n/t, C]. */
+static double head_forward(struct fourd_model *m, struct head_acts *h, const float *x,
+                           const int *targets, int Bm, int T)
+{
+    const struct fourd_grid *g = m->g;
+    const struct pl_head_params *p = &m->rep->head;
+    const int C = m->cfg.d_model, t = g->tp, Vt = m->cfg.vocab / t, n = Bm * T, nl = n / t;
+    h->x = acts_buf((size_t)nl * C, "4d head x");
+    h->mean = acts_buf((size_t)nl, "4d head lnf mean");
+    h->rstd = acts_buf((size_t)nl, "4d head lnf rstd");
+    pl_copy(h->x, x, (size_t)nl * C);
+    float *ln = work_buf((size_t)nl * C, "4d head lnf local");
+    pl_layernorm_forward(ln, h->mean, h->rstd, h->x, p->lnf_w, p->lnf_b, nl, C);
+    h->ln = acts_buf((size_t)n * C, "4d head lnf");
+    pl_sp_gather(g->tp_comm, h->ln, ln, Bm, T, C);
+    pl_mem_free(ln);
+    h->logits = acts_buf((size_t)n * Vt, "4d head logits slice");
+    pl_matmul_forward(h->logits, h->ln, p->w_head + (size_t)g->tp_rank * Vt * C, NULL, n, C,
+                      Vt);
+    h->stat = acts_buf((size_t)3 * n, "4d head loss statistics");
+    float *mx = h->stat, *se = mx + n, *tl = se + n;
+    float *all = work_buf((size_t)t * n, "4d head maxima");
+    pl_tp_row_max(mx, h->logits, n, Vt);
+    pl_all_gather(g->tp_comm, mx, all, (size_t)n);
+    pl_tp_max_of_blocks(mx, all, t, n);
+    pl_mem_free(all);
+    pl_tp_row_sumexp(se, h->logits, mx, n, Vt);
+    pl_tp_pick_target(tl, h->logits, targets, g->tp_rank * Vt, n, Vt);
+    pl_all_reduce(g->tp_comm, se, se, (size_t)2 * n, PL_SUM);
+    h->targets = targets;
+    return pl_tp_xent_mean(mx, se, tl, n);
+}
+
+/* dx [n/t, C] = the gradient of this rank's tokens; the slice's rows of the LM head's
+ * gradient and this rank's tokens' share of lnf's accumulate into rep->grads. */
+static void head_backward(struct fourd_model *m, struct head_acts *h,
+                          const struct pl_model_ctx *ctx, float *dx, int Bm, int T)
+{
+    const struct fourd_grid *g = m->g;
+    const struct pl_head_params *p = &m->rep->head, *hg = &m->rep->head_g;
+    const int C = m->cfg.d_model, t = g->tp, Vt = m->cfg.vocab / t, n = Bm * T, nl = n / t;
+    const size_t row0 = (size_t)g->tp_rank * Vt * C;
+    float *dlogits = work_buf((size_t)n * Vt, "4d head d logits");
+    pl_tp_xent_backward(dlogits, h->logits, h->stat, h->stat + n, h->targets, g->tp_rank * Vt,
+                        ctx->loss_scale / (float)n, n, Vt);
+    float *dln = work_buf((size_t)n * C, "4d head d lnf");
+    pl_matmul_backward(dln, hg->w_head + row0, NULL, dlogits, h->ln, p->w_head + row0, n, C,
+                       Vt);
+    pl_mem_free(dlogits);
+    float *dlocal = work_buf((size_t)nl * C, "4d head d lnf local");
+    pl_sp_reduce_scatter(g->tp_comm, dlocal, dln, Bm, T, C);
+    pl_mem_free(dln);
+    pl_zero(dx, (size_t)nl * C);
+    pl_layernorm_backward(dx, hg->lnf_w, hg->lnf_b, dlocal, h->x, p->lnf_w, h->mean, h->rstd,
+                          nl, C);
+    pl_mem_free(dlocal);
+}
+
+static void head_acts_free(struct head_acts *h)
+{
+    float *f[] = {h->x, h->mean, h->rstd, h->ln, h->logits, h->stat};
+    for (int i = 0; i < 6; i++) pl_mem_free(f[i]);
+    memset(h, 0, sizeof *h);
+}
+
+/* After the last microbatch's head backward: each TP rank holds its slice's rows of the LM
+ * head's gradient, complete, and its tokens' share of lnf's. The slices are gathered (every rank
+ * sends its V/t C floats once; an all-reduce of the zero-padded whole would move twice the
+ * bytes to the same end) and lnf's shares summed, as the blocks' layernorms are: rep's
+ * gradient whole and equal on every TP rank, before the DP sum. */
+static void head_grads_whole(struct fourd_model *m)
+{
+    const struct fourd_grid *g = m->g;
+    if (!m->has_head || g->tp == 1) return;
+    const struct pl_head_params *hg = &m->rep->head_g;
+    const size_t C = (size_t)m->cfg.d_model, slice = (size_t)m->cfg.vocab / g->tp * C;
+    pl_all_gather(g->tp_comm, hg->w_head + (size_t)g->tp_rank * slice, hg->w_head, slice);
+    /* model.h's layout: lnf.w then lnf.b, C floats each */
+    pl_all_reduce(g->tp_comm, hg->lnf_w, hg->lnf_w, 2 * C, PL_SUM);
+}
+
+/* ---- section 2: one microbatch through this stage ----
+ * What one microbatch leaves on this stage between its forward and its backward. */
 struct mb {
-    struct pl_parts_acts embed, head;  /* when the stage has them */
+    struct pl_parts_acts embed;        /* when the stage has it */
+    struct head_acts head;             /* when the stage has the head */
     struct pl_sp_block_saved *blocks;  /* one per block of the stage: what m->recompute keeps */
     struct pl_handle *sent;            /* the forward's send to the next stage */
     float *out;                        /* what it sent */
@@ -176,6 +284,20 @@ struct bucket {
 };
 
 static void dp_start(struct step *st, struct seg *s, size_t a, size_t n);
+
+/* The head's bucket (section 3.3), in the last microbatch after the stage's first block
+ * backward (the last stage has one): final, but on t > 1 a TP rank holds its slice's rows of
+ * the LM head's gradient and its tokens' share of lnf's. Made whole over tp_comm first, the
+ * whole run is DP-summed as one bucket: the replicas' whole heads in the all-reduce, and
+ * under ZeRO-1 a reduce-scatter whose shares, cut over the run, see it whole. Not inside the
+ * head's run (its tp_comm carries the statistics alone, 2.1), nor after the cool-down. */
+static void head_sum_start(struct step *st)
+{
+    struct priv *pv = st->m->priv;
+    if (!st->m->has_head) return;
+    head_grads_whole(st->m);
+    dp_start(st, &pv->seg[pv->nseg - 1], 0, pv->seg[pv->nseg - 1].n);
+}
 
 static void block_view(const struct fourd_model *m, float *base, int l,
                        struct pl_block_params *out)
@@ -217,11 +339,7 @@ static void forward(struct step *s, int i)
     }
     pl_comm_buf_free(y);
     if (m->has_head) {
-        float *full = pl_comm_buf_alloc(s->nl * (size_t)g->tp, "4d head input");
-        pl_sp_gather(g->tp_comm, full, x, Bm, T, C);
-        s->loss += pl_parts_forward(m->rep, c->n_layers, c->n_layers, i, &b->head, &s->ctx,
-                                    NULL, s->targets + off, Bm, T, full);
-        pl_comm_buf_free(full);
+        s->loss += head_forward(m, &b->head, x, s->targets + off, Bm, T);
         pl_comm_buf_free(x);
     } else {
         b->out = x;
@@ -240,11 +358,8 @@ static void backward(struct step *s, int i)
     s->ctx.seq0 = (int64_t)seq_of(s, i);
     float *dy = pl_comm_buf_alloc(s->nl, "4d dy"), *dx = pl_comm_buf_alloc(s->nl, "4d dx");
     if (m->has_head) {
-        pl_parts_backward(m->rep, &b->head, &s->ctx, NULL);
-        if (i == s->micro - 1) dp_start(s, &pv->seg[pv->nseg - 1], 0, pv->seg[pv->nseg - 1].n);
-        /* every TP rank ran the head on every token: this rank's rows of its input gradient */
-        pl_sp_slice(dy, b->head.x, Bm, T, C, g->tp, g->tp_rank);
-        pl_parts_acts_free(&b->head);
+        head_backward(m, &b->head, &s->ctx, dy, Bm, T);
+        head_acts_free(&b->head);
     } else {
         pl_recv(g->pp_comm, dy, s->nl, g->pp_rank + 1, i);
     }
@@ -260,6 +375,7 @@ static void backward(struct step *s, int i)
          * blocks before it run their backwards (under ZeRO-1 the run, once whole) */
         if (i == s->micro - 1 && !m->zero)
             dp_start(s, &pv->seg[0], (size_t)(l - m->b0) * m->block_numel, m->block_numel);
+        if (i == s->micro - 1 && l == m->b1 - 1) head_sum_start(s);
     }
     if (i == s->micro - 1 && m->zero) dp_start(s, &pv->seg[0], 0, pv->seg[0].n);
     pl_mem_free(b->blocks);

@@ -1,7 +1,8 @@
 /* tests/judge/09-4d.c: Lab 9's judges (grader/09-4d/judge.c) run alone, without mpirun, on
  * hand-built observations of 8 ranks: a right run built from lib/grid.h's layout and the
  * formulas the judges hold the code to (each part passes, ZeRO-1's too), then each part's
- * reasons, made by changing one rank's observation as a wrong submission would.
+ * reasons, made by changing one rank's observation as a wrong submission would (the
+ * vocabulary-parallel head's among them).
  *
  *   09-4d            the hand-built cases
  *
@@ -125,6 +126,25 @@ static void reorder(int one_at_a_time)
     }
 }
 
+/* The vocab part of a right run: on the last stage with t > 1 a t-th of one device's head's
+ * FLOPs, its slice's logits and their gradient held, the SP conjugates and (t + 2) n floats
+ * of statistics on tp_comm a head run, the TP group's heads equal; every rank's loss with
+ * logits in the hundreds one device's. */
+static void vocab_good(struct l9_obs *o)
+{
+    const struct l9_case *k = &st.cases[0];
+    const struct pl_model_config *c = &st.train[0].cfg;
+    const int n = L9_MB_SEQS * c->seq_len, runs = L9_K_STEPS * L9_MICRO, t = k->tp;
+    o->vocab_big_loss = o->vocab_big_ref = 136.9;
+    o->has_vocab = t > 1 && o->coord[2] == k->pp - 1;
+    if (!o->has_vocab) return;
+    o->vocab_runs = runs;
+    o->vocab_flops = runs * pl_part_flops(c, c->n_layers, L9_MB_SEQS, c->seq_len) / t;
+    o->vocab_peak = 4.0 * (2.0 * n * c->vocab / t + 2.0 * n * c->d_model);
+    o->vocab_tp_floats = runs * (2.0 * n * c->d_model + (t + 2.0) * n);
+    o->vocab_digest = 1000u + (unsigned)o->coord[0];
+}
+
 /* Every rank of a right run of the state's case: its grid, the reference's losses and
  * norms, the pipeline's bytes, every order of the axes and the refusals, and activation
  * peaks lowered by exactly what each recomputation leaves unsaved in the blocks in flight. */
@@ -182,6 +202,7 @@ static void good(void)
         o->zero_floats[0] = 2 * L9_K_STEPS;
         o->zero_floats[1] = o->zero_floats[2] = L9_K_STEPS * padded;
         o->zero_optim = 8 * own;
+        vocab_good(o);
         o->activ_peak[PL_RECOMPUTE_NONE] = 1e6;
         for (int rc = PL_RECOMPUTE_SELECTIVE; rc <= PL_RECOMPUTE_FULL; rc++) {
             double saved = blocks * (kept(PL_RECOMPUTE_NONE) - kept((enum pl_recompute)rc));
@@ -194,17 +215,19 @@ static void good(void)
 static void all_pass(const char *what)
 {
     static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute", "bubble",
-                                  "overlap", "zero"};
-    for (int p = 0; p < 8; p++) {
+                                  "overlap", "zero", "vocab"};
+    for (int p = 0; p < (int)(sizeof parts / sizeof *parts); p++) {
         struct gr_why w;
         int ok = judge(parts[p], &w);
         CHECK(ok, "%s: a right run fails %s: %s", what, parts[p], first(&w));
     }
 }
 
+#include "lab09_zero.h" /* zero(): the ZeRO-1 part */
+
 static void correct_and_clip(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     all_pass("(dp,tp,pp) = (2,2,2)");
     ob[3].grid_ret = -1;
@@ -254,7 +277,7 @@ static void correct_and_clip(void)
     expect("clip", "the last step's gradient AdamW was given on rank 1",
            "the clip not applied");
     /* dp = 1, tp = 2: a norm that counts the TP-replicated layernorm once per TP rank */
-    state_of((struct l9_case){1, 2, 4});
+    state_of((struct l9_case){1, 2, 4, 0});
     good();
     all_pass("(dp,tp,pp) = (1,2,4)");
     for (int r = 0; r < NR; r++)
@@ -271,7 +294,7 @@ static void correct_and_clip(void)
  * observed. */
 static void bubble(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     reorder(0);
     all_pass("AFAB on (2,2,2)");
@@ -313,12 +336,12 @@ static void bubble(void)
     good();
     ob[3].dp_wait_size = 1;
     all_pass("a collective of one rank holds nothing");
-    state_of((struct l9_case){2, 4, 1});
+    state_of((struct l9_case){2, 4, 1, 0});
     good();
     reorder(1);
     for (int r = 0; r < NR; r++) ob[r].dp_wait_size = 4;
     all_pass("one stage: no bubble to lose");
-    state_of((struct l9_case){1, 2, 4});
+    state_of((struct l9_case){1, 2, 4, 0});
     good();
     for (int r = 0; r < NR; r++) ob[r].dp_wait_size = 4;
     all_pass("no DP group: no sum to hold");
@@ -326,7 +349,7 @@ static void bubble(void)
 
 static void grid_and_traffic(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     /* rank 1's TP group across the nodes, as tp outermost would make it */
     ob[1].members[1][0] = 1, ob[1].members[1][1] = 5;
@@ -381,7 +404,7 @@ static void grid_and_traffic(void)
 
 static void recompute(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     ob[3].leak_bytes = 2048, ob[3].leak_cat = PL_MEM_ACTIV;
     expect("recompute", "rank 3 (stage 1): after fourd_model_free and fourd_grid_free, 2048 "
@@ -408,83 +431,13 @@ static void recompute(void)
           first(&w));
 }
 
-/* ZeRO-1's reasons on (2,2,2) and (4,1,2): the replicas apart, the DP group's floats short
- * of a sum or of a gather or over both, the norm of a share or counted per replica, a share's
- * gradient off, the moments whole, the whole model's, or short, the runs cut short, the DP
- * sum started after a collective over the pipeline. */
-static void zero(void)
-{
-    state_of((struct l9_case){2, 2, 2});
-    good();
-    ob[5].zero_digest[0] ^= 1;
-    expect("zero", "rank 5 (dp 1, tp 1, stage 0) and rank 1 (dp 0, the same TP rank and "
-           "stage) hold different parameters", "the replicas apart");
-    good();
-    ob[2].zero_floats[1] = 0;
-    expect("zero", "the gradients were not summed over the DP group", "no reduce-scatter");
-    good();
-    ob[2].zero_floats[2] = 0;
-    expect("zero", "the updated shares were not gathered", "no all-gather");
-    good();
-    ob[6].zero_floats[0] += ob[6].zero_floats[1], ob[6].zero_floats[1] = ob[6].zero_floats[2] = 0;
-    expect("zero", "an all-reduce of the whole gradient and nothing gathered: the step ran as "
-           "without ZeRO-1", "m->zero ignored");
-    good();
-    ob[0].zero_floats[0] += ob[0].zero_floats[1];
-    expect("zero", "more: the gradients or the parameters crossed the DP group more than once",
-           "an all-reduce and a reduce-scatter both");
-    good();
-    for (int r = 0; r < NR; r++) ob[r].zero_norm[0] = st.ref_norm[0][0] / sqrt(2.0);
-    expect("zero", "that is the norm of its DP share alone", "the shares' squares not summed");
-    good();
-    for (int r = 0; r < NR; r++) ob[r].zero_norm[1] = st.ref_norm[0][1] * sqrt(2.0);
-    expect("zero", "that is sqrt(dp) = sqrt(2) too large", "the replicas counted");
-    good();
-    ob[1].zero_grads.rel = 1e-2;
-    snprintf(ob[1].zero_grads.name, sizeof ob[1].zero_grads.name, "wte");
-    expect("zero", "the gradient AdamW was given, in its DP share of wte has relative L2 error "
-           "0.01", "a share's gradient off");
-    good();
-    ob[3].zero_optim *= 2;
-    expect("zero", "2.00 times the shares': the moments of everything the rank holds",
-           "the moments whole");
-    good();
-    ob[3].zero_optim = 8.0 * (double)st.ref[0].layout.numel + 8;
-    expect("zero", "is rep a pl_model made with PL_MODEL_OPTIM", "the whole model's moments");
-    good();
-    ob[3].zero_optim -= 8;
-    expect("zero", "fewer: AdamW keeps m and v for every float", "moments short");
-    good();
-    ob[4].zero_runs = 1;
-    expect("zero", "rank 4: the runs with m->zero = 1 stopped before their end", "a run cut");
-    good();
-    ob[0].zero_dp_wait_size = ob[2].zero_dp_wait_size = 2; /* stages 0 and 1 of replica 0 */
-    expect("zero", "with m->zero = 1, rank 2 (dp 0, tp 0, stage 1) ran a collective over 2 "
-           "ranks", "the DP sum after a pipeline collective, the latest stage named");
-    good();
-    ob[3].zero_dp_wait_size = 1; /* a group of one holds nothing back */
-    all_pass("a collective on a group of one before the DP sum");
-    good();
-    for (int r = 0; r < NR; r++) ob[r].zero_optim = 0;
-    ob[0].has_zero = 0;
-    struct gr_why w;
-    CHECK(judge("zero", &w), "a case without ZeRO-1 runs (dp = 1) fails: %s", first(&w));
-    state_of((struct l9_case){4, 1, 2});
-    good();
-    all_pass("(dp,tp,pp) = (4,1,2)");
-    ob[6].zero_optim = 8.0 * l9_dp_floats(&st.train[0].cfg, &st.ref[0].layout, &st.cases[0],
-                                          ob[6].coord[2], &(double){0}, &(double){0},
-                                          &(double){0});
-    expect("zero", "4.00 times the shares'", "the moments whole on dp = 4");
-}
-
 /* Each stage's DP sum inside its cool-down: started once every backward had begun, in one
  * collective, or never, each fails on a stage of two blocks; two buckets of two blocks pass
  * on a stage of four; a grid without a DP group and blocks not run through sp_block.h's
  * calls are not judged. */
 static void cool_down(void)
 {
-    state_of((struct l9_case){2, 2, 2});
+    state_of((struct l9_case){2, 2, 2, 0});
     good();
     for (int r = 0; r < NR; r++) ob[r].cd_first_dp = ob[r].cd_backs;
     expect("overlap", "rank 0 (dp 0, tp 0, stage 0, 2 blocks) started its first DP sum",
@@ -503,14 +456,53 @@ static void cool_down(void)
     good();
     for (int r = 0; r < NR; r++) ob[r].cd_backs = 0;
     all_pass("blocks not run through sp_block.h");
-    state_of((struct l9_case){2, 4, 1});
+    state_of((struct l9_case){2, 4, 1, 0});
     good();
     for (int r = 0; r < NR; r++) ob[r].cd_first_dp = ob[r].cd_backs - 2, ob[r].cd_dp_calls = 3;
     all_pass("(2,4,1): two buckets of two blocks, and the ends'");
-    state_of((struct l9_case){1, 2, 4});
+    state_of((struct l9_case){1, 2, 4, 0});
     good();
     for (int r = 0; r < NR; r++) ob[r].cd_first_dp = ob[r].cd_backs, ob[r].cd_dp_calls = 1;
     all_pass("no DP group: no sum to hide");
+}
+
+/* The vocab part's reasons on (2,2,2), last stage ranks 2, 3, 6, 7: the whole head's work,
+ * the whole logits held, the logits on tp_comm or no statistics at all, the TP group's heads
+ * apart (said by the results test too), the loss overflowing with large logits; and (4,1,2),
+ * t = 1, not judged. */
+static void vocab(void)
+{
+    state_of((struct l9_case){2, 2, 2, 0});
+    good();
+    ob[2].vocab_flops *= 2;
+    expect("vocab", "1.00 times one device's whole head on them", "the whole head's work");
+    good();
+    ob[3].vocab_peak = 4.0 * 16 * 256 * 3;
+    expect("vocab", "the whole vocabulary's logits (n V = 4096 floats, 16384 bytes) were held",
+           "the whole logits");
+    good();
+    ob[6].vocab_tp_floats += L9_K_STEPS * L9_MICRO * 16 * 256;
+    expect("vocab", "the logits themselves (n V/t a rank) travel", "the logits gathered");
+    good();
+    ob[7].vocab_tp_floats = L9_K_STEPS * L9_MICRO * 16 * 32;
+    expect("vocab", "fewer: the slices' statistics did not cross the TP group", "no statistics");
+    good();
+    ob[2].vocab_runs = 0;
+    expect("vocab", "0 head runs seen in 2 steps of 4 microbatches, 8 expected", "no run seen");
+    good();
+    ob[7].vocab_digest ^= 1;
+    expect("vocab", "rank 7 (dp 1, tp 1, the last stage) and rank 6 (tp 0 of the same TP "
+           "group) hold different heads", "the heads apart");
+    ob[7].params.rel = 1e-2;
+    snprintf(ob[7].params.name, sizeof ob[7].params.name, "head.w");
+    expect("correct", "rank 7 (dp 1, tp 1, the last stage) and rank 6", "the results' hint");
+    good();
+    ob[0].vocab_big_loss = INFINITY;
+    expect("vocab", "exp of a logit above 88 overflows a float", "no max subtracted");
+    state_of((struct l9_case){4, 1, 2, 0});
+    good();
+    ob[2].vocab_flops = 1; /* never seen with t = 1: not judged */
+    all_pass("vocab on t = 1");
 }
 
 static void hand_built(void)
@@ -521,6 +513,7 @@ static void hand_built(void)
     grid_and_traffic();
     recompute();
     zero();
+    vocab();
 }
 
 static void recorded(const char *path, const char *parts)
