@@ -6,4 +6,5 @@ GRADER_WRAP_02-ddp := -Wl,--wrap=pl_all_reduce -Wl,--wrap=pl_all_reduce_async \
 # The judge test (tests/judge/02-ddp.c) links the bucket plan's invariants (buckets.c) and
 # the uneven-batch reasons (uneven_words.c) beside judge.c.
 GRADER_JUDGE_SRC_02-ddp := grader/02-ddp/buckets.c grader/02-ddp/uneven_words.c
-$(B)/tests/judge/02-ddp: grader/02-ddp/buckets.c grader/02-ddp/uneven_words.c
+$(B)/tests/judge/02-ddp: grader/02-ddp/buckets.c grader/02-ddp/uneven_words.c \
+                        tests/judge/lab02_buckets.h tests/judge/lab02_uneven.h
