@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "case_comm.h"
+#include "fileio.h"
 #include "lab03.h"
 #include "prefetch.h"
 #include "todo.h"
@@ -84,15 +85,6 @@ static void fold_peaks(struct l3_obs *v, const double *base)
     if (t > v->peak_total) v->peak_total = t;
 }
 
-/* FNV-1a over n bytes. */
-static uint64_t fnv1a(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 14695981039346656037ull;
-    for (size_t k = 0; k < n; k++) h = (h ^ b[k]) * 1099511628211ull;
-    return h;
-}
-
 /* Collective: stages 1 and 2 end a step with the whole model on every rank, and every rank
  * must hold the same one, bit for bit, or the replicas drift apart a little more each step.
  * Records this rank's digest of its parameters after step `step` and, the first time they
@@ -108,7 +100,7 @@ static int replicas_after_step(struct l3_state *l, const struct zero *z,
     long first = -1;
     for (size_t k = 0; k < e->numel && first < 0; k++)
         if (memcmp(&flat[k], &root[k], sizeof(float))) first = (long)k;
-    l->ob->replica.digest[step] = fnv1a(flat, e->numel * sizeof *flat);
+    l->ob->replica.digest[step] = pl_fnv1a(PL_FNV1A_START, flat, e->numel * sizeof *flat);
     l->ob->replica.steps = step + 1;
     free(root);
     free(flat);

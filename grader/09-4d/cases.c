@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "lab09.h"
 #include "wrap_ctx.h"
 
@@ -68,21 +69,13 @@ static void record_grid(const struct fourd_grid *g, int coord[3], int size[3],
     }
 }
 
-/* FNV-1a over n bytes, continuing from h. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t j = 0; j < n; j++) h = (h ^ b[j]) * 0x100000001b3ull;
-    return h;
-}
-
 /* The digest of what this rank holds after a run: its shards and its whole parts. */
 static uint64_t digest_model(const struct fourd_model *m, uint64_t h)
 {
     size_t n = (size_t)(m->b1 - m->b0) * m->block_numel;
     float *host = pl_mem_alloc((n ? n : 1) * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 digest");
     pl_to_host(host, m->params, n * sizeof(float));
-    h = fnv(h, host, n * sizeof(float));
+    h = pl_fnv1a(h, host, n * sizeof(float));
     pl_mem_free(host);
     if (!m->rep) return h;
     const struct pl_model_layout *lay = &m->rep->layout;
@@ -92,7 +85,7 @@ static uint64_t digest_model(const struct fourd_model *m, uint64_t h)
         pl_model_part_range(lay, part, &off, &cnt);
         float *p = pl_mem_alloc(cnt * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 digest part");
         pl_to_host(p, m->rep->params + off, cnt * sizeof(float));
-        h = fnv(h, p, cnt * sizeof(float));
+        h = pl_fnv1a(h, p, cnt * sizeof(float));
         pl_mem_free(p);
     }
     return h;
@@ -402,7 +395,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     const double activ0 = (double)ms.current[PL_MEM_ACTIV];
     pl_mem_reset_peak();
     int ok = 1;
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = PL_FNV1A_START;
     struct watch watch = {.dp = g.dp_comm, .b = &b, .L = ts->cfg.n_layers, .step = -1,
                           .b0 = m->b0, .ob = ob, .tp = g.tp_comm, .zero = zero};
     if (mode == L9_RUN_FREE || mode == L9_RUN_ZERO) gr_wrap_ctx_set(&watch);
@@ -414,7 +407,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         if (clipped) (zero ? ob->zero_norm : ob->norm)[s] = m->grad_norm;
         else if (mode == L9_RUN_FREE) ob->loss[s] = loss;
         else if (zero) ob->zero_loss[s] = loss;
-        h = fnv(h, &loss, sizeof loss);
+        h = pl_fnv1a(h, &loss, sizeof loss);
         ok = !gr_agree(pl_todo_what() != NULL);
         if (ok && s == 0 && mode == L9_RUN_ZERO)
             l9_observe_shares(ob->zero_shares, &ts->cfg, ref, opt, m, k->tp, g.tp_rank, k->dp,
@@ -429,7 +422,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         /* from fourd_model_new: the peak was reset to what was held once it returned */
         double optim = (double)ms.peak[PL_MEM_OPTIM] - (double)held.current[PL_MEM_OPTIM];
         if (optim > ob->zero_optim) ob->zero_optim = optim;
-        ob->zero_digest[clipped] = digest_model(m, 0xcbf29ce484222325ull);
+        ob->zero_digest[clipped] = digest_model(m, PL_FNV1A_START);
     } else if (mode != L9_RUN_CLIP) {
         ob->activ_peak[rc] = (double)ms.peak[PL_MEM_ACTIV] - activ0;
         ob->digest[rc] = digest_model(m, h);

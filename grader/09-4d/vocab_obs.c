@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "lab09.h"
 #include "ledger.h"
 #include "plan.h"
@@ -71,14 +72,6 @@ void l9_vocab_watch(const struct l9_state *st, int i, struct l9_obs *ob,
     vw.on = 1, vw.L = m->cfg.n_layers, vw.tp = g->tp_comm, vw.ob = ob;
 }
 
-/* FNV-1a over n bytes, continuing from h. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t j = 0; j < n; j++) h = (h ^ b[j]) * 0x100000001b3ull;
-    return h;
-}
-
 void l9_vocab_unwatch(struct l9_obs *ob, const struct fourd_model *m)
 {
     if (vw.in) pl_mem_watch(NULL, NULL);
@@ -88,7 +81,7 @@ void l9_vocab_unwatch(struct l9_obs *ob, const struct fourd_model *m)
     pl_model_part_range(&m->rep->layout, m->cfg.n_layers, &off, &n);
     float *h = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 head digest");
     pl_to_host(h, m->rep->params + off, n * sizeof(float));
-    ob->vocab_digest = fnv(0xcbf29ce484222325ull, h, n * sizeof(float));
+    ob->vocab_digest = pl_fnv1a(PL_FNV1A_START, h, n * sizeof(float));
     pl_mem_free(h);
 }
 
