@@ -35,10 +35,13 @@ plots: all
 # lab.mk), is one list: the lab's plan.c is compiled with it as GR_LAB_ORACLE, which its
 # descriptor's oracle_symbols names, so the orchestrator refuses code that calls one before
 # anything runs; a lab that also intercepts the calls at run time (GRADER_ORACLE_WRAPPED_<lab>,
-# its wrappers defined in its cases) gets a --wrap for each.
+# its wrappers defined in its cases) gets a --wrap for each. A lab whose oracle's source the
+# student can read lists it too (GRADER_ORACLE_SRC_<lab>, paths from the kit's root): plan.c
+# gets their absolute paths as GR_LAB_ORACLE_SRC, and code that copies them is refused as a
+# call is (grader/rules/copy.h), from the sources.txt each driver's rule writes.
 $(foreach l,$(patsubst grader/%/lab.mk,%,$(wildcard grader/*/lab.mk)),$(if $(GRADER_ORACLE_$(l)),\
   $(eval $(B)/grader/obj/grader/$(l)/plan.o: grader/$(l)/lab.mk)\
-  $(eval $(B)/grader/obj/grader/$(l)/plan.o: GRADER_PLAN_FLAGS := -DGR_LAB_ORACLE='"$(strip $(GRADER_ORACLE_$(l)))"')\
+  $(eval $(B)/grader/obj/grader/$(l)/plan.o: GRADER_PLAN_FLAGS := -DGR_LAB_ORACLE='"$(strip $(GRADER_ORACLE_$(l)))"'$(if $(GRADER_ORACLE_SRC_$(l)), -DGR_LAB_ORACLE_SRC='"$(strip $(abspath $(GRADER_ORACLE_SRC_$(l))))"'))\
   $(if $(GRADER_ORACLE_WRAPPED_$(l)),$(eval GRADER_WRAP_$(l) += $(foreach f,$(GRADER_ORACLE_$(l)),-Wl,--wrap=$(f))))))
 
 # The trusted objects of a lab's driver (plan, driver part, helpers,
@@ -118,6 +121,7 @@ $(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB)
 	  -o "$$(@D)/$$$$(basename "$$$$f" .c).o" || exit 1; done
 	$(Q)$$(CC) $$(GRADER_CFLAGS) $(call grader_objs,$(3),$$(@D)) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$@.new
 	@nm -u -P $(call grader_objs,$(3),$$(@D)) | awk 'NF > 1 { print $$$$1 }' | sort -u >$$(@D)/symbols.txt
+	@printf '%s\n' $(abspath $(3)) >$$(@D)/sources.txt
 	@rm -f $(call grader_objs,$(3),$$(@D))
 	@mv -f $$@.new $$@
 endef
@@ -131,6 +135,7 @@ endef
 define grader_student_rule
 $(B)/grader/$(1)/$(2)/driver: $(3) $(call grader_trusted,$(2)) $(LIB) grader/sandbox/build_student.sh
 	@mkdir -p $$(@D)
+	@printf '%s\n' $(abspath $(3)) >$$(@D)/sources.txt
 	@if CC='$$(CC)' sh grader/sandbox/build_student.sh $$@.new $(2) '$$(filter-out -I%,$$(GRADER_CFLAGS)) $$(BLAS_CFLAGS)' '$(abspath $(call grader_trusted,$(2)) $(LIB)) $$(LDLIBS) $(GRADER_WRAP_$(2))' $(3) >$$(@D)/build.log 2>&1; then \
 	  cat $$(@D)/build.log; mv -f $$@.new $$@; \
 	else \
@@ -147,6 +152,7 @@ $(B)/grader/$(1)/$(2)/build.log: $(3) $(call grader_trusted,$(2)) $(LIB)
 	@rm -f $$(@D)/driver
 	@$$(CC) $$(GRADER_CFLAGS) -Wno-error -Ilabs/$(2) $(3) $(call grader_trusted,$(2)) $(LIB) $$(LDLIBS) $(GRADER_WRAP_$(2)) -o $$(@D)/driver >$$@.new 2>&1 || rm -f $$(@D)/driver
 	@$(call grader_symbols,$(3),$(2),$$(@D))
+	@printf '%s\n' $(abspath $(3)) >$$(@D)/sources.txt
 	@mv -f $$@.new $$@
 endef
 
@@ -286,6 +292,12 @@ $(B)/tests/test_grader: tests/test_grader.c $(B)/grader/obj/grader/common/report
 	@echo "  LINK  $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -Igrader/common $< $(B)/grader/obj/grader/common/report.o \
 	  $(B)/grader/obj/grader/common/verdict.o $(LIB) $(LDLIBS) -o $@
+
+# test_copy judges the copied-oracle rule (grader/rules/copy.c) on the kit's own files.
+$(B)/tests/test_copy: tests/test_copy.c $(B)/grader/obj/grader/rules/copy.o $(LIB)
+	@mkdir -p $(@D)
+	@echo "  LINK  $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -Igrader $< $(B)/grader/obj/grader/rules/copy.o $(LIB) $(LDLIBS) -o $@
 
 # Judge tests: tests/judge/NN-name.c is a plain program (no mpirun) linked with the lab's
 # grader/NN-name/judge.c, grader/common/verdict.c and block_verdict.c alone; it feeds the

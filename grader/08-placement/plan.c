@@ -84,5 +84,6 @@ static const struct gr_lab lab08 = {
     .symbol_rule = "Lab 8 plans from the kit's model and cluster arithmetic (lib/plan.h, "
                    "lib/rules.h); it runs nothing on other ranks, so it calls no MPI_* or nccl*",
     .oracle_symbols = GR_LAB_ORACLE, /* lab.mk's GRADER_ORACLE_08-placement: the planner */
+    .oracle_sources = GR_LAB_ORACLE_SRC, /* its GRADER_ORACLE_SRC_: the planner's source */
 };
 GR_REGISTER_LAB(lab08)

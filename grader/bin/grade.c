@@ -31,6 +31,7 @@
 #include "../common/questions.h"
 #include "../grade/state.h"
 #include "../sandbox/sandbox.h"
+#include "../rules/copy.h"
 #include "../rules/symbols.h"
 /* ---- the labs: every grader/NN-name/plan.c linked in registers its descriptor ---- */
 
@@ -421,6 +422,17 @@ static void grading_header(char *variant, size_t len)
            opt.no_speed ? ", the wall-clock speed tests left out (--no-speed)" : "");
 }
 
+/* 1 with why when the code under test of lab's driver in variant is mostly a copy of the
+ * lab's oracle's source (grader/rules/copy.h); rule, the sentence that says why not. */
+static int oracle_copied(const struct gr_lab *lab, const char *variant, const char *rule,
+                         char *why, size_t len)
+{
+    if (!lab->oracle_sources) return 0;
+    char sources[PATH_MAX + 64];
+    snprintf(sources, sizeof sources, "%s/%s/sources.txt", variant, lab->dir);
+    return gr_copy_break_rule(sources, lab->oracle_sources, rule, why, len);
+}
+
 /* A lab whose code calls what every lab's rule (GR_SYMBOLS_TAMPER) or its own forbids:
  * every test of [i, j) fails with the symbols named (grader/rules/symbols.h). Unbuilt
  * drivers are left to run_group's message. */
@@ -431,7 +443,7 @@ static int symbol_rule_broken(int i, int j, const char *variant)
     snprintf(path, sizeof path, "%s/%s/driver", variant, lab->dir);
     if (access(path, X_OK) != 0) return 0;
     snprintf(path, sizeof path, "%s/%s/symbols.txt", variant, lab->dir);
-    char oracle_rule[800], names[400] = "";
+    char oracle_rule[800] = "", names[400] = "";
     if (lab->oracle_symbols) {
         size_t n = 0; /* the space-separated list, as "a, b, c" */
         for (const char *w = lab->oracle_symbols; *w && n < sizeof names - 1;) {
@@ -443,7 +455,8 @@ static int symbol_rule_broken(int i, int j, const char *variant)
         }
         snprintf(oracle_rule, sizeof oracle_rule, "the kit's %s compute on one device what "
                  "Lab %d asks of its code: they are the single-device oracle it is graded "
-                 "against, so its code may not hand its work to them", names, atoi(lab->dir));
+                 "against, so its code may not hand its work to them%s", names, atoi(lab->dir),
+                 lab->oracle_sources ? ", nor paste in their source" : "");
     }
     if (!gr_symbols_break_rule(path, GR_SYMBOLS_TAMPER, NULL, GR_SYMBOLS_TAMPER_RULE, why,
                                sizeof why) &&
@@ -451,7 +464,8 @@ static int symbol_rule_broken(int i, int j, const char *variant)
          !gr_symbols_break_rule(path, lab->forbidden_symbols, lab->allowed_symbols,
                                 lab->symbol_rule, why, sizeof why)) &&
         (!lab->oracle_symbols ||
-         !gr_symbols_break_rule(path, lab->oracle_symbols, NULL, oracle_rule, why, sizeof why)))
+         !gr_symbols_break_rule(path, lab->oracle_symbols, NULL, oracle_rule, why, sizeof why)) &&
+        !oracle_copied(lab, variant, oracle_rule, why, sizeof why))
         return 0;
     for (int g = i; g < j; g++) {
         tests[g].ran = 1;

@@ -12,7 +12,8 @@
  * the other grid.h functions; pl_coll_time and pl_ring_bytes_sent (ledger.h). The kit's own
  * planner (pl_plan_memory, pl_plan_time, pl_plan_activation_layer, pl_plan_check,
  * pl_plan_search, pl_plan_min_nodes, and the rest of its estimates) is the grader's oracle:
- * code that calls it is refused before anything runs, every test at 0. */
+ * code that calls it, or pastes its source (lib/plan.c, lib/plan_search.c) in under other
+ * names, is refused before anything runs, every test at 0. */
 #ifndef LAB_PLACEMENT_H
 #define LAB_PLACEMENT_H
 
