@@ -55,6 +55,10 @@ struct pl_model_config {
     float capacity_factor; /* > 0; see pl_moe_capacity */
     float aux_loss_coef;   /* a in a*E*sum_i f_i P_i, >= 0 */
     uint64_t seed;         /* parameter initialisation */
+    /* How the attention half computes attention (recompute.h): materialised (0, the
+     * default) or flash. Not a property of the weights: checkpoints neither store nor
+     * compare it, and the labs' own sharded attention ignores it. */
+    enum pl_attention attention;
 };
 
 /* A small dense GPT (vocab 256, d_model 64, 2 layers, 4 heads, d_ff 256, seq_len 64, no
@@ -193,7 +197,9 @@ struct pl_attn_acts {
     float *x;               /* [N, C] the half's input */
     float *ln, *mean, *rstd;/* ln1 output [N, C], statistics [N] */
     float *qkv;             /* [N, 3C] */
-    float *att;             /* [B, NH, T, T] softmax probabilities */
+    float *att;             /* [B, NH, T, T] softmax probabilities (NULL with flash) */
+    float *lse;             /* flash attention only: [B, NH, T] log-sum-exp of each row of
+                               scaled scores, what the backward recomputes att from */
     float *y;               /* [N, C] heads concatenated, before the projection */
     int recompute;          /* selective recomputation: att is not saved but borrowed, a
                                buffer every block shares (NULL: the passes allocate one), which

@@ -23,6 +23,7 @@ extern "C" {
 #include "rng.h"
 }
 #include "kernels.h"
+#include "ops.h"
 
 #define THREADS 256
 
@@ -162,6 +163,40 @@ __global__ static void k_adamw(float *param, const float *grad, float *m, float 
                                float bc2, size_t n)
 {
     GRID_STRIDE(i, n) { pl_k_adamw(param + i, grad[i], m + i, v + i, lr, beta1, beta2, eps, wd, bc1, bc2); }
+}
+
+/* A launch's runs, passed by value (kernel parameters, no copy to the device): run r ends
+ * at element end[r] of the launch's range (counted from its start), its top bit set when
+ * the run is decayed. 448 runs and the other arguments stay under the 4 KiB of parameters
+ * every CUDA version takes. */
+#define RUN_DECAY ((uint64_t)1 << 63)
+struct adamw_runs {
+    uint64_t end[PL_ADAMW_RUNS_PER_LAUNCH];
+    int n;
+};
+
+/* Element i's run: the first whose end is past i (a binary search over the launch's runs;
+ * the threads of a warp mostly share a run, so they read the same parameter words). */
+__device__ static int run_of(const adamw_runs &r, uint64_t i)
+{
+    int lo = 0, hi = r.n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if ((r.end[mid] & ~RUN_DECAY) > i) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+__global__ static void k_adamw_runs(float *param, const float *grad, float *m, float *v,
+                                    adamw_runs runs, float lr, float beta1, float beta2,
+                                    float eps, float wd, float bc1, float bc2, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float w = runs.end[run_of(runs, i)] & RUN_DECAY ? wd : 0.0f;
+        pl_k_adamw(param + i, grad[i], m + i, v + i, lr, beta1, beta2, eps, w, bc1, bc2);
+    }
 }
 
 /* The sum of every thread's s in a block, by a fixed tree in shared memory; valid in
@@ -386,6 +421,26 @@ void pl_gpu_adamw_step(float *param, const float *grad, float *m, float *v, size
 {
     k_adamw<<<blocks_for(n), THREADS>>>(param, grad, m, v, lr, beta1, beta2, eps, weight_decay,
                                         bc1, bc2, n);
+    finish();
+}
+
+void pl_gpu_adamw_step_runs(float *param, const float *grad, float *m, float *v,
+                            const size_t *ends, const unsigned char *decay, int nruns, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, float bc1,
+                            float bc2)
+{
+    for (int r0 = 0; r0 < nruns; r0 += PL_ADAMW_RUNS_PER_LAUNCH) {
+        adamw_runs runs;
+        size_t start = r0 ? ends[r0 - 1] : 0;
+        runs.n = nruns - r0 < PL_ADAMW_RUNS_PER_LAUNCH ? nruns - r0 : PL_ADAMW_RUNS_PER_LAUNCH;
+        for (int r = 0; r < runs.n; r++)
+            runs.end[r] = (uint64_t)(ends[r0 + r] - start) | (decay[r0 + r] ? RUN_DECAY : 0);
+        size_t n = ends[r0 + runs.n - 1] - start;
+        k_adamw_runs<<<blocks_for(n), THREADS>>>(param + start, grad + start, m + start,
+                                                 v + start, runs, lr, beta1, beta2, eps,
+                                                 weight_decay, bc1, bc2, n);
+        PL_CHECK_CUDA(cudaGetLastError());
+    }
     finish();
 }
 
