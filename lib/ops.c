@@ -795,41 +795,6 @@ void pl_adamw_step(float *param, const float *grad, float *m, float *v, size_t n
     BACKEND(adamw_step)(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
 }
 
-void pl_adamw_step_runs(float *param, const float *grad, float *m, float *v, size_t n,
-                        const size_t *ends, const unsigned char *decay, int nruns, int t,
-                        float lr, float beta1, float beta2, float eps, float weight_decay)
-{
-    const char *op = "pl_adamw_step_runs";
-    if (nruns < 1 || !ends || !decay || ends[nruns - 1] != n)
-        pl_usage_error("%s: %d runs ending at %zu for n=%zu elements: give at least one run, "
-                       "the last ending at n", op, nruns, nruns > 0 && ends ? ends[nruns - 1] : 0,
-                       n);
-    for (int r = 0; r < nruns; r++)
-        if (ends[r] <= (r ? ends[r - 1] : 0))
-            pl_usage_error("%s: run %d ends at %zu, not after the previous run's end %zu: "
-                           "runs are non-empty and in order", op, r, ends[r],
-                           r ? ends[r - 1] : (size_t)0);
-#ifdef PL_GPU
-    /* pl_adamw_step's checks of t, the betas and eps (it returns at n = 0); then the
-     * pointers, the charge and one launch per chunk of runs */
-    pl_adamw_step(param, grad, m, v, 0, t, lr, beta1, beta2, eps, weight_decay);
-    require_ptr(op, "param", param);
-    require_ptr(op, "grad", grad);
-    require_ptr(op, "m", m);
-    require_ptr(op, "v", v);
-    float bc1 = (float)(1.0 - pow(beta1, t)), bc2 = (float)(1.0 - pow(beta2, t));
-    charge((double)PL_FLOPS_ADAMW * n);
-    pl_gpu_adamw_step_runs(param, grad, m, v, ends, decay, nruns, lr, beta1, beta2, eps,
-                           weight_decay, bc1, bc2);
-#else
-    for (int r = 0; r < nruns; r++) {
-        size_t k = r ? ends[r - 1] : 0;
-        pl_adamw_step(param + k, grad + k, m + k, v + k, ends[r] - k, t, lr, beta1, beta2, eps,
-                      decay[r] ? weight_decay : 0.0f);
-    }
-#endif
-}
-
 double pl_grad_norm_sq(const float *g, size_t n)
 {
     if (n == 0) return 0.0;
