@@ -1237,7 +1237,7 @@ void pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_
                "corrections divide by 1 - beta^t, which is 0 at t = 0)", t);
     /* Runs of neighbouring tensors that share a decay flag, handed to pl_adamw_step_runs a
      * chunk of PL_ADAMW_RUNS_PER_LAUNCH at a time: on the GPU one launch per chunk (the whole
-     * model in one up to about 55 dense blocks), instead of one per tensor. */
+     * model in one up to 55 dense blocks: 8L + 3 runs), instead of one per tensor. */
     size_t ends[PL_ADAMW_RUNS_PER_LAUNCH];
     unsigned char decay[PL_ADAMW_RUNS_PER_LAUNCH];
     int nruns = 0;

@@ -277,7 +277,10 @@ void pl_head_acts_free(struct pl_head_acts *a);
  * The shared buffer, one per model or pipeline stage: pl_block_rebuild_new(w, c, B, T, r)
  * makes it (selective: w->attn.att alone; full: a whole block saved with none; none:
  * nothing), pl_block_acts_share(a, w) points a block's acts at it, pl_block_acts_free frees
- * it. Acts that share none allocate it for each pass. */
+ * it. Acts that share none allocate it for each pass.
+ * With cfg.attention = flash there are no probabilities to save or drop: a block saves
+ * attn.lse (B x NH x T floats) instead of attn.att with none and selective alike (selective
+ * then equals none and shares no buffer), and full saves the block input as always. */
 void pl_block_acts_new_recompute(struct pl_block_acts *a, const struct pl_model_config *c,
                                  int B, int T, enum pl_recompute r);
 void pl_block_rebuild_new(struct pl_block_acts *w, const struct pl_model_config *c, int B,
@@ -290,7 +293,8 @@ void pl_block_acts_share(struct pl_block_acts *a, struct pl_block_acts *w);
  *   buffer, the residual stream and the head's acts (the tokens and targets are the
  *   caller's). Each is the sum of its buffers: the planner's per-layer term
  *   (pl_plan_activation_layer) maps onto pl_block_acts_bytes as tests/test_recompute.c
- *   states and checks. */
+ *   states and checks. Each follows cfg.attention (flash: B x NH x T floats of lse in
+ *   place of the probabilities; tests/test_flash.c checks it). */
 size_t pl_block_acts_bytes(const struct pl_model_config *c, int B, int T, enum pl_recompute r);
 size_t pl_block_rebuild_bytes(const struct pl_model_config *c, int B, int T,
                               enum pl_recompute r);

@@ -1,7 +1,7 @@
 /* ops_gpu.cu: the CUDA versions of the ops (GPU build only). Products go to cuBLAS; every
  * other op is a grid-stride kernel around the same kernels.h math the CPU loop calls, a
  * thread per element; the row-wise ops (layernorm, softmax, cross-entropy), a block per
- * row, are in ops_rows_gpu.cu.
+ * row, are in ops_rows_gpu.cu, flash attention's tiled kernels in attn_gpu.cu.
  * Every op is queued on the compute stream (the legacy default stream) and returns without
  * waiting: what follows on that stream, the communication layer (whose streams wait on an
  * event recorded there) and host copies (cudaMemcpy on the same stream) are ordered after
