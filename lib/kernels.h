@@ -315,6 +315,120 @@ PL_HDI float pl_k_softmax_crossentropy_row(float *probs, const float *z, int V, 
     return logf(sum) + (mx - zt);
 }
 
+/* ---- flash attention: causal attention in tiles, no T x T matrix ---------------------------
+ * Query row i (of one sequence and head) meets the keys in tiles of pl_k_flash_tile(HS)
+ * rows: tile after tile it keeps the running maximum m of its scaled scores, the running sum
+ * l of their exponentials (relative to m) and the unnormalised output acc = sum p_j v_j,
+ * rescaling l and acc by exp(m_old - m_new) when a tile raises the maximum (the online
+ * softmax). The output is acc / l, and the row keeps only lse = m + log l. The backward
+ * recomputes each probability p_ij = exp(scale q_i.k_j - lse_i) tile by tile, with
+ * D_i = dO_i.O_i standing in for the softmax backward's p.dP. Keys after i are never
+ * visited: a row's last tile is cut at i (nk below). The CPU runs these functions in host
+ * loops over qkv (attn_flash.c), the GPU in kernels that first stage each tile in shared
+ * memory (attn_gpu.cu); both with the same tiles, so the sums run in the same order. */
+#define PL_FLASH_TILE 32   /* at most this many rows to a tile */
+#define PL_FLASH_SMEM 4096 /* floats of one staged tile (a GPU block's shared memory) */
+
+/* Rows to a tile for head size HS: PL_FLASH_TILE, fewer when a tile of HS-float rows would
+ * not fit PL_FLASH_SMEM floats. HS <= PL_FLASH_SMEM (ops check it). */
+PL_HDI int pl_k_flash_tile(int HS)
+{
+    int r = PL_FLASH_SMEM / HS;
+    return r < PL_FLASH_TILE ? (r > 0 ? r : 1) : PL_FLASH_TILE;
+}
+
+PL_HDI float pl_k_dot(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    PL_SIMD_SUM(s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* Query row q takes in nk keys and values (rows ld floats apart, every one at or before the
+ * query): updates m, l and acc[HS]. m = -inf and l = acc = 0 before the first tile. */
+PL_HDI void pl_k_flash_fwd_tile(float *acc, float *m, float *l, const float *q, const float *k,
+                                const float *v, int ld, int nk, int HS, float scale)
+{
+    float s[PL_FLASH_TILE];
+    float mx = *m;
+    for (int j = 0; j < nk; j++) {
+        s[j] = scale * pl_k_dot(q, k + (size_t)j * ld, HS);
+        mx = s[j] > mx ? s[j] : mx;
+    }
+    float corr = pl_k_expf(*m - mx); /* 0 on the first tile (m = -inf) */
+    float sum = 0.0f;
+    for (int j = 0; j < nk; j++) {
+        s[j] = pl_k_expf(s[j] - mx);
+        sum += s[j];
+    }
+    *l = *l * corr + sum;
+    *m = mx;
+    PL_SIMD
+    for (int d = 0; d < HS; d++) acc[d] *= corr;
+    for (int j = 0; j < nk; j++) {
+        const float *vj = v + (size_t)j * ld;
+        float p = s[j];
+        PL_SIMD
+        for (int d = 0; d < HS; d++) acc[d] += p * vj[d];
+    }
+}
+
+/* The row's end: out = acc / l (out may be acc), *lse = m + log l. */
+PL_HDI void pl_k_flash_fwd_finish(float *out, const float *acc, float m, float l, float *lse,
+                                  int HS)
+{
+    float inv = 1.0f / l;
+    PL_SIMD
+    for (int d = 0; d < HS; d++) out[d] = acc[d] * inv;
+    *lse = m + logf(l);
+}
+
+/* dQ of query row i from nk keys and values (rows ld apart, at or before i):
+ * dq += scale * sum_j p_ij (dO_i.v_j - D_i) k_j. */
+PL_HDI void pl_k_flash_bwd_dq_tile(float *dq, const float *q, const float *dO, float lse,
+                                   float D, const float *k, const float *v, int ld, int nk,
+                                   int HS, float scale)
+{
+    float ds[PL_FLASH_TILE];
+    for (int j = 0; j < nk; j++) {
+        float p = pl_k_expf(scale * pl_k_dot(q, k + (size_t)j * ld, HS) - lse);
+        ds[j] = scale * p * (pl_k_dot(dO, v + (size_t)j * ld, HS) - D);
+    }
+    for (int j = 0; j < nk; j++) {
+        const float *kj = k + (size_t)j * ld;
+        float g = ds[j];
+        PL_SIMD
+        for (int d = 0; d < HS; d++) dq[d] += g * kj[d];
+    }
+}
+
+/* dK and dV of key row (k, v) from the queries [first, nq) of a tile (query rows ldq apart,
+ * their output gradients ldo apart, their lse and D in lse[], D[]): the queries before
+ * `first` come before the key and do not see it. dv += sum_i p_ij dO_i,
+ * dk += scale * sum_i p_ij (dO_i.v - D_i) q_i. */
+PL_HDI void pl_k_flash_bwd_dkv_tile(float *dk, float *dv, const float *k, const float *v,
+                                    const float *q, int ldq, const float *dO, int ldo,
+                                    const float *lse, const float *D, int first, int nq, int HS,
+                                    float scale)
+{
+    float p[PL_FLASH_TILE], ds[PL_FLASH_TILE];
+    for (int i = first; i < nq; i++) {
+        const float *qi = q + (size_t)i * ldq, *oi = dO + (size_t)i * ldo;
+        p[i] = pl_k_expf(scale * pl_k_dot(qi, k, HS) - lse[i]);
+        ds[i] = scale * p[i] * (pl_k_dot(oi, v, HS) - D[i]);
+    }
+    for (int i = first; i < nq; i++) {
+        const float *qi = q + (size_t)i * ldq, *oi = dO + (size_t)i * ldo;
+        float pi = p[i], g = ds[i];
+        PL_SIMD
+        for (int d = 0; d < HS; d++) {
+            dv[d] += pi * oi[d];
+            dk[d] += g * qi[d];
+        }
+    }
+}
+
 /* ---- accumulations into shared rows -------------------------------------------------------
  * Several inputs add into the same output element (a token repeated in a batch, a row
  * chosen twice, a position shared by every sequence). Each output element below receives
@@ -369,6 +483,12 @@ void pl_gpu_attention_forward(float *out, float *att, const float *qkv, int B, i
                               int NH);
 void pl_gpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                                const float *att, int B, int T, int C, int NH, float *ds);
+/* Flash attention (attn_gpu.cu): lse [B, NH, T]; work B*NH*T floats for D. */
+void pl_gpu_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T,
+                                    int C, int NH);
+void pl_gpu_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
+                                     const float *out, const float *lse, int B, int T, int C,
+                                     int NH, float *work);
 void pl_gpu_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
                                 const float *bias, int N, int C, int OC);
 void pl_gpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const float *dout,
@@ -399,6 +519,11 @@ void pl_gpu_dropout_block(float *out, const float *inp, size_t rows, size_t cols
 void pl_gpu_adamw_step(float *param, const float *grad, float *m, float *v, size_t n,
                        float lr, float beta1, float beta2, float eps, float weight_decay,
                        float bc1, float bc2);
+/* Runs of pl_adamw_step_runs: one launch per PL_ADAMW_RUNS_PER_LAUNCH runs. */
+void pl_gpu_adamw_step_runs(float *param, const float *grad, float *m, float *v,
+                            const size_t *ends, const unsigned char *decay, int nruns, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, float bc1,
+                            float bc2);
 double pl_gpu_sum(const float *x, size_t n, int squares);
 void pl_gpu_zero(float *x, size_t n);
 void pl_gpu_scale(float *x, size_t n, float s);

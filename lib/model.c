@@ -79,6 +79,11 @@ const char *pl_model_config_error(const struct pl_model_config *c, char *buf, si
             return buf;
         }
     }
+    if ((int)c->attention < PL_ATTENTION_MATERIALISED || c->attention > PL_ATTENTION_FLASH) {
+        snprintf(buf, len, "attention=%d is not a choice (" PL_ATTENTION_NAMES ")",
+                 (int)c->attention);
+        return buf;
+    }
     return NULL;
 }
 
@@ -441,8 +446,11 @@ size_t pl_model_scratch_need(const struct pl_model_config *c, int B, int T)
 {
     size_t N = (size_t)B * T, C = (size_t)c->d_model, F = (size_t)c->d_ff,
            V = (size_t)c->vocab;
+    size_t work = c->attention == PL_ATTENTION_FLASH
+                      ? pl_attention_flash_backward_work(B, T, c->n_heads)
+                      : pl_attention_backward_work(T, c->n_heads);
     size_t attn = 3 * pl_model_scratch_round(N * C) + pl_model_scratch_round(3 * N * C) +
-                  pl_model_scratch_round(pl_attention_backward_work(T, c->n_heads));
+                  pl_model_scratch_round(work);
     size_t mlp = 2 * pl_model_scratch_round(N * C) +
                  (c->n_experts ? pl_moe_scratch_need(c, B, T) : pl_model_scratch_round(N * F));
     size_t head = pl_model_scratch_round(N * V) + pl_model_scratch_round(N * C);
@@ -542,7 +550,16 @@ static size_t att_numel(const struct pl_model_config *c, int B, int T)
     return (size_t)B * c->n_heads * T * T;
 }
 
-/* The attention half's saved activations; recompute: all but the probabilities. */
+static size_t lse_numel(const struct pl_model_config *c, int B, int T)
+{
+    return (size_t)B * c->n_heads * T;
+}
+
+static int flash(const struct pl_model_config *c) { return c->attention == PL_ATTENTION_FLASH; }
+
+/* The attention half's saved activations; recompute: all but the probabilities. Flash
+ * attention saves no probabilities but their rows' log-sum-exp, and has nothing for
+ * selective recomputation to drop. */
 static void attn_acts_alloc(struct pl_attn_acts *a, const struct pl_model_config *c, int B,
                             int T, int recompute)
 {
@@ -556,8 +573,9 @@ static void attn_acts_alloc(struct pl_attn_acts *a, const struct pl_model_config
     a->mean = activ(N, "attn ln1 mean");
     a->rstd = activ(N, "attn ln1 rstd");
     a->qkv = activ(N * 3 * C, "attn qkv");
-    a->recompute = recompute;
-    if (!recompute) a->att = activ(att_numel(c, B, T), "attn probs");
+    a->recompute = recompute && !flash(c);
+    if (flash(c)) a->lse = activ(lse_numel(c, B, T), "attn lse (flash)");
+    else if (!recompute) a->att = activ(att_numel(c, B, T), "attn probs");
     a->y = activ(N * C, "attn heads");
 }
 
@@ -574,6 +592,7 @@ void pl_attn_acts_free(struct pl_attn_acts *a)
     pl_mem_free(a->rstd);
     pl_mem_free(a->qkv);
     if (!a->recompute) pl_mem_free(a->att); /* else borrowed */
+    pl_mem_free(a->lse);
     pl_mem_free(a->y);
     memset(a, 0, sizeof *a);
 }
@@ -614,9 +633,13 @@ void pl_attn_forward(const struct pl_model_config *c, int layer, const struct pl
     if (x != a->x) pl_copy(a->x, x, (size_t)N * C);
     pl_layernorm_forward(a->ln, a->mean, a->rstd, a->x, p->ln1_w, p->ln1_b, N, C);
     pl_matmul_forward(a->qkv, a->ln, p->w_qkv, p->b_qkv, N, C, 3 * C);
-    float *att = a->recompute ? probs_take(c, a) : a->att;
-    pl_attention_forward(a->y, att, a->qkv, B, T, C, c->n_heads);
-    if (a->recompute) probs_give(a, att);
+    if (a->lse) {
+        pl_attention_flash_forward(a->y, a->lse, a->qkv, B, T, C, c->n_heads);
+    } else {
+        float *att = a->recompute ? probs_take(c, a) : a->att;
+        pl_attention_forward(a->y, att, a->qkv, B, T, C, c->n_heads);
+        if (a->recompute) probs_give(a, att);
+    }
     float *branch = pl_model_scratch_take(a->scratch, (size_t)N * C, "attn branch");
     pl_matmul_forward(branch, a->y, p->w_proj, p->b_proj, N, C, C);
     pl_model_branch_dropout(c, layer, 0, ctx, branch, B, T);
@@ -639,10 +662,16 @@ void pl_attn_backward(const struct pl_model_config *c, int layer,
     float *dheads = pl_model_scratch_take(s, (size_t)N * C, "attn d heads");
     float *dqkv = pl_model_scratch_take(s, (size_t)N * 3 * C, "attn d qkv");
     float *dln = pl_model_scratch_take(s, (size_t)N * C, "attn d ln1");
-    float *work = pl_model_scratch_take(s, pl_attention_backward_work(T, c->n_heads),
+    float *work = pl_model_scratch_take(s, a->lse ? pl_attention_flash_backward_work(B, T,
+                                                                                  c->n_heads)
+                                                  : pl_attention_backward_work(T, c->n_heads),
                                         "attn d scores");
     pl_matmul_backward(dheads, g->w_proj, g->b_proj, dbranch, a->y, p->w_proj, N, C, C);
-    pl_attention_backward_in(dqkv, dheads, a->qkv, att, B, T, C, c->n_heads, work);
+    if (a->lse)
+        pl_attention_flash_backward(dqkv, dheads, a->qkv, a->y, a->lse, B, T, C, c->n_heads,
+                                    work);
+    else
+        pl_attention_backward_in(dqkv, dheads, a->qkv, att, B, T, C, c->n_heads, work);
     pl_model_scratch_give(s, work);
     if (a->recompute) probs_give(a, att);
     pl_matmul_backward(dln, g->w_qkv, g->b_qkv, dqkv, a->ln, p->w_qkv, N, C, 3 * C);
@@ -787,13 +816,15 @@ void pl_block_rebuild_new(struct pl_block_acts *w, const struct pl_model_config 
         check_bt(c, B, T);
         w->attn.B = w->mlp.B = B;
         w->attn.T = w->mlp.T = T;
-        w->attn.att = activ(att_numel(c, B, T), "attn probs (shared, recomputed)");
+        if (!flash(c)) /* flash saves no probabilities: nothing to rebuild */
+            w->attn.att = activ(att_numel(c, B, T), "attn probs (shared, recomputed)");
     }
 }
 
 void pl_block_acts_share(struct pl_block_acts *a, struct pl_block_acts *w)
 {
     if (a->recompute == PL_RECOMPUTE_NONE) return;
+    if (a->recompute == PL_RECOMPUTE_SELECTIVE && a->attn.lse) return; /* flash: none shared */
     int made = a->recompute == PL_RECOMPUTE_FULL ? w->mlp.x != NULL : w->attn.att != NULL;
     PL_REQUIRE(w != a && made && w->attn.B == a->attn.B && w->attn.T == a->attn.T,
                "pl_block_acts_share: the shared buffer must be made by pl_block_rebuild_new "
@@ -907,7 +938,8 @@ size_t pl_block_acts_bytes(const struct pl_model_config *c, int B, int T, enum p
     const size_t N = (size_t)B * T;
     if (r == PL_RECOMPUTE_FULL) return N * c->d_model * sizeof(float);
     size_t n = attn_floats(c, N) + mlp_floats(c, N);
-    if (r == PL_RECOMPUTE_NONE) n += att_numel(c, B, T);
+    if (flash(c)) n += lse_numel(c, B, T); /* with none or selective alike */
+    else if (r == PL_RECOMPUTE_NONE) n += att_numel(c, B, T);
     return n * sizeof(float);
 }
 
@@ -917,7 +949,7 @@ size_t pl_block_rebuild_bytes(const struct pl_model_config *c, int B, int T,
     check_recompute(r);
     check_dense_bytes(c);
     if (r == PL_RECOMPUTE_FULL) return pl_block_acts_bytes(c, B, T, PL_RECOMPUTE_NONE);
-    if (r == PL_RECOMPUTE_SELECTIVE) return att_numel(c, B, T) * sizeof(float);
+    if (r == PL_RECOMPUTE_SELECTIVE) return flash(c) ? 0 : att_numel(c, B, T) * sizeof(float);
     return 0;
 }
 
@@ -1203,10 +1235,31 @@ void pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_
 {
     PL_REQUIRE(t >= 1, "AdamW step t = %d: t counts the optimizer steps from 1 (the bias "
                "corrections divide by 1 - beta^t, which is 0 at t = 0)", t);
-    for (struct overlap o = {0}; next_overlap(lay, offset, n, &o);) {
-        size_t k = o.at;
-        pl_adamw_step(p + k, g + k, m + k, v + k, o.len, t, opt->lr, opt->beta1, opt->beta2,
-                      opt->eps, o.d->decay ? opt->weight_decay : 0.0f);
+    /* Runs of neighbouring tensors that share a decay flag, handed to pl_adamw_step_runs a
+     * chunk of PL_ADAMW_RUNS_PER_LAUNCH at a time: on the GPU one launch per chunk (the whole
+     * model in one up to 55 dense blocks: 8L + 3 runs), instead of one per tensor. */
+    size_t ends[PL_ADAMW_RUNS_PER_LAUNCH];
+    unsigned char decay[PL_ADAMW_RUNS_PER_LAUNCH];
+    int nruns = 0;
+    size_t start = 0; /* the chunk's first element, in the range */
+    for (struct overlap o = {0};;) {
+        int more = next_overlap(lay, offset, n, &o);
+        unsigned char d = more && o.d->decay;
+        if (more && nruns && decay[nruns - 1] == d) {
+            ends[nruns - 1] = o.at + o.len - start;
+            continue;
+        }
+        if (nruns && (!more || nruns == PL_ADAMW_RUNS_PER_LAUNCH)) {
+            size_t len = ends[nruns - 1];
+            pl_adamw_step_runs(p + start, g + start, m + start, v + start, len, ends, decay,
+                               nruns, t, opt->lr, opt->beta1, opt->beta2, opt->eps,
+                               opt->weight_decay);
+            start += len;
+            nruns = 0;
+        }
+        if (!more) break;
+        ends[nruns] = o.at + o.len - start;
+        decay[nruns++] = d;
     }
 }
 

@@ -55,6 +55,10 @@ struct pl_model_config {
     float capacity_factor; /* > 0; see pl_moe_capacity */
     float aux_loss_coef;   /* a in a*E*sum_i f_i P_i, >= 0 */
     uint64_t seed;         /* parameter initialisation */
+    /* How the attention half computes attention (recompute.h): materialised (0, the
+     * default) or flash. Not a property of the weights: checkpoints neither store nor
+     * compare it, and the labs' own sharded attention ignores it. */
+    enum pl_attention attention;
 };
 
 /* A small dense GPT (vocab 256, d_model 64, 2 layers, 4 heads, d_ff 256, seq_len 64, no
@@ -193,7 +197,9 @@ struct pl_attn_acts {
     float *x;               /* [N, C] the half's input */
     float *ln, *mean, *rstd;/* ln1 output [N, C], statistics [N] */
     float *qkv;             /* [N, 3C] */
-    float *att;             /* [B, NH, T, T] softmax probabilities */
+    float *att;             /* [B, NH, T, T] softmax probabilities (NULL with flash) */
+    float *lse;             /* flash attention only: [B, NH, T] log-sum-exp of each row of
+                               scaled scores, what the backward recomputes att from */
     float *y;               /* [N, C] heads concatenated, before the projection */
     int recompute;          /* selective recomputation: att is not saved but borrowed, a
                                buffer every block shares (NULL: the passes allocate one), which
@@ -271,7 +277,10 @@ void pl_head_acts_free(struct pl_head_acts *a);
  * The shared buffer, one per model or pipeline stage: pl_block_rebuild_new(w, c, B, T, r)
  * makes it (selective: w->attn.att alone; full: a whole block saved with none; none:
  * nothing), pl_block_acts_share(a, w) points a block's acts at it, pl_block_acts_free frees
- * it. Acts that share none allocate it for each pass. */
+ * it. Acts that share none allocate it for each pass.
+ * With cfg.attention = flash there are no probabilities to save or drop: a block saves
+ * attn.lse (B x NH x T floats) instead of attn.att with none and selective alike (selective
+ * then equals none and shares no buffer), and full saves the block input as always. */
 void pl_block_acts_new_recompute(struct pl_block_acts *a, const struct pl_model_config *c,
                                  int B, int T, enum pl_recompute r);
 void pl_block_rebuild_new(struct pl_block_acts *w, const struct pl_model_config *c, int B,
@@ -284,7 +293,8 @@ void pl_block_acts_share(struct pl_block_acts *a, struct pl_block_acts *w);
  *   buffer, the residual stream and the head's acts (the tokens and targets are the
  *   caller's). Each is the sum of its buffers: the planner's per-layer term
  *   (pl_plan_activation_layer) maps onto pl_block_acts_bytes as tests/test_recompute.c
- *   states and checks. */
+ *   states and checks. Each follows cfg.attention (flash: B x NH x T floats of lse in
+ *   place of the probabilities; tests/test_flash.c checks it). */
 size_t pl_block_acts_bytes(const struct pl_model_config *c, int B, int T, enum pl_recompute r);
 size_t pl_block_rebuild_bytes(const struct pl_model_config *c, int B, int T,
                               enum pl_recompute r);

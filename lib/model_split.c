@@ -86,11 +86,17 @@ static void attn_b(const struct pl_model_config *c, int layer, const struct pl_b
     struct pl_scratch *s = a->scratch;
     pl_model_branch_dropout_backward(c, layer, 0, ctx, w->d_proj, dy, B, T);
     float *dheads = pl_model_scratch_take(s, (size_t)N * C, "attn d heads");
-    float *work = pl_model_scratch_take(s, pl_attention_backward_work(T, c->n_heads),
+    float *work = pl_model_scratch_take(s, a->lse ? pl_attention_flash_backward_work(B, T,
+                                                                                  c->n_heads)
+                                                  : pl_attention_backward_work(T, c->n_heads),
                                         "attn d scores");
     pl_matmul_backward(dheads, NULL, NULL, w->d_proj, a->y, p->w_proj, N, C, C);
     pl_zero(w->d_qkv, (size_t)N * 3 * C);
-    pl_attention_backward_in(w->d_qkv, dheads, a->qkv, a->att, B, T, C, c->n_heads, work);
+    if (a->lse) /* flash attention (cfg.attention) */
+        pl_attention_flash_backward(w->d_qkv, dheads, a->qkv, a->y, a->lse, B, T, C,
+                                    c->n_heads, work);
+    else
+        pl_attention_backward_in(w->d_qkv, dheads, a->qkv, a->att, B, T, C, c->n_heads, work);
     pl_model_scratch_give(s, work);
     pl_zero(w->d_ln1, (size_t)N * C);
     pl_matmul_backward(w->d_ln1, NULL, NULL, w->d_qkv, a->ln, p->w_qkv, N, C, 3 * C);

@@ -30,6 +30,10 @@
  *                though the CPU version skips most of the masked future) +
  *                PL_FLOPS_SOFTMAX_FWD per score (B*NH*T*T);
  *                backward 8*B*T*T*C (four products) + PL_FLOPS_SOFTMAX_BWD per score.
+ *   flash attention  forward as attention's; backward as attention's, plus what it
+ *                recomputes, counted also as recomputation (pl_ledger_recompute_begin):
+ *                6*B*T*T*C (the scores twice, dO V^T once more) and 2 PL_FLOPS_SOFTMAX_FWD
+ *                per score (the probabilities in each of its two passes).
  *   sgemm        2*M*N*K.
  *   pl_scatter_add_rows and pl_row_dot 2*n*C; pl_sum n; pl_gather_rows, pl_zero, pl_copy
  *   and the host/device copies nothing.
@@ -138,6 +142,22 @@ size_t pl_attention_backward_work(int T, int NH);
 void pl_attention_backward_in(float *dqkv, const float *dout, const float *qkv,
                               const float *att, int B, int T, int C, int NH, float *work);
 
+/* Flash attention: the same causal attention, computed in tiles of keys with an online
+ * softmax (kernels.h), so no T x T matrix is written. The forward saves lse [B,NH,T], the
+ * log-sum-exp of each row of scaled scores, instead of att; the backward recomputes the
+ * probabilities tile by tile from qkv, the forward's out and lse. Same results as the
+ * materialised ops up to fp32 rounding (the sums run in another order). Two passes in the
+ * backward (queries, then keys and values), so each gradient row has one writer and no
+ * atomics are needed. HS = C/NH is at most PL_FLASH_SMEM (4096). work: NULL, or
+ * pl_attention_flash_backward_work(B, T, NH) floats of op memory (D_i = dO_i.O_i), need not
+ * be zeroed. dqkv accumulates (+=) as in pl_attention_backward. */
+void pl_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                int NH);
+size_t pl_attention_flash_backward_work(int B, int T, int NH);
+void pl_attention_flash_backward(float *dqkv, const float *dout, const float *qkv,
+                                 const float *out, const float *lse, int B, int T, int C,
+                                 int NH, float *work);
+
 /* ---- element-wise ----------------------------------------------------------------------- */
 /* GELU, tanh approximation (nn.GELU(approximate="tanh")). out may equal inp. */
 void pl_gelu_forward(float *out, const float *inp, size_t n);
@@ -203,6 +223,15 @@ void pl_dropout_backward_block(float *dinp, const float *dout, size_t rows, size
  * Pass weight_decay = 0 for parameters that are not decayed (biases, layernorm). */
 void pl_adamw_step(float *param, const float *grad, float *m, float *v, size_t n, int t,
                    float lr, float beta1, float beta2, float eps, float weight_decay);
+/* The same step over n elements made of runs: run r ends (exclusive) at element ends[r]
+ * (increasing, the last equal to n) and is decayed when decay[r] is nonzero, weight_decay
+ * then, else 0. The same element formula as pl_adamw_step on each run, bit for bit; on the
+ * GPU one launch for up to PL_ADAMW_RUNS_PER_LAUNCH runs (the whole model's tensors in one,
+ * pl_model_adamw_flat), instead of one per tensor. ends and decay are host arrays. */
+#define PL_ADAMW_RUNS_PER_LAUNCH 448
+void pl_adamw_step_runs(float *param, const float *grad, float *m, float *v, size_t n,
+                        const size_t *ends, const unsigned char *decay, int nruns, int t,
+                        float lr, float beta1, float beta2, float eps, float weight_decay);
 
 /* Sum of squares of g[0..n), accumulated in double; returned on the host. The global norm
  * is sqrt of the sum of this over every parameter (and every rank holding a shard). */

@@ -1,7 +1,7 @@
 /* ops_gpu.cu: the CUDA versions of the ops (GPU build only). Products go to cuBLAS; every
  * other op is a grid-stride kernel around the same kernels.h math the CPU loop calls, a
  * thread per element; the row-wise ops (layernorm, softmax, cross-entropy), a block per
- * row, are in ops_rows_gpu.cu.
+ * row, are in ops_rows_gpu.cu, flash attention's tiled kernels in attn_gpu.cu.
  * Every op is queued on the compute stream (the legacy default stream) and returns without
  * waiting: what follows on that stream, the communication layer (whose streams wait on an
  * event recorded there) and host copies (cudaMemcpy on the same stream) are ordered after
@@ -23,6 +23,7 @@ extern "C" {
 #include "rng.h"
 }
 #include "kernels.h"
+#include "ops.h"
 
 #define THREADS 256
 
@@ -104,6 +105,18 @@ __global__ static void k_gelu_fwd(float *out, const float *inp, size_t n)
     GRID_STRIDE(i, n) { out[i] = pl_k_gelu(inp[i]); }
 }
 
+/* The fc layer's epilogue in one pass over h, as the CPU's bias_gelu_rows: h += bias (bias
+ * NULL: none), g = gelu(h). */
+__global__ static void k_bias_gelu(float *h, float *g, const float *bias, int OC, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float x = bias ? h[i] + bias[i % OC] : h[i];
+        h[i] = x;
+        g[i] = pl_k_gelu(x);
+    }
+}
+
 __global__ static void k_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n)
 {
     GRID_STRIDE(i, n) { dinp[i] += pl_k_gelu_grad(inp[i]) * dout[i]; }
@@ -162,6 +175,40 @@ __global__ static void k_adamw(float *param, const float *grad, float *m, float 
                                float bc2, size_t n)
 {
     GRID_STRIDE(i, n) { pl_k_adamw(param + i, grad[i], m + i, v + i, lr, beta1, beta2, eps, wd, bc1, bc2); }
+}
+
+/* A launch's runs, passed by value (kernel parameters, no copy to the device): run r ends
+ * at element end[r] of the launch's range (counted from its start), its top bit set when
+ * the run is decayed. 448 runs and the other arguments stay under the 4 KiB of parameters
+ * every CUDA version takes. */
+#define RUN_DECAY ((uint64_t)1 << 63)
+struct adamw_runs {
+    uint64_t end[PL_ADAMW_RUNS_PER_LAUNCH];
+    int n;
+};
+
+/* Element i's run: the first whose end is past i (a binary search over the launch's runs;
+ * the threads of a warp mostly share a run, so they read the same parameter words). */
+__device__ static int run_of(const adamw_runs &r, uint64_t i)
+{
+    int lo = 0, hi = r.n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if ((r.end[mid] & ~RUN_DECAY) > i) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+__global__ static void k_adamw_runs(float *param, const float *grad, float *m, float *v,
+                                    adamw_runs runs, float lr, float beta1, float beta2,
+                                    float eps, float wd, float bc1, float bc2, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float w = runs.end[run_of(runs, i)] & RUN_DECAY ? wd : 0.0f;
+        pl_k_adamw(param + i, grad[i], m + i, v + i, lr, beta1, beta2, eps, w, bc1, bc2);
+    }
 }
 
 /* The sum of every thread's s in a block, by a fixed tree in shared memory; valid in
@@ -269,11 +316,17 @@ void pl_gpu_matmul_forward(float *out, const float *inp, const float *weight, co
     finish();
 }
 
+/* The product first (beta 0: no bias copied into h beforehand), then the bias and GELU in
+ * one kernel: two launches where a matmul with its bias and a GELU took three, and h is
+ * read once for both. Adding the bias after the product rounds as beta = 1 on a
+ * bias-filled h does (one rounding of the sum). */
 void pl_gpu_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
                                 const float *bias, int N, int C, int OC)
 {
-    pl_gpu_matmul_forward(h, inp, weight, bias, N, C, OC);
-    pl_gpu_gelu_forward(g, h, (size_t)N * OC);
+    size_t n = (size_t)N * OC;
+    sgemm_rm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, h, OC);
+    k_bias_gelu<<<blocks_for(n), THREADS>>>(h, g, bias, OC, n);
+    finish();
 }
 
 void pl_gpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const float *dout,
@@ -386,6 +439,26 @@ void pl_gpu_adamw_step(float *param, const float *grad, float *m, float *v, size
 {
     k_adamw<<<blocks_for(n), THREADS>>>(param, grad, m, v, lr, beta1, beta2, eps, weight_decay,
                                         bc1, bc2, n);
+    finish();
+}
+
+void pl_gpu_adamw_step_runs(float *param, const float *grad, float *m, float *v,
+                            const size_t *ends, const unsigned char *decay, int nruns, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, float bc1,
+                            float bc2)
+{
+    for (int r0 = 0; r0 < nruns; r0 += PL_ADAMW_RUNS_PER_LAUNCH) {
+        adamw_runs runs;
+        size_t start = r0 ? ends[r0 - 1] : 0;
+        runs.n = nruns - r0 < PL_ADAMW_RUNS_PER_LAUNCH ? nruns - r0 : PL_ADAMW_RUNS_PER_LAUNCH;
+        for (int r = 0; r < runs.n; r++)
+            runs.end[r] = (uint64_t)(ends[r0 + r] - start) | (decay[r0 + r] ? RUN_DECAY : 0);
+        size_t n = ends[r0 + runs.n - 1] - start;
+        k_adamw_runs<<<blocks_for(n), THREADS>>>(param + start, grad + start, m + start,
+                                                 v + start, runs, lr, beta1, beta2, eps,
+                                                 weight_decay, bc1, bc2, n);
+        PL_CHECK_CUDA(cudaGetLastError());
+    }
     finish();
 }
 

@@ -19,6 +19,7 @@ $(B)/obj/lib/ops.o: ALL_CFLAGS += -ffp-contract=fast
 # `make bench-model GPU=1`: three sizes up to GPT-2 small on the GPU against PyTorch on the
 # same GPU (fp32 without TF32, and bf16 with fused attention for reference); 3 rounds
 # unless BENCH_ROUNDS says. Without a GPU it says so and exits 2 before building.
+# BENCH_ATTENTION=flash steps the kit's model with flash attention (cfg.attention).
 .PHONY: bench-model
 ifeq ($(GPU),1)
 bench-model:
@@ -26,9 +27,11 @@ bench-model:
 	    "make bench-model (the CPU build's step against PyTorch on the CPU)"
 	@$(MAKE) --no-print-directory GPU=1 all
 	@$(B)/tests/bench_train --model --rounds $(or $(BENCH_ROUNDS),3) \
-	    --seconds $(or $(BENCH_SECONDS),1)
+	    --seconds $(or $(BENCH_SECONDS),1) \
+	    $(if $(BENCH_ATTENTION),--attention $(BENCH_ATTENTION))
 else
 bench-model: all
 	@$(B)/tests/bench_train --model --rounds $(or $(BENCH_ROUNDS),5) \
-	    --seconds $(or $(BENCH_SECONDS),1)
+	    --seconds $(or $(BENCH_SECONDS),1) \
+	    $(if $(BENCH_ATTENTION),--attention $(BENCH_ATTENTION))
 endif

@@ -14,7 +14,9 @@
  *         the share of the square-sgemm rate the step reaches, beside the rate of the step's
  *         own linear-layer sgemm shapes run alone. On the GPU build (`make bench-model
  *         GPU=1`) three sizes up to GPT-2 small (d 768, 12 layers, 12 heads, T 1024, B 8;
- *         vocab 256) on the GPU, against PyTorch fp32 and bf16 on the same GPU. */
+ *         vocab 256) on the GPU, against PyTorch fp32 and bf16 on the same GPU.
+ *     --attention materialised|flash   how the kit's model computes attention (cfg.attention;
+ *         default materialised); PyTorch's side is unchanged. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,9 +99,12 @@ static double sgemm_gflops(int n)
     return best;
 }
 
+static enum pl_attention bench_attention = PL_ATTENTION_MATERIALISED;
+
 static struct pl_model_config model_config(const struct bench_config *bc)
 {
     struct pl_model_config c = pl_model_config_default();
+    c.attention = bench_attention;
     c.d_model = bc->d_model;
     c.n_layers = bc->layers;
     c.n_heads = bc->heads;
@@ -494,6 +499,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             only_threads = atoi(argv[++i]);
             PL_REQUIRE(only_threads > 0, "--threads must be a positive whole number");
+        } else if (!strcmp(argv[i], "--attention") && i + 1 < argc) {
+            if (pl_attention_parse(argv[++i], &bench_attention) != 0)
+                pl_usage_error("--attention '%s' is not a choice: use " PL_ATTENTION_NAMES,
+                               argv[i]);
         } else if (!strcmp(argv[i], "--model")) {
             model = 1;
         } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
@@ -502,7 +511,8 @@ int main(int argc, char **argv)
                        "--rounds must be between 1 and %d", MAX_ROUNDS);
         } else {
             pl_usage_error("unknown argument '%s' (bench_train [--seconds S] [--threads N] | "
-                           "bench_train --model [--rounds R] [--seconds S])",
+                           "bench_train --model [--rounds R] [--seconds S]) "
+                           "[--attention materialised|flash]",
                            argv[i]);
         }
     }
@@ -530,6 +540,7 @@ int main(int argc, char **argv)
            "# (same model, same threads%s)%s\n",
            torch_where, torch ? "" : torch_missing);
     if (torch) printf("# torch: %s\n", torch_python);
+    printf("# the kit's attention: %s\n", pl_attention_name(bench_attention));
     if (model) {
 #ifdef PL_GPU
         gpu_model_table(rounds, &data, path, torch);

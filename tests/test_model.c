@@ -1225,6 +1225,10 @@ int main(int argc, char **argv)
     test_blocks_by_hand(dense, "dense");
     test_blocks_by_hand(moe, "MoE");
     test_split_backward(dense);
+    struct pl_model_config flash = dense; /* attention by tiles: tests/test_flash.c */
+    flash.attention = PL_ATTENTION_FLASH;
+    test_fd(&flash, "dense, flash attention");
+    test_split_backward(flash);
     test_hook(&dense);
     test_hook(&moe);
     test_accumulation(dense);

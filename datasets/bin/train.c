@@ -23,7 +23,7 @@
 struct opts {
     struct pl_model_config cfg;
     struct pl_adamw_config opt;
-    const char *data, *save, *load, *losses, *recompute;
+    const char *data, *save, *load, *losses, *recompute, *attention;
     int64_t corpus_tokens, steps, save_every, log_every;
     uint64_t corpus_seed;
     int batch;
@@ -56,6 +56,7 @@ static struct pl_flag flags[] = {
     F("--weight-decay", FLOAT, opt.weight_decay, "X", "AdamW weight decay (matrices only)"),
     F("--grad-clip", FLOAT, opt.grad_clip, "X", "max global gradient norm (0: off)"),
     F("--recompute", STR, recompute, "R", "activation recomputation: none, selective or full (same losses bit for bit; less activation memory, more FLOPs)"),
+    F("--attention", STR, attention, "A", "attention: materialised (saves each head's T x T probabilities) or flash (tiles with an online softmax; saves T log-sum-exps a head; the same losses to fp32 rounding)"),
     /* checkpoints and output */
     F("--save", STR, save, "FILE", "write a checkpoint here at the end"),
     F("--save-every", I64, save_every, "N", "also write it every N steps (0: only at the end)"),
@@ -76,6 +77,7 @@ static void defaults(void)
     o.batch = 8;
     o.log_every = 1;
     o.recompute = "none";
+    o.attention = "materialised";
 }
 
 static void usage(FILE *f)
@@ -104,6 +106,10 @@ static void check_training_flags(enum pl_recompute *recompute)
 {
     if (pl_recompute_parse(o.recompute, recompute) != 0)
         pl_usage_error("--recompute '%s' is not a choice: use " PL_RECOMPUTE_NAMES, o.recompute);
+    /* not a property of the weights: a resumed run may choose either */
+    if (pl_attention_parse(o.attention, &o.cfg.attention) != 0)
+        pl_usage_error("--attention '%s' is not a choice: use " PL_ATTENTION_NAMES,
+                       o.attention);
     PL_REQUIRE(o.steps >= 0, "--steps %lld must be 0 or more", (long long)o.steps);
     PL_REQUIRE(o.batch > 0, "--batch %d must be positive (sequences per step)", o.batch);
     PL_REQUIRE(o.opt.lr > 0, "--lr %g must be positive (e.g. 0.001)", o.opt.lr);
@@ -296,8 +302,10 @@ int main(int argc, char **argv)
 
     char desc[512], nbuf[32];
     pl_model_config_describe(&o.cfg, desc, sizeof desc);
-    pl_print0("train: %s%s%s\n", desc, recompute ? " recompute=" : "",
-              recompute ? pl_recompute_name(recompute) : "");
+    pl_print0("train: %s%s%s%s%s\n", desc, recompute ? " recompute=" : "",
+              recompute ? pl_recompute_name(recompute) : "",
+              o.cfg.attention ? " attention=" : "",
+              o.cfg.attention ? pl_attention_name(o.cfg.attention) : "");
     pl_print0("train: %s parameters; data %s, %lld tokens; batch %d x %d tokens; lr %g%s%s\n",
               human((double)m->layout.numel, nbuf, sizeof nbuf), data.source,
               (long long)data.n, B, T, o.opt.lr, o.load ? "; resumed from " : "",
@@ -355,6 +363,10 @@ int main(int argc, char **argv)
         if (recompute)
             pl_print0("summary: recompute %s reran %.3f of those GFLOP per step (model FLOPs "
                       "%.3f GFLOP per step)\n", pl_recompute_name(recompute),
+                      total_rerun / o.steps / 1e9, (total_flops - total_rerun) / o.steps / 1e9);
+        else if (total_rerun > 0) /* flash attention's backward recomputes the probabilities */
+            pl_print0("summary: attention %s reran %.3f of those GFLOP per step (model FLOPs "
+                      "%.3f GFLOP per step)\n", pl_attention_name(o.cfg.attention),
                       total_rerun / o.steps / 1e9, (total_flops - total_rerun) / o.steps / 1e9);
         pl_print0("summary: loss %.4f at the first step -> %.4f (mean of the last %lld)\n",
                   first_loss, tail_sum / tail_n, (long long)tail_n);

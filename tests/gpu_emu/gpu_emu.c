@@ -803,6 +803,13 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
     return cudaSuccess;
 }
 
+void pl_emu_note_kernel(void)
+{
+    pthread_mutex_lock(&E.mu);
+    E.n.kernels++;
+    pthread_mutex_unlock(&E.mu);
+}
+
 void pl_emu_counts(struct pl_emu_counts *out)
 {
     pthread_mutex_lock(&E.mu);

@@ -8,6 +8,7 @@ struct pl_emu_counts {
     long host_waits;   /* the host waited for one stream or event (not device-wide) */
     long mallocs;      /* cudaMalloc calls (each may synchronise on a real device) */
     long nccl_groups;  /* NCCL launches: one per group, or per call outside a group */
+    long kernels;      /* kernel launches queued */
     int device_before_mpi; /* cudaSetDevice was called before MPI_Init */
 };
 
@@ -18,6 +19,8 @@ extern "C" {
 #endif
 
 void pl_emu_counts(struct pl_emu_counts *out);
+/* Counts one kernel launch (kernel_emu.cpp, at each launch). */
+void pl_emu_note_kernel(void);
 /* Queues fn(arg) on stream s, to run on the device thread in stream order (kernels). */
 void pl_emu_enqueue_host(cudaStream_t s, void (*fn)(void *), void *arg);
 

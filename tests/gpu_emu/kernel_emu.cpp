@@ -185,5 +185,6 @@ static void run_grid(void *arg)
 
 void pl_emu_launch_fn(unsigned grid, unsigned block, std::function<void()> *kernel)
 {
+    pl_emu_note_kernel();
     pl_emu_enqueue_host(NULL, run_grid, new launch{grid, block, kernel});
 }

@@ -7,7 +7,9 @@
  * shard updated). Once the caching allocator is warm, none may synchronise the whole device
  * or call cudaMalloc: a step that did could not overlap communication with compute on a
  * GPU. The replicas' gradients must agree after the all-reduce and the losses stay finite;
- * the grader checks the numbers themselves. */
+ * the grader checks the numbers themselves. Also the reference step with flash attention
+ * (cfg.attention) under the same two rules, AdamW over the whole model in one kernel
+ * launch, and the launches of the fused ops. */
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -63,7 +65,96 @@ static void reference_steps(const struct pl_model_config *cfg)
         pl_mem_free(tok);
         pl_mem_free(tgt);
     }
+    /* AdamW over the whole model: one launch (pl_adamw_step_runs), not one per tensor */
+    struct pl_emu_counts a, b;
+    pl_emu_counts(&a);
+    pl_model_adamw_flat(&m->layout, 0, m->layout.numel, m->params, m->grads, m->adam_m,
+                        m->adam_v, m->adam_t + 1, &opt);
+    pl_emu_counts(&b);
+    CHECK(b.kernels - a.kernels == 1, "AdamW over the model's %d tensors: %ld kernel launches, "
+          "want 1", m->layout.n_tensors, b.kernels - a.kernels);
     pl_model_free(m);
+}
+
+/* The reference step with flash attention (cfg.attention): no device-wide synchronisation
+ * either, and the reference's losses up to fp32 rounding. */
+static void flash_steps(const struct pl_model_config *cfg)
+{
+    struct pl_model_config fc = *cfg;
+    fc.attention = PL_ATTENTION_FLASH;
+    struct pl_model *m = pl_model_new(&fc, PL_MODEL_ALL);
+    struct pl_adamw_config opt = pl_adamw_config_default();
+    for (int s = 0; s < STEPS; s++) {
+        int *tok = batch(cfg, s, 0), *tgt = batch(cfg, s, 1);
+        struct pl_emu_counts a, b;
+        pl_emu_counts(&a);
+        double loss = pl_model_step(m, tok, tgt, BATCH, &opt, NULL);
+        pl_emu_counts(&b);
+        expect_no_device_sync("flash attention", s, &a, &b);
+        CHECK(fabs(loss - reference_loss[s]) <= 1e-5 * fabs(reference_loss[s]),
+              "flash attention step %d: loss %.9g, the reference's %.9g", s, loss,
+              reference_loss[s]);
+        pl_mem_free(tok);
+        pl_mem_free(tgt);
+    }
+    pl_model_free(m);
+}
+
+/* Kernel launches of the fused ops (cuBLAS calls are not kernels of the kit's): the fc
+ * layer's bias and GELU after its product, one; flash attention's forward one and its
+ * backward two (queries, then keys and values). */
+static void fused_launches(void)
+{
+    const int N = 24, C = 8, OC = 12, B = 2, T = 12, NH = 2;
+    float *buf = pl_mem_alloc((size_t)16 * N * OC * sizeof(float), PL_MEM_WORK, PL_DEVICE,
+                              "fused ops' operands");
+    float *h = buf, *g = h + N * OC, *x = g + N * OC, *w = x + N * C, *b = w + OC * C;
+    float *qkv = b + OC, *out = qkv + 3 * B * T * C, *lse = out + B * T * C;
+    float *dqkv = lse + B * NH * T, *dout = dqkv + 3 * B * T * C;
+    struct pl_emu_counts a, z;
+    long launches[3];
+    pl_emu_counts(&a);
+    pl_matmul_gelu_forward(h, g, x, w, b, N, C, OC);
+    pl_emu_counts(&z);
+    launches[0] = z.kernels - a.kernels;
+    pl_attention_flash_forward(out, lse, qkv, B, T, C, NH);
+    pl_emu_counts(&a);
+    launches[1] = a.kernels - z.kernels;
+    pl_attention_flash_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, NULL);
+    pl_emu_counts(&z);
+    launches[2] = z.kernels - a.kernels;
+    CHECK(launches[0] == 1 && launches[1] == 1 && launches[2] == 2, "kernel launches: fc with "
+          "bias and GELU %ld (want 1), flash forward %ld (want 1), flash backward %ld (want 2)",
+          launches[0], launches[1], launches[2]);
+    pl_ops_wait();
+    pl_mem_free(buf);
+}
+
+/* docs/gpu.md's figure: a dense model's tensors make 8L + 3 runs of one decay flag, so AdamW
+ * over up to 55 blocks is one launch of PL_ADAMW_RUNS_PER_LAUNCH runs, over 56 two. */
+static void adamw_launch_limit(void)
+{
+    for (int L = 55; L <= 56; L++) {
+        struct pl_model_config c = pl_model_config_default();
+        c.vocab = 8, c.d_model = 4, c.n_heads = 1, c.d_ff = 4, c.seq_len = 2, c.n_layers = L;
+        struct pl_model_layout lay;
+        pl_model_layout_init(&lay, &c);
+        float *buf = pl_mem_alloc(4 * lay.numel * sizeof(float), PL_MEM_WORK, PL_DEVICE,
+                                  "adamw state");
+        struct pl_adamw_config opt = pl_adamw_config_default();
+        struct pl_emu_counts a, b;
+        pl_emu_counts(&a);
+        pl_model_adamw_flat(&lay, 0, lay.numel, buf, buf + lay.numel, buf + 2 * lay.numel,
+                            buf + 3 * lay.numel, 1, &opt);
+        pl_emu_counts(&b);
+        long want = (8 * L + 3 + PL_ADAMW_RUNS_PER_LAUNCH - 1) / PL_ADAMW_RUNS_PER_LAUNCH;
+        CHECK(b.kernels - a.kernels == want && want == (L <= 55 ? 1 : 2),
+              "AdamW over %d dense blocks: %ld launches, want %ld", L, b.kernels - a.kernels,
+              want);
+        pl_ops_wait();
+        pl_mem_free(buf);
+        pl_model_layout_free(&lay);
+    }
 }
 
 /* Sum and sum of squares of a device buffer, for comparing replicas. */
@@ -144,6 +235,9 @@ int main(int argc, char **argv)
     cfg.seq_len = 16;
     cfg.vocab = 64;
     if (pl_rank() == 0) reference_steps(&cfg);
+    if (pl_rank() == 0) flash_steps(&cfg);
+    if (pl_rank() == 0) fused_launches();
+    if (pl_rank() == 0) adamw_launch_limit();
     ddp_steps(&cfg);
     zero3_steps(&cfg);
     int fails = (int)world_sum(failures), all = (int)world_sum(checks);
