@@ -468,7 +468,7 @@ static void check_points(const char *md, const char *grade)
         CHECK(strstr(md, want), "handout's points table lacks \"%s\"", want);
         rows++;
     }
-    CHECK(rows == 6, "grade --list --lab 08 listed %d tests", rows);
+    CHECK(rows == 7, "grade --list --lab 08 listed %d tests", rows);
     free(out);
 }
 
