@@ -11,7 +11,8 @@
  *   - the data-parallel reduce-scatter hides behind the last microbatch's backward and the
  *     parameter all-gather behind the next step's first forward; ZeRO-3 gathers parameters
  *     for every microbatch, hidden behind that microbatch's compute where it fits;
- *   - activations and gradients travel in 16-bit, as the memory model stores them;
+ *   - activations and gradients travel in 16-bit, as the memory model stores them (4-byte
+ *     floats under the configuration's fp32);
  *   - on a torus (c->torus) there is no node: each axis' collectives are timed over rank 0's
  *     group of chips by torus.h, as the replay times them (a ring at one link's bandwidth,
  *     each step waiting for its longest route; an all-to-all bound by what its chips inject
@@ -76,8 +77,12 @@ const char *pl_plan_config_describe(const struct pl_plan_config *c, char *buf, s
             n += (size_t)snprintf(buf + n, len - n, "%s%s%d", n ? " " : "", pl_plan_axis_name(a),
                                   c->deg[a]);
     if (n < len)
-        snprintf(buf + n, len - n, " | zero%d mb%d x%d v%d | recompute %s | %s", c->zero,
-                 c->micro, c->m, c->v, pl_recompute_name(c->recompute), c->order);
+        n += (size_t)snprintf(buf + n, len - n, " | zero%d mb%d x%d v%d | recompute %s | %s",
+                              c->zero, c->micro, c->m, c->v, pl_recompute_name(c->recompute),
+                              c->order);
+    if (n < len && (c->fp32 || c->no_dropout || c->vocab_whole))
+        snprintf(buf + n, len - n, " |%s%s%s", c->fp32 ? " fp32" : "",
+                 c->no_dropout ? " no-dropout" : "", c->vocab_whole ? " vocab-whole" : "");
     return buf;
 }
 
@@ -105,9 +110,18 @@ static int parse_key(struct pl_plan_config *c, const char *key, const char *val,
     if (!strcmp(key, "m")) field = &c->m;
     if (!strcmp(key, "v")) field = &c->v;
     if (!strcmp(key, "zero")) field = &c->zero;
+    int *on = !strcmp(key, "fp32")          ? &c->fp32
+              : !strcmp(key, "no_dropout")  ? &c->no_dropout
+              : !strcmp(key, "vocab_whole") ? &c->vocab_whole
+                                            : NULL;
+    if (on) {
+        if (x > 1) return pl_err(err, errlen, "%s=%ld: expected 0 (off) or 1 (on)", key, x);
+        *on = (int)x;
+        return 0;
+    }
     if (!field)
         return pl_err(err, errlen, "unknown key \"%s\" (known: tp, cp, ep, pp, dp, micro, m, v, "
-                                   "zero, recompute, order)", key);
+                                   "zero, recompute, order, fp32, no_dropout, vocab_whole)", key);
     if (field == &c->zero ? x > 3 : x < 1)
         return pl_err(err, errlen, "%s=%ld is out of range (%s)", key, x,
                       field == &c->zero ? "zero is a stage 0..3" : "at least 1");
@@ -188,16 +202,28 @@ static double mlp_width(const struct pl_plan_model *m)
 
 /* ---------------------------------------------------------------- memory */
 
+/* Bytes of one activation, gradient or parameter as they are held and sent: 16-bit, or
+ * 4-byte floats under fp32. */
+static double act_bytes(const struct pl_plan_config *cfg)
+{
+    return cfg->fp32 ? 4.0 : 2.0;
+}
+
 double pl_plan_activation_layer(const struct pl_plan_model *m, const struct pl_plan_config *cfg)
 {
     double t = cfg->deg[PL_AX_TP], s = (double)m->seq / cfg->deg[PL_AX_CP], b = cfg->micro;
     double h = m->d_model, a = m->heads, r = mlp_width(m) / h;
     double sbh = s * b * h;
-    if (cfg->recompute == PL_RECOMPUTE_FULL) return 2.0 * sbh / t;
+    /* e bytes an activation (2, or 4 under fp32); k dropout masks (1, or 0 without dropout):
+     * with e = 2 and k = 1 the figures are Korthikanti's 10, 8 + 4r and 5. */
+    double e = act_bytes(cfg), k = cfg->no_dropout ? 0.0 : 1.0;
+    if (cfg->recompute == PL_RECOMPUTE_FULL) return e * sbh / t;
     /* Sequence parallelism (with any t > 1) splits the layernorm and dropout share too. */
-    double unsplit = t > 1 ? 10.0 / t : 10.0;
-    double scores = cfg->recompute == PL_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * a * s / (h * t);
-    return sbh * (unsplit + (8.0 + 4.0 * r) / t + scores);
+    double unsplit = (4.0 * e + 2.0 * k) / (t > 1 ? t : 1.0);
+    double scores = cfg->recompute == PL_RECOMPUTE_SELECTIVE
+                        ? 0.0
+                        : (e + k * (e + 1.0)) * a * s / (h * t);
+    return sbh * (unsplit + (4.0 * e + 2.0 * e * r) / t + scores);
 }
 
 /* Parameters (not bytes) one GPU of the first stage holds before ZeRO: dense and expert. */
@@ -208,9 +234,10 @@ static void params_per_gpu(const struct pl_plan_model *m, const struct pl_plan_c
     pl_plan_params(m, &p);
     double stage = layers_on_first_stage(m, cfg), t = cfg->deg[PL_AX_TP];
     double per_layer_dense = (p.dense - p.embedding) / m->layers;
-    /* The first stage holds the input embedding; on one stage it holds the head as well. */
+    /* The first stage holds the input embedding; on one stage it holds the head as well;
+     * split over tp, or whole on every TP rank under vocab_whole. */
     double emb = cfg->deg[PL_AX_PP] == 1 ? p.embedding : (double)m->vocab * m->d_model;
-    *dense = (stage * per_layer_dense + emb) / t;
+    *dense = stage * per_layer_dense / t + (cfg->vocab_whole ? emb : emb / t);
     *expert = stage * (p.expert / m->layers) / (t * cfg->deg[PL_AX_EP]);
 }
 
@@ -226,14 +253,17 @@ static double expert_replicas(const struct pl_plan_config *cfg)
 }
 
 /* Mixed-precision Adam: 2 bytes of parameters, 2 of gradients, 12 of optimizer state (fp32
- * master copy, m, v) per parameter; ZeRO stage z shards the first z of (optimizer state,
- * gradients, parameters) over the n data-parallel replicas. */
-static void model_state(double psi, double n, int zero, double *params, double *grads,
-                        double *optim)
+ * master copy, m, v) per parameter; under fp32 4, 4 and 8 (m and v, no master copy); ZeRO
+ * stage z shards the first z of (optimizer state, gradients, parameters) over the n
+ * data-parallel replicas. */
+static void model_state(double psi, double n, const struct pl_plan_config *cfg,
+                        double *params, double *grads, double *optim)
 {
-    *optim += (zero >= 1 ? 12.0 / n : 12.0) * psi;
-    *grads += (zero >= 2 ? 2.0 / n : 2.0) * psi;
-    *params += (zero >= 3 ? 2.0 / n : 2.0) * psi;
+    int zero = cfg->zero;
+    double e = act_bytes(cfg), o = cfg->fp32 ? 8.0 : 12.0;
+    *optim += (zero >= 1 ? o / n : o) * psi;
+    *grads += (zero >= 2 ? e / n : e) * psi;
+    *params += (zero >= 3 ? e / n : e) * psi;
 }
 
 double pl_plan_memory(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
@@ -242,8 +272,8 @@ double pl_plan_memory(const struct pl_plan_model *m, const struct pl_plan_cluste
     struct pl_plan_memory r = {0};
     double dense, expert;
     params_per_gpu(m, cfg, &dense, &expert);
-    model_state(dense, dense_replicas(cfg), cfg->zero, &r.params, &r.grads, &r.optim);
-    model_state(expert, expert_replicas(cfg), cfg->zero, &r.params, &r.grads, &r.optim);
+    model_state(dense, dense_replicas(cfg), cfg, &r.params, &r.grads, &r.optim);
+    model_state(expert, expert_replicas(cfg), cfg, &r.params, &r.grads, &r.optim);
 
     int p = cfg->deg[PL_AX_PP];
     r.layers_stage = layers_on_first_stage(m, cfg);
@@ -367,25 +397,25 @@ static void micro_comm(const struct pl_plan_model *m, const struct net *w,
     double s = (double)m->seq / cp, b = cfg->micro, h = m->d_model;
     /* TP with SP: per layer 2 all-gather + reduce-scatter pairs forward and 2 backward, the
      * time and volume of 4 all-reduces of the layer's 16-bit activations (2 more when the
-     * forward is recomputed). */
-    double act = 2.0 * s * b * h, n_ar = 4 + 2 * full;
+     * forward is recomputed); 4-byte ones under fp32, as everything below. */
+    double eb = act_bytes(cfg), act = eb * s * b * h, n_ar = 4 + 2 * full;
     u->comm[PL_AX_TP] = stage * n_ar * coll(w, PL_AX_TP, PL_ALL_REDUCE, t, act);
     u->bytes[PL_AX_TP] = stage * n_ar * pl_ring_bytes_sent(PL_ALL_REDUCE, t, act);
     /* CP (ring attention): K and V gathered forward, gathered again and their gradients
      * reduce-scattered backward. */
-    double kv = 2.0 * 2.0 * s * b * h * m->kv_heads / m->heads / t * cp, n_cp = 3 + full;
+    double kv = 2.0 * eb * s * b * h * m->kv_heads / m->heads / t * cp, n_cp = 3 + full;
     u->comm[PL_AX_CP] = stage * n_cp * coll(w, PL_AX_CP, PL_ALL_GATHER, cp, kv);
     u->bytes[PL_AX_CP] = stage * n_cp * pl_ring_bytes_sent(PL_ALL_GATHER, cp, kv);
     /* EP: dispatch and combine all-to-alls forward and backward per MoE layer, of each token's
      * top_k copies (tokens split over tp by SP). */
     double moe = m->experts ? stage * (m->layers - m->dense_layers) / m->layers : 0.0;
-    double a2a = 2.0 * s * b * h * m->top_k / t, n_a2a = 4 + 2 * full;
+    double a2a = eb * s * b * h * m->top_k / t, n_a2a = 4 + 2 * full;
     u->comm[PL_AX_EP] = moe * n_a2a * coll(w, PL_AX_EP, PL_ALL_TO_ALL, e, a2a);
     u->bytes[PL_AX_EP] = moe * n_a2a * pl_ring_bytes_sent(PL_ALL_TO_ALL, e, a2a);
     /* PP: one activation forward and one gradient backward per chunk boundary, scattered
      * over tp (Megatron's scatter/gather), v chunks per GPU; on a torus, the route from the
      * first stage's rank 0 to the next stage's. */
-    double boundary = 2.0 * cfg->v, msg = 2.0 * s * b * h / t;
+    double boundary = 2.0 * cfg->v, msg = eb * s * b * h / t;
     u->comm[PL_AX_PP] = p > 1 ? boundary * coll(w, PL_AX_PP, PL_P2P, 2, msg) : 0.0;
     u->bytes[PL_AX_PP] = p > 1 ? boundary * msg : 0.0;
 }
@@ -404,7 +434,7 @@ static double dp_exposed(const struct pl_plan_model *m, const struct net *w,
     double n[2] = {dense_replicas(cfg), expert_replicas(cfg)};
     for (int k = 0; k < 2; k++) {
         int nk = (int)n[k];
-        double S = 2.0 * psi[k]; /* 16-bit gradients and parameters */
+        double S = act_bytes(cfg) * psi[k]; /* 16-bit (fp32: 4-byte) gradients, parameters */
         if (nk <= 1 || S == 0.0) continue;
         int at = k == 0 ? W_DENSE : W_EXPERT;
         double rs = coll(w, at, PL_REDUCE_SCATTER, nk, S);

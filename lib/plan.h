@@ -98,6 +98,20 @@ struct pl_plan_config {
     int zero;           /* ZeRO stage 0..3 over the data-parallel group */
     enum pl_recompute recompute;
     char order[32];     /* rank order, leftmost fastest (grid.h); PL_PLAN_ORDER by default */
+    /* How the training holds what it holds; 0 is the mixed-precision training above, and
+     * a configuration that leaves them 0 is planned as before they were added.
+     * fp32: parameters, gradients and activations in 4-byte floats, Adam's two moments 8
+     * bytes a parameter (no master copy): 4 + 4 + 8 bytes per parameter, divided per ZeRO
+     * stage as the 2 + 2 + 12 are; every 2-byte activation of the formula 4 bytes (its
+     * 1-byte dropout masks stay 1 byte), and the tensor-, context- and pipeline-parallel
+     * activations and the data-parallel gradients travel in 4 bytes.
+     * no_dropout: no dropout, so no dropout masks or dropout outputs are kept: the layer's
+     * two masks (2sbh) and the scores' mask and dropped copy (as + 2as bytes per sbh/h of
+     * the 5as) leave the activation formula.
+     * vocab_whole: the embedding and the output head held whole by every TP rank of the
+     * stage that has them (replicated, not divided by t); the head's logits stay split
+     * over the vocabulary by tp (a vocabulary-parallel loss on replicated weights). */
+    int fp32, no_dropout, vocab_whole;
 };
 /* tp x cp x ep x pp x dp: the ranks of cfg's job. On a torus they form
  * pl_torus_shape(pl_plan_world(cfg)), as the replay lays out a job's ranks: the cluster's
@@ -111,8 +125,10 @@ int pl_plan_world(const struct pl_plan_config *cfg);
 int pl_plan_group(const struct pl_plan_config *cfg, unsigned mask, int *ranks);
 /* "tp8 pp16 dp128 | zero1 mb1 x16 v4 | recompute none | tp-cp-ep-pp-dp" into buf. */
 const char *pl_plan_config_describe(const struct pl_plan_config *c, char *buf, size_t len);
-/* Parses "tp=8,pp=16,dp=128,zero=1,micro=1,m=16,v=4,recompute=none,order=tp-cp-ep-pp-dp";
- * keys absent keep what c holds. Returns 0 or -1 with a message in err. */
+/* Parses "tp=8,pp=16,dp=128,zero=1,micro=1,m=16,v=4,recompute=none,order=tp-cp-ep-pp-dp"
+ * and the switches "fp32=1,no_dropout=1,vocab_whole=1" (0 or 1); keys absent keep what c
+ * holds. Returns 0 or -1 with a message in err. The description adds the switches that
+ * are on ("| fp32 no-dropout vocab-whole"), nothing when none is. */
 int pl_plan_config_parse(struct pl_plan_config *c, const char *text, char *err, size_t errlen);
 void pl_plan_config_default(struct pl_plan_config *c);
 
@@ -131,7 +147,9 @@ double pl_plan_memory(const struct pl_plan_model *m, const struct pl_plan_cluste
 /* Activation bytes of one layer for one microbatch, by Korthikanti et al. with the MLP's
  * share scaled by its width: sbh(10 + (8 + 4r)/t + 5as/(ht)) with r = d_ff/h; with sequence
  * parallelism (on whenever t > 1) the 10 is divided by t too; selective recomputation drops
- * the 5as/h attention scores; full recomputation keeps the layer input 2sbh/t. */
+ * the 5as/h attention scores; full recomputation keeps the layer input 2sbh/t. With e the
+ * bytes of an activation (2; 4 under fp32) and k the dropout masks (1; 0 under no_dropout):
+ * sbh((4e + 2k) + (4e + 2er)/t + (e + k(e + 1)) as/(ht)), and e sbh/t under full. */
 double pl_plan_activation_layer(const struct pl_plan_model *m, const struct pl_plan_config *cfg);
 
 /* Time per step, in seconds, on the critical path, and traffic per GPU per step. */

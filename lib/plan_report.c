@@ -45,6 +45,14 @@ static void explain_memory(FILE *f, const struct pl_plan_model *m,
                                  : g->zero == 2 ? "optimizer state and gradients" : "all three",
             g->deg[PL_AX_CP] * g->deg[PL_AX_EP] * g->deg[PL_AX_DP],
             g->deg[PL_AX_CP] * g->deg[PL_AX_DP]);
+    if (g->fp32 || g->no_dropout || g->vocab_whole)
+        fprintf(f, "  but this configuration is %s%s%s: read the figures below with e = %d bytes "
+                   "an activation and k = %d dropout masks, sbh((4e + 2k)/t + (4e + 2er)/t + "
+                   "(e + k(e + 1)) as/(ht)), and the model state as %s per parameter%s\n",
+                g->fp32 ? "fp32 " : "", g->no_dropout ? "without dropout " : "",
+                g->vocab_whole ? "with the embedding and head whole on every TP rank" : "",
+                g->fp32 ? 4 : 2, g->no_dropout ? 0 : 1, g->fp32 ? "4 + 4 + 8" : "2 + 2 + 12",
+                g->vocab_whole ? " (the embedding and head not divided by t)" : "");
     fprintf(f, "  activations per layer per microbatch: s b h ((18 + 4r)/t + 5 a s/(h t)) "
                "with s=%.0f b=%d h=%.0f a=%d t=%d r=d_ff/h=%.2f (sequence parallelism always "
                "with tp, so the 10 of the layernorms and dropouts is divided by t too)\n",

@@ -106,6 +106,81 @@ static void test_activations(void)
     }
 }
 
+/* The configuration's switches (plan.h): fp32 (4 + 4 + 8 bytes a parameter, 4-byte
+ * activations), no_dropout (no masks), vocab_whole (embedding and head whole on every TP
+ * rank): parsed, described, and each one's formula; all off is the plan of before. */
+static void test_switches(void)
+{
+    char err[256], d[256];
+    struct pl_plan_config cfg = config("tp=4,pp=2,micro=2,m=4,fp32=1,no_dropout=1,vocab_whole=1",
+                                       64);
+    CHECK(cfg.fp32 == 1 && cfg.no_dropout == 1 && cfg.vocab_whole == 1, "switches parsed");
+    CHECK(strstr(pl_plan_config_describe(&cfg, d, sizeof d), "| fp32 no-dropout vocab-whole"),
+          "described: %s", d);
+    struct pl_plan_config off = config("tp=4,pp=2,micro=2,m=4", 64);
+    CHECK(!strstr(pl_plan_config_describe(&off, d, sizeof d), "fp32"), "none said: %s", d);
+    CHECK(pl_plan_config_parse(&off, "fp32=2", err, sizeof err) != 0 && strstr(err, "0 (off)"),
+          "fp32=2 refused: %s", err);
+    /* ZeRO under fp32, K = 8: DDP (4+4+K)Psi, ZeRO-1 8Psi + K Psi/n, ZeRO-2 4Psi +
+     * (4+K)Psi/n, ZeRO-3 (8+K)Psi/n */
+    struct pl_plan_model m = *pl_plan_model_find("llama3-8b");
+    m.batch_tokens = 64.0 * m.seq;
+    struct pl_plan_cluster c = cluster("dgx-h100", 8);
+    struct pl_plan_params p;
+    pl_plan_params(&m, &p);
+    double psi = p.total, n = 64, K = 8;
+    double want[4] = {(4 + 4 + K) * psi, 8 * psi + K * psi / n, 4 * psi + (4 + K) * psi / n,
+                      (8 + K) * psi / n};
+    for (int z = 0; z <= 3; z++) {
+        char text[64];
+        snprintf(text, sizeof text, "dp=64,zero=%d,micro=1,m=1,fp32=1", z);
+        struct pl_plan_config f = config(text, 64);
+        struct pl_plan_memory mem;
+        pl_plan_memory(&m, &c, &f, &mem);
+        double state = mem.params + mem.grads + mem.optim;
+        CHECK(near(state, want[z], 1e-12), "fp32 ZeRO-%d state %g, formula %g", z, state, want[z]);
+    }
+    /* activations with e bytes and k masks: sbh((4e + 2k)/t + (4e + 2er)/t + (e + k(e+1))
+     * as/(ht)); GPT-3's r = 4 */
+    const struct pl_plan_model *g3 = pl_plan_model_find("gpt3-175b");
+    double s = g3->seq, h = g3->d_model, a = g3->heads, r = 4, sbh = s * 2 * h, t = 4;
+    for (int fp32 = 0; fp32 <= 1; fp32++)
+        for (int nod = 0; nod <= 1; nod++) {
+            struct pl_plan_config f = config("tp=4,micro=2,recompute=none", 8);
+            f.fp32 = fp32, f.no_dropout = nod;
+            double e = fp32 ? 4 : 2, k = nod ? 0 : 1;
+            double want_a = sbh * ((4 * e + 2 * k) / t + (4 * e + 2 * e * r) / t +
+                                   (e + k * (e + 1)) * a * s / (h * t));
+            CHECK(near(pl_plan_activation_layer(g3, &f), want_a, 1e-12), "fp32=%d no_dropout=%d",
+                  fp32, nod);
+            f.recompute = PL_RECOMPUTE_FULL;
+            CHECK(near(pl_plan_activation_layer(g3, &f), e * sbh / t, 1e-12), "full fp32=%d", fp32);
+        }
+    /* vocab_whole: the first stage's embedding (pp > 1), or embedding and head (pp = 1), not
+     * divided by t: (1 - 1/t) of it more, in parameters and gradients alike */
+    for (int pp = 1; pp <= 2; pp++) {
+        char text[64];
+        snprintf(text, sizeof text, "tp=4,pp=%d,micro=1,m=4", pp);
+        struct pl_plan_config split = config(text, 64), whole = split;
+        whole.vocab_whole = 1;
+        struct pl_plan_memory ms, mw;
+        pl_plan_memory(&m, &c, &split, &ms);
+        pl_plan_memory(&m, &c, &whole, &mw);
+        double emb = pp == 1 ? p.embedding : (double)m.vocab * m.d_model;
+        CHECK(near(mw.params - ms.params, 2 * emb * (1 - 1.0 / 4), 1e-9), "vocab_whole pp=%d", pp);
+        CHECK(near(mw.activ, ms.activ, 1e-12), "the logits stay split over tp");
+    }
+    /* fp32 sends 4-byte activations and gradients: twice the bytes of every axis */
+    struct pl_plan_time t16, t32;
+    struct pl_plan_config f16 = config("tp=8,pp=2,micro=1,m=8", 64), f32 = f16;
+    f32.fp32 = 1;
+    pl_plan_time(&m, &c, &f16, &t16);
+    pl_plan_time(&m, &c, &f32, &t32);
+    for (int ax = 0; ax < PL_NAXES; ax++)
+        CHECK(near(t32.bytes[ax], 2 * t16.bytes[ax], 1e-12), "fp32 bytes of %s",
+              pl_plan_axis_name(ax));
+}
+
 /* The bubble is (p-1)/v slots; its share of the step (p-1)/(v m + p - 1) when nothing else
  * is exposed beyond the slots. */
 static void test_bubble(void)
@@ -393,7 +468,7 @@ static void check_points(const char *md, const char *grade)
         CHECK(strstr(md, want), "handout's points table lacks \"%s\"", want);
         rows++;
     }
-    CHECK(rows == 6, "grade --list --lab 08 listed %d tests", rows);
+    CHECK(rows == 7, "grade --list --lab 08 listed %d tests", rows);
     free(out);
 }
 
@@ -421,6 +496,7 @@ int main(int argc, char **argv)
         test_params();
         test_zero();
         test_activations();
+        test_switches();
         test_bubble();
         test_rules();
         test_search();

@@ -128,6 +128,21 @@ const struct l8_spec L8_ESTIMATES[] = {
 };
 const int L8_N_ESTIMATES = (int)(sizeof L8_ESTIMATES / sizeof L8_ESTIMATES[0]);
 
+/* The switches of section 3.3: all three at once, as Lab 9 trains (fp32, no dropout, the
+ * embedding and head whole on every TP rank, its first stage holding the embedding); fp32
+ * with dropout, selective recomputation and ZeRO-1; 16-bit without dropout, full
+ * recomputation, ZeRO-2 and one stage, whose TP ranks hold the embedding and the head whole. */
+const struct l8_spec L8_SWITCHES[] = {
+    {"llama3-8b", "dgx-h100", 1, 0, 0,
+     "tp=4,pp=2,dp=1,zero=0,micro=1,m=512,recompute=none,fp32=1,no_dropout=1,vocab_whole=1", 0,
+     NULL},
+    {"gpt3-175b", "dgx-a100", 32, 0, 0,
+     "tp=8,pp=16,dp=2,zero=1,micro=2,m=384,recompute=selective,fp32=1", 0, NULL},
+    {"llama3-70b", "dgx-h100", 4, 0, 0,
+     "tp=8,pp=1,dp=4,zero=2,micro=1,m=128,recompute=full,no_dropout=1,vocab_whole=1", 0, NULL},
+};
+const int L8_N_SWITCHES = (int)(sizeof L8_SWITCHES / sizeof L8_SWITCHES[0]);
+
 /* The fourth and fifth are where a partial search falls more than TOL_QUALITY behind: with a small
  * batch on many GPUs the best interleaves (175B: v = 1 at best is 11% slower) or recomputes
  * nothing (8B: selective recomputation at best is 6% slower). */
@@ -340,6 +355,7 @@ void l8_setup_cases(struct l8_state *st)
     if (op == L8_OP_SANITY) table = L8_SANITY, n = L8_N_SANITY;
     if (op == L8_OP_SANITY_HIDDEN) table = L8_SANITY_HIDDEN, n = 1;
     if (op == L8_OP_QUESTIONS) table = L8_QUESTIONS, n = 1;
+    if (op == L8_OP_SWITCHES) table = L8_SWITCHES, n = L8_N_SWITCHES;
     if (op == L8_OP_SEARCH_HIDDEN) {
         /* Two of the hidden searches, drawn by the seed. */
         int k = L8_N_SEARCHES_HIDDEN;
@@ -468,13 +484,14 @@ void l8_observe(struct l8_state *st, int i, struct l8_obs *o)
     l8_where_of(t, &o->where);
     l8_gate_open(&st->gate);
     if (op == L8_OP_QUESTIONS) o->ans[0] = placement_answers; /* the answers are data */
-    else if (op == L8_OP_MEMORY) placement_memory(&t->model, &t->cluster, &t->cfg, &o->mem);
+    else if (op == L8_OP_MEMORY || op == L8_OP_SWITCHES)
+        placement_memory(&t->model, &t->cluster, &t->cfg, &o->mem);
     else if (op == L8_OP_SEARCH || op == L8_OP_SEARCH_HIDDEN)
         o->found = placement_search(&t->model, &t->cluster, &o->chosen) == 0;
     else placement_step_time(&t->model, &t->cluster, &t->cfg, &o->time);
     l8_gate_close(&st->gate);
     o->oracle = st->gate.called;
-    if (op == L8_OP_MEMORY) __real_pl_plan_memory(&t->model, &t->cluster, &t->cfg, &o->mem_ref);
+    if (op == L8_OP_MEMORY || op == L8_OP_SWITCHES) __real_pl_plan_memory(&t->model, &t->cluster, &t->cfg, &o->mem_ref);
     if (op == L8_OP_TIME) {
         __real_pl_plan_time(&t->model, &t->cluster, &t->cfg, &o->time_ref);
         o->dp_alt = dp_together(t, &o->time_ref);

@@ -14,11 +14,12 @@
 #include "util.h"
 
 const char *const L8_OP_NAMES[L8_NOPS] = {"memory", "time", "search", "search_hidden",
-                                           "sanity", "sanity_hidden", "questions"};
+                                           "sanity", "sanity_hidden", "questions",
+                                           "switches"};
 const char *const L8_OP_FUNCS[L8_NOPS] = {"placement_memory", "placement_step_time",
                                            "placement_search", "placement_search",
                                            "placement_step_time", "placement_step_time",
-                                           "placement_answers"};
+                                           "placement_answers", "placement_memory"};
 const char *const L8_ORACLE_NAMES[L8_NOR] = {
     "", "pl_plan_memory", "pl_plan_time", "pl_plan_activation_layer", "pl_plan_check",
     "pl_plan_search", "pl_plan_min_nodes", "pl_plan_time_links", "pl_plan_links",
@@ -102,13 +103,22 @@ static int compare_value(struct gr_why *why, const char *what, double got, doubl
 static int judge_memory(const struct l8_obs *o, struct gr_why *why)
 {
     const struct pl_plan_memory *g = &o->mem, *w = &o->mem_ref;
+    const int fp32 = o->where.cfg.fp32, whole = o->where.cfg.vocab_whole;
     int bad = 0;
     bad += compare_value(why, "parameters", g->params, w->params, 1e9, "GB",
-                         "2 bytes per parameter, sharded only by ZeRO-3 (section 3.1)");
+                         fp32 ? "4 bytes per parameter under fp32, sharded only by ZeRO-3 "
+                                "(sections 3.1 and 3.3)"
+                         : whole ? "2 bytes per parameter, sharded only by ZeRO-3, the "
+                                   "embedding not divided by tp under vocab_whole (section 3.3)"
+                                 : "2 bytes per parameter, sharded only by ZeRO-3 (section 3.1)");
     bad += compare_value(why, "gradients", g->grads, w->grads, 1e9, "GB",
-                         "2 bytes per parameter, sharded from ZeRO-2 on (section 3.1)");
+                         fp32 ? "4 bytes per parameter under fp32, sharded from ZeRO-2 on "
+                                "(sections 3.1 and 3.3)"
+                              : "2 bytes per parameter, sharded from ZeRO-2 on (section 3.1)");
     bad += compare_value(why, "optimizer state", g->optim, w->optim, 1e9, "GB",
-                         "12 bytes per parameter, sharded from ZeRO-1 on (section 3.1)");
+                         fp32 ? "8 bytes per parameter under fp32 (no master copy), sharded "
+                                "from ZeRO-1 on (sections 3.1 and 3.3)"
+                              : "12 bytes per parameter, sharded from ZeRO-1 on (section 3.1)");
     const char *activ_hint = g->activ == 0.0
         ? "none counted: every microbatch in flight keeps each layer's activations (section 3.2)"
         : "per layer x layers on the stage x microbatches in flight, + logits (section 3.2)";
@@ -343,8 +353,17 @@ int l8_judge(int op, const char *part, const struct gr_obs *all, struct gr_why *
         return 0;
     }
     char in[512];
-    l8_describe_where(&o->where, op == L8_OP_MEMORY || op == L8_OP_TIME, in, sizeof in);
+    l8_describe_where(&o->where, op == L8_OP_MEMORY || op == L8_OP_TIME || op == L8_OP_SWITCHES,
+                      in, sizeof in);
     switch (op) {
+    case L8_OP_SWITCHES:
+        if (judge_memory(o, why)) return 1;
+        gr_why_say(why, "in: %s", in);
+        gr_why_say(why, "this configuration's switches (section 3.3) change the bytes: fp32 "
+                   "holds 4 + 4 + 8 bytes a parameter and 4-byte activations; no_dropout keeps "
+                   "no dropout masks; vocab_whole holds the embedding (and on one stage the "
+                   "head) whole on every TP rank");
+        return 0;
     case L8_OP_MEMORY:
     case L8_OP_TIME:
         if (op == L8_OP_MEMORY ? judge_memory(o, why) : judge_time(o, why)) return 1;

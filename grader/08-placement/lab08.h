@@ -39,7 +39,7 @@
 
 enum l8_op {
     L8_OP_MEMORY, L8_OP_TIME, L8_OP_SEARCH, L8_OP_SEARCH_HIDDEN, L8_OP_SANITY,
-    L8_OP_SANITY_HIDDEN, L8_OP_QUESTIONS, L8_NOPS
+    L8_OP_SANITY_HIDDEN, L8_OP_QUESTIONS, L8_OP_SWITCHES, L8_NOPS
 };
 extern const char *const L8_OP_NAMES[L8_NOPS];
 extern const char *const L8_OP_FUNCS[L8_NOPS];
@@ -64,6 +64,10 @@ extern const struct l8_spec L8_SANITY[];
 extern const int L8_N_SANITY;
 extern const struct l8_spec L8_SANITY_HIDDEN[];
 extern const struct l8_spec L8_QUESTIONS[];
+/* The memory test of the configuration's switches (fp32, no_dropout, vocab_whole: handout
+ * section 3.3), op "switches": placement_memory against the planner's as in "memory". */
+extern const struct l8_spec L8_SWITCHES[];
+extern const int L8_N_SWITCHES;
 
 struct l8_case {
     struct pl_plan_model model;

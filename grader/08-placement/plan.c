@@ -13,8 +13,9 @@
  * GPUs in nodes of 4, where ep = 8 crosses the network), and six cases drawn by the seed
  * from the whole space of bench --sweep: every placement rule obeyed (20), and the chosen
  * configuration within 3% of the step time of the kit's exhaustive best (20); the student's step time on published frontier runs within 5 points
- * of their published MFU (5); the answers to the handout's three numeric questions (10).
- * 100 points in all. The hidden suite: three more search cases drawn by the seed, two from
+ * of their published MFU (5); the answers to the handout's three numeric questions (10);
+ * memory per GPU of three configurations with the switches of section 3.3 (fp32,
+ * no_dropout, vocab_whole), against the kit's planner (5). 105 points in all. The hidden suite: three more search cases drawn by the seed, two from
  * a table of other presets, clusters (4-GPU nodes among them) and node counts and one from
  * the whole space of bench --sweep (5 + 5), and a published run the handout does not name
  * (5). The free-text answers (Q1's why, the data-parallel modelling choice) are
@@ -52,6 +53,9 @@ static void lab08_plan(const struct gr_plan_opts *o)
          "sanity", "check", "correct", "performance", 1, 5, LAB08_TIMEOUT, 0, NULL},
         {"answers to the handout's questions [3 questions]", "questions", "check", "correct",
          "placement", 1, 10, LAB08_TIMEOUT, 0, NULL},
+        {"memory per GPU with the configuration's switches fp32, no_dropout, vocab_whole [3 "
+         "configurations]", "switches", "check", "correct", "memory", 1, 5, LAB08_TIMEOUT, 0,
+         NULL},
     };
     static const struct gr_spec hidden[] = {
         {"hidden: search obeys the placement rules [3 seeded cases]", "search_hidden", "check",

@@ -9,7 +9,8 @@
  * pl_sp_block_saved_bytes of one block. --svg FILE (make plots LAB=09) draws them as bars
  * grouped by stage; --timeline-svg FILE draws one step of that grid on the modelled
  * timeline (timeline.c). Section 3.2's ZeRO-1 figures on (2,2,2) come from the formulas, and
- * section 2.1's vocabulary-parallel head's from the kit's count and the formulas (vocab_obs.c).
+ * section 2.1's vocabulary-parallel head's from the kit's count and the formulas (vocab_obs.c),
+ * and section 3.4's plan against the run from nine more runs (planrun.c).
  * The "# handout:" lines are the numbers docs/labs/09-4d.md quotes
  * (tests/handout_figures.sh); the measured peaks are the handout's only under --figures. */
 #include <math.h>
@@ -276,6 +277,7 @@ void l9_bench(const struct gr_args *a)
     if (pl_size() == 8 && first.zero_runs == 2)
         l9_cool_down_figures(st, a->figures ? "handout" : who);
     if (pl_size() == 8 && pl_rank() == 0) l9_vocab_figures(st);
+    if (pl_size() == 8) l9_plan_figures(st, a->figures ? "handout" : who);
     if (timeline) l9_timeline(st, timeline, who);
     l9_finish(st);
 }

@@ -281,6 +281,17 @@ int l9_judge_vocab(const struct l9_state *st, int i, const struct gr_obs *all,
  * results test's hint when a head's tensor is off); nothing when they agree. */
 void l9_vocab_hint(const struct gr_obs *all, struct gr_why *why);
 
+/* planrun.c: plan, run, compare (section 3.4). The lab's model and grid k's configuration
+ * (zero, rc) as the kit's planner takes them (plan.h); the table of each 8-rank grid's
+ * measured peaks by category beside the planner's (collective, bench mode, rank 0 prints). */
+struct pl_plan_model;
+struct pl_plan_config;
+void l9_plan_model(const struct pl_model_config *c, const struct l9_case *k,
+                   struct pl_plan_model *pm);
+void l9_plan_config(const struct l9_case *k, int zero, enum pl_recompute rc,
+                    struct pl_plan_config *cfg);
+void l9_plan_figures(struct l9_state *st, const char *tag);
+
 /* bench.c */
 void l9_bench(const struct gr_args *a);
 

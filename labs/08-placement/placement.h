@@ -22,7 +22,8 @@
 #include "plan_rules.h"
 
 /* Memory per GPU of the first pipeline stage for cfg, by category, into out (every field);
- * returns out->total in bytes. Handout section 3. */
+ * returns out->total in bytes. Handout section 3; cfg's switches fp32, no_dropout and
+ * vocab_whole (0 unless a configuration sets them): section 3.3. */
 double placement_memory(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                         const struct pl_plan_config *cfg, struct pl_plan_memory *out);
 

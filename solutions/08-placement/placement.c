@@ -40,8 +40,12 @@ static void axis_links(const struct pl_plan_cluster *c, const struct pl_plan_con
 
 /* ---------------------------------------------------------------- section 3: memory */
 
+/* Bytes of an activation, a gradient or a parameter: 2, or 4 under fp32 (section 3.3). */
+static double elem(const struct pl_plan_config *cfg) { return cfg->fp32 ? 4.0 : 2.0; }
+
 /* Parameters per GPU before ZeRO: the stage's share of the layers split by tp (experts also
- * by ep), plus the input embedding (and the head, on a single stage). */
+ * by ep), plus the input embedding (and the head, on a single stage), split by tp too unless
+ * vocab_whole holds them whole on every TP rank. */
 static void gpu_params(const struct pl_plan_model *m, const struct pl_plan_config *cfg,
                        double *dense, double *expert)
 {
@@ -49,20 +53,25 @@ static void gpu_params(const struct pl_plan_model *m, const struct pl_plan_confi
     pl_plan_params(m, &p);
     double layers = stage_layers(m, cfg), t = deg(cfg, PL_AX_TP);
     double emb = deg(cfg, PL_AX_PP) == 1 ? p.embedding : (double)m->vocab * m->d_model;
-    *dense = (layers * (p.dense - p.embedding) / m->layers + emb) / t;
+    *dense = layers * (p.dense - p.embedding) / m->layers / t + (cfg->vocab_whole ? emb : emb / t);
     *expert = layers * (p.expert / m->layers) / (t * deg(cfg, PL_AX_EP));
 }
 
-/* 2 + 2 + 12 bytes per parameter; ZeRO stage z shards optimizer state, then gradients, then
- * parameters over the n replicas. */
-static void add_state(struct pl_plan_memory *r, double psi, double n, int zero)
+/* 2 + 2 + 12 bytes per parameter (fp32: 4 + 4 + 8); ZeRO stage z shards optimizer state,
+ * then gradients, then parameters over the n replicas. */
+static void add_state(struct pl_plan_memory *r, double psi, double n,
+                      const struct pl_plan_config *cfg)
 {
-    r->optim += (zero >= 1 ? 12.0 / n : 12.0) * psi;
-    r->grads += (zero >= 2 ? 2.0 / n : 2.0) * psi;
-    r->params += (zero >= 3 ? 2.0 / n : 2.0) * psi;
+    int zero = cfg->zero;
+    double e = elem(cfg), o = cfg->fp32 ? 8.0 : 12.0;
+    r->optim += (zero >= 1 ? o / n : o) * psi;
+    r->grads += (zero >= 2 ? e / n : e) * psi;
+    r->params += (zero >= 3 ? e / n : e) * psi;
 }
 
-/* Korthikanti et al.: s b h (10/t' + (8 + 4r)/t + 5 a s / (h t)) bytes per layer. */
+/* Korthikanti et al.: s b h (10/t' + (8 + 4r)/t + 5 a s / (h t)) bytes per layer; with e
+ * bytes an activation and k dropout masks, s b h ((4e + 2k)/t' + (4e + 2er)/t + (e + k(e + 1))
+ * a s / (h t)). */
 static double layer_activations(const struct pl_plan_model *m, const struct pl_plan_config *cfg,
                                 enum pl_recompute rc)
 {
@@ -70,10 +79,11 @@ static double layer_activations(const struct pl_plan_model *m, const struct pl_p
     double h = m->d_model, a = m->heads;
     double width = m->experts ? (double)(m->top_k + m->shared_experts) * m->d_ff_expert : m->d_ff;
     double sbh = s * b * h;
-    if (rc == PL_RECOMPUTE_FULL) return 2.0 * sbh / t;
-    double norms = t > 1 ? 10.0 / t : 10.0;
-    double scores = rc == PL_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * a * s / (h * t);
-    return sbh * (norms + (8.0 + 4.0 * width / h) / t + scores);
+    double e = elem(cfg), k = cfg->no_dropout ? 0.0 : 1.0;
+    if (rc == PL_RECOMPUTE_FULL) return e * sbh / t;
+    double norms = (4.0 * e + 2.0 * k) / (t > 1 ? t : 1.0);
+    double scores = rc == PL_RECOMPUTE_SELECTIVE ? 0.0 : (e + k * (e + 1.0)) * a * s / (h * t);
+    return sbh * (norms + (4.0 * e + 2.0 * e * width / h) / t + scores);
 }
 
 double placement_memory(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
@@ -84,8 +94,8 @@ double placement_memory(const struct pl_plan_model *m, const struct pl_plan_clus
     double dense, expert;
     gpu_params(m, cfg, &dense, &expert);
     double replicas = (double)deg(cfg, PL_AX_CP) * deg(cfg, PL_AX_DP);
-    add_state(&r, dense, replicas * deg(cfg, PL_AX_EP), cfg->zero);
-    add_state(&r, expert, replicas, cfg->zero);
+    add_state(&r, dense, replicas * deg(cfg, PL_AX_EP), cfg);
+    add_state(&r, expert, replicas, cfg);
 
     int p = deg(cfg, PL_AX_PP);
     r.layers_stage = stage_layers(m, cfg);
@@ -142,7 +152,7 @@ static void micro_comm(const struct pl_plan_model *m, const struct pl_plan_clust
 {
     int t = deg(cfg, PL_AX_TP), cp = deg(cfg, PL_AX_CP), p = deg(cfg, PL_AX_PP);
     double layers = stage_layers(m, cfg), full = cfg->recompute == PL_RECOMPUTE_FULL;
-    double sbh2 = 2.0 * ((double)m->seq / cp) * cfg->micro * m->d_model;
+    double sbh2 = elem(cfg) * ((double)m->seq / cp) * cfg->micro * m->d_model;
     charge(u, c, PL_AX_TP, PL_ALL_REDUCE, t, sbh2, layers * (4 + 2 * full), link[PL_AX_TP]);
     double kv = 2.0 * sbh2 * m->kv_heads / m->heads / t * cp;
     charge(u, c, PL_AX_CP, PL_ALL_GATHER, cp, kv, layers * (3 + full), link[PL_AX_CP]);
@@ -159,7 +169,7 @@ static void micro_comm(const struct pl_plan_model *m, const struct pl_plan_clust
 static double dp_group(const struct pl_plan_cluster *c, const struct pl_plan_config *cfg,
                        double psi, int n, enum pl_link l, const struct micro *u, double *bytes)
 {
-    double S = 2.0 * psi;
+    double S = elem(cfg) * psi;
     if (n <= 1 || S == 0.0) return 0.0;
     double fwd = u->compute / 3.0, bwd = 2.0 * u->compute / 3.0;
     double rs = link_time(c, PL_REDUCE_SCATTER, n, S, l), ag = link_time(c, PL_ALL_GATHER, n, S, l);

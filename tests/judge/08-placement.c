@@ -121,6 +121,35 @@ static void memory(void)
                "grader's oracle"), "the oracle called: %s", first(&why));
 }
 
+/* The switches' memory test (op "switches"): the kit's figures pass; a model state that
+ * ignores fp32 is told the bytes fp32 holds, the case with its switches, and what each
+ * switch changes. */
+static void switches(void)
+{
+    struct gr_why why;
+    struct pl_plan_model m;
+    struct pl_plan_cluster c;
+    char want[1024];
+    where("llama3-8b", "dgx-h100", 1, 8, "tp=4,pp=2,dp=1,micro=1,m=8,fp32=1,no_dropout=1,"
+          "vocab_whole=1", &m, &c);
+    ob.op = L8_OP_SWITCHES;
+    ob.mem_ref = (struct pl_plan_memory){.params = 8e9, .grads = 8e9, .optim = 16e9,
+                                         .activ = 20e9, .total = 52e9, .activ_layer = 300e6,
+                                         .in_flight = 2, .layers_stage = 16};
+    ob.mem = ob.mem_ref;
+    CHECK(judge(L8_OP_SWITCHES, "correct", &why) && why.n == 0, "the kit's figures pass: %s",
+          first(&why));
+    ob.mem.params = 4e9;
+    snprintf(want, sizeof want, "parameters: yours %.4g GB, the kit's %.4g GB: 4 bytes per "
+             "parameter under fp32, sharded only by ZeRO-3 (sections 3.1 and 3.3)", 4.0, 8.0);
+    CHECK(!judge(L8_OP_SWITCHES, "correct", &why) && !strcmp(first(&why), want) &&
+          why.n == 3, "fp32's params: %s", first(&why));
+    in_line(1, "", want, sizeof want);
+    CHECK(!strcmp(why.line[1], want) && strstr(want, "| fp32 no-dropout vocab-whole") &&
+          said(&why, "this configuration's switches (section 3.3) change the bytes"),
+          "the case and the switches: %s", why.line[1]);
+}
+
 /* The kit's step of a configuration with every axis' figures set. */
 static void time_of(struct pl_plan_time *t)
 {
@@ -485,7 +514,7 @@ static void recorded(const char *path, const char *parts)
                   "%s", rec.op, rec.icase, p, first(&why));
         }
         /* made wrong */
-        if (op == L8_OP_MEMORY) {
+        if (op == L8_OP_MEMORY || op == L8_OP_SWITCHES) {
             ob.mem.params = 2 * ob.mem_ref.params + 1e9;
             snprintf(want, sizeof want, "parameters: yours %.4g GB, the kit's %.4g GB",
                      ob.mem.params / 1e9, ob.mem_ref.params / 1e9);
@@ -529,6 +558,7 @@ static void recorded(const char *path, const char *parts)
 static void hand_built(void)
 {
     memory();
+    switches();
     step_time();
     rules();
     quality();
