@@ -421,6 +421,21 @@ static double dp_together(const struct l8_case *t, const struct pl_plan_time *ki
     return fmax(0, rs - bwd) + fmax(0, ag - fwd);
 }
 
+int l8_check_choice(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                    const struct pl_plan_config *cfg, double *memory, char *err, size_t len)
+{
+    *memory = __real_pl_plan_memory(m, c, cfg, NULL);
+    if (cfg->recompute == PL_RECOMPUTE_FULL) {
+        struct pl_plan_config rebuilt = *cfg;
+        rebuilt.recompute = PL_RECOMPUTE_SELECTIVE;
+        *memory -= __real_pl_plan_activation_layer(m, &rebuilt);
+    }
+    if (__real_pl_plan_check_placement(m, c, cfg, err, len) != 0 ||
+        __real_pl_plan_check_step(m, c, cfg, 0, err, len) != 0)
+        return -1;
+    return pl_rule_memory(*memory, c->hbm, err, len);
+}
+
 /* The search's choice: the oracle's verdict on its rules and the figures they read. */
 static void observe_choice(const struct l8_case *t, const struct pl_plan_config *cfg,
                            struct l8_obs *o)
@@ -428,7 +443,7 @@ static void observe_choice(const struct l8_case *t, const struct pl_plan_config 
     const struct pl_plan_model *m = &t->model;
     struct l8_rules *r = &o->rules;
     char err[512];
-    r->broken = __real_pl_plan_check(m, &t->cluster, cfg, err, sizeof err) != 0;
+    r->broken = l8_check_choice(m, &t->cluster, cfg, &r->memory, err, sizeof err) != 0;
     r->layers = m->layers;
     r->d_model = m->d_model;
     r->heads = m->heads;
@@ -436,7 +451,6 @@ static void observe_choice(const struct l8_case *t, const struct pl_plan_config 
     r->d_ff = m->d_ff;
     r->experts = m->experts;
     r->batch_seqs = m->batch_tokens / m->seq;
-    r->memory = __real_pl_plan_memory(m, &t->cluster, cfg, NULL);
     r->hbm = t->cluster.hbm;
     struct pl_plan_time tm;
     o->step = __real_pl_plan_time(m, &t->cluster, cfg, &tm);

@@ -126,7 +126,7 @@ struct l8_rules {
     int broken;                      /* the oracle's pl_plan_check rejects the choice */
     int layers, d_model, heads, kv_heads, d_ff, experts;
     double batch_seqs;               /* the global batch in sequences */
-    double memory, hbm;              /* the oracle's memory of the choice; the GPU's HBM */
+    double memory, hbm;              /* the choice's memory (l8_check_choice); the GPU's HBM */
 };
 
 struct l8_obs {
@@ -165,6 +165,16 @@ double __real_pl_plan_time(const struct pl_plan_model *m, const struct pl_plan_c
                            const struct pl_plan_config *cfg, struct pl_plan_time *out);
 int __real_pl_plan_check(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                          const struct pl_plan_config *cfg, char *err, size_t errlen);
+int __real_pl_plan_check_placement(const struct pl_plan_model *m,
+                                   const struct pl_plan_cluster *c,
+                                   const struct pl_plan_config *cfg, char *err, size_t errlen);
+int __real_pl_plan_check_step(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                              const struct pl_plan_config *cfg, int memory, char *err,
+                              size_t errlen);
+double __real_pl_plan_memory(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                             const struct pl_plan_config *cfg, struct pl_plan_memory *out);
+double __real_pl_plan_activation_layer(const struct pl_plan_model *m,
+                                       const struct pl_plan_config *cfg);
 int __real_pl_plan_search(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                           const struct pl_plan_fixed *fixed, struct pl_plan_result *res);
 int __real_pl_plan_min_nodes(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
@@ -180,6 +190,12 @@ void l8_plan_published(struct l8_case *t);
 void l8_setup_cases(struct l8_state *st);
 void l8_where_of(const struct l8_case *t, struct l8_where *w);
 void l8_observe(struct l8_state *st, int i, struct l8_obs *o);
+/* The kit's verdict on a search's choice: every rule of pl_plan_check, "memory fits" taken
+ * with the lesser of the kit's memory and section 4.5's memory alternative's (no rebuilt
+ * layer under full recomputation), into *memory, so that a search built on that documented
+ * choice is judged by it. 0, or -1 with the first rule broken in err. */
+int l8_check_choice(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                    const struct pl_plan_config *cfg, double *memory, char *err, size_t len);
 
 /* judge.c: no MPI, no planner; reads its arguments alone */
 int l8_find_op(const char *name); /* enum l8_op, or -1 */
