@@ -1,6 +1,7 @@
 /* bench.c: Lab 8's bench mode, which judges nothing but --sweep: the student's search beside
  * the kit's on the visible cases, the figures the handout quotes (--figures), the whole
- * sweep of bench --sweep, and section 1's picture drawn from the code under test (--svg).
+ * sweep of bench --sweep, section 1's picture drawn from the code under test (--svg), and
+ * the code's worst deviation per field over every gradable configuration (--tolerance).
  * The bench mode has no setup: it makes its own state on the heap. */
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +39,11 @@ static void handout_figures(void)
     printf("# handout: `PL_RULE_MAX_BUBBLE` (%.0f%%\n", 100 * PL_RULE_MAX_BUBBLE);
     printf("# handout: a step no more than %.0f%% slower than the kit's best\n",
            100 * L8_TOL_QUALITY);
+    /* Section 4.5's rungs; tests/lab08_tolerance.sh checks the tolerances taken from them. */
+    printf("# handout: the smallest round figure (");
+    for (int k = 0; k < L8_NRUNGS; k++)
+        printf("%s%.0f", k == 0 ? "" : k == L8_NRUNGS - 1 ? " or " : ", ", 100 * L8_TOL_RUNGS[k]);
+    printf("%%)\n");
     /* Section 4.4's published runs (lib/plan_published.c): the A100 fit, the Llama 3 rows,
      * the held-out rows held to 5 points and those (MT-NLG's) with a wider tolerance. */
     double rms, fit = pl_plan_published_fit("dgx-a100", &rms);
@@ -136,11 +142,12 @@ static int sweep_case(struct l8_state *st, const struct pl_plan_model *m,
     l8_gate_close(&st->gate);
     const char *why = NULL;
     char slow[128];
+    double memory;
     struct pl_plan_time tm;
     if (st->gate.called) why = "your search called the kit's planner, the grader's oracle";
     else if (!kit && found) why = "the kit fits nothing, yours found";
     else if (kit && !found) why = "yours found nothing";
-    else if (kit && __real_pl_plan_check(m, c, &mine, err, sizeof err) != 0) why = err;
+    else if (kit && l8_check_choice(m, c, &mine, &memory, err, sizeof err) != 0) why = err;
     else if (kit && __real_pl_plan_time(m, c, &mine, &tm) > (1 + L8_TOL_QUALITY) *
                                                              res->best[0].time.step) {
         snprintf(slow, sizeof slow, "%.1f%% slower than the kit's best, more than %.0f%%",
@@ -273,6 +280,93 @@ static void bench_searches(struct l8_state *st, const char *label)
     }
 }
 
+/* ---------------------------------------------------------------- tolerance */
+
+struct dev_worst {
+    double dev[L8_NFIELDS];
+    char where[L8_NFIELDS][224];
+    int links, oracle, cases;
+};
+
+/* Case t under the memory and the time tests: each field's deviation, kept where worst. */
+static void tolerance_case(struct l8_state *st, struct dev_worst *w, struct l8_obs *o)
+{
+    static const enum l8_op ops[2] = {L8_OP_MEMORY, L8_OP_TIME};
+    for (int k = 0; k < 2; k++) {
+        double dev[L8_NFIELDS];
+        st->op = ops[k];
+        memset(o, 0, sizeof *o);
+        l8_observe(st, 0, o);
+        w->oracle |= o->oracle != L8_OR_NONE;
+        l8_deviation(ops[k], o, dev);
+        for (int f = 0; f < L8_NFIELDS; f++)
+            if (dev[f] > w->dev[f]) {
+                w->dev[f] = dev[f];
+                l8_describe_where(&o->where, 1, w->where[f], sizeof w->where[f]);
+            }
+        if (ops[k] == L8_OP_TIME)
+            for (int a = 0; a < PL_NAXES; a++) w->links += o->time.link[a] != o->time_ref.link[a];
+    }
+    w->cases++;
+}
+
+/* --tolerance: the code's worst deviation from the kit's figures, field by field, over every
+ * configuration the memory and time tests can grade: the rows of their table and every
+ * configuration the seed can draw (each fitting point of L8_DRAW_POOL). One line per field,
+ * tab-separated "tolerance FIELD WORST TOL fact|state|choice ok|over CASE", and the rungs a
+ * choice's tolerance is taken from, which tests/lab08_tolerance.sh reads for each alternative
+ * of tests/alt/08-placement to derive L8_TOL. Exits 1 when a field is over. */
+static void tolerance(struct l8_state *st)
+{
+    struct dev_worst *w = calloc(1, sizeof *w);
+    struct l8_obs *o = calloc(1, sizeof *o);
+    if (!w || !o) pl_fatal("out of memory");
+    struct l8_case *t = &st->cases[0];
+    pl_todo_reset();
+    for (int i = 0; i < L8_N_ESTIMATES; i++) {
+        l8_build_case(t, &L8_ESTIMATES[i], 1);
+        tolerance_case(st, w, o);
+    }
+    for (int i = 0; i < L8_N_DRAW_POOL; i++) {
+        l8_build_case(t, &L8_DRAW_POOL[i], 1);
+        __real_pl_plan_search(&t->model, &t->cluster, NULL, &st->scratch);
+        int n = st->scratch.npoints;
+        static struct pl_plan_config cfgs[PL_PLAN_POINTS];
+        int fits = 0;
+        for (int k = 0; k < n; k++)
+            if (st->scratch.points[k].fits) cfgs[fits++] = st->scratch.points[k].cfg;
+        for (int k = 0; k < fits; k++) {
+            t->cfg = cfgs[k];
+            tolerance_case(st, w, o);
+        }
+    }
+    int over = 0;
+    if (pl_todo_what()) printf("still a stub: %s\n", pl_todo_what());
+    for (int f = 0; f < L8_NFIELDS; f++) {
+        int bad = w->dev[f] > L8_TOL[f];
+        over += bad;
+        const char *kind = L8_TOL[f] <= L8_TOL_EXACT ? "fact"
+                           : f <= L8_F_OPTIM            ? "state"
+                                                        : "choice";
+        printf("tolerance\t%s\t%.6f\t%g\t%s\t%s\t%s\n", L8_FIELD_NAMES[f], w->dev[f],
+               L8_TOL[f], kind, bad ? "over" : "ok", w->dev[f] > 0 ? w->where[f] : "-");
+    }
+    printf("tolerance-rungs");
+    for (int k = 0; k < L8_NRUNGS; k++) printf("\t%g", L8_TOL_RUNGS[k]);
+    printf("\n");
+    printf("tolerance: %d configurations, %d fields over their tolerance, %d link classes "
+           "wrong%s\n", w->cases, over, w->links,
+           w->oracle ? ", and the code called the kit's planner" : "");
+    int fail = over || w->links || w->oracle || pl_todo_what();
+    free(o);
+    free(w);
+    if (fail) {
+        l8_state_free(st);
+        pl_finalize();
+        exit(1);
+    }
+}
+
 /* The bench mode: the search table; with --figures, the handout's figures instead; with
  * --sweep, the sweep, judged; with --svg, the picture. */
 void l8_bench(const struct gr_args *a)
@@ -285,7 +379,9 @@ void l8_bench(const struct gr_args *a)
     struct l8_state *st = l8_state_new(L8_OP_SEARCH, a->seed);
     st->sweep = a->opt[0].s;
     st->svg = a->opt[1].s;
-    if (st->sweep) sweep(st);
+    st->tolerance = a->opt[2].i;
+    if (st->tolerance) tolerance(st);
+    else if (st->sweep) sweep(st);
     else if (st->svg) draw_svg(st, st->svg);
     else bench_searches(st, a->label);
     l8_state_free(st);

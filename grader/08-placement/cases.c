@@ -125,6 +125,11 @@ const struct l8_spec L8_ESTIMATES[] = {
      * would do the opposite. */
     {"mixtral-8x7b", "dgx-h100", 4, 0, 0,
      "tp=2,cp=2,ep=4,dp=2,zero=1,micro=1,m=128,recompute=selective,order=tp-ep-cp-pp-dp", 0, NULL},
+    /* 64K-token sequences with full recomputation on 8-way tensor parallelism: the fp32
+     * logits are most of the activations, so logits not split by tp (or left out) stand out
+     * of the activations' tolerance (section 4.5), which the alternatives widen. */
+    {"llama3-8b", "dgx-h100", 4, 65536, 8388608, "tp=8,dp=4,zero=1,micro=1,m=32,recompute=full",
+     0, NULL},
 };
 const int L8_N_ESTIMATES = (int)(sizeof L8_ESTIMATES / sizeof L8_ESTIMATES[0]);
 
@@ -187,7 +192,7 @@ const int L8_N_SEARCHES_HIDDEN =
  * table of the answers above is not enough: one of the configurations the kit's
  * planner weighs for a model on a cluster (the best settings of one set of degrees that
  * fits), over this pool. The last row's long context brings context parallelism in. */
-static const struct l8_spec DRAW_POOL[] = {
+const struct l8_spec L8_DRAW_POOL[] = {
     {"llama3-8b", "dgx-a100", 2, 0, 0, NULL, 0, NULL},
     {"llama3-70b", "dgx-h100", 16, 0, 0, NULL, 0, NULL},
     {"mixtral-8x7b", "dgx-h100", 8, 0, 0, NULL, 0, NULL},
@@ -195,6 +200,7 @@ static const struct l8_spec DRAW_POOL[] = {
     {"deepseek-v3", "dgx-h100", 64, 0, 0, NULL, 0, NULL},
     {"llama3-8b", "dgx-h100", 4, 65536, 8388608, NULL, 0, NULL},
 };
+const int L8_N_DRAW_POOL = (int)(sizeof L8_DRAW_POOL / sizeof L8_DRAW_POOL[0]);
 
 /* Published runs: the degrees and microbatch as published; the kit plans the rest
  * (interleaving, ZeRO stage) and times it even where its memory model disagrees. */
@@ -278,18 +284,18 @@ void l8_plan_published(struct l8_case *t)
     t->cfg = t->best.best[0].cfg;
 }
 
-/* Case t: a configuration of a model and cluster of DRAW_POOL, both drawn by the seed. */
+/* Case t: a configuration of a model and cluster of L8_DRAW_POOL, both drawn by the seed. */
 static void draw_case(struct l8_state *st, struct l8_case *t, int i)
 {
     struct pl_plan_result *res = &st->scratch;
-    int npool = (int)(sizeof DRAW_POOL / sizeof DRAW_POOL[0]);
-    int pick = (int)((pl_mix64(st->seed ^ 0x8a1ace) + (uint64_t)i) % (uint64_t)npool);
-    l8_build_case(t, &DRAW_POOL[pick], 1);
+        uint64_t pool = (uint64_t)L8_N_DRAW_POOL;
+    int pick = (int)((pl_mix64(st->seed ^ 0x8a1ace) + (uint64_t)i) % pool);
+    l8_build_case(t, &L8_DRAW_POOL[pick], 1);
     __real_pl_plan_search(&t->model, &t->cluster, NULL, res);
     int fits = 0;
     for (int k = 0; k < res->npoints; k++) fits += res->points[k].fits;
-    if (!fits) pl_fatal("the kit fits nothing for %s on %d nodes", DRAW_POOL[pick].model,
-                        DRAW_POOL[pick].nodes);
+    if (!fits) pl_fatal("the kit fits nothing for %s on %d nodes", L8_DRAW_POOL[pick].model,
+                        L8_DRAW_POOL[pick].nodes);
     int want = (int)(pl_mix64(st->seed ^ (0xd7a3u + (uint64_t)i)) % (uint64_t)fits);
     for (int k = 0; k < res->npoints; k++)
         if (res->points[k].fits && want-- == 0) t->cfg = res->points[k].cfg;
@@ -431,6 +437,21 @@ static double dp_together(const struct l8_case *t, const struct pl_plan_time *ki
     return fmax(0, rs - bwd) + fmax(0, ag - fwd);
 }
 
+int l8_check_choice(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                    const struct pl_plan_config *cfg, double *memory, char *err, size_t len)
+{
+    *memory = __real_pl_plan_memory(m, c, cfg, NULL);
+    if (cfg->recompute == PL_RECOMPUTE_FULL) {
+        struct pl_plan_config rebuilt = *cfg;
+        rebuilt.recompute = PL_RECOMPUTE_SELECTIVE;
+        *memory -= __real_pl_plan_activation_layer(m, &rebuilt);
+    }
+    if (__real_pl_plan_check_placement(m, c, cfg, err, len) != 0 ||
+        __real_pl_plan_check_step(m, c, cfg, 0, err, len) != 0)
+        return -1;
+    return pl_rule_memory(*memory, c->hbm, err, len);
+}
+
 /* The search's choice: the oracle's verdict on its rules and the figures they read. */
 static void observe_choice(const struct l8_case *t, const struct pl_plan_config *cfg,
                            struct l8_obs *o)
@@ -438,7 +459,7 @@ static void observe_choice(const struct l8_case *t, const struct pl_plan_config 
     const struct pl_plan_model *m = &t->model;
     struct l8_rules *r = &o->rules;
     char err[512];
-    r->broken = __real_pl_plan_check(m, &t->cluster, cfg, err, sizeof err) != 0;
+    r->broken = l8_check_choice(m, &t->cluster, cfg, &r->memory, err, sizeof err) != 0;
     r->layers = m->layers;
     r->d_model = m->d_model;
     r->heads = m->heads;
@@ -446,7 +467,6 @@ static void observe_choice(const struct l8_case *t, const struct pl_plan_config 
     r->d_ff = m->d_ff;
     r->experts = m->experts;
     r->batch_seqs = m->batch_tokens / m->seq;
-    r->memory = __real_pl_plan_memory(m, &t->cluster, cfg, NULL);
     r->hbm = t->cluster.hbm;
     struct pl_plan_time tm;
     o->step = __real_pl_plan_time(m, &t->cluster, cfg, &tm);

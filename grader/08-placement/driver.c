@@ -5,8 +5,8 @@
  * the oracle, and that test fails.
  *
  *   memory, time     the student's estimates against the planner's on a table of
- *                    configurations and L8_N_DRAWN more drawn by the seed, every category
- *                    within L8_TOL_EST;
+ *                    configurations and L8_N_DRAWN more drawn by the seed, every field
+ *                    within its tolerance (L8_TOL);
  *   search           the student's choice on the visible cases (L8_SEARCHES): part "correct"
  *                    every rule (the planner's pl_plan_check), part "quality" its step time
  *                    (by the planner) within L8_TOL_QUALITY of the planner's exhaustive best;
@@ -14,6 +14,8 @@
  *                    sweep's space;
  *   bench --sweep    the student's search against the planner's on every preset, both
  *                    clusters, 1 to 128 nodes and three batch shapes (a project test);
+ *   bench --tolerance  the student's worst deviation per field over every configuration the
+ *                    memory and time tests can grade (tests/lab08_tolerance.sh);
  *   sanity(_hidden)  the student's step time on published runs (the published degrees, the
  *                    rest planned by the kit) within L8_SANITY_POINTS of their published MFU;
  *   questions        the numeric answers of placement_answers against the planner's.
@@ -27,7 +29,7 @@
 #include "lab08.h"
 
 /* The lab's flags: entry k's value is gr_args.opt[k] (bench.c reads them in this order;
- * both default to none). */
+ * all default to none). */
 static const struct pl_flag OPTIONS[] = {
     {"--sweep", PL_FLAG_STR, NULL, "MODEL",
      "bench: your search against the kit's on every preset (all) or one, both clusters, 1 to "
@@ -35,6 +37,9 @@ static const struct pl_flag OPTIONS[] = {
     {"--svg", PL_FLAG_STR, NULL, "FILE",
      "bench: the picture of section 1 drawn from your code (make plots LAB=08): your search's "
      "choice and your estimates of every set of degrees", 0},
+    {"--tolerance", PL_FLAG_SWITCH, NULL, NULL,
+     "bench: your estimates' worst deviation from the kit's, field by field, over every "
+     "configuration the memory and time tests can grade; exits 1 when one is over", 0},
 };
 
 static void *setup(const struct gr_args *a)

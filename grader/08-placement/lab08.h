@@ -21,7 +21,26 @@
 #include "plan_internal.h"
 #include "plan_report.h"
 
-#define L8_TOL_EST 0.01 /* relative, per category of memory and time */
+/* Each graded field of struct pl_plan_memory and struct pl_plan_time, and how close it must
+ * be (L8_TOL, judge.c): a fact exactly (the layers and microbatches the first stage holds),
+ * the model state within L8_TOL_STATE (its bytes per parameter are stated), and every
+ * estimate that rests on a modelling choice within the smallest round figure (a rung of
+ * L8_TOL_RUNGS) that every documented alternative of the handout (tests/alt/08-placement)
+ * meets on every graded configuration: bench --tolerance prints a code's worst deviation per
+ * field, and tests/lab08_tolerance.sh checks the table against the alternatives'. The link
+ * classes are compared exactly, outside this table. */
+enum l8_field {
+    L8_F_PARAMS, L8_F_GRADS, L8_F_OPTIM, L8_F_ACTIV, L8_F_TOTAL, L8_F_LAYERS, L8_F_INFLIGHT,
+    L8_F_ACTIV_LAYER, L8_F_COMPUTE, L8_F_EXPOSED, L8_F_BYTES = L8_F_EXPOSED + PL_NAXES,
+    L8_F_BUBBLE = L8_F_BYTES + PL_NAXES, L8_F_STEP, L8_F_MFU, L8_F_HFU, L8_F_TFLOPS, L8_NFIELDS
+};
+#define L8_F_MEMORY_END L8_F_COMPUTE /* the memory test's fields come first */
+#define L8_TOL_EXACT 1e-9  /* a fact: equal but for rounding */
+#define L8_TOL_STATE 0.01  /* the model state: stated bytes per parameter */
+#define L8_NRUNGS 10
+extern const double L8_TOL_RUNGS[L8_NRUNGS]; /* 1%, 2%, 5%, 10%, 15% and so on to 50% */
+extern const double L8_TOL[L8_NFIELDS];
+extern const char *const L8_FIELD_NAMES[L8_NFIELDS];
 /* The chosen step may be this much slower than the kit's best. A search whose estimates take
  * the handout's named alternative (section 4.3: both parameter groups' reductions hidden
  * together) picks, over the whole sweep, at worst 2.4% slower by the kit's model (Mixtral
@@ -68,6 +87,9 @@ extern const struct l8_spec L8_QUESTIONS[];
  * section 3.3), op "switches": placement_memory against the planner's as in "memory". */
 extern const struct l8_spec L8_SWITCHES[];
 extern const int L8_N_SWITCHES;
+/* The models and clusters whose fitting configurations the memory and time tests draw from. */
+extern const struct l8_spec L8_DRAW_POOL[];
+extern const int L8_N_DRAW_POOL;
 
 struct l8_case {
     struct pl_plan_model model;
@@ -108,7 +130,7 @@ struct l8_rules {
     int broken;                      /* the oracle's pl_plan_check rejects the choice */
     int layers, d_model, heads, kv_heads, d_ff, experts;
     double batch_seqs;               /* the global batch in sequences */
-    double memory, hbm;              /* the oracle's memory of the choice; the GPU's HBM */
+    double memory, hbm;              /* the choice's memory (l8_check_choice); the GPU's HBM */
 };
 
 struct l8_obs {
@@ -139,6 +161,7 @@ struct l8_state {
     struct pl_plan_result scratch;   /* large: its points */
     const char *sweep;               /* bench --sweep: "all" or a preset's name */
     const char *svg;                 /* bench --svg FILE */
+    int tolerance;                   /* bench --tolerance */
 };
 
 /* The kit's planner itself, past lab.mk's wrappers (cases.c defines the wrappers). */
@@ -146,6 +169,16 @@ double __real_pl_plan_time(const struct pl_plan_model *m, const struct pl_plan_c
                            const struct pl_plan_config *cfg, struct pl_plan_time *out);
 int __real_pl_plan_check(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                          const struct pl_plan_config *cfg, char *err, size_t errlen);
+int __real_pl_plan_check_placement(const struct pl_plan_model *m,
+                                   const struct pl_plan_cluster *c,
+                                   const struct pl_plan_config *cfg, char *err, size_t errlen);
+int __real_pl_plan_check_step(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                              const struct pl_plan_config *cfg, int memory, char *err,
+                              size_t errlen);
+double __real_pl_plan_memory(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                             const struct pl_plan_config *cfg, struct pl_plan_memory *out);
+double __real_pl_plan_activation_layer(const struct pl_plan_model *m,
+                                       const struct pl_plan_config *cfg);
 int __real_pl_plan_search(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                           const struct pl_plan_fixed *fixed, struct pl_plan_result *res);
 int __real_pl_plan_min_nodes(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
@@ -161,6 +194,12 @@ void l8_plan_published(struct l8_case *t);
 void l8_setup_cases(struct l8_state *st);
 void l8_where_of(const struct l8_case *t, struct l8_where *w);
 void l8_observe(struct l8_state *st, int i, struct l8_obs *o);
+/* The kit's verdict on a search's choice: every rule of pl_plan_check, "memory fits" taken
+ * with the lesser of the kit's memory and section 4.5's memory alternative's (no rebuilt
+ * layer under full recomputation), into *memory, so that a search built on that documented
+ * choice is judged by it. 0, or -1 with the first rule broken in err. */
+int l8_check_choice(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                    const struct pl_plan_config *cfg, double *memory, char *err, size_t len);
 
 /* judge.c: no MPI, no planner; reads its arguments alone */
 int l8_find_op(const char *name); /* enum l8_op, or -1 */
@@ -172,6 +211,11 @@ int l8_rule_words(const struct l8_rules *r, const struct l8_where *w,
                   const struct pl_plan_config *cfg, char *err, size_t len);
 /* The verdict of part on a case of op, from rank 0's observation in all. */
 int l8_judge(int op, const char *part, const struct gr_obs *all, struct gr_why *why);
+/* How far each field of an observation of op (memory or time) is from what the judge
+ * accepts, as a share of the kit's figure: 0 inside section 4.3's band, INFINITY where the
+ * kit's is 0 and yours is not; -1 for the fields op does not grade. A field passes when its
+ * deviation is at most L8_TOL[f]. */
+void l8_deviation(int op, const struct l8_obs *o, double *dev);
 
 /* bench.c */
 void l8_bench(const struct gr_args *a);

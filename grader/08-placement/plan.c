@@ -39,9 +39,9 @@ static int lab08_runs(int np)
 static void lab08_plan(const struct gr_plan_opts *o)
 {
     static const struct gr_spec visible[] = {
-        {"memory per GPU vs the kit's model [17 configurations, 3 drawn by the seed]", "memory",
+        {"memory per GPU vs the kit's model [18 configurations, 3 drawn by the seed]", "memory",
          "check", "correct", "memory", 1, 25, LAB08_TIMEOUT, 0, NULL},
-        {"step time vs the kit's model [17 configurations, 3 drawn by the seed]", "time",
+        {"step time vs the kit's model [18 configurations, 3 drawn by the seed]", "time",
          "check", "correct", "performance", 1, 20, LAB08_TIMEOUT, 0, NULL},
         {"search obeys the placement rules [7B on 8, at 64K and at 2K on 128, 70B on 64, MoE on "
          "32, on 32 in 4-GPU nodes and on 512, 175B on 512, 8B on 1024, DeepSeek-V3 on 1024 "

@@ -52,6 +52,7 @@ static const struct gr_question LAB08_QUESTIONS[] = {
     {"q1_why_zero", NULL, 0, 0},
     {"q2_why_interleave", NULL, 0, 0},
     {"dp_overlap", NULL, 0, 0},
+    {"model_choices", NULL, 0, 0},
     {"ep_a2a_torus_over_h100", ep_torus_over_h100, 0.01, 1},
 };
 

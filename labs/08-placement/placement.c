@@ -15,16 +15,13 @@
 
 #include "todo.h"
 
-/* Section 3. Per GPU of the first stage:
- *   - parameters: the stage's ceil(L/p) layers' share of the dense parameters, plus the
- *     input embedding (on one stage also the head), divided by tp; expert parameters divided
- *     by tp x ep (pl_plan_params gives the counts);
- *   - 2 bytes of parameters, 2 of gradients, 12 of optimizer state per parameter; ZeRO
- *     stage z divides the first z of (optimizer, gradients, parameters) by the
- *     data-parallel replicas: cp x ep x dp for dense parameters, cp x dp for experts;
- *   - activations: the layer formula x layers on the stage x microbatches in flight, plus
- *     one layer in full under full recomputation, plus the fp32 logits of one microbatch.
- * Fill every field of *out and return the total. */
+/* Section 3. The memory of one GPU of the first pipeline stage, by category: its
+ * parameters, gradients and optimizer state (section 3.1: what the stage holds, what
+ * mixed-precision Adam keeps per parameter, what the configuration's ZeRO stage divides over
+ * which replicas) and its activations (section 3.2: what each layer keeps for its backward
+ * under the configuration's recomputation, for every microbatch the stage holds at once, and
+ * the loss's logits). Fill every field of *out, the three factors of the activations
+ * (layers_stage, in_flight, activ_layer) included, and return the total in bytes. */
 double placement_memory(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                         const struct pl_plan_config *cfg, struct pl_plan_memory *out)
 {
@@ -34,10 +31,11 @@ double placement_memory(const struct pl_plan_model *m, const struct pl_plan_clus
     return 0;
 }
 
-/* Section 4. One microbatch slot on the first stage = its compute (FLOPs at peak x
- * efficiency) + its tp, cp, ep and pp communication (pl_coll_time on the axis' link class);
- * the step = m slots + the bubble ((p-1)/v slots) + the data-parallel time no compute
- * hides. Fill *out (step, compute, bubble, exposed[], bytes[], link[], mfu, hfu, tflops). */
+/* Section 4. The time of one optimizer step on the critical path, the first stage: its
+ * compute (4.1), each axis' communication on that axis' link class (4.2), the pipeline's
+ * bubble and the data-parallel time no compute hides (4.3), and MFU, HFU and TFLOP/s from
+ * the step (4.4). Fill *out (step, compute, bubble, exposed[], bytes[], link[], mfu, hfu,
+ * tflops) and return the step in seconds. */
 double placement_step_time(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                            const struct pl_plan_config *cfg, struct pl_plan_time *out)
 {

@@ -77,8 +77,9 @@ static void memory(void)
     ob.mem.grads *= 1.005;
     CHECK(judge(L8_OP_MEMORY, "correct", &why), "0.5%% off passes: %s", first(&why));
     ob.mem.params = 2e9;
-    snprintf(want, sizeof want, "parameters: yours %.4g GB, the kit's %.4g GB: 2 bytes per "
-             "parameter, sharded only by ZeRO-3 (section 3.1)", 2.0, 16.0);
+    snprintf(want, sizeof want, "parameters: yours %.4g GB, the kit's %.4g GB (within 1%%): "
+             "what the first stage keeps of its bf16 parameters, and whether ZeRO-0 divides it "
+             "over the data-parallel replicas (section 3.1)", 2.0, 16.0);
     CHECK(!judge(L8_OP_MEMORY, "correct", &why) && !strcmp(first(&why), want), "params: %s",
           first(&why));
     in_line(1, "", want, sizeof want);
@@ -87,28 +88,42 @@ static void memory(void)
     ob.mem = ob.mem_ref;
     ob.mem.activ = 0;
     CHECK(!judge(L8_OP_MEMORY, "correct", &why) &&
-          said(&why, "activations: yours 0 GB, the kit's 20 GB: none counted: every microbatch "
-               "in flight keeps each layer's activations (section 3.2)"), "no activations: %s",
+          said(&why, "activations: yours 0 GB, the kit's 20 GB (within 40%): none counted: "
+               "every microbatch in flight keeps its layers' activations until its backward "
+               "(section 3.2)"), "no activations: %s",
           first(&why));
     ob.mem = ob.mem_ref;
     ob.mem.in_flight = 4;
     ob.mem.layers_stage = 0;
     CHECK(!judge(L8_OP_MEMORY, "correct", &why) &&
-          said(&why, "layers_stage: yours 0 layers, the kit's 32 layers: the first stage holds "
-               "ceil(L/p) layers") &&
-          said(&why, "in_flight: yours 4 microbatches, the kit's 1 microbatches: min(m, p)"),
+          said(&why, "layers_stage: yours 0 layers, the kit's 32 layers (exactly): how many "
+               "layers the first pipeline stage holds (section 3.1)") &&
+          said(&why, "in_flight: yours 4 microbatches, the kit's 1 microbatches (exactly): how "
+               "many microbatches the first stage holds at once under 1F1B (section 3.2)") &&
+          !said(&why, "min(") && !said(&why, "ceil("),
           "the factors: %s", first(&why));
     ob.mem = ob.mem_ref;
     ob.mem.activ_layer = 150e6;
-    snprintf(want, sizeof want, "activ_layer: yours %.4g MB, the kit's %.4g MB: one layer",
-             150.0, 300.0);
+    snprintf(want, sizeof want, "activ_layer: yours %.4g MB, the kit's %.4g MB (within 1%%): "
+             "what one layer keeps", 150.0, 300.0);
     CHECK(!judge(L8_OP_MEMORY, "correct", &why) && said(&why, want) &&
-          said(&why, "shared experts included (section 3.2)"), "per layer: %s", first(&why));
+          said(&why, "shared experts included)") && !said(&why, "sbh"), "per layer: %s",
+          first(&why));
+    /* A modelling choice within its tolerance passes: activations and total are within
+     * section 4.5's (the alternatives'), the layer figure and the factors are not. */
+    ob.mem = ob.mem_ref;
+    ob.mem.activ *= 1 + 0.9 * L8_TOL[L8_F_ACTIV];
+    ob.mem.total = ob.mem_ref.total + ob.mem.activ - ob.mem_ref.activ;
+    CHECK(judge(L8_OP_MEMORY, "correct", &why), "within the activations' tolerance passes: %s",
+          first(&why));
+    ob.mem.activ = ob.mem_ref.activ * (1 + 1.1 * L8_TOL[L8_F_ACTIV]);
+    CHECK(!judge(L8_OP_MEMORY, "correct", &why) && said(&why, "activations: yours"),
+          "past the activations' tolerance fails: %s", first(&why));
     ob.mem = ob.mem_ref;
     ob.mem.total = 100e9;
     CHECK(!judge(L8_OP_MEMORY, "correct", &why) &&
-          !strcmp(first(&why), "total: yours 100 GB, the kit's 148 GB: the total is the sum of "
-                  "the four categories"), "the total alone: %s", first(&why));
+          !strcmp(first(&why), "total: yours 100 GB, the kit's 148 GB (within 25%): the sum of "
+                  "the four categories (section 3)"), "the total alone: %s", first(&why));
     ob.drawn = 1;
     CHECK(!judge(L8_OP_MEMORY, "correct", &why) && why.n == 3, "drawn: three lines");
     in_line(1, " (drawn by the seed)", want, sizeof want);
@@ -140,13 +155,15 @@ static void switches(void)
     CHECK(judge(L8_OP_SWITCHES, "correct", &why) && why.n == 0, "the kit's figures pass: %s",
           first(&why));
     ob.mem.params = 4e9;
-    snprintf(want, sizeof want, "parameters: yours %.4g GB, the kit's %.4g GB: 4 bytes per "
-             "parameter under fp32, sharded only by ZeRO-3 (sections 3.1 and 3.3)", 4.0, 8.0);
+    snprintf(want, sizeof want, "parameters: yours %.4g GB, the kit's %.4g GB (within 1%%): "
+             "what the first stage keeps of its fp32 parameters, the embedding whole on every "
+             "tp rank under vocab_whole, and whether ZeRO-0 divides it over the data-parallel "
+             "replicas (section 3.1, and 3.3 for the switches)", 4.0, 8.0);
     CHECK(!judge(L8_OP_SWITCHES, "correct", &why) && !strcmp(first(&why), want) &&
           why.n == 3, "fp32's params: %s", first(&why));
     in_line(1, "", want, sizeof want);
     CHECK(!strcmp(why.line[1], want) && strstr(want, "| fp32 no-dropout vocab-whole") &&
-          said(&why, "this configuration's switches (section 3.3) change the bytes"),
+          said(&why, "this configuration's switches (section 3.3) change what is kept"),
           "the case and the switches: %s", why.line[1]);
 }
 
@@ -182,19 +199,31 @@ static void step_time(void)
           first(&why));
     ob.time.compute = 20;
     CHECK(!judge(L8_OP_TIME, "correct", &why) &&
-          !strcmp(first(&why), "compute: yours 20 s, the kit's 10 s: m microbatches' FLOPs on "
-                  "the stage at peak x efficiency (section 4.1)"), "compute: %s", first(&why));
+          !strcmp(first(&why), "compute: yours 20 s, the kit's 10 s (within 1%): the FLOPs of "
+                  "m microbatches on the first stage, recomputation included, at the cluster's "
+                  "sustained rate (section 4.1)"), "compute: %s", first(&why));
     ob.time = ob.time_ref;
     ob.time.exposed[PL_AX_TP] = 0.3;
     ob.time.bubble = 2;
     CHECK(!judge(L8_OP_TIME, "correct", &why) &&
-          said(&why, "exposed tp communication: yours 0.3 s, the kit's 0.1 s: section 4.2") &&
-          said(&why, "bubble: yours 2 s, the kit's 1 s: (p-1)/v slots"), "tp and bubble: %s",
-          first(&why));
+          said(&why, "exposed tp: yours 0.3 s, the kit's 0.1 s (within 1%): the time of the tp "
+               "collectives of m microbatches on the first stage, on tp's own link (section "
+               "4.2)") &&
+          said(&why, "bubble: yours 2 s, the kit's 1 s (within 30%): the first stage's idle "
+               "time while the pipeline of 4 stages (v = 2) fills and drains") &&
+          !said(&why, "(p-1)"), "tp and bubble: %s", first(&why));
+    ob.time.exposed[PL_AX_TP] = ob.time_ref.exposed[PL_AX_TP];
+    ob.time.bubble = 1.2;
+    ob.time.step = 12.2;
+    ob.time.mfu = ob.time_ref.mfu * 12 / 12.2;
+    ob.time.hfu = ob.time_ref.hfu * 12 / 12.2;
+    ob.time.tflops = ob.time_ref.tflops * 12 / 12.2;
+    CHECK(judge(L8_OP_TIME, "correct", &why), "a bubble and step within section 4.5's "
+          "tolerance, MFU at that step, pass: %s", first(&why));
     ob.time = ob.time_ref;
     ob.time.hfu = ob.time.mfu;
-    snprintf(want, sizeof want, "HFU: yours %.4g %%, the kit's %.4g %%: MFU x the microbatch's",
-             40.0, 50.0);
+    snprintf(want, sizeof want, "HFU: yours %.4g %%, the kit's %.4g %% (within 1%%): at your "
+             "own step: the hardware FLOPs' utilisation", 40.0, 50.0);
     CHECK(!judge(L8_OP_TIME, "correct", &why) && said(&why, want), "HFU: %s", first(&why));
     ob.time = ob.time_ref;
     ob.time.tflops = 400.0 / 64;
@@ -203,10 +232,12 @@ static void step_time(void)
     ob.time = ob.time_ref;
     ob.time.bytes[PL_AX_TP] = 0.5e9;
     ob.time.bytes[PL_AX_DP] = 0;
-    snprintf(want, sizeof want, "bytes sent on tp: yours %.4g GB, the kit's %.4g GB: m x "
-             "pl_ring_bytes_sent", 0.5, 1.0);
+    snprintf(want, sizeof want, "bytes tp: yours %.4g GB, the kit's %.4g GB (within 1%%): what "
+             "each GPU sends in the tp collectives of m microbatches (section 4.2)", 0.5, 1.0);
     CHECK(!judge(L8_OP_TIME, "correct", &why) && said(&why, want) &&
-          said(&why, "bytes sent on dp: yours 0 GB, the kit's 5 GB: 2 reduce-scatters' worth"),
+          said(&why, "bytes dp: yours 0 GB, the kit's 5 GB (within 1%): what each GPU sends in "
+               "a step's data-parallel collectives under ZeRO-1") &&
+          !said(&why, "pl_ring_bytes_sent"),
           "bytes: %s", first(&why));
 
     /* the step and the data-parallel time: within the band of section 4.3's two choices */
@@ -220,9 +251,11 @@ static void step_time(void)
     CHECK(judge(L8_OP_TIME, "correct", &why), "between the two choices passes: %s",
           first(&why));
     ob.time.exposed[PL_AX_DP] = 2.0;
-    snprintf(want, sizeof want, "exposed dp communication: yours %.4g s, the kit's %.4g s (%.4g "
-             "with the two parameter groups' reductions hidden together, section 4.3's "
-             "alternative): section 4.3", 2.0, 0.5, 1.5);
+    snprintf(want, sizeof want, "exposed dp: yours %.4g s, the kit's %.4g s, or %.4g s with "
+             "the two parameter groups' reductions hidden together (section 4.3's "
+             "alternative) (within 1%%): what no compute hides of the data-parallel "
+             "collectives under ZeRO-1: which collectives this stage makes, and behind what "
+             "(section 4.3)", 2.0, 0.5, 1.5);
     CHECK(!judge(L8_OP_TIME, "correct", &why) && !strcmp(first(&why), want), "past the band: %s",
           first(&why));
     ob.dp_alt = 0.5;
@@ -230,15 +263,15 @@ static void step_time(void)
     ob.time.exposed[PL_AX_DP] = 0;
     ob.where.cfg.zero = 0;
     CHECK(!judge(L8_OP_TIME, "correct", &why) &&
-          said(&why, "ZeRO-0 reduces the gradients with one all-reduce, exposed beyond the "
-               "backward: max(0, AR - bwd)"), "ZeRO-0's hint: %s", first(&why));
+          said(&why, "collectives under ZeRO-0: which collectives this stage makes") &&
+          !said(&why, "max(") && !said(&why, "AR"), "ZeRO-0's hint: %s", first(&why));
     where("llama3-8b", "dgx-h100", 2, 8, "cp=16,dp=1,zero=3,m=128", &m, &c);
     time_of(&ob.time_ref);
     ob.time = ob.time_ref;
     ob.dp_alt = ob.time_ref.exposed[PL_AX_DP];
     ob.time.exposed[PL_AX_DP] = 0;
     ob.time.link[PL_AX_DP] = PL_LINK_INTER;
-    snprintf(want, sizeof want, "exposed dp communication: yours 0 s, the kit's 0.5 s: with dp "
+    snprintf(want, sizeof want, "exposed dp: yours 0 s, the kit's 0.5 s (within 1%%): with dp "
              "= 1 the dense gradients are still reduced, over cp x ep = %d GPUs; section 4.3 "
              "says which link they are timed on", 16);
     CHECK(!judge(L8_OP_TIME, "correct", &why) && !strcmp(first(&why), want),
@@ -273,19 +306,19 @@ static void step_time(void)
     ob.dp_alt = ob.time_ref.exposed[PL_AX_DP];
     ob.time = ob.time_ref;
     ob.time.mfu = ob.time_ref.mfu / 2;
-    snprintf(want, sizeof want, "MFU: yours %.4g %%, the kit's %.4g %%: FLOPs per token x "
-             "tokens per step / (step x GPUs x peak), and your step agrees with the kit's: "
-             "section 4.4 says which tokens a step counts", 20.0, 40.0);
+    snprintf(want, sizeof want, "MFU: yours %.4g %%, the kit's %.4g %% (within 1%%): at your "
+             "own step, so its definition is what differs: section 4.4 says which FLOPs and "
+             "which tokens a step counts", 20.0, 40.0);
     CHECK(!judge(L8_OP_TIME, "correct", &why) && !strcmp(first(&why), want), "MFU: %s",
           first(&why));
     CHECK(!said(&why, "batch") && !said(&why, "batch_tokens") && !said(&why, "ep x dp") &&
-          !said(&why, "configuration's") && !said(&why, "factor"),
+          !said(&why, "configuration's") && !said(&why, "factor") && !said(&why, "peak)"),
           "the MFU message leaves what tokens count to the handout: %s", first(&why));
+    /* A step twice the kit's: MFU is judged at that step, so an MFU that follows from it
+     * is right and only the step is said. */
     ob.time.step = 24;
-    CHECK(!judge(L8_OP_TIME, "correct", &why) &&
-          said(&why, "MFU: yours 20 %, the kit's 40 %: FLOPs per token x tokens per step / "
-               "(step x GPUs x peak) (section 4.4)") && !said(&why, "your step agrees"),
-          "MFU with the step off too: %s", why.n > 1 ? why.line[1] : first(&why));
+    CHECK(!judge(L8_OP_TIME, "correct", &why) && said(&why, "step: yours 24 s, the kit's 12 s") &&
+          !said(&why, "MFU:"), "MFU at a wrong step: %s", first(&why));
 
     /* a link on nodes of 4, in an order other than the default, not a link class */
     where("llama3-8b", "dgx-h100", 4, 4, "tp=4,pp=2,dp=2,m=256,v=2", &m, &c);
@@ -457,7 +490,7 @@ static void sanity(void)
           first(&why));
     ob.time.mfu = 0.30;
     snprintf(want, sizeof want, "%s: your model gives %.1f%% MFU for %s, published %.0f%%; more "
-             "than %.0f points apart (section 4.4: compute at peak x efficiency, the bubble, "
+             "than %.0f points apart (section 4.4: compute at the sustained rate, the bubble, "
              "exposed communication)", ob.source, 30.0,
              pl_plan_config_describe(&ob.where.cfg, desc, sizeof desc), 41.0, L8_SANITY_POINTS);
     CHECK(!judge(L8_OP_SANITY_HIDDEN, "correct", &why) && why.n == 1 && !strcmp(first(&why), want),
