@@ -10,3 +10,5 @@ GRADER_ORACLE_WRAPPED_08-placement := 1
 # The planner's source is in the kit, where a student can read it: code that pastes its
 # estimates or its search in under other names is refused as a call is (grader/rules/copy.h).
 GRADER_ORACLE_SRC_08-placement := lib/plan.c lib/plan_search.c
+# The judge test's case of the planner's switches, a header it includes.
+$(B)/tests/judge/08-placement: tests/judge/lab08_switches.h
