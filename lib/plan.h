@@ -100,17 +100,11 @@ struct pl_plan_config {
     char order[32];     /* rank order, leftmost fastest (grid.h); PL_PLAN_ORDER by default */
     /* How the training holds what it holds; 0 is the mixed-precision training above, and
      * a configuration that leaves them 0 is planned as before they were added.
-     * fp32: parameters, gradients and activations in 4-byte floats, Adam's two moments 8
-     * bytes a parameter (no master copy): 4 + 4 + 8 bytes per parameter, divided per ZeRO
-     * stage as the 2 + 2 + 12 are; every 2-byte activation of the formula 4 bytes (its
-     * 1-byte dropout masks stay 1 byte), and the tensor-, context- and pipeline-parallel
-     * activations and the data-parallel gradients travel in 4 bytes.
-     * no_dropout: no dropout, so no dropout masks or dropout outputs are kept: the layer's
-     * two masks (2sbh) and the scores' mask and dropped copy (as + 2as bytes per sbh/h of
-     * the 5as) leave the activation formula.
-     * vocab_whole: the embedding and the output head held whole by every TP rank of the
-     * stage that has them (replicated, not divided by t); the head's logits stay split
-     * over the vocabulary by tp (a vocabulary-parallel loss on replicated weights). */
+     * fp32: parameters, gradients, optimizer state (no master copy), activations and the
+     * traffic of every axis in 4-byte floats. no_dropout: no dropout, so nothing of it is
+     * kept. vocab_whole: the embedding and the output head held whole by every TP rank of
+     * the stage that has them; the head's logits stay split over the vocabulary by tp.
+     * Lab 8's handout (section 3.3) states them; the bytes they give are Lab 8's to derive. */
     int fp32, no_dropout, vocab_whole;
 };
 /* tp x cp x ep x pp x dp: the ranks of cfg's job. On a torus they form
@@ -144,12 +138,10 @@ struct pl_plan_memory {
 double pl_plan_memory(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                       const struct pl_plan_config *cfg, struct pl_plan_memory *out);
 
-/* Activation bytes of one layer for one microbatch, by Korthikanti et al. with the MLP's
- * share scaled by its width: sbh(10 + (8 + 4r)/t + 5as/(ht)) with r = d_ff/h; with sequence
- * parallelism (on whenever t > 1) the 10 is divided by t too; selective recomputation drops
- * the 5as/h attention scores; full recomputation keeps the layer input 2sbh/t. With e the
- * bytes of an activation (2; 4 under fp32) and k the dropout masks (1; 0 under no_dropout):
- * sbh((4e + 2k) + (4e + 2er)/t + (e + k(e + 1)) as/(ht)), and e sbh/t under full. */
+/* Activation bytes of one layer for one microbatch as stored under cfg's recomputation and
+ * switches, after Korthikanti et al. (2022) with the MLP's share scaled by its width and
+ * sequence parallelism on whenever t > 1 (the count is Lab 8's to derive; its hints file
+ * and docs/design.md write it out). */
 double pl_plan_activation_layer(const struct pl_plan_model *m, const struct pl_plan_config *cfg);
 
 /* Time per step, in seconds, on the critical path, and traffic per GPU per step. */

@@ -1,5 +1,6 @@
-/* plan_report.c: plan --explain (every figure of a configuration, derived step by step with
- * its numbers) and plan --svg (modelled MFU and memory over the configuration space). */
+/* plan_report.c: plan --explain (every figure of a configuration, term by term with its
+ * numbers; the formulas are Lab 8's to derive) and plan --svg (modelled MFU and memory over
+ * the configuration space). */
 #include "plan_report.h"
 
 #include <math.h>
@@ -31,82 +32,72 @@ static void explain_model(FILE *f, const struct pl_plan_model *m)
             pl_plan_flops_per_token(m), 12.0 * m->layers * d * m->seq);
 }
 
+/* The memory and the time of one configuration, factor by factor, with their numbers. The
+ * formulas themselves are Lab 8's to derive (its handout states the choices, its hints file
+ * writes them out): this names each term and gives its figure, never its formula. */
 static void explain_memory(FILE *f, const struct pl_plan_model *m,
                            const struct pl_plan_config *g, const struct pl_plan_memory *r)
 {
-    int t = g->deg[PL_AX_TP];
     double s = (double)m->seq / g->deg[PL_AX_CP], h = m->d_model;
     double r_mlp = (m->experts ? (m->top_k + m->shared_experts) * (double)m->d_ff_expert
                                : m->d_ff) / h;
-    fprintf(f, "  model state: 2 + 2 + 12 bytes per parameter (bf16 params and grads, fp32 "
-               "master, m, v); ZeRO-%d shards %s over the data-parallel group (cp x ep x dp = "
-               "%d; experts cp x dp = %d)\n",
-            g->zero, g->zero == 0 ? "nothing" : g->zero == 1 ? "the optimizer state"
+    fprintf(f, "  model state (%s): ZeRO-%d shards %s over the data-parallel group (cp x ep x "
+               "dp = %d; experts cp x dp = %d): params %.3f GB, grads %.3f GB, optimizer %.3f "
+               "GB\n",
+            g->fp32 ? "fp32 training" : "mixed-precision Adam", g->zero,
+            g->zero == 0 ? "nothing" : g->zero == 1 ? "the optimizer state"
                                  : g->zero == 2 ? "optimizer state and gradients" : "all three",
             g->deg[PL_AX_CP] * g->deg[PL_AX_EP] * g->deg[PL_AX_DP],
-            g->deg[PL_AX_CP] * g->deg[PL_AX_DP]);
+            g->deg[PL_AX_CP] * g->deg[PL_AX_DP], r->params / 1e9, r->grads / 1e9,
+            r->optim / 1e9);
     if (g->fp32 || g->no_dropout || g->vocab_whole)
-        fprintf(f, "  but this configuration is %s%s%s: read the figures below with e = %d bytes "
-                   "an activation and k = %d dropout masks, sbh((4e + 2k)/t + (4e + 2er)/t + "
-                   "(e + k(e + 1)) as/(ht)), and the model state as %s per parameter%s\n",
-                g->fp32 ? "fp32 " : "", g->no_dropout ? "without dropout " : "",
-                g->vocab_whole ? "with the embedding and head whole on every TP rank" : "",
-                g->fp32 ? 4 : 2, g->no_dropout ? 0 : 1, g->fp32 ? "4 + 4 + 8" : "2 + 2 + 12",
-                g->vocab_whole ? " (the embedding and head not divided by t)" : "");
-    fprintf(f, "  activations per layer per microbatch: s b h ((18 + 4r)/t + 5 a s/(h t)) "
-               "with s=%.0f b=%d h=%.0f a=%d t=%d r=d_ff/h=%.2f (sequence parallelism always "
-               "with tp, so the 10 of the layernorms and dropouts is divided by t too)\n",
-            s, g->micro, h, m->heads, t, r_mlp);
-    fprintf(f, "    recompute %s: %.3f GB per layer%s\n", pl_recompute_name(g->recompute),
-            r->activ_layer / 1e9,
-            g->recompute == PL_RECOMPUTE_FULL ? " (the layer input 2sbh/t; plus one layer in full "
-                                                "while it is recomputed)"
-            : g->recompute == PL_RECOMPUTE_SELECTIVE ? " (attention scores 5as/(ht) recomputed)"
-                                                     : "");
-    fprintf(f, "    x %.0f layers on the first stage x %.2f microbatches in flight (1F1B: min(m, "
-               "p)%s) + fp32 logits of one microbatch 4 s b V / t\n",
-            r->layers_stage, r->in_flight,
-            g->v > 1 ? ", x (1 + (p-1)/(p v)) as v > 1" : "; no interleaving factor at v = 1");
+        fprintf(f, "  switches: %s%s%s\n", g->fp32 ? "fp32 " : "",
+                g->no_dropout ? "no-dropout " : "", g->vocab_whole ? "vocab-whole" : "");
+    fprintf(f, "  one layer's activations for one microbatch (s=%.0f tokens, b=%d, h=%.0f, a=%d "
+               "heads, t=%d, MLP width %.2f h, sequence parallelism with tp), as kept under "
+               "recompute %s: %.4f GB\n",
+            s, g->micro, h, m->heads, g->deg[PL_AX_TP], r_mlp, pl_recompute_name(g->recompute),
+            r->activ_layer / 1e9);
+    double layers = r->in_flight * r->layers_stage * r->activ_layer;
+    fprintf(f, "    x %.0f layers on the first stage x %.2f microbatches in flight = %.3f GB; "
+               "the rest (%sthe loss's logits) %.3f GB\n",
+            r->layers_stage, r->in_flight, layers / 1e9,
+            g->recompute == PL_RECOMPUTE_FULL ? "the layer being recomputed and " : "",
+            (r->activ - layers) / 1e9);
 }
 
 static void explain_time(FILE *f, const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                          const struct pl_plan_config *g, const struct pl_plan_time *t)
 {
     int p = g->deg[PL_AX_PP], stage = (m->layers + p - 1) / p;
-    int split = g->deg[PL_AX_TP] * g->deg[PL_AX_CP];
-    char extra[160] = "";
-    if (g->recompute == PL_RECOMPUTE_FULL)
-        snprintf(extra, sizeof extra, ", x 4/3 for the recomputed forward");
-    if (g->recompute == PL_RECOMPUTE_SELECTIVE)
-        snprintf(extra, sizeof extra, ", + the attention scores' forward again, 4 x %d layers x "
-                 "h x seq = %.4g FLOPs per token", stage, 4.0 * stage * m->d_model * m->seq);
-    fprintf(f, "  compute: FLOPs per token x %d seq x mb %d x %d/%d layers (the first stage) / "
-               "tp x cp = %d%s, x m = %d microbatches, at %.0f TFLOP/s x %.2f = %.3f s\n",
-            m->seq, g->micro, stage, m->layers, split, extra, g->m, c->flops / 1e12,
-            c->efficiency, t->compute);
-    fprintf(f, "  tp: 4 all-reduce-sized collectives of 2 s b h bytes per layer per microbatch "
-               "(6 with full recompute), ring time 2(t-1) lat + 2(t-1)/t S/bw\n");
+    double rate = c->flops * c->efficiency;
+    fprintf(f, "  compute: %.4g FLOPs a microbatch on the first stage (%d of %d layers, split "
+               "over tp x cp = %d%s), x m = %d microbatches, at %.0f TFLOP/s x %.2f = %.3f s\n",
+            g->m > 0 ? t->compute * rate / g->m : 0.0, stage, m->layers,
+            g->deg[PL_AX_TP] * g->deg[PL_AX_CP],
+            g->recompute == PL_RECOMPUTE_NONE ? "" : ", recomputation's FLOPs included", g->m,
+            c->flops / 1e12, c->efficiency, t->compute);
+    for (int a = 0; a < PL_NAXES; a++)
+        if (a != PL_AX_DP && (t->bytes[a] > 0 || t->exposed[a] > 0))
+            fprintf(f, "  %s: %.3f GB sent a step, %.3f s on the critical path\n",
+                    pl_plan_axis_name(a), t->bytes[a] / 1e9, t->exposed[a]);
     if (c->torus) {
         int d[3];
         pl_plan_torus_dims(c, d);
         fprintf(f, "  torus: %d chips as %d x %d x %d, no node: every axis' collectives over "
                    "rank 0's group of chips (dp: the gradients' cp x ep x dp), timed as the "
-                   "replay times them (torus.h): a ring at one link's %.0f GB/s, lat = the "
-                   "longest route between consecutive members x %.0f us a hop; an all-to-all "
-                   "(n-1) lat + the larger of (n-1)/n S over the links each chip uses (2 per "
-                   "side of its box, 1 for a side of 2) and the about n S/4 bytes that cross "
-                   "the middle of the box's longest side, over the links that cut it (twice "
-                   "as many when that side wraps)\n",
+                   "replay times them (torus.h): rings at one link's %.0f GB/s and %.0f us a "
+                   "hop, all-to-alls bound by the links each chip uses or the bisection of "
+                   "its box\n",
                 pl_plan_gpus(c), d[0], d[1], d[2], c->bw[PL_LINK_INTRA] / 1e9,
                 c->latency[PL_LINK_INTRA] * 1e6);
     }
-    fprintf(f, "  pp: one activation and one gradient message of 2 s b h / t bytes per chunk "
-               "boundary per microbatch, v=%d chunks per GPU\n", g->v);
-    fprintf(f, "  bubble: (p-1)/v microbatch slots = %.3f s (%.1f%% of the step)\n", t->bubble,
-            100 * t->bubble / t->step);
-    fprintf(f, "  dp: gradients reduce-scattered behind the last backward, parameters "
-               "all-gathered behind the next forward%s: %.3f s exposed\n",
-            g->zero == 3 ? " (ZeRO-3: gathered for every microbatch)" : "", t->exposed[PL_AX_DP]);
+    fprintf(f, "  bubble: %.3f s (%.1f%% of the step)\n", t->bubble, 100 * t->bubble / t->step);
+    fprintf(f, "  dp: %s, hidden behind the compute where it can be: %.3f s exposed\n",
+            g->zero == 0 ? "the gradients all-reduced"
+            : g->zero == 3 ? "ZeRO-3's gathers and reduce-scatters, for every microbatch"
+                           : "gradients reduce-scattered, parameters all-gathered",
+            t->exposed[PL_AX_DP]);
     fprintf(f, "  MFU = FLOPs per token x batch / (step x GPUs x peak) = %.1f%%\n", 100 * t->mfu);
 }
 
