@@ -322,6 +322,8 @@ int gr_copy_break_rule(const char *sources_file, const char *oracle_sources, con
             memset(k, 0, sizeof *k);
             snprintf(k->path, sizeof k->path, "%.*s", (int)n, w);
             k->text = read_all(k->path);
+            if (!k->text) /* a tree moved since its build: the kit's own, from its root */
+                k->text = read_all(shown(k->path));
             if (!k->text) {
                 snprintf(why, len, "the lab's oracle %s could not be read: the kit is "
                          "incomplete (every source of lib/ is part of it)", k->path);
