@@ -145,6 +145,9 @@ int main(int argc, char **argv)
               "the rule refuses the pasted estimate, naming the function, lib/plan.c and the rule");
     }
     why[0] = '\0';
+    check(rule_on("/moved/away/solutions/08-placement/placement.c", why, sizeof why) == 0 &&
+              !why[0],
+          "a tree moved since its build: the source is found from the kit's root");
     check(rule_on("no/such/file.c", why, sizeof why) == 1 && strstr(why, "no/such/file.c"),
           "an unreadable source is reported, named");
     free(plan), free(search), free(both), free(sol), free(ops), free(hidden);

@@ -208,6 +208,17 @@ static char *read_all(const char *path)
     return s;
 }
 
+/* path, or where a tree moved since its build holds it: the absolute paths the build wrote
+ * (sources.txt, GR_LAB_ORACLE_SRC) tried from the working directory (the kit's root), one
+ * leading folder dropped at a time. */
+static char *read_moved(const char *path)
+{
+    char *s = read_all(path);
+    for (const char *p = strchr(path, '/'); !s && p; p = strchr(p + 1, '/'))
+        if (p[1]) s = read_all(p + 1);
+    return s;
+}
+
 /* The name of the function whose body opens at token i ("{"), or "" when it is not one. */
 static void body_name(const struct toks *v, size_t i, char *name, size_t len)
 {
@@ -258,7 +269,7 @@ static const char *shown(const char *path)
 static int judge_source(const char *path, const struct oracle *o, int no, const char *rule,
                         char *why, size_t len)
 {
-    char *text = read_all(path);
+    char *text = read_moved(path);
     if (!text) {
         snprintf(why, len, "%s could not be read to compare it with the lab's oracle", path);
         return 1;
@@ -321,9 +332,7 @@ int gr_copy_break_rule(const char *sources_file, const char *oracle_sources, con
             struct oracle *k = &o[no];
             memset(k, 0, sizeof *k);
             snprintf(k->path, sizeof k->path, "%.*s", (int)n, w);
-            k->text = read_all(k->path);
-            if (!k->text) /* a tree moved since its build: the kit's own, from its root */
-                k->text = read_all(shown(k->path));
+            k->text = read_moved(k->path);
             if (!k->text) {
                 snprintf(why, len, "the lab's oracle %s could not be read: the kit is "
                          "incomplete (every source of lib/ is part of it)", k->path);
