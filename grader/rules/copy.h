@@ -16,7 +16,7 @@
 
 #define GR_COPY_K 20          /* tokens per hashed run */
 #define GR_COPY_W 6           /* runs per winnowing window */
-#define GR_COPY_MIN_TOKENS 120 /* a function shorter than this is not judged alone */
+#define GR_COPY_MIN_TOKENS 150 /* shorter (a grid's set-up, say) is not judged alone */
 #define GR_COPY_FUNC_SHARE 0.6 /* a function whose fingerprint is this much the oracle's */
 #define GR_COPY_FILE_SHARE 0.4 /* a whole file whose fingerprint is this much the oracle's */
 
