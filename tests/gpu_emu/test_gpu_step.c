@@ -49,9 +49,16 @@ static int *batch(const struct pl_model_config *cfg, int step, int targets)
 /* The reference step's losses, rank 0's: on one rank ZeRO-3's must follow them. */
 static double reference_loss[STEPS];
 
-static void reference_steps(const struct pl_model_config *cfg)
+/* STEPS reference steps with attention at, each without a device-wide synchronisation: the
+ * materialised path's losses are kept, flash attention's must equal them up to fp32
+ * rounding. After the materialised steps, AdamW over the whole model is one launch. */
+static void steps(const struct pl_model_config *cfg, enum pl_attention at)
 {
-    struct pl_model *m = pl_model_new(cfg, PL_MODEL_ALL);
+    const int flash = at == PL_ATTENTION_FLASH;
+    const char *what = flash ? "flash attention" : "reference";
+    struct pl_model_config c = *cfg;
+    c.attention = at;
+    struct pl_model *m = pl_model_new(&c, PL_MODEL_ALL);
     struct pl_adamw_config opt = pl_adamw_config_default();
     for (int s = 0; s < STEPS; s++) {
         int *tok = batch(cfg, s, 0), *tgt = batch(cfg, s, 1);
@@ -59,43 +66,26 @@ static void reference_steps(const struct pl_model_config *cfg)
         pl_emu_counts(&a);
         double loss = pl_model_step(m, tok, tgt, BATCH, &opt, NULL);
         pl_emu_counts(&b);
-        expect_no_device_sync("reference", s, &a, &b);
-        CHECK(isfinite(loss), "reference step %d: loss %g", s, loss);
-        reference_loss[s] = loss;
+        expect_no_device_sync(what, s, &a, &b);
+        if (flash)
+            CHECK(fabs(loss - reference_loss[s]) <= 1e-5 * fabs(reference_loss[s]),
+                  "flash attention step %d: loss %.9g, the reference's %.9g", s, loss,
+                  reference_loss[s]);
+        else {
+            CHECK(isfinite(loss), "reference step %d: loss %g", s, loss);
+            reference_loss[s] = loss;
+        }
         pl_mem_free(tok);
         pl_mem_free(tgt);
     }
-    /* AdamW over the whole model: one launch (pl_adamw_step_runs), not one per tensor */
-    struct pl_emu_counts a, b;
-    pl_emu_counts(&a);
-    pl_model_adamw_flat(&m->layout, 0, m->layout.numel, m->params, m->grads, m->adam_m,
-                        m->adam_v, m->adam_t + 1, &opt);
-    pl_emu_counts(&b);
-    CHECK(b.kernels - a.kernels == 1, "AdamW over the model's %d tensors: %ld kernel launches, "
-          "want 1", m->layout.n_tensors, b.kernels - a.kernels);
-    pl_model_free(m);
-}
-
-/* The reference step with flash attention (cfg.attention): no device-wide synchronisation
- * either, and the reference's losses up to fp32 rounding. */
-static void flash_steps(const struct pl_model_config *cfg)
-{
-    struct pl_model_config fc = *cfg;
-    fc.attention = PL_ATTENTION_FLASH;
-    struct pl_model *m = pl_model_new(&fc, PL_MODEL_ALL);
-    struct pl_adamw_config opt = pl_adamw_config_default();
-    for (int s = 0; s < STEPS; s++) {
-        int *tok = batch(cfg, s, 0), *tgt = batch(cfg, s, 1);
+    if (!flash) { /* AdamW over the whole model: one launch (pl_adamw_step_runs) */
         struct pl_emu_counts a, b;
         pl_emu_counts(&a);
-        double loss = pl_model_step(m, tok, tgt, BATCH, &opt, NULL);
+        pl_model_adamw_flat(&m->layout, 0, m->layout.numel, m->params, m->grads, m->adam_m,
+                            m->adam_v, m->adam_t + 1, &opt);
         pl_emu_counts(&b);
-        expect_no_device_sync("flash attention", s, &a, &b);
-        CHECK(fabs(loss - reference_loss[s]) <= 1e-5 * fabs(reference_loss[s]),
-              "flash attention step %d: loss %.9g, the reference's %.9g", s, loss,
-              reference_loss[s]);
-        pl_mem_free(tok);
-        pl_mem_free(tgt);
+        CHECK(b.kernels - a.kernels == 1, "AdamW over the model's %d tensors: %ld kernel "
+              "launches, want 1", m->layout.n_tensors, b.kernels - a.kernels);
     }
     pl_model_free(m);
 }
@@ -234,8 +224,8 @@ int main(int argc, char **argv)
     cfg.d_ff = 64;
     cfg.seq_len = 16;
     cfg.vocab = 64;
-    if (pl_rank() == 0) reference_steps(&cfg);
-    if (pl_rank() == 0) flash_steps(&cfg);
+    if (pl_rank() == 0) steps(&cfg, PL_ATTENTION_MATERIALISED);
+    if (pl_rank() == 0) steps(&cfg, PL_ATTENTION_FLASH);
     if (pl_rank() == 0) fused_launches();
     if (pl_rank() == 0) adamw_launch_limit();
     ddp_steps(&cfg);
