@@ -197,18 +197,22 @@ static size_t part_numel(const struct pl_model_config *c, int part)
     return t[n - 1].offset + t[n - 1].numel;
 }
 
-void pl_model_layout_init(struct pl_model_layout *lay, const struct pl_model_config *cfg)
+static void layout_fill(struct pl_model_layout *lay, const struct pl_model_config *cfg,
+                        unsigned ends)
 {
     pl_model_config_check_or_die(cfg);
     memset(lay, 0, sizeof *lay);
     lay->cfg = *cfg;
+    lay->ends = ends;
     struct pl_param_desc tmp[MAX_PART_TENSORS];
-    int per_block = part_tensors(cfg, 0, tmp);
-    int total = 2 + cfg->n_layers * per_block + 3;
+    int total = 0;
+    for (int part = PL_PART_EMBED; part <= cfg->n_layers; part++)
+        if (pl_model_layout_holds(lay, part)) total += part_tensors(cfg, part, tmp);
     lay->tensors = pl_mem_alloc((size_t)total * sizeof *lay->tensors, PL_MEM_WORK, PL_HOST,
                                 "model layout table");
     size_t base = 0;
     for (int part = PL_PART_EMBED; part <= cfg->n_layers; part++) {
+        if (!pl_model_layout_holds(lay, part)) continue;
         int n = part_tensors(cfg, part, tmp);
         for (int i = 0; i < n; i++) {
             tmp[i].offset += base;
@@ -221,6 +225,29 @@ void pl_model_layout_init(struct pl_model_layout *lay, const struct pl_model_con
     lay->embed_numel = part_numel(cfg, PL_PART_EMBED);
     lay->block_numel = part_numel(cfg, 0);
     lay->head_numel = part_numel(cfg, cfg->n_layers);
+}
+
+void pl_model_layout_init(struct pl_model_layout *lay, const struct pl_model_config *cfg)
+{
+    layout_fill(lay, cfg, 0);
+}
+
+void pl_model_layout_init_ends(struct pl_model_layout *lay, const struct pl_model_config *cfg,
+                               unsigned ends)
+{
+    PL_REQUIRE(ends != 0 && (ends & ~(PL_ENDS_EMBED | PL_ENDS_HEAD)) == 0,
+               "pl_model_layout_init_ends: ends = %u names no end; give PL_ENDS_EMBED (%u), "
+               "PL_ENDS_HEAD (%u) or both (%u)", ends, PL_ENDS_EMBED, PL_ENDS_HEAD,
+               PL_ENDS_EMBED | PL_ENDS_HEAD);
+    layout_fill(lay, cfg, ends);
+}
+
+int pl_model_layout_holds(const struct pl_model_layout *lay, int part)
+{
+    if (!lay->ends) return part >= PL_PART_EMBED && part <= lay->cfg.n_layers;
+    if (part == PL_PART_EMBED) return (lay->ends & PL_ENDS_EMBED) != 0;
+    if (part == lay->cfg.n_layers) return (lay->ends & PL_ENDS_HEAD) != 0;
+    return 0;
 }
 
 void pl_model_layout_free(struct pl_model_layout *lay)
@@ -236,6 +263,13 @@ void pl_model_part_range(const struct pl_model_layout *lay, int part, size_t *of
                "pl_model_part_range: part %d does not exist; the parts are PL_PART_EMBED (%d), "
                "the blocks 0..%d and PL_PART_HEAD(cfg) (%d), in that order along the model", part,
                PL_PART_EMBED, lay->cfg.n_layers - 1, lay->cfg.n_layers);
+    PL_REQUIRE(pl_model_layout_holds(lay, part),
+               "pl_model_part_range: part %d is not in this layout, which holds only the "
+               "model's %s (pl_model_new_ends): ask for a part it holds", part,
+               lay->ends == (PL_ENDS_EMBED | PL_ENDS_HEAD) ? "embedding and head"
+               : lay->ends == PL_ENDS_EMBED                ? "embedding"
+                                                           : "head");
+    const int embed = pl_model_layout_holds(lay, PL_PART_EMBED);
     if (part == PL_PART_EMBED) {
         *offset = 0;
         *numel = lay->embed_numel;
@@ -243,7 +277,8 @@ void pl_model_part_range(const struct pl_model_layout *lay, int part, size_t *of
         *offset = lay->embed_numel + (size_t)part * lay->block_numel;
         *numel = lay->block_numel;
     } else {
-        *offset = lay->embed_numel + (size_t)lay->cfg.n_layers * lay->block_numel;
+        *offset = (embed ? lay->embed_numel : 0) +
+                  (lay->ends ? 0 : (size_t)lay->cfg.n_layers * lay->block_numel);
         *numel = lay->head_numel;
     }
 }
@@ -1039,14 +1074,18 @@ static void bind_views(struct pl_model *m)
     float *bufs[2] = {m->params, m->grads};
     for (int w = 0; w < 2; w++) {
         if (!bufs[w]) continue;
-        pl_model_part_range(&m->layout, PL_PART_EMBED, &off, &n);
-        pl_embed_bind(c, bufs[w] + off, w ? &m->embed_g : &m->embed);
-        for (int l = 0; l < c->n_layers; l++) {
+        if (pl_model_layout_holds(&m->layout, PL_PART_EMBED)) {
+            pl_model_part_range(&m->layout, PL_PART_EMBED, &off, &n);
+            pl_embed_bind(c, bufs[w] + off, w ? &m->embed_g : &m->embed);
+        }
+        for (int l = 0; l < c->n_layers && !m->layout.ends; l++) {
             pl_model_part_range(&m->layout, l, &off, &n);
             pl_block_bind(c, bufs[w] + off, w ? &m->blocks_g[l] : &m->blocks[l]);
         }
-        pl_model_part_range(&m->layout, c->n_layers, &off, &n);
-        pl_head_bind(c, bufs[w] + off, w ? &m->head_g : &m->head);
+        if (pl_model_layout_holds(&m->layout, c->n_layers)) {
+            pl_model_part_range(&m->layout, c->n_layers, &off, &n);
+            pl_head_bind(c, bufs[w] + off, w ? &m->head_g : &m->head);
+        }
     }
 }
 
@@ -1062,16 +1101,16 @@ struct pl_model *pl_model_new(const struct pl_model_config *cfg, unsigned what)
     return pl_model_new_shaped(cfg, what, 1);
 }
 
-struct pl_model *pl_model_new_shaped(const struct pl_model_config *cfg, unsigned what,
-                                     int init_params)
+static struct pl_model *model_new(const struct pl_model_config *cfg, unsigned what,
+                                   int init_params, unsigned ends)
 {
     struct pl_model *m = pl_mem_alloc(sizeof *m, PL_MEM_WORK, PL_HOST, "model");
-    pl_model_layout_init(&m->layout, cfg);
+    layout_fill(&m->layout, cfg, ends);
     m->cfg = *cfg;
     size_t bytes = m->layout.numel * sizeof(float);
-    size_t nb = (size_t)cfg->n_layers * sizeof(struct pl_block_params);
-    m->blocks = pl_mem_alloc(nb, PL_MEM_WORK, PL_HOST, "model block views");
-    m->blocks_g = pl_mem_alloc(nb, PL_MEM_WORK, PL_HOST, "model block grad views");
+    size_t nb = (size_t)(ends ? 0 : cfg->n_layers) * sizeof(struct pl_block_params);
+    m->blocks = nb ? pl_mem_alloc(nb, PL_MEM_WORK, PL_HOST, "model block views") : NULL;
+    m->blocks_g = nb ? pl_mem_alloc(nb, PL_MEM_WORK, PL_HOST, "model block grad views") : NULL;
     if (what & PL_MODEL_PARAMS) {
         m->params = pl_mem_alloc(bytes, PL_MEM_PARAMS, PL_DEVICE, "model params");
         if (init_params) pl_model_init_flat(&m->layout, 0, m->layout.numel, m->params);
@@ -1082,6 +1121,22 @@ struct pl_model *pl_model_new_shaped(const struct pl_model_config *cfg, unsigned
     if (what & PL_MODEL_OPTIM) alloc_optim(m);
     bind_views(m);
     return m;
+}
+
+struct pl_model *pl_model_new_shaped(const struct pl_model_config *cfg, unsigned what,
+                                     int init_params)
+{
+    return model_new(cfg, what, init_params, 0);
+}
+
+struct pl_model *pl_model_new_ends(const struct pl_model_config *cfg, unsigned what,
+                                   unsigned ends)
+{
+    PL_REQUIRE(ends != 0 && (ends & ~(PL_ENDS_EMBED | PL_ENDS_HEAD)) == 0,
+               "pl_model_new_ends: ends = %u names no end; give PL_ENDS_EMBED (%u), "
+               "PL_ENDS_HEAD (%u) or both (%u)", ends, PL_ENDS_EMBED, PL_ENDS_HEAD,
+               PL_ENDS_EMBED | PL_ENDS_HEAD);
+    return model_new(cfg, what, 1, ends);
 }
 
 void pl_model_free(struct pl_model *m)
@@ -1164,6 +1219,8 @@ static void ensure_acts(struct pl_model *m, int B)
 double pl_model_forward(struct pl_model *m, const int *tokens, const int *targets, int B,
                         const struct pl_model_ctx *ctx)
 {
+    PL_REQUIRE(!m->layout.ends, "pl_model_forward on a model of the ends alone "
+               "(pl_model_new_ends holds no block): run its parts with pl_parts_forward");
     PL_REQUIRE(m->params != NULL, "pl_model_forward on a model made without PL_MODEL_PARAMS: "
                "ask pl_model_new for the parameters (or bind your own) before a forward");
     const struct pl_model_config *c = &m->cfg;

@@ -99,14 +99,27 @@ struct pl_model_layout {
     struct pl_model_config cfg;
     int n_tensors;
     struct pl_param_desc *tensors; /* in flat order */
-    size_t numel;                  /* total parameters, Psi */
-    size_t embed_numel, block_numel, head_numel;
+    size_t numel;                  /* total parameters, Psi (of an ends layout: its parts') */
+    size_t embed_numel, block_numel, head_numel; /* one part's floats, held or not */
+    /* 0: the whole model. Else an ends layout (pl_model_layout_init_ends): it lists only the
+     * parts these bits name, packed from offset 0 in flat order, and no block. */
+    unsigned ends;
 };
+#define PL_ENDS_EMBED 1u
+#define PL_ENDS_HEAD 2u
 
 /* Pure arithmetic on the config (checked first); allocates only the table. */
 void pl_model_layout_init(struct pl_model_layout *lay, const struct pl_model_config *cfg);
+/* The layout of the embedding alone, the head alone or both (ends: PL_ENDS_EMBED and/or
+ * PL_ENDS_HEAD), packed: what a pipeline stage that holds a model's ends, and none of its
+ * blocks whole, keeps of them. Each tensor keeps its name, shape, init and decay, so its
+ * values are the whole model's bit for bit; only the offsets differ. */
+void pl_model_layout_init_ends(struct pl_model_layout *lay, const struct pl_model_config *cfg,
+                               unsigned ends);
 void pl_model_layout_free(struct pl_model_layout *lay);
-/* The flat range [*offset, *offset + *numel) of a part. */
+/* 1 when the layout holds the part (every part, for a whole model's layout). */
+int pl_model_layout_holds(const struct pl_model_layout *lay, int part);
+/* The flat range [*offset, *offset + *numel) of a part (a part the layout holds). */
 void pl_model_part_range(const struct pl_model_layout *lay, int part, size_t *offset,
                          size_t *numel);
 /* The tensor of that name, or NULL. */
@@ -446,6 +459,12 @@ struct pl_model {
 
 /* Allocates what `what` asks for and initialises the parameters (when allocated). */
 struct pl_model *pl_model_new(const struct pl_model_config *cfg, unsigned what);
+/* The same, of the ends alone (pl_model_layout_init_ends's layout): its embed / head views
+ * (and _g) bound for the parts held, blocks none, the flat buffers layout.numel floats.
+ * pl_parts_forward and _backward run its parts; the whole model's passes
+ * (pl_model_forward, _backward, _loss) refuse it. */
+struct pl_model *pl_model_new_ends(const struct pl_model_config *cfg, unsigned what,
+                                   unsigned ends);
 void pl_model_free(struct pl_model *m);
 void pl_model_set_hook(struct pl_model *m, pl_model_hook hook, void *arg);
 /* Activation recomputation for the forwards from now on (see "activation recomputation"):

@@ -60,6 +60,11 @@ double pl_parts_forward(struct pl_model *m, int first, int last, int mb,
 {
     const struct pl_model_config *c = &m->cfg;
     pl_parts_check(c, first, last);
+    for (int part = first; part <= last; part++)
+        PL_REQUIRE(pl_model_layout_holds(&m->layout, part),
+                   "pl_parts_forward of parts %d..%d on a model that does not hold part %d "
+                   "(made by pl_model_new_ends, it holds only its ends): run the blocks on "
+                   "the model (or the shards) that holds them", first, last, part);
     PL_REQUIRE(first == PL_PART_EMBED ? tokens != NULL : x_in != NULL,
                "a stage starting at part %d needs %s", first,
                first == PL_PART_EMBED ? "the tokens" : "the previous stage's activation x_in");

@@ -5,7 +5,11 @@
  *
  *   test_pipe_parts             the checks
  *   test_pipe_parts empty       a stage of parts 3..2: usage error (exit 2)
- *   test_pipe_parts w-before-b  W of a microbatch whose B has not run: usage error (exit 2) */
+ *   test_pipe_parts w-before-b  W of a microbatch whose B has not run: usage error (exit 2)
+ *   test_pipe_parts ends-whole  the whole model's forward on a model of the ends: usage error
+ *   test_pipe_parts ends-block  a block run on a model of the ends: usage error (exit 2)
+ * and a model of the ends alone (pl_model_new_ends) holds the whole model's embedding and
+ * head bit for bit, packed, and runs them to the same loss and gradients. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,6 +241,74 @@ static void flops_add_up(void)
     pl_mem_free(tok);
 }
 
+static void copy_host(float *h, const float *dev, size_t n)
+{
+    pl_copy_to_host(h, dev, n);
+}
+
+/* The ends alone: the same values in the packed layout, the same embedding output, loss and
+ * head gradient as the whole model's parts; the blocks not held. */
+static void ends_equal_model(void)
+{
+    struct pl_model_config c = config();
+    const int B = 2, T = c.seq_len;
+    struct pl_model *whole = pl_model_new(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+    struct pl_model *e = pl_model_new_ends(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS,
+                                           PL_ENDS_EMBED | PL_ENDS_HEAD);
+    struct pl_model *h = pl_model_new_ends(&c, PL_MODEL_PARAMS, PL_ENDS_HEAD);
+    const struct pl_model_layout *wl = &whole->layout;
+    CHECK(e->layout.numel == wl->embed_numel + wl->head_numel,
+          "the ends hold %zu floats, the embedding and head %zu", e->layout.numel,
+          wl->embed_numel + wl->head_numel);
+    CHECK(h->layout.numel == wl->head_numel, "the head alone holds %zu floats, not %zu",
+          h->layout.numel, wl->head_numel);
+    CHECK(!pl_model_layout_holds(&e->layout, 0) && pl_model_layout_holds(&e->layout, -1) &&
+              pl_model_layout_holds(&e->layout, c.n_layers) &&
+              !pl_model_layout_holds(&h->layout, -1),
+          "the ends hold parts -1 and L, no block; the head alone not the embedding");
+    const struct pl_model *ms[2] = {e, h};
+    for (int k = 0; k < 2; k++)
+        for (int part = -1; part <= c.n_layers; part += c.n_layers + 1) {
+            if (!pl_model_layout_holds(&ms[k]->layout, part)) continue;
+            size_t wo, wn, eo, en;
+            pl_model_part_range(wl, part, &wo, &wn);
+            pl_model_part_range(&ms[k]->layout, part, &eo, &en);
+            float *a = malloc(sizeof(float) * wn), *b = malloc(sizeof(float) * en);
+            copy_host(a, whole->params + wo, wn);
+            copy_host(b, ms[k]->params + eo, en);
+            CHECK(wn == en && memcmp(a, b, sizeof(float) * wn) == 0,
+                  "part %d of the %s: the whole model's values bit for bit", part,
+                  k ? "head alone" : "ends");
+            free(a);
+            free(b);
+        }
+    int *tok = pl_mem_alloc(sizeof(int) * (size_t)(B * T), PL_MEM_WORK, PL_DEVICE, "tokens");
+    fill_tokens(tok, B * T, c.vocab, 5);
+    struct pl_parts_acts a[2][2];
+    struct pl_model *m2[2] = {whole, e};
+    double loss[2];
+    for (int k = 0; k < 2; k++) {
+        pl_model_zero_grad(m2[k]);
+        pl_parts_forward(m2[k], -1, -1, 0, &a[k][0], NULL, tok, NULL, B, T, NULL);
+        loss[k] = pl_parts_forward(m2[k], c.n_layers, c.n_layers, 0, &a[k][1], NULL, NULL, tok,
+                                   B, T, a[k][0].x);
+        pl_parts_backward(m2[k], &a[k][1], NULL, NULL);
+    }
+    CHECK(loss[0] == loss[1], "the head's loss on the ends %.9g, on the whole model %.9g",
+          loss[1], loss[0]);
+    size_t wo, wn, eo, en;
+    pl_model_part_range(wl, c.n_layers, &wo, &wn);
+    pl_model_part_range(&e->layout, c.n_layers, &eo, &en);
+    CHECK(rel_l2(e->grads + eo, whole->grads + wo, wn) == 0,
+          "the head's gradient on the ends is the whole model's");
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++) pl_parts_acts_free(&a[k][j]);
+    pl_mem_free(tok);
+    pl_model_free(h);
+    pl_model_free(e);
+    pl_model_free(whole);
+}
+
 int main(int argc, char **argv)
 {
     pl_init(&argc, &argv);
@@ -251,12 +323,23 @@ int main(int argc, char **argv)
         pl_parts_forward(mod, 1, 1, 0, &a, NULL, NULL, NULL, 1, c.seq_len, mod->params);
         pl_parts_backward_w(mod, &a);
         pl_mem_free(tok);
+    } else if (argc > 1 && !strncmp(argv[1], "ends-", 5)) {
+        struct pl_model_config c = config();
+        struct pl_model *e = pl_model_new_ends(&c, PL_MODEL_PARAMS | PL_MODEL_GRADS,
+                                               PL_ENDS_EMBED | PL_ENDS_HEAD);
+        struct pl_parts_acts a;
+        int *tok = pl_mem_alloc(sizeof(int) * (size_t)c.seq_len, PL_MEM_WORK, PL_DEVICE, "tok");
+        pl_to_device(tok, (int[8]){0}, sizeof(int) * 8);
+        if (!strcmp(argv[1], "ends-whole")) pl_model_forward(e, tok, tok, 1, NULL);
+        pl_parts_forward(e, -1, 0, 0, &a, NULL, tok, NULL, 1, c.seq_len, NULL);
     } else if (argc > 1) {
-        pl_usage_error("unknown mode '%s' (none, 'empty' or 'w-before-b')", argv[1]);
+        pl_usage_error("unknown mode '%s' (none, 'empty', 'w-before-b', 'ends-whole' or "
+                       "'ends-block')", argv[1]);
     }
     stages_equal_model();
     split_backward();
     flops_add_up();
+    ends_equal_model();
     printf("test_pipe_parts: %d checks, %d failed\n", checks, failures);
     pl_finalize();
     return failures ? 1 : 0;

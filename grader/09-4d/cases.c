@@ -47,8 +47,13 @@ static void compare_rank(struct l9_err *e, const struct pl_model_config *c,
         const struct pl_param_desc *d = &lay->tensors[i];
         int mine = (d->part == -1 && m->has_embed) || (d->part == c->n_layers && m->has_head);
         if (!mine) continue;
+        const long shift = l9_rep_shift(m, d->part);
+        if (shift == L9_NO_PART) {
+            l9_missing_part(e, d->part);
+            continue;
+        }
         float *h = pl_mem_alloc(d->numel * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 rep");
-        pl_to_host(h, rep + d->offset, d->numel * sizeof(float));
+        pl_to_host(h, rep + (long)d->offset + shift, d->numel * sizeof(float));
         l9_compare(e, d->name, h, ref + d->offset, d->numel, floor_rms);
         pl_mem_free(h);
     }
@@ -376,6 +381,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         return 0;
     }
     record_grid(&g, ob->coord, ob->size, ob->members);
+    pl_mem_reset_peak(); /* the peaks count from fourd_model_new: what it holds, even briefly */
     struct fourd_model *m = fourd_model_new(&ts->cfg, opt, &g);
     ob->model_null = m == NULL;
     if (gr_agree(m == NULL || pl_todo_what() != NULL)) {
@@ -393,7 +399,6 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     struct pl_mem_stats ms;
     pl_mem_get_stats(&ms);
     const double activ0 = (double)ms.current[PL_MEM_ACTIV];
-    pl_mem_reset_peak();
     int ok = 1;
     uint64_t h = PL_FNV1A_START;
     struct watch watch = {.dp = g.dp_comm, .b = &b, .L = ts->cfg.n_layers, .step = -1,
@@ -419,7 +424,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     if (mode == L9_RUN_ZERO) memcpy(ob->zero_floats, watch.kinds, sizeof watch.kinds);
     pl_mem_get_stats(&ms);
     if (zero) {
-        /* from fourd_model_new: the peak was reset to what was held once it returned */
+        /* from fourd_model_new: the peak was reset just before it */
         double optim = (double)ms.peak[PL_MEM_OPTIM] - (double)held.current[PL_MEM_OPTIM];
         if (optim > ob->zero_optim) ob->zero_optim = optim;
         ob->zero_digest[clipped] = digest_model(m, PL_FNV1A_START);
@@ -427,6 +432,19 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         ob->activ_peak[rc] = (double)ms.peak[PL_MEM_ACTIV] - activ0;
         ob->digest[rc] = digest_model(m, h);
         ob->stage_blocks = m->b1 - m->b0;
+    }
+    const int mj = mode == L9_RUN_FREE ? L9_MEM_FREE
+                   : mode == L9_RUN_ZERO   ? L9_MEM_ZERO
+                   : mode == L9_RUN_RECOMPUTE
+                       ? (rc == PL_RECOMPUTE_FULL ? L9_MEM_FULL : L9_MEM_SELECTIVE)
+                       : -1;
+    if (ok && mj >= 0) {
+        static const enum pl_mem_cat cat[4] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM,
+                                               PL_MEM_ACTIV};
+        for (int c = 0; c < 4; c++)
+            ob->mem[mj][c] = (double)ms.peak[cat[c]] - (double)held.current[cat[c]];
+        ob->mem[mj][L9_MEM_DEVICE] = (double)ms.device_peak - (double)held.device_current;
+        ob->has_mem[mj] = 1;
     }
     gr_ledger_since(&mark, &delta);
     if (mode == L9_RUN_FREE) {

@@ -3,6 +3,7 @@
 #ifndef LAB09_LAB09_H
 #define LAB09_LAB09_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -148,6 +149,10 @@ struct l9_obs {
      * steps, above where they started, and a digest of the losses and parameters */
     int has_recompute;
     double activ_peak[3];
+    /* what the runs held (the plan test, planmem.c), run j of enum l9_mem_run when has_mem[j]:
+     * each of enum l9_mem_col's peaks above what was held before fourd_model_new */
+    int has_mem[4];
+    double mem[4][5];
     uint64_t digest[3];
     int stage_blocks;             /* blocks on this rank's stage */
     /* what the first run left allocated once fourd_model_free and fourd_grid_free returned:
@@ -238,6 +243,13 @@ void l9_zero_share(size_t n, int dp, int d, size_t *lo, size_t *own);
 /* RMS of a whole reference buffer: the floor a tensor near zero is measured against. */
 double l9_rms(const float *x, size_t n);
 /* got against ref (n floats, host): the worse of it and what e holds, kept in e. */
+/* Where rep keeps a part (PL_PART_EMBED or the head): its offset in rep's layout less the
+ * part's offset in the whole model's, so rep's float of a whole-model offset o is at
+ * o + shift (0 for a rep made whole); L9_NO_PART when rep does not hold the part. */
+#define L9_NO_PART LONG_MIN
+long l9_rep_shift(const struct fourd_model *m, int part);
+/* e marked failed (relative error infinite) for a part rep should hold and does not. */
+void l9_missing_part(struct l9_err *e, int part);
 void l9_compare(struct l9_err *e, const char *name, const float *got, const float *ref,
                 size_t n, double floor_rms);
 /* The gradient in m's DP shares (rank d of dp; TP rank r of t) against the full flat ref. */
@@ -281,15 +293,26 @@ int l9_judge_vocab(const struct l9_state *st, int i, const struct gr_obs *all,
  * results test's hint when a head's tensor is off); nothing when they agree. */
 void l9_vocab_hint(const struct gr_obs *all, struct gr_why *why);
 
-/* planrun.c: plan, run, compare (section 3.4). The lab's model and grid k's configuration
- * (zero, rc) as the kit's planner takes them (plan.h); the table of each 8-rank grid's
- * measured peaks by category beside the planner's (collective, bench mode, rank 0 prints). */
+/* planmem.c: memory held to the plan (section 3.4). The lab's model and grid k's
+ * configuration (zero, rc) as the kit's planner takes them (plan.h); the runs the plan
+ * test measures (the unclipped one, ZeRO-1's, and the two recomputations of case 0) and
+ * the peaks each measures; its verdict on every 8-rank grid. */
 struct pl_plan_model;
 struct pl_plan_config;
 void l9_plan_model(const struct pl_model_config *c, const struct l9_case *k,
                    struct pl_plan_model *pm);
 void l9_plan_config(const struct l9_case *k, int zero, enum pl_recompute rc,
                     struct pl_plan_config *cfg);
+enum l9_mem_run { L9_MEM_FREE, L9_MEM_ZERO, L9_MEM_SELECTIVE, L9_MEM_FULL, L9_MEM_RUNS };
+enum l9_mem_col { L9_MEM_PARAMS, L9_MEM_GRADS, L9_MEM_OPTIM, L9_MEM_ACTIV, L9_MEM_DEVICE };
+/* The bound: what a rank holds (params, grads, optim and activ, each at its peak) within
+ * this share of the planner's total, over it on every rank and under it on stage 0's. */
+#define L9_PLAN_SHARE 0.10
+int l9_judge_plan(const struct l9_state *st, int i, const struct gr_obs *all,
+                  struct gr_why *why);
+
+/* planrun.c: the table of each 8-rank grid's measured peaks by category beside the
+ * planner's (collective, bench mode, rank 0 prints). */
 void l9_plan_figures(struct l9_state *st, const char *tag);
 
 /* bench.c */

@@ -76,7 +76,8 @@ void l9_vocab_unwatch(struct l9_obs *ob, const struct fourd_model *m)
 {
     if (vw.in) pl_mem_watch(NULL, NULL);
     memset(&vw, 0, sizeof vw);
-    if (!ob->has_vocab || !m->rep) return;
+    if (!ob->has_vocab || !m->rep || !pl_model_layout_holds(&m->rep->layout, m->cfg.n_layers))
+        return;
     size_t off, n;
     pl_model_part_range(&m->rep->layout, m->cfg.n_layers, &off, &n);
     float *h = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 head digest");

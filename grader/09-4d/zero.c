@@ -45,6 +45,25 @@ void l9_compare(struct l9_err *e, const char *name, const float *got, const floa
     }
 }
 
+long l9_rep_shift(const struct fourd_model *m, int part)
+{
+    const struct pl_model_layout *rl = &m->rep->layout;
+    if (!pl_model_layout_holds(rl, part)) return L9_NO_PART;
+    size_t off, n;
+    pl_model_part_range(rl, part, &off, &n);
+    size_t whole = part == PL_PART_EMBED
+                       ? 0
+                       : rl->embed_numel + (size_t)rl->cfg.n_layers * rl->block_numel;
+    return (long)off - (long)whole;
+}
+
+void l9_missing_part(struct l9_err *e, int part)
+{
+    e->rel = INFINITY;
+    snprintf(e->name, sizeof e->name, "rep holds no %s", part == PL_PART_EMBED ? "embedding"
+                                                                             : "head");
+}
+
 /* [a, a + n) cut to [lo, lo + own): the floats from *at, or 0. */
 static size_t cut(size_t a, size_t n, size_t lo, size_t own, size_t *at)
 {
@@ -84,13 +103,18 @@ void l9_compare_shares(struct l9_err *e, const struct pl_model_config *c,
         if (part == -1 ? !m->has_embed : !m->has_head) continue;
         size_t off, cnt;
         pl_model_part_range(lay, part, &off, &cnt);
+        const long shift = l9_rep_shift(m, part);
+        if (shift == L9_NO_PART) {
+            l9_missing_part(e, part);
+            continue;
+        }
         l9_zero_share(cnt, dp, d, &lo, &own);
         for (int i = 0; i < lay->n_tensors; i++) {
             const struct pl_param_desc *pd = &lay->tensors[i];
             if (pd->part != part || !(n = cut(pd->offset, pd->numel, off + lo, own, &at)))
                 continue;
             float *h = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 share rep");
-            pl_to_host(h, m->rep->grads + at, n * sizeof(float));
+            pl_to_host(h, m->rep->grads + (long)at + shift, n * sizeof(float));
             l9_compare(e, pd->name, h, ref + at, n, floor_rms);
             pl_mem_free(h);
         }
@@ -251,6 +275,8 @@ void l9_observe_shares(struct l9_share_err out[3], const struct pl_model_config 
         if (part == -1 ? !m->has_embed : !m->has_head) continue;
         size_t off, cnt;
         pl_model_part_range(lay, part, &off, &cnt);
+        const long shift = l9_rep_shift(m, part);
+        if (shift == L9_NO_PART) continue;
         npc = 0;
         for (int j = 0; j < lay->n_tensors && npc < 4 * PL_TP_BLOCK_TENSORS; j++)
             if (lay->tensors[j].part == part)
@@ -259,8 +285,8 @@ void l9_observe_shares(struct l9_share_err out[3], const struct pl_model_config 
         float *h[2];
         for (int q = 0; q < 2; q++)
             h[q] = pl_mem_alloc(cnt * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 share rep");
-        pl_to_host(h[0], m->rep->grads + off, cnt * sizeof(float));
-        pl_to_host(h[1], m->rep->params + off, cnt * sizeof(float));
+        pl_to_host(h[0], m->rep->grads + (long)off + shift, cnt * sizeof(float));
+        pl_to_host(h[1], m->rep->params + (long)off + shift, cnt * sizeof(float));
         share_obs(&out[part == -1 ? 1 : 2], h[0], ref->grads + off, h[1], ref->init + off, pc,
                   npc, cnt, dp, d, grad_rms, opt);
         for (int q = 0; q < 2; q++) pl_mem_free(h[q]);

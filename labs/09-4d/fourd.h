@@ -10,7 +10,8 @@
  *     the shard layout      lib/tp_shard.h, lib/sp_shard.h
  *     a stage's other parts lib/pipe_parts.h (the embedding, part -1, run whole on every
  *                                          rank of a TP group; the head, part L, is yours,
- *                                          vocabulary-parallel: section 2.1)
+ *                                          vocabulary-parallel: section 2.1), held in a
+ *                                          model of the ends (lib/model.h, pl_model_new_ends)
  *     the loss's pieces     lib/tp_shard.h (pl_tp_row_max, pl_tp_max_of_blocks,
  *                                          pl_tp_row_sumexp, pl_tp_pick_target,
  *                                          pl_tp_xent_mean, pl_tp_xent_backward) and lib/ops.h
@@ -101,6 +102,12 @@
  *             each pipeline idles 1F1B's (p-1)/(m+p-1) of the step (section 2); and
  *             each stage's DP sum starts before any collective over its pipeline (a loss
  *             sum over pp_comm, a barrier) once its last backward is done (section 3).
+ *   plan      every 8-rank run above (unclipped, ZeRO-1, recomputation): what each rank
+ *             holds, its memory ledger's peaks of params, grads, optim and activ summed
+ *             (from fourd_model_new to the last step), within 10% of what Lab 8's planner
+ *             (lib/plan.h, pl_plan_memory) gives a rank of that configuration: over it on no
+ *             rank, under it on no rank of stage 0, the one the planner describes
+ *             (section 3.4).
  *   memory    every byte through pl_mem_alloc or pl_comm_buf_alloc: the code may not call
  *             malloc and the rest of the C allocator family, mmap, sbrk or brk.
  *   symbols   lib's collectives and point-to-point only (MPI_* and nccl* are refused); the
@@ -113,8 +120,9 @@
  *   - rank r of a TP group of t holds, of each of its blocks, tp_shard.h's shard r, in
  *     m->params as the blocks one after the other (pl_tp_block_numel floats each); its
  *     sequence-parallel activations are sp_shard.h's tokens [r T/t, (r+1) T/t);
- *   - the embedding and the head are held whole (rep, a full pl_model whose other parts
- *     are unused) by every TP rank of the stage that has them, and stay equal there; TP
+ *   - the embedding and the head are held whole (rep, made by pl_model_new_ends: a
+ *     pl_model of the stage's ends alone, no block) by every TP rank of the stage that has
+ *     them, and stay equal there; TP
  *     rank r computes the head's logits of vocabulary rows [r V/t, (r+1) V/t) alone (every
  *     graded model's V is a multiple of t: (3,2,1)'s grown vocabulary too);
  *   - DP replica d trains on sequences [d B/dp, (d+1) B/dp) of the step's batch, cut into
@@ -186,8 +194,9 @@ struct fourd_model {
      * allocates them at the first step: under zero, for its shares alone) */
     float *adam_m, *adam_v;
     /* The embedding and the head, whole, when this stage has either (else NULL): a
-     * pl_model whose params and grads of those parts are the ones trained (and its moments
-     * too, if you made it with PL_MODEL_OPTIM: not under zero). */
+     * pl_model of those ends alone (pl_model_new_ends: its layout packs the parts it holds,
+     * pl_model_part_range gives their ranges), whose params and grads are the ones trained
+     * (and its moments too, if you made it with PL_MODEL_OPTIM: not under zero). */
     struct pl_model *rep;
     /* What each block keeps between its forward and backward (recompute.h, sp_block.h's
      * pl_sp_block_saved): set by the caller between fourd_model_new and the first step;

@@ -99,7 +99,9 @@ struct fourd_model *fourd_model_new(const struct pl_model_config *cfg,
     pv->seg[pv->nseg++] = (struct seg){.p = m->params, .g = m->grads, .n = n, .flat = -1};
     /* the moments are ours (the first step sizes them), so rep is made without any */
     if (m->has_embed || m->has_head)
-        m->rep = pl_model_new(cfg, PL_MODEL_PARAMS | PL_MODEL_GRADS);
+        m->rep = pl_model_new_ends(cfg, PL_MODEL_PARAMS | PL_MODEL_GRADS,
+                                   (m->has_embed ? PL_ENDS_EMBED : 0) |
+                                       (m->has_head ? PL_ENDS_HEAD : 0));
     for (int part = -1; m->rep && part <= cfg->n_layers; part += cfg->n_layers + 1) {
         if (part == -1 ? !m->has_embed : !m->has_head) continue;
         size_t off, cnt;

@@ -1,6 +1,6 @@
 /* tests/judge/09-4d.c: Lab 9's judges (grader/09-4d/judge.c) run alone, without mpirun, on
  * hand-built observations of 8 ranks: a right run built from lib/grid.h's layout and the
- * formulas the judges hold the code to (each part passes, ZeRO-1's too), then each part's
+ * formulas the judges hold the code to (each part passes, ZeRO-1's and the plan's too), then each part's
  * reasons, made by changing one rank's observation as a wrong submission would (the
  * vocabulary-parallel head's among them).
  *
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "grid.h"
+#include "plan.h"
 #include "lab09.h"
 #include "sp_block.h"
 #include "tp_shard.h"
@@ -215,7 +216,7 @@ static void good(void)
 static void all_pass(const char *what)
 {
     static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute", "bubble",
-                                  "overlap", "zero", "vocab"};
+                                  "overlap", "zero", "vocab", "plan"};
     for (int p = 0; p < (int)(sizeof parts / sizeof *parts); p++) {
         struct gr_why w;
         int ok = judge(parts[p], &w);
@@ -505,6 +506,42 @@ static void vocab(void)
     all_pass("vocab on t = 1");
 }
 
+/* Every rank holding the planner's figures for (2,2,2) unclipped; rank r's holding less
+ * than stage 0's is right on a later stage and wrong on stage 0. */
+static void plan(void)
+{
+    state_of((struct l9_case){2, 2, 2, 0});
+    struct pl_plan_model pm;
+    struct pl_plan_config cfg;
+    struct pl_plan_memory p;
+    l9_plan_model(&st.train[0].cfg, &st.cases[0], &pm);
+    l9_plan_config(&st.cases[0], 0, PL_RECOMPUTE_NONE, &cfg);
+    pl_plan_memory(&pm, NULL, &cfg, &p);
+    const double want[4] = {p.params, p.grads, p.optim, p.activ};
+    good();
+    for (int r = 0; r < NR; r++) {
+        ob[r].has_mem[L9_MEM_FREE] = 1;
+        for (int c = 0; c < 4; c++) ob[r].mem[L9_MEM_FREE][c] = want[c];
+    }
+    struct gr_why w;
+    CHECK(judge("plan", &w), "the plan's own figures fail the plan test: %s", first(&w));
+    ob[2].mem[L9_MEM_FREE][L9_MEM_ACTIV] = 0; /* stage 1: fewer microbatches in flight */
+    CHECK(judge("plan", &w), "a later stage holding less fails the plan test: %s", first(&w));
+    ob[2].mem[L9_MEM_FREE][L9_MEM_ACTIV] = p.activ;
+    ob[2].mem[L9_MEM_FREE][L9_MEM_PARAMS] += 0.2 * p.total;
+    expect("plan", "grid (2,2,2), rank 2 (stage 1): it holds", "a rank over the plan");
+    expect("plan", "the most over is params", "the category named");
+    ob[2].mem[L9_MEM_FREE][L9_MEM_PARAMS] = p.params;
+    ob[0].mem[L9_MEM_FREE][L9_MEM_ACTIV] = 0;
+    expect("plan", "less than 10% under, on the stage the plan describes", "stage 0 under");
+    ob[0].mem[L9_MEM_FREE][L9_MEM_ACTIV] = p.activ;
+    ob[5].has_mem[L9_MEM_ZERO] = ob[0].has_mem[L9_MEM_ZERO] = 1;
+    for (int r = 0; r < NR; r++)
+        for (int c = 0; c < 4; c++) ob[r].mem[L9_MEM_ZERO][c] = want[c];
+    expect("plan", "grid (2,2,2) with ZeRO-1, rank 0 (stage 0)", "ZeRO-1 with whole moments");
+    expect("plan", "the most over is optim", "the moments named");
+}
+
 static void hand_built(void)
 {
     correct_and_clip();
@@ -514,6 +551,7 @@ static void hand_built(void)
     recompute();
     zero();
     vocab();
+    plan();
 }
 
 static void recorded(const char *path, const char *parts)

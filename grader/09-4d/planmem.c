@@ -1,0 +1,125 @@
+/* planmem.c: memory held to the plan (handout section 3.4). Every 8-rank run the cases
+ * measure -- each grid unclipped, again with ZeRO-1 where dp > 1, and (2,2,2) with selective
+ * and full recomputation -- against what the kit's planner (lib/plan.h's pl_plan_memory)
+ * says a rank of that configuration holds: the lab's model as a struct pl_plan_model, the
+ * grid's degrees, m microbatches of micro sequences, ZeRO and recomputation as run, and
+ * Lab 8's switches for how this lab trains (fp32, no dropout, the vocabulary's matrices
+ * whole on every TP rank).
+ *
+ * What a rank holds is the sum of four peaks of its memory ledger, params, grads, optim and
+ * activ, each above what it held before fourd_model_new: the state and activations the
+ * planner counts. The scratch and communication buffers, which the planner does not model,
+ * are left out (the handout's table shows them). The sum is within L9_PLAN_SHARE of the
+ * planner's total: at most over it on every rank (no rank holds what the plan does not
+ * give it), at least under it on stage 0's ranks (the rank the planner describes holds what
+ * the configuration asks; a run that frees its activations before their backward, or
+ * recomputes what it was told to keep, holds less).
+ *
+ * Threat model: a rep that holds the blocks it never uses (a whole pl_model: its
+ * parameters and gradients of every block, some 2.5 x the stage's state here), moments
+ * for the whole model under ZeRO-1, more microbatches' activations than 1F1B keeps in
+ * flight (all m of them, as GPipe's order), a second copy of the shards or of the
+ * gradients, anything held from fourd_model_new to the last step that the plan has no
+ * line for. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lab09.h"
+#include "plan.h"
+
+/* The lab's model as the planner describes a model: its shape, its batch in tokens. */
+void l9_plan_model(const struct pl_model_config *c, const struct l9_case *k,
+                   struct pl_plan_model *pm)
+{
+    memset(pm, 0, sizeof *pm);
+    pm->name = "lab09";
+    pm->layers = c->n_layers, pm->d_model = c->d_model, pm->heads = c->n_heads;
+    pm->kv_heads = c->n_heads, pm->d_ff = c->d_ff, pm->vocab = c->vocab, pm->seq = c->seq_len;
+    pm->batch_tokens = (double)k->dp * L9_MICRO * L9_MB_SEQS * c->seq_len;
+}
+
+/* The configuration the lab runs for grid k, as the planner takes one. */
+void l9_plan_config(const struct l9_case *k, int zero, enum pl_recompute rc,
+                    struct pl_plan_config *cfg)
+{
+    pl_plan_config_default(cfg);
+    cfg->deg[PL_AX_TP] = k->tp, cfg->deg[PL_AX_PP] = k->pp, cfg->deg[PL_AX_DP] = k->dp;
+    cfg->micro = L9_MB_SEQS, cfg->m = L9_MICRO, cfg->zero = zero, cfg->recompute = rc;
+    /* Lab 9 trains in fp32 without dropout, its embedding and head whole on every TP rank */
+    cfg->fp32 = 1, cfg->no_dropout = 1, cfg->vocab_whole = 1;
+    snprintf(cfg->order, sizeof cfg->order, "tp-pp-dp");
+}
+
+static const char *RUN_NAME[L9_MEM_RUNS] = {"", " with ZeRO-1", " with recompute selective",
+                                            " with recompute full"};
+
+/* The category the rank holds most over the plan of, and what that usually means. */
+static void say_excess(const double got[5], const struct pl_plan_memory *p, int zero,
+                       struct gr_why *why)
+{
+    const double plan[4] = {p->params, p->grads, p->optim, p->activ};
+    static const char *name[4] = {"params", "grads", "optim", "activ"};
+    static const char *hint[4] = {
+        "does rep hold only the ends its stage has (pl_model_new_ends), not a whole model "
+        "whose blocks this rank never uses, and is there one copy of the shards?",
+        "one gradient buffer for what the rank holds: are rep's gradients those of its "
+        "ends alone, and no second buffer of the whole gradient kept across the step?",
+        "AdamW's moments of what this rank updates alone: under ZeRO-1 of its shares, and "
+        "never a whole pl_model's (rep made without PL_MODEL_OPTIM)",
+        "1F1B keeps min(p - s, m) microbatches' activations on stage s: is each "
+        "microbatch's freed right after its backward, and does the warm-up run p - s - 1 "
+        "forwards, not all m?"};
+    int worst = 0;
+    for (int c = 1; c < 4; c++)
+        if (got[c] - plan[c] > got[worst] - plan[worst]) worst = c;
+    gr_why_say(why, "the most over is %s: %.1f kB against the plan's %.1f kB; %s", name[worst],
+               got[worst] / 1e3, plan[worst] / 1e3, worst == 2 && !zero ? hint[2] : hint[worst]);
+}
+
+int l9_judge_plan(const struct l9_state *st, int i, const struct gr_obs *all,
+                  struct gr_why *why)
+{
+    if (st->np != 8) return 1;
+    const struct l9_case *k = &st->cases[i];
+    for (int j = 0; j < L9_MEM_RUNS; j++) {
+        if (!((const struct l9_obs *)gr_obs_rank(all, 0))->has_mem[j]) continue;
+        const enum pl_recompute rc = j == L9_MEM_SELECTIVE ? PL_RECOMPUTE_SELECTIVE
+                                     : j == L9_MEM_FULL    ? PL_RECOMPUTE_FULL
+                                                           : PL_RECOMPUTE_NONE;
+        struct pl_plan_model pm;
+        struct pl_plan_config cfg;
+        struct pl_plan_memory p;
+        l9_plan_model(&st->train[i].cfg, k, &pm);
+        l9_plan_config(k, j == L9_MEM_ZERO, rc, &cfg);
+        pl_plan_memory(&pm, NULL, &cfg, &p);
+        const double hi = (1 + L9_PLAN_SHARE) * p.total, lo = (1 - L9_PLAN_SHARE) * p.total;
+        for (int r = 0; r < all->nranks; r++) {
+            const struct l9_obs *o = gr_obs_rank(all, r);
+            const double *got = o->mem[j];
+            const double held = got[L9_MEM_PARAMS] + got[L9_MEM_GRADS] + got[L9_MEM_OPTIM] +
+                                got[L9_MEM_ACTIV];
+            const int stage = o->coord[2];
+            if (held <= hi && (stage != 0 || held >= lo)) continue;
+            gr_why_say(why, "grid (%d,%d,%d)%s, rank %d (stage %d): it holds %.1f kB at its "
+                       "peaks (params %.1f, grads %.1f, optim %.1f, activ %.1f kB, above "
+                       "what it held before fourd_model_new), where the planner gives a "
+                       "rank of stage 0 %.1f kB (params %.1f, grads %.1f, optim %.1f, activ "
+                       "%.1f): %s %.0f%% %s", k->dp, k->tp, k->pp, RUN_NAME[j], r, stage,
+                       held / 1e3, got[0] / 1e3, got[1] / 1e3, got[2] / 1e3, got[3] / 1e3,
+                       p.total / 1e3, p.params / 1e3, p.grads / 1e3, p.optim / 1e3,
+                       p.activ / 1e3, held > hi ? "more than" : "less than",
+                       100 * L9_PLAN_SHARE, held > hi ? "over" : "under, on the stage the plan describes");
+            if (held > hi)
+                say_excess(got, &p, j == L9_MEM_ZERO, why);
+            else
+                gr_why_say(why, "a rank that holds less than the plan keeps less than the "
+                           "configuration asks: are the activations of every microbatch in "
+                           "flight kept until its backward (recomputing only what "
+                           "m->recompute says), and the state allocated as the plan counts "
+                           "it?");
+            return 0;
+        }
+    }
+    return 1;
+}
