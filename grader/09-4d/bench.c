@@ -221,11 +221,12 @@ static void print_zero(const struct l9_state *st, const struct l9_obs *first)
            ceil((double)e / u.dp), ceil((double)h / u.dp), (double)t.opt.weight_decay);
 }
 
-/* The options' order: driver.c's L9_OPTIONS (--svg FILE, --timeline-svg FILE). */
+/* The options' order: driver.c's L9_OPTIONS (--svg FILE, --timeline-svg FILE, --plan-svg
+ * FILE). */
 void l9_bench(const struct gr_args *a)
 {
     const char *who = a->label ? a->label : "your code";
-    const char *svg = a->opt[0].s, *timeline = a->opt[1].s;
+    const char *svg = a->opt[0].s, *timeline = a->opt[1].s, *plan_svg = a->opt[2].s;
     if (pl_size() != 6 && pl_size() != 8)
         pl_usage_error_all("Lab 9 bench runs on 6 or 8 ranks (got %d)", pl_size());
     if (svg && pl_size() != 8)
@@ -234,6 +235,9 @@ void l9_bench(const struct gr_args *a)
     if (timeline && pl_size() != 8)
         pl_usage_error_all("--timeline-svg %s: the timeline is of the (2,2,2) grid, on 8 "
                            "ranks (got %d)", timeline, pl_size());
+    if (plan_svg && pl_size() != 8)
+        pl_usage_error_all("--plan-svg %s: the plan's picture is of the 8-rank grids (got %d "
+                           "ranks)", plan_svg, pl_size());
     struct l9_state *st = l9_setup(a->seed, pl_size(), 0);
     const struct pl_model_config *c = &st->train[0].cfg;
     if (pl_rank() == 0)
@@ -251,7 +255,7 @@ void l9_bench(const struct gr_args *a)
             if (pl_rank() == 0)
                 printf("%s: Lab 9 is still a stub: %s (see %s section %s): no rows%s\n", who,
                        pl_todo_what(), gr_handout(), pl_todo_section(),
-                       svg || timeline ? ", no picture" : "");
+                       svg || timeline || plan_svg ? ", no picture" : "");
             l9_finish(st);
             return;
         }
@@ -277,7 +281,7 @@ void l9_bench(const struct gr_args *a)
     if (pl_size() == 8 && first.zero_runs == 2)
         l9_cool_down_figures(st, a->figures ? "handout" : who);
     if (pl_size() == 8 && pl_rank() == 0) l9_vocab_figures(st);
-    if (pl_size() == 8) l9_plan_figures(st, a->figures ? "handout" : who);
+    if (pl_size() == 8) l9_plan_figures(st, a->figures ? "handout" : who, plan_svg, who);
     if (timeline) l9_timeline(st, timeline, who);
     l9_finish(st);
 }

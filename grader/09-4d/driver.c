@@ -9,7 +9,7 @@
  *
  *   driver --op train|train-hidden --mode check
  *          [--parts correct,clip,grid,traffic,bubble,recompute] [--seed S]
- *   driver --mode bench [--svg FILE] [--timeline-svg FILE] */
+ *   driver --mode bench [--svg FILE] [--timeline-svg FILE] [--plan-svg FILE] */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +23,9 @@ static const struct pl_flag L9_OPTIONS[] = {
     {"--timeline-svg", PL_FLAG_STR, NULL, "FILE",
      "bench, 8 ranks: the other picture of make plots LAB=09: one step of the (2,2,2) grid "
      "on the modelled timeline, its collectives coloured by axis", 0},
+    {"--plan-svg", PL_FLAG_STR, NULL, "FILE",
+     "bench, 8 ranks: the third picture of make plots LAB=09: each run's memory by category "
+     "on stage 0 beside Lab 8's planner's figure (section 3.4)", 0},
 };
 
 static void *setup(const struct gr_args *a)

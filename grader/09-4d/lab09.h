@@ -312,8 +312,17 @@ int l9_judge_plan(const struct l9_state *st, int i, const struct gr_obs *all,
                   struct gr_why *why);
 
 /* planrun.c: the table of each 8-rank grid's measured peaks by category beside the
- * planner's (collective, bench mode, rank 0 prints). */
-void l9_plan_figures(struct l9_state *st, const char *tag);
+ * planner's (collective, bench mode, rank 0 prints); svg (or NULL): its picture
+ * (planplot.c), drawn by rank 0. */
+void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, const char *who);
+/* One run of the table: its name, the plan's params, grads, optim and activ, stage 0's
+ * largest peak of each, and its device peak (bytes). */
+struct l9_plan_row {
+    char name[40];
+    double plan[4], run[4], device;
+};
+/* planplot.c: the rows as stacked bars, plan beside run, to svg (who: whose code). */
+void l9_plan_draw(const char *svg, const struct l9_plan_row *rows, int n, const char *who);
 
 /* bench.c */
 void l9_bench(const struct gr_args *a);

@@ -85,7 +85,7 @@ static double off(double run, double plan)
  * figure, what the plan test holds to the plan (the four categories' peaks summed, on the
  * rank of any stage holding most over the plan and on stage 0's holding least), and the
  * scratch, buffers and device peak that the planner does not model. */
-void l9_plan_figures(struct l9_state *st, const char *tag)
+void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, const char *who)
 {
     if (st->np != 8) return;
     struct run runs[2 * L9_MAX_CASES + 2];
@@ -94,6 +94,7 @@ void l9_plan_figures(struct l9_state *st, const char *tag)
     double worst_state = 0, worst_activ = 0, most = -1e9, least = 1e9, worst_dev = 0;
     double first_dev = 0, first_plan = 0, first_work = 0;
     char at[L9_MAX_CASES * 2 + 2][40];
+    struct l9_plan_row rows[2 * L9_MAX_CASES + 2];
     const char *activ_at = "", *most_at = "", *least_at = "", *dev_at = "";
     for (int j = 0; j < n; j++) {
         const struct run *r = &runs[j];
@@ -152,6 +153,13 @@ void l9_plan_figures(struct l9_state *st, const char *tag)
         for (int c = 0; c < 3; c++) worst_state = fmax(worst_state, fabs(state[c]));
         const double a = off(got[PL_MEM_ACTIV], p.activ);
         if (fabs(a) > fabs(worst_activ)) worst_activ = a, activ_at = at[j];
+        struct l9_plan_row *row = &rows[j];
+        snprintf(row->name, sizeof row->name, "(%d,%d,%d)%s%s", k->dp, k->tp, k->pp,
+                 r->zero ? " zero" : "", r->rc ? (r->rc == PL_RECOMPUTE_FULL ? " full" : " sel.") : "");
+        const double plan[4] = {p.params, p.grads, p.optim, p.activ};
+        static const int cat[4] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM, PL_MEM_ACTIV};
+        for (int c = 0; c < 4; c++) row->plan[c] = plan[c], row->run[c] = got[cat[c]];
+        row->device = got[M_DEVICE];
         if (j == 0)
             first_dev = got[M_DEVICE], first_plan = p.total, first_work = got[PL_MEM_WORK];
     }
@@ -171,4 +179,5 @@ void l9_plan_figures(struct l9_state *st, const char *tag)
            "plan fits when its total is at most %.0f%% of the device), which covers %+.1f%%\n",
            100 * (1 - PL_RULE_MEM_SHARE), 100 * PL_RULE_MEM_SHARE,
            100 * (1 / PL_RULE_MEM_SHARE - 1));
+    if (svg) l9_plan_draw(svg, rows, n, who);
 }
