@@ -1,7 +1,7 @@
 /* copy.h: code copied from a lab's oracle, judged from the sources before anything runs.
- * A lab whose oracle is kit source the student can read (Lab 8's planner, lib/plan*.c)
- * refuses a call to it by its symbol rule (symbols.h); this rule refuses the same code
- * pasted in under other names. Both texts are cut into C tokens with every identifier,
+ * A lab whose oracle is kit source the student can read (Lab 7's router, lib/model_moe.c;
+ * Lab 8's planner, lib/plan*.c) refuses a call to it by its symbol rule (symbols.h); this
+ * rule refuses the same code pasted in under other names. Both texts are cut into C tokens with every identifier,
  * number and literal made one token each (so renaming and reformatting change nothing),
  * every run of GR_COPY_K tokens is hashed, and a winnowed sample of those hashes (the
  * smallest of every GR_COPY_W in a row) is the text's fingerprint. A run the oracle's files
