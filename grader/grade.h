@@ -59,10 +59,10 @@ struct gr_lab {
      * GRADER_ORACLE_ list in its lab.mk (the same list generates any run-time wraps).
      * Code under test that calls one is refused before anything runs. NULL: none. */
     const char *oracle_symbols;
-    /* The oracle's source files, where the student can read them (Lab 8's planner):
-     * GR_LAB_ORACLE_SRC, absolute paths from the lab's GRADER_ORACLE_SRC_ list. Code under
-     * test that is mostly a copy of them is refused as a call is (grader/rules/copy.h).
-     * NULL: none. */
+    /* The oracle's source files, where the student can read them (Lab 7's router, Lab 8's
+     * planner): GR_LAB_ORACLE_SRC, absolute paths from the lab's GRADER_ORACLE_SRC_ list.
+     * Code under test that is mostly a copy of them is refused as a call is
+     * (grader/rules/copy.h). NULL: none. */
     const char *oracle_sources;
     /* The rank counts the lab runs on, written once: the predicate, the counts in words
      * ("1, 2, 3, 4, 6 or 12 ranks") and why others cannot run, said after "N ranks" ("do not

@@ -131,5 +131,6 @@ static const struct gr_lab lab07 = {
                    "the ledger the all-to-all volume is judged by) and takes its memory from "
                    "pl_mem_alloc",
     .oracle_symbols = GR_LAB_ORACLE, /* lab.mk's GRADER_ORACLE_07-moe: the router */
+    .oracle_sources = GR_LAB_ORACLE_SRC, /* its GRADER_ORACLE_SRC_: the router's source */
 };
 GR_REGISTER_LAB(lab07)

@@ -21,16 +21,21 @@ struct toks {
     size_t n, cap;
 };
 
+static void *grow(void *p, size_t bytes)
+{
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) {
+        fprintf(stderr, "grade: out of memory fingerprinting a source\n");
+        exit(2);
+    }
+    return q;
+}
+
 static void push(struct toks *v, uint64_t code, const char *text, int len)
 {
     if (v->n == v->cap) {
         v->cap = v->cap ? 2 * v->cap : 1024;
-        struct tok *t = realloc(v->t, v->cap * sizeof *t);
-        if (!t) {
-            fprintf(stderr, "grade: out of memory fingerprinting a source\n");
-            exit(2);
-        }
-        v->t = t;
+        v->t = grow(v->t, v->cap * sizeof *v->t);
     }
     v->t[v->n++] = (struct tok){code, text, len};
 }
@@ -121,33 +126,87 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The winnowed fingerprint of tokens [from, to): sorted, without repeats, into *fp; returns
- * its size (0 when there is no run of K tokens). */
-static size_t fingerprint(const struct toks *v, size_t from, size_t to, uint64_t **fp)
+/* The hash of every run of K tokens in [from, to), in order, into *h; returns how many (0
+ * when there is no run of K tokens). */
+static size_t run_hashes(const struct toks *v, size_t from, size_t to, uint64_t **h)
 {
-    *fp = NULL;
+    *h = NULL;
     if (to < from + GR_COPY_K) return 0;
-    size_t runs = to - from - GR_COPY_K + 1, n = 0;
-    uint64_t *h = malloc(runs * sizeof *h), *out = malloc(runs * sizeof *out);
-    if (!h || !out) {
-        fprintf(stderr, "grade: out of memory fingerprinting a source\n");
-        exit(2);
-    }
+    size_t runs = to - from - GR_COPY_K + 1;
+    *h = grow(NULL, runs * sizeof **h);
     for (size_t i = 0; i < runs; i++) {
         uint64_t x = PL_FNV1A_START;
         for (size_t k = 0; k < GR_COPY_K; k++)
             x = pl_fnv1a(x, &v->t[from + i + k].code, sizeof v->t[0].code);
-        h[i] = x;
+        (*h)[i] = x;
     }
+    return runs;
+}
+
+/* The runs an oracle holds at two places or more, sorted: a list of frees, a column of
+ * allocations, the same loop header written twice. They are the language's patterns, not
+ * the oracle's work (every submission writes its own list of frees), so no fingerprint
+ * holds them. */
+struct boiler {
+    uint64_t *h;
+    size_t n;
+};
+
+static void add_runs(struct boiler *all, const struct toks *v)
+{
+    uint64_t *h;
+    size_t n = run_hashes(v, 0, v->n, &h);
+    all->h = grow(all->h, (all->n + n) * sizeof *all->h);
+    if (n) memcpy(all->h + all->n, h, n * sizeof *h);
+    all->n += n;
+    free(h);
+}
+
+/* all (every run of the oracle's files, add_runs) becomes the runs it holds more than once. */
+static void keep_repeated(struct boiler *all)
+{
+    size_t u = 0;
+    if (all->n) qsort(all->h, all->n, sizeof *all->h, cmp_u64);
+    for (size_t i = 0; i + 1 < all->n; i++)
+        if (all->h[i] == all->h[i + 1] && (!u || all->h[u - 1] != all->h[i]))
+            all->h[u++] = all->h[i];
+    all->n = u;
+}
+
+static int is_boiler(const struct boiler *b, uint64_t x)
+{
+    return b && b->n && bsearch(&x, b->h, b->n, sizeof x, cmp_u64);
+}
+
+/* The winnowed fingerprint of tokens [from, to): sorted, without repeats, into *fp; returns
+ * its size (0 when there is no run of K tokens, or only the boilerplate's). A boilerplate
+ * run is never a window's pick, so a window that holds other runs is still sampled. *own,
+ * when asked for, is the number of runs that are not boilerplate. */
+static size_t fingerprint(const struct toks *v, size_t from, size_t to, const struct boiler *b,
+                          uint64_t **fp, size_t *own)
+{
+    uint64_t *h;
+    size_t runs = run_hashes(v, from, to, &h), n = 0;
+    *fp = NULL;
+    if (own) *own = 0;
+    if (!runs) return 0;
+    const uint64_t masked = UINT64_MAX;
+    for (size_t i = 0; i < runs; i++) {
+        if (is_boiler(b, h[i]))
+            h[i] = masked;
+        else if (own)
+            ++*own;
+    }
+    uint64_t *out = grow(NULL, runs * sizeof *out);
     size_t windows = runs >= GR_COPY_W ? runs - GR_COPY_W + 1 : 1;
     for (size_t i = 0; i < windows; i++) {
         uint64_t m = h[i];
         for (size_t k = 1; k < GR_COPY_W && i + k < runs; k++)
             if (h[i + k] < m) m = h[i + k];
-        out[n++] = m;
+        if (m != masked) out[n++] = m;
     }
     free(h);
-    qsort(out, n, sizeof *out, cmp_u64);
+    if (n) qsort(out, n, sizeof *out, cmp_u64);
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
         if (!u || out[u - 1] != out[i]) out[u++] = out[i];
@@ -168,11 +227,16 @@ double gr_copy_share(const char *text, const char *oracle)
     struct toks a = {0}, b = {0};
     tokenize(text, &a);
     tokenize(oracle, &b);
+    struct boiler boiler = {0};
+    add_runs(&boiler, &b);
+    keep_repeated(&boiler);
     uint64_t *fa, *fb;
-    size_t na = fingerprint(&a, 0, a.n, &fa), nb = fingerprint(&b, 0, b.n, &fb);
+    size_t na = fingerprint(&a, 0, a.n, &boiler, &fa, NULL);
+    size_t nb = fingerprint(&b, 0, b.n, &boiler, &fb, NULL);
     double share = na ? (double)common(fa, na, fb, nb) / (double)na : 0.0;
     free(fa);
     free(fb);
+    free(boiler.h);
     free(a.t);
     free(b.t);
     return share;
@@ -265,88 +329,155 @@ static const char *shown(const char *path)
     return lib ? lib + 1 : path;
 }
 
-/* Judges one source; 1 with why when it breaks the rule. */
-static int judge_source(const char *path, const struct oracle *o, int no, const char *rule,
-                        char *why, size_t len)
+/* The oracle's files, read and fingerprinted, and what they hold more than once. */
+struct oracles {
+    struct oracle o[16];
+    int n;
+    struct boiler boiler;
+};
+
+static void oracles_free(struct oracles *os)
 {
-    char *text = read_moved(path);
-    if (!text) {
-        snprintf(why, len, "%s could not be read to compare it with the lab's oracle", path);
-        return 1;
+    for (int k = 0; k < os->n; k++) {
+        free(os->o[k].text);
+        free(os->o[k].toks.t);
+        free(os->o[k].fp);
     }
-    struct toks v = {0};
-    tokenize(text, &v);
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    int broken = 0;
-    int depth = 0;
-    size_t open = 0;
-    for (size_t i = 0; i < v.n && !broken; i++) {
-        if (v.t[i].len != 1) continue;
-        if (v.t[i].text[0] == '{' && depth++ == 0) open = i;
-        if (v.t[i].text[0] != '}' || depth == 0 || --depth != 0) continue;
-        if (i + 1 - open < GR_COPY_MIN_TOKENS) continue;
-        uint64_t *fp;
-        size_t n = fingerprint(&v, open, i + 1, &fp);
-        double share;
-        const struct oracle *m = best_match(o, no, fp, n, &share);
-        if (n && share >= GR_COPY_FUNC_SHARE) {
-            char name[128];
-            body_name(&v, open, name, sizeof name);
-            snprintf(why, len, "%s's %s%s (%zu tokens) is %.0f%% the token sequences of %s, "
-                     "the lab's oracle, with its names and layout set aside (code written "
-                     "from the handout shares short runs with it at most): %s", base,
-                     name[0] ? name : "definition", name[0] ? "()" : "", i + 1 - open,
-                     100.0 * share, shown(m->path), rule);
-            broken = 1;
-        }
-        free(fp);
-    }
-    if (!broken) {
-        uint64_t *fp;
-        size_t n = fingerprint(&v, 0, v.n, &fp);
-        double share;
-        const struct oracle *m = best_match(o, no, fp, n, &share);
-        if (n && share >= GR_COPY_FILE_SHARE) {
-            snprintf(why, len, "%s is %.0f%% the token sequences of the lab's oracle (most of "
-                     "them %s), with names and layout set aside (code written from the "
-                     "handout shares short runs with it at most): %s", base, 100.0 * share,
-                     shown(m->path), rule);
-            broken = 1;
-        }
-        free(fp);
-    }
-    free(v.t);
-    free(text);
-    return broken;
+    free(os->boiler.h);
+    memset(os, 0, sizeof *os);
 }
 
-int gr_copy_break_rule(const char *sources_file, const char *oracle_sources, const char *rule,
-                       char *why, size_t len)
+/* Reads the space-separated oracle_sources into os; 0, or 1 with why when one is missing. */
+static int oracles_load(struct oracles *os, const char *oracle_sources, char *why, size_t len)
 {
-    enum { MAX_ORACLE = 16 };
-    struct oracle o[MAX_ORACLE];
-    int no = 0, broken = 0;
-    for (const char *w = oracle_sources; *w && no < MAX_ORACLE;) {
+    memset(os, 0, sizeof *os);
+    const int max = (int)(sizeof os->o / sizeof os->o[0]);
+    for (const char *w = oracle_sources; *w && os->n < max;) {
         size_t n = strcspn(w, " ");
-        if (n && n < sizeof o[0].path) {
-            struct oracle *k = &o[no];
+        if (n && n < sizeof os->o[0].path) {
+            struct oracle *k = &os->o[os->n];
             memset(k, 0, sizeof *k);
             snprintf(k->path, sizeof k->path, "%.*s", (int)n, w);
             k->text = read_moved(k->path);
             if (!k->text) {
                 snprintf(why, len, "the lab's oracle %s could not be read: the kit is "
                          "incomplete (every source of lib/ is part of it)", k->path);
-                broken = 1;
-                break;
+                oracles_free(os);
+                return 1;
             }
             tokenize(k->text, &k->toks);
-            k->nfp = fingerprint(&k->toks, 0, k->toks.n, &k->fp);
-            no++;
+            os->n++;
         }
         w += n + (w[n] == ' ');
     }
-    FILE *f = broken || !no ? NULL : fopen(sources_file, "r");
-    if (!broken && no && !f) {
+    for (int k = 0; k < os->n; k++) add_runs(&os->boiler, &os->o[k].toks);
+    keep_repeated(&os->boiler);
+    for (int k = 0; k < os->n; k++)
+        os->o[k].nfp = fingerprint(&os->o[k].toks, 0, os->o[k].toks.n, &os->boiler,
+                                   &os->o[k].fp, NULL);
+    return 0;
+}
+
+/* What the rule sees of one source: its file's share and the oracle file it matches most,
+ * and the function judged alone that shares the most (the first of equals). */
+struct measure {
+    double file, func;
+    const struct oracle *file_match, *func_match;
+    char func_name[128];
+    size_t func_tokens;
+};
+
+/* 0, or 1 when path cannot be read. */
+static int measure_source(const char *path, const struct oracles *os, struct measure *m)
+{
+    memset(m, 0, sizeof *m);
+    char *text = read_moved(path);
+    if (!text) return 1;
+    struct toks v = {0};
+    tokenize(text, &v);
+    int depth = 0;
+    size_t open = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        if (v.t[i].len != 1) continue;
+        if (v.t[i].text[0] == '{' && depth++ == 0) open = i;
+        if (v.t[i].text[0] != '}' || depth == 0 || --depth != 0) continue;
+        if (i + 1 - open < GR_COPY_MIN_TOKENS) continue;
+        /* Judged alone when it has that many tokens besides the oracle's boilerplate: a
+         * list of 30 frees is long, and says nothing. */
+        uint64_t *fp;
+        size_t own, n = fingerprint(&v, open, i + 1, &os->boiler, &fp, &own);
+        double share;
+        const struct oracle *match = best_match(os->o, os->n, fp, n, &share);
+        if (n && own + GR_COPY_K - 1 >= GR_COPY_MIN_TOKENS && share > m->func) {
+            m->func = share;
+            m->func_match = match;
+            m->func_tokens = i + 1 - open;
+            body_name(&v, open, m->func_name, sizeof m->func_name);
+        }
+        free(fp);
+    }
+    uint64_t *fp;
+    size_t n = fingerprint(&v, 0, v.n, &os->boiler, &fp, NULL);
+    m->file_match = best_match(os->o, os->n, fp, n, &m->file);
+    free(fp);
+    free(v.t);
+    free(text);
+    return 0;
+}
+
+/* Judges one source; 1 with why when it breaks the rule. */
+static int judge_source(const char *path, const struct oracles *os, const char *rule, char *why,
+                        size_t len)
+{
+    struct measure m;
+    if (measure_source(path, os, &m)) {
+        snprintf(why, len, "%s could not be read to compare it with the lab's oracle", path);
+        return 1;
+    }
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (m.func >= GR_COPY_FUNC_SHARE) {
+        snprintf(why, len, "%s's %s%s (%zu tokens) is %.0f%% the token sequences of %s, "
+                 "the lab's oracle, with its names and layout set aside (code written "
+                 "from the handout shares short runs with it at most): %s", base,
+                 m.func_name[0] ? m.func_name : "definition", m.func_name[0] ? "()" : "",
+                 m.func_tokens, 100.0 * m.func, shown(m.func_match->path), rule);
+        return 1;
+    }
+    if (m.file >= GR_COPY_FILE_SHARE) {
+        snprintf(why, len, "%s is %.0f%% the token sequences of the lab's oracle (most of "
+                 "them %s), with names and layout set aside (code written from the "
+                 "handout shares short runs with it at most): %s", base, 100.0 * m.file,
+                 shown(m.file_match->path), rule);
+        return 1;
+    }
+    return 0;
+}
+
+int gr_copy_measure(const char *source, const char *oracle_sources, double *file, double *func,
+                    char *func_name, size_t len)
+{
+    struct oracles os;
+    char why[600];
+    struct measure m = {0};
+    int bad = oracles_load(&os, oracle_sources, why, sizeof why);
+    if (!bad) {
+        bad = measure_source(source, &os, &m);
+        oracles_free(&os);
+    }
+    *file = m.file;
+    *func = m.func;
+    snprintf(func_name, len, "%s", m.func_name);
+    return bad ? -1 : 0;
+}
+
+int gr_copy_break_rule(const char *sources_file, const char *oracle_sources, const char *rule,
+                       char *why, size_t len)
+{
+    struct oracles os;
+    if (oracles_load(&os, oracle_sources, why, len)) return 1;
+    int broken = 0;
+    FILE *f = os.n ? fopen(sources_file, "r") : NULL;
+    if (os.n && !f) {
         snprintf(why, len, "%s is missing: the build lists the sources under test there",
                  sources_file);
         broken = 1;
@@ -354,13 +485,9 @@ int gr_copy_break_rule(const char *sources_file, const char *oracle_sources, con
     char line[4096];
     while (f && !broken && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
-        if (line[0]) broken = judge_source(line, o, no, rule, why, len);
+        if (line[0]) broken = judge_source(line, &os, rule, why, len);
     }
     if (f) fclose(f);
-    for (int k = 0; k < no; k++) {
-        free(o[k].text);
-        free(o[k].toks.t);
-        free(o[k].fp);
-    }
+    oracles_free(&os);
     return broken;
 }

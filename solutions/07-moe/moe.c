@@ -18,64 +18,93 @@
 
 int moe_capacity(int N, int E, int k, float cf)
 {
-    /* the product in double from the float factor, ceiling, at least 1, at most N */
-    double want = (double)cf * (double)N * (double)k / (double)E;
-    if (!(want < (double)N)) return N;
-    int cap = (int)want;
-    if ((double)cap < want) cap++;
-    return cap < 1 ? 1 : cap;
+    /* cf N k / E in double from the float factor. Whatever asks for N slots or more (E/k,
+     * 1e10, infinity) is N before any conversion to int; below N, the ceiling, at least 1. */
+    const double slots = (double)cf * N * k / E;
+    if (!(slots < N)) return N;
+    int cap = (int)slots;
+    cap += cap < slots; /* the ceiling */
+    return cap > 1 ? cap : 1;
 }
 
-/* The k largest probabilities of one token, best first; ties go to the lower expert. */
-static void top_k(const float *p, int E, int k, int *idx, float *val)
+/* Where expert e stands in one token's order of preference, 0 for its best: the experts
+ * more probable than e, and the equally probable ones below it (ties go to the lower
+ * index). Every expert gets its own place, so the first k places are the top-k. */
+static int preference(const float *p, int E, int e)
 {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++) {
-            int taken = 0;
-            for (int i = 0; i < j; i++) taken |= idx[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
-        }
-        idx[j] = best;
-        val[j] = p[best];
+    int ahead = 0;
+    for (int o = 0; o < E; o++) ahead += p[o] > p[e] || (p[o] == p[e] && o < e);
+    return ahead;
+}
+
+/* Each token's k choices, best first, with their gates; r->f counts them (before any
+ * choice is dropped) and r->count starts empty. */
+static void choose(struct pl_moe_routing *r, const float *probs)
+{
+    for (int e = 0; e < r->E; e++) {
+        r->count[e] = 0;
+        r->f[e] = 0.0;
     }
+    for (int t = 0; t < r->N; t++) {
+        const float *p = probs + (size_t)t * r->E;
+        for (int e = 0; e < r->E; e++) {
+            const int j = preference(p, r->E, e);
+            if (j >= r->k) continue;
+            r->expert[(size_t)t * r->k + j] = e;
+            r->gate[(size_t)t * r->k + j] = p[e];
+            r->f[e] += 1.0;
+        }
+    }
+}
+
+/* Slots, choice by choice: pass j takes choice j of every token in token order, so a
+ * token's first choice is never dropped for another token's second. Then the kept choices
+ * are written into their experts' slot tables, and the dropped ones counted. */
+static void fill_slots(struct pl_moe_routing *r)
+{
+    const size_t nk = (size_t)r->N * r->k;
+    for (size_t q = 0; q < nk; q++) {
+        const size_t c = q % r->N * r->k + q / r->N; /* choice q / N of token q % N */
+        int *fill = &r->count[r->expert[c]];
+        r->slot[c] = *fill < r->cap ? (*fill)++ : -1;
+    }
+    r->dropped = 0;
+    for (size_t c = 0; c < nk; c++) {
+        if (r->slot[c] < 0) {
+            r->dropped++;
+            continue;
+        }
+        const size_t at = (size_t)r->expert[c] * r->cap + r->slot[c];
+        r->rows[at] = (int)(c / r->k);
+        r->gates[at] = r->gate[c];
+    }
+}
+
+/* Per expert: the unused slots cleared (the routing may hold another call's), f as a share
+ * of the N k choices, P the column mean of the probabilities in token order; then the
+ * load-balancing loss from them. */
+static void balance(struct pl_moe_routing *r, const float *probs, float aux_coef)
+{
+    double fp = 0.0;
+    for (int e = 0; e < r->E; e++) {
+        for (int s = r->count[e]; s < r->cap; s++) {
+            r->rows[(size_t)e * r->cap + s] = 0;
+            r->gates[(size_t)e * r->cap + s] = 0.0f;
+        }
+        double column = 0.0;
+        for (int t = 0; t < r->N; t++) column += probs[(size_t)t * r->E + e];
+        r->P[e] = column / r->N;
+        r->f[e] /= (double)r->N * r->k;
+        fp += r->f[e] * r->P[e];
+    }
+    r->aux = (double)aux_coef * r->E * fp;
 }
 
 void moe_route(struct pl_moe_routing *r, const float *probs, float aux_coef)
 {
-    const int N = r->N, E = r->E, k = r->k, cap = r->cap;
-    memset(r->count, 0, (size_t)E * sizeof(int));
-    memset(r->rows, 0, (size_t)E * cap * sizeof(int));
-    memset(r->gates, 0, (size_t)E * cap * sizeof(float));
-    for (int e = 0; e < E; e++) r->f[e] = r->P[e] = 0.0;
-    r->dropped = 0;
-    for (int t = 0; t < N; t++) {
-        top_k(probs + (size_t)t * E, E, k, r->expert + (size_t)t * k, r->gate + (size_t)t * k);
-        for (int j = 0; j < k; j++) r->f[r->expert[(size_t)t * k + j]] += 1.0;
-        for (int e = 0; e < E; e++) r->P[e] += probs[(size_t)t * E + e];
-    }
-    /* every first choice claims its slot before any second choice does */
-    for (int j = 0; j < k; j++)
-        for (int t = 0; t < N; t++) {
-            size_t i = (size_t)t * k + j;
-            int e = r->expert[i];
-            if (r->count[e] == cap) {
-                r->slot[i] = -1;
-                r->dropped++;
-                continue;
-            }
-            int s = r->count[e]++;
-            r->slot[i] = s;
-            r->rows[(size_t)e * cap + s] = t;
-            r->gates[(size_t)e * cap + s] = r->gate[i];
-        }
-    double sum = 0.0;
-    for (int e = 0; e < E; e++) {
-        r->f[e] /= (double)N * k;
-        r->P[e] /= (double)N;
-        sum += r->f[e] * r->P[e];
-    }
-    r->aux = (double)aux_coef * E * sum;
+    choose(r, probs);
+    fill_slots(r);
+    balance(r, probs, aux_coef);
 }
 
 /* ---- section 3: the permutation ---- */
