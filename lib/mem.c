@@ -250,7 +250,11 @@ void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const
 
     if (where == PL_DEVICE) {
         s->device_current += bytes;
-        if (s->device_current > s->device_peak) s->device_peak = s->device_current;
+        s->device_cat[cat] += bytes;
+        if (s->device_current > s->device_peak) {
+            s->device_peak = s->device_current;
+            memcpy(s->device_peak_cat, s->device_cat, sizeof s->device_peak_cat);
+        }
     }
     s->current[cat] += bytes;
     s->current_total += bytes;
@@ -283,7 +287,7 @@ void pl_mem_free(void *p)
     struct pl_mem_stats *s = &g.stats;
     s->current[e->cat] -= e->bytes;
     s->current_total -= e->bytes;
-    if (e->where == PL_DEVICE) s->device_current -= e->bytes;
+    if (e->where == PL_DEVICE) s->device_current -= e->bytes, s->device_cat[e->cat] -= e->bytes;
     s->live_allocs--;
     struct freed *f = &g.ring[g.ring_next++ % FREED_RING];
     f->p = p;
@@ -324,6 +328,7 @@ void pl_mem_reset_peak(void)
     for (int c = 0; c < PL_MEM_NCAT; c++) g.stats.peak[c] = g.stats.current[c];
     g.stats.peak_total = g.stats.current_total;
     g.stats.device_peak = g.stats.device_current;
+    memcpy(g.stats.device_peak_cat, g.stats.device_cat, sizeof g.stats.device_peak_cat);
 }
 
 void pl_mem_set_device_cap(size_t bytes) { g.device_cap = bytes; }

@@ -31,6 +31,8 @@ struct pl_mem_stats {
                                * for reuse; held from the device, not by the program */
     size_t device_current;    /* the bytes of the PL_DEVICE blocks (every category), now */
     size_t device_peak;       /* and at peak: what a device's memory must hold */
+    size_t device_cat[PL_MEM_NCAT];      /* the PL_DEVICE bytes of each category, now */
+    size_t device_peak_cat[PL_MEM_NCAT]; /* and when device_peak was reached: what it holds */
 };
 
 const char *pl_mem_cat_name(enum pl_mem_cat cat); /* "params", "grads", "optim", ... */

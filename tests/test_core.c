@@ -209,6 +209,19 @@ static void test_device_cap(void)
     pl_mem_get_stats(&s);
     CHECK(s.device_peak - s0.device_current == 10000, "device peak %zu over the start, "
           "expected 10000", s.device_peak - s0.device_current);
+    /* at the peak (b's allocation) the device held a's 6000 activations and b's 4000
+     * gradients; c's later 6000 reached the peak again without passing it */
+    CHECK(s.device_peak_cat[PL_MEM_ACTIV] - s0.device_cat[PL_MEM_ACTIV] == 6000 &&
+              s.device_peak_cat[PL_MEM_GRADS] - s0.device_cat[PL_MEM_GRADS] == 4000 &&
+              s.device_peak_cat[PL_MEM_WORK] == s0.device_cat[PL_MEM_WORK],
+          "at the device peak: activ +%zu, grads +%zu, work +%zu; expected 6000, 4000, 0 (the "
+          "host block not counted)", s.device_peak_cat[PL_MEM_ACTIV] - s0.device_cat[PL_MEM_ACTIV],
+          s.device_peak_cat[PL_MEM_GRADS] - s0.device_cat[PL_MEM_GRADS],
+          s.device_peak_cat[PL_MEM_WORK] - s0.device_cat[PL_MEM_WORK]);
+    size_t sum = 0;
+    for (int k = 0; k < PL_MEM_NCAT; k++) sum += s.device_cat[k];
+    CHECK(sum == s.device_current, "the categories' device bytes add up to %zu, held %zu", sum,
+          s.device_current);
     pl_mem_free(b);
     pl_mem_free(c);
     pl_mem_free(h);

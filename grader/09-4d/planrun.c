@@ -15,8 +15,9 @@
 #include "plan_rules.h"
 
 /* What one run measured on a rank: the peak of each category and of its device memory
- * above what it held before fourd_model_new, and its stage. */
-enum { M_STAGE = PL_MEM_NCAT, M_DEVICE, M_N };
+ * above what it held before fourd_model_new, its stage, and the device bytes of the
+ * communication buffers and the scratch at the device's peak. */
+enum { M_STAGE = PL_MEM_NCAT, M_DEVICE, M_DEV_COMM, M_DEV_WORK, M_N };
 
 /* Collective: grid i trained K unclipped steps with zero and rc, measured into out[M_N].
  * 0 when a stub was reached. */
@@ -52,6 +53,8 @@ static int measure(struct l9_state *st, int i, int zero, enum pl_recompute rc, d
     for (int c = 0; c < PL_MEM_NCAT; c++)
         out[c] = (double)ms.peak[c] - (double)held.current[c];
     out[M_DEVICE] = (double)ms.device_peak - (double)held.device_current;
+    out[M_DEV_COMM] = (double)ms.device_peak_cat[PL_MEM_COMM] - (double)held.device_cat[PL_MEM_COMM];
+    out[M_DEV_WORK] = (double)ms.device_peak_cat[PL_MEM_WORK] - (double)held.device_cat[PL_MEM_WORK];
     gr_batch_free(&b);
     fourd_model_free(m);
     fourd_grid_free(&g);
@@ -125,7 +128,8 @@ void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, cons
                    "(lib/plan.h, fp32 no_dropout vocab_whole, micro %d, m %d) beside the "
                    "memory ledger's peak over %d steps; held: params + grads + optim + activ, "
                    "most of any rank and least of stage 0's, against the plan's total, as the "
-                   "plan test holds them\n", tag, L9_MB_SEQS, L9_MICRO, L9_K_STEPS);
+                   "plan test holds them; comm and work: the buffers and the scratch on the "
+                   "device at its peak\n", tag, L9_MB_SEQS, L9_MICRO, L9_K_STEPS);
             printf("%-8s %-4s %-9s %-12s %-12s %-12s %-12s %-6s %-15s %-5s %-5s %-13s %s\n",
                    "dp,tp,pp", "zero", "recompute", "params", "grads", "optim", "activ",
                    "plan", "held", "comm", "work", "device", "device");
@@ -139,8 +143,8 @@ void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, cons
                k->pp, r->zero, pl_recompute_name(r->rc), p.params / kb,
                got[PL_MEM_PARAMS] / kb, p.grads / kb, got[PL_MEM_GRADS] / kb, p.optim / kb,
                got[PL_MEM_OPTIM] / kb, p.activ / kb, got[PL_MEM_ACTIV] / kb, p.total / kb,
-               off(hi, p.total), off(lo, p.total), got[PL_MEM_COMM] / kb,
-               got[PL_MEM_WORK] / kb, got[M_DEVICE] / kb, dev_off);
+               off(hi, p.total), off(lo, p.total), got[M_DEV_COMM] / kb,
+               got[M_DEV_WORK] / kb, got[M_DEVICE] / kb, dev_off);
         snprintf(at[j], sizeof at[j], "(%d,%d,%d)%s%s%s", k->dp, k->tp, k->pp,
                  r->zero ? " zero 1" : "", r->rc ? " with " : "",
                  r->rc ? pl_recompute_name(r->rc) : "");
@@ -161,7 +165,7 @@ void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, cons
         for (int c = 0; c < 4; c++) row->plan[c] = plan[c], row->run[c] = got[cat[c]];
         row->device = got[M_DEVICE];
         if (j == 0)
-            first_dev = got[M_DEVICE], first_plan = p.total, first_work = got[PL_MEM_WORK];
+            first_dev = got[M_DEVICE], first_plan = p.total, first_work = got[M_DEV_WORK];
     }
     if (pl_rank() != 0) return;
     printf("# handout: the state (params, grads and optim) is within %.1f%% of the plan on "
@@ -171,8 +175,8 @@ void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, cons
            "stage 0's at least %+.1f%%, on %s; the plan test's bound %.0f%% either way\n",
            most, most_at, least, least_at, 100 * L9_PLAN_SHARE);
     printf("# handout: on (2,2,2) a rank of stage 0 peaks at %.1f kB of device memory against "
-           "the plan's %.1f kB, the scratch %.1f kB of it\n", first_dev / kb, first_plan / kb,
-           first_work / kb);
+           "the plan's %.1f kB, the scratch %.1f kB of it at that moment\n", first_dev / kb,
+           first_plan / kb, first_work / kb);
     printf("# handout: the device peak is at most %+.1f%% off the plan's total, on %s\n",
            worst_dev, dev_at);
     printf("# handout: Lab 8's rule \"memory fits\" keeps %.0f%% of a device's memory back (a "
