@@ -4,7 +4,8 @@
 # without solutions/: oracles and speed bounds come from the kit itself), and the tests that
 # need no solution. Left out: solutions/, tests/broken and the lab checks that grade the
 # solutions (tests/labs, tests/grader.tests), docs/instructor.md, the Gradescope packaging,
-# .ci/, and every block of README.md and docs/grader.md between the lines
+# .ci/, and every block of README.md, docs/grader.md and docs/design.md (its reference
+# formulas, which the labs ask students to derive) between the lines
 # "<!-- instructor -->" and "<!-- /instructor -->". Lines "<!-- kit" and "kit -->" are
 # dropped, so what they enclose (a comment in the repository) shows in the kit.
 set -eu
@@ -23,6 +24,7 @@ strip() {
 }
 strip README.md "$stage/README.md"
 strip docs/grader.md "$stage/docs/grader.md"
+strip docs/design.md "$stage/docs/design.md"
 # CAPSTONE=1: the parts held back until Labs 4 and 5 are due go in too (kit_rule.sh); the
 # lines of their markers go either way.
 if [ "${CAPSTONE:-0}" = 1 ]; then

@@ -26,8 +26,10 @@ for p in $KIT_LATER; do
 done
 ! grep -qs -E "$KIT_LATER_LINES" "$k/README.md" "$k/docs/grader.md" "$k/docs/design.md" ||
     fail "a lab table of the kit has a row of a held-back lab"
-! grep -rqs -e '<!-- instructor -->' -e '<!-- kit' -e '<!-- capstone' "$k/README.md" "$k/docs/grader.md" ||
-    fail "an instructor or kit marker was left in the kit's README.md or docs/grader.md"
+! grep -rqs -e '<!-- instructor -->' -e '<!-- kit' -e '<!-- capstone' "$k/README.md" "$k/docs/grader.md" "$k/docs/design.md" ||
+    fail "an instructor or kit marker was left in the kit's README.md, docs/grader.md or docs/design.md"
+! grep -qsF -e 'sbh(34 + 5as/h)' -e '(4+K)' "$k/docs/design.md" ||
+    fail "the kit's docs/design.md writes out the reference formulas the labs ask students to derive"
 # No line that only a solution has (longer than 30 characters, and found nowhere else in
 # lib/, datasets/, labs/, grader/ or tests/, so that common calls do not count) is in the kit.
 for s in solutions/*/*.c; do
