@@ -5,10 +5,11 @@
  * and the modelled step time and MFU; a search enumerates the configurations that obey the
  * placement rules (plan_rules.h) and ranks them by step time.
  *
- * The formulas are those of the reference figures in docs/design.md: mixed-precision Adam 16 bytes
- * per parameter divided per ZeRO stage, activations per layer after Korthikanti et al.
- * (2022), the 1F1B bubble (p-1)/(v m), ring collectives at each link class' bandwidth and
- * latency (ledger.h's pl_coll_time), training FLOPs 6N per token plus attention 12 L h s.
+ * Its terms: mixed-precision Adam's bytes per parameter divided per ZeRO stage, activations
+ * per layer after Korthikanti et al. (2022), the interleaved 1F1B bubble, ring collectives
+ * at each link class' bandwidth and latency (ledger.h's pl_coll_time), training FLOPs of the
+ * dense products and of attention; Lab 8's handout states each choice and its hints file
+ * writes the formulas out.
  * The model is a planning model: the efficiency assumptions it makes are stated where they
  * are made (plan.c) and in docs/labs/08-placement.md. */
 #ifndef PL_PLAN_H

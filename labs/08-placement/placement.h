@@ -47,7 +47,8 @@ struct placement_answers {
      * fewest nodes that fit, and the fastest configuration on that many. */
     int q1_nodes, q1_tp, q1_pp, q1_dp, q1_zero;
     /* Q2: the share of the step (percent) the pipeline bubble takes with p = 16 stages,
-     * m = 16 microbatches and v = 7 chunks per GPU (Llama 3 405B's plan on 16K GPUs). */
+     * m = 16 microbatches and v = 7 chunks per GPU (Llama 3 405B's plan on 16K GPUs),
+     * counted in slots: idle slots over all slots, no communication or data-parallel time. */
     double q2_bubble_percent;
     /* Q3: the modelled MFU (percent) of Llama 3 405B on 16K H100 with its published degrees
      * (tp8 pp16 dp128, one sequence per microbatch) but full recomputation instead of
