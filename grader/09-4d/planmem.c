@@ -61,15 +61,18 @@ static void say_excess(const double got[5], const struct pl_plan_memory *p, int 
     const double plan[4] = {p->params, p->grads, p->optim, p->activ};
     static const char *name[4] = {"params", "grads", "optim", "activ"};
     static const char *hint[4] = {
-        "does rep hold only the ends its stage has (pl_model_new_ends), not a whole model "
-        "whose blocks this rank never uses, and is there one copy of the shards?",
+        "a copy of parameters the plan does not count is held: rep of more than the ends "
+        "its stage has (pl_model_new_ends, not a whole model whose blocks this rank never "
+        "uses), a second copy of the shards, a gathered buffer or a staging copy kept past "
+        "its use?",
         "one gradient buffer for what the rank holds: are rep's gradients those of its "
         "ends alone, and no second buffer of the whole gradient kept across the step?",
         "AdamW's moments of what this rank updates alone: under ZeRO-1 of its shares, and "
         "never a whole pl_model's (rep made without PL_MODEL_OPTIM)",
-        "1F1B keeps min(p - s, m) microbatches' activations on stage s: is each "
-        "microbatch's freed right after its backward, and does the warm-up run p - s - 1 "
-        "forwards, not all m?"};
+        "1F1B keeps min(p - s, m) microbatches' activations on stage s, each as "
+        "m->recompute says: is each microbatch's freed right after its backward, does the "
+        "warm-up run p - s - 1 forwards, not all m, and is the recomputation choice given to "
+        "every block?"};
     int worst = 0;
     for (int c = 1; c < 4; c++)
         if (got[c] - plan[c] > got[worst] - plan[worst]) worst = c;

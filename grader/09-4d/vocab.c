@@ -74,9 +74,13 @@ static int judge_rank(const struct l9_state *st, int i, int r, const struct l9_o
                    "head on them (%.4g); with the vocabulary split over t = %d TP ranks each "
                    "does a t-th, %.4g (within %.0f%%): %s", who, n, work, work / whole, whole,
                    t, want, 100 * L9_VOCAB_WORK_TOL,
-                   work > want ? "every TP rank computed the logits of the whole vocabulary "
-                                 "(rows [r V/t, (r+1) V/t) of the LM head are this rank's)"
-                               : "part of the head's work is missing on this rank");
+                   work < want ? "part of the head's work is missing on this rank"
+                   : work > 0.9 * whole
+                       ? "every TP rank computed the logits of the whole vocabulary (rows "
+                         "[r V/t, (r+1) V/t) of the LM head are this rank's)"
+                       : "more than its slice's: part of it computed twice (the slice's "
+                         "product rerun in the backward, which the head does not do: it keeps "
+                         "its slice's logits from the forward), or rows past the slice");
     if (mem_bad)
         gr_why_say(why, "%s: a head run held up to %.0f bytes above what the stage held "
                    "when it began (memory ledger, every category); its vocabulary slice's "
