@@ -1,8 +1,10 @@
 # Lab 9's make settings (grader/grader.mk includes every grader/NN-name/lab.mk).
 # The judge test (tests/judge/09-4d.c) links the comparisons' words (gr_rel_err) and the
-# bubble, cool-down, ZeRO-1, vocabulary-parallel head and plan tests' judges.
+# bubble, cool-down, ZeRO-1, vocabulary-parallel head and plan tests' judges, and rep.c's
+# offsets, which zero.c reads.
 GRADER_JUDGE_SRC_09-4d := grader/common/train.c grader/09-4d/bubble.c grader/09-4d/zero.c \
-    grader/09-4d/overlap.c grader/09-4d/vocab.c grader/09-4d/planmem.c
+    grader/09-4d/overlap.c grader/09-4d/vocab.c grader/09-4d/planmem.c \
+    grader/09-4d/rep.c
 # The judge test's ZeRO-1 part, a header it includes (tests/judge/lab09_zero.h).
 $(B)/tests/judge/09-4d: tests/judge/lab09_zero.h
 # The DP group's all-reduces, counted during the steps for the traffic test, the batch rows

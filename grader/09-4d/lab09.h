@@ -243,7 +243,7 @@ void l9_zero_share(size_t n, int dp, int d, size_t *lo, size_t *own);
 /* RMS of a whole reference buffer: the floor a tensor near zero is measured against. */
 double l9_rms(const float *x, size_t n);
 /* got against ref (n floats, host): the worse of it and what e holds, kept in e. */
-/* Where rep keeps a part (PL_PART_EMBED or the head): its offset in rep's layout less the
+/* rep.c: where rep keeps a part (PL_PART_EMBED or the head): its offset in rep's layout less the
  * part's offset in the whole model's, so rep's float of a whole-model offset o is at
  * o + shift (0 for a rep made whole); L9_NO_PART when rep does not hold the part. */
 #define L9_NO_PART LONG_MIN

@@ -45,25 +45,6 @@ void l9_compare(struct l9_err *e, const char *name, const float *got, const floa
     }
 }
 
-long l9_rep_shift(const struct fourd_model *m, int part)
-{
-    const struct pl_model_layout *rl = &m->rep->layout;
-    if (!pl_model_layout_holds(rl, part)) return L9_NO_PART;
-    size_t off, n;
-    pl_model_part_range(rl, part, &off, &n);
-    size_t whole = part == PL_PART_EMBED
-                       ? 0
-                       : rl->embed_numel + (size_t)rl->cfg.n_layers * rl->block_numel;
-    return (long)off - (long)whole;
-}
-
-void l9_missing_part(struct l9_err *e, int part)
-{
-    e->rel = INFINITY;
-    snprintf(e->name, sizeof e->name, "rep holds no %s", part == PL_PART_EMBED ? "embedding"
-                                                                             : "head");
-}
-
 /* [a, a + n) cut to [lo, lo + own): the floats from *at, or 0. */
 static size_t cut(size_t a, size_t n, size_t lo, size_t own, size_t *at)
 {
