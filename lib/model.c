@@ -232,13 +232,19 @@ void pl_model_layout_init(struct pl_model_layout *lay, const struct pl_model_con
     layout_fill(lay, cfg, 0);
 }
 
+/* ends names the embedding, the head or both, and nothing else. */
+static void check_ends(const char *fn, unsigned ends)
+{
+    PL_REQUIRE(ends != 0 && (ends & ~(PL_ENDS_EMBED | PL_ENDS_HEAD)) == 0,
+               "%s: ends = %u names no end; give PL_ENDS_EMBED (%u), "
+               "PL_ENDS_HEAD (%u) or both (%u)", fn, ends, PL_ENDS_EMBED, PL_ENDS_HEAD,
+               PL_ENDS_EMBED | PL_ENDS_HEAD);
+}
+
 void pl_model_layout_init_ends(struct pl_model_layout *lay, const struct pl_model_config *cfg,
                                unsigned ends)
 {
-    PL_REQUIRE(ends != 0 && (ends & ~(PL_ENDS_EMBED | PL_ENDS_HEAD)) == 0,
-               "pl_model_layout_init_ends: ends = %u names no end; give PL_ENDS_EMBED (%u), "
-               "PL_ENDS_HEAD (%u) or both (%u)", ends, PL_ENDS_EMBED, PL_ENDS_HEAD,
-               PL_ENDS_EMBED | PL_ENDS_HEAD);
+    check_ends("pl_model_layout_init_ends", ends);
     layout_fill(lay, cfg, ends);
 }
 
@@ -1132,10 +1138,7 @@ struct pl_model *pl_model_new_shaped(const struct pl_model_config *cfg, unsigned
 struct pl_model *pl_model_new_ends(const struct pl_model_config *cfg, unsigned what,
                                    unsigned ends)
 {
-    PL_REQUIRE(ends != 0 && (ends & ~(PL_ENDS_EMBED | PL_ENDS_HEAD)) == 0,
-               "pl_model_new_ends: ends = %u names no end; give PL_ENDS_EMBED (%u), "
-               "PL_ENDS_HEAD (%u) or both (%u)", ends, PL_ENDS_EMBED, PL_ENDS_HEAD,
-               PL_ENDS_EMBED | PL_ENDS_HEAD);
+    check_ends("pl_model_new_ends", ends);
     return model_new(cfg, what, 1, ends);
 }
 

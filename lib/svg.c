@@ -74,3 +74,18 @@ double pl_svg_nice_step(double span, int n)
     double raw = span / n, p = pow(10.0, floor(log10(raw))), f = raw / p;
     return (f < 1.5 ? 1.0 : f < 3.5 ? 2.0 : f < 7.5 ? 5.0 : 10.0) * p;
 }
+
+void pl_svg_y_grid(FILE *f, double x0, double y0, double w, double h, double top, double step,
+                   double label_dx, const char *label)
+{
+    char t[160];
+    for (double v = 0; v <= top + step / 2; v += step) {
+        const double y = y0 + h - h * v / top;
+        pl_svg_line(f, x0, y, x0 + w, y, "#ddd", "");
+        snprintf(t, sizeof t, "%g", v);
+        pl_svg_text(f, x0 - 6, y + 4, "text-anchor=\"end\"", t);
+    }
+    snprintf(t, sizeof t, "transform=\"rotate(-90 %g %g)\" text-anchor=\"middle\"",
+             x0 - label_dx, y0 + h / 2);
+    pl_svg_text(f, x0 - label_dx, y0 + h / 2, t, label);
+}

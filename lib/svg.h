@@ -26,5 +26,9 @@ void pl_svg_swatch(FILE *f, double x, double y, const char *fill, const char *la
 void pl_svg_escape(FILE *f, const char *s);
 /* An axis's tick step: 1, 2 or 5 times a power of ten that cuts span (> 0) into about n. */
 double pl_svg_nice_step(double span, int n);
+/* A value axis up the left of the plot box (x0, y0, w, h) from 0 to top: a light grid line
+ * and a tick label every step, and label turned upright label_dx pixels left of x0. */
+void pl_svg_y_grid(FILE *f, double x0, double y0, double w, double h, double top, double step,
+                   double label_dx, const char *label);
 
 #endif

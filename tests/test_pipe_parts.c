@@ -241,11 +241,6 @@ static void flops_add_up(void)
     pl_mem_free(tok);
 }
 
-static void copy_host(float *h, const float *dev, size_t n)
-{
-    pl_copy_to_host(h, dev, n);
-}
-
 /* The ends alone: the same values in the packed layout, the same embedding output, loss and
  * head gradient as the whole model's parts; the blocks not held. */
 static void ends_equal_model(void)
@@ -274,8 +269,8 @@ static void ends_equal_model(void)
             pl_model_part_range(wl, part, &wo, &wn);
             pl_model_part_range(&ms[k]->layout, part, &eo, &en);
             float *a = malloc(sizeof(float) * wn), *b = malloc(sizeof(float) * en);
-            copy_host(a, whole->params + wo, wn);
-            copy_host(b, ms[k]->params + eo, en);
+            pl_copy_to_host(a, whole->params + wo, wn);
+            pl_copy_to_host(b, ms[k]->params + eo, en);
             CHECK(wn == en && memcmp(a, b, sizeof(float) * wn) == 0,
                   "part %d of the %s: the whole model's values bit for bit", part,
                   k ? "head alone" : "ends");

@@ -111,15 +111,7 @@ static void draw(FILE *f, const struct peaks *p, const char *who)
     pl_svg_text(f, x0, 30, "font-weight=\"bold\"", t);
     pl_svg_text(f, x0, 50, "", "bars: the memory ledger's peak of PL_MEM_ACTIV over the steps, "
                 "above where it started");
-    for (double v = 0; v <= top + step / 2; v += step) {
-        double y = y0 + h - h * v / top;
-        pl_svg_line(f, x0, y, x0 + w, y, "#ddd", "");
-        snprintf(t, sizeof t, "%g", v);
-        pl_svg_text(f, x0 - 6, y + 4, "text-anchor=\"end\"", t);
-    }
-    snprintf(t, sizeof t, "transform=\"rotate(-90 %g %g)\" text-anchor=\"middle\"", x0 - 50,
-             y0 + h / 2);
-    pl_svg_text(f, x0 - 50, y0 + h / 2, t, "activation peak (kB, 1 kB = 1000 bytes)");
+    pl_svg_y_grid(f, x0, y0, w, h, top, step, 50, "activation peak (kB, 1 kB = 1000 bytes)");
     /* a slot of NRC bars and a gap per rank, a wider gap between stages */
     const double slot = w / (p->np * (NRC + 1) + (p->pp - 1) * 2 + 1), bw = slot;
     double x = x0 + slot / 2;

@@ -55,7 +55,7 @@ static const char *RUN_NAME[L9_MEM_RUNS] = {"", " with ZeRO-1", " with recompute
                                             " with recompute full"};
 
 /* The category the rank holds most over the plan of, and what that usually means. */
-static void say_excess(const double got[5], const struct pl_plan_memory *p, int zero,
+static void say_excess(const double got[5], const struct pl_plan_memory *p,
                        struct gr_why *why)
 {
     const double plan[4] = {p->params, p->grads, p->optim, p->activ};
@@ -77,7 +77,7 @@ static void say_excess(const double got[5], const struct pl_plan_memory *p, int 
     for (int c = 1; c < 4; c++)
         if (got[c] - plan[c] > got[worst] - plan[worst]) worst = c;
     gr_why_say(why, "the most over is %s: %.1f kB against the plan's %.1f kB; %s", name[worst],
-               got[worst] / 1e3, plan[worst] / 1e3, worst == 2 && !zero ? hint[2] : hint[worst]);
+               got[worst] / 1e3, plan[worst] / 1e3, hint[worst]);
 }
 
 int l9_judge_plan(const struct l9_state *st, int i, const struct gr_obs *all,
@@ -114,7 +114,7 @@ int l9_judge_plan(const struct l9_state *st, int i, const struct gr_obs *all,
                        p.activ / 1e3, held > hi ? "more than" : "less than",
                        100 * L9_PLAN_SHARE, held > hi ? "over" : "under, on the stage the plan describes");
             if (held > hi)
-                say_excess(got, &p, j == L9_MEM_ZERO, why);
+                say_excess(got, &p, why);
             else
                 gr_why_say(why, "a rank that holds less than the plan keeps less than the "
                            "configuration asks: are the activations of every microbatch in "

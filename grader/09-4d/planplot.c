@@ -47,15 +47,7 @@ static void draw(FILE *f, const struct l9_plan_row *rows, int n, const char *who
                 "vocab_whole) for the run's configuration;");
     pl_svg_text(f, x0, 66, "", "right: the memory ledger's peak of each category over the "
                 "steps; black mark: the device's peak, which adds the scratch and buffers");
-    for (double v = 0; v <= top + step / 2; v += step) {
-        const double y = y0 + h - h * v / top;
-        pl_svg_line(f, x0, y, x0 + w, y, "#ddd", "");
-        snprintf(t, sizeof t, "%g", v);
-        pl_svg_text(f, x0 - 6, y + 4, "text-anchor=\"end\"", t);
-    }
-    snprintf(t, sizeof t, "transform=\"rotate(-90 %g %g)\" text-anchor=\"middle\"", x0 - 55,
-             y0 + h / 2);
-    pl_svg_text(f, x0 - 55, y0 + h / 2, t, "memory of a rank (kB, 1 kB = 1000 bytes)");
+    pl_svg_y_grid(f, x0, y0, w, h, top, step, 55, "memory of a rank (kB, 1 kB = 1000 bytes)");
     const double slot = w / n, bw = slot * 0.3;
     for (int j = 0; j < n; j++) {
         const double x = x0 + j * slot + slot * 0.15;
