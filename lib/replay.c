@@ -1,5 +1,6 @@
 /* replay.c: the modelled timeline of replay.h. Each rank runs its events in program order on
- * a compute stream; collectives and sends queue, in issue order, on its comm stream. The
+ * a compute stream; collectives and sends queue, in issue order, on its comm stream (or,
+ * per pl_replay_run_streams, on the stream of their link class). The
  * replay sweeps the ranks, advancing each as far as its dependencies allow, until every
  * event has a time; a sweep that moves nothing while events remain is a deadlock, and the
  * first blocked rank is reported with what it waits for. No MPI: it runs on any trace. */
@@ -46,6 +47,7 @@ enum op_type { OP_COLL, OP_SEND };
 struct op {
     enum op_type type;
     int resolved;
+    int lane;             /* the comm stream it queues on: 0, or its link class */
     double start, end;
     /* collective */
     int group;            /* index into the merged trace's groups */
@@ -74,11 +76,16 @@ struct handle_ref {
     int a, b; /* op; or channel, k */
 };
 
+/* A comm stream: operations in issue order, qdone of them resolved. */
+struct lane {
+    int *queue, qn, qcap, qdone;
+    double free;         /* end of the last resolved operation on it */
+};
+
 struct rank_state {
     int pc;
     double tc;           /* compute stream: when the next event may start */
-    int *queue, qn, qcap, qdone;
-    double comm_free;    /* end of the last resolved operation on the comm stream */
+    struct lane cs[PL_NLINKS]; /* comm streams: cs[0] alone, or one per link class */
     double compute, comm, exposed;
     int pending;         /* the event at pc has been registered and waits */
     int pend_a, pend_b;  /* its op, or its channel and k */
@@ -92,6 +99,7 @@ struct sim {
     const struct pl_merged_trace *m;
     const struct pl_profile *p;
     const struct pl_topo *topo;
+    int per_link;          /* PL_REPLAY_STREAM_PER_LINK */
     struct rank_state *rs;
     struct op *ops;
     int nops, opcap;
@@ -125,10 +133,14 @@ static int new_op(struct sim *s, enum op_type type)
     return s->nops++;
 }
 
-static void enqueue(struct rank_state *r, int op)
+/* op, on link, onto rank r's comm stream for it. */
+static void enqueue(const struct sim *s, struct rank_state *r, struct op *o, int id,
+                    enum pl_link link)
 {
-    GROW(r->queue, r->qn, r->qcap);
-    r->queue[r->qn++] = op;
+    o->lane = s->per_link ? (int)link : 0;
+    struct lane *q = &r->cs[o->lane];
+    GROW(q->queue, q->qn, q->qcap);
+    q->queue[q->qn++] = id;
 }
 
 static uint64_t channel_key(int src, int dst, int tag)
@@ -220,8 +232,8 @@ static int coll_ready(const struct sim *s, const struct op *o, int id)
     const struct pl_group_def *g = &s->m->groups[o->group];
     if (o->nissued < g->n) return 0;
     for (int i = 0; i < g->n; i++) {
-        const struct rank_state *r = &s->rs[g->ranks[i]];
-        if (r->qdone >= r->qn || r->queue[r->qdone] != id) return 0;
+        const struct lane *q = &s->rs[g->ranks[i]].cs[o->lane];
+        if (q->qdone >= q->qn || q->queue[q->qdone] != id) return 0;
     }
     return 1;
 }
@@ -231,8 +243,8 @@ static void resolve_coll(struct sim *s, struct op *o)
     const struct pl_group_def *g = &s->m->groups[o->group];
     double start = 0.0;
     for (int i = 0; i < g->n; i++) {
-        const struct rank_state *r = &s->rs[g->ranks[i]];
-        start = fmax(start, fmax(o->issue_t[i], r->comm_free));
+        const struct lane *q = &s->rs[g->ranks[i]].cs[o->lane];
+        start = fmax(start, fmax(o->issue_t[i], q->free));
     }
     enum pl_link link = s->glink[o->group];
     double dur = s->p->torus ? pl_torus_coll_time(s->tdims, o->kind, g->ranks, g->n, o->S,
@@ -244,23 +256,22 @@ static void resolve_coll(struct sim *s, struct op *o)
     o->resolved = 1;
     for (int i = 0; i < g->n; i++) {
         struct rank_state *r = &s->rs[g->ranks[i]];
-        r->qdone++;
-        r->comm_free = o->end;
+        r->cs[o->lane].qdone++;
+        r->cs[o->lane].free = o->end;
         r->comm += dur;
     }
 }
 
-/* Resolves what heads rank's comm stream, as far as possible; returns 1 on progress. */
-static int resolve_queue(struct sim *s, int rank)
+/* Resolves what heads comm stream q of rank r, as far as possible; returns 1 on progress. */
+static int resolve_lane(struct sim *s, struct rank_state *r, struct lane *q)
 {
-    struct rank_state *r = &s->rs[rank];
     int progress = 0;
-    while (r->qdone < r->qn) {
-        int id = r->queue[r->qdone];
+    while (q->qdone < q->qn) {
+        int id = q->queue[q->qdone];
         struct op *o = &s->ops[id];
         if (o->type == OP_SEND) {
             enum pl_link link = link_between(s, o->src, o->dst);
-            o->start = fmax(o->issue, r->comm_free);
+            o->start = fmax(o->issue, q->free);
             int pair[2] = {o->src, o->dst};
             o->end = o->start + (s->p->torus ? pl_torus_coll_time(s->tdims, PL_P2P, pair, 2,
                                                                   o->bytes,
@@ -271,8 +282,8 @@ static int resolve_queue(struct sim *s, int rank)
                                                             s->p->bw[link]));
             o->resolved = 1;
             r->comm += o->end - o->start;
-            r->comm_free = o->end;
-            r->qdone++;
+            q->free = o->end;
+            q->qdone++;
         } else if (coll_ready(s, o, id)) {
             resolve_coll(s, o);
         } else {
@@ -280,6 +291,16 @@ static int resolve_queue(struct sim *s, int rank)
         }
         progress = 1;
     }
+    return progress;
+}
+
+/* Resolves what heads each of rank's comm streams, as far as possible; returns 1 on
+ * progress. */
+static int resolve_queue(struct sim *s, int rank)
+{
+    struct rank_state *r = &s->rs[rank];
+    int progress = 0;
+    for (int l = 0; l < PL_NLINKS; l++) progress |= resolve_lane(s, r, &r->cs[l]);
     return progress;
 }
 
@@ -358,7 +379,7 @@ static int issue_coll(struct sim *s, int rank, int i, const struct pl_event *e)
     o->issued[pos] = 1;
     o->nissued++;
     o->S = fmax(o->S, e->bytes);
-    enqueue(r, id);
+    enqueue(s, r, o, id, s->glink[gi]);
     return id;
 }
 
@@ -376,7 +397,7 @@ static int new_send(struct sim *s, int rank, const struct pl_event *e)
     struct channel *c = &s->ch[ci];
     GROW(c->sends, c->nsends, c->cap);
     c->sends[c->nsends++] = id;
-    enqueue(r, id);
+    enqueue(s, r, &s->ops[id], id, link_between(s, rank, e->peer));
     return id;
 }
 
@@ -534,9 +555,9 @@ static void why_coll(const struct sim *s, int id, char *buf, size_t len)
         }
     }
     for (int i = 0; i < g->n && n < len; i++) {
-        const struct rank_state *r = &s->rs[g->ranks[i]];
-        if (r->queue[r->qdone] != id) {
-            const struct op *h = &s->ops[r->queue[r->qdone]];
+        const struct lane *q = &s->rs[g->ranks[i]].cs[o->lane];
+        if (q->queue[q->qdone] != id) {
+            const struct op *h = &s->ops[q->queue[q->qdone]];
             if (h->type == OP_COLL)
                 snprintf(buf + n, len - n, "; rank %d's comm stream is still held by the %s "
                          "collective on group %d (%s), which cannot start", g->ranks[i],
@@ -570,14 +591,16 @@ static int report_deadlock(struct sim *s)
         why[0] = '\0';
         switch (e->type) {
         case PL_EV_ISSUE: why_coll(s, r->evop[r->pc], why, sizeof why); break;
-        case PL_EV_SEND:
+        case PL_EV_SEND: {
+            const struct lane *q = &r->cs[s->ops[r->evop[r->pc]].lane];
             snprintf(why, sizeof why, "its comm stream, held by an earlier operation");
-            if (r->qdone < r->qn && s->ops[r->queue[r->qdone]].type == OP_COLL) {
+            if (q->qdone < q->qn && s->ops[q->queue[q->qdone]].type == OP_COLL) {
                 size_t n = strlen(why);
                 snprintf(why + n, sizeof why - n, ": ");
-                why_coll(s, r->queue[r->qdone], why + n + 2, sizeof why - n - 2);
+                why_coll(s, q->queue[q->qdone], why + n + 2, sizeof why - n - 2);
             }
             break;
+        }
         case PL_EV_RECV: why_recv(s, r->pend_a, r->pend_b, why, sizeof why); break;
         case PL_EV_WAIT:
             for (int i = r->nh - 1; i >= 0; i--)
@@ -611,7 +634,7 @@ static void sim_free(struct sim *s)
 {
     int nranks = s->m->nranks;
     for (int r = 0; s->rs && r < nranks; r++) {
-        free(s->rs[r].queue);
+        for (int l = 0; l < PL_NLINKS; l++) free(s->rs[r].cs[l].queue);
         free(s->rs[r].gcount);
         free(s->rs[r].handles);
         free(s->rs[r].evop);
@@ -657,6 +680,21 @@ static int check_inputs(struct sim *s)
 int pl_replay_run(const struct pl_merged_trace *m, const struct pl_profile *p,
                   const struct pl_topo *topo, struct pl_replay *out, char *err, size_t errlen)
 {
+    return pl_replay_run_streams(m, p, topo, PL_REPLAY_ONE_STREAM, out, err, errlen);
+}
+
+/* 1 while some comm stream of r holds an unresolved operation. */
+static int queued(const struct rank_state *r)
+{
+    for (int l = 0; l < PL_NLINKS; l++)
+        if (r->cs[l].qdone < r->cs[l].qn) return 1;
+    return 0;
+}
+
+int pl_replay_run_streams(const struct pl_merged_trace *m, const struct pl_profile *p,
+                          const struct pl_topo *topo, enum pl_replay_streams streams,
+                          struct pl_replay *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     if (err && errlen) err[0] = '\0';
     struct sim s;
@@ -664,6 +702,7 @@ int pl_replay_run(const struct pl_merged_trace *m, const struct pl_profile *p,
     s.m = m;
     s.p = p;
     s.topo = topo;
+    s.per_link = streams == PL_REPLAY_STREAM_PER_LINK && !p->torus;
     s.out = out;
     s.err = err;
     s.errlen = errlen;
@@ -702,7 +741,7 @@ int pl_replay_run(const struct pl_merged_trace *m, const struct pl_profile *p,
         }
         if (rc != 0) break;
         for (int r = 0; r < nranks; r++)
-            if (s.rs[r].pc < m->nevents[r] || s.rs[r].qdone < s.rs[r].qn) done = 0;
+            if (s.rs[r].pc < m->nevents[r] || queued(&s.rs[r])) done = 0;
         if (done) break;
         if (!progress) {
             rc = report_deadlock(&s);
@@ -720,7 +759,8 @@ int pl_replay_run(const struct pl_merged_trace *m, const struct pl_profile *p,
                 out->span[r][i].stream = 1;
             }
             struct pl_rank_time *rt = &out->rank[r];
-            rt->end = fmax(st->tc, st->comm_free);
+            rt->end = st->tc;
+            for (int l = 0; l < PL_NLINKS; l++) rt->end = fmax(rt->end, st->cs[l].free);
             rt->compute = st->compute;
             rt->comm = st->comm;
             rt->exposed_comm = st->exposed;

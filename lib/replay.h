@@ -55,6 +55,17 @@ struct pl_replay {
  * empty after a failure; free it with pl_replay_free after success. */
 int pl_replay_run(const struct pl_merged_trace *m, const struct pl_profile *p,
                   const struct pl_topo *topo, struct pl_replay *out, char *err, size_t errlen);
+/* How a rank's communication queues. PL_REPLAY_ONE_STREAM (pl_replay_run): on one comm
+ * stream, in issue order, so an operation waits for every one issued before it.
+ * PL_REPLAY_STREAM_PER_LINK: on one stream per link class, so a rank's operations across
+ * nodes (its NIC) do not hold back those inside its node (NVLink), as collectives on
+ * separate communicators and CUDA streams run side by side; those on the same class still
+ * queue in issue order. A group's class is that of its widest link (topo.h), a send's that
+ * of its two ranks; without a topology, or on a torus, every link is one class. */
+enum pl_replay_streams { PL_REPLAY_ONE_STREAM, PL_REPLAY_STREAM_PER_LINK };
+int pl_replay_run_streams(const struct pl_merged_trace *m, const struct pl_profile *p,
+                          const struct pl_topo *topo, enum pl_replay_streams streams,
+                          struct pl_replay *out, char *err, size_t errlen);
 void pl_replay_free(struct pl_replay *r);
 
 /* Sum over ranks of idle / (nranks x step_time): the pipeline bubble fraction. */

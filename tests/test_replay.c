@@ -219,6 +219,96 @@ static void test_overlap(void)
     }
 }
 
+/* The streams a rank's communication queues on (pl_replay_run_streams), on 2 nodes of 2
+ * ranks: each rank starts two all-reduces over its DP pair across the nodes ({0,2}, {1,3})
+ * without waiting, then a blocking all-reduce over its TP pair inside its node ({0,1},
+ * {2,3}) and compute C, then waits. On one stream the TP all-reduce waits behind both DP
+ * ones; on a stream per link class it runs at once, while the second DP all-reduce still
+ * waits for the first. Then a send inside a node issued after a DP all-reduce: held back
+ * by it on one stream, not on a stream per link class. Without a topology every link is
+ * one class and the two modes agree. */
+static void test_streams(void)
+{
+    const double S = 4e9, C = 0.2e12, P = 1e9;
+    const double ARx = ring_all_reduce(2, S, test_profile.latency[PL_LINK_INTER],
+                                       test_profile.bw[PL_LINK_INTER]);
+    const double ARi = ring_all_reduce(2, S, test_profile.latency[PL_LINK_INTRA],
+                                       test_profile.bw[PL_LINK_INTRA]);
+    const double msg = test_profile.latency[PL_LINK_INTRA] + P / test_profile.bw[PL_LINK_INTRA];
+    const double c = C / test_profile.flops;
+    struct pl_topo t;
+    make_topo(&t, 4, 2);
+    int dp0[2] = {0, 2}, dp1[2] = {1, 3}, tp0[2] = {0, 1}, tp1[2] = {2, 3};
+    struct pl_merged_trace m;
+    trace_init(&m, 4);
+    add_group(&m, 10, 2, dp0);
+    add_group(&m, 11, 2, dp1);
+    add_group(&m, 20, 2, tp0);
+    add_group(&m, 21, 2, tp1);
+    for (int r = 0; r < 4; r++) {
+        issue(&m, r, PL_ALL_REDUCE, 10 + r % 2, S, 1);
+        issue(&m, r, PL_ALL_REDUCE, 10 + r % 2, S, 2);
+        issue(&m, r, PL_ALL_REDUCE, 20 + r / 2, S, 0);
+        compute(&m, r, "C", C);
+        wait_for(&m, r, 1);
+        wait_for(&m, r, 2);
+    }
+    for (int mode = 0; mode < 2; mode++) {
+        struct pl_replay rp;
+        char err[512];
+        const char *what = mode ? "a stream per link class" : "one stream";
+        int rc = pl_replay_run_streams(&m, &test_profile, &t, mode ? PL_REPLAY_STREAM_PER_LINK
+                                                                  : PL_REPLAY_ONE_STREAM,
+                                       &rp, err, sizeof err);
+        CHECK(rc == 0, "%s: replay failed: %s", what, err);
+        if (rc != 0) continue;
+        const double tp_start = mode ? 0.0 : 2 * ARx;
+        const double end = mode ? fmax(2 * ARx, ARi + c) : 2 * ARx + ARi + c;
+        for (int r = 0; r < 4; r++) {
+            CHECK_NEAR(rp.span[r][2].start, tp_start, what);
+            CHECK_NEAR(rp.span[r][1].start, ARx, "the second DP all-reduce queues behind the first");
+            CHECK_NEAR(rp.rank[r].end, end, what);
+            CHECK_NEAR(rp.rank[r].comm, 2 * ARx + ARi, what);
+            CHECK_NEAR(rp.rank[r].exposed_comm, end - c, what);
+        }
+        pl_replay_free(&rp);
+        /* the same trace without a topology: one class, so per link is one stream */
+        rc = pl_replay_run_streams(&m, &test_profile, NULL, mode ? PL_REPLAY_STREAM_PER_LINK
+                                                                 : PL_REPLAY_ONE_STREAM,
+                                   &rp, err, sizeof err);
+        CHECK(rc == 0, "%s, no topology: replay failed: %s", what, err);
+        if (rc != 0) continue;
+        const double ar = ring_all_reduce(2, S, test_profile.latency[PL_LINK_INTRA],
+                                          test_profile.bw[PL_LINK_INTRA]);
+        CHECK_NEAR(rp.rank[0].end, 3 * ar + c, "no topology: every operation in issue order");
+        pl_replay_free(&rp);
+    }
+    pl_trace_merged_free(&m);
+
+    trace_init(&m, 4);
+    add_group(&m, 10, 2, dp0);
+    issue(&m, 0, PL_ALL_REDUCE, 10, S, 1);
+    p2p(&m, 0, PL_EV_SEND, 1, 5, P, 0);
+    wait_for(&m, 0, 1);
+    p2p(&m, 1, PL_EV_RECV, 0, 5, P, 0);
+    issue(&m, 2, PL_ALL_REDUCE, 10, S, 1);
+    wait_for(&m, 2, 1);
+    for (int mode = 0; mode < 2; mode++) {
+        struct pl_replay rp;
+        char err[512];
+        const char *what = mode ? "a send beside a DP all-reduce" : "a send behind a DP all-reduce";
+        int rc = pl_replay_run_streams(&m, &test_profile, &t, mode ? PL_REPLAY_STREAM_PER_LINK
+                                                                  : PL_REPLAY_ONE_STREAM,
+                                       &rp, err, sizeof err);
+        CHECK(rc == 0, "%s: replay failed: %s", what, err);
+        if (rc != 0) continue;
+        CHECK_NEAR(rp.rank[1].end, (mode ? 0.0 : ARx) + msg, what);
+        CHECK_NEAR(rp.rank[0].end, mode ? fmax(msg, ARx) : ARx + msg, what);
+        pl_replay_free(&rp);
+    }
+    pl_trace_merged_free(&m);
+}
+
 /* A collective starts when its last member issues it; comm streams run in issue order. */
 static void test_collective_rules(void)
 {
@@ -532,6 +622,7 @@ int main(void)
     test_send_recv();
     test_send_queue();
     test_overlap();
+    test_streams();
     test_collective_rules();
     test_pipeline();
     test_deadlocks();
