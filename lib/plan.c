@@ -367,25 +367,55 @@ static double coll(const struct net *w, int at, enum pl_coll_kind kind, int n, d
 }
 
 /* Per microbatch on one stage: compute, and the tensor, context, expert and pipeline
- * communication on the critical path; bytes sent go into t->bytes (per microbatch). */
+ * communication on the critical path; bytes sent go into t->bytes (per microbatch). The
+ * compute is the slowest stage's; all_compute every stage's together. */
 struct per_micro {
     double compute, model_flops, hw_flops, comm[PL_NAXES], bytes[PL_NAXES];
+    double all_compute;
 };
+
+/* Model and hardware FLOPs of one microbatch over `layers` layers, with the output head or
+ * not, split over tp x cp: a layer's share of the model's count, the head's 6 V d a token. */
+static void stage_flops(const struct pl_plan_model *m, const struct pl_plan_config *cfg,
+                        double layers, int head, double *model, double *hw)
+{
+    double tokens = (double)cfg->micro * m->seq;
+    double split = (double)cfg->deg[PL_AX_TP] * cfg->deg[PL_AX_CP];
+    double head_tok = 6.0 * m->vocab * (double)m->d_model;
+    double layer_tok = (pl_plan_flops_per_token(m) - head_tok) / m->layers;
+    *model = (layers * layer_tok + (head ? head_tok : 0.0)) * tokens / split;
+    *hw = *model;
+    if (cfg->recompute == PL_RECOMPUTE_FULL) *hw *= 4.0 / 3.0; /* one more forward */
+    if (cfg->recompute == PL_RECOMPUTE_SELECTIVE) /* the attention scores' forward again */
+        *hw += 4.0 * layers * m->d_model * (double)m->seq * tokens / split;
+}
+
+/* The first stage holds ceil(L / p) layers and the last floor(L / p) and the output head
+ * (the stages between hold no more than the first); the slower of the two sets the pace. */
+int pl_plan_pacing_stage(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
+                         const struct pl_plan_config *cfg, int *with_head)
+{
+    (void)c; /* one rate for every stage */
+    const int p = cfg->deg[PL_AX_PP];
+    *with_head = 1;
+    if (p == 1) return m->layers;
+    double model, first, last;
+    stage_flops(m, cfg, layers_on_first_stage(m, cfg), 0, &model, &first);
+    stage_flops(m, cfg, m->layers / p, 1, &model, &last);
+    *with_head = last > first;
+    return *with_head ? m->layers / p : layers_on_first_stage(m, cfg);
+}
 
 static void micro_compute(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                           const struct pl_plan_config *cfg, struct per_micro *u)
 {
-    double stage = layers_on_first_stage(m, cfg), share = stage / m->layers;
-    double tokens = (double)cfg->micro * m->seq;
-    double split = (double)cfg->deg[PL_AX_TP] * cfg->deg[PL_AX_CP];
-    double model = pl_plan_flops_per_token(m) * tokens * share / split;
-    double hw = model;
-    if (cfg->recompute == PL_RECOMPUTE_FULL) hw *= 4.0 / 3.0; /* one more forward */
-    if (cfg->recompute == PL_RECOMPUTE_SELECTIVE) /* the attention scores' forward again */
-        hw += 4.0 * stage * m->d_model * (double)m->seq * tokens / split;
-    u->model_flops = model;
-    u->hw_flops = hw;
-    u->compute = hw / (c->flops * c->efficiency);
+    const double rate = c->flops * c->efficiency;
+    int head, layers = pl_plan_pacing_stage(m, c, cfg, &head);
+    double all_model, all_hw;
+    stage_flops(m, cfg, m->layers, 1, &all_model, &all_hw);
+    stage_flops(m, cfg, layers, head, &u->model_flops, &u->hw_flops);
+    u->compute = u->hw_flops / rate;
+    u->all_compute = all_hw / rate;
 }
 
 static void micro_comm(const struct pl_plan_model *m, const struct net *w,
@@ -496,8 +526,12 @@ double pl_plan_time_links(const struct pl_plan_model *m, const struct pl_plan_cl
         r.exposed[a] = mb * u.comm[a];
         r.bytes[a] = mb * u.bytes[a];
     }
-    /* Fill and drain: (p-1)/v microbatch slots of the slowest stage. */
-    r.bubble = p > 1 ? (double)(p - 1) / cfg->v * per_micro : 0.0;
+    /* Fill and drain: the slowest stage's slot paces the m microbatches; the others' slots,
+     * each a chunk at a time under interleaving, fill and drain the pipeline around it. A
+     * slot is a stage's compute and the communication above (every stage's taken as the
+     * first's): (p-1)/v slots when the stages are equal. */
+    double comm = per_micro - u.compute;
+    r.bubble = p > 1 ? (u.all_compute + p * comm - per_micro) / cfg->v : 0.0;
     r.exposed[PL_AX_DP] = dp_exposed(m, &w, cfg, &u, &r.bytes[PL_AX_DP]);
     net_free(&w);
     r.step = mb * per_micro + r.bubble + r.exposed[PL_AX_DP];

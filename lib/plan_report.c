@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "plan_internal.h"
 #include "plan_rules.h"
 #include "svg.h"
 
@@ -69,11 +70,13 @@ static void explain_memory(FILE *f, const struct pl_plan_model *m,
 static void explain_time(FILE *f, const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                          const struct pl_plan_config *g, const struct pl_plan_time *t)
 {
-    int p = g->deg[PL_AX_PP], stage = (m->layers + p - 1) / p;
+    int head, p = g->deg[PL_AX_PP], stage = pl_plan_pacing_stage(m, c, g, &head);
     double rate = c->flops * c->efficiency;
-    fprintf(f, "  compute: %.4g FLOPs a microbatch on the first stage (%d of %d layers, split "
-               "over tp x cp = %d%s), x m = %d microbatches, at %.0f TFLOP/s x %.2f = %.3f s\n",
-            g->m > 0 ? t->compute * rate / g->m : 0.0, stage, m->layers,
+    fprintf(f, "  compute: %.4g FLOPs a microbatch on the %s stage, the slowest (%d of %d "
+               "layers%s, split over tp x cp = %d%s), x m = %d microbatches, at %.0f TFLOP/s x "
+               "%.2f = %.3f s\n",
+            g->m > 0 ? t->compute * rate / g->m : 0.0, p == 1 ? "only" : head ? "last" : "first",
+            stage, m->layers, head ? " and the head" : "",
             g->deg[PL_AX_TP] * g->deg[PL_AX_CP],
             g->recompute == PL_RECOMPUTE_NONE ? "" : ", recomputation's FLOPs included", g->m,
             c->flops / 1e12, c->efficiency, t->compute);

@@ -91,7 +91,7 @@ enum pl_link pl_topo_group_link(const struct pl_topo *t, const int *ranks, int n
 
 /* The efficiencies are planning assumptions (plan.h), not data-sheet figures: a whole layer,
  * with attention, normalisation and elementwise kernels, sustains less of the peak than
- * cuBLAS's large BF16 GEMMs (about 80% of peak on A100 and 70% on H100). A100's 0.58 is
+ * cuBLAS's large BF16 GEMMs (about 80% of peak on A100 and 70% on H100). A100's 0.61 is
  * fitted (pl_plan_published_fit) on the fit rows of the published runs (plan_published.c),
  * and tests/test_plan holds it to that fit; H100's 0.55 was set by hand before those runs
  * were tabled and is not fitted. docs/labs/08-placement.md section 4.4 shows both against
@@ -122,7 +122,7 @@ static const struct pl_profile profiles[] = {
         .latency = {[PL_LINK_INTRA] = 3e-6, [PL_LINK_INTER] = 10e-6},
         .devices_per_node = 8,
         .device_mem = 80e9,
-        .efficiency = 0.58,
+        .efficiency = 0.61,
     },
     /* One MPI rank per laptop core: about 10 GFLOP/s of fp32 per core once the small
      * matrices of the labs are counted in (OpenBLAS reaches more on large sgemm); shared

@@ -117,6 +117,7 @@ double placement_memory(const struct pl_plan_model *m, const struct pl_plan_clus
 
 struct micro {
     double compute, model_flops, hw_flops, comm[PL_NAXES], bytes[PL_NAXES];
+    double all; /* every stage's compute of one microbatch, added up */
 };
 
 static double link_time(const struct pl_plan_cluster *c, enum pl_coll_kind k, int n, double S,
@@ -125,17 +126,42 @@ static double link_time(const struct pl_plan_cluster *c, enum pl_coll_kind k, in
     return pl_coll_time(k, n, S, c->latency[l], c->bw[l]);
 }
 
+/* One microbatch's FLOPs over `layers` layers, with the output head's 6 V d a token when
+ * head is set, split over tp x cp: as model FLOPs, and as run with recomputation. */
+static void flops_of(const struct pl_plan_model *m, const struct pl_plan_config *cfg,
+                     double layers, int head, double *model, double *hw)
+{
+    const double head_tok = 6.0 * m->vocab * (double)m->d_model;
+    const double per_layer = (pl_plan_flops_per_token(m) - head_tok) / m->layers;
+    const double tok_split = (double)cfg->micro * m->seq /
+                             ((double)deg(cfg, PL_AX_TP) * deg(cfg, PL_AX_CP));
+    *model = tok_split * (layers * per_layer + (head ? head_tok : 0.0));
+    *hw = *model;
+    if (cfg->recompute == PL_RECOMPUTE_FULL) *hw *= 4.0 / 3.0;
+    if (cfg->recompute == PL_RECOMPUTE_SELECTIVE)
+        *hw += 4.0 * layers * m->d_model * (double)m->seq * tok_split;
+}
+
+/* The slowest stage's microbatch: the first (the most layers) or the last (floor(L / p)
+ * layers and the head), whichever runs longer. */
 static void micro_compute(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                           const struct pl_plan_config *cfg, struct micro *u)
 {
-    double layers = stage_layers(m, cfg), tokens = (double)cfg->micro * m->seq;
-    double split = (double)deg(cfg, PL_AX_TP) * deg(cfg, PL_AX_CP);
-    u->model_flops = pl_plan_flops_per_token(m) * tokens * (layers / m->layers) / split;
-    u->hw_flops = u->model_flops;
-    if (cfg->recompute == PL_RECOMPUTE_FULL) u->hw_flops *= 4.0 / 3.0;
-    if (cfg->recompute == PL_RECOMPUTE_SELECTIVE)
-        u->hw_flops += 4.0 * layers * m->d_model * (double)m->seq * tokens / split;
-    u->compute = u->hw_flops / (c->flops * c->efficiency);
+    const int p = deg(cfg, PL_AX_PP);
+    const double rate = c->flops * c->efficiency;
+    double whole_model, whole_hw;
+    flops_of(m, cfg, m->layers, 1, &whole_model, &whole_hw);
+    u->all = whole_hw / rate;
+    u->model_flops = whole_model, u->hw_flops = whole_hw;
+    if (p > 1) {
+        double first_model, first_hw, last_model, last_hw;
+        flops_of(m, cfg, stage_layers(m, cfg), 0, &first_model, &first_hw);
+        flops_of(m, cfg, m->layers / p, 1, &last_model, &last_hw);
+        const int last = last_hw > first_hw;
+        u->model_flops = last ? last_model : first_model;
+        u->hw_flops = last ? last_hw : first_hw;
+    }
+    u->compute = u->hw_flops / rate;
 }
 
 /* One collective kind repeated `times` on axis a, each of S bytes. */
@@ -201,7 +227,8 @@ double placement_step_time(const struct pl_plan_model *m, const struct pl_plan_c
     }
     r.compute = cfg->m * u.compute;
     int p = deg(cfg, PL_AX_PP);
-    r.bubble = p > 1 ? (p - 1.0) / cfg->v * slot : 0.0;
+    /* the other stages' slots fill and drain around the slowest one's, v chunks a slot */
+    r.bubble = p > 1 ? (u.all + p * (slot - u.compute) - slot) / cfg->v : 0.0;
 
     double dense, expert;
     gpu_params(m, cfg, &dense, &expert);
