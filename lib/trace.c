@@ -119,6 +119,8 @@ void pl_span(const char *label)
     pl_trace_status_span(tr.span);
 }
 
+const char *pl_span_label(void) { return tr.span; }
+
 /* ---- groups ---- */
 
 static struct pl_group_def *find_group(struct pl_group_def *gs, int n, int id)

@@ -65,6 +65,8 @@ void pl_trace_clear(void); /* forget this rank's events, e.g. after warm-up step
  * counted before it are first closed into a compute event of the previous span. The first
  * letter of a label is its letter in text timelines (F, B, W, A, ...). */
 void pl_span(const char *label);
+/* The label of the span the compute now counted belongs to ("" before any). */
+const char *pl_span_label(void);
 /* Closes the FLOPs counted since the last event into a compute event. */
 void pl_trace_flush(void);
 /* Appends an event (the comm layer calls this; tests build traces by hand with it). */

@@ -23,7 +23,7 @@ const char *const L8_OP_FUNCS[L8_NOPS] = {"placement_memory", "placement_step_ti
 const char *const L8_ORACLE_NAMES[L8_NOR] = {
     "", "pl_plan_memory", "pl_plan_time", "pl_plan_activation_layer", "pl_plan_check",
     "pl_plan_search", "pl_plan_min_nodes", "pl_plan_time_links", "pl_plan_links",
-    "pl_plan_check_step", "pl_plan_check_placement"};
+    "pl_plan_check_step", "pl_plan_check_placement", "pl_plan_pacing_stage"};
 
 int l8_find_op(const char *name)
 {

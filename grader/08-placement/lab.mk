@@ -5,7 +5,7 @@
 # the grader reaches the real ones as __real_*.
 GRADER_ORACLE_08-placement := pl_plan_memory pl_plan_time pl_plan_activation_layer \
   pl_plan_check pl_plan_search pl_plan_min_nodes pl_plan_time_links pl_plan_links \
-  pl_plan_check_step pl_plan_check_placement
+  pl_plan_check_step pl_plan_check_placement pl_plan_pacing_stage
 GRADER_ORACLE_WRAPPED_08-placement := 1
 # The planner's source is in the kit, where a student can read it: code that pastes its
 # estimates or its search in under other names is refused as a call is (grader/rules/copy.h).

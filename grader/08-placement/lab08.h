@@ -104,7 +104,8 @@ struct l8_case {
 /* The planner's entry points lab.mk wraps: a code each, 0 for none (judge.c names them). */
 enum l8_oracle {
     L8_OR_NONE, L8_OR_MEMORY, L8_OR_TIME, L8_OR_ACTIV, L8_OR_CHECK, L8_OR_SEARCH,
-    L8_OR_MIN_NODES, L8_OR_TIME_LINKS, L8_OR_LINKS, L8_OR_CHECK_STEP, L8_OR_CHECK_PLACE, L8_NOR
+    L8_OR_MIN_NODES, L8_OR_TIME_LINKS, L8_OR_LINKS, L8_OR_CHECK_STEP, L8_OR_CHECK_PLACE,
+    L8_OR_PACING, L8_NOR
 };
 extern const char *const L8_ORACLE_NAMES[L8_NOR];
 

@@ -274,6 +274,7 @@ void l9_bench(const struct gr_args *a)
         l9_cool_down_figures(st, a->figures ? "handout" : who);
     if (pl_size() == 8 && pl_rank() == 0) l9_vocab_figures(st);
     if (pl_size() == 8) l9_plan_figures(st, a->figures ? "handout" : who, plan_svg, who);
+    if (pl_size() == 8) l9_time_figures(st, a->figures ? "handout" : who);
     if (timeline) l9_timeline(st, timeline, who);
     l9_finish(st);
 }

@@ -521,6 +521,9 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
         if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_RECOMPUTE,
                        (enum pl_recompute)r))
             return;
+    /* the step time held to the plan: one step traced, replayed at scale on rank 0 */
+    ob->has_time = st->np == 8 && !st->hidden;
+    if (ob->has_time && !l9_time_replay(st, i, &ob->time)) return;
     /* ZeRO-1 on the grids that have a DP group to shard over */
     ob->has_zero = !st->hidden && st->cases[i].dp > 1;
     if (!ob->has_zero) return;

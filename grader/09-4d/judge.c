@@ -511,6 +511,7 @@ int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr
     if (!strcmp(part, "zero")) return l9_judge_zero(st, i, all, why);
     if (!strcmp(part, "vocab")) return l9_judge_vocab(st, i, all, why);
     if (!strcmp(part, "plan")) return l9_judge_plan(st, i, all, why);
+    if (!strcmp(part, "time")) return l9_judge_time(st, i, all, why);
     gr_why_say(why, "internal: no part %s", part);
     return 0;
 }

@@ -12,9 +12,12 @@ $(B)/tests/judge/09-4d: tests/judge/lab09_zero.h
 # block calls and any collective between the last backward and the DP sum, for the bubble
 # test, and the DP group's reduce-scatters and all-gathers for the ZeRO-1 test (cases.c);
 # the same block calls and collectives bound and measure the head's runs (vocab_obs.c).
+# AdamW's calls, its compute named by a span, which the step time's replay scales by the
+# parameters rather than the tokens (plantime.c).
 GRADER_WRAP_09-4d := -Wl,--wrap=pl_all_reduce -Wl,--wrap=pl_all_reduce_async \
     -Wl,--wrap=pl_reduce_scatter -Wl,--wrap=pl_reduce_scatter_async \
     -Wl,--wrap=pl_all_gather -Wl,--wrap=pl_all_gather_async \
     -Wl,--wrap=pl_parts_forward -Wl,--wrap=pl_sp_block_forward \
     -Wl,--wrap=pl_sp_block_forward_saved -Wl,--wrap=pl_sp_block_backward \
-    -Wl,--wrap=pl_sp_block_backward_saved -Wl,--wrap=pl_barrier
+    -Wl,--wrap=pl_sp_block_backward_saved -Wl,--wrap=pl_barrier \
+    -Wl,--wrap=pl_adamw_step

@@ -109,6 +109,23 @@ struct l9_share_err {
     int what;
 };
 
+/* One step of a grid replayed at the scale of a real model beside the kit's planner
+ * (plantime.c, section 3.4), as rank 0 sees it: the replay's step and each rank's compute
+ * and bytes sent inside its node and across nodes ([0] intra, [1] inter: the ring bytes of
+ * its collectives by their group's link, its sends by theirs); the plan's step and terms for
+ * the same model and configuration (pl_plan_time): the compute (m microbatches of the
+ * pacing stage's, with_head: the last stage's), the exposed time of tp, pp and dp, the
+ * bubble, and the bytes a rank sends on each link class (each axis' on its class). Times in
+ * seconds. */
+enum { L9_T_TP, L9_T_PP, L9_T_DP, L9_T_NAX };
+struct l9_time {
+    int replayed;               /* 1: the trace replayed; 0: err says why not */
+    char err[200];
+    double step, compute[L9_MAX_RANKS], sent[L9_MAX_RANKS][2];
+    double plan_step, plan_compute, plan_bubble, plan_exposed[L9_T_NAX], plan_sent[2];
+    int with_head;
+};
+
 /* One rank's observation of a case (a plain struct, gathered by the harness). */
 struct l9_obs {
     int grid_ret;                 /* fourd_grid_new's answer */
@@ -193,6 +210,9 @@ struct l9_obs {
     int has_orders;
     struct l9_grid_obs orders[L9_NORDERS];
     int bad_ret[L9_NBAD];
+    /* the step time held to the plan (8 ranks, visible grids): meaningful on rank 0 */
+    int has_time;
+    struct l9_time time;
 };
 
 /* setup.c */
@@ -315,6 +335,16 @@ int l9_judge_plan(const struct l9_state *st, int i, const struct gr_obs *all,
  * planner's (collective, bench mode, rank 0 prints); svg (or NULL): its picture
  * (planplot.c), drawn by rank 0. */
 void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, const char *who);
+/* plantime.c: collective, 8 ranks: one step of grid i traced and, on rank 0, replayed at
+ * the scale of a real model beside pl_plan_time's prediction for it, into out; 0 when the
+ * code stopped at a stub (out says nothing then). l9_time_figures: the same for every
+ * 8-rank grid, printed by rank 0 as section 3.4's table (bench mode). */
+int l9_time_replay(struct l9_state *st, int i, struct l9_time *out);
+void l9_time_figures(struct l9_state *st, const char *tag);
+/* planmem.c: the step time's bound, either way, and its verdict on every 8-rank grid. */
+#define L9_TIME_SHARE 0.10
+int l9_judge_time(const struct l9_state *st, int i, const struct gr_obs *all,
+                  struct gr_why *why);
 /* One run of the table: its name, the plan's params, grads, optim and activ, stage 0's
  * largest peak of each, and its device peak (bytes). */
 struct l9_plan_row {

@@ -48,7 +48,9 @@ void l9_plan_config(const struct l9_case *k, int zero, enum pl_recompute rc,
     cfg->micro = L9_MB_SEQS, cfg->m = L9_MICRO, cfg->zero = zero, cfg->recompute = rc;
     /* Lab 9 trains in fp32 without dropout, its embedding and head whole on every TP rank */
     cfg->fp32 = 1, cfg->no_dropout = 1, cfg->vocab_whole = 1;
-    snprintf(cfg->order, sizeof cfg->order, "tp-pp-dp");
+    /* L9_ORDER, tp-pp-dp, with the planner's cp and ep between tp and pp: of size 1, they
+     * leave every rank where tp-pp-dp puts it (a grid needs every axis named) */
+    snprintf(cfg->order, sizeof cfg->order, "%s", PL_PLAN_ORDER);
 }
 
 static const char *RUN_NAME[L9_MEM_RUNS] = {"", " with ZeRO-1", " with recompute selective",
@@ -125,4 +127,68 @@ int l9_judge_plan(const struct l9_state *st, int i, const struct gr_obs *all,
         }
     }
     return 1;
+}
+
+/* ---- the step time held to the plan ---- */
+
+/* Over the plan: the rank that computes most, then the bytes across nodes, then the waits. */
+static void say_slow(const struct l9_time *t, int np, struct gr_why *why)
+{
+    int busy = 0, most = 0;
+    for (int r = 1; r < np; r++) {
+        if (t->compute[r] > t->compute[busy]) busy = r;
+        if (t->sent[r][1] > t->sent[most][1]) most = r;
+    }
+    if (t->compute[busy] > (1 + L9_TIME_SHARE) * t->plan_compute) {
+        gr_why_say(why, "rank %d computes %.1f ms against the plan's %.1f ms for the %s "
+                   "stage, the slowest: a part run more than once, or more of it than the "
+                   "stage's share (the head whole on every TP rank, a block of another stage, "
+                   "recomputation that m->recompute did not ask for)?", busy,
+                   1e3 * t->compute[busy], 1e3 * t->plan_compute,
+                   t->with_head ? "last" : "first");
+    } else if (t->sent[most][1] > (1 + 2 * L9_TIME_SHARE) * t->plan_sent[1] + 1.0) {
+        gr_why_say(why, "rank %d sends %.2f GB across nodes a step at scale, against the "
+                   "plan's %.2f GB: across nodes the plan has only what tp-pp-dp puts there "
+                   "(the DP sum, one all-reduce of each gradient a step, and the sends "
+                   "between stages on different nodes); is a gradient summed twice, or a TP "
+                   "group spread over nodes?", most, t->sent[most][1] / 1e9,
+                   t->plan_sent[1] / 1e9);
+    } else {
+        gr_why_say(why, "the compute and the traffic across nodes are the plan's, so the "
+                   "ranks wait: does each stage run 1F1B (p - s - 1 forwards, then one "
+                   "forward and one backward in turn, no send waited for before the next "
+                   "compute), and does the DP sum start while the last backwards still run "
+                   "(section 3.3)?");
+    }
+}
+
+int l9_judge_time(const struct l9_state *st, int i, const struct gr_obs *all,
+                  struct gr_why *why)
+{
+    const struct l9_obs *o = gr_obs_rank(all, 0);
+    if (st->np != 8 || !o->has_time) return 1;
+    const struct l9_case *k = &st->cases[i];
+    const struct l9_time *t = &o->time;
+    if (!t->replayed) {
+        gr_why_say(why, "grid (%d,%d,%d): one step's trace does not replay: %s", k->dp, k->tp,
+                   k->pp, t->err);
+        return 0;
+    }
+    const double off = t->step / t->plan_step - 1;
+    if (fabs(off) <= L9_TIME_SHARE) return 1;
+    gr_why_say(why, "grid (%d,%d,%d): one step replayed at scale takes %.1f ms, %+.1f%% off "
+               "the plan's %.1f ms (compute %.1f, the %s stage's; tp %.1f, pp %.1f, bubble "
+               "%.1f, dp exposed %.1f), where the bound is %.0f%% either way", k->dp, k->tp,
+               k->pp, 1e3 * t->step, 100 * off, 1e3 * t->plan_step, 1e3 * t->plan_compute,
+               t->with_head ? "last" : "first", 1e3 * t->plan_exposed[L9_T_TP],
+               1e3 * t->plan_exposed[L9_T_PP], 1e3 * t->plan_bubble,
+               1e3 * t->plan_exposed[L9_T_DP], 100 * L9_TIME_SHARE);
+    if (off > 0)
+        say_slow(t, st->np, why);
+    else
+        gr_why_say(why, "faster than the plan for this configuration: the run is not the "
+                   "configuration planned. Are the TP groups inside a node and the DP "
+                   "groups across, as tp-pp-dp lays them out, and is every axis's work "
+                   "done (section 2)?");
+    return 0;
 }

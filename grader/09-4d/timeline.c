@@ -19,18 +19,15 @@
 #include "timeline.h"
 #include "todo.h"
 
-enum { AX_TP, AX_PP, AX_DP, NAX };
-static const char *const AX_NAME[NAX] = {"tp", "pp", "dp"};
-static const char *const AX_LABEL[NAX] = {"TP", "PP", "DP"};
-static const char *const AX_COLOR[NAX] = {"#e15759", "#8c6d31", "#3b1f7a"};
+static const char *const AX_NAME[L9_NAX] = {"tp", "pp", "dp"};
+static const char *const AX_LABEL[L9_NAX] = {"TP", "PP", "DP"};
+static const char *const AX_COLOR[L9_NAX] = {"#e15759", "#8c6d31", "#3b1f7a"};
 #define MIN_PX 2.0 /* the least width of a transfer in the picture */
 
-/* One training step of the (2,2,2) grid traced on every rank (collective); 0 when the code
- * stopped at a stub or gave no grid or model, 1 with the trace on rank 0 otherwise. */
-static int trace_step(struct l9_state *st, struct pl_merged_trace *t)
+int l9_trace_step(struct l9_state *st, int i, struct pl_merged_trace *t)
 {
-    const struct l9_case *k = &st->cases[0];
-    const struct gr_train_setup *ts = &st->train[0];
+    const struct l9_case *k = &st->cases[i];
+    const struct gr_train_setup *ts = &st->train[i];
     struct fourd_grid g;
     memset(&g, 0, sizeof g);
     memset(t, 0, sizeof *t);
@@ -40,7 +37,7 @@ static int trace_step(struct l9_state *st, struct pl_merged_trace *t)
         if (ret == 0) fourd_grid_free(&g);
         return 0;
     }
-    struct fourd_model *m = fourd_model_new(&ts->cfg, &st->free_opt[0], &g);
+    struct fourd_model *m = fourd_model_new(&ts->cfg, &st->free_opt[i], &g);
     if (gr_agree(m == NULL || pl_todo_what() != NULL)) {
         if (m) fourd_model_free(m);
         fourd_grid_free(&g);
@@ -64,10 +61,9 @@ static int trace_step(struct l9_state *st, struct pl_merged_trace *t)
     return ok;
 }
 
-/* The axis of grid whose group through the first of ranks[0..n) is that set, or -1. */
-static int axis_of(const struct pl_grid *grid, const int *ranks, int n)
+int l9_axis_of(const struct pl_grid *grid, const int *ranks, int n)
 {
-    for (int a = 0; a < NAX; a++) {
+    for (int a = 0; a < L9_NAX; a++) {
         int members[L9_MAX_RANKS];
         int ax = pl_grid_axis(grid, AX_NAME[a]);
         if (n < 2 || n > L9_MAX_RANKS || pl_grid_group(grid, ranks[0], ax, members) != n)
@@ -92,19 +88,19 @@ static const char *where(int links)
 
 /* Rank 0: the classes of the trace's groups by axis, the legend's names, the sends' name. */
 static void classify(const struct pl_merged_trace *t, const struct pl_grid *grid,
-                     int *group_class, struct pl_replay_svg_class *cls, char names[NAX][48],
+                     int *group_class, struct pl_replay_svg_class *cls, char names[L9_NAX][48],
                      char *send_name, size_t len)
 {
     const struct pl_topo *topo = pl_topo();
-    int links[NAX] = {0};
+    int links[L9_NAX] = {0};
     for (int g = 0; g < t->ngroups; g++) {
         const struct pl_group_def *d = &t->groups[g];
-        group_class[g] = axis_of(grid, d->ranks, d->n);
+        group_class[g] = l9_axis_of(grid, d->ranks, d->n);
         if (group_class[g] >= 0)
             links[group_class[g]] |= pl_topo_group_link(topo, d->ranks, d->n) == PL_LINK_INTER
                                          ? 2 : 1;
     }
-    for (int a = 0; a < NAX; a++) {
+    for (int a = 0; a < L9_NAX; a++) {
         snprintf(names[a], sizeof names[a], "%s collective%s", AX_LABEL[a], where(links[a]));
         cls[a] = (struct pl_replay_svg_class){names[a], AX_COLOR[a]};
     }
@@ -144,8 +140,8 @@ static int draw(const struct l9_state *st, const struct pl_merged_trace *t, cons
     if (rc == 0) {
         int *group_class = calloc((size_t)(t->ngroups > 0 ? t->ngroups : 1), sizeof(int));
         PL_ASSERT(group_class);
-        struct pl_replay_svg_class cls[NAX];
-        char names[NAX][48], send_name[48], title[256], note[256];
+        struct pl_replay_svg_class cls[L9_NAX];
+        char names[L9_NAX][48], send_name[48], title[256], note[256];
         classify(t, &grid, group_class, cls, names, send_name, sizeof send_name);
         snprintf(title, sizeof title, "Lab 9, %s: one step of (dp,tp,pp) = (%d,%d,%d), %s, "
                  "m = %d, on %s", who, k->dp, k->tp, k->pp, L9_ORDER, L9_MICRO, GR_BT_PROFILE);
@@ -157,7 +153,7 @@ static int draw(const struct l9_state *st, const struct pl_merged_trace *t, cons
                  "microbatch's block has one such block's FLOPs and activation (b = 1, s = "
                  "%.0f). Transfers: %.0f px at least", topo->nodes, topo->per_node, nodes,
                  GR_BT_S, MIN_PX);
-        struct pl_replay_svg_style style = {NAX,       cls,    group_class, send_name,
+        struct pl_replay_svg_style style = {L9_NAX,       cls,    group_class, send_name,
                                             "compute", MIN_PX, note};
         if (pl_replay_write_svg_styled(&scaled, &rp, title, &style, svg) != 0) {
             remove(svg);
@@ -214,7 +210,7 @@ void l9_timeline_layout(const struct l9_state *st)
 void l9_timeline(struct l9_state *st, const char *svg, const char *who)
 {
     struct pl_merged_trace t;
-    if (!trace_step(st, &t)) {
+    if (!l9_trace_step(st, 0, &t)) {
         if (pl_rank() == 0)
             printf("%s: no timeline: the (2,2,2) grid's step did not run (a stub or no grid "
                    "or model)\n", who);
@@ -246,7 +242,7 @@ static void stage_dp(const struct pl_merged_trace *t, const struct pl_replay *rp
             const struct pl_group_def *d = NULL;
             for (int g = 0; g < t->ngroups; g++)
                 if (t->groups[g].id == e->group) d = &t->groups[g];
-            if (!d || axis_of(grid, d->ranks, d->n) != AX_DP || *n >= 64) continue;
+            if (!d || l9_axis_of(grid, d->ranks, d->n) != L9_AX_DP || *n >= 64) continue;
             handles[(*n)++] = e->handle;
             *busy += sp->end - sp->start;
         } else if (e->type == PL_EV_WAIT) {
@@ -259,7 +255,7 @@ static void stage_dp(const struct pl_merged_trace *t, const struct pl_replay *rp
 void l9_cool_down_figures(struct l9_state *st, const char *tag)
 {
     struct pl_merged_trace t;
-    if (!trace_step(st, &t)) {
+    if (!l9_trace_step(st, 0, &t)) {
         pl_trace_merged_free(&t);
         return;
     }

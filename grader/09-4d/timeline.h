@@ -18,4 +18,14 @@ void l9_timeline_layout(const struct l9_state *st);
  * the comm stream and the stalls waiting for them, as "# tag:" lines (section 3.3). */
 void l9_cool_down_figures(struct l9_state *st, const char *tag);
 
+/* One training step of grid i (st->cases[i], unclipped, ZeRO off) traced on every rank
+ * (collective); 0 when the code stopped at a stub or gave no grid or model, 1 with the
+ * merged trace on rank 0 otherwise. Free t with pl_trace_merged_free either way. */
+int l9_trace_step(struct l9_state *st, int i, struct pl_merged_trace *t);
+/* The axes of the lab's grid, as l9_axis_of names them. */
+enum { L9_AX_TP, L9_AX_PP, L9_AX_DP, L9_NAX };
+/* The axis of grid whose group through ranks[0] is exactly the set ranks[0..n), or -1. */
+struct pl_grid;
+int l9_axis_of(const struct pl_grid *grid, const int *ranks, int n);
+
 #endif

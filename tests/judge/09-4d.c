@@ -216,7 +216,7 @@ static void good(void)
 static void all_pass(const char *what)
 {
     static const char *parts[] = {"correct", "clip", "grid", "traffic", "recompute", "bubble",
-                                  "overlap", "zero", "vocab", "plan"};
+                                  "overlap", "zero", "vocab", "plan", "time"};
     for (int p = 0; p < (int)(sizeof parts / sizeof *parts); p++) {
         struct gr_why w;
         int ok = judge(parts[p], &w);
@@ -542,6 +542,49 @@ static void plan(void)
     expect("plan", "the most over is optim", "the moments named");
 }
 
+/* A step replayed on (2,2,2) at the plan's own figures, then off it: over with a rank
+ * computing more than the pacing stage, over with bytes across nodes beyond the plan's, over
+ * with neither (the ranks wait), under, and a trace that does not replay. */
+static void step_time(void)
+{
+    state_of((struct l9_case){2, 2, 2, 0});
+    good();
+    struct l9_time *t = &ob[0].time;
+    ob[0].has_time = 1;
+    memset(t, 0, sizeof *t);
+    t->replayed = 1, t->with_head = 1;
+    t->plan_step = 0.3689, t->plan_compute = 0.167, t->plan_bubble = 0.0305;
+    t->plan_exposed[L9_T_TP] = 0.0074, t->plan_exposed[L9_T_PP] = 0.0009;
+    t->plan_exposed[L9_T_DP] = 0.1632, t->plan_sent[1] = 9.55e9, t->plan_sent[0] = 3.6e9;
+    for (int r = 0; r < NR; r++) {
+        t->compute[r] = r % 4 < 2 ? 0.115 : 0.167;
+        t->sent[r][0] = 4.5e9, t->sent[r][1] = 9.7e9;
+    }
+    struct gr_why w;
+    t->step = 1.07 * t->plan_step;
+    CHECK(judge("time", &w), "7%% over the plan fails the step time test: %s", first(&w));
+    t->step = 0.93 * t->plan_step;
+    CHECK(judge("time", &w), "7%% under the plan fails the step time test: %s", first(&w));
+    t->step = 1.21 * t->plan_step;
+    t->compute[6] = 0.222;
+    expect("time", "grid (2,2,2): one step replayed at scale takes 446.4 ms, +21.0% off the "
+           "plan's 368.9 ms", "the step over the plan");
+    expect("time", "rank 6 computes 222.0 ms against the plan's 167.0 ms for the last stage",
+           "the rank that computes too much");
+    t->compute[6] = 0.167;
+    t->sent[4][1] = 2 * 9.7e9;
+    expect("time", "rank 4 sends 19.40 GB across nodes a step at scale, against the plan's "
+           "9.55 GB", "the bytes across nodes");
+    t->sent[4][1] = 9.7e9;
+    t->sent[4][0] = 3 * 4.5e9; /* inside a node: the lab's head sends more than the plan's */
+    expect("time", "so the ranks wait", "neither compute nor bytes across nodes: the waits");
+    t->step = 0.8 * t->plan_step;
+    expect("time", "faster than the plan for this configuration", "under the plan");
+    t->replayed = 0;
+    snprintf(t->err, sizeof t->err, "the trace cannot complete (deadlock)");
+    expect("time", "one step's trace does not replay: the trace cannot complete", "no replay");
+}
+
 static void hand_built(void)
 {
     correct_and_clip();
@@ -552,6 +595,7 @@ static void hand_built(void)
     zero();
     vocab();
     plan();
+    step_time();
 }
 
 static void recorded(const char *path, const char *parts)
