@@ -340,6 +340,11 @@ void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, cons
  * code stopped at a stub (out says nothing then). l9_time_figures: the same for every
  * 8-rank grid, printed by rank 0 as section 3.4's table (bench mode). */
 int l9_time_replay(struct l9_state *st, int i, struct l9_time *out);
+/* Rank 0: trace t of grid i scaled to section 3.4's model into sc and replayed into rp
+ * (kernels at the planner's rate, a comm stream per link class); 0, or -1 with err (sc and
+ * rp then hold nothing). Free rp, then sc with gr_trace_scaled_free. */
+int l9_replay_at_scale(const struct l9_state *st, int i, const struct pl_merged_trace *t,
+                       struct pl_merged_trace *sc, struct pl_replay *rp, char *err, size_t len);
 void l9_time_figures(struct l9_state *st, const char *tag);
 /* planmem.c: the step time's bound, either way, and its verdict on every 8-rank grid. */
 #define L9_TIME_SHARE 0.10

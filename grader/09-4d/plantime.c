@@ -133,6 +133,31 @@ static void per_rank(const struct pl_merged_trace *sc, const struct pl_replay *r
     }
 }
 
+/* The replay's profile: dgx-h100 with its kernels at the planner's rate (peak x
+ * efficiency), and the planner's cluster of it with the virtual cluster's nodes. */
+static void profile_and_cluster(struct pl_profile *prof, struct pl_plan_cluster *cl)
+{
+    *prof = *pl_profile_find(GR_BT_PROFILE);
+    pl_plan_cluster_from_profile(cl, prof, pl_topo()->nodes);
+    cl->per_node = pl_topo()->per_node;
+    prof->flops *= prof->efficiency;
+}
+
+int l9_replay_at_scale(const struct l9_state *st, int i, const struct pl_merged_trace *t,
+                       struct pl_merged_trace *sc, struct pl_replay *rp, char *err, size_t len)
+{
+    struct scale s;
+    scale_of(st, i, &s);
+    struct pl_profile prof;
+    struct pl_plan_cluster cl;
+    profile_and_cluster(&prof, &cl);
+    scale_trace(t, &st->cases[i], &s, sc);
+    int rc = pl_replay_run_streams(sc, &prof, pl_topo(), PL_REPLAY_STREAM_PER_LINK, rp, err,
+                                   len);
+    if (rc != 0) gr_trace_scaled_free(sc);
+    return rc;
+}
+
 int l9_time_replay(struct l9_state *st, int i, struct l9_time *out)
 {
     memset(out, 0, sizeof *out);
@@ -142,14 +167,11 @@ int l9_time_replay(struct l9_state *st, int i, struct l9_time *out)
         return 0;
     }
     if (pl_rank() == 0) {
-        const struct l9_case *k = &st->cases[i];
         struct scale s;
         scale_of(st, i, &s);
-        struct pl_profile prof = *pl_profile_find(GR_BT_PROFILE);
+        struct pl_profile prof;
         struct pl_plan_cluster cl;
-        pl_plan_cluster_from_profile(&cl, &prof, pl_topo()->nodes);
-        cl.per_node = pl_topo()->per_node;
-        prof.flops *= prof.efficiency; /* the replay's kernels at the planner's rate */
+        profile_and_cluster(&prof, &cl);
         struct pl_plan_time pt;
         out->plan_step = pl_plan_time(&s.pm, &cl, &s.cfg, &pt);
         out->plan_compute = pt.compute, out->plan_bubble = pt.bubble;
@@ -160,16 +182,14 @@ int l9_time_replay(struct l9_state *st, int i, struct l9_time *out)
         }
         (void)pl_plan_pacing_stage(&s.pm, &cl, &s.cfg, &out->with_head);
         struct pl_merged_trace sc;
-        scale_trace(&t, k, &s, &sc);
         struct pl_replay rp;
-        if (pl_replay_run_streams(&sc, &prof, pl_topo(), PL_REPLAY_STREAM_PER_LINK, &rp,
-                                  out->err, sizeof out->err) == 0) {
+        if (l9_replay_at_scale(st, i, &t, &sc, &rp, out->err, sizeof out->err) == 0) {
             out->replayed = 1;
             out->step = rp.step_time;
             per_rank(&sc, &rp, out);
             pl_replay_free(&rp);
+            gr_trace_scaled_free(&sc);
         }
-        gr_trace_scaled_free(&sc);
     }
     pl_trace_merged_free(&t);
     return 1;

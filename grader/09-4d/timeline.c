@@ -1,8 +1,8 @@
 /* timeline.c: Lab 9's timeline picture (make plots LAB=09): the (2,2,2) grid of the code
  * being graded, one training step traced on every rank and replayed on the dgx-h100 profile
- * at GPT-3 175B block scale (block_time.h's: each microbatch's block counts the FLOPs of one
- * GPT-3 block of b = 1, s = 2048 and its activation the bytes of one, so that compute shows
- * beside the transfers), one row per rank. The collectives are coloured by the axis whose
+ * at section 3.4's scale, as the step time test replays it (plantime.c: the lab's blocks at
+ * width 12288, 2048 tokens a microbatch, kernels at the planner's rate, a comm stream per
+ * link class), one row per rank. The collectives are coloured by the axis whose
  * group they run on, found by matching each traced group's ranks against the grid that
  * "tp-pp-dp" describes, and the legend says whether each axis's traffic stays inside a node
  * or crosses nodes on the virtual cluster (2 nodes of 4). The layout the handout's paragraph
@@ -124,19 +124,14 @@ static int draw(const struct l9_state *st, const struct pl_merged_trace *t, cons
                 const char *who, char *err, size_t len)
 {
     const struct l9_case *k = &st->cases[0];
-    const struct pl_model_config *c = &st->train[0].cfg;
     struct pl_grid grid;
     char deg[64];
     snprintf(deg, sizeof deg, "tp=%d,pp=%d,dp=%d", k->tp, k->pp, k->dp);
     if (pl_grid_init(&grid, L9_ORDER, deg, t->nranks, err, len) != 0) return -1;
-    /* block_time.h's scale: one block of one microbatch as one GPT-3 175B block */
-    const double flop_x = gr_bt_flops() / pl_part_flops(c, 0, L9_MB_SEQS, c->seq_len);
-    const double byte_x = gr_bt_bytes() / ((double)L9_MB_SEQS * c->seq_len * c->d_model *
-                                           sizeof(float));
+    /* section 3.4's scale, as the step time test replays it */
     struct pl_merged_trace scaled;
-    gr_trace_scaled(t, flop_x, byte_x, &scaled);
     struct pl_replay rp;
-    int rc = pl_replay_run(&scaled, pl_profile_find(GR_BT_PROFILE), pl_topo(), &rp, err, len);
+    int rc = l9_replay_at_scale(st, 0, t, &scaled, &rp, err, len);
     if (rc == 0) {
         int *group_class = calloc((size_t)(t->ngroups > 0 ? t->ngroups : 1), sizeof(int));
         PL_ASSERT(group_class);
@@ -149,10 +144,10 @@ static int draw(const struct l9_state *st, const struct pl_merged_trace *t, cons
         char nodes[64] = "";
         if (topo->is_virtual)
             snprintf(nodes, sizeof nodes, " (node = rank / %d)", topo->per_node);
-        snprintf(note, sizeof note, "%d nodes of %d ranks%s. GPT-3 175B block scale: a "
-                 "microbatch's block has one such block's FLOPs and activation (b = 1, s = "
-                 "%.0f). Transfers: %.0f px at least", topo->nodes, topo->per_node, nodes,
-                 GR_BT_S, MIN_PX);
+        snprintf(note, sizeof note, "%d nodes of %d ranks%s. At section 3.4's scale: "
+                 "blocks of width 12288, 2048 tokens a microbatch; kernels at the planner's "
+                 "rate, a comm stream per link class. Transfers: %.0f px at least",
+                 topo->nodes, topo->per_node, nodes, MIN_PX);
         struct pl_replay_svg_style style = {L9_NAX,       cls,    group_class, send_name,
                                             "compute", MIN_PX, note};
         if (pl_replay_write_svg_styled(&scaled, &rp, title, &style, svg) != 0) {
@@ -161,8 +156,8 @@ static int draw(const struct l9_state *st, const struct pl_merged_trace *t, cons
         }
         free(group_class);
         pl_replay_free(&rp);
+        gr_trace_scaled_free(&scaled);
     }
-    gr_trace_scaled_free(&scaled);
     return rc;
 }
 
@@ -260,19 +255,13 @@ void l9_cool_down_figures(struct l9_state *st, const char *tag)
         return;
     }
     const struct l9_case *k = &st->cases[0];
-    const struct pl_model_config *c = &st->train[0].cfg;
     struct pl_grid grid;
     char deg[64], err[256];
     snprintf(deg, sizeof deg, "tp=%d,pp=%d,dp=%d", k->tp, k->pp, k->dp);
     if (pl_rank() == 0 && pl_grid_init(&grid, L9_ORDER, deg, t.nranks, err, sizeof err) == 0) {
-        const double flop_x = gr_bt_flops() / pl_part_flops(c, 0, L9_MB_SEQS, c->seq_len);
-        const double byte_x = gr_bt_bytes() / ((double)L9_MB_SEQS * c->seq_len * c->d_model *
-                                               sizeof(float));
         struct pl_merged_trace scaled;
-        gr_trace_scaled(&t, flop_x, byte_x, &scaled);
         struct pl_replay rp;
-        if (pl_replay_run(&scaled, pl_profile_find(GR_BT_PROFILE), pl_topo(), &rp, err,
-                          sizeof err) == 0) {
+        if (l9_replay_at_scale(st, 0, &t, &scaled, &rp, err, sizeof err) == 0) {
             const int pp = pl_grid_axis(&grid, "pp"), dp = pl_grid_axis(&grid, "dp"),
                       tp = pl_grid_axis(&grid, "tp");
             for (int r = 0; r < t.nranks; r++) {
@@ -281,14 +270,14 @@ void l9_cool_down_figures(struct l9_state *st, const char *tag)
                 int n;
                 double busy, stall;
                 stage_dp(&scaled, &rp, &grid, r, &n, &busy, &stall);
-                printf("# %s: stage %d's DP sum, %d buckets, takes %.2f ms of the modelled "
-                       "step on the comm stream, and the compute stream stalls %.2f ms "
-                       "waiting for it\n", tag, pl_grid_coord(&grid, r, pp), n, 1e3 * busy,
-                       1e3 * stall);
+                printf("# %s: stage %d's DP sum, %d buckets, takes %.1f ms of the modelled "
+                       "step on the comm stream, and the compute stream stalls %.1f ms "
+                       "waiting for it: %.1f ms hidden\n", tag, pl_grid_coord(&grid, r, pp), n,
+                       1e3 * busy, 1e3 * stall, 1e3 * (busy - stall));
             }
             pl_replay_free(&rp);
+            gr_trace_scaled_free(&scaled);
         }
-        gr_trace_scaled_free(&scaled);
     }
     pl_trace_merged_free(&t);
 }
