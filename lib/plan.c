@@ -385,7 +385,8 @@ static void stage_flops(const struct pl_plan_model *m, const struct pl_plan_conf
     double layer_tok = (pl_plan_flops_per_token(m) - head_tok) / m->layers;
     *model = (layers * layer_tok + (head ? head_tok : 0.0)) * tokens / split;
     *hw = *model;
-    if (cfg->recompute == PL_RECOMPUTE_FULL) *hw *= 4.0 / 3.0; /* one more forward */
+    if (cfg->recompute == PL_RECOMPUTE_FULL) /* the layers' forward once more, not the head's */
+        *hw += layers * layer_tok * tokens / split / 3.0;
     if (cfg->recompute == PL_RECOMPUTE_SELECTIVE) /* the attention scores' forward again */
         *hw += 4.0 * layers * m->d_model * (double)m->seq * tokens / split;
 }

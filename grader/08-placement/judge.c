@@ -296,8 +296,9 @@ static int judge_time(const struct l8_obs *o, struct gr_why *why)
     int bad = 0;
     char what[512];
     bad += say_field(why, L8_F_COMPUTE, dev[L8_F_COMPUTE], g->compute, w->compute, -1, 1, "s",
-                     "the FLOPs of m microbatches on the first stage, recomputation included, at "
-                     "the cluster's sustained rate (section 4.1)");
+                     "the FLOPs of m microbatches on the slowest stage (the first, or the last "
+                     "with the head), recomputation included, at the cluster's sustained rate "
+                     "(section 4.1)");
     for (int a = 0; a < PL_NAXES; a++) {
         int f = L8_F_EXPOSED + a;
         if (a == PL_AX_DP) {
@@ -310,8 +311,8 @@ static int judge_time(const struct l8_obs *o, struct gr_why *why)
                  a == PL_AX_PP ? "messages" : "collectives", pl_plan_axis_name(a));
         bad += say_field(why, f, dev[f], g->exposed[a], w->exposed[a], -1, 1, "s", what);
     }
-    snprintf(what, sizeof what, "the first stage's idle time while the pipeline of %d stages "
-             "(v = %d) fills and drains (section 4.3; the tolerance is section 4.5's)",
+    snprintf(what, sizeof what, "the slowest stage's idle time while the other stages fill and "
+             "drain the pipeline of %d stages (v = %d; section 4.3, the tolerance section 4.5's)",
              cfg->deg[PL_AX_PP], cfg->v);
     bad += say_field(why, L8_F_BUBBLE, dev[L8_F_BUBBLE], g->bubble, w->bubble, -1, 1, "s", what);
     bad += say_field(why, L8_F_STEP, dev[L8_F_STEP], g->step, w->step, step_alt(o), 1, "s",

@@ -137,7 +137,7 @@ static void flops_of(const struct pl_plan_model *m, const struct pl_plan_config 
                              ((double)deg(cfg, PL_AX_TP) * deg(cfg, PL_AX_CP));
     *model = tok_split * (layers * per_layer + (head ? head_tok : 0.0));
     *hw = *model;
-    if (cfg->recompute == PL_RECOMPUTE_FULL) *hw *= 4.0 / 3.0;
+    if (cfg->recompute == PL_RECOMPUTE_FULL) *hw += tok_split * layers * per_layer / 3.0;
     if (cfg->recompute == PL_RECOMPUTE_SELECTIVE)
         *hw += 4.0 * layers * m->d_model * (double)m->seq * tok_split;
 }
