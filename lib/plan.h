@@ -147,9 +147,10 @@ double pl_plan_activation_layer(const struct pl_plan_model *m, const struct pl_p
 
 /* Time per step, in seconds, on the critical path, and traffic per GPU per step. */
 struct pl_plan_time {
-    double compute;              /* all microbatches' compute on one stage, no bubble */
+    double compute;              /* all microbatches' compute on the slowest stage (the first,
+                                  * or the last, which also runs the output head), no bubble */
     double exposed[PL_NAXES];    /* communication on the critical path, per axis */
-    double bubble;               /* pipeline fill and drain */
+    double bubble;               /* pipeline fill and drain: the other stages' slots, over v */
     double step;
     double bytes[PL_NAXES];      /* bytes each GPU sends per step along each axis */
     enum pl_link link[PL_NAXES]; /* each axis' own link class: intra-node when

@@ -2,7 +2,9 @@
  * step (unclipped, ZeRO off) is traced on every rank and replayed on the dgx-h100 profile at
  * a scale where the lab's blocks are real ones, beside what the kit's planner
  * (lib/plan.h's pl_plan_time) predicts for the same model at that scale and the same
- * configuration. Bench mode only: nothing here is graded.
+ * configuration: the step time test's observation (cases.c, judged in planmem.c), the
+ * bench's table, and the replay the timeline picture and the cool-down figures draw on
+ * (timeline.c).
  *
  * The scale is one model the planner and the replay both describe: the lab's 4 blocks at
  * width H = 12288 (its MLP as wide, relative to the width, as the lab's), one sequence of
@@ -67,8 +69,9 @@ static void scale_of(const struct l9_state *st, int i, struct scale *s)
 }
 
 /* AdamW's compute under its own span, so that the replay can tell it apart: its work is per
- * parameter, and at scale it grows with the parameters, not with the tokens (the lab's
- * optimizer step is some 8% of its step; a real model's, a fraction of a percent). */
+ * parameter, and at scale it grows with the parameters, not with the tokens (on the lab's
+ * model the optimizer step is a few percent of a step's FLOPs; on a real model's, a fraction
+ * of a percent). */
 #define OPT_SPAN "adamw"
 void __real_pl_adamw_step(float *param, const float *grad, float *m, float *v, size_t n, int t,
                           float lr, float beta1, float beta2, float eps, float weight_decay);
