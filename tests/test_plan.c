@@ -223,6 +223,20 @@ static void test_bubble(void)
     CHECK(t.link[PL_AX_TP] == PL_LINK_INTRA && t.link[PL_AX_PP] == PL_LINK_INTER &&
               t.link[PL_AX_DP] == PL_LINK_INTER, "tp8 fills a node, pp and dp cross nodes");
     CHECK(close_to(pl_rule_bubble(16, 16, 7), 15.0 / (7 * 16 + 15)), "rule bubble");
+    /* Lab 8's question 3: the pacing stage turns from the first to the last exactly where the
+     * head's 6 V d FLOPs a token outgrow the one layer the first stage has more */
+    struct pl_plan_model big = *pl_plan_model_find("llama3-405b");
+    const double head_v = 6.0 * big.d_model;
+    const double layer_405 = (pl_plan_flops_per_token(&big) - head_v * big.vocab) / big.layers;
+    const int v_max = (int)floor(layer_405 / head_v);
+    struct pl_plan_config c405 = config("tp=8,pp=16,dp=128,micro=1,m=16", 16384);
+    int with_head;
+    big.vocab = v_max;
+    CHECK(pl_plan_pacing_stage(&big, &c, &c405, &with_head) == 8 && !with_head,
+          "vocabulary %d: the first stage paces", v_max);
+    big.vocab = v_max + 1;
+    CHECK(pl_plan_pacing_stage(&big, &c, &c405, &with_head) == 7 && with_head,
+          "vocabulary %d: the last stage paces", v_max + 1);
     CHECK(t.mfu > 0 && t.mfu < 1 && t.hfu >= t.mfu, "MFU in (0, 1), HFU >= MFU");
 }
 

@@ -432,7 +432,7 @@ static int answer_real(struct gr_why *why, const char *q, double got, double wan
 static int judge_questions(const struct placement_answers *y, const struct placement_answers *k,
                            struct gr_why *why)
 {
-    if (!y->q1_nodes && !y->q2_bubble_percent && !y->q3_mfu_percent) {
+    if (!y->q1_nodes && !y->q2_bubble_percent && !y->q3_vocab) {
         gr_why_say(why, "still a stub: placement_answers (see " L8_HANDOUT " section 6)");
         return 0;
     }
@@ -442,7 +442,8 @@ static int judge_questions(const struct placement_answers *y, const struct place
     ok &= answer_int(why, "Q1 dp", y->q1_dp, k->q1_dp);
     ok &= answer_int(why, "Q1 ZeRO stage", y->q1_zero, k->q1_zero);
     ok &= answer_real(why, "Q2 bubble (%)", y->q2_bubble_percent, k->q2_bubble_percent, 0.1);
-    ok &= answer_real(why, "Q3 MFU (%)", y->q3_mfu_percent, k->q3_mfu_percent, 0.5);
+    ok &= answer_real(why, "Q3 vocabulary (tokens)", y->q3_vocab, k->q3_vocab,
+                      0.01 * k->q3_vocab);
     return ok;
 }
 

@@ -50,10 +50,10 @@ struct placement_answers {
      * m = 16 microbatches and v = 7 chunks per GPU (Llama 3 405B's plan on 16K GPUs),
      * counted in slots: idle slots over all slots, no communication or data-parallel time. */
     double q2_bubble_percent;
-    /* Q3: the modelled MFU (percent) of Llama 3 405B on 16K H100 with its published degrees
-     * (tp8 pp16 dp128, one sequence per microbatch) but full recomputation instead of
-     * selective, the rest as the kit's planner completes a published run (section 4.4). */
-    double q3_mfu_percent;
+    /* Q3: the largest vocabulary (tokens) for which Llama 3 405B's first pipeline stage, not
+     * its last, still paces 16 stages (section 4.1's split of the layers, no recomputation),
+     * the model otherwise as it is. */
+    double q3_vocab;
 };
 extern const struct placement_answers placement_answers;
 

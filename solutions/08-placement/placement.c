@@ -339,5 +339,5 @@ int placement_search(const struct pl_plan_model *m, const struct pl_plan_cluster
 const struct placement_answers placement_answers = {
     .q1_nodes = 2, .q1_tp = 8, .q1_pp = 1, .q1_dp = 2, .q1_zero = 3,
     .q2_bubble_percent = 11.8,
-    .q3_mfu_percent = 31.2,
+    .q3_vocab = 210946,
 };

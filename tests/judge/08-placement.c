@@ -480,19 +480,20 @@ static void questions(void)
           !strcmp(first(&why), "still a stub: placement_answers (see docs/labs/08-placement.md "
                   "section 6)"), "unanswered: %s", first(&why));
     struct placement_answers *y = &ob.ans[0];
-    ob.ans[1] = (struct placement_answers){4, 8, 2, 2, 1, 8.12, 40.4};
-    *y = (struct placement_answers){4, 8, 2, 2, 1, 8.1, 40};
+    ob.ans[1] = (struct placement_answers){4, 8, 2, 2, 1, 8.12, 200000};
+    *y = (struct placement_answers){4, 8, 2, 2, 1, 8.1, 201999};
     CHECK(judge(L8_OP_QUESTIONS, "correct", &why) && why.n == 0, "right answers pass: %s",
           first(&why));
     y->q1_nodes = 3;
     y->q1_zero = 3;
     y->q2_bubble_percent = 8.3;
-    y->q3_mfu_percent = 41;
+    y->q3_vocab = 202001;
     CHECK(!judge(L8_OP_QUESTIONS, "correct", &why) && why.n == 4 &&
           !strcmp(why.line[0], "Q1 nodes: yours 3, expected 4") &&
           !strcmp(why.line[1], "Q1 ZeRO stage: yours 3, expected 1") &&
           !strcmp(why.line[2], "Q2 bubble (%): yours 8.30, expected 8.12 (within 0.10)") &&
-          !strcmp(why.line[3], "Q3 MFU (%): yours 41.00, expected 40.40 (within 0.50)"),
+          !strcmp(why.line[3], "Q3 vocabulary (tokens): yours 202001.00, expected 200000.00 "
+                  "(within 2000.00)"),
           "wrong answers: %s", first(&why));
 }
 
