@@ -393,10 +393,9 @@ static void stage_flops(const struct pl_plan_model *m, const struct pl_plan_conf
 
 /* The first stage holds ceil(L / p) layers and the last floor(L / p) and the output head
  * (the stages between hold no more than the first); the slower of the two sets the pace. */
-int pl_plan_pacing_stage(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
-                         const struct pl_plan_config *cfg, int *with_head)
+int pl_plan_pacing_stage(const struct pl_plan_model *m, const struct pl_plan_config *cfg,
+                         int *with_head)
 {
-    (void)c; /* one rate for every stage */
     const int p = cfg->deg[PL_AX_PP];
     *with_head = 1;
     if (p == 1) return m->layers;
@@ -411,7 +410,7 @@ static void micro_compute(const struct pl_plan_model *m, const struct pl_plan_cl
                           const struct pl_plan_config *cfg, struct per_micro *u)
 {
     const double rate = c->flops * c->efficiency;
-    int head, layers = pl_plan_pacing_stage(m, c, cfg, &head);
+    int head, layers = pl_plan_pacing_stage(m, cfg, &head);
     double all_model, all_hw;
     stage_flops(m, cfg, m->layers, 1, &all_model, &all_hw);
     stage_flops(m, cfg, layers, head, &u->model_flops, &u->hw_flops);

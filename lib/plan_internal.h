@@ -15,8 +15,8 @@ double pl_plan_time_links(const struct pl_plan_model *m, const struct pl_plan_cl
                           struct pl_plan_time *out);
 /* The stage whose microbatch paces the pipeline: its layers, and 1 when it runs the output
  * head (the last stage, or the only one), 0 when it is the first stage. */
-int pl_plan_pacing_stage(const struct pl_plan_model *m, const struct pl_plan_cluster *c,
-                         const struct pl_plan_config *cfg, int *with_head);
+int pl_plan_pacing_stage(const struct pl_plan_model *m, const struct pl_plan_config *cfg,
+                         int *with_head);
 /* The rules that depend on the degrees and order alone (shape, inside a node, order), and
  * those that depend on the rest (batch, microbatches, memory). */
 int pl_plan_check_placement(const struct pl_plan_model *m, const struct pl_plan_cluster *c,

@@ -70,7 +70,7 @@ static void explain_memory(FILE *f, const struct pl_plan_model *m,
 static void explain_time(FILE *f, const struct pl_plan_model *m, const struct pl_plan_cluster *c,
                          const struct pl_plan_config *g, const struct pl_plan_time *t)
 {
-    int head, p = g->deg[PL_AX_PP], stage = pl_plan_pacing_stage(m, c, g, &head);
+    int head, p = g->deg[PL_AX_PP], stage = pl_plan_pacing_stage(m, g, &head);
     double rate = c->flops * c->efficiency;
     fprintf(f, "  compute: %.4g FLOPs a microbatch on the %s stage, the slowest (%d of %d "
                "layers%s, split over tp x cp = %d%s), x m = %d microbatches, at %.0f TFLOP/s x "

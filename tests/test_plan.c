@@ -232,10 +232,10 @@ static void test_bubble(void)
     struct pl_plan_config c405 = config("tp=8,pp=16,dp=128,micro=1,m=16", 16384);
     int with_head;
     big.vocab = v_max;
-    CHECK(pl_plan_pacing_stage(&big, &c, &c405, &with_head) == 8 && !with_head,
+    CHECK(pl_plan_pacing_stage(&big, &c405, &with_head) == 8 && !with_head,
           "vocabulary %d: the first stage paces", v_max);
     big.vocab = v_max + 1;
-    CHECK(pl_plan_pacing_stage(&big, &c, &c405, &with_head) == 7 && with_head,
+    CHECK(pl_plan_pacing_stage(&big, &c405, &with_head) == 7 && with_head,
           "vocabulary %d: the last stage paces", v_max + 1);
     CHECK(t.mfu > 0 && t.mfu < 1 && t.hfu >= t.mfu, "MFU in (0, 1), HFU >= MFU");
 }

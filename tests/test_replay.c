@@ -73,13 +73,23 @@ static void make_topo(struct pl_topo *t, int world, int nodes)
     }
 }
 
+/* pl_replay_run_streams with one stream (per_link 0) or a stream per link class (1). */
+static int run_streams(const struct pl_merged_trace *m, const struct pl_profile *p,
+                       const struct pl_topo *t, int per_link, struct pl_replay *r,
+                       const char *what)
+{
+    char err[512];
+    int rc = pl_replay_run_streams(m, p, t,
+                                   per_link ? PL_REPLAY_STREAM_PER_LINK : PL_REPLAY_ONE_STREAM,
+                                   r, err, sizeof err);
+    CHECK(rc == 0, "%s: replay failed: %s", what, err);
+    return rc;
+}
+
 static int run(const struct pl_merged_trace *m, const struct pl_profile *p,
                const struct pl_topo *t, struct pl_replay *r, const char *what)
 {
-    char err[512];
-    int rc = pl_replay_run(m, p, t, r, err, sizeof err);
-    CHECK(rc == 0, "%s: replay failed: %s", what, err);
-    return rc;
+    return run_streams(m, p, t, 0, r, what);
 }
 
 /* (a) rank 0 computes F then sends S bytes; rank 1 receives. */
@@ -255,13 +265,8 @@ static void test_streams(void)
     }
     for (int mode = 0; mode < 2; mode++) {
         struct pl_replay rp;
-        char err[512];
         const char *what = mode ? "a stream per link class" : "one stream";
-        int rc = pl_replay_run_streams(&m, &test_profile, &t, mode ? PL_REPLAY_STREAM_PER_LINK
-                                                                  : PL_REPLAY_ONE_STREAM,
-                                       &rp, err, sizeof err);
-        CHECK(rc == 0, "%s: replay failed: %s", what, err);
-        if (rc != 0) continue;
+        if (run_streams(&m, &test_profile, &t, mode, &rp, what) != 0) continue;
         const double tp_start = mode ? 0.0 : 2 * ARx;
         const double end = mode ? fmax(2 * ARx, ARi + c) : 2 * ARx + ARi + c;
         for (int r = 0; r < 4; r++) {
@@ -273,11 +278,7 @@ static void test_streams(void)
         }
         pl_replay_free(&rp);
         /* the same trace without a topology: one class, so per link is one stream */
-        rc = pl_replay_run_streams(&m, &test_profile, NULL, mode ? PL_REPLAY_STREAM_PER_LINK
-                                                                 : PL_REPLAY_ONE_STREAM,
-                                   &rp, err, sizeof err);
-        CHECK(rc == 0, "%s, no topology: replay failed: %s", what, err);
-        if (rc != 0) continue;
+        if (run_streams(&m, &test_profile, NULL, mode, &rp, "no topology") != 0) continue;
         const double ar = ring_all_reduce(2, S, test_profile.latency[PL_LINK_INTRA],
                                           test_profile.bw[PL_LINK_INTRA]);
         CHECK_NEAR(rp.rank[0].end, 3 * ar + c, "no topology: every operation in issue order");
@@ -295,13 +296,8 @@ static void test_streams(void)
     wait_for(&m, 2, 1);
     for (int mode = 0; mode < 2; mode++) {
         struct pl_replay rp;
-        char err[512];
         const char *what = mode ? "a send beside a DP all-reduce" : "a send behind a DP all-reduce";
-        int rc = pl_replay_run_streams(&m, &test_profile, &t, mode ? PL_REPLAY_STREAM_PER_LINK
-                                                                  : PL_REPLAY_ONE_STREAM,
-                                       &rp, err, sizeof err);
-        CHECK(rc == 0, "%s: replay failed: %s", what, err);
-        if (rc != 0) continue;
+        if (run_streams(&m, &test_profile, &t, mode, &rp, what) != 0) continue;
         CHECK_NEAR(rp.rank[1].end, (mode ? 0.0 : ARx) + msg, what);
         CHECK_NEAR(rp.rank[0].end, mode ? fmax(msg, ARx) : ARx + msg, what);
         pl_replay_free(&rp);

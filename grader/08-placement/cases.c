@@ -55,8 +55,7 @@ WRAP(int, pl_plan_check_placement, (const struct pl_plan_model *m,
      const struct pl_plan_cluster *c, const struct pl_plan_config *cfg, char *err,
      size_t errlen), (m, c, cfg, err, errlen))
 WRAP(int, pl_plan_pacing_stage, (const struct pl_plan_model *m,
-     const struct pl_plan_cluster *c, const struct pl_plan_config *cfg, int *with_head),
-     (m, c, cfg, with_head))
+     const struct pl_plan_config *cfg, int *with_head), (m, cfg, with_head))
 
 void l8_gate_open(struct l8_gate *g)
 {

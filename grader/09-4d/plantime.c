@@ -146,6 +146,18 @@ static void profile_and_cluster(struct pl_profile *prof, struct pl_plan_cluster 
     prof->flops *= prof->efficiency;
 }
 
+/* l9_replay_at_scale with grid k's scale s and the replay's profile prof already made. */
+static int replay_scaled(const struct l9_case *k, const struct scale *s,
+                         const struct pl_profile *prof, const struct pl_merged_trace *t,
+                         struct pl_merged_trace *sc, struct pl_replay *rp, char *err, size_t len)
+{
+    scale_trace(t, k, s, sc);
+    int rc = pl_replay_run_streams(sc, prof, pl_topo(), PL_REPLAY_STREAM_PER_LINK, rp, err,
+                                   len);
+    if (rc != 0) gr_trace_scaled_free(sc);
+    return rc;
+}
+
 int l9_replay_at_scale(const struct l9_state *st, int i, const struct pl_merged_trace *t,
                        struct pl_merged_trace *sc, struct pl_replay *rp, char *err, size_t len)
 {
@@ -154,11 +166,7 @@ int l9_replay_at_scale(const struct l9_state *st, int i, const struct pl_merged_
     struct pl_profile prof;
     struct pl_plan_cluster cl;
     profile_and_cluster(&prof, &cl);
-    scale_trace(t, &st->cases[i], &s, sc);
-    int rc = pl_replay_run_streams(sc, &prof, pl_topo(), PL_REPLAY_STREAM_PER_LINK, rp, err,
-                                   len);
-    if (rc != 0) gr_trace_scaled_free(sc);
-    return rc;
+    return replay_scaled(&st->cases[i], &s, &prof, t, sc, rp, err, len);
 }
 
 int l9_time_replay(struct l9_state *st, int i, struct l9_time *out)
@@ -183,10 +191,11 @@ int l9_time_replay(struct l9_state *st, int i, struct l9_time *out)
             out->plan_exposed[a] = pt.exposed[ax[a]];
             out->plan_sent[pt.link[ax[a]] == PL_LINK_INTER] += pt.bytes[ax[a]];
         }
-        (void)pl_plan_pacing_stage(&s.pm, &cl, &s.cfg, &out->with_head);
+        (void)pl_plan_pacing_stage(&s.pm, &s.cfg, &out->with_head);
         struct pl_merged_trace sc;
         struct pl_replay rp;
-        if (l9_replay_at_scale(st, i, &t, &sc, &rp, out->err, sizeof out->err) == 0) {
+        if (replay_scaled(&st->cases[i], &s, &prof, &t, &sc, &rp, out->err,
+                          sizeof out->err) == 0) {
             out->replayed = 1;
             out->step = rp.step_time;
             per_rank(&sc, &rp, out);
