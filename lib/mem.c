@@ -241,10 +241,14 @@ void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const
         (s->device_current > g.device_cap || bytes > g.device_cap - s->device_current))
         pl_fatal("out of device memory: this rank's cap is %zu bytes (PL_DEVICE_MEM or "
                  "pl_mem_set_device_cap), and pl_mem_alloc of %zu bytes for '%s' (%s) would "
-                 "pass it with the %zu bytes of device memory held: hold less at once "
+                 "pass it with the %zu bytes of device memory held (params %zu, grads %zu, "
+                 "optim %zu, activ %zu, comm %zu, work %zu): hold less at once "
                  "(recomputation, ZeRO, more stages, smaller microbatches, buffers freed "
                  "sooner) or run on a larger device",
-                 g.device_cap, bytes, e.label, cat_names[cat], s->device_current);
+                 g.device_cap, bytes, e.label, cat_names[cat], s->device_current,
+                 s->device_cat[PL_MEM_PARAMS], s->device_cat[PL_MEM_GRADS],
+                 s->device_cat[PL_MEM_OPTIM], s->device_cat[PL_MEM_ACTIV],
+                 s->device_cat[PL_MEM_COMM], s->device_cat[PL_MEM_WORK]);
     e.p = raw_alloc(bytes, where, e.label);
     insert(&e);
 

@@ -230,7 +230,7 @@ void l9_bench(const struct gr_args *a)
     if (plan_svg && pl_size() != 8)
         pl_usage_error_all("--plan-svg %s: the plan's picture is of the 8-rank grids (got %d "
                            "ranks)", plan_svg, pl_size());
-    struct l9_state *st = l9_setup(a->seed, pl_size(), 0);
+    struct l9_state *st = l9_setup(a->seed, pl_size(), NULL, -1);
     const struct pl_model_config *c = &st->train[0].cfg;
     if (pl_rank() == 0)
         printf("# handout: trains the lab's model (%d blocks of width %d, %d heads, %d tokens, "

@@ -16,11 +16,10 @@
 
 /* ---- comparisons, on this rank ---- */
 
-/* This rank's blocks' shards and its whole embedding and head (buf: op memory of the
- * shards, rep: the replicated parts' flat buffer) against the reference's full flat ref. */
-static void compare_rank(struct l9_err *e, const struct pl_model_config *c,
-                         const struct pl_model_layout *lay, const struct fourd_model *m,
-                         const float *shards, const float *rep, const float *ref, int t, int r)
+/* lab09.h */
+void l9_compare_rank(struct l9_err *e, const struct pl_model_config *c,
+                     const struct pl_model_layout *lay, const struct fourd_model *m,
+                     const float *shards, const float *rep, const float *ref, int t, int r)
 {
     const double floor_rms = l9_rms(ref, lay->numel);
     float *want = pl_mem_alloc(m->block_numel * sizeof(float), PL_MEM_WORK, PL_HOST, "l9 slice");
@@ -28,7 +27,7 @@ static void compare_rank(struct l9_err *e, const struct pl_model_config *c,
     for (int l = m->b0; l < m->b1; l++) {
         size_t off, n;
         pl_model_part_range(lay, l, &off, &n);
-        pl_tp_block_slice(c, t, r, ref + off, want);
+        l9_slice_host(c, t, r, ref + off, want);
         pl_to_host(got, shards + (size_t)(l - m->b0) * m->block_numel,
                    m->block_numel * sizeof(float));
         struct pl_tp_tensor d[PL_TP_BLOCK_TENSORS];
@@ -455,7 +454,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     if (ok && mode != L9_RUN_RECOMPUTE) {
         struct l9_err *e = clipped ? (zero ? &ob->zero_clipped_params : &ob->clipped_params)
                                    : (zero ? &ob->zero_params : &ob->params);
-        compare_rank(e, &ts->cfg, &ref->layout, m, m->params, m->rep ? m->rep->params : NULL,
+        l9_compare_rank(e, &ts->cfg, &ref->layout, m, m->params, m->rep ? m->rep->params : NULL,
                      ref->params, k->tp, g.tp_rank);
     }
     if (ok && clipped) {
@@ -470,7 +469,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
             l9_compare_shares(&ob->zero_grads, &ts->cfg, &ref->layout, m, want, k->tp,
                               g.tp_rank, k->dp, g.dp_rank);
         else
-            compare_rank(&ob->grads, &ts->cfg, &ref->layout, m, m->grads,
+            l9_compare_rank(&ob->grads, &ts->cfg, &ref->layout, m, m->grads,
                          m->rep ? m->rep->grads : NULL, want, k->tp, g.tp_rank);
         pl_mem_free(want);
     }
@@ -509,6 +508,10 @@ static void observe_orders(const struct l9_case *k, struct l9_obs *ob)
 
 void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
 {
+    if (st->capped) {
+        l9_observe_capped(st, i, ob);
+        return;
+    }
     if (!train_run(st, i, &st->free_opt[i], &st->free[i], ob, L9_RUN_FREE, PL_RECOMPUTE_NONE))
         return;
     if (!train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_CLIP, PL_RECOMPUTE_NONE))

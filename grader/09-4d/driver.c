@@ -9,6 +9,7 @@
  *
  *   driver --op train|train-hidden --mode check
  *          [--parts correct,clip,grid,traffic,bubble,recompute] [--seed S]
+ *   driver --op capped --mode check [--parts cap] [--recompute none|selective|full]
  *   driver --mode bench [--svg FILE] [--timeline-svg FILE] [--plan-svg FILE] */
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +27,25 @@ static const struct pl_flag L9_OPTIONS[] = {
     {"--plan-svg", PL_FLAG_STR, NULL, "FILE",
      "bench, 8 ranks: the third picture of make plots LAB=09: each run's memory by category "
      "on stage 0 beside Lab 8's planner's figure (section 3.4)", 0},
+    {"--recompute", PL_FLAG_STR, NULL, PL_RECOMPUTE_NAMES,
+     "--op capped: run under the cap with this recomputation rather than the planner's "
+     "choice, to see a configuration the planner refuses stopped by the cap", 0},
 };
 
 static void *setup(const struct gr_args *a)
 {
-    return l9_setup(a->seed, pl_size(), a->op && !strcmp(a->op, "train-hidden"));
+    int force = -1;
+    const char *rc = a->opt[3].s;
+    if (rc) {
+        enum pl_recompute r;
+        if (!a->op || strcmp(a->op, "capped"))
+            pl_usage_error_all("--recompute is for --op capped: the other runs set their "
+                               "recomputation themselves");
+        if (pl_recompute_parse(rc, &r) != 0)
+            pl_usage_error_all("--recompute %s: expected " PL_RECOMPUTE_NAMES, rc);
+        force = (int)r;
+    }
+    return l9_setup(a->seed, pl_size(), a->op, force);
 }
 
 static const char *subject(void *p)

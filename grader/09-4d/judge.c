@@ -501,6 +501,8 @@ static int judge_recompute(const struct l9_state *st, int i, const struct gr_obs
 int l9_judge(const struct l9_state *st, int i, const char *part, const struct gr_obs *all,
              struct gr_why *why)
 {
+    /* the capped run's own op: its training is judged by its part */
+    if (st->capped) return strcmp(part, "cap") ? 1 : l9_judge_cap(st, i, all, why);
     if (!strcmp(part, "correct")) return judge_correct(st, i, all, why);
     if (!strcmp(part, "clip")) return judge_clip(st, i, all, why);
     if (!strcmp(part, "grid")) return judge_grid(st, i, all, why);

@@ -67,6 +67,8 @@ struct l9_state {
     uint64_t seed;
     int np, ncases;
     int hidden;     /* --op train-hidden: the hidden suite's grids */
+    int capped;     /* --op capped: (2,2,2) alone, under a device cap (capped.c) */
+    int cap_force;  /* --recompute: what the capped run uses instead of the plan's; -1: none */
     struct l9_case cases[L9_MAX_CASES];
     struct pl_tokens data;
     struct gr_train_setup train[L9_MAX_CASES];
@@ -213,14 +215,31 @@ struct l9_obs {
     /* the step time held to the plan (8 ranks, visible grids): meaningful on rank 0 */
     int has_time;
     struct l9_time time;
+    /* the capped run (--op capped, capped.c): K unclipped steps under the device cap of
+     * struct l9_cap with recomputation cap_rc (enum pl_recompute): the losses, the
+     * parameters after them, the device bytes at the peak above what the grader held
+     * before fourd_grid_new, and the most host (PL_HOST) bytes the code held at once above
+     * the same (cap_done: the steps ran) */
+    int has_cap, cap_done, cap_rc;
+    double cap_loss[L9_K_STEPS], cap_peak, cap_host;
+    struct l9_err cap_params;
 };
 
 /* setup.c */
-struct l9_state *l9_setup(uint64_t seed, int np, int hidden);
+/* op: "train" (or NULL), "train-hidden" or "capped"; cap_force: -1, or the recomputation
+ * the capped run uses in place of the plan's (enum pl_recompute) */
+struct l9_state *l9_setup(uint64_t seed, int np, const char *op, int cap_force);
 void l9_finish(struct l9_state *st);
 void l9_describe(const struct l9_state *st, int i, char *buf, size_t len);
 /* cases.c */
 void l9_observe(struct l9_state *st, int i, struct l9_obs *ob);
+/* This rank's blocks' shards and its whole embedding and head (shards: op memory, rep: the
+ * replicated parts' flat buffer) against the reference's full flat ref, into e. */
+void l9_compare_rank(struct l9_err *e, const struct pl_model_config *c,
+                     const struct pl_model_layout *lay, const struct fourd_model *m,
+                     const float *shards, const float *rep, const float *ref, int t, int r);
+/* capped.c: the capped run of grid i into ob (collective). */
+void l9_observe_capped(struct l9_state *st, int i, struct l9_obs *ob);
 
 /* judge.c: pure, no MPI */
 /* The lab's model (the judges' formulas read it). */
@@ -268,6 +287,10 @@ double l9_rms(const float *x, size_t n);
  * o + shift (0 for a rep made whole); L9_NO_PART when rep does not hold the part. */
 #define L9_NO_PART LONG_MIN
 long l9_rep_shift(const struct fourd_model *m, int part);
+/* pl_tp_block_slice for host buffers: rank r of t's shard of one full block (host, the
+ * model's layout) into shard (host, pl_tp_block_numel floats), cut in op memory. */
+void l9_slice_host(const struct pl_model_config *c, int t, int r, const float *full,
+                   float *shard);
 /* e marked failed (relative error infinite) for a part rep should hold and does not. */
 void l9_missing_part(struct l9_err *e, int part);
 void l9_compare(struct l9_err *e, const char *name, const float *got, const float *ref,
@@ -330,6 +353,22 @@ enum l9_mem_col { L9_MEM_PARAMS, L9_MEM_GRADS, L9_MEM_OPTIM, L9_MEM_ACTIV, L9_ME
 #define L9_PLAN_SHARE 0.10
 int l9_judge_plan(const struct l9_state *st, int i, const struct gr_obs *all,
                   struct gr_why *why);
+
+/* planmem.c: the device of the capped run (handout section 3.4): the planner's totals for
+ * grid i (ZeRO off) with each recomputation, plan[r] of enum pl_recompute; the device,
+ * bytes a rank may hold above the grader's state, set so that Lab 8's rule ("memory fits":
+ * a plan's total at most PL_RULE_MEM_SHARE of the device) falls halfway between the plans
+ * without recomputation and with full; and the least recomputation the rule admits on it.
+ * The "cap" part: every rank ran its steps under it with one device's results. */
+struct l9_cap {
+    double plan[3], device;
+    int pick; /* enum pl_recompute */
+};
+void l9_cap_device(const struct l9_state *st, int i, struct l9_cap *c);
+/* Host bytes the code under test may hold at once during the capped run. */
+#define L9_CAP_HOST_SLACK 4096.0
+int l9_judge_cap(const struct l9_state *st, int i, const struct gr_obs *all,
+                 struct gr_why *why);
 
 /* planrun.c: the table of each 8-rank grid's measured peaks by category beside the
  * planner's (collective, bench mode, rank 0 prints); svg (or NULL): its picture

@@ -27,6 +27,7 @@
 
 #include "lab09.h"
 #include "plan.h"
+#include "plan_rules.h"
 
 /* The lab's model as the planner describes a model: its shape, its batch in tokens. */
 void l9_plan_model(const struct pl_model_config *c, const struct l9_case *k,
@@ -123,6 +124,85 @@ int l9_judge_plan(const struct l9_state *st, int i, const struct gr_obs *all,
                            "flight kept until its backward (recomputing only what "
                            "m->recompute says), and the state allocated as the plan counts "
                            "it?");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---- the capped run ---- */
+
+void l9_cap_device(const struct l9_state *st, int i, struct l9_cap *c)
+{
+    const struct l9_case *k = &st->cases[i];
+    struct pl_plan_model pm;
+    l9_plan_model(&st->train[i].cfg, k, &pm);
+    for (int r = PL_RECOMPUTE_NONE; r <= PL_RECOMPUTE_FULL; r++) {
+        struct pl_plan_config cfg;
+        l9_plan_config(k, 0, (enum pl_recompute)r, &cfg);
+        c->plan[r] = pl_plan_memory(&pm, NULL, &cfg, NULL);
+    }
+    c->device = 0.5 * (c->plan[PL_RECOMPUTE_NONE] + c->plan[PL_RECOMPUTE_FULL]) /
+                PL_RULE_MEM_SHARE;
+    c->pick = PL_RECOMPUTE_FULL;
+    for (int r = PL_RECOMPUTE_FULL; r >= PL_RECOMPUTE_NONE; r--)
+        if (pl_rule_memory(c->plan[r], c->device, NULL, 0) == 0) c->pick = r;
+}
+
+int l9_judge_cap(const struct l9_state *st, int i, const struct gr_obs *all,
+                 struct gr_why *why)
+{
+    const struct l9_case *k = &st->cases[i];
+    const struct gr_reference *ref = &st->free[i];
+    struct l9_cap c;
+    l9_cap_device(st, i, &c);
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        if (!o->has_cap) {
+            gr_why_say(why, "internal: rank %d made no capped run", r);
+            return 0;
+        }
+        if (o->grid_ret != 0 || o->model_null) {
+            gr_why_say(why, "fourd_grid_new returned %d or fourd_model_new NULL on rank %d "
+                       "for grid (%d,%d,%d): see section 1", o->grid_ret, r, k->dp, k->tp,
+                       k->pp);
+            return 0;
+        }
+        if (!o->cap_done) {
+            gr_why_say(why, "rank %d did not run its steps under the cap", r);
+            return 0;
+        }
+    }
+    const char *rc = pl_recompute_name((enum pl_recompute)((const struct l9_obs *)
+                                                              gr_obs_rank(all, 0))->cap_rc);
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = gr_obs_rank(all, r);
+        for (int s = 0; s < L9_K_STEPS; s++) {
+            const double err = gr_rel_err(o->cap_loss[s], ref->loss[s]);
+            if (!(err <= GR_TOL_LOSS)) {
+                gr_why_say(why, "under the cap with recompute %s, step %d: rank %d's "
+                           "fourd_step returned loss %.7g, one device %.7g (relative error "
+                           "%.2g, at most %g): recomputation must give the same training",
+                           rc, s, r, o->cap_loss[s], ref->loss[s], err, GR_TOL_LOSS);
+                return 0;
+            }
+        }
+        if (!(o->cap_params.rel <= GR_TOL_PARAMS)) {
+            gr_why_say(why, "under the cap with recompute %s, after %d steps rank %d holds %s "
+                       "with relative L2 error %.3g against one device's (at most %g): "
+                       "recomputation must give the same training", rc, L9_K_STEPS, r,
+                       o->cap_params.name, o->cap_params.rel, GR_TOL_PARAMS);
+            return 0;
+        }
+        /* A GPU computes on its own memory: a run that held its tensors on the host would
+         * meet any cap. The grader's batch and the kit's scalars are not the code's. */
+        if (o->cap_host > L9_CAP_HOST_SLACK) {
+            gr_why_say(why, "under the cap, rank %d held %.1f kB of host memory (PL_HOST) at "
+                       "once during the steps, where %.1f kB is allowed: the cap (%.1f kB) is "
+                       "the device's, and a GPU computes on its own memory; allocate the "
+                       "model's tensors, activations and buffers with PL_DEVICE (moving them "
+                       "to the host, as ZeRO-Offload does, is not this lab's way to fit)", r,
+                       o->cap_host / 1e3, L9_CAP_HOST_SLACK / 1e3, c.device / 1e3);
             return 0;
         }
     }

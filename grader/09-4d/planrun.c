@@ -95,7 +95,7 @@ void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, cons
     const int n = runs_of(st, runs);
     const double kb = 1e3;
     double worst_state = 0, worst_activ = 0, most = -1e9, least = 1e9, worst_dev = 0;
-    double first_dev = 0, first_plan = 0, first_work = 0;
+    double first_dev = 0, first_plan = 0, first_work = 0, capped_dev[3] = {0, 0, 0};
     char at[L9_MAX_CASES * 2 + 2][40];
     struct l9_plan_row rows[2 * L9_MAX_CASES + 2];
     const char *activ_at = "", *most_at = "", *least_at = "", *dev_at = "";
@@ -116,6 +116,7 @@ void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, cons
         double got[M_N] = {0}, hi = -1e300, lo = 1e300;
         for (int q = 0; q < st->np; q++) {
             const double *a = all[q];
+            if (r->i == 0 && !r->zero) capped_dev[r->rc] = fmax(capped_dev[r->rc], a[M_DEVICE]);
             const double h = a[PL_MEM_PARAMS] + a[PL_MEM_GRADS] + a[PL_MEM_OPTIM] +
                              a[PL_MEM_ACTIV];
             hi = fmax(hi, h);
@@ -183,5 +184,15 @@ void l9_plan_figures(struct l9_state *st, const char *tag, const char *svg, cons
            "plan fits when its total is at most %.0f%% of the device), which covers %+.1f%%\n",
            100 * (1 - PL_RULE_MEM_SHARE), 100 * PL_RULE_MEM_SHARE,
            100 * (1 / PL_RULE_MEM_SHARE - 1));
+    struct l9_cap cap;
+    l9_cap_device(st, 0, &cap);
+    printf("# handout: the capped run's device is %.1f kB a rank, %.0f%% of it (%.1f kB) halfway "
+           "between the plans without recomputation (%.1f kB) and with full (%.1f); the fullest "
+           "rank peaks at %.1f kB with full recomputation (%.0f%% of the device), %.1f with "
+           "selective and %.1f without\n", cap.device / kb, 100 * PL_RULE_MEM_SHARE,
+           PL_RULE_MEM_SHARE * cap.device / kb, cap.plan[PL_RECOMPUTE_NONE] / kb,
+           cap.plan[PL_RECOMPUTE_FULL] / kb, capped_dev[PL_RECOMPUTE_FULL] / kb,
+           100 * capped_dev[PL_RECOMPUTE_FULL] / cap.device,
+           capped_dev[PL_RECOMPUTE_SELECTIVE] / kb, capped_dev[PL_RECOMPUTE_NONE] / kb);
     if (svg) l9_plan_draw(svg, rows, n, who);
 }

@@ -25,3 +25,16 @@ void l9_missing_part(struct l9_err *e, int part)
     snprintf(e->name, sizeof e->name, "rep holds no %s", part == PL_PART_EMBED ? "embedding"
                                                                              : "head");
 }
+
+void l9_slice_host(const struct pl_model_config *c, int t, int r, const float *full,
+                   float *shard)
+{
+    const size_t n = pl_tp_block_numel(c, 1), sn = pl_tp_block_numel(c, t);
+    float *f = pl_mem_alloc(n * sizeof(float), PL_MEM_WORK, PL_DEVICE, "l9 reference block");
+    float *s = pl_mem_alloc(sn * sizeof(float), PL_MEM_WORK, PL_DEVICE, "l9 reference slice");
+    pl_to_device(f, full, n * sizeof(float));
+    pl_tp_block_slice(c, t, r, f, s);
+    pl_to_host(shard, s, sn * sizeof(float));
+    pl_mem_free(f);
+    pl_mem_free(s);
+}

@@ -33,13 +33,16 @@ static double grad_norm(const struct gr_reference *ref, int s)
     return sqrt(sq);
 }
 
-struct l9_state *l9_setup(uint64_t seed, int np, int hidden)
+struct l9_state *l9_setup(uint64_t seed, int np, const char *op, int cap_force)
 {
     struct l9_state *st = calloc(1, sizeof *st);
     PL_ASSERT(st);
+    const int hidden = op && !strcmp(op, "train-hidden");
     st->seed = seed;
     st->np = np;
     st->hidden = hidden;
+    st->capped = op && !strcmp(op, "capped");
+    st->cap_force = cap_force;
     /* Point-to-point as NCCL runs it (nothing buffered; isends and irecvs start together at
      * the first wait, which completes the whole group): a schedule that finishes on MPI only
      * because MPI buffers a send, such as a send waited for before the neighbour's receive
@@ -47,6 +50,7 @@ struct l9_state *l9_setup(uint64_t seed, int np, int hidden)
     pl_comm_set_p2p_like_nccl(1);
     const struct l9_case *cs = hidden ? L9_CASES_HIDDEN : np == 6 ? L9_CASES_6 : L9_CASES_8;
     st->ncases = hidden ? 3 : np == 6 ? 2 : 4;
+    if (st->capped) st->ncases = 1; /* (2,2,2): every axis at once */
     memcpy(st->cases, cs, (size_t)st->ncases * sizeof *cs);
     st->data = pl_corpus_tokens(pl_mix64(seed ^ 0xda7a), L9_CORPUS_TOKENS);
     for (int i = 0; i < st->ncases; i++) {
@@ -65,6 +69,7 @@ struct l9_state *l9_setup(uint64_t seed, int np, int hidden)
         t->opt.grad_clip = 0.0f;
         st->free_opt[i] = t->opt;
         gr_reference_run(&st->free[i], t);
+        if (st->capped) continue; /* the capped run does not clip */
         double least = INFINITY;
         for (int s = 0; s < L9_K_STEPS; s++) {
             double n = grad_norm(&st->free[i], s);
@@ -81,7 +86,7 @@ void l9_finish(struct l9_state *st)
 {
     for (int i = 0; i < st->ncases; i++) {
         gr_reference_free(&st->free[i]);
-        gr_reference_free(&st->ref[i]);
+        if (!st->capped) gr_reference_free(&st->ref[i]);
     }
     pl_tokens_free(&st->data);
     free(st);
@@ -95,6 +100,16 @@ void l9_describe(const struct l9_state *st, int i, char *buf, size_t len)
     if (k->uneven)
         snprintf(model, sizeof model, ", vocabulary %d and weight decay %.3g (runs dp does not "
                  "divide)", t->cfg.vocab, (double)t->opt.weight_decay);
+    if (st->capped) {
+        struct l9_cap c;
+        l9_cap_device(st, i, &c);
+        const int rc = st->cap_force >= 0 ? st->cap_force : c.pick;
+        snprintf(buf, len, "dp=%d tp=%d pp=%d (%s), %d microbatches of %d sequences per "
+                 "replica, %d steps without clipping, recompute %s, under a device of %.1f kB "
+                 "a rank", k->dp, k->tp, k->pp, L9_ORDER, L9_MICRO, L9_MB_SEQS, L9_K_STEPS,
+                 pl_recompute_name((enum pl_recompute)rc), c.device / 1e3);
+        return;
+    }
     snprintf(buf, len, "dp=%d tp=%d pp=%d (%s)%s, %d microbatches of %d sequences per replica, "
              "%d steps without clipping, then with a clip at %.3g", k->dp, k->tp, k->pp,
              L9_ORDER, model, L9_MICRO, L9_MB_SEQS, L9_K_STEPS, (double)t->opt.grad_clip);

@@ -67,7 +67,7 @@ void l9_compare_shares(struct l9_err *e, const struct pl_model_config *c,
         size_t off, cnt;
         const size_t base = (size_t)(l - m->b0) * bn;
         pl_model_part_range(lay, l, &off, &cnt);
-        pl_tp_block_slice(c, t, r, ref + off, want);
+        l9_slice_host(c, t, r, ref + off, want);
         pl_to_host(got, m->grads + base, bn * sizeof(float));
         struct pl_tp_tensor td[PL_TP_BLOCK_TENSORS];
         pl_tp_block_tensors(c, l, t, td);
@@ -236,8 +236,8 @@ void l9_observe_shares(struct l9_share_err out[3], const struct pl_model_config 
     for (int l = m->b0; l < m->b1; l++) {
         size_t off, cnt, base = (size_t)(l - m->b0) * bn;
         pl_model_part_range(lay, l, &off, &cnt);
-        pl_tp_block_slice(c, t, r, ref->grads + off, buf[1] + base);
-        pl_tp_block_slice(c, t, r, ref->init + off, buf[3] + base);
+        l9_slice_host(c, t, r, ref->grads + off, buf[1] + base);
+        l9_slice_host(c, t, r, ref->init + off, buf[3] + base);
         struct pl_tp_tensor td[PL_TP_BLOCK_TENSORS];
         pl_tp_block_tensors(c, l, t, td);
         for (int k = 0; k < PL_TP_BLOCK_TENSORS && npc < 4 * PL_TP_BLOCK_TENSORS; k++) {

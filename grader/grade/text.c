@@ -206,6 +206,21 @@ void explain_exit(struct text *r, const struct pl_launch_result *res,
 {
     const char *out = res->output ? res->output : "";
     if (explain_asan(r, out)) return;
+    /* A device cap passed (lib/mem.h): the ledger's own words, whole, say what was held. */
+    const char *oom = strstr(out, "out of device memory: ");
+    if (oom) {
+        const char *from = oom;
+        while (from > out && from[-1] != '\n') from--;
+        int who = -1;
+        sscanf(from, "[rank %d]", &who);
+        /* the ledger's words end so; another rank's line may run into them */
+        oom += strlen("out of device memory: ");
+        const char *end = strstr(oom, "a larger device");
+        size_t len = end ? (size_t)(end - oom) + strlen("a larger device") : strcspn(oom, "\n");
+        text_printf(r, "rank %d ran out of the device memory it was given, which ended every "
+                       "rank: %.*s\n", who, (int)(len > 900 ? 900 : len), oom);
+        return;
+    }
     const char *a = strstr(out, "MPI_ABORT was invoked on rank");
     int rank, code;
     if (a && sscanf(a, "MPI_ABORT was invoked on rank %d in communicator %*s with errorcode %d",

@@ -18,6 +18,7 @@
 
 #include "grid.h"
 #include "plan.h"
+#include "plan_rules.h"
 #include "lab09.h"
 #include "sp_block.h"
 #include "tp_shard.h"
@@ -585,6 +586,58 @@ static void step_time(void)
     expect("time", "one step's trace does not replay: the trace cannot complete", "no replay");
 }
 
+/* The capped run (--op capped) on (2,2,2): the device sits where Lab 8's rule admits full
+ * recomputation alone, by the planner's own totals; every rank's steps finishing with one
+ * device's losses and parameters pass; a loss or a tensor off, a rank that made no capped
+ * run, or host memory held to dodge the device's cap, each fail with its reason. */
+static void capped(void)
+{
+    state_of((struct l9_case){2, 2, 2, 0});
+    struct l9_cap c;
+    l9_cap_device(&st, 0, &c);
+    char err[256];
+    CHECK(c.pick == PL_RECOMPUTE_FULL, "the capped run's device admits %s, not full",
+          pl_recompute_name((enum pl_recompute)c.pick));
+    CHECK(pl_rule_memory(c.plan[PL_RECOMPUTE_FULL], c.device, err, sizeof err) == 0 &&
+              pl_rule_memory(c.plan[PL_RECOMPUTE_SELECTIVE], c.device, err, sizeof err) != 0 &&
+              pl_rule_memory(c.plan[PL_RECOMPUTE_NONE], c.device, err, sizeof err) != 0,
+          "the rule on %.1f kB: full %.1f, selective %.1f, none %.1f kB planned", c.device / 1e3,
+          c.plan[2] / 1e3, c.plan[1] / 1e3, c.plan[0] / 1e3);
+    CHECK(fabs(PL_RULE_MEM_SHARE * c.device -
+               0.5 * (c.plan[PL_RECOMPUTE_NONE] + c.plan[PL_RECOMPUTE_FULL])) < 1e-6,
+          "the device's %.0f%% is not halfway between the plans", 100 * PL_RULE_MEM_SHARE);
+    st.capped = 1, st.cap_force = -1;
+    for (int r = 0; r < NR; r++) {
+        ob[r].has_cap = 1, ob[r].cap_done = 1, ob[r].cap_rc = PL_RECOMPUTE_FULL;
+        for (int s = 0; s < L9_K_STEPS; s++) ob[r].cap_loss[s] = st.free[0].loss[s];
+        ob[r].cap_params = (struct l9_err){0};
+        ob[r].cap_peak = 0.93 * c.device, ob[r].cap_host = 1600;
+    }
+    struct gr_why w;
+    CHECK(judge("cap", &w), "a right capped run fails: %s", first(&w));
+    CHECK(judge("correct", &w), "the capped run's correct part is its cap part's: %s", first(&w));
+    ob[5].cap_loss[1] *= 1.001;
+    expect("cap", "under the cap with recompute full, step 1: rank 5's fourd_step returned loss",
+           "a loss off");
+    ob[5].cap_loss[1] = st.free[0].loss[1];
+    ob[3].cap_params.rel = 0.02;
+    snprintf(ob[3].cap_params.name, sizeof ob[3].cap_params.name, "h.1.mlp.w_fc (shard 1 of 2)");
+    expect("cap", "after 2 steps rank 3 holds h.1.mlp.w_fc (shard 1 of 2) with relative L2 error",
+           "a tensor off");
+    ob[3].cap_params.rel = 0;
+    ob[6].cap_host = 70e3;
+    expect("cap", "rank 6 held 70.0 kB of host memory (PL_HOST) at once during the steps, where "
+           "4.1 kB is allowed", "host memory to dodge the cap");
+    ob[6].cap_host = 1600;
+    ob[2].cap_done = 0;
+    expect("cap", "rank 2 did not run its steps under the cap", "no steps");
+    ob[2].cap_done = 1;
+    ob[0].has_cap = 0;
+    expect("cap", "internal: rank 0 made no capped run", "no capped run");
+    memset(ob, 0, sizeof ob);
+    st.capped = 0;
+}
+
 static void hand_built(void)
 {
     correct_and_clip();
@@ -596,6 +649,7 @@ static void hand_built(void)
     vocab();
     plan();
     step_time();
+    capped();
 }
 
 static void recorded(const char *path, const char *parts)
