@@ -128,6 +128,7 @@ static void gather_params(struct pl_shard_state *s, size_t *cnt, size_t *dsp, si
 
 double pl_shard_step(struct pl_shard_state *s)
 {
+    PL_REQUIRE(!s->on_host, "pl_shard_step on pl_shard_host_copy's copy: it cannot train");
     int n = s->n, T = s->run.cfg.seq_len, K = s->run.batch, per = K / n;
     size_t counts[4][PL_SHARD_MAX_RANKS];
     size_t *cnt = counts[0], *dsp = counts[1], *scnt = counts[2], *sdsp = counts[3];
@@ -184,9 +185,30 @@ double pl_shard_step(struct pl_shard_state *s)
     return loss / K;
 }
 
+struct pl_shard_state *pl_shard_host_copy(const struct pl_shard_state *s)
+{
+    struct pl_shard_state *h = pl_mem_alloc(sizeof *h, PL_MEM_WORK, PL_HOST, "shard host copy");
+    *h = *s;
+    h->comm = NULL, h->model = NULL, h->send = h->recv = NULL;
+    h->tokens = h->targets = NULL, h->loss_mine = h->loss_all = NULL;
+    const size_t b = s->count * sizeof(float);
+    h->params = pl_mem_alloc(b, PL_MEM_PARAMS, PL_HOST, "shard host copy: params");
+    h->adam_m = pl_mem_alloc(b, PL_MEM_OPTIM, PL_HOST, "shard host copy: adam_m");
+    h->adam_v = pl_mem_alloc(b, PL_MEM_OPTIM, PL_HOST, "shard host copy: adam_v");
+    pl_shard_get(s, h->params, h->adam_m, h->adam_v);
+    h->on_host = 1;
+    return h;
+}
+
 void pl_shard_get(const struct pl_shard_state *s, float *params, float *adam_m, float *adam_v)
 {
     size_t b = s->count * sizeof(float);
+    if (s->on_host) { /* no device call: a forked process may be reading it */
+        if (params) memcpy(params, s->params, b);
+        if (adam_m) memcpy(adam_m, s->adam_m, b);
+        if (adam_v) memcpy(adam_v, s->adam_v, b);
+        return;
+    }
     if (params) pl_to_host(params, s->params, b);
     if (adam_m) pl_to_host(adam_m, s->adam_m, b);
     if (adam_v) pl_to_host(adam_v, s->adam_v, b);
@@ -195,6 +217,7 @@ void pl_shard_get(const struct pl_shard_state *s, float *params, float *adam_m, 
 void pl_shard_set(struct pl_shard_state *s, const float *params, const float *adam_m,
                   const float *adam_v)
 {
+    PL_REQUIRE(!s->on_host, "pl_shard_set on pl_shard_host_copy's copy: it is read-only");
     size_t b = s->count * sizeof(float);
     if (params) pl_to_device(s->params, params, b);
     if (adam_m) pl_to_device(s->adam_m, adam_m, b);

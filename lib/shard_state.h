@@ -60,6 +60,7 @@ struct pl_shard_state {
     float *send, *recv;      /* microbatch gradient slices on their way to their owners */
     int *tokens, *targets;   /* one sequence */
     float *loss_mine, *loss_all; /* the microbatches' losses: this rank's, every rank's */
+    int on_host; /* 1: pl_shard_host_copy's: the shard in host memory, no step buffers */
 };
 
 /* Bounds of the step's own tables. */
@@ -88,6 +89,14 @@ double pl_shard_step(struct pl_shard_state *s);
 void pl_shard_get(const struct pl_shard_state *s, float *params, float *adam_m, float *adam_v);
 void pl_shard_set(struct pl_shard_state *s, const float *params, const float *adam_m,
                   const float *adam_v);
+
+/* A copy of s that needs no device and no communicator: its shard (params and both moments)
+ * in host memory, its training state, no step buffers (model, send, recv, tokens, targets
+ * and the losses NULL). pl_shard_get reads it with plain copies, so it serves a process
+ * forked from this one, where a GPU's context and MPI do not carry over (Lab 10's grader
+ * runs each save so, to kill it mid-write). Free it with pl_shard_state_free; it cannot
+ * step or be set. */
+struct pl_shard_state *pl_shard_host_copy(const struct pl_shard_state *s);
 
 /* The token at position pos of the run's data stream (targets are the next token). */
 int pl_shard_token(const struct pl_shard_run *run, int64_t pos);

@@ -3,7 +3,8 @@
  * slice of the full initialisation; and the step is the same arithmetic on any rank count:
  * after 3 steps on the world's ranks, every shard of the parameters and both moments, the
  * losses, the RNG state and the data position equal bit for bit those of the same run on
- * one rank (each rank runs it alone on a communicator of its own), while the loss falls. */
+ * one rank (each rank runs it alone on a communicator of its own), while the loss falls; and
+ * pl_shard_host_copy holds the same shard and state in host memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,24 @@ int main(int argc, char **argv)
           "state after 3 steps: step %lld rng %llx data %lld vs %lld %llx %lld",
           (long long)s->step, (unsigned long long)s->rng, (long long)s->data_pos,
           (long long)ref->step, (unsigned long long)ref->rng, (long long)ref->data_pos);
+    /* The host copy a forked save is given: the same shard and state, read without the
+     * device, and nothing of the step's (threat: a copy still pointing at device memory or
+     * at the step's buffers, which a forked process cannot use). */
+    struct pl_shard_state *h = pl_shard_host_copy(s);
+    float *copy = calloc(3 * s->count + 1, sizeof(float));
+    PL_ASSERT(copy);
+    pl_shard_get(h, copy, copy + s->count, copy + 2 * s->count);
+    enum pl_where where = PL_DEVICE;
+    CHECK(h->on_host && !s->on_host && pl_mem_block_of(h->params, &where, NULL) &&
+              where == PL_HOST && !h->comm && !h->model && !h->send && !h->recv,
+          "the host copy: on_host %d, params in %s, comm %p model %p", h->on_host,
+          where == PL_HOST ? "host" : "device", (void *)h->comm, (void *)h->model);
+    CHECK(!memcmp(copy, mine, 3 * s->count * sizeof(float)) && h->step == s->step &&
+              h->rng == s->rng && h->data_pos == s->data_pos && h->offset == s->offset &&
+              h->count == s->count && h->rank == s->rank,
+          "rank %d: the host copy's shard or state differs from the state's", pl_rank());
+    free(copy);
+    pl_shard_state_free(h);
     pl_model_free(m);
     free(full);
     free(mine);

@@ -64,11 +64,12 @@ void l9_observe_capped(struct l9_state *st, int i, struct l9_obs *ob)
     memset(&g, 0, sizeof g);
     struct fourd_model *m = NULL;
     ob->grid_ret = fourd_grid_new(&g, pl_comm_world(), L9_ORDER, k->dp, k->tp, k->pp);
+    int ok = 0; /* every rank agrees on each step, so that none waits alone in a collective */
     if (!gr_agree(ob->grid_ret != 0 || pl_todo_what() != NULL)) {
         m = fourd_model_new(&ts->cfg, &st->free_opt[i], &g);
         ob->model_null = m == NULL;
+        ok = !gr_agree(m == NULL || pl_todo_what() != NULL);
     }
-    int ok = m && !gr_agree(m == NULL || pl_todo_what() != NULL);
     if (ok) {
         m->recompute = (enum pl_recompute)rc;
         m->zero = 0;

@@ -300,9 +300,12 @@ int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
     struct saved mine = {0}, *all = calloc((size_t)st->world, sizeof *all);
     PL_ASSERT(all);
     char err[96] = "";
+    /* The save runs in a forked process (fsrec.c), where a GPU's context and MPI do not
+     * carry over: it is given the shard in host memory, as pl_shard_get would return it. */
+    struct pl_shard_state *h = s ? pl_shard_host_copy(s) : NULL;
     if (s) {
         mine.member = 1;
-        struct saving v = {st->root, st->snap, s, &st->rec->info, NULL, n};
+        struct saving v = {st->root, st->snap, h, &st->rec->info, NULL, n};
         int k = kill && kill->who == L10_SHARD_OF && kill->rank == s->rank;
         l10_run_saving(st->rec, k ? kill : NULL, save_shard_fn, &v, &mine.proc, &mine.sig, err,
                        sizeof err);
@@ -325,7 +328,7 @@ int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
     free(all);
     int m[3] = {0, 0, 0}; /* manifest: proc, sig, killed */
     if (!killed && !failed && st->rank == 0) {
-        struct saving v = {st->root, NULL, s, NULL, infos, n};
+        struct saving v = {st->root, NULL, h, NULL, infos, n};
         int k = kill && kill->who == L10_MANIFEST_OF;
         l10_run_saving(st->rec, k ? kill : NULL, save_manifest_fn, &v, &m[0], &m[1], err,
                        sizeof err);
@@ -334,6 +337,7 @@ int l10_save_all(struct l10_state *st, const struct pl_shard_state *s, int n,
         if (m[2]) o->killed = 1;
         note_proc(o, m[0], m[1], 1, s->step, err);
     }
+    pl_shard_state_free(h);
     MPI_Bcast(m, 3, MPI_INT, 0, MPI_COMM_WORLD);
     if (failed || m[0] != L10_P_OK) return -1;
     return killed || m[2] ? 0 : 1;

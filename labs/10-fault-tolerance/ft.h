@@ -46,7 +46,10 @@ struct ft_shard_info {
  * the step's directory if no rank has yet; fills *info. The file has its final name only
  * once it is whole and on the disk. Runs on one rank with no communication: the grader runs
  * it in a process of its own, every rank at once, and may kill that process at any call of
- * ckpt_fs.h. Returns 0, or -1 when a file call failed. */
+ * ckpt_fs.h. A forked process has no GPU context and no MPI, so s is the copy
+ * pl_shard_host_copy makes (shard_state.h): the shard in host memory, read with
+ * pl_shard_get, and the training state; no communicator, no step buffers. Returns 0, or -1
+ * when a file call failed. */
 int ft_save_shard(const char *root, const struct pl_shard_state *s, struct ft_shard_info *info);
 
 /* Section 2. On rank 0, once every rank's ft_save_shard has returned 0: commits checkpoint
@@ -103,8 +106,9 @@ double ft_interval(double save_s, double mtbf_s);
  * ft.c): everything this rank's shard file will hold, copied out of the state. */
 struct ft_snapshot;
 
-/* The stall: copies what ft_save_shard would write of s into memory the snapshot owns (one
- * shard's copy, given back by ft_snapshot_free), with no call of ckpt_fs.h (the step waits
+/* The stall: copies what ft_save_shard would write of s into host memory the snapshot owns
+ * (one shard's copy, given back by ft_snapshot_free; host, since the background write runs
+ * in a forked process, which has no GPU context), with no call of ckpt_fs.h (the step waits
  * for this function, and a disk in it is the stall asynchronous checkpointing removes).
  * NULL when memory is short. */
 struct ft_snapshot *ft_snapshot_take(const struct pl_shard_state *s);
