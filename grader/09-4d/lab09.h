@@ -217,11 +217,10 @@ struct l9_obs {
     struct l9_time time;
     /* the capped run (--op capped, capped.c): K unclipped steps under the device cap of
      * struct l9_cap with recomputation cap_rc (enum pl_recompute): the losses, the
-     * parameters after them, the device bytes at the peak above what the grader held
-     * before fourd_grid_new, and the most host (PL_HOST) bytes the code held at once above
-     * the same (cap_done: the steps ran) */
+     * parameters after them, and the most host (PL_HOST) bytes the code held at once
+     * during the steps (cap_done: the steps ran; past the cap the job stops instead) */
     int has_cap, cap_done, cap_rc;
-    double cap_loss[L9_K_STEPS], cap_peak, cap_host;
+    double cap_loss[L9_K_STEPS], cap_host;
     struct l9_err cap_params;
 };
 

@@ -611,7 +611,7 @@ static void capped(void)
         ob[r].has_cap = 1, ob[r].cap_done = 1, ob[r].cap_rc = PL_RECOMPUTE_FULL;
         for (int s = 0; s < L9_K_STEPS; s++) ob[r].cap_loss[s] = st.free[0].loss[s];
         ob[r].cap_params = (struct l9_err){0};
-        ob[r].cap_peak = 0.93 * c.device, ob[r].cap_host = 1600;
+        ob[r].cap_host = 1600;
     }
     struct gr_why w;
     CHECK(judge("cap", &w), "a right capped run fails: %s", first(&w));
