@@ -38,7 +38,7 @@ void l9_observe_capped(struct l9_state *st, int i, struct l9_obs *ob)
     const struct gr_train_setup *ts = &st->train[i];
     struct l9_cap cap;
     l9_cap_device(st, i, &cap);
-    const int rc = st->cap_force >= 0 ? st->cap_force : cap.pick;
+    const int rc = st->cap_rc;
     ob->has_cap = 1, ob->cap_rc = rc;
     if (pl_rank() == 0) {
         printf("capped run, grid (%d,%d,%d): each rank may hold %.1f kB of device memory above "

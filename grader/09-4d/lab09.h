@@ -68,7 +68,7 @@ struct l9_state {
     int np, ncases;
     int hidden;     /* --op train-hidden: the hidden suite's grids */
     int capped;     /* --op capped: (2,2,2) alone, under a device cap (capped.c) */
-    int cap_force;  /* --recompute: what the capped run uses instead of the plan's; -1: none */
+    int cap_rc;     /* the capped run's recomputation: --recompute's, or the plan's pick */
     struct l9_case cases[L9_MAX_CASES];
     struct pl_tokens data;
     struct gr_train_setup train[L9_MAX_CASES];

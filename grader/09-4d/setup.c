@@ -42,7 +42,6 @@ struct l9_state *l9_setup(uint64_t seed, int np, const char *op, int cap_force)
     st->np = np;
     st->hidden = hidden;
     st->capped = op && !strcmp(op, "capped");
-    st->cap_force = cap_force;
     /* Point-to-point as NCCL runs it (nothing buffered; isends and irecvs start together at
      * the first wait, which completes the whole group): a schedule that finishes on MPI only
      * because MPI buffers a send, such as a send waited for before the neighbour's receive
@@ -79,6 +78,11 @@ struct l9_state *l9_setup(uint64_t seed, int np, const char *op, int cap_force)
         gr_reference_run(&st->ref[i], t);
         for (int s = 0; s < L9_K_STEPS; s++) st->ref_norm[i][s] = grad_norm(&st->ref[i], s);
     }
+    if (st->capped) {
+        struct l9_cap c;
+        l9_cap_device(st, 0, &c);
+        st->cap_rc = cap_force >= 0 ? cap_force : c.pick;
+    }
     return st;
 }
 
@@ -103,11 +107,10 @@ void l9_describe(const struct l9_state *st, int i, char *buf, size_t len)
     if (st->capped) {
         struct l9_cap c;
         l9_cap_device(st, i, &c);
-        const int rc = st->cap_force >= 0 ? st->cap_force : c.pick;
         snprintf(buf, len, "dp=%d tp=%d pp=%d (%s), %d microbatches of %d sequences per "
                  "replica, %d steps without clipping, recompute %s, under a device of %.1f kB "
                  "a rank", k->dp, k->tp, k->pp, L9_ORDER, L9_MICRO, L9_MB_SEQS, L9_K_STEPS,
-                 pl_recompute_name((enum pl_recompute)rc), c.device / 1e3);
+                 pl_recompute_name((enum pl_recompute)st->cap_rc), c.device / 1e3);
         return;
     }
     snprintf(buf, len, "dp=%d tp=%d pp=%d (%s)%s, %d microbatches of %d sequences per replica, "

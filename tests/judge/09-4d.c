@@ -606,7 +606,7 @@ static void capped(void)
     CHECK(fabs(PL_RULE_MEM_SHARE * c.device -
                0.5 * (c.plan[PL_RECOMPUTE_NONE] + c.plan[PL_RECOMPUTE_FULL])) < 1e-6,
           "the device's %.0f%% is not halfway between the plans", 100 * PL_RULE_MEM_SHARE);
-    st.capped = 1, st.cap_force = -1;
+    st.capped = 1, st.cap_rc = c.pick;
     for (int r = 0; r < NR; r++) {
         ob[r].has_cap = 1, ob[r].cap_done = 1, ob[r].cap_rc = PL_RECOMPUTE_FULL;
         for (int s = 0; s < L9_K_STEPS; s++) ob[r].cap_loss[s] = st.free[0].loss[s];
