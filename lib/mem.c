@@ -174,13 +174,101 @@ static void keep_host_blocks(void)
 #endif
 }
 
+/* Host blocks carry guards, checked when the block is freed: GUARD_BYTES of GUARD_FILL
+ * before the block, and from its end (its bytes, not the rounded size) to GUARD_BYTES past
+ * the rounded size. A write past the end of a buffer (rows sized by one width and written at
+ * another, a count of elements taken for bytes) then stops the program naming the buffer,
+ * where it would otherwise corrupt a neighbour or the C library's heap, or pass unseen,
+ * as the heap's layout has it. A write that runs on into the next block is seen at either
+ * block's free, usually the next one's (the C library's own check of the heap can stop the
+ * program first: glibc's "free(): invalid size" is the same mistake). Device blocks of the
+ * GPU build have none: checking them would copy them to the host. An AddressSanitizer
+ * build (make ASAN=1) has none around the block either, so that its own check sees the
+ * first byte past the rounded size; the rounded size's slack is still checked. */
+#if defined(__SANITIZE_ADDRESS__)
+#define GUARD_BYTES 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GUARD_BYTES 0
+#endif
+#endif
+#ifndef GUARD_BYTES
+#define GUARD_BYTES 64
+#endif
+#define GUARD_FILL 0xA5
+
+static int guarded(enum pl_where where)
+{
+#ifdef PL_GPU
+    return where != PL_DEVICE;
+#else
+    (void)where;
+    return 1;
+#endif
+}
+
+static void guard_set(unsigned char *p, size_t bytes)
+{
+    memset(p - GUARD_BYTES, GUARD_FILL, GUARD_BYTES);
+    memset(p + bytes, GUARD_FILL, rounded_size(bytes) - bytes + GUARD_BYTES);
+}
+
+/* The first byte of n at g that is not GUARD_FILL, or n. */
+static size_t guard_broken(const unsigned char *g0, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (g0[i] != GUARD_FILL) return i;
+    return n;
+}
+
+/* The live host block that ends last below p (where a write that ran into p's guard came
+ * from), or NULL. */
+static const struct entry *block_below(const void *p)
+{
+    const struct entry *best = NULL;
+    for (size_t i = 0; i < g.cap; i++) {
+        const struct entry *e = &g.table[i];
+        if (!e->p || e->p == TOMBSTONE || !guarded(e->where) || e->p >= p) continue;
+        if (!best || e->p > best->p) best = e;
+    }
+    return best;
+}
+
+static void guard_check(const struct entry *e)
+{
+    const unsigned char *p = e->p;
+    size_t tail = rounded_size(e->bytes) - e->bytes + GUARD_BYTES;
+    size_t t = guard_broken(p + e->bytes, tail);
+    if (t < tail)
+        pl_fatal("pl_mem_free: '%s' (%zu bytes, %s) was written past its end: byte %zu after "
+                 "it changed. Some code wrote beyond the buffer it was given: rows sized by "
+                 "one width and written at another (d_ff for d_model, say), a count of "
+                 "elements taken for bytes, or an index one past the last",
+                 e->label, e->bytes, cat_names[e->cat], t);
+    if (guard_broken(p - GUARD_BYTES, GUARD_BYTES) == GUARD_BYTES) return;
+    /* A write that ran on from the block below broke that block's tail guard first. */
+    const struct entry *b = block_below(p);
+    if (b) {
+        size_t btail = rounded_size(b->bytes) - b->bytes + GUARD_BYTES;
+        if (guard_broken((const unsigned char *)b->p + b->bytes, btail) < btail)
+            pl_fatal("pl_mem_free: '%s' (%zu bytes, %s) was written past its end, on into the "
+                     "guard before '%s', the block above it in memory. Some code wrote beyond "
+                     "the buffer it was given: rows sized by one width and written at another "
+                     "(d_ff for d_model, say), a count of elements taken for bytes, or an "
+                     "index past the last",
+                     b->label, b->bytes, cat_names[b->cat], e->label);
+    }
+    pl_fatal("pl_mem_free: the guard bytes before '%s' (%zu bytes, %s) were overwritten: some "
+             "code wrote before its start (a negative index) or past the end of a buffer "
+             "freed since", e->label, e->bytes, cat_names[e->cat]);
+}
+
 static void *raw_alloc(size_t bytes, enum pl_where where, const char *label)
 {
     size_t rounded = rounded_size(bytes);
-    void *p = NULL;
 #ifdef PL_GPU
     if (where == PL_DEVICE) {
-        p = cache_take(rounded);
+        void *p = cache_take(rounded);
         if (!p && cudaMalloc(&p, rounded) != cudaSuccess) {
             /* The cache's blocks may be what is missing: return them and try once more. */
             (void)cudaGetLastError();
@@ -196,10 +284,11 @@ static void *raw_alloc(size_t bytes, enum pl_where where, const char *label)
     }
 #endif
     keep_host_blocks();
-    p = aligned_alloc(64, rounded);
-    if (!p) pl_fatal("out of memory allocating %zu bytes for '%s'", bytes, label);
-    memset(p, 0, rounded);
-    return p;
+    unsigned char *block = aligned_alloc(64, GUARD_BYTES + rounded + GUARD_BYTES);
+    if (!block) pl_fatal("out of memory allocating %zu bytes for '%s'", bytes, label);
+    memset(block + GUARD_BYTES, 0, bytes);
+    guard_set(block + GUARD_BYTES, bytes);
+    return block + GUARD_BYTES;
 }
 
 static void raw_free(void *p, size_t bytes, enum pl_where where)
@@ -213,7 +302,7 @@ static void raw_free(void *p, size_t bytes, enum pl_where where)
     }
 #endif
     (void)bytes;
-    free(p);
+    free((unsigned char *)p - GUARD_BYTES);
 }
 
 /* The watcher (pl_mem_watch), told of every change. */
@@ -287,6 +376,7 @@ void pl_mem_free(void *p)
                          g.ring[i].label, p);
         pl_fatal("pl_mem_free: %p was not allocated by pl_mem_alloc (or was freed long ago)", p);
     }
+    if (guarded(e->where)) guard_check(e);
     int keep = free_check && free_check(p, e->bytes, e->label);
     struct pl_mem_stats *s = &g.stats;
     s->current[e->cat] -= e->bytes;

@@ -42,7 +42,9 @@ const char *pl_mem_cat_name(enum pl_mem_cat cat); /* "params", "grads", "optim",
 void *pl_mem_alloc(size_t bytes, enum pl_mem_cat cat, enum pl_where where, const char *label);
 
 /* Freeing a pointer the ledger does not know (never allocated, or freed twice) is fatal
- * and names the label it had when it was last freed, if any. NULL is ignored. Before a
+ * and names the label it had when it was last freed, if any. NULL is ignored. A host block
+ * (every block of the CPU build) whose guard bytes were written, just past its end or just
+ * before its start, is fatal too, naming the buffer written past. Before a
  * known block is freed, the check set by pl_mem_set_free_check (the communication layer's:
  * no call in flight may use the block) sees it; when it returns 1, the ledger forgets the
  * block but its memory is not released, so that a receive in flight cannot write into the

@@ -253,6 +253,15 @@ int main(int argc, char **argv)
         pl_mem_free(p);
     } else if (!strcmp(mode, "leak")) {
         pl_mem_alloc(128, PL_MEM_OPTIM, PL_HOST, "adam m shard");
+    } else if (!strcmp(mode, "overrun")) {
+        /* 100 floats given, 101 written: the free names the buffer. */
+        float *x = pl_mem_alloc(100 * sizeof(float), PL_MEM_ACTIV, PL_HOST, "moe d expert in");
+        for (int i = 0; i <= 100; i++) x[i] = 1.0f;
+        pl_mem_free(x);
+    } else if (!strcmp(mode, "underrun")) {
+        float *x = pl_mem_alloc(100 * sizeof(float), PL_MEM_WORK, PL_HOST, "row scratch");
+        x[-1] = 1.0f;
+        pl_mem_free(x);
     } else if (!strcmp(mode, "device-cap")) {
         /* Run with PL_DEVICE_MEM=4096: host memory is not capped, device memory is. */
         void *h = pl_mem_alloc(8192, PL_MEM_WORK, PL_HOST, "host scratch");

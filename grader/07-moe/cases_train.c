@@ -40,7 +40,9 @@ struct pl_model_config l7_config(const struct l7_state *st, uint64_t seed,
     c.d_model = 32;
     c.n_layers = 2;
     c.n_heads = 2;
-    c.d_ff = st->hidden ? 40 : 48;
+    /* The cases with more experts make them narrower than the model (fine-grained experts,
+     * as DeepSeek's are): code that sizes a row of one width by the other's is off there. */
+    c.d_ff = tc->E >= 8 ? (st->hidden ? 20 : 24) : (st->hidden ? 40 : 48);
     c.seq_len = l7_seq_len(st);
     c.dropout = 0.0f;
     c.n_experts = tc->E;

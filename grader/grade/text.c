@@ -221,6 +221,26 @@ void explain_exit(struct text *r, const struct pl_launch_result *res,
                        "rank: %.*s\n", who, (int)(len > 900 ? 900 : len), oom);
         return;
     }
+    /* A ledger check at a free (lib/mem.c: a guard overwritten, a double free): its words,
+     * whole, name the buffer. */
+    const char *bad = strstr(out, "fatal: pl_mem_free: ");
+    if (bad) {
+        const char *from = bad;
+        while (from > out && from[-1] != '\n') from--;
+        int who = -1;
+        sscanf(from, "[rank %d]", &who);
+        bad += strlen("fatal: pl_mem_free: ");
+        size_t len = strcspn(bad, "\n");
+        static const char *const ends[] = {"one past the last", "an index past the last",
+                                           "freed since", "(double free)", "freed long ago)"};
+        for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
+            const char *e = strstr(bad, ends[i]);
+            if (e && (size_t)(e - bad) < len) len = (size_t)(e - bad) + strlen(ends[i]);
+        }
+        text_printf(r, "rank %d was stopped by the memory ledger at a pl_mem_free, which ended "
+                       "every rank: %.*s\n", who, (int)(len > 900 ? 900 : len), bad);
+        return;
+    }
     const char *a = strstr(out, "MPI_ABORT was invoked on rank");
     int rank, code;
     if (a && sscanf(a, "MPI_ABORT was invoked on rank %d in communicator %*s with errorcode %d",
