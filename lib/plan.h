@@ -142,7 +142,7 @@ double pl_plan_memory(const struct pl_plan_model *m, const struct pl_plan_cluste
 /* Activation bytes of one layer for one microbatch as stored under cfg's recomputation and
  * switches, after Korthikanti et al. (2022) with the MLP's share scaled by its width and
  * sequence parallelism on whenever t > 1 (the count is Lab 8's to derive; its hints file
- * and docs/design.md write it out). */
+ * writes it out). */
 double pl_plan_activation_layer(const struct pl_plan_model *m, const struct pl_plan_config *cfg);
 
 /* Time per step, in seconds, on the critical path, and traffic per GPU per step. */

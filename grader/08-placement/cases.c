@@ -470,7 +470,8 @@ static void observe_choice(const struct l8_case *t, const struct pl_plan_config 
 }
 
 /* Question 1's answers by the kit (its fewest nodes and their best configuration), 2's by
- * the bubble's formula, 3's by the compute formulas of section 4.1: Llama 3 405B on 16
+ * the microbatch rule and the bubble's formula (the fewest m the rule admits for p 16, v 7
+ * whose bubble is at most 5%, and that bubble), 3's by the compute formulas of section 4.1: Llama 3 405B on 16
  * stages, the first holding ceil(L/16) layers and the last floor(L/16) and the head, whose
  * 6 V d FLOPs a token may grow until the last stage's work passes the first's. */
 static void kit_answers(struct l8_state *st, struct l8_case *t, struct placement_answers *a)
@@ -483,7 +484,9 @@ static void kit_answers(struct l8_state *st, struct l8_case *t, struct placement
     a->q1_pp = b->deg[PL_AX_PP];
     a->q1_dp = b->deg[PL_AX_DP];
     a->q1_zero = b->zero;
-    a->q2_bubble_percent = 100 * pl_rule_bubble(16, 16, 7);
+    int m = 16;
+    while (pl_rule_microbatches(16, m, 7, NULL, 0) != 0 || pl_rule_bubble(16, m, 7) > 0.05) m++;
+    a->q2_bubble_percent = 100 * pl_rule_bubble(16, m, 7);
     const struct pl_plan_model *big = pl_plan_model_find("llama3-405b");
     const double head = 6.0 * big->d_model; /* a token's head FLOPs per vocabulary entry */
     const double layer = (pl_plan_flops_per_token(big) - head * big->vocab) / big->layers;

@@ -46,9 +46,10 @@ struct placement_answers {
     /* Q1: Llama 3 70B at 4K context, 4M (4194304) tokens per step, on DGX H100 nodes: the
      * fewest nodes that fit, and the fastest configuration on that many. */
     int q1_nodes, q1_tp, q1_pp, q1_dp, q1_zero;
-    /* Q2: the share of the step (percent) the pipeline bubble takes with p = 16 stages,
-     * m = 16 microbatches and v = 7 chunks per GPU (Llama 3 405B's plan on 16K GPUs),
-     * counted in slots: idle slots over all slots, no communication or data-parallel time. */
+    /* Q2: with p = 16 stages and v = 7 chunks per GPU (Llama 3 405B's plan on 16K GPUs),
+     * the share of the step (percent) the pipeline bubble takes at the fewest microbatches
+     * that section 2's rule admits and that keep it at or under 5%, counted in slots: idle
+     * slots over all slots, no communication or data-parallel time. */
     double q2_bubble_percent;
     /* Q3: the largest vocabulary (tokens) for which Llama 3 405B's first pipeline stage, not
      * its last, still paces 16 stages (section 4.1's split of the layers, no recomputation),
