@@ -408,12 +408,22 @@ static void check_judged(const char *backend, int per_device, int want, const ch
 /* Scripted times for gr_perf_compare: call k of a side (k = 0 the warm-up) takes
  * PAIR_BASE[k] or PAIR_MINE[k]. */
 static const double PAIR_BASE[] = {1, 13, 2, 13, 2, 3}, PAIR_MINE[] = {1, 8, 5, 5, 3, 1};
+/* Four rounds whose ratios are 0.8, 1.2, 0.8 and 1.2: the median of the ratios, 1.0, is no
+ * pair's. */
+static const double EVEN_BASE[] = {1, 4, 6, 4, 6}, EVEN_MINE[] = {1, 5, 5, 5, 5};
 
 static double scripted_time(void *ctx, int mine)
 {
     int *calls = ctx;
     int k = calls[mine]++;
     return mine ? PAIR_MINE[k] : PAIR_BASE[k];
+}
+
+static double scripted_even(void *ctx, int mine)
+{
+    int *calls = ctx;
+    int k = calls[mine]++;
+    return mine ? EVEN_MINE[k] : EVEN_BASE[k];
 }
 
 /* The times a speed verdict prints beside its ratio read as the ratio does. Rounds whose
@@ -433,6 +443,14 @@ static void perf_pair_checks(void)
         fail("gr_perf_compare: shows base %g and yours %g beside the ratio %.3f, expected the "
              "pair 13 and 8 (each side's own median, 3 and 5, contradicts the ratio)",
              pf.best_base, pf.best_mine, pf.ratio);
+    /* An even count: the verdict is a middle pair's, the faster for the code under test on a
+     * tie, never the mean of two (a student read 1.00x beside a pair that said 1.19x). */
+    calls[0] = calls[1] = 0;
+    gr_perf_compare(scripted_even, calls, 4, 1, &pf);
+    if (pf.pairs != 4 || fabs(pf.ratio - 1.2) > 1e-9 || pf.best_base != 6 || pf.best_mine != 5)
+        fail("gr_perf_compare: 4 pairs of ratios 0.8 and 1.2 gave the verdict %.3f beside base "
+             "%g and yours %g, expected 1.2 beside the pair 6 and 5", pf.ratio, pf.best_base,
+             pf.best_mine);
 }
 
 /* Wall-clock speed is judged on the CPU build (no device: 0 ranks per GPU) and on one GPU

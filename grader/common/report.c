@@ -267,7 +267,8 @@ const char *gr_perf_bar_text(void)
 void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
                      struct gr_perf *out)
 {
-    double ratio[GR_PERF_MAX_PAIRS], base[GR_PERF_MAX_PAIRS], mine[GR_PERF_MAX_PAIRS], tmp[2];
+    double ratio[GR_PERF_MAX_PAIRS] = {0}, base[GR_PERF_MAX_PAIRS] = {0},
+           mine[GR_PERF_MAX_PAIRS] = {0}, tmp[2];
     int n = 0;
     int judged = gr_perf_judged(pl_comm_backend(), pl_comm_ranks_per_device(),
                                 pl_comm_device_emulated(), not_judged_why, sizeof not_judged_why);
@@ -293,12 +294,17 @@ void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds,
         if (med - spread >= gr_perf_bar()) break;
         if (n >= GR_PERF_MAX_PAIRS || !judged) break; /* not judged: one batch, for the record */
     }
-    /* The times said beside the ratio are one pair's, the pair nearest the median ratio, so
+    /* The verdict is one pair's, a middle one (the one nearer the median, the faster for the
+     * code under test on a tie), and the times said beside the ratio are that pair's, so
      * that they read as the ratio does: each side's own median can come from rounds of
-     * another load and say "yours slower" beside a ratio above 1. */
+     * another load and say "yours slower" beside a ratio above 1, and with an even count
+     * the median of the ratios (the mean of the two middle ones) is no pair's at all. */
     int k = 0;
-    for (int i = 1; i < n; i++)
-        if (fabs(ratio[i] - med) < fabs(ratio[k] - med)) k = i;
+    for (int i = 1; i < n; i++) {
+        double d = fabs(ratio[i] - med), dk = fabs(ratio[k] - med);
+        if (d < dk || (d == dk && ratio[i] > ratio[k])) k = i;
+    }
+    med = ratio[k];
     out->best_base = base[k];
     out->best_mine = mine[k];
     out->ratio = med;

@@ -83,7 +83,7 @@ int gr_perf_judged(const char *backend, int per_device, int emulated, char *why,
  * rank's). One warm-up pair is thrown away; then each round times both sides back to back
  * (A/B, then B/A, so neither always goes first) and keeps their ratio: a busy moment slows
  * both halves of one pair, not one side of the whole comparison. The verdict is the median
- * of the paired ratios. While the median is within its spread of GR_PERF_FULL_RATIO (the
+ * of the paired ratios (a middle pair's, whose times the verdict line gives). While the median is within its spread of GR_PERF_FULL_RATIO (the
  * noise could put it on either side), or short of it, another batch of rounds is measured,
  * up to batches in all, so a loaded machine costs time, not points. A median that is still
  * within its spread of the bar after every batch is undecided: the machine was too busy to
