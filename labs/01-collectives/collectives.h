@@ -25,8 +25,8 @@
  *             the seed, 262144 (1 MiB), and 262147 (300007 for the broadcast); several
  *             roots. The all-to-all's blocks: 64, 1, 0, 257, one drawn from the seed, 32768
  *             (128 KiB). Recursive doubling: up to 65537 (256 KiB and one element). Two
- *             levels: on 2 virtual nodes of 2, 3 and 4 ranks (hidden: of 4) and on 3 nodes
- *             of 2, up to 262147.
+ *             levels: on 2 virtual nodes of 2, 3 and 4 ranks (hidden: of 4 again, with the
+ *             secret seed) and on 3 nodes of 2, up to 262147.
  *   groups    comm is not always the world: from 3 ranks some cases run on two groups of
  *             every other rank at once, numbered in reverse world order. Rank and size
  *             are comm's (pl_comm_rank, pl_comm_size), never the world's. Every call gets a

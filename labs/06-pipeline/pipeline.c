@@ -55,7 +55,9 @@ void pipe_partition(const struct pl_model_config *cfg, int stages, int B, int T,
 /* Section 3. Contract: called once by every rank of comm (all models equal); returns the
  * state pipe_step works from. The stage is the rank in comm and p its size, never the
  * world's: the grader also runs two pipelines side by side whose ranks the world numbers in
- * another order. */
+ * another order. The cut below is one stage a rank, what AFAB and 1F1B run; interleaved
+ * (o->virtual_stages v > 1) gives each rank v chunks of a cut into p v (pipeline.h, section
+ * 8), so this function grows with your design. */
 struct pipe *pipe_new(struct pl_comm *comm, struct pl_model *m, const struct pipe_options *o)
 {
     struct pipe *pp = pl_mem_alloc(sizeof *pp, PL_MEM_WORK, PL_HOST, "pipe state");
