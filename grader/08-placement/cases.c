@@ -471,9 +471,10 @@ static void observe_choice(const struct l8_case *t, const struct pl_plan_config 
 
 /* Question 1's answers by the kit (its fewest nodes and their best configuration), 2's by
  * the microbatch rule and the bubble's formula (the fewest m the rule admits for p 16, v 7
- * whose bubble is at most 5%, and that bubble), 3's by the compute formulas of section 4.1: Llama 3 405B on 16
- * stages, the first holding ceil(L/16) layers and the last floor(L/16) and the head, whose
- * 6 V d FLOPs a token may grow until the last stage's work passes the first's. */
+ * whose bubble is at most 5%, and that bubble), 3's by the compute formulas of section
+ * 4.1: Llama 3 405B on 16 stages, the first holding ceil(L/16) layers and the last
+ * floor(L/16) and the head, whose 6 V d FLOPs a token may grow until the last stage's work
+ * passes the first's. */
 static void kit_answers(struct l8_state *st, struct l8_case *t, struct placement_answers *a)
 {
     struct pl_plan_cluster c = t->cluster;

@@ -78,21 +78,21 @@ struct gr_perf {
  * pl_comm_device_emulated(). Pure, so that it is tested anywhere. */
 int gr_perf_judged(const char *backend, int per_device, int emulated, char *why, size_t len);
 
-/* Collective. time(ctx, mine) measures one round of the baseline (mine 0) or of the code
- * under test (mine 1) and returns its seconds per unit, the same on every rank (the slowest
- * rank's). One warm-up pair is thrown away; then each round times both sides back to back
- * (A/B, then B/A, so neither always goes first) and keeps their ratio: a busy moment slows
- * both halves of one pair, not one side of the whole comparison. The verdict is the median
- * of the paired ratios (a middle pair's, whose times the verdict line gives). While the median is within its spread of GR_PERF_FULL_RATIO (the
- * noise could put it on either side), or short of it, another batch of rounds is measured,
- * up to batches in all, so a loaded machine costs time, not points. A median that is still
- * within its spread of the bar after every batch is undecided: the machine was too busy to
- * tell the two apart, and the code keeps full marks (said in the verdict). Points are lost
- * only when the ratio is short of the bar by more than its spread. Where this run cannot
- * judge speed (gr_perf_judged: ranks sharing a GPU), one batch is measured for the record,
- * the code keeps full marks and the verdict says why (not_judged). Each side's time must
- * include the device work it started: gr_perf_round waits for it (pl_ops_wait) before
- * reading the clock, and so must a lab's own time callback. */
+/* Collective. time(ctx, mine) measures one round of the baseline (mine 0) or of the code under
+ * test (mine 1) and returns its seconds per unit, the same on every rank (the slowest rank's). One
+ * warm-up pair is thrown away; then each round times both sides back to back (A/B, then B/A, so
+ * neither always goes first) and keeps their ratio: a busy moment slows both halves of one pair,
+ * not one side of the whole comparison. The verdict is the median of the paired ratios (a middle
+ * pair's, whose times the verdict line gives). While the median is within its spread of
+ * GR_PERF_FULL_RATIO (the noise could put it on either side), or short of it, another batch of
+ * rounds is measured, up to batches in all, so a loaded machine costs time, not points. A median
+ * that is still within its spread of the bar after every batch is undecided: the machine was too
+ * busy to tell the two apart, and the code keeps full marks (said in the verdict). Points are lost
+ * only when the ratio is short of the bar by more than its spread. Where this run cannot judge
+ * speed (gr_perf_judged: ranks sharing a GPU), one batch is measured for the record, the code
+ * keeps full marks and the verdict says why (not_judged). Each side's time must include the device
+ * work it started: gr_perf_round waits for it (pl_ops_wait) before reading the clock, and so must
+ * a lab's own time callback. */
 void gr_perf_compare(double (*time)(void *ctx, int mine), void *ctx, int rounds, int batches,
                      struct gr_perf *out);
 /* Collective: seconds per call of reps calls of mine(ctx) (mine 1) or base(ctx) (mine 0),
