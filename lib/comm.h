@@ -116,7 +116,9 @@ int pl_test(struct pl_handle *h);
  * it); pl_isend and pl_irecv start only at the first pl_wait/pl_test on any of them or at
  * the next blocking point-to-point call, which launch every one issued so far as one group;
  * and a call completes only with its whole group and every group launched before it on the
- * same communicator. No effect on the NCCL backend, which works that way. */
+ * same communicator; and a receive takes the peer's next send on the communicator, whatever
+ * its tag (NCCL pairs by order): a tag other than the receive's stops the program (exit 2)
+ * naming both. No effect on the NCCL backend, which works that way. */
 void pl_comm_set_p2p_like_nccl(int on);
 
 /* Validation: with checks on (the default; PL_CHECK_COUNTS=0 or pl_comm_set_checks(0) turns

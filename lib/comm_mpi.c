@@ -238,7 +238,11 @@ static void host_start(struct pl_handle *h, const float *send, float *recv)
  * of them or the next blocking point-to-point call, which launch every one issued so far as
  * one group, as does the start of a collective; and completing a call completes its group
  * and every group launched before it on the same communicator (NCCL runs a communicator's
- * work in order on one stream). */
+ * work in order on one stream). Receives match by order too, as NCCL's do: each is posted
+ * for any tag, so it takes the peer's next send on the communicator (MPI keeps the messages
+ * of one sender in order), and a message whose tag is not the receive's stops the job: the
+ * two ranks posted their sends and receives in different orders, which MPI's matching by tag
+ * forgives and NCCL does not. */
 
 static int like_nccl;
 
@@ -283,7 +287,7 @@ static void post(struct pl_handle *h)
                                 MPI_FLOAT, op->peer, op->tag, h->comm->mpi, &h->req));
     else
         PL_CHECK_MPI(MPI_Irecv((float *)h->p2p_buf, pl_mpi_count(op->count, "pl_recv", h->comm),
-                               MPI_FLOAT, op->peer, op->tag, h->comm->mpi, &h->req));
+                               MPI_FLOAT, op->peer, MPI_ANY_TAG, h->comm->mpi, &h->req));
     h->active = 1;
     h->p2p_deferred = 0;
     h->p2p_upto = h->comm->p2p_issued;
@@ -310,6 +314,13 @@ static int complete_upto(const struct pl_comm *comm, long upto, int block)
         }
         MPI_Status st;
         int done = 1, rc = block ? MPI_Wait(&o->req, &st) : MPI_Test(&o->req, &done, &st);
+        if (o->op.type == PL_OP_RECV && done && st.MPI_TAG != o->op.tag && st.MPI_TAG >= 0)
+            pl_usage_error("pl_recv on group '%s': rank %d's receive from rank %d, posted for "
+                           "tag %d, was matched with the message that rank sent with tag %d. "
+                           "NCCL pairs the sends and receives between two ranks by their "
+                           "order, not their tags: post them in the same order on both sides "
+                           "(MPI's matching by tag forgave this; a GPU run would not)",
+                           o->comm->name, o->comm->rank, o->op.peer, o->op.tag, st.MPI_TAG);
         if (o->op.type == PL_OP_RECV && (rc != MPI_SUCCESS || done))
             check_received(o, rc, &st, o->op.count, o->op.peer);
         else

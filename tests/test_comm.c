@@ -884,6 +884,27 @@ int main(int argc, char **argv)
         pl_finalize();
         return 0;
     }
+    if (mode && !strcmp(mode, "p2p-order")) {
+        /* Under NCCL's rules, receives posted in another order than the peer's sends: MPI's
+         * tags would pair them; NCCL pairs by order, so the job stops saying so. */
+        float *a = pl_comm_buf_alloc(4, "test a"), *b = pl_comm_buf_alloc(4, "test b");
+        struct pl_handle *h[2] = {NULL, NULL};
+        if (nw >= 2 && me == 1) {
+            h[0] = pl_irecv(pl_comm_world(), b, 4, 0, 2);
+            h[1] = pl_irecv(pl_comm_world(), a, 4, 0, 1);
+            pl_wait_all(h, 2);
+        } else if (nw >= 2 && me == 0) { /* a test launches the sends; rank 1 stops */
+            h[0] = pl_isend(pl_comm_world(), a, 4, 1, 1);
+            h[1] = pl_isend(pl_comm_world(), b, 4, 1, 2);
+            if (pl_test(h[0])) h[0] = NULL;
+        }
+        pl_barrier(pl_comm_world());
+        pl_wait_all(h, 2);
+        pl_comm_buf_free(a);
+        pl_comm_buf_free(b);
+        pl_finalize();
+        return 0;
+    }
     if (mode && !strcmp(mode, "verbose")) {
         verbose_demo();
         pl_finalize();

@@ -101,8 +101,9 @@ struct pipe_options {
 };
 
 /* Tags of the point-to-point messages: microbatch mb's activation (stage s to s+1) and its
- * gradient (s+1 back to s). Distinct per microbatch and direction, so a message can never
- * be taken for another's (section 3). Interleaved, a message sent by the sender's chunk j
+ * gradient (s+1 back to s). Distinct per microbatch and direction: on MPI they pair the
+ * messages; NCCL pairs them by order, and under its rules a message taken for another's
+ * stops the run (section 3.2). Interleaved, a message sent by the sender's chunk j
  * carries the tag of "microbatch" j * m + mb (section 8). */
 #define PIPE_TAG_ACT(mb) (2 * (mb))
 #define PIPE_TAG_GRAD(mb) (2 * (mb) + 1)
