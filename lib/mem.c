@@ -221,6 +221,14 @@ static size_t guard_broken(const unsigned char *g0, size_t n)
     return n;
 }
 
+/* 1 when e's guard after its end holds a changed byte, its offset past the end in *at. */
+static int tail_broken(const struct entry *e, size_t *at)
+{
+    size_t n = rounded_size(e->bytes) - e->bytes + GUARD_BYTES;
+    *at = guard_broken((const unsigned char *)e->p + e->bytes, n);
+    return *at < n;
+}
+
 /* The live host block that ends last below p (where a write that ran into p's guard came
  * from), or NULL. */
 static const struct entry *block_below(const void *p)
@@ -237,9 +245,8 @@ static const struct entry *block_below(const void *p)
 static void guard_check(const struct entry *e)
 {
     const unsigned char *p = e->p;
-    size_t tail = rounded_size(e->bytes) - e->bytes + GUARD_BYTES;
-    size_t t = guard_broken(p + e->bytes, tail);
-    if (t < tail)
+    size_t t;
+    if (tail_broken(e, &t))
         pl_fatal("pl_mem_free: '%s' (%zu bytes, %s) was written past its end: byte %zu after "
                  "it changed. Some code wrote beyond the buffer it was given: rows sized by "
                  "one width and written at another (d_ff for d_model, say), a count of "
@@ -248,16 +255,13 @@ static void guard_check(const struct entry *e)
     if (guard_broken(p - GUARD_BYTES, GUARD_BYTES) == GUARD_BYTES) return;
     /* A write that ran on from the block below broke that block's tail guard first. */
     const struct entry *b = block_below(p);
-    if (b) {
-        size_t btail = rounded_size(b->bytes) - b->bytes + GUARD_BYTES;
-        if (guard_broken((const unsigned char *)b->p + b->bytes, btail) < btail)
-            pl_fatal("pl_mem_free: '%s' (%zu bytes, %s) was written past its end, on into the "
-                     "guard before '%s', the block above it in memory. Some code wrote beyond "
-                     "the buffer it was given: rows sized by one width and written at another "
-                     "(d_ff for d_model, say), a count of elements taken for bytes, or an "
-                     "index past the last",
-                     b->label, b->bytes, cat_names[b->cat], e->label);
-    }
+    if (b && tail_broken(b, &t))
+        pl_fatal("pl_mem_free: '%s' (%zu bytes, %s) was written past its end, on into the "
+                 "guard before '%s', the block above it in memory. Some code wrote beyond the "
+                 "buffer it was given: rows sized by one width and written at another (d_ff "
+                 "for d_model, say), a count of elements taken for bytes, or an index past "
+                 "the last",
+                 b->label, b->bytes, cat_names[b->cat], e->label);
     pl_fatal("pl_mem_free: the guard bytes before '%s' (%zu bytes, %s) were overwritten: some "
              "code wrote before its start (a negative index) or past the end of a buffer "
              "freed since", e->label, e->bytes, cat_names[e->cat]);

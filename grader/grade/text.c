@@ -200,45 +200,51 @@ static int explain_asan(struct text *r, const char *out)
     return 1;
 }
 
+/* A fatal message of the memory ledger that starts with key in out: the rank whose line
+ * holds it (-1 when the line names none) into *who, and its words after key up to the end
+ * of the first of ends[0..n) found before the line ends (another rank's output may run into
+ * them), at most 900 characters, into *len; NULL when out holds no such message. */
+static const char *ledger_words(const char *out, const char *key, const char *const *ends,
+                                size_t n, int *who, int *len)
+{
+    const char *at = strstr(out, key);
+    if (!at) return NULL;
+    const char *from = at;
+    while (from > out && from[-1] != '\n') from--;
+    *who = -1;
+    sscanf(from, "[rank %d]", who);
+    at += strlen(key);
+    size_t l = strcspn(at, "\n");
+    for (size_t i = 0; i < n; i++) {
+        const char *e = strstr(at, ends[i]);
+        if (e && (size_t)(e - at) < l) l = (size_t)(e - at) + strlen(ends[i]);
+    }
+    *len = (int)(l > 900 ? 900 : l);
+    return at;
+}
+
 /* What Open MPI said about the end of the job, in words. */
 void explain_exit(struct text *r, const struct pl_launch_result *res,
                          const char *status_dir, int np)
 {
     const char *out = res->output ? res->output : "";
     if (explain_asan(r, out)) return;
-    /* A device cap passed (lib/mem.h): the ledger's own words, whole, say what was held. */
-    const char *oom = strstr(out, "out of device memory: ");
-    if (oom) {
-        const char *from = oom;
-        while (from > out && from[-1] != '\n') from--;
-        int who = -1;
-        sscanf(from, "[rank %d]", &who);
-        /* the ledger's words end so; another rank's line may run into them */
-        oom += strlen("out of device memory: ");
-        const char *end = strstr(oom, "a larger device");
-        size_t len = end ? (size_t)(end - oom) + strlen("a larger device") : strcspn(oom, "\n");
+    /* The ledger's own words, whole: a device cap passed (lib/mem.h) says what was held,
+     * a check at a free (a guard overwritten, a double free) names the buffer. */
+    static const char *const oom_end[] = {"a larger device"};
+    static const char *const free_ends[] = {"one past the last", "an index past the last",
+                                            "freed since", "(double free)", "freed long ago)"};
+    int who, len;
+    const char *w = ledger_words(out, "out of device memory: ", oom_end, 1, &who, &len);
+    if (w) {
         text_printf(r, "rank %d ran out of the device memory it was given, which ended every "
-                       "rank: %.*s\n", who, (int)(len > 900 ? 900 : len), oom);
+                       "rank: %.*s\n", who, len, w);
         return;
     }
-    /* A ledger check at a free (lib/mem.c: a guard overwritten, a double free): its words,
-     * whole, name the buffer. */
-    const char *bad = strstr(out, "fatal: pl_mem_free: ");
-    if (bad) {
-        const char *from = bad;
-        while (from > out && from[-1] != '\n') from--;
-        int who = -1;
-        sscanf(from, "[rank %d]", &who);
-        bad += strlen("fatal: pl_mem_free: ");
-        size_t len = strcspn(bad, "\n");
-        static const char *const ends[] = {"one past the last", "an index past the last",
-                                           "freed since", "(double free)", "freed long ago)"};
-        for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
-            const char *e = strstr(bad, ends[i]);
-            if (e && (size_t)(e - bad) < len) len = (size_t)(e - bad) + strlen(ends[i]);
-        }
+    w = ledger_words(out, "fatal: pl_mem_free: ", free_ends, 5, &who, &len);
+    if (w) {
         text_printf(r, "rank %d was stopped by the memory ledger at a pl_mem_free, which ended "
-                       "every rank: %.*s\n", who, (int)(len > 900 ? 900 : len), bad);
+                       "every rank: %.*s\n", who, len, w);
         return;
     }
     const char *a = strstr(out, "MPI_ABORT was invoked on rank");
