@@ -74,7 +74,7 @@ summary() {
     case $1 in
         tests)
             if ! grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1 | grep .; then
-                echo "$(grep -c '== OK' "$log") passed, $(grep -c '== FAIL' "$log") failed" \
+                echo "$(grep -c -E '== (OK|COLLECTED)' "$log") passed, $(grep -c '== FAIL' "$log") failed" \
                      "before it was stopped"
             fi ;;
         grade) grep -E '^Score: ' "$log" | tail -n 1 ;;

@@ -57,9 +57,10 @@ static void judge_question(struct test *t, const struct gr_question *q, const ch
 {
     struct gr_verdict v;
     gr_question_judge(q, ans, &v);
-    t->passed = !strcmp(v.state, "right") || !strcmp(v.state, "collected");
+    t->collected = !strcmp(v.state, "collected");
+    t->passed = !strcmp(v.state, "right") || t->collected;
     t->score = t->passed ? t->points : 0;
-    if (!strcmp(v.state, "collected")) {
+    if (t->collected) {
         text_printf(&t->reason, "collected for a person to read: %.1500s\n", ans);
     } else if (!strcmp(v.state, "unanswered")) {
         text_printf(&t->reason, "unanswered: fill in \"%s = ...\" in %s\n", q->key, path);

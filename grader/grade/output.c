@@ -19,8 +19,14 @@
 
 void print_test(const struct test *t, const struct test *prev)
 {
-    printf("== %s: %s == %s (%.1fs)\n", lab_of[t->lab]->dir, t->name, t->passed ? "OK" : "FAIL",
-           t->seconds);
+    /* A free-text answer is not judged: COLLECTED, never OK, so nobody reads it as right. */
+    printf("== %s: %s == %s (%.1fs)\n", lab_of[t->lab]->dir, t->name,
+           t->collected ? "COLLECTED" : t->passed ? "OK" : "FAIL", t->seconds);
+    if (t->collected) {
+        printf("    kept for a person to read; the grader does not judge it (0 points here)\n");
+        fflush(stdout);
+        return;
+    }
     /* Tests of one run that ended badly share their story: tell it once. */
     if (prev && !t->passed && !prev->passed && t->reason.n > 200 &&
         !strcmp(text_str(&t->reason), text_str(&prev->reason))) {

@@ -51,6 +51,7 @@ struct test {
     double points, timeout_s;
     /* outcome */
     int ran, passed;
+    int collected; /* a free-text answer kept for a person: passed, 0 points, not judged */
     double score, seconds;
     struct text reason;
 };
