@@ -227,7 +227,8 @@ static int judge_grad_sums(struct l7_state *st, const struct l7_or_reference *o,
 
 /* The ledger of the first step against what its routing must send: per MoE layer one
  * pl_all_to_all of the counts and four pl_all_to_all_v (dispatch, combine, and both in
- * reverse), whose off-rank bytes are the rows of kept choices crossing ranks. */
+ * reverse), whose off-rank bytes are the rows of kept choices crossing ranks; no
+ * point-to-point and no barrier (it moves no bytes, so only its count shows it). */
 int l7_judge_traffic(struct l7_state *st, const struct l7_or_reference *o,
                      const struct pl_ledger *d)
 {
@@ -251,6 +252,10 @@ int l7_judge_traffic(struct l7_state *st, const struct l7_or_reference *o,
     }
     if (pl_ledger_bytes(d, PL_P2P, -1) > 0) {
         l7_note(st, L7_R_P2P, NULL, L7_X(pl_ledger_bytes(d, PL_P2P, -1)));
+        return 0;
+    }
+    if (d->calls[PL_BARRIER] > 0) {
+        l7_note(st, L7_R_BARRIER, L7_V(d->calls[PL_BARRIER], L), NULL);
         return 0;
     }
     if (counts != want_counts) {

@@ -235,6 +235,13 @@ static void word_traffic(const struct l7_reason *r, char *buf, size_t len)
         snprintf(buf, len, "%s sent point to point: the tokens travel in the all-to-all-v "
                  "calls only", pl_format_bytes(x[0], g, sizeof g));
         break;
+    case L7_R_BARRIER:
+        snprintf(buf, len, "%ld pl_barrier calls in a step of %ld MoE layers, where none is "
+                 "needed: a barrier moves no data and makes every rank wait for the slowest, "
+                 "and the all-to-alls already carry every dependency between ranks (moe.h: "
+                 "per layer one pl_all_to_all and four pl_all_to_all_v, then the gradient "
+                 "sums)", v[0], v[1]);
+        break;
     case L7_R_COUNTS_BYTES:
         snprintf(buf, len, "the counts exchange sent %s; %ld layers x %ld peers x %ld experts "
                  "each x 4 bytes = %s", pl_format_bytes(x[0], g, sizeof g), v[0], v[1], v[2],
@@ -338,6 +345,17 @@ static void word(const struct l7_obs *o, const struct l7_reason *r, char *buf, s
                  "(section 4)", v[0], v[1], v[2],
                  pl_format_bytes(x[0], b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)v[3]));
         break;
+    case L7_R_HELD_GROWN: {
+        char b1[32], b2[32];
+        snprintf(buf, len, "after step %ld the ledger holds %s more %s than moe_new left (%s "
+                 "after moe_new, %s after the step): what lasts from step to step is allocated "
+                 "once, in moe_new, at its upper bound (E x cap rows a rank can receive, N k it "
+                 "can send), not on first use or grown when more rows arrive; a skewed batch "
+                 "late in a run would then find the memory gone (section 4)", v[0],
+                 pl_format_bytes(x[0], b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)v[1]),
+                 pl_format_bytes(x[1], b1, sizeof b1), pl_format_bytes(x[2], b2, sizeof b2));
+        break;
+    }
     case L7_R_HELD_FREED:
         snprintf(buf, len, "after moe_free the ledger still holds %s of %s that it did not "
                  "hold before moe_new: moe_free frees everything moe_new and the calls "

@@ -90,6 +90,7 @@ enum l7_code {
                       * tensor, the first one off */
     L7_R_HELD_EVERY, /* v: allocs after step 0, after the last, last step, category; x: bytes */
     L7_R_HELD_FREED, /* v: category; x: bytes */
+    L7_R_HELD_GROWN, /* v: step, category; x: bytes more, held after moe_new, after the step */
     L7_R_DLN,        /* v: block, threw them away */
     L7_R_LAST_EARLY, /* moe_last_routing before a forward */
     L7_R_LAST_NULL,  /* v: block */
@@ -97,6 +98,7 @@ enum l7_code {
     L7_R_IN_BLOCK,   /* v: block */
     L7_R_CALLS,      /* v: all-to-alls, all-to-all-vs, layers */
     L7_R_P2P,        /* x: bytes */
+    L7_R_BARRIER,    /* v: barriers in the step, layers */
     L7_R_COUNTS_BYTES, /* v: layers, peers, experts each; x: got, want */
     L7_R_A2AV,       /* v: every expert's whole capacity; x: got, want */
     L7_R_BALANCED,   /* x: what a balanced routing sends */

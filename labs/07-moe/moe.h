@@ -48,11 +48,11 @@
  *             the grid in the order "ep-dp" (ep varying fastest, lib/grid.h), so that on
  *             2 nodes an EP group lies inside one node.
  *   traffic   from the traffic ledger, per step: per MoE layer one pl_all_to_all of the
- *             counts (E/ep floats to each peer) and four pl_all_to_all_v, no point-to-point;
- *             the all-to-all-v bytes sent off-rank exactly the rows of kept choices that
- *             cross ranks, both ways, forward and backward (C floats each); the gradient
- *             sums at most the ring's bytes of the reductions that finishing the
- *             gradients needs (section 7).
+ *             counts (E/ep floats to each peer) and four pl_all_to_all_v, no point-to-point
+ *             and no barrier; the all-to-all-v bytes sent off-rank exactly the rows of kept
+ *             choices that cross ranks, both ways, forward and backward (C floats each);
+ *             the gradient sums at most the ring's bytes of the reductions that finishing
+ *             the gradients needs (section 7).
  *   compute   each rank's compute on the modelled timeline (dgx-h100, a Mixtral-sized
  *             layer) against what its experts' routed rows and its router need in lib's
  *             ops: full marks up to 1.25x, none from 1.60x.
@@ -60,8 +60,9 @@
  *             code may not call malloc, calloc, realloc or the rest of the C allocator
  *             family, mmap or sbrk (a forbidden symbol scores 0 on every test before
  *             anything runs); no more allocations live after a step than after the one
- *             before; nothing left after moe_free; no operation left in flight on the
- *             communicator moe_new was given.
+ *             before, and no more bytes of any category than moe_new left (what lasts is
+ *             allocated there, at its bound); nothing left after moe_free; no operation
+ *             left in flight on the communicator moe_new was given.
  *   calls     tokens travel through pl_all_to_all and pl_all_to_all_v only (no MPI_*,
  *             nccl*, dlopen, dlsym or syscall); the code never calls pl_moe_route or
  *             pl_moe_capacity; none of the calls that reach into the process or the kit's
@@ -87,7 +88,8 @@ int moe_capacity(int N, int E, int k, float cf);
 /* Fills every field of r (r->N, E, k and cap are set, its arrays allocated by
  * pl_moe_routing_new) from the router probabilities probs [N, E] (host memory): top-k
  * choices and their gates, slots filled choice by choice in token order, the dropped
- * choices, count, rows, gates, f, P, aux and dropped, exactly as lib/model.h describes.
+ * choices, count, rows, gates, f, P, aux and dropped, exactly as lib/model.h describes
+ * (rows and gates past an expert's count are never read: what they hold is yours).
  * Section 2. */
 void moe_route(struct pl_moe_routing *r, const float *probs, float aux_coef);
 
