@@ -261,10 +261,15 @@ static void word_traffic(const struct l7_reason *r, char *buf, size_t len)
                  "bytes each way, %s a step", pl_format_bytes(x[0], g, sizeof g));
         break;
     case L7_R_SUMS:
+        pl_format_bytes(x[0], g, sizeof g);
+        pl_format_bytes(x[1], w, sizeof w);
+        if (!strcmp(g, w)) { /* the same when rounded: say the bytes */
+            snprintf(g, sizeof g, "%.0f B", x[0]);
+            snprintf(w, sizeof w, "%.0f B", x[1]);
+        }
         snprintf(buf, len, "the gradient sums sent %s from this rank in a step; finishing the "
                  "gradients needs %s (by the ring, on %ld ranks in %ld EP group%s; section 7)",
-                 pl_format_bytes(x[0], g, sizeof g), pl_format_bytes(x[1], w, sizeof w), v[0],
-                 v[1], v[1] > 1 ? "s" : "");
+                 g, w, v[0], v[1], v[1] > 1 ? "s" : "");
         break;
     case L7_R_SUMS_HOW:
         if (v[0])
