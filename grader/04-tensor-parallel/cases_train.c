@@ -253,12 +253,23 @@ static void judge_train_memory(struct l4_state *st, const struct pl_model_config
 /* The compute of the student's steps against the single device's, from the ledger's FLOP
  * counter: a TP rank does 1/t of every product (the replicated layernorms, residuals and
  * the loss's per-row pieces are a sliver of it), so more than halfway from F/t to F means
- * the whole model ran on the rank, whatever its results. Returns the fraction of F. */
+ * the whole model ran on the rank, whatever its results; and it does no less than F/t,
+ * since every product is split and nothing is skipped, so under 95% of F/t means products
+ * ran outside lib's ops (loops of the student's own), which the ledger, the modelled
+ * timeline and the placement model cannot see (judge_train_compute_floor). Returns the
+ * fraction of F. */
 static double judge_train_compute(struct l4_state *st, double mine, double full, int t)
 {
     double bound = full * (1.0 / t + 0.5 * (1.0 - 1.0 / t));
     if (t > 1 && mine > bound) L4_FAIL(st, L4_W_FLOPS, mine, full, t);
     return full > 0 ? mine / full : 0;
+}
+
+/* The floor on the same count, judged after the traffic's floor: a rank that ran the whole
+ * model by hand does no sums either, and that is the cause to name first. */
+static void judge_train_compute_floor(struct l4_state *st, double mine, double full, int t)
+{
+    if (mine < 0.95 * full / t) L4_FAIL(st, L4_W_FLOPS_LOW, mine, full, t);
 }
 
 /* The bytes of the student's steps against the least any shard-only step must send: in
@@ -377,11 +388,26 @@ void l4_run_train(struct l4_state *st, struct pl_comm *tp)
     if (m && l4_ok(st)) check_train_weights(st, m, &ref, t, r);
     double share = m && l4_ok(st) ? judge_train_compute(st, my_flops, ref_flops, t) : 0;
     if (m && l4_ok(st)) judge_train_traffic(st, &d, &setup.cfg, t, b.B);
+    if (m && l4_ok(st)) judge_train_compute_floor(st, my_flops, ref_flops, t);
     judge_train_memory(st, &setup.cfg, t, b.B, &before, &after, &hidden, live, L4_TRAIN_STEPS);
     st->ob->figs.t = t;
     st->ob->figs.loss = ref.loss[L4_TRAIN_STEPS - 1];
     st->ob->figs.share = share;
     tp_gpt_free(m);
+    /* tp_gpt_free frees everything tp_gpt_new and the steps allocated: what the ledger holds
+     * beyond what it held before tp_gpt_new is kept for good (a static set of activations or
+     * scratch, the model's own records), and a second model would add its own */
+    struct pl_mem_stats freed;
+    pl_mem_get_stats(&freed);
+    int was = st->cur;
+    st->cur = L4_MEMORY;
+    if (m && l4_ok(st) && freed.current_total > before.current_total) {
+        int cat;
+        double more = gr_mem_grown(&before, &freed, &cat);
+        L4_FAIL(st, L4_W_KEPT_AFTER_FREE, (double)(freed.current_total - before.current_total),
+                more, cat);
+    }
+    st->cur = was;
     gr_batch_free(&b);
     gr_reference_free(&ref);
     pl_tokens_free(&data);

@@ -292,6 +292,14 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
                  (int)v[0], pl_format_bytes(v[1], a, sizeof a),
                  pl_format_bytes(v[2], b, sizeof b));
         break;
+    case L4_W_KEPT_AFTER_FREE:
+        snprintf(buf, len, "after tp_gpt_free the ledger still held %s that it did not hold "
+                 "before tp_gpt_new (%s of them %s): tp_gpt_free frees everything tp_gpt_new "
+                 "and the steps allocated, records and statics included, or every model a "
+                 "program makes (a pipeline's stages, a restart) keeps its own for good",
+                 pl_format_bytes(v[0], a, sizeof a), pl_format_bytes(v[1], b, sizeof b),
+                 pl_mem_cat_name((enum pl_mem_cat)v[2]));
+        break;
     case L4_W_SHARD_MEM:
         snprintf(buf, len, "%s held %s at peak where a rank's shard needs %s: the split "
                  "tensors' 1/t (t=%d) plus the replicated layernorms, position embedding and "
@@ -325,6 +333,14 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
                  "computes with its shard only (section 11)", v[0], v[1], (int)v[2],
                  v[1] / v[2]);
         break;
+    case L4_W_FLOPS_LOW:
+        snprintf(buf, len, "your steps computed %.3g FLOPs in lib's ops on this rank, %.0f%% "
+                 "of F/t (the single device's F = %.3g, t = %d): a TP rank splits every product "
+                 "and skips none, so it does at least F/t. Products written as loops of your own "
+                 "are work that the ledger, the modelled timeline and every cost model of the "
+                 "kit cannot see (and far slower than sgemm): use lib's ops, pl_matmul_forward "
+                 "and the rest (tp.h, compute)", v[0], 100 * v[0] * v[2] / v[1], v[1], (int)v[2]);
+        break;
     case L4_W_SENT_FLOOR:
         snprintf(buf, len, "your %d steps sent %s per rank where a TP rank sends at least %s "
                  "(g's all-reduce of [N, C] twice per block forward: %d steps x 2L x 2(t-1)/t x "
@@ -340,7 +356,7 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
                  "where a TP step needs at most %s in %ld: per step the blocks' 4L all-reduces "
                  "of [N, C] (L=%d), the embedding's and the head's two, one collective of N "
                  "floats for each of the loss's three numbers per row, and the global norm in "
-                 "at most two collectives of one float per tensor. A replicated tensor's "
+                 "at most two collectives in all, each of at most one float per tensor. A replicated tensor's "
                  "gradient is already the same on every rank (section 7), so syncing it, or "
                  "any other all-reduce, is traffic that tensor parallelism does not need "
                  "(section 11)", L4_TRAIN_STEPS, pl_format_bytes(v[0], a, sizeof a), (long)v[1],
@@ -357,10 +373,13 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
     case L4_W_STEP_LOSS:
         snprintf(buf, len, "the loss of step %d is %.7f where the single device's is %.7f "
                  "(relative error %.1e, tolerance %.0e)%s", (int)v[0], v[1], v[2], v[3],
-                 GR_TOL_LOSS, v[0] > 1 ? ": the first steps agree, so the forward is right; "
-                                         "look at the gradient clipping (replicated tensors "
-                                         "count once in the global norm) and AdamW's weight "
-                                         "decay per tensor (section 11)" : "");
+                 GR_TOL_LOSS, v[0] > 1 ? ": the first steps agree, so the forward is right "
+                                         "and an update went wrong: the gradient clipping "
+                                         "(replicated tensors count once in the global "
+                                         "norm), AdamW's weight decay per tensor, gradients "
+                                         "zeroed before each step's backward, or anything a "
+                                         "step carries to the next, such as tokens cached "
+                                         "from an earlier batch (section 11)" : "");
         break;
     case L4_W_ATT_OVERRUN: {
         char mine[160] = "";

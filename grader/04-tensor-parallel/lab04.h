@@ -112,11 +112,13 @@ enum l4_why {
     L4_W_LOSS_INF,     /* v: loss, the single device's */
     L4_W_LOSS,         /* v: loss, the single device's, the slice's first and last id */
     L4_W_LIVE_GROWS,   /* v: step, bytes more, bytes live */
+    L4_W_KEPT_AFTER_FREE, /* v: bytes more than before tp_gpt_new, the most of one category, it */
     L4_W_SHARD_MEM,    /* v: category (0 parameters, 1 gradients, 2 moments), held, bound, t */
     L4_W_ACT_MEM,      /* v: held, bound */
     L4_W_TOTAL_MEM,    /* name: where buffers outside the ledger were; v: held, bound, the
                         * states', the activations', the work's, bytes outside the ledger */
     L4_W_FLOPS,        /* v: this rank's, the single device's, t */
+    L4_W_FLOPS_LOW,    /* v: this rank's, the single device's, t */
     L4_W_SENT_FLOOR,   /* v: sent, the least */
     L4_W_SENT_MOST,    /* v: sent, calls, all-reduces, the most, its calls, L */
     L4_W_WEIGHTS,      /* name: the tensor; v: relative error, replicated */

@@ -350,17 +350,6 @@ static void word(const struct l7_obs *o, const struct l7_reason *r, char *buf, s
                  "(section 4)", v[0], v[1], v[2],
                  pl_format_bytes(x[0], b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)v[3]));
         break;
-    case L7_R_HELD_GROWN: {
-        char b1[32], b2[32];
-        snprintf(buf, len, "after step %ld the ledger holds %s more %s than moe_new left (%s "
-                 "after moe_new, %s after the step): what lasts from step to step is allocated "
-                 "once, in moe_new, at its upper bound (E x cap rows a rank can receive, N k it "
-                 "can send), not on first use or grown when more rows arrive; a skewed batch "
-                 "late in a run would then find the memory gone (section 4)", v[0],
-                 pl_format_bytes(x[0], b, sizeof b), pl_mem_cat_name((enum pl_mem_cat)v[1]),
-                 pl_format_bytes(x[1], b1, sizeof b1), pl_format_bytes(x[2], b2, sizeof b2));
-        break;
-    }
     case L7_R_HELD_FREED:
         snprintf(buf, len, "after moe_free the ledger still holds %s of %s that it did not "
                  "hold before moe_new: moe_free frees everything moe_new and the calls "

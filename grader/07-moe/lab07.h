@@ -90,7 +90,6 @@ enum l7_code {
                       * tensor, the first one off */
     L7_R_HELD_EVERY, /* v: allocs after step 0, after the last, last step, category; x: bytes */
     L7_R_HELD_FREED, /* v: category; x: bytes */
-    L7_R_HELD_GROWN, /* v: step, category; x: bytes more, held after moe_new, after the step */
     L7_R_DLN,        /* v: block, threw them away */
     L7_R_LAST_EARLY, /* moe_last_routing before a forward */
     L7_R_LAST_NULL,  /* v: block */

@@ -37,16 +37,18 @@
  *             attention), nothing else. The embedding and loss together: two all-reduces of
  *             [N, C] and at most three collectives of N floats each, each sending at most an
  *             all-gather's (t-1)N floats per rank. A training step: at most the blocks' 4L
- *             all-reduces, the embedding's and loss's as above, and at most two collectives
- *             of one float per tensor for the global norm; and at least a block forward's two
- *             all-reduces of [N, C] per block (a rank that runs the whole model fails).
+ *             all-reduces, the embedding's and loss's as above, and for the global norm at
+ *             most two collectives in all, each of at most one float per tensor (not one
+ *             per tensor); and at least a block forward's two all-reduces of [N, C] per
+ *             block (a rank that runs the whole model fails).
  *   compute   a row-parallel linear's output holds its replicated bias once, as
- *             nn.Linear's does (results above). A training rank does about 1/t of the single device's FLOPs (the ledger counts
- *             the kit's ops); the block's modelled time is graded against compute/t plus
- *             four all-reduces (full marks up to 1.10x, none from 1.40x) and its wall-clock
- *             time against the kit's block on B/t sequences plus four all-reduces (full
- *             marks from 0.70x of that speed): no product with a full-size or zero-padded
- *             weight, no product written as loops of your own.
+ *             nn.Linear's does (results above). A training rank does about 1/t of the
+ *             single device's FLOPs, at least 95% of 1/t and at most halfway to all of
+ *             them (the ledger counts the kit's ops); the block's modelled time is graded
+ *             against compute/t plus four all-reduces (full marks up to 1.10x, none from
+ *             1.40x) and its wall-clock time against the kit's block on B/t sequences plus
+ *             four all-reduces (full marks from 0.70x of that speed): no product with a
+ *             full-size or zero-padded weight, no product written as loops of your own.
  *   memory    every byte through pl_mem_alloc (lib/mem.h), host bookkeeping included: the
  *             code may not call malloc, calloc, realloc or the rest of the C allocator
  *             family, mmap or sbrk (the build lists the symbols the code calls, and a
@@ -55,7 +57,8 @@
  *             array a collective fills. A training rank holds at most its shard's
  *             parameters, gradients and moments, the TP activations and one step's work
  *             buffers (the handout, section 11, gives the bound), over all memory categories
- *             together, and what is live after a step does not grow from step to step.
+ *             together; what is live after a step does not grow from step to step, and
+ *             after tp_gpt_free nothing is held that was not held before tp_gpt_new.
  *   calls     communication only through lib's collectives on the group (pl_all_reduce,
  *             pl_all_gather, ...): no point-to-point (pl_send, pl_recv, pl_sendrecv and
  *             their async forms), no MPI_*, nccl*, dlopen, dlsym or syscall, no

@@ -60,9 +60,8 @@
  *             code may not call malloc, calloc, realloc or the rest of the C allocator
  *             family, mmap or sbrk (a forbidden symbol scores 0 on every test before
  *             anything runs); no more allocations live after a step than after the one
- *             before, and no more bytes of any category than moe_new left (what lasts is
- *             allocated there, at its bound); nothing left after moe_free; no operation
- *             left in flight on the communicator moe_new was given.
+ *             before; nothing left after moe_free; no operation left in flight on the
+ *             communicator moe_new was given.
  *   calls     tokens travel through pl_all_to_all and pl_all_to_all_v only (no MPI_*,
  *             nccl*, dlopen, dlsym or syscall); the code never calls pl_moe_route or
  *             pl_moe_capacity; none of the calls that reach into the process or the kit's
