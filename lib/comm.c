@@ -176,6 +176,33 @@ static int check_free(const void *p, size_t bytes, const char *label)
     return used;
 }
 
+/* FNV-1a over an isend's bytes: taken when the send starts and again when it completes, on
+ * the CPU build with checks on (benchmarks turn them off), where op memory is host memory.
+ * A send buffer written in between is a race: MPI may send either values, and NCCL sends
+ * what the buffer holds when the send's group launches. */
+#ifndef PL_GPU
+static unsigned long long send_hash(const struct pl_handle *h)
+{
+    size_t ns = 0, nr = 0;
+    pl_op_extents(&h->op, h->comm, &ns, &nr);
+    const unsigned char *p = (const unsigned char *)h->op.send;
+    unsigned long long x = 1469598103934665603ull;
+    for (size_t i = 0; p && i < ns * sizeof(float); i++) x = (x ^ p[i]) * 1099511628211ull;
+    return x;
+}
+
+/* The completion of an isend whose buffer changed in flight (send_hash). */
+static void written_in_flight(const struct pl_handle *h)
+{
+    pl_usage_error("the isend h=%ld with rank %d (tag %d) on group '%s' completed after its "
+                   "buffer was written (between the pl_isend and this wait): write a buffer "
+                   "only after the pl_wait or successful pl_test of every send from it. MPI "
+                   "may send the old values or the new, and NCCL sends what the buffer holds "
+                   "when the send's group launches, at a later wait",
+                   h->id, h->op.peer, h->op.tag, h->comm->name);
+}
+#endif
+
 /* The completion of a call whose block was freed in flight (check_free). */
 static void freed_in_flight(const struct pl_handle *h)
 {
@@ -426,6 +453,10 @@ static struct pl_handle *run(struct pl_call *k)
     if (k->async) {
         enum pl_ev_type t = !p2p ? PL_EV_ISSUE : op->type == PL_OP_SEND ? PL_EV_ISEND
                                                                          : PL_EV_IRECV;
+#ifndef PL_GPU
+        h->has_sum = op->type == PL_OP_SEND && pl_comm_checks();
+        if (h->has_sum) h->send_sum = send_hash(h);
+#endif
         backend_start(h);
         pl_comm_event(t, h, p2p ? op->peer : -1, op->tag, h->bytes, t0, pl_now());
         c->in_flight++;
@@ -464,6 +495,9 @@ static void finish(struct pl_handle *h, double t0)
     h->comm->in_flight--;
     live_remove(h);
     if (h->freed_label[0]) freed_in_flight(h);
+#ifndef PL_GPU
+    if (h->has_sum && send_hash(h) != h->send_sum) written_in_flight(h);
+#endif
     handle_release(h);
 }
 

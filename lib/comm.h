@@ -86,7 +86,10 @@ struct pl_handle *pl_all_gather_async(struct pl_comm *comm, const float *send, f
  * pairwise exchange. A blocking pl_send completes only when its receive runs (NCCL never
  * buffers, where MPI buffers small messages): if every rank sends before it receives, the
  * job stops after PL_P2P_TIMEOUT_S seconds (default 60) with a message naming the fix
- * (pl_sendrecv, or pl_irecv first, then send, then pl_wait). */
+ * (pl_sendrecv, or pl_irecv first, then send, then pl_wait).
+ * A pl_isend's buffer is the send's until its pl_wait (or successful pl_test): with checks
+ * on (pl_comm_set_checks), the CPU build hashes it when the send starts and again when it
+ * completes, and a change stops the program (exit 2) naming the send. */
 void pl_send(struct pl_comm *comm, const float *buf, size_t count, int peer, int tag);
 void pl_recv(struct pl_comm *comm, float *buf, size_t count, int peer, int tag);
 /* Sends to dest and receives from src at once: the deadlock-free step of a ring. In place

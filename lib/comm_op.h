@@ -61,6 +61,8 @@ struct pl_handle {
     struct pl_handle *next_free;
     struct pl_handle *live_prev, *live_next; /* in flight: the list the free check walks */
     char freed_label[48];    /* a block it uses was freed while it was in flight: its label */
+    unsigned long long send_sum; /* an isend's buffer hashed at its start (has_sum): the */
+    int has_sum;                 /* CPU build's check that nothing writes it in flight */
     struct pl_op op;
     struct pl_comm *comm;
     int blocking;

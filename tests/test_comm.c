@@ -813,10 +813,24 @@ static void bad_input(const char *what)
             else pl_send(w, buf, 8, 1, 3);
         }
         pl_barrier(w);
+    } else if (!strcmp(what, "written-send")) {
+        /* A send's buffer written before its wait (a race: MPI may send either values, NCCL
+         * what the buffer holds at its group's launch): the wait names the send. */
+        if (me == 0) {
+            float *x = pl_comm_buf_alloc(8, "sent block");
+            pl_zero(x, 8);
+            struct pl_handle *h = pl_isend(w, x, 8, 1, 3);
+            x[2] = 1.0f;
+            pl_wait(h);
+            pl_comm_buf_free(x);
+        } else if (me == 1) {
+            pl_recv(w, buf, 8, 0, 3);
+        }
+        pl_barrier(w);
     } else {
         pl_usage_error("--bad %s: unknown (count, count-group, root, peer, tag, a2av, "
                        "recv-count, overlap, kind, kind-async, barrier, wait-twice, freed-send, "
-                       "freed-recv)", what);
+                       "freed-recv, written-send)", what);
     }
     pl_comm_buf_free(buf);
 }

@@ -228,6 +228,20 @@ static int judge_memory(struct gr_why *why, int stage, const struct gr_obs *all,
             gr_why_say(why, "%s", cat_hint(stage, cats[k], v->peak[cats[k]], &a));
             return 0;
         }
+        /* And at least: stages 2 and 3 compute each unit's gradient into a bucket of it, so
+         * at some moment the shard and the last unit's bucket (half of it, whatever its
+         * padding) are held as gradients; less means the buckets were filed elsewhere. */
+        double floor_grads = 4.0 * (v0->shape.shard + 0.5 * v0->shape.head);
+        if (stage >= 2 && v->peak[PL_MEM_GRADS] < floor_grads) {
+            gr_why_say(why, "rank %d held %s of grads at peak, less than the gradient shard and "
+                   "half the last unit's bucket (%s): stages 2 and 3 compute each unit's "
+                   "gradient into a bucket, which holds gradients. Filed under another "
+                   "category (workspace, activations) it hides from the formula the stage is "
+                   "measured by: pl_mem_alloc it with PL_MEM_GRADS (zero.h)", i,
+                   pl_format_bytes(v->peak[PL_MEM_GRADS], b1, sizeof b1),
+                   pl_format_bytes(floor_grads, b2, sizeof b2));
+            return 0;
+        }
         /* Workspace: the ops' scratch, which the single-device reference on the whole
          * batch needs at least as much of, plus bookkeeping. */
         /* Activations: the category a copy filed elsewhere would hide in. */
@@ -277,6 +291,13 @@ static int judge_step_bytes(struct gr_why *why, int stage, int i, int s, const d
     double scalar = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0);
     scalar *= 1 + 1e-9; /* the ledger's bytes are differences of running sums: rounding */
     double few = pl_ring_bytes_sent(PL_ALL_REDUCE, n, 4.0 * 4);
+    if (calls[PL_BARRIER] > 0) {
+        gr_why_say(why, "rank %d, step %d: %ld pl_barrier call(s), where a step needs none: a "
+               "barrier moves no data and makes every rank wait for the slowest, and the "
+               "reduce-scatters and all-gathers already carry every dependency between ranks "
+               "(zero.h, traffic)", i, s + 1, calls[PL_BARRIER]);
+        return 0;
+    }
     for (int k = 0; k < PL_NKINDS; k++) {
         if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||
             k == PL_BARRIER || by[k] == 0)

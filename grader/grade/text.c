@@ -223,6 +223,19 @@ static const char *ledger_words(const char *out, const char *key, const char *co
     return at;
 }
 
+/* After "rank R called MPI_Abort": the library's own error line of that rank, when it
+ * printed one ("[rank R] error: ..."), whole, so the cause leads the report. */
+static void abort_words(struct text *r, const char *out, int rank)
+{
+    char key[32];
+    snprintf(key, sizeof key, "[rank %d] error: ", rank);
+    const char *e = strstr(out, key);
+    if (!e) return;
+    e += strlen(key);
+    int len = (int)strcspn(e, "\n");
+    text_printf(r, "its error: %.*s\n", len < 900 ? len : 900, e);
+}
+
 /* What Open MPI said about the end of the job, in words. */
 void explain_exit(struct text *r, const struct pl_launch_result *res,
                          const char *status_dir, int np)
@@ -253,6 +266,7 @@ void explain_exit(struct text *r, const struct pl_launch_result *res,
                     &rank, &code) == 2) {
         text_printf(r, "rank %d called MPI_Abort (error code %d), which ended every rank\n",
                     rank, code);
+        abort_words(r, out, rank);
         return;
     }
     /* Open MPI's message can come out garbled; the library records the call itself. */
@@ -264,6 +278,7 @@ void explain_exit(struct text *r, const struct pl_launch_result *res,
             sscanf(c, "called MPI_Abort (error code %d)", &code) == 1) {
             text_printf(r, "rank %d called MPI_Abort (error code %d), which ended every rank\n",
                         rank, code);
+            abort_words(r, out, rank);
             return;
         }
     }

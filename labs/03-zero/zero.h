@@ -64,11 +64,12 @@
  *             (n-1)/n bytes each; stage 3, the reduce-scatter and the all-gathers the
  *             handout's section 5 counts (a unit less, keeping the last unit from forward
  *             to backward, is accepted too); besides them only the one-number all-reduce of
- *             the gradient norm: no all-reduce of the gradient, no broadcast.
+ *             the gradient norm: no all-reduce of the gradient, no broadcast, no barrier.
  *   memory    each rank's peak per category, from zero_new to the last step, on 2 ranks and
  *             more: params 4 x full_numel (stages 1, 2) or 4 x shard_numel plus the two
  *             largest units (stage 3); grads 4 x full_numel (stage 1) or 4 x shard_numel
- *             plus two units' buckets (stages 2, 3); optim 8 x shard_numel; activations the
+ *             plus two units' buckets at most and half the last unit's at least (stages 2,
+ *             3: a bucket holds gradients); optim 8 x shard_numel; activations the
  *             single-device activation peak / n and 4 kB beside. The total at the peak,
  *             every category together, is bounded by the same sum plus the workspace the
  *             kit's pass needs, so a copy filed under any category is counted. A step frees
