@@ -46,9 +46,9 @@ static void good(struct l3_obs *obs)
         memcpy(o->ddp, ddp, sizeof ddp);
         o->pass_work = 500;
         o->peak[PL_MEM_PARAMS] = 4 * 1002;
-        o->peak[PL_MEM_GRADS] = 4 * 501;
+        o->peak[PL_MEM_GRADS] = 4 * (501 + 200); /* the shard and the last unit's bucket */
         o->peak[PL_MEM_OPTIM] = 8 * 501;
-        o->peak_total = 4 * 1002 + 12 * 501;
+        o->peak_total = 4 * 1002 + 12 * 501 + 4 * 200;
         o->leak_step = -1;
         o->steps_done = o->trained = L3_STEPS;
         for (int s = 0; s < L3_STEPS; s++) {
@@ -289,6 +289,13 @@ static void memory(void)
     CHECK(judge(2, 0, 3, "memory", obs, NP, &why) && said(&why, "DDP holds params"),
           "memory passes with its report: %s", first(&why));
     struct l3_allowance a = l3_stage_allowance(2, &obs[0].shape);
+    /* buckets filed outside grads: the category holds the shard alone */
+    obs[1].peak[PL_MEM_GRADS] = 4 * 501;
+    CHECK(!judge(2, 0, 3, "memory", obs, NP, &why) &&
+              said(&why, "rank 1 held 2.0 kB of grads at peak, less than the gradient shard and "
+                         "half the last unit's bucket (2.4 kB)"),
+          "grads under the floor: %s", why.n ? why.line[why.n - 1] : "");
+    good(obs);
     obs[1].peak[PL_MEM_OPTIM] = 8 * 1000;
     snprintf(want, sizeof want, "rank 1 held %s of optim (AdamW moments m and v) at peak; ZeRO-2 "
              "on %d ranks accepts %s", pl_format_bytes(8000, b1, sizeof b1), NP,
