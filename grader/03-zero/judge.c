@@ -299,8 +299,7 @@ static int judge_step_bytes(struct gr_why *why, int stage, int i, int s, const d
         return 0;
     }
     for (int k = 0; k < PL_NKINDS; k++) {
-        if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE ||
-            k == PL_BARRIER || by[k] == 0)
+        if (k == PL_REDUCE_SCATTER || k == PL_ALL_GATHER || k == PL_ALL_REDUCE || by[k] == 0)
             continue;
         gr_why_say(why, "rank %d, step %d: %s of %s: ZeRO needs only reduce-scatter "
                "(gradients) and all-gather (parameters)",

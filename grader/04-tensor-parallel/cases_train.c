@@ -250,6 +250,21 @@ static void judge_train_memory(struct l4_state *st, const struct pl_model_config
     st->cur = L4_CORRECT;
 }
 
+/* After tp_gpt_free, which frees everything tp_gpt_new and the steps allocated: what the
+ * ledger holds beyond what it held before tp_gpt_new is kept for good (a static set of
+ * activations or scratch, the model's own records), and every model made adds its own. */
+static void judge_train_freed(struct l4_state *st, const struct pl_mem_stats *before)
+{
+    struct pl_mem_stats freed;
+    pl_mem_get_stats(&freed);
+    int was = st->cur, cat;
+    st->cur = L4_MEMORY;
+    if (l4_ok(st) && freed.current_total > before->current_total)
+        L4_FAIL(st, L4_W_KEPT_AFTER_FREE, (double)(freed.current_total - before->current_total),
+                gr_mem_grown(before, &freed, &cat), cat);
+    st->cur = was;
+}
+
 /* The compute of the student's steps against the single device's, from the ledger's FLOP
  * counter: a TP rank does 1/t of every product (the replicated layernorms, residuals and
  * the loss's per-row pieces are a sliver of it), so more than halfway from F/t to F means
@@ -394,20 +409,7 @@ void l4_run_train(struct l4_state *st, struct pl_comm *tp)
     st->ob->figs.loss = ref.loss[L4_TRAIN_STEPS - 1];
     st->ob->figs.share = share;
     tp_gpt_free(m);
-    /* tp_gpt_free frees everything tp_gpt_new and the steps allocated: what the ledger holds
-     * beyond what it held before tp_gpt_new is kept for good (a static set of activations or
-     * scratch, the model's own records), and a second model would add its own */
-    struct pl_mem_stats freed;
-    pl_mem_get_stats(&freed);
-    int was = st->cur;
-    st->cur = L4_MEMORY;
-    if (m && l4_ok(st) && freed.current_total > before.current_total) {
-        int cat;
-        double more = gr_mem_grown(&before, &freed, &cat);
-        L4_FAIL(st, L4_W_KEPT_AFTER_FREE, (double)(freed.current_total - before.current_total),
-                more, cat);
-    }
-    st->cur = was;
+    if (m) judge_train_freed(st, &before);
     gr_batch_free(&b);
     gr_reference_free(&ref);
     pl_tokens_free(&data);

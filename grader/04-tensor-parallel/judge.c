@@ -356,8 +356,9 @@ void l4_reason(const struct l4_said *s, char *buf, size_t len)
                  "where a TP step needs at most %s in %ld: per step the blocks' 4L all-reduces "
                  "of [N, C] (L=%d), the embedding's and the head's two, one collective of N "
                  "floats for each of the loss's three numbers per row, and the global norm in "
-                 "at most two collectives in all, each of at most one float per tensor. A replicated tensor's "
-                 "gradient is already the same on every rank (section 7), so syncing it, or "
+                 "at most two collectives in all, each of at most one float per tensor. A "
+                 "replicated tensor's gradient is already the same on every rank (section 7), "
+                 "so syncing it, or "
                  "any other all-reduce, is traffic that tensor parallelism does not need "
                  "(section 11)", L4_TRAIN_STEPS, pl_format_bytes(v[0], a, sizeof a), (long)v[1],
                  (long)v[2], pl_format_bytes(v[3], b, sizeof b), (long)v[4], (int)v[5]);
