@@ -351,7 +351,8 @@ static void gather_traces(const struct l6_member *me, const struct l6_chunks *ch
 }
 
 /* Runs the K steps of `pipes` pipelines (1: the world; 2: a grid, grid.h) and checks
- * correctness on the way; the last step is traced and its memory peak measured. Each
+ * correctness on the way; the last step is traced and its memory peak measured. Before step
+ * L6_RENEW_STEP the pipe is freed and a new one made on the same model. Each
  * pipeline runs on a communicator split from the world and freed after pipe_free, as a
  * group of a larger grid would be, and trains on batches of its own against its own
  * single-device reference. */
@@ -394,6 +395,10 @@ void l6_run_case(struct l6_setup *s, enum pipe_schedule k, int m, int pipes,
     gr_batch_new(&b, &me.ref->setup, 0, 1);
     correct = 1;
     for (int step = 0; step < L6_K_STEPS && correct; step++) {
+        if (step == L6_RENEW_STEP) {
+            pipe_free(pp);
+            pp = pipe_new(comm, model, &po);
+        }
         gr_batch_load(&b, step);
         l6_outside_watch(1);
         double loss = one_step(&me, pp, &b, step == L6_K_STEPS - 1, (ch.n - 1) % me.p, ob,

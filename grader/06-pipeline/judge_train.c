@@ -24,6 +24,17 @@ static void say_grid(const struct l6_obs *o, int nranks, struct gr_why *why)
                l6_grid_text(&g, 1, b, sizeof b));
 }
 
+/* A step that went wrong first on the pipe made anew for a model that had trained. */
+static void say_renewed(struct gr_why *why)
+{
+    gr_why_say(why, "every step before this one was right, and this is the first step of a new "
+               "pipe: the grader freed the pipe after step %d and gave the model, trained %d "
+               "step%s, to pipe_new, as a run resumed from a checkpoint does. The optimizer "
+               "step a microbatch's dropout masks are drawn at is the model's, numbered as "
+               "pl_model_step numbers it, not a count the pipe keeps (handout section 3.1)",
+               L6_RENEW_STEP - 1, L6_RENEW_STEP, L6_RENEW_STEP == 1 ? "" : "s");
+}
+
 /* With m > 1, what dropout asks of each microbatch's context. */
 static void say_dropout(int m, struct gr_why *why)
 {
@@ -81,6 +92,7 @@ static void explain_grads(const struct l6_obs *o, int nranks, struct gr_why *why
                        "(handout section 3.1)", m);
         say_dropout(m, why);
     }
+    if (step == L6_RENEW_STEP) say_renewed(why);
     if (o->pipes > 1 && t->err.rank >= 0) {
         struct l6_grid g;
         l6_grid_make(&g, nranks, o->pipes);
@@ -146,6 +158,7 @@ int l6_judge_correct(const struct gr_obs *all, struct gr_why *why)
                            "differs is how it ran: its context, dropout masks included, is "
                            "pl_model_step's (handout section 3.1)");
         if (m > 1) say_dropout(m, why);
+        if ((int)x[0] == L6_RENEW_STEP) say_renewed(why);
         break;
     }
     case L6_W_MASKS:

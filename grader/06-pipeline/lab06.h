@@ -18,6 +18,11 @@
 #include "train.h"
 
 #define L6_K_STEPS 3
+/* Before this step the grader frees the pipe and gives the model, trained that many steps,
+ * to a new one (a model resumed mid-training): a pipe that counts the optimizer step itself
+ * draws step 1's dropout masks again there. Not the traced last step, whose memory is a
+ * steady state's. */
+#define L6_RENEW_STEP 1
 #define L6_GLOBAL_B 24 /* sequences per step: every m of L6_CASES divides it */
 #define L6_CORPUS_TOKENS 65536
 #define L6_MAX_STAGES 64

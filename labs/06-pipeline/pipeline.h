@@ -13,6 +13,10 @@
  *         AdamW on the flat range of this stage's parts              the grader's
  *     pipe_free(pp);
  *
+ * (after the first step it frees the pipe and gives the trained model to a new one for the
+ * other steps, as a run resumed from a checkpoint would: the model's m->adam_t is then
+ * not 0 at pipe_new)
+ *
  * and checks each step's loss (from the last stage), the gradients of every stage and the
  * parameters after K steps against the single-device reference on the same global batch;
  * the order of forwards and backwards each rank ran, read from its own trace (the marks

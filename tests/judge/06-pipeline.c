@@ -118,8 +118,14 @@ static void training(void)
     CHECK(!judge(0, "correct", &why) && said(&why, want) &&
               said(&why, "each of the 2 microbatches must draw the masks its sequences draw in "
                          "the whole batch") &&
-              !said(&why, "seq0") && !said(&why, "adam_t") && !strcmp(why.line[why.n - 1], in),
-          "a wrong loss: %s", FIRST(why));
+              !said(&why, "seq0") && !said(&why, "adam_t") && !strcmp(why.line[why.n - 1], in) &&
+              said(&why, "this is the first step of a new pipe"),
+          "a wrong loss at the step after the pipe is made anew: %s", FIRST(why));
+    /* a later step's fault is not the new pipe's */
+    t->v[0] = 2;
+    CHECK(!judge(0, "correct", &why) && !said(&why, "new pipe"),
+          "a wrong loss at step 2 blames the new pipe: %s", FIRST(why));
+    t->v[0] = 1;
     *t = (struct l6_train){.wrong = L6_W_MASKS, .v = {0, 1}};
     CHECK(!judge(0, "correct", &why) &&
               said(&why, "step 0: the pipeline's gradient is what one device computes on this "
