@@ -174,6 +174,12 @@ int pl_plan_check(const struct pl_plan_model *m, const struct pl_plan_cluster *c
 /* ---------------------------------------------------------------- search */
 
 #define PL_PLAN_KEEP 6
+/* Two limits of the search's space that no placement rule states: interleaving deeper than
+ * PL_PLAN_MAX_V gains little and multiplies pipeline messages; context parallelism only
+ * pays for long sequences, so cp > 1 is tried only for sequences of PL_PLAN_CP_FROM_SEQ
+ * tokens or more, and then as a power of two. */
+#define PL_PLAN_MAX_V 8
+#define PL_PLAN_CP_FROM_SEQ 32768
 
 struct pl_plan_choice {
     struct pl_plan_config cfg;

@@ -9,11 +9,6 @@
 #include "util.h"
 #include "plan_internal.h"
 
-/* Context parallelism only pays for long sequences; below this it is not tried. */
-#define CP_FROM_SEQ 32768
-/* Interleaving deeper than this gains little and multiplies pipeline messages. */
-#define MAX_V 8
-
 struct walk {
     const struct pl_plan_model *m;
     const struct pl_plan_cluster *c;
@@ -100,7 +95,7 @@ static void walk_settings(struct walk *w, struct pl_plan_config cfg)
         cfg.micro = (int)micro;
         cfg.m = (int)(per / micro);
         int vmax = p > 1 ? m->layers / p : 1;
-        for (int v = 1; v <= vmax && v <= MAX_V && !w->stop; v++) {
+        for (int v = 1; v <= vmax && v <= PL_PLAN_MAX_V && !w->stop; v++) {
             if (w->fixed->v && w->fixed->v != v) continue;
             cfg.v = v;
             for (int z = 0; z <= 3; z++) {
@@ -139,7 +134,7 @@ static void walk_degrees(struct walk *w)
     /* tp divides the heads; a node bounds it on a switched cluster, the torus rule on one. */
     int max_tp = w->c->torus ? gpus : w->c->per_node;
     if (max_tp > m->heads) max_tp = m->heads;
-    int max_cp = m->seq >= CP_FROM_SEQ ? gpus : 1;
+    int max_cp = m->seq >= PL_PLAN_CP_FROM_SEQ ? gpus : 1;
     int max_ep = m->experts ? m->experts : 1;
     struct pl_plan_config cfg;
     pl_plan_config_default(&cfg);

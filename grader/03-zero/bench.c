@@ -277,7 +277,7 @@ static void bench_working_set(const struct pl_model_layout *lay, const struct ba
     struct zero_layout e;
     l3_tight_layout(&e, lay, n, 0);
     struct l3_shape shape = l3_shape_of(&e);
-    struct l3_allowance a = l3_stage_allowance(3, &shape);
+    struct l3_allowance a = l3_stage_allowance(3, &shape, 1);
     double psi = (double)lay->numel;
     char f[32], sh[32], un[32], got[32];
     printf("# handout: one block is %.0f%% of this model\n", 100.0 * (double)block / psi);

@@ -39,7 +39,7 @@ void l3_tight_layout(struct zero_layout *zl, const struct pl_model_layout *lay, 
 struct l3_shape l3_shape_of(const struct zero_layout *e)
 {
     struct l3_shape f = {(double)e->numel, (double)e->full_numel, (double)e->shard_numel, 0,
-                         0, e->n};
+                         0, e->n, 0};
     double w1 = 0, w2 = 0;
     for (int u = 0; u < e->nunits; u++) {
         double p = (double)e->unit[u].padded;
@@ -51,6 +51,7 @@ struct l3_shape l3_shape_of(const struct zero_layout *e)
         }
     }
     f.two_units = w1 + w2;
+    f.one_unit = w1;
     f.head = e->nunits ? (double)e->unit[e->nunits - 1].padded : 0;
     return f;
 }

@@ -28,9 +28,11 @@ int l3_case_prefetch(int stage, int i)
     return stage == 3 && i != L3_CASE_CLIP_OFF;
 }
 
-struct l3_allowance l3_stage_allowance(int stage, const struct l3_shape *zl)
+struct l3_allowance l3_stage_allowance(int stage, const struct l3_shape *zl, int prefetch)
 {
     struct l3_allowance a;
+    a.one_unit = zl->one_unit;
+    a.prefetch = prefetch;
     a.psi = zl->psi;
     a.full = zl->full;
     a.shard = zl->shard;
@@ -41,7 +43,9 @@ struct l3_allowance l3_stage_allowance(int stage, const struct l3_shape *zl)
     double rep = stage == 0 ? a.psi : a.full;
     a.allowed.optim = 8.0 * (stage >= 1 ? a.shard : rep);
     a.allowed.grads = stage >= 2 ? 4.0 * (a.shard + a.two_units) : 4.0 * rep;
-    a.allowed.params = stage >= 3 ? 4.0 * (a.shard + a.two_units) : 4.0 * rep;
+    /* stage 3 without prefetch gathers a unit only when it computes: one at a time */
+    a.allowed.params = stage >= 3 ? 4.0 * (a.shard + (prefetch ? a.two_units : a.one_unit))
+                                  : 4.0 * rep;
     return a;
 }
 
@@ -56,8 +60,11 @@ static const char *cat_what(int c)
 }
 
 /* What a stage keeps of category c, in words, for messages. */
-static const char *cat_rule(int stage, int c)
+static const char *cat_rule(int stage, int c, int prefetch)
 {
+    if (c == PL_MEM_PARAMS && stage == 3 && !prefetch)
+        return "stage 3 with prefetch = 0 keeps the parameter shard (4 bytes x shard_numel) and "
+               "one gathered unit at a time, the one computing, freed right after use";
     if (c == PL_MEM_OPTIM)
         return "every stage keeps m and v of its own shard only: 8 bytes x shard_numel";
     if (c == PL_MEM_GRADS)
@@ -88,6 +95,11 @@ static const char *cat_hint(int stage, int c, double peak, const struct l3_allow
         return "that is a full copy of the parameters, where stage 3 never holds one: at "
                "most the shard and two gathered units at once (handout section 5)";
     }
+    if (c == PL_MEM_PARAMS && stage == 3 && !a->prefetch)
+        return "more than one gathered unit was alive at once with z->prefetch = 0: without "
+               "prefetch a unit is gathered when it is about to compute, and nothing is "
+               "gathered ahead of it, so the largest unit is all the stage holds beside its "
+               "shard (handout section 6)";
     if (c == PL_MEM_PARAMS && stage == 3)
         return "more gathered units were alive at once than the two the stage allows "
                "(handout section 5)";
@@ -206,7 +218,8 @@ static int judge_memory(struct gr_why *why, int stage, const struct gr_obs *all,
     const struct l3_obs *v0 = gr_obs_rank(all, 0);
     const double *ddp = v0->ddp, pass_work = v0->pass_work;
     int n = all->nranks;
-    struct l3_allowance a = l3_stage_allowance(stage, &v0->shape);
+    /* report: the run with prefetch (stage 3), else the one without */
+    struct l3_allowance a = l3_stage_allowance(stage, &v0->shape, report);
     char b1[32], b2[32], b3[32];
     const int cats[3] = {PL_MEM_PARAMS, PL_MEM_GRADS, PL_MEM_OPTIM};
     const double allowed[3] = {a.allowed.params, a.allowed.grads, a.allowed.optim};
@@ -224,7 +237,8 @@ static int judge_memory(struct gr_why *why, int stage, const struct gr_obs *all,
                    i, pl_format_bytes(v->peak[cats[k]], b1, sizeof b1),
                    pl_mem_cat_name((enum pl_mem_cat)cats[k]), cat_what(cats[k]), stage, n,
                    pl_format_bytes(allowed[k], b2, sizeof b2),
-                   pl_format_bytes(formula[k], b3, sizeof b3), cat_rule(stage, cats[k]));
+                   pl_format_bytes(formula[k], b3, sizeof b3),
+                   cat_rule(stage, cats[k], a.prefetch));
             gr_why_say(why, "%s", cat_hint(stage, cats[k], v->peak[cats[k]], &a));
             return 0;
         }

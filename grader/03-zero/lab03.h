@@ -74,6 +74,8 @@ struct l3_allowance {
     double psi;                  /* parameters */
     double full, shard;          /* padded elements: a full buffer, one rank's shard */
     double two_units;            /* the two largest padded units */
+    double one_unit;             /* the largest padded unit */
+    int prefetch;                /* stage 3: the run's z->prefetch (0: one gathered unit) */
     struct zero_bytes formula;   /* fp32 formula with Psi (no padding) */
     struct zero_bytes allowed;   /* what the grader accepts */
 };
@@ -92,6 +94,7 @@ struct l3_shape {
     double two_units;        /* the two largest padded units */
     double head;             /* the last unit's padded size */
     int n;                   /* ranks of the group */
+    double one_unit;         /* the largest padded unit */
 };
 
 /* The first invariant of zero.h a layout breaks (code 0: none), and whose layout it is. */
@@ -326,7 +329,7 @@ void l3_forget_case(struct l3_state *st);
 
 const char *l3_stage_name(int stage);
 const char *l3_section_of_stage(int stage);
-struct l3_allowance l3_stage_allowance(int stage, const struct l3_shape *zl);
+struct l3_allowance l3_stage_allowance(int stage, const struct l3_shape *zl, int prefetch);
 /* zero_new's prefetch flag in case i. */
 int l3_case_prefetch(int stage, int i);
 /* The verdict of part on case i of ncases (stage 0: the layout test), from every rank's

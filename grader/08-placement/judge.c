@@ -376,7 +376,29 @@ static int judge_rules(const struct l8_obs *o, struct gr_why *why)
                    pl_plan_config_describe(&o->best, desc, sizeof desc));
         return 0;
     }
-    if (!o->rules.broken) return 1;
+    if (!o->rules.broken) {
+        /* the search space's two limits (section 5), which keep its best and the kit's
+         * chosen from the same configurations */
+        const struct pl_plan_config *c = &o->chosen;
+        int cp = c->deg[PL_AX_CP];
+        if (c->v > PL_PLAN_MAX_V)
+            gr_why_say(why, "your choice %s interleaves v = %d chunks a stage: the search keeps "
+                       "v at most %d, as the kit's does, so that its best and yours are chosen "
+                       "from the same configurations (section 5)",
+                       pl_plan_config_describe(c, desc, sizeof desc), c->v, PL_PLAN_MAX_V);
+        else if (cp > 1 && o->where.seq < PL_PLAN_CP_FROM_SEQ)
+            gr_why_say(why, "your choice %s has cp = %d on sequences of %d tokens: the search "
+                       "tries cp above 1 only for sequences of %d tokens or more, as the kit's "
+                       "does (section 5)", pl_plan_config_describe(c, desc, sizeof desc), cp,
+                       o->where.seq, PL_PLAN_CP_FROM_SEQ);
+        else if (cp > 1 && (cp & (cp - 1)))
+            gr_why_say(why, "your choice %s has cp = %d: the search tries cp only as a power "
+                       "of two, as the kit's does (section 5)",
+                       pl_plan_config_describe(c, desc, sizeof desc), cp);
+        else
+            return 1;
+        return 0;
+    }
     gr_why_say(why, "your choice %s breaks a placement rule (section 2):",
                pl_plan_config_describe(&o->chosen, desc, sizeof desc));
     if (l8_rule_words(&o->rules, &o->where, &o->chosen, err, sizeof err) == 0)

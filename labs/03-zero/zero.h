@@ -67,7 +67,8 @@
  *             the gradient norm: no all-reduce of the gradient, no broadcast, no barrier.
  *   memory    each rank's peak per category, from zero_new to the last step, on 2 ranks and
  *             more: params 4 x full_numel (stages 1, 2) or 4 x shard_numel plus the two
- *             largest units (stage 3); grads 4 x full_numel (stage 1) or 4 x shard_numel
+ *             largest units (stage 3; with prefetch = 0 the largest unit, as nothing is
+ *             gathered ahead); grads 4 x full_numel (stage 1) or 4 x shard_numel
  *             plus two units' buckets at most and half the last unit's at least (stages 2,
  *             3: a bucket holds gradients); optim 8 x shard_numel; activations the
  *             single-device activation peak / n and 4 kB beside. The total at the peak,

@@ -41,7 +41,7 @@ static void good(struct l3_obs *obs)
         o->d_ff = 65;
         o->seq_len = 3;
         o->vocab = 129;
-        o->shape = (struct l3_shape){1000, 1002, 501, 600, 200, NP};
+        o->shape = (struct l3_shape){1000, 1002, 501, 600, 200, NP, 300};
         const double ddp[5] = {4000, 4000, 8000, 1000, 2000};
         memcpy(o->ddp, ddp, sizeof ddp);
         o->pass_work = 500;
@@ -288,7 +288,7 @@ static void memory(void)
     good(obs);
     CHECK(judge(2, 0, 3, "memory", obs, NP, &why) && said(&why, "DDP holds params"),
           "memory passes with its report: %s", first(&why));
-    struct l3_allowance a = l3_stage_allowance(2, &obs[0].shape);
+    struct l3_allowance a = l3_stage_allowance(2, &obs[0].shape, 1);
     /* buckets filed outside grads: the category holds the shard alone */
     obs[1].peak[PL_MEM_GRADS] = 4 * 501;
     CHECK(!judge(2, 0, 3, "memory", obs, NP, &why) &&
@@ -312,7 +312,19 @@ static void memory(void)
     obs[1].peak_total = 1e6;
     CHECK(!judge(2, 0, 3, "memory", obs, NP, &why) && said(&why, "in all at its peak") &&
               said(&why, "whatever category a buffer is filed under"), "total");
+    /* stage 3: two gathered units are the prefetch's; without it, one is all a unit needs
+     * (an outside review's miss: a stage 3 that prefetched with z->prefetch = 0) */
     good(obs);
+    for (int r = 0; r < NP; r++) obs[r].peak[PL_MEM_PARAMS] = 4 * (501 + 400);
+    CHECK(judge(3, 0, 3, "memory", obs, NP, &why), "two units with prefetch pass: %s",
+          first(&why));
+    CHECK(!judge(3, L3_CASE_CLIP_OFF, 3, "memory", obs, NP, &why) &&
+              said(&why, "more than one gathered unit was alive at once with z->prefetch = 0") &&
+              said(&why, "that was the run with zero_new's prefetch = 0"),
+          "two units without prefetch: %s", first(&why));
+    for (int r = 0; r < NP; r++) obs[r].peak[PL_MEM_PARAMS] = 4 * (501 + 300);
+    CHECK(judge(3, L3_CASE_CLIP_OFF, 3, "memory", obs, NP, &why),
+          "the largest unit without prefetch passes: %s", first(&why));
     obs[1].leak_step = 1;
     obs[1].leak[PL_MEM_PARAMS] = 4096;
     snprintf(want, sizeof want, "rank 1: zero_step 2 left %s of params allocated",
