@@ -101,6 +101,11 @@ static void lab05_tests(int np, int hidden)
         snprintf(name, sizeof name, "hidden: ring attention vs one device [np=%d]", np);
         gr_add(&(struct gr_spec){name, "ring-hidden", "check", "correct", "correctness", np, 1,
                                  LAB05_TIMEOUT, hidden, NULL});
+        /* the balance beyond the visible ring's 4 ranks: a chunk layout fitted to them (a
+         * table up to 4, contiguous beyond) trains right here and is unbalanced */
+        snprintf(name, sizeof name, "hidden: ring attention FLOPs balanced [np=%d]", np);
+        gr_add(&(struct gr_spec){name, "ring-hidden", "check", "balance", "performance", np, 1,
+                                 LAB05_TIMEOUT, hidden, NULL});
     }
     if (!hidden) {
         snprintf(name, sizeof name, "SP training, %s [np=%d]", "3 AdamW steps with dropout", np);

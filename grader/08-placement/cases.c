@@ -95,7 +95,10 @@ const struct l8_spec L8_ESTIMATES[] = {
      "tp=4,cp=2,dp=2,zero=2,micro=1,m=64,recompute=none", 0, NULL},
     {"llama3-70b", "dgx-a100", 4, 0, 0, "tp=8,pp=2,dp=2,zero=3,micro=2,m=64,v=1,recompute=full",
      0, NULL},
-    {"deepseek-v3", "dgx-h100", 32, 0, 0, "ep=8,pp=32,dp=1,zero=3,micro=1,m=480,recompute=full",
+    /* ZeRO-3 on a MoE with ep and dp both above 1: the dense parameters gathered over
+     * ep x dp, the experts' over dp, each once per microbatch (a review gathered the experts'
+     * once per step; with dp = 1 there is nothing to gather and it passed) */
+    {"deepseek-v3", "dgx-h100", 32, 0, 0, "ep=8,pp=16,dp=2,zero=3,micro=1,m=240,recompute=full",
      0, NULL},
     /* MoE without full recomputation, where every layer's activations count the widths a
      * token passes through: the shared expert's share shows (full recomputation keeps only
