@@ -203,7 +203,8 @@ static void overlap_reasons(void)
              "soon as its gradients exist (ddp.h), in the hook call of the part that holds its "
              "FIRST element (handout section 6)", rg, blk - 1, blk);
     CHECK(!judge(0, "overlap", obs, NP, &why) && !strncmp(first(&why), want, strlen(want)) &&
-              why.n == 1, "late by a hook: %s", first(&why));
+              why.n == 2 && !strncmp(why.line[1], "in: overlapped", 14),
+          "late by a hook, then the case: %s", first(&why));
     obs[1].late = (struct l2_late_fig){.found = 1, .off = 0, .count = 10,
                                        .where = L2_IN_FINISH, .part = PL_PART_EMBED};
     CHECK(!judge(0, "overlap", obs, NP, &why) &&
@@ -213,7 +214,14 @@ static void overlap_reasons(void)
     CHECK(!judge(0, "overlap", obs, NP, &why) &&
               said(&why, "was issued after the last microbatch's backward, outside the hook, "
                          "though"), "started after backward: %s", first(&why));
-    CHECK(judge(1, "overlap", obs, NP, &why), "a late start is judged on case 0, as the overlap");
+    /* every overlapped case's starts are judged (a bucket at a part's first element is in the
+     * tiny buckets' case only); the replay, on case 0 alone */
+    CHECK(!judge(1, "overlap", obs, NP, &why) && said(&why, "outside the hook"),
+          "a late start fails any overlapped case: %s", first(&why));
+    obs[1].late.found = 0;
+    obs[0].overlap.hidden = 0;
+    CHECK(judge(1, "overlap", obs, NP, &why) && why.n == 0,
+          "a later case with every start in its hook passes, unreported: %s", first(&why));
 }
 
 #endif
