@@ -98,6 +98,11 @@ struct l2_calls *l2_calls_watch(struct pl_model *m)
     return w;
 }
 
+int l2_calls_hook_left(const struct l2_calls *w)
+{
+    return w->theirs != NULL || (w->m->hook != NULL && w->m->hook != our_hook);
+}
+
 void l2_calls_unwatch(struct l2_calls *w)
 {
     if (gr_wrap_ctx() == w) gr_wrap_ctx_set(NULL);

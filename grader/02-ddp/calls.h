@@ -21,6 +21,9 @@ struct l2_calls;
 struct l2_calls *l2_calls_watch(struct pl_model *m);
 /* Stops following and frees w. */
 void l2_calls_unwatch(struct l2_calls *w);
+/* After ddp_free: 1 when the student's backward hook is still the model's (set through
+ * pl_model_set_hook or by hand), which the next backward would call into freed state. */
+int l2_calls_hook_left(const struct l2_calls *w);
 
 /* Starts recording one step's all-reduces on this rank. */
 void l2_calls_step_begin(struct l2_calls *w);

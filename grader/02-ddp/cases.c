@@ -363,6 +363,8 @@ void l2_run_case(struct l2_state *st, int i, int trace_step, struct l2_obs *ob)
         run_steps(&r, trace_step);
     }
     ddp_free(r.d);
+    ob->hook_left = l2_calls_hook_left(r.calls);
+    if (!gr_agree(!ob->hook_left)) out->correct = 0;
     l2_calls_unwatch(r.calls);
     pl_model_free(r.m);
     free_case_comm(&r);

@@ -530,6 +530,15 @@ static int freed_words(const struct gr_obs *all, struct gr_why *why)
                    "(handout section 6)", r, (int)most);
         return 1;
     }
+    for (r = 0; r < all->nranks; r++) {
+        if (!obs_of(all, r)->hook_left) continue;
+        gr_why_say(why, "after ddp_free, rank %d's model still calls the backward hook ddp_new "
+                   "installed: its next backward (a new ddp_new on the same model, an "
+                   "evaluation pass with gradients) would call into the freed struct ddp. "
+                   "ddp_free takes the hook off the model (pl_model_set_hook(m, NULL, NULL)) "
+                   "before it frees what the hook reads (handout section 6)", r);
+        return 1;
+    }
     r = most_at(all, 1, &most);
     if (most <= 0) return 0;
     kept_words(r, most, "after ddp_free (and the model's own free)", "before the model and "

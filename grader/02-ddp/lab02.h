@@ -193,6 +193,7 @@ struct l2_obs {
     struct l2_loss_fig loss;    /* this rank's group's, at step `step` */
     int in_flight;              /* this rank: operations left on the case's comm after ddp_free */
     double free_kept;           /* this rank: bytes held after ddp_free more than before */
+    int hook_left;              /* this rank: its backward hook still set after ddp_free */
     struct l2_tfig traffic;     /* rank 0: the first traffic failure */
     struct l2_ofig overlap;     /* rank 0, case 0 with part overlap */
     /* uneven cases, L2_C_GRADS: this rank's figures (uneven.c) */

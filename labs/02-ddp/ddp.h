@@ -116,6 +116,8 @@ struct ddp;
  * equal to rank 0's (the ranks may have initialised theirs differently), plans the buckets
  * and installs the backward hook the variant needs. Section 3. */
 struct ddp *ddp_new(struct pl_comm *comm, struct pl_model *m, const struct ddp_options *opt);
+/* Frees everything ddp_new and the steps allocated, and takes the hook off the model: the
+ * model outlives the struct ddp, and its next backward must not call into freed state. */
 void ddp_free(struct ddp *d);
 
 /* One microbatch: forward and backward of B sequences of this rank's slice (tokens and
