@@ -285,7 +285,8 @@ static void note_proc(struct l10_obs *o, int proc, int sig, int manifest, int64_
 static void note_rules(struct l10_state *st, struct l10_obs *o, int manifest)
 {
     struct l10_rule_obs r = {0};
-    if (o->rule.rule == L10_R_OK && l10_rules(st->rec, &r) != L10_R_OK) {
+    const char *root = manifest ? st->root : NULL;
+    if (o->rule.rule == L10_R_OK && l10_rules(st->rec, root, &r) != L10_R_OK) {
         o->rule = r;
         o->rule.manifest = manifest;
     }

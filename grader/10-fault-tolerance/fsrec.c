@@ -278,7 +278,7 @@ static int check_rename(const struct l10_rec *r, int i)
     return L10_R_OK;
 }
 
-int l10_rules(const struct l10_rec *r, struct l10_rule_obs *out)
+int l10_rules(const struct l10_rec *r, const char *root, struct l10_rule_obs *out)
 {
     int renamed = 0, last = -1;
     for (int i = 0; i < r->nev; i++) {
@@ -303,10 +303,25 @@ int l10_rules(const struct l10_rec *r, struct l10_rule_obs *out)
         return L10_R_NO_FINAL;
     }
     /* the final name is durable once its directory is synced after the rename */
-    for (int i = last + 1; i < r->nev; i++)
-        if (r->ev[i].call == L10_SYNC_DIR && r->ev[i].ok) return L10_R_OK;
-    out->rule = L10_R_NAME_UNSYNCED;
-    snprintf(out->name, sizeof out->name, "%s", r->ev[last].name);
-    snprintf(out->to, sizeof out->to, "%s", r->ev[last].to);
-    return L10_R_NAME_UNSYNCED;
+    int synced = 0;
+    for (int i = last + 1; i < r->nev && !synced; i++)
+        synced = r->ev[i].call == L10_SYNC_DIR && r->ev[i].ok;
+    if (!synced) {
+        out->rule = L10_R_NAME_UNSYNCED;
+        snprintf(out->name, sizeof out->name, "%s", r->ev[last].name);
+        snprintf(out->to, sizeof out->to, "%s", r->ev[last].to);
+        return L10_R_NAME_UNSYNCED;
+    }
+    if (!root) return L10_R_OK;
+    /* and the commit's step directory is a name in ROOT, made by the shards' mkdir: durable
+     * once ROOT is synced, at any point of ft_save_manifest */
+    char base[L10_NAME];
+    basename_into(root, base);
+    for (int i = 0; i < r->nev; i++)
+        if (r->ev[i].call == L10_SYNC_DIR && r->ev[i].ok && !strcmp(r->ev[i].name, base))
+            return L10_R_OK;
+    out->rule = L10_R_ROOT_UNSYNCED;
+    snprintf(out->name, sizeof out->name, "%s", r->ev[last].to);
+    snprintf(out->to, sizeof out->to, "%s", base);
+    return L10_R_ROOT_UNSYNCED;
 }

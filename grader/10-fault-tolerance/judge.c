@@ -296,6 +296,13 @@ static void rule_words(const struct l10_rule_obs *u, char *buf, size_t len)
                  "ft_save_manifest said it was done; pl_fs_sync_dir once the rename is made "
                  "(section 2)", u->name, u->to);
         break;
+    case L10_R_ROOT_UNSYNCED:
+        snprintf(buf, len, "committed %s and returned without syncing ROOT (%s): the step "
+                 "directory that holds it is a name the shards' pl_fs_mkdir added to ROOT, not "
+                 "on the disk until ROOT is synced, so after a power loss the whole checkpoint "
+                 "can vanish after ft_save_manifest said it was done; pl_fs_sync_dir(root) "
+                 "before returning (section 2)", u->name, u->to);
+        break;
     default:
         snprintf(buf, len, "returned 0 but gave no file its final name (%s or %s)", FT_MANIFEST,
                  "shard-RRRRR");

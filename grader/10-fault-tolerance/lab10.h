@@ -102,7 +102,8 @@ struct l10_rec {
 
 /* The first rule of a durable write a save broke (fsrec.c's l10_rules). */
 enum l10_rule { L10_R_OK, L10_R_FINAL_CREATED, L10_R_RENAME_UNSYNCED, L10_R_RENAME_OPEN,
-                L10_R_NOT_WRITTEN, L10_R_NO_FINAL, L10_R_NAME_UNSYNCED, L10_NRULES };
+                L10_R_NOT_WRITTEN, L10_R_NO_FINAL, L10_R_NAME_UNSYNCED, L10_R_ROOT_UNSYNCED,
+                L10_NRULES };
 struct l10_rule_obs {
     int rule;                /* enum l10_rule */
     int manifest;            /* in rank's manifest process (else its shard process) */
@@ -178,7 +179,9 @@ void l10_rec_free(struct l10_rec *r);
 void l10_run_saving(struct l10_rec *r, const struct l10_kill *kill, int (*fn)(void *),
                     void *arg, int *proc, int *sig, char *err, size_t errlen);
 /* The first rule of a durable write the recorded calls break (L10_R_OK: none). */
-int l10_rules(const struct l10_rec *r, struct l10_rule_obs *out);
+/* root: the manifest's process, whose calls must also sync ROOT (the step directory's own
+ * name); NULL for a shard's. */
+int l10_rules(const struct l10_rec *r, const char *root, struct l10_rule_obs *out);
 
 /* cases.c */
 struct l10_state *l10_state_new(enum l10_op op, uint64_t seed);

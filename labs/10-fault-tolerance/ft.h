@@ -56,7 +56,8 @@ int ft_save_shard(const char *root, const struct pl_shard_state *s, struct ft_sh
  * s->step by writing ROOT/step-S/MANIFEST, which names the run (s->run.run_id), the step,
  * the rank count n and the parameter count, and every shard's offset, count, size and
  * checksum (infos[0..n), in rank order). The checkpoint exists from the moment MANIFEST has
- * its final name, and not before. Returns 0, or -1 when a file call failed. */
+ * its final name, and not before. Returns 0 once the commit is durable (MANIFEST's name, and
+ * the step directory's own name in ROOT: ROOT synced too), or -1 when a file call failed. */
 int ft_save_manifest(const char *root, const struct pl_shard_state *s,
                      const struct ft_shard_info *infos, int n);
 

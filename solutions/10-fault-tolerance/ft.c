@@ -77,6 +77,9 @@ int ft_save_manifest(const char *root, const struct pl_shard_state *s,
 {
     char dir[PATH_LEN];
     step_dir(root, s->step, dir, sizeof dir);
+    /* The shards' pl_fs_mkdir made the step directory, a new name in ROOT: durable once ROOT
+     * is synced, before the commit, or a power loss could take the whole directory after it */
+    if (pl_fs_sync_dir(root) != 0) return -1;
     size_t len = MANIF_HDR + (size_t)n * MANIF_ENTRY + 8;
     unsigned char *buf = calloc(1, len);
     if (!buf) return -1;

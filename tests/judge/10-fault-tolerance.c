@@ -161,6 +161,15 @@ static void hand_built(void)
         snprintf(ob[1].rule.to, sizeof ob[1].rule.to, "%s", rules[k].to);
         expect(L10_OP_RESUME, "atomic", NR, rules[k].text);
     }
+    /* the commit's step directory: ROOT synced by ft_save_manifest */
+    good(L10_OP_RESUME);
+    ob[1].rule.rule = L10_R_ROOT_UNSYNCED;
+    ob[1].rule.manifest = 1;
+    snprintf(ob[1].rule.name, sizeof ob[1].rule.name, "%s", "MANIFEST");
+    snprintf(ob[1].rule.to, sizeof ob[1].rule.to, "%s", "ckpt");
+    expect(L10_OP_RESUME, "atomic", NR, "rank 1's ft_save_manifest committed MANIFEST and "
+           "returned without syncing ROOT (ckpt): the step directory that holds it is a name the "
+           "shards' pl_fs_mkdir added to ROOT");
     /* a save's process: the code's failures, and those that are not the code's */
     good(L10_OP_CRASH);
     ob[2].proc = L10_P_CRASHED;
