@@ -80,7 +80,8 @@ struct pl_shard_state *pl_shard_state_new(const struct pl_shard_run *run, struct
     pl_shard_range(s->numel, n, s->rank, &s->offset, &s->count);
     s->step = 0;
     s->rng = pl_mix64(run->seed ^ 0x726e672d73746174ULL);
-    s->data_pos = (int64_t)(pl_rng_u64(run->seed, 0x706f73ULL, 0) % 100000u);
+    /* past 2^32 tokens, where a long run's stream is: a position kept in 32 bits wraps */
+    s->data_pos = (int64_t)((1ULL << 32) + pl_rng_u64(run->seed, 0x706f73ULL, 0) % 100000u);
     s->params = op_floats(s->count, PL_MEM_PARAMS, "shard params");
     s->adam_m = op_floats(s->count, PL_MEM_OPTIM, "shard adam_m");
     s->adam_v = op_floats(s->count, PL_MEM_OPTIM, "shard adam_v");

@@ -52,7 +52,8 @@ struct pl_shard_state {
     /* The training state, the same on every rank. */
     int64_t step;         /* optimizer steps taken */
     uint64_t rng;         /* each step draws its dropout seed from this, then advances it */
-    int64_t data_pos;     /* the first token of the next batch in the data stream */
+    int64_t data_pos;     /* the first token of the next batch in the data stream (it starts
+                             past 2^32: 64 bits of it are state) */
     /* The shard (op memory, count floats each): parameters and both AdamW moments. */
     float *params, *adam_m, *adam_v;
     /* The step's own buffers (derived: nothing of the state lives here). */

@@ -152,6 +152,22 @@ static int judge_correct(const struct l9_state *st, int i, const struct gr_obs *
             return 0;
         }
     }
+    /* the split is given (fourd_stage_blocks): a cut of one's own trains the same numbers but
+     * is not the stages the plan, the memory bounds and the other grids assume */
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        int b0, b1;
+        fourd_stage_blocks(st->train[i].cfg.n_layers, st->cases[i].pp, o->coord[2], &b0, &b1);
+        if (o->stage_b0 != b0 || o->stage_b1 != b1) {
+            gr_why_say(why, "rank %d, stage %d of %d: the model holds blocks [%d, %d), where "
+                       "fourd_stage_blocks gives that stage [%d, %d) of the %d: the stages' "
+                       "blocks are fourd.h's given split, which the plan and every bound of "
+                       "this lab assume (m->b0 and m->b1 from fourd_stage_blocks)", r,
+                       o->coord[2], st->cases[i].pp, o->stage_b0, o->stage_b1, b0, b1,
+                       st->train[i].cfg.n_layers);
+            return 0;
+        }
+    }
     if (!judge_feed(st, i, all, why)) return 0;
     for (int r = 0; r < all->nranks; r++) {
         const struct l9_obs *o = rank_obs(all, r);
@@ -420,7 +436,9 @@ static int judge_traffic(const struct l9_state *st, int i, const struct gr_obs *
                        o->dp_floats / (L9_K_STEPS * g), L9_MICRO);
         else if (o->dp_floats < lo)
             gr_why_say(why, "fewer: some gradients were never summed over the DP group (the "
-                       "embedding's and the head's too, on the stages that hold them)");
+                       "embedding's and the head's too, on the stages that hold them; the "
+                       "head whole, after its slices are gathered, not a slice each: section "
+                       "3.3)");
         return 0;
     }
     return 1;

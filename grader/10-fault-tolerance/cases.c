@@ -40,6 +40,12 @@ static const struct l10_case CRASH[] = {
      FAIL(L10_SHARD_OF, -1, L10_WRITE, 1), 0, 0, FT_NO_MANIFEST, 0, 0},
     {"the manifest's sync fails (ENOSPC)", 0, 0, {2, 4}, 6, FAIL(L10_MANIFEST_OF, 0, L10_SYNC, 1),
      0, 0, FT_NO_MANIFEST, 0, 0},
+    /* a sync's failure, and a directory sync's, are failures too (an outside review ignored
+     * each return and was not seen while only writes and the manifest's sync failed) */
+    {"rank 1's shard sync fails (ENOSPC)", 0, 0, {2, 4}, 6, FAIL(L10_SHARD_OF, 1, L10_SYNC, 1),
+     0, 0, FT_NO_MANIFEST, 0, 0},
+    {"the last rank's first directory sync fails (ENOSPC)", 0, 0, {2, 4}, 6,
+     FAIL(L10_SHARD_OF, -1, L10_SYNC_DIR, 1), 0, 0, FT_NO_MANIFEST, 0, 0},
 };
 static const struct l10_case CORRUPT[] = {
     {"one byte flipped in the middle of the last shard", 0, 0, {2, 4}, 6, {0}, L10_DMG_FLIP, -1,

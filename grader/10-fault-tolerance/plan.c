@@ -51,7 +51,7 @@ static void lab10_plan(const struct gr_plan_opts *o)
         {"every file whole or absent: temporary name, sync, close, rename [np=3]", "resume",
          "check", "atomic", "correctness", 3, 8, LAB10_TIMEOUT, 0, NULL},
         {"killed or failing during a save: restart from the last committed checkpoint, same "
-         "losses [np=3, 5 kill points, 2 failed calls]", "crash", "check", "correct",
+         "losses [np=3, 5 kill points, 4 failed calls]", "crash", "check", "correct",
          "correctness", 3, 16, LAB10_TIMEOUT, 0, NULL},
         {"killed or failing during a save: no half-written file under a final name [np=3]",
          "crash", "check", "atomic", "correctness", 3, 8, LAB10_TIMEOUT, 0, NULL},

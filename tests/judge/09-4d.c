@@ -159,6 +159,7 @@ static void good(void)
         struct l9_obs *o = &ob[r];
         grid_view(k, L9_ORDER, r, o->coord, o->size, o->members);
         o->stage_blocks = c->n_layers / k->pp;
+        fourd_stage_blocks(c->n_layers, k->pp, o->coord[2], &o->stage_b0, &o->stage_b1);
         for (int s = 0; s < L9_K_STEPS; s++)
             o->loss[s] = st.free[0].loss[s], o->norm[s] = st.ref_norm[0][s];
         snprintf(o->params.name, sizeof o->params.name, "h.1.attn.w_qkv (shard 1 of 2)");
@@ -235,6 +236,12 @@ static void correct_and_clip(void)
     ob[3].grid_ret = -1;
     expect("correct", "fourd_grid_new returned -1 on rank 3 for order tp-pp-dp, dp=2 tp=2 pp=2",
            "a grid refused");
+    /* an outside review's split of its own (the extra blocks in front): same numbers */
+    good();
+    ob[2].stage_b0 = 0, ob[2].stage_b1 = 3;
+    expect("correct", "rank 2, stage 1 of 2: the model holds blocks [0, 3), where "
+           "fourd_stage_blocks gives that stage [2, 4) of the 4",
+           "a stage's blocks not fourd_stage_blocks'");
     good();
     ob[5].loss[1] *= 1.01;
     expect("correct", "step 1: rank 5's fourd_step returned loss", "one rank's loss off");
