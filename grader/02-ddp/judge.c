@@ -11,63 +11,15 @@
 
 #include "lab02.h"
 
-const char *const L2_VARIANT_NAME[3] = {"naive", "bucketed", "overlapped"};
-
 static const struct l2_obs *obs_of(const struct gr_obs *all, int r)
 {
     return gr_obs_rank(all, r);
-}
-
-void l2_describe_case(const struct l2_case *c, int nranks, char *buf, size_t len)
-{
-    char b[64] = "";
-    if (c->opt.variant != DDP_NAIVE)
-        snprintf(b, sizeof b, ", bucket_bytes %zu", c->opt.bucket_bytes);
-    char g[128] = "";
-    if (c->groups > 1)
-        snprintf(g, sizeof g, " in %d groups of %d (every %s rank, each group its own batches: "
-                 "ddp_new gets the group's comm)", c->groups, l2_group_size(c, nranks),
-                 c->groups == 2 ? "other" : "n-th");
-    char seqs[64];
-    snprintf(seqs, sizeof seqs, c->uneven ? "sequences differing between ranks" : "%d sequences",
-             GLOBAL_B);
-    snprintf(buf, len, "%s%s, %d microbatch%s, %d ranks%s, %d steps of %s (%s)",
-             L2_VARIANT_NAME[c->opt.variant], b, c->microbatches, c->microbatches > 1 ? "es" : "",
-             nranks, g, K_STEPS, seqs, c->why);
-}
-
-const struct pl_param_desc *l2_tensor_at(const struct pl_model_layout *lay, size_t i)
-{
-    for (int t = 0; t < lay->n_tensors; t++)
-        if (i >= lay->tensors[t].offset && i - lay->tensors[t].offset < lay->tensors[t].numel)
-            return &lay->tensors[t];
-    return NULL;
 }
 
 static const char *tensor_name(const struct pl_model_layout *lay, size_t i)
 {
     const struct pl_param_desc *t = l2_tensor_at(lay, i);
     return t ? t->name : "?";
-}
-
-void l2_range_tensors(const struct pl_model_layout *lay, size_t off, size_t len, char *buf,
-                      size_t blen)
-{
-    const struct pl_param_desc *a = l2_tensor_at(lay, off);
-    const struct pl_param_desc *b = len ? l2_tensor_at(lay, off + len - 1) : a;
-    if (!a || !b) snprintf(buf, blen, "outside the parameters");
-    else if (a == b) snprintf(buf, blen, "tensor %s", a->name);
-    else snprintf(buf, blen, "tensors %s .. %s", a->name, b->name);
-}
-
-void l2_range_text(const struct pl_model_layout *lay, size_t off, size_t count, char *buf,
-                   size_t len)
-{
-    const struct pl_param_desc *a = l2_tensor_at(lay, off);
-    const struct pl_param_desc *b = count ? l2_tensor_at(lay, off + count - 1) : a;
-    if (!a || !b) snprintf(buf, len, "[%zu, %zu)", off, off + count);
-    else if (a == b) snprintf(buf, len, "[%zu, %zu), %s", off, off + count, a->name);
-    else snprintf(buf, len, "[%zu, %zu), %s .. %s", off, off + count, a->name, b->name);
 }
 
 /* ---- part traffic ---- */
@@ -582,6 +534,15 @@ static int overlap_words(const struct l2_obs *o, struct gr_why *why)
     return 1;
 }
 
+/* The case a failure was found in, as the last line of its reason; 0 (the verdict). */
+static int say_case(const struct l2_obs *o, struct gr_why *why)
+{
+    char cs[384];
+    l2_describe_case(&o->c, o->nranks, cs, sizeof cs);
+    gr_why_say(why, "in: %s", cs);
+    return 0;
+}
+
 int l2_judge(int i, const char *part, const struct gr_obs *all, struct gr_why *why)
 {
     const struct l2_obs *o = obs_of(all, 0);
@@ -590,10 +551,7 @@ int l2_judge(int i, const char *part, const struct gr_obs *all, struct gr_why *w
      * buckets start at a part's first element); the traced first case's replay is graded */
     if (!strcmp(part, "overlap")) {
         if (!late_words(all, why)) return i > 0 || overlap_words(o, why);
-        char cs[384];
-        l2_describe_case(&o->c, o->nranks, cs, sizeof cs);
-        gr_why_say(why, "in: %s", cs);
-        return 0;
+        return say_case(o, why);
     }
     if (!correct && !traffic) {
         gr_why_say(why, "no part '%s': Lab 2 judges correct, traffic and overlap", part);
@@ -606,9 +564,5 @@ int l2_judge(int i, const char *part, const struct gr_obs *all, struct gr_why *w
     if (traffic) traffic_words(o, &lay, &o->traffic, why);
     else failed = stopped_words(all, &lay, why) || freed_words(all, why);
     pl_model_layout_free(&lay);
-    if (!failed) return 1;
-    char cs[384];
-    l2_describe_case(&o->c, o->nranks, cs, sizeof cs);
-    gr_why_say(why, "in: %s", cs);
-    return 0;
+    return failed ? say_case(o, why) : 1;
 }

@@ -3,8 +3,11 @@
 # calls (calls.h).
 GRADER_WRAP_02-ddp := -Wl,--wrap=pl_all_reduce -Wl,--wrap=pl_all_reduce_async \
                       -Wl,--wrap=pl_model_set_hook
-# The judge test (tests/judge/02-ddp.c) links the bucket plan's invariants (buckets.c) and
-# the uneven-batch reasons (uneven_words.c) beside judge.c.
-GRADER_JUDGE_SRC_02-ddp := grader/02-ddp/buckets.c grader/02-ddp/uneven_words.c
+# The judge test (tests/judge/02-ddp.c) links the bucket plan's invariants (buckets.c), the
+# uneven-batch reasons (uneven_words.c) and the names of cases and ranges (names.c) beside
+# judge.c.
+GRADER_JUDGE_SRC_02-ddp := grader/02-ddp/buckets.c grader/02-ddp/uneven_words.c \
+                           grader/02-ddp/names.c
 $(B)/tests/judge/02-ddp: grader/02-ddp/buckets.c grader/02-ddp/uneven_words.c \
+                        grader/02-ddp/names.c \
                         tests/judge/lab02_buckets.h tests/judge/lab02_uneven.h

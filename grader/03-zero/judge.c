@@ -31,7 +31,6 @@ int l3_case_prefetch(int stage, int i)
 struct l3_allowance l3_stage_allowance(int stage, const struct l3_shape *zl, int prefetch)
 {
     struct l3_allowance a;
-    a.one_unit = zl->one_unit;
     a.prefetch = prefetch;
     a.psi = zl->psi;
     a.full = zl->full;
@@ -44,7 +43,7 @@ struct l3_allowance l3_stage_allowance(int stage, const struct l3_shape *zl, int
     a.allowed.optim = 8.0 * (stage >= 1 ? a.shard : rep);
     a.allowed.grads = stage >= 2 ? 4.0 * (a.shard + a.two_units) : 4.0 * rep;
     /* stage 3 without prefetch gathers a unit only when it computes: one at a time */
-    a.allowed.params = stage >= 3 ? 4.0 * (a.shard + (prefetch ? a.two_units : a.one_unit))
+    a.allowed.params = stage >= 3 ? 4.0 * (a.shard + (prefetch ? a.two_units : zl->one_unit))
                                   : 4.0 * rep;
     return a;
 }

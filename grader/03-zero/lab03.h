@@ -74,7 +74,6 @@ struct l3_allowance {
     double psi;                  /* parameters */
     double full, shard;          /* padded elements: a full buffer, one rank's shard */
     double two_units;            /* the two largest padded units */
-    double one_unit;             /* the largest padded unit */
     int prefetch;                /* stage 3: the run's z->prefetch (0: one gathered unit) */
     struct zero_bytes formula;   /* fp32 formula with Psi (no padding) */
     struct zero_bytes allowed;   /* what the grader accepts */

@@ -278,6 +278,24 @@ static int check_rename(const struct l10_rec *r, int i)
     return L10_R_OK;
 }
 
+/* 1 when a directory sync at event `from` or later succeeded (of `name`, when not NULL). */
+static int dir_synced(const struct l10_rec *r, int from, const char *name)
+{
+    for (int i = from; i < r->nev; i++) {
+        const struct l10_event *e = &r->ev[i];
+        if (e->call == L10_SYNC_DIR && e->ok && (!name || !strcmp(e->name, name))) return 1;
+    }
+    return 0;
+}
+
+static int broken_rule(struct l10_rule_obs *out, int rule, const char *name, const char *to)
+{
+    out->rule = rule;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    snprintf(out->to, sizeof out->to, "%s", to);
+    return rule;
+}
+
 int l10_rules(const struct l10_rec *r, const char *root, struct l10_rule_obs *out)
 {
     int renamed = 0, last = -1;
@@ -290,12 +308,7 @@ int l10_rules(const struct l10_rec *r, const char *root, struct l10_rule_obs *ou
             last = i;
             rule = check_rename(r, i);
         }
-        if (rule != L10_R_OK) {
-            out->rule = rule;
-            snprintf(out->name, sizeof out->name, "%s", e->name);
-            snprintf(out->to, sizeof out->to, "%s", e->to);
-            return rule;
-        }
+        if (rule != L10_R_OK) return broken_rule(out, rule, e->name, e->to);
     }
     if (r->killed || r->rc != 0) return L10_R_OK;
     if (!renamed) {
@@ -303,25 +316,13 @@ int l10_rules(const struct l10_rec *r, const char *root, struct l10_rule_obs *ou
         return L10_R_NO_FINAL;
     }
     /* the final name is durable once its directory is synced after the rename */
-    int synced = 0;
-    for (int i = last + 1; i < r->nev && !synced; i++)
-        synced = r->ev[i].call == L10_SYNC_DIR && r->ev[i].ok;
-    if (!synced) {
-        out->rule = L10_R_NAME_UNSYNCED;
-        snprintf(out->name, sizeof out->name, "%s", r->ev[last].name);
-        snprintf(out->to, sizeof out->to, "%s", r->ev[last].to);
-        return L10_R_NAME_UNSYNCED;
-    }
+    if (!dir_synced(r, last + 1, NULL))
+        return broken_rule(out, L10_R_NAME_UNSYNCED, r->ev[last].name, r->ev[last].to);
     if (!root) return L10_R_OK;
     /* and the commit's step directory is a name in ROOT, made by the shards' mkdir: durable
      * once ROOT is synced, at any point of ft_save_manifest */
     char base[L10_NAME];
     basename_into(root, base);
-    for (int i = 0; i < r->nev; i++)
-        if (r->ev[i].call == L10_SYNC_DIR && r->ev[i].ok && !strcmp(r->ev[i].name, base))
-            return L10_R_OK;
-    out->rule = L10_R_ROOT_UNSYNCED;
-    snprintf(out->name, sizeof out->name, "%s", r->ev[last].to);
-    snprintf(out->to, sizeof out->to, "%s", base);
-    return L10_R_ROOT_UNSYNCED;
+    if (dir_synced(r, 0, base)) return L10_R_OK;
+    return broken_rule(out, L10_R_ROOT_UNSYNCED, r->ev[last].to, base);
 }
