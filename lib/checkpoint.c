@@ -364,6 +364,7 @@ int pl_checkpoint_load_checked(const char *path, struct pl_model *m, struct pl_t
                     "checksum in its header (the file was damaged after it was written)",
                     path);
     m->adam_t = (int)adam_t;
+    pl_model_params_changed(m);
     return 0;
 }
 

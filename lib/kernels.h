@@ -21,6 +21,45 @@
 #define PL_HDI static inline __attribute__((always_inline))
 #endif
 
+/* bf16, bfloat16: the top 16 bits of an fp32 (sign, the same 8 exponent bits, 7 of the 23
+ * mantissa bits), so every float's range survives and only precision goes: about 3
+ * significant digits. pl_k_bf16 rounds to the nearest bf16, ties to the even one (what
+ * cuBLAS's and PyTorch's conversions do); infinities stay infinite, a float past the
+ * largest bf16 rounds to infinity, and a NaN stays a (quiet) NaN rather than rounding into
+ * an infinity. pl_k_bf16_float is exact. pl_k_bf16_round(x) is x rounded to bf16 and held
+ * in a float: what a bf16 tensor core reads of an fp32 input. */
+PL_HDI uint32_t pl_k_f32_bits(float x)
+{
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(x);
+#else
+    union { float f; uint32_t u; } b = {x};
+    return b.u;
+#endif
+}
+
+PL_HDI float pl_k_f32_of_bits(uint32_t u)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    union { uint32_t u; float f; } b = {u};
+    return b.f;
+#endif
+}
+
+PL_HDI uint16_t pl_k_bf16(float x)
+{
+    uint32_t u = pl_k_f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+PL_HDI float pl_k_bf16_float(uint16_t h) { return pl_k_f32_of_bits((uint32_t)h << 16); }
+
+PL_HDI float pl_k_bf16_round(float x) { return pl_k_bf16_float(pl_k_bf16(x)); }
+
 /* exp(x) in plain float arithmetic, so that a loop calling it vectorises (glibc's expf is a
  * call the vectoriser cannot take without -ffast-math). x = n ln2 + r with |r| <= ln2/2,
  * exp(r) by a degree-7 polynomial (Taylor terms up to r^7: the truncation error is below
@@ -524,6 +563,11 @@ void pl_gpu_adamw_step_runs(float *param, const float *grad, float *m, float *v,
                             const size_t *ends, const unsigned char *decay, int nruns, float lr,
                             float beta1, float beta2, float eps, float weight_decay, float bc1,
                             float bc2);
+/* bf16 storage (ops.h): out = bf16(in); out = float(in); acc = bf16(float(acc) + add). */
+void pl_gpu_bf16_from_float(uint16_t *out, const float *in, size_t n);
+void pl_gpu_bf16_to_float(float *out, const uint16_t *in, size_t n);
+void pl_gpu_bf16_accumulate(uint16_t *acc, const float *add, size_t n);
+void pl_gpu_bf16_zero(uint16_t *x, size_t n);
 double pl_gpu_sum(const float *x, size_t n, int squares);
 void pl_gpu_zero(float *x, size_t n);
 void pl_gpu_scale(float *x, size_t n, float s);

@@ -84,7 +84,34 @@ const char *pl_model_config_error(const struct pl_model_config *c, char *buf, si
                  (int)c->attention);
         return buf;
     }
+    if ((int)c->precision < PL_PRECISION_FP32 || c->precision > PL_PRECISION_BF16) {
+        snprintf(buf, len, "precision=%d is not a choice (" PL_PRECISION_NAMES ")",
+                 (int)c->precision);
+        return buf;
+    }
+    if (c->grads_fp32 != 0 && c->grads_fp32 != 1) {
+        snprintf(buf, len, "grads_fp32=%d must be 0 or 1", c->grads_fp32);
+        return buf;
+    }
+    if (c->grads_fp32 && c->precision != PL_PRECISION_BF16) {
+        snprintf(buf, len, "grads_fp32=1 is for precision=bf16 (with fp32 the gradients are "
+                 "fp32 already): set precision bf16 or leave grads_fp32 0");
+        return buf;
+    }
     return NULL;
+}
+
+const char *pl_precision_name(enum pl_precision p)
+{
+    return p == PL_PRECISION_BF16 ? "bf16" : p == PL_PRECISION_FP32 ? "fp32" : "?";
+}
+
+int pl_precision_parse(const char *text, enum pl_precision *out)
+{
+    if (!strcmp(text, "fp32")) *out = PL_PRECISION_FP32;
+    else if (!strcmp(text, "bf16")) *out = PL_PRECISION_BF16;
+    else return -1;
+    return 0;
 }
 
 void pl_model_config_check_or_die(const struct pl_model_config *c)
@@ -101,9 +128,12 @@ const char *pl_model_config_describe(const struct pl_model_config *c, char *buf,
                      c->vocab, c->d_model, c->n_layers, c->n_heads, c->d_ff, c->seq_len,
                      c->dropout);
     if (c->n_experts > 0 && w > 0 && (size_t)w < len)
-        snprintf(buf + w, len - (size_t)w,
-                 " n_experts=%d top_k=%d capacity_factor=%g aux_loss_coef=%g", c->n_experts,
-                 c->top_k, c->capacity_factor, c->aux_loss_coef);
+        w += snprintf(buf + w, len - (size_t)w,
+                      " n_experts=%d top_k=%d capacity_factor=%g aux_loss_coef=%g",
+                      c->n_experts, c->top_k, c->capacity_factor, c->aux_loss_coef);
+    if (c->precision == PL_PRECISION_BF16 && w > 0 && (size_t)w < len)
+        snprintf(buf + w, len - (size_t)w, " precision=bf16%s",
+                 c->grads_fp32 ? " grads_fp32=1" : "");
     return buf;
 }
 
@@ -1073,6 +1103,138 @@ void pl_head_backward(const struct pl_model_config *c, const struct pl_head_para
 
 /* ---- the whole model ------------------------------------------------------------------------ */
 
+static int bf16(const struct pl_model *m) { return m->cfg.precision == PL_PRECISION_BF16; }
+
+static size_t largest_part(const struct pl_model_layout *lay)
+{
+    size_t n = lay->embed_numel > lay->head_numel ? lay->embed_numel : lay->head_numel;
+    return lay->block_numel > n ? lay->block_numel : n;
+}
+
+/* bf16 (model.h, "precision"): the fp32 master in the optimizer's category, the bf16
+ * working copy as the parameters, the bf16 gradients (or fp32 with grads_fp32), and the
+ * part-sized stages. */
+static void bf16_alloc(struct pl_model *m, unsigned what, int init_params)
+{
+    size_t numel = m->layout.numel, part = largest_part(&m->layout);
+    if (what & PL_MODEL_PARAMS) {
+        m->params = pl_mem_alloc(numel * sizeof(float), PL_MEM_OPTIM, PL_DEVICE,
+                                 "model fp32 master weights");
+        if (init_params) pl_model_init_flat(&m->layout, 0, numel, m->params);
+        m->params16 = pl_mem_alloc(numel * sizeof(uint16_t), PL_MEM_PARAMS, PL_DEVICE,
+                                   "model bf16 params");
+        pl_bf16_from_float(m->params16, m->params, numel);
+        m->stage_p = pl_mem_alloc(part * sizeof(float), PL_MEM_WORK, PL_DEVICE,
+                                  "model part weights (fp32 from bf16)");
+    }
+    if (what & PL_MODEL_GRADS) {
+        if (m->cfg.grads_fp32) {
+            m->grads = pl_mem_alloc(numel * sizeof(float), PL_MEM_GRADS, PL_DEVICE,
+                                    "model grads");
+        } else {
+            m->grads16 = pl_mem_alloc(numel * sizeof(uint16_t), PL_MEM_GRADS, PL_DEVICE,
+                                      "model bf16 grads");
+            m->stage_g = pl_mem_alloc(part * sizeof(float), PL_MEM_WORK, PL_DEVICE,
+                                      "model part grads (fp32 before bf16)");
+        }
+    }
+}
+
+void pl_model_params_changed(struct pl_model *m)
+{
+    if (bf16(m) && m->params16) pl_bf16_from_float(m->params16, m->params, m->layout.numel);
+}
+
+/* The weights a pass of `part` computes with: in bf16 the working copy's, unpacked into
+ * stage_p (each part in turn: a part's pass restages it); in fp32 the model's own. */
+static float *part_weights(struct pl_model *m, int part)
+{
+    size_t off, n;
+    pl_model_part_range(&m->layout, part, &off, &n);
+    if (!bf16(m)) return m->params + off;
+    pl_bf16_to_float(m->stage_p, m->params16 + off, n);
+    return m->stage_p;
+}
+
+/* Where a part's backward accumulates: the model's fp32 gradients, or (bf16 gradients)
+ * stage_g zeroed, which part_grads_done then adds into grads16. */
+static float *part_grads(struct pl_model *m, int part)
+{
+    size_t off, n;
+    pl_model_part_range(&m->layout, part, &off, &n);
+    if (!m->grads16) return m->grads + off;
+    pl_zero(m->stage_g, n);
+    return m->stage_g;
+}
+
+static void part_grads_done(struct pl_model *m, int part)
+{
+    if (!m->grads16) return;
+    size_t off, n;
+    pl_model_part_range(&m->layout, part, &off, &n);
+    pl_bf16_accumulate(m->grads16 + off, m->stage_g, n);
+}
+
+/* The fp32 gradients of a part: the model's, or grads16's unpacked into stage_g. */
+static float *part_grads_fp32(const struct pl_model *m, int part)
+{
+    size_t off, n;
+    pl_model_part_range(&m->layout, part, &off, &n);
+    if (!m->grads16) return m->grads + off;
+    pl_bf16_to_float(m->stage_g, m->grads16 + off, n);
+    return m->stage_g;
+}
+
+/* The views a pass uses: the model's own in fp32 (and for fp32 gradients), else bound onto
+ * the part's stage. */
+static struct pl_embed_params embed_weights(struct pl_model *m)
+{
+    struct pl_embed_params p = m->embed;
+    if (bf16(m)) pl_embed_bind(&m->cfg, part_weights(m, PL_PART_EMBED), &p);
+    return p;
+}
+
+static struct pl_block_params block_weights(struct pl_model *m, int l)
+{
+    struct pl_block_params p = m->blocks[l];
+    if (bf16(m)) pl_block_bind(&m->cfg, part_weights(m, l), &p);
+    return p;
+}
+
+static struct pl_head_params head_weights(struct pl_model *m)
+{
+    struct pl_head_params p = m->head;
+    if (bf16(m)) pl_head_bind(&m->cfg, part_weights(m, m->cfg.n_layers), &p);
+    return p;
+}
+
+static struct pl_embed_params embed_grads(struct pl_model *m)
+{
+    struct pl_embed_params g = m->embed_g;
+    if (m->grads16) pl_embed_bind(&m->cfg, part_grads(m, PL_PART_EMBED), &g);
+    return g;
+}
+
+static struct pl_block_params block_grads(struct pl_model *m, int l)
+{
+    struct pl_block_params g = m->blocks_g[l];
+    if (m->grads16) pl_block_bind(&m->cfg, part_grads(m, l), &g);
+    return g;
+}
+
+static struct pl_head_params head_grads(struct pl_model *m)
+{
+    struct pl_head_params g = m->head_g;
+    if (m->grads16) pl_head_bind(&m->cfg, part_grads(m, m->cfg.n_layers), &g);
+    return g;
+}
+
+/* The products' precision for the model's passes; the caller's is put back after. */
+static enum pl_matmul_precision passes_begin(const struct pl_model *m)
+{
+    return pl_set_matmul_precision(bf16(m) ? PL_MATMUL_BF16 : PL_MATMUL_FP32);
+}
+
 static void bind_views(struct pl_model *m)
 {
     const struct pl_model_config *c = &m->cfg;
@@ -1117,12 +1279,15 @@ static struct pl_model *model_new(const struct pl_model_config *cfg, unsigned wh
     size_t nb = (size_t)(ends ? 0 : cfg->n_layers) * sizeof(struct pl_block_params);
     m->blocks = nb ? pl_mem_alloc(nb, PL_MEM_WORK, PL_HOST, "model block views") : NULL;
     m->blocks_g = nb ? pl_mem_alloc(nb, PL_MEM_WORK, PL_HOST, "model block grad views") : NULL;
-    if (what & PL_MODEL_PARAMS) {
-        m->params = pl_mem_alloc(bytes, PL_MEM_PARAMS, PL_DEVICE, "model params");
-        if (init_params) pl_model_init_flat(&m->layout, 0, m->layout.numel, m->params);
-    }
-    if (what & PL_MODEL_GRADS) {
-        m->grads = pl_mem_alloc(bytes, PL_MEM_GRADS, PL_DEVICE, "model grads");
+    if (bf16(m)) {
+        bf16_alloc(m, what, init_params);
+    } else {
+        if (what & PL_MODEL_PARAMS) {
+            m->params = pl_mem_alloc(bytes, PL_MEM_PARAMS, PL_DEVICE, "model params");
+            if (init_params) pl_model_init_flat(&m->layout, 0, m->layout.numel, m->params);
+        }
+        if (what & PL_MODEL_GRADS)
+            m->grads = pl_mem_alloc(bytes, PL_MEM_GRADS, PL_DEVICE, "model grads");
     }
     if (what & PL_MODEL_OPTIM) alloc_optim(m);
     bind_views(m);
@@ -1139,6 +1304,9 @@ struct pl_model *pl_model_new_ends(const struct pl_model_config *cfg, unsigned w
                                    unsigned ends)
 {
     check_ends("pl_model_new_ends", ends);
+    PL_REQUIRE(cfg->precision == PL_PRECISION_FP32,
+               "pl_model_new_ends with precision=bf16: the bf16 mode is the whole model's "
+               "(pl_model_new); the parts of a pipeline stage train in fp32");
     return model_new(cfg, what, 1, ends);
 }
 
@@ -1150,6 +1318,10 @@ void pl_model_free(struct pl_model *m)
     pl_mem_free(m->grads);
     pl_mem_free(m->adam_m);
     pl_mem_free(m->adam_v);
+    pl_mem_free(m->params16);
+    pl_mem_free(m->grads16);
+    pl_mem_free(m->stage_p);
+    pl_mem_free(m->stage_g);
     pl_mem_free(m->blocks);
     pl_mem_free(m->blocks_g);
     pl_model_layout_free(&m->layout);
@@ -1232,21 +1404,26 @@ double pl_model_forward(struct pl_model *m, const int *tokens, const int *target
     if (!ctx) ctx = &eval;
     ensure_acts(m, B);
     m->tokens = tokens;
-    pl_embed_forward(c, &m->embed, tokens, B, T, m->x);
+    enum pl_matmul_precision caller = passes_begin(m);
+    struct pl_embed_params ep = embed_weights(m);
+    pl_embed_forward(c, &ep, tokens, B, T, m->x);
     double aux = 0.0;
     for (int l = 0; l < c->n_layers; l++) {
-        pl_block_forward(c, l, &m->blocks[l], &m->acts[l], ctx, m->x, m->x);
+        struct pl_block_params bp = block_weights(m, l);
+        pl_block_forward(c, l, &bp, &m->acts[l], ctx, m->x, m->x);
         aux += m->acts[l].mlp.aux_loss;
     }
-    m->loss_ce = pl_head_forward(c, &m->head, &m->head_acts, m->x, targets);
+    struct pl_head_params hp = head_weights(m);
+    m->loss_ce = pl_head_forward(c, &hp, &m->head_acts, m->x, targets);
     m->loss_aux = aux;
+    pl_set_matmul_precision(caller);
     return targets ? m->loss_ce + m->loss_aux : 0.0;
 }
 
 void pl_model_backward(struct pl_model *m, const struct pl_model_ctx *ctx)
 {
-    PL_REQUIRE(m->grads != NULL, "pl_model_backward on a model made without PL_MODEL_GRADS: "
-               "ask pl_model_new for the gradients before a backward");
+    PL_REQUIRE(m->grads != NULL || m->grads16 != NULL, "pl_model_backward on a model made "
+               "without PL_MODEL_GRADS: ask pl_model_new for the gradients before a backward");
     PL_REQUIRE(m->B > 0 && m->head_acts.targets != NULL,
                "pl_model_backward before a forward with targets: run pl_model_forward(m, "
                "tokens, targets, B, ctx) with targets first (its activations are what the "
@@ -1255,20 +1432,30 @@ void pl_model_backward(struct pl_model *m, const struct pl_model_ctx *ctx)
     struct pl_model_ctx eval = pl_model_ctx_eval();
     if (!ctx) ctx = &eval;
     float *dx = m->x; /* the forward is done with the residual stream */
-    pl_head_backward(c, &m->head, &m->head_g, &m->head_acts, ctx, dx);
+    enum pl_matmul_precision caller = passes_begin(m);
+    struct pl_head_params hp = head_weights(m), hg = head_grads(m);
+    pl_head_backward(c, &hp, &hg, &m->head_acts, ctx, dx);
+    part_grads_done(m, c->n_layers);
     if (m->hook) m->hook(m, c->n_layers, m->hook_arg);
     for (int l = c->n_layers - 1; l >= 0; l--) {
-        pl_block_backward(c, l, &m->blocks[l], &m->blocks_g[l], &m->acts[l], ctx, dx, dx);
+        struct pl_block_params bp = block_weights(m, l), bg = block_grads(m, l);
+        pl_block_backward(c, l, &bp, &bg, &m->acts[l], ctx, dx, dx);
+        part_grads_done(m, l);
         if (m->hook) m->hook(m, l, m->hook_arg);
     }
-    pl_embed_backward(c, &m->embed_g, m->tokens, m->B, c->seq_len, dx);
+    struct pl_embed_params eg = embed_grads(m);
+    pl_embed_backward(c, &eg, m->tokens, m->B, c->seq_len, dx);
+    part_grads_done(m, PL_PART_EMBED);
+    pl_set_matmul_precision(caller);
     if (m->hook) m->hook(m, PL_PART_EMBED, m->hook_arg);
 }
 
 void pl_model_zero_grad(struct pl_model *m)
 {
-    PL_REQUIRE(m->grads != NULL, "pl_model_zero_grad on a model made without PL_MODEL_GRADS");
-    pl_zero(m->grads, m->layout.numel);
+    PL_REQUIRE(m->grads != NULL || m->grads16 != NULL,
+               "pl_model_zero_grad on a model made without PL_MODEL_GRADS");
+    if (m->grads16) pl_bf16_zero(m->grads16, m->layout.numel);
+    else pl_zero(m->grads, m->layout.numel);
 }
 
 double pl_model_loss(struct pl_model *m, const int *tokens, const int *targets, int B)
@@ -1323,22 +1510,50 @@ void pl_model_adamw_flat(const struct pl_model_layout *lay, size_t offset, size_
     }
 }
 
+/* bf16 gradients are read part by part through stage_g. */
+static double grad_norm_sq(const struct pl_model *m)
+{
+    if (!m->grads16) return pl_grad_norm_sq(m->grads, m->layout.numel);
+    double s = 0.0;
+    for (int part = PL_PART_EMBED; part <= m->cfg.n_layers; part++) {
+        size_t off, n;
+        pl_model_part_range(&m->layout, part, &off, &n);
+        s += pl_grad_norm_sq(part_grads_fp32(m, part), n);
+    }
+    return s;
+}
+
 double pl_model_grad_norm(const struct pl_model *m)
 {
-    return sqrt(pl_grad_norm_sq(m->grads, m->layout.numel));
+    return sqrt(grad_norm_sq(m));
 }
 
 double pl_model_update(struct pl_model *m, const struct pl_adamw_config *opt)
 {
-    PL_REQUIRE(m->params != NULL && m->grads != NULL, "pl_model_update needs a model with "
-               "parameters and gradients (PL_MODEL_PARAMS | PL_MODEL_GRADS)");
+    PL_REQUIRE(m->params != NULL && (m->grads != NULL || m->grads16 != NULL),
+               "pl_model_update needs a model with parameters and gradients "
+               "(PL_MODEL_PARAMS | PL_MODEL_GRADS)");
     if (!m->adam_m) alloc_optim(m);
-    double norm_sq = pl_grad_norm_sq(m->grads, m->layout.numel);
+    double norm_sq = grad_norm_sq(m);
     float scale = pl_clip_scale(norm_sq, opt->grad_clip);
-    if (scale < 1.0f) pl_scale(m->grads, m->layout.numel, scale);
     m->adam_t++;
-    pl_model_adamw_flat(&m->layout, 0, m->layout.numel, m->params, m->grads, m->adam_m,
-                        m->adam_v, m->adam_t, opt);
+    if (!bf16(m)) {
+        if (scale < 1.0f) pl_scale(m->grads, m->layout.numel, scale);
+        pl_model_adamw_flat(&m->layout, 0, m->layout.numel, m->params, m->grads, m->adam_m,
+                            m->adam_v, m->adam_t, opt);
+        return sqrt(norm_sq);
+    }
+    /* bf16: part by part, the fp32 gradients (clipped) update the master, which is then
+     * rounded into the working copy */
+    for (int part = PL_PART_EMBED; part <= m->cfg.n_layers; part++) {
+        size_t off, n;
+        pl_model_part_range(&m->layout, part, &off, &n);
+        float *g = part_grads_fp32(m, part);
+        if (scale < 1.0f) pl_scale(g, n, scale);
+        pl_model_adamw_flat(&m->layout, off, n, m->params + off, g, m->adam_m + off,
+                            m->adam_v + off, m->adam_t, opt);
+        pl_bf16_from_float(m->params16 + off, m->params + off, n);
+    }
     return sqrt(norm_sq);
 }
 

@@ -41,6 +41,12 @@
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
+enum pl_precision { PL_PRECISION_FP32, PL_PRECISION_BF16 };
+#define PL_PRECISION_NAMES "fp32 or bf16"
+/* "fp32", "bf16"; parse: 0 and *out set, or -1 for any other text. */
+const char *pl_precision_name(enum pl_precision p);
+int pl_precision_parse(const char *text, enum pl_precision *out);
+
 struct pl_model_config {
     int vocab;     /* token ids are in [0, vocab) */
     int d_model;   /* C */
@@ -59,6 +65,13 @@ struct pl_model_config {
      * default) or flash. Not a property of the weights: checkpoints neither store nor
      * compare it, and the labs' own sharded attention ignores it. */
     enum pl_attention attention;
+    /* The whole model's numerics (pl_model_*; see "precision" below): fp32 (0, the default)
+     * or bf16 mixed precision. Not a property of the weights either: checkpoints hold the
+     * fp32 master weights in both and neither store nor compare it. */
+    enum pl_precision precision;
+    /* bf16 only: the gradients are held (and so reduced, by whoever reduces them) in fp32,
+     * 4 bytes per parameter instead of 2. Must be 0 in fp32, whose gradients are fp32. */
+    int grads_fp32;
 };
 
 /* A small dense GPT (vocab 256, d_model 64, 2 layers, 4 heads, d_ff 256, seq_len 64, no
@@ -455,6 +468,11 @@ struct pl_model {
     double loss_ce, loss_aux; /* of the last forward */
     pl_model_hook hook;
     void *hook_arg;
+    /* bf16 (cfg.precision; NULL in fp32, see "precision" below): the bf16 working copy of
+     * the parameters and the bf16 gradients (NULL with cfg.grads_fp32), and the fp32
+     * buffers of the one part a pass is at (its weights, its gradients). */
+    uint16_t *params16, *grads16;
+    float *stage_p, *stage_g;
 };
 
 /* Allocates what `what` asks for and initialises the parameters (when allocated). */
@@ -486,6 +504,35 @@ void pl_model_zero_grad(struct pl_model *m);
 void pl_model_free_acts(struct pl_model *m);
 /* The objective of a batch in evaluation mode (no dropout); activations are freed after. */
 double pl_model_loss(struct pl_model *m, const int *tokens, const int *targets, int B);
+
+/* ---- precision (cfg.precision) ---------------------------------------------------------------
+ * fp32, the default: every array fp32, what the labs are graded in. bf16: mixed precision as
+ * Megatron-LM and DeepSpeed train a model, in the whole model's functions (pl_model_*):
+ *   params     the fp32 master weights, written by the optimizer (ledger: optim, 4 bytes
+ *              per parameter; a checkpoint saves them as it saves fp32 parameters);
+ *   params16   the bf16 working copy the passes compute with (params, 2 bytes), rounded
+ *              from the master after each update;
+ *   grads16    the bf16 gradients (grads, 2 bytes): each part's backward sums its
+ *              gradients in fp32 into the part's stage, then adds them into grads16 with
+ *              one rounding (as accumulating into a bf16 buffer rounds); with
+ *              cfg.grads_fp32 the gradients are `grads` in fp32 (4 bytes) as in fp32;
+ *   adam_m, adam_v  fp32 (optim, 8 bytes);
+ * so the model state is 2 + 2 + 12 bytes per parameter (2 + 4 + 12 with grads_fp32): the
+ * mixed-precision Adam of Labs 3 and 8, as the ledger measures it (tests/test_precision.c).
+ * Besides, stage_p and stage_g (workspace) hold the part a pass is at, its weights read from
+ * params16 and its gradients before they are added: two buffers of the largest part.
+ * The linear layers multiply with bf16 inputs and fp32 sums (pl_set_matmul_precision, set
+ * around the passes and put back after). Left in fp32: the activations (saved and passed
+ * between parts), attention's products, layernorm, softmax, GELU, the loss and the
+ * optimizer's arithmetic. No loss scaling: bf16 has fp32's exponent range.
+ * The views m->embed, m->blocks, m->head point at the fp32 master; with bf16 gradients
+ * m->grads and the _g views are NULL (a hook reads m->grads16). The block-level surface
+ * above and the labs' sharded passes are fp32 and ignore cfg.precision; pl_model_new_ends
+ * refuses bf16. The CPU build runs the same mode with the same rounding (the products as
+ * ops.h's PL_MATMUL_BF16 says); it is as fast as fp32 there, not faster. */
+/* After writing m->params (a checkpoint load, a test), refreshes the bf16 working copy;
+ * nothing in fp32. */
+void pl_model_params_changed(struct pl_model *m);
 
 /* ---- optimizer ----------------------------------------------------------------------------- */
 struct pl_adamw_config {

@@ -14,6 +14,8 @@
 
 #ifdef PL_GPU
 #define BACKEND(name) pl_gpu_##name
+/* pl_gpu_sgemm reads pl_matmul_precision itself */
+#define pl_gpu_sgemm_linear pl_gpu_sgemm
 #else
 #include <cblas.h>
 #define BACKEND(name) cpu_##name
@@ -118,6 +120,40 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
                 ldc);
 }
 
+/* A row-major matrix of `rows` rows `cols` wide at stride ld, rounded to bf16 into a
+ * workspace copy of the same stride (the span it occupies, so the gaps are copied too). */
+PL_CLONES static void round_bf16(float *restrict out, const float *restrict in, size_t n)
+{
+    PL_SIMD
+    for (size_t i = 0; i < n; i++) out[i] = pl_k_bf16_round(in[i]);
+}
+
+static float *bf16_copy(const float *X, int rows, int cols, int ld)
+{
+    size_t span = (size_t)(rows - 1) * ld + cols;
+    float *c = pl_mem_alloc(span * sizeof *c, PL_MEM_WORK, PL_DEVICE, "bf16 matmul input");
+    round_bf16(c, X, span);
+    return c;
+}
+
+/* The linear layers' products, in the precision pl_set_matmul_precision chose: bf16
+ * inputs are exact in fp32 and so are their products, so sgemm on the rounded copies is
+ * the bf16 product summed in fp32. */
+static void cpu_sgemm_linear(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta,
+                           float *C, int ldc)
+{
+    if (pl_matmul_precision() != PL_MATMUL_BF16) {
+        cpu_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    float *a = bf16_copy(A, trans_a ? K : M, trans_a ? M : K, lda);
+    float *b = bf16_copy(B, trans_b ? N : K, trans_b ? K : N, ldb);
+    cpu_sgemm(trans_a, trans_b, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
+    pl_mem_free(a);
+    pl_mem_free(b);
+}
+
 static void cpu_encoder_forward(float *out, const int *tokens, const float *wte,
                                 const float *wpe, int B, int T, int C)
 {
@@ -171,7 +207,7 @@ static void cpu_matmul_forward(float *out, const float *inp, const float *weight
 {
     if (bias)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof *out);
-    cpu_sgemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
+    cpu_sgemm_linear(0, 1, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
 }
 
 /* dbias[OC] += the column sums of dout[N, OC], row by row (the rows of dout are
@@ -188,8 +224,8 @@ PL_CLONES static void bias_grad(float *restrict dbias, const float *restrict dou
 static void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                 const float *inp, const float *weight, int N, int C, int OC)
 {
-    if (dinp) cpu_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-    if (dweight) cpu_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dinp) cpu_sgemm_linear(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+    if (dweight) cpu_sgemm_linear(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
@@ -225,7 +261,7 @@ PL_CLONES static void gelu_grad_scale(float *restrict d, const float *restrict h
 static void cpu_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
                                     const float *bias, int N, int C, int OC)
 {
-    cpu_sgemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, h, OC);
+    cpu_sgemm_linear(0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, h, OC);
     bias_gelu_rows(h, g, bias, N, OC);
 }
 
@@ -233,9 +269,9 @@ static void cpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, co
                                      const float *g, const float *h, const float *weight, int N,
                                      int C, int OC)
 {
-    cpu_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dh, C);
+    cpu_sgemm_linear(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dh, C);
     gelu_grad_scale(dh, h, (size_t)N * C);
-    if (dweight) cpu_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, g, C, 1.0f, dweight, C);
+    if (dweight) cpu_sgemm_linear(1, 0, OC, C, N, 1.0f, dout, OC, g, C, 1.0f, dweight, C);
     if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
@@ -434,6 +470,29 @@ static void cpu_copy(float *dst, const float *src, size_t n)
     memmove(dst, src, n * sizeof *dst);
 }
 
+PL_CLONES static void cpu_bf16_from_float(uint16_t *restrict out, const float *restrict in,
+                                          size_t n)
+{
+    PL_SIMD
+    for (size_t i = 0; i < n; i++) out[i] = pl_k_bf16(in[i]);
+}
+
+PL_CLONES static void cpu_bf16_to_float(float *restrict out, const uint16_t *restrict in,
+                                        size_t n)
+{
+    PL_SIMD
+    for (size_t i = 0; i < n; i++) out[i] = pl_k_bf16_float(in[i]);
+}
+
+PL_CLONES static void cpu_bf16_accumulate(uint16_t *restrict acc, const float *restrict add,
+                                          size_t n)
+{
+    PL_SIMD
+    for (size_t i = 0; i < n; i++) acc[i] = pl_k_bf16(pl_k_bf16_float(acc[i]) + add[i]);
+}
+
+static void cpu_bf16_zero(uint16_t *x, size_t n) { memset(x, 0, n * sizeof *x); }
+
 static void cpu_to_device(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 static void cpu_to_host(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
@@ -588,7 +647,7 @@ void pl_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
                        "they step over (need lda >= %d, ldb >= %d, ldc >= %d)",
                        lda, ldb, ldc, a_cols, b_cols, N);
     charge(2.0 * M * N * K);
-    BACKEND(sgemm)(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    BACKEND(sgemm_linear)(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void pl_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
@@ -833,6 +892,52 @@ void pl_accumulate(float *dst, const float *src, size_t n)
     charge((double)PL_FLOPS_SCALE * n);
     BACKEND(accumulate)(dst, src, n);
 }
+
+void pl_bf16_from_float(pl_bf16 *out, const float *in, size_t n)
+{
+    if (n == 0) return;
+    require_ptr("pl_bf16_from_float", "out", out);
+    require_ptr("pl_bf16_from_float", "in", in);
+    BACKEND(bf16_from_float)(out, in, n);
+}
+
+void pl_bf16_to_float(float *out, const pl_bf16 *in, size_t n)
+{
+    if (n == 0) return;
+    require_ptr("pl_bf16_to_float", "out", out);
+    require_ptr("pl_bf16_to_float", "in", in);
+    BACKEND(bf16_to_float)(out, in, n);
+}
+
+void pl_bf16_accumulate(pl_bf16 *acc, const float *add, size_t n)
+{
+    if (n == 0) return;
+    require_ptr("pl_bf16_accumulate", "acc", acc);
+    require_ptr("pl_bf16_accumulate", "add", add);
+    charge((double)PL_FLOPS_SCALE * n);
+    BACKEND(bf16_accumulate)(acc, add, n);
+}
+
+void pl_bf16_zero(pl_bf16 *x, size_t n)
+{
+    if (n == 0) return;
+    require_ptr("pl_bf16_zero", "x", x);
+    BACKEND(bf16_zero)(x, n);
+}
+
+static enum pl_matmul_precision matmul_precision = PL_MATMUL_FP32;
+
+enum pl_matmul_precision pl_set_matmul_precision(enum pl_matmul_precision p)
+{
+    if (p != PL_MATMUL_FP32 && p != PL_MATMUL_BF16)
+        pl_usage_error("pl_set_matmul_precision: %d is not a precision (PL_MATMUL_FP32 = 0 "
+                       "or PL_MATMUL_BF16 = 1)", (int)p);
+    enum pl_matmul_precision old = matmul_precision;
+    matmul_precision = p;
+    return old;
+}
+
+enum pl_matmul_precision pl_matmul_precision(void) { return matmul_precision; }
 
 void pl_copy(float *dst, const float *src, size_t n)
 {

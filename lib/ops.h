@@ -122,6 +122,22 @@ void pl_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const floa
 void pl_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+/* The precision of the linear layers' products: pl_matmul_forward and _backward,
+ * pl_matmul_gelu_forward and _backward and pl_sgemm (not attention's score and value
+ * products, which stay fp32 on both builds). PL_MATMUL_FP32, the default, is fp32 products
+ * and sums. PL_MATMUL_BF16 reads each input rounded to bf16 (pl_k_bf16: nearest, ties to
+ * even) and sums in fp32, what a bf16 tensor core does and torch's
+ * set_float32_matmul_precision("medium") asks for: on the GPU build cublasGemmEx with
+ * CUBLAS_COMPUTE_32F_FAST_16BF on the fp32 arrays; on the CPU build the inputs rounded into
+ * workspace and cblas_sgemm (the product of two bf16 values is exact in fp32, so this is
+ * the bf16 product with fp32 sums, in OpenBLAS's fp32 speed). Outputs stay fp32. A setting
+ * of the process, as cuBLAS's math mode is one of its handle: the model's bf16 mode
+ * (model.h, cfg.precision) sets it around its passes and puts the old one back.
+ * Returns the setting it replaced. */
+enum pl_matmul_precision { PL_MATMUL_FP32 = 0, PL_MATMUL_BF16 = 1 };
+enum pl_matmul_precision pl_set_matmul_precision(enum pl_matmul_precision p);
+enum pl_matmul_precision pl_matmul_precision(void);
+
 /* ---- causal multi-head self-attention ------------------------------------------------- */
 /* qkv [B,T,3C] holds per token [q | k | v], each C wide; head h uses channels
  * [h*HS, (h+1)*HS) of each. out[B,T,C] (heads concatenated, before the output projection).
@@ -252,6 +268,14 @@ void pl_scale(float *x, size_t n, float s);                 /* x *= s */
 void pl_accumulate(float *dst, const float *src, size_t n); /* dst += src */
 void pl_copy(float *dst, const float *src, size_t n);       /* dst = src, no overlap */
 double pl_sum(const float *x, size_t n);                    /* sum in double, on the host */
+/* bf16 storage (kernels.h's pl_k_bf16), 2 bytes an element, in op memory: the model's
+ * bf16 working copy of its parameters and its bf16 gradients. Conversions and the zero
+ * count no FLOPs (copies); the accumulation counts PL_FLOPS_SCALE per element. */
+typedef uint16_t pl_bf16;
+void pl_bf16_from_float(pl_bf16 *out, const float *in, size_t n); /* out = bf16(in) */
+void pl_bf16_to_float(float *out, const pl_bf16 *in, size_t n);   /* out = in, exact */
+void pl_bf16_accumulate(pl_bf16 *acc, const float *add, size_t n); /* acc = bf16(acc + add) */
+void pl_bf16_zero(pl_bf16 *x, size_t n);                           /* x = +0 */
 /* Returns once every op called so far has run. The CPU build runs each op as it is called,
  * so it returns at once; the GPU build queues ops on the compute stream, and the host waits
  * for an event recorded at its end (no device-wide synchronisation): what a time taken

@@ -64,6 +64,14 @@ static cublasOperation_t op_of(int trans) { return trans ? CUBLAS_OP_T : CUBLAS_
 static void sgemm_rm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc)
 {
+    if (pl_matmul_precision() == PL_MATMUL_BF16) {
+        /* the linear layers in bf16 (ops.h): fp32 arrays, inputs read as bf16 by the
+         * tensor cores, fp32 sums and output */
+        PL_CHECK_CUBLAS(cublasGemmEx(blas(), op_of(tb), op_of(ta), N, M, K, &alpha, B,
+                                     CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F,
+                                     ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
     PL_CHECK_CUBLAS(cublasSgemm(blas(), op_of(tb), op_of(ta), N, M, K, &alpha, B, ldb, A, lda,
                                 &beta, C, ldc));
 }
@@ -135,6 +143,21 @@ __global__ static void k_add(float *out, const float *a, const float *b, size_t 
 __global__ static void k_accumulate(float *dst, const float *src, size_t n)
 {
     GRID_STRIDE(i, n) { dst[i] += src[i]; }
+}
+
+__global__ static void k_bf16_from_float(uint16_t *out, const float *in, size_t n)
+{
+    GRID_STRIDE(i, n) { out[i] = pl_k_bf16(in[i]); }
+}
+
+__global__ static void k_bf16_to_float(float *out, const uint16_t *in, size_t n)
+{
+    GRID_STRIDE(i, n) { out[i] = pl_k_bf16_float(in[i]); }
+}
+
+__global__ static void k_bf16_accumulate(uint16_t *acc, const float *add, size_t n)
+{
+    GRID_STRIDE(i, n) { acc[i] = pl_k_bf16(pl_k_bf16_float(acc[i]) + add[i]); }
 }
 
 __global__ static void k_scale(float *x, float s, size_t n)
@@ -478,6 +501,30 @@ double pl_gpu_sum(const float *x, size_t n, int squares)
 }
 
 void pl_gpu_zero(float *x, size_t n)
+{
+    PL_CHECK_CUDA(cudaMemsetAsync(x, 0, n * sizeof *x, 0));
+    finish();
+}
+
+void pl_gpu_bf16_from_float(uint16_t *out, const float *in, size_t n)
+{
+    k_bf16_from_float<<<blocks_for(n), THREADS>>>(out, in, n);
+    finish();
+}
+
+void pl_gpu_bf16_to_float(float *out, const uint16_t *in, size_t n)
+{
+    k_bf16_to_float<<<blocks_for(n), THREADS>>>(out, in, n);
+    finish();
+}
+
+void pl_gpu_bf16_accumulate(uint16_t *acc, const float *add, size_t n)
+{
+    k_bf16_accumulate<<<blocks_for(n), THREADS>>>(acc, add, n);
+    finish();
+}
+
+void pl_gpu_bf16_zero(uint16_t *x, size_t n)
 {
     PL_CHECK_CUDA(cudaMemsetAsync(x, 0, n * sizeof *x, 0));
     finish();

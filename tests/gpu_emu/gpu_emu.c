@@ -836,20 +836,48 @@ struct pl_emu_cublas {
 struct gemm {
     cublasOperation_t ta, tb;
     int m, n, k, lda, ldb, ldc, batch;
+    int bf16; /* CUBLAS_COMPUTE_32F_FAST_16BF: the inputs read as bf16 */
     float alpha, beta;
     const float *A, *B;
     float *C;
     long long sa, sb, sc;
 };
 
+/* A column-major matrix of `rows` rows and `cols` columns at stride ld, rounded to bf16
+ * (nearest, ties to even, as the tensor cores convert) into a copy of its span. */
+static float *bf16_span(const float *X, int rows, int cols, int ld)
+{
+    size_t span = (size_t)(cols - 1) * ld + rows;
+    float *c = xcalloc(span, sizeof *c);
+    for (size_t i = 0; i < span; i++) {
+        uint32_t u;
+        memcpy(&u, &X[i], sizeof u);
+        if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x00400000u;
+        else u += 0x7fffu + ((u >> 16) & 1u);
+        u &= 0xffff0000u;
+        memcpy(&c[i], &u, sizeof u);
+    }
+    return c;
+}
+
 static void run_gemm(void *arg)
 {
     struct gemm *g = arg;
-    for (int i = 0; i < g->batch; i++)
+    for (int i = 0; i < g->batch; i++) {
+        const float *A = g->A + i * g->sa, *B = g->B + i * g->sb;
+        float *a = NULL, *b = NULL;
+        if (g->bf16 && g->m && g->n && g->k) {
+            A = a = bf16_span(A, g->ta == CUBLAS_OP_T ? g->k : g->m,
+                              g->ta == CUBLAS_OP_T ? g->m : g->k, g->lda);
+            B = b = bf16_span(B, g->tb == CUBLAS_OP_T ? g->n : g->k,
+                              g->tb == CUBLAS_OP_T ? g->k : g->n, g->ldb);
+        }
         cblas_sgemm(CblasColMajor, g->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
                     g->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, g->m, g->n, g->k,
-                    g->alpha, g->A + i * g->sa, g->lda, g->B + i * g->sb, g->ldb, g->beta,
-                    g->C + i * g->sc, g->ldc);
+                    g->alpha, A, g->lda, B, g->ldb, g->beta, g->C + i * g->sc, g->ldc);
+        free(a);
+        free(b);
+    }
     free(g);
 }
 
@@ -865,12 +893,44 @@ cublasStatus_t cublasDestroy(cublasHandle_t handle)
     return CUBLAS_STATUS_SUCCESS;
 }
 
+static cublasStatus_t gemm_enqueue(cublasHandle_t handle, cublasOperation_t ta,
+                                   cublasOperation_t tb, int m, int n, int k,
+                                   const float *alpha, const float *A, int lda,
+                                   long long strideA, const float *B, int ldb,
+                                   long long strideB, const float *beta, float *C, int ldc,
+                                   long long strideC, int batch, int bf16);
+
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta,
                                          cublasOperation_t tb, int m, int n, int k,
                                          const float *alpha, const float *A, int lda,
                                          long long strideA, const float *B, int ldb,
                                          long long strideB, const float *beta, float *C,
                                          int ldc, long long strideC, int batch)
+{
+    return gemm_enqueue(handle, ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
+                        C, ldc, strideC, batch, 0);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb,
+                            int m, int n, int k, const void *alpha, const void *A,
+                            cudaDataType Atype, int lda, const void *B, cudaDataType Btype,
+                            int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F ||
+        (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_16BF) ||
+        algo != CUBLAS_GEMM_DEFAULT)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    return gemm_enqueue(handle, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0,
+                        1, compute == CUBLAS_COMPUTE_32F_FAST_16BF);
+}
+
+static cublasStatus_t gemm_enqueue(cublasHandle_t handle, cublasOperation_t ta,
+                                   cublasOperation_t tb, int m, int n, int k,
+                                   const float *alpha, const float *A, int lda,
+                                   long long strideA, const float *B, int ldb,
+                                   long long strideB, const float *beta, float *C, int ldc,
+                                   long long strideC, int batch, int bf16)
 {
     if (!handle || m < 0 || n < 0 || k < 0 || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
     const void *ptrs[3] = {A, B, C};
@@ -888,7 +948,8 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
     /* The default pointer mode: alpha and beta are read on the host, at the call. */
     *g = (struct gemm){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
                        .ldc = ldc, .batch = batch, .alpha = *alpha, .beta = *beta, .A = A,
-                       .B = B, .C = C, .sa = strideA, .sb = strideB, .sc = strideC};
+                       .B = B, .C = C, .sa = strideA, .sb = strideB, .sc = strideC,
+                       .bf16 = bf16};
     pl_emu_enqueue_host(NULL, run_gemm, g);
     return CUBLAS_STATUS_SUCCESS;
 }
