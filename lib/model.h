@@ -529,7 +529,8 @@ double pl_model_loss(struct pl_model *m, const int *tokens, const int *targets, 
  * m->grads and the _g views are NULL (a hook reads m->grads16). The block-level surface
  * above and the labs' sharded passes are fp32 and ignore cfg.precision; pl_model_new_ends
  * refuses bf16. The CPU build runs the same mode with the same rounding (the products as
- * ops.h's PL_MATMUL_BF16 says); it is as fast as fp32 there, not faster. */
+ * ops.h's PL_MATMUL_BF16 says), slower than fp32 there (the rounded copies of each
+ * product's inputs). */
 /* After writing m->params (a checkpoint load, a test), refreshes the bf16 working copy;
  * nothing in fp32. */
 void pl_model_params_changed(struct pl_model *m);

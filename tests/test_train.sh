@@ -3,7 +3,8 @@
 #   learn   the loss on the synthetic corpus falls from about ln(256) by a clear margin
 #   resume  N steps + save + load + N steps print bit-identical losses to 2N straight steps
 #           (dense with dropout, and MoE), on the in-memory corpus and on a token file; a
-#           second resume of the same checkpoint leaves each step once in the losses file
+#           second resume of the same checkpoint leaves each step once in the losses file;
+#           in bf16 too (the checkpoint's fp32 master weights rounded again on load)
 #   bad     corrupt, truncated and mismatched checkpoints and data files, and unwritable
 #           output paths (before training), exit 2 with a message
 #   cap     a device cap (PL_DEVICE_MEM) halfway between the device peaks of recompute none
@@ -69,6 +70,8 @@ resume_case() {
         { fail "resume $name: first half failed: $(tail -3 "$D/$name.log2")"; return; }
     data_flag=""
     case "$*" in *--data*) data_flag="--data $D/corpus.tok" ;; esac
+    # the precision is not the checkpoint's (it holds fp32 master weights either way)
+    case "$*" in *"--precision bf16"*) data_flag="$data_flag --precision bf16" ;; esac
     $TRAIN --load "$D/$name.ckpt" $data_flag --steps $n --losses "$D/$name.resumed" >"$D/$name.log3" 2>&1 ||
         { fail "resume $name: resumed run failed: $(tail -3 "$D/$name.log3")"; return; }
     grep -q "resuming at step $((n + 1))" "$D/$name.log3" || fail "resume $name: did not resume at step $((n + 1))"
@@ -91,6 +94,7 @@ resume_case() {
 resume() {
     resume_case dense $TINY --dropout 0.1
     resume_case moe $TINY --experts 4 --top-k 2 --dropout 0.1
+    resume_case bf16 $TINY --precision bf16 --dropout 0.1
     $B/bin/gencorpus --out "$D/corpus.tok" --tokens 50000 --seed 3 >/dev/null || fail "gencorpus failed"
     resume_case file $TINY --data "$D/corpus.tok"
 }

@@ -23,7 +23,7 @@
 struct opts {
     struct pl_model_config cfg;
     struct pl_adamw_config opt;
-    const char *data, *save, *load, *losses, *recompute, *attention;
+    const char *data, *save, *load, *losses, *recompute, *attention, *precision;
     int64_t corpus_tokens, steps, save_every, log_every;
     uint64_t corpus_seed;
     int batch;
@@ -57,6 +57,8 @@ static struct pl_flag flags[] = {
     F("--grad-clip", FLOAT, opt.grad_clip, "X", "max global gradient norm (0: off)"),
     F("--recompute", STR, recompute, "R", "activation recomputation: none, selective or full (same losses bit for bit; less activation memory, more FLOPs)"),
     F("--attention", STR, attention, "A", "attention: materialised (saves each head's T x T probabilities) or flash (tiles with an online softmax; saves T log-sum-exps a head; the same losses to fp32 rounding)"),
+    F("--precision", STR, precision, "P", "fp32, or bf16: mixed precision, with fp32 master weights and AdamW moments, a bf16 working copy and bf16 gradients (2 + 2 + 12 bytes a parameter) and the linear layers' products on bf16 inputs with fp32 sums (losses within bf16 rounding of fp32's)"),
+    F("--grads-fp32", SWITCH, cfg.grads_fp32, NULL, "with --precision bf16: keep the gradients in fp32 (2 + 4 + 12 bytes a parameter)"),
     /* checkpoints and output */
     F("--save", STR, save, "FILE", "write a checkpoint here at the end"),
     F("--save-every", I64, save_every, "N", "also write it every N steps (0: only at the end)"),
@@ -78,6 +80,7 @@ static void defaults(void)
     o.log_every = 1;
     o.recompute = "none";
     o.attention = "materialised";
+    o.precision = "fp32";
 }
 
 static void usage(FILE *f)
@@ -110,6 +113,12 @@ static void check_training_flags(enum pl_recompute *recompute)
     if (pl_attention_parse(o.attention, &o.cfg.attention) != 0)
         pl_usage_error("--attention '%s' is not a choice: use " PL_ATTENTION_NAMES,
                        o.attention);
+    if (pl_precision_parse(o.precision, &o.cfg.precision) != 0)
+        pl_usage_error("--precision '%s' is not a choice: use " PL_PRECISION_NAMES,
+                       o.precision);
+    PL_REQUIRE(!o.cfg.grads_fp32 || o.cfg.precision == PL_PRECISION_BF16,
+               "--grads-fp32 is for --precision bf16 (with fp32 the gradients are fp32 "
+               "already): add --precision bf16 or drop --grads-fp32");
     PL_REQUIRE(o.steps >= 0, "--steps %lld must be 0 or more", (long long)o.steps);
     PL_REQUIRE(o.batch > 0, "--batch %d must be positive (sequences per step)", o.batch);
     PL_REQUIRE(o.opt.lr > 0, "--lr %g must be positive (e.g. 0.001)", o.opt.lr);
@@ -372,6 +381,15 @@ int main(int argc, char **argv)
                   first_loss, tail_sum / tail_n, (long long)tail_n);
     }
     if (o.save) pl_print0("summary: checkpoint at step %lld saved to %s\n", (long long)st.step, o.save);
+    if (o.steps > 0) { /* the model state per parameter, as the ledger holds it */
+        struct pl_mem_stats ms;
+        pl_mem_get_stats(&ms);
+        double psi = (double)m->layout.numel;
+        pl_print0("summary: model state %g + %g + %g bytes per parameter (params + grads + "
+                  "optim, %s)\n", ms.current[PL_MEM_PARAMS] / psi,
+                  ms.current[PL_MEM_GRADS] / psi, ms.current[PL_MEM_OPTIM] / psi,
+                  pl_precision_name(o.cfg.precision));
+    }
     if (pl_rank() == 0) pl_mem_print(stdout, "memory (bytes by category)");
 
     pl_mem_free(in);
