@@ -15,8 +15,12 @@
  *         own linear-layer sgemm shapes run alone. On the GPU build (`make bench-model
  *         GPU=1`) three sizes up to GPT-2 small (d 768, 12 layers, 12 heads, T 1024, B 8;
  *         vocab 256) on the GPU, against PyTorch fp32 and bf16 on the same GPU.
+ *         The GPU table steps the kit in fp32 and in its bf16 mode (cfg.precision), beside
+ *         PyTorch fp32 and bf16 autocast, with each precision's share of cuBLAS's peak.
  *     --attention materialised|flash   how the kit's model computes attention (cfg.attention;
- *         default materialised); PyTorch's side is unchanged. */
+ *         default materialised); PyTorch's side is unchanged.
+ *     --precision fp32|bf16   the kit's precision where one is stepped (cfg.precision; default
+ *         fp32); the GPU --model table steps both. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,11 +104,13 @@ static double sgemm_gflops(int n)
 }
 
 static enum pl_attention bench_attention = PL_ATTENTION_MATERIALISED;
+static enum pl_precision bench_precision = PL_PRECISION_FP32;
 
 static struct pl_model_config model_config(const struct bench_config *bc)
 {
     struct pl_model_config c = pl_model_config_default();
     c.attention = bench_attention;
+    c.precision = bench_precision;
     c.d_model = bc->d_model;
     c.n_layers = bc->layers;
     c.n_heads = bc->heads;
@@ -427,63 +433,89 @@ static void model_table(int rounds, const struct pl_tokens *data, const char *da
 #endif
 
 #ifdef PL_GPU
-/* The GPU build's table: each round steps every size with the kit, then with PyTorch on the
- * same GPU (fp32 without TF32, then bf16 autocast with fused attention); medians over the
- * rounds. The peak is cuBLAS's square sgemm at sizes where a GPU reaches it. */
-static void gpu_model_table(int rounds, const struct pl_tokens *data, const char *data_path,
-                            int torch)
+/* The best rate of square products over sizes where a GPU reaches its peak, in the
+ * precision given (PL_MATMUL_BF16: the bf16 tensor-core rate the bf16 mode's products get). */
+static double gemm_peak(enum pl_matmul_precision p)
 {
     const int sizes[] = {1024, 2048, 4096};
+    enum pl_matmul_precision old = pl_set_matmul_precision(p);
     double peak = 0;
     for (int i = 0; i < 3; i++) {
         double r = sgemm_gflops(sizes[i]);
         if (r > peak) peak = r;
     }
+    pl_set_matmul_precision(old);
+    return peak;
+}
+
+/* "-" or the number, and "-" or the ratio a / b. */
+static void cell(char *num, char *ratio, size_t len, double a, double b)
+{
+    snprintf(num, len, "-");
+    snprintf(ratio, len, "-");
+    if (b > 0) {
+        snprintf(num, len, "%.0f", b);
+        snprintf(ratio, len, "%.2fx", a / b);
+    }
+}
+
+/* The GPU build's table: each round steps every size with the kit in fp32 and in bf16
+ * (cfg.precision), then with PyTorch on the same GPU (fp32 without TF32, then bf16 autocast
+ * with fused attention); medians over the rounds. The peaks are cuBLAS's square products,
+ * fp32 (sgemm) and bf16 (the bf16 mode's GEMMs), at sizes where a GPU reaches them. */
+static void gpu_model_table(int rounds, const struct pl_tokens *data, const char *data_path,
+                            int torch)
+{
+    double peak = gemm_peak(PL_MATMUL_FP32), peak16 = gemm_peak(PL_MATMUL_BF16);
     double kit[NGPU_MODEL_CONFIGS][MAX_ROUNDS], pt[NGPU_MODEL_CONFIGS][MAX_ROUNDS],
-        bf[NGPU_MODEL_CONFIGS][MAX_ROUNDS], gf[NGPU_MODEL_CONFIGS][MAX_ROUNDS];
+        bf[NGPU_MODEL_CONFIGS][MAX_ROUNDS], gf[NGPU_MODEL_CONFIGS][MAX_ROUNDS],
+        kit16[NGPU_MODEL_CONFIGS][MAX_ROUNDS], gf16[NGPU_MODEL_CONFIGS][MAX_ROUNDS];
     for (int r = 0; r < rounds; r++) {
         printf("# round %d of %d:", r + 1, rounds);
         for (int i = 0; i < NGPU_MODEL_CONFIGS; i++) {
             const struct bench_config *bc = &GPU_MODEL_CONFIGS[i];
+            bench_precision = PL_PRECISION_FP32;
             struct result c = bench_c(bc, data), t = {0, 0, 0, 0, 0}, b = t;
+            bench_precision = PL_PRECISION_BF16;
+            struct result c16 = bench_c(bc, data);
             if (torch) t = bench_torch_policy(bc, data_path, 1, "PASSIVE", &b);
             kit[i][r] = c.tok_s;
             gf[i][r] = c.gflops;
+            kit16[i][r] = c16.tok_s;
+            gf16[i][r] = c16.gflops;
             pt[i][r] = t.tok_s;
             bf[i][r] = b.tok_s;
             if (t.tok_s > 0 && t.params != c.params)
                 printf("\n#   warning: the torch model has %zu parameters, the kit's %zu\n",
                        t.params, c.params);
-            printf(" %s %.0f/%.0f/%.0f", bc->name, kit[i][r], pt[i][r], bf[i][r]);
+            printf(" %s %.0f/%.0f/%.0f/%.0f", bc->name, kit[i][r], pt[i][r], kit16[i][r],
+                   bf[i][r]);
             fflush(stdout);
         }
-        printf(" tok/s (kit/torch fp32/torch bf16)\n");
+        printf(" tok/s (kit fp32/torch fp32/kit bf16/torch bf16)\n");
     }
-    printf("\n# step speed on this GPU, median of %d interleaved rounds; cuBLAS square-sgemm "
-           "peak %.1f GFLOP/s\n"
-           "# torch fp32 = PyTorch on the same GPU with TF32 off (the kit's math); torch bf16 =\n"
-           "# bf16 autocast with fused attention (scaled_dot_product_attention), for reference:\n"
-           "# not the same arithmetic; %%peak = the kit's GFLOP/s (ledger FLOPs) over that peak\n",
-           rounds, peak);
-    printf("# %-10s %-22s %9s %10s %6s %10s %6s %9s %6s\n", "config", "C/L/H/F/T/B", "kit tok/s",
-           "torch fp32", "ratio", "torch bf16", "ratio", "GFLOP/s", "%peak");
+    printf("\n# step speed on this GPU, median of %d interleaved rounds; cuBLAS square-product "
+           "peaks %.1f GFLOP/s\n# (fp32 sgemm) and %.1f GFLOP/s (bf16 inputs, fp32 sums: the "
+           "bf16 mode's GEMMs)\n"
+           "# torch fp32 = PyTorch on the same GPU with TF32 off (the kit's fp32 math); kit bf16 "
+           "= the\n# kit's --precision bf16 (bf16 products, fp32 attention); torch bf16 = bf16 "
+           "autocast with\n# fused attention (scaled_dot_product_attention); %%peak = the kit's "
+           "GFLOP/s (ledger FLOPs)\n# over the peak of its precision\n",
+           rounds, peak, peak16);
+    printf("# %-10s %-22s %9s %10s %6s %9s %10s %6s %6s %6s\n", "config", "C/L/H/F/T/B",
+           "kit fp32", "torch fp32", "ratio", "kit bf16", "torch bf16", "ratio", "%peak",
+           "%pk16");
     for (int i = 0; i < NGPU_MODEL_CONFIGS; i++) {
         const struct bench_config *bc = &GPU_MODEL_CONFIGS[i];
-        char shape[64], tf[16] = "-", tr[16] = "-", bft[16] = "-", bfr[16] = "-";
+        char shape[64], tf[16], tr[16], bft[16], bfr[16];
         snprintf(shape, sizeof shape, "%d/%d/%d/%d/%d/%d", bc->d_model, bc->layers, bc->heads,
                  bc->d_ff, bc->seq_len, bc->batch);
-        double k = median(kit[i], rounds), t = median(pt[i], rounds), b = median(bf[i], rounds),
-               g = median(gf[i], rounds);
-        if (t > 0) {
-            snprintf(tf, sizeof tf, "%.0f", t);
-            snprintf(tr, sizeof tr, "%.2fx", k / t);
-        }
-        if (b > 0) {
-            snprintf(bft, sizeof bft, "%.0f", b);
-            snprintf(bfr, sizeof bfr, "%.2fx", k / b);
-        }
-        printf("  %-10s %-22s %9.0f %10s %6s %10s %6s %9.1f %5.1f%%\n", bc->name, shape, k, tf,
-               tr, bft, bfr, g, 100.0 * g / peak);
+        double k = median(kit[i], rounds), k16 = median(kit16[i], rounds);
+        cell(tf, tr, sizeof tf, k, median(pt[i], rounds));
+        cell(bft, bfr, sizeof bft, k16, median(bf[i], rounds));
+        printf("  %-10s %-22s %9.0f %10s %6s %9.0f %10s %6s %5.1f%% %5.1f%%\n", bc->name,
+               shape, k, tf, tr, k16, bft, bfr, 100.0 * median(gf[i], rounds) / peak,
+               100.0 * median(gf16[i], rounds) / peak16);
     }
 }
 #endif
@@ -503,6 +535,10 @@ int main(int argc, char **argv)
             if (pl_attention_parse(argv[++i], &bench_attention) != 0)
                 pl_usage_error("--attention '%s' is not a choice: use " PL_ATTENTION_NAMES,
                                argv[i]);
+        } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            if (pl_precision_parse(argv[++i], &bench_precision) != 0)
+                pl_usage_error("--precision '%s' is not a choice: use " PL_PRECISION_NAMES,
+                               argv[i]);
         } else if (!strcmp(argv[i], "--model")) {
             model = 1;
         } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
@@ -512,7 +548,7 @@ int main(int argc, char **argv)
         } else {
             pl_usage_error("unknown argument '%s' (bench_train [--seconds S] [--threads N] | "
                            "bench_train --model [--rounds R] [--seconds S]) "
-                           "[--attention materialised|flash]",
+                           "[--attention materialised|flash] [--precision fp32|bf16]",
                            argv[i]);
         }
     }
@@ -540,7 +576,12 @@ int main(int argc, char **argv)
            "# (same model, same threads%s)%s\n",
            torch_where, torch ? "" : torch_missing);
     if (torch) printf("# torch: %s\n", torch_python);
-    printf("# the kit's attention: %s\n", pl_attention_name(bench_attention));
+    const char *precision = pl_precision_name(bench_precision);
+#ifdef PL_GPU
+    if (model) precision = "fp32 and bf16 (both columns)";
+#endif
+    printf("# the kit's attention: %s; precision: %s\n", pl_attention_name(bench_attention),
+           precision);
     if (model) {
 #ifdef PL_GPU
         gpu_model_table(rounds, &data, path, torch);
