@@ -15,7 +15,7 @@
 #ifdef PL_GPU
 #define BACKEND(name) pl_gpu_##name
 /* pl_gpu_sgemm reads pl_matmul_precision itself */
-#define pl_gpu_sgemm_linear pl_gpu_sgemm
+#define pl_gpu_sgemm_prec pl_gpu_sgemm
 #else
 #include <cblas.h>
 #define BACKEND(name) cpu_##name
@@ -136,10 +136,10 @@ static float *bf16_copy(const float *X, int rows, int cols, int ld)
     return c;
 }
 
-/* The linear layers' products, in the precision pl_set_matmul_precision chose: bf16
- * inputs are exact in fp32 and so are their products, so sgemm on the rounded copies is
- * the bf16 product summed in fp32. */
-static void cpu_sgemm_linear(int trans_a, int trans_b, int M, int N, int K, float alpha,
+/* The products of the linear layers and of the materialised attention, in the precision
+ * pl_set_matmul_precision chose: bf16 inputs are exact in fp32 and so are their products,
+ * so sgemm on the rounded copies is the bf16 product summed in fp32. */
+static void cpu_sgemm_prec(int trans_a, int trans_b, int M, int N, int K, float alpha,
                            const float *A, int lda, const float *B, int ldb, float beta,
                            float *C, int ldc)
 {
@@ -207,7 +207,7 @@ static void cpu_matmul_forward(float *out, const float *inp, const float *weight
 {
     if (bias)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof *out);
-    cpu_sgemm_linear(0, 1, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
+    cpu_sgemm_prec(0, 1, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
 }
 
 /* dbias[OC] += the column sums of dout[N, OC], row by row (the rows of dout are
@@ -224,8 +224,8 @@ PL_CLONES static void bias_grad(float *restrict dbias, const float *restrict dou
 static void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                 const float *inp, const float *weight, int N, int C, int OC)
 {
-    if (dinp) cpu_sgemm_linear(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-    if (dweight) cpu_sgemm_linear(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dinp) cpu_sgemm_prec(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+    if (dweight) cpu_sgemm_prec(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
@@ -261,7 +261,7 @@ PL_CLONES static void gelu_grad_scale(float *restrict d, const float *restrict h
 static void cpu_matmul_gelu_forward(float *h, float *g, const float *inp, const float *weight,
                                     const float *bias, int N, int C, int OC)
 {
-    cpu_sgemm_linear(0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, h, OC);
+    cpu_sgemm_prec(0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, h, OC);
     bias_gelu_rows(h, g, bias, N, OC);
 }
 
@@ -269,9 +269,9 @@ static void cpu_matmul_gelu_backward(float *dh, float *dweight, float *dbias, co
                                      const float *g, const float *h, const float *weight, int N,
                                      int C, int OC)
 {
-    cpu_sgemm_linear(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dh, C);
+    cpu_sgemm_prec(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dh, C);
     gelu_grad_scale(dh, h, (size_t)N * C);
-    if (dweight) cpu_sgemm_linear(1, 0, OC, C, N, 1.0f, dout, OC, g, C, 1.0f, dweight, C);
+    if (dweight) cpu_sgemm_prec(1, 0, OC, C, N, 1.0f, dout, OC, g, C, 1.0f, dweight, C);
     if (dbias) bias_grad(dbias, dout, N, OC);
 }
 
@@ -309,10 +309,10 @@ static void cpu_attention_forward(float *out, float *att, const float *qkv, int 
             float *o = out + (size_t)b * T * C + (size_t)h * HS;
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
                 int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
-                cpu_sgemm(0, 1, rows, r1, HS, 1.0f, q + (size_t)r0 * 3 * C, 3 * C, k, 3 * C,
+                cpu_sgemm_prec(0, 1, rows, r1, HS, 1.0f, q + (size_t)r0 * 3 * C, 3 * C, k, 3 * C,
                           0.0f, s + (size_t)r0 * T, T);
                 attention_softmax_rows(s, r0, r1, T, scale);
-                cpu_sgemm(0, 0, rows, HS, r1, 1.0f, s + (size_t)r0 * T, T, v, 3 * C, 0.0f,
+                cpu_sgemm_prec(0, 0, rows, HS, r1, 1.0f, s + (size_t)r0 * T, T, v, 3 * C, 0.0f,
                           o + (size_t)r0 * C, C);
             }
         }
@@ -335,13 +335,13 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
                 const float *pb = p + (size_t)r0 * T, *dOb = dO + (size_t)r0 * C;
                 float *dsb = ds + (size_t)r0 * T;
                 /* dP = dO V^T; dV += P^T dO */
-                cpu_sgemm(0, 1, rows, r1, HS, 1.0f, dOb, C, v, 3 * C, 0.0f, dsb, T);
-                cpu_sgemm(1, 0, r1, HS, rows, 1.0f, pb, T, dOb, C, 1.0f, dv, 3 * C);
+                cpu_sgemm_prec(0, 1, rows, r1, HS, 1.0f, dOb, C, v, 3 * C, 0.0f, dsb, T);
+                cpu_sgemm_prec(1, 0, r1, HS, rows, 1.0f, pb, T, dOb, C, 1.0f, dv, 3 * C);
                 attention_dsoftmax_rows(ds, p, r0, r1, T, scale);
                 /* dQ += dS K; dK += dS^T Q */
-                cpu_sgemm(0, 0, rows, HS, r1, 1.0f, dsb, T, k, 3 * C, 1.0f,
+                cpu_sgemm_prec(0, 0, rows, HS, r1, 1.0f, dsb, T, k, 3 * C, 1.0f,
                           dq + (size_t)r0 * 3 * C, 3 * C);
-                cpu_sgemm(1, 0, r1, HS, rows, 1.0f, dsb, T, q + (size_t)r0 * 3 * C, 3 * C, 1.0f,
+                cpu_sgemm_prec(1, 0, r1, HS, rows, 1.0f, dsb, T, q + (size_t)r0 * 3 * C, 3 * C, 1.0f,
                           dk, 3 * C);
             }
         }
@@ -647,7 +647,7 @@ void pl_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
                        "they step over (need lda >= %d, ldb >= %d, ldc >= %d)",
                        lda, ldb, ldc, a_cols, b_cols, N);
     charge(2.0 * M * N * K);
-    BACKEND(sgemm_linear)(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    BACKEND(sgemm_prec)(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void pl_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)

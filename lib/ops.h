@@ -122,9 +122,10 @@ void pl_matmul_gelu_backward(float *dh, float *dweight, float *dbias, const floa
 void pl_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
-/* The precision of the linear layers' products: pl_matmul_forward and _backward,
- * pl_matmul_gelu_forward and _backward and pl_sgemm (not attention's score and value
- * products, which stay fp32 on both builds). PL_MATMUL_FP32, the default, is fp32 products
+/* The precision of the products: the linear layers' (pl_matmul_forward and _backward,
+ * pl_matmul_gelu_forward and _backward, pl_sgemm) and the materialised attention's
+ * (pl_attention_forward and _backward: Q K^T, P V and their gradients; the softmax stays
+ * fp32, and so do flash attention's tiles). PL_MATMUL_FP32, the default, is fp32 products
  * and sums. PL_MATMUL_BF16 reads each input rounded to bf16 (pl_k_bf16: nearest, ties to
  * even) and sums in fp32, what a bf16 tensor core does and torch's
  * set_float32_matmul_precision("medium") asks for: on the GPU build cublasGemmEx with

@@ -65,8 +65,8 @@ static void sgemm_rm(int ta, int tb, int M, int N, int K, float alpha, const flo
                      const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (pl_matmul_precision() == PL_MATMUL_BF16) {
-        /* the linear layers in bf16 (ops.h): fp32 arrays, inputs read as bf16 by the
-         * tensor cores, fp32 sums and output */
+        /* the products in bf16 (ops.h): fp32 arrays, inputs read as bf16 by the tensor
+         * cores, fp32 sums and output */
         PL_CHECK_CUBLAS(cublasGemmEx(blas(), op_of(tb), op_of(ta), N, M, K, &alpha, B,
                                      CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F,
                                      ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
@@ -80,6 +80,13 @@ static void sgemm_rm_batched(int ta, int tb, int M, int N, int K, float alpha, c
                              int lda, long long sa, const float *B, int ldb, long long sb,
                              float beta, float *C, int ldc, long long sc, int batch)
 {
+    if (pl_matmul_precision() == PL_MATMUL_BF16) { /* as sgemm_rm */
+        PL_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+            blas(), op_of(tb), op_of(ta), N, M, K, &alpha, B, CUDA_R_32F, ldb, sb, A, CUDA_R_32F,
+            lda, sa, &beta, C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F_FAST_16BF,
+            CUBLAS_GEMM_DEFAULT));
+        return;
+    }
     PL_CHECK_CUBLAS(cublasSgemmStridedBatched(blas(), op_of(tb), op_of(ta), N, M, K, &alpha, B,
                                               ldb, sb, A, lda, sa, &beta, C, ldc, sc, batch));
 }

@@ -498,7 +498,7 @@ static void gpu_model_table(int rounds, const struct pl_tokens *data, const char
            "peaks %.1f GFLOP/s\n# (fp32 sgemm) and %.1f GFLOP/s (bf16 inputs, fp32 sums: the "
            "bf16 mode's GEMMs)\n"
            "# torch fp32 = PyTorch on the same GPU with TF32 off (the kit's fp32 math); kit bf16 "
-           "= the\n# kit's --precision bf16 (bf16 products, fp32 attention); torch bf16 = bf16 "
+           "= the\n# kit's --precision bf16 (bf16 products, fp32 activations); torch bf16 = bf16 "
            "autocast with\n# fused attention (scaled_dot_product_attention); %%peak = the kit's "
            "GFLOP/s (ledger FLOPs)\n# over the peak of its precision\n",
            rounds, peak, peak16);

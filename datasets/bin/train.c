@@ -57,7 +57,7 @@ static struct pl_flag flags[] = {
     F("--grad-clip", FLOAT, opt.grad_clip, "X", "max global gradient norm (0: off)"),
     F("--recompute", STR, recompute, "R", "activation recomputation: none, selective or full (same losses bit for bit; less activation memory, more FLOPs)"),
     F("--attention", STR, attention, "A", "attention: materialised (saves each head's T x T probabilities) or flash (tiles with an online softmax; saves T log-sum-exps a head; the same losses to fp32 rounding)"),
-    F("--precision", STR, precision, "P", "fp32, or bf16: mixed precision, with fp32 master weights and AdamW moments, a bf16 working copy and bf16 gradients (2 + 2 + 12 bytes a parameter) and the linear layers' products on bf16 inputs with fp32 sums (losses within bf16 rounding of fp32's)"),
+    F("--precision", STR, precision, "P", "fp32, or bf16: mixed precision, with fp32 master weights and AdamW moments, a bf16 working copy and bf16 gradients (2 + 2 + 12 bytes a parameter) and the products (linear layers, attention) on bf16 inputs with fp32 sums (losses within bf16 rounding of fp32's)"),
     F("--grads-fp32", SWITCH, cfg.grads_fp32, NULL, "with --precision bf16: keep the gradients in fp32 (2 + 4 + 12 bytes a parameter)"),
     /* checkpoints and output */
     F("--save", STR, save, "FILE", "write a checkpoint here at the end"),

@@ -1,6 +1,6 @@
 /* cublas_v2.h (gpu_emu): the cuBLAS calls the kit makes (ops_gpu.cu), run by OpenBLAS on
- * the emulator's device thread in stream order. Column-major, as cuBLAS is. cublasGemmEx
- * takes what the kit passes (fp32 arrays, compute 32F or 32F_FAST_16BF: inputs rounded to
+ * the emulator's device thread in stream order. Column-major, as cuBLAS is. cublasGemmEx and
+ * cublasGemmStridedBatchedEx take what the kit passes (fp32 arrays, compute 32F or 32F_FAST_16BF: inputs rounded to
  * bf16 as the tensor cores read them) and answers NOT_SUPPORTED to the rest. */
 #ifndef PL_GPU_EMU_CUBLAS_V2_H
 #define PL_GPU_EMU_CUBLAS_V2_H
@@ -39,6 +39,14 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasO
                             cudaDataType Atype, int lda, const void *B, cudaDataType Btype,
                             int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType Atype,
+                                          int lda, long long strideA, const void *B,
+                                          cudaDataType Btype, int ldb, long long strideB,
+                                          const void *beta, void *C, cudaDataType Ctype,
+                                          int ldc, long long strideC, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo);
 
 #ifdef __cplusplus
 }

@@ -911,18 +911,31 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                         C, ldc, strideC, batch, 0);
 }
 
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType Atype,
+                                          int lda, long long strideA, const void *B,
+                                          cudaDataType Btype, int ldb, long long strideB,
+                                          const void *beta, void *C, cudaDataType Ctype,
+                                          int ldc, long long strideC, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F ||
+        (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_16BF) ||
+        algo != CUBLAS_GEMM_DEFAULT)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    return gemm_enqueue(handle, ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
+                        C, ldc, strideC, batch, compute == CUBLAS_COMPUTE_32F_FAST_16BF);
+}
+
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb,
                             int m, int n, int k, const void *alpha, const void *A,
                             cudaDataType Atype, int lda, const void *B, cudaDataType Btype,
                             int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
-    if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F ||
-        (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_16BF) ||
-        algo != CUBLAS_GEMM_DEFAULT)
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    return gemm_enqueue(handle, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0,
-                        1, compute == CUBLAS_COMPUTE_32F_FAST_16BF);
+    return cublasGemmStridedBatchedEx(handle, ta, tb, m, n, k, alpha, A, Atype, lda, 0, B,
+                                      Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1, compute, algo);
 }
 
 static cublasStatus_t gemm_enqueue(cublasHandle_t handle, cublasOperation_t ta,
