@@ -95,7 +95,15 @@ static uint64_t digest_model(const struct fourd_model *m, uint64_t h)
     return h;
 }
 
-enum l9_run { L9_RUN_FREE, L9_RUN_CLIP, L9_RUN_RECOMPUTE, L9_RUN_ZERO, L9_RUN_ZERO_CLIP };
+/* MICRO: CLIP's run with L9_MICRO_ALT microbatches, its norms and last gradient only */
+enum l9_run {
+    L9_RUN_FREE,
+    L9_RUN_CLIP,
+    L9_RUN_RECOMPUTE,
+    L9_RUN_ZERO,
+    L9_RUN_ZERO_CLIP,
+    L9_RUN_MICRO
+};
 
 /* What the unclipped steps are watched for (lab.mk's wraps; gr_wrap_ctx holds the watch
  * while they run): the all-reduces on the DP group, and the batch rows each embedding and
@@ -366,7 +374,8 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
                      const struct gr_reference *ref, struct l9_obs *ob, enum l9_run mode,
                      enum pl_recompute rc)
 {
-    const int clipped = mode == L9_RUN_CLIP || mode == L9_RUN_ZERO_CLIP;
+    const int clipped = mode == L9_RUN_CLIP || mode == L9_RUN_ZERO_CLIP || mode == L9_RUN_MICRO;
+    const int micro = mode == L9_RUN_MICRO ? L9_MICRO_ALT : L9_MICRO;
     const int zero = mode == L9_RUN_ZERO || mode == L9_RUN_ZERO_CLIP;
     const struct l9_case *k = &st->cases[i];
     const struct gr_train_setup *ts = &st->train[i];
@@ -407,8 +416,9 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
     for (int s = 0; s < ts->steps && ok; s++) {
         gr_batch_load(&b, s);
         watch.step = s;
-        double loss = fourd_step(m, b.tokens, b.targets, b.B, L9_MICRO);
-        if (clipped) (zero ? ob->zero_norm : ob->norm)[s] = m->grad_norm;
+        double loss = fourd_step(m, b.tokens, b.targets, b.B, micro);
+        if (mode == L9_RUN_MICRO) ob->micro_norm[s] = m->grad_norm;
+        else if (clipped) (zero ? ob->zero_norm : ob->norm)[s] = m->grad_norm;
         else if (mode == L9_RUN_FREE) ob->loss[s] = loss;
         else if (zero) ob->zero_loss[s] = loss;
         h = pl_fnv1a(h, &loss, sizeof loss);
@@ -427,7 +437,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
         double optim = (double)ms.peak[PL_MEM_OPTIM] - (double)held.current[PL_MEM_OPTIM];
         if (optim > ob->zero_optim) ob->zero_optim = optim;
         ob->zero_digest[clipped] = digest_model(m, PL_FNV1A_START);
-    } else if (mode != L9_RUN_CLIP) {
+    } else if (mode != L9_RUN_CLIP && mode != L9_RUN_MICRO) {
         ob->activ_peak[rc] = (double)ms.peak[PL_MEM_ACTIV] - activ0;
         ob->digest[rc] = digest_model(m, h);
         ob->stage_blocks = m->b1 - m->b0;
@@ -451,7 +461,7 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
                        delta.bytes[PL_REDUCE_SCATTER][PL_LINK_INTER];
         ob->p2p_bytes = delta.bytes[PL_P2P][PL_LINK_INTRA] + delta.bytes[PL_P2P][PL_LINK_INTER];
     }
-    if (ok && mode != L9_RUN_RECOMPUTE) {
+    if (ok && mode != L9_RUN_RECOMPUTE && mode != L9_RUN_MICRO) {
         struct l9_err *e = clipped ? (zero ? &ob->zero_clipped_params : &ob->clipped_params)
                                    : (zero ? &ob->zero_params : &ob->params);
         l9_compare_rank(e, &ts->cfg, &ref->layout, m, m->params, m->rep ? m->rep->params : NULL,
@@ -469,8 +479,9 @@ static int train_run(struct l9_state *st, int i, const struct pl_adamw_config *o
             l9_compare_shares(&ob->zero_grads, &ts->cfg, &ref->layout, m, want, k->tp,
                               g.tp_rank, k->dp, g.dp_rank);
         else
-            l9_compare_rank(&ob->grads, &ts->cfg, &ref->layout, m, m->grads,
-                         m->rep ? m->rep->grads : NULL, want, k->tp, g.tp_rank);
+            l9_compare_rank(mode == L9_RUN_MICRO ? &ob->micro_grads : &ob->grads, &ts->cfg,
+                            &ref->layout, m, m->grads, m->rep ? m->rep->grads : NULL, want,
+                            k->tp, g.tp_rank);
         pl_mem_free(want);
     }
     gr_batch_free(&b);
@@ -516,6 +527,13 @@ void l9_observe(struct l9_state *st, int i, struct l9_obs *ob)
         return;
     if (!train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_CLIP, PL_RECOMPUTE_NONE))
         return;
+    /* a loss scale fitted to m = 4: the first grid again with L9_MICRO_ALT microbatches */
+    if (i == 0) {
+        if (!train_run(st, i, &st->train[i].opt, &st->ref[i], ob, L9_RUN_MICRO,
+                       PL_RECOMPUTE_NONE))
+            return;
+        ob->has_micro = 1;
+    }
     l9_vocab_big(st, i, ob); /* the loss with logits in the hundreds (t > 1, 8 ranks) */
     /* recomputation and the orders on the first grid of 8 ranks, (2,2,2): every axis at once */
     if (st->np == 8 && i == 0 && !st->hidden) observe_orders(&st->cases[i], ob);

@@ -225,6 +225,42 @@ static void replicated_sq(const struct l9_state *st, int i, int s, double *block
     }
 }
 
+/* The first grid's clipped run again with L9_MICRO_ALT microbatches: the same norms and
+ * gradient as one device's, whatever m is (a loss scale fitted to m = 4 is off by
+ * L9_MICRO_ALT / L9_MICRO). */
+static int judge_other_micro(const struct l9_state *st, int i, const struct gr_obs *all,
+                             struct gr_why *why)
+{
+    for (int r = 0; r < all->nranks; r++) {
+        const struct l9_obs *o = rank_obs(all, r);
+        if (!o->has_micro) continue;
+        for (int s = 0; s < L9_K_STEPS; s++) {
+            double want = st->ref_norm[i][s], got = o->micro_norm[s];
+            if (gr_rel_err(got, want) <= L9_TOL_NORM) continue;
+            double ratio = got / want, fitted = (double)L9_MICRO_ALT / L9_MICRO;
+            gr_why_say(why, "with m = %d microbatches of %d sequence%s (the other runs use m = "
+                       "%d): step %d's global gradient norm on rank %d is %.6g, one device's "
+                       "%.6g (ratio %.4f)", L9_MICRO_ALT, L9_MB_SEQS * L9_MICRO / L9_MICRO_ALT,
+                       L9_MB_SEQS * L9_MICRO / L9_MICRO_ALT == 1 ? "" : "s", L9_MICRO, s, r,
+                       got, want, ratio);
+            if (fabs(ratio - fitted) < 1e-3 || fabs(ratio - 1 / fitted) < 1e-3)
+                gr_why_say(why, "the loss scale is fitted to m = %d: each microbatch's loss is "
+                           "a 1/(dp m) share of the batch's mean, with this step's m (the "
+                           "micro argument of fourd_step)", L9_MICRO);
+            return 0;
+        }
+        if (!(o->micro_grads.rel <= GR_TOL_GRADS)) {
+            gr_why_say(why, "with m = %d microbatches: the last step's gradient on rank %d "
+                       "(dp %d, tp %d, stage %d): %s has relative L2 error %.3g against one "
+                       "device's clipped gradient (at most %g)", L9_MICRO_ALT, r, o->coord[0],
+                       o->coord[1], o->coord[2], o->micro_grads.name, o->micro_grads.rel,
+                       GR_TOL_GRADS);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int judge_clip(const struct l9_state *st, int i, const struct gr_obs *all,
                       struct gr_why *why)
 {
@@ -283,7 +319,7 @@ static int judge_clip(const struct l9_state *st, int i, const struct gr_obs *all
             return 0;
         }
     }
-    return 1;
+    return judge_other_micro(st, i, all, why);
 }
 
 static const char *AXES[3] = {"dp", "tp", "pp"};

@@ -15,6 +15,7 @@
 #define L9_K_STEPS 2
 #define L9_MICRO 4          /* microbatches per replica: m >= p for every graded pipeline */
 #define L9_MB_SEQS 2        /* sequences per microbatch */
+#define L9_MICRO_ALT 8      /* the clipping test's run with another m: one sequence a microbatch */
 #define L9_CORPUS_TOKENS 32768
 #define L9_MAX_RANKS 8
 #define L9_MAX_CASES 4
@@ -163,6 +164,11 @@ struct l9_obs {
     double norm[L9_K_STEPS];
     struct l9_err grads;          /* the last step's clipped gradient */
     struct l9_err clipped_params; /* after the K clipped steps */
+    /* the same clipped run with m = L9_MICRO_ALT microbatches (the first case only): each
+     * step's norm and the last step's gradient, which a loss scale fitted to m = 4 doubles */
+    int has_micro;
+    double micro_norm[L9_K_STEPS];
+    struct l9_err micro_grads;
     /* the run without clipping again with each recomputation (case 0 on 8 ranks only),
      * [r] of enum pl_recompute: what the memory ledger's activations peaked at during the
      * steps, above where they started, and a digest of the losses and parameters */

@@ -67,6 +67,14 @@ static const struct l10_case CORRUPT[] = {
      {2, 4}, 6, {0}, L10_DMG_OTHER_SIZE, -1, FT_BAD_MANIFEST, 0, 0},
     {"one byte flipped in shard 0 of every checkpoint: none is whole", 0, 0, {2, 4}, 6, {0},
      L10_DMG_EVERY, 0, FT_SHARD_CHECKSUM, 0, 0},
+    /* an outside review's load set the step, RNG and data position once shard 0 passed: seen
+     * only when nothing is whole and the bad shard is another */
+    {"one byte flipped in the last shard of every checkpoint: none is whole", 0, 0, {2, 4}, 6,
+     {0}, L10_DMG_EVERY, -1, FT_SHARD_CHECKSUM, 0, 0},
+    /* the checksum is of the whole file (ft.h): an outside review's over the floats alone
+     * missed every flip above, which all land in the floats of a header-first file */
+    {"the first byte of the last shard flipped", 0, 0, {2, 4}, 6, {0}, L10_DMG_HEAD_FLIP, -1,
+     FT_SHARD_CHECKSUM, 0, 0},
 };
 static const struct l10_case RESHARD8[] = {
     {"saved on 8 ranks, loaded on 6", 8, 6, {0, 3}, 5, {0}, 0, 0, FT_OK, 0, 0},
@@ -373,8 +381,10 @@ static int damage_one(struct l10_state *st, const struct l10_case *c, int step, 
     long size = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     int ok = size > 0;
     if (d == L10_DMG_FLIP || d == L10_DMG_MANIFEST_FLIP || d == L10_DMG_TAIL_FLIP ||
-        d == L10_DMG_EVERY || d == L10_DMG_MANIFEST_TAIL) {
-        long at = d == L10_DMG_TAIL_FLIP || d == L10_DMG_MANIFEST_TAIL ? size - 1 : size / 2;
+        d == L10_DMG_EVERY || d == L10_DMG_MANIFEST_TAIL || d == L10_DMG_HEAD_FLIP) {
+        long at = d == L10_DMG_TAIL_FLIP || d == L10_DMG_MANIFEST_TAIL ? size - 1
+                  : d == L10_DMG_HEAD_FLIP                             ? 0
+                                                                       : size / 2;
         int b = EOF;
         /* the manifest's last byte that is not a separator: a text format's final newline
          * or padding carries nothing to check */

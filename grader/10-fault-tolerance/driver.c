@@ -65,11 +65,19 @@ static void observe(void *st, int i, void *obs)
     l10_observe(st, i, obs);
 }
 
+/* A damaged checkpoint's verdict names the damage: every case of that test looks alike in
+ * the judge's lines. */
 static int judge(const void *st, int i, const char *part, const struct gr_obs *all,
                  struct gr_why *why)
 {
-    (void)i;
-    return l10_judge(((const struct l10_state *)st)->op, part, all, why);
+    const struct l10_state *s = st;
+    int ok = l10_judge(s->op, part, all, why);
+    if (!ok && s->op == L10_OP_CORRUPT) {
+        char what[256];
+        l10_describe(&s->cases[i], s->op, what, sizeof what);
+        gr_why_say(why, "the case: %s", what);
+    }
+    return ok;
 }
 
 const struct gr_driver gr_lab_driver = {

@@ -64,7 +64,7 @@ struct l10_kill {
 enum l10_damage { L10_DMG_NONE, L10_DMG_FLIP, L10_DMG_TRUNCATE, L10_DMG_REMOVE,
                   L10_DMG_OTHER_RUN, L10_DMG_MANIFEST_CUT, L10_DMG_MANIFEST_FLIP,
                   L10_DMG_TAIL_FLIP, L10_DMG_OTHER_SIZE, L10_DMG_EVERY, L10_DMG_MANIFEST_TAIL,
-                  L10_NDMG };
+                  L10_DMG_HEAD_FLIP, L10_NDMG };
 
 struct l10_case {
     const char *what;        /* the case in words */

@@ -6,11 +6,12 @@
  * before its rename) or failing at two calls (a shard's write, the manifest's sync, as on a
  * full disk: the function must return -1): the restart loads the last committed checkpoint
  * and trains on bit for bit (16), no kill leaves a half-written file under a final name (8),
- * and the load reports the uncommitted one (4); ten kinds of damage (a flipped byte in a
- * shard's middle and in its last byte, a shard cut short, a shard removed, another run's
- * checkpoint, one of this run with another parameter count, a manifest cut short or with a
- * byte flipped in its middle or its last byte, every checkpoint damaged): the previous one is loaded, or none with the state
- * left as it was (10), and the damage named (10); restarts on other rank counts, 8 -> 6, 4
+ * and the load reports the uncommitted one (4); twelve kinds of damage (a flipped byte in a
+ * shard's middle, in its first and in its last byte, a shard cut short, a shard removed,
+ * another run's checkpoint, one of this run with another parameter count, a manifest cut
+ * short or with a byte flipped in its middle or its last byte, every checkpoint damaged in
+ * shard 0 or in the last shard): the previous one is loaded, or none with the state left as
+ * it was (10), and the damage named (10); restarts on other rank counts, 8 -> 6, 4
  * -> 3, 2 -> 4, 6 -> 8, 3 -> 1, on 6374 parameters that none of 3, 4, 6, 8 divides: every
  * shard bit for bit the one-rank reference's, the training after it too, and the rank count
  * that saved it reported (24); the checkpoint interval against the formula (12); a snapshot
@@ -58,9 +59,9 @@ static void lab10_plan(const struct gr_plan_opts *o)
         {"killed or failing during a save: the uncommitted checkpoint reported as "
          "FT_NO_MANIFEST [np=3]", "crash", "check", "named", "correctness", 3, 4, LAB10_TIMEOUT,
          0, NULL},
-        {"damaged checkpoint skipped, the previous one loaded [np=2, 10 kinds of damage]",
+        {"damaged checkpoint skipped, the previous one loaded [np=2, 12 kinds of damage]",
          "corrupt", "check", "correct", "correctness", 2, 10, LAB10_TIMEOUT, 0, NULL},
-        {"each damage named by its fault [np=2, 10 kinds of damage]", "corrupt", "check", "named",
+        {"each damage named by its fault [np=2, 12 kinds of damage]", "corrupt", "check", "named",
          "correctness", 2, 10, LAB10_TIMEOUT, 0, NULL},
         {"restart on another rank count, state and losses bit for bit [8->6, 4->3, 2->4, 6->8, "
          "3->1]", "reshard", "check", "correct", "correctness", 8, 24, LAB10_TIMEOUT, 0, NULL},
