@@ -524,7 +524,8 @@ double pl_model_loss(struct pl_model *m, const int *tokens, const int *targets, 
  * The products (the linear layers' and the materialised attention's) multiply bf16 inputs
  * with fp32 sums (pl_set_matmul_precision, set around the passes and put back after). Left
  * in fp32: the activations (saved and passed between parts), flash attention, layernorm,
- * softmax, GELU, the loss and the optimizer's arithmetic. No loss scaling: bf16 has fp32's exponent range.
+ * softmax, GELU, the loss and the optimizer's arithmetic. No loss scaling: bf16 has fp32's
+ * exponent range.
  * The views m->embed, m->blocks, m->head point at the fp32 master; with bf16 gradients
  * m->grads and the _g views are NULL (a hook reads m->grads16). The block-level surface
  * above and the labs' sharded passes are fp32 and ignore cfg.precision; pl_model_new_ends

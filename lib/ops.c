@@ -120,14 +120,14 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
                 ldc);
 }
 
-/* A row-major matrix of `rows` rows `cols` wide at stride ld, rounded to bf16 into a
- * workspace copy of the same stride (the span it occupies, so the gaps are copied too). */
 PL_CLONES static void round_bf16(float *restrict out, const float *restrict in, size_t n)
 {
     PL_SIMD
     for (size_t i = 0; i < n; i++) out[i] = pl_k_bf16_round(in[i]);
 }
 
+/* A row-major matrix of `rows` rows `cols` wide at stride ld, rounded to bf16 into a
+ * workspace copy of the same stride (the span it occupies, so the gaps are copied too). */
 static float *bf16_copy(const float *X, int rows, int cols, int ld)
 {
     size_t span = (size_t)(rows - 1) * ld + cols;
@@ -309,11 +309,11 @@ static void cpu_attention_forward(float *out, float *att, const float *qkv, int 
             float *o = out + (size_t)b * T * C + (size_t)h * HS;
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
                 int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
-                cpu_sgemm_prec(0, 1, rows, r1, HS, 1.0f, q + (size_t)r0 * 3 * C, 3 * C, k, 3 * C,
-                          0.0f, s + (size_t)r0 * T, T);
+                cpu_sgemm_prec(0, 1, rows, r1, HS, 1.0f, q + (size_t)r0 * 3 * C, 3 * C, k,
+                               3 * C, 0.0f, s + (size_t)r0 * T, T);
                 attention_softmax_rows(s, r0, r1, T, scale);
-                cpu_sgemm_prec(0, 0, rows, HS, r1, 1.0f, s + (size_t)r0 * T, T, v, 3 * C, 0.0f,
-                          o + (size_t)r0 * C, C);
+                cpu_sgemm_prec(0, 0, rows, HS, r1, 1.0f, s + (size_t)r0 * T, T, v, 3 * C,
+                               0.0f, o + (size_t)r0 * C, C);
             }
         }
 }
@@ -340,9 +340,9 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
                 attention_dsoftmax_rows(ds, p, r0, r1, T, scale);
                 /* dQ += dS K; dK += dS^T Q */
                 cpu_sgemm_prec(0, 0, rows, HS, r1, 1.0f, dsb, T, k, 3 * C, 1.0f,
-                          dq + (size_t)r0 * 3 * C, 3 * C);
-                cpu_sgemm_prec(1, 0, r1, HS, rows, 1.0f, dsb, T, q + (size_t)r0 * 3 * C, 3 * C, 1.0f,
-                          dk, 3 * C);
+                               dq + (size_t)r0 * 3 * C, 3 * C);
+                cpu_sgemm_prec(1, 0, r1, HS, rows, 1.0f, dsb, T, q + (size_t)r0 * 3 * C, 3 * C,
+                               1.0f, dk, 3 * C);
             }
         }
 }

@@ -1,7 +1,8 @@
 /* cublas_v2.h (gpu_emu): the cuBLAS calls the kit makes (ops_gpu.cu), run by OpenBLAS on
  * the emulator's device thread in stream order. Column-major, as cuBLAS is. cublasGemmEx and
- * cublasGemmStridedBatchedEx take what the kit passes (fp32 arrays, compute 32F or 32F_FAST_16BF: inputs rounded to
- * bf16 as the tensor cores read them) and answers NOT_SUPPORTED to the rest. */
+ * cublasGemmStridedBatchedEx take what the kit passes (fp32 arrays, compute 32F or
+ * 32F_FAST_16BF: inputs rounded to bf16 as the tensor cores read them) and answer
+ * NOT_SUPPORTED to the rest. */
 #ifndef PL_GPU_EMU_CUBLAS_V2_H
 #define PL_GPU_EMU_CUBLAS_V2_H
 
