@@ -139,7 +139,7 @@ void l10_setup_cases(struct l10_state *st)
     case L10_OP_CORRUPT: ADD(CORRUPT); break;
     case L10_OP_ASYNC: ADD(ASYNC); break;
     case L10_OP_DETECT: {
-        static const struct l10_case every = {"the 9 scenarios of section 7", 1, 1, {0, 0}, 0,
+        static const struct l10_case every = {"the 10 scenarios of section 7", 1, 1, {0, 0}, 0,
                                               {0}, 0, 0, FT_OK, 0, 0};
         st->cases[st->ncases++] = every;
         break;

@@ -24,7 +24,7 @@
 #define L10_DET_CALL 0.7 /* a step's share spent before its collective */
 
 enum det_kind { DET_NONE, DET_KILLED, DET_HUNG, DET_DEADLOCK, DET_EXIT0, DET_TWO, DET_FINISH,
-                DET_TWIN, DET_EXIT0_KILL };
+                DET_TWIN, DET_EXIT0_KILL, DET_FINISH_CODE };
 
 struct det_scenario {
     const char *what;
@@ -45,6 +45,8 @@ static const struct det_scenario L10_DET[L10_DET_SCENARIOS] = {
     {"rank 0 returned with code 0 in step 4, then rank 2 was killed in step 5", DET_EXIT0_KILL,
      0, 4, -1},
     {"no failure; rank 1 starts every step 1.5 s after the others", DET_NONE, -1, -1, 1},
+    /* an outside review took a non-zero exit with no signal, at a normal end, as finished */
+    {"every rank ended after step 8, rank 2 with exit code 1", DET_FINISH_CODE, 2, 8, -1},
 };
 
 /* When rank r starts step k: ranks are skewed by 50 ms, the highest rank first. */
@@ -95,8 +97,10 @@ static struct ft_rank_seen seen_at(const struct det_scenario *sc, int r, double 
         blocked = r != sc->rank && r != 2;
         break;
     case DET_FINISH:
+    case DET_FINISH_CODE:
         stop = sc->step;
         ends = t >= start_of(sc, 0, sc->step) + L10_DET_STEP_S; /* together, as a job ends */
+        code = sc->kind == DET_FINISH_CODE && r == sc->rank && ends;
         break;
     default: break;
     }

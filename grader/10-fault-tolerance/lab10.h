@@ -37,7 +37,7 @@
 enum l10_op { L10_OP_RESUME, L10_OP_CRASH, L10_OP_CORRUPT, L10_OP_RESHARD, L10_OP_INTERVAL,
               L10_OP_ASYNC, L10_OP_DETECT, L10_NOPS };
 #define L10_DET_RANKS 4
-#define L10_DET_SCENARIOS 9
+#define L10_DET_SCENARIOS 10
 extern const char *const L10_OP_NAMES[L10_NOPS];
 extern const char *const L10_OP_FUNCS[L10_NOPS];
 

@@ -17,7 +17,7 @@
  * that saved it reported (24); the checkpoint interval against the formula (12); a snapshot
  * taken at step 4 with no file call in it, one shard's size, given back by its free (4),
  * written after step 5 has trained, by section 2's rules, the restart from it bit for bit
- * (6), also with its writer killed or failing; the supervisor's verdict on nine scenarios
+ * (6), also with its writer killed or failing; the supervisor's verdict on ten scenarios
  * of a model job, sampled every 0.1 s (10). 124 points.
  * The
  * hidden suite runs the crash on 2 ranks, the damage on 3, the resume on 4 and the
@@ -70,7 +70,7 @@ static void lab10_plan(const struct gr_plan_opts *o)
         {"asynchronous checkpoint: one shard's copy, no file call in the stall [np=3]", "async",
          "check", "stall",
          "correctness", 3, 4, LAB10_TIMEOUT, 0, NULL},
-        {"failure detection: died, hung, deadlocked, finished, a straggler [np=1, 9 scenarios]",
+        {"failure detection: died, hung, deadlocked, finished, a straggler [np=1, 10 scenarios]",
          "detect", "check", "correct", "correctness", 1, 10, LAB10_TIMEOUT, 0, NULL},
         {"checkpoint interval [4 cases, 2 drawn by the seed]", "interval", "check", "correct",
          "correctness", 1, 12, LAB10_TIMEOUT, 0, NULL},
