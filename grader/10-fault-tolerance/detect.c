@@ -150,6 +150,13 @@ void l10_detect_observe(struct l10_obs *o)
             if (got.failure == want.failure && got.rank == want.rank &&
                 (want.rank < 0 || got.step == want.step))
                 continue;
+            /* every rank ended in one sample, one with code 1: ft.h's "the one among them
+             * whose last step is lowest, ties to the lowest rank" reads both ways, among the
+             * ranks that ended otherwise (rank 2) or among every ended rank (rank 0, as the
+             * reference and five right reviews read it); FT_FINISHED is wrong either way */
+            if (sc->kind == DET_FINISH_CODE && want.failure == FT_RANK_DIED &&
+                got.failure == FT_RANK_DIED && got.rank == 0 && got.step == want.step)
+                continue;
             o->det_bad = 1;
             o->det_case = k;
             snprintf(o->det_what, sizeof o->det_what, "%s", sc->what);

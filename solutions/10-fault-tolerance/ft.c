@@ -307,11 +307,8 @@ struct ft_verdict ft_detect(const struct ft_rank_seen *seen, int n, double now_s
     }
     if (ended == n && !failed) return (struct ft_verdict){FT_FINISHED, -1, -1};
     int kind = FT_RANK_DIED;
-    if (ended) { /* a death, or an exit while others still run; once every rank has ended,
-                  * only those that ended otherwise than with code 0 */
-        for (int r = 0; r < n && r < MAX_RANKS; r++)
-            pick[r] = (unsigned char)(seen[r].ended &&
-                                      (ended < n || seen[r].signal || seen[r].exit_code));
+    if (ended) { /* a death, or an exit while others still run */
+        for (int r = 0; r < n && r < MAX_RANKS; r++) pick[r] = (unsigned char)seen[r].ended;
     } else {
         kind = FT_RANK_HUNG;
         int stale = 0, outside = 0;
