@@ -36,30 +36,16 @@
 #include "paralab.h"
 #include "testing.h"
 
-static float bits_f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint32_t f_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 /* The bf16 nearest to x, ties to the even one, from its two neighbours in double; a value
  * at or past the midpoint between the largest bf16 and 2^128 rounds to infinity. */
 static uint16_t ref_bf16(float x)
 {
-    uint32_t u = f_bits(x);
+    uint32_t u = pl_k_f32_bits(x);
     if (isnan(x)) return 0xffff; /* any NaN: checked as a NaN, not by bits */
     if (isinf(x)) return (uint16_t)(u >> 16);
     uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u; /* toward zero, away from zero */
-    double dl = fabs((double)bits_f(lo));
-    double dh = (hi & 0x7fffffffu) == 0x7f800000u ? ldexp(1.0, 128) : fabs((double)bits_f(hi));
+    double dl = fabs((double)pl_k_f32_of_bits(lo));
+    double dh = (hi & 0x7fffffffu) == 0x7f800000u ? ldexp(1.0, 128) : fabs((double)pl_k_f32_of_bits(hi));
     double ax = fabs((double)x);
     if (ax - dl < dh - ax) return (uint16_t)(lo >> 16);
     if (ax - dl > dh - ax) return (uint16_t)(hi >> 16);
@@ -92,9 +78,9 @@ static void test_rounding(void)
     uint16_t *b = malloc(n * sizeof *b);
     float *back = malloc(n * sizeof *back);
     PL_ASSERT(h && b && back);
-    for (size_t i = 0; i < nc; i++) h[i] = bits_f(cases[i]);
+    for (size_t i = 0; i < nc; i++) h[i] = pl_k_f32_of_bits(cases[i]);
     for (size_t i = 0; i < nr; i++) /* random bit patterns: every exponent, both signs */
-        h[nc + i] = bits_f((uint32_t)pl_rng_u64(5, 1, i));
+        h[nc + i] = pl_k_f32_of_bits((uint32_t)pl_rng_u64(5, 1, i));
     float *d = op_from_host(h, n * sizeof *h);
     uint16_t *db = op_alloc(n * sizeof *db);
     float *dback = op_alloc(n * sizeof *dback);
@@ -107,12 +93,12 @@ static void test_rounding(void)
         int ok;
         if (isnan(h[i])) ok = (b[i] & 0x7f80u) == 0x7f80u && (b[i] & 0x7fu) != 0;
         else ok = b[i] == ref_bf16(h[i]);
-        ok = ok && f_bits(back[i]) == (uint32_t)b[i] << 16; /* back to float: exact */
+        ok = ok && pl_k_f32_bits(back[i]) == (uint32_t)b[i] << 16; /* back to float: exact */
         if (!ok && !bad++) first = i;
     }
     CHECK(bad == 0, "bf16 rounding: %zu of %zu values wrong; first: float bits 0x%08x gave "
           "bf16 0x%04x, nearest (ties to even) is 0x%04x", bad, n,
-          first < n ? f_bits(h[first]) : 0, first < n ? b[first] : 0,
+          first < n ? pl_k_f32_bits(h[first]) : 0, first < n ? b[first] : 0,
           first < n ? ref_bf16(h[first]) : 0);
     /* accumulate: acc = bf16(acc + add), element by element */
     float *add = malloc(nr * sizeof *add);
@@ -126,7 +112,7 @@ static void test_rounding(void)
     pl_to_host(acc, dacc, nr * sizeof *acc);
     bad = 0;
     for (size_t i = 0; i < nr; i++) {
-        float want = bits_f((uint32_t)b[nc + i] << 16) + add[i];
+        float want = pl_k_f32_of_bits((uint32_t)b[nc + i] << 16) + add[i];
         uint16_t r = ref_bf16(want);
         int ok = isnan(want) ? (acc[i] & 0x7fffu) > 0x7f80u : acc[i] == r;
         if (!ok && !bad++) first = i;
@@ -152,7 +138,7 @@ static void test_rounding(void)
 
 /* ---- the products ------------------------------------------------------------------------ */
 
-static double bf16_of(float x) { return bits_f((uint32_t)ref_bf16(x) << 16); }
+static double bf16_of(float x) { return pl_k_f32_of_bits((uint32_t)ref_bf16(x) << 16); }
 
 static float *rand_host(size_t n, uint64_t stream)
 {
@@ -392,7 +378,7 @@ static float *host_grads(const struct pl_model *m)
         uint16_t *b = malloc(n * sizeof *b);
         PL_ASSERT(b);
         pl_to_host(b, m->grads16, n * sizeof *b);
-        for (size_t i = 0; i < n; i++) h[i] = bits_f((uint32_t)b[i] << 16);
+        for (size_t i = 0; i < n; i++) h[i] = pl_k_f32_of_bits((uint32_t)b[i] << 16);
         free(b);
     } else {
         pl_to_host(h, m->grads, n * sizeof *h);
@@ -411,16 +397,28 @@ static double rel_l2(const float *a, const float *b, size_t n, double k)
     return sqrt(num / (den > 0 ? den : 1));
 }
 
+/* B sequences of cfg's length of random tokens and targets, in op memory. */
+static void batch_new(const struct pl_model_config *c, int B, uint64_t seed, int **dtok,
+                      int **dtgt)
+{
+    const int N = B * c->seq_len;
+    int *tok = malloc(N * sizeof *tok), *tgt = malloc(N * sizeof *tgt);
+    PL_ASSERT(tok && tgt);
+    random_batch(c->vocab, (size_t)N, seed, tok, tgt);
+    *dtok = op_from_host(tok, N * sizeof *tok);
+    *dtgt = op_from_host(tgt, N * sizeof *tgt);
+    free(tok);
+    free(tgt);
+}
+
 static void test_model(int grads_fp32)
 {
     const char *mode = grads_fp32 ? "bf16 with grads_fp32" : "bf16";
     struct pl_model_config cb = small_config(PL_PRECISION_BF16, grads_fp32, 0);
     struct pl_model_config cf = small_config(PL_PRECISION_FP32, 0, 0);
-    const int B = 4, N = B * cb.seq_len;
-    int *tok = malloc(N * sizeof *tok), *tgt = malloc(N * sizeof *tgt);
-    PL_ASSERT(tok && tgt);
-    random_batch(cb.vocab, (size_t)N, 9, tok, tgt);
-    int *dtok = op_from_host(tok, N * sizeof *tok), *dtgt = op_from_host(tgt, N * sizeof *tgt);
+    const int B = 4;
+    int *dtok, *dtgt;
+    batch_new(&cb, B, 9, &dtok, &dtgt);
     struct pl_model *mb = pl_model_new(&cb, PL_MODEL_ALL), *mf = pl_model_new(&cf, PL_MODEL_ALL);
     check_working_copy(mb, "after pl_model_new");
     /* the first loss and gradients: bf16 against fp32 */
@@ -441,7 +439,7 @@ static void test_model(int grads_fp32)
         float *f = malloc(np * sizeof *f);
         PL_ASSERT(w && f);
         pl_to_host(w, mb->params16, np * sizeof *w);
-        for (size_t i = 0; i < np; i++) f[i] = bits_f((uint32_t)w[i] << 16);
+        for (size_t i = 0; i < np; i++) f[i] = pl_k_f32_of_bits((uint32_t)w[i] << 16);
         pl_to_device(mr->params, f, np * sizeof *f);
         free(w);
         free(f);
@@ -485,7 +483,7 @@ static void test_model(int grads_fp32)
     pl_to_host(want, dp, n * 4);
     size_t bad = 0, at = 0;
     for (size_t i = 0; i < n; i++)
-        if (f_bits(want[i]) != f_bits(got[i]) && !bad++) at = i;
+        if (pl_k_f32_bits(want[i]) != pl_k_f32_bits(got[i]) && !bad++) at = i;
     CHECK(bad == 0, "%s: the update left %zu of %zu master weights unlike AdamW on the fp32 "
           "master with the clipped gradients (first at %zu: %.9g, want %.9g)", mode, bad, n,
           at, bad ? got[at] : 0.0, bad ? want[at] : 0.0);
@@ -509,17 +507,15 @@ static void test_model(int grads_fp32)
     pl_model_free(mf);
     void *bufs[] = {dtok, dtgt, dp, dg, dm, dv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pl_mem_free(bufs[i]);
-    free(tok), free(tgt), free(g1), free(gf), free(g2), free(p0), free(want), free(got);
+    free(g1), free(gf), free(g2), free(p0), free(want), free(got);
 }
 
 static void test_moe_and_checkpoint(void)
 {
     struct pl_model_config c = small_config(PL_PRECISION_BF16, 0, 4);
-    const int B = 2, N = B * c.seq_len;
-    int *tok = malloc(N * sizeof *tok), *tgt = malloc(N * sizeof *tgt);
-    PL_ASSERT(tok && tgt);
-    random_batch(c.vocab, (size_t)N, 10, tok, tgt);
-    int *dtok = op_from_host(tok, N * sizeof *tok), *dtgt = op_from_host(tgt, N * sizeof *tgt);
+    const int B = 2;
+    int *dtok, *dtgt;
+    batch_new(&c, B, 10, &dtok, &dtgt);
     struct pl_model *m = pl_model_new(&c, PL_MODEL_ALL);
     struct pl_adamw_config opt = pl_adamw_config_default();
     double l0 = pl_model_step(m, dtok, dtgt, B, &opt, NULL), l1 = l0;
@@ -545,7 +541,7 @@ static void test_moe_and_checkpoint(void)
     pl_model_free(r);
     pl_mem_free(dtok);
     pl_mem_free(dtgt);
-    free(tok), free(tgt), free(a), free(b);
+    free(a), free(b);
 }
 
 static void test_config_errors(void)
